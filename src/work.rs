@@ -1,0 +1,697 @@
+//! The work record: what one hand-off is for and what happened on it, as a pure value.
+//!
+//! The record holds the work (title, goal, constraints, acceptance criteria), every decision,
+//! every version of every artifact, every blocker, the workspace paths with their latest
+//! counts, and the acceptance criteria the latest final report left unmet. A [`Command`] goes
+//! in with the record; the next record, the item to answer and whether anything moved come
+//! out of [`apply`] (or a typed refusal, which leaves the record as it was). No I/O, no clock:
+//! the Durable Object supplies `now`, stores what comes back and writes nothing when
+//! `moved` is false.
+//!
+//! Invariants, asserted in [`apply`]:
+//! - a closed hand-off's record never changes;
+//! - `moved` is false exactly when the next record equals the current one;
+//! - ids (`dec_N`, `art_N`, `blk_N`) come from counters in the record, rise by one and are
+//!   never reused, so the same commands always give the same ids;
+//! - nothing is ever removed: a superseded decision, an old artifact version and a resolved
+//!   blocker all stay on the record;
+//! - every collection has a named limit (`crate::limits`), checked before anything changes.
+//!
+//! The record keeps paths and line counts of the workspace, never file contents: the
+//! workspace body refuses any other field.
+//!
+//! Request bodies are parsed here too ([`parse_work`], [`parse_decision`], …) through
+//! `crate::input::parse_json`: unknown fields, wrong types and broken limits are 400
+//! `request.invalid` naming the field.
+
+use crate::error::{ApiError, Code};
+use crate::input::parse_json;
+use crate::limits::*;
+use crate::time::{rfc3339, EpochMs};
+use crate::turn::{Record, State};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// The answer code for an id this hand-off does not have (a decision to supersede, a blocker
+/// to resolve): a 404. `error.rs` has no `decision.not_found` / `blocker.not_found` yet; this
+/// is the one place to change when it does.
+pub const UNKNOWN_ID: Code = Code::RouteNotFound;
+
+/// Who sent a command, as authenticated by the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Actor {
+    Owner,
+    Machine,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockerStatus {
+    Open,
+    Resolved,
+}
+
+impl BlockerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockerStatus::Open => "open",
+            BlockerStatus::Resolved => "resolved",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Request bodies
+// ---------------------------------------------------------------------------------------
+
+/// `PUT /v1/handoffs/:id/work`. Also the work as kept on the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkInput {
+    pub title: String,
+    pub goal: String,
+    #[serde(default)]
+    pub task_type: Option<String>,
+    #[serde(default)]
+    pub priority: Option<String>,
+    pub constraints: Vec<String>,
+    pub acceptance_criteria: Vec<String>,
+}
+
+/// `POST /v1/handoffs/:id/decisions`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionInput {
+    pub statement: String,
+    #[serde(default)]
+    pub rationale: Option<String>,
+    pub evidence: Vec<String>,
+    #[serde(default)]
+    pub supersedes: Option<String>,
+}
+
+/// `POST /v1/handoffs/:id/artifacts`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactInput {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub uri: String,
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// `POST /v1/handoffs/:id/blockers`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockerInput {
+    pub severity: Severity,
+    pub title: String,
+}
+
+/// `POST /v1/handoffs/:id/workspace`: paths and counts, and nothing else at either level.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceInput {
+    pub files: Vec<FileInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileInput {
+    pub path: String,
+    pub insertions: u32,
+    pub deletions: u32,
+}
+
+pub fn parse_work(body: &[u8]) -> Result<WorkInput, ApiError> {
+    let input: WorkInput = parse_json(body)?;
+    validate_work(&input)?;
+    Ok(input)
+}
+
+pub fn parse_decision(body: &[u8]) -> Result<DecisionInput, ApiError> {
+    let input: DecisionInput = parse_json(body)?;
+    validate_decision(&input)?;
+    Ok(input)
+}
+
+/// The artifact's `sha256` comes back in lowercase.
+pub fn parse_artifact(body: &[u8]) -> Result<ArtifactInput, ApiError> {
+    let mut input: ArtifactInput = parse_json(body)?;
+    validate_artifact(&input)?;
+    input.sha256 = input.sha256.map(|s| s.to_ascii_lowercase());
+    Ok(input)
+}
+
+pub fn parse_blocker(body: &[u8]) -> Result<BlockerInput, ApiError> {
+    let input: BlockerInput = parse_json(body)?;
+    single_line("title", &input.title, TITLE_BYTES_MAX)?;
+    Ok(input)
+}
+
+pub fn parse_workspace(body: &[u8]) -> Result<WorkspaceInput, ApiError> {
+    let input: WorkspaceInput = parse_json(body)?;
+    if input.files.len() > FILES_PER_REPORT_MAX {
+        return Err(ApiError::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+    }
+    for (i, file) in input.files.iter().enumerate() {
+        single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
+    }
+    Ok(input)
+}
+
+fn validate_work(input: &WorkInput) -> Result<(), ApiError> {
+    single_line("title", &input.title, TITLE_BYTES_MAX)?;
+    multi_line("goal", &input.goal, GOAL_BYTES_MAX)?;
+    if let Some(task_type) = &input.task_type {
+        single_line("task_type", task_type, LABEL_BYTES_MAX)?;
+    }
+    if let Some(priority) = &input.priority {
+        single_line("priority", priority, LABEL_BYTES_MAX)?;
+    }
+    list("constraints", &input.constraints, CONSTRAINTS_MAX, CRITERION_BYTES_MAX)?;
+    list("acceptance_criteria", &input.acceptance_criteria, ACCEPTANCE_CRITERIA_MAX, CRITERION_BYTES_MAX)
+}
+
+fn validate_decision(input: &DecisionInput) -> Result<(), ApiError> {
+    multi_line("statement", &input.statement, STATEMENT_BYTES_MAX)?;
+    if let Some(rationale) = &input.rationale {
+        multi_line("rationale", rationale, RATIONALE_BYTES_MAX)?;
+    }
+    if input.evidence.len() > EVIDENCE_PER_DECISION_MAX {
+        return Err(ApiError::invalid(format!("evidence: more than {EVIDENCE_PER_DECISION_MAX} URIs")));
+    }
+    for (i, uri) in input.evidence.iter().enumerate() {
+        check_uri(&format!("evidence[{i}]"), uri)?;
+    }
+    if let Some(id) = &input.supersedes {
+        single_line("supersedes", id, ID_CHARS_MAX)?;
+    }
+    Ok(())
+}
+
+fn validate_artifact(input: &ArtifactInput) -> Result<(), ApiError> {
+    single_line("type", &input.kind, LABEL_BYTES_MAX)?;
+    single_line("title", &input.title, TITLE_BYTES_MAX)?;
+    check_uri("uri", &input.uri)?;
+    if let Some(sha) = &input.sha256 {
+        let is_sha256 = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_sha256 {
+            return Err(ApiError::invalid("sha256: must be 64 hexadecimal digits"));
+        }
+    }
+    Ok(())
+}
+
+/// A required one-line text: not blank, no control characters, at most `max_bytes`.
+pub(crate) fn single_line(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+    text(field, value, max_bytes)?;
+    if value.chars().any(char::is_control) {
+        return Err(ApiError::invalid(format!("{field}: must be one line without control characters")));
+    }
+    Ok(())
+}
+
+/// A required text that may span lines: not blank, no control characters but newlines and
+/// tabs, at most `max_bytes`.
+pub(crate) fn multi_line(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+    text(field, value, max_bytes)?;
+    let allowed = |c: char| matches!(c, '\n' | '\r' | '\t');
+    if value.chars().any(|c| c.is_control() && !allowed(c)) {
+        return Err(ApiError::invalid(format!("{field}: control characters other than newlines and tabs")));
+    }
+    Ok(())
+}
+
+fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::invalid(format!("{field}: must not be empty")));
+    }
+    if value.len() > max_bytes {
+        return Err(ApiError::invalid(format!("{field}: longer than {max_bytes} bytes")));
+    }
+    Ok(())
+}
+
+fn list(field: &str, values: &[String], max_items: usize, max_bytes: usize) -> Result<(), ApiError> {
+    if values.len() > max_items {
+        return Err(ApiError::invalid(format!("{field}: more than {max_items} items")));
+    }
+    for (i, value) in values.iter().enumerate() {
+        multi_line(&format!("{field}[{i}]"), value, max_bytes)?;
+    }
+    Ok(())
+}
+
+/// An absolute URI: a scheme (`[A-Za-z][A-Za-z0-9+.-]*`), a colon, then no whitespace.
+fn check_uri(field: &str, uri: &str) -> Result<(), ApiError> {
+    single_line(field, uri, URI_BYTES_MAX)?;
+    let (scheme, rest) = uri.split_once(':').unwrap_or(("", ""));
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'));
+    let rest_ok = !rest.is_empty() && !rest.chars().any(char::is_whitespace);
+    if scheme_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(format!("{field}: must be an absolute URI such as https://…")))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The record
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub id: String,
+    pub statement: String,
+    pub rationale: Option<String>,
+    pub evidence: Vec<String>,
+    pub supersedes: Option<String>,
+    /// Set once, when a later decision supersedes this one; never cleared.
+    pub superseded_by: Option<String>,
+    pub recorded_at: EpochMs,
+    pub by: Actor,
+}
+
+impl Decision {
+    pub fn is_standing(&self) -> bool {
+        self.superseded_by.is_none()
+    }
+
+    /// The decision as the API answers it.
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id, "statement": self.statement, "rationale": self.rationale,
+            "evidence": self.evidence, "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by, "recorded_at": rfc3339(self.recorded_at), "by": self.by,
+        })
+    }
+}
+
+/// One version of one artifact. Every title has one id; its versions count from 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub version: u64,
+    pub uri: String,
+    pub sha256: Option<String>,
+    pub recorded_at: EpochMs,
+    pub by: Actor,
+}
+
+impl Artifact {
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id, "type": self.kind, "title": self.title, "version": self.version,
+            "uri": self.uri, "sha256": self.sha256, "recorded_at": rfc3339(self.recorded_at), "by": self.by,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub id: String,
+    pub severity: Severity,
+    pub title: String,
+    pub status: BlockerStatus,
+    pub raised_at: EpochMs,
+    pub resolved_at: Option<EpochMs>,
+    pub by: Actor,
+}
+
+impl Blocker {
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id, "severity": self.severity, "title": self.title, "status": self.status,
+            "raised_at": rfc3339(self.raised_at), "resolved_at": self.resolved_at.map(rfc3339), "by": self.by,
+        })
+    }
+}
+
+/// A workspace path's latest counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCounts {
+    pub insertions: u32,
+    pub deletions: u32,
+}
+
+/// The id counters: the number of the last id handed out of each kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub decisions: u64,
+    pub artifacts: u64,
+    pub blockers: u64,
+}
+
+/// The work record of one hand-off. Change it only through [`apply`]; store and load it
+/// whole (it is `Serialize` + `Deserialize`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Work {
+    /// The work as last set; `None` until the owner sets it.
+    pub spec: Option<WorkInput>,
+    /// Every decision, in the order recorded (newest last).
+    pub decisions: Vec<Decision>,
+    /// Every version of every artifact, in the order recorded (newest last).
+    pub artifacts: Vec<Artifact>,
+    /// Every blocker, in the order raised.
+    pub blockers: Vec<Blocker>,
+    /// Workspace paths (code-point order) with their latest counts.
+    pub files: BTreeMap<String, FileCounts>,
+    /// Indices of acceptance criteria the latest final report left unmet, ascending.
+    pub unmet: Vec<u32>,
+    pub counters: Counters,
+}
+
+impl Work {
+    /// Standing (not superseded) decisions, newest first.
+    pub fn standing_decisions(&self) -> impl Iterator<Item = &Decision> {
+        self.decisions.iter().rev().filter(|d| d.is_standing())
+    }
+
+    /// The latest version of each artifact title, the title revised most recently first.
+    pub fn latest_artifacts(&self) -> Vec<&Artifact> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.artifacts.iter().rev().filter(|a| seen.insert(a.title.as_str())).collect()
+    }
+
+    /// Open blockers, most severe first, then in the order raised.
+    pub fn open_blockers(&self) -> Vec<&Blocker> {
+        let mut open: Vec<(usize, &Blocker)> =
+            self.blockers.iter().enumerate().filter(|(_, b)| b.status == BlockerStatus::Open).collect();
+        open.sort_by_key(|(i, b)| (std::cmp::Reverse(b.severity), *i));
+        open.into_iter().map(|(_, b)| b).collect()
+    }
+
+    fn latest_version_of(&self, title: &str) -> Option<&Artifact> {
+        self.artifacts.iter().rev().find(|a| a.title == title)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// The owner sets the work (`PUT …/work`).
+    SetWork(WorkInput),
+    /// The owner or the machine records a decision.
+    RecordDecision(DecisionInput),
+    /// The owner or the machine records an artifact (a new title, or its next version).
+    AddArtifact(ArtifactInput),
+    /// The owner or the machine raises a blocker.
+    AddBlocker(BlockerInput),
+    /// The owner or the machine resolves a blocker (`POST …/blockers/:bid/resolve`).
+    ResolveBlocker { id: String },
+    /// The machine reports workspace paths and counts.
+    ReportWorkspace(WorkspaceInput),
+    /// A final report (`done` or `failed`) lists the acceptance criteria left unmet; a final
+    /// report without `unmet` sends an empty list. Validated against the current criteria.
+    RecordUnmet(Vec<u32>),
+}
+
+impl Command {
+    /// Whether `by` may send this command. Setting the work is the owner's; the workspace
+    /// report is the machine's; the rest are either's.
+    pub fn may_be_sent_by(&self, by: Actor) -> bool {
+        match self {
+            Command::SetWork(_) => by == Actor::Owner,
+            Command::ReportWorkspace(_) => by == Actor::Machine,
+            _ => true,
+        }
+    }
+}
+
+/// What a command answers, under the key [`Item::kind`]: `{"handoff", "<kind>": item}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Work(Value),
+    Decision(Value),
+    Artifact(Value),
+    Blocker(Value),
+    Workspace(Value),
+    Unmet(Value),
+}
+
+impl Item {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Item::Work(_) => "work",
+            Item::Decision(_) => "decision",
+            Item::Artifact(_) => "artifact",
+            Item::Blocker(_) => "blocker",
+            Item::Workspace(_) => "workspace",
+            Item::Unmet(_) => "unmet",
+        }
+    }
+
+    pub fn body(&self) -> &Value {
+        match self {
+            Item::Work(v) | Item::Decision(v) | Item::Artifact(v) | Item::Blocker(v) | Item::Workspace(v) | Item::Unmet(v) => v,
+        }
+    }
+}
+
+/// The result of an accepted command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub work: Work,
+    pub item: Item,
+    /// False when nothing changed: write nothing, move no version, wake nobody.
+    pub moved: bool,
+}
+
+/// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
+/// A refusal leaves the record as it was.
+pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+    if handoff.state == State::Closed {
+        return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+    }
+    if !command.may_be_sent_by(by) {
+        return Err(ApiError::new(Code::AuthForbidden, "this route is not open to this token's role"));
+    }
+    let applied = match command {
+        Command::SetWork(input) => set_work(work, &handoff.id, input)?,
+        Command::RecordDecision(input) => record_decision(work, input, by, now)?,
+        Command::AddArtifact(input) => add_artifact(work, input, by, now)?,
+        Command::AddBlocker(input) => add_blocker(work, input, by, now)?,
+        Command::ResolveBlocker { id } => resolve_blocker(work, id, now)?,
+        Command::ReportWorkspace(input) => report_workspace(work, input)?,
+        Command::RecordUnmet(indices) => record_unmet(work, indices)?,
+    };
+    assert_eq!(applied.moved, applied.work != *work, "moved means exactly: the record changed");
+    Ok(applied)
+}
+
+fn work_item(handoff_id: &str, spec: &WorkInput) -> Item {
+    let mut body = serde_json::to_value(spec).expect("the work serializes");
+    body["id"] = json!(handoff_id);
+    Item::Work(body)
+}
+
+fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied, ApiError> {
+    validate_work(input)?;
+    if work.spec.as_ref() == Some(input) {
+        return Ok(Applied { work: work.clone(), item: work_item(handoff_id, input), moved: false });
+    }
+    let mut next = work.clone();
+    // An unmet criterion stays unmet only while it is still, word for word, the same criterion
+    // at the same index; a rewritten list is judged again by the next final report.
+    let old = work.spec.as_ref().map(|s| s.acceptance_criteria.as_slice()).unwrap_or(&[]);
+    next.unmet.retain(|&i| {
+        let i = i as usize;
+        old.get(i).is_some() && old.get(i) == input.acceptance_criteria.get(i)
+    });
+    next.spec = Some(input.clone());
+    Ok(Applied { work: next, item: work_item(handoff_id, input), moved: true })
+}
+
+fn too_many(what: &str, max: usize) -> ApiError {
+    ApiError::new(Code::RequestTooLarge, format!("this hand-off already keeps {max} {what}, the most it keeps"))
+}
+
+fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+    validate_decision(input)?;
+    if work.decisions.len() >= DECISIONS_PER_HANDOFF_MAX {
+        return Err(too_many("decisions", DECISIONS_PER_HANDOFF_MAX));
+    }
+    let mut next = work.clone();
+    next.counters.decisions += 1;
+    let id = format!("dec_{}", next.counters.decisions);
+    if let Some(target) = &input.supersedes {
+        let Some(old) = next.decisions.iter_mut().find(|d| d.id == *target) else {
+            return Err(ApiError::new(UNKNOWN_ID, format!("supersedes: this hand-off has no decision {target}")));
+        };
+        if let Some(by_id) = &old.superseded_by {
+            return Err(ApiError::new(
+                Code::HandoffConflict,
+                format!("supersedes: {target} was already superseded by {by_id}; supersede {by_id} instead"),
+            ));
+        }
+        old.superseded_by = Some(id.clone());
+    }
+    let decision = Decision {
+        id,
+        statement: input.statement.clone(),
+        rationale: input.rationale.clone(),
+        evidence: input.evidence.clone(),
+        supersedes: input.supersedes.clone(),
+        superseded_by: None,
+        recorded_at: now,
+        by,
+    };
+    let item = Item::Decision(decision.view());
+    next.decisions.push(decision);
+    Ok(Applied { work: next, item, moved: true })
+}
+
+fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+    validate_artifact(input)?;
+    let sha256 = input.sha256.as_ref().map(|s| s.to_ascii_lowercase());
+    let latest = work.latest_version_of(&input.title);
+    if let Some(latest) = latest {
+        let same = latest.kind == input.kind && latest.uri == input.uri && latest.sha256 == sha256;
+        if same {
+            return Ok(Applied { work: work.clone(), item: Item::Artifact(latest.view()), moved: false });
+        }
+    }
+    if work.artifacts.len() >= ARTIFACT_VERSIONS_PER_HANDOFF_MAX {
+        return Err(too_many("artifact versions", ARTIFACT_VERSIONS_PER_HANDOFF_MAX));
+    }
+    let mut next = work.clone();
+    let (id, version) = match latest {
+        Some(latest) => (latest.id.clone(), latest.version + 1),
+        None => {
+            next.counters.artifacts += 1;
+            (format!("art_{}", next.counters.artifacts), 1)
+        }
+    };
+    let artifact = Artifact {
+        id,
+        kind: input.kind.clone(),
+        title: input.title.clone(),
+        version,
+        uri: input.uri.clone(),
+        sha256,
+        recorded_at: now,
+        by,
+    };
+    let item = Item::Artifact(artifact.view());
+    next.artifacts.push(artifact);
+    Ok(Applied { work: next, item, moved: true })
+}
+
+fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+    single_line("title", &input.title, TITLE_BYTES_MAX)?;
+    if work.blockers.len() >= BLOCKERS_PER_HANDOFF_MAX {
+        return Err(too_many("blockers", BLOCKERS_PER_HANDOFF_MAX));
+    }
+    let mut next = work.clone();
+    next.counters.blockers += 1;
+    let blocker = Blocker {
+        id: format!("blk_{}", next.counters.blockers),
+        severity: input.severity,
+        title: input.title.clone(),
+        status: BlockerStatus::Open,
+        raised_at: now,
+        resolved_at: None,
+        by,
+    };
+    let item = Item::Blocker(blocker.view());
+    next.blockers.push(blocker);
+    Ok(Applied { work: next, item, moved: true })
+}
+
+/// Resolving a resolved blocker again changes nothing.
+fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, ApiError> {
+    let Some(index) = work.blockers.iter().position(|b| b.id == id) else {
+        return Err(ApiError::new(UNKNOWN_ID, format!("this hand-off has no blocker {id}")));
+    };
+    if work.blockers[index].status == BlockerStatus::Resolved {
+        return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].view()), moved: false });
+    }
+    let mut next = work.clone();
+    let blocker = &mut next.blockers[index];
+    blocker.status = BlockerStatus::Resolved;
+    blocker.resolved_at = Some(now);
+    let item = Item::Blocker(blocker.view());
+    Ok(Applied { work: next, item, moved: true })
+}
+
+/// Answers the reported paths as now on the record (code-point order) and how many paths
+/// the hand-off keeps in all.
+fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, ApiError> {
+    for (i, file) in input.files.iter().enumerate() {
+        single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
+    }
+    if input.files.len() > FILES_PER_REPORT_MAX {
+        return Err(ApiError::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+    }
+    let mut next = work.clone();
+    // In body order, so a path named twice in one report keeps its later counts.
+    for file in &input.files {
+        next.files.insert(file.path.clone(), FileCounts { insertions: file.insertions, deletions: file.deletions });
+    }
+    if next.files.len() > FILES_PER_HANDOFF_MAX {
+        return Err(too_many("workspace paths", FILES_PER_HANDOFF_MAX));
+    }
+    let reported: std::collections::BTreeSet<&str> = input.files.iter().map(|f| f.path.as_str()).collect();
+    let files: Vec<Value> = reported
+        .iter()
+        .map(|path| {
+            let counts = next.files[*path];
+            json!({"path": path, "insertions": counts.insertions, "deletions": counts.deletions})
+        })
+        .collect();
+    let item = Item::Workspace(json!({"files": files, "paths_kept": next.files.len()}));
+    let moved = next != *work;
+    Ok(Applied { work: next, item, moved })
+}
+
+fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, ApiError> {
+    let criteria = work.spec.as_ref().map_or(0, |s| s.acceptance_criteria.len());
+    if let Some(bad) = indices.iter().find(|&&i| i as usize >= criteria) {
+        return Err(ApiError::invalid(format!(
+            "unmet: {bad} is not the index of an acceptance criterion (this work has {criteria})"
+        )));
+    }
+    let mut unmet = indices.to_vec();
+    unmet.sort_unstable();
+    unmet.dedup();
+    let item = Item::Unmet(json!(unmet));
+    if unmet == work.unmet {
+        return Ok(Applied { work: work.clone(), item, moved: false });
+    }
+    let mut next = work.clone();
+    next.unmet = unmet;
+    Ok(Applied { work: next, item, moved: true })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+use super::*;
+use crate::turn::Record;
+
+fn handoff() -> Record {
+    Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
+}
+
+fn run(work: &Work, command: Command, by: Actor) -> Applied {
+    apply(work, &handoff(), &command, by, 5_000).expect("accepted")
+}
+
+fn refused(work: &Work, command: Command, by: Actor) -> ApiError {
+    apply(work, &handoff(), &command, by, 5_000).expect_err("refused")
+}
+
+fn work_input(criteria: &[&str]) -> WorkInput {
+    WorkInput {
+        title: "Ship search".into(),
+        goal: "Users find any note in under a second.".into(),
+        task_type: Some("feature".into()),
+        priority: None,
+        constraints: vec!["no new services".into()],
+        acceptance_criteria: criteria.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn decision(statement: &str, supersedes: Option<&str>) -> Command {
+    Command::RecordDecision(DecisionInput {
+        statement: statement.into(),
+        rationale: None,
+        evidence: vec![],
+        supersedes: supersedes.map(str::to_string),
+    })
+}
+
+fn artifact(title: &str, uri: &str, sha: Option<&str>) -> Command {
+    Command::AddArtifact(ArtifactInput {
+        kind: "doc".into(),
+        title: title.into(),
+        uri: uri.into(),
+        sha256: sha.map(str::to_string),
+    })
+}
+
+fn files(list: &[(&str, u32, u32)]) -> Command {
+    Command::ReportWorkspace(WorkspaceInput {
+        files: list.iter().map(|(p, i, d)| FileInput { path: p.to_string(), insertions: *i, deletions: *d }).collect(),
+    })
+}
+
+#[test]
+fn setting_the_same_work_again_changes_nothing() {
+    let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Actor::Owner);
+    assert!(a.moved);
+    assert_eq!(a.item.kind(), "work");
+    assert_eq!(a.item.body()["id"], "ho_1");
+    let b = run(&a.work, Command::SetWork(work_input(&["fast"])), Actor::Owner);
+    assert!(!b.moved);
+    assert_eq!(b.work, a.work);
+}
+
+#[test]
+fn only_the_owner_sets_the_work_and_only_the_machine_reports_the_workspace() {
+    let e = refused(&Work::default(), Command::SetWork(work_input(&[])), Actor::Machine);
+    assert_eq!(e.code, Code::AuthForbidden);
+    let e = refused(&Work::default(), files(&[("a", 1, 1)]), Actor::Owner);
+    assert_eq!(e.code, Code::AuthForbidden);
+}
+
+#[test]
+fn a_closed_hand_off_refuses_every_work_command() {
+    let mut closed = handoff();
+    closed.state = State::Closed;
+    let e = apply(&Work::default(), &closed, &decision("x", None), Actor::Owner, 1).unwrap_err();
+    assert_eq!(e.code, Code::HandoffClosed);
+}
+
+#[test]
+fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
+    let w = run(&Work::default(), decision("use sqlite", None), Actor::Machine).work;
+    let a = run(&w, decision("use postgres", Some("dec_1")), Actor::Owner);
+    assert_eq!(a.item.body()["id"], "dec_2");
+    assert_eq!(a.item.body()["recorded_at"], "1970-01-01T00:00:05.000Z");
+    assert_eq!(a.item.body()["by"], "owner");
+    assert_eq!(a.work.decisions.len(), 2);
+    assert_eq!(a.work.decisions[0].superseded_by.as_deref(), Some("dec_2"));
+    let standing: Vec<_> = a.work.standing_decisions().map(|d| d.id.as_str()).collect();
+    assert_eq!(standing, ["dec_2"]);
+}
+
+#[test]
+fn superseding_an_unknown_decision_is_404_and_an_already_superseded_one_is_409() {
+    let e = refused(&Work::default(), decision("x", Some("dec_9")), Actor::Owner);
+    assert_eq!(e.code.status(), 404);
+    let w = run(&Work::default(), decision("a", None), Actor::Owner).work;
+    let w = run(&w, decision("b", Some("dec_1")), Actor::Owner).work;
+    let e = refused(&w, decision("c", Some("dec_1")), Actor::Owner);
+    assert_eq!(e.code, Code::HandoffConflict);
+}
+
+#[test]
+fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
+    let w = run(&Work::default(), artifact("Design", "https://x/1", None), Actor::Machine).work;
+    let same = run(&w, artifact("Design", "https://x/1", None), Actor::Machine);
+    assert!(!same.moved);
+    assert_eq!(same.item.body()["version"], 1);
+    let sha = "AB".repeat(32);
+    let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Actor::Machine);
+    assert!(v2.moved);
+    assert_eq!((v2.item.body()["id"].as_str(), v2.item.body()["version"].as_u64()), (Some("art_1"), Some(2)));
+    assert_eq!(v2.item.body()["sha256"], "ab".repeat(32));
+    let other = run(&v2.work, artifact("Plan", "https://x/2", None), Actor::Machine);
+    assert_eq!(other.item.body()["id"], "art_2");
+    assert_eq!(other.work.artifacts.len(), 3, "every version stays on the record");
+    let latest: Vec<_> = other.work.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
+    assert_eq!(latest, [("art_2", 1), ("art_1", 2)]);
+}
+
+#[test]
+fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
+    let add = |sev| Command::AddBlocker(BlockerInput { severity: sev, title: "no creds".into() });
+    let w = run(&Work::default(), add(Severity::Low), Actor::Machine).work;
+    let w = run(&w, add(Severity::High), Actor::Machine).work;
+    let open: Vec<_> = w.open_blockers().iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
+    let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner);
+    assert!(r.moved);
+    assert_eq!(r.item.body()["status"], "resolved");
+    assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner).moved);
+    let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Actor::Owner);
+    assert_eq!(e.code.status(), 404);
+}
+
+#[test]
+fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
+    let w = run(&Work::default(), files(&[("src/a.rs", 1, 2), ("b", 0, 0)]), Actor::Machine).work;
+    let a = run(&w, files(&[("src/a.rs", 7, 0), ("src/a.rs", 9, 1)]), Actor::Machine);
+    assert!(a.moved);
+    assert_eq!(a.work.files.len(), 2);
+    assert_eq!(a.work.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
+    assert_eq!(a.item.body()["paths_kept"], 2);
+    assert!(!run(&a.work, files(&[("b", 0, 0)]), Actor::Machine).moved);
+}
+
+#[test]
+fn the_workspace_route_refuses_anything_but_paths_and_counts() {
+    let bodies = [
+        r#"{"files": [{"path": "a", "insertions": 1, "deletions": 0, "hunk": "@@ -1 +1 @@"}]}"#,
+        r#"{"files": [{"path": "a", "insertions": 1, "deletions": 0, "contents": "fn main() {}"}]}"#,
+        r#"{"files": [], "diff": "--- a\n+++ b"}"#,
+        r#"{"files": [{"path": "a", "insertions": -1, "deletions": 0}]}"#,
+        r#"{"files": [{"path": "a", "insertions": 1}]}"#,
+        r#"{"files": [{"path": "", "insertions": 1, "deletions": 0}]}"#,
+        r#"{"files": "a"}"#,
+        r#"[]"#,
+        "",
+    ];
+    for body in bodies {
+        let e = parse_workspace(body.as_bytes()).expect_err(body);
+        assert_eq!(e.code, Code::RequestInvalid, "{body}");
+    }
+    let e = parse_workspace(bodies[0].as_bytes()).unwrap_err();
+    assert!(e.message.starts_with("files[0]"), "{}", e.message);
+    assert!(e.message.contains("hunk"), "{}", e.message);
+    let e = parse_workspace(bodies[2].as_bytes()).unwrap_err();
+    assert!(e.message.contains("diff"), "{}", e.message);
+    let ok = parse_workspace(br#"{"files": [{"path": "src/a.rs", "insertions": 3, "deletions": 4}]}"#).unwrap();
+    assert_eq!(ok.files[0].path, "src/a.rs");
+}
+
+#[test]
+fn bad_bodies_are_refused_naming_the_field() {
+    let cases: [(&str, fn(&[u8]) -> Option<ApiError>, &str); 7] = [
+        (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| parse_work(b).err(), "owner"),
+        (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| parse_work(b).err(), "goal"),
+        (r#"{"statement": "s", "evidence": ["not a uri"]}"#, |b| parse_decision(b).err(), "evidence[0]"),
+        (r#"{"statement": "s"}"#, |b| parse_decision(b).err(), "evidence"),
+        (r#"{"type": "doc", "title": "t", "uri": "https://x", "sha256": "abc"}"#, |b| parse_artifact(b).err(), "sha256"),
+        (r#"{"severity": "urgent", "title": "t"}"#, |b| parse_blocker(b).err(), "severity"),
+        (r#"{"severity": "low", "title": "two\nlines"}"#, |b| parse_blocker(b).err(), "title"),
+    ];
+    for (body, parse, field) in cases {
+        let e = parse(body.as_bytes()).expect(body);
+        assert_eq!(e.code, Code::RequestInvalid);
+        assert!(e.message.contains(field), "{body}: {}", e.message);
+    }
+    let long = format!(r#"{{"severity": "low", "title": "{}"}}"#, "x".repeat(TITLE_BYTES_MAX + 1));
+    assert!(parse_blocker(long.as_bytes()).unwrap_err().message.contains("title"));
+}
+
+#[test]
+fn collections_stop_at_their_named_limits() {
+    let mut w = Work::default();
+    for i in 0..DECISIONS_PER_HANDOFF_MAX {
+        w = run(&w, decision(&format!("d{i}"), None), Actor::Owner).work;
+    }
+    assert_eq!(refused(&w, decision("one more", None), Actor::Owner).code, Code::RequestTooLarge);
+}
+
+#[test]
+fn unmet_criteria_are_replaced_by_each_final_report_and_checked_against_the_criteria() {
+    let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Actor::Owner).work;
+    let a = run(&w, Command::RecordUnmet(vec![2, 0, 2]), Actor::Machine);
+    assert_eq!(a.work.unmet, [0, 2]);
+    assert!(!run(&a.work, Command::RecordUnmet(vec![0, 2]), Actor::Machine).moved);
+    let cleared = run(&a.work, Command::RecordUnmet(vec![]), Actor::Machine);
+    assert!(cleared.work.unmet.is_empty());
+    assert_eq!(refused(&w, Command::RecordUnmet(vec![3]), Actor::Machine).code, Code::RequestInvalid);
+    // Rewriting criterion 2 drops it from the unmet list; criterion 0 is unchanged and stays.
+    let rewritten = run(&a.work, Command::SetWork(work_input(&["a", "b", "c, faster"])), Actor::Owner);
+    assert_eq!(rewritten.work.unmet, [0]);
+}
