@@ -1,0 +1,824 @@
+//! The hand-off package (format 1): the compiler, its canonical JSON and hash, the ledger of
+//! offered, rejected and accepted packages, and the Markdown rendering for a person.
+//!
+//! Invariants:
+//! - [`compile`] is a pure function of its inputs; every collection is read in an explicit
+//!   order (decisions and artifacts newest first, blockers most severe first then oldest,
+//!   paths and evidence links in code-point order, milestones by turn);
+//! - [`package_hash`] is the lowercase hex SHA-256 of [`canonical_json`] of the package
+//!   without `generated_at`: sorted keys, no whitespace, UTF-8. The canonical form is written
+//!   here, key by key, and does not depend on how `serde_json` orders maps;
+//! - the package carries bounded lists only: the newest [`PACKAGE_DECISIONS_MAX`] standing
+//!   decisions, the newest [`PACKAGE_ARTIFACTS_MAX`] artifact titles at their latest version,
+//!   [`PACKAGE_FILES_MAX`] paths, and says in `truncation` how many it left out;
+//! - a superseded decision is never in a package, and neither are its evidence links;
+//! - `package_version` counts packages, not compilations: it rises by exactly one when, and
+//!   only when, the hash changes ([`Ledger::compile`]);
+//! - once the current turn's package is accepted it is never replaced during that turn.
+
+use crate::error::{ApiError, Code};
+use crate::input::parse_json;
+use crate::limits::*;
+use crate::time::{rfc3339, EpochMs};
+use crate::turn::{Record, State, Status};
+use crate::work::{multi_line, single_line, Actor, Work};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+// ---------------------------------------------------------------------------------------
+// Inputs
+// ---------------------------------------------------------------------------------------
+
+/// `POST /v1/handoffs/:id/package` and the `handoff` object of `POST …/turns`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRequest {
+    pub objective: String,
+    pub purpose: String,
+    pub runtime: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl PackageRequest {
+    /// The limits on each field; call it when the request arrives nested in another body.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        multi_line("objective", &self.objective, OBJECTIVE_BYTES_MAX)?;
+        multi_line("purpose", &self.purpose, PURPOSE_BYTES_MAX)?;
+        single_line("runtime", &self.runtime, RUNTIME_BYTES_MAX)?;
+        if let Some(note) = &self.note {
+            multi_line("note", note, NOTE_BYTES_MAX)?;
+        }
+        Ok(())
+    }
+}
+
+pub fn parse_package_request(body: &[u8]) -> Result<PackageRequest, ApiError> {
+    let request: PackageRequest = parse_json(body)?;
+    request.validate()?;
+    Ok(request)
+}
+
+/// `POST …/package/accept`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptInput {
+    pub package_hash: String,
+}
+
+/// The hash comes back in lowercase.
+pub fn parse_accept(body: &[u8]) -> Result<AcceptInput, ApiError> {
+    let mut input: AcceptInput = parse_json(body)?;
+    let is_sha256 = input.package_hash.len() == 64 && input.package_hash.bytes().all(|b| b.is_ascii_hexdigit());
+    if !is_sha256 {
+        return Err(ApiError::invalid("package_hash: must be 64 hexadecimal digits"));
+    }
+    input.package_hash.make_ascii_lowercase();
+    Ok(input)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    MissingContext,
+    WrongRuntime,
+    Superseded,
+    Other,
+}
+
+impl RejectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::MissingContext => "missing_context",
+            RejectReason::WrongRuntime => "wrong_runtime",
+            RejectReason::Superseded => "superseded",
+            RejectReason::Other => "other",
+        }
+    }
+}
+
+/// `POST …/package/reject`. The note is required: a rejection says what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RejectInput {
+    pub reason: RejectReason,
+    pub note: String,
+}
+
+pub fn parse_reject(body: &[u8]) -> Result<RejectInput, ApiError> {
+    let input: RejectInput = parse_json(body)?;
+    multi_line("note", &input.note, NOTE_BYTES_MAX)?;
+    Ok(input)
+}
+
+/// `{"turn", "runtime"}` of the turn before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContinuedFrom {
+    pub turn: u64,
+    pub runtime: Option<String>,
+}
+
+/// One turn of the lineage, as the Durable Object stores it and `GET …/turns` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnEntry {
+    pub turn: u64,
+    pub status: Status,
+    /// The runtime the turn was handed to, when it was.
+    pub runtime: Option<String>,
+    /// The package that briefed this turn, if one did.
+    pub package_version: Option<u64>,
+    pub package_hash: Option<String>,
+    pub continued_from: Option<ContinuedFrom>,
+    pub opened_at: EpochMs,
+    pub ended_at: Option<EpochMs>,
+}
+
+impl TurnEntry {
+    /// The entry as `GET …/turns` lists it (times in RFC 3339).
+    pub fn view(&self) -> Value {
+        json!({
+            "turn": self.turn, "status": self.status, "runtime": self.runtime,
+            "package_version": self.package_version, "package_hash": self.package_hash,
+            "continued_from": self.continued_from, "opened_at": rfc3339(self.opened_at),
+            "ended_at": self.ended_at.map(rfc3339),
+        })
+    }
+}
+
+/// What the compiler reads: the hand-off, its work record and its lineage.
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    pub handoff: &'a Record,
+    pub work: &'a Work,
+    pub lineage: &'a [TurnEntry],
+}
+
+// ---------------------------------------------------------------------------------------
+// The package
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Package {
+    pub format: u32,
+    pub work: PackageWork,
+    pub constraints: Vec<String>,
+    pub acceptance_criteria: Vec<String>,
+    pub state: PackageState,
+    pub decisions: Vec<PackageDecision>,
+    pub artifacts: Vec<PackageArtifact>,
+    pub blockers: Vec<PackageBlocker>,
+    pub relevant_files: Vec<String>,
+    pub next: Next,
+    pub source: Source,
+    pub evidence_links: Vec<String>,
+    pub notes: Option<String>,
+    pub generated_at: String,
+    pub truncation: Truncation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageWork {
+    pub id: String,
+    pub session: String,
+    pub title: String,
+    pub goal: String,
+    pub task_type: Option<String>,
+    pub priority: Option<String>,
+    pub state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageState {
+    pub phase: Phase,
+    pub completed: Vec<String>,
+    pub unresolved: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    pub state: State,
+    pub turn: u64,
+    pub status: Status,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageDecision {
+    pub id: String,
+    pub statement: String,
+    pub rationale: Option<String>,
+    pub recorded_at: String,
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageArtifact {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub version: u64,
+    pub uri: String,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageBlocker {
+    pub id: String,
+    pub severity: crate::work::Severity,
+    pub title: String,
+    pub status: crate::work::BlockerStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Next {
+    pub objective: String,
+    pub purpose: String,
+    pub runtime: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub session: String,
+    pub machine: String,
+    pub runtime: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Truncation {
+    pub decisions_omitted: u64,
+    pub artifacts_omitted: u64,
+    pub files_omitted: u64,
+}
+
+impl Truncation {
+    pub fn any(&self) -> bool {
+        self.decisions_omitted > 0 || self.artifacts_omitted > 0 || self.files_omitted > 0
+    }
+}
+
+/// Compiles the package of `sources` for `request` at `now`. `rejection` is the rejection of
+/// the package this one replaces, if that one was rejected: it is listed under unresolved.
+/// Refused with 400 `request.invalid` until the work is set: a package without a goal briefs
+/// nobody.
+pub fn compile(
+    sources: &Sources,
+    request: &PackageRequest,
+    rejection: Option<&Rejection>,
+    now: EpochMs,
+) -> Result<Package, ApiError> {
+    request.validate()?;
+    let Sources { handoff, work, lineage } = *sources;
+    let Some(spec) = &work.spec else {
+        return Err(ApiError::invalid("this hand-off has no work yet: PUT /v1/handoffs/:id/work first"));
+    };
+
+    let standing: Vec<_> = work.standing_decisions().collect();
+    let decisions: Vec<PackageDecision> = standing
+        .iter()
+        .take(PACKAGE_DECISIONS_MAX)
+        .map(|d| PackageDecision {
+            id: d.id.clone(),
+            statement: d.statement.clone(),
+            rationale: d.rationale.clone(),
+            recorded_at: rfc3339(d.recorded_at),
+            evidence: d.evidence.clone(),
+        })
+        .collect();
+
+    let latest = work.latest_artifacts();
+    let artifacts: Vec<PackageArtifact> = latest
+        .iter()
+        .take(PACKAGE_ARTIFACTS_MAX)
+        .map(|a| PackageArtifact {
+            id: a.id.clone(),
+            kind: a.kind.clone(),
+            title: a.title.clone(),
+            version: a.version,
+            uri: a.uri.clone(),
+            sha256: a.sha256.clone(),
+        })
+        .collect();
+
+    let open = work.open_blockers();
+    let blockers: Vec<PackageBlocker> = open
+        .iter()
+        .map(|b| PackageBlocker { id: b.id.clone(), severity: b.severity, title: b.title.clone(), status: b.status })
+        .collect();
+
+    let relevant_files = relevant_files(work);
+
+    let evidence_links: Vec<String> = decisions
+        .iter()
+        .flat_map(|d| d.evidence.iter())
+        .chain(artifacts.iter().map(|a| &a.uri))
+        .collect::<BTreeSet<&String>>()
+        .into_iter()
+        .cloned()
+        .collect();
+
+    let mut unresolved = Vec::new();
+    if let Some(r) = rejection {
+        unresolved.push(format!("handoff rejected ({}): {}", r.reason.as_str(), r.note));
+    }
+    for b in &open {
+        unresolved.push(format!("blocker {} ({}): {}", b.id, b.severity.as_str(), b.title));
+    }
+    for &i in &work.unmet {
+        if let Some(criterion) = spec.acceptance_criteria.get(i as usize) {
+            unresolved.push(format!("acceptance criterion {i} not met: {criterion}"));
+        }
+    }
+
+    let current_runtime = lineage.iter().find(|t| t.turn == handoff.turn).and_then(|t| t.runtime.clone());
+    let truncation = Truncation {
+        decisions_omitted: (standing.len() - decisions.len()) as u64,
+        artifacts_omitted: (latest.len() - artifacts.len()) as u64,
+        files_omitted: (work.files.len() - relevant_files.len()) as u64,
+    };
+
+    Ok(Package {
+        format: PACKAGE_FORMAT,
+        work: PackageWork {
+            id: handoff.id.clone(),
+            session: handoff.session.clone(),
+            title: spec.title.clone(),
+            goal: spec.goal.clone(),
+            task_type: spec.task_type.clone(),
+            priority: spec.priority.clone(),
+            state: handoff.state,
+        },
+        constraints: spec.constraints.clone(),
+        acceptance_criteria: spec.acceptance_criteria.clone(),
+        state: PackageState {
+            phase: Phase { state: handoff.state, turn: handoff.turn, status: handoff.status },
+            completed: milestones(handoff, lineage),
+            unresolved,
+        },
+        decisions,
+        artifacts,
+        blockers,
+        relevant_files,
+        next: Next {
+            objective: request.objective.clone(),
+            purpose: request.purpose.clone(),
+            runtime: request.runtime.clone(),
+        },
+        source: Source { session: handoff.session.clone(), machine: handoff.machine.clone(), runtime: current_runtime },
+        evidence_links,
+        notes: request.note.clone(),
+        generated_at: rfc3339(now),
+        truncation,
+    })
+}
+
+/// The paths most changed (insertions + deletions, ties by path), at most
+/// [`PACKAGE_FILES_MAX`] of them, then put in code-point order.
+fn relevant_files(work: &Work) -> Vec<String> {
+    let mut by_churn: Vec<(&String, u64)> =
+        work.files.iter().map(|(path, c)| (path, u64::from(c.insertions) + u64::from(c.deletions))).collect();
+    by_churn.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let mut paths: Vec<String> = by_churn.into_iter().take(PACKAGE_FILES_MAX).map(|(p, _)| p.clone()).collect();
+    paths.sort();
+    paths
+}
+
+/// "turn N opened" and, once it ended, "turn N finished (status)", each once, by turn.
+/// The hand-off record is the authority on the current turn's status.
+fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> Vec<String> {
+    let mut turns: BTreeMap<u64, Status> =
+        lineage.iter().filter(|t| t.turn <= handoff.turn).map(|t| (t.turn, t.status)).collect();
+    turns.insert(handoff.turn, handoff.status);
+    let mut out = Vec::new();
+    for (turn, status) in turns {
+        out.push(format!("turn {turn} opened"));
+        if status.has_ended() {
+            out.push(format!("turn {turn} finished ({})", status.as_str()));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Canonical JSON and the hash
+// ---------------------------------------------------------------------------------------
+
+/// Canonical JSON: object keys sorted by code point, no whitespace, strings escaped as
+/// `serde_json` escapes them (`"`, `\` and control characters; everything else raw UTF-8).
+/// Numbers are integers only.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            assert!(n.is_i64() || n.is_u64(), "the package holds integers only");
+            out.push_str(&n.to_string());
+        }
+        Value::String(s) => out.push_str(&serde_json::to_string(s).expect("a string serializes")),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            // UTF-8 byte order is code-point order.
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(key).expect("a key serializes"));
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// The exact text that is hashed: the canonical JSON of the package without `generated_at`.
+pub fn hashed_json(package: &Package) -> String {
+    let mut value = serde_json::to_value(package).expect("a package serializes");
+    value.as_object_mut().expect("a package is an object").remove("generated_at");
+    canonical_json(&value)
+}
+
+/// Lowercase hex SHA-256 of [`hashed_json`].
+pub fn package_hash(package: &Package) -> String {
+    hex::encode(Sha256::digest(hashed_json(package).as_bytes()))
+}
+
+// ---------------------------------------------------------------------------------------
+// The ledger
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OfferState {
+    Offered,
+    Rejected,
+    Accepted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub reason: RejectReason,
+    pub note: String,
+    pub at: EpochMs,
+    pub by: Actor,
+}
+
+/// The current package of a hand-off and what its destination said of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    pub version: u64,
+    pub hash: String,
+    /// The hand-off's turn when this package was compiled.
+    pub turn: u64,
+    pub package: Package,
+    pub state: OfferState,
+    /// Set while the state is `rejected`.
+    pub rejection: Option<Rejection>,
+    pub offered_at: EpochMs,
+    /// When and by whom it was accepted.
+    pub accepted: Option<(EpochMs, Actor)>,
+}
+
+/// Every package rule of one hand-off, as a value: store it whole, change it only through its
+/// methods. Rejections and acceptances of earlier versions live on in the hand-off's history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub current: Option<Offer>,
+}
+
+/// `{"package_version", "package_hash", "changed", "package"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompileAnswer {
+    pub package_version: u64,
+    pub package_hash: String,
+    pub changed: bool,
+    pub package: Package,
+}
+
+/// `{"package_version", "package_hash", "state", "rejection"?, "package"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatestAnswer {
+    pub package_version: u64,
+    pub package_hash: String,
+    pub state: OfferState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Value>,
+    pub package: Package,
+}
+
+/// The outcome of an accepted ledger command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerApplied<A> {
+    pub ledger: Ledger,
+    pub answer: A,
+    /// False when nothing is to be written: no version move, nobody woken.
+    pub moved: bool,
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(Code::PackageNotFound, "this hand-off has no package yet")
+}
+
+fn check_open(handoff: &Record) -> Result<(), ApiError> {
+    if handoff.state == State::Closed {
+        return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+    }
+    Ok(())
+}
+
+impl Offer {
+    fn answer(&self) -> LatestAnswer {
+        LatestAnswer {
+            package_version: self.version,
+            package_hash: self.hash.clone(),
+            state: self.state,
+            rejection: self.rejection.as_ref().map(|r| {
+                json!({"reason": r.reason, "note": r.note, "rejected_at": rfc3339(r.at), "by": r.by})
+            }),
+            package: self.package.clone(),
+        }
+    }
+}
+
+impl Ledger {
+    /// `GET …/package`: the latest package, or 404 `package.not_found`.
+    pub fn latest(&self) -> Result<LatestAnswer, ApiError> {
+        self.current.as_ref().map(Offer::answer).ok_or_else(not_found)
+    }
+
+    /// `POST …/package` (and the compile inside `POST …/turns`). An unchanged hash answers
+    /// the version, hash and document it already had and moves nothing; a new hash is the
+    /// next version, offered. With `dry_run` the answer is the same and nothing moves.
+    /// Refused with 409 `package.accepted` once the current turn's package was accepted.
+    pub fn compile(
+        &self,
+        sources: &Sources,
+        request: &PackageRequest,
+        by: Actor,
+        dry_run: bool,
+        now: EpochMs,
+    ) -> Result<LedgerApplied<CompileAnswer>, ApiError> {
+        if by != Actor::Owner {
+            return Err(ApiError::new(Code::AuthForbidden, "only the owner compiles a package"));
+        }
+        if !dry_run {
+            check_open(sources.handoff)?;
+        }
+        let current = self.current.as_ref();
+        if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.handoff.turn) {
+            return Err(ApiError::new(
+                Code::PackageAccepted,
+                format!("package version {} was accepted for turn {}; the next turn may compile again", c.version, c.turn),
+            ));
+        }
+        let rejection = current.filter(|c| c.state == OfferState::Rejected).and_then(|c| c.rejection.as_ref());
+        let package = compile(sources, request, rejection, now)?;
+        let hash = package_hash(&package);
+
+        if let Some(c) = current.filter(|c| c.hash == hash) {
+            let answer = CompileAnswer {
+                package_version: c.version,
+                package_hash: c.hash.clone(),
+                changed: false,
+                package: c.package.clone(),
+            };
+            return Ok(LedgerApplied { ledger: self.clone(), answer, moved: false });
+        }
+        let version = current.map_or(1, |c| c.version + 1);
+        let answer = CompileAnswer { package_version: version, package_hash: hash.clone(), changed: true, package };
+        if dry_run {
+            return Ok(LedgerApplied { ledger: self.clone(), answer, moved: false });
+        }
+        let offer = Offer {
+            version,
+            hash,
+            turn: sources.handoff.turn,
+            package: answer.package.clone(),
+            state: OfferState::Offered,
+            rejection: None,
+            offered_at: now,
+            accepted: None,
+        };
+        let next = Ledger { current: Some(offer) };
+        assert_eq!(next.current.as_ref().map(|c| c.version), Some(current.map_or(0, |c| c.version) + 1));
+        Ok(LedgerApplied { ledger: next, answer, moved: true })
+    }
+
+    /// `POST …/package/accept`: accepts exactly the document whose hash is given. A hash that
+    /// is not the current one → 409 `package.stale` (the message carries the current hash);
+    /// an accepted package accepted again → 409 `package.accepted`. A rejected package that
+    /// is still current may be accepted: the destination changed its mind about the same
+    /// document.
+    pub fn accept(
+        &self,
+        handoff: &Record,
+        package_hash: &str,
+        by: Actor,
+        now: EpochMs,
+    ) -> Result<LedgerApplied<LatestAnswer>, ApiError> {
+        check_open(handoff)?;
+        let current = self.current.as_ref().ok_or_else(not_found)?;
+        if current.hash != package_hash {
+            return Err(stale(current));
+        }
+        if current.state == OfferState::Accepted {
+            return Err(ApiError::new(
+                Code::PackageAccepted,
+                format!("package version {} was already accepted", current.version),
+            ));
+        }
+        let mut offer = current.clone();
+        offer.state = OfferState::Accepted;
+        offer.rejection = None;
+        offer.accepted = Some((now, by));
+        let next = Ledger { current: Some(offer) };
+        let answer = next.latest().expect("a current package");
+        Ok(LedgerApplied { ledger: next, answer, moved: true })
+    }
+
+    /// `POST …/package/reject`: rejects the current package. The same rejection again moves
+    /// nothing; an accepted package cannot be rejected (409 `package.accepted`).
+    pub fn reject(
+        &self,
+        handoff: &Record,
+        input: &RejectInput,
+        by: Actor,
+        now: EpochMs,
+    ) -> Result<LedgerApplied<LatestAnswer>, ApiError> {
+        check_open(handoff)?;
+        multi_line("note", &input.note, NOTE_BYTES_MAX)?;
+        let current = self.current.as_ref().ok_or_else(not_found)?;
+        if current.state == OfferState::Accepted {
+            return Err(ApiError::new(
+                Code::PackageAccepted,
+                format!("package version {} was accepted and cannot be rejected", current.version),
+            ));
+        }
+        let same_again = current
+            .rejection
+            .as_ref()
+            .is_some_and(|r| r.reason == input.reason && r.note == input.note);
+        if same_again {
+            return Ok(LedgerApplied { ledger: self.clone(), answer: current.answer(), moved: false });
+        }
+        let mut offer = current.clone();
+        offer.state = OfferState::Rejected;
+        offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), at: now, by });
+        let next = Ledger { current: Some(offer) };
+        let answer = next.latest().expect("a current package");
+        Ok(LedgerApplied { ledger: next, answer, moved: true })
+    }
+}
+
+fn stale(current: &Offer) -> ApiError {
+    ApiError::new(
+        Code::PackageStale,
+        format!(
+            "that package is no longer current; the current one is version {} with package_hash {}",
+            current.version, current.hash
+        ),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Markdown, for a person
+// ---------------------------------------------------------------------------------------
+
+/// `GET …/package?format=markdown`: the package for a person to review, with the whole hash
+/// and the raw JSON at the end.
+pub fn render_markdown(latest: &LatestAnswer) -> String {
+    let p = &latest.package;
+    let mut md = String::new();
+    let state = match latest.state {
+        OfferState::Offered => "offered",
+        OfferState::Rejected => "rejected",
+        OfferState::Accepted => "accepted",
+    };
+    let _ = writeln!(md, "# Hand-off package v{}: {}\n", latest.package_version, one_line(&p.work.title));
+    let _ = writeln!(md, "- Hand-off: `{}` (session `{}`, machine `{}`)", p.work.id, p.source.session, p.source.machine);
+    let _ = writeln!(md, "- State: **{state}**");
+    if let Some(r) = &latest.rejection {
+        let note = r["note"].as_str().unwrap_or_default();
+        let _ = writeln!(md, "- Rejected ({}): {}", r["reason"].as_str().unwrap_or_default(), one_line(note));
+    }
+    let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), state_str(p.state.phase.state));
+    if let Some(t) = &p.work.task_type {
+        let _ = writeln!(md, "- Task type: {}", one_line(t));
+    }
+    if let Some(pr) = &p.work.priority {
+        let _ = writeln!(md, "- Priority: {}", one_line(pr));
+    }
+    let _ = writeln!(md, "- Generated at: {}", p.generated_at);
+
+    let _ = writeln!(md, "\n## Goal\n\n{}", quote(&p.work.goal));
+    let _ = writeln!(md, "\n## Next\n\n- Objective: {}\n- Purpose: {}\n- Runtime: {}", one_line(&p.next.objective), one_line(&p.next.purpose), one_line(&p.next.runtime));
+    if let Some(note) = &p.notes {
+        let _ = writeln!(md, "\n## Operator's note\n\n{}", quote(note));
+    }
+    section(&mut md, "Constraints", p.constraints.iter().map(|c| one_line(c)));
+    section(&mut md, "Acceptance criteria", p.acceptance_criteria.iter().enumerate().map(|(i, c)| format!("[{i}] {}", one_line(c))));
+    section(&mut md, "Completed", p.state.completed.iter().map(|c| one_line(c)));
+    section(&mut md, "Unresolved", p.state.unresolved.iter().map(|c| one_line(c)));
+    section(
+        &mut md,
+        "Decisions",
+        p.decisions.iter().map(|d| {
+            let mut line = format!("`{}` {} ({})", d.id, one_line(&d.statement), d.recorded_at);
+            if let Some(r) = &d.rationale {
+                let _ = write!(line, ". Why: {}", one_line(r));
+            }
+            if !d.evidence.is_empty() {
+                let _ = write!(line, ". Evidence: {}", d.evidence.join(", "));
+            }
+            line
+        }),
+    );
+    section(
+        &mut md,
+        "Artifacts",
+        p.artifacts.iter().map(|a| {
+            let sha = a.sha256.as_deref().map(|s| format!(", sha256 `{s}`")).unwrap_or_default();
+            format!("`{}` v{} {} ({}): {}{sha}", a.id, a.version, one_line(&a.title), one_line(&a.kind), a.uri)
+        }),
+    );
+    section(&mut md, "Open blockers", p.blockers.iter().map(|b| format!("`{}` [{}] {}", b.id, b.severity.as_str(), one_line(&b.title))));
+    section(&mut md, "Relevant files", p.relevant_files.iter().map(|f| format!("`{}`", one_line(f))));
+    section(&mut md, "Evidence links", p.evidence_links.iter().cloned());
+    let t = &p.truncation;
+    if t.any() {
+        let _ = writeln!(
+            md,
+            "\n## Left out by the compiler's bounds\n\n- Decisions: {}\n- Artifacts: {}\n- Files: {}",
+            t.decisions_omitted, t.artifacts_omitted, t.files_omitted
+        );
+    }
+    let raw = serde_json::to_string_pretty(p).expect("a package serializes");
+    let fence = "`".repeat(longest_backtick_run(&raw).max(2) + 1);
+    let _ = writeln!(md, "\n## Package hash\n\n`{}`", latest.package_hash);
+    let _ = writeln!(md, "\n## Raw package JSON\n\n{fence}json\n{raw}\n{fence}");
+    md
+}
+
+fn state_str(state: State) -> &'static str {
+    match state {
+        State::Open => "open",
+        State::Closed => "closed",
+    }
+}
+
+fn section(md: &mut String, heading: &str, items: impl Iterator<Item = String>) {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## {heading}\n");
+    for item in items {
+        let _ = writeln!(md, "- {item}");
+    }
+}
+
+/// Multi-line text on one list line.
+fn one_line(s: &str) -> String {
+    s.split(['\n', '\r']).filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+fn quote(s: &str) -> String {
+    s.lines().map(|l| format!("> {l}")).collect::<Vec<_>>().join("\n")
+}
+
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

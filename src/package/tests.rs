@@ -1,0 +1,489 @@
+use super::*;
+use crate::work::{self, ArtifactInput, BlockerInput, Command, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
+use std::path::PathBuf;
+
+// ---- Golden files: compared byte for byte; rewritten only with UPDATE_GOLDEN=1. ----
+
+pub(crate) fn fixture_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("test/fixtures").join(relative)
+}
+
+/// Compares `actual` with the committed fixture. `UPDATE_GOLDEN=1 cargo test --lib` rewrites
+/// it instead, so that a changed byte arrives as a diff somebody reads.
+pub(crate) fn check_golden(relative: &str, actual: &str) {
+    let path = fixture_path(relative);
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing; create it on purpose with UPDATE_GOLDEN=1", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs from what the code produces now; if the change is meant, rerun with UPDATE_GOLDEN=1 and \
+         commit the diff.\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+// ---- Builders ----
+
+pub(crate) const T0: EpochMs = 1_796_040_000_000; // 2026-11-30T12:00:00Z
+
+pub(crate) fn handoff(turn: u64, status: Status) -> Record {
+    let mut r = Record::create("ho_0123456789abcdef0123456789abcdef".into(), "alice".into(), "sess-42".into(), "m-7".into(), "large".into(), T0);
+    r.turn = turn;
+    r.status = status;
+    r
+}
+
+fn run(w: &Work, command: Command, by: Actor, at: EpochMs) -> Work {
+    work::apply(w, &handoff(1, Status::Running), &command, by, at).expect("accepted").work
+}
+
+pub(crate) fn work_input() -> WorkInput {
+    WorkInput {
+        title: "Search that answers in under a second".into(),
+        goal: "Users find any note by a word in it, in under a second, on a 10k-note account.\nNo \"fuzzy\" matching yet; a \\ in a query is literal. Café, naïve, 検索 all work.".into(),
+        task_type: Some("feature".into()),
+        priority: Some("high".into()),
+        constraints: vec!["no new services".into(), "SQLite FTS5 only".into()],
+        acceptance_criteria: vec!["p95 under 1 s on 10k notes".into(), "accents fold: cafe finds café".into(), "tests in CI".into()],
+    }
+}
+
+pub(crate) fn decision(statement: &str, rationale: Option<&str>, evidence: &[&str], supersedes: Option<&str>) -> Command {
+    Command::RecordDecision(DecisionInput {
+        statement: statement.into(),
+        rationale: rationale.map(str::to_string),
+        evidence: evidence.iter().map(|s| s.to_string()).collect(),
+        supersedes: supersedes.map(str::to_string),
+    })
+}
+
+pub(crate) fn artifact(title: &str, uri: &str) -> Command {
+    Command::AddArtifact(ArtifactInput { kind: "doc".into(), title: title.into(), uri: uri.into(), sha256: None })
+}
+
+pub(crate) fn files(paths: impl IntoIterator<Item = (String, u32, u32)>) -> Command {
+    Command::ReportWorkspace(WorkspaceInput {
+        files: paths.into_iter().map(|(path, insertions, deletions)| FileInput { path, insertions, deletions }).collect(),
+    })
+}
+
+/// A record with a bit of everything: a superseded decision, an artifact in two versions,
+/// a resolved and an open blocker, workspace paths, an unmet criterion.
+pub(crate) fn rich_work() -> Work {
+    let mut w = run(&Work::default(), Command::SetWork(work_input()), Actor::Owner, T0);
+    w = run(&w, decision("Use LIKE queries", None, &[], None), Actor::Machine, T0 + 1_000);
+    w = run(&w, decision("Use SQLite FTS5 with the unicode61 tokenizer", Some("LIKE is 4 s on 10k notes"), &["https://bench.example/run/7", "https://sqlite.org/fts5.html"], Some("dec_1")), Actor::Machine, T0 + 2_000);
+    w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Actor::Owner, T0 + 3_000);
+    w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Actor::Machine, T0 + 4_000);
+    w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Actor::Machine, T0 + 5_000);
+    w = run(&w, artifact("Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql"), Actor::Machine, T0 + 6_000);
+    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Actor::Machine, T0 + 7_000);
+    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Actor::Machine, T0 + 8_000);
+    w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner, T0 + 9_000);
+    w = run(&w, files([("src/search.rs".to_string(), 120, 4), ("migrations/0007.sql".to_string(), 30, 0), ("README.md".to_string(), 2, 1)]), Actor::Machine, T0 + 10_000);
+    w = run(&w, Command::RecordUnmet(vec![1]), Actor::Machine, T0 + 11_000);
+    w
+}
+
+pub(crate) fn lineage() -> Vec<TurnEntry> {
+    vec![
+        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), package_version: None, package_hash: None, continued_from: None, opened_at: T0, ended_at: Some(T0 + 12_000) },
+        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: T0 + 13_000, ended_at: None },
+    ]
+}
+
+pub(crate) fn request() -> PackageRequest {
+    PackageRequest {
+        objective: "Make accent folding pass and get FTS5 into CI".into(),
+        purpose: "The last two acceptance criteria".into(),
+        runtime: "claude-code".into(),
+        note: Some("Keep the migration reversible.".into()),
+    }
+}
+
+pub(crate) fn rich_package() -> Package {
+    let (h, w, l) = (handoff(2, Status::Running), rich_work(), lineage());
+    compile(&Sources { handoff: &h, work: &w, lineage: &l }, &request(), None, T0 + 20_000).unwrap()
+}
+
+// ---- Golden vectors ----
+
+/// The committed inputs of one golden vector: everything the compiler reads.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct GoldenInput {
+    handoff: GoldenHandoff,
+    work: Work,
+    lineage: Vec<TurnEntry>,
+    request: PackageRequest,
+    rejection: Option<Rejection>,
+    now: EpochMs,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct GoldenHandoff {
+    id: String,
+    session: String,
+    machine: String,
+    turn: u64,
+    state: State,
+    status: Status,
+}
+
+fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
+    let h = handoff(2, Status::Running);
+    let gh = |h: &Record| GoldenHandoff { id: h.id.clone(), session: h.session.clone(), machine: h.machine.clone(), turn: h.turn, state: h.state, status: h.status };
+    let mut minimal = Work::default();
+    minimal.spec = Some(WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] });
+    vec![
+        (
+            "minimal",
+            GoldenInput {
+                handoff: gh(&handoff(1, Status::Running)),
+                work: minimal,
+                lineage: vec![],
+                request: PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None },
+                rejection: None,
+                now: 0,
+            },
+        ),
+        ("rich", GoldenInput { handoff: gh(&h), work: rich_work(), lineage: lineage(), request: request(), rejection: None, now: T0 + 20_000 }),
+        (
+            "rich-after-rejection",
+            GoldenInput {
+                handoff: gh(&h),
+                work: rich_work(),
+                lineage: lineage(),
+                request: request(),
+                rejection: Some(Rejection { reason: RejectReason::MissingContext, note: "which tokenizer? say why".into(), at: T0 + 15_000, by: Actor::Machine }),
+                now: T0 + 20_000,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_compile_a_committed_record_to_its_exact_canonical_json_and_hash() {
+    for (name, built) in golden_inputs() {
+        // The committed record is the fixture; the builder above must still produce it.
+        check_golden(&format!("package/{name}.input.json"), &(serde_json::to_string_pretty(&built).unwrap() + "\n"));
+        let text = std::fs::read_to_string(fixture_path(&format!("package/{name}.input.json"))).unwrap();
+        let input: GoldenInput = serde_json::from_str(&text).unwrap();
+        let mut h = handoff(input.handoff.turn, input.handoff.status);
+        (h.id, h.session, h.machine, h.state) = (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
+        let sources = Sources { handoff: &h, work: &input.work, lineage: &input.lineage };
+        let package = compile(&sources, &input.request, input.rejection.as_ref(), input.now).unwrap();
+        check_golden(&format!("package/{name}.canonical.json"), &hashed_json(&package));
+        check_golden(&format!("package/{name}.sha256"), &(package_hash(&package) + "\n"));
+        // The package is a stable format: what it serializes to reads back as itself.
+        let back: Package = serde_json::from_value(serde_json::to_value(&package).unwrap()).unwrap();
+        assert_eq!(back, package);
+    }
+}
+
+#[test]
+fn canonical_json_sorts_keys_by_code_point_and_has_no_whitespace() {
+    let v = json!({"b": [1, {"z": null, "a": true}], "a": "x\"y\\\n", "é": 1, "Z": -2});
+    assert_eq!(canonical_json(&v), r#"{"Z":-2,"a":"x\"y\\\n","b":[1,{"a":true,"z":null}],"é":1}"#);
+}
+
+#[test]
+fn the_hash_leaves_out_generated_at_and_is_lowercase_hex() {
+    let mut p = rich_package();
+    let h1 = package_hash(&p);
+    p.generated_at = "2030-01-01T00:00:00.000Z".into();
+    assert_eq!(package_hash(&p), h1);
+    assert!(!hashed_json(&p).contains("generated_at"));
+    assert_eq!(h1.len(), 64);
+    assert!(h1.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    p.notes = None;
+    assert_ne!(package_hash(&p), h1);
+}
+
+#[test]
+fn the_package_carries_exactly_the_format_one_fields() {
+    let v = serde_json::to_value(rich_package()).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect();
+    assert_eq!(keys, ["acceptance_criteria", "artifacts", "blockers", "constraints", "decisions", "evidence_links", "format", "generated_at", "next", "notes", "relevant_files", "source", "state", "truncation", "work"]);
+    assert_eq!(v["format"], 1);
+    assert_eq!(v["state"]["phase"], json!({"state": "open", "turn": 2, "status": "running"}));
+    assert_eq!(v["source"], json!({"session": "sess-42", "machine": "m-7", "runtime": "claude-code"}));
+    assert_eq!(v["state"]["completed"], json!(["turn 1 opened", "turn 1 finished (failed)", "turn 2 opened"]));
+    assert_eq!(
+        v["state"]["unresolved"],
+        json!(["blocker blk_2 (high): CI has no FTS5 build", "acceptance criterion 1 not met: accents fold: cafe finds café"])
+    );
+    assert_eq!(v["blockers"], json!([{"id": "blk_2", "severity": "high", "title": "CI has no FTS5 build", "status": "open"}]));
+    assert_eq!(v["artifacts"][0]["id"], "art_2");
+    assert_eq!((v["artifacts"][1]["id"].as_str(), v["artifacts"][1]["version"].as_u64()), (Some("art_1"), Some(2)));
+    assert_eq!(v["relevant_files"], json!(["README.md", "migrations/0007.sql", "src/search.rs"]));
+    assert_eq!(
+        v["evidence_links"],
+        json!(["git+https://git.example/notes@3f2a#migrations/0007.sql", "https://bench.example/run/7", "https://sqlite.org/fts5.html"])
+    );
+    assert_eq!(v["notes"], "Keep the migration reversible.");
+}
+
+#[test]
+fn superseded_decisions_are_absent_from_the_package() {
+    let p = rich_package();
+    let ids: Vec<&str> = p.decisions.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["dec_3", "dec_2"]);
+    assert!(!hashed_json(&p).contains("Use LIKE queries"));
+}
+
+#[test]
+fn a_package_needs_the_work_to_be_set() {
+    let h = handoff(1, Status::Running);
+    let e = compile(&Sources { handoff: &h, work: &Work::default(), lineage: &[] }, &request(), None, T0).unwrap_err();
+    assert_eq!(e.code, Code::RequestInvalid);
+}
+
+// ---- Bounds ----
+
+fn with_work(extra: impl FnOnce(Work) -> Work) -> Package {
+    let h = handoff(1, Status::Running);
+    let w = extra(run(&Work::default(), Command::SetWork(work_input()), Actor::Owner, T0));
+    compile(&Sources { handoff: &h, work: &w, lineage: &[] }, &request(), None, T0).unwrap()
+}
+
+#[test]
+fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
+    let p = with_work(|mut w| {
+        for i in 1..=21 {
+            w = run(&w, decision(&format!("decision {i}"), None, &[&format!("https://e.example/{i}")], None), Actor::Machine, T0 + i);
+        }
+        w
+    });
+    assert_eq!(p.decisions.len(), 20);
+    assert_eq!(p.decisions[0].id, "dec_21");
+    assert_eq!(p.decisions[19].id, "dec_2");
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0 });
+    assert!(!p.evidence_links.contains(&"https://e.example/1".to_string()), "links of left-out decisions are left out too");
+}
+
+#[test]
+fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version() {
+    let p = with_work(|mut w| {
+        for i in 1..=21 {
+            w = run(&w, artifact(&format!("artifact {i}"), &format!("https://a.example/{i}")), Actor::Machine, T0 + i);
+        }
+        // Revising the oldest title makes it the newest.
+        run(&w, artifact("artifact 1", "https://a.example/1b"), Actor::Machine, T0 + 100)
+    });
+    assert_eq!(p.artifacts.len(), 20);
+    assert_eq!((p.artifacts[0].id.as_str(), p.artifacts[0].version), ("art_1", 2));
+    assert!(p.artifacts.iter().all(|a| a.id != "art_2"));
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0 });
+}
+
+#[test]
+fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order() {
+    let p = with_work(|w| {
+        let paths = (0..101).map(|i| (format!("src/f{i:03}.rs"), if i == 0 { 0 } else { 1 }, 0));
+        run(&w, files(paths), Actor::Machine, T0)
+    });
+    assert_eq!(p.relevant_files.len(), 100);
+    assert!(!p.relevant_files.contains(&"src/f000.rs".to_string()), "the least changed path is left out");
+    let mut sorted = p.relevant_files.clone();
+    sorted.sort();
+    assert_eq!(p.relevant_files, sorted);
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1 });
+}
+
+#[test]
+fn paths_are_ordered_by_code_point_not_by_locale() {
+    let p = with_work(|w| run(&w, files(["b", "B", "é", "a", "Z"].map(|s| (s.to_string(), 1, 1))), Actor::Machine, T0));
+    assert_eq!(p.relevant_files, ["B", "Z", "a", "b", "é"]);
+}
+
+// ---- The ledger ----
+
+struct World {
+    handoff: Record,
+    work: Work,
+    lineage: Vec<TurnEntry>,
+    ledger: Ledger,
+}
+
+impl World {
+    fn new() -> World {
+        World { handoff: handoff(2, Status::Running), work: rich_work(), lineage: lineage(), ledger: Ledger::default() }
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources { handoff: &self.handoff, work: &self.work, lineage: &self.lineage }
+    }
+
+    fn compile(&mut self, at: EpochMs) -> CompileAnswer {
+        let applied = self.ledger.compile(&self.sources(), &request(), Actor::Owner, false, at).expect("compiled");
+        assert_eq!(applied.moved, applied.answer.changed);
+        self.ledger = applied.ledger;
+        applied.answer
+    }
+
+    fn try_compile(&self) -> Result<LedgerApplied<CompileAnswer>, ApiError> {
+        self.ledger.compile(&self.sources(), &request(), Actor::Owner, false, T0 + 99_000)
+    }
+}
+
+#[test]
+fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
+    let mut w = World::new();
+    let first = w.compile(T0 + 20_000);
+    assert_eq!((first.package_version, first.changed), (1, true));
+    let before = w.ledger.clone();
+    let again = w.ledger.compile(&w.sources(), &request(), Actor::Owner, false, T0 + 50_000).unwrap();
+    assert!(!again.moved);
+    assert!(!again.answer.changed);
+    assert_eq!((again.answer.package_version, &again.answer.package_hash), (1, &first.package_hash));
+    assert_eq!(again.answer.package.generated_at, first.package.generated_at, "the document it already had");
+    assert_eq!(again.ledger, before);
+}
+
+#[test]
+fn an_amendment_to_the_record_is_the_next_version() {
+    let mut w = World::new();
+    let v1 = w.compile(T0 + 20_000);
+    w.work = run(&w.work, decision("Ship behind a flag", None, &[], None), Actor::Owner, T0 + 21_000);
+    let v2 = w.compile(T0 + 22_000);
+    assert_eq!((v2.package_version, v2.changed), (2, true));
+    assert_ne!(v2.package_hash, v1.package_hash);
+    assert_eq!(w.ledger.latest().unwrap().state, OfferState::Offered);
+}
+
+#[test]
+fn a_dry_run_answers_the_same_and_writes_nothing() {
+    let mut w = World::new();
+    let dry = w.ledger.compile(&w.sources(), &request(), Actor::Owner, true, T0 + 20_000).unwrap();
+    assert!(!dry.moved);
+    assert_eq!(dry.ledger, Ledger::default());
+    assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
+    let real = w.compile(T0 + 20_000);
+    assert_eq!(dry.answer, real);
+}
+
+#[test]
+fn rejection_then_recompile_then_recompile_gives_two_versions_and_is_stable_from_there() {
+    let mut w = World::new();
+    let v1 = w.compile(T0 + 20_000);
+    let reject = RejectInput { reason: RejectReason::MissingContext, note: "which tokenizer?".into() };
+    let r = w.ledger.reject(&w.handoff, &reject, Actor::Machine, T0 + 21_000).unwrap();
+    assert!(r.moved);
+    assert_eq!(r.answer.state, OfferState::Rejected);
+    assert_eq!(r.answer.rejection.as_ref().unwrap()["reason"], "missing_context");
+    w.ledger = r.ledger;
+
+    // The owner amends the record and compiles: a new version, listing the rejection.
+    w.work = run(&w.work, decision("Tokenizer: unicode61", None, &[], None), Actor::Owner, T0 + 22_000);
+    let v2 = w.compile(T0 + 23_000);
+    assert_eq!(v2.package_version, v1.package_version + 1);
+    assert_eq!(v2.package.state.unresolved[0], "handoff rejected (missing_context): which tokenizer?");
+    assert_eq!(w.ledger.latest().unwrap().state, OfferState::Offered);
+
+    // The next recompile no longer lists it: the row stopped being rejected when offered again.
+    let v3 = w.compile(T0 + 24_000);
+    assert_eq!(v3.package_version, 3);
+    assert!(v3.package.state.unresolved.iter().all(|u| !u.starts_with("handoff rejected")));
+
+    // Stable from there.
+    let v3_again = w.compile(T0 + 25_000);
+    assert_eq!((v3_again.package_version, v3_again.changed, &v3_again.package_hash), (3, false, &v3.package_hash));
+}
+
+#[test]
+fn the_same_rejection_again_moves_nothing() {
+    let mut w = World::new();
+    w.compile(T0);
+    let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
+    w.ledger = w.ledger.reject(&w.handoff, &reject, Actor::Owner, T0 + 1).unwrap().ledger;
+    assert!(!w.ledger.reject(&w.handoff, &reject, Actor::Owner, T0 + 2).unwrap().moved);
+}
+
+#[test]
+fn accepting_a_stale_hash_is_409_stale_carrying_the_current_hash() {
+    let mut w = World::new();
+    let v1 = w.compile(T0);
+    w.work = run(&w.work, decision("Amend", None, &[], None), Actor::Owner, T0 + 1);
+    let v2 = w.compile(T0 + 2);
+    let e = w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 3).unwrap_err();
+    assert_eq!(e.code, Code::PackageStale);
+    assert_eq!(e.code.status(), 409);
+    assert!(e.message.contains(&v2.package_hash), "{}", e.message);
+}
+
+#[test]
+fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_next_turn() {
+    let mut w = World::new();
+    let v1 = w.compile(T0);
+    let a = w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 1).unwrap();
+    assert!(a.moved);
+    assert_eq!(a.answer.state, OfferState::Accepted);
+    w.ledger = a.ledger;
+    assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
+    let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
+    assert_eq!(w.ledger.reject(&w.handoff, &reject, Actor::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
+    assert_eq!(w.try_compile().unwrap_err().code, Code::PackageAccepted);
+
+    // The turn ends, the next one opens: it may compile again.
+    w.handoff.turn = 3;
+    let next = w.try_compile().unwrap();
+    assert_eq!((next.answer.package_version, next.moved), (2, true));
+}
+
+#[test]
+fn only_the_owner_compiles_and_a_closed_hand_off_compiles_only_a_dry_run() {
+    let mut w = World::new();
+    assert_eq!(w.ledger.compile(&w.sources(), &request(), Actor::Machine, false, T0).unwrap_err().code, Code::AuthForbidden);
+    w.handoff.state = State::Closed;
+    assert_eq!(w.try_compile().unwrap_err().code, Code::HandoffClosed);
+    assert!(w.ledger.compile(&w.sources(), &request(), Actor::Owner, true, T0).is_ok());
+}
+
+#[test]
+fn answering_a_package_that_does_not_exist_is_404() {
+    let w = World::new();
+    assert_eq!(w.ledger.accept(&w.handoff, &"a".repeat(64), Actor::Machine, T0).unwrap_err().code, Code::PackageNotFound);
+    assert_eq!(w.ledger.latest().unwrap_err().code.status(), 404);
+}
+
+#[test]
+fn request_bodies_are_checked_field_by_field() {
+    assert!(parse_package_request(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
+    let e = parse_package_request(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
+    assert!(e.message.contains("budget"), "{}", e.message);
+    let e = parse_reject(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
+    assert!(e.message.contains("reason"), "{}", e.message);
+    assert!(parse_reject(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
+    assert_eq!(parse_accept(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
+    assert!(parse_accept(br#"{"package_hash": "abc"}"#).is_err());
+}
+
+#[test]
+fn the_markdown_rendering_ends_with_the_whole_hash_and_the_raw_json() {
+    let mut w = World::new();
+    w.compile(T0 + 20_000);
+    let latest = w.ledger.latest().unwrap();
+    let md = render_markdown(&latest);
+    assert!(md.starts_with("# Hand-off package v1: Search that answers in under a second\n"));
+    let tail = &md[md.find("## Package hash").unwrap()..];
+    assert!(tail.contains(&latest.package_hash));
+    let json_start = tail.find("```json\n").unwrap() + "```json\n".len();
+    let json_end = tail.rfind("\n```").unwrap();
+    let raw: Package = serde_json::from_str(&tail[json_start..json_end]).unwrap();
+    assert_eq!(raw, latest.package);
+    assert_eq!(package_hash(&raw), latest.package_hash);
+}
+
+#[test]
+fn a_turn_entry_lists_with_its_lineage_fields() {
+    let v = lineage()[1].view();
+    assert_eq!(v["continued_from"], json!({"turn": 1, "runtime": "codex"}));
+    assert_eq!(v["package_version"], 1);
+    assert_eq!(v["ended_at"], Value::Null);
+    assert_eq!(v["opened_at"], "2026-11-30T12:00:13.000Z");
+}
