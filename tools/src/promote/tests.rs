@@ -219,7 +219,8 @@ fn refuses_a_tag_that_has_no_reviewed_entry() {
 
 #[test]
 fn refuses_an_entry_that_names_no_reviewer_date_or_review_link() {
-    let cases: [(fn(&mut Approval), &str); 5] = [
+    type Spoil = fn(&mut Approval);
+    let cases: [(Spoil, &str); 5] = [
         (|a| a.reviewed_by = " ".into(), "reviewed_by is empty"),
         (|a| a.reviewed_at = String::new(), "reviewed_at \"\" is not a date"),
         (|a| a.reviewed_at = "20 Nov 2025".into(), "is not a date"),
