@@ -1,0 +1,191 @@
+//! release-smoke end to end against a stand-in Worker on 127.0.0.1 that answers as the
+//! contract says: health everywhere, the store check before auth on every /v1/handoffs
+//! route, route.not_found for unknown routes and 405 for a wrong method. The real Worker is
+//! smoked by scripts/test; this pins the CLI's lines and exit codes.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output};
+use std::thread;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fake {
+    Bound,
+    Unbound,
+    /// Bound, but the report route throws: what the smoke exists to catch.
+    BrokenReport,
+}
+
+/// Serves `fake` on a free loopback port until the test process ends; returns the base URL.
+fn serve(fake: Fake) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            answer(stream, fake);
+        }
+    });
+    base
+}
+
+fn answer(stream: TcpStream, fake: Fake) {
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let target = parts.next().unwrap_or("").to_string();
+    let mut authorized = false;
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        authorized |= lower.starts_with("authorization:");
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+
+    let path = target.split('?').next().unwrap_or("");
+    let store = if fake == Fake::Unbound { "unbound" } else { "bound" };
+    let error = |code: &str| format!(r#"{{"error": {{"code": "{code}", "message": "stand-in"}}}}"#);
+    let (status, body) = if path == "/v1/health" {
+        match method.as_str() {
+            "GET" => (200, format!(r#"{{"ok": true, "store": "{store}"}}"#)),
+            _ => (405, error("method.not_allowed")),
+        }
+    } else if path == "/v1/handoffs" || path.starts_with("/v1/handoffs/") {
+        if fake == Fake::Unbound {
+            (404, error("store.unbound"))
+        } else if fake == Fake::BrokenReport && path.ends_with("/report") {
+            (500, "worker threw".to_string())
+        } else if authorized {
+            (401, error("auth.invalid"))
+        } else {
+            (401, error("auth.required"))
+        }
+    } else {
+        (404, error("route.not_found"))
+    };
+    let mut stream = reader.into_inner();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+fn smoke(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_release-smoke"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("release-smoke runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn route_count() -> usize {
+    let text = include_str!("../../release-smoke.json");
+    handoff_tools::smoke::parse_routes(text).unwrap().routes.len()
+}
+
+#[test]
+fn the_smoke_passes_where_the_store_is_bound() {
+    let base = serve(Fake::Bound);
+    let output = smoke(&[&base, "--expect", "bound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    // A header, the store line, one line per route, the count.
+    assert_eq!(out.lines().filter(|l| l.starts_with("pass  ")).count(), route_count() + 1, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  list-unsigned") && l.ends_with("expected 401 auth.required  got 401 auth.required")), "{out}");
+    assert!(out.ends_with(&format!("release-smoke: {} passed, 0 failed\n", route_count() + 1)), "{out}");
+}
+
+#[test]
+fn the_smoke_passes_where_the_store_is_unbound() {
+    let base = serve(Fake::Unbound);
+    let output = smoke(&[&base, "--expect=unbound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  report-unsigned") && l.ends_with("got 404 store.unbound")), "{out}");
+}
+
+#[test]
+fn expect_defaults_to_what_health_says() {
+    for (fake, store) in [(Fake::Bound, "bound"), (Fake::Unbound, "unbound")] {
+        let base = serve(fake);
+        let output = smoke(&[&format!("{base}/")]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(0), "{out}");
+        assert!(out.contains(&format!("got store {store} (used as --expect)")), "{out}");
+    }
+}
+
+#[test]
+fn a_production_that_became_bound_fails_the_smoke() {
+    let base = serve(Fake::Bound);
+    let output = smoke(&[&base, "--expect", "unbound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("FAIL  store") && l.contains("expected store unbound (--expect)  got store bound")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("FAIL  list-unsigned")), "{out}");
+}
+
+#[test]
+fn a_500_on_an_unsigned_report_fails_the_smoke_and_names_the_route() {
+    let base = serve(Fake::BrokenReport);
+    let output = smoke(&[&base, "--expect", "bound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(failed.len(), 1, "{out}");
+    assert!(failed[0].starts_with("FAIL  report-unsigned"), "{out}");
+    assert!(failed[0].ends_with("expected 401 auth.required  got 500 (worker threw)"), "{out}");
+}
+
+#[test]
+fn a_worker_that_is_not_there_fails_the_smoke() {
+    // Bind a port and drop it, so that nothing listens there.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let output = smoke(&[&base]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let output = smoke(&[&base, "--expect", "bound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.lines().filter(|l| l.starts_with("FAIL")).count() > route_count(), "{out}");
+}
+
+#[test]
+fn bad_arguments_and_bad_routes_files_exit_2() {
+    for args in [
+        &[][..],
+        &["127.0.0.1:8787"],
+        &["http://127.0.0.1:1", "--expect", "maybe"],
+        &["http://127.0.0.1:1", "http://127.0.0.1:2"],
+        &["http://127.0.0.1:1", "--frobnicate"],
+        &["http://127.0.0.1:1", "--routes", "/nonexistent/release-smoke.json"],
+        &["http://127.0.0.1:1", "--routes", "Cargo.toml"],
+    ] {
+        let output = smoke(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+#[test]
+fn an_https_url_without_the_tls_feature_says_how_to_get_it() {
+    let output = smoke(&["https://handoff.example.invalid"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("needs the tls feature"));
+}
