@@ -137,8 +137,10 @@ struct GoldenHandoff {
 fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
     let h = handoff(2, Status::Running);
     let gh = |h: &Record| GoldenHandoff { id: h.id.clone(), session: h.session.clone(), machine: h.machine.clone(), turn: h.turn, state: h.state, status: h.status };
-    let mut minimal = Work::default();
-    minimal.spec = Some(WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] });
+    let minimal = Work {
+        spec: Some(WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] }),
+        ..Work::default()
+    };
     vec![
         (
             "minimal",

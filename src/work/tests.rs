@@ -170,7 +170,8 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
 
 #[test]
 fn bad_bodies_are_refused_naming_the_field() {
-    let cases: [(&str, fn(&[u8]) -> Option<ApiError>, &str); 7] = [
+    type Parse = fn(&[u8]) -> Option<ApiError>;
+    let cases: [(&str, Parse, &str); 7] = [
         (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| parse_work(b).err(), "owner"),
         (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| parse_work(b).err(), "goal"),
         (r#"{"statement": "s", "evidence": ["not a uri"]}"#, |b| parse_decision(b).err(), "evidence[0]"),
