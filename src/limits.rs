@@ -1,0 +1,86 @@
+//! Every limit of the service, named once. Units are last in the names.
+
+/// Largest request body accepted; past it the answer is 413 `request.too_large`.
+pub const BODY_BYTES_MAX: usize = 16 * 1024;
+/// Longest turn summary a report may carry (UTF-8 bytes).
+pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
+/// Session, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
+pub const ID_CHARS_MAX: usize = 128;
+/// A bearer token longer than this is refused unread (`auth.invalid`).
+pub const TOKEN_BYTES_MAX: usize = 4 * 1024;
+/// Clock skew tolerated on a token's `exp` (and `nbf`).
+pub const TOKEN_CLOCK_SKEW_S: i64 = 60;
+/// Lifetime of the machine token minted by every create answer.
+pub const MACHINE_TOKEN_TTL_S: i64 = 24 * 60 * 60;
+/// A wait without `timeout` holds this long.
+pub const WAIT_TIMEOUT_S_DEFAULT: u64 = 30;
+/// The longest a wait may be held.
+pub const WAIT_TIMEOUT_S_MAX: u64 = 300;
+/// Random extra hold added to each wait so that many waiters do not wake in step.
+pub const WAIT_JITTER_MS_MAX: u64 = 1_000;
+/// Waiters one hand-off holds at once; past it, 429 `wait.too_many`.
+/// Sized for a few thousand devices watching one session (the benchmark holds 5,000).
+pub const WAITERS_PER_HANDOFF_MAX: usize = 10_000;
+
+// ---- The work record (src/work.rs). Text limits are UTF-8 bytes. ----
+
+/// A work title, an artifact title, a blocker title.
+pub const TITLE_BYTES_MAX: usize = 200;
+/// The work's goal.
+pub const GOAL_BYTES_MAX: usize = 4 * 1024;
+/// `task_type`, `priority`, an artifact's `type`: short labels.
+pub const LABEL_BYTES_MAX: usize = 64;
+/// One constraint or one acceptance criterion.
+pub const CRITERION_BYTES_MAX: usize = 1024;
+/// Constraints on one work record.
+pub const CONSTRAINTS_MAX: usize = 50;
+/// Acceptance criteria on one work record (and so the most `unmet` indices a report names).
+pub const ACCEPTANCE_CRITERIA_MAX: usize = 50;
+/// A decision's statement.
+pub const STATEMENT_BYTES_MAX: usize = 1024;
+/// A decision's rationale.
+pub const RATIONALE_BYTES_MAX: usize = 2 * 1024;
+/// Evidence URIs on one decision.
+pub const EVIDENCE_PER_DECISION_MAX: usize = 10;
+/// An evidence URI or an artifact URI.
+pub const URI_BYTES_MAX: usize = 2 * 1024;
+/// A workspace file path.
+pub const PATH_BYTES_MAX: usize = 1024;
+/// Files in one workspace report.
+pub const FILES_PER_REPORT_MAX: usize = 500;
+/// Decisions one hand-off keeps (superseded ones included); past it, 413 `request.too_large`.
+pub const DECISIONS_PER_HANDOFF_MAX: usize = 500;
+/// Artifact versions one hand-off keeps, every title's versions together.
+pub const ARTIFACT_VERSIONS_PER_HANDOFF_MAX: usize = 500;
+/// Blockers one hand-off keeps, resolved ones included.
+pub const BLOCKERS_PER_HANDOFF_MAX: usize = 200;
+/// Distinct workspace paths one hand-off keeps.
+pub const FILES_PER_HANDOFF_MAX: usize = 5_000;
+
+// ---- Packages (src/package.rs). ----
+
+/// The package format this service compiles.
+pub const PACKAGE_FORMAT: u32 = 1;
+/// Standing decisions in one package (the newest); the rest are counted in `truncation`.
+pub const PACKAGE_DECISIONS_MAX: usize = 20;
+/// Artifact titles in one package (the newest), each at its latest version.
+pub const PACKAGE_ARTIFACTS_MAX: usize = 20;
+/// Relevant file paths in one package.
+pub const PACKAGE_FILES_MAX: usize = 100;
+/// The next turn's objective.
+pub const OBJECTIVE_BYTES_MAX: usize = 2 * 1024;
+/// The next turn's purpose.
+pub const PURPOSE_BYTES_MAX: usize = 1024;
+/// The next turn's runtime name (e.g. `claude-code`).
+pub const RUNTIME_BYTES_MAX: usize = 64;
+/// An operator's note on a package, or a destination's note on a rejection.
+pub const NOTE_BYTES_MAX: usize = 4 * 1024;
+
+// ---- Briefings (src/briefing.rs). ----
+
+/// A briefing without `budget` fits this many bytes.
+pub const BRIEFING_BUDGET_BYTES_DEFAULT: usize = 8 * 1024;
+/// The smallest budget a briefing can be asked to fit.
+pub const BRIEFING_BUDGET_BYTES_MIN: usize = 256;
+/// The largest budget a briefing can be asked to fit.
+pub const BRIEFING_BUDGET_BYTES_MAX: usize = 64 * 1024;

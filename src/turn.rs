@@ -1,0 +1,295 @@
+//! The turn machine: the whole life of one hand-off as a pure function.
+//!
+//! A command goes in with the current record; the next record (or a typed refusal)
+//! and whether the version moved come out. No I/O, no clock, no `worker` types:
+//! the Durable Object supplies `now` and stores what comes back.
+//!
+//! Invariants, asserted in [`apply`]:
+//! - the version rises by exactly one on every change and never otherwise;
+//! - a closed hand-off never changes;
+//! - the turn number only rises, by one, through `OpenTurn`.
+
+use crate::error::Code;
+use crate::time::{rfc3339, EpochMs};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Open,
+    Closed,
+}
+
+/// The current turn's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Running,
+    NeedsYou,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    /// Done, failed and cancelled end a turn; running and needs-you mean it is still going.
+    pub fn has_ended(self) -> bool {
+        matches!(self, Status::Done | Status::Failed | Status::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::NeedsYou => "needs-you",
+            Status::Done => "done",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// What a machine may report: every status but `cancelled`, which only the owner causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportStatus {
+    Running,
+    NeedsYou,
+    Done,
+    Failed,
+}
+
+impl From<ReportStatus> for Status {
+    fn from(s: ReportStatus) -> Status {
+        match s {
+            ReportStatus::Running => Status::Running,
+            ReportStatus::NeedsYou => Status::NeedsYou,
+            ReportStatus::Done => Status::Done,
+            ReportStatus::Failed => Status::Failed,
+        }
+    }
+}
+
+/// One hand-off: one cloud chat session, turn after turn. Serialised as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub owner: String,
+    pub session: String,
+    pub machine: String,
+    pub size: String,
+    pub turn: u64,
+    pub state: State,
+    pub status: Status,
+    pub summary: Option<String>,
+    pub version: u64,
+    pub created_at: EpochMs,
+    pub updated_at: EpochMs,
+}
+
+/// The record as the API shows it (times in RFC 3339).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordView {
+    pub id: String,
+    pub owner: String,
+    pub session: String,
+    pub machine: String,
+    pub size: String,
+    pub turn: u64,
+    pub state: State,
+    pub status: Status,
+    pub summary: Option<String>,
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Record {
+    /// A new hand-off: turn 1, open, running, version 1.
+    pub fn create(id: String, owner: String, session: String, machine: String, size: String, now: EpochMs) -> Record {
+        Record {
+            id,
+            owner,
+            session,
+            machine,
+            size,
+            turn: 1,
+            state: State::Open,
+            status: Status::Running,
+            summary: None,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    pub fn view(&self) -> RecordView {
+        RecordView {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            session: self.session.clone(),
+            machine: self.machine.clone(),
+            size: self.size.clone(),
+            turn: self.turn,
+            state: self.state,
+            status: self.status,
+            summary: self.summary.clone(),
+            version: self.version,
+            created_at: rfc3339(self.created_at),
+            updated_at: rfc3339(self.updated_at),
+        }
+    }
+
+    /// A second create for the same session answers the same hand-off, unless it names
+    /// another machine or size.
+    pub fn check_create_again(&self, machine: &str, size: &str) -> Result<(), Code> {
+        if self.machine == machine && self.size == size {
+            Ok(())
+        } else {
+            Err(Code::HandoffConflict)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Command {
+    /// The owner opens turn `after + 1`.
+    OpenTurn { after: u64 },
+    /// The machine reports on `turn`.
+    Report { turn: u64, status: ReportStatus, summary: Option<String> },
+    /// The owner stops the current turn (or names it, to be sure it is the one they saw).
+    Cancel { turn: Option<u64> },
+    /// The owner closes the hand-off: the only terminal change.
+    Close,
+}
+
+/// The result of a command that was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub record: Record,
+    /// False when the command changed nothing: nothing is written and nobody is woken.
+    pub moved: bool,
+}
+
+/// Applies `command` to `record` at time `now`. A refusal leaves the record as it was.
+pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied, Code> {
+    let outcome = decide(record, command);
+    let applied = match outcome {
+        Err(code) => return Err(code),
+        Ok(None) => Applied { record: record.clone(), moved: false },
+        Ok(Some(mut next)) => {
+            next.version = record.version + 1;
+            next.updated_at = now.max(record.updated_at);
+            Applied { record: next, moved: true }
+        }
+    };
+    assert!(record.state == State::Open || !applied.moved, "a closed hand-off never changes");
+    assert!(applied.record.turn >= record.turn, "the turn never goes back");
+    if applied.moved {
+        assert_eq!(applied.record.version, record.version + 1);
+    } else {
+        assert_eq!(applied.record, *record);
+    }
+    Ok(applied)
+}
+
+/// The rules. `Ok(None)`: accepted, changes nothing. `Ok(Some(next))`: the changed record
+/// (version and time are stamped by [`apply`]).
+fn decide(record: &Record, command: &Command) -> Result<Option<Record>, Code> {
+    match command {
+        Command::OpenTurn { after } => open_turn(record, *after),
+        Command::Report { turn, status, summary } => report(record, *turn, *status, summary),
+        Command::Cancel { turn } => cancel(record, *turn),
+        Command::Close => close(record),
+    }
+}
+
+fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Err(Code::HandoffClosed);
+    }
+    if after.checked_add(1) == Some(record.turn) {
+        // The same call again: the turn it opened is the current one.
+        return Ok(None);
+    }
+    if after != record.turn {
+        return Err(Code::TurnConflict);
+    }
+    if !record.status.has_ended() {
+        return Err(Code::TurnRunning);
+    }
+    let mut next = record.clone();
+    next.turn = record.turn + 1;
+    next.status = Status::Running;
+    next.summary = None;
+    Ok(Some(next))
+}
+
+fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Err(Code::HandoffClosed);
+    }
+    if turn < record.turn {
+        return Err(Code::HandoffStale);
+    }
+    if turn > record.turn {
+        return Err(Code::TurnOutOfOrder);
+    }
+    let status = Status::from(status);
+    let same_as_now = record.status == status && record.summary == *summary;
+    if same_as_now {
+        // An exact repeat (of a final report too): accepted, nothing moves.
+        return Ok(None);
+    }
+    if record.status.has_ended() {
+        return Err(Code::TurnFinished);
+    }
+    let mut next = record.clone();
+    next.status = status;
+    next.summary = summary.clone();
+    Ok(Some(next))
+}
+
+fn cancel(record: &Record, turn: Option<u64>) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Err(Code::HandoffClosed);
+    }
+    if turn.is_some_and(|t| t != record.turn) {
+        return Err(Code::TurnConflict);
+    }
+    match record.status {
+        Status::Cancelled => Ok(None),
+        Status::Done | Status::Failed => Err(Code::TurnFinished),
+        Status::Running | Status::NeedsYou => {
+            let mut next = record.clone();
+            next.status = Status::Cancelled;
+            Ok(Some(next))
+        }
+    }
+}
+
+fn close(record: &Record) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Ok(None);
+    }
+    let mut next = record.clone();
+    next.state = State::Closed;
+    if !record.status.has_ended() {
+        next.status = Status::Cancelled;
+    }
+    Ok(Some(next))
+}
+
+/// What a waiter that saw `after` should do now.
+pub fn wait_answers_now(record: &Record, after: u64) -> bool {
+    record.version > after || record.state == State::Closed
+}
+
+#[cfg(test)]
+mod tests;
