@@ -1,0 +1,227 @@
+//! Reading requests: JSON bodies, query strings and ids, each into a typed value or a
+//! 400 `request.invalid` that names the field. Nothing here touches state.
+
+use crate::error::ApiError;
+use crate::limits::{ID_CHARS_MAX, SUMMARY_BYTES_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
+use crate::turn::ReportStatus;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Session, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
+pub fn is_id(s: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    !s.is_empty() && s.len() <= ID_CHARS_MAX && s.chars().all(allowed)
+}
+
+/// Hex digits of a hand-off id after its `ho_` prefix (128 bits of SHA-256).
+const HANDOFF_ID_HEX_CHARS: usize = 32;
+
+/// One hand-off per session: the id derives from the owner and the session, so a second
+/// create for the same session finds the same Durable Object.
+pub fn handoff_id(owner: &str, session: &str) -> String {
+    let digest = Sha256::new().chain_update(owner).chain_update("\n").chain_update(session).finalize();
+    format!("ho_{}", &hex::encode(digest)[..HANDOFF_ID_HEX_CHARS])
+}
+
+pub fn is_handoff_id(s: &str) -> bool {
+    s.strip_prefix("ho_").is_some_and(|hex| {
+        hex.len() == HANDOFF_ID_HEX_CHARS && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// Parses a JSON body into `T`; the error names the field that is wrong.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            ApiError::invalid(format!("body: {inner}"))
+        } else {
+            ApiError::invalid(format!("{path}: {inner}"))
+        }
+    })?;
+    de.end().map_err(|e| ApiError::invalid(format!("body: {e}")))?;
+    Ok(value)
+}
+
+/// A body that may be empty (treated as `{}`).
+pub fn parse_json_or_empty<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        parse_json(b"{}")
+    } else {
+        parse_json(body)
+    }
+}
+
+fn check_id(field: &str, value: &str) -> Result<(), ApiError> {
+    if is_id(value) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(format!("{field}: must be 1-{ID_CHARS_MAX} characters of [A-Za-z0-9._:-]")))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInput {
+    pub session: String,
+    pub machine: String,
+    pub size: String,
+}
+
+pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
+    let input: CreateInput = parse_json(body)?;
+    check_id("session", &input.session)?;
+    check_id("machine", &input.machine)?;
+    check_id("size", &input.size)?;
+    Ok(input)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenTurnInput {
+    pub after: u64,
+}
+
+pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
+    parse_json(body)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportInput {
+    pub turn: u64,
+    pub status: ReportStatus,
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
+    let input: ReportInput = parse_json(body)?;
+    if input.summary.as_ref().is_some_and(|s| s.len() > SUMMARY_BYTES_MAX) {
+        return Err(ApiError::invalid(format!("summary: longer than {SUMMARY_BYTES_MAX} bytes")));
+    }
+    Ok(input)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelInput {
+    #[serde(default)]
+    pub turn: Option<u64>,
+}
+
+pub fn parse_cancel(body: &[u8]) -> Result<CancelInput, ApiError> {
+    parse_json_or_empty(body)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseInput {}
+
+pub fn parse_close(body: &[u8]) -> Result<CloseInput, ApiError> {
+    parse_json_or_empty(body)
+}
+
+/// The pairs of a query string, undecoded. Only the service's own keys are read, and their
+/// values are plain digits or words, so no percent-decoding is needed: an encoded value is
+/// simply not one of them.
+pub fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {
+    query.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, "")))
+}
+
+fn parse_u64(field: &str, value: &str) -> Result<u64, ApiError> {
+    let digits = !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit());
+    digits
+        .then(|| value.parse().ok())
+        .flatten()
+        .ok_or_else(|| ApiError::invalid(format!("{field}: expected a non-negative integer")))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitQuery {
+    pub after: u64,
+    pub timeout_s: u64,
+}
+
+/// `?after=V&timeout=S`: `after` defaults to 0 (answer at once), `timeout` to 30 s, at most 300.
+pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
+    let mut wait = WaitQuery { after: 0, timeout_s: WAIT_TIMEOUT_S_DEFAULT };
+    for (key, value) in query_pairs(query) {
+        match key {
+            "after" => wait.after = parse_u64("after", value)?,
+            "timeout" => wait.timeout_s = parse_u64("timeout", value)?,
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    if wait.timeout_s > WAIT_TIMEOUT_S_MAX {
+        return Err(ApiError::invalid(format!("timeout: at most {WAIT_TIMEOUT_S_MAX} seconds")));
+    }
+    Ok(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Code;
+
+    #[test]
+    fn ids_are_one_to_128_characters_of_the_allowed_set() {
+        assert!(is_id("a"));
+        assert!(is_id("chat-42.session_1:x"));
+        assert!(is_id(&"a".repeat(128)));
+        for bad in ["", " ", "a/b", "../x", "a%2Fb", "é", &"a".repeat(129)] {
+            assert!(!is_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_handoff_id_derives_from_owner_and_session_only() {
+        let a = handoff_id("alice", "s1");
+        assert_eq!(a, handoff_id("alice", "s1"));
+        assert_ne!(a, handoff_id("bob", "s1"));
+        assert_ne!(a, handoff_id("alice", "s2"));
+        assert!(is_handoff_id(&a));
+        assert!(!is_handoff_id("ho_../../x"));
+        assert!(!is_handoff_id(&a.to_uppercase()));
+    }
+
+    #[test]
+    fn bad_bodies_are_request_invalid_naming_the_field() {
+        let e = parse_report(br#"{"turn":"1","status":"done"}"#).unwrap_err();
+        assert_eq!(e.code, Code::RequestInvalid);
+        assert!(e.message.starts_with("turn:"), "{}", e.message);
+        let e = parse_report(br#"{"turn":1,"status":"finished"}"#).unwrap_err();
+        assert!(e.message.starts_with("status:"), "{}", e.message);
+        let e = parse_report(br#"{"turn":1,"status":"done","extra":1}"#).unwrap_err();
+        assert!(e.message.contains("extra"), "{}", e.message);
+        let e = parse_report(br#"{"turn":1,"status":"cancelled"}"#).unwrap_err();
+        assert!(e.message.starts_with("status:"), "{}", e.message);
+        for bad in [&b"{"[..], b"", b"[]", b"null", b"{\"turn\":1,\"status\":\"done\"} x", b"\xff\xfe"] {
+            assert_eq!(parse_report(bad).unwrap_err().code, Code::RequestInvalid);
+        }
+        let long = format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(SUMMARY_BYTES_MAX + 1));
+        assert!(parse_report(long.as_bytes()).unwrap_err().message.starts_with("summary:"));
+        let e = parse_create(br#"{"session":"a/b","machine":"m","size":"s"}"#).unwrap_err();
+        assert!(e.message.starts_with("session:"), "{}", e.message);
+    }
+
+    #[test]
+    fn cancel_and_close_take_an_empty_body() {
+        assert_eq!(parse_cancel(b"").unwrap(), CancelInput { turn: None });
+        assert_eq!(parse_cancel(br#"{"turn":2}"#).unwrap(), CancelInput { turn: Some(2) });
+        assert!(parse_close(b"  ").is_ok());
+        assert!(parse_close(br#"{"now":true}"#).is_err());
+    }
+
+    #[test]
+    fn the_wait_query_has_defaults_and_a_ceiling() {
+        assert_eq!(parse_wait_query("").unwrap(), WaitQuery { after: 0, timeout_s: 30 });
+        assert_eq!(parse_wait_query("after=7&timeout=300").unwrap(), WaitQuery { after: 7, timeout_s: 300 });
+        for bad in ["timeout=301", "after=-1", "after=x", "after=", "since=1", "after=99999999999999999999999"] {
+            assert_eq!(parse_wait_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
+        }
+    }
+}

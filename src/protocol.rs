@@ -1,0 +1,29 @@
+//! What the router asks a hand-off's Durable Object: the caller, already authenticated,
+//! and one operation, already parsed and validated. Plain data, serialised over the
+//! object's internal `fetch`.
+
+use crate::token::Role;
+use crate::turn::Command;
+use serde::{Deserialize, Serialize};
+
+/// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    pub owner: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    Create { id: String, session: String, machine: String, size: String },
+    Get,
+    Apply { command: Command },
+    Wait { after: u64, timeout_s: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ask {
+    pub caller: Caller,
+    pub op: Op,
+}

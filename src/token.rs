@@ -1,0 +1,216 @@
+//! Bearer tokens: JWT (RFC 7519) signed with HS256 under `HANDOFF_SIGNING_KEY`.
+//!
+//! Only `{"alg":"HS256"}` is accepted (so `alg: none` and every other algorithm are refused),
+//! `exp` is required and honoured with [`TOKEN_CLOCK_SKEW_S`] of skew, and the signature is
+//! compared in constant time by `hmac`.
+
+use crate::limits::{MACHINE_TOKEN_TTL_S, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// The development key that `scripts/dev` and `scripts/test` use when `HANDOFF_SIGNING_KEY`
+/// is unset. Public by design: never use it for a deployed environment.
+pub const DEV_SIGNING_KEY: &str = "handoff-development-key-do-not-deploy";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Owner,
+    Machine,
+}
+
+/// The claims this service reads. Unknown claims are ignored, as RFC 7519 asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub role: Role,
+    /// The hand-off a machine token is for; owner tokens carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hid: Option<String>,
+    pub exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
+}
+
+/// Why a token was refused. All of them answer 401 `auth.invalid`; the reason is for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenError {
+    TooLong,
+    Malformed,
+    Algorithm,
+    Signature,
+    Expired,
+    NotYetValid,
+    MissingHandoff,
+}
+
+impl TokenError {
+    pub fn message(self) -> &'static str {
+        match self {
+            TokenError::TooLong => "the token is too long",
+            TokenError::Malformed => "the token is not a well-formed JWT with sub, role and exp",
+            TokenError::Algorithm => "only HS256 tokens are accepted",
+            TokenError::Signature => "the token's signature does not verify",
+            TokenError::Expired => "the token has expired",
+            TokenError::NotYetValid => "the token is not valid yet",
+            TokenError::MissingHandoff => "a machine token must name its hand-off (hid)",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Header {
+    alg: String,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn mac(key: &[u8]) -> HmacSha256 {
+    HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length")
+}
+
+/// Verifies `token` at `now_s` (seconds since the epoch).
+pub fn verify(token: &str, key: &[u8], now_s: i64) -> Result<Claims, TokenError> {
+    if token.len() > TOKEN_BYTES_MAX {
+        return Err(TokenError::TooLong);
+    }
+    let mut parts = token.split('.');
+    let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed);
+    };
+    let header: Header = decode_json(header_b64)?;
+    if header.alg != "HS256" {
+        return Err(TokenError::Algorithm);
+    }
+    let signature = URL_SAFE_NO_PAD.decode(signature_b64).map_err(|_| TokenError::Malformed)?;
+    let mut check = mac(key);
+    check.update(header_b64.as_bytes());
+    check.update(b".");
+    check.update(payload_b64.as_bytes());
+    check.verify_slice(&signature).map_err(|_| TokenError::Signature)?;
+
+    let claims: Claims = decode_json(payload_b64)?;
+    if !crate::input::is_id(&claims.sub) {
+        return Err(TokenError::Malformed);
+    }
+    if now_s > claims.exp.saturating_add(TOKEN_CLOCK_SKEW_S) {
+        return Err(TokenError::Expired);
+    }
+    if claims.nbf.is_some_and(|nbf| now_s < nbf.saturating_sub(TOKEN_CLOCK_SKEW_S)) {
+        return Err(TokenError::NotYetValid);
+    }
+    if claims.role == Role::Machine && claims.hid.is_none() {
+        return Err(TokenError::MissingHandoff);
+    }
+    Ok(claims)
+}
+
+fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Result<T, TokenError> {
+    let bytes = URL_SAFE_NO_PAD.decode(part).map_err(|_| TokenError::Malformed)?;
+    serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
+}
+
+/// Signs `claims` as an HS256 JWT.
+pub fn mint(claims: &Claims, key: &[u8]) -> String {
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).expect("claims serialise"));
+    let mut signer = mac(key);
+    signer.update(header.as_bytes());
+    signer.update(b".");
+    signer.update(payload.as_bytes());
+    let signature = URL_SAFE_NO_PAD.encode(signer.finalize().into_bytes());
+    format!("{header}.{payload}.{signature}")
+}
+
+/// The machine token every create answer carries: valid [`MACHINE_TOKEN_TTL_S`].
+pub fn machine_token(owner: &str, handoff_id: &str, key: &[u8], now_s: i64) -> String {
+    let claims = Claims {
+        sub: owner.to_string(),
+        role: Role::Machine,
+        hid: Some(handoff_id.to_string()),
+        exp: now_s + MACHINE_TOKEN_TTL_S,
+        nbf: None,
+    };
+    mint(&claims, key)
+}
+
+/// An owner token, for development tools and tests.
+pub fn owner_token(owner: &str, ttl_s: i64, key: &[u8], now_s: i64) -> String {
+    let claims = Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None };
+    mint(&claims, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &[u8] = b"k";
+    const NOW: i64 = 1_800_000_000;
+
+    fn owner(exp: i64) -> Claims {
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp, nbf: None }
+    }
+
+    #[test]
+    fn a_minted_token_verifies_to_its_claims() {
+        let t = mint(&owner(NOW + 10), KEY);
+        assert_eq!(verify(&t, KEY, NOW), Ok(owner(NOW + 10)));
+        let m = machine_token("alice", "ho_1", KEY, NOW);
+        let c = verify(&m, KEY, NOW + MACHINE_TOKEN_TTL_S).unwrap();
+        assert_eq!((c.role, c.hid.as_deref()), (Role::Machine, Some("ho_1")));
+    }
+
+    #[test]
+    fn expiry_allows_sixty_seconds_of_skew_and_no_more() {
+        let t = mint(&owner(NOW), KEY);
+        assert!(verify(&t, KEY, NOW + 60).is_ok());
+        assert_eq!(verify(&t, KEY, NOW + 61), Err(TokenError::Expired));
+    }
+
+    #[test]
+    fn a_token_signed_with_another_key_is_refused() {
+        let t = mint(&owner(NOW + 10), b"other");
+        assert_eq!(verify(&t, KEY, NOW), Err(TokenError::Signature));
+    }
+
+    #[test]
+    fn alg_none_and_other_algorithms_are_refused() {
+        let t = mint(&owner(NOW + 10), KEY);
+        let rest = t.split_once('.').unwrap().1;
+        for alg in ["none", "HS512", "RS256"] {
+            let h = URL_SAFE_NO_PAD.encode(format!(r#"{{"alg":"{alg}"}}"#));
+            assert_eq!(verify(&format!("{h}.{rest}"), KEY, NOW), Err(TokenError::Algorithm));
+        }
+    }
+
+    #[test]
+    fn a_tampered_payload_or_a_malformed_token_is_refused() {
+        let t = mint(&owner(NOW + 10), KEY);
+        let parts: Vec<&str> = t.split('.').collect();
+        let forged = URL_SAFE_NO_PAD.encode(r#"{"sub":"mallory","role":"owner","exp":9999999999}"#);
+        assert_eq!(verify(&format!("{}.{}.{}", parts[0], forged, parts[2]), KEY, NOW), Err(TokenError::Signature));
+        for bad in ["", "a.b", "a.b.c.d", "!!.!!.!!", &t[..t.len() - 1]] {
+            assert!(verify(bad, KEY, NOW).is_err(), "{bad}");
+        }
+        assert_eq!(verify(&"a".repeat(TOKEN_BYTES_MAX + 1), KEY, NOW), Err(TokenError::TooLong));
+    }
+
+    #[test]
+    fn exp_is_required_and_a_machine_token_must_name_its_hand_off() {
+        let no_exp = {
+            let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#);
+            let p = URL_SAFE_NO_PAD.encode(br#"{"sub":"alice","role":"owner"}"#);
+            let mut m = mac(KEY);
+            m.update(format!("{h}.{p}").as_bytes());
+            format!("{h}.{p}.{}", URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
+        };
+        assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
+        let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None };
+        assert_eq!(verify(&mint(&m, KEY), KEY, NOW), Err(TokenError::MissingHandoff));
+    }
+}
