@@ -1,0 +1,15 @@
+# Sourced by every script: where the tools live and how they are told not to download.
+# shellcheck shell=bash
+top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="$top/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export WRANGLER_SEND_METRICS=false
+# worker-build downloads its helpers unless pointed at installed ones; downloads fail here.
+export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+export ESBUILD_BIN="$top/node_modules/.bin/esbuild"
+# The tool versions scripts/install provides.
+WORKER_BUILD_VERSION=0.8.7
+locked_version() { # the version of crate $1 in Cargo.lock
+  awk -v name="$1" '$0 == "name = \"" name "\"" { getline; gsub(/version = |"/, ""); print; exit }' "$top/Cargo.lock"
+}
+# The development signing key: public by design, used when HANDOFF_SIGNING_KEY is unset.
+DEV_SIGNING_KEY="handoff-development-key-do-not-deploy"
