@@ -7,6 +7,7 @@ pub mod time;
 pub mod turn;
 pub mod input;
 pub mod token;
+pub mod index;
 pub mod protocol;
 pub mod work;
 pub mod package;
@@ -14,6 +15,8 @@ pub mod briefing;
 
 #[cfg(target_arch = "wasm32")]
 mod handoff_object;
+#[cfg(target_arch = "wasm32")]
+mod owner_index;
 #[cfg(target_arch = "wasm32")]
 mod router;
 #[cfg(target_arch = "wasm32")]

@@ -84,3 +84,8 @@ pub const BRIEFING_BUDGET_BYTES_DEFAULT: usize = 8 * 1024;
 pub const BRIEFING_BUDGET_BYTES_MIN: usize = 256;
 /// The largest budget a briefing can be asked to fit.
 pub const BRIEFING_BUDGET_BYTES_MAX: usize = 64 * 1024;
+
+/// First retry delay of an undelivered index row; it doubles on each failure.
+pub const OUTBOX_RETRY_MS_MIN: i64 = 250;
+/// The longest wait between two deliveries of an undelivered index row.
+pub const OUTBOX_RETRY_MS_MAX: i64 = 60_000;

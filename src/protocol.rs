@@ -27,3 +27,14 @@ pub struct Ask {
     pub caller: Caller,
     pub op: Op,
 }
+
+/// What an owner's index object is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum IndexAsk {
+    /// A hand-off's row, delivered from its outbox; kept only if its version is higher.
+    Put { row: crate::index::IndexRow },
+    List { query: crate::index::ListQuery },
+    /// Test hook (only where `HANDOFF_TEST_HOOKS` is set): refuse deliveries while on.
+    RefuseDeliveries { on: bool },
+}

@@ -1,0 +1,139 @@
+//! The owner's list: one row per hand-off, derived from its record, and the paging rules.
+//! Pure; the `OwnerIndex` Durable Object stores the rows and the hand-off object sends them.
+
+use crate::error::ApiError;
+use crate::input::query_pairs;
+use crate::time::{rfc3339, EpochMs};
+use crate::turn::{Record, State, Status};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// Rows a list page holds when `limit` is not given.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+/// The most rows one list page may hold.
+pub const LIST_LIMIT_MAX: u32 = 200;
+
+/// One session in its owner's list, as stored (times in ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRow {
+    pub id: String,
+    pub session: String,
+    pub machine: String,
+    pub size: String,
+    pub turn: u64,
+    pub state: State,
+    pub status: Status,
+    pub summary: Option<String>,
+    pub version: u64,
+    pub updated_at: EpochMs,
+}
+
+impl IndexRow {
+    pub fn of(record: &Record) -> IndexRow {
+        IndexRow {
+            id: record.id.clone(),
+            session: record.session.clone(),
+            machine: record.machine.clone(),
+            size: record.size.clone(),
+            turn: record.turn,
+            state: record.state,
+            status: record.status,
+            summary: record.summary.clone(),
+            version: record.version,
+            updated_at: record.updated_at,
+        }
+    }
+
+    /// The row as the API shows it.
+    pub fn view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id, "session": self.session, "machine": self.machine, "size": self.size,
+            "turn": self.turn, "state": self.state, "status": self.status, "summary": self.summary,
+            "version": self.version, "updated_at": rfc3339(self.updated_at),
+        })
+    }
+}
+
+/// Where the next page starts: just after this row in newest-first order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub updated_at: EpochMs,
+    pub id: String,
+}
+
+impl Cursor {
+    pub fn after(row: &IndexRow) -> Cursor {
+        Cursor { updated_at: row.updated_at, id: row.id.clone() }
+    }
+
+    /// Opaque to clients: they pass it back as it is.
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{}.{}", self.updated_at, self.id))
+    }
+
+    pub fn decode(text: &str) -> Option<Cursor> {
+        let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(text).ok()?).ok()?;
+        let (at, id) = raw.split_once('.')?;
+        let valid_id = crate::input::is_handoff_id(id);
+        valid_id.then(|| Some(Cursor { updated_at: at.parse().ok()?, id: id.to_string() })).flatten()
+    }
+}
+
+/// `?state=open|closed&limit=N&cursor=C`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    pub state: Option<State>,
+    pub limit: u32,
+    pub cursor: Option<Cursor>,
+}
+
+pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
+    let mut list = ListQuery { state: None, limit: LIST_LIMIT_DEFAULT, cursor: None };
+    for (key, value) in query_pairs(query) {
+        match key {
+            "state" => {
+                list.state = Some(match value {
+                    "open" => State::Open,
+                    "closed" => State::Closed,
+                    _ => return Err(ApiError::invalid("state: expected open or closed")),
+                })
+            }
+            "limit" => {
+                let n: u32 = value.parse().map_err(|_| ApiError::invalid("limit: expected an integer"))?;
+                if !(1..=LIST_LIMIT_MAX).contains(&n) || !value.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(ApiError::invalid(format!("limit: expected 1 to {LIST_LIMIT_MAX}")));
+                }
+                list.limit = n;
+            }
+            "cursor" => list.cursor = Some(Cursor::decode(value).ok_or_else(|| ApiError::invalid("cursor: not a cursor this service gave"))?),
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Code;
+
+    #[test]
+    fn a_cursor_round_trips_and_a_forged_one_is_refused() {
+        let c = Cursor { updated_at: 1_700_000_000_123, id: crate::input::handoff_id("a", "s") };
+        assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        for bad in ["", "x", "!!!", &URL_SAFE_NO_PAD.encode("12.ho_../etc")] {
+            assert_eq!(Cursor::decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_list_query_has_defaults_and_bounds() {
+        let q = parse_list_query("").unwrap();
+        assert_eq!((q.state, q.limit, q.cursor), (None, 50, None));
+        assert_eq!(parse_list_query("state=closed&limit=200").unwrap().limit, 200);
+        for bad in ["limit=0", "limit=201", "limit=+5", "state=gone", "cursor=zz", "page=2"] {
+            assert_eq!(parse_list_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
+        }
+    }
+}

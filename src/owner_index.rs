@@ -1,0 +1,139 @@
+//! `OwnerIndex`: the Durable Object that holds one owner's list, one row per hand-off.
+//! Rows arrive from each hand-off's outbox and are kept only when their version is higher
+//! than the one held, so replays and reordering are harmless.
+
+use crate::error::{ApiError, Code};
+use crate::index::{Cursor, IndexRow, ListQuery};
+use crate::protocol::IndexAsk;
+use crate::turn::State as HandoffState;
+use serde_json::json;
+use std::cell::Cell;
+use worker::*;
+
+#[durable_object]
+pub struct OwnerIndex {
+    state: State,
+    /// Test hook: while on, deliveries are refused as if the index were unreachable.
+    refusing: Cell<bool>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS rows (
+  id TEXT PRIMARY KEY, session TEXT NOT NULL, machine TEXT NOT NULL, size TEXT NOT NULL,
+  turn INTEGER NOT NULL, state TEXT NOT NULL, status TEXT NOT NULL, summary TEXT,
+  version INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rows_newest ON rows (updated_at DESC, id DESC);
+";
+
+const UPSERT: &str = "
+INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+  session = excluded.session, machine = excluded.machine, size = excluded.size, turn = excluded.turn,
+  state = excluded.state, status = excluded.status, summary = excluded.summary,
+  version = excluded.version, updated_at = excluded.updated_at
+WHERE excluded.version > rows.version";
+
+#[derive(serde::Deserialize)]
+struct StoredRow {
+    id: String,
+    session: String,
+    machine: String,
+    size: String,
+    turn: i64,
+    state: String,
+    status: String,
+    summary: Option<String>,
+    version: i64,
+    updated_at: i64,
+}
+
+impl StoredRow {
+    fn into_row(self) -> Option<IndexRow> {
+        Some(IndexRow {
+            id: self.id,
+            session: self.session,
+            machine: self.machine,
+            size: self.size,
+            turn: self.turn as u64,
+            state: if self.state == "closed" { HandoffState::Closed } else { HandoffState::Open },
+            status: crate::turn::Status::parse(&self.status)?,
+            summary: self.summary,
+            version: self.version as u64,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+impl DurableObject for OwnerIndex {
+    fn new(state: State, _env: Env) -> Self {
+        state.storage().sql().exec(SCHEMA, None).expect("schema applies");
+        OwnerIndex { state, refusing: Cell::new(false) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let ask: IndexAsk = match req.json().await {
+            Ok(ask) => ask,
+            Err(_) => return answer_error(&ApiError::invalid("internal: unreadable index ask")),
+        };
+        match ask {
+            IndexAsk::Put { row } => self.put(&row),
+            IndexAsk::List { query } => self.list(&query),
+            IndexAsk::RefuseDeliveries { on } => {
+                self.refusing.set(on);
+                Response::from_json(&json!({"refusing": on}))
+            }
+        }
+    }
+}
+
+impl OwnerIndex {
+    fn put(&self, row: &IndexRow) -> Result<Response> {
+        if self.refusing.get() {
+            return answer_error(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
+        }
+        let state = if row.state == HandoffState::Closed { "closed" } else { "open" };
+        let bindings = vec![
+            row.id.clone().into(),
+            row.session.clone().into(),
+            row.machine.clone().into(),
+            row.size.clone().into(),
+            (row.turn as i64).into(),
+            state.into(),
+            row.status.as_str().into(),
+            row.summary.clone().into(),
+            (row.version as i64).into(),
+            row.updated_at.into(),
+        ];
+        self.state.storage().sql().exec(UPSERT, bindings)?;
+        Response::from_json(&json!({"ok": true}))
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Response> {
+        let sql = self.state.storage().sql();
+        let state = query.state.map(|s| if s == HandoffState::Closed { "closed" } else { "open" });
+        let (at, id) = match &query.cursor {
+            Some(c) => (c.updated_at, c.id.clone()),
+            None => (i64::MAX, String::new()),
+        };
+        // One more row than the page, to know whether a next page exists.
+        let rows: Vec<StoredRow> = sql
+            .exec(
+                "SELECT * FROM rows
+                 WHERE (?1 IS NULL OR state = ?1) AND (updated_at < ?2 OR (updated_at = ?2 AND (?3 = '' OR id < ?3)))
+                 ORDER BY updated_at DESC, id DESC LIMIT ?4",
+                vec![state.into(), at.into(), id.into(), (query.limit as i64 + 1).into()],
+            )?
+            .to_array()?;
+        let mut rows: Vec<IndexRow> = rows.into_iter().filter_map(StoredRow::into_row).collect();
+        let more = rows.len() > query.limit as usize;
+        rows.truncate(query.limit as usize);
+        let cursor = more.then(|| rows.last().map(|r| Cursor::after(r).encode())).flatten();
+        let views: Vec<_> = rows.iter().map(IndexRow::view).collect();
+        Response::from_json(&json!({"handoffs": views, "cursor": cursor}))
+    }
+}
+
+fn answer_error(error: &ApiError) -> Result<Response> {
+    Ok(Response::from_json(&error.body())?.with_status(error.code.status()))
+}
