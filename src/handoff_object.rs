@@ -5,7 +5,7 @@
 
 use crate::error::{ApiError, Code};
 use crate::index::IndexRow;
-use crate::limits::{OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, WAIT_JITTER_MS_MAX};
+use crate::limits::{OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, WAITERS_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX};
 use crate::protocol::{Ask, Caller, IndexAsk, Op};
 use crate::token::Role;
 use crate::turn::{self, Command, Record};
@@ -69,6 +69,7 @@ impl DurableObject for HandoffObject {
             }
             Op::Apply { command } => self.apply(&ask.caller, &command).await,
             Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s).await,
+            Op::Floor => Response::from_json(&json!({"ok": true})),
         }
     }
 
@@ -200,7 +201,7 @@ impl HandoffObject {
         if turn::wait_answers_now(&record, after) || timeout_s == 0 {
             return answer_record(200, &record);
         }
-        let Some((id, woken)) = self.waiters.borrow_mut().hold() else {
+        let Some((id, woken)) = self.waiters.borrow_mut().hold(self.waiters_max()) else {
             return answer_error(&ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may"), None);
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
@@ -219,6 +220,23 @@ impl HandoffObject {
 pub fn owner_index_name(owner: &str) -> String {
     format!("owner:{owner}")
 }
+
+impl HandoffObject {
+    /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on
+    /// (so that the cap can be shown without holding ten thousand connections).
+    fn waiters_max(&self) -> usize {
+        let hooks_on = self.env.var(TEST_HOOKS).is_ok_and(|v| v.to_string() == "1");
+        let test_cap = self.env.var(TEST_WAITERS_MAX).ok().and_then(|v| v.to_string().parse().ok());
+        match test_cap {
+            Some(cap) if hooks_on => cap,
+            _ => WAITERS_PER_HANDOFF_MAX,
+        }
+    }
+}
+
+/// Test-only variables, set on `wrangler dev`'s command line by the tests, never in wrangler.toml.
+pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
+const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
 
 fn now_ms() -> i64 {
     Date::now().as_millis() as i64

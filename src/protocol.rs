@@ -20,6 +20,8 @@ pub enum Op {
     Get,
     Apply { command: Command },
     Wait { after: u64, timeout_s: u64 },
+    /// The benchmark's floor: reach the object and answer, touching no storage.
+    Floor,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,9 @@ const OWNER_INDEX: &str = "OWNER_INDEX";
 const SIGNING_KEY: &str = "HANDOFF_SIGNING_KEY";
 /// Set to "1" only on the command line of `scripts/test`; never in wrangler.toml, so never
 /// in a deployed environment. It opens the `/v1/test/*` routes.
-const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
+use crate::handoff_object::TEST_HOOKS;
+/// Set to "1" only by `scripts/bench`: opens the floor route `/v1/bench/floor`.
+const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
 
 /// The routes, by path shape. `Id` routes carry the hand-off id from the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,8 @@ enum Route {
     Wait,
     /// Test hook: make an owner's index refuse (or accept again) deliveries.
     TestRefuseIndex,
+    /// Benchmark floor: a Durable Object round trip with no authentication and no storage.
+    BenchFloor,
 }
 
 impl Route {
@@ -42,6 +46,7 @@ impl Route {
             Route::Health | Route::Handoff | Route::Wait => &[Method::Get],
             Route::Handoffs => &[Method::Get, Method::Post],
             Route::TestRefuseIndex => &[Method::Post],
+            Route::BenchFloor => &[Method::Get],
             Route::Turns | Route::Report | Route::Cancel | Route::Close => &[Method::Post],
         }
     }
@@ -53,6 +58,7 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>)> {
         ["v1", "health"] => Some((Route::Health, None)),
         ["v1", "handoffs"] => Some((Route::Handoffs, None)),
         ["v1", "test", "refuse-index"] => Some((Route::TestRefuseIndex, None)),
+        ["v1", "bench", "floor"] => Some((Route::BenchFloor, None)),
         ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id))),
         ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id))),
         ["v1", "handoffs", id, "report"] => Some((Route::Report, Some(*id))),
@@ -73,8 +79,13 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
 async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, ApiError> {
     let url = req.url().map_err(|_| ApiError::new(Code::RouteNotFound, "no such route"))?;
-    let hooks_on = env.var(TEST_HOOKS).is_ok_and(|v| v.to_string() == "1");
-    let Some((route, id)) = match_route(url.path()).filter(|(r, _)| *r != Route::TestRefuseIndex || hooks_on) else {
+    let var_on = |name: &str| env.var(name).is_ok_and(|v| v.to_string() == "1");
+    let switched_on = |route: Route| match route {
+        Route::TestRefuseIndex => var_on(TEST_HOOKS),
+        Route::BenchFloor => var_on(BENCH_FLOOR),
+        _ => true,
+    };
+    let Some((route, id)) = match_route(url.path()).filter(|(r, _)| switched_on(*r)) else {
         return Err(ApiError::new(Code::RouteNotFound, "no such route"));
     };
     let method = req.method();
@@ -90,6 +101,12 @@ async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, Ap
     let Some((store, owners)) = store else {
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     };
+    if route == Route::BenchFloor {
+        let stub = store.get_by_name("bench-floor").map_err(|_| unavailable("stub"))?;
+        let payload = json!({"caller": {"owner": "bench", "role": "owner"}, "op": {"op": "floor"}}).to_string();
+        let answer = send(&stub, payload).await?;
+        return json_response(answer.status, &answer.body);
+    }
     let key = signing_key(env);
     let claims = authenticate(&req, key.as_deref())?;
     let body = read_body(&mut req).await?;
@@ -152,7 +169,7 @@ async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, Ap
             input::parse_close(&body)?;
             Op::Apply { command: Command::Close }
         }
-        Route::Health | Route::Handoffs | Route::TestRefuseIndex => unreachable!("answered above"),
+        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::BenchFloor => unreachable!("answered above"),
     };
     let answer = ask(&store, id, &claims, op).await?;
     json_response(answer.status, &answer.body)

@@ -1,8 +1,7 @@
 //! Long-poll waiters held by one hand-off object: each is a one-shot signal, woken all at
 //! once by a version move or dropped at its own timeout. Bounded by
-//! [`WAITERS_PER_HANDOFF_MAX`]; nothing outlives its timeout, and a waiter is answered once.
+//! [`crate::limits::WAITERS_PER_HANDOFF_MAX`]; nothing outlives its timeout, and a waiter is answered once.
 
-use crate::limits::WAITERS_PER_HANDOFF_MAX;
 use futures::channel::oneshot;
 use std::collections::HashMap;
 
@@ -13,9 +12,10 @@ pub struct Waiters {
 }
 
 impl Waiters {
-    /// Registers a waiter, or `None` when the hand-off already holds the most it may.
-    pub fn hold(&mut self) -> Option<(u64, oneshot::Receiver<()>)> {
-        if self.held.len() >= WAITERS_PER_HANDOFF_MAX {
+    /// Registers a waiter, or `None` when the hand-off already holds `max` (normally
+    /// [`crate::limits::WAITERS_PER_HANDOFF_MAX`]).
+    pub fn hold(&mut self, max: usize) -> Option<(u64, oneshot::Receiver<()>)> {
+        if self.held.len() >= max {
             return None;
         }
         let (tx, rx) = oneshot::channel();
