@@ -15,6 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use handoff::token::DEV_SIGNING_KEY;
 
+pub mod checker;
+pub mod rng;
+
 /// How long a Worker may take to answer its first health check.
 pub const SERVER_START_S_MAX: u64 = 90;
 /// No single request of a test waits longer than this.
@@ -96,6 +99,11 @@ impl Client {
 
     /// Sends a request with optional bearer token, extra headers and raw body.
     pub fn send(&self, method: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Option<&[u8]>) -> Answer {
+        self.try_send(method, path, token, headers, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// As [`Client::send`], but a transport failure (a Worker killed mid-request) is an `Err`.
+    pub fn try_send(&self, method: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Answer, String> {
         let mut request = ureq::http::Request::builder().method(method).uri(format!("{}{path}", self.base));
         if let Some(t) = token {
             request = request.header("Authorization", format!("Bearer {t}"));
@@ -107,13 +115,13 @@ impl Client {
             Some(b) => self.agent.run(request.header("Content-Type", "application/json").body(b.to_vec()).unwrap()),
             None => self.agent.run(request.body(()).unwrap()),
         };
-        let mut response = result.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let mut response = result.map_err(|e| e.to_string())?;
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         let www_authenticate = header("WWW-Authenticate");
         let content_type = header("Content-Type");
         let text = response.body_mut().with_config().limit(8 * 1024 * 1024).read_to_string().unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type }
+        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type })
     }
 
     pub fn get(&self, path: &str, token: &str) -> Answer {
@@ -152,6 +160,8 @@ pub struct Server {
     pub port: u16,
     pub state_dir: PathBuf,
     env: Option<String>,
+    /// Extra `--var NAME:VALUE`s for wrangler dev (test-only switches such as a low waiter cap).
+    vars: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -162,7 +172,13 @@ pub fn free_port() -> u16 {
 impl Server {
     /// Starts a local Worker (`env`: None for the local default, or a wrangler environment).
     pub fn start(state_dir: &Path, env: Option<&str>) -> Server {
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), child: None };
+        Server::start_with_vars(state_dir, env, &[])
+    }
+
+    /// As [`Server::start`], with extra variables (kept across restarts).
+    pub fn start_with_vars(state_dir: &Path, env: Option<&str>, vars: &[(&str, &str)]) -> Server {
+        let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), vars, child: None };
         server.restart();
         server
     }
@@ -193,6 +209,9 @@ impl Server {
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .process_group(0);
+        for (name, value) in &self.vars {
+            cmd.args(["--var", &format!("{name}:{value}")]);
+        }
         if let Some(env) = &self.env {
             cmd.args(["--env", env]);
         }
