@@ -1,0 +1,694 @@
+//! The typed client: one method per route, blocking, over `ureq`.
+//!
+//! Retries: a request is tried again, after a jittered exponential backoff, only when it could
+//! not be delivered or answered (a connection error or a timeout) or when the API answered 429
+//! or 503. Every other answer, and every other 4xx above all, is final: a refusal is the API's
+//! decision, and asking again would not change it. State-changing requests carry an
+//! `Idempotency-Key` that stays the same across the retries of one call, so a retry after a
+//! lost answer gets the first answer back instead of applying the change twice.
+
+use crate::code::ErrorCode;
+use crate::model::*;
+use handoff::turn::State;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+/// Where a client goes when neither `--url` nor `HANDOFF_URL` says: `scripts/dev`'s Worker.
+pub const URL_DEFAULT: &str = "http://127.0.0.1:8787";
+/// No ordinary request waits longer than this for its answer.
+pub const REQUEST_TIMEOUT_S: u64 = 30;
+/// A wait is held by the server for its own timeout plus up to a second of jitter; the
+/// client allows this much more before it calls the connection lost.
+pub const WAIT_MARGIN_S: u64 = 15;
+/// The server holds a wait at most this long.
+pub const WAIT_TIMEOUT_S_MAX: u64 = handoff::limits::WAIT_TIMEOUT_S_MAX;
+/// Largest answer read (a package in Markdown is the largest thing the API sends).
+pub const ANSWER_BYTES_MAX: u64 = 8 * 1024 * 1024;
+/// A `Retry-After` longer than this is not honoured as it is: the backoff cap applies.
+pub const RETRY_AFTER_S_MAX: u64 = 60;
+
+/// How often and how patiently a request is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Tries in all, the first included.
+    pub attempts_max: u32,
+    pub backoff_ms_base: u64,
+    pub backoff_ms_max: u64,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry { attempts_max: 5, backoff_ms_base: 250, backoff_ms_max: 8_000 }
+    }
+}
+
+impl Retry {
+    /// Never tries again (tests of refusals, or a caller that retries by itself).
+    pub fn none() -> Retry {
+        Retry { attempts_max: 1, ..Retry::default() }
+    }
+
+    /// The pause before try number `attempt + 1` (`attempt` counts from 1), given 64 random
+    /// bits: "equal jitter", half of the exponential step fixed and half random, so that many
+    /// clients refused together do not come back together, yet none comes back at once.
+    /// A server's `Retry-After` is a floor, up to [`RETRY_AFTER_S_MAX`].
+    pub fn delay(&self, attempt: u32, retry_after_s: Option<u64>, random: u64) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(20);
+        let step_ms = self.backoff_ms_base.saturating_mul(1 << exponent).min(self.backoff_ms_max);
+        let half_ms = step_ms / 2;
+        let jittered_ms = half_ms + random % (step_ms - half_ms + 1);
+        let floor_ms = retry_after_s.map_or(0, |s| s.min(RETRY_AFTER_S_MAX) * 1000);
+        Duration::from_millis(jittered_ms.max(floor_ms))
+    }
+}
+
+/// What happened to one try, as far as retrying cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not delivered or not answered: refused connection, reset, timeout.
+    ConnectionError,
+    /// The API answered with this status.
+    Answered(u16),
+}
+
+/// Connection errors, 429 and 503 are tried again; nothing else ever is.
+pub fn is_retryable(outcome: Outcome) -> bool {
+    match outcome {
+        Outcome::ConnectionError => true,
+        Outcome::Answered(status) => status == 429 || status == 503,
+    }
+}
+
+/// The API's refusal: `{"error": {"code", "message"}}`, with the hand-off where it carries one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub status: u16,
+    pub code: ErrorCode,
+    pub message: String,
+    /// The hand-off as it stands, on refusals that carry it (stale, turn conflicts, closed…).
+    pub handoff: Option<Handoff>,
+    /// The whole answer, unchanged.
+    pub body: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The API answered and said no.
+    Refused(Refusal),
+    /// The API could not be reached or did not answer, after every retry.
+    Network { attempts: u32, message: String },
+    /// Something answered, but not in the API's shape (a proxy's page, a truncated body).
+    Unexpected { status: u16, message: String },
+}
+
+impl Error {
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<&ErrorCode> {
+        self.refusal().map(|r| &r.code)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::output::error_line(self))
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// An answer: its status, its body as the API sent it (JSON, or a JSON string for the text
+/// routes), and the typed value read from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply<T> {
+    pub status: u16,
+    pub body: Value,
+    pub value: T,
+}
+
+/// A raw answer, before it is read.
+struct Raw {
+    status: u16,
+    text: String,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+    retry: Retry,
+    /// A caller-chosen key for the next state-changing requests; otherwise each call makes one.
+    idempotency_key: Option<String>,
+}
+
+impl Client {
+    pub fn new(base: &str, token: Option<&str>) -> Client {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(REQUEST_TIMEOUT_S)))
+            .build()
+            .into();
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.map(str::to_string),
+            agent,
+            retry: Retry::default(),
+            idempotency_key: None,
+        }
+    }
+
+    pub fn with_retry(mut self, retry: Retry) -> Client {
+        self.retry = retry;
+        self
+    }
+
+    /// Sends `key` as the `Idempotency-Key` of every state-changing request of this client.
+    pub fn with_idempotency_key(mut self, key: Option<&str>) -> Client {
+        self.idempotency_key = key.map(str::to_string);
+        self
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    // ---------------------------------------------------------------- issue 2: turns
+
+    /// `POST /v1/handoffs`: one hand-off per session; a second create answers the same one.
+    pub fn create(&self, session: &str, machine: &str, size: &str) -> Result<Reply<Created>, Error> {
+        let body = json!({"session": session, "machine": machine, "size": size});
+        let raw = self.change("POST", "/v1/handoffs", &body)?;
+        let reply = read_json::<Value>(raw)?;
+        let handoff = field(&reply, "handoff")?;
+        let machine_token = field(&reply, "machine_token")?;
+        let value = Created { handoff, machine_token, new: reply.status == 201 };
+        Ok(Reply { status: reply.status, body: reply.body, value })
+    }
+
+    /// `GET /v1/handoffs/:id` (owner or machine).
+    pub fn get(&self, id: &str) -> Result<Reply<Handoff>, Error> {
+        let raw = self.read("GET", &handoff_path(id, ""), &[], REQUEST_TIMEOUT_S)?;
+        read_handoff(raw)
+    }
+
+    /// `POST …/turns {"after"}`; with `handoff`, the turn is handed to a runtime and its
+    /// package compiled in the same write.
+    pub fn open_turn(&self, id: &str, after: u64, handoff: Option<&PackageRequest>) -> Result<Reply<Handoff>, Error> {
+        let mut body = json!({"after": after});
+        if let Some(h) = handoff {
+            body["handoff"] = to_value(h);
+        }
+        read_handoff(self.change("POST", &handoff_path(id, "/turns"), &body)?)
+    }
+
+    /// `POST …/report` (machine).
+    pub fn report(&self, id: &str, report: &Report) -> Result<Reply<Handoff>, Error> {
+        read_handoff(self.change("POST", &handoff_path(id, "/report"), &to_value(report))?)
+    }
+
+    /// `POST …/cancel` (owner), optionally naming the turn the caller saw.
+    pub fn cancel(&self, id: &str, turn: Option<u64>) -> Result<Reply<Handoff>, Error> {
+        let body = turn.map_or_else(|| json!({}), |t| json!({"turn": t}));
+        read_handoff(self.change("POST", &handoff_path(id, "/cancel"), &body)?)
+    }
+
+    /// `POST …/close` (owner): the only terminal change.
+    pub fn close(&self, id: &str) -> Result<Reply<Handoff>, Error> {
+        read_handoff(self.change("POST", &handoff_path(id, "/close"), &json!({}))?)
+    }
+
+    /// `GET …/wait?after=V&timeout=S`: answers when the version is above `after` or the
+    /// hand-off is closed, or after `timeout_s` with the record as it is.
+    pub fn wait(&self, id: &str, after: u64, timeout_s: u64) -> Result<Reply<Handoff>, Error> {
+        let timeout_s = timeout_s.clamp(1, WAIT_TIMEOUT_S_MAX);
+        let query = [("after", after.to_string()), ("timeout", timeout_s.to_string())];
+        let raw = self.read("GET", &handoff_path(id, "/wait"), &query, timeout_s + WAIT_MARGIN_S)?;
+        read_handoff(raw)
+    }
+
+    /// Follows the hand-off's versions from `after`: calls `seen` once for each answer whose
+    /// version is above the last one seen, until `seen` breaks or the hand-off is closed.
+    /// A wait that times out with nothing new is simply asked again. Answers the last record.
+    ///
+    /// Versions that move while no wait is held are seen together, as the newest record:
+    /// the API keeps no history of records, only the current one.
+    pub fn follow(
+        &self,
+        id: &str,
+        after: u64,
+        timeout_s: u64,
+        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
+    ) -> Result<Handoff, Error> {
+        let mut after = after;
+        loop {
+            let reply = self.wait(id, after, timeout_s)?;
+            let record = &reply.value;
+            if record.version > after {
+                after = record.version;
+                if seen(&reply).is_break() {
+                    return Ok(reply.value);
+                }
+            }
+            if reply.value.state == State::Closed {
+                return Ok(reply.value);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- issue 3: the list
+
+    /// `GET /v1/health` (no token needed).
+    pub fn health(&self) -> Result<Reply<Value>, Error> {
+        read_json(self.read("GET", "/v1/health", &[], REQUEST_TIMEOUT_S)?)
+    }
+
+    /// One page of the owner's list, newest first.
+    pub fn list(&self, state: Option<State>, limit: Option<u32>, cursor: Option<&str>) -> Result<Reply<Page>, Error> {
+        let mut query = Vec::new();
+        if let Some(s) = state {
+            query.push(("state", state_str(s).to_string()));
+        }
+        if let Some(n) = limit {
+            query.push(("limit", n.to_string()));
+        }
+        if let Some(c) = cursor {
+            query.push(("cursor", c.to_string()));
+        }
+        read_json(self.read("GET", "/v1/handoffs", &query, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// Every page of the owner's list. The body is one `{"handoffs": [every row], "cursor": null}`,
+    /// each row as the API sent it.
+    pub fn list_all(&self, state: Option<State>) -> Result<Reply<Vec<Row>>, Error> {
+        let mut rows = Vec::new();
+        let mut raw_rows = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list(state, Some(handoff::index::LIST_LIMIT_MAX), cursor.as_deref())?;
+            rows.extend(page.value.handoffs);
+            if let Some(list) = page.body["handoffs"].as_array() {
+                raw_rows.extend(list.iter().cloned());
+            }
+            match page.value.cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => break,
+            }
+        }
+        Ok(Reply { status: 200, body: json!({"handoffs": raw_rows, "cursor": null}), value: rows })
+    }
+
+    // ---------------------------------------------------------------- issue 4: the work record
+
+    /// `PUT …/work` (owner).
+    pub fn put_work(&self, id: &str, work: &WorkInput) -> Result<Reply<Item>, Error> {
+        read_item(self.change("PUT", &handoff_path(id, "/work"), &to_value(work))?, "work")
+    }
+
+    /// `POST …/decisions` (owner or machine).
+    pub fn decide(&self, id: &str, decision: &Decision) -> Result<Reply<Item>, Error> {
+        read_item(self.change("POST", &handoff_path(id, "/decisions"), &to_value(decision))?, "decision")
+    }
+
+    /// `POST …/artifacts` (owner or machine): the same title again is its next version.
+    pub fn artifact(&self, id: &str, artifact: &Artifact) -> Result<Reply<Item>, Error> {
+        read_item(self.change("POST", &handoff_path(id, "/artifacts"), &to_value(artifact))?, "artifact")
+    }
+
+    /// `POST …/blockers`.
+    pub fn block(&self, id: &str, blocker: &Blocker) -> Result<Reply<Item>, Error> {
+        read_item(self.change("POST", &handoff_path(id, "/blockers"), &to_value(blocker))?, "blocker")
+    }
+
+    /// `POST …/blockers/:bid/resolve`.
+    pub fn resolve_blocker(&self, id: &str, blocker_id: &str) -> Result<Reply<Item>, Error> {
+        let path = handoff_path(id, &format!("/blockers/{}/resolve", encode(blocker_id)));
+        read_item(self.change("POST", &path, &json!({}))?, "blocker")
+    }
+
+    /// `POST …/workspace` (machine): paths and counts, nothing else.
+    pub fn workspace(&self, id: &str, files: &[FileCounts]) -> Result<Reply<Item>, Error> {
+        read_item(self.change("POST", &handoff_path(id, "/workspace"), &json!({"files": files}))?, "workspace")
+    }
+
+    /// `POST …/package` (owner); `dry_run` answers the same and writes nothing.
+    pub fn package(&self, id: &str, request: &PackageRequest, dry_run: bool) -> Result<Reply<Compiled>, Error> {
+        let path = handoff_path(id, if dry_run { "/package?dry_run=true" } else { "/package" });
+        let raw = if dry_run {
+            // A preview changes nothing, so it needs no key and may always be asked again.
+            self.send("POST", &path, &[], Some(&to_value(request)), None, REQUEST_TIMEOUT_S)?
+        } else {
+            self.change("POST", &path, &to_value(request))?
+        };
+        read_json(raw)
+    }
+
+    /// `GET …/package`: the latest package and its state.
+    pub fn package_latest(&self, id: &str) -> Result<Reply<Latest>, Error> {
+        read_json(self.read("GET", &handoff_path(id, "/package"), &[], REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `GET …/package?format=markdown`: the package for a person to read.
+    pub fn package_markdown(&self, id: &str) -> Result<Reply<String>, Error> {
+        let query = [("format", "markdown".to_string())];
+        read_text(self.read("GET", &handoff_path(id, "/package"), &query, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `POST …/package/accept {"package_hash"}`: accepts that exact document.
+    pub fn accept(&self, id: &str, package_hash: &str) -> Result<Reply<Value>, Error> {
+        read_json(self.change("POST", &handoff_path(id, "/package/accept"), &json!({"package_hash": package_hash}))?)
+    }
+
+    /// `POST …/package/reject {"reason", "note"}`.
+    pub fn reject(&self, id: &str, reason: RejectReason, note: &str) -> Result<Reply<Value>, Error> {
+        let body = json!({"reason": reason, "note": note});
+        read_json(self.change("POST", &handoff_path(id, "/package/reject"), &body)?)
+    }
+
+    /// `GET …/briefing?budget=N&reach=api|none`: plain text within `budget` bytes.
+    pub fn briefing(&self, id: &str, budget_bytes: Option<u32>, reach: Option<Reach>) -> Result<Reply<String>, Error> {
+        let mut query = Vec::new();
+        if let Some(b) = budget_bytes {
+            query.push(("budget", b.to_string()));
+        }
+        if let Some(r) = reach {
+            query.push(("reach", r.as_str().to_string()));
+        }
+        read_text(self.read("GET", &handoff_path(id, "/briefing"), &query, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `GET …/turns`: the lineage, turn by turn.
+    pub fn turns(&self, id: &str) -> Result<Reply<Vec<TurnEntry>>, Error> {
+        let reply = read_json::<Value>(self.read("GET", &handoff_path(id, "/turns"), &[], REQUEST_TIMEOUT_S)?)?;
+        let value = field(&reply, "turns")?;
+        Ok(Reply { status: reply.status, body: reply.body, value })
+    }
+
+    // ---------------------------------------------------------------- issue 6: suggestions
+
+    /// `PUT …/policy` (owner): without a policy nothing is ever suggested.
+    pub fn put_policy(&self, id: &str, policy: &Policy) -> Result<Reply<Item>, Error> {
+        read_item(self.change("PUT", &handoff_path(id, "/policy"), &to_value(policy))?, "policy")
+    }
+
+    // ---------------------------------------------------------------- transport
+
+    fn read(&self, method: &str, path: &str, query: &[(&str, String)], timeout_s: u64) -> Result<Raw, Error> {
+        self.send(method, path, query, None, None, timeout_s)
+    }
+
+    /// A state-changing request: it carries an `Idempotency-Key`, the same on every retry.
+    fn change(&self, method: &str, path: &str, body: &Value) -> Result<Raw, Error> {
+        let key = self.idempotency_key.clone().unwrap_or_else(new_idempotency_key);
+        self.send(method, path, &[], Some(body), Some(&key), REQUEST_TIMEOUT_S)
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        idempotency_key: Option<&str>,
+        timeout_s: u64,
+    ) -> Result<Raw, Error> {
+        let url = url_of(&self.base, path, query);
+        let payload = body.map(|b| b.to_string().into_bytes());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let last = attempt >= self.retry.attempts_max;
+            match self.try_once(method, &url, payload.as_deref(), idempotency_key, timeout_s) {
+                Ok((raw, retry_after_s)) => {
+                    if last || !is_retryable(Outcome::Answered(raw.status)) {
+                        return Ok(raw);
+                    }
+                    std::thread::sleep(self.retry.delay(attempt, retry_after_s, random_u64()));
+                }
+                Err(Tried::Final(message)) => return Err(Error::Network { attempts: attempt, message }),
+                Err(Tried::Connection(message)) => {
+                    if last {
+                        return Err(Error::Network { attempts: attempt, message });
+                    }
+                    std::thread::sleep(self.retry.delay(attempt, None, random_u64()));
+                }
+            }
+        }
+    }
+
+    fn try_once(
+        &self,
+        method: &str,
+        url: &str,
+        payload: Option<&[u8]>,
+        idempotency_key: Option<&str>,
+        timeout_s: u64,
+    ) -> Result<(Raw, Option<u64>), Tried> {
+        let mut request = ureq::http::Request::builder().method(method).uri(url).header("Accept", "application/json");
+        if let Some(t) = &self.token {
+            request = request.header("Authorization", format!("Bearer {t}"));
+        }
+        if let Some(k) = idempotency_key {
+            request = request.header("Idempotency-Key", k);
+        }
+        let timeout = Some(Duration::from_secs(timeout_s));
+        let result = match payload {
+            Some(bytes) => {
+                let request = request.header("Content-Type", "application/json").body(bytes.to_vec());
+                let request = request.map_err(|e| Tried::Final(format!("{method} {url}: {e}")))?;
+                self.agent.run(self.agent.configure_request(request).timeout_global(timeout).build())
+            }
+            None => {
+                let request = request.body(()).map_err(|e| Tried::Final(format!("{method} {url}: {e}")))?;
+                self.agent.run(self.agent.configure_request(request).timeout_global(timeout).build())
+            }
+        };
+        let mut response = result.map_err(|e| classify(method, url, e))?;
+        let status = response.status().as_u16();
+        let retry_after_s = response
+            .headers()
+            .get("Retry-After")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(ANSWER_BYTES_MAX)
+            .read_to_string()
+            .map_err(|e| classify(method, url, e))?;
+        Ok((Raw { status, text }, retry_after_s))
+    }
+}
+
+/// A try that failed before an answer was read.
+enum Tried {
+    /// Worth another try: the request may not have arrived, or its answer was lost.
+    Connection(String),
+    /// Trying again would fail the same way (a bad URL, TLS not built in, …).
+    Final(String),
+}
+
+fn classify(method: &str, url: &str, error: ureq::Error) -> Tried {
+    let message = format!("{method} {url}: {error}");
+    match error {
+        ureq::Error::Io(_)
+        | ureq::Error::Timeout(_)
+        | ureq::Error::HostNotFound
+        | ureq::Error::ConnectionFailed
+        | ureq::Error::Protocol(_)
+        | ureq::Error::BodyStalled => Tried::Connection(message),
+        ureq::Error::TlsRequired | ureq::Error::BadUri(_) => {
+            Tried::Final(format!("{message} (https needs a client built with `--features tls`)"))
+        }
+        _ => Tried::Final(message),
+    }
+}
+
+// ---------------------------------------------------------------- reading answers
+
+fn refusal_of(raw: Raw) -> Error {
+    let body: Value = match serde_json::from_str(&raw.text) {
+        Ok(v) => v,
+        Err(_) => return unexpected(raw.status, &raw.text),
+    };
+    let Some(code) = body["error"]["code"].as_str() else {
+        return unexpected(raw.status, &raw.text);
+    };
+    let message = body["error"]["message"].as_str().unwrap_or_default().to_string();
+    let handoff = serde_json::from_value(body["handoff"].clone()).ok();
+    Error::Refused(Refusal { status: raw.status, code: ErrorCode::parse(code), message, handoff, body })
+}
+
+fn unexpected(status: u16, text: &str) -> Error {
+    let snippet: String = text.chars().take(200).collect();
+    Error::Unexpected { status, message: format!("an answer that is not the API's ({status}): {snippet}") }
+}
+
+fn read_json<T: DeserializeOwned>(raw: Raw) -> Result<Reply<T>, Error> {
+    if raw.status >= 300 {
+        return Err(refusal_of(raw));
+    }
+    let body: Value = serde_json::from_str(&raw.text).map_err(|_| unexpected(raw.status, &raw.text))?;
+    let value = serde_json::from_value(body.clone())
+        .map_err(|e| Error::Unexpected { status: raw.status, message: format!("an answer this client cannot read: {e}") })?;
+    Ok(Reply { status: raw.status, body, value })
+}
+
+fn read_text(raw: Raw) -> Result<Reply<String>, Error> {
+    if raw.status >= 300 {
+        return Err(refusal_of(raw));
+    }
+    Ok(Reply { status: raw.status, body: Value::String(raw.text.clone()), value: raw.text })
+}
+
+fn field<T: DeserializeOwned>(reply: &Reply<Value>, name: &str) -> Result<T, Error> {
+    serde_json::from_value(reply.body[name].clone())
+        .map_err(|e| Error::Unexpected { status: reply.status, message: format!("`{name}` in the answer: {e}") })
+}
+
+fn read_handoff(raw: Raw) -> Result<Reply<Handoff>, Error> {
+    let reply = read_json::<Value>(raw)?;
+    let value = field(&reply, "handoff")?;
+    Ok(Reply { status: reply.status, body: reply.body, value })
+}
+
+fn read_item(raw: Raw, kind: &'static str) -> Result<Reply<Item>, Error> {
+    let reply = read_json::<Value>(raw)?;
+    let handoff = field(&reply, "handoff")?;
+    let item = reply.body[kind].clone();
+    Ok(Reply { status: reply.status, body: reply.body, value: Item { handoff, kind, item } })
+}
+
+// ---------------------------------------------------------------- small pieces
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("request bodies serialise")
+}
+
+fn state_str(state: State) -> &'static str {
+    match state {
+        State::Open => "open",
+        State::Closed => "closed",
+    }
+}
+
+fn handoff_path(id: &str, rest: &str) -> String {
+    format!("/v1/handoffs/{}{rest}", encode(id))
+}
+
+/// `base + path + ?query`, every query value percent-encoded.
+pub fn url_of(base: &str, path: &str, query: &[(&str, String)]) -> String {
+    let mut url = format!("{base}{path}");
+    for (i, (key, value)) in query.iter().enumerate() {
+        let joiner = if i == 0 && !path.contains('?') { '?' } else { '&' };
+        url.push(joiner);
+        url.push_str(key);
+        url.push('=');
+        url.push_str(&encode(value));
+    }
+    url
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No OS randomness: the time still spreads jitter; keys stay unique per process and call.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let seed = nanos ^ (u128::from(std::process::id()) << 64);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (seed >> ((i % 16) * 8)) as u8 ^ i as u8;
+        }
+    }
+    bytes
+}
+
+fn random_u64() -> u64 {
+    u64::from_le_bytes(random_bytes::<8>())
+}
+
+/// A fresh `Idempotency-Key`: 128 random bits, so two machines never pick the same one.
+pub fn new_idempotency_key() -> String {
+    let bytes = random_bytes::<16>();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("cli-{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_connection_errors_429_and_503_are_tried_again() {
+        assert!(is_retryable(Outcome::ConnectionError));
+        assert!(is_retryable(Outcome::Answered(429)));
+        assert!(is_retryable(Outcome::Answered(503)));
+        for status in [200, 201, 400, 401, 403, 404, 405, 409, 413, 422, 500, 502] {
+            assert!(!is_retryable(Outcome::Answered(status)), "{status}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_stays_jittered_within_its_step_and_is_capped() {
+        let r = Retry::default();
+        for random in [0, 1, 77, u64::MAX] {
+            for attempt in 1..=12 {
+                let step = (r.backoff_ms_base << (attempt - 1).min(20)).min(r.backoff_ms_max);
+                let d = r.delay(attempt, None, random).as_millis() as u64;
+                assert!(d >= step / 2 && d <= step, "attempt {attempt}: {d} ms outside {}..={step}", step / 2);
+            }
+        }
+        assert_ne!(r.delay(3, None, 0), r.delay(3, None, 123_456), "two clients do not pause alike");
+        assert_eq!(r.delay(1, Some(3), 0), Duration::from_secs(3), "Retry-After is a floor");
+        assert_eq!(r.delay(1, Some(3600), 0), Duration::from_secs(RETRY_AFTER_S_MAX));
+    }
+
+    #[test]
+    fn idempotency_keys_are_fresh_each_time() {
+        let a = new_idempotency_key();
+        assert_eq!(a.len(), 4 + 32);
+        assert_ne!(a, new_idempotency_key());
+    }
+
+    #[test]
+    fn query_values_are_encoded() {
+        let q = [("after", "7".to_string()), ("cursor", "a b/c=".to_string())];
+        assert_eq!(url_of("http://h", "/v1/x", &q), "http://h/v1/x?after=7&cursor=a%20b%2Fc%3D");
+        assert_eq!(url_of("http://h", "/p?dry_run=true", &[("a", "1".into())]), "http://h/p?dry_run=true&a=1");
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_code_its_hand_off_and_an_unknown_code() {
+        let handoff = json!({"id": "ho_1", "owner": "o", "session": "s", "machine": "m", "size": "l", "turn": 2,
+            "state": "open", "status": "running", "summary": null, "version": 7,
+            "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z"});
+        let body = json!({"error": {"code": "handoff.stale", "message": "old"}, "handoff": handoff});
+        let Error::Refused(r) = refusal_of(Raw { status: 409, text: body.to_string() }) else { panic!() };
+        assert!(r.code.is(handoff::error::Code::HandoffStale));
+        assert_eq!(r.handoff.unwrap().version, 7);
+        let future = json!({"error": {"code": "quota.exhausted", "message": "m"}});
+        let Error::Refused(r) = refusal_of(Raw { status: 409, text: future.to_string() }) else { panic!() };
+        assert_eq!(r.code.as_str(), "quota.exhausted");
+        assert!(matches!(refusal_of(Raw { status: 502, text: "<html>".into() }), Error::Unexpected { status: 502, .. }));
+    }
+}

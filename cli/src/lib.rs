@@ -1,0 +1,22 @@
+//! A small typed, blocking client of the hand-off API, and the pure pieces of the `handoff`
+//! command line built on it.
+//!
+//! - [`client`]: every route of the API, one method each; refusals as [`client::Refusal`] with
+//!   the API's [`code::ErrorCode`]; retries with jittered backoff for connection errors, 429
+//!   and 503 only (never another 4xx); [`client::Client::follow`], a wait loop that follows
+//!   versions.
+//! - [`model`]: the answers as typed values (the service crate's enums where they exist).
+//! - [`output`]: the human lines and exit codes, as pure functions of answers.
+//! - [`git`]: `git diff --numstat` read into paths and counts, nothing else.
+//!
+//! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
+//! this crate reports what it said. No code outside [`client`] does I/O with the service.
+
+pub mod client;
+pub mod code;
+pub mod git;
+pub mod model;
+pub mod output;
+
+pub use client::{Client, Error, Refusal};
+pub use code::ErrorCode;

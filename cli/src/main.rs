@@ -1,0 +1,720 @@
+//! `handoff`: the command line of the hand-off service, for owners at a terminal and for
+//! machine reporters inside cloud machines. Arguments in, one client call (or two: a read
+//! first where a default comes from the record), lines or the API's JSON out, and an exit code
+//! a script can act on. The rules stay in the API; this file only asks and prints.
+
+use clap::{Args, Parser, Subcommand};
+use handoff::turn::{ReportStatus, State};
+use handoff_cli::client::{Client, Error, Reply, URL_DEFAULT, WAIT_TIMEOUT_S_MAX};
+use handoff_cli::model::*;
+use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Lifetime of an owner token minted by `handoff token --owner` unless `--ttl` says.
+const OWNER_TOKEN_TTL_S_DEFAULT: i64 = 12 * 60 * 60;
+/// How long each wait of `wait --follow` is held before it is asked again.
+const FOLLOW_WAIT_S: u64 = 60;
+/// How often a terminal's waiting line is redrawn.
+const TICK_MS: u64 = 250;
+
+#[derive(Parser, Debug)]
+#[command(name = "handoff", version, about = "Hand-off sessions from the command line: create, watch, report, hand off.")]
+struct Cli {
+    /// The API's base URL.
+    #[arg(long, global = true, env = "HANDOFF_URL", default_value = URL_DEFAULT)]
+    url: String,
+    /// A bearer token: an owner's, or the machine token that `create` printed.
+    #[arg(long, global = true, env = "HANDOFF_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the API's JSON instead of short lines.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// State-changing commands send an `Idempotency-Key`: this one, or a fresh one.
+#[derive(Args, Debug, Clone, Default)]
+struct Key {
+    /// Send this Idempotency-Key (reuse it to retry a command whose answer was lost).
+    #[arg(long = "idempotency-key", value_name = "K")]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Mint a development token from HANDOFF_SIGNING_KEY (an owner's, or with --machine a machine's).
+    Token {
+        #[arg(long)]
+        owner: String,
+        /// The hand-off id a machine token is for.
+        #[arg(long, value_name = "HID")]
+        machine: Option<String>,
+        /// Seconds an owner token stays valid (machine tokens: 24 h, as the service mints them).
+        #[arg(long, value_name = "SECONDS", default_value_t = OWNER_TOKEN_TTL_S_DEFAULT)]
+        ttl: i64,
+    },
+    /// Create the hand-off of a session (or find it); prints its id, then its machine token.
+    Create {
+        session: String,
+        #[arg(long)]
+        machine: String,
+        #[arg(long)]
+        size: String,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// List your hand-offs, newest first (every page).
+    List {
+        #[arg(long, value_parser = parse_serde::<State>)]
+        state: Option<State>,
+    },
+    /// Show one hand-off.
+    Show { id: String },
+    /// Open the next turn (after the current one unless --after), or hand it to another runtime.
+    Turn {
+        id: String,
+        #[arg(long)]
+        after: Option<u64>,
+        /// Hand the turn to this runtime, compiling its package in the same write.
+        #[arg(long, value_name = "RUNTIME", requires_all = ["objective", "purpose"])]
+        to: Option<String>,
+        #[arg(long, requires = "to")]
+        objective: Option<String>,
+        #[arg(long, requires = "to")]
+        purpose: Option<String>,
+        #[arg(long, requires = "to")]
+        note: Option<String>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Stop the current turn (or only if it is turn N).
+    Cancel {
+        id: String,
+        #[arg(long)]
+        turn: Option<u64>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Close the hand-off: a turn still going is cancelled.
+    Close {
+        id: String,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Wait for the next version (after the current one unless --after); --follow until it closes.
+    Wait {
+        id: String,
+        #[arg(long, value_name = "V")]
+        after: Option<u64>,
+        /// Print every new version as it arrives, until the hand-off closes.
+        #[arg(long)]
+        follow: bool,
+        /// Seconds each wait is held by the server (at most 300).
+        #[arg(long, value_name = "S")]
+        timeout: Option<u64>,
+    },
+    /// The lineage: every turn, its runtime, package and times.
+    Turns { id: String },
+    /// (machine) Report the turn's status.
+    Report {
+        id: String,
+        #[arg(long)]
+        turn: u64,
+        #[arg(long, value_parser = parse_serde::<ReportStatus>)]
+        status: ReportStatus,
+        #[arg(long)]
+        summary: Option<String>,
+        /// Acceptance criteria (indexes) this final report leaves unmet: 0,2
+        #[arg(long, value_delimiter = ',', value_name = "I,…")]
+        unmet: Option<Vec<u32>>,
+        /// Tokens of the context window in use.
+        #[arg(long, value_name = "TOKENS", requires = "context_window")]
+        context_used: Option<u64>,
+        #[arg(long, value_name = "TOKENS", requires = "context_used")]
+        context_window: Option<u64>,
+        /// Requests (or any count) left of the provider's quota.
+        #[arg(long, value_name = "N")]
+        quota_remaining: Option<u64>,
+        /// The session ended on a provider's cap.
+        #[arg(long)]
+        provider_limit: bool,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// (machine) Send the files changed against HEAD, as paths with line counts only.
+    Workspace {
+        id: String,
+        /// Read the changes from `git diff --numstat HEAD` in the current folder.
+        #[arg(long)]
+        git: bool,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Record a decision.
+    Decide {
+        id: String,
+        statement: String,
+        #[arg(long)]
+        rationale: Option<String>,
+        /// A URI that supports the decision (repeatable).
+        #[arg(long, value_name = "URI")]
+        evidence: Vec<String>,
+        /// The id of the decision this one replaces.
+        #[arg(long, value_name = "DECISION")]
+        supersedes: Option<String>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Record an artifact (the same title again is its next version).
+    Artifact {
+        id: String,
+        #[arg(long = "type", value_name = "T")]
+        kind: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        uri: String,
+        #[arg(long, value_name = "H")]
+        sha256: Option<String>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Record a blocker.
+    Block {
+        id: String,
+        #[arg(long, value_parser = parse_serde::<Severity>)]
+        severity: Severity,
+        title: String,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Resolve a blocker.
+    Resolve {
+        id: String,
+        blocker: String,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// (owner) Set the work: title, goal, constraints, acceptance criteria.
+    Work {
+        id: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        goal: String,
+        #[arg(long)]
+        task_type: Option<String>,
+        #[arg(long)]
+        priority: Option<String>,
+        /// A constraint (repeatable).
+        #[arg(long = "constraint", value_name = "TEXT")]
+        constraints: Vec<String>,
+        /// An acceptance criterion (repeatable; indexed from 0 in the order given).
+        #[arg(long = "criterion", value_name = "TEXT")]
+        criteria: Vec<String>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// (owner) The runtimes you can hand off to and when to be told: nothing switches by itself.
+    Policy {
+        id: String,
+        /// A runtime you can hand off to (repeatable).
+        #[arg(long = "runtime", value_name = "RUNTIME", required = true)]
+        runtimes: Vec<String>,
+        /// Suggest a hand-off when a report's context use reaches this percent (1-99).
+        #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(1..=99))]
+        context_threshold_pct: u8,
+        /// Suggest a hand-off when a report's remaining quota is at or below this.
+        #[arg(long, value_name = "N")]
+        quota_threshold: Option<u64>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Compile the package for the next runtime, or show, accept or reject it.
+    Package(PackageCommand),
+    /// The plain-text briefing a runtime reads, within a byte budget.
+    Briefing {
+        id: String,
+        #[arg(long, value_name = "BYTES")]
+        budget: Option<u32>,
+        #[arg(long, value_parser = parse_serde::<Reach>)]
+        reach: Option<Reach>,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct PackageCommand {
+    #[command(subcommand)]
+    action: Option<PackageAction>,
+    #[arg(required = true)]
+    id: Option<String>,
+    #[arg(long, required = true)]
+    objective: Option<String>,
+    #[arg(long, required = true)]
+    purpose: Option<String>,
+    #[arg(long, required = true)]
+    runtime: Option<String>,
+    #[arg(long)]
+    note: Option<String>,
+    /// Preview: answer the same, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    key: Key,
+}
+
+#[derive(Subcommand, Debug)]
+enum PackageAction {
+    /// The latest package, its state and whole hash.
+    Show {
+        id: String,
+        /// The package rendered for a person to read.
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Accept the package (the current hash unless --hash, shown first).
+    Accept {
+        id: String,
+        #[arg(long, value_name = "H")]
+        hash: Option<String>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// Reject the package: a statement about the package, not the work.
+    Reject {
+        id: String,
+        #[arg(long, value_parser = parse_serde::<RejectReason>)]
+        reason: RejectReason,
+        #[arg(long)]
+        note: String,
+        #[command(flatten)]
+        key: Key,
+    },
+}
+
+/// Reads a word the way the API spells it (`needs-you`, `missing_context`, `high`).
+fn parse_serde<T: serde::de::DeserializeOwned>(word: &str) -> Result<T, String> {
+    serde_json::from_value(Value::String(word.to_string())).map_err(|_| format!("not one of the API's values: {word}"))
+}
+
+/// Why a command stopped before it succeeded.
+#[derive(Debug)]
+enum Failure {
+    Api(Error),
+    /// A command line the API was never asked about (exit 2).
+    Usage(String),
+    /// No credential to send or mint with (exit 3).
+    Credential(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Api(e)
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let code = match run(cli) {
+        Ok(()) => EXIT_OK,
+        Err(Failure::Api(error)) => {
+            if let (true, Error::Refused(r)) = (json, &error) {
+                println!("{}", r.body);
+            }
+            eprintln!("{}", output::error_line(&error));
+            output::exit_code(&error)
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("usage: {message}");
+            EXIT_USAGE
+        }
+        Err(Failure::Credential(message)) => {
+            eprintln!("auth: {message}");
+            EXIT_AUTH_OR_NETWORK
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Prints the API's JSON with `--json`, the human lines otherwise.
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn emit<T>(&self, reply: &Reply<T>, lines: impl IntoIterator<Item = String>) {
+        if self.json {
+            println!("{}", reply.body);
+        } else {
+            for line in lines {
+                println!("{line}");
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let out = Out { json: cli.json };
+    if let Command::Token { owner, machine, ttl } = &cli.command {
+        return token(&out, owner, machine.as_deref(), *ttl);
+    }
+    let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) else {
+        return Err(Failure::Credential("no token: set HANDOFF_TOKEN or pass --token (see `handoff token`)".into()));
+    };
+    let client = Client::new(&cli.url, Some(token));
+    let keyed = |key: &Key| client.clone().with_idempotency_key(key.idempotency_key.as_deref());
+    match cli.command {
+        Command::Token { .. } => unreachable!("answered above"),
+        Command::Create { session, machine, size, key } => {
+            let reply = keyed(&key).create(&session, &machine, &size)?;
+            out.emit(&reply, output::created_lines(&reply.value));
+        }
+        Command::List { state } => {
+            let reply = client.list_all(state)?;
+            if reply.value.is_empty() && !out.json {
+                eprintln!("no hand-offs");
+            }
+            out.emit(&reply, reply.value.iter().flat_map(output::row_lines));
+        }
+        Command::Show { id } => {
+            let reply = client.get(&id)?;
+            out.emit(&reply, output::show_lines(&reply.value));
+        }
+        Command::Turn { id, after, to, objective, purpose, note, key } => {
+            let after = match after {
+                Some(n) => n,
+                None => client.get(&id)?.value.turn,
+            };
+            let handoff = to.map(|runtime| PackageRequest {
+                runtime,
+                objective: objective.unwrap_or_default(),
+                purpose: purpose.unwrap_or_default(),
+                note,
+            });
+            let reply = keyed(&key).open_turn(&id, after, handoff.as_ref())?;
+            out.emit(&reply, [output::opened_line(&reply.value)]);
+        }
+        Command::Cancel { id, turn, key } => {
+            let reply = keyed(&key).cancel(&id, turn)?;
+            out.emit(&reply, [output::cancelled_line(&reply.value)]);
+        }
+        Command::Close { id, key } => {
+            let reply = keyed(&key).close(&id)?;
+            out.emit(&reply, [output::closed_line(&reply.value)]);
+        }
+        Command::Wait { id, after, follow, timeout } => wait(&out, &client, &id, after, follow, timeout)?,
+        Command::Turns { id } => {
+            let reply = client.turns(&id)?;
+            out.emit(&reply, reply.value.iter().map(output::lineage_line));
+        }
+        Command::Report {
+            id,
+            turn,
+            status,
+            summary,
+            unmet,
+            context_used,
+            context_window,
+            quota_remaining,
+            provider_limit,
+            key,
+        } => {
+            let usage = Usage {
+                context_used,
+                context_window,
+                quota_remaining,
+                limit: provider_limit.then(|| "provider-limit".to_string()),
+            };
+            let report = Report { turn, status, summary, unmet, usage: (!usage.is_empty()).then_some(usage) };
+            let reply = keyed(&key).report(&id, &report)?;
+            out.emit(&reply, output::reported_lines(&reply.value));
+        }
+        Command::Workspace { id, git, key } => {
+            if !git {
+                return Err(Failure::Usage("workspace needs --git: the file counts come from `git diff --numstat HEAD`".into()));
+            }
+            let dir = std::env::current_dir().map_err(|e| Failure::Usage(format!("the current folder: {e}")))?;
+            let files = handoff_cli::git::numstat(&dir).map_err(Failure::Usage)?;
+            let reply = keyed(&key).workspace(&id, &files)?;
+            let count = files.len();
+            let noun = if count == 1 { "file" } else { "files" };
+            out.emit(&reply, [format!("{count} {noun} sent; {}", output::item_line(&reply.value))]);
+        }
+        Command::Decide { id, statement, rationale, evidence, supersedes, key } => {
+            let reply = keyed(&key).decide(&id, &Decision { statement, rationale, evidence, supersedes })?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Artifact { id, kind, title, uri, sha256, key } => {
+            let reply = keyed(&key).artifact(&id, &Artifact { kind, title, uri, sha256 })?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Block { id, severity, title, key } => {
+            let reply = keyed(&key).block(&id, &Blocker { severity, title })?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Resolve { id, blocker, key } => {
+            let reply = keyed(&key).resolve_blocker(&id, &blocker)?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Work { id, title, goal, task_type, priority, constraints, criteria, key } => {
+            let work = WorkInput { title, goal, task_type, priority, constraints, acceptance_criteria: criteria };
+            let reply = keyed(&key).put_work(&id, &work)?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Policy { id, runtimes, context_threshold_pct, quota_threshold, key } => {
+            let reply = keyed(&key).put_policy(&id, &Policy { runtimes, context_threshold_pct, quota_threshold })?;
+            out.emit(&reply, [output::item_line(&reply.value)]);
+        }
+        Command::Package(p) => package(&out, &client, p)?,
+        Command::Briefing { id, budget, reach } => {
+            let reply = client.briefing(&id, budget, reach)?;
+            // Plain text is what the API sends; --json has no JSON to print and prints it as is.
+            print!("{}", reply.value);
+            if !reply.value.ends_with('\n') {
+                println!();
+            }
+        }
+    }
+    Ok(())
+}
+
+fn token(out: &Out, owner: &str, machine: Option<&str>, ttl_s: i64) -> Result<(), Failure> {
+    let key = std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_default();
+    if key.is_empty() {
+        return Err(Failure::Credential("HANDOFF_SIGNING_KEY is not set: refusing to mint a token without it".into()));
+    }
+    if !handoff::input::is_id(owner) {
+        return Err(Failure::Usage("--owner: 1-128 characters of [A-Za-z0-9._:-]".into()));
+    }
+    if ttl_s <= 0 {
+        return Err(Failure::Usage("--ttl: a positive number of seconds".into()));
+    }
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let token = match machine {
+        Some(hid) if handoff::input::is_handoff_id(hid) => handoff::token::machine_token(owner, hid, key.as_bytes(), now_s),
+        Some(_) => return Err(Failure::Usage("--machine: a hand-off id (ho_ and 32 hexadecimal digits)".into())),
+        None => handoff::token::owner_token(owner, ttl_s, key.as_bytes(), now_s),
+    };
+    if out.json {
+        println!("{}", json!({"token": token}));
+    } else {
+        println!("{token}");
+    }
+    Ok(())
+}
+
+fn package(out: &Out, client: &Client, p: PackageCommand) -> Result<(), Failure> {
+    let keyed = |key: &Key| client.clone().with_idempotency_key(key.idempotency_key.as_deref());
+    match p.action {
+        None => {
+            // clap has checked these are present: they are required unless a subcommand is given.
+            let missing = || Failure::Usage("package needs ID --objective --purpose --runtime".into());
+            let id = p.id.ok_or_else(missing)?;
+            let request = PackageRequest {
+                objective: p.objective.ok_or_else(missing)?,
+                purpose: p.purpose.ok_or_else(missing)?,
+                runtime: p.runtime.ok_or_else(missing)?,
+                note: p.note,
+            };
+            let reply = keyed(&p.key).package(&id, &request, p.dry_run)?;
+            out.emit(&reply, [output::compiled_line(&reply.value, p.dry_run)]);
+        }
+        Some(PackageAction::Show { id, markdown: true }) => {
+            let reply = client.package_markdown(&id)?;
+            print!("{}", reply.value);
+            if !reply.value.ends_with('\n') {
+                println!();
+            }
+        }
+        Some(PackageAction::Show { id, markdown: false }) => {
+            let reply = client.package_latest(&id)?;
+            out.emit(&reply, output::latest_lines(&reply.value));
+        }
+        Some(PackageAction::Accept { id, hash, key }) => {
+            let (version, hash) = match hash {
+                Some(h) => (None, h),
+                None => {
+                    // Accept what the person saw: show the current package first, then accept
+                    // exactly that hash (a newer one in between is refused as package.stale).
+                    let latest = client.package_latest(&id)?;
+                    if !out.json {
+                        output::latest_lines(&latest.value).into_iter().for_each(|l| println!("{l}"));
+                    }
+                    (Some(latest.value.package_version), latest.value.package_hash)
+                }
+            };
+            let reply = keyed(&key).accept(&id, &hash)?;
+            let version = reply.body["package_version"].as_u64().or(version).unwrap_or_default();
+            out.emit(&reply, [output::accepted_line(version, &hash)]);
+        }
+        Some(PackageAction::Reject { id, reason, note, key }) => {
+            let reply = keyed(&key).reject(&id, reason, &note)?;
+            let version = reply.body["package_version"].as_u64().unwrap_or_default();
+            let hash = reply.body["package_hash"].as_str().unwrap_or_default().to_string();
+            out.emit(&reply, [output::rejected_line(version, &hash, reason)]);
+        }
+    }
+    Ok(())
+}
+
+/// `wait`: one version. `wait --follow`: every version until the hand-off closes; on a
+/// terminal a waiting line counts the time since the last change, in a pipe only the version
+/// lines are written (one JSON document a line with `--json`).
+fn wait(out: &Out, client: &Client, id: &str, after: Option<u64>, follow: bool, timeout_s: Option<u64>) -> Result<(), Failure> {
+    if timeout_s.is_some_and(|s| s == 0 || s > WAIT_TIMEOUT_S_MAX) {
+        return Err(Failure::Usage(format!("--timeout: 1 to {WAIT_TIMEOUT_S_MAX} seconds")));
+    }
+    let after = match after {
+        Some(v) => v,
+        None => {
+            let now = client.get(id)?;
+            if follow {
+                // Where it stands now, then every change from here.
+                out.emit(&now, output::follow_lines(&now.value));
+            }
+            now.value.version
+        }
+    };
+    if !follow {
+        let reply = client.wait(id, after, timeout_s.unwrap_or(handoff::limits::WAIT_TIMEOUT_S_DEFAULT))?;
+        out.emit(&reply, output::follow_lines(&reply.value));
+        return Ok(());
+    }
+    let ticker = std::io::stdout().is_terminal().then(|| Ticker::start(after));
+    let result = client.follow(id, after, timeout_s.unwrap_or(FOLLOW_WAIT_S), |reply| {
+        let print = || {
+            out.emit(reply, output::follow_lines(&reply.value));
+            let _ = std::io::stdout().flush();
+        };
+        match &ticker {
+            Some(t) => t.between_lines(reply.value.version, print),
+            None => print(),
+        }
+        ControlFlow::Continue(())
+    });
+    if let Some(t) = ticker {
+        t.stop();
+    }
+    result?;
+    Ok(())
+}
+
+/// The waiting line of a terminal: redrawn every [`TICK_MS`] on a thread, erased whenever a
+/// version line is printed. One mutex orders both writers.
+struct Ticker {
+    state: Arc<Mutex<Tick>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+struct Tick {
+    since: Instant,
+    version: u64,
+    stopped: bool,
+}
+
+const ERASE_LINE: &str = "\r\x1b[2K";
+
+impl Ticker {
+    fn start(version: u64) -> Ticker {
+        let state = Arc::new(Mutex::new(Tick { since: Instant::now(), version, stopped: false }));
+        let shared = Arc::clone(&state);
+        let thread = std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(TICK_MS));
+            let tick = shared.lock().unwrap_or_else(|p| p.into_inner());
+            if tick.stopped {
+                return;
+            }
+            let mut stdout = std::io::stdout().lock();
+            let _ = write!(stdout, "{ERASE_LINE}{}", output::waiting_line(tick.version, tick.since.elapsed()));
+            let _ = stdout.flush();
+        });
+        Ticker { state, thread }
+    }
+
+    fn between_lines(&self, version: u64, print: impl FnOnce()) {
+        let mut tick = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        print!("{ERASE_LINE}");
+        print();
+        tick.since = Instant::now();
+        tick.version = version;
+    }
+
+    fn stop(self) {
+        {
+            let mut tick = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            tick.stopped = true;
+            print!("{ERASE_LINE}");
+            let _ = std::io::stdout().flush();
+        }
+        let _ = self.thread.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("handoff").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn package_takes_an_id_and_flags_or_a_subcommand() {
+        let p = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Package(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let compile = p(&["package", "ho_1", "--objective", "o", "--purpose", "p", "--runtime", "codex", "--dry-run"]);
+        assert!(compile.action.is_none() && compile.dry_run);
+        assert!(matches!(p(&["package", "show", "ho_1", "--markdown"]).action, Some(PackageAction::Show { markdown: true, .. })));
+        assert!(matches!(p(&["package", "accept", "ho_1"]).action, Some(PackageAction::Accept { hash: None, .. })));
+        let reject = p(&["package", "reject", "ho_1", "--reason", "missing_context", "--note", "n"]).action;
+        assert!(matches!(reject, Some(PackageAction::Reject { reason: RejectReason::MissingContext, .. })));
+        assert!(parse(&["package", "ho_1", "--objective", "o"]).is_err(), "purpose and runtime are required");
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_help_exits_0() {
+        for bad in [
+            &["report", "ho_1", "--turn", "1", "--status", "sleeping"][..],
+            &["turn", "ho_1", "--to", "codex"],
+            &["turn", "ho_1", "--objective", "o"],
+            &["policy", "ho_1", "--runtime", "codex", "--context-threshold-pct", "100"],
+            &["frobnicate"],
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.exit_code(), EXIT_USAGE, "{bad:?}");
+        }
+        assert_eq!(parse(&["--help"]).unwrap_err().exit_code(), EXIT_OK);
+    }
+
+    #[test]
+    fn report_reads_statuses_as_the_api_spells_them_and_unmet_as_a_list() {
+        let cli = parse(&["report", "ho_1", "--turn", "2", "--status", "needs-you", "--unmet", "0,2", "--json"]).unwrap();
+        assert!(cli.json);
+        let Command::Report { status, unmet, .. } = cli.command else { panic!() };
+        assert_eq!(status, ReportStatus::NeedsYou);
+        assert_eq!(unmet, Some(vec![0, 2]));
+    }
+
+    #[test]
+    fn global_flags_go_anywhere_and_the_key_is_optional() {
+        let cli = parse(&["close", "ho_1", "--url", "http://x", "--token", "t", "--idempotency-key", "k1"]).unwrap();
+        assert_eq!((cli.url.as_str(), cli.token.as_deref()), ("http://x", Some("t")));
+        let Command::Close { key, .. } = cli.command else { panic!() };
+        assert_eq!(key.idempotency_key.as_deref(), Some("k1"));
+    }
+}

@@ -1,0 +1,313 @@
+//! What the command line prints and how it exits, as pure functions of the API's answers.
+//! Nothing here does I/O, so every line is tested without a server.
+
+use crate::client::{Error, Refusal};
+use crate::model::*;
+use handoff::error::Code;
+use handoff::turn::{State, Status};
+use std::time::Duration;
+
+/// Exit codes. 0 and 2 are the usual ones; 1 and 3 tell a script whether asking again could help:
+/// a refusal will be refused again, a network or credential problem may not be.
+pub const EXIT_OK: i32 = 0;
+/// The API answered and refused (the line printed names the code).
+pub const EXIT_REFUSED: i32 = 1;
+/// The command line itself was wrong (clap uses 2 as well).
+pub const EXIT_USAGE: i32 = 2;
+/// No credential, a credential the API refused, or no answer at all.
+pub const EXIT_AUTH_OR_NETWORK: i32 = 3;
+
+/// Hash digits shown in human lines; `--json` and `package show` give the whole hash.
+pub const HASH_DIGITS_SHOWN: usize = 8;
+
+pub fn exit_code(error: &Error) -> i32 {
+    match error {
+        Error::Refused(r) if r.code.is_auth() => EXIT_AUTH_OR_NETWORK,
+        Error::Refused(_) => EXIT_REFUSED,
+        Error::Network { .. } | Error::Unexpected { .. } => EXIT_AUTH_OR_NETWORK,
+    }
+}
+
+/// The one line an error prints: `code: what the hand-off says`.
+pub fn error_line(error: &Error) -> String {
+    match error {
+        Error::Refused(r) => refusal_line(r),
+        Error::Network { attempts, message } => {
+            let tries = if *attempts == 1 { "1 try".to_string() } else { format!("{attempts} tries") };
+            format!("network: no answer after {tries}: {message}")
+        }
+        Error::Unexpected { message, .. } => format!("network: {message}"),
+    }
+}
+
+/// `handoff.stale: turn 2 is current (version 7)`: the code, then the state of the hand-off
+/// that the refusal carries, which is what the caller needs to act on; the API's own message
+/// where there is no hand-off to describe.
+pub fn refusal_line(r: &Refusal) -> String {
+    let code = r.code.as_str();
+    if let Some(h) = &r.handoff {
+        return format!("{code}: {}", what_the_handoff_says(r, h));
+    }
+    if r.code.is(Code::PackageStale) {
+        let current = r.body["package_hash"].as_str().or_else(|| r.body["error"]["package_hash"].as_str());
+        if let Some(hash) = current {
+            return format!("{code}: the current package is {}", short_hash(hash));
+        }
+    }
+    if r.message.is_empty() {
+        code.to_string()
+    } else {
+        format!("{code}: {}", r.message)
+    }
+}
+
+fn what_the_handoff_says(r: &Refusal, h: &Handoff) -> String {
+    let version = h.version;
+    let known = match &r.code {
+        crate::ErrorCode::Known(c) => Some(*c),
+        crate::ErrorCode::Unknown(_) => None,
+    };
+    match known {
+        Some(Code::HandoffClosed) => format!("the hand-off is closed (version {version})"),
+        Some(Code::HandoffConflict) => {
+            format!("this session's hand-off runs on machine {}, size {} (version {version})", h.machine, h.size)
+        }
+        Some(Code::TurnRunning | Code::TurnFinished) => format!("turn {} {} (version {version})", h.turn, status_phrase(h.status)),
+        _ if h.state == State::Closed => format!("the hand-off is closed (version {version})"),
+        _ => format!("turn {} is current (version {version})", h.turn),
+    }
+}
+
+fn status_phrase(status: Status) -> &'static str {
+    match status {
+        Status::Running => "is still running",
+        Status::NeedsYou => "is waiting for you",
+        Status::Done => "is done",
+        Status::Failed => "failed",
+        Status::Cancelled => "was cancelled",
+    }
+}
+
+pub fn short_hash(hash: &str) -> String {
+    if hash.len() > HASH_DIGITS_SHOWN {
+        format!("{}…", &hash[..HASH_DIGITS_SHOWN])
+    } else {
+        hash.to_string()
+    }
+}
+
+/// `v5 turn 2 needs-you on codex, closed: Which database?` — one version of a hand-off.
+pub fn version_line(h: &Handoff) -> String {
+    let mut line = format!("v{} turn {} {}", h.version, h.turn, h.status.as_str());
+    if let Some(runtime) = &h.runtime {
+        line.push_str(&format!(" on {runtime}"));
+    }
+    if h.state == State::Closed {
+        line.push_str(", closed");
+    }
+    if let Some(summary) = h.summary.as_deref().filter(|s| !s.is_empty()) {
+        line.push_str(&format!(": {}", one_line(summary)));
+    }
+    line
+}
+
+/// Every line of `show`: the id and session, the version line, the package, the suggestion.
+pub fn show_lines(h: &Handoff) -> Vec<String> {
+    let mut lines = vec![format!("{} session {} on {} ({})", h.id, h.session, h.machine, h.size), version_line(h)];
+    if let (Some(v), Some(hash)) = (h.package_version, &h.package_hash) {
+        lines.push(format!("briefed by package v{v} ({})", short_hash(hash)));
+    }
+    if let Some(from) = &h.continued_from {
+        let runtime = from.runtime.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        lines.push(format!("continued from turn {}{runtime}", from.turn));
+    }
+    if let Some(s) = &h.suggestion {
+        lines.extend(suggestion_lines(s));
+    }
+    lines
+}
+
+/// The lines a version prints in `wait` and `wait --follow`: the version line and its suggestion.
+pub fn follow_lines(h: &Handoff) -> Vec<String> {
+    let mut lines = vec![version_line(h)];
+    if let Some(s) = &h.suggestion {
+        lines.extend(suggestion_lines(s));
+    }
+    lines
+}
+
+/// A suggestion is advice to the owner, printed with the command that would act on it.
+pub fn suggestion_lines(s: &Suggestion) -> Vec<String> {
+    let why = match s.reason.as_str() {
+        "context-threshold" => "the context crossed its threshold",
+        "provider-limit" => "the turn ended on a provider's limit",
+        "quota-threshold" => "the quota is at or below its threshold",
+        other => other,
+    };
+    vec![
+        format!("suggestion ({}): turn {}: {why}; could hand off to {}", s.reason, s.turn, s.runtimes.join(", ")),
+        format!("  {}", s.command),
+    ]
+}
+
+/// One row of `list`: id, session and the version line's facts.
+pub fn row_lines(r: &Row) -> Vec<String> {
+    let mut line = format!("{} {} v{} turn {} {}", r.id, r.session, r.version, r.turn, r.status.as_str());
+    if r.state == State::Closed {
+        line.push_str(", closed");
+    }
+    if let Some(summary) = r.summary.as_deref().filter(|s| !s.is_empty()) {
+        line.push_str(&format!(": {}", one_line(summary)));
+    }
+    let mut lines = vec![line];
+    if let Some(s) = &r.suggestion {
+        lines.extend(suggestion_lines(s).into_iter().map(|l| format!("  {l}")));
+    }
+    lines
+}
+
+/// `create`: the id on the first line, the machine token on the second, bare, so that a
+/// script reads them with two `read`s. The token is a credential: it goes to stdout only.
+pub fn created_lines(c: &Created) -> Vec<String> {
+    vec![c.handoff.id.clone(), c.machine_token.clone()]
+}
+
+pub fn opened_line(h: &Handoff) -> String {
+    let mut line = format!("opened turn {} (v{})", h.turn, h.version);
+    if let Some(runtime) = &h.runtime {
+        line = format!("opened turn {} on {runtime} (v{})", h.turn, h.version);
+    }
+    if let (Some(v), Some(hash)) = (h.package_version, &h.package_hash) {
+        line.push_str(&format!(", package v{v} ({})", short_hash(hash)));
+    }
+    line
+}
+
+/// `report`: what the hand-off is now, and a suggestion the report raised.
+pub fn reported_lines(h: &Handoff) -> Vec<String> {
+    let mut lines = vec![format!("reported: {}", version_line(h))];
+    if let Some(s) = &h.suggestion {
+        lines.extend(suggestion_lines(s));
+    }
+    lines
+}
+
+pub fn cancelled_line(h: &Handoff) -> String {
+    format!("turn {} {} (v{})", h.turn, h.status.as_str(), h.version)
+}
+
+pub fn closed_line(h: &Handoff) -> String {
+    format!("closed {} at turn {} {} (v{})", h.id, h.turn, h.status.as_str(), h.version)
+}
+
+/// `decision dec_1 recorded (v4)`, `artifact art_2 "Schema" version 2 (v5)`, …
+pub fn item_line(item: &Item) -> String {
+    let v = item.handoff.version;
+    let id = item.id().map(|i| format!(" {i}")).unwrap_or_default();
+    match item.kind {
+        "artifact" => {
+            let title = item.item["title"].as_str().unwrap_or_default();
+            let version = item.item["version"].as_u64().map(|n| format!(" version {n}")).unwrap_or_default();
+            format!("artifact{id} \"{title}\"{version} (v{v})")
+        }
+        "blocker" => {
+            let severity = item.item["severity"].as_str().unwrap_or_default();
+            let status = item.item["status"].as_str().unwrap_or("open");
+            let title = item.item["title"].as_str().unwrap_or_default();
+            format!("blocker{id} {severity} {status}: {title} (v{v})")
+        }
+        "workspace" => format!("workspace recorded (v{v})"),
+        "policy" => format!("policy set (v{v})"),
+        "work" => format!("work{id} set (v{v})"),
+        kind => format!("{kind}{id} recorded (v{v})"),
+    }
+}
+
+/// `package unchanged (v3, 9f2c1a8b…)` or `package recompiled (v4, 1d07e2c4…)`; a dry run says
+/// what would happen and that nothing was written.
+pub fn compiled_line(c: &Compiled, dry_run: bool) -> String {
+    let facts = format!("v{}, {}", c.package_version, short_hash(&c.package_hash));
+    match (c.changed, dry_run) {
+        (false, false) => format!("package unchanged ({facts})"),
+        (true, false) => format!("package recompiled ({facts})"),
+        (false, true) => format!("package unchanged ({facts}); dry run, nothing written"),
+        (true, true) => format!("package would be recompiled ({facts}); dry run, nothing written"),
+    }
+}
+
+/// `package show`: the version, state and whole hash, then what the package asks for.
+pub fn latest_lines(l: &Latest) -> Vec<String> {
+    let state = offer_state(l.state);
+    let mut lines = vec![format!("package v{} {state} {}", l.package_version, l.package_hash)];
+    let next = &l.package["next"];
+    if let Some(runtime) = next["runtime"].as_str() {
+        lines.push(format!("next: {runtime}: {}", one_line(next["objective"].as_str().unwrap_or_default())));
+    }
+    if let Some(purpose) = next["purpose"].as_str() {
+        lines.push(format!("purpose: {}", one_line(purpose)));
+    }
+    if let Some(r) = &l.rejection {
+        let reason = r["reason"].as_str().unwrap_or("other");
+        lines.push(format!("rejected ({reason}): {}", one_line(r["note"].as_str().unwrap_or_default())));
+    }
+    lines
+}
+
+pub fn offer_state(state: OfferState) -> &'static str {
+    match state {
+        OfferState::Offered => "offered",
+        OfferState::Rejected => "rejected",
+        OfferState::Accepted => "accepted",
+    }
+}
+
+pub fn accepted_line(version: u64, hash: &str) -> String {
+    format!("package accepted (v{version}, {})", short_hash(hash))
+}
+
+pub fn rejected_line(version: u64, hash: &str, reason: RejectReason) -> String {
+    format!("package rejected ({}): v{version}, {}", reason.as_str(), short_hash(hash))
+}
+
+/// `turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened …`
+pub fn lineage_line(t: &TurnEntry) -> String {
+    let mut line = format!("turn {} {}", t.turn, t.status.as_str());
+    if let Some(runtime) = &t.runtime {
+        line.push_str(&format!(" on {runtime}"));
+    }
+    if let (Some(v), Some(hash)) = (t.package_version, &t.package_hash) {
+        line.push_str(&format!(", package v{v} ({})", short_hash(hash)));
+    }
+    if let Some(from) = &t.continued_from {
+        let runtime = from.runtime.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        line.push_str(&format!(", from turn {}{runtime}", from.turn));
+    }
+    line.push_str(&format!(", opened {}", t.opened_at));
+    if let Some(ended) = &t.ended_at {
+        line.push_str(&format!(", ended {ended}"));
+    }
+    line
+}
+
+/// `4s`, `2m05s`, `1h03m`: how long a wait has been held.
+pub fn elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The waiting line a terminal shows while `wait --follow` holds a wait.
+pub fn waiting_line(version: u64, waited: Duration) -> String {
+    format!("waiting for a change after v{version}… {}", elapsed(waited))
+}
+
+/// Summaries may hold newlines; a human line must not.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+use super::*;
+use crate::code::ErrorCode;
+use serde_json::json;
+
+fn handoff(turn: u64, status: &str, version: u64) -> Handoff {
+    serde_json::from_value(json!({
+        "id": "ho_0123456789abcdef0123456789abcdef", "owner": "alice", "session": "s1", "machine": "m1",
+        "size": "large", "turn": turn, "state": "open", "status": status, "summary": null,
+        "version": version, "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z"
+    }))
+    .unwrap()
+}
+
+fn refusal(code: &str, handoff: Option<Handoff>) -> Error {
+    let mut body = json!({"error": {"code": code, "message": "the API's words"}});
+    if let Some(h) = &handoff {
+        body["handoff"] = serde_json::to_value(h).unwrap();
+    }
+    let status = ErrorCode::parse(code).as_known_status();
+    Error::Refused(Refusal { status, code: ErrorCode::parse(code), message: "the API's words".into(), handoff, body })
+}
+
+trait KnownStatus {
+    fn as_known_status(&self) -> u16;
+}
+
+impl KnownStatus for ErrorCode {
+    fn as_known_status(&self) -> u16 {
+        match self {
+            ErrorCode::Known(c) => c.status(),
+            ErrorCode::Unknown(_) => 409,
+        }
+    }
+}
+
+fn suggestion(reason: &str) -> Suggestion {
+    Suggestion {
+        reason: reason.into(),
+        turn: 2,
+        runtimes: vec!["codex".into(), "gemini".into()],
+        command: "handoff turn ho_1 --after 2 --to codex --objective \"…\" --purpose \"…\"".into(),
+    }
+}
+
+#[test]
+fn a_stale_report_prints_the_code_and_the_current_turn_and_exits_1() {
+    let e = refusal("handoff.stale", Some(handoff(2, "running", 7)));
+    assert_eq!(error_line(&e), "handoff.stale: turn 2 is current (version 7)");
+    assert_eq!(exit_code(&e), EXIT_REFUSED);
+}
+
+#[test]
+fn each_refusal_that_carries_the_hand_off_says_what_it_is_now() {
+    let cases = [
+        ("handoff.turn_conflict", handoff(3, "done", 9), "handoff.turn_conflict: turn 3 is current (version 9)"),
+        ("handoff.turn_out_of_order", handoff(1, "running", 2), "handoff.turn_out_of_order: turn 1 is current (version 2)"),
+        ("handoff.turn_running", handoff(2, "needs-you", 6), "handoff.turn_running: turn 2 is waiting for you (version 6)"),
+        ("handoff.turn_running", handoff(2, "running", 5), "handoff.turn_running: turn 2 is still running (version 5)"),
+        ("handoff.turn_finished", handoff(2, "done", 8), "handoff.turn_finished: turn 2 is done (version 8)"),
+        ("handoff.turn_finished", handoff(2, "failed", 8), "handoff.turn_finished: turn 2 failed (version 8)"),
+        ("handoff.conflict", handoff(1, "running", 1), "handoff.conflict: this session's hand-off runs on machine m1, size large (version 1)"),
+    ];
+    for (code, h, line) in cases {
+        let e = refusal(code, Some(h));
+        assert_eq!(error_line(&e), line);
+        assert_eq!(exit_code(&e), EXIT_REFUSED, "{code}");
+    }
+    let mut closed = handoff(4, "cancelled", 12);
+    closed.state = State::Closed;
+    assert_eq!(error_line(&refusal("handoff.closed", Some(closed))), "handoff.closed: the hand-off is closed (version 12)");
+}
+
+#[test]
+fn a_refusal_without_a_hand_off_prints_the_apis_message_and_an_unknown_code_as_sent() {
+    let e = refusal("request.invalid", None);
+    assert_eq!(error_line(&e), "request.invalid: the API's words");
+    assert_eq!(exit_code(&e), EXIT_REFUSED);
+    let future = refusal("policy.someday", None);
+    assert_eq!(error_line(&future), "policy.someday: the API's words");
+    assert_eq!(exit_code(&future), EXIT_REFUSED);
+    let mut stale = refusal("package.stale", None);
+    if let Error::Refused(r) = &mut stale {
+        r.body["package_hash"] = json!("1d07e2c4aaaabbbbccccddddeeeeffff00001111222233334444555566667777");
+    }
+    assert_eq!(error_line(&stale), "package.stale: the current package is 1d07e2c4…");
+}
+
+#[test]
+fn authentication_and_network_failures_exit_3() {
+    for code in ["auth.required", "auth.invalid", "auth.forbidden"] {
+        assert_eq!(exit_code(&refusal(code, None)), EXIT_AUTH_OR_NETWORK, "{code}");
+    }
+    let net = Error::Network { attempts: 5, message: "GET http://127.0.0.1:1/v1/health: connection refused".into() };
+    assert_eq!(exit_code(&net), EXIT_AUTH_OR_NETWORK);
+    assert_eq!(error_line(&net), "network: no answer after 5 tries: GET http://127.0.0.1:1/v1/health: connection refused");
+    let html = Error::Unexpected { status: 502, message: "an answer that is not the API's (502): <html>".into() };
+    assert_eq!(exit_code(&html), EXIT_AUTH_OR_NETWORK);
+    assert_eq!((EXIT_OK, EXIT_USAGE), (0, 2));
+}
+
+#[test]
+fn a_version_line_names_version_turn_status_runtime_and_one_line_summary() {
+    let mut h = handoff(2, "needs-you", 5);
+    assert_eq!(version_line(&h), "v5 turn 2 needs-you");
+    h.summary = Some("Which database\nshould I use?".into());
+    h.runtime = Some("codex".into());
+    assert_eq!(version_line(&h), "v5 turn 2 needs-you on codex: Which database should I use?");
+    h.state = State::Closed;
+    h.status = Status::Cancelled;
+    h.summary = None;
+    assert_eq!(version_line(&h), "v5 turn 2 cancelled on codex, closed");
+}
+
+#[test]
+fn show_prints_the_package_lineage_and_any_suggestion() {
+    let mut h = handoff(2, "running", 6);
+    h.runtime = Some("codex".into());
+    h.package_version = Some(1);
+    h.package_hash = Some("1d07e2c4".repeat(8));
+    h.continued_from = Some(ContinuedFrom { turn: 1, runtime: None });
+    assert_eq!(
+        show_lines(&h),
+        [
+            "ho_0123456789abcdef0123456789abcdef session s1 on m1 (large)",
+            "v6 turn 2 running on codex",
+            "briefed by package v1 (1d07e2c4…)",
+            "continued from turn 1",
+        ]
+    );
+    h.suggestion = Some(suggestion("context-threshold"));
+    let lines = show_lines(&h);
+    assert_eq!(lines[4], "suggestion (context-threshold): turn 2: the context crossed its threshold; could hand off to codex, gemini");
+    assert_eq!(lines[5], "  handoff turn ho_1 --after 2 --to codex --objective \"…\" --purpose \"…\"");
+}
+
+#[test]
+fn each_suggestion_reason_reads_as_advice() {
+    let want = [
+        ("context-threshold", "the context crossed its threshold"),
+        ("provider-limit", "the turn ended on a provider's limit"),
+        ("quota-threshold", "the quota is at or below its threshold"),
+        ("new-reason", "new-reason"),
+    ];
+    for (reason, words) in want {
+        let lines = suggestion_lines(&suggestion(reason));
+        assert!(lines[0].contains(words), "{}", lines[0]);
+        assert!(lines[0].starts_with(&format!("suggestion ({reason}): turn 2")));
+    }
+}
+
+#[test]
+fn follow_and_list_print_the_suggestion_too() {
+    let mut h = handoff(2, "running", 6);
+    h.suggestion = Some(suggestion("quota-threshold"));
+    assert_eq!(follow_lines(&h).len(), 3);
+    let row: Row = serde_json::from_value(json!({
+        "id": "ho_1", "session": "s1", "machine": "m1", "size": "l", "turn": 2, "state": "closed",
+        "status": "done", "summary": "all green", "version": 9, "updated_at": "2025-01-01T00:00:00Z",
+        "suggestion": serde_json::to_value(suggestion("provider-limit")).unwrap()
+    }))
+    .unwrap();
+    let lines = row_lines(&row);
+    assert_eq!(lines[0], "ho_1 s1 v9 turn 2 done, closed: all green");
+    assert!(lines[1].starts_with("  suggestion (provider-limit)"));
+}
+
+#[test]
+fn create_prints_the_id_then_the_machine_token() {
+    let c = Created { handoff: handoff(1, "running", 1), machine_token: "eyJ.x.y".into(), new: true };
+    assert_eq!(created_lines(&c), ["ho_0123456789abcdef0123456789abcdef", "eyJ.x.y"]);
+}
+
+#[test]
+fn package_lines_say_unchanged_or_recompiled_with_version_and_short_hash() {
+    let c = |changed, v| Compiled {
+        package_version: v,
+        package_hash: if v == 3 { "9f2c1a8b".repeat(8) } else { "1d07e2c4".repeat(8) },
+        changed,
+        package: json!({}),
+    };
+    assert_eq!(compiled_line(&c(false, 3), false), "package unchanged (v3, 9f2c1a8b…)");
+    assert_eq!(compiled_line(&c(true, 4), false), "package recompiled (v4, 1d07e2c4…)");
+    assert_eq!(compiled_line(&c(true, 4), true), "package would be recompiled (v4, 1d07e2c4…); dry run, nothing written");
+    assert_eq!(compiled_line(&c(false, 3), true), "package unchanged (v3, 9f2c1a8b…); dry run, nothing written");
+    assert_eq!(accepted_line(4, &"1d07e2c4".repeat(8)), "package accepted (v4, 1d07e2c4…)");
+    assert_eq!(rejected_line(4, &"1d07e2c4".repeat(8), RejectReason::MissingContext), "package rejected (missing_context): v4, 1d07e2c4…");
+}
+
+#[test]
+fn package_show_gives_the_whole_hash_and_what_is_asked() {
+    let l = Latest {
+        package_version: 2,
+        package_hash: "ab".repeat(32),
+        state: OfferState::Rejected,
+        rejection: Some(json!({"reason": "missing_context", "note": "no schema"})),
+        package: json!({"next": {"objective": "Ship it", "purpose": "Because", "runtime": "codex"}}),
+    };
+    assert_eq!(
+        latest_lines(&l),
+        [format!("package v2 rejected {}", "ab".repeat(32)), "next: codex: Ship it".into(), "purpose: Because".into(), "rejected (missing_context): no schema".into()]
+    );
+}
+
+#[test]
+fn item_and_turn_lines() {
+    let item = |kind, value| Item { handoff: handoff(1, "running", 4), kind, item: value };
+    assert_eq!(item_line(&item("decision", json!({"id": "dec_1"}))), "decision dec_1 recorded (v4)");
+    assert_eq!(item_line(&item("artifact", json!({"id": "art_1", "title": "Schema", "version": 2}))), "artifact art_1 \"Schema\" version 2 (v4)");
+    assert_eq!(item_line(&item("blocker", json!({"id": "blk_1", "severity": "high", "title": "No key", "status": "open"}))), "blocker blk_1 high open: No key (v4)");
+    assert_eq!(item_line(&item("workspace", json!(null))), "workspace recorded (v4)");
+    let t = TurnEntry {
+        turn: 2,
+        status: Status::Running,
+        runtime: Some("codex".into()),
+        package_version: Some(1),
+        package_hash: Some("1d07e2c4".repeat(8)),
+        continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),
+        opened_at: "2025-01-01T00:00:00Z".into(),
+        ended_at: None,
+    };
+    assert_eq!(lineage_line(&t), "turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened 2025-01-01T00:00:00Z");
+    let h = handoff(2, "cancelled", 8);
+    assert_eq!(cancelled_line(&h), "turn 2 cancelled (v8)");
+    assert_eq!(opened_line(&handoff(2, "running", 7)), "opened turn 2 (v7)");
+}
+
+#[test]
+fn elapsed_time_reads_at_a_glance() {
+    assert_eq!(elapsed(Duration::from_secs(4)), "4s");
+    assert_eq!(elapsed(Duration::from_secs(125)), "2m05s");
+    assert_eq!(elapsed(Duration::from_secs(3780)), "1h03m");
+    assert_eq!(waiting_line(3, Duration::from_secs(12)), "waiting for a change after v3… 12s");
+}
