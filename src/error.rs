@@ -27,10 +27,12 @@ pub enum Code {
     PackageNotFound,
     PackageStale,
     PackageAccepted,
+    DecisionNotFound,
+    BlockerNotFound,
 }
 
 impl Code {
-    pub const ALL: [Code; 22] = [
+    pub const ALL: [Code; 24] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -53,6 +55,8 @@ impl Code {
         Code::PackageNotFound,
         Code::PackageStale,
         Code::PackageAccepted,
+        Code::DecisionNotFound,
+        Code::BlockerNotFound,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -79,6 +83,8 @@ impl Code {
             Code::PackageNotFound => "package.not_found",
             Code::PackageStale => "package.stale",
             Code::PackageAccepted => "package.accepted",
+            Code::DecisionNotFound => "decision.not_found",
+            Code::BlockerNotFound => "blocker.not_found",
         }
     }
 
@@ -91,7 +97,12 @@ impl Code {
         match self {
             Code::AuthRequired | Code::AuthInvalid => 401,
             Code::AuthForbidden => 403,
-            Code::HandoffNotFound | Code::RouteNotFound | Code::StoreUnbound | Code::PackageNotFound => 404,
+            Code::HandoffNotFound
+            | Code::RouteNotFound
+            | Code::StoreUnbound
+            | Code::PackageNotFound
+            | Code::DecisionNotFound
+            | Code::BlockerNotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::HandoffConflict
             | Code::HandoffClosed

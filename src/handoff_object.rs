@@ -1,17 +1,25 @@
-//! `HandoffObject`: the Durable Object that holds one hand-off. It loads the record, applies
-//! the pure turn machine, stores what moved, answers and wakes waiters; it has no rules of
-//! its own. Every mutation's read, check and write run without an `await` between them, so
-//! the runtime commits them as one transaction and no other request interleaves.
+//! `HandoffObject`: the Durable Object that holds one hand-off. It loads the hand-off, applies
+//! the pure core (`crate::handoff::apply`), stores what moved, answers and wakes waiters; it
+//! has no rules of its own. Every mutation's read, check and write run without an `await`
+//! between them, so the runtime commits them as one transaction and no other request
+//! interleaves. SQL lives here and nowhere else for this object's tables.
 
+use crate::briefing::{self, Reach};
 use crate::error::{ApiError, Code};
+use crate::handoff::{self, Change, Dirty, Extras, Handoff};
 use crate::index::IndexRow;
-use crate::limits::{OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, WAITERS_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX};
-use crate::protocol::{Ask, Caller, IndexAsk, Op};
-use crate::token::Role;
-use crate::turn::{self, Command, Record};
+use crate::limits::{
+    IDEMPOTENCY_TTL_MS, OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, WAITERS_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX,
+    WORK_RECORD_BYTES_MAX,
+};
+use crate::package::{Ledger, TurnEntry};
+use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::turn::{self, Record};
 use crate::waiters::Waiters;
+use crate::work::Work;
 use futures::future::{select, Either};
-use serde_json::json;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::time::Duration;
 use worker::*;
@@ -20,19 +28,42 @@ use worker::*;
 pub struct HandoffObject {
     state: State,
     env: Env,
-    /// The stored record, read once per object lifetime; `None` until created.
-    record: RefCell<Option<Option<Record>>>,
+    /// The stored hand-off, read once per object lifetime: `Some(None)` once known absent.
+    cached: RefCell<Option<Option<Handoff>>>,
     waiters: RefCell<Waiters>,
 }
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (version INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox (k INTEGER PRIMARY KEY CHECK (k = 0), owner TEXT NOT NULL, version INTEGER NOT NULL, row TEXT NOT NULL, attempts INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idempotency_at ON idempotency (at);
 ";
 
 /// The owners' index binding, as in wrangler.toml.
 const OWNER_INDEX: &str = "OWNER_INDEX";
+/// Test-only variables, set on `wrangler dev`'s command line by the tests, never in wrangler.toml.
+pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
+const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
+
+#[derive(serde::Deserialize)]
+struct RecordRow {
+    record: String,
+}
+
+#[derive(serde::Deserialize)]
+struct PartRow {
+    name: String,
+    json: String,
+}
+
+#[derive(serde::Deserialize)]
+struct TurnRow {
+    entry: String,
+}
 
 #[derive(serde::Deserialize)]
 struct OutboxRow {
@@ -43,33 +74,65 @@ struct OutboxRow {
 }
 
 #[derive(serde::Deserialize)]
-struct StoredRow {
-    record: String,
+struct IdempotencyRow {
+    fingerprint: String,
+    status: i64,
+    body: String,
+}
+
+/// An answer before it becomes a `Response`.
+struct Answer {
+    status: u16,
+    body: Value,
+}
+
+impl Answer {
+    fn ok(body: Value) -> Answer {
+        Answer { status: 200, body }
+    }
+
+    fn refused(error: &ApiError, handoff: Option<&Handoff>) -> Answer {
+        let mut body = error.body();
+        if let Some(h) = handoff {
+            body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
+        }
+        Answer { status: error.code.status(), body }
+    }
+
+    fn into_response(self) -> Result<Response> {
+        Ok(Response::from_json(&self.body)?.with_status(self.status))
+    }
+}
+
+fn storage_error(e: impl std::fmt::Display) -> Error {
+    Error::RustError(format!("stored hand-off unreadable: {e}"))
+}
+
+fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(storage_error)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(storage_error)
 }
 
 impl DurableObject for HandoffObject {
     fn new(state: State, env: Env) -> Self {
         state.storage().sql().exec(SCHEMA, None).expect("schema applies");
-        HandoffObject { state, env, record: RefCell::new(None), waiters: RefCell::new(Waiters::default()) }
+        HandoffObject { state, env, cached: RefCell::new(None), waiters: RefCell::new(Waiters::default()) }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ask: Ask = match req.json().await {
             Ok(ask) => ask,
-            Err(_) => return answer_error(&ApiError::invalid("internal: unreadable ask"), None),
+            Err(_) => return Answer::refused(&ApiError::invalid("internal: unreadable ask"), None).into_response(),
         };
         match ask.op {
             Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
-            Op::Get => {
-                let record = self.owned(&ask.caller)?;
-                match record {
-                    Ok(r) => answer_record(200, &r),
-                    Err(e) => answer_error(&e, None),
-                }
-            }
-            Op::Apply { command } => self.apply(&ask.caller, &command).await,
+            Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
             Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s).await,
             Op::Floor => Response::from_json(&json!({"ok": true})),
+            read => self.read(&ask.caller, &read),
         }
     }
 
@@ -81,48 +144,75 @@ impl DurableObject for HandoffObject {
 }
 
 impl HandoffObject {
-    fn load(&self) -> Result<Option<Record>> {
-        if let Some(cached) = self.record.borrow().as_ref() {
+    fn load(&self) -> Result<Option<Handoff>> {
+        if let Some(cached) = self.cached.borrow().as_ref() {
             return Ok(cached.clone());
         }
-        let rows: Vec<StoredRow> = self.state.storage().sql().exec("SELECT record FROM handoff WHERE k = 0", None)?.to_array()?;
-        let record = match rows.first() {
-            Some(row) => Some(serde_json::from_str(&row.record).map_err(|e| Error::RustError(e.to_string()))?),
+        let sql = self.state.storage().sql();
+        let rows: Vec<RecordRow> = sql.exec("SELECT record FROM handoff WHERE k = 0", None)?.to_array()?;
+        let handoff = match rows.first() {
             None => None,
+            Some(row) => {
+                let record: Record = from_json(&row.record)?;
+                let mut h = Handoff::create(record);
+                let parts: Vec<PartRow> = sql.exec("SELECT name, json FROM parts", None)?.to_array()?;
+                for part in parts {
+                    match part.name.as_str() {
+                        "work" => h.work = from_json::<Work>(&part.json)?,
+                        "ledger" => h.ledger = from_json::<Ledger>(&part.json)?,
+                        "extras" => h.extras = from_json::<Extras>(&part.json)?,
+                        _ => {}
+                    }
+                }
+                let turns: Vec<TurnRow> = sql.exec("SELECT entry FROM turns ORDER BY turn", None)?.to_array()?;
+                if !turns.is_empty() {
+                    h.lineage = turns.iter().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
+                }
+                Some(h)
+            }
         };
-        *self.record.borrow_mut() = Some(record.clone());
-        Ok(record)
+        *self.cached.borrow_mut() = Some(handoff.clone());
+        Ok(handoff)
     }
 
-    /// The record, if it exists and the caller may see it; anything else is `handoff.not_found`.
-    fn owned(&self, caller: &Caller) -> Result<std::result::Result<Record, ApiError>> {
-        let not_found = ApiError::new(Code::HandoffNotFound, "no such hand-off");
+    /// The hand-off, if it exists and the caller may see it; anything else is `handoff.not_found`.
+    fn owned(&self, caller: &Caller) -> Result<std::result::Result<Handoff, ApiError>> {
         Ok(match self.load()? {
-            Some(r) if r.owner == caller.owner => Ok(r),
-            _ => Err(not_found),
+            Some(h) if h.record.owner == caller.owner => Ok(h),
+            _ => Err(ApiError::new(Code::HandoffNotFound, "no such hand-off")),
         })
     }
 
-    /// Writes the record, its history event and what the owner's index is now owed (the
-    /// outbox) in the same transaction, then wakes waiters. The caller delivers the outbox.
-    fn store(&self, record: &Record, kind: &str, actor: Role) -> Result<()> {
+    /// Writes what moved — the record, the parts marked dirty, the history event and the row the
+    /// owner's index is now owed (the outbox) — with no `await` in between: one transaction.
+    /// Then wakes every waiter. The caller delivers the outbox.
+    fn store(&self, h: &Handoff, dirty: Dirty, kind: &str, caller: &Caller) -> Result<()> {
         let sql = self.state.storage().sql();
-        let json = serde_json::to_string(record).map_err(|e| Error::RustError(e.to_string()))?;
-        let row = serde_json::to_string(&IndexRow::of(record)).map_err(|e| Error::RustError(e.to_string()))?;
-        sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![json.into()])?;
-        sql.exec(
-            "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
-            vec![record.owner.clone().into(), (record.version as i64).into(), row.into()],
-        )?;
-        let actor = match actor {
-            Role::Owner => "owner",
-            Role::Machine => "machine",
-        };
+        let record = &h.record;
+        sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![to_json(record)?.into()])?;
+        let parts: [(&str, bool, Result<String>); 3] = [
+            ("work", dirty.work, to_json(&h.work)),
+            ("ledger", dirty.ledger, to_json(&h.ledger)),
+            ("extras", dirty.extras, to_json(&h.extras)),
+        ];
+        for (name, changed, json) in parts {
+            if changed {
+                sql.exec("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![name.into(), json?.into()])?;
+            }
+        }
+        for entry in &h.lineage[dirty.lineage_from.unwrap_or(h.lineage.len())..] {
+            sql.exec("INSERT OR REPLACE INTO turns (turn, entry) VALUES (?, ?)", vec![(entry.turn as i64).into(), to_json(entry)?.into()])?;
+        }
+        let actor = if caller.actor() == crate::work::Actor::Owner { "owner" } else { "machine" };
         sql.exec(
             "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
             vec![(record.version as i64).into(), record.updated_at.into(), kind.into(), actor.into()],
         )?;
-        *self.record.borrow_mut() = Some(Some(record.clone()));
+        sql.exec(
+            "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
+            vec![record.owner.clone().into(), (record.version as i64).into(), to_json(&IndexRow::of(record))?.into()],
+        )?;
+        *self.cached.borrow_mut() = Some(Some(h.clone()));
         self.waiters.borrow_mut().wake_all();
         Ok(())
     }
@@ -165,44 +255,127 @@ impl HandoffObject {
 
     async fn create(&self, caller: &Caller, id: String, session: String, machine: String, size: String) -> Result<Response> {
         if let Some(existing) = self.load()? {
-            return match existing.check_create_again(&machine, &size) {
-                Ok(()) => answer_record(200, &existing),
-                Err(code) => answer_error(&ApiError::new(code, "this session already has a hand-off with another machine or size"), Some(&existing)),
+            let answer = match existing.record.check_create_again(&machine, &size) {
+                Ok(()) => Answer::ok(existing.answer(&Default::default())),
+                Err(code) => Answer::refused(
+                    &ApiError::new(code, "this session already has a hand-off with another machine or size"),
+                    Some(&existing),
+                ),
             };
+            return answer.into_response();
         }
-        let record = Record::create(id, caller.owner.clone(), session, machine, size, now_ms());
-        self.store(&record, "create", caller.role)?;
+        let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
+        let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
+        self.store(&h, dirty, "create", caller)?;
         self.deliver().await?;
-        answer_record(201, &record)
+        Answer { status: 201, body: h.answer(&Default::default()) }.into_response()
     }
 
-    async fn apply(&self, caller: &Caller, command: &Command) -> Result<Response> {
-        let record = match self.owned(caller)? {
-            Ok(r) => r,
-            Err(e) => return answer_error(&e, None),
+    async fn change(&self, caller: &Caller, change: &Change, idempotency: Option<&Idempotency>) -> Result<Response> {
+        let h = match self.owned(caller)? {
+            Ok(h) => h,
+            Err(e) => return Answer::refused(&e, None).into_response(),
         };
-        match turn::apply(&record, command, now_ms()) {
-            Err(code) => answer_error(&ApiError::new(code, refusal_message(code, &record)), Some(&record)),
-            Ok(applied) => {
-                if applied.moved {
-                    self.store(&applied.record, command_kind(command), caller.role)?;
-                    self.deliver().await?;
-                }
-                answer_record(200, &applied.record)
+        if let Some(idem) = idempotency {
+            if let Some(replay) = self.replay(idem)? {
+                return Ok(replay);
             }
+        }
+        let (answer, moved) = match handoff::apply(&h, change, caller.actor(), now_ms()) {
+            Err(e) => (Answer::refused(&e, Some(&h)), false),
+            Ok(out) if out.dirty.work && to_json(&out.next.work)?.len() > WORK_RECORD_BYTES_MAX => {
+                let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
+                (Answer::refused(&e, Some(&h)), false)
+            }
+            Ok(out) => {
+                if out.moved {
+                    self.store(&out.next, out.dirty, change.kind(), caller)?;
+                }
+                (Answer::ok(out.next.answer(&out.extra)), out.moved)
+            }
+        };
+        if let Some(idem) = idempotency {
+            self.remember(idem, &answer)?;
+        }
+        if moved {
+            self.deliver().await?;
+        }
+        answer.into_response()
+    }
+
+    /// The first answer to this key again, or 422 when the key came with another request.
+    fn replay(&self, idem: &Idempotency) -> Result<Option<Response>> {
+        let sql = self.state.storage().sql();
+        let oldest = now_ms() - IDEMPOTENCY_TTL_MS;
+        let rows: Vec<IdempotencyRow> = sql
+            .exec("SELECT fingerprint, status, body FROM idempotency WHERE key = ? AND at >= ?", vec![idem.key.clone().into(), oldest.into()])?
+            .to_array()?;
+        let Some(first) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        if first.fingerprint != idem.fingerprint {
+            let e = ApiError::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
+            return Answer::refused(&e, None).into_response().map(Some);
+        }
+        let mut response = Response::from_json(&from_json::<Value>(&first.body)?)?.with_status(first.status as u16);
+        response.headers_mut().set("Idempotent-Replayed", "true")?;
+        Ok(Some(response))
+    }
+
+    fn remember(&self, idem: &Idempotency, answer: &Answer) -> Result<()> {
+        let sql = self.state.storage().sql();
+        let now = now_ms();
+        sql.exec("DELETE FROM idempotency WHERE at < ?", vec![(now - IDEMPOTENCY_TTL_MS).into()])?;
+        sql.exec(
+            "INSERT OR REPLACE INTO idempotency (key, fingerprint, status, body, at) VALUES (?, ?, ?, ?, ?)",
+            vec![idem.key.clone().into(), idem.fingerprint.clone().into(), (answer.status as i64).into(), to_json(&answer.body)?.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Reads: the record, the lineage, the package, the briefing.
+    fn read(&self, caller: &Caller, op: &Op) -> Result<Response> {
+        let h = match self.owned(caller)? {
+            Ok(h) => h,
+            Err(e) => return Answer::refused(&e, None).into_response(),
+        };
+        match op {
+            Op::Turns => {
+                let mut body = handoff::lineage_answer(&h);
+                body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
+                Answer::ok(body).into_response()
+            }
+            Op::Package { markdown } => match h.ledger.latest() {
+                Err(e) => Answer::refused(&e, Some(&h)).into_response(),
+                Ok(latest) if *markdown => text(crate::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
+                Ok(latest) => {
+                    let mut body = serde_json::to_value(&latest).unwrap_or_default();
+                    body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
+                    Answer::ok(body).into_response()
+                }
+            },
+            Op::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
+                Err(e) => Answer::refused(&e, Some(&h)).into_response(),
+                Ok(latest) => {
+                    let reach = if *reach_api { Reach::api(base_url.clone()) } else { Reach::None };
+                    text(briefing::render(&latest, *budget_bytes, &reach).text, "text/plain; charset=utf-8")
+                }
+            },
+            _ => Answer::ok(h.answer(&Default::default())).into_response(),
         }
     }
 
     async fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Result<Response> {
-        let record = match self.owned(caller)? {
-            Ok(r) => r,
-            Err(e) => return answer_error(&e, None),
+        let h = match self.owned(caller)? {
+            Ok(h) => h,
+            Err(e) => return Answer::refused(&e, None).into_response(),
         };
-        if turn::wait_answers_now(&record, after) || timeout_s == 0 {
-            return answer_record(200, &record);
+        if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
+            return Answer::ok(h.answer(&Default::default())).into_response();
         }
         let Some((id, woken)) = self.waiters.borrow_mut().hold(self.waiters_max()) else {
-            return answer_error(&ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may"), None);
+            let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
+            return Answer::refused(&e, None).into_response();
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));
@@ -210,18 +383,11 @@ impl HandoffObject {
             self.waiters.borrow_mut().release(id);
         }
         match self.load()? {
-            Some(r) => answer_record(200, &r),
-            None => answer_error(&ApiError::new(Code::HandoffNotFound, "no such hand-off"), None),
+            Some(h) => Answer::ok(h.answer(&Default::default())).into_response(),
+            None => Answer::refused(&ApiError::new(Code::HandoffNotFound, "no such hand-off"), None).into_response(),
         }
     }
-}
 
-/// The name of an owner's index object.
-pub fn owner_index_name(owner: &str) -> String {
-    format!("owner:{owner}")
-}
-
-impl HandoffObject {
     /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on
     /// (so that the cap can be shown without holding ten thousand connections).
     fn waiters_max(&self) -> usize {
@@ -234,44 +400,17 @@ impl HandoffObject {
     }
 }
 
-/// Test-only variables, set on `wrangler dev`'s command line by the tests, never in wrangler.toml.
-pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
-const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
+fn text(body: String, content_type: &str) -> Result<Response> {
+    let mut response = Response::ok(body)?;
+    response.headers_mut().set("Content-Type", content_type)?;
+    Ok(response)
+}
+
+/// The name of an owner's index object.
+pub fn owner_index_name(owner: &str) -> String {
+    format!("owner:{owner}")
+}
 
 fn now_ms() -> i64 {
     Date::now().as_millis() as i64
-}
-
-fn command_kind(command: &Command) -> &'static str {
-    match command {
-        Command::OpenTurn { .. } => "turn_opened",
-        Command::Report { .. } => "report",
-        Command::Cancel { .. } => "cancel",
-        Command::Close => "close",
-    }
-}
-
-fn refusal_message(code: Code, r: &Record) -> String {
-    let now = format!("turn {} is current ({}, version {})", r.turn, r.status.as_str(), r.version);
-    match code {
-        Code::HandoffStale => format!("the report is for an older turn: {now}"),
-        Code::TurnOutOfOrder => format!("that turn has not been opened: {now}"),
-        Code::TurnFinished => format!("that turn has ended: {now}"),
-        Code::TurnRunning => format!("a turn is still going; steer it or cancel it first: {now}"),
-        Code::TurnConflict => format!("the request names another turn than the current one: {now}"),
-        Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
-        _ => now,
-    }
-}
-
-fn answer_record(status: u16, record: &Record) -> Result<Response> {
-    Ok(Response::from_json(&json!({"handoff": record.view()}))?.with_status(status))
-}
-
-fn answer_error(error: &ApiError, record: Option<&Record>) -> Result<Response> {
-    let mut body = error.body();
-    if let Some(r) = record {
-        body["handoff"] = serde_json::to_value(r.view()).unwrap_or_default();
-    }
-    Ok(Response::from_json(&body)?.with_status(error.code.status()))
 }

@@ -3,6 +3,8 @@
 
 use crate::error::ApiError;
 use crate::limits::{ID_CHARS_MAX, SUMMARY_BYTES_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
+use crate::package::PackageRequest;
+use crate::suggestion::Usage;
 use crate::turn::ReportStatus;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -83,11 +85,21 @@ pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct OpenTurnInput {
     pub after: u64,
+    /// Hands the new turn to a runtime, compiling its package in the same change.
+    #[serde(default)]
+    pub handoff: Option<PackageRequest>,
 }
 
 pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
-    parse_json(body)
+    let input: OpenTurnInput = parse_json(body)?;
+    if let Some(request) = &input.handoff {
+        request.validate().map_err(|e| ApiError::invalid(format!("handoff.{}", e.message)))?;
+    }
+    Ok(input)
 }
+
+/// Acceptance-criterion indices one final report may list as unmet.
+pub const UNMET_MAX: usize = crate::limits::ACCEPTANCE_CRITERIA_MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,12 +108,24 @@ pub struct ReportInput {
     pub status: ReportStatus,
     #[serde(default)]
     pub summary: Option<String>,
+    /// Final reports only: indices of acceptance criteria not met.
+    #[serde(default)]
+    pub unmet: Option<Vec<u32>>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
 }
 
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     let input: ReportInput = parse_json(body)?;
     if input.summary.as_ref().is_some_and(|s| s.len() > SUMMARY_BYTES_MAX) {
         return Err(ApiError::invalid(format!("summary: longer than {SUMMARY_BYTES_MAX} bytes")));
+    }
+    let is_final = matches!(input.status, ReportStatus::Done | ReportStatus::Failed);
+    if input.unmet.is_some() && !is_final {
+        return Err(ApiError::invalid("unmet: only a final report (done or failed) lists unmet criteria"));
+    }
+    if input.unmet.as_ref().is_some_and(|u| u.len() > UNMET_MAX) {
+        return Err(ApiError::invalid(format!("unmet: at most {UNMET_MAX} indices")));
     }
     Ok(input)
 }
@@ -162,6 +186,26 @@ pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
     Ok(wait)
 }
 
+/// `Idempotency-Key`: 1..=128 printable ASCII characters, no spaces.
+pub fn is_idempotency_key(key: &str) -> bool {
+    let printable = key.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    !key.is_empty() && key.len() <= crate::limits::IDEMPOTENCY_KEY_CHARS_MAX && printable
+}
+
+/// What an idempotent repeat must match: the route, the caller's role and the body, hashed.
+pub fn request_fingerprint(method: &str, path: &str, role: &str, body: &[u8]) -> String {
+    let digest = Sha256::new()
+        .chain_update(method)
+        .chain_update(" ")
+        .chain_update(path)
+        .chain_update("\n")
+        .chain_update(role)
+        .chain_update("\n")
+        .chain_update(body)
+        .finalize();
+    hex::encode(digest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +250,37 @@ mod tests {
         assert!(parse_report(long.as_bytes()).unwrap_err().message.starts_with("summary:"));
         let e = parse_create(br#"{"session":"a/b","machine":"m","size":"s"}"#).unwrap_err();
         assert!(e.message.starts_with("session:"), "{}", e.message);
+    }
+
+    #[test]
+    fn unmet_is_for_final_reports_and_usage_is_typed() {
+        assert!(parse_report(br#"{"turn":1,"status":"done","unmet":[0,2]}"#).is_ok());
+        let e = parse_report(br#"{"turn":1,"status":"running","unmet":[0]}"#).unwrap_err();
+        assert!(e.message.starts_with("unmet:"), "{}", e.message);
+        let e = parse_report(br#"{"turn":1,"status":"running","usage":{"context_used":"x"}}"#).unwrap_err();
+        assert!(e.message.starts_with("usage.context_used:"), "{}", e.message);
+        let r = parse_report(br#"{"turn":1,"status":"failed","usage":{"limit":"provider-limit"}}"#).unwrap();
+        assert!(r.usage.is_some());
+    }
+
+    #[test]
+    fn an_open_turn_may_hand_the_turn_to_a_runtime() {
+        let t = parse_open_turn(br#"{"after":1,"handoff":{"runtime":"codex","objective":"o","purpose":"p"}}"#).unwrap();
+        assert_eq!(t.handoff.unwrap().runtime, "codex");
+        let e = parse_open_turn(br#"{"after":1,"handoff":{"runtime":"codex","objective":"o"}}"#).unwrap_err();
+        assert!(e.message.contains("purpose"), "{}", e.message);
+    }
+
+    #[test]
+    fn idempotency_keys_are_bounded_and_fingerprints_tell_requests_apart() {
+        assert!(is_idempotency_key("k-1"));
+        assert!(!is_idempotency_key(""));
+        assert!(!is_idempotency_key("a b"));
+        assert!(!is_idempotency_key(&"k".repeat(129)));
+        let a = request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{}");
+        assert_eq!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{}"));
+        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{ }"));
+        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/cancel", "machine", b"{}"));
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub mod input;
 pub mod token;
 pub mod index;
 pub mod protocol;
+pub mod suggestion;
+pub mod handoff;
 pub mod work;
 pub mod package;
 pub mod briefing;

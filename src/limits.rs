@@ -89,3 +89,11 @@ pub const BRIEFING_BUDGET_BYTES_MAX: usize = 64 * 1024;
 pub const OUTBOX_RETRY_MS_MIN: i64 = 250;
 /// The longest wait between two deliveries of an undelivered index row.
 pub const OUTBOX_RETRY_MS_MAX: i64 = 60_000;
+
+/// How long an `Idempotency-Key` answers its first answer again (the contract: at least 24 h).
+pub const IDEMPOTENCY_TTL_MS: i64 = 25 * 60 * 60 * 1000;
+/// An `Idempotency-Key` is 1..=IDEMPOTENCY_KEY_CHARS_MAX printable ASCII characters.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 128;
+/// The largest work record one hand-off keeps, serialised; a change past it is refused with
+/// 413 `request.too_large` (Durable Object SQLite values are capped at 2 MB).
+pub const WORK_RECORD_BYTES_MAX: usize = 1024 * 1024;

@@ -63,7 +63,7 @@ pub fn parse_package_request(body: &[u8]) -> Result<PackageRequest, ApiError> {
 }
 
 /// `POST …/package/accept`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptInput {
     pub package_hash: String,
@@ -101,7 +101,7 @@ impl RejectReason {
 }
 
 /// `POST …/package/reject`. The note is required: a rejection says what was wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RejectInput {
     pub reason: RejectReason,
@@ -114,12 +114,7 @@ pub fn parse_reject(body: &[u8]) -> Result<RejectInput, ApiError> {
     Ok(input)
 }
 
-/// `{"turn", "runtime"}` of the turn before.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContinuedFrom {
-    pub turn: u64,
-    pub runtime: Option<String>,
-}
+pub use crate::turn::ContinuedFrom;
 
 /// One turn of the lineage, as the Durable Object stores it and `GET …/turns` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

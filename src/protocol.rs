@@ -2,8 +2,9 @@
 //! and one operation, already parsed and validated. Plain data, serialised over the
 //! object's internal `fetch`.
 
+use crate::handoff::Change;
 use crate::token::Role;
-use crate::turn::Command;
+use crate::work::Actor;
 use serde::{Deserialize, Serialize};
 
 /// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
@@ -13,13 +14,28 @@ pub struct Caller {
     pub role: Role,
 }
 
+impl Caller {
+    pub fn actor(&self) -> Actor {
+        match self.role {
+            Role::Owner => Actor::Owner,
+            Role::Machine => Actor::Machine,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     Create { id: String, session: String, machine: String, size: String },
     Get,
-    Apply { command: Command },
+    Change { change: Change },
     Wait { after: u64, timeout_s: u64 },
+    /// `GET …/turns`: the lineage.
+    Turns,
+    /// `GET …/package`, as JSON or as Markdown for a person.
+    Package { markdown: bool },
+    /// `GET …/briefing`: `base_url` is where the API is, for the closing instruction.
+    Briefing { budget_bytes: usize, reach_api: bool, base_url: String },
     /// The benchmark's floor: reach the object and answer, touching no storage.
     Floor,
 }
@@ -28,6 +44,15 @@ pub enum Op {
 pub struct Ask {
     pub caller: Caller,
     pub op: Op,
+    /// The request's `Idempotency-Key` and a fingerprint of what it asked.
+    #[serde(default)]
+    pub idempotency: Option<Idempotency>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Idempotency {
+    pub key: String,
+    pub fingerprint: String,
 }
 
 /// What an owner's index object is asked.

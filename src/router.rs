@@ -1,14 +1,20 @@
 //! The Worker's entry point: it routes, authenticates and validates, then asks the hand-off's
-//! Durable Object. It holds no state and applies no rules of the turn machine.
+//! (or the owner's index) Durable Object. It holds no state and applies no rules of the core;
+//! it is the only place that reads HTTP requests.
 
+use crate::briefing;
 use crate::error::{ApiError, Code};
-use crate::handoff_object::owner_index_name;
+use crate::handoff::Change;
+use crate::handoff_object::{owner_index_name, TEST_HOOKS};
 use crate::index;
 use crate::input;
 use crate::limits::BODY_BYTES_MAX;
-use crate::protocol::{Ask, Caller, IndexAsk, Op};
+use crate::package;
+use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::suggestion;
 use crate::token::{self, Claims, Role};
 use crate::turn::Command;
+use crate::work;
 use serde_json::json;
 use worker::*;
 
@@ -16,13 +22,10 @@ use worker::*;
 const HANDOFFS: &str = "HANDOFFS";
 const OWNER_INDEX: &str = "OWNER_INDEX";
 const SIGNING_KEY: &str = "HANDOFF_SIGNING_KEY";
-/// Set to "1" only on the command line of `scripts/test`; never in wrangler.toml, so never
-/// in a deployed environment. It opens the `/v1/test/*` routes.
-use crate::handoff_object::TEST_HOOKS;
 /// Set to "1" only by `scripts/bench`: opens the floor route `/v1/bench/floor`.
 const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
 
-/// The routes, by path shape. `Id` routes carry the hand-off id from the path.
+/// Every route, by path shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Health,
@@ -33,6 +36,17 @@ enum Route {
     Cancel,
     Close,
     Wait,
+    Work,
+    Decisions,
+    Artifacts,
+    Blockers,
+    ResolveBlocker,
+    Workspace,
+    Package,
+    AcceptPackage,
+    RejectPackage,
+    Briefing,
+    Policy,
     /// Test hook: make an owner's index refuse (or accept again) deliveries.
     TestRefuseIndex,
     /// Benchmark floor: a Durable Object round trip with no authentication and no storage.
@@ -43,28 +57,60 @@ impl Route {
     /// The methods each route answers; any other is 405.
     fn allows(self) -> &'static [Method] {
         match self {
-            Route::Health | Route::Handoff | Route::Wait => &[Method::Get],
-            Route::Handoffs => &[Method::Get, Method::Post],
-            Route::TestRefuseIndex => &[Method::Post],
-            Route::BenchFloor => &[Method::Get],
-            Route::Turns | Route::Report | Route::Cancel | Route::Close => &[Method::Post],
+            Route::Health | Route::Handoff | Route::Wait | Route::Briefing | Route::BenchFloor => &[Method::Get],
+            Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
+            Route::Work | Route::Policy => &[Method::Put],
+            Route::Report
+            | Route::Cancel
+            | Route::Close
+            | Route::Decisions
+            | Route::Artifacts
+            | Route::Blockers
+            | Route::ResolveBlocker
+            | Route::Workspace
+            | Route::AcceptPackage
+            | Route::RejectPackage
+            | Route::TestRefuseIndex => &[Method::Post],
+        }
+    }
+
+    /// Who may call it: `None` for either role.
+    fn role(self, method: &Method) -> Option<Role> {
+        let reading = *method == Method::Get;
+        match self {
+            Route::Handoffs | Route::Cancel | Route::Close | Route::Work | Route::Policy => Some(Role::Owner),
+            Route::Turns | Route::Package if !reading => Some(Role::Owner),
+            Route::Report | Route::Workspace => Some(Role::Machine),
+            _ => None,
         }
     }
 }
 
-fn match_route(path: &str) -> Option<(Route, Option<&str>)> {
+/// The route, the hand-off id and a blocker id, from the path.
+fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segments.as_slice() {
-        ["v1", "health"] => Some((Route::Health, None)),
-        ["v1", "handoffs"] => Some((Route::Handoffs, None)),
-        ["v1", "test", "refuse-index"] => Some((Route::TestRefuseIndex, None)),
-        ["v1", "bench", "floor"] => Some((Route::BenchFloor, None)),
-        ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id))),
-        ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id))),
-        ["v1", "handoffs", id, "report"] => Some((Route::Report, Some(*id))),
-        ["v1", "handoffs", id, "cancel"] => Some((Route::Cancel, Some(*id))),
-        ["v1", "handoffs", id, "close"] => Some((Route::Close, Some(*id))),
-        ["v1", "handoffs", id, "wait"] => Some((Route::Wait, Some(*id))),
+        ["v1", "health"] => Some((Route::Health, None, None)),
+        ["v1", "handoffs"] => Some((Route::Handoffs, None, None)),
+        ["v1", "test", "refuse-index"] => Some((Route::TestRefuseIndex, None, None)),
+        ["v1", "bench", "floor"] => Some((Route::BenchFloor, None, None)),
+        ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id), None)),
+        ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id), None)),
+        ["v1", "handoffs", id, "report"] => Some((Route::Report, Some(*id), None)),
+        ["v1", "handoffs", id, "cancel"] => Some((Route::Cancel, Some(*id), None)),
+        ["v1", "handoffs", id, "close"] => Some((Route::Close, Some(*id), None)),
+        ["v1", "handoffs", id, "wait"] => Some((Route::Wait, Some(*id), None)),
+        ["v1", "handoffs", id, "work"] => Some((Route::Work, Some(*id), None)),
+        ["v1", "handoffs", id, "decisions"] => Some((Route::Decisions, Some(*id), None)),
+        ["v1", "handoffs", id, "artifacts"] => Some((Route::Artifacts, Some(*id), None)),
+        ["v1", "handoffs", id, "blockers"] => Some((Route::Blockers, Some(*id), None)),
+        ["v1", "handoffs", id, "blockers", bid, "resolve"] => Some((Route::ResolveBlocker, Some(*id), Some(*bid))),
+        ["v1", "handoffs", id, "workspace"] => Some((Route::Workspace, Some(*id), None)),
+        ["v1", "handoffs", id, "package"] => Some((Route::Package, Some(*id), None)),
+        ["v1", "handoffs", id, "package", "accept"] => Some((Route::AcceptPackage, Some(*id), None)),
+        ["v1", "handoffs", id, "package", "reject"] => Some((Route::RejectPackage, Some(*id), None)),
+        ["v1", "handoffs", id, "briefing"] => Some((Route::Briefing, Some(*id), None)),
+        ["v1", "handoffs", id, "policy"] => Some((Route::Policy, Some(*id), None)),
         _ => None,
     }
 }
@@ -77,7 +123,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
 }
 
-async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, ApiError> {
+type Answer = std::result::Result<Response, ApiError>;
+
+async fn handle(mut req: Request, env: &Env) -> Answer {
     let url = req.url().map_err(|_| ApiError::new(Code::RouteNotFound, "no such route"))?;
     let var_on = |name: &str| env.var(name).is_ok_and(|v| v.to_string() == "1");
     let switched_on = |route: Route| match route {
@@ -85,7 +133,7 @@ async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, Ap
         Route::BenchFloor => var_on(BENCH_FLOOR),
         _ => true,
     };
-    let Some((route, id)) = match_route(url.path()).filter(|(r, _)| switched_on(*r)) else {
+    let Some((route, id, bid)) = match_route(url.path()).filter(|(r, _, _)| switched_on(*r)) else {
         return Err(ApiError::new(Code::RouteNotFound, "no such route"));
     };
     let method = req.method();
@@ -102,77 +150,160 @@ async fn handle(mut req: Request, env: &Env) -> std::result::Result<Response, Ap
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     };
     if route == Route::BenchFloor {
-        let stub = store.get_by_name("bench-floor").map_err(|_| unavailable("stub"))?;
         let payload = json!({"caller": {"owner": "bench", "role": "owner"}, "op": {"op": "floor"}}).to_string();
-        let answer = send(&stub, payload).await?;
-        return json_response(answer.status, &answer.body);
+        return send(&store.get_by_name("bench-floor").map_err(|_| unavailable("stub"))?, payload).await;
     }
     let key = signing_key(env);
     let claims = authenticate(&req, key.as_deref())?;
+    if let Some(role) = route.role(&method) {
+        if claims.role != role {
+            return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
+        }
+    }
     let body = read_body(&mut req).await?;
+    let query = url.query().unwrap_or("");
 
-    if route == Route::TestRefuseIndex {
-        let on = input::parse_json::<RefuseIndex>(&body)?.on;
-        let answer = ask_index(&owners, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await?;
-        return json_response(answer.status, &answer.body);
-    }
-    if route == Route::Handoffs && method == Method::Get {
-        require_role(&claims, Role::Owner)?;
-        let query = index::parse_list_query(url.query().unwrap_or(""))?;
-        let answer = ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await?;
-        return json_response(answer.status, &answer.body);
-    }
-    if route == Route::Handoffs {
-        require_role(&claims, Role::Owner)?;
-        let create = input::parse_create(&body)?;
-        let id = input::handoff_id(&claims.sub, &create.session);
-        let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
-        let mut answer = ask(&store, &id, &claims, op).await?;
-        if answer.status < 300 {
-            let key = key.as_deref().unwrap_or_default().as_bytes();
-            answer.body["machine_token"] = json!(token::machine_token(&claims.sub, &id, key, now_s()));
+    match route {
+        Route::TestRefuseIndex => {
+            let on = input::parse_json::<RefuseIndex>(&body)?.on;
+            return ask_index(&owners, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
         }
-        return json_response(answer.status, &answer.body);
+        Route::Handoffs if method == Method::Get => {
+            let query = index::parse_list_query(query)?;
+            return ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await;
+        }
+        Route::Handoffs => return create(&store, &claims, &body, key.as_deref()).await,
+        _ => {}
     }
 
-    let id = id.expect("every route but health and the collection names a hand-off");
-    let not_found = || ApiError::new(Code::HandoffNotFound, "no such hand-off");
-    if !input::is_handoff_id(id) {
-        return Err(not_found());
+    let id = id.expect("every other route names a hand-off");
+    if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
+        return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
     }
-    if claims.role == Role::Machine && claims.hid.as_deref() != Some(id) {
-        return Err(not_found());
-    }
-    let op = match route {
-        Route::Handoff => Op::Get,
+    let op = operation(route, &method, &url, query, &body, bid)?;
+    let idempotency = match &op {
+        Op::Change { .. } => idempotency(&req, &method, url.path(), &claims, &body)?,
+        _ => None,
+    };
+    let caller = Caller { owner: claims.sub.clone(), role: claims.role };
+    let payload = serde_json::to_string(&Ask { caller, op, idempotency }).map_err(|_| unavailable("encode"))?;
+    send(&store.get_by_name(id).map_err(|_| unavailable("stub"))?, payload).await
+}
+
+/// The typed operation of a hand-off route, from its query and body.
+fn operation(route: Route, method: &Method, url: &Url, query: &str, body: &[u8], bid: Option<&str>) -> std::result::Result<Op, ApiError> {
+    let reading = *method == Method::Get;
+    let change = |change: Change| Ok(Op::Change { change });
+    let turn = |command: Command| Change::Turn { command, unmet: None, usage: None, handoff: None };
+    let work = |command: work::Command| change(Change::Work { command });
+    match route {
+        Route::Handoff => Ok(Op::Get),
         Route::Wait => {
-            let q = input::parse_wait_query(url.query().unwrap_or(""))?;
-            Op::Wait { after: q.after, timeout_s: q.timeout_s }
+            let q = input::parse_wait_query(query)?;
+            Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
         }
+        Route::Turns if reading => no_query(query).map(|_| Op::Turns),
         Route::Turns => {
-            require_role(&claims, Role::Owner)?;
-            let t = input::parse_open_turn(&body)?;
-            Op::Apply { command: Command::OpenTurn { after: t.after } }
+            let t = input::parse_open_turn(body)?;
+            change(Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff })
         }
         Route::Report => {
-            require_role(&claims, Role::Machine)?;
-            let r = input::parse_report(&body)?;
-            Op::Apply { command: Command::Report { turn: r.turn, status: r.status, summary: r.summary } }
+            let r = input::parse_report(body)?;
+            let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
+            change(Change::Turn { command, unmet: r.unmet, usage: r.usage, handoff: None })
         }
-        Route::Cancel => {
-            require_role(&claims, Role::Owner)?;
-            let c = input::parse_cancel(&body)?;
-            Op::Apply { command: Command::Cancel { turn: c.turn } }
+        Route::Cancel => change(turn(Command::Cancel { turn: input::parse_cancel(body)?.turn })),
+        Route::Close => input::parse_close(body).and_then(|_| change(turn(Command::Close))),
+        Route::Work => work(work::Command::SetWork(work::parse_work(body)?)),
+        Route::Decisions => work(work::Command::RecordDecision(work::parse_decision(body)?)),
+        Route::Artifacts => work(work::Command::AddArtifact(work::parse_artifact(body)?)),
+        Route::Blockers => work(work::Command::AddBlocker(work::parse_blocker(body)?)),
+        Route::ResolveBlocker => {
+            input::parse_close(body)?;
+            work(work::Command::ResolveBlocker { id: bid.unwrap_or_default().to_string() })
         }
-        Route::Close => {
-            require_role(&claims, Role::Owner)?;
-            input::parse_close(&body)?;
-            Op::Apply { command: Command::Close }
+        Route::Workspace => work(work::Command::ReportWorkspace(work::parse_workspace(body)?)),
+        Route::Package if reading => {
+            let mut markdown = false;
+            for (k, v) in input::query_pairs(query) {
+                match (k, v) {
+                    ("format", "markdown") => markdown = true,
+                    ("format", "json") => markdown = false,
+                    ("format", _) => return Err(ApiError::invalid("format: json or markdown")),
+                    (other, _) => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+                }
+            }
+            Ok(Op::Package { markdown })
         }
-        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::BenchFloor => unreachable!("answered above"),
+        Route::Package => {
+            let mut dry_run = false;
+            for (k, v) in input::query_pairs(query) {
+                match (k, v) {
+                    ("dry_run", "true") => dry_run = true,
+                    ("dry_run", "false") => dry_run = false,
+                    ("dry_run", _) => return Err(ApiError::invalid("dry_run: true or false")),
+                    (other, _) => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+                }
+            }
+            change(Change::Compile { request: package::parse_package_request(body)?, dry_run })
+        }
+        Route::AcceptPackage => change(Change::Accept { package_hash: package::parse_accept(body)?.package_hash }),
+        Route::RejectPackage => change(Change::Reject { input: package::parse_reject(body)? }),
+        Route::Briefing => {
+            let (mut budget, mut reach) = (None, None);
+            for (k, v) in input::query_pairs(query) {
+                match k {
+                    "budget" => budget = Some(v),
+                    "reach" => reach = Some(v),
+                    other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+                }
+            }
+            let (budget_bytes, reach) = briefing::parse_query(budget, reach)?;
+            let base_url = url.origin().ascii_serialization();
+            Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
+        }
+        Route::Policy => change(Change::SetPolicy { policy: suggestion::parse_policy(body)? }),
+        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::BenchFloor => {
+            Err(ApiError::new(Code::RouteNotFound, "no such route"))
+        }
+    }
+}
+
+fn no_query(query: &str) -> std::result::Result<(), ApiError> {
+    match input::query_pairs(query).next() {
+        Some((k, _)) => Err(ApiError::invalid(format!("{k}: unknown query parameter"))),
+        None => Ok(()),
+    }
+}
+
+/// `POST /v1/handoffs`: the id derives from the owner and the session; the answer carries a
+/// machine token for the new (or found) hand-off.
+async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: Option<&str>) -> Answer {
+    let create = input::parse_create(body)?;
+    let id = input::handoff_id(&claims.sub, &create.session);
+    let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
+    let caller = Caller { owner: claims.sub.clone(), role: claims.role };
+    let payload = serde_json::to_string(&Ask { caller, op, idempotency: None }).map_err(|_| unavailable("encode"))?;
+    let mut response = send(&store.get_by_name(&id).map_err(|_| unavailable("stub"))?, payload).await?;
+    let status = response.status_code();
+    let mut answer: serde_json::Value = response.json().await.map_err(|_| unavailable("answer"))?;
+    if status < 300 {
+        let key = key.unwrap_or_default().as_bytes();
+        answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key, now_s()));
+    }
+    json_response(status, &answer)
+}
+
+fn idempotency(req: &Request, method: &Method, path: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
+    let Some(key) = req.headers().get("Idempotency-Key").ok().flatten() else {
+        return Ok(None);
     };
-    let answer = ask(&store, id, &claims, op).await?;
-    json_response(answer.status, &answer.body)
+    if !input::is_idempotency_key(&key) {
+        return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
+    }
+    let role = if claims.role == Role::Owner { "owner" } else { "machine" };
+    let fingerprint = input::request_fingerprint(method.as_ref(), path, role, body);
+    Ok(Some(Idempotency { key, fingerprint }))
 }
 
 fn signing_key(env: &Env) -> Option<String> {
@@ -198,14 +329,6 @@ fn authenticate(req: &Request, key: Option<&str>) -> std::result::Result<Claims,
     token::verify(bearer.trim(), key.as_bytes(), now_s()).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }
 
-fn require_role(claims: &Claims, role: Role) -> std::result::Result<(), ApiError> {
-    if claims.role == role {
-        Ok(())
-    } else {
-        Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"))
-    }
-}
-
 async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"));
     let declared = req.headers().get("Content-Length").ok().flatten().and_then(|v| v.parse::<usize>().ok());
@@ -225,41 +348,25 @@ struct RefuseIndex {
     on: bool,
 }
 
-struct Answer {
-    status: u16,
-    body: serde_json::Value,
-}
-
 fn unavailable(what: &str) -> ApiError {
     ApiError::new(Code::StoreUnavailable, format!("the hand-off store failed: {what}"))
 }
 
-/// Sends one operation to the hand-off's Durable Object and reads its answer.
-async fn ask(store: &ObjectNamespace, id: &str, claims: &Claims, op: Op) -> std::result::Result<Answer, ApiError> {
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = serde_json::to_string(&Ask { caller, op }).map_err(|_| unavailable("encode"))?;
-    let stub = store.get_by_name(id).map_err(|_| unavailable("stub"))?;
-    send(&stub, payload).await
-}
-
 /// Asks the owner's index object.
-async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> std::result::Result<Answer, ApiError> {
+async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Answer {
     let payload = serde_json::to_string(ask).map_err(|_| unavailable("encode"))?;
-    let stub = owners.get_by_name(&owner_index_name(owner)).map_err(|_| unavailable("stub"))?;
-    send(&stub, payload).await
+    send(&owners.get_by_name(&owner_index_name(owner)).map_err(|_| unavailable("stub"))?, payload).await
 }
 
-async fn send(stub: &Stub, payload: String) -> std::result::Result<Answer, ApiError> {
+/// Sends one operation to a Durable Object; its answer goes back to the client as it is.
+async fn send(stub: &Stub, payload: String) -> Answer {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(payload.into()));
     let request = Request::new_with_init("https://handoff/ask", &init).map_err(|_| unavailable("request"))?;
-    let mut response = stub.fetch_with_request(request).await.map_err(|e| unavailable(&e.to_string()))?;
-    let status = response.status_code();
-    let body = response.json().await.map_err(|_| unavailable("answer"))?;
-    Ok(Answer { status, body })
+    stub.fetch_with_request(request).await.map_err(|e| unavailable(&e.to_string()))
 }
 
-fn json_response(status: u16, body: &serde_json::Value) -> std::result::Result<Response, ApiError> {
+fn json_response(status: u16, body: &serde_json::Value) -> Answer {
     Response::from_json(body)
         .map(|r| r.with_status(status))
         .map_err(|_| ApiError::new(Code::StoreUnavailable, "could not encode the answer"))

@@ -10,6 +10,7 @@
 //! - the turn number only rises, by one, through `OpenTurn`.
 
 use crate::error::Code;
+use crate::suggestion::Suggestion;
 use crate::time::{rfc3339, EpochMs};
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +76,13 @@ impl From<ReportStatus> for Status {
     }
 }
 
+/// `{"turn", "runtime"}` of the turn before the current one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContinuedFrom {
+    pub turn: u64,
+    pub runtime: Option<String>,
+}
+
 /// One hand-off: one cloud chat session, turn after turn. Serialised as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -90,6 +98,19 @@ pub struct Record {
     pub version: u64,
     pub created_at: EpochMs,
     pub updated_at: EpochMs,
+    /// The runtime the current turn was handed to, when it was.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The package that briefed the current turn, if one did.
+    #[serde(default)]
+    pub package_version: Option<u64>,
+    #[serde(default)]
+    pub package_hash: Option<String>,
+    #[serde(default)]
+    pub continued_from: Option<ContinuedFrom>,
+    /// A hand-off the owner may choose to make; never acted on by the service.
+    #[serde(default)]
+    pub suggestion: Option<Suggestion>,
 }
 
 /// The record as the API shows it (times in RFC 3339).
@@ -107,6 +128,11 @@ pub struct RecordView {
     pub version: u64,
     pub created_at: String,
     pub updated_at: String,
+    pub runtime: Option<String>,
+    pub package_version: Option<u64>,
+    pub package_hash: Option<String>,
+    pub continued_from: Option<ContinuedFrom>,
+    pub suggestion: Option<Suggestion>,
 }
 
 impl Record {
@@ -125,6 +151,11 @@ impl Record {
             version: 1,
             created_at: now,
             updated_at: now,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            continued_from: None,
+            suggestion: None,
         }
     }
 
@@ -142,6 +173,11 @@ impl Record {
             version: self.version,
             created_at: rfc3339(self.created_at),
             updated_at: rfc3339(self.updated_at),
+            runtime: self.runtime.clone(),
+            package_version: self.package_version,
+            package_hash: self.package_hash.clone(),
+            continued_from: self.continued_from.clone(),
+            suggestion: self.suggestion.clone(),
         }
     }
 
@@ -228,6 +264,12 @@ fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
     next.turn = record.turn + 1;
     next.status = Status::Running;
     next.summary = None;
+    // A new turn starts unbriefed and unsuggested; a hand-off to a runtime fills these in.
+    next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.runtime.clone() });
+    next.runtime = None;
+    next.package_version = None;
+    next.package_hash = None;
+    next.suggestion = None;
     Ok(Some(next))
 }
 

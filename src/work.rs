@@ -33,10 +33,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// The answer code for an id this hand-off does not have (a decision to supersede, a blocker
-/// to resolve): a 404. `error.rs` has no `decision.not_found` / `blocker.not_found` yet; this
-/// is the one place to change when it does.
-pub const UNKNOWN_ID: Code = Code::RouteNotFound;
 
 /// Who sent a command, as authenticated by the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,7 +95,7 @@ pub struct WorkInput {
 }
 
 /// `POST /v1/handoffs/:id/decisions`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionInput {
     pub statement: String,
@@ -111,7 +107,7 @@ pub struct DecisionInput {
 }
 
 /// `POST /v1/handoffs/:id/artifacts`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactInput {
     #[serde(rename = "type")]
@@ -123,7 +119,7 @@ pub struct ArtifactInput {
 }
 
 /// `POST /v1/handoffs/:id/blockers`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockerInput {
     pub severity: Severity,
@@ -131,13 +127,13 @@ pub struct BlockerInput {
 }
 
 /// `POST /v1/handoffs/:id/workspace`: paths and counts, and nothing else at either level.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceInput {
     pub files: Vec<FileInput>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileInput {
     pub path: String,
@@ -417,7 +413,8 @@ impl Work {
 // Commands
 // ---------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "input", rename_all = "snake_case")]
 pub enum Command {
     /// The owner sets the work (`PUT …/work`).
     SetWork(WorkInput),
@@ -546,7 +543,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) 
     let id = format!("dec_{}", next.counters.decisions);
     if let Some(target) = &input.supersedes {
         let Some(old) = next.decisions.iter_mut().find(|d| d.id == *target) else {
-            return Err(ApiError::new(UNKNOWN_ID, format!("supersedes: this hand-off has no decision {target}")));
+            return Err(ApiError::new(Code::DecisionNotFound, format!("supersedes: this hand-off has no decision {target}")));
         };
         if let Some(by_id) = &old.superseded_by {
             return Err(ApiError::new(
@@ -631,7 +628,7 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Re
 /// Resolving a resolved blocker again changes nothing.
 fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, ApiError> {
     let Some(index) = work.blockers.iter().position(|b| b.id == id) else {
-        return Err(ApiError::new(UNKNOWN_ID, format!("this hand-off has no blocker {id}")));
+        return Err(ApiError::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
     };
     if work.blockers[index].status == BlockerStatus::Resolved {
         return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].view()), moved: false });

@@ -1,0 +1,322 @@
+//! The hand-off as one value: its record (the turn machine's), its work record, its package
+//! ledger, its turn lineage and the owner's suggestion policy. [`apply`] is the single entry
+//! point the Durable Object calls for every change; it composes the pure parts so that one
+//! request is one transaction: all of it, with one version move, or a refusal and nothing.
+//!
+//! Invariants:
+//! - a change moves the version by exactly one, however many parts it touched; a request that
+//!   changes nothing moves nothing ([`Outcome::moved`] is false and nothing is written);
+//! - the lineage has one entry per turn, the last one the current turn's, and agrees with
+//!   the record's turn, status and runtime;
+//! - a suggestion is raised at most once per turn and reason, and only ever by a report.
+
+use crate::error::{ApiError, Code};
+use crate::package::{CompileAnswer, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::suggestion::{self, Policy, Reason, Usage};
+use crate::time::EpochMs;
+use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
+use crate::work::{self, Actor, Work};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Everything one hand-off's Durable Object keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    pub record: Record,
+    pub work: Work,
+    pub ledger: Ledger,
+    pub lineage: Vec<TurnEntry>,
+    pub extras: Extras,
+}
+
+/// The small parts: the owner's policy and the suggestions already raised this turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extras {
+    pub policy: Option<Policy>,
+    /// `(turn, reason)` of every suggestion raised in the current turn.
+    pub raised: Vec<(u64, Reason)>,
+}
+
+/// What a parts-wise store must write after a change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dirty {
+    pub work: bool,
+    pub ledger: bool,
+    pub extras: bool,
+    /// The lineage entries from this index on changed (the current one, or a new one).
+    pub lineage_from: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// A turn command; a report may carry `unmet` (final reports only) and `usage`, an open
+    /// may hand the turn to a runtime (`handoff`).
+    Turn {
+        command: TurnCommand,
+        #[serde(default)]
+        unmet: Option<Vec<u32>>,
+        #[serde(default)]
+        usage: Option<Usage>,
+        #[serde(default)]
+        handoff: Option<PackageRequest>,
+    },
+    Work { command: work::Command },
+    Compile { request: PackageRequest, dry_run: bool },
+    Accept { package_hash: String },
+    Reject { input: RejectInput },
+    SetPolicy { policy: Policy },
+}
+
+impl Change {
+    /// The event kind recorded in the history.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Change::Turn { command: TurnCommand::OpenTurn { .. }, handoff: Some(_), .. } => "turn_handed_off",
+            Change::Turn { command: TurnCommand::OpenTurn { .. }, .. } => "turn_opened",
+            Change::Turn { command: TurnCommand::Report { .. }, .. } => "report",
+            Change::Turn { command: TurnCommand::Cancel { .. }, .. } => "cancel",
+            Change::Turn { command: TurnCommand::Close, .. } => "close",
+            Change::Work { command } => match command {
+                work::Command::SetWork(_) => "work",
+                work::Command::RecordDecision(_) => "decision",
+                work::Command::AddArtifact(_) => "artifact",
+                work::Command::AddBlocker(_) => "blocker",
+                work::Command::ResolveBlocker { .. } => "blocker_resolved",
+                work::Command::ReportWorkspace(_) => "workspace",
+                work::Command::RecordUnmet(_) => "unmet",
+            },
+            Change::Compile { .. } => "package_compiled",
+            Change::Accept { .. } => "package_accepted",
+            Change::Reject { .. } => "package_rejected",
+            Change::SetPolicy { .. } => "policy",
+        }
+    }
+}
+
+/// An accepted change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub next: Handoff,
+    pub moved: bool,
+    pub dirty: Dirty,
+    /// What the answer carries beside `"handoff"`.
+    pub extra: Map<String, Value>,
+}
+
+/// A refusal: the error, and whether the answer carries the hand-off (every refusal of a
+/// hand-off that exists does, so that a client learns the current turn from it).
+pub type Refusal = ApiError;
+
+impl Handoff {
+    pub fn create(record: Record) -> Handoff {
+        let first = TurnEntry {
+            turn: record.turn,
+            status: record.status,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            continued_from: None,
+            opened_at: record.created_at,
+            ended_at: None,
+        };
+        Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras: Extras::default() }
+    }
+
+    /// The answer body: `{"handoff": record, ...extra}`.
+    pub fn answer(&self, extra: &Map<String, Value>) -> Value {
+        let mut body = extra.clone();
+        body.insert("handoff".into(), serde_json::to_value(self.record.view()).unwrap_or(Value::Null));
+        Value::Object(body)
+    }
+}
+
+/// Applies `change`, sent by `by` at `now`.
+pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Outcome, Refusal> {
+    let mut next = h.clone();
+    let mut dirty = Dirty::default();
+    let mut extra = Map::new();
+    let moved = match change {
+        Change::Turn { command, unmet, usage, handoff } => {
+            turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), handoff.as_ref(), now)?
+        }
+        Change::Work { command } => {
+            let applied = work::apply(&h.work, &h.record, command, by, now)?;
+            extra.insert(applied.item.kind().into(), applied.item.body().clone());
+            next.work = applied.work;
+            dirty.work = applied.moved;
+            applied.moved
+        }
+        Change::Compile { request, dry_run } => {
+            let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
+            let applied = h.ledger.compile(&sources, request, by, *dry_run, now)?;
+            extend(&mut extra, &applied.answer);
+            next.ledger = applied.ledger;
+            dirty.ledger = applied.moved;
+            applied.moved
+        }
+        Change::Accept { package_hash } => {
+            let applied = h.ledger.accept(&h.record, package_hash, by, now)?;
+            extend(&mut extra, &applied.answer);
+            next.ledger = applied.ledger;
+            dirty.ledger = applied.moved;
+            applied.moved
+        }
+        Change::Reject { input } => {
+            let applied = h.ledger.reject(&h.record, input, by, now)?;
+            extend(&mut extra, &applied.answer);
+            next.ledger = applied.ledger;
+            dirty.ledger = applied.moved;
+            applied.moved
+        }
+        Change::SetPolicy { policy } => {
+            if by != Actor::Owner {
+                return Err(ApiError::new(Code::AuthForbidden, "only the owner sets the policy"));
+            }
+            if h.record.state == turn::State::Closed {
+                return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+            }
+            extra.insert("policy".into(), serde_json::to_value(policy).unwrap_or(Value::Null));
+            next.extras.policy = Some(policy.clone());
+            dirty.extras = h.extras.policy.as_ref() != Some(policy);
+            dirty.extras
+        }
+    };
+    if !moved {
+        return Ok(Outcome { next: h.clone(), moved: false, dirty: Dirty::default(), extra });
+    }
+    next.record.version = h.record.version + 1;
+    next.record.updated_at = now.max(h.record.updated_at);
+    assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
+    Ok(Outcome { next, moved: true, dirty, extra })
+}
+
+fn extend<T: Serialize>(extra: &mut Map<String, Value>, answer: &T) {
+    if let Ok(Value::Object(fields)) = serde_json::to_value(answer) {
+        extra.extend(fields);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn turn_change(
+    h: &Handoff,
+    next: &mut Handoff,
+    dirty: &mut Dirty,
+    command: &TurnCommand,
+    unmet: Option<&[u32]>,
+    usage: Option<&Usage>,
+    handoff: Option<&PackageRequest>,
+    now: EpochMs,
+) -> Result<bool, Refusal> {
+    let applied = turn::apply(&h.record, command, now).map_err(|code| ApiError::new(code, refusal_message(code, &h.record)))?;
+    next.record = applied.record;
+    let mut moved = applied.moved;
+    if applied.moved {
+        follow_lineage(h, next, dirty, now);
+    }
+    let opened = applied.moved && next.record.turn > h.record.turn;
+    if opened {
+        next.extras.raised.clear();
+        dirty.extras = dirty.extras || !h.extras.raised.is_empty();
+        if let Some(request) = handoff {
+            hand_off(next, dirty, request, now)?;
+        }
+    }
+    if let TurnCommand::Report { status, .. } = command {
+        let ends_turn = matches!(status, ReportStatus::Done | ReportStatus::Failed);
+        if applied.moved && ends_turn {
+            let unmet = work::Command::RecordUnmet(unmet.unwrap_or_default().to_vec());
+            let recorded = work::apply(&next.work, &next.record, &unmet, Actor::Machine, now)?;
+            dirty.work = recorded.moved;
+            next.work = recorded.work;
+        }
+        if let (Some(usage), Some(policy)) = (usage, h.extras.policy.as_ref()) {
+            moved |= raise_suggestions(next, dirty, policy, usage, ends_turn);
+        }
+    }
+    Ok(moved)
+}
+
+/// Keeps the lineage in step with the record after a turn command moved it.
+fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: EpochMs) {
+    let last = next.lineage.len() - 1;
+    if next.record.turn > h.record.turn {
+        next.lineage.push(TurnEntry {
+            turn: next.record.turn,
+            status: next.record.status,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            continued_from: next.record.continued_from.clone(),
+            opened_at: now,
+            ended_at: None,
+        });
+        dirty.lineage_from = Some(last + 1);
+        return;
+    }
+    let entry = &mut next.lineage[last];
+    entry.status = next.record.status;
+    if next.record.status.has_ended() && entry.ended_at.is_none() {
+        entry.ended_at = Some(now);
+    }
+    dirty.lineage_from = Some(last);
+}
+
+/// Compiles the package that briefs the turn just opened, in the same change.
+fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now: EpochMs) -> Result<(), Refusal> {
+    let last = next.lineage.len() - 1;
+    next.lineage[last].runtime = Some(request.runtime.clone());
+    next.record.runtime = Some(request.runtime.clone());
+    let sources = Sources { handoff: &next.record, work: &next.work, lineage: &next.lineage };
+    let applied = next.ledger.compile(&sources, request, Actor::Owner, false, now)?;
+    let CompileAnswer { package_version, package_hash, .. } = applied.answer;
+    next.ledger = applied.ledger;
+    dirty.ledger = dirty.ledger || applied.moved;
+    next.record.package_version = Some(package_version);
+    next.record.package_hash = Some(package_hash.clone());
+    next.lineage[last].package_version = Some(package_version);
+    next.lineage[last].package_hash = Some(package_hash);
+    Ok(())
+}
+
+/// Raises each suggestion this report calls for that this turn has not had; true if any.
+fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usage: &Usage, ends_turn: bool) -> bool {
+    let turn = next.record.turn;
+    let mut raised_any = false;
+    for reason in suggestion::reasons(policy, usage, ends_turn) {
+        if next.extras.raised.contains(&(turn, reason)) {
+            continue;
+        }
+        let current_runtime = next.record.runtime.clone();
+        if let Some(s) = suggestion::suggest(&next.record.id, turn, reason, policy, current_runtime.as_deref()) {
+            next.record.suggestion = Some(s);
+            next.extras.raised.push((turn, reason));
+            dirty.extras = true;
+            raised_any = true;
+        }
+    }
+    raised_any
+}
+
+/// What a turn refusal says, naming the current turn so the client can catch up.
+pub fn refusal_message(code: Code, r: &Record) -> String {
+    let now = format!("turn {} is current ({}, version {})", r.turn, r.status.as_str(), r.version);
+    match code {
+        Code::HandoffStale => format!("the report is for an older turn: {now}"),
+        Code::TurnOutOfOrder => format!("that turn has not been opened: {now}"),
+        Code::TurnFinished => format!("that turn has ended: {now}"),
+        Code::TurnRunning => format!("a turn is still going; steer it or cancel it first: {now}"),
+        Code::TurnConflict => format!("the request names another turn than the current one: {now}"),
+        Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
+        _ => now,
+    }
+}
+
+/// The lineage as `GET …/turns` answers it.
+pub fn lineage_answer(h: &Handoff) -> Value {
+    let turns: Vec<Value> = h.lineage.iter().map(TurnEntry::view).collect();
+    json!({"turns": turns})
+}
+
+#[cfg(test)]
+mod tests;

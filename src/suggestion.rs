@@ -1,0 +1,147 @@
+//! Hand-off suggestions: when a report crosses the owner's context threshold, ends a turn on a
+//! provider's limit, or reports quota at or below its threshold, the record gains a
+//! suggestion naming the runtimes that could take over. Nothing switches by itself: no turn
+//! opens and no runtime changes until the owner acts.
+//!
+//! Invariants: at most one suggestion per turn and reason; none without a policy or without
+//! an eligible runtime (one other than the current turn's); cleared when the next turn opens.
+
+use crate::error::ApiError;
+use crate::input::{is_id, parse_json};
+use serde::{Deserialize, Serialize};
+
+/// Runtimes one policy may name.
+pub const POLICY_RUNTIMES_MAX: usize = 16;
+
+/// `PUT /v1/handoffs/:id/policy`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    pub runtimes: Vec<String>,
+    pub context_threshold_pct: u8,
+    #[serde(default)]
+    pub quota_threshold: Option<u64>,
+}
+
+pub fn parse_policy(body: &[u8]) -> Result<Policy, ApiError> {
+    let policy: Policy = parse_json(body)?;
+    if !(1..=99).contains(&policy.context_threshold_pct) {
+        return Err(ApiError::invalid("context_threshold_pct: from 1 to 99"));
+    }
+    if policy.runtimes.len() > POLICY_RUNTIMES_MAX {
+        return Err(ApiError::invalid(format!("runtimes: at most {POLICY_RUNTIMES_MAX}")));
+    }
+    if let Some(bad) = policy.runtimes.iter().position(|r| !is_id(r)) {
+        return Err(ApiError::invalid(format!("runtimes[{bad}]: 1-128 characters of [A-Za-z0-9._:-]")));
+    }
+    Ok(policy)
+}
+
+/// What a machine may say of its session's budget on a report.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    #[serde(default)]
+    pub context_used: Option<u64>,
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    #[serde(default)]
+    pub quota_remaining: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<Limit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Limit {
+    ProviderLimit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    ContextThreshold,
+    ProviderLimit,
+    QuotaThreshold,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suggestion {
+    pub reason: Reason,
+    pub turn: u64,
+    pub runtimes: Vec<String>,
+    pub command: String,
+}
+
+/// The reasons this report raises, in a fixed order. `ends_turn`: the report is done or failed.
+pub fn reasons(policy: &Policy, usage: &Usage, ends_turn: bool) -> Vec<Reason> {
+    let mut found = Vec::new();
+    if let (Some(used), Some(window)) = (usage.context_used, usage.context_window) {
+        // used / window >= pct / 100, in integers.
+        let crossed = window > 0 && u128::from(used) * 100 >= u128::from(window) * u128::from(policy.context_threshold_pct);
+        if crossed {
+            found.push(Reason::ContextThreshold);
+        }
+    }
+    if ends_turn && usage.limit == Some(Limit::ProviderLimit) {
+        found.push(Reason::ProviderLimit);
+    }
+    if let (Some(left), Some(threshold)) = (usage.quota_remaining, policy.quota_threshold) {
+        if left <= threshold {
+            found.push(Reason::QuotaThreshold);
+        }
+    }
+    found
+}
+
+/// The suggestion for `reason` on `turn`, or `None` when no runtime other than the current
+/// one is eligible.
+pub fn suggest(id: &str, turn: u64, reason: Reason, policy: &Policy, current_runtime: Option<&str>) -> Option<Suggestion> {
+    let runtimes: Vec<String> = policy.runtimes.iter().filter(|r| Some(r.as_str()) != current_runtime).cloned().collect();
+    let first = runtimes.first()?;
+    let command = format!("handoff turn {id} --after {turn} --to {first} --objective \"…\" --purpose \"…\"");
+    Some(Suggestion { reason, turn, runtimes, command })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(5) }
+    }
+
+    #[test]
+    fn each_reason_is_raised_by_its_own_signal() {
+        let p = policy();
+        let ctx = Usage { context_used: Some(80), context_window: Some(100), ..Usage::default() };
+        assert_eq!(reasons(&p, &ctx, false), vec![Reason::ContextThreshold]);
+        let below = Usage { context_used: Some(79), context_window: Some(100), ..Usage::default() };
+        assert!(reasons(&p, &below, false).is_empty());
+        let cap = Usage { limit: Some(Limit::ProviderLimit), ..Usage::default() };
+        assert_eq!(reasons(&p, &cap, true), vec![Reason::ProviderLimit]);
+        assert!(reasons(&p, &cap, false).is_empty(), "a provider limit counts when it ends the turn");
+        let quota = Usage { quota_remaining: Some(5), ..Usage::default() };
+        assert_eq!(reasons(&p, &quota, false), vec![Reason::QuotaThreshold]);
+        let no_quota_policy = Policy { quota_threshold: None, ..p };
+        assert!(reasons(&no_quota_policy, &quota, false).is_empty());
+    }
+
+    #[test]
+    fn the_current_runtime_is_never_suggested_and_none_eligible_means_no_suggestion() {
+        let s = suggest("ho_1", 2, Reason::ContextThreshold, &policy(), Some("claude-code")).unwrap();
+        assert_eq!(s.runtimes, vec!["codex".to_string()]);
+        assert!(s.command.starts_with("handoff turn ho_1 --after 2 --to codex"));
+        let only = Policy { runtimes: vec!["codex".into()], ..policy() };
+        assert_eq!(suggest("ho_1", 2, Reason::ContextThreshold, &only, Some("codex")), None);
+    }
+
+    #[test]
+    fn a_policy_is_bounded() {
+        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":0}"#).is_err());
+        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
+        assert!(parse_policy(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
+        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
+        assert_eq!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
+    }
+}
