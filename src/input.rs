@@ -38,7 +38,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
+        if path == "." || path == "?" {
             ApiError::invalid(format!("body: {inner}"))
         } else {
             ApiError::invalid(format!("{path}: {inner}"))
@@ -244,7 +244,9 @@ mod tests {
         let e = parse_report(br#"{"turn":1,"status":"cancelled"}"#).unwrap_err();
         assert!(e.message.starts_with("status:"), "{}", e.message);
         for bad in [&b"{"[..], b"", b"[]", b"null", b"{\"turn\":1,\"status\":\"done\"} x", b"\xff\xfe"] {
-            assert_eq!(parse_report(bad).unwrap_err().code, Code::RequestInvalid);
+            let e = parse_report(bad).unwrap_err();
+            assert_eq!(e.code, Code::RequestInvalid);
+            assert!(e.message.starts_with("body:"), "a whole-body error says so: {}", e.message);
         }
         let long = format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(SUMMARY_BYTES_MAX + 1));
         assert!(parse_report(long.as_bytes()).unwrap_err().message.starts_with("summary:"));

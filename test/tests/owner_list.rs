@@ -1,0 +1,124 @@
+//! The owner's list (issue 3): one row per session on its own Durable Object, fed by each
+//! hand-off's outbox.
+
+use handoff_it::{owner, unique, Client};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+fn rows(c: &Client, token: &str, query: &str) -> Vec<Value> {
+    let a = c.get(&format!("/v1/handoffs{query}"), token);
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.body["handoffs"].as_array().unwrap().clone()
+}
+
+fn row_of(c: &Client, token: &str, id: &str) -> Option<Value> {
+    rows(c, token, "?limit=200").into_iter().find(|r| r["id"] == id)
+}
+
+#[test]
+fn the_list_shows_one_row_per_session_with_its_turn_state_and_version() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let (other, _, _) = c.create(&alice);
+    assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 1, "read your writes: the create is listed");
+    c.report(&id, &machine, 1, "done", Some("first"));
+    c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1}));
+    let row = row_of(&c, &alice, &id).unwrap();
+    assert_eq!((row["turn"].as_u64(), row["status"].as_str(), row["version"].as_u64()), (Some(2), Some("running"), Some(3)));
+    c.post(&format!("/v1/handoffs/{id}/close"), &alice, json!({}));
+    let all = rows(&c, &alice, "");
+    assert_eq!(all.len(), 2, "one row per session");
+    assert_eq!(all[0]["id"], id, "newest updated_at first");
+    assert_eq!((all[0]["state"].as_str(), all[0]["status"].as_str(), all[0]["version"].as_u64()), (Some("closed"), Some("cancelled"), Some(4)));
+    for key in ["id", "session", "machine", "size", "turn", "state", "status", "summary", "version", "updated_at"] {
+        assert!(all[0].get(key).is_some(), "a row carries {key}");
+    }
+    let open: Vec<_> = rows(&c, &alice, "?state=open").iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(open, vec![Value::from(other.clone())]);
+    let closed: Vec<_> = rows(&c, &alice, "?state=closed").iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(closed, vec![Value::from(id)]);
+}
+
+#[test]
+fn a_no_op_report_leaves_the_row_and_its_updated_at_untouched() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("?"));
+    let before = row_of(&c, &alice, &id).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("?")).version(), 2);
+    assert_eq!(row_of(&c, &alice, &id).unwrap(), before);
+}
+
+#[test]
+fn two_owners_never_see_each_others_rows() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let bob = owner(&unique("bob"));
+    let (a, _, _) = c.create(&alice);
+    let (b, _, _) = c.create(&bob);
+    let alice_ids: Vec<_> = rows(&c, &alice, "").iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    let bob_ids: Vec<_> = rows(&c, &bob, "").iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!((alice_ids, bob_ids), (vec![a], vec![b]));
+}
+
+#[test]
+fn paging_returns_every_row_exactly_once() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let made: HashSet<String> = (0..7).map(|_| c.create(&alice).0).collect();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let query = match &cursor {
+            Some(cur) => format!("?limit=3&cursor={cur}"),
+            None => "?limit=3".into(),
+        };
+        let page = c.get(&format!("/v1/handoffs{query}"), &alice);
+        let rows = page.body["handoffs"].as_array().unwrap();
+        assert!(rows.len() <= 3);
+        seen.extend(rows.iter().map(|r| r["id"].as_str().unwrap().to_string()));
+        match page.body["cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 7, "no row twice");
+    assert_eq!(seen.into_iter().collect::<HashSet<_>>(), made);
+    for bad in ["?limit=0", "?limit=201", "?cursor=forged", "?state=archived"] {
+        let a = c.get(&format!("/v1/handoffs{bad}"), &alice);
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{bad}");
+    }
+}
+
+#[test]
+fn a_row_whose_delivery_failed_arrives_once_delivery_works_again() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let refuse = |on: bool| {
+        let a = c.post("/v1/test/refuse-index", &alice, json!({"on": on}));
+        assert_eq!(a.status, 200, "{}", a.text);
+    };
+    refuse(true);
+    let reported = c.report(&id, &machine, 1, "done", Some("while the index refused"));
+    assert_eq!(reported.status, 200, "the change is acknowledged even when the index is unreachable");
+    assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 1, "the index does not have it yet");
+    refuse(false);
+    // The hand-off's alarm retries with backoff (OUTBOX_RETRY_MS_MIN doubling).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = row_of(&c, &alice, &id).unwrap();
+        if row["version"] == 2 {
+            assert_eq!(row["summary"], "while the index refused");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the outbox delivered within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The retry did not duplicate the row.
+    assert_eq!(rows(&c, &alice, "").len(), 1);
+}
