@@ -663,6 +663,83 @@ mod tests {
         assert_eq!(r.delay(1, Some(3600), 0), Duration::from_secs(RETRY_AFTER_S_MAX));
     }
 
+    /// A one-thread HTTP server that answers each connection with the next canned status and
+    /// records the requests it read. Enough to watch the client retry without a Worker.
+    fn canned(statuses: Vec<u16>) -> (String, std::sync::mpsc::Receiver<String>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for status in statuses {
+                let (stream, _) = listener.accept().unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                std::io::Read::read_exact(&mut reader, &mut body).unwrap();
+                tx.send(head).unwrap();
+                let text = match status {
+                    200 => json!({"ok": true, "store": "bound"}).to_string(),
+                    _ => json!({"error": {"code": if status == 409 { "handoff.stale" } else { "store.unavailable" }, "message": "m"}}).to_string(),
+                };
+                let mut stream = stream;
+                write!(stream, "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}", text.len()).unwrap();
+            }
+        });
+        (base, rx)
+    }
+
+    fn quick() -> Retry {
+        Retry { attempts_max: 4, backoff_ms_base: 1, backoff_ms_max: 4 }
+    }
+
+    #[test]
+    fn a_503_and_a_429_are_tried_again_with_the_same_idempotency_key() {
+        let (base, requests) = canned(vec![503, 429, 200]);
+        let client = Client::new(&base, Some("t")).with_retry(quick());
+        let reply = client.accept("ho_1", &"ab".repeat(32)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(reply.status, 200);
+        let heads: Vec<String> = requests.try_iter().collect();
+        assert_eq!(heads.len(), 3);
+        let key = |h: &str| h.lines().find(|l| l.to_ascii_lowercase().starts_with("idempotency-key:")).map(str::to_string);
+        assert!(key(&heads[0]).is_some());
+        assert!(heads.iter().all(|h| key(h) == key(&heads[0])), "one key across the retries: {heads:#?}");
+    }
+
+    #[test]
+    fn a_4xx_is_never_tried_again() {
+        let (base, requests) = canned(vec![409, 200]);
+        let client = Client::new(&base, Some("t")).with_retry(quick());
+        let error = client.close("ho_1").unwrap_err();
+        assert_eq!(error.code().map(ErrorCode::as_str), Some("handoff.stale"));
+        assert_eq!(requests.try_iter().count(), 1);
+    }
+
+    #[test]
+    fn retries_end_and_the_last_answer_or_the_connection_error_is_reported() {
+        let (base, requests) = canned(vec![503, 503, 503, 503]);
+        let error = Client::new(&base, None).with_retry(quick()).health().unwrap_err();
+        assert_eq!(error.code().map(ErrorCode::as_str), Some("store.unavailable"));
+        assert_eq!(requests.try_iter().count(), 4);
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", closed.local_addr().unwrap());
+        drop(closed);
+        let error = Client::new(&base, None).with_retry(quick()).health().unwrap_err();
+        assert!(matches!(error, Error::Network { attempts: 4, .. }), "{error:?}");
+    }
+
     #[test]
     fn idempotency_keys_are_fresh_each_time() {
         let a = new_idempotency_key();

@@ -625,15 +625,23 @@ impl Ticker {
     fn start(version: u64) -> Ticker {
         let state = Arc::new(Mutex::new(Tick { since: Instant::now(), version, stopped: false }));
         let shared = Arc::clone(&state);
-        let thread = std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(TICK_MS));
-            let tick = shared.lock().unwrap_or_else(|p| p.into_inner());
-            if tick.stopped {
-                return;
+        let thread = std::thread::spawn(move || {
+            let mut drawn = String::new();
+            loop {
+                std::thread::sleep(Duration::from_millis(TICK_MS));
+                let tick = shared.lock().unwrap_or_else(|p| p.into_inner());
+                if tick.stopped {
+                    return;
+                }
+                // Redrawn only when the text changes, so a slow terminal is not flooded.
+                let line = output::waiting_line(tick.version, tick.since.elapsed());
+                if line != drawn {
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = write!(stdout, "{ERASE_LINE}{line}");
+                    let _ = stdout.flush();
+                    drawn = line;
+                }
             }
-            let mut stdout = std::io::stdout().lock();
-            let _ = write!(stdout, "{ERASE_LINE}{}", output::waiting_line(tick.version, tick.since.elapsed()));
-            let _ = stdout.flush();
         });
         Ticker { state, thread }
     }

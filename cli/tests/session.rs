@@ -127,3 +127,26 @@ fn list_shows_every_page_and_a_refused_turn_says_what_is_current() {
     let usage = run(Some(&owner), &["workspace", &ids[0]]);
     assert_eq!(usage.code, 2, "workspace without --git is a usage error: {usage:?}");
 }
+
+#[test]
+fn on_a_terminal_wait_follow_shows_the_time_it_has_waited() {
+    let owner = owner();
+    let (id, _) = create(&owner);
+    // `script` gives the follower a pseudo-terminal for its stdout.
+    let follow = format!("{} wait {id} --follow", env!("CARGO_BIN_EXE_handoff"));
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qefc", &follow, "/dev/null"])
+        .env("HANDOFF_URL", url())
+        .env("HANDOFF_TOKEN", &owner)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("`script` (util-linux) runs the follower on a pseudo-terminal");
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    ok(Some(&owner), &["close", &id]);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text:?}");
+    assert!(text.starts_with("v1 turn 1 running"), "{text:?}");
+    assert!(text.contains("\r\x1b[2Kwaiting for a change after v1… 1s"), "{text:?}");
+    assert!(text.contains("\r\x1b[2Kv2 turn 1 cancelled, closed"), "{text:?}");
+}
