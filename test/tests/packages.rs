@@ -1,0 +1,234 @@
+//! Work record, packages, briefings, lineage and idempotency (issue 4), against the real Worker.
+
+use handoff_it::{owner, unique, Answer, Client};
+use serde_json::{json, Value};
+
+struct Session {
+    c: Client,
+    owner: String,
+    machine: String,
+    id: String,
+}
+
+impl Session {
+    fn new() -> Session {
+        let c = Client::shared();
+        let owner = owner(&unique("alice"));
+        let (id, machine, _) = c.create(&owner);
+        Session { c, owner, machine, id }
+    }
+    fn path(&self, rest: &str) -> String {
+        format!("/v1/handoffs/{}{rest}", self.id)
+    }
+    fn owner_post(&self, rest: &str, body: Value) -> Answer {
+        self.c.post(&self.path(rest), &self.owner, body)
+    }
+    fn machine_post(&self, rest: &str, body: Value) -> Answer {
+        self.c.post(&self.path(rest), &self.machine, body)
+    }
+    fn set_work(&self) -> Answer {
+        self.c.put(
+            &self.path("/work"),
+            &self.owner,
+            json!({"title": "Payments retry", "goal": "Retries never double-charge", "constraints": ["no schema change"],
+                   "acceptance_criteria": ["idempotent retries", "docs updated"]}),
+        )
+    }
+    fn version(&self) -> u64 {
+        self.c.get(&self.path(""), &self.owner).version()
+    }
+    fn compile(&self, runtime: &str) -> Answer {
+        self.owner_post("/package", json!({"objective": "finish retries", "purpose": "context ran out", "runtime": runtime}))
+    }
+}
+
+#[test]
+fn each_work_route_is_a_change_and_the_same_content_again_is_not() {
+    let s = Session::new();
+    let w = s.set_work();
+    assert_eq!((w.status, w.version()), (200, 2), "{}", w.text);
+    assert!(w.body["work"].is_object());
+    assert_eq!(s.set_work().version(), 2, "the same work again changes nothing");
+    let d = s.machine_post("/decisions", json!({"statement": "use a ledger table", "evidence": ["https://example.test/adr/7"]}));
+    assert_eq!((d.status, d.version()), (200, 3), "{}", d.text);
+    assert_eq!(d.body["decision"]["by"], "machine");
+    let a = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/1"}));
+    assert_eq!(a.body["artifact"]["version"], 1);
+    let a2 = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
+    assert_eq!((a2.body["artifact"]["version"].as_u64(), a2.version()), (Some(2), 5));
+    let same = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
+    assert_eq!(same.version(), 5, "same type, uri and sha256 as the latest: no change");
+    let b = s.owner_post("/blockers", json!({"severity": "high", "title": "staging is down"}));
+    let bid = b.body["blocker"]["id"].as_str().unwrap().to_string();
+    let resolved = s.owner_post(&format!("/blockers/{bid}/resolve"), json!({}));
+    assert_eq!((resolved.status, resolved.version()), (200, 7), "{}", resolved.text);
+    let unknown = s.owner_post("/blockers/blk_999/resolve", json!({}));
+    assert_eq!((unknown.status, unknown.code()), (404, "blocker.not_found"));
+    let files = s.machine_post("/workspace", json!({"files": [{"path": "src/pay.rs", "insertions": 10, "deletions": 2}]}));
+    assert_eq!((files.status, files.version()), (200, 8), "{}", files.text);
+}
+
+#[test]
+fn the_workspace_route_refuses_anything_but_paths_and_counts() {
+    let s = Session::new();
+    for body in [
+        json!({"files": [{"path": "a.rs", "insertions": 1, "deletions": 0, "hunk": "@@ -1 +1 @@"}]}),
+        json!({"files": [{"path": "a.rs", "insertions": 1, "deletions": 0, "contents": "fn main() {}"}]}),
+        json!({"files": [], "diff": "..."}),
+    ] {
+        let a = s.machine_post("/workspace", body.clone());
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{body}");
+    }
+    let by_owner = s.owner_post("/workspace", json!({"files": []}));
+    assert_eq!(by_owner.status, 403);
+    assert_eq!(s.version(), 1);
+}
+
+#[test]
+fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
+    let s = Session::new();
+    s.set_work();
+    let first = s.compile("codex");
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!((first.body["package_version"].as_u64(), first.body["changed"].as_bool()), (Some(1), Some(true)));
+    let hash = first.body["package_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 64);
+    let v = s.version();
+    let again = s.compile("codex");
+    assert_eq!((again.body["package_version"].as_u64(), again.body["changed"].as_bool()), (Some(1), Some(false)));
+    assert_eq!(again.body["package_hash"], hash.as_str());
+    assert_eq!(s.version(), v, "no version move, nobody woken");
+    let dry = s.c.post(&s.path("/package?dry_run=true"), &s.owner, json!({"objective": "other", "purpose": "p", "runtime": "codex"}));
+    assert_eq!((dry.body["package_version"].as_u64(), dry.body["changed"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(s.version(), v, "a dry run writes nothing");
+    s.machine_post("/decisions", json!({"statement": "amend", "evidence": []}));
+    let amended = s.compile("codex");
+    assert_eq!(amended.body["package_version"], 2, "an amendment is the next version");
+    let latest = s.c.get(&s.path("/package"), &s.owner);
+    assert_eq!((latest.body["package_version"].as_u64(), latest.body["state"].as_str()), (Some(2), Some("offered")));
+    let md = s.c.get(&s.path("/package?format=markdown"), &s.owner);
+    assert!(md.content_type.unwrap_or_default().starts_with("text/markdown"));
+    assert!(md.text.contains(latest.body["package_hash"].as_str().unwrap()), "the whole hash is at the end");
+}
+
+#[test]
+fn no_package_yet_is_404_and_accepting_a_stale_hash_is_409_with_the_current_one() {
+    let s = Session::new();
+    let none = s.c.get(&s.path("/package"), &s.owner);
+    assert_eq!((none.status, none.code()), (404, "package.not_found"));
+    s.set_work();
+    let v1 = s.compile("codex");
+    let old = v1.body["package_hash"].as_str().unwrap().to_string();
+    s.machine_post("/decisions", json!({"statement": "amend", "evidence": []}));
+    let v2 = s.compile("codex");
+    let current = v2.body["package_hash"].as_str().unwrap().to_string();
+    let stale = s.machine_post("/package/accept", json!({"package_hash": old}));
+    assert_eq!((stale.status, stale.code()), (409, "package.stale"));
+    assert!(stale.text.contains(&current), "the refusal carries the current hash");
+    let accepted = s.machine_post("/package/accept", json!({"package_hash": current}));
+    assert_eq!((accepted.status, accepted.body["state"].as_str()), (200, Some("accepted")), "{}", accepted.text);
+    let twice = s.machine_post("/package/accept", json!({"package_hash": current}));
+    assert_eq!((twice.status, twice.code()), (409, "package.accepted"));
+    let recompile = s.compile("codex");
+    assert_eq!((recompile.status, recompile.code()), (409, "package.accepted"), "the session works from that exact document");
+}
+
+#[test]
+fn a_rejection_then_two_recompiles_gives_two_versions_and_is_stable_from_there() {
+    let s = Session::new();
+    s.set_work();
+    s.compile("codex");
+    let rejected = s.machine_post("/package/reject", json!({"reason": "missing_context", "note": "no logs attached"}));
+    assert_eq!((rejected.status, rejected.body["state"].as_str()), (200, Some("rejected")), "{}", rejected.text);
+    let v2 = s.compile("codex");
+    assert_eq!(v2.body["package_version"], 2);
+    let unresolved = v2.body["package"]["state"]["unresolved"].to_string();
+    assert!(unresolved.contains("handoff rejected (missing_context)"), "{unresolved}");
+    let v3 = s.compile("codex");
+    assert_eq!(v3.body["package_version"], 3);
+    assert!(!v3.body["package"]["state"]["unresolved"].to_string().contains("handoff rejected"));
+    assert_eq!(s.compile("codex").body["package_version"], 3, "stable from there");
+}
+
+#[test]
+fn a_turn_handed_to_a_runtime_carries_its_package_and_its_lineage() {
+    let s = Session::new();
+    s.set_work();
+    s.c.report(&s.id, &s.machine, 1, "done", Some("turn 1"));
+    let opened = s.owner_post("/turns", json!({"after": 1, "handoff": {"runtime": "codex", "objective": "finish", "purpose": "context ran out"}}));
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let h = opened.handoff();
+    assert_eq!((h["turn"].as_u64(), h["runtime"].as_str(), h["package_version"].as_u64()), (Some(2), Some("codex"), Some(1)));
+    assert_eq!(h["continued_from"], json!({"turn": 1, "runtime": null}));
+    let hash = h["package_hash"].as_str().unwrap().to_string();
+    let accepted = s.machine_post("/package/accept", json!({"package_hash": hash}));
+    assert_eq!(accepted.status, 200, "{}", accepted.text);
+    s.c.report(&s.id, &s.machine, 2, "done", None);
+    s.owner_post("/turns", json!({"after": 2}));
+    let lineage = s.c.get(&s.path("/turns"), &s.machine);
+    let turns = lineage.body["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    assert_eq!((turns[0]["status"].as_str(), turns[0]["runtime"].as_str()), (Some("done"), None));
+    assert_eq!((turns[1]["runtime"].as_str(), turns[1]["package_hash"].as_str()), (Some("codex"), Some(hash.as_str())));
+    assert_eq!(turns[2]["continued_from"], json!({"turn": 2, "runtime": "codex"}));
+    assert!(turns[1]["ended_at"].is_string() && turns[2]["ended_at"].is_null());
+}
+
+#[test]
+fn a_final_report_lists_unmet_criteria_as_unresolved() {
+    let s = Session::new();
+    s.set_work();
+    let r = s.machine_post("/report", json!({"turn": 1, "status": "failed", "unmet": [1]}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let p = s.compile("codex");
+    assert!(p.body["package"]["state"]["unresolved"].to_string().contains("docs updated"));
+}
+
+#[test]
+fn the_briefing_is_plain_text_within_its_budget() {
+    let s = Session::new();
+    s.set_work();
+    let none = s.c.get(&s.path("/briefing"), &s.owner);
+    assert_eq!((none.status, none.code()), (404, "package.not_found"));
+    s.compile("codex");
+    for budget in [256usize, 1024, 8192, 65536] {
+        let b = s.c.get(&s.path(&format!("/briefing?budget={budget}")), &s.machine);
+        assert_eq!(b.status, 200);
+        assert_eq!(b.content_type.as_deref(), Some("text/plain; charset=utf-8"));
+        assert!(b.text.len() <= budget, "{} > {budget}", b.text.len());
+    }
+    let api = s.c.get(&s.path("/briefing"), &s.machine).text;
+    assert!(api.contains("HANDOFF_TOKEN") && api.contains(&s.c.base), "api reach names the API and the variable");
+    let none = s.c.get(&s.path("/briefing?reach=none"), &s.machine).text;
+    assert!(!none.contains("HANDOFF_TOKEN"));
+    for bad in ["?budget=255", "?budget=65537", "?reach=web", "?colour=red"] {
+        let a = s.c.get(&s.path(&format!("/briefing{bad}")), &s.owner);
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{bad}");
+    }
+}
+
+#[test]
+fn an_idempotency_key_answers_the_first_answer_again_and_refuses_another_body() {
+    let s = Session::new();
+    s.set_work();
+    s.compile("codex");
+    let hash = s.c.get(&s.path("/package"), &s.owner).body["package_hash"].as_str().unwrap().to_string();
+    let body = json!({"package_hash": hash}).to_string();
+    let send = |key: &str, body: &str| s.c.send("POST", &s.path("/package/accept"), Some(&s.machine), &[("Idempotency-Key", key)], Some(body.as_bytes()));
+    let first = send("accept-1", &body);
+    assert_eq!(first.status, 200, "{}", first.text);
+    let lost_answer_retry = send("accept-1", &body);
+    assert_eq!((lost_answer_retry.status, &lost_answer_retry.body), (200, &first.body), "the first answer, not a useless 409");
+    let without_key = s.machine_post("/package/accept", json!({"package_hash": hash}));
+    assert_eq!(without_key.code(), "package.accepted");
+    let mismatch = send("accept-1", &json!({"package_hash": "0".repeat(64)}).to_string());
+    assert_eq!((mismatch.status, mismatch.code()), (422, "idempotency.mismatch"));
+    // Turn routes honour it too: the repeat of a report answers its first answer.
+    let report = json!({"turn": 1, "status": "needs-you", "summary": "?"}).to_string();
+    let send_report = |key: &str| s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", key)], Some(report.as_bytes()));
+    let r1 = send_report("r-1");
+    let r2 = send_report("r-1");
+    assert_eq!((r1.status, r2.body.clone()), (200, r1.body.clone()));
+    let bad_key = s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", "has space")], Some(report.as_bytes()));
+    assert_eq!(bad_key.status, 400);
+}
