@@ -218,7 +218,7 @@ pub fn item_line(item: &Item) -> String {
         }
         "workspace" => format!("workspace recorded (v{v})"),
         "policy" => format!("policy set (v{v})"),
-        "work" => format!("work{id} set (v{v})"),
+        "work" => format!("work set: {} (v{v})", item.item["title"].as_str().unwrap_or_default()),
         kind => format!("{kind}{id} recorded (v{v})"),
     }
 }

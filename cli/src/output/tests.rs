@@ -208,6 +208,7 @@ fn item_and_turn_lines() {
     assert_eq!(item_line(&item("artifact", json!({"id": "art_1", "title": "Schema", "version": 2}))), "artifact art_1 \"Schema\" version 2 (v4)");
     assert_eq!(item_line(&item("blocker", json!({"id": "blk_1", "severity": "high", "title": "No key", "status": "open"}))), "blocker blk_1 high open: No key (v4)");
     assert_eq!(item_line(&item("workspace", json!(null))), "workspace recorded (v4)");
+    assert_eq!(item_line(&item("work", json!({"id": "ho_1", "title": "Billing schema"}))), "work set: Billing schema (v4)");
     let t = TurnEntry {
         turn: 2,
         status: Status::Running,
