@@ -15,8 +15,10 @@ pub fn numstat(dir: &Path) -> Result<Vec<FileCounts>, String> {
         .output()
         .map_err(|e| format!("git: {e}"))?;
     if !output.status.success() {
+        // git's first line says why (not a repository, no HEAD yet); the rest is its usage.
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!("git diff --numstat HEAD failed: {}", stderr.trim()));
+        let why = stderr.lines().next().unwrap_or("no reason given").trim();
+        return Err(format!("git diff --numstat HEAD failed in {}: {why}", dir.display()));
     }
     parse_numstat(&output.stdout)
 }

@@ -41,11 +41,14 @@ pub fn error_line(error: &Error) -> String {
 }
 
 /// `handoff.stale: turn 2 is current (version 7)`: the code, then the state of the hand-off
-/// that the refusal carries, which is what the caller needs to act on; the API's own message
-/// where there is no hand-off to describe.
+/// that a turn or state refusal carries, which is what the caller needs to act on; for every
+/// other refusal the API's own message (`package.stale: … the current one is version 2 …`).
 pub fn refusal_line(r: &Refusal) -> String {
     let code = r.code.as_str();
-    if let Some(h) = &r.handoff {
+    // Turn and state refusals are about the hand-off, so its state is the answer; a package,
+    // idempotency or input refusal carries the hand-off too, but its message says more.
+    let about_the_handoff = code.starts_with("handoff.");
+    if let (true, Some(h)) = (about_the_handoff, &r.handoff) {
         return format!("{code}: {}", what_the_handoff_says(r, h));
     }
     if r.code.is(Code::PackageStale) {

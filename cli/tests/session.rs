@@ -150,3 +150,29 @@ fn on_a_terminal_wait_follow_shows_the_time_it_has_waited() {
     assert!(text.contains("\r\x1b[2Kwaiting for a change after v1… 1s"), "{text:?}");
     assert!(text.contains("\r\x1b[2Kv2 turn 1 cancelled, closed"), "{text:?}");
 }
+
+#[test]
+fn a_package_is_rejected_recompiled_and_only_its_current_hash_is_accepted() {
+    let owner = owner();
+    let (id, machine) = create(&owner);
+    let (owner, machine) = (Some(owner.as_str()), Some(machine.as_str()));
+    ok(owner, &["work", &id, "--title", "Billing", "--goal", "Invoices"]);
+    let compile = ["package", &id, "--objective", "Migrate", "--purpose", "Ship", "--runtime", "codex"];
+    assert!(ok(owner, &compile).starts_with("package recompiled (v1, "));
+    assert!(ok(owner, &compile).starts_with("package unchanged (v1, "), "compiling an unmoved record changes nothing");
+    let first = run(owner, &["package", "show", &id, "--json"]).json()["package_hash"].as_str().unwrap().to_string();
+    let rejected = ok(machine, &["package", "reject", &id, "--reason", "missing_context", "--note", "no schema"]);
+    assert!(rejected.starts_with("package rejected (missing_context): v1, "), "{rejected}");
+    assert!(ok(owner, &compile).starts_with("package recompiled (v2, "));
+    let current = run(owner, &["package", "show", &id, "--json"]).json()["package_hash"].as_str().unwrap().to_string();
+
+    let stale = run(machine, &["package", "accept", &id, "--hash", &first]);
+    assert_eq!(stale.code, 1, "{stale:?}");
+    assert!(stale.stderr.starts_with("package.stale: ") && stale.stderr.contains(&current), "{stale:?}");
+    let accepted = ok(machine, &["package", "accept", &id]);
+    assert!(accepted.ends_with(&format!("package accepted (v2, {}…)\n", &current[..8])), "{accepted}");
+    let again = run(machine, &["package", "accept", &id]);
+    assert_eq!((again.code, again.stderr.split(':').next()), (1, Some("package.accepted")), "{again:?}");
+    let markdown = ok(owner, &["package", "show", &id, "--markdown"]);
+    assert!(markdown.contains(&current), "the Markdown carries the whole hash");
+}

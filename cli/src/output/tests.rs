@@ -83,6 +83,10 @@ fn a_refusal_without_a_hand_off_prints_the_apis_message_and_an_unknown_code_as_s
         r.body["package_hash"] = json!("1d07e2c4aaaabbbbccccddddeeeeffff00001111222233334444555566667777");
     }
     assert_eq!(error_line(&stale), "package.stale: the current package is 1d07e2c4…");
+    // A package refusal that carries the hand-off is about the package: its message says so.
+    let accepted = refusal("package.accepted", Some(handoff(1, "running", 11)));
+    assert_eq!(error_line(&accepted), "package.accepted: the API's words");
+    assert_eq!(exit_code(&accepted), EXIT_REFUSED);
 }
 
 #[test]
