@@ -97,7 +97,7 @@ pub struct Refusal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Error {
     /// The API answered and said no.
-    Refused(Refusal),
+    Refused(Box<Refusal>),
     /// The API could not be reached or did not answer, after every retry.
     Network { attempts: u32, message: String },
     /// Something answered, but not in the API's shape (a proxy's page, a truncated body).
@@ -524,7 +524,7 @@ fn refusal_of(raw: Raw) -> Error {
     };
     let message = body["error"]["message"].as_str().unwrap_or_default().to_string();
     let handoff = serde_json::from_value(body["handoff"].clone()).ok();
-    Error::Refused(Refusal { status: raw.status, code: ErrorCode::parse(code), message, handoff, body })
+    Error::Refused(Box::new(Refusal { status: raw.status, code: ErrorCode::parse(code), message, handoff, body }))
 }
 
 fn unexpected(status: u16, text: &str) -> Error {

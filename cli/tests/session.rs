@@ -6,13 +6,13 @@ use common::*;
 
 #[test]
 fn a_whole_session_through_the_binary_with_the_next_turn_handed_to_another_runtime() {
-    let owner = owner();
-    let (id, machine) = create(&owner);
-    let owner = Some(owner.as_str());
+    let owner_token = owner();
+    let (id, machine) = create(&owner_token);
+    let owner = Some(owner_token.as_str());
     let machine = Some(machine.as_str());
 
     // Someone watches from the start: the current version first, then each change.
-    let mut watch = Follower::start(owner.unwrap(), &["wait", &id, "--follow"]);
+    let mut watch = Follower::start(&owner_token, &["wait", &id, "--follow"]);
     assert_eq!(watch.expect("v1 "), "v1 turn 1 running");
 
     // The machine reports turn 1: it needs the owner, then it is done.
@@ -42,7 +42,7 @@ fn a_whole_session_through_the_binary_with_the_next_turn_handed_to_another_runti
     // The owner previews the package (nothing written), then hands turn 2 to another runtime.
     let preview = ok(owner, &["package", &id, "--objective", "Write the migrations", "--purpose", "Ship billing", "--runtime", "codex", "--dry-run"]);
     assert!(preview.contains("dry run, nothing written"), "{preview}");
-    assert_eq!(version(owner.unwrap(), &id), 6, "a dry run moves no version");
+    assert_eq!(version(&owner_token, &id), 6, "a dry run moves no version");
     let opened = ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the migrations", "--purpose", "Ship billing"]);
     assert!(opened.starts_with("opened turn 2 on codex (v7), package v1 ("), "{opened}");
     assert_eq!(watch.expect("v7 "), "v7 turn 2 running on codex");

@@ -17,7 +17,7 @@ fn refusal(code: &str, handoff: Option<Handoff>) -> Error {
         body["handoff"] = serde_json::to_value(h).unwrap();
     }
     let status = ErrorCode::parse(code).as_known_status();
-    Error::Refused(Refusal { status, code: ErrorCode::parse(code), message: "the API's words".into(), handoff, body })
+    Error::Refused(Box::new(Refusal { status, code: ErrorCode::parse(code), message: "the API's words".into(), handoff, body }))
 }
 
 trait KnownStatus {
