@@ -3,6 +3,7 @@
 
 use crate::error::ApiError;
 use crate::input::query_pairs;
+use crate::suggestion::Suggestion;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,6 +28,9 @@ pub struct IndexRow {
     pub summary: Option<String>,
     pub version: u64,
     pub updated_at: EpochMs,
+    /// A hand-off the owner may choose to make (issue 6), shown in the list too.
+    #[serde(default)]
+    pub suggestion: Option<Suggestion>,
 }
 
 impl IndexRow {
@@ -42,6 +46,7 @@ impl IndexRow {
             summary: record.summary.clone(),
             version: record.version,
             updated_at: record.updated_at,
+            suggestion: record.suggestion.clone(),
         }
     }
 
@@ -50,7 +55,7 @@ impl IndexRow {
         serde_json::json!({
             "id": self.id, "session": self.session, "machine": self.machine, "size": self.size,
             "turn": self.turn, "state": self.state, "status": self.status, "summary": self.summary,
-            "version": self.version, "updated_at": rfc3339(self.updated_at),
+            "version": self.version, "updated_at": rfc3339(self.updated_at), "suggestion": self.suggestion,
         })
     }
 }

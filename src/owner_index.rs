@@ -21,17 +21,17 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rows (
   id TEXT PRIMARY KEY, session TEXT NOT NULL, machine TEXT NOT NULL, size TEXT NOT NULL,
   turn INTEGER NOT NULL, state TEXT NOT NULL, status TEXT NOT NULL, summary TEXT,
-  version INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+  version INTEGER NOT NULL, updated_at INTEGER NOT NULL, suggestion TEXT);
 CREATE INDEX IF NOT EXISTS rows_newest ON rows (updated_at DESC, id DESC);
 ";
 
 const UPSERT: &str = "
-INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at, suggestion)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
   session = excluded.session, machine = excluded.machine, size = excluded.size, turn = excluded.turn,
   state = excluded.state, status = excluded.status, summary = excluded.summary,
-  version = excluded.version, updated_at = excluded.updated_at
+  version = excluded.version, updated_at = excluded.updated_at, suggestion = excluded.suggestion
 WHERE excluded.version > rows.version";
 
 #[derive(serde::Deserialize)]
@@ -46,6 +46,7 @@ struct StoredRow {
     summary: Option<String>,
     version: i64,
     updated_at: i64,
+    suggestion: Option<String>,
 }
 
 impl StoredRow {
@@ -61,6 +62,7 @@ impl StoredRow {
             summary: self.summary,
             version: self.version as u64,
             updated_at: self.updated_at,
+            suggestion: self.suggestion.and_then(|s| serde_json::from_str(&s).ok()),
         })
     }
 }
@@ -104,6 +106,7 @@ impl OwnerIndex {
             row.summary.clone().into(),
             (row.version as i64).into(),
             row.updated_at.into(),
+            row.suggestion.as_ref().and_then(|s| serde_json::to_string(s).ok()).into(),
         ];
         self.state.storage().sql().exec(UPSERT, bindings)?;
         Response::from_json(&json!({"ok": true}))
