@@ -6,6 +6,7 @@ export WRANGLER_SEND_METRICS=false
 # worker-build downloads its helpers unless pointed at installed ones; downloads fail here.
 export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
 export ESBUILD_BIN="$top/node_modules/.bin/esbuild"
+export WASM_OPT_BIN="$top/node_modules/.bin/wasm-opt"
 # The tool versions scripts/install provides.
 WORKER_BUILD_VERSION=0.8.7
 locked_version() { # the version of crate $1 in Cargo.lock
