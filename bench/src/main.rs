@@ -1,0 +1,274 @@
+//! `handoff-bench`: the hand-off Worker on workerd, measured against its own floor.
+//!
+//! One run, side by side: (1) the floor route, (2) reports on one hand-off, (3) reports spread
+//! over 1,000 hand-offs, (4) long-poll fan-out, (5) the .wasm size and the start time, (6) native
+//! micro-benchmarks of the pure core. Prints a table and writes the same figures as JSON.
+//!
+//! Requests go only to 127.0.0.1, to a workerd this program starts and stops; every loop is
+//! bounded by a count or a deadline.
+
+mod fanout;
+mod load;
+mod micro;
+mod report;
+mod server;
+mod service;
+mod stats;
+
+use load::{Api, Shape};
+use report::{Pair, Results, SizeStart, Spread};
+use server::{Options, Server};
+use stats::Throughput;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Every figure of the issue at 32 connections, as the issue asks.
+const CONNECTIONS: usize = 32;
+/// Hand-offs the spread phase reports over.
+const SPREAD_HANDOFFS: usize = 1_000;
+/// Waiters held in the fan-out rounds, one round (and one fresh hand-off) each.
+const FANOUT_WAITERS: [usize; 3] = [100, 1_000, 5_000];
+/// The gzipped .wasm target of the issue, in bytes (400 KB, read as 400 × 1,000).
+pub const WASM_GZIP_BYTES_TARGET: u64 = 400_000;
+
+struct Args {
+    options: Options,
+    out: PathBuf,
+    warmup: Duration,
+    window: Duration,
+    keep_state: bool,
+    /// The phases to run (all by default); a partial run is for development and says so.
+    phases: Vec<String>,
+}
+
+const PHASES: [&str; 5] = ["floor", "get", "report", "spread", "fanout"];
+
+impl Args {
+    fn runs(&self, phase: &str) -> bool {
+        self.phases.iter().any(|p| p == phase)
+    }
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
+         \x20                    [--phases floor,get,report,spread,fanout]\n\
+         Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
+         (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
+         (default bench/results/latest.json)."
+    );
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ sits in the repository").to_path_buf();
+    let mut args = Args {
+        options: Options {
+            build: repo.join("build"),
+            workerd: default_workerd(&repo),
+            port: 0,
+            signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff::token::DEV_SIGNING_KEY.to_string()),
+            repo: repo.clone(),
+        },
+        out: repo.join("bench/results/latest.json"),
+        warmup: Duration::from_secs(1),
+        window: Duration::from_secs(3),
+        keep_state: false,
+        phases: PHASES.iter().map(|p| p.to_string()).collect(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| usage());
+        let seconds = |v: String| Duration::from_secs_f64(v.parse::<f64>().unwrap_or_else(|_| usage()).clamp(0.1, 60.0));
+        match flag.as_str() {
+            "--port" => args.options.port = value().parse().unwrap_or_else(|_| usage()),
+            "--seconds" => args.window = seconds(value()),
+            "--warmup" => args.warmup = seconds(value()),
+            "--out" => args.out = PathBuf::from(value()),
+            "--build" => args.options.build = PathBuf::from(value()),
+            "--workerd" => args.options.workerd = PathBuf::from(value()),
+            "--keep-state" => args.keep_state = true,
+            "--phases" => {
+                args.phases = value().split(',').map(str::to_string).collect();
+                if !args.phases.iter().all(|p| PHASES.contains(&p.as_str())) {
+                    usage()
+                }
+            }
+            _ => usage(),
+        }
+    }
+    if args.options.port == 0 {
+        args.options.port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+    }
+    args
+}
+
+/// The workerd binary itself, from the npm platform package, so that the process whose memory
+/// is read is workerd and not a launcher; `.bin/workerd` where that package is absent.
+fn default_workerd(repo: &std::path::Path) -> PathBuf {
+    let platform = match std::env::consts::ARCH {
+        "aarch64" => "workerd-linux-arm64",
+        _ => "workerd-linux-64",
+    };
+    let binary = repo.join("node_modules/@cloudflare").join(platform).join("bin/workerd");
+    if binary.exists() {
+        binary
+    } else {
+        repo.join("node_modules/.bin/workerd")
+    }
+}
+
+/// Thousands of held waiters need as many sockets, here and in workerd (which inherits it).
+fn raise_open_files_limit() {
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    raise_open_files_limit();
+    let started = Instant::now();
+
+    // The micro-benchmarks first, while the machine is quiet.
+    eprintln!("bench: micro-benchmarks of the pure core");
+    let micro = micro::run_all();
+    let size = report::wasm_size(&args.options.build.join("index_bg.wasm")).unwrap_or_else(|e| fail(&e));
+
+    let dir = std::env::temp_dir().join(format!("handoff-bench-{}", std::process::id()));
+    eprintln!("bench: starting workerd on 127.0.0.1:{} ({})", args.options.port, dir.display());
+    let server = Server::start(&args.options, &dir).unwrap_or_else(|e| fail(&e));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let outcome = runtime.block_on(measure(&args, &server, size, micro));
+    drop(server);
+    if !args.keep_state {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let mut results = outcome.unwrap_or_else(|e| fail(&e));
+    results.run.total_s = stats::round(started.elapsed().as_secs_f64(), 1);
+
+    print!("{}", report::table(&results));
+    let json = serde_json::to_string_pretty(&results).expect("results serialise") + "\n";
+    if let Some(parent) = args.out.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let temporary = args.out.with_extension("json.tmp");
+    std::fs::write(&temporary, json).and_then(|_| std::fs::rename(&temporary, &args.out)).unwrap_or_else(|e| fail(&e.to_string()));
+    eprintln!("bench: wrote {}", args.out.display());
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench: {message}");
+    std::process::exit(1)
+}
+
+async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micro::Micro>) -> Result<Results, String> {
+    let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
+    let key = args.options.signing_key.as_bytes().to_vec();
+    let shape = |connections| Shape { connections, warmup: args.warmup, window: args.window };
+
+    // (5) The first answer that needs a Durable Object: the floor's object is made on demand.
+    let first = Instant::now();
+    let (status, body) = api.send(&service::floor()).await?;
+    let first_object_ms = stats::round(first.elapsed().as_secs_f64() * 1000.0, 1);
+    if status != 200 {
+        return Err(format!(
+            "GET /v1/bench/floor answered {status} ({body}): the build predates the floor route or ignores \
+             HANDOFF_BENCH_FLOOR; rebuild with scripts/build"
+        ));
+    }
+
+    eprintln!("bench: (1) floor");
+    let floor = match args.runs("floor") {
+        true => Pair {
+            sequential: load::run(&api, shape(1), 200, |_| service::floor()).await,
+            concurrent: load::run(&api, shape(CONNECTIONS), 200, |_| service::floor()).await,
+        },
+        false => Pair::skipped(CONNECTIONS),
+    };
+
+    let owner = service::owner_token("bench-owner", &key);
+    let one = service::create(&api, &owner, "one-handoff").await?;
+    eprintln!("bench: reading one hand-off (authentication without storage, for the breakdown)");
+    let get_one = match args.runs("get") {
+        true => {
+            let (a, b) = (one.clone(), one.clone());
+            Pair {
+                sequential: load::run(&api, shape(1), 200, move |_| service::get(&a)).await,
+                concurrent: load::run(&api, shape(CONNECTIONS), 200, move |_| service::get(&b)).await,
+            }
+        }
+        false => Pair::skipped(CONNECTIONS),
+    };
+
+    eprintln!("bench: (2) reports on one hand-off");
+    // Summaries are numbered from 0 in each phase, so the concurrent phase starts past the
+    // sequential one's numbers: every report is a change.
+    let report_one = match args.runs("report") {
+        true => {
+            let (a, b) = (one.clone(), one.clone());
+            Pair {
+                sequential: load::run(&api, shape(1), 200, move |n| service::report(&a, n)).await,
+                concurrent: load::run(&api, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n)).await,
+            }
+        }
+        false => Pair::skipped(CONNECTIONS),
+    };
+
+    eprintln!("bench: (3) reports over {SPREAD_HANDOFFS} hand-offs, of one owner and of one owner each");
+    let (spread_one_owner, spread_many_owners) = match args.runs("spread") {
+        true => (
+            spread(&api, args, &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
+            spread(&api, args, &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
+        ),
+        false => (Throughput::skipped(CONNECTIONS), Throughput::skipped(CONNECTIONS)),
+    };
+
+    eprintln!("bench: (4) long-poll fan-out");
+    let mut fanouts = Vec::new();
+    let rounds = if args.runs("fanout") { &FANOUT_WAITERS[..] } else { &[] };
+    for &waiters in rounds {
+        let handoff = service::create(&api, &owner, &format!("fanout-{waiters}")).await?;
+        let round = fanout::run(&api, server, &handoff, waiters).await?;
+        eprintln!(
+            "bench:   {waiters} waiters: {} answered, p99 {} ms, max {} ms, RSS {} → {} → {} MiB",
+            round.answered, round.p99_ms, round.max_ms, round.rss_mib_before, round.rss_mib_holding, round.rss_mib_after
+        );
+        fanouts.push(round);
+    }
+
+    Ok(Results::new(
+        args,
+        floor,
+        get_one,
+        report_one,
+        Spread { handoffs: SPREAD_HANDOFFS, one_owner: spread_one_owner, one_owner_each: spread_many_owners },
+        fanouts,
+        SizeStart {
+            wasm_bytes: size.0,
+            wasm_gzip_bytes: size.1,
+            wasm_gzip_target_bytes: WASM_GZIP_BYTES_TARGET,
+            start_to_first_answer_ms: stats::round(server.start_to_first_answer.as_secs_f64() * 1000.0, 1),
+            first_durable_object_answer_ms: first_object_ms,
+        },
+        micro,
+    ))
+}
+
+/// Creates the hand-offs, then reports at 32 connections, each report on the next hand-off
+/// in turn, so that 32 different hand-offs are being written at once.
+async fn spread(
+    api: &Api,
+    args: &Args,
+    key: &[u8],
+    prefix: &str,
+    owner_of: impl Fn(usize) -> String,
+) -> Result<stats::Throughput, String> {
+    let handoffs = service::create_many(api, SPREAD_HANDOFFS, CONNECTIONS, prefix, key, owner_of).await?;
+    let shape = Shape { connections: CONNECTIONS, warmup: args.warmup, window: args.window };
+    Ok(load::run(api, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
+}

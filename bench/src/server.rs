@@ -1,0 +1,242 @@
+//! The Worker under test: workerd run directly on a generated configuration, with no wrangler
+//! and no Miniflare in front of it, so that every request the bench sends reaches the Worker
+//! through workerd's own HTTP socket.
+//!
+//! The configuration mirrors wrangler.toml's local environment: the modules worker-build
+//! writes (`build/worker/shim.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
+//! Object classes SQLite-backed on a disk folder, and the Worker's variables, plus
+//! `HANDOFF_BENCH_FLOOR=1`, which opens the floor route.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long workerd may take to answer its first request before the bench gives up.
+pub const START_S_MAX: u64 = 60;
+
+pub struct Options {
+    pub repo: PathBuf,
+    pub build: PathBuf,
+    pub workerd: PathBuf,
+    pub port: u16,
+    pub signing_key: String,
+}
+
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Child,
+    /// From spawning workerd to its first answered request (`/v1/health`).
+    pub start_to_first_answer: Duration,
+}
+
+/// The files of the built Worker, as the configuration names them.
+const MODULES: [(&str, &str); 3] =
+    [("worker/shim.mjs", "esModule"), ("index.js", "esModule"), ("index_bg.wasm", "wasm")];
+
+impl Server {
+    /// Copies the build into a fresh folder (so that a rebuild during the run does not change
+    /// what is measured), writes the configuration, starts workerd and waits for its answer.
+    pub fn start(options: &Options, dir: &Path) -> Result<Server, String> {
+        // Another server on the port would answer the health check in workerd's place.
+        if std::net::TcpListener::bind(("127.0.0.1", options.port)).is_err() {
+            return Err(format!("127.0.0.1:{} is in use; pick another --port", options.port));
+        }
+        fs::create_dir_all(dir.join("worker")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        fs::create_dir_all(dir.join("do")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (name, _) in MODULES {
+            let from = options.build.join(name);
+            fs::copy(&from, dir.join(name)).map_err(|e| format!("{}: {e} (has the Worker been built?)", from.display()))?;
+        }
+        let compatibility_date = compatibility_date(&options.repo.join("wrangler.toml"))?;
+        let config = config(&compatibility_date, options.port, &dir.join("do"), &options.signing_key);
+        fs::write(dir.join("config.capnp"), config).map_err(|e| e.to_string())?;
+
+        let log = fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;
+        let mut command = Command::new(&options.workerd);
+        command
+            .current_dir(dir)
+            .args(["serve", "config.capnp"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log);
+        // workerd must not outlive the bench, whatever ends the bench.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let child = command.spawn().map_err(|e| format!("{}: {e}", options.workerd.display()))?;
+        let mut server = Server { port: options.port, dir: dir.to_path_buf(), child, start_to_first_answer: Duration::ZERO };
+        server.start_to_first_answer = server.wait_first_answer(started)?;
+        Ok(server)
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Polls `/v1/health` with a plain blocking socket every 2 ms: the first 200 ends the wait.
+    fn wait_first_answer(&mut self, started: Instant) -> Result<Duration, String> {
+        let deadline = started + Duration::from_secs(START_S_MAX);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("workerd exited ({status}); its log:\n{}", self.log()));
+            }
+            if health_answers(self.port) {
+                return Ok(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Err(format!("workerd did not answer within {START_S_MAX} s; its log:\n{}", self.log()))
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("workerd.log")).unwrap_or_default()
+    }
+
+    /// workerd's resident memory, from /proc (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// workerd's CPU time so far (user + system), in clock ticks, from /proc.
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+        let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        field(11) + field(12)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn health_answers(port: u16) -> bool {
+    use std::io::Write;
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+/// The `compatibility_date` of wrangler.toml, so the bench runs the Worker as `wrangler dev` would.
+fn compatibility_date(wrangler_toml: &Path) -> Result<String, String> {
+    let text = fs::read_to_string(wrangler_toml).map_err(|e| format!("{}: {e}", wrangler_toml.display()))?;
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("compatibility_date"))
+        .filter_map(|rest| rest.trim().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .next()
+        .ok_or_else(|| format!("{}: no compatibility_date", wrangler_toml.display()))
+}
+
+/// The workerd configuration (Cap'n Proto text). Module paths are relative to the folder the
+/// configuration is written in, where [`Server::start`] copies the build.
+pub fn config(compatibility_date: &str, port: u16, storage: &Path, signing_key: &str) -> String {
+    let modules: Vec<String> =
+        MODULES.iter().map(|(name, kind)| format!("    (name = \"{name}\", {kind} = embed \"{name}\"),")).collect();
+    let text = |name: &str, value: &str| format!("    (name = \"{name}\", text = {}),", capnp_string(value));
+    let bindings = [
+        "    (name = \"HANDOFFS\", durableObjectNamespace = \"HandoffObject\"),".to_string(),
+        "    (name = \"OWNER_INDEX\", durableObjectNamespace = \"OwnerIndex\"),".to_string(),
+        text("HANDOFF_SIGNING_KEY", signing_key),
+        text("HANDOFF_ENV", "local"),
+        text("HANDOFF_BENCH_FLOOR", "1"),
+    ];
+    format!(
+        r#"# Generated by handoff-bench: the Worker on workerd, without wrangler's dev proxy.
+using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .handoff),
+    (name = "do-storage", disk = (path = {storage}, writable = true)),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
+);
+
+const handoff :Workerd.Worker = (
+  modules = [
+{modules}
+  ],
+  compatibilityDate = "{compatibility_date}",
+  bindings = [
+{bindings}
+  ],
+  durableObjectNamespaces = [
+    (className = "HandoffObject", uniqueKey = "handoff-HandoffObject", enableSql = true),
+    (className = "OwnerIndex", uniqueKey = "handoff-OwnerIndex", enableSql = true),
+  ],
+  durableObjectStorage = (localDisk = "do-storage"),
+);
+"#,
+        storage = capnp_string(&storage.display().to_string()),
+        modules = modules.join("\n"),
+        bindings = bindings.join("\n"),
+    )
+}
+
+/// A Cap'n Proto text string literal.
+fn capnp_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_binds_both_objects_sqlite_backed_and_opens_the_floor() {
+        let c = config("2025-11-01", 8802, Path::new("/tmp/x/do"), "k\"ey");
+        assert!(c.contains(r#"(name = "HANDOFFS", durableObjectNamespace = "HandoffObject")"#));
+        assert!(c.contains(r#"(className = "OwnerIndex", uniqueKey = "handoff-OwnerIndex", enableSql = true)"#));
+        assert!(c.contains(r#"(name = "HANDOFF_BENCH_FLOOR", text = "1")"#));
+        assert!(c.contains(r#"text = "k\"ey""#));
+        assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
+        assert!(c.contains(r#"address = "127.0.0.1:8802""#));
+    }
+}
