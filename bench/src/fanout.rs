@@ -38,6 +38,8 @@ pub struct Fanout {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// workerd's CPU time from sending the report until every waiter was answered, per waiter.
+    pub workerd_cpu_us_per_waiter: f64,
     pub rss_mib_before: f64,
     pub rss_mib_holding: f64,
     pub rss_mib_after: f64,
@@ -71,6 +73,7 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
     let held = wait_until_held(server, open_before, waiters).await;
     let rss_holding = server.rss_kib();
 
+    let cpu_at_report = server.cpu_time();
     let reported_at = Instant::now();
     let report = api.send(&service::report(handoff, waiters as u64)).await?;
     let report_latency = reported_at.elapsed();
@@ -95,6 +98,7 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
             }
         }
     }
+    let wake_cpu = server.cpu_time().saturating_sub(cpu_at_report);
     drop(waiter_api);
     tokio::time::sleep(Duration::from_millis(SETTLE_AFTER_MS)).await;
     let rss_after = server.rss_kib();
@@ -111,6 +115,7 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
         p50_ms: percentile_ms(&latencies_us, 50.0),
         p99_ms: percentile_ms(&latencies_us, 99.0),
         max_ms: percentile_ms(&latencies_us, 100.0),
+        workerd_cpu_us_per_waiter: round(wake_cpu.as_secs_f64() * 1e6 / waiters as f64, 1),
         rss_mib_before: mib(rss_before),
         rss_mib_holding: mib(rss_holding),
         rss_mib_after: mib(rss_after),
@@ -124,14 +129,14 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
 /// and parked in the hand-off's object. Answers how many connections were open.
 async fn wait_until_held(server: &Server, open_before: usize, waiters: usize) -> usize {
     let deadline = Instant::now() + Duration::from_secs(HOLD_S_MAX);
-    let mut last_ticks = server.cpu_ticks();
+    let mut last_cpu = server.cpu_time();
     let mut idle_polls = 0;
     loop {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         let open = established_to(server.port).saturating_sub(open_before);
-        let ticks = server.cpu_ticks();
-        idle_polls = if ticks == last_ticks { idle_polls + 1 } else { 0 };
-        last_ticks = ticks;
+        let cpu = server.cpu_time();
+        idle_polls = if cpu == last_cpu { idle_polls + 1 } else { 0 };
+        last_cpu = cpu;
         if (open >= waiters && idle_polls >= IDLE_POLLS) || Instant::now() >= deadline {
             if open < waiters {
                 eprintln!("bench: fan-out: only {open} of {waiters} waiters connected after {HOLD_S_MAX} s");

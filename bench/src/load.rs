@@ -2,7 +2,8 @@
 //! is answered (a closed loop), for a warm-up and then a measured window. Bounded in time:
 //! no request starts after the window ends, and each has a timeout.
 
-use crate::stats::{micros, Throughput};
+use crate::server::Server;
+use crate::stats::{cpu_time, micros, Throughput};
 use reqwest::{Client, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -86,10 +87,11 @@ pub struct Shape {
 /// Runs a closed-loop phase: `make(n)` builds the n-th request (n counts from 0 over all
 /// connections); an answer with another status than `expect` counts as an error.
 /// Only requests that start inside the measured window are counted.
-pub async fn run<F>(api: &Api, shape: Shape, expect: u16, make: F) -> Throughput
+pub async fn run<F>(api: &Api, server: &Server, shape: Shape, expect: u16, make: F) -> Throughput
 where
     F: Fn(u64) -> Req + Send + Sync + 'static,
 {
+    let (workerd_cpu, client_cpu) = (server.cpu_time(), cpu_time("self"));
     let make = Arc::new(make);
     let counter = Arc::new(AtomicU64::new(0));
     let begin = Instant::now();
@@ -140,5 +142,7 @@ where
             eprintln!("bench: error: {first_error}");
         }
     }
-    Throughput::of(shape.connections, all, errors, shape.window)
+    let sent = counter.load(Ordering::Relaxed);
+    Throughput::of(shape.connections, all, errors, shape.window, sent)
+        .with_cpu(server.cpu_time().saturating_sub(workerd_cpu), cpu_time("self").saturating_sub(client_cpu))
 }

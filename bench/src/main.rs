@@ -28,6 +28,8 @@ const CONNECTIONS: usize = 32;
 const SPREAD_HANDOFFS: usize = 1_000;
 /// Waiters held in the fan-out rounds, one round (and one fresh hand-off) each.
 const FANOUT_WAITERS: [usize; 3] = [100, 1_000, 5_000];
+/// The Worker holds at most 10,000 waiters per hand-off; the bench stays under it.
+const FANOUT_WAITERS_MAX: usize = 9_000;
 /// The gzipped .wasm target of the issue, in bytes (400 KB, read as 400 × 1,000).
 pub const WASM_GZIP_BYTES_TARGET: u64 = 400_000;
 
@@ -39,6 +41,10 @@ struct Args {
     keep_state: bool,
     /// The phases to run (all by default); a partial run is for development and says so.
     phases: Vec<String>,
+    /// After the run, keep workerd idle this long and print its RSS every second.
+    linger: Duration,
+    /// Waiters held in each fan-out round, one round each.
+    waiters: Vec<usize>,
 }
 
 const PHASES: [&str; 5] = ["floor", "get", "report", "spread", "fanout"];
@@ -52,7 +58,7 @@ impl Args {
 fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
-         \x20                    [--phases floor,get,report,spread,fanout]\n\
+         \x20                    [--phases floor,get,report,spread,fanout] [--waiters 100,1000,5000] [--linger S]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
          (default bench/results/latest.json)."
@@ -75,6 +81,8 @@ fn parse_args() -> Args {
         window: Duration::from_secs(3),
         keep_state: false,
         phases: PHASES.iter().map(|p| p.to_string()).collect(),
+        waiters: FANOUT_WAITERS.to_vec(),
+        linger: Duration::ZERO,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -88,6 +96,13 @@ fn parse_args() -> Args {
             "--build" => args.options.build = PathBuf::from(value()),
             "--workerd" => args.options.workerd = PathBuf::from(value()),
             "--keep-state" => args.keep_state = true,
+            "--linger" => args.linger = seconds(value()),
+            "--waiters" => {
+                args.waiters = value().split(',').map(|n| n.parse().unwrap_or_else(|_| usage())).collect();
+                if args.waiters.iter().any(|&n| n == 0 || n > FANOUT_WAITERS_MAX) {
+                    usage()
+                }
+            }
             "--phases" => {
                 args.phases = value().split(',').map(str::to_string).collect();
                 if !args.phases.iter().all(|p| PHASES.contains(&p.as_str())) {
@@ -133,23 +148,24 @@ fn main() {
     let args = parse_args();
     raise_open_files_limit();
     let started = Instant::now();
+    let load_average_start = load_average();
 
     // The micro-benchmarks first, while the machine is quiet.
     eprintln!("bench: micro-benchmarks of the pure core");
     let micro = micro::run_all();
     let size = report::wasm_size(&args.options.build.join("index_bg.wasm")).unwrap_or_else(|e| fail(&e));
 
-    let dir = std::env::temp_dir().join(format!("handoff-bench-{}", std::process::id()));
-    eprintln!("bench: starting workerd on 127.0.0.1:{} ({})", args.options.port, dir.display());
-    let server = Server::start(&args.options, &dir).unwrap_or_else(|e| fail(&e));
+    let run_dir = std::env::temp_dir().join(format!("handoff-bench-{}", std::process::id()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
-    let outcome = runtime.block_on(measure(&args, &server, size, micro));
-    drop(server);
+    let outcome = runtime.block_on(measure(&args, &run_dir, size, micro));
     if !args.keep_state {
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&run_dir);
+        let _ = std::fs::remove_dir_all(tmpfs_dir());
     }
     let mut results = outcome.unwrap_or_else(|e| fail(&e));
     results.run.total_s = stats::round(started.elapsed().as_secs_f64(), 1);
+    results.run.load_average_start = load_average_start;
+    results.run.load_average_end = load_average();
 
     print!("{}", report::table(&results));
     let json = serde_json::to_string_pretty(&results).expect("results serialise") + "\n";
@@ -161,16 +177,48 @@ fn main() {
     eprintln!("bench: wrote {}", args.out.display());
 }
 
+/// The tmpfs folder of the diagnostic server whose objects store in memory (no fsync).
+fn tmpfs_dir() -> PathBuf {
+    PathBuf::from(format!("/dev/shm/handoff-bench-{}", std::process::id()))
+}
+
+/// Starts a workerd on a free port of its own, keeping `--port` for the main server.
+fn start_server(args: &Args, dir: &std::path::Path, port: u16) -> Result<Server, String> {
+    let options = Options { port, ..args.options.clone() };
+    eprintln!("bench: starting workerd on 127.0.0.1:{port} ({})", dir.display());
+    Server::start(&options, dir)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// The 1-minute load average of the machine.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next()?.parse().ok()).unwrap_or(0.0)
+}
+
+/// Watches an idle workerd's memory for `how_long`, one line a second.
+fn linger(server: &Server, how_long: Duration) {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_secs(1));
+        eprintln!("bench: idle workerd RSS {:.1} MiB", server.rss_kib() as f64 / 1024.0);
+    }
+}
+
 fn fail(message: &str) -> ! {
     eprintln!("bench: {message}");
     std::process::exit(1)
 }
 
-async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micro::Micro>) -> Result<Results, String> {
+async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro: Vec<micro::Micro>) -> Result<Results, String> {
+    let server = &start_server(args, &run_dir.join("main"), args.options.port)?;
     let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
     let key = args.options.signing_key.as_bytes().to_vec();
     let shape = |connections| Shape { connections, warmup: args.warmup, window: args.window };
 
+    let start_to_first_answer_ms = stats::round(server.start_to_first_answer.as_secs_f64() * 1000.0, 1);
     // (5) The first answer that needs a Durable Object: the floor's object is made on demand.
     let first = Instant::now();
     let (status, body) = api.send(&service::floor()).await?;
@@ -185,8 +233,8 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
     eprintln!("bench: (1) floor");
     let floor = match args.runs("floor") {
         true => Pair {
-            sequential: load::run(&api, shape(1), 200, |_| service::floor()).await,
-            concurrent: load::run(&api, shape(CONNECTIONS), 200, |_| service::floor()).await,
+            sequential: load::run(&api, server, shape(1), 200, |_| service::floor()).await,
+            concurrent: load::run(&api, server, shape(CONNECTIONS), 200, |_| service::floor()).await,
         },
         false => Pair::skipped(CONNECTIONS),
     };
@@ -198,8 +246,8 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
         true => {
             let (a, b) = (one.clone(), one.clone());
             Pair {
-                sequential: load::run(&api, shape(1), 200, move |_| service::get(&a)).await,
-                concurrent: load::run(&api, shape(CONNECTIONS), 200, move |_| service::get(&b)).await,
+                sequential: load::run(&api, server, shape(1), 200, move |_| service::get(&a)).await,
+                concurrent: load::run(&api, server, shape(CONNECTIONS), 200, move |_| service::get(&b)).await,
             }
         }
         false => Pair::skipped(CONNECTIONS),
@@ -212,8 +260,8 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
         true => {
             let (a, b) = (one.clone(), one.clone());
             Pair {
-                sequential: load::run(&api, shape(1), 200, move |n| service::report(&a, n)).await,
-                concurrent: load::run(&api, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n)).await,
+                sequential: load::run(&api, server, shape(1), 200, move |n| service::report(&a, n)).await,
+                concurrent: load::run(&api, server, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n)).await,
             }
         }
         false => Pair::skipped(CONNECTIONS),
@@ -222,17 +270,45 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
     eprintln!("bench: (3) reports over {SPREAD_HANDOFFS} hand-offs, of one owner and of one owner each");
     let (spread_one_owner, spread_many_owners) = match args.runs("spread") {
         true => (
-            spread(&api, args, &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
-            spread(&api, args, &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
+            spread(&api, server, args, &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
+            spread(&api, server, args, &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
         ),
         false => (Throughput::skipped(CONNECTIONS), Throughput::skipped(CONNECTIONS)),
     };
 
-    eprintln!("bench: (4) long-poll fan-out");
+    let rss_mib_after_spread = stats::round(server.rss_kib() as f64 / 1024.0, 1);
+
+    // The same reports with the objects' SQLite files on tmpfs, where a commit costs no fsync:
+    // the difference to (2) is what durable commits cost on this machine's disk.
+    let report_one_tmpfs = match args.runs("report") && std::path::Path::new("/dev/shm").is_dir() {
+        true => {
+            eprintln!("bench: (2) again, with the objects' storage on tmpfs");
+            let tmpfs = start_server(args, &tmpfs_dir(), free_port())?;
+            let tmpfs_api = Api::new(&tmpfs.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
+            tmpfs_api.send(&service::floor()).await?;
+            let floor_seq = load::run(&tmpfs_api, &tmpfs, shape(1), 200, |_| service::floor()).await;
+            let floor_con = load::run(&tmpfs_api, &tmpfs, shape(CONNECTIONS), 200, |_| service::floor()).await;
+            let h = service::create(&tmpfs_api, &owner, "one-handoff").await?;
+            let (a, b) = (h.clone(), h.clone());
+            let pair = Pair {
+                sequential: load::run(&tmpfs_api, &tmpfs, shape(1), 200, move |n| service::report(&a, n)).await,
+                concurrent: load::run(&tmpfs_api, &tmpfs, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n))
+                    .await,
+            };
+            Some((Pair { sequential: floor_seq, concurrent: floor_con }, pair))
+        }
+        false => None,
+    };
+
+    // Fan-out on a fresh workerd: after (3) the main one holds 2,000 live objects, whose
+    // memory would dwarf the waiters'.
+    eprintln!("bench: (4) long-poll fan-out, on a fresh workerd");
+    let server = &start_server(args, &run_dir.join("fanout"), free_port())?;
+    let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
     let mut fanouts = Vec::new();
-    let rounds = if args.runs("fanout") { &FANOUT_WAITERS[..] } else { &[] };
-    for &waiters in rounds {
-        let handoff = service::create(&api, &owner, &format!("fanout-{waiters}")).await?;
+    let rounds = if args.runs("fanout") { &args.waiters[..] } else { &[] };
+    for (round, &waiters) in rounds.iter().enumerate() {
+        let handoff = service::create(&api, &owner, &format!("fanout-{round}-{waiters}")).await?;
         let round = fanout::run(&api, server, &handoff, waiters).await?;
         eprintln!(
             "bench:   {waiters} waiters: {} answered, p99 {} ms, max {} ms, RSS {} → {} → {} MiB",
@@ -240,19 +316,21 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
         );
         fanouts.push(round);
     }
+    linger(server, args.linger);
 
     Ok(Results::new(
         args,
         floor,
         get_one,
         report_one,
-        Spread { handoffs: SPREAD_HANDOFFS, one_owner: spread_one_owner, one_owner_each: spread_many_owners },
+        report_one_tmpfs,
+        Spread { handoffs: SPREAD_HANDOFFS, one_owner: spread_one_owner, one_owner_each: spread_many_owners, rss_mib_after: rss_mib_after_spread },
         fanouts,
         SizeStart {
             wasm_bytes: size.0,
             wasm_gzip_bytes: size.1,
             wasm_gzip_target_bytes: WASM_GZIP_BYTES_TARGET,
-            start_to_first_answer_ms: stats::round(server.start_to_first_answer.as_secs_f64() * 1000.0, 1),
+            start_to_first_answer_ms: start_to_first_answer_ms,
             first_durable_object_answer_ms: first_object_ms,
         },
         micro,
@@ -263,6 +341,7 @@ async fn measure(args: &Args, server: &Server, size: (u64, u64), micro: Vec<micr
 /// in turn, so that 32 different hand-offs are being written at once.
 async fn spread(
     api: &Api,
+    server: &Server,
     args: &Args,
     key: &[u8],
     prefix: &str,
@@ -270,5 +349,5 @@ async fn spread(
 ) -> Result<stats::Throughput, String> {
     let handoffs = service::create_many(api, SPREAD_HANDOFFS, CONNECTIONS, prefix, key, owner_of).await?;
     let shape = Shape { connections: CONNECTIONS, warmup: args.warmup, window: args.window };
-    Ok(load::run(api, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
+    Ok(load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
 }

@@ -55,6 +55,13 @@ pub struct Measured {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct TmpfsMeasured {
+    pub floor: Pair,
+    pub report: Pair,
+    pub ratio_to_floor: Ratios,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct Spread {
     pub handoffs: usize,
     /// Every hand-off belongs to one owner: every report also updates that owner's one index.
@@ -63,6 +70,8 @@ pub struct Spread {
     /// One owner per hand-off: the reports update 1,000 different indexes.
     #[serde(rename = "one_owner_each_concurrent_32")]
     pub one_owner_each: Throughput,
+    /// workerd's resident memory once both spreads ran: 2,000 hand-off objects and 1,001 indexes live.
+    pub rss_mib_after: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -95,6 +104,10 @@ pub struct RunInfo {
     pub commit: String,
     /// The phases this run measured: all five, unless a partial run was asked for.
     pub phases: Vec<String>,
+    /// /proc/loadavg's 1-minute figure as the run started and ended: other work on the
+    /// machine moves every figure, so the table says how busy it was.
+    pub load_average_start: f64,
+    pub load_average_end: f64,
     pub warmup_s: f64,
     pub window_s: f64,
     pub total_s: f64,
@@ -117,6 +130,9 @@ pub struct Results {
     /// round trip, the record from memory), which splits a report's cost into its parts.
     pub get_one_handoff: Measured,
     pub report_one_handoff: Measured,
+    /// Not one of the figures: (1) and (2) again on a workerd whose objects store on
+    /// tmpfs, where a commit costs no fsync; the gap to `report_one_handoff` is the disk's.
+    pub report_one_handoff_tmpfs: Option<TmpfsMeasured>,
     pub report_spread: SpreadMeasured,
     pub fanout: Vec<Fanout>,
     pub size_start: SizeStart,
@@ -131,6 +147,7 @@ impl Results {
         floor: Pair,
         get_one: Pair,
         report_one: Pair,
+        report_one_tmpfs: Option<(Pair, Pair)>,
         spread: Spread,
         fanout: Vec<Fanout>,
         size_start: SizeStart,
@@ -156,12 +173,16 @@ impl Results {
                 cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
                 commit: git_commit(&args.options.repo),
                 phases: args.phases.clone(),
+                load_average_start: 0.0,
+                load_average_end: 0.0,
                 warmup_s: args.warmup.as_secs_f64(),
                 window_s: args.window.as_secs_f64(),
                 total_s: 0.0,
             },
             get_one_handoff: Measured { ratio_to_floor: Ratios::of(&get_one, &floor), pair: get_one },
             report_one_handoff: Measured { pair: report_one, ratio_to_floor: report_ratio },
+            report_one_handoff_tmpfs: report_one_tmpfs
+                .map(|(floor, report)| TmpfsMeasured { ratio_to_floor: Ratios::of(&report, &floor), floor, report }),
             report_spread: SpreadMeasured { spread, ratio_to_floor: spread_ratio },
             floor,
             fanout,
@@ -213,24 +234,25 @@ pub fn table(r: &Results) -> String {
     let run = &r.run;
     let _ = writeln!(
         t,
-        "\nhandoff-bench: {} on {} CPUs, commit {}; {} s windows after {} s warm-up; run took {} s\n",
-        run.workerd, run.cpus, run.commit, run.window_s, run.warmup_s, run.total_s
+        "\nhandoff-bench: {} on {} CPUs, commit {}; {} s windows after {} s warm-up; run took {} s; load average {} → {}\n",
+        run.workerd, run.cpus, run.commit, run.window_s, run.warmup_s, run.total_s, run.load_average_start, run.load_average_end
     );
-    let _ = writeln!(t, "{:<46} {:>27} | {:>27}", "throughput (closed loop)", "sequential (1 connection)", "32 connections");
+    let _ = writeln!(t, "{:<46} {:>34} | {:>34}", "throughput (closed loop)", "sequential (1 connection)", "32 connections");
     let _ = writeln!(
         t,
-        "{:<46} {:>7} {:>6} {:>6} {:>6} | {:>7} {:>6} {:>6} {:>6}",
-        "", "req/s", "p50ms", "p99ms", "×floor", "req/s", "p50ms", "p99ms", "×floor"
+        "{:<46} {:>6} {:>6} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} {:>6}",
+        "", "req/s", "p50ms", "p99ms", "×floor", "cpuµs", "req/s", "p50ms", "p99ms", "×floor", "cpuµs"
     );
     let cells = |x: Option<&Throughput>, ratio: Option<f64>| match x {
         Some(x) => format!(
-            "{:>7.0} {:>6.2} {:>6.2} {:>6}",
+            "{:>6.0} {:>6.2} {:>6.2} {:>6} {:>6.0}",
             x.requests_per_s,
             x.p50_ms,
             x.p99_ms,
-            ratio.map(|v| format!("{v:.2}")).unwrap_or_default()
+            ratio.map(|v| format!("{v:.2}")).unwrap_or_default(),
+            x.workerd_cpu_us_per_request
         ),
-        None => format!("{:>7} {:>6} {:>6} {:>6}", "-", "", "", ""),
+        None => format!("{:>6} {:>6} {:>6} {:>6} {:>6}", "-", "", "", "", ""),
     };
     let mut row = |name: &str, seq: Option<&Throughput>, seq_ratio, con: Option<&Throughput>, con_ratio| {
         let _ = writeln!(t, "{name:<46} {} | {}", cells(seq, seq_ratio), cells(con, con_ratio));
@@ -240,29 +262,37 @@ pub fn table(r: &Results) -> String {
     row("  read one hand-off: + auth, no storage", Some(&g.pair.sequential), Some(g.ratio_to_floor.sequential), Some(&g.pair.concurrent), Some(g.ratio_to_floor.concurrent));
     let p = &r.report_one_handoff;
     row("2 reports on one hand-off", Some(&p.pair.sequential), Some(p.ratio_to_floor.sequential), Some(&p.pair.concurrent), Some(p.ratio_to_floor.concurrent));
+    if let Some(m) = &r.report_one_handoff_tmpfs {
+        row("  floor, objects' storage on tmpfs", Some(&m.floor.sequential), Some(1.0), Some(&m.floor.concurrent), Some(1.0));
+        row("  reports on one hand-off, storage on tmpfs", Some(&m.report.sequential), Some(m.ratio_to_floor.sequential), Some(&m.report.concurrent), Some(m.ratio_to_floor.concurrent));
+    }
     let s = &r.report_spread;
     row("3 reports over 1,000 hand-offs, one owner", None, None, Some(&s.spread.one_owner), Some(s.ratio_to_floor.one_owner));
     row("  reports over 1,000 hand-offs, 1,000 owners", None, None, Some(&s.spread.one_owner_each), Some(s.ratio_to_floor.one_owner_each));
-    let errors: u64 = [&r.floor, &g.pair, &p.pair].iter().map(|x| x.sequential.errors + x.concurrent.errors).sum::<u64>()
+    let tmpfs: Vec<&Pair> = r.report_one_handoff_tmpfs.iter().flat_map(|m| [&m.floor, &m.report]).collect();
+    let errors: u64 = [&r.floor, &g.pair, &p.pair].into_iter().chain(tmpfs).map(|x| x.sequential.errors + x.concurrent.errors).sum::<u64>()
         + s.spread.one_owner.errors
         + s.spread.one_owner_each.errors;
+    let _ = writeln!(t, "cpuµs: workerd's CPU time per request sent (all its threads, from /proc)");
+    let _ = writeln!(t, "workerd RSS after (3), with 2,000 hand-off objects and 1,001 owner indexes live: {} MiB", s.spread.rss_mib_after);
     let _ = writeln!(t, "errors (non-200 or failed requests) over all load phases: {errors}\n");
 
     let _ = writeln!(
         t,
-        "{:<22} {:>8} {:>8} {:>8} {:>8} {:>9} {:>27} {:>7}",
-        "4 long-poll fan-out", "answered", "p50ms", "p99ms", "max ms", "report ms", "workerd RSS MiB before/held/after", "after/before"
+        "{:<22} {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>27} {:>7}",
+        "4 long-poll fan-out", "answered", "p50ms", "p99ms", "max ms", "report ms", "cpuµs/wait", "RSS MiB before/held/after", "after/before"
     );
     for f in &r.fanout {
         let _ = writeln!(
             t,
-            "{:<22} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>11.1} /{:>7.1} /{:>7.1} {:>7.2}",
+            "{:<22} {:>9} {:>7.1} {:>7.1} {:>7.1} {:>9.1} {:>10.0} {:>11.1} /{:>7.1} /{:>7.1} {:>7.2}",
             format!("  {} waiters", f.waiters),
             format!("{}/{}", f.answered, f.waiters),
             f.p50_ms,
             f.p99_ms,
             f.max_ms,
             f.report_ms,
+            f.workerd_cpu_us_per_waiter,
             f.rss_mib_before,
             f.rss_mib_holding,
             f.rss_mib_after,

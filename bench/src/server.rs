@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 /// How long workerd may take to answer its first request before the bench gives up.
 pub const START_S_MAX: u64 = 60;
 
+#[derive(Clone)]
 pub struct Options {
     pub repo: PathBuf,
     pub build: PathBuf,
@@ -115,15 +116,9 @@ impl Server {
             .unwrap_or(0)
     }
 
-    /// workerd's CPU time so far (user + system), in clock ticks, from /proc.
-    pub fn cpu_ticks(&self) -> u64 {
-        let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        // Fields after the command name, which is in parentheses and may hold spaces.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-        let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        field(11) + field(12)
+    /// workerd's CPU time so far (user + system, all its threads).
+    pub fn cpu_time(&self) -> Duration {
+        crate::stats::cpu_time(&self.pid().to_string())
     }
 
     pub fn stop(&mut self) {

@@ -16,15 +16,21 @@ pub struct Throughput {
     pub requests_per_s: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// Every request the phase sent, warm-up included: the divisor of the CPU figures.
+    pub sent: u64,
+    /// workerd's CPU time (user + system, all threads) over the phase, per request sent.
+    pub workerd_cpu_us_per_request: f64,
+    /// The load generator's own CPU time per request sent: it shares the machine.
+    pub client_cpu_us_per_request: f64,
 }
 
 impl Throughput {
     /// A phase left out of a partial run.
     pub fn skipped(connections: usize) -> Throughput {
-        Throughput { connections, requests: 0, errors: 0, seconds: 0.0, requests_per_s: 0.0, p50_ms: 0.0, p99_ms: 0.0 }
+        Throughput::of(connections, Vec::new(), 0, Duration::ZERO, 0)
     }
 
-    pub fn of(connections: usize, mut latencies_us: Vec<u32>, errors: u64, window: Duration) -> Throughput {
+    pub fn of(connections: usize, mut latencies_us: Vec<u32>, errors: u64, window: Duration, sent: u64) -> Throughput {
         latencies_us.sort_unstable();
         let requests = latencies_us.len() as u64;
         let seconds = window.as_secs_f64();
@@ -33,11 +39,35 @@ impl Throughput {
             requests,
             errors,
             seconds: round(seconds, 3),
-            requests_per_s: round(requests as f64 / seconds, 1),
+            requests_per_s: if seconds > 0.0 { round(requests as f64 / seconds, 1) } else { 0.0 },
             p50_ms: percentile_ms(&latencies_us, 50.0),
             p99_ms: percentile_ms(&latencies_us, 99.0),
+            sent,
+            workerd_cpu_us_per_request: 0.0,
+            client_cpu_us_per_request: 0.0,
         }
     }
+
+    /// Adds the CPU time workerd and the load generator spent over the phase.
+    pub fn with_cpu(mut self, workerd: Duration, client: Duration) -> Throughput {
+        let per = |d: Duration| if self.sent > 0 { round(d.as_secs_f64() * 1e6 / self.sent as f64, 1) } else { 0.0 };
+        self.workerd_cpu_us_per_request = per(workerd);
+        self.client_cpu_us_per_request = per(client);
+        self
+    }
+}
+
+/// CPU time (user + system) of process `pid` so far, from /proc/PID/stat.
+pub fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces: utime and
+    // stime are fields 14 and 15 of the line, so 12 and 13 after the name.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = field(11) + field(12);
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks * 1_000_000 / ticks_per_s)
 }
 
 /// The nearest-rank percentile of sorted microsecond samples, in milliseconds (0 when empty).
@@ -84,7 +114,7 @@ mod tests {
 
     #[test]
     fn throughput_counts_requests_over_the_window() {
-        let t = Throughput::of(1, vec![2000, 1000, 3000, 4000], 0, Duration::from_secs(2));
+        let t = Throughput::of(1, vec![2000, 1000, 3000, 4000], 0, Duration::from_secs(2), 6);
         assert_eq!((t.requests, t.requests_per_s, t.p50_ms), (4, 2.0, 2.0));
     }
 }
