@@ -9,8 +9,8 @@ use crate::error::{ApiError, Code};
 use crate::handoff::{self, Change, Dirty, Extras, Handoff};
 use crate::index::IndexRow;
 use crate::limits::{
-    IDEMPOTENCY_TTL_MS, OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, WAITERS_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX,
-    WORK_RECORD_BYTES_MAX,
+    IDEMPOTENCY_TTL_MS, OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS, WAITERS_PER_HANDOFF_MAX,
+    WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
 use crate::package::{Ledger, TurnEntry};
 use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
@@ -20,7 +20,8 @@ use crate::work::Work;
 use futures::future::{select, Either};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Duration;
 use worker::*;
 
@@ -29,7 +30,12 @@ pub struct HandoffObject {
     state: State,
     env: Env,
     /// The stored hand-off, read once per object lifetime: `Some(None)` once known absent.
-    cached: RefCell<Option<Option<Handoff>>>,
+    cached: RefCell<Option<Option<Rc<Handoff>>>>,
+    /// `{"handoff": record}` of the current version, rendered once and shared by every waiter
+    /// it wakes.
+    answer: RefCell<Option<(u64, Rc<str>)>>,
+    /// The highest version the owner's index acknowledged in this object's lifetime.
+    delivered: Cell<u64>,
     waiters: RefCell<Waiters>,
 }
 
@@ -95,6 +101,11 @@ impl Answer {
         let mut body = error.body();
         if let Some(h) = handoff {
             body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
+            // A stale accept carries the hash that is current, so the destination can re-read.
+            if let (Code::PackageStale, Some(current)) = (error.code, &h.ledger.current) {
+                body["package_hash"] = json!(current.hash);
+                body["package_version"] = json!(current.version);
+            }
         }
         Answer { status: error.code.status(), body }
     }
@@ -119,7 +130,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 impl DurableObject for HandoffObject {
     fn new(state: State, env: Env) -> Self {
         state.storage().sql().exec(SCHEMA, None).expect("schema applies");
-        HandoffObject { state, env, cached: RefCell::new(None), waiters: RefCell::new(Waiters::default()) }
+        HandoffObject {
+            state,
+            env,
+            cached: RefCell::new(None),
+            answer: RefCell::new(None),
+            delivered: Cell::new(0),
+            waiters: RefCell::new(Waiters::default()),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
@@ -136,15 +154,20 @@ impl DurableObject for HandoffObject {
         }
     }
 
-    /// Retries what the owner's index is still owed.
+    /// Retries what the owner's index is still owed: after a failed delivery, or after a
+    /// Worker that died between a change and its delivery (the safety alarm).
     async fn alarm(&self) -> Result<Response> {
-        self.deliver().await?;
+        let sql = self.state.storage().sql();
+        let owed: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
+        if let Some(owed) = owed.into_iter().next() {
+            self.deliver(owed).await?;
+        }
         Response::ok("delivered or rescheduled")
     }
 }
 
 impl HandoffObject {
-    fn load(&self) -> Result<Option<Handoff>> {
+    fn load(&self) -> Result<Option<Rc<Handoff>>> {
         if let Some(cached) = self.cached.borrow().as_ref() {
             return Ok(cached.clone());
         }
@@ -168,7 +191,7 @@ impl HandoffObject {
                 if !turns.is_empty() {
                     h.lineage = turns.iter().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
                 }
-                Some(h)
+                Some(Rc::new(h))
             }
         };
         *self.cached.borrow_mut() = Some(handoff.clone());
@@ -176,17 +199,18 @@ impl HandoffObject {
     }
 
     /// The hand-off, if it exists and the caller may see it; anything else is `handoff.not_found`.
-    fn owned(&self, caller: &Caller) -> Result<std::result::Result<Handoff, ApiError>> {
+    fn owned(&self, caller: &Caller) -> Result<std::result::Result<Rc<Handoff>, ApiError>> {
         Ok(match self.load()? {
             Some(h) if h.record.owner == caller.owner => Ok(h),
             _ => Err(ApiError::new(Code::HandoffNotFound, "no such hand-off")),
         })
     }
 
-    /// Writes what moved — the record, the parts marked dirty, the history event and the row the
-    /// owner's index is now owed (the outbox) — with no `await` in between: one transaction.
-    /// Then wakes every waiter. The caller delivers the outbox.
-    fn store(&self, h: &Handoff, dirty: Dirty, kind: &str, caller: &Caller) -> Result<()> {
+    /// Writes what moved — the record, the parts marked dirty, the history event, the row the
+    /// owner's index is now owed (the outbox) and a safety alarm that delivers it should this
+    /// Worker die first — with no `await` in between: one transaction. Then wakes every waiter.
+    /// Answers the outbox row, which the caller delivers.
+    fn store(&self, h: Handoff, dirty: Dirty, kind: &str, caller: &Caller) -> Result<OutboxRow> {
         let sql = self.state.storage().sql();
         let record = &h.record;
         sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![to_json(record)?.into()])?;
@@ -208,27 +232,38 @@ impl HandoffObject {
             "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
             vec![(record.version as i64).into(), record.updated_at.into(), kind.into(), actor.into()],
         )?;
+        let owed = OutboxRow {
+            owner: record.owner.clone(),
+            version: record.version as i64,
+            row: to_json(&IndexRow::of(record))?,
+            attempts: 0,
+        };
         sql.exec(
             "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
-            vec![record.owner.clone().into(), (record.version as i64).into(), to_json(&IndexRow::of(record))?.into()],
+            vec![owed.owner.clone().into(), owed.version.into(), owed.row.clone().into()],
         )?;
-        *self.cached.borrow_mut() = Some(Some(h.clone()));
+        // Not awaited on purpose: an un-awaited storage write joins this transaction.
+        let safety = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64((now_ms() + OUTBOX_SAFETY_ALARM_MS) as f64));
+        let _ = self.state.storage().as_raw().set_alarm(safety, js_sys::Object::new());
+        *self.cached.borrow_mut() = Some(Some(Rc::new(h)));
         self.waiters.borrow_mut().wake_all();
-        Ok(())
+        Ok(owed)
     }
 
     /// Sends the owner's index the row it is owed. Before answering a change, so that a list
-    /// that starts after the answer sees it; on failure the alarm retries with backoff.
-    async fn deliver(&self) -> Result<()> {
-        let sql = self.state.storage().sql();
-        let owed: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
-        let Some(owed) = owed.into_iter().next() else {
-            return Ok(());
-        };
-        if self.send_row(&owed).await {
-            sql.exec("DELETE FROM outbox WHERE k = 0 AND version = ?", vec![owed.version.into()])?;
+    /// that starts after the answer sees it; on failure the alarm retries with backoff. The
+    /// outbox row stays (the next change overwrites it): deleting it would cost one more
+    /// durable commit per change, and a replay is harmless since the index keeps only higher
+    /// versions.
+    async fn deliver(&self, owed: OutboxRow) -> Result<()> {
+        if owed.version as u64 <= self.delivered.get() {
             return Ok(());
         }
+        if self.send_row(&owed).await {
+            self.delivered.set(self.delivered.get().max(owed.version as u64));
+            return Ok(());
+        }
+        let sql = self.state.storage().sql();
         let attempts = owed.attempts + 1;
         sql.exec("UPDATE outbox SET attempts = ? WHERE k = 0 AND version = ?", vec![attempts.into(), owed.version.into()])?;
         let backoff_ms = (OUTBOX_RETRY_MS_MIN << attempts.min(16)).min(OUTBOX_RETRY_MS_MAX);
@@ -266,9 +301,10 @@ impl HandoffObject {
         }
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
-        self.store(&h, dirty, "create", caller)?;
-        self.deliver().await?;
-        Answer { status: 201, body: h.answer(&Default::default()) }.into_response()
+        let body = h.answer(&Default::default());
+        let owed = self.store(h, dirty, "create", caller)?;
+        self.deliver(owed).await?;
+        Answer { status: 201, body }.into_response()
     }
 
     async fn change(&self, caller: &Caller, change: &Change, idempotency: Option<&Idempotency>) -> Result<Response> {
@@ -281,24 +317,23 @@ impl HandoffObject {
                 return Ok(replay);
             }
         }
-        let (answer, moved) = match handoff::apply(&h, change, caller.actor(), now_ms()) {
-            Err(e) => (Answer::refused(&e, Some(&h)), false),
+        let (answer, owed) = match handoff::apply(&h, change, caller.actor(), now_ms()) {
+            Err(e) => (Answer::refused(&e, Some(&h)), None),
             Ok(out) if out.dirty.work && to_json(&out.next.work)?.len() > WORK_RECORD_BYTES_MAX => {
                 let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
-                (Answer::refused(&e, Some(&h)), false)
+                (Answer::refused(&e, Some(&h)), None)
             }
-            Ok(out) => {
-                if out.moved {
-                    self.store(&out.next, out.dirty, change.kind(), caller)?;
-                }
-                (Answer::ok(out.next.answer(&out.extra)), out.moved)
+            Ok(out) if out.moved => {
+                let answer = Answer::ok(out.next.answer(&out.extra));
+                (answer, Some(self.store(out.next, out.dirty, change.kind(), caller)?))
             }
+            Ok(out) => (Answer::ok(out.next.answer(&out.extra)), None),
         };
         if let Some(idem) = idempotency {
             self.remember(idem, &answer)?;
         }
-        if moved {
-            self.deliver().await?;
+        if let Some(owed) = owed {
+            self.deliver(owed).await?;
         }
         answer.into_response()
     }
@@ -371,7 +406,7 @@ impl HandoffObject {
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
-            return Answer::ok(h.answer(&Default::default())).into_response();
+            return self.current_answer();
         }
         let Some((id, woken)) = self.waiters.borrow_mut().hold(self.waiters_max()) else {
             let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
@@ -382,10 +417,28 @@ impl HandoffObject {
         if let Either::Right(_) = select(woken, timeout).await {
             self.waiters.borrow_mut().release(id);
         }
-        match self.load()? {
-            Some(h) => Answer::ok(h.answer(&Default::default())).into_response(),
-            None => Answer::refused(&ApiError::new(Code::HandoffNotFound, "no such hand-off"), None).into_response(),
-        }
+        self.current_answer()
+    }
+
+    /// `{"handoff": record}` of the current version, rendered once per version: a report that
+    /// wakes a thousand waiters serialises the record once, not a thousand times.
+    fn current_answer(&self) -> Result<Response> {
+        let Some(h) = self.load()? else {
+            return Answer::refused(&ApiError::new(Code::HandoffNotFound, "no such hand-off"), None).into_response();
+        };
+        let version = h.record.version;
+        let cached = self.answer.borrow().as_ref().filter(|(v, _)| *v == version).map(|(_, body)| body.clone());
+        let body = match cached {
+            Some(body) => body,
+            None => {
+                let body: Rc<str> = to_json(&h.answer(&Default::default()))?.into();
+                *self.answer.borrow_mut() = Some((version, body.clone()));
+                body
+            }
+        };
+        let mut response = Response::ok(body.as_ref())?;
+        response.headers_mut().set("Content-Type", "application/json")?;
+        Ok(response)
     }
 
     /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on

@@ -32,8 +32,13 @@ pub fn is_handoff_id(s: &str) -> bool {
     })
 }
 
-/// Parses a JSON body into `T`; the error names the field that is wrong.
+/// Parses a JSON object body into `T`; the error names the field that is wrong. Every body of
+/// this API is an object: serde would otherwise read an array as a struct's fields in order.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::invalid("body: expected a JSON object"));
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -283,6 +288,16 @@ mod tests {
         assert_eq!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{}"));
         assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{ }"));
         assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/cancel", "machine", b"{}"));
+    }
+
+    #[test]
+    fn an_array_is_not_read_as_an_object() {
+        for body in [&br#"[1,"done","via an array"]"#[..], b"[1]", br#"["s","m","l"]"#, b"[]", b"\"x\"", b"1"] {
+            assert_eq!(parse_report(body).unwrap_err().message, "body: expected a JSON object");
+            assert!(parse_open_turn(body).is_err());
+            assert!(parse_create(body).is_err());
+            assert!(parse_close(body).is_err());
+        }
     }
 
     #[test]

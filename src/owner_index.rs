@@ -25,6 +25,9 @@ CREATE TABLE IF NOT EXISTS rows (
 CREATE INDEX IF NOT EXISTS rows_newest ON rows (updated_at DESC, id DESC);
 ";
 
+/// Additive migrations for tables created by an earlier build; each fails harmlessly once applied.
+const MIGRATIONS: [&str; 1] = ["ALTER TABLE rows ADD COLUMN suggestion TEXT"];
+
 const UPSERT: &str = "
 INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at, suggestion)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -69,7 +72,12 @@ impl StoredRow {
 
 impl DurableObject for OwnerIndex {
     fn new(state: State, _env: Env) -> Self {
-        state.storage().sql().exec(SCHEMA, None).expect("schema applies");
+        let sql = state.storage().sql();
+        sql.exec(SCHEMA, None).expect("schema applies");
+        for migration in MIGRATIONS {
+            // "duplicate column name" once applied: the column is there, which is the point.
+            let _ = sql.exec(migration, None);
+        }
         OwnerIndex { state, refusing: Cell::new(false) }
     }
 

@@ -136,9 +136,11 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
     let Some((route, id, bid)) = match_route(url.path()).filter(|(r, _, _)| switched_on(*r)) else {
         return Err(ApiError::new(Code::RouteNotFound, "no such route"));
     };
+    // `Request::method` reads any method it does not know as GET; compare the raw one.
+    let raw_method = req.inner().method();
     let method = req.method();
-    if !route.allows().contains(&method) {
-        return Err(ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here")));
+    if raw_method != method.as_ref() || !route.allows().contains(&method) {
+        return method_not_allowed(&raw_method, route.allows());
     }
     // The store is bound only when both of its objects are.
     let store = env.durable_object(HANDOFFS).ok().zip(env.durable_object(OWNER_INDEX).ok());
@@ -370,6 +372,15 @@ fn json_response(status: u16, body: &serde_json::Value) -> Answer {
     Response::from_json(body)
         .map(|r| r.with_status(status))
         .map_err(|_| ApiError::new(Code::StoreUnavailable, "could not encode the answer"))
+}
+
+/// 405, naming the methods the route does allow in `Allow` (RFC 9110).
+fn method_not_allowed(method: &str, allowed: &[Method]) -> Answer {
+    let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
+    let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
+    let mut response = json_response(error.code.status(), &error.body())?;
+    response.headers_mut().set("Allow", &allow.join(", ")).map_err(|_| unavailable("headers"))?;
+    Ok(response)
 }
 
 fn error_response(error: &ApiError) -> Result<Response> {
