@@ -148,7 +148,7 @@ impl DurableObject for HandoffObject {
         match ask.op {
             Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
             Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
-            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s).await,
+            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s, req.inner().signal()).await,
             Op::Floor => Response::from_json(&json!({"ok": true})),
             read => self.read(&ask.caller, &read),
         }
@@ -400,7 +400,9 @@ impl HandoffObject {
         }
     }
 
-    async fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Result<Response> {
+    /// Holds until the next version move, the timeout, or the client's going away (where the
+    /// runtime signals it: local workerd does not, so the timeout is what bounds a waiter).
+    async fn wait(&self, caller: &Caller, after: u64, timeout_s: u64, signal: web_sys::AbortSignal) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(&e, None).into_response(),
@@ -414,7 +416,8 @@ impl HandoffObject {
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));
-        if let Either::Right(_) = select(woken, timeout).await {
+        let mut gone = ClientGone::watch(signal);
+        if let Either::Right(_) = select(woken, select(timeout, &mut gone.receiver)).await {
             self.waiters.borrow_mut().release(id);
         }
         self.current_answer()
@@ -450,6 +453,33 @@ impl HandoffObject {
             Some(cap) if hooks_on => cap,
             _ => WAITERS_PER_HANDOFF_MAX,
         }
+    }
+}
+
+/// Completes when the request's signal aborts. Dropping it removes the handler.
+struct ClientGone {
+    signal: web_sys::AbortSignal,
+    receiver: futures::channel::oneshot::Receiver<()>,
+    _handler: wasm_bindgen::closure::Closure<dyn FnMut()>,
+}
+
+impl ClientGone {
+    fn watch(signal: web_sys::AbortSignal) -> ClientGone {
+        let (sender, receiver) = futures::channel::oneshot::channel();
+        let mut sender = Some(sender);
+        let handler = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+            if let Some(sender) = sender.take() {
+                let _ = sender.send(());
+            }
+        });
+        signal.set_onabort(Some(wasm_bindgen::JsCast::unchecked_ref(handler.as_ref())));
+        ClientGone { signal, receiver, _handler: handler }
+    }
+}
+
+impl Drop for ClientGone {
+    fn drop(&mut self) {
+        self.signal.set_onabort(None);
     }
 }
 

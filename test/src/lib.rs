@@ -119,7 +119,14 @@ impl Client {
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         let www_authenticate = header("WWW-Authenticate");
         let content_type = header("Content-Type");
-        let text = response.body_mut().with_config().limit(8 * 1024 * 1024).read_to_string().unwrap_or_default();
+        // An answer cut off mid-body (the Worker was killed) was not received: it acknowledges
+        // nothing, so it is an error, not an empty 200.
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(8 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| format!("{method} {path}: the answer's body was cut off: {e}"))?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type })
     }
