@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use handoff::package::{OfferState, PackageRequest, RejectReason};
+pub use handoff::turn::ContinuedFrom;
 pub use handoff::work::{Severity, WorkInput};
 
 /// A hand-off record: `{"handoff": …}` in every success.
@@ -37,12 +38,6 @@ pub struct Handoff {
     pub continued_from: Option<ContinuedFrom>,
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContinuedFrom {
-    pub turn: u64,
-    pub runtime: Option<String>,
 }
 
 /// A hand-off the owner may choose to make. The service never acts on it, and neither does

@@ -54,7 +54,9 @@ pub fn refusal_line(r: &Refusal) -> String {
     if r.code.is(Code::PackageStale) {
         let current = r.body["package_hash"].as_str().or_else(|| r.body["error"]["package_hash"].as_str());
         if let Some(hash) = current {
-            return format!("{code}: the current package is {}", short_hash(hash));
+            // The whole hash: it is what `package accept --hash` takes.
+            let version = r.body["package_version"].as_u64().map(|v| format!("v{v} ")).unwrap_or_default();
+            return format!("{code}: the current package is {version}{hash}");
         }
     }
     if r.message.is_empty() {

@@ -81,8 +81,12 @@ fn a_refusal_without_a_hand_off_prints_the_apis_message_and_an_unknown_code_as_s
     let mut stale = refusal("package.stale", None);
     if let Error::Refused(r) = &mut stale {
         r.body["package_hash"] = json!("1d07e2c4aaaabbbbccccddddeeeeffff00001111222233334444555566667777");
+        r.body["package_version"] = json!(4);
     }
-    assert_eq!(error_line(&stale), "package.stale: the current package is 1d07e2c4…");
+    assert_eq!(
+        error_line(&stale),
+        "package.stale: the current package is v4 1d07e2c4aaaabbbbccccddddeeeeffff00001111222233334444555566667777"
+    );
     // A package refusal that carries the hand-off is about the package: its message says so.
     let accepted = refusal("package.accepted", Some(handoff(1, "running", 11)));
     assert_eq!(error_line(&accepted), "package.accepted: the API's words");
