@@ -36,6 +36,14 @@ pub struct HandoffObject {
     answer: RefCell<Option<(u64, Rc<str>)>>,
     /// The highest version the owner's index acknowledged in this object's lifetime.
     delivered: Cell<u64>,
+    /// The row the index is owed after the latest change (also in the outbox table).
+    owed: RefCell<Option<OutboxRow>>,
+    /// A delivery is on its way; changes that come meanwhile wait for it, then send together.
+    sending: Cell<bool>,
+    /// Whether the last delivery reached the index.
+    last_send_ok: Cell<bool>,
+    /// Changes waiting for the delivery on its way.
+    delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     waiters: RefCell<Waiters>,
 }
 
@@ -71,7 +79,7 @@ struct TurnRow {
     entry: String,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Clone, serde::Deserialize)]
 struct OutboxRow {
     owner: String,
     version: i64,
@@ -136,6 +144,10 @@ impl DurableObject for HandoffObject {
             cached: RefCell::new(None),
             answer: RefCell::new(None),
             delivered: Cell::new(0),
+            owed: RefCell::new(None),
+            sending: Cell::new(false),
+            last_send_ok: Cell::new(true),
+            delivery_waiters: RefCell::new(Vec::new()),
             waiters: RefCell::new(Waiters::default()),
         }
     }
@@ -246,13 +258,50 @@ impl HandoffObject {
         let safety = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64((now_ms() + OUTBOX_SAFETY_ALARM_MS) as f64));
         let _ = self.state.storage().as_raw().set_alarm(safety, js_sys::Object::new());
         *self.cached.borrow_mut() = Some(Some(Rc::new(h)));
+        *self.owed.borrow_mut() = Some(owed.clone());
         self.waiters.borrow_mut().wake_all();
         Ok(owed)
     }
 
-    /// Sends the owner's index the row it is owed. Before answering a change, so that a list
-    /// that starts after the answer sees it; on failure the alarm retries with backoff. The
-    /// outbox row stays (the next change overwrites it): deleting it would cost one more
+    /// Returns once the owner's index has `version` (or a later one), so that a list started
+    /// after the answer shows the change. Changes that arrive while a delivery is on its way
+    /// wait for it and then send only the newest row: under concurrent changes, one index
+    /// write carries many of them. On failure the alarm retries and the change is answered.
+    async fn deliver_through(&self, version: u64) -> Result<()> {
+        loop {
+            if self.delivered.get() >= version {
+                return Ok(());
+            }
+            if self.sending.get() {
+                let (done, wait) = futures::channel::oneshot::channel();
+                self.delivery_waiters.borrow_mut().push(done);
+                let _ = wait.await;
+                if !self.last_send_ok.get() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let Some(owed) = self.owed.borrow().clone() else {
+                return Ok(());
+            };
+            self.sending.set(true);
+            let ok = self.send_row(&owed).await;
+            self.sending.set(false);
+            self.last_send_ok.set(ok);
+            if ok {
+                self.delivered.set(self.delivered.get().max(owed.version as u64));
+            }
+            for done in self.delivery_waiters.borrow_mut().drain(..) {
+                let _ = done.send(());
+            }
+            if !ok {
+                return self.state.storage().set_alarm(Duration::from_millis(OUTBOX_RETRY_MS_MIN as u64)).await;
+            }
+        }
+    }
+
+    /// The alarm's delivery of the stored outbox row, retried with backoff. The outbox row
+    /// stays after a delivery (the next change overwrites it): deleting it would cost one more
     /// durable commit per change, and a replay is harmless since the index keeps only higher
     /// versions.
     async fn deliver(&self, owed: OutboxRow) -> Result<()> {
@@ -303,7 +352,7 @@ impl HandoffObject {
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
         let owed = self.store(h, dirty, "create", caller)?;
-        self.deliver(owed).await?;
+        self.deliver_through(owed.version as u64).await?;
         Answer { status: 201, body }.into_response()
     }
 
@@ -333,7 +382,7 @@ impl HandoffObject {
             self.remember(idem, &answer)?;
         }
         if let Some(owed) = owed {
-            self.deliver(owed).await?;
+            self.deliver_through(owed.version as u64).await?;
         }
         answer.into_response()
     }

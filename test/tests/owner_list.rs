@@ -122,3 +122,29 @@ fn a_row_whose_delivery_failed_arrives_once_delivery_works_again() {
     // The retry did not duplicate the row.
     assert_eq!(rows(&c, &alice, "").len(), 1);
 }
+
+#[test]
+fn under_concurrent_changes_every_answered_change_is_already_in_the_list() {
+    // Deliveries to the index are coalesced while one is on its way; an answer must still wait
+    // until the index has its version (read your writes).
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let threads: Vec<_> = (0..16)
+        .map(|i| {
+            let (c, alice, machine, id) = (c.clone(), alice.clone(), machine.clone(), id.clone());
+            std::thread::spawn(move || {
+                for j in 0..5 {
+                    let answered = c.report(&id, &machine, 1, "running", Some(&format!("step {i}.{j}")));
+                    assert_eq!(answered.status, 200, "{}", answered.text);
+                    let listed = row_of(&c, &alice, &id).unwrap()["version"].as_u64().unwrap();
+                    assert!(listed >= answered.version(), "listed v{listed} after an answered v{}", answered.version());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 81, "80 reports and the create, none lost");
+}
