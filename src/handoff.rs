@@ -11,7 +11,7 @@
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
 use crate::error::{ApiError, Code};
-use crate::package::{CompileAnswer, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
@@ -149,26 +149,12 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
         }
         Change::Compile { request, dry_run } => {
             let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
-            let applied = h.ledger.compile(&sources, request, by, *dry_run, now)?;
-            extend(&mut extra, &applied.answer);
-            next.ledger = applied.ledger;
-            dirty.ledger = applied.moved;
-            applied.moved
+            take_ledger(h.ledger.compile(&sources, request, by, *dry_run, now)?, &mut next, &mut dirty, &mut extra)
         }
         Change::Accept { package_hash } => {
-            let applied = h.ledger.accept(&h.record, package_hash, by, now)?;
-            extend(&mut extra, &applied.answer);
-            next.ledger = applied.ledger;
-            dirty.ledger = applied.moved;
-            applied.moved
+            take_ledger(h.ledger.accept(&h.record, package_hash, by, now)?, &mut next, &mut dirty, &mut extra)
         }
-        Change::Reject { input } => {
-            let applied = h.ledger.reject(&h.record, input, by, now)?;
-            extend(&mut extra, &applied.answer);
-            next.ledger = applied.ledger;
-            dirty.ledger = applied.moved;
-            applied.moved
-        }
+        Change::Reject { input } => take_ledger(h.ledger.reject(&h.record, input, by, now)?, &mut next, &mut dirty, &mut extra),
         Change::SetPolicy { policy } => {
             if by != Actor::Owner {
                 return Err(ApiError::new(Code::AuthForbidden, "only the owner sets the policy"));
@@ -189,6 +175,14 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
     next.record.updated_at = now.max(h.record.updated_at);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
     Ok(Outcome { next, moved: true, dirty, extra })
+}
+
+/// Keeps a ledger command's outcome: its answer's fields, its ledger, whether it moved.
+fn take_ledger<A: Serialize>(applied: LedgerApplied<A>, next: &mut Handoff, dirty: &mut Dirty, extra: &mut Map<String, Value>) -> bool {
+    extend(extra, &applied.answer);
+    next.ledger = applied.ledger;
+    dirty.ledger = applied.moved;
+    applied.moved
 }
 
 fn extend<T: Serialize>(extra: &mut Map<String, Value>, answer: &T) {
