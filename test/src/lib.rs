@@ -57,6 +57,7 @@ pub struct Answer {
     pub text: String,
     pub www_authenticate: Option<String>,
     pub content_type: Option<String>,
+    pub allow: Option<String>,
 }
 
 impl Answer {
@@ -119,6 +120,7 @@ impl Client {
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         let www_authenticate = header("WWW-Authenticate");
         let content_type = header("Content-Type");
+        let allow = header("Allow");
         // An answer cut off mid-body (the Worker was killed) was not received: it acknowledges
         // nothing, so it is an error, not an empty 200.
         let text = response
@@ -128,7 +130,7 @@ impl Client {
             .read_to_string()
             .map_err(|e| format!("{method} {path}: the answer's body was cut off: {e}"))?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type })
+        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow })
     }
 
     pub fn get(&self, path: &str, token: &str) -> Answer {

@@ -102,7 +102,15 @@ fn an_unknown_route_is_404_and_a_wrong_method_is_405() {
     let a = c.send("DELETE", "/v1/handoffs", Some(&alice), &[], None);
     assert_eq!((a.status, a.code()), (405, "request.method_not_allowed"));
     let a = c.send("GET", "/v1/handoffs/ho_00000000000000000000000000000000/report", Some(&alice), &[], None);
-    assert_eq!(a.status, 405);
+    assert_eq!((a.status, a.allow.as_deref()), (405, Some("POST")), "a 405 names what is allowed");
+    // A method the runtime's Request type does not know must not be read as GET.
+    let (id, _, _) = c.create(&alice);
+    for method in ["QUERY", "PROPFIND"] {
+        let answer = raw_request(&c, method, &format!("/v1/handoffs/{id}"), &alice);
+        assert!(answer.starts_with("HTTP/1.1 405"), "{method}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("\r\nallow: get\r\n"), "{method}: {answer}");
+        assert!(answer.contains("request.method_not_allowed"), "{method}: {answer}");
+    }
     let floor = c.send("GET", "/v1/bench/floor", None, &[], None);
     assert_eq!(floor.status, 404, "the bench floor is off unless switched on");
 }
@@ -111,4 +119,17 @@ fn an_unknown_route_is_404_and_a_wrong_method_is_405() {
 fn health_says_the_store_is_bound() {
     let a = Client::shared().send("GET", "/v1/health", None, &[], None);
     assert_eq!((a.status, a.body.clone()), (200, json!({"ok": true, "store": "bound"})));
+}
+
+/// A request with a method the HTTP client refuses to send, on a raw connection; the whole answer.
+fn raw_request(c: &Client, method: &str, path: &str, token: &str) -> String {
+    use std::io::{Read, Write};
+    let host = c.base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
 }
