@@ -169,7 +169,9 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
         }
     };
     if !moved {
-        return Ok(Outcome { next: h.clone(), moved: false, dirty: Dirty::default(), extra });
+        // Nothing changed, so the working copy is the hand-off as it was: no second clone.
+        debug_assert_eq!(next, *h, "a change that did not move changed nothing");
+        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), extra });
     }
     next.record.version = h.record.version + 1;
     next.record.updated_at = now.max(h.record.updated_at);

@@ -222,18 +222,23 @@ impl HandoffObject {
     /// owner's index is now owed (the outbox) and a safety alarm that delivers it should this
     /// Worker die first — with no `await` in between: one transaction. Then wakes every waiter.
     /// Answers the outbox row, which the caller delivers.
-    fn store(&self, h: Handoff, dirty: Dirty, kind: &str, caller: &Caller) -> Result<OutboxRow> {
+    /// `work_json` is the work record already serialised (for its size check) when it is dirty.
+    fn store(&self, h: Handoff, dirty: Dirty, work_json: Option<String>, kind: &str, caller: &Caller) -> Result<OutboxRow> {
+        debug_assert_eq!(dirty.work, work_json.is_some(), "the work is serialised exactly when it moved");
+        // Only the parts that moved are serialised (a report touches none of them), and all of
+        // it before the first write, so that a failure writes nothing.
+        let record_json = to_json(&h.record)?;
+        let parts = [
+            ("work", work_json),
+            ("ledger", dirty.ledger.then(|| to_json(&h.ledger)).transpose()?),
+            ("extras", dirty.extras.then(|| to_json(&h.extras)).transpose()?),
+        ];
         let sql = self.state.storage().sql();
         let record = &h.record;
-        sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![to_json(record)?.into()])?;
-        let parts: [(&str, bool, Result<String>); 3] = [
-            ("work", dirty.work, to_json(&h.work)),
-            ("ledger", dirty.ledger, to_json(&h.ledger)),
-            ("extras", dirty.extras, to_json(&h.extras)),
-        ];
-        for (name, changed, json) in parts {
-            if changed {
-                sql.exec("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![name.into(), json?.into()])?;
+        sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![record_json.into()])?;
+        for (name, json) in parts {
+            if let Some(json) = json {
+                sql.exec("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![name.into(), json.into()])?;
             }
         }
         for entry in &h.lineage[dirty.lineage_from.unwrap_or(h.lineage.len())..] {
@@ -351,7 +356,7 @@ impl HandoffObject {
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
-        let owed = self.store(h, dirty, "create", caller)?;
+        let owed = self.store(h, dirty, None, "create", caller)?;
         self.deliver_through(owed.version as u64).await?;
         Answer { status: 201, body }.into_response()
     }
@@ -368,13 +373,15 @@ impl HandoffObject {
         }
         let (answer, owed) = match handoff::apply(&h, change, caller.actor(), now_ms()) {
             Err(e) => (Answer::refused(&e, Some(&h)), None),
-            Ok(out) if out.dirty.work && to_json(&out.next.work)?.len() > WORK_RECORD_BYTES_MAX => {
-                let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
-                (Answer::refused(&e, Some(&h)), None)
-            }
             Ok(out) if out.moved => {
-                let answer = Answer::ok(out.next.answer(&out.extra));
-                (answer, Some(self.store(out.next, out.dirty, change.kind(), caller)?))
+                let work_json = out.dirty.work.then(|| to_json(&out.next.work)).transpose()?;
+                if work_json.as_ref().is_some_and(|json| json.len() > WORK_RECORD_BYTES_MAX) {
+                    let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
+                    (Answer::refused(&e, Some(&h)), None)
+                } else {
+                    let answer = Answer::ok(out.next.answer(&out.extra));
+                    (answer, Some(self.store(out.next, out.dirty, work_json, change.kind(), caller)?))
+                }
             }
             Ok(out) => (Answer::ok(out.next.answer(&out.extra)), None),
         };
