@@ -232,3 +232,26 @@ fn an_idempotency_key_answers_the_first_answer_again_and_refuses_another_body() 
     let bad_key = s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", "has space")], Some(report.as_bytes()));
     assert_eq!(bad_key.status, 400);
 }
+
+#[test]
+fn a_change_that_would_grow_the_work_record_past_its_limit_is_413_and_changes_nothing() {
+    // Each decision carries about 13 KiB (a long rationale and six long evidence links), so the
+    // 1 MiB work record (limits::WORK_RECORD_BYTES_MAX) fills within about 80 of them.
+    let s = Session::new();
+    let link = |i: usize, j: usize| format!("https://example.test/{i}/{j}/{}", "e".repeat(1_900));
+    let mut refused = None;
+    for i in 0..200 {
+        let evidence: Vec<String> = (0..6).map(|j| link(i, j)).collect();
+        let body = json!({"statement": format!("decision {i}"), "rationale": "r".repeat(2_000), "evidence": evidence});
+        let a = s.machine_post("/decisions", body);
+        if a.status != 200 {
+            refused = Some((i, a));
+            break;
+        }
+    }
+    let (i, a) = refused.expect("the work record reached its limit");
+    assert_eq!((a.status, a.code()), (413, "request.too_large"), "{}", a.text);
+    assert!(a.text.contains("work record"), "{}", a.text);
+    assert!(i > 40, "refused only once the record is near 1 MiB (after {i} decisions)");
+    assert_eq!(s.version(), 1 + i as u64, "the refused decision changed nothing");
+}
