@@ -32,8 +32,8 @@ pub struct HandoffObject {
     /// The stored hand-off, read once per object lifetime: `Some(None)` once known absent.
     cached: RefCell<Option<Option<Rc<Handoff>>>>,
     /// `{"handoff": record}` of the current version, rendered once and shared by every waiter
-    /// it wakes.
-    answer: RefCell<Option<(u64, Rc<str>)>>,
+    /// it wakes. Kept current whenever a waiter is held, since a waiter's timeout answers it.
+    answer: Rc<RefCell<Option<(u64, Rc<str>)>>>,
     /// The highest version the owner's index acknowledged in this object's lifetime.
     delivered: Cell<u64>,
     /// The row the index is owed after the latest change (also in the outbox table).
@@ -42,9 +42,12 @@ pub struct HandoffObject {
     sending: Cell<bool>,
     /// Whether the last delivery reached the index.
     last_send_ok: Cell<bool>,
+    /// When the alarm this object set is due, until it runs (in ms): a change that finds one
+    /// pending schedules none, which saves the runtime's alarm store a durable write per change.
+    alarm_at: Cell<Option<i64>>,
     /// Changes waiting for the delivery on its way.
     delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
-    waiters: RefCell<Waiters>,
+    waiters: Rc<RefCell<Waiters>>,
 }
 
 const SCHEMA: &str = "
@@ -142,13 +145,14 @@ impl DurableObject for HandoffObject {
             state,
             env,
             cached: RefCell::new(None),
-            answer: RefCell::new(None),
+            answer: Rc::new(RefCell::new(None)),
             delivered: Cell::new(0),
             owed: RefCell::new(None),
             sending: Cell::new(false),
             last_send_ok: Cell::new(true),
+            alarm_at: Cell::new(None),
             delivery_waiters: RefCell::new(Vec::new()),
-            waiters: RefCell::new(Waiters::default()),
+            waiters: Rc::new(RefCell::new(Waiters::default())),
         }
     }
 
@@ -160,7 +164,7 @@ impl DurableObject for HandoffObject {
         match ask.op {
             Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
             Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
-            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s, req.inner().signal()).await,
+            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s),
             Op::Floor => Response::from_json(&json!({"ok": true})),
             read => self.read(&ask.caller, &read),
         }
@@ -169,6 +173,7 @@ impl DurableObject for HandoffObject {
     /// Retries what the owner's index is still owed: after a failed delivery, or after a
     /// Worker that died between a change and its delivery (the safety alarm).
     async fn alarm(&self) -> Result<Response> {
+        self.alarm_at.set(None);
         let sql = self.state.storage().sql();
         let owed: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
         if let Some(owed) = owed.into_iter().next() {
@@ -259,12 +264,20 @@ impl HandoffObject {
             "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
             vec![owed.owner.clone().into(), owed.version.into(), owed.row.clone().into()],
         )?;
-        // Not awaited on purpose: an un-awaited storage write joins this transaction.
-        let safety = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64((now_ms() + OUTBOX_SAFETY_ALARM_MS) as f64));
-        let _ = self.state.storage().as_raw().set_alarm(safety, js_sys::Object::new());
+        // The safety alarm, unless one is pending. Not awaited on purpose: an un-awaited storage
+        // write joins this transaction.
+        let now = now_ms();
+        if self.alarm_at.get().is_none_or(|at| at <= now) {
+            let at = now + OUTBOX_SAFETY_ALARM_MS;
+            let _ = self.state.storage().as_raw().set_alarm(js_sys::Date::new(&(at as f64).into()), js_sys::Object::new());
+            self.alarm_at.set(Some(at));
+        }
+        if !self.waiters.borrow().is_empty() {
+            let answer = self.current_body(&h)?;
+            self.waiters.borrow_mut().wake_all(&answer);
+        }
         *self.cached.borrow_mut() = Some(Some(Rc::new(h)));
         *self.owed.borrow_mut() = Some(owed.clone());
-        self.waiters.borrow_mut().wake_all();
         Ok(owed)
     }
 
@@ -300,7 +313,7 @@ impl HandoffObject {
                 let _ = done.send(());
             }
             if !ok {
-                return self.state.storage().set_alarm(Duration::from_millis(OUTBOX_RETRY_MS_MIN as u64)).await;
+                return self.retry_in(OUTBOX_RETRY_MS_MIN).await;
             }
         }
     }
@@ -321,7 +334,13 @@ impl HandoffObject {
         let attempts = owed.attempts + 1;
         sql.exec("UPDATE outbox SET attempts = ? WHERE k = 0 AND version = ?", vec![attempts.into(), owed.version.into()])?;
         let backoff_ms = (OUTBOX_RETRY_MS_MIN << attempts.min(16)).min(OUTBOX_RETRY_MS_MAX);
-        self.state.storage().set_alarm(Duration::from_millis(backoff_ms as u64)).await
+        self.retry_in(backoff_ms).await
+    }
+
+    /// Schedules the alarm to retry a delivery `ms` from now (it replaces any pending one).
+    async fn retry_in(&self, ms: i64) -> Result<()> {
+        self.alarm_at.set(Some(now_ms() + ms));
+        self.state.storage().set_alarm(Duration::from_millis(ms as u64)).await
     }
 
     async fn send_row(&self, owed: &OutboxRow) -> bool {
@@ -456,48 +475,55 @@ impl HandoffObject {
         }
     }
 
-    /// Holds until the next version move, the timeout, or the client's going away (where the
-    /// runtime signals it: local workerd does not, so the timeout is what bounds a waiter).
-    async fn wait(&self, caller: &Caller, after: u64, timeout_s: u64, signal: web_sys::AbortSignal) -> Result<Response> {
+    /// Answers at once when the version is above `after` or the hand-off is closed; otherwise
+    /// holds a place and answers with a body that arrives at the next version move or at the
+    /// timeout. The headers go out at once and the body is a stream, so a client that goes away
+    /// cancels that stream, which drops the waiter's [`Place`](crate::waiters::Place) there and
+    /// then: the runtime need not fire `request.signal` (local workerd does not).
+    fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
-            return self.current_answer();
+            return json_body(self.current_body(&h)?);
         }
-        let Some((id, woken)) = self.waiters.borrow_mut().hold(self.waiters_max()) else {
+        // The timeout answers the current version from the cache, so it must be current now;
+        // every later version move refreshes it before waking anyone.
+        self.current_body(&h)?;
+        let Some((place, woken)) = Waiters::hold(&self.waiters, self.waiters_max()) else {
             let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
             return Answer::refused(&e, None).into_response();
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));
-        let mut gone = ClientGone::watch(signal);
-        if let Either::Right(_) = select(woken, select(timeout, &mut gone.receiver)).await {
-            self.waiters.borrow_mut().release(id);
-        }
-        self.current_answer()
+        let answer = self.answer.clone();
+        let body = async move {
+            let _place = place;
+            let body = match select(woken, timeout).await {
+                Either::Left((Ok(body), _)) => body,
+                _ => answer.borrow().as_ref().map(|(_, body)| body.clone()).unwrap_or_else(|| "{}".into()),
+            };
+            Ok::<Vec<u8>, Error>(body.as_bytes().to_vec())
+        };
+        let mut response = Response::from_stream(futures::stream::once(body))?;
+        response.headers_mut().set("Content-Type", "application/json")?;
+        Ok(response)
     }
 
     /// `{"handoff": record}` of the current version, rendered once per version: a report that
     /// wakes a thousand waiters serialises the record once, not a thousand times.
-    fn current_answer(&self) -> Result<Response> {
-        let Some(h) = self.load()? else {
-            return Answer::refused(&ApiError::new(Code::HandoffNotFound, "no such hand-off"), None).into_response();
-        };
+    fn current_body(&self, h: &Handoff) -> Result<Rc<str>> {
         let version = h.record.version;
         let cached = self.answer.borrow().as_ref().filter(|(v, _)| *v == version).map(|(_, body)| body.clone());
-        let body = match cached {
+        Ok(match cached {
             Some(body) => body,
             None => {
                 let body: Rc<str> = to_json(&h.answer(&Default::default()))?.into();
                 *self.answer.borrow_mut() = Some((version, body.clone()));
                 body
             }
-        };
-        let mut response = Response::ok(body.as_ref())?;
-        response.headers_mut().set("Content-Type", "application/json")?;
-        Ok(response)
+        })
     }
 
     /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on
@@ -512,31 +538,10 @@ impl HandoffObject {
     }
 }
 
-/// Completes when the request's signal aborts. Dropping it removes the handler.
-struct ClientGone {
-    signal: web_sys::AbortSignal,
-    receiver: futures::channel::oneshot::Receiver<()>,
-    _handler: wasm_bindgen::closure::Closure<dyn FnMut()>,
-}
-
-impl ClientGone {
-    fn watch(signal: web_sys::AbortSignal) -> ClientGone {
-        let (sender, receiver) = futures::channel::oneshot::channel();
-        let mut sender = Some(sender);
-        let handler = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
-            if let Some(sender) = sender.take() {
-                let _ = sender.send(());
-            }
-        });
-        signal.set_onabort(Some(wasm_bindgen::JsCast::unchecked_ref(handler.as_ref())));
-        ClientGone { signal, receiver, _handler: handler }
-    }
-}
-
-impl Drop for ClientGone {
-    fn drop(&mut self) {
-        self.signal.set_onabort(None);
-    }
+fn json_body(body: Rc<str>) -> Result<Response> {
+    let mut response = Response::ok(body.as_ref())?;
+    response.headers_mut().set("Content-Type", "application/json")?;
+    Ok(response)
 }
 
 fn text(body: String, content_type: &str) -> Result<Response> {

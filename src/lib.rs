@@ -14,6 +14,7 @@ pub mod handoff;
 pub mod work;
 pub mod package;
 pub mod briefing;
+pub mod waiters;
 
 #[cfg(target_arch = "wasm32")]
 mod handoff_object;
@@ -21,5 +22,3 @@ mod handoff_object;
 mod owner_index;
 #[cfg(target_arch = "wasm32")]
 mod router;
-#[cfg(target_arch = "wasm32")]
-mod waiters;

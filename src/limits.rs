@@ -97,6 +97,7 @@ pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 128;
 /// The largest work record one hand-off keeps, serialised; a change past it is refused with
 /// 413 `request.too_large` (Durable Object SQLite values are capped at 2 MB).
 pub const WORK_RECORD_BYTES_MAX: usize = 1024 * 1024;
-/// Every change also schedules its hand-off's alarm this far ahead, in the same transaction, so
-/// that a row whose delivery never ran (the Worker died first) still reaches the owner's index.
+/// A change whose hand-off has no alarm pending schedules one this far ahead, in the same
+/// transaction, so that a row whose delivery never ran (the Worker died first) still reaches the
+/// owner's index. A pending alarm already covers later changes: it delivers the newest row.
 pub const OUTBOX_SAFETY_ALARM_MS: i64 = 10_000;
