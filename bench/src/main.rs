@@ -71,7 +71,7 @@ fn parse_args() -> Args {
     let mut args = Args {
         options: Options {
             build: repo.join("build"),
-            workerd: default_workerd(&repo),
+            workerd: handoff_it::workerd::binary(&repo),
             port: 0,
             signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff::token::DEV_SIGNING_KEY.to_string()),
             repo: repo.clone(),
@@ -116,21 +116,6 @@ fn parse_args() -> Args {
         args.options.port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
     }
     args
-}
-
-/// The workerd binary itself, from the npm platform package, so that the process whose memory
-/// is read is workerd and not a launcher; `.bin/workerd` where that package is absent.
-fn default_workerd(repo: &std::path::Path) -> PathBuf {
-    let platform = match std::env::consts::ARCH {
-        "aarch64" => "workerd-linux-arm64",
-        _ => "workerd-linux-64",
-    };
-    let binary = repo.join("node_modules/@cloudflare").join(platform).join("bin/workerd");
-    if binary.exists() {
-        binary
-    } else {
-        repo.join("node_modules/.bin/workerd")
-    }
 }
 
 /// Thousands of held waiters need as many sockets, here and in workerd (which inherits it).

@@ -17,6 +17,7 @@ pub use handoff::token::DEV_SIGNING_KEY;
 
 pub mod checker;
 pub mod rng;
+pub mod workerd;
 
 /// How long a Worker may take to answer its first health check.
 pub const SERVER_START_S_MAX: u64 = 90;
@@ -164,11 +165,14 @@ impl Client {
     }
 }
 
-/// A Worker this test started and stops: `wrangler dev` on a free port, its own state folder.
+/// A Worker this test started and stops: `wrangler dev` on a free port, its own state folder;
+/// or workerd itself from a generated configuration ([`Server::start_workerd`]).
 pub struct Server {
     pub port: u16,
     pub state_dir: PathBuf,
     env: Option<String>,
+    /// workerd without wrangler in front of it (see [`workerd`]).
+    direct: bool,
     /// Extra `--var NAME:VALUE`s for wrangler dev (test-only switches such as a low waiter cap).
     vars: Vec<(String, String)>,
     child: Option<Child>,
@@ -187,7 +191,16 @@ impl Server {
     /// As [`Server::start`], with extra variables (kept across restarts).
     pub fn start_with_vars(state_dir: &Path, env: Option<&str>, vars: &[(&str, &str)]) -> Server {
         let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), vars, child: None };
+        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), direct: false, vars, child: None };
+        server.restart();
+        server
+    }
+
+    /// The local Worker on workerd itself, without wrangler's dev proxy, which keeps a client's
+    /// connection to the Worker open after the client has gone; with extra variables.
+    pub fn start_workerd(state_dir: &Path, vars: &[(&str, &str)]) -> Server {
+        let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: None, direct: true, vars, child: None };
         server.restart();
         server
     }
@@ -206,6 +219,16 @@ impl Server {
         self.port = free_port();
         let top = repo_top();
         let log = std::fs::File::create(self.state_dir.with_extension(format!("{}.log", self.port))).unwrap();
+        if self.direct {
+            let key = String::from_utf8(key()).unwrap();
+            let mut vars = vec![("HANDOFF_SIGNING_KEY", key.as_str()), ("HANDOFF_TEST_HOOKS", "1")];
+            vars.extend(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            workerd::lay_out(&top, &top.join("build"), &self.state_dir, self.port, &vars).unwrap();
+            let mut cmd = Command::new(workerd::binary(&top));
+            cmd.current_dir(&self.state_dir).args(["serve", "config.capnp"]).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).process_group(0);
+            self.child = Some(cmd.spawn().expect("workerd starts"));
+            return self.wait_healthy();
+        }
         let mut cmd = Command::new(top.join("node_modules/.bin/wrangler"));
         cmd.current_dir(&top)
             .env("PATH", format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()))
