@@ -33,7 +33,7 @@ pub struct HandoffObject {
     cached: RefCell<Option<Option<Rc<Handoff>>>>,
     /// `{"handoff": record}` of the current version, rendered once and shared by every waiter
     /// it wakes. Kept current whenever a waiter is held, since a waiter's timeout answers it.
-    answer: Rc<RefCell<Option<(u64, Rc<str>)>>>,
+    answer: AnswerCache,
     /// The highest version the owner's index acknowledged in this object's lifetime.
     delivered: Cell<u64>,
     /// The row the index is owed after the latest change (also in the outbox table).
@@ -49,6 +49,9 @@ pub struct HandoffObject {
     delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     waiters: Rc<RefCell<Waiters>>,
 }
+
+/// The current version's rendered answer, shared with the held waiters' bodies.
+type AnswerCache = Rc<RefCell<Option<(u64, Rc<str>)>>>;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL);

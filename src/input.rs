@@ -154,6 +154,29 @@ pub fn parse_close(body: &[u8]) -> Result<CloseInput, ApiError> {
     parse_json_or_empty(body)
 }
 
+/// A request's URL as the runtime serialised it (WHATWG: `scheme://host[:port]/path[?query]`),
+/// split without a URL parser: the runtime has already parsed and normalised it, its path is
+/// never empty and holds no raw `?` or `#`, and a request carries no fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestUrl<'a> {
+    /// `scheme://host[:port]`, the base of the API links a briefing carries.
+    pub origin: &'a str,
+    pub path: &'a str,
+    /// Undecoded, without the `?`; empty when there is none.
+    pub query: &'a str,
+}
+
+impl<'a> RequestUrl<'a> {
+    pub fn split(url: &'a str) -> RequestUrl<'a> {
+        let url = url.split_once('#').map_or(url, |(before, _)| before);
+        let host_start = url.find("://").map_or(0, |i| i + 3);
+        let path_start = url[host_start..].find(['/', '?']).map_or(url.len(), |i| host_start + i);
+        let (origin, rest) = url.split_at(path_start);
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        RequestUrl { origin, path: if path.is_empty() { "/" } else { path }, query }
+    }
+}
+
 /// The pairs of a query string, undecoded. Only the service's own keys are read, and their
 /// values are plain digits or words, so no percent-decoding is needed: an encoded value is
 /// simply not one of them.
@@ -215,6 +238,22 @@ pub fn request_fingerprint(method: &str, path: &str, role: &str, body: &[u8]) ->
 mod tests {
     use super::*;
     use crate::error::Code;
+
+    #[test]
+    fn a_request_url_splits_into_origin_path_and_undecoded_query() {
+        let split = |u| {
+            let r = RequestUrl::split(u);
+            (r.origin, r.path, r.query)
+        };
+        assert_eq!(split("http://127.0.0.1:8787/v1/handoffs/ho_1/wait?after=2&timeout=5"), ("http://127.0.0.1:8787", "/v1/handoffs/ho_1/wait", "after=2&timeout=5"));
+        assert_eq!(split("https://api.example.com/v1/health"), ("https://api.example.com", "/v1/health", ""));
+        assert_eq!(split("https://h/"), ("https://h", "/", ""));
+        assert_eq!(split("https://h"), ("https://h", "/", ""));
+        assert_eq!(split("https://h?x=1"), ("https://h", "/", "x=1"));
+        // Only the first `?` starts the query; a fragment is never part of it.
+        assert_eq!(split("https://h/a?b=c?d#frag"), ("https://h", "/a", "b=c?d"));
+        assert_eq!(split("https://h/a%2Fb/%2e%2e?q=%20"), ("https://h", "/a%2Fb/%2e%2e", "q=%20"));
+    }
 
     #[test]
     fn ids_are_one_to_128_characters_of_the_allowed_set() {

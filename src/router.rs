@@ -126,14 +126,15 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 type Answer = std::result::Result<Response, ApiError>;
 
 async fn handle(mut req: Request, env: &Env) -> Answer {
-    let url = req.url().map_err(|_| ApiError::new(Code::RouteNotFound, "no such route"))?;
+    let raw_url = req.inner().url();
+    let url = input::RequestUrl::split(&raw_url);
     let var_on = |name: &str| env.var(name).is_ok_and(|v| v.to_string() == "1");
     let switched_on = |route: Route| match route {
         Route::TestRefuseIndex => var_on(TEST_HOOKS),
         Route::BenchFloor => var_on(BENCH_FLOOR),
         _ => true,
     };
-    let Some((route, id, bid)) = match_route(url.path()).filter(|(r, _, _)| switched_on(*r)) else {
+    let Some((route, id, bid)) = match_route(url.path).filter(|(r, _, _)| switched_on(*r)) else {
         return Err(ApiError::new(Code::RouteNotFound, "no such route"));
     };
     // `Request::method` reads any method it does not know as GET; compare the raw one.
@@ -163,7 +164,7 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
         }
     }
     let body = read_body(&mut req).await?;
-    let query = url.query().unwrap_or("");
+    let query = url.query;
 
     match route {
         Route::TestRefuseIndex => {
@@ -182,9 +183,9 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
     if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
         return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
     }
-    let op = operation(route, &method, &url, query, &body, bid)?;
+    let op = operation(route, &method, url.origin, query, &body, bid)?;
     let idempotency = match &op {
-        Op::Change { .. } => idempotency(&req, &method, url.path(), &claims, &body)?,
+        Op::Change { .. } => idempotency(&req, &method, url.path, &claims, &body)?,
         _ => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
@@ -193,7 +194,7 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
 }
 
 /// The typed operation of a hand-off route, from its query and body.
-fn operation(route: Route, method: &Method, url: &Url, query: &str, body: &[u8], bid: Option<&str>) -> std::result::Result<Op, ApiError> {
+fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u8], bid: Option<&str>) -> std::result::Result<Op, ApiError> {
     let reading = *method == Method::Get;
     let change = |change: Change| Ok(Op::Change { change });
     let turn = |command: Command| Change::Turn { command, unmet: None, usage: None, handoff: None };
@@ -261,7 +262,7 @@ fn operation(route: Route, method: &Method, url: &Url, query: &str, body: &[u8],
                 }
             }
             let (budget_bytes, reach) = briefing::parse_query(budget, reach)?;
-            let base_url = url.origin().ascii_serialization();
+            let base_url = origin.to_string();
             Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
         }
         Route::Policy => change(Change::SetPolicy { policy: suggestion::parse_policy(body)? }),

@@ -315,7 +315,7 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             wasm_bytes: size.0,
             wasm_gzip_bytes: size.1,
             wasm_gzip_target_bytes: WASM_GZIP_BYTES_TARGET,
-            start_to_first_answer_ms: start_to_first_answer_ms,
+            start_to_first_answer_ms,
             first_durable_object_answer_ms: first_object_ms,
         },
         micro,
