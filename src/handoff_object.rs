@@ -15,7 +15,7 @@ use crate::limits::{
 use crate::package::{Ledger, TurnEntry};
 use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
 use crate::turn::{self, Record};
-use crate::waiters::Waiters;
+use crate::waiters::{Published, Waiters};
 use crate::work::Work;
 use futures::future::{select, Either};
 use serde::de::DeserializeOwned;
@@ -31,9 +31,9 @@ pub struct HandoffObject {
     env: Env,
     /// The stored hand-off, read once per object lifetime: `Some(None)` once known absent.
     cached: RefCell<Option<Option<Rc<Handoff>>>>,
-    /// `{"handoff": record}` of the current version, rendered once and shared by every waiter
-    /// it wakes. Kept current whenever a waiter is held, since a waiter's timeout answers it.
-    answer: AnswerCache,
+    /// The newest version whose commit is confirmed: what waiters are woken with and what a
+    /// waiter's timeout answers, rendered once per version.
+    published: Rc<RefCell<Published>>,
     /// The highest version the owner's index acknowledged in this object's lifetime.
     delivered: Cell<u64>,
     /// The row the index is owed after the latest change (also in the outbox table).
@@ -49,9 +49,6 @@ pub struct HandoffObject {
     delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     waiters: Rc<RefCell<Waiters>>,
 }
-
-/// The current version's rendered answer, shared with the held waiters' bodies.
-type AnswerCache = Rc<RefCell<Option<(u64, Rc<str>)>>>;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL);
@@ -148,7 +145,7 @@ impl DurableObject for HandoffObject {
             state,
             env,
             cached: RefCell::new(None),
-            answer: Rc::new(RefCell::new(None)),
+            published: Rc::new(RefCell::new(Published::default())),
             delivered: Cell::new(0),
             owed: RefCell::new(None),
             sending: Cell::new(false),
@@ -211,7 +208,10 @@ impl HandoffObject {
                 if !turns.is_empty() {
                     h.lineage = turns.iter().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
                 }
-                Some(Rc::new(h))
+                let h = Rc::new(h);
+                // What storage holds is durable: waiters may be told it.
+                self.published.borrow_mut().confirm(h.clone());
+                Some(h)
             }
         };
         *self.cached.borrow_mut() = Some(handoff.clone());
@@ -228,10 +228,11 @@ impl HandoffObject {
 
     /// Writes what moved — the record, the parts marked dirty, the history event, the row the
     /// owner's index is now owed (the outbox) and a safety alarm that delivers it should this
-    /// Worker die first — with no `await` in between: one transaction. Then wakes every waiter.
-    /// Answers the outbox row, which the caller delivers.
+    /// Worker die first — with no `await` in between: one transaction. Answers the stored
+    /// hand-off, which the caller publishes once the commit is confirmed, and the outbox row,
+    /// which it delivers.
     /// `work_json` is the work record already serialised (for its size check) when it is dirty.
-    fn store(&self, h: Handoff, dirty: Dirty, work_json: Option<String>, kind: &str, caller: &Caller) -> Result<OutboxRow> {
+    fn store(&self, h: Handoff, dirty: Dirty, work_json: Option<String>, kind: &str, caller: &Caller) -> Result<(Rc<Handoff>, OutboxRow)> {
         debug_assert_eq!(dirty.work, work_json.is_some(), "the work is serialised exactly when it moved");
         // Only the parts that moved are serialised (a report touches none of them), and all of
         // it before the first write, so that a failure writes nothing.
@@ -275,13 +276,26 @@ impl HandoffObject {
             let _ = self.state.storage().as_raw().set_alarm(js_sys::Date::new(&(at as f64).into()), js_sys::Object::new());
             self.alarm_at.set(Some(at));
         }
-        if !self.waiters.borrow().is_empty() {
-            let answer = self.current_body(&h)?;
-            self.waiters.borrow_mut().wake_all(&answer);
-        }
-        *self.cached.borrow_mut() = Some(Some(Rc::new(h)));
+        let h = Rc::new(h);
+        *self.cached.borrow_mut() = Some(Some(h.clone()));
         *self.owed.borrow_mut() = Some(owed.clone());
-        Ok(owed)
+        Ok((h, owed))
+    }
+
+    /// Once the runtime confirms the commit that stored `h`, makes it the version waiters are
+    /// told, and wakes those it answers. Waking earlier would hand waiters a body chunk on a
+    /// response already under way, which the output gate may not hold back, so a failed commit
+    /// could show them a version that never was.
+    async fn publish(&self, h: Rc<Handoff>) -> Result<()> {
+        self.state.storage().sync().await?;
+        let mut published = self.published.borrow_mut();
+        published.confirm(h);
+        if !self.waiters.borrow().is_empty() {
+            if let (Some(h), Some(answer)) = (published.handoff().cloned(), published.answer()) {
+                self.waiters.borrow_mut().wake(&h, &answer);
+            }
+        }
+        Ok(())
     }
 
     /// Returns once the owner's index has `version` (or a later one), so that a list started
@@ -378,7 +392,8 @@ impl HandoffObject {
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
-        let owed = self.store(h, dirty, None, "create", caller)?;
+        let (stored, owed) = self.store(h, dirty, None, "create", caller)?;
+        self.publish(stored).await?;
         self.deliver_through(owed.version as u64).await?;
         Answer { status: 201, body }.into_response()
     }
@@ -410,7 +425,8 @@ impl HandoffObject {
         if let Some(idem) = idempotency {
             self.remember(idem, &answer)?;
         }
-        if let Some(owed) = owed {
+        if let Some((stored, owed)) = owed {
+            self.publish(stored).await?;
             self.deliver_through(owed.version as u64).await?;
         }
         answer.into_response()
@@ -489,44 +505,29 @@ impl HandoffObject {
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
-            return json_body(self.current_body(&h)?);
+            // A whole response, which the output gate holds until the version is durable.
+            return json_body(self.published.borrow_mut().answer_of(&h));
         }
-        // The timeout answers the current version from the cache, so it must be current now;
-        // every later version move refreshes it before waking anyone.
-        self.current_body(&h)?;
-        let Some((place, woken)) = Waiters::hold(&self.waiters, self.waiters_max()) else {
+        let Some((place, woken)) = Waiters::hold(&self.waiters, self.waiters_max(), after) else {
             let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
             return Answer::refused(&e, None).into_response();
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));
-        let answer = self.answer.clone();
+        let published = self.published.clone();
         let body = async move {
             let _place = place;
             let body = match select(woken, timeout).await {
                 Either::Left((Ok(body), _)) => body,
-                _ => answer.borrow().as_ref().map(|(_, body)| body.clone()).unwrap_or_else(|| "{}".into()),
+                // The timeout: the newest version whose commit is confirmed (the object loaded
+                // or published one before any waiter could be held).
+                _ => published.borrow_mut().answer().unwrap_or_else(|| "{}".into()),
             };
             Ok::<Vec<u8>, Error>(body.as_bytes().to_vec())
         };
         let mut response = Response::from_stream(futures::stream::once(body))?;
         response.headers_mut().set("Content-Type", "application/json")?;
         Ok(response)
-    }
-
-    /// `{"handoff": record}` of the current version, rendered once per version: a report that
-    /// wakes a thousand waiters serialises the record once, not a thousand times.
-    fn current_body(&self, h: &Handoff) -> Result<Rc<str>> {
-        let version = h.record.version;
-        let cached = self.answer.borrow().as_ref().filter(|(v, _)| *v == version).map(|(_, body)| body.clone());
-        Ok(match cached {
-            Some(body) => body,
-            None => {
-                let body: Rc<str> = to_json(&h.answer(&Default::default()))?.into();
-                *self.answer.borrow_mut() = Some((version, body.clone()));
-                body
-            }
-        })
     }
 
     /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on

@@ -1,9 +1,16 @@
-//! Long-poll waiters held by one hand-off object. Each is a one-shot channel that a version
-//! move fills with the answer (rendered once, shared by all), or that its own timeout ends.
-//! Bounded by [`crate::limits::WAITERS_PER_HANDOFF_MAX`]; a waiter is answered once, and its
-//! place is given back as soon as its answer is dropped for any reason — answered, timed out,
-//! or its client gone (see [`Place`]).
+//! Long-poll waiters held by one hand-off object, and what they may be told.
+//!
+//! A waiter is a one-shot channel that a published version fills with the answer, or that its
+//! own timeout ends. Bounded by [`crate::limits::WAITERS_PER_HANDOFF_MAX`]; a waiter is
+//! answered at most once, and its place is given back as soon as its answer is dropped for any
+//! reason — answered, timed out, or its client gone (see [`Place`]).
+//!
+//! [`Published`] is the newest version whose commit the runtime has confirmed: waiters are
+//! woken with it and a timeout answers it, so no waiter is ever shown a version that a failed
+//! commit could take back. Its answer is rendered once per version and shared by every waiter.
 
+use crate::handoff::Handoff;
+use crate::turn;
 use futures::channel::oneshot;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,7 +19,13 @@ use std::rc::Rc;
 #[derive(Default)]
 pub struct Waiters {
     next_id: u64,
-    held: HashMap<u64, oneshot::Sender<Rc<str>>>,
+    held: HashMap<u64, Held>,
+}
+
+struct Held {
+    /// The version the waiter has seen: it wants one above it (or the close).
+    after: u64,
+    answer: oneshot::Sender<Rc<str>>,
 }
 
 /// A waiter's place in its hand-off's [`Waiters`]; dropping it gives the place back.
@@ -24,7 +37,7 @@ pub struct Place {
 impl Drop for Place {
     fn drop(&mut self) {
         // A drop never runs inside a borrow of the set (waking only sends), but a waiter
-        // that cannot give its place back now is drained at the next wake anyway.
+        // that cannot give its place back now is dropped at its wake-up anyway.
         if let Ok(mut waiters) = self.waiters.try_borrow_mut() {
             waiters.held.remove(&self.id);
         }
@@ -32,9 +45,9 @@ impl Drop for Place {
 }
 
 impl Waiters {
-    /// Registers a waiter, or `None` when the set already holds `max` (normally
-    /// [`crate::limits::WAITERS_PER_HANDOFF_MAX`]).
-    pub fn hold(set: &Rc<RefCell<Waiters>>, max: usize) -> Option<(Place, oneshot::Receiver<Rc<str>>)> {
+    /// Registers a waiter for a version above `after`, or `None` when the set already holds
+    /// `max` (normally [`crate::limits::WAITERS_PER_HANDOFF_MAX`]).
+    pub fn hold(set: &Rc<RefCell<Waiters>>, max: usize, after: u64) -> Option<(Place, oneshot::Receiver<Rc<str>>)> {
         let mut waiters = set.borrow_mut();
         if waiters.held.len() >= max {
             return None;
@@ -42,7 +55,7 @@ impl Waiters {
         let (tx, rx) = oneshot::channel();
         waiters.next_id += 1;
         let id = waiters.next_id;
-        waiters.held.insert(id, tx);
+        waiters.held.insert(id, Held { after, answer: tx });
         Some((Place { waiters: set.clone(), id }, rx))
     }
 
@@ -55,47 +68,130 @@ impl Waiters {
         self.held.is_empty()
     }
 
-    /// Answers every waiter with `answer`, and empties the set.
-    pub fn wake_all(&mut self, answer: &Rc<str>) {
-        for (_, tx) in self.held.drain() {
+    /// Answers, with `answer`, every waiter that `h` answers (a version above the one it has
+    /// seen, or the close), and lets them go; the others stay.
+    pub fn wake(&mut self, h: &Handoff, answer: &Rc<str>) {
+        for (_, held) in self.held.extract_if(|_, held| turn::wait_answers_now(&h.record, held.after)) {
             // A receiver that is gone (its request ended) needs no answer.
-            let _ = tx.send(answer.clone());
+            let _ = held.answer.send(answer.clone());
         }
+    }
+}
+
+/// The newest version whose commit is confirmed, and its answer, rendered at most once.
+#[derive(Default)]
+pub struct Published {
+    handoff: Option<Rc<Handoff>>,
+    answer: Option<(u64, Rc<str>)>,
+}
+
+impl Published {
+    /// Records that `h` is durable; an older version than the one held changes nothing.
+    pub fn confirm(&mut self, h: Rc<Handoff>) {
+        if self.handoff.as_ref().is_none_or(|held| held.record.version < h.record.version) {
+            self.handoff = Some(h);
+        }
+    }
+
+    /// The confirmed hand-off, if any.
+    pub fn handoff(&self) -> Option<&Rc<Handoff>> {
+        self.handoff.as_ref()
+    }
+
+    /// `{"handoff": record}` of the confirmed version, rendered once per version.
+    pub fn answer(&mut self) -> Option<Rc<str>> {
+        let h = self.handoff.clone()?;
+        Some(self.answer_of(&h))
+    }
+
+    /// `{"handoff": record}` of `h`: the shared rendering when `h` is the confirmed version,
+    /// otherwise rendered for this one answer and not kept.
+    pub fn answer_of(&mut self, h: &Handoff) -> Rc<str> {
+        let version = h.record.version;
+        if let Some((v, body)) = &self.answer {
+            if *v == version {
+                return body.clone();
+            }
+        }
+        let body: Rc<str> = serde_json::to_string(&h.answer(&Default::default())).unwrap_or_else(|_| "{}".into()).into();
+        if self.handoff.as_ref().is_some_and(|held| held.record.version == version) {
+            self.answer = Some((version, body.clone()));
+        }
+        body
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::turn::Record;
 
     fn set() -> Rc<RefCell<Waiters>> {
         Rc::new(RefCell::new(Waiters::default()))
     }
 
-    #[test]
-    fn the_cap_refuses_past_max_and_a_dropped_place_is_given_back() {
-        let s = set();
-        let a = Waiters::hold(&s, 2).unwrap();
-        let _b = Waiters::hold(&s, 2).unwrap();
-        assert!(Waiters::hold(&s, 2).is_none());
-        drop(a);
-        assert_eq!(s.borrow().len(), 1);
-        assert!(Waiters::hold(&s, 2).is_some());
+    fn handoff_at(version: u64) -> Rc<Handoff> {
+        let mut record = Record::create("ho_1".into(), "alice".into(), "s".into(), "m1".into(), "large".into(), 0);
+        record.version = version;
+        Rc::new(Handoff::create(record))
     }
 
     #[test]
-    fn a_wake_answers_every_waiter_once_with_the_same_answer_and_empties_the_set() {
+    fn the_cap_refuses_past_max_and_a_dropped_place_is_given_back() {
         let s = set();
-        let (p1, mut r1) = Waiters::hold(&s, 10).unwrap();
-        let (p2, mut r2) = Waiters::hold(&s, 10).unwrap();
+        let a = Waiters::hold(&s, 2, 1).unwrap();
+        let _b = Waiters::hold(&s, 2, 1).unwrap();
+        assert!(Waiters::hold(&s, 2, 1).is_none());
+        drop(a);
+        assert_eq!(s.borrow().len(), 1);
+        assert!(Waiters::hold(&s, 2, 1).is_some());
+    }
+
+    #[test]
+    fn a_wake_answers_once_with_the_same_answer_every_waiter_below_the_version_and_keeps_the_others() {
+        let s = set();
+        let (p1, mut r1) = Waiters::hold(&s, 10, 1).unwrap();
+        let (p2, mut r2) = Waiters::hold(&s, 10, 1).unwrap();
+        let (_p3, mut ahead) = Waiters::hold(&s, 10, 2).unwrap();
         let answer: Rc<str> = "{\"v\":2}".into();
-        s.borrow_mut().wake_all(&answer);
-        assert!(s.borrow().is_empty());
+        s.borrow_mut().wake(&handoff_at(2), &answer);
         assert_eq!(r1.try_recv().unwrap().as_deref(), Some("{\"v\":2}"));
         assert_eq!(r2.try_recv().unwrap().as_deref(), Some("{\"v\":2}"));
+        assert_eq!(ahead.try_recv().unwrap(), None, "a waiter that has seen version 2 waits on");
+        assert_eq!(s.borrow().len(), 1);
         // The places of answered waiters are already free; dropping them changes nothing.
         drop((p1, p2));
+        assert_eq!(s.borrow().len(), 1);
+        s.borrow_mut().wake(&handoff_at(3), &"{\"v\":3}".into());
+        assert_eq!(ahead.try_recv().unwrap().as_deref(), Some("{\"v\":3}"));
         assert!(s.borrow().is_empty());
-        s.borrow_mut().wake_all(&answer);
+    }
+
+    #[test]
+    fn a_close_answers_every_waiter_whatever_it_has_seen() {
+        let s = set();
+        let (_p, mut r) = Waiters::hold(&s, 10, 99).unwrap();
+        let mut closed = (*handoff_at(3)).clone();
+        closed.record.state = turn::State::Closed;
+        s.borrow_mut().wake(&closed, &"closed".into());
+        assert_eq!(r.try_recv().unwrap().as_deref(), Some("closed"));
+    }
+
+    #[test]
+    fn the_published_version_only_rises_and_its_answer_is_rendered_once_per_version() {
+        let mut p = Published::default();
+        assert!(p.answer().is_none(), "nothing is published before the first confirmation");
+        p.confirm(handoff_at(3));
+        let first = p.answer().unwrap();
+        assert!(Rc::ptr_eq(&first, &p.answer().unwrap()), "rendered once, then shared");
+        assert!(first.contains("\"version\":3"), "{first}");
+        p.confirm(handoff_at(2));
+        assert_eq!(p.handoff().unwrap().record.version, 3, "an older confirmation changes nothing");
+        // An unconfirmed version is rendered for its own answer and never kept.
+        let unconfirmed = p.answer_of(&handoff_at(4));
+        assert!(unconfirmed.contains("\"version\":4"));
+        assert!(p.answer().unwrap().contains("\"version\":3"));
+        p.confirm(handoff_at(4));
+        assert!(p.answer().unwrap().contains("\"version\":4"));
     }
 }

@@ -206,7 +206,7 @@ fn a_thousand_waiters_that_disconnect_give_their_places_back_at_once_and_a_repor
         let holding = workerd_rss_kib(&server);
         drop(streams);
         thread::sleep(Duration::from_millis(1_000));
-        assert_eq!(probe(&c, &quiet, &alice, 1), 200, "the places came back");
+        assert_eq!(probe(&c, &quiet, &alice, 1), 200, "the hand-off takes waiters again");
         rounds.push((holding / 1024, workerd_rss_kib(&server) / 1024));
     }
     let after = workerd_rss_kib(&server);
