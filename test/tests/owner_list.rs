@@ -1,7 +1,7 @@
 //! The owner's list (issue 3): one row per session on its own Durable Object, fed by each
 //! hand-off's outbox.
 
-use handoff_it::{owner, unique, Client};
+use handoff_it::{owner, temp_state, unique, Client, Server};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -148,3 +148,42 @@ fn under_concurrent_changes_every_answered_change_is_already_in_the_list() {
     }
     assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 81, "80 reports and the create, none lost");
 }
+
+/// The outbox across a crash: changes acknowledged while the index refuses them (the first
+/// one schedules the hand-off's alarm, the later ones find it pending and schedule none), then
+/// SIGKILL. After the restart nothing touches the hand-off: only its stored alarm can bring
+/// the newest row to the index.
+#[test]
+fn rows_owed_when_the_worker_is_killed_reach_the_index_after_the_restart_by_the_stored_alarm() {
+    let state = temp_state("outbox-crash");
+    let mut server = Server::start(&state, None);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    assert_eq!(c.post("/v1/test/refuse-index", &alice, json!({"on": true})).status, 200);
+    for (i, status) in ["running", "needs-you", "running"].iter().enumerate() {
+        let r = c.report(&id, &machine, 1, status, Some(&format!("owed {i}")));
+        assert_eq!((r.status, r.version()), (200, 2 + i as u64), "{}", r.text);
+    }
+    assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 1, "the index has none of them yet");
+
+    server.kill(libc::SIGKILL);
+    server.restart();
+    let c = server.client();
+    let deadline = Instant::now() + Duration::from_secs(OUTBOX_AFTER_RESTART_S_MAX);
+    loop {
+        let row = row_of(&c, &alice, &id).unwrap();
+        if row["version"] == 4 {
+            assert_eq!(row["summary"], "owed 2");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stored alarm delivered the newest row within {OUTBOX_AFTER_RESTART_S_MAX} s: {row}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// The safety alarm's delay (limits::OUTBOX_SAFETY_ALARM_MS) plus the retry backoff a few
+/// refused deliveries reach, with room for a restart.
+const OUTBOX_AFTER_RESTART_S_MAX: u64 = 40;
