@@ -94,6 +94,19 @@ fn paging_returns_every_row_exactly_once() {
     }
 }
 
+/// The row of `id` once the index holds `version`, polled until `within` has passed.
+fn row_reaching(c: &Client, token: &str, id: &str, version: u64, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let row = row_of(c, token, id).unwrap();
+        if row["version"] == version {
+            return row;
+        }
+        assert!(Instant::now() < deadline, "the outbox delivered version {version} within {within:?}: {row}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn a_row_whose_delivery_failed_arrives_once_delivery_works_again() {
     let c = Client::shared();
@@ -109,16 +122,8 @@ fn a_row_whose_delivery_failed_arrives_once_delivery_works_again() {
     assert_eq!(row_of(&c, &alice, &id).unwrap()["version"], 1, "the index does not have it yet");
     refuse(false);
     // The hand-off's alarm retries with backoff (OUTBOX_RETRY_MS_MIN doubling).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let row = row_of(&c, &alice, &id).unwrap();
-        if row["version"] == 2 {
-            assert_eq!(row["summary"], "while the index refused");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the outbox delivered within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let row = row_reaching(&c, &alice, &id, 2, Duration::from_secs(30));
+    assert_eq!(row["summary"], "while the index refused");
     // The retry did not duplicate the row.
     assert_eq!(rows(&c, &alice, "").len(), 1);
 }
@@ -170,16 +175,8 @@ fn rows_owed_when_the_worker_is_killed_reach_the_index_after_the_restart_by_the_
     server.kill(libc::SIGKILL);
     server.restart();
     let c = server.client();
-    let deadline = Instant::now() + Duration::from_secs(OUTBOX_AFTER_RESTART_S_MAX);
-    loop {
-        let row = row_of(&c, &alice, &id).unwrap();
-        if row["version"] == 4 {
-            assert_eq!(row["summary"], "owed 2");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the stored alarm delivered the newest row within {OUTBOX_AFTER_RESTART_S_MAX} s: {row}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let row = row_reaching(&c, &alice, &id, 4, Duration::from_secs(OUTBOX_AFTER_RESTART_S_MAX));
+    assert_eq!(row["summary"], "owed 2");
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }
