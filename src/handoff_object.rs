@@ -476,7 +476,7 @@ impl HandoffObject {
             }
             Op::Package { markdown } => match h.ledger.latest() {
                 Err(e) => Answer::refused(&e, Some(&h)).into_response(),
-                Ok(latest) if *markdown => text(crate::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
+                Ok(latest) if *markdown => text(&crate::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
                     let mut body = serde_json::to_value(&latest).unwrap_or_default();
                     body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
@@ -487,7 +487,7 @@ impl HandoffObject {
                 Err(e) => Answer::refused(&e, Some(&h)).into_response(),
                 Ok(latest) => {
                     let reach = if *reach_api { Reach::api(base_url.clone()) } else { Reach::None };
-                    text(briefing::render(&latest, *budget_bytes, &reach).text, "text/plain; charset=utf-8")
+                    text(&briefing::render(&latest, *budget_bytes, &reach).text, "text/plain; charset=utf-8")
                 }
             },
             _ => Answer::ok(h.answer(&Default::default())).into_response(),
@@ -506,7 +506,8 @@ impl HandoffObject {
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
             // A whole response, which the output gate holds until the version is durable.
-            return json_body(self.published.borrow_mut().answer_of(&h));
+            let body = self.published.borrow_mut().answer_of(&h);
+            return text(&body, "application/json");
         }
         let Some((place, woken)) = Waiters::hold(&self.waiters, self.waiters_max(), after) else {
             let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
@@ -542,13 +543,8 @@ impl HandoffObject {
     }
 }
 
-fn json_body(body: Rc<str>) -> Result<Response> {
-    let mut response = Response::ok(body.as_ref())?;
-    response.headers_mut().set("Content-Type", "application/json")?;
-    Ok(response)
-}
-
-fn text(body: String, content_type: &str) -> Result<Response> {
+/// A whole answer with its content type.
+fn text(body: &str, content_type: &str) -> Result<Response> {
     let mut response = Response::ok(body)?;
     response.headers_mut().set("Content-Type", content_type)?;
     Ok(response)

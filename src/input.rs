@@ -184,6 +184,21 @@ pub fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {
     query.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, "")))
 }
 
+/// A query that may carry only `key`, set to `on` (true) or `off` (false, also its default);
+/// the last occurrence wins.
+pub fn parse_flag(query: &str, key: &str, (on, off): (&str, &str)) -> Result<bool, ApiError> {
+    let mut flag = false;
+    for (k, v) in query_pairs(query) {
+        match k {
+            k if k != key => return Err(ApiError::invalid(format!("{k}: unknown query parameter"))),
+            _ if v == on => flag = true,
+            _ if v == off => flag = false,
+            _ => return Err(ApiError::invalid(format!("{key}: {off} or {on}"))),
+        }
+    }
+    Ok(flag)
+}
+
 fn parse_u64(field: &str, value: &str) -> Result<u64, ApiError> {
     let digits = !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit());
     digits
@@ -253,6 +268,18 @@ mod tests {
         // Only the first `?` starts the query; a fragment is never part of it.
         assert_eq!(split("https://h/a?b=c?d#frag"), ("https://h", "/a", "b=c?d"));
         assert_eq!(split("https://h/a%2Fb/%2e%2e?q=%20"), ("https://h", "/a%2Fb/%2e%2e", "q=%20"));
+    }
+
+    #[test]
+    fn a_flag_query_takes_only_its_key_with_either_value_and_defaults_to_off() {
+        let flag = |q| parse_flag(q, "dry_run", ("true", "false"));
+        assert_eq!(flag(""), Ok(false));
+        assert_eq!(flag("dry_run=true"), Ok(true));
+        assert_eq!(flag("dry_run=true&dry_run=false"), Ok(false));
+        for bad in ["dry_run=yes", "dry_run", "other=1", "dry_run=true&x=1"] {
+            assert_eq!(flag(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
+        }
+        assert!(flag("dry_run=1").unwrap_err().message.contains("dry_run: false or true"));
     }
 
     #[test]

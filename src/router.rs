@@ -226,28 +226,9 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             work(work::Command::ResolveBlocker { id: bid.unwrap_or_default().to_string() })
         }
         Route::Workspace => work(work::Command::ReportWorkspace(work::parse_workspace(body)?)),
-        Route::Package if reading => {
-            let mut markdown = false;
-            for (k, v) in input::query_pairs(query) {
-                match (k, v) {
-                    ("format", "markdown") => markdown = true,
-                    ("format", "json") => markdown = false,
-                    ("format", _) => return Err(ApiError::invalid("format: json or markdown")),
-                    (other, _) => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
-                }
-            }
-            Ok(Op::Package { markdown })
-        }
+        Route::Package if reading => Ok(Op::Package { markdown: input::parse_flag(query, "format", ("markdown", "json"))? }),
         Route::Package => {
-            let mut dry_run = false;
-            for (k, v) in input::query_pairs(query) {
-                match (k, v) {
-                    ("dry_run", "true") => dry_run = true,
-                    ("dry_run", "false") => dry_run = false,
-                    ("dry_run", _) => return Err(ApiError::invalid("dry_run: true or false")),
-                    (other, _) => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
-                }
-            }
+            let dry_run = input::parse_flag(query, "dry_run", ("true", "false"))?;
             change(Change::Compile { request: package::parse_package_request(body)?, dry_run })
         }
         Route::AcceptPackage => change(Change::Accept { package_hash: package::parse_accept(body)?.package_hash }),
