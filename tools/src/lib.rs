@@ -1,5 +1,6 @@
 //! Release tools for the hand-off service. The rules are plain functions over plain data:
 //! `promote` decides what production may bind and migrate, `smoke` decides whether a
 //! deployed Worker answered as expected. The binaries only read files, talk HTTP and print.
+pub mod cli;
 pub mod promote;
 pub mod smoke;

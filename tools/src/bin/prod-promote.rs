@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use handoff_tools::cli;
 use handoff_tools::promote::{self, Plan};
 
 const USAGE: &str = "\
@@ -32,16 +33,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("prod-promote: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let args = match cli::args_or_exit("prod-promote", USAGE, parse_args(std::env::args().skip(1))) {
+        Ok(args) => args,
+        Err(exit) => return exit,
     };
     match run(&args) {
         Ok(code) => code,
@@ -59,10 +53,7 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
         approvals: PathBuf::from("production-approvals.json"),
     };
     while let Some(arg) = raw.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value.to_string())),
-            _ => (arg.clone(), None),
-        };
+        let (flag, inline) = cli::split_flag(&arg);
         let mut value = |name: &str| {
             inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a path"))
         };
@@ -77,17 +68,9 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
     Ok(Some(args))
 }
 
-fn read(path: &PathBuf) -> Result<String, String> {
-    let size = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?.len();
-    if size > INPUT_BYTES_MAX {
-        return Err(format!("{} is {size} bytes, more than {INPUT_BYTES_MAX}", path.display()));
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
 fn run(args: &Args) -> Result<ExitCode, String> {
-    let text = read(&args.config)?;
-    let approvals = promote::parse_approvals(&read(&args.approvals)?).map_err(|e| e.to_string())?;
+    let text = cli::read_bounded(&args.config, INPUT_BYTES_MAX)?;
+    let approvals = promote::parse_approvals(&cli::read_bounded(&args.approvals, INPUT_BYTES_MAX)?).map_err(|e| e.to_string())?;
     let wrangler = promote::read_wrangler(&text).map_err(|e| e.to_string())?;
     let plan = match promote::plan(&wrangler, &approvals.do_tags) {
         Ok(plan) => plan,

@@ -4,10 +4,11 @@
 //! Exit codes: 0 every check passed; 1 a check failed (a route, or the store that
 //! /v1/health reports against --expect); 2 bad arguments or an unreadable routes file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use handoff_tools::cli;
 use handoff_tools::smoke::{self, Answer, Route, Store, HEALTH_PATH};
 
 const USAGE: &str = "\
@@ -37,16 +38,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("release-smoke: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let args = match cli::args_or_exit("release-smoke", USAGE, parse_args(std::env::args().skip(1))) {
+        Ok(args) => args,
+        Err(exit) => return exit,
     };
     let routes = match read_routes(&args.routes) {
         Ok(routes) => routes,
@@ -67,10 +61,7 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
     let mut expect = None;
     let mut routes = PathBuf::from("release-smoke.json");
     while let Some(arg) = raw.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value.to_string())),
-            _ => (arg.clone(), None),
-        };
+        let (flag, inline) = cli::split_flag(&arg);
         let mut value = |name: &str| inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a value"));
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
@@ -99,13 +90,8 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
     Ok(Some(Args { base_url, expect, routes }))
 }
 
-fn read_routes(path: &PathBuf) -> Result<smoke::Routes, String> {
-    let size = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?.len();
-    if size > ROUTES_BYTES_MAX {
-        return Err(format!("{} is {size} bytes, more than {ROUTES_BYTES_MAX}", path.display()));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    smoke::parse_routes(&text)
+fn read_routes(path: &Path) -> Result<smoke::Routes, String> {
+    smoke::parse_routes(&cli::read_bounded(path, ROUTES_BYTES_MAX)?)
 }
 
 /// True when every check passed.
