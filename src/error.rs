@@ -29,10 +29,12 @@ pub enum Code {
     PackageAccepted,
     DecisionNotFound,
     BlockerNotFound,
+    /// A deployed environment whose signing key is the public development key or too short.
+    AuthMisconfigured,
 }
 
 impl Code {
-    pub const ALL: [Code; 24] = [
+    pub const ALL: [Code; 25] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -57,6 +59,7 @@ impl Code {
         Code::PackageAccepted,
         Code::DecisionNotFound,
         Code::BlockerNotFound,
+        Code::AuthMisconfigured,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +88,7 @@ impl Code {
             Code::PackageAccepted => "package.accepted",
             Code::DecisionNotFound => "decision.not_found",
             Code::BlockerNotFound => "blocker.not_found",
+            Code::AuthMisconfigured => "auth.misconfigured",
         }
     }
 
@@ -119,6 +123,8 @@ impl Code {
             Code::WaitTooMany => 429,
             // A storage failure the runtime reported: retryable, and never a 500.
             Code::StoreUnavailable => 503,
+            // The operator's mistake, not the client's: no token can succeed until it is fixed.
+            Code::AuthMisconfigured => 503,
         }
     }
 }
@@ -158,7 +164,7 @@ mod tests {
     fn every_code_round_trips_and_none_is_a_server_error() {
         for code in Code::ALL {
             assert_eq!(Code::parse(code.as_str()), Some(code));
-            assert!(code.status() < 500 || code == Code::StoreUnavailable, "{code:?}");
+            assert!(code.status() < 500 || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured), "{code:?}");
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `exp` is required and honoured with [`TOKEN_CLOCK_SKEW_S`] of skew, and the signature is
 //! compared in constant time by `hmac`.
 
-use crate::limits::{MACHINE_TOKEN_TTL_S, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use crate::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -45,6 +45,10 @@ pub enum TokenError {
     Expired,
     NotYetValid,
     MissingHandoff,
+    /// `HANDOFF_TOKEN_ISSUER` is set and the token's `iss` is missing or another.
+    Issuer,
+    /// `HANDOFF_TOKEN_AUDIENCE` is set and the token's `aud` does not name it.
+    Audience,
 }
 
 impl TokenError {
@@ -57,6 +61,8 @@ impl TokenError {
             TokenError::Expired => "the token has expired",
             TokenError::NotYetValid => "the token is not valid yet",
             TokenError::MissingHandoff => "a machine token must name its hand-off (hid)",
+            TokenError::Issuer => "the token's issuer (iss) is not the one this service accepts",
+            TokenError::Audience => "the token's audience (aud) does not name this service",
         }
     }
 }
@@ -66,14 +72,63 @@ struct Header {
     alg: String,
 }
 
+/// What a deployment may require of a token beyond its signature: an issuer and an audience
+/// (`HANDOFF_TOKEN_ISSUER`, `HANDOFF_TOKEN_AUDIENCE`), so that an owner can reuse the HS256
+/// tokens of their identity provider. Unset, neither claim is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expect {
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+}
+
+/// `iss` and `aud` as RFC 7519 defines them: `aud` is one string or an array of strings.
+#[derive(Deserialize)]
+struct Registered {
+    #[serde(default)]
+    iss: Option<String>,
+    #[serde(default)]
+    aud: Option<Audience>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    fn names(&self, wanted: &str) -> bool {
+        match self {
+            Audience::One(a) => a == wanted,
+            Audience::Many(all) => all.iter().any(|a| a == wanted),
+        }
+    }
+}
+
+/// Whether `key` may sign tokens in an environment: anywhere but `local`, the public
+/// development key and keys under [`SIGNING_KEY_BYTES_MIN`] bytes are refused, since anyone
+/// can mint (or guess) an owner token with them.
+pub fn key_is_usable(key: &[u8], local: bool) -> bool {
+    if local {
+        return !key.is_empty();
+    }
+    key != DEV_SIGNING_KEY.as_bytes() && key.len() >= SIGNING_KEY_BYTES_MIN
+}
+
 type HmacSha256 = Hmac<Sha256>;
 
 fn mac(key: &[u8]) -> HmacSha256 {
     HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length")
 }
 
-/// Verifies `token` at `now_s` (seconds since the epoch).
+/// Verifies `token` at `now_s` (seconds since the epoch), requiring no issuer or audience.
 pub fn verify(token: &str, key: &[u8], now_s: i64) -> Result<Claims, TokenError> {
+    verify_with(token, key, now_s, &Expect::default())
+}
+
+/// Verifies `token` at `now_s`, and its `iss` and `aud` where `expect` names them.
+pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Result<Claims, TokenError> {
     if token.len() > TOKEN_BYTES_MAX {
         return Err(TokenError::TooLong);
     }
@@ -106,6 +161,19 @@ pub fn verify(token: &str, key: &[u8], now_s: i64) -> Result<Claims, TokenError>
     }
     if claims.role == Role::Machine && claims.hid.is_none() {
         return Err(TokenError::MissingHandoff);
+    }
+    if expect.issuer.is_some() || expect.audience.is_some() {
+        let registered: Registered = decode_json(payload_b64)?;
+        if let Some(issuer) = &expect.issuer {
+            if registered.iss.as_deref() != Some(issuer.as_str()) {
+                return Err(TokenError::Issuer);
+            }
+        }
+        if let Some(audience) = &expect.audience {
+            if !registered.aud.as_ref().is_some_and(|aud| aud.names(audience)) {
+                return Err(TokenError::Audience);
+            }
+        }
     }
     Ok(claims)
 }
@@ -212,5 +280,41 @@ mod tests {
         assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
         let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None };
         assert_eq!(verify(&mint(&m, KEY), KEY, NOW), Err(TokenError::MissingHandoff));
+    }
+
+    fn signed(payload: &str) -> String {
+        let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#);
+        let p = URL_SAFE_NO_PAD.encode(payload);
+        let mut m = mac(KEY);
+        m.update(format!("{h}.{p}").as_bytes());
+        format!("{h}.{p}.{}", URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
+    }
+
+    #[test]
+    fn an_issuer_and_an_audience_are_checked_only_where_the_deployment_sets_them() {
+        let exp = NOW + 10;
+        let with = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":["x","handoff"]}}"#));
+        let without = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp}}}"#));
+        let other_aud = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":"else"}}"#));
+        let expect = Expect { issuer: Some("https://id.example".into()), audience: Some("handoff".into()) };
+        assert!(verify_with(&with, KEY, NOW, &expect).is_ok());
+        assert!(verify(&without, KEY, NOW).is_ok(), "unset, neither claim is read");
+        assert_eq!(verify_with(&without, KEY, NOW, &expect), Err(TokenError::Issuer));
+        assert_eq!(verify_with(&other_aud, KEY, NOW, &expect), Err(TokenError::Audience));
+        let only_aud = Expect { issuer: None, audience: Some("else".into()) };
+        assert!(verify_with(&other_aud, KEY, NOW, &only_aud).is_ok(), "a single-string aud names its audience");
+        let wrong_iss = Expect { issuer: Some("https://other".into()), audience: None };
+        assert_eq!(verify_with(&with, KEY, NOW, &wrong_iss), Err(TokenError::Issuer));
+    }
+
+    #[test]
+    fn outside_local_the_development_key_and_short_keys_are_not_usable() {
+        let strong = [7u8; SIGNING_KEY_BYTES_MIN];
+        assert!(key_is_usable(&strong, false));
+        assert!(!key_is_usable(&strong[..SIGNING_KEY_BYTES_MIN - 1], false));
+        assert!(!key_is_usable(DEV_SIGNING_KEY.as_bytes(), false));
+        assert!(!key_is_usable(b"", false));
+        assert!(key_is_usable(DEV_SIGNING_KEY.as_bytes(), true), "local development keeps the public key");
+        assert!(!key_is_usable(b"", true));
     }
 }
