@@ -1,7 +1,9 @@
 //! Long-poll waiters held by one hand-off object, and what they may be told.
 //!
 //! A waiter is a one-shot channel that a published version fills with the answer, or that its
-//! own timeout ends. Bounded by [`crate::limits::WAITERS_PER_HANDOFF_MAX`]; a waiter is
+//! own timeout ends. Bounded per role ([`crate::limits::OWNER_WAITERS_PER_HANDOFF_MAX`],
+//! [`crate::limits::MACHINE_WAITERS_PER_HANDOFF_MAX`]), so that one role's waits never take
+//! the other's places; a waiter is
 //! answered at most once, and its place is given back as soon as its answer is dropped for any
 //! reason — answered, timed out, or its client gone (see [`Place`]).
 //!
@@ -10,6 +12,7 @@
 //! commit could take back. Its answer is rendered once per version and shared by every waiter.
 
 use crate::handoff::Handoff;
+use crate::token::Role;
 use crate::turn;
 use futures::channel::oneshot;
 use std::cell::RefCell;
@@ -20,9 +23,19 @@ use std::rc::Rc;
 pub struct Waiters {
     next_id: u64,
     held: HashMap<u64, Held>,
+    /// How many of `held` each role holds: `[owner, machine]`.
+    by_role: [usize; 2],
+}
+
+fn slot(role: Role) -> usize {
+    match role {
+        Role::Owner => 0,
+        Role::Machine => 1,
+    }
 }
 
 struct Held {
+    role: Role,
     /// The version the waiter has seen: it wants one above it (or the close).
     after: u64,
     answer: oneshot::Sender<Rc<str>>,
@@ -39,29 +52,41 @@ impl Drop for Place {
         // A drop never runs inside a borrow of the set (waking only sends), but a waiter
         // that cannot give its place back now is dropped at its wake-up anyway.
         if let Ok(mut waiters) = self.waiters.try_borrow_mut() {
-            waiters.held.remove(&self.id);
+            waiters.release(self.id);
         }
     }
 }
 
 impl Waiters {
-    /// Registers a waiter for a version above `after`, or `None` when the set already holds
-    /// `max` (normally [`crate::limits::WAITERS_PER_HANDOFF_MAX`]).
-    pub fn hold(set: &Rc<RefCell<Waiters>>, max: usize, after: u64) -> Option<(Place, oneshot::Receiver<Rc<str>>)> {
+    /// Registers a waiter of `role` for a version above `after`, or `None` when the set already
+    /// holds `max` waiters of that role (the role's cap in [`crate::limits`]).
+    pub fn hold(set: &Rc<RefCell<Waiters>>, role: Role, max: usize, after: u64) -> Option<(Place, oneshot::Receiver<Rc<str>>)> {
         let mut waiters = set.borrow_mut();
-        if waiters.held.len() >= max {
+        if waiters.by_role[slot(role)] >= max {
             return None;
         }
         let (tx, rx) = oneshot::channel();
         waiters.next_id += 1;
         let id = waiters.next_id;
-        waiters.held.insert(id, Held { after, answer: tx });
+        waiters.held.insert(id, Held { role, after, answer: tx });
+        waiters.by_role[slot(role)] += 1;
         Some((Place { waiters: set.clone(), id }, rx))
+    }
+
+    fn release(&mut self, id: u64) {
+        if let Some(held) = self.held.remove(&id) {
+            self.by_role[slot(held.role)] -= 1;
+        }
     }
 
     /// How many waiters are held.
     pub fn len(&self) -> usize {
         self.held.len()
+    }
+
+    /// How many waiters of `role` are held.
+    pub fn len_of(&self, role: Role) -> usize {
+        self.by_role[slot(role)]
     }
 
     pub fn is_empty(&self) -> bool {
@@ -72,6 +97,7 @@ impl Waiters {
     /// seen, or the close), and lets them go; the others stay.
     pub fn wake(&mut self, h: &Handoff, answer: &Rc<str>) {
         for (_, held) in self.held.extract_if(|_, held| turn::wait_answers_now(&h.record, held.after)) {
+            self.by_role[slot(held.role)] -= 1;
             // A receiver that is gone (its request ended) needs no answer.
             let _ = held.answer.send(answer.clone());
         }
@@ -139,20 +165,36 @@ mod tests {
     #[test]
     fn the_cap_refuses_past_max_and_a_dropped_place_is_given_back() {
         let s = set();
-        let a = Waiters::hold(&s, 2, 1).unwrap();
-        let _b = Waiters::hold(&s, 2, 1).unwrap();
-        assert!(Waiters::hold(&s, 2, 1).is_none());
+        let a = Waiters::hold(&s, Role::Owner, 2, 1).unwrap();
+        let _b = Waiters::hold(&s, Role::Owner, 2, 1).unwrap();
+        assert!(Waiters::hold(&s, Role::Owner, 2, 1).is_none());
         drop(a);
         assert_eq!(s.borrow().len(), 1);
-        assert!(Waiters::hold(&s, 2, 1).is_some());
+        assert!(Waiters::hold(&s, Role::Owner, 2, 1).is_some());
+    }
+
+    #[test]
+    fn each_role_has_its_own_cap_so_machine_waits_never_take_the_owners_places() {
+        let s = set();
+        let machine: Vec<_> = (0..3).map(|_| Waiters::hold(&s, Role::Machine, 3, 0).unwrap()).collect();
+        assert!(Waiters::hold(&s, Role::Machine, 3, 0).is_none(), "the machine's cap is full");
+        let owner = Waiters::hold(&s, Role::Owner, 1, 0).expect("the owner still gets a place");
+        assert!(Waiters::hold(&s, Role::Owner, 1, 0).is_none());
+        assert_eq!((s.borrow().len_of(Role::Machine), s.borrow().len_of(Role::Owner)), (3, 1));
+        drop(machine);
+        assert_eq!(s.borrow().len_of(Role::Machine), 0);
+        s.borrow_mut().wake(&handoff_at(1), &"{}".into());
+        assert_eq!(s.borrow().len_of(Role::Owner), 0, "a woken waiter gives its role's place back");
+        drop(owner);
+        assert!(s.borrow().is_empty());
     }
 
     #[test]
     fn a_wake_answers_once_with_the_same_answer_every_waiter_below_the_version_and_keeps_the_others() {
         let s = set();
-        let (p1, mut r1) = Waiters::hold(&s, 10, 1).unwrap();
-        let (p2, mut r2) = Waiters::hold(&s, 10, 1).unwrap();
-        let (_p3, mut ahead) = Waiters::hold(&s, 10, 2).unwrap();
+        let (p1, mut r1) = Waiters::hold(&s, Role::Owner, 10, 1).unwrap();
+        let (p2, mut r2) = Waiters::hold(&s, Role::Owner, 10, 1).unwrap();
+        let (_p3, mut ahead) = Waiters::hold(&s, Role::Owner, 10, 2).unwrap();
         let answer: Rc<str> = "{\"v\":2}".into();
         s.borrow_mut().wake(&handoff_at(2), &answer);
         assert_eq!(r1.try_recv().unwrap().as_deref(), Some("{\"v\":2}"));
@@ -170,7 +212,7 @@ mod tests {
     #[test]
     fn a_close_answers_every_waiter_whatever_it_has_seen() {
         let s = set();
-        let (_p, mut r) = Waiters::hold(&s, 10, 99).unwrap();
+        let (_p, mut r) = Waiters::hold(&s, Role::Owner, 10, 99).unwrap();
         let mut closed = (*handoff_at(3)).clone();
         closed.record.state = turn::State::Closed;
         s.borrow_mut().wake(&closed, &"closed".into());
