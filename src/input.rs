@@ -235,12 +235,25 @@ pub fn is_idempotency_key(key: &str) -> bool {
     !key.is_empty() && key.len() <= crate::limits::IDEMPOTENCY_KEY_CHARS_MAX && printable
 }
 
-/// What an idempotent repeat must match: the route, the caller's role and the body, hashed.
-pub fn request_fingerprint(method: &str, path: &str, role: &str, body: &[u8]) -> String {
+/// The query as the fingerprint reads it: its pairs in code-point order, so that the same
+/// parameters in another order are the same request.
+pub fn canonical_query(query: &str) -> String {
+    let mut pairs: Vec<(&str, &str)> = query_pairs(query).collect();
+    pairs.sort_unstable();
+    let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join("&")
+}
+
+/// What an idempotent repeat must match: the method, the path, the canonical query, the
+/// caller's role and the body, hashed. The query matters: a key first used on a dry run must
+/// not answer the real compile with the preview.
+pub fn request_fingerprint(method: &str, path: &str, query: &str, role: &str, body: &[u8]) -> String {
     let digest = Sha256::new()
         .chain_update(method)
         .chain_update(" ")
         .chain_update(path)
+        .chain_update("?")
+        .chain_update(canonical_query(query))
         .chain_update("\n")
         .chain_update(role)
         .chain_update("\n")
@@ -253,6 +266,17 @@ pub fn request_fingerprint(method: &str, path: &str, role: &str, body: &[u8]) ->
 mod tests {
     use super::*;
     use crate::error::Code;
+
+    #[test]
+    fn the_fingerprint_covers_the_query_in_any_order_of_its_pairs() {
+        let print = |q| request_fingerprint("POST", "/v1/handoffs/ho_1/package", q, "owner", b"{}");
+        assert_ne!(print("dry_run=true"), print(""), "a dry run is not the compile");
+        assert_ne!(print("dry_run=true"), print("dry_run=false"));
+        assert_eq!(print("a=1&b=2"), print("b=2&a=1"));
+        assert_eq!(canonical_query("b=2&&a=1"), "a=1&b=2");
+        let other_body = request_fingerprint("POST", "/v1/handoffs/ho_1/package", "", "owner", b"{ }");
+        assert_ne!(other_body, print(""));
+    }
 
     #[test]
     fn a_request_url_splits_into_origin_path_and_undecoded_query() {
@@ -350,10 +374,10 @@ mod tests {
         assert!(!is_idempotency_key(""));
         assert!(!is_idempotency_key("a b"));
         assert!(!is_idempotency_key(&"k".repeat(129)));
-        let a = request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{}");
-        assert_eq!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{}"));
-        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "machine", b"{ }"));
-        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/cancel", "machine", b"{}"));
+        let a = request_fingerprint("POST", "/v1/handoffs/x/report", "", "machine", b"{}");
+        assert_eq!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "", "machine", b"{}"));
+        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/report", "", "machine", b"{ }"));
+        assert_ne!(a, request_fingerprint("POST", "/v1/handoffs/x/cancel", "", "machine", b"{}"));
     }
 
     #[test]
