@@ -7,10 +7,12 @@
 //! - a change moves the version by exactly one, however many parts it touched; a request that
 //!   changes nothing moves nothing ([`Outcome::moved`] is false and nothing is written);
 //! - the lineage has one entry per turn, the last one the current turn's, and agrees with
-//!   the record's turn, status and runtime;
+//!   the record's turn, status and runtime; the value holds its newest [`LINEAGE_TAIL_MAX`]
+//!   entries (storage keeps more);
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
 use crate::error::{ApiError, Code};
+use crate::limits::LINEAGE_TAIL_MAX;
 use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
@@ -175,8 +177,19 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
     }
     next.record.version = h.record.version + 1;
     next.record.updated_at = now.max(h.record.updated_at);
+    keep_lineage_tail(&mut next, &mut dirty);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
     Ok(Outcome { next, moved: true, dirty, extra })
+}
+
+/// Holds only the newest [`LINEAGE_TAIL_MAX`] lineage entries: older turns live in storage
+/// (`GET …/turns` pages them), and the package compiler reads only the newest turns.
+fn keep_lineage_tail(next: &mut Handoff, dirty: &mut Dirty) {
+    let Some(over) = next.lineage.len().checked_sub(LINEAGE_TAIL_MAX).filter(|n| *n > 0) else {
+        return;
+    };
+    next.lineage.drain(..over);
+    dirty.lineage_from = dirty.lineage_from.map(|from| from.saturating_sub(over));
 }
 
 /// Keeps a ledger command's outcome: its answer's fields, its ledger, whether it moved.

@@ -1,28 +1,38 @@
 //! `HandoffObject`: the Durable Object that holds one hand-off. It loads the hand-off, applies
 //! the pure core (`crate::handoff::apply`), stores what moved, answers and wakes waiters; it
-//! has no rules of its own. Every mutation's read, check and write run without an `await`
-//! between them, so the runtime commits them as one transaction and no other request
-//! interleaves. SQL lives here and nowhere else for this object's tables.
+//! has no rules of its own. Every change is one [`Batch`] of SQL statements run in one
+//! `transactionSync`: all of it is written, or none of it. SQL lives here and nowhere else for
+//! this object's tables.
+//!
+//! Nothing is created for a hand-off that does not exist: the schema is written by the create's
+//! own transaction, and a read of an object without it answers `handoff.not_found`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::briefing::{self, Reach};
 use crate::error::{ApiError, Code};
 use crate::handoff::{self, Change, Dirty, Extras, Handoff};
+use crate::idempotency::{self, Decision, Remembered};
 use crate::index::IndexRow;
 use crate::limits::{
-    IDEMPOTENCY_TTL_MS, OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS, WAITERS_PER_HANDOFF_MAX,
-    WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
+    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OUTBOX_RETRY_MS_MAX,
+    OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
+    TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
 use crate::package::{Ledger, TurnEntry};
-use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use crate::token::Role;
 use crate::turn::{self, Record};
 use crate::waiters::{Published, Waiters};
 use crate::work::Work;
+use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
 use futures::future::{select, Either};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
 #[durable_object]
@@ -48,23 +58,32 @@ pub struct HandoffObject {
     /// Changes waiting for the delivery on its way.
     delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     waiters: Rc<RefCell<Waiters>>,
+    /// Test hook: the failure armed for the next change.
+    fault: Cell<Option<Fault>>,
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS events (version INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS outbox (k INTEGER PRIMARY KEY CHECK (k = 0), owner TEXT NOT NULL, version INTEGER NOT NULL, row TEXT NOT NULL, attempts INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS idempotency_at ON idempotency (at);
-";
-
-/// The owners' index binding, as in wrangler.toml.
-const OWNER_INDEX: &str = "OWNER_INDEX";
-/// Test-only variables, set on `wrangler dev`'s command line by the tests, never in wrangler.toml.
-pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
-const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
+/// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
+/// transaction, never by a read.
+const SCHEMA: [&str; 8] = [
+    "CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS events (version INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS outbox (k INTEGER PRIMARY KEY CHECK (k = 0), owner TEXT NOT NULL, version INTEGER NOT NULL, row TEXT NOT NULL, attempts INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0, slim INTEGER NOT NULL DEFAULT 0, digest TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX IF NOT EXISTS idempotency_at ON idempotency (at)",
+    "CREATE TABLE IF NOT EXISTS meta (k INTEGER PRIMARY KEY CHECK (k = 0), schema INTEGER NOT NULL)",
+];
+const SCHEMA_VERSION: i64 = 2;
+/// From schema 1 (no `meta` table; idempotency rows without sizes) to 2. Additive.
+const MIGRATE_1_TO_2: [&str; 3] = [
+    "ALTER TABLE idempotency ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE idempotency ADD COLUMN slim INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE idempotency ADD COLUMN digest TEXT NOT NULL DEFAULT ''",
+];
+const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";
+/// Idempotency rows looked at per pass when the caps are full (normally one is forgotten).
+const EVICTION_PAGE: i64 = 64;
 
 #[derive(serde::Deserialize)]
 struct RecordRow {
@@ -82,6 +101,11 @@ struct TurnRow {
     entry: String,
 }
 
+#[derive(serde::Deserialize)]
+struct SchemaRow {
+    schema: i64,
+}
+
 #[derive(Clone, serde::Deserialize)]
 struct OutboxRow {
     owner: String,
@@ -95,6 +119,25 @@ struct IdempotencyRow {
     fingerprint: String,
     status: i64,
     body: String,
+    slim: i64,
+    digest: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Totals {
+    n: i64,
+    bytes: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct KeySize {
+    key: String,
+    bytes: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct CountRow {
+    n: i64,
 }
 
 /// An answer before it becomes a `Response`.
@@ -126,6 +169,33 @@ impl Answer {
     }
 }
 
+/// One change to store: the next hand-off, what of it moved, and what the request adds.
+struct Stored<'a> {
+    h: Handoff,
+    dirty: Dirty,
+    /// The work record already serialised (for its size check), when it moved.
+    work_json: Option<String>,
+    /// The history event's kind.
+    kind: &'a str,
+    caller: &'a Caller,
+    /// The request's key and the answer it remembers.
+    remember: Option<(&'a str, &'a Remembered)>,
+    /// The first write of this hand-off: the schema comes in the same transaction.
+    create: bool,
+}
+
+/// The statements of one change, run in order in one transaction: all of them or none.
+#[derive(Default)]
+struct Batch {
+    statements: Vec<(&'static str, Vec<SqlStorageValue>)>,
+}
+
+impl Batch {
+    fn push(&mut self, sql: &'static str, args: Vec<SqlStorageValue>) {
+        self.statements.push((sql, args));
+    }
+}
+
 fn storage_error(e: impl std::fmt::Display) -> Error {
     Error::RustError(format!("stored hand-off unreadable: {e}"))
 }
@@ -140,7 +210,6 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 
 impl DurableObject for HandoffObject {
     fn new(state: State, env: Env) -> Self {
-        state.storage().sql().exec(SCHEMA, None).expect("schema applies");
         HandoffObject {
             state,
             env,
@@ -153,20 +222,25 @@ impl DurableObject for HandoffObject {
             alarm_at: Cell::new(None),
             delivery_waiters: RefCell::new(Vec::new()),
             waiters: Rc::new(RefCell::new(Waiters::default())),
+            fault: Cell::new(None),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ask: Ask = match req.json().await {
             Ok(ask) => ask,
-            Err(_) => return Answer::refused(&ApiError::invalid("internal: unreadable ask"), None).into_response(),
+            // The Worker and this object are one build; an ask it cannot read is a deploy that
+            // mixes versions, which a retry outlives: 503, not the client's 400.
+            Err(e) => return store_failed("unreadable internal ask", &e),
         };
-        match ask.op {
-            Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
-            Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
-            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s),
-            Op::Floor => Response::from_json(&json!({"ok": true})),
-            read => self.read(&ask.caller, &read),
+        match self.handle(ask).await {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                // What failed was storage (or the runtime under it): forget what this object
+                // holds in memory, so the next request reads what was really committed.
+                self.forget();
+                store_failed("hand-off object", &e)
+            }
         }
     }
 
@@ -174,6 +248,9 @@ impl DurableObject for HandoffObject {
     /// Worker that died between a change and its delivery (the safety alarm).
     async fn alarm(&self) -> Result<Response> {
         self.alarm_at.set(None);
+        if !self.has_schema()? {
+            return Response::ok("nothing stored");
+        }
         let sql = self.state.storage().sql();
         let owed: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
         if let Some(owed) = owed.into_iter().next() {
@@ -184,10 +261,63 @@ impl DurableObject for HandoffObject {
 }
 
 impl HandoffObject {
+    async fn handle(&self, ask: Ask) -> Result<Response> {
+        match ask.op {
+            Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
+            Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
+            Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s),
+            Op::Floor => Response::from_json(&json!({"ok": true})),
+            Op::Turns { before, limit } => self.turns(&ask.caller, before, limit),
+            Op::TestFault { fault } => self.arm(&ask.caller, fault),
+            Op::TestStorage => self.storage_report(&ask.caller),
+            Op::Get | Op::Package { .. } | Op::Briefing { .. } => self.read(&ask.caller, &ask.op),
+        }
+    }
+
+    /// Drops what memory holds of the stored hand-off; the next request loads it again.
+    fn forget(&self) {
+        *self.cached.borrow_mut() = None;
+        *self.owed.borrow_mut() = None;
+    }
+
+    /// Whether this object's storage holds a hand-off's tables. Reads only the catalogue, so
+    /// a request for an unknown id writes nothing.
+    fn has_schema(&self) -> Result<bool> {
+        let sql = self.state.storage().sql();
+        table_exists(&sql, "handoff")
+    }
+
+    /// Brings a schema written by an earlier build up to [`SCHEMA_VERSION`], in one transaction.
+    fn migrate(&self) -> Result<()> {
+        let sql = self.state.storage().sql();
+        let version = if !table_exists(&sql, "meta")? {
+            1
+        } else {
+            sql.exec("SELECT schema FROM meta WHERE k = 0", None)?.to_array::<SchemaRow>()?.first().map_or(1, |r| r.schema)
+        };
+        if version >= SCHEMA_VERSION {
+            return Ok(());
+        }
+        let mut batch = Batch::default();
+        for statement in SCHEMA {
+            batch.push(statement, vec![]);
+        }
+        for statement in MIGRATE_1_TO_2 {
+            batch.push(statement, vec![]);
+        }
+        batch.push(SET_SCHEMA_VERSION, vec![SCHEMA_VERSION.into()]);
+        self.commit(batch, None)
+    }
+
     fn load(&self) -> Result<Option<Rc<Handoff>>> {
         if let Some(cached) = self.cached.borrow().as_ref() {
             return Ok(cached.clone());
         }
+        if !self.has_schema()? {
+            // Not cached: a create may come next, and it is the create that writes.
+            return Ok(None);
+        }
+        self.migrate()?;
         let sql = self.state.storage().sql();
         let rows: Vec<RecordRow> = sql.exec("SELECT record FROM handoff WHERE k = 0", None)?.to_array()?;
         let handoff = match rows.first() {
@@ -204,9 +334,11 @@ impl HandoffObject {
                         _ => {}
                     }
                 }
-                let turns: Vec<TurnRow> = sql.exec("SELECT entry FROM turns ORDER BY turn", None)?.to_array()?;
-                if !turns.is_empty() {
-                    h.lineage = turns.iter().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
+                // Only the newest entries: older turns are paged from storage by `GET …/turns`.
+                let newest_first: Vec<TurnRow> =
+                    sql.exec("SELECT entry FROM turns ORDER BY turn DESC LIMIT ?", vec![(LINEAGE_TAIL_MAX as i64).into()])?.to_array()?;
+                if !newest_first.is_empty() {
+                    h.lineage = newest_first.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
                 }
                 let h = Rc::new(h);
                 // What storage holds is durable: waiters may be told it.
@@ -226,50 +358,120 @@ impl HandoffObject {
         })
     }
 
-    /// Writes what moved — the record, the parts marked dirty, the history event, the row the
-    /// owner's index is now owed (the outbox) and a safety alarm that delivers it should this
-    /// Worker die first — with no `await` in between: one transaction. Answers the stored
-    /// hand-off, which the caller publishes once the commit is confirmed, and the outbox row,
-    /// which it delivers.
-    /// `work_json` is the work record already serialised (for its size check) when it is dirty.
-    fn store(&self, h: Handoff, dirty: Dirty, work_json: Option<String>, kind: &str, caller: &Caller) -> Result<(Rc<Handoff>, OutboxRow)> {
-        debug_assert_eq!(dirty.work, work_json.is_some(), "the work is serialised exactly when it moved");
-        // Only the parts that moved are serialised (a report touches none of them), and all of
-        // it before the first write, so that a failure writes nothing.
-        let record_json = to_json(&h.record)?;
+    /// Runs `batch` in one `transactionSync`: if any statement fails, the runtime rolls back
+    /// every one before it and nothing of the change is stored. `fault` (test hooks only)
+    /// makes one statement fail in the runtime's SQLite, or loses the whole commit: every
+    /// statement runs, the transaction rolls back, and the loss shows at `storage.sync()`
+    /// (see [`HandoffObject::publish`]), as when the runtime fails to commit.
+    fn commit(&self, batch: Batch, fault: Option<Fault>) -> Result<()> {
+        let storage = self.state.storage();
+        let sql = storage.sql();
+        let lost = fault == Some(Fault::Sync);
+        let run = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
+            for (i, (statement, args)) in batch.statements.into_iter().enumerate() {
+                if fault == Some(Fault::Statement { statement: i + 1 }) {
+                    // A real failure of the runtime's SQLite, not a pretend one.
+                    sql.exec("SELECT * FROM fault_injected_by_a_test", None).map_err(JsValue::from)?;
+                }
+                sql.exec(statement, args).map_err(JsValue::from)?;
+            }
+            if lost {
+                return Err(JsValue::from_str("commit lost (test hook)"));
+            }
+            Ok(JsValue::UNDEFINED)
+        });
+        let raw: &JsValue = storage.as_raw().as_ref();
+        let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
+            .map_err(Error::from)?
+            .dyn_into()
+            .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
+        let committed = transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map(|_| ()).map_err(Error::from);
+        if lost {
+            // Rolled back; the caller learns it from the sync, as it would from the runtime.
+            return Ok(());
+        }
+        committed
+    }
+
+    /// Every value over [`STORED_VALUE_BYTES_MAX`] is refused before the first write.
+    fn check_sizes(values: &[&str]) -> std::result::Result<(), ApiError> {
+        match values.iter().map(|v| v.len()).max() {
+            Some(largest) if largest > STORED_VALUE_BYTES_MAX => Err(ApiError::new(
+                Code::RequestTooLarge,
+                format!("the change would store a value of {largest} bytes, over {STORED_VALUE_BYTES_MAX}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes what moved — the record, the parts marked dirty, the lineage entries, the history
+    /// event, the row the owner's index is now owed (the outbox), the key's remembered answer —
+    /// and trims what is bounded (events, lineage, remembered answers), all in one transaction.
+    /// Every value is serialised and size-checked first, so a refusal writes nothing. Answers
+    /// the stored hand-off, which the caller publishes once the commit is confirmed, and the
+    /// outbox row, which it delivers.
+    fn store(&self, change: Stored<'_>) -> Result<std::result::Result<(Rc<Handoff>, OutboxRow), ApiError>> {
+        let Stored { h, dirty, work_json, kind, caller, remember, create } = change;
+        let record = &h.record;
+        let record_json = to_json(record)?;
         let parts = [
             ("work", work_json),
             ("ledger", dirty.ledger.then(|| to_json(&h.ledger)).transpose()?),
             ("extras", dirty.extras.then(|| to_json(&h.extras)).transpose()?),
         ];
-        let sql = self.state.storage().sql();
-        let record = &h.record;
-        sql.exec("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![record_json.into()])?;
+        let lineage_from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
+        let entries: Vec<(u64, String)> = h.lineage[lineage_from..].iter().map(|e| Ok((e.turn, to_json(e)?))).collect::<Result<_>>()?;
+        let owed = OutboxRow { owner: record.owner.clone(), version: record.version as i64, row: to_json(&IndexRow::of(record))?, attempts: 0 };
+        let mut values: Vec<&str> = vec![&record_json, &owed.row];
+        values.extend(parts.iter().filter_map(|(_, json)| json.as_deref()));
+        values.extend(entries.iter().map(|(_, json)| json.as_str()));
+        values.extend(remember.map(|(_, r)| r.body.as_str()));
+        if let Err(refusal) = Self::check_sizes(&values) {
+            return Ok(Err(refusal));
+        }
+
+        let mut batch = Batch::default();
+        if create {
+            for statement in SCHEMA {
+                batch.push(statement, vec![]);
+            }
+            batch.push(SET_SCHEMA_VERSION, vec![SCHEMA_VERSION.into()]);
+        }
+        batch.push("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![record_json.into()]);
         for (name, json) in parts {
             if let Some(json) = json {
-                sql.exec("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![name.into(), json.into()])?;
+                batch.push("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![name.into(), json.into()]);
             }
         }
-        for entry in &h.lineage[dirty.lineage_from.unwrap_or(h.lineage.len())..] {
-            sql.exec("INSERT OR REPLACE INTO turns (turn, entry) VALUES (?, ?)", vec![(entry.turn as i64).into(), to_json(entry)?.into()])?;
+        for (turn, entry) in entries {
+            batch.push("INSERT OR REPLACE INTO turns (turn, entry) VALUES (?, ?)", vec![(turn as i64).into(), entry.into()]);
         }
-        let actor = if caller.actor() == crate::work::Actor::Owner { "owner" } else { "machine" };
-        sql.exec(
+        let kept_from_turn = record.turn as i64 - TURNS_KEPT_PER_HANDOFF_MAX as i64;
+        if kept_from_turn > 0 {
+            batch.push("DELETE FROM turns WHERE turn <= ?", vec![kept_from_turn.into()]);
+        }
+        let actor = match caller.role {
+            Role::Owner => "owner",
+            Role::Machine => "machine",
+        };
+        batch.push(
             "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
             vec![(record.version as i64).into(), record.updated_at.into(), kind.into(), actor.into()],
-        )?;
-        let owed = OutboxRow {
-            owner: record.owner.clone(),
-            version: record.version as i64,
-            row: to_json(&IndexRow::of(record))?,
-            attempts: 0,
-        };
-        sql.exec(
+        );
+        let kept_from_version = record.version as i64 - EVENTS_PER_HANDOFF_MAX as i64;
+        if kept_from_version > 0 {
+            batch.push("DELETE FROM events WHERE version <= ?", vec![kept_from_version.into()]);
+        }
+        batch.push(
             "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
             vec![owed.owner.clone().into(), owed.version.into(), owed.row.clone().into()],
-        )?;
+        );
+        if let Some((key, remembered)) = remember {
+            self.remember_into(&mut batch, key, remembered, create)?;
+        }
+        self.commit(batch, self.fault.take())?;
         // The safety alarm, unless one is pending. Not awaited on purpose: an un-awaited storage
-        // write joins this transaction.
+        // write joins this event's implicit transaction, after the change's own.
         let now = now_ms();
         if self.alarm_at.get().is_none_or(|at| at <= now) {
             let at = now + OUTBOX_SAFETY_ALARM_MS;
@@ -279,15 +481,69 @@ impl HandoffObject {
         let h = Rc::new(h);
         *self.cached.borrow_mut() = Some(Some(h.clone()));
         *self.owed.borrow_mut() = Some(owed.clone());
-        Ok((h, owed))
+        Ok(Ok((h, owed)))
+    }
+
+    /// Adds a key's remembered answer to `batch`: expired keys swept, then the oldest forgotten
+    /// until the caps of [`crate::idempotency`] fit with the new one.
+    fn remember_into(&self, batch: &mut Batch, key: &str, r: &Remembered, create: bool) -> Result<()> {
+        let now = now_ms();
+        let oldest = now - IDEMPOTENCY_TTL_MS;
+        batch.push("DELETE FROM idempotency WHERE at < ?", vec![oldest.into()]);
+        batch.push(
+            "INSERT OR REPLACE INTO idempotency (key, fingerprint, status, body, at, bytes, slim, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            vec![
+                key.into(),
+                r.fingerprint.clone().into(),
+                (r.status as i64).into(),
+                r.body.clone().into(),
+                now.into(),
+                (r.bytes() as i64).into(),
+                (r.slim as i64).into(),
+                r.digest.clone().into(),
+            ],
+        );
+        if create {
+            return Ok(());
+        }
+        let sql = self.state.storage().sql();
+        let totals: Vec<Totals> = sql
+            .exec("SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS bytes FROM idempotency WHERE at >= ? AND key != ?", vec![oldest.into(), key.into()])?
+            .to_array()?;
+        let (mut count, mut bytes) = totals.first().map_or((0, 0), |t| (t.n as usize, t.bytes as usize));
+        count += 1;
+        bytes += r.bytes();
+        let mut offset = 0;
+        while idempotency::over_caps(count, bytes) {
+            let oldest_rows: Vec<KeySize> = sql
+                .exec(
+                    "SELECT key, bytes FROM idempotency WHERE at >= ? AND key != ? ORDER BY at, key LIMIT ? OFFSET ?",
+                    vec![oldest.into(), key.into(), EVICTION_PAGE.into(), offset.into()],
+                )?
+                .to_array()?;
+            if oldest_rows.is_empty() {
+                break;
+            }
+            let forget = idempotency::evictions(count, bytes, oldest_rows.iter().map(|r| r.bytes as usize));
+            for row in oldest_rows.iter().take(forget.max(1)) {
+                batch.push("DELETE FROM idempotency WHERE key = ?", vec![row.key.clone().into()]);
+                count -= 1;
+                bytes = bytes.saturating_sub(row.bytes as usize);
+            }
+            offset += EVICTION_PAGE;
+        }
+        Ok(())
     }
 
     /// Once the runtime confirms the commit that stored `h`, makes it the version waiters are
     /// told, and wakes those it answers. Waking earlier would hand waiters a body chunk on a
     /// response already under way, which the output gate may not hold back, so a failed commit
     /// could show them a version that never was.
-    async fn publish(&self, h: Rc<Handoff>) -> Result<()> {
+    async fn publish(&self, h: Rc<Handoff>, sync_fails: bool) -> Result<()> {
         self.state.storage().sync().await?;
+        if sync_fails {
+            return Err(Error::RustError("storage.sync() rejected (test hook)".into()));
+        }
         let mut published = self.published.borrow_mut();
         published.confirm(h);
         if !self.waiters.borrow().is_empty() {
@@ -392,8 +648,12 @@ impl HandoffObject {
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
-        let (stored, owed) = self.store(h, dirty, None, "create", caller)?;
-        self.publish(stored).await?;
+        let sync_fails = self.fault.get() == Some(Fault::Sync);
+        let (stored, owed) = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
+            Ok(stored) => stored,
+            Err(refusal) => return Answer::refused(&refusal, None).into_response(),
+        };
+        self.publish(stored, sync_fails).await?;
         self.deliver_through(owed.version as u64).await?;
         Answer { status: 201, body }.into_response()
     }
@@ -404,76 +664,87 @@ impl HandoffObject {
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
         if let Some(idem) = idempotency {
-            if let Some(replay) = self.replay(idem)? {
+            if let Some(replay) = self.replay(idem, &h)? {
                 return Ok(replay);
             }
         }
-        let (answer, owed) = match handoff::apply(&h, change, caller.actor(), now_ms()) {
-            Err(e) => (Answer::refused(&e, Some(&h)), None),
-            Ok(out) if out.moved => {
-                let work_json = out.dirty.work.then(|| to_json(&out.next.work)).transpose()?;
-                if work_json.as_ref().is_some_and(|json| json.len() > WORK_RECORD_BYTES_MAX) {
-                    let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
-                    (Answer::refused(&e, Some(&h)), None)
-                } else {
-                    let answer = Answer::ok(out.next.answer(&out.extra));
-                    (answer, Some(self.store(out.next, out.dirty, work_json, change.kind(), caller)?))
-                }
-            }
-            Ok(out) => (Answer::ok(out.next.answer(&out.extra)), None),
+        let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
+        let sync_fails = self.fault.get() == Some(Fault::Sync);
+        let out = match handoff::apply(&h, change, caller.actor(), now_ms()) {
+            Err(e) => return Answer::refused(&e, Some(&h)).into_response(),
+            Ok(out) => out,
         };
-        if let Some(idem) = idempotency {
-            self.remember(idem, &answer)?;
+        let answer = Answer::ok(out.next.answer(&out.extra));
+        let remembered = idempotency.and_then(|idem| idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
+        let remember = remembered.as_ref().map(|(key, r)| (*key, r));
+        if !out.moved {
+            if let Some((key, r)) = remember {
+                if let Err(refusal) = Self::check_sizes(&[&r.body]) {
+                    return Answer::refused(&refusal, Some(&h)).into_response();
+                }
+                let mut batch = Batch::default();
+                self.remember_into(&mut batch, key, r, false)?;
+                self.commit(batch, self.fault.take())?;
+            }
+            return answer.into_response();
         }
-        if let Some((stored, owed)) = owed {
-            self.publish(stored).await?;
-            self.deliver_through(owed.version as u64).await?;
+        let work_json = out.dirty.work.then(|| to_json(&out.next.work)).transpose()?;
+        if work_json.as_ref().is_some_and(|json| json.len() > WORK_RECORD_BYTES_MAX) {
+            let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
+            return Answer::refused(&e, Some(&h)).into_response();
         }
+        let (stored, owed) = match self.store(Stored { h: out.next, dirty: out.dirty, work_json, kind: change.kind(), caller, remember, create: false })? {
+            Ok(stored) => stored,
+            Err(refusal) => return Answer::refused(&refusal, Some(&h)).into_response(),
+        };
+        self.publish(stored, sync_fails).await?;
+        self.deliver_through(owed.version as u64).await?;
         answer.into_response()
     }
 
-    /// The first answer to this key again, or 422 when the key came with another request.
-    fn replay(&self, idem: &Idempotency) -> Result<Option<Response>> {
+    /// The remembered answer to this key again, or 422 when the key came with another request.
+    fn replay(&self, idem: &Idempotency, h: &Handoff) -> Result<Option<Response>> {
         let sql = self.state.storage().sql();
         let oldest = now_ms() - IDEMPOTENCY_TTL_MS;
         let rows: Vec<IdempotencyRow> = sql
-            .exec("SELECT fingerprint, status, body FROM idempotency WHERE key = ? AND at >= ?", vec![idem.key.clone().into(), oldest.into()])?
+            .exec(
+                "SELECT fingerprint, status, body, slim, digest FROM idempotency WHERE key = ? AND at >= ?",
+                vec![idem.key.clone().into(), oldest.into()],
+            )?
             .to_array()?;
-        let Some(first) = rows.into_iter().next() else {
-            return Ok(None);
-        };
-        if first.fingerprint != idem.fingerprint {
-            let e = ApiError::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
-            return Answer::refused(&e, None).into_response().map(Some);
+        let remembered = rows.into_iter().next().map(|row| Remembered {
+            fingerprint: row.fingerprint,
+            status: row.status as u16,
+            body: row.body,
+            slim: row.slim != 0,
+            digest: row.digest,
+        });
+        match idempotency::decide(remembered.as_ref(), &idem.fingerprint) {
+            Decision::Fresh => Ok(None),
+            Decision::Mismatch => {
+                let e = ApiError::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
+                Answer::refused(&e, None).into_response().map(Some)
+            }
+            Decision::Replay(r) => {
+                let current = h.ledger.current.as_ref().and_then(|offer| {
+                    let package = serde_json::to_value(&offer.package).ok()?;
+                    Some((offer.hash.as_str(), package))
+                });
+                let body = idempotency::replay_body(r, current);
+                let mut response = text(&body, "application/json")?.with_status(r.status);
+                response.headers_mut().set("Idempotent-Replayed", "true")?;
+                Ok(Some(response))
+            }
         }
-        let mut response = Response::from_json(&from_json::<Value>(&first.body)?)?.with_status(first.status as u16);
-        response.headers_mut().set("Idempotent-Replayed", "true")?;
-        Ok(Some(response))
     }
 
-    fn remember(&self, idem: &Idempotency, answer: &Answer) -> Result<()> {
-        let sql = self.state.storage().sql();
-        let now = now_ms();
-        sql.exec("DELETE FROM idempotency WHERE at < ?", vec![(now - IDEMPOTENCY_TTL_MS).into()])?;
-        sql.exec(
-            "INSERT OR REPLACE INTO idempotency (key, fingerprint, status, body, at) VALUES (?, ?, ?, ?, ?)",
-            vec![idem.key.clone().into(), idem.fingerprint.clone().into(), (answer.status as i64).into(), to_json(&answer.body)?.into(), now.into()],
-        )?;
-        Ok(())
-    }
-
-    /// Reads: the record, the lineage, the package, the briefing.
+    /// Reads: the record, the package, the briefing.
     fn read(&self, caller: &Caller, op: &Op) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
         match op {
-            Op::Turns => {
-                let mut body = handoff::lineage_answer(&h);
-                body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
-                Answer::ok(body).into_response()
-            }
             Op::Package { markdown } => match h.ledger.latest() {
                 Err(e) => Answer::refused(&e, Some(&h)).into_response(),
                 Ok(latest) if *markdown => text(&crate::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
@@ -494,6 +765,57 @@ impl HandoffObject {
         }
     }
 
+    /// `GET …/turns`: up to `limit` turns before `before` (the newest when absent), oldest
+    /// first, and the cursor of the page before it. Read from storage page by page, never whole.
+    fn turns(&self, caller: &Caller, before: Option<u64>, limit: usize) -> Result<Response> {
+        let h = match self.owned(caller)? {
+            Ok(h) => h,
+            Err(e) => return Answer::refused(&e, None).into_response(),
+        };
+        let before = before.map_or(i64::MAX, |b| b as i64);
+        let sql = self.state.storage().sql();
+        let mut rows: Vec<TurnRow> = sql
+            .exec("SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?", vec![before.into(), (limit as i64 + 1).into()])?
+            .to_array()?;
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let entries: Vec<TurnEntry> = rows.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
+        let next_before = if more { entries.first().map(|e| e.turn) } else { None };
+        let turns: Vec<Value> = entries.iter().map(TurnEntry::view).collect();
+        let body = json!({"turns": turns, "next_before": next_before, "handoff": h.record.view()});
+        Answer::ok(body).into_response()
+    }
+
+    /// Test hook: arms `fault` for this hand-off's next change.
+    fn arm(&self, caller: &Caller, fault: Fault) -> Result<Response> {
+        if let Err(e) = self.owned(caller)? {
+            return Answer::refused(&e, None).into_response();
+        }
+        self.fault.set(Some(fault));
+        Response::from_json(&json!({"armed": fault}))
+    }
+
+    /// Test hook: the bytes of this object's database and the rows of its bounded tables.
+    fn storage_report(&self, caller: &Caller) -> Result<Response> {
+        if let Err(e) = self.owned(caller)? {
+            return Answer::refused(&e, None).into_response();
+        }
+        let sql = self.state.storage().sql();
+        let count = |table: &'static str| -> Result<i64> {
+            let query = match table {
+                "turns" => "SELECT COUNT(*) AS n FROM turns",
+                "events" => "SELECT COUNT(*) AS n FROM events",
+                _ => "SELECT COUNT(*) AS n FROM idempotency",
+            };
+            Ok(sql.exec(query, None)?.to_array::<CountRow>()?.first().map_or(0, |r| r.n))
+        };
+        let body = json!({
+            "bytes": sql.database_size(),
+            "rows": {"turns": count("turns")?, "events": count("events")?, "idempotency": count("idempotency")?},
+        });
+        Response::from_json(&body)
+    }
+
     /// Answers at once when the version is above `after` or the hand-off is closed; otherwise
     /// holds a place and answers with a body that arrives at the next version move or at the
     /// timeout. The headers go out at once and the body is a stream, so a client that goes away
@@ -509,8 +831,9 @@ impl HandoffObject {
             let body = self.published.borrow_mut().answer_of(&h);
             return text(&body, "application/json");
         }
-        let Some((place, woken)) = Waiters::hold(&self.waiters, self.waiters_max(), after) else {
-            let e = ApiError::new(Code::WaitTooMany, "this hand-off holds as many waiters as it may");
+        let (cap_name, cap) = self.waiters_max(caller.role);
+        let Some((place, woken)) = Waiters::hold(&self.waiters, caller.role, cap, after) else {
+            let e = ApiError::new(Code::WaitTooMany, format!("this hand-off holds {cap} waits of this role ({cap_name})"));
             return Answer::refused(&e, None).into_response();
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
@@ -531,16 +854,25 @@ impl HandoffObject {
         Ok(response)
     }
 
-    /// [`WAITERS_PER_HANDOFF_MAX`], or the lower cap a test asks for where test hooks are on
-    /// (so that the cap can be shown without holding ten thousand connections).
-    fn waiters_max(&self) -> usize {
-        let hooks_on = self.env.var(TEST_HOOKS).is_ok_and(|v| v.to_string() == "1");
-        let test_cap = self.env.var(TEST_WAITERS_MAX).ok().and_then(|v| v.to_string().parse().ok());
-        match test_cap {
-            Some(cap) if hooks_on => cap,
-            _ => WAITERS_PER_HANDOFF_MAX,
+    /// The cap on `role`'s waits and its name, or the lower cap a test asks for where test
+    /// hooks are on (so that the cap can be shown without holding ten thousand connections).
+    fn waiters_max(&self, role: Role) -> (&'static str, usize) {
+        let (name, cap) = match role {
+            Role::Owner => ("OWNER_WAITERS_PER_HANDOFF_MAX", OWNER_WAITERS_PER_HANDOFF_MAX),
+            Role::Machine => ("MACHINE_WAITERS_PER_HANDOFF_MAX", MACHINE_WAITERS_PER_HANDOFF_MAX),
+        };
+        match bindings::test_waiters_max(&self.env) {
+            Some(test_cap) => (name, test_cap),
+            None => (name, cap),
         }
     }
+}
+
+/// Whether `table` exists, from the catalogue alone: reading it writes nothing.
+fn table_exists(sql: &SqlStorage, table: &str) -> Result<bool> {
+    let rows: Vec<CountRow> =
+        sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?", vec![table.into()])?.to_array()?;
+    Ok(rows.first().is_some_and(|r| r.n > 0))
 }
 
 /// A whole answer with its content type.
@@ -548,11 +880,6 @@ fn text(body: &str, content_type: &str) -> Result<Response> {
     let mut response = Response::ok(body)?;
     response.headers_mut().set("Content-Type", content_type)?;
     Ok(response)
-}
-
-/// The name of an owner's index object.
-pub fn owner_index_name(owner: &str) -> String {
-    format!("owner:{owner}")
 }
 
 fn now_ms() -> i64 {

@@ -15,7 +15,10 @@ pub mod work;
 pub mod package;
 pub mod briefing;
 pub mod waiters;
+pub mod idempotency;
 
+#[cfg(target_arch = "wasm32")]
+mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]

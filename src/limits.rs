@@ -1,7 +1,12 @@
 //! Every limit of the service, named once. Units are last in the names.
 
-/// Largest request body accepted; past it the answer is 413 `request.too_large`.
+/// Largest request body accepted; past it the answer is 413 `request.too_large`, given as soon
+/// as the limit is passed: the body is read as a stream and never held beyond this.
 pub const BODY_BYTES_MAX: usize = 16 * 1024;
+/// The shortest signing key a deployed environment (any `HANDOFF_ENV` but `local`) accepts;
+/// under it, or with the public development key, every authenticated route answers 503
+/// `auth.misconfigured`.
+pub const SIGNING_KEY_BYTES_MIN: usize = 32;
 /// Longest turn summary a report may carry (UTF-8 bytes).
 pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
 /// Session, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
@@ -18,9 +23,13 @@ pub const WAIT_TIMEOUT_S_DEFAULT: u64 = 30;
 pub const WAIT_TIMEOUT_S_MAX: u64 = 300;
 /// Random extra hold added to each wait so that many waiters do not wake in step.
 pub const WAIT_JITTER_MS_MAX: u64 = 1_000;
-/// Waiters one hand-off holds at once; past it, 429 `wait.too_many`.
+/// Owner waits one hand-off holds at once; past it, 429 `wait.too_many` naming this cap.
 /// Sized for a few thousand devices watching one session (the benchmark holds 5,000).
-pub const WAITERS_PER_HANDOFF_MAX: usize = 10_000;
+pub const OWNER_WAITERS_PER_HANDOFF_MAX: usize = 10_000;
+/// Machine waits one hand-off holds at once, counted apart from the owner's so that a machine
+/// token cannot starve the owner of waits; past it, 429 `wait.too_many` naming this cap.
+/// A session has one machine: a few waits cover its reporters and their retries.
+pub const MACHINE_WAITERS_PER_HANDOFF_MAX: usize = 100;
 
 // ---- The work record (src/work.rs). Text limits are UTF-8 bytes. ----
 
@@ -92,6 +101,30 @@ pub const OUTBOX_RETRY_MS_MAX: i64 = 60_000;
 
 /// How long an `Idempotency-Key` answers its first answer again (the contract: at least 24 h).
 pub const IDEMPOTENCY_TTL_MS: i64 = 25 * 60 * 60 * 1000;
+/// Remembered `Idempotency-Key` answers one hand-off keeps; past it the oldest is forgotten.
+pub const IDEMPOTENCY_KEYS_PER_HANDOFF_MAX: usize = 1_000;
+/// Bytes of remembered answers one hand-off keeps, all keys together; past it the oldest are
+/// forgotten first.
+pub const IDEMPOTENCY_BYTES_PER_HANDOFF_MAX: usize = 2 * 1024 * 1024;
+/// A remembered answer larger than this is kept without its `package` (the bulk of a compile
+/// answer), with the digest of the whole answer; a replay puts the package back from the
+/// ledger while that package is still the current one.
+pub const IDEMPOTENCY_ANSWER_BYTES_MAX: usize = 16 * 1024;
+/// History events one hand-off keeps (the newest); older ones are deleted as new ones come.
+pub const EVENTS_PER_HANDOFF_MAX: usize = 1_000;
+/// Lineage entries one hand-off keeps in storage (the newest turns); older entries are deleted
+/// and `GET …/turns` says how many turns came before the oldest kept.
+pub const TURNS_KEPT_PER_HANDOFF_MAX: usize = 1_000;
+/// Lineage entries the Durable Object holds in memory (the newest): enough for the package
+/// compiler, which reads only the newest turns (see `package::Sources::lineage`).
+pub const LINEAGE_TAIL_MAX: usize = 64;
+/// Turns one `GET …/turns` page holds when no `limit` is given, and the most it may ask for.
+pub const TURNS_PAGE_DEFAULT: usize = 100;
+pub const TURNS_PAGE_MAX: usize = 1_000;
+/// The largest single value the hand-off object writes (a record, a part, a lineage entry, a
+/// remembered answer); a change that would write a larger one is refused with 413
+/// `request.too_large` before anything is written. The runtime refuses values over 2 MB.
+pub const STORED_VALUE_BYTES_MAX: usize = 1024 * 1024;
 /// An `Idempotency-Key` is 1..=IDEMPOTENCY_KEY_CHARS_MAX printable ASCII characters.
 pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 128;
 /// The largest work record one hand-off keeps, serialised; a change past it is refused with

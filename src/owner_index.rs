@@ -1,7 +1,10 @@
 //! `OwnerIndex`: the Durable Object that holds one owner's list, one row per hand-off.
 //! Rows arrive from each hand-off's outbox and are kept only when their version is higher
-//! than the one held, so replays and reordering are harmless.
+//! than the one held, so replays and reordering are harmless. An owner who has no hand-off has
+//! no tables: the first delivered row writes them.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::bindings::store_failed;
 use crate::error::{ApiError, Code};
 use crate::index::{Cursor, IndexRow, ListQuery};
 use crate::protocol::IndexAsk;
@@ -15,6 +18,8 @@ pub struct OwnerIndex {
     state: State,
     /// Test hook: while on, deliveries are refused as if the index were unreachable.
     refusing: Cell<bool>,
+    /// The schema is known to be written (by this build) in this object's lifetime.
+    schema_ready: Cell<bool>,
 }
 
 const SCHEMA: &str = "
@@ -70,34 +75,61 @@ impl StoredRow {
     }
 }
 
+#[derive(serde::Deserialize)]
+struct CountRow {
+    n: i64,
+}
+
 impl DurableObject for OwnerIndex {
     fn new(state: State, _env: Env) -> Self {
-        let sql = state.storage().sql();
-        sql.exec(SCHEMA, None).expect("schema applies");
-        for migration in MIGRATIONS {
-            // "duplicate column name" once applied: the column is there, which is the point.
-            let _ = sql.exec(migration, None);
-        }
-        OwnerIndex { state, refusing: Cell::new(false) }
+        OwnerIndex { state, refusing: Cell::new(false), schema_ready: Cell::new(false) }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ask: IndexAsk = match req.json().await {
             Ok(ask) => ask,
-            Err(_) => return answer_error(&ApiError::invalid("internal: unreadable index ask")),
+            // One build with the Worker: an unreadable ask is a deploy mixing versions. Retry.
+            Err(e) => return store_failed("unreadable index ask", &e),
         };
-        match ask {
+        let answer = match ask {
             IndexAsk::Put { row } => self.put(&row),
             IndexAsk::List { query } => self.list(&query),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
                 Response::from_json(&json!({"refusing": on}))
             }
-        }
+            IndexAsk::TestStorage => Response::from_json(&json!({"bytes": self.state.storage().sql().database_size()})),
+        };
+        answer.or_else(|e| store_failed("owner index", &e))
     }
 }
 
 impl OwnerIndex {
+    /// Whether the `rows` table exists; reads only the catalogue.
+    fn has_schema(&self) -> Result<bool> {
+        if self.schema_ready.get() {
+            return Ok(true);
+        }
+        let sql = self.state.storage().sql();
+        let rows: Vec<CountRow> = sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rows'", None)?.to_array()?;
+        Ok(rows.first().is_some_and(|r| r.n > 0))
+    }
+
+    /// Writes the schema (and brings an earlier build's up to date) before the first row.
+    fn ensure_schema(&self) -> Result<()> {
+        if self.schema_ready.get() {
+            return Ok(());
+        }
+        let sql = self.state.storage().sql();
+        sql.exec(SCHEMA, None)?;
+        for migration in MIGRATIONS {
+            // "duplicate column name" once applied: the column is there, which is the point.
+            let _ = sql.exec(migration, None);
+        }
+        self.schema_ready.set(true);
+        Ok(())
+    }
+
     fn put(&self, row: &IndexRow) -> Result<Response> {
         if self.refusing.get() {
             return answer_error(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
@@ -116,11 +148,15 @@ impl OwnerIndex {
             row.updated_at.into(),
             row.suggestion.as_ref().and_then(|s| serde_json::to_string(s).ok()).into(),
         ];
+        self.ensure_schema()?;
         self.state.storage().sql().exec(UPSERT, bindings)?;
         Response::from_json(&json!({"ok": true}))
     }
 
     fn list(&self, query: &ListQuery) -> Result<Response> {
+        if !self.has_schema()? {
+            return Response::from_json(&json!({"handoffs": [], "cursor": null}));
+        }
         let sql = self.state.storage().sql();
         let state = query.state.map(|s| if s == HandoffState::Closed { "closed" } else { "open" });
         let (at, id) = match &query.cursor {

@@ -1,29 +1,24 @@
 //! The Worker's entry point: it routes, authenticates and validates, then asks the hand-off's
 //! (or the owner's index) Durable Object. It holds no state and applies no rules of the core;
 //! it is the only place that reads HTTP requests.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
 use crate::briefing;
 use crate::error::{ApiError, Code};
 use crate::handoff::Change;
-use crate::handoff_object::{owner_index_name, TEST_HOOKS};
 use crate::index;
 use crate::input;
-use crate::limits::BODY_BYTES_MAX;
+use crate::limits::{BODY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX};
 use crate::package;
-use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use crate::suggestion;
 use crate::token::{self, Claims, Role};
 use crate::turn::Command;
 use crate::work;
+use futures::StreamExt;
 use serde_json::json;
 use worker::*;
-
-/// Binding names, as in wrangler.toml.
-const HANDOFFS: &str = "HANDOFFS";
-const OWNER_INDEX: &str = "OWNER_INDEX";
-const SIGNING_KEY: &str = "HANDOFF_SIGNING_KEY";
-/// Set to "1" only by `scripts/bench`: opens the floor route `/v1/bench/floor`.
-const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
 
 /// Every route, by path shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +44,12 @@ enum Route {
     Policy,
     /// Test hook: make an owner's index refuse (or accept again) deliveries.
     TestRefuseIndex,
+    /// Test hook: deliver a row to the caller's own index, as an outbox would (replays, reorders).
+    TestIndexPut,
+    /// Test hook: make a hand-off's next change fail at a statement or at its commit.
+    TestFault,
+    /// Test hook: the bytes and rows a hand-off's storage holds.
+    TestStorage,
     /// Benchmark floor: a Durable Object round trip with no authentication and no storage.
     BenchFloor,
 }
@@ -57,7 +58,7 @@ impl Route {
     /// The methods each route answers; any other is 405.
     fn allows(self) -> &'static [Method] {
         match self {
-            Route::Health | Route::Handoff | Route::Wait | Route::Briefing | Route::BenchFloor => &[Method::Get],
+            Route::Health | Route::Handoff | Route::Wait | Route::Briefing | Route::BenchFloor | Route::TestStorage => &[Method::Get],
             Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
             Route::Work | Route::Policy => &[Method::Put],
             Route::Report
@@ -70,7 +71,9 @@ impl Route {
             | Route::Workspace
             | Route::AcceptPackage
             | Route::RejectPackage
-            | Route::TestRefuseIndex => &[Method::Post],
+            | Route::TestRefuseIndex
+            | Route::TestIndexPut
+            | Route::TestFault => &[Method::Post],
         }
     }
 
@@ -79,6 +82,8 @@ impl Route {
         let reading = *method == Method::Get;
         match self {
             Route::Handoffs | Route::Cancel | Route::Close | Route::Work | Route::Policy => Some(Role::Owner),
+            // A machine token must not freeze its owner's list or break the owner's hand-off.
+            Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage => Some(Role::Owner),
             Route::Turns | Route::Package if !reading => Some(Role::Owner),
             Route::Report | Route::Workspace => Some(Role::Machine),
             _ => None,
@@ -93,6 +98,9 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
         ["v1", "health"] => Some((Route::Health, None, None)),
         ["v1", "handoffs"] => Some((Route::Handoffs, None, None)),
         ["v1", "test", "refuse-index"] => Some((Route::TestRefuseIndex, None, None)),
+        ["v1", "test", "index-rows"] => Some((Route::TestIndexPut, None, None)),
+        ["v1", "test", "handoffs", id, "fault"] => Some((Route::TestFault, Some(*id), None)),
+        ["v1", "test", "handoffs", id, "storage"] => Some((Route::TestStorage, Some(*id), None)),
         ["v1", "bench", "floor"] => Some((Route::BenchFloor, None, None)),
         ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id), None)),
         ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id), None)),
@@ -117,9 +125,14 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    match handle(req, &env).await {
+    let error = match handle(req, &env).await {
+        Ok(response) => return Ok(response),
+        Err(error) => error,
+    };
+    match error_response(&error) {
         Ok(response) => Ok(response),
-        Err(error) => error_response(&error),
+        // Building a JSON error cannot fail short of the runtime failing; say so plainly.
+        Err(_) => Response::error("the hand-off service is unavailable", 503),
     }
 }
 
@@ -128,10 +141,9 @@ type Answer = std::result::Result<Response, ApiError>;
 async fn handle(mut req: Request, env: &Env) -> Answer {
     let raw_url = req.inner().url();
     let url = input::RequestUrl::split(&raw_url);
-    let var_on = |name: &str| env.var(name).is_ok_and(|v| v.to_string() == "1");
     let switched_on = |route: Route| match route {
-        Route::TestRefuseIndex => var_on(TEST_HOOKS),
-        Route::BenchFloor => var_on(BENCH_FLOOR),
+        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage => bindings::test_hooks_on(env),
+        Route::BenchFloor => bindings::bench_floor_on(env),
         _ => true,
     };
     let Some((route, id, bid)) = match_route(url.path).filter(|(r, _, _)| switched_on(*r)) else {
@@ -145,52 +157,63 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
     }
     // The store is bound only when both of its objects are.
     let store = env.durable_object(HANDOFFS).ok().zip(env.durable_object(OWNER_INDEX).ok());
+    let key = bindings::signing_key(env);
+    let auth_ready = bindings::auth_ready(env, key.as_deref());
     if route == Route::Health {
         let bound = if store.is_some() { "bound" } else { "unbound" };
-        return json_response(200, &json!({"ok": true, "store": bound}));
+        let auth = if auth_ready { "ok" } else { "misconfigured" };
+        return json_response(200, &json!({"ok": true, "store": bound, "auth": auth}));
     }
     let Some((store, owners)) = store else {
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     };
     if route == Route::BenchFloor {
         let payload = json!({"caller": {"owner": "bench", "role": "owner"}, "op": {"op": "floor"}}).to_string();
-        return send(&store.get_by_name("bench-floor").map_err(|_| unavailable("stub"))?, payload).await;
+        return send(&stub(&store, "bench-floor")?, payload).await;
     }
-    let key = signing_key(env);
-    let claims = authenticate(&req, key.as_deref())?;
+    let Some(key) = key.filter(|_| auth_ready) else {
+        // Fail closed: no token is accepted until the operator sets a usable key.
+        return Err(ApiError::new(
+            Code::AuthMisconfigured,
+            "this environment's signing key is missing, the public development key, or too short",
+        ));
+    };
+    let claims = authenticate(&req, &key, &bindings::token_expect(env))?;
     if let Some(role) = route.role(&method) {
         if claims.role != role {
             return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
         }
     }
-    let body = read_body(&mut req).await?;
+    let body = read_body(&mut req, method == Method::Get).await?;
     let query = url.query;
 
-    match route {
+    let id = match route {
         Route::TestRefuseIndex => {
             let on = input::parse_json::<RefuseIndex>(&body)?.on;
             return ask_index(&owners, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
+        }
+        Route::TestIndexPut => {
+            let row = input::parse_json::<crate::index::IndexRow>(&body)?;
+            return ask_index(&owners, &claims.sub, &IndexAsk::Put { row }).await;
         }
         Route::Handoffs if method == Method::Get => {
             let query = index::parse_list_query(query)?;
             return ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await;
         }
-        Route::Handoffs => return create(&store, &claims, &body, key.as_deref()).await,
-        _ => {}
-    }
-
-    let id = id.expect("every other route names a hand-off");
+        Route::Handoffs => return create(&store, &claims, &body, &key).await,
+        _ => id.unwrap_or_default(),
+    };
     if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
         return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
     }
     let op = operation(route, &method, url.origin, query, &body, bid)?;
     let idempotency = match &op {
-        Op::Change { .. } => idempotency(&req, &method, url.path, &claims, &body)?,
+        Op::Change { .. } => idempotency(&req, &method, url.path, query, &claims, &body)?,
         _ => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = serde_json::to_string(&Ask { caller, op, idempotency }).map_err(|_| unavailable("encode"))?;
-    send(&store.get_by_name(id).map_err(|_| unavailable("stub"))?, payload).await
+    let payload = serde_json::to_string(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
+    send(&stub(&store, id)?, payload).await
 }
 
 /// The typed operation of a hand-off route, from its query and body.
@@ -205,7 +228,12 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             let q = input::parse_wait_query(query)?;
             Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
         }
-        Route::Turns if reading => no_query(query).map(|_| Op::Turns),
+        Route::Turns if reading => {
+            let (before, limit) = parse_turns_query(query)?;
+            Ok(Op::Turns { before, limit })
+        }
+        Route::TestFault => Ok(Op::TestFault { fault: input::parse_json::<Fault>(body)? }),
+        Route::TestStorage => no_query(query).map(|_| Op::TestStorage),
         Route::Turns => {
             let t = input::parse_open_turn(body)?;
             change(Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff })
@@ -247,10 +275,34 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
         }
         Route::Policy => change(Change::SetPolicy { policy: suggestion::parse_policy(body)? }),
-        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::BenchFloor => {
+        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::BenchFloor => {
             Err(ApiError::new(Code::RouteNotFound, "no such route"))
         }
     }
+}
+
+/// `GET …/turns?before=T&limit=N`: the page of turns before turn `T` (the newest without it),
+/// at most `N` of them ([`TURNS_PAGE_DEFAULT`] without it, at most [`TURNS_PAGE_MAX`]).
+fn parse_turns_query(query: &str) -> std::result::Result<(Option<u64>, usize), ApiError> {
+    let (mut before, mut limit) = (None, TURNS_PAGE_DEFAULT);
+    let number = |field: &str, v: &str| {
+        v.parse::<u64>().ok().filter(|_| !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| ApiError::invalid(format!("{field}: expected a non-negative integer")))
+    };
+    for (k, v) in input::query_pairs(query) {
+        match k {
+            "before" => before = Some(number("before", v)?),
+            "limit" => {
+                let n = number("limit", v)?;
+                if n == 0 || n > TURNS_PAGE_MAX as u64 {
+                    return Err(ApiError::invalid(format!("limit: 1 to {TURNS_PAGE_MAX}")));
+                }
+                limit = n as usize;
+            }
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    Ok((before, limit))
 }
 
 fn no_query(query: &str) -> std::result::Result<(), ApiError> {
@@ -262,23 +314,22 @@ fn no_query(query: &str) -> std::result::Result<(), ApiError> {
 
 /// `POST /v1/handoffs`: the id derives from the owner and the session; the answer carries a
 /// machine token for the new (or found) hand-off.
-async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: Option<&str>) -> Answer {
+async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str) -> Answer {
     let create = input::parse_create(body)?;
     let id = input::handoff_id(&claims.sub, &create.session);
     let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = serde_json::to_string(&Ask { caller, op, idempotency: None }).map_err(|_| unavailable("encode"))?;
-    let mut response = send(&store.get_by_name(&id).map_err(|_| unavailable("stub"))?, payload).await?;
+    let payload = serde_json::to_string(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
+    let mut response = send(&stub(store, &id)?, payload).await?;
     let status = response.status_code();
-    let mut answer: serde_json::Value = response.json().await.map_err(|_| unavailable("answer"))?;
+    let mut answer: serde_json::Value = response.json().await.map_err(|e| unavailable("reading the object's answer", &e))?;
     if status < 300 {
-        let key = key.unwrap_or_default().as_bytes();
-        answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key, now_s()));
+        answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key.as_bytes(), now_s()));
     }
     json_response(status, &answer)
 }
 
-fn idempotency(req: &Request, method: &Method, path: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
+fn idempotency(req: &Request, method: &Method, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
     let Some(key) = req.headers().get("Idempotency-Key").ok().flatten() else {
         return Ok(None);
     };
@@ -286,19 +337,15 @@ fn idempotency(req: &Request, method: &Method, path: &str, claims: &Claims, body
         return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
     }
     let role = if claims.role == Role::Owner { "owner" } else { "machine" };
-    let fingerprint = input::request_fingerprint(method.as_ref(), path, role, body);
+    let fingerprint = input::request_fingerprint(method.as_ref(), path, query, role, body);
     Ok(Some(Idempotency { key, fingerprint }))
-}
-
-fn signing_key(env: &Env) -> Option<String> {
-    env.secret(SIGNING_KEY).map(|s| s.to_string()).or_else(|_| env.var(SIGNING_KEY).map(|v| v.to_string())).ok()
 }
 
 fn now_s() -> i64 {
     (Date::now().as_millis() / 1000) as i64
 }
 
-fn authenticate(req: &Request, key: Option<&str>) -> std::result::Result<Claims, ApiError> {
+fn authenticate(req: &Request, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
     let header = req.headers().get("Authorization").ok().flatten();
     let Some(header) = header else {
         return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>"));
@@ -306,22 +353,36 @@ fn authenticate(req: &Request, key: Option<&str>) -> std::result::Result<Claims,
     let Some(bearer) = header.strip_prefix("Bearer ") else {
         return Err(ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"));
     };
-    let Some(key) = key.filter(|k| !k.is_empty()) else {
-        // Fail closed: an environment without a signing key accepts no token.
-        return Err(ApiError::new(Code::AuthInvalid, "this environment has no signing key configured"));
-    };
-    token::verify(bearer.trim(), key.as_bytes(), now_s()).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
+    token::verify_with(bearer.trim(), key.as_bytes(), now_s(), expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }
 
-async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
+/// The body, read as a stream and given up as soon as it passes [`BODY_BYTES_MAX`] (with or
+/// without `Content-Length`), so that no request makes the isolate hold more than that. A GET
+/// takes no body: one that carries any is refused.
+async fn read_body(req: &mut Request, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"));
-    let declared = req.headers().get("Content-Length").ok().flatten().and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > BODY_BYTES_MAX) {
+    let no_body = || ApiError::invalid("body: this route takes no body");
+    let declared = req.headers().get("Content-Length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
         return Err(too_large());
     }
-    let body = req.bytes().await.map_err(|_| ApiError::invalid("body: unreadable"))?;
-    if body.len() > BODY_BYTES_MAX {
-        return Err(too_large());
+    if bodiless && declared.is_some_and(|n| n > 0) {
+        return Err(no_body());
+    }
+    if req.inner().body().is_none() {
+        return Ok(Vec::new());
+    }
+    let mut stream = req.stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| ApiError::invalid("body: unreadable"))?;
+        if body.len() + chunk.len() > BODY_BYTES_MAX {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if bodiless && !body.is_empty() {
+        return Err(no_body());
     }
     Ok(body)
 }
@@ -332,28 +393,34 @@ struct RefuseIndex {
     on: bool,
 }
 
-fn unavailable(what: &str) -> ApiError {
-    ApiError::new(Code::StoreUnavailable, format!("the hand-off store failed: {what}"))
+/// 503 `store.unavailable` with a fixed message; what failed goes to the log only.
+fn unavailable(what: &str, cause: &dyn std::fmt::Display) -> ApiError {
+    console_error!("{what}: {cause}");
+    ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
+}
+
+fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<Stub, ApiError> {
+    namespace.get_by_name(name).map_err(|e| unavailable("reaching the object", &e))
 }
 
 /// Asks the owner's index object.
 async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Answer {
-    let payload = serde_json::to_string(ask).map_err(|_| unavailable("encode"))?;
-    send(&owners.get_by_name(&owner_index_name(owner)).map_err(|_| unavailable("stub"))?, payload).await
+    let payload = serde_json::to_string(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
+    send(&stub(owners, &owner_index_name(owner))?, payload).await
 }
 
 /// Sends one operation to a Durable Object; its answer goes back to the client as it is.
 async fn send(stub: &Stub, payload: String) -> Answer {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(payload.into()));
-    let request = Request::new_with_init("https://handoff/ask", &init).map_err(|_| unavailable("request"))?;
-    stub.fetch_with_request(request).await.map_err(|e| unavailable(&e.to_string()))
+    let request = Request::new_with_init("https://handoff/ask", &init).map_err(|e| unavailable("building the ask", &e))?;
+    stub.fetch_with_request(request).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
 fn json_response(status: u16, body: &serde_json::Value) -> Answer {
     Response::from_json(body)
         .map(|r| r.with_status(status))
-        .map_err(|_| ApiError::new(Code::StoreUnavailable, "could not encode the answer"))
+        .map_err(|e| unavailable("encoding the answer", &e))
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
@@ -361,7 +428,7 @@ fn method_not_allowed(method: &str, allowed: &[Method]) -> Answer {
     let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
     let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
     let mut response = json_response(error.code.status(), &error.body())?;
-    response.headers_mut().set("Allow", &allow.join(", ")).map_err(|_| unavailable("headers"))?;
+    response.headers_mut().set("Allow", &allow.join(", ")).map_err(|e| unavailable("setting Allow", &e))?;
     Ok(response)
 }
 

@@ -458,8 +458,40 @@ fn headers(rng: &mut Rng, fx: &Fixture) -> Hostile {
     h
 }
 
+/// Issue 10's hazards: the test hooks with a machine token, artifact and evidence URIs with a
+/// scheme that a Markdown reader would run or load, and an unknown hand-off's test hooks.
+/// (A body on a GET is in `safe_to_deploy.rs`: this harness's client will not send one.)
+fn deploy_hazards(rng: &mut Rng, fx: &Fixture) -> Hostile {
+    let a = &fx.a;
+    match rng.below(4) {
+        0 => {
+            let path = rng.pick(&["/v1/test/handoffs/ho_00000000000000000000000000000000/fault".to_string(), format!("/v1/test/handoffs/{}/fault", fx.d.id)]).clone();
+            post("a fault armed on a hand-off that is not the owner's", path, Some(fx.alice.clone()), json!({"fail": "sync"}).to_string().into_bytes(), NOT_FOUND)
+        }
+        1 => {
+            let (path, body) = rng
+                .pick(&[
+                    ("/v1/test/refuse-index".to_string(), json!({"on": true})),
+                    (format!("/v1/test/handoffs/{}/fault", a.id), json!({"fail": "sync"})),
+                ])
+                .clone();
+            post("a test hook with a machine token", path, Some(a.machine.clone()), body.to_string().into_bytes(), FORBIDDEN)
+        }
+        2 => {
+            let uri = rng.pick(&["javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:msgbox(1)", "file:///etc/passwd", "//evil.example/x"]).to_string();
+            let body = json!({"type": "doc", "title": "t", "uri": uri});
+            post("an artifact URI of a refused scheme", format!("/v1/handoffs/{}/artifacts", a.id), Some(a.machine.clone()), body.to_string().into_bytes(), INVALID)
+        }
+        _ => {
+            let uri = rng.pick(&["javascript:alert(1)", "data:image/png;base64,AAAA", " javascript:alert(1)"]).to_string();
+            let body = json!({"statement": "s", "evidence": ["https://ok.example/a", uri]});
+            post("an evidence URI of a refused scheme", format!("/v1/handoffs/{}/decisions", a.id), Some(a.machine.clone()), body.to_string().into_bytes(), INVALID)
+        }
+    }
+}
+
 type Generator = fn(&mut Rng, &Fixture) -> Hostile;
-const GENERATORS: [Generator; 7] = [tokens, wrong_party, bodies, bad_creates, paths, routes_and_queries, headers];
+const GENERATORS: [Generator; 8] = [tokens, wrong_party, bodies, bad_creates, paths, routes_and_queries, headers, deploy_hazards];
 
 fn fixture(c: &Client) -> Fixture {
     let alice_name = unique("alice");

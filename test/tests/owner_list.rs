@@ -184,3 +184,31 @@ fn rows_owed_when_the_worker_is_killed_reach_the_index_after_the_restart_by_the_
 /// The safety alarm's delay (limits::OUTBOX_SAFETY_ALARM_MS) plus the retry backoff a few
 /// refused deliveries reach, with room for a restart.
 const OUTBOX_AFTER_RESTART_S_MAX: u64 = 40;
+
+/// Issue 16: the index keeps a row only for a higher version, so an outbox that delivers an
+/// older row after a newer one, or the same row twice, never takes the list back.
+#[test]
+fn an_older_row_delivered_after_a_newer_one_and_the_same_row_twice_leave_the_newer_row() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let id = format!("ho_{:032x}", Instant::now().elapsed().as_nanos() ^ 0x5eed);
+    let row = |version: u64, summary: &str| {
+        json!({"id": id, "session": "s", "machine": "m1", "size": "large", "turn": 1, "state": "open",
+               "status": "needs-you", "summary": summary, "version": version, "updated_at": 1_000 + version})
+    };
+    let put = |body: Value| {
+        let a = c.post("/v1/test/index-rows", &alice, body);
+        assert_eq!(a.status, 200, "{}", a.text);
+    };
+    put(row(5, "newer"));
+    put(row(3, "older, delivered late"));
+    let kept = row_of(&c, &alice, &id).expect("the row is listed");
+    assert_eq!((kept["version"].as_u64(), kept["summary"].as_str()), (Some(5), Some("newer")), "{kept}");
+    put(row(5, "the same version again, other text"));
+    put(row(5, "and again"));
+    let kept = row_of(&c, &alice, &id).unwrap();
+    assert_eq!(kept["summary"], "newer", "a replay of the held version changes nothing: {kept}");
+    put(row(6, "next"));
+    assert_eq!(row_of(&c, &alice, &id).unwrap()["summary"], "next");
+    assert_eq!(rows(&c, &alice, "?limit=200").iter().filter(|r| r["id"] == id.as_str()).count(), 1, "one row per hand-off");
+}

@@ -181,7 +181,8 @@ fn a_thousand_waiters_that_disconnect_give_their_places_back_at_once_and_a_repor
 
     // Every place is free: a thousand connected waiters fill the hand-off again, and one report
     // answers each of them once with the new version.
-    let connected: Vec<TcpStream> = (0..DISCONNECTED).map(|i| raw_wait(server.port, &hot, if i % 2 == 0 { &alice } else { &machine }, 3, 60)).collect();
+    // The owner's waits: the cap is per role, and the probe below reads the owner's.
+    let connected: Vec<TcpStream> = (0..DISCONNECTED).map(|_| raw_wait(server.port, &hot, &alice, 3, 60)).collect();
     thread::sleep(Duration::from_millis(1_500));
     let deadline = Instant::now() + Duration::from_secs(RELEASE_S_MAX);
     while probe(&c, &hot, &alice, 3) != 429 {
@@ -249,10 +250,13 @@ fn the_cap_answers_429_past_it_and_where_a_disconnect_is_not_seen_the_place_come
     let held: Vec<TcpStream> = (0..TEST_CAP).map(|_| raw_wait(server.port, &id, &alice, 1, 30)).collect();
     thread::sleep(Duration::from_millis(1_500));
     let sent = Instant::now();
-    let past = c.get(&format!("/v1/handoffs/{id}/wait?after=1&timeout=30"), &machine);
+    let past = c.get(&format!("/v1/handoffs/{id}/wait?after=1&timeout=30"), &alice);
     assert_eq!((past.status, past.code()), (429, "wait.too_many"), "{}", past.text);
     assert!(sent.elapsed() < Duration::from_secs(5), "answered at once, not held");
-    assert!(past.body["error"]["message"].is_string());
+    let message = past.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("OWNER_WAITERS_PER_HANDOFF_MAX"), "the 429 names the cap: {message}");
+    // The caps are per role: a full house of owner waits leaves the machine its own places.
+    assert_eq!(short_waits(server.port, &id, &machine, 1, 1), vec![200], "the machine still waits");
     // The cap is per hand-off: another one still takes a waiter.
     assert_eq!(short_waits(server.port, &other, &alice, 1, 1), vec![200]);
 
@@ -278,6 +282,28 @@ fn the_cap_answers_429_past_it_and_where_a_disconnect_is_not_seen_the_place_come
         started.elapsed().as_secs_f64()
     );
     assert_eq!(refused, 0, "disconnected waiters kept their places past their timeout: {statuses:?}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// A machine token that fills its own cap (say, a reporter that leaks waits) never takes the
+/// owner's places: the owner's waits go on, and the 429 names the machine's cap.
+#[test]
+fn a_machine_that_fills_its_waits_never_starves_the_owner() {
+    let state = temp_state("waiter-roles");
+    let server = Server::start_workerd(&state, &[("HANDOFF_TEST_WAITERS_MAX", &TEST_CAP.to_string())]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let held: Vec<TcpStream> = (0..TEST_CAP).map(|_| raw_wait(server.port, &id, &machine, 1, 30)).collect();
+    thread::sleep(Duration::from_millis(1_500));
+    let past = c.get(&format!("/v1/handoffs/{id}/wait?after=1&timeout=30"), &machine);
+    assert_eq!((past.status, past.code()), (429, "wait.too_many"), "{}", past.text);
+    let message = past.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("MACHINE_WAITERS_PER_HANDOFF_MAX"), "the 429 names the machine's cap: {message}");
+    let owners = short_waits(server.port, &id, &alice, 1, TEST_CAP);
+    assert!(owners.iter().all(|&s| s == 200), "the owner keeps every one of its places: {owners:?}");
+    drop(held);
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }

@@ -1,0 +1,83 @@
+//! Every binding and variable the Worker reads, by name, and what each switches. The test and
+//! bench routes exist only where `HANDOFF_ENV` is `local` *and* their variable is `1`, so that
+//! no deployed environment can open them whatever its variables say.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::error::{ApiError, Code};
+use crate::token::{self, Expect};
+use worker::{console_error, Env, Response, Result};
+
+/// The hand-offs' Durable Object namespace, as in wrangler.toml.
+pub const HANDOFFS: &str = "HANDOFFS";
+/// The owners' index Durable Object namespace, as in wrangler.toml.
+pub const OWNER_INDEX: &str = "OWNER_INDEX";
+/// `local`, `development`, `staging` or `production`, as in wrangler.toml.
+pub const ENV: &str = "HANDOFF_ENV";
+/// The HS256 signing key (a secret in deployed environments).
+pub const SIGNING_KEY: &str = "HANDOFF_SIGNING_KEY";
+/// Optional: the `iss` every token must carry.
+pub const TOKEN_ISSUER: &str = "HANDOFF_TOKEN_ISSUER";
+/// Optional: the `aud` every token must name.
+pub const TOKEN_AUDIENCE: &str = "HANDOFF_TOKEN_AUDIENCE";
+/// Test hooks (`/v1/test/*`), local only: set by `scripts/test` on the command line.
+pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
+/// With test hooks: a lower cap on each role's waits, so a test can fill it.
+pub const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
+/// The benchmark's floor route (`/v1/bench/floor`), local only: set by `scripts/bench`.
+pub const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
+
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.var(name).ok().map(|v| v.to_string())
+}
+
+/// Whether this is a local run (`wrangler dev`, `workerd serve` from the tests).
+pub fn is_local(env: &Env) -> bool {
+    var(env, ENV).as_deref() == Some("local")
+}
+
+fn local_switch(env: &Env, name: &str) -> bool {
+    is_local(env) && var(env, name).as_deref() == Some("1")
+}
+
+pub fn test_hooks_on(env: &Env) -> bool {
+    local_switch(env, TEST_HOOKS)
+}
+
+pub fn bench_floor_on(env: &Env) -> bool {
+    local_switch(env, BENCH_FLOOR)
+}
+
+/// The test's cap on each role's waits, where test hooks are on and it is set.
+pub fn test_waiters_max(env: &Env) -> Option<usize> {
+    test_hooks_on(env).then(|| var(env, TEST_WAITERS_MAX).and_then(|v| v.parse().ok())).flatten()
+}
+
+/// The signing key: a secret, or a plain variable in local runs.
+pub fn signing_key(env: &Env) -> Option<String> {
+    env.secret(SIGNING_KEY).map(|s| s.to_string()).ok().or_else(|| var(env, SIGNING_KEY))
+}
+
+/// What a token must carry beyond its signature, where the deployment says so.
+pub fn token_expect(env: &Env) -> Expect {
+    let set = |name| var(env, name).filter(|v| !v.is_empty());
+    Expect { issuer: set(TOKEN_ISSUER), audience: set(TOKEN_AUDIENCE) }
+}
+
+/// Whether this environment can authenticate anyone: a key is set and, outside `local`, is
+/// neither the public development key nor too short.
+pub fn auth_ready(env: &Env, key: Option<&str>) -> bool {
+    key.is_some_and(|k| token::key_is_usable(k.as_bytes(), is_local(env)))
+}
+
+/// The name of an owner's index object.
+pub fn owner_index_name(owner: &str) -> String {
+    format!("owner:{owner}")
+}
+
+/// 503 `store.unavailable` with a fixed message; what the runtime said goes to the log only,
+/// since it can carry SQL and internal names.
+pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<Response> {
+    console_error!("{what}: {cause}");
+    let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
+    Ok(Response::from_json(&error.body())?.with_status(error.code.status()))
+}
