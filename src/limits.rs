@@ -56,6 +56,9 @@ pub const ARTIFACT_VERSIONS_PER_HANDOFF_MAX: usize = 500;
 pub const BLOCKERS_PER_HANDOFF_MAX: usize = 200;
 /// Distinct workspace paths one hand-off keeps.
 pub const FILES_PER_HANDOFF_MAX: usize = 5_000;
+/// The schemes an artifact or evidence URI may have (compared in any case, and followed by
+/// `//host`); a relative reference has none. Any other scheme is 400 `request.invalid`.
+pub const URI_SCHEMES_ACCEPTED: [&str; 2] = ["http", "https"];
 
 // ---- Packages (src/package.rs). ----
 

@@ -72,6 +72,26 @@ pub(crate) fn files(paths: impl IntoIterator<Item = (String, u32, u32)>) -> Comm
     })
 }
 
+/// Adds a new artifact title as `apply` did before URIs were limited to http, https and relative
+/// references: records stored then may hold any scheme, and must still compile to the same
+/// bytes (the `rich` golden vectors hold one) and render as inert text in Markdown.
+fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> Work {
+    assert!(work::apply(w, &handoff(1, Status::Running), &artifact(title, uri), Actor::Machine, at).is_err(), "{uri} is refused now");
+    let mut next = w.clone();
+    next.counters.artifacts += 1;
+    next.artifacts.push(work::Artifact {
+        id: format!("art_{}", next.counters.artifacts),
+        kind: "doc".into(),
+        title: title.into(),
+        version: 1,
+        uri: uri.into(),
+        sha256: None,
+        recorded_at: at,
+        by: Actor::Machine,
+    });
+    next
+}
+
 /// A record with a bit of everything: a superseded decision, an artifact in two versions,
 /// a resolved and an open blocker, workspace paths, an unmet criterion.
 pub(crate) fn rich_work() -> Work {
@@ -81,7 +101,7 @@ pub(crate) fn rich_work() -> Work {
     w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Actor::Owner, T0 + 3_000);
     w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Actor::Machine, T0 + 4_000);
     w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Actor::Machine, T0 + 5_000);
-    w = run(&w, artifact("Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql"), Actor::Machine, T0 + 6_000);
+    w = stored_before_the_uri_rule(&w, "Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql", T0 + 6_000);
     w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Actor::Machine, T0 + 7_000);
     w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Actor::Machine, T0 + 8_000);
     w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner, T0 + 9_000);
