@@ -78,6 +78,12 @@ pub const PURPOSE_BYTES_MAX: usize = 1024;
 pub const RUNTIME_BYTES_MAX: usize = 64;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
+/// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,
+/// about 1 KiB in all). Older turns are counted in `truncation.completed_turns_omitted` and stay
+/// listed whole by `GET …/turns`. 20, like the newest 20 decisions and artifact titles: enough
+/// for the next turn to see how the work went lately, and the package no longer grows with
+/// every turn (the ledger value it lives in is capped by the runtime at 2 MB).
+pub const PACKAGE_COMPLETED_TURNS_MAX: u64 = 20;
 
 // ---- Briefings (src/briefing.rs). ----
 

@@ -10,7 +10,8 @@
 //!   here, key by key, and does not depend on how `serde_json` orders maps;
 //! - the package carries bounded lists only: the newest [`PACKAGE_DECISIONS_MAX`] standing
 //!   decisions, the newest [`PACKAGE_ARTIFACTS_MAX`] artifact titles at their latest version,
-//!   [`PACKAGE_FILES_MAX`] paths, and says in `truncation` how many it left out;
+//!   [`PACKAGE_FILES_MAX`] paths, the milestones of the newest [`PACKAGE_COMPLETED_TURNS_MAX`]
+//!   turns, and says in `truncation` how many it left out; the hash covers what is kept;
 //! - a superseded decision is never in a package, and neither are its evidence links;
 //! - `package_version` counts packages, not compilations: it rises by exactly one when, and
 //!   only when, the hash changes ([`Ledger::compile`]);
@@ -148,6 +149,11 @@ impl TurnEntry {
 pub struct Sources<'a> {
     pub handoff: &'a Record,
     pub work: &'a Work,
+    /// The lineage, oldest first, whole or only its newest entries: the compiler reads only the
+    /// entries of the newest [`PACKAGE_COMPLETED_TURNS_MAX`] turns (their milestones, and the
+    /// current turn's runtime), so any tail of at least that many entries compiles to the same
+    /// bytes as the whole lineage. The Durable Object may load only its newest
+    /// `PACKAGE_COMPLETED_TURNS_MAX + 1` entries.
     pub lineage: &'a [TurnEntry],
 }
 
@@ -256,11 +262,21 @@ pub struct Truncation {
     pub decisions_omitted: u64,
     pub artifacts_omitted: u64,
     pub files_omitted: u64,
+    /// Turns older than the newest [`PACKAGE_COMPLETED_TURNS_MAX`], whose milestones
+    /// `state.completed` leaves out. Written only when not zero, so that a package that leaves
+    /// no turn out keeps the bytes and hash it had before this field existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed_turns_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Truncation {
     pub fn any(&self) -> bool {
-        self.decisions_omitted > 0 || self.artifacts_omitted > 0 || self.files_omitted > 0
+        let lists = self.decisions_omitted > 0 || self.artifacts_omitted > 0 || self.files_omitted > 0;
+        lists || self.completed_turns_omitted > 0
     }
 }
 
@@ -338,10 +354,12 @@ pub fn compile(
     }
 
     let current_runtime = lineage.iter().find(|t| t.turn == handoff.turn).and_then(|t| t.runtime.clone());
+    let (completed, completed_turns_omitted) = milestones(handoff, lineage);
     let truncation = Truncation {
         decisions_omitted: (standing.len() - decisions.len()) as u64,
         artifacts_omitted: (latest.len() - artifacts.len()) as u64,
         files_omitted: (work.files.len() - relevant_files.len()) as u64,
+        completed_turns_omitted,
     };
 
     Ok(Package {
@@ -359,7 +377,7 @@ pub fn compile(
         acceptance_criteria: spec.acceptance_criteria.clone(),
         state: PackageState {
             phase: Phase { state: handoff.state, turn: handoff.turn, status: handoff.status },
-            completed: milestones(handoff, lineage),
+            completed,
             unresolved,
         },
         decisions,
@@ -390,11 +408,18 @@ fn relevant_files(work: &Work) -> Vec<String> {
     paths
 }
 
-/// "turn N opened" and, once it ended, "turn N finished (status)", each once, by turn.
+/// "turn N opened" and, once it ended, "turn N finished (status)", each once, by turn, for the
+/// newest [`PACKAGE_COMPLETED_TURNS_MAX`] turns, and how many older turns are left out.
 /// The hand-off record is the authority on the current turn's status.
-fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> Vec<String> {
+///
+/// Turns are numbered from 1 with no gap (the turn machine opens turn n+1 only from turn n), so
+/// the window and the count follow from the current turn alone: lineage entries before the
+/// window are never read, and a lineage tail gives the same milestones as the whole lineage.
+fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> (Vec<String>, u64) {
+    let omitted = handoff.turn.saturating_sub(PACKAGE_COMPLETED_TURNS_MAX);
+    let in_window = |turn: u64| omitted < turn && turn <= handoff.turn;
     let mut turns: BTreeMap<u64, Status> =
-        lineage.iter().filter(|t| t.turn <= handoff.turn).map(|t| (t.turn, t.status)).collect();
+        lineage.iter().filter(|t| in_window(t.turn)).map(|t| (t.turn, t.status)).collect();
     turns.insert(handoff.turn, handoff.status);
     let mut out = Vec::new();
     for (turn, status) in turns {
@@ -403,7 +428,8 @@ fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> Vec<String> {
             out.push(format!("turn {turn} finished ({})", status.as_str()));
         }
     }
-    out
+    assert!(out.len() as u64 <= 2 * PACKAGE_COMPLETED_TURNS_MAX, "two milestones per kept turn at most");
+    (out, omitted)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -773,8 +799,8 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
     if t.any() {
         let _ = writeln!(
             md,
-            "\n## Left out by the compiler's bounds\n\n- Decisions: {}\n- Artifacts: {}\n- Files: {}",
-            t.decisions_omitted, t.artifacts_omitted, t.files_omitted
+            "\n## Left out by the compiler's bounds\n\n- Decisions: {}\n- Artifacts: {}\n- Files: {}\n- Turns: {} (Completed lists the newest {PACKAGE_COMPLETED_TURNS_MAX})",
+            t.decisions_omitted, t.artifacts_omitted, t.files_omitted, t.completed_turns_omitted
         );
     }
     let raw = serde_json::to_string_pretty(p).expect("a package serializes");

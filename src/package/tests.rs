@@ -284,7 +284,7 @@ fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
     assert_eq!(p.decisions.len(), 20);
     assert_eq!(p.decisions[0].id, "dec_21");
     assert_eq!(p.decisions[19].id, "dec_2");
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0, completed_turns_omitted: 0 });
     assert!(!p.evidence_links.contains(&"https://e.example/1".to_string()), "links of left-out decisions are left out too");
 }
 
@@ -300,7 +300,7 @@ fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version(
     assert_eq!(p.artifacts.len(), 20);
     assert_eq!((p.artifacts[0].id.as_str(), p.artifacts[0].version), ("art_1", 2));
     assert!(p.artifacts.iter().all(|a| a.id != "art_2"));
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0, completed_turns_omitted: 0 });
 }
 
 #[test]
@@ -314,13 +314,130 @@ fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order
     let mut sorted = p.relevant_files.clone();
     sorted.sort();
     assert_eq!(p.relevant_files, sorted);
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1, completed_turns_omitted: 0 });
 }
 
 #[test]
 fn paths_are_ordered_by_code_point_not_by_locale() {
     let p = with_work(|w| run(&w, files(["b", "B", "é", "a", "Z"].map(|s| (s.to_string(), 1, 1))), Actor::Machine, T0));
     assert_eq!(p.relevant_files, ["B", "Z", "a", "b", "é"]);
+}
+
+// ---- Completed: the milestones of the newest turns only ----
+
+const ENDED: [Status; 3] = [Status::Done, Status::Failed, Status::Cancelled];
+
+/// A lineage of `turns` turns, as the hand-off keeps it: every turn but the last has ended, with
+/// the status `ended(turn)`.
+fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
+    (1..=turns)
+        .map(|turn| TurnEntry {
+            turn,
+            status: if turn == turns { Status::Running } else { ended(turn) },
+            runtime: Some(if turn % 2 == 0 { "codex" } else { "claude-code" }.into()),
+            package_version: (turn > 1).then_some(turn - 1),
+            package_hash: (turn > 1).then(|| format!("{:064x}", turn)),
+            continued_from: (turn > 1).then(|| ContinuedFrom { turn: turn - 1, runtime: None }),
+            opened_at: T0 + turn as i64 * 1_000,
+            ended_at: (turn < turns).then_some(T0 + turn as i64 * 1_000 + 500),
+        })
+        .collect()
+}
+
+fn compile_turns(lineage: &[TurnEntry], current: &TurnEntry) -> Package {
+    let h = handoff(current.turn, current.status);
+    let w = rich_work();
+    compile(&Sources { handoff: &h, work: &w, lineage }, &request(), None, T0).unwrap()
+}
+
+#[test]
+fn two_hundred_turns_keep_the_milestones_of_the_newest_twenty_and_count_the_rest_omitted() {
+    let lineage = long_lineage(200, |t| ENDED[t as usize % 3]);
+    let p = compile_turns(&lineage, &lineage[199]);
+    assert_eq!(PACKAGE_COMPLETED_TURNS_MAX, 20);
+    assert_eq!(p.state.completed.len(), 19 * 2 + 1, "opened and finished for 181..=199, opened for 200");
+    assert_eq!(p.state.completed.first().map(String::as_str), Some("turn 181 opened"));
+    assert_eq!(p.state.completed[1], format!("turn 181 finished ({})", ENDED[181 % 3].as_str()));
+    assert_eq!(p.state.completed.last().map(String::as_str), Some("turn 200 opened"));
+    assert_eq!(p.truncation.completed_turns_omitted, 180);
+    assert!(p.truncation.any());
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(v["truncation"]["completed_turns_omitted"], 180);
+    let back: Package = serde_json::from_value(v).unwrap();
+    assert_eq!(back, p);
+}
+
+#[test]
+fn the_newest_twenty_turns_are_all_listed_and_the_twenty_first_oldest_is_the_first_left_out() {
+    let twenty = long_lineage(20, |_| Status::Done);
+    let p = compile_turns(&twenty, &twenty[19]);
+    assert_eq!((p.state.completed[0].as_str(), p.truncation.completed_turns_omitted), ("turn 1 opened", 0));
+    assert!(!p.truncation.any());
+    let twenty_one = long_lineage(21, |_| Status::Done);
+    let p = compile_turns(&twenty_one, &twenty_one[20]);
+    assert_eq!((p.state.completed[0].as_str(), p.truncation.completed_turns_omitted), ("turn 2 opened", 1));
+}
+
+#[test]
+fn a_package_that_leaves_no_turn_out_keeps_its_format_one_truncation_bytes() {
+    // The field is written only when it counts something, so every package compiled before it
+    // existed keeps its bytes and hash (the golden vectors check the same on whole packages).
+    let p = rich_package();
+    assert_eq!(p.truncation.completed_turns_omitted, 0);
+    assert_eq!(canonical_json(&serde_json::to_value(p.truncation).unwrap()), r#"{"artifacts_omitted":0,"decisions_omitted":0,"files_omitted":0}"#);
+    let old: Truncation = serde_json::from_str(r#"{"decisions_omitted":1,"artifacts_omitted":0,"files_omitted":0}"#).unwrap();
+    assert_eq!(old, Truncation { decisions_omitted: 1, ..Truncation::default() });
+}
+
+#[test]
+fn the_hash_covers_the_kept_turns_only_so_a_change_in_a_left_out_turn_changes_nothing() {
+    let lineage = long_lineage(200, |_| Status::Done);
+    let mut other = lineage.clone();
+    other[4].status = Status::Failed; // turn 5: left out
+    other[4].runtime = Some("another".into());
+    let (a, b) = (compile_turns(&lineage, &lineage[199]), compile_turns(&other, &other[199]));
+    assert_eq!(package_hash(&a), package_hash(&b));
+    other[189].status = Status::Failed; // turn 190: kept
+    assert_ne!(package_hash(&a), package_hash(&compile_turns(&other, &other[199])));
+}
+
+#[test]
+fn the_markdown_and_the_briefing_count_the_left_out_turns() {
+    let lineage = long_lineage(200, |_| Status::Done);
+    let package = compile_turns(&lineage, &lineage[199]);
+    let latest = LatestAnswer { package_version: 1, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package };
+    let md = render_markdown(&latest);
+    assert!(md.contains("## Left out by the compiler's bounds\n\n"), "{md}");
+    assert!(md.contains("- Turns: 180 (Completed lists the newest 20)\n"), "{md}");
+    let briefing = crate::briefing::render(&latest, BRIEFING_BUDGET_BYTES_MAX, &crate::briefing::Reach::None).text;
+    assert!(briefing.contains("The package itself leaves out the milestones of 180 older turns: it keeps "), "{briefing}");
+    assert!(briefing.contains("and the milestones of the newest 20 turns;"), "{briefing}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// The Durable Object may load only the newest `PACKAGE_COMPLETED_TURNS_MAX + 1` entries of
+    /// the lineage: the package must be the same, byte for byte, as from the whole lineage.
+    #[test]
+    fn compiling_from_the_newest_entries_of_the_lineage_gives_the_same_bytes_as_from_the_whole(
+        turns in 1u64..120,
+        statuses in proptest::collection::vec(0usize..3, 120),
+        current in proptest::sample::select(vec![Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled]),
+    ) {
+        let mut lineage = long_lineage(turns, |t| ENDED[statuses[t as usize - 1]]);
+        let last = lineage.len() - 1;
+        lineage[last].status = current;
+        let whole = compile_turns(&lineage, &lineage[last]);
+        for keep in [PACKAGE_COMPLETED_TURNS_MAX as usize + 1, PACKAGE_COMPLETED_TURNS_MAX as usize] {
+            let tail = &lineage[lineage.len().saturating_sub(keep)..];
+            let from_tail = compile_turns(tail, &lineage[last]);
+            proptest::prop_assert_eq!(serde_json::to_string(&from_tail).unwrap(), serde_json::to_string(&whole).unwrap());
+            proptest::prop_assert_eq!(package_hash(&from_tail), package_hash(&whole));
+        }
+        proptest::prop_assert_eq!(whole.truncation.completed_turns_omitted, turns.saturating_sub(PACKAGE_COMPLETED_TURNS_MAX));
+        proptest::prop_assert!(whole.state.completed.len() as u64 <= 2 * PACKAGE_COMPLETED_TURNS_MAX);
+    }
 }
 
 // ---- The ledger ----
