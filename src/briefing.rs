@@ -385,11 +385,14 @@ fn package_note(t: &Truncation) -> String {
     if t.files_omitted > 0 {
         parts.push(format!("{} less-changed file path{}", t.files_omitted, plural(t.files_omitted)));
     }
+    if t.completed_turns_omitted > 0 {
+        parts.push(format!("the milestones of {} older turn{}", t.completed_turns_omitted, plural(t.completed_turns_omitted)));
+    }
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     format!(
         "The package itself leaves out {}: it keeps the newest {PACKAGE_DECISIONS_MAX} standing decisions, \
-         the newest {PACKAGE_ARTIFACTS_MAX} artifact titles and {PACKAGE_FILES_MAX} file paths; the rest stay \
-         on the hand-off's record.",
+         the newest {PACKAGE_ARTIFACTS_MAX} artifact titles, {PACKAGE_FILES_MAX} file paths and the milestones \
+         of the newest {PACKAGE_COMPLETED_TURNS_MAX} turns; the rest stay on the hand-off's record.",
         join_and(&parts)
     )
 }

@@ -65,6 +65,9 @@ pub const ARTIFACT_VERSIONS_PER_HANDOFF_MAX: usize = 500;
 pub const BLOCKERS_PER_HANDOFF_MAX: usize = 200;
 /// Distinct workspace paths one hand-off keeps.
 pub const FILES_PER_HANDOFF_MAX: usize = 5_000;
+/// The schemes an artifact or evidence URI may have (compared in any case, and followed by
+/// `//host`); a relative reference has none. Any other scheme is 400 `request.invalid`.
+pub const URI_SCHEMES_ACCEPTED: [&str; 2] = ["http", "https"];
 
 // ---- Packages (src/package.rs). ----
 
@@ -84,6 +87,12 @@ pub const PURPOSE_BYTES_MAX: usize = 1024;
 pub const RUNTIME_BYTES_MAX: usize = 64;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
+/// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,
+/// about 1 KiB in all). Older turns are counted in `truncation.completed_turns_omitted` and stay
+/// listed whole by `GET …/turns`. 20, like the newest 20 decisions and artifact titles: enough
+/// for the next turn to see how the work went lately, and the package no longer grows with
+/// every turn (the ledger value it lives in is capped by the runtime at 2 MB).
+pub const PACKAGE_COMPLETED_TURNS_MAX: u64 = 20;
 
 // ---- Briefings (src/briefing.rs). ----
 

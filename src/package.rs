@@ -10,18 +10,22 @@
 //!   here, key by key, and does not depend on how `serde_json` orders maps;
 //! - the package carries bounded lists only: the newest [`PACKAGE_DECISIONS_MAX`] standing
 //!   decisions, the newest [`PACKAGE_ARTIFACTS_MAX`] artifact titles at their latest version,
-//!   [`PACKAGE_FILES_MAX`] paths, and says in `truncation` how many it left out;
+//!   [`PACKAGE_FILES_MAX`] paths, the milestones of the newest [`PACKAGE_COMPLETED_TURNS_MAX`]
+//!   turns, and says in `truncation` how many it left out; the hash covers what is kept;
 //! - a superseded decision is never in a package, and neither are its evidence links;
 //! - `package_version` counts packages, not compilations: it rises by exactly one when, and
 //!   only when, the hash changes ([`Ledger::compile`]);
-//! - once the current turn's package is accepted it is never replaced during that turn.
+//! - once the current turn's package is accepted it is never replaced during that turn;
+//! - in the Markdown rendering no machine-written string makes markup of its own (a link, an
+//!   image, HTML, a heading, a list item, a table, a code block): each is escaped text, a code
+//!   span fenced longer than its backtick runs, or an `http(s)` autolink ([`render_markdown`]).
 
 use crate::error::{ApiError, Code};
 use crate::input::parse_json;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
-use crate::work::{multi_line, single_line, Actor, Work};
+use crate::work::{multi_line, single_line, uri_kind, Actor, UriKind, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -148,6 +152,11 @@ impl TurnEntry {
 pub struct Sources<'a> {
     pub handoff: &'a Record,
     pub work: &'a Work,
+    /// The lineage, oldest first, whole or only its newest entries: the compiler reads only the
+    /// entries of the newest [`PACKAGE_COMPLETED_TURNS_MAX`] turns (their milestones, and the
+    /// current turn's runtime), so any tail of at least that many entries compiles to the same
+    /// bytes as the whole lineage. The Durable Object may load only its newest
+    /// `PACKAGE_COMPLETED_TURNS_MAX + 1` entries.
     pub lineage: &'a [TurnEntry],
 }
 
@@ -256,11 +265,21 @@ pub struct Truncation {
     pub decisions_omitted: u64,
     pub artifacts_omitted: u64,
     pub files_omitted: u64,
+    /// Turns older than the newest [`PACKAGE_COMPLETED_TURNS_MAX`], whose milestones
+    /// `state.completed` leaves out. Written only when not zero, so that a package that leaves
+    /// no turn out keeps the bytes and hash it had before this field existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed_turns_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Truncation {
     pub fn any(&self) -> bool {
-        self.decisions_omitted > 0 || self.artifacts_omitted > 0 || self.files_omitted > 0
+        let lists = self.decisions_omitted > 0 || self.artifacts_omitted > 0 || self.files_omitted > 0;
+        lists || self.completed_turns_omitted > 0
     }
 }
 
@@ -338,10 +357,12 @@ pub fn compile(
     }
 
     let current_runtime = lineage.iter().find(|t| t.turn == handoff.turn).and_then(|t| t.runtime.clone());
+    let (completed, completed_turns_omitted) = milestones(handoff, lineage);
     let truncation = Truncation {
         decisions_omitted: (standing.len() - decisions.len()) as u64,
         artifacts_omitted: (latest.len() - artifacts.len()) as u64,
         files_omitted: (work.files.len() - relevant_files.len()) as u64,
+        completed_turns_omitted,
     };
 
     Ok(Package {
@@ -359,7 +380,7 @@ pub fn compile(
         acceptance_criteria: spec.acceptance_criteria.clone(),
         state: PackageState {
             phase: Phase { state: handoff.state, turn: handoff.turn, status: handoff.status },
-            completed: milestones(handoff, lineage),
+            completed,
             unresolved,
         },
         decisions,
@@ -390,11 +411,18 @@ fn relevant_files(work: &Work) -> Vec<String> {
     paths
 }
 
-/// "turn N opened" and, once it ended, "turn N finished (status)", each once, by turn.
+/// "turn N opened" and, once it ended, "turn N finished (status)", each once, by turn, for the
+/// newest [`PACKAGE_COMPLETED_TURNS_MAX`] turns, and how many older turns are left out.
 /// The hand-off record is the authority on the current turn's status.
-fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> Vec<String> {
+///
+/// Turns are numbered from 1 with no gap (the turn machine opens turn n+1 only from turn n), so
+/// the window and the count follow from the current turn alone: lineage entries before the
+/// window are never read, and a lineage tail gives the same milestones as the whole lineage.
+fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> (Vec<String>, u64) {
+    let omitted = handoff.turn.saturating_sub(PACKAGE_COMPLETED_TURNS_MAX);
+    let in_window = |turn: u64| omitted < turn && turn <= handoff.turn;
     let mut turns: BTreeMap<u64, Status> =
-        lineage.iter().filter(|t| t.turn <= handoff.turn).map(|t| (t.turn, t.status)).collect();
+        lineage.iter().filter(|t| in_window(t.turn)).map(|t| (t.turn, t.status)).collect();
     turns.insert(handoff.turn, handoff.status);
     let mut out = Vec::new();
     for (turn, status) in turns {
@@ -403,7 +431,8 @@ fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> Vec<String> {
             out.push(format!("turn {turn} finished ({})", status.as_str()));
         }
     }
-    out
+    assert!(out.len() as u64 <= 2 * PACKAGE_COMPLETED_TURNS_MAX, "two milestones per kept turn at most");
+    (out, omitted)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -711,6 +740,13 @@ fn stale(current: &Offer) -> ApiError {
 
 /// `GET …/package?format=markdown`: the package for a person to review, with the whole hash
 /// and the raw JSON at the end.
+///
+/// Every machine-written string goes through one of three helpers, so that no text can make a
+/// link, an image, HTML, a heading, a list item, a table or a code block of its own:
+/// [`one_line`] (and [`quote`] for multi-line text) escapes it as inline text, [`code_span`]
+/// fences ids and paths, [`md_uri`] makes a URI an autolink only where that cannot go wrong.
+/// The structure around them (headings, `- ` and `> ` prefixes, `**state**`) is this
+/// function's own.
 pub fn render_markdown(latest: &LatestAnswer) -> String {
     let p = &latest.package;
     let mut md = String::new();
@@ -720,11 +756,17 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
         OfferState::Accepted => "accepted",
     };
     let _ = writeln!(md, "# Hand-off package v{}: {}\n", latest.package_version, one_line(&p.work.title));
-    let _ = writeln!(md, "- Hand-off: `{}` (session `{}`, machine `{}`)", p.work.id, p.source.session, p.source.machine);
+    let _ = writeln!(
+        md,
+        "- Hand-off: {} (session {}, machine {})",
+        code_span(&p.work.id),
+        code_span(&p.source.session),
+        code_span(&p.source.machine)
+    );
     let _ = writeln!(md, "- State: **{state}**");
     if let Some(r) = &latest.rejection {
         let note = r["note"].as_str().unwrap_or_default();
-        let _ = writeln!(md, "- Rejected ({}): {}", r["reason"].as_str().unwrap_or_default(), one_line(note));
+        let _ = writeln!(md, "- Rejected ({}): {}", one_line(r["reason"].as_str().unwrap_or_default()), one_line(note));
     }
     let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), state_str(p.state.phase.state));
     if let Some(t) = &p.work.task_type {
@@ -733,7 +775,7 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
     if let Some(pr) = &p.work.priority {
         let _ = writeln!(md, "- Priority: {}", one_line(pr));
     }
-    let _ = writeln!(md, "- Generated at: {}", p.generated_at);
+    let _ = writeln!(md, "- Generated at: {}", one_line(&p.generated_at));
 
     let _ = writeln!(md, "\n## Goal\n\n{}", quote(&p.work.goal));
     let _ = writeln!(md, "\n## Next\n\n- Objective: {}\n- Purpose: {}\n- Runtime: {}", one_line(&p.next.objective), one_line(&p.next.purpose), one_line(&p.next.runtime));
@@ -748,12 +790,13 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
         &mut md,
         "Decisions",
         p.decisions.iter().map(|d| {
-            let mut line = format!("`{}` {} ({})", d.id, one_line(&d.statement), d.recorded_at);
+            let mut line = format!("{} {} ({})", code_span(&d.id), one_line(&d.statement), one_line(&d.recorded_at));
             if let Some(r) = &d.rationale {
                 let _ = write!(line, ". Why: {}", one_line(r));
             }
             if !d.evidence.is_empty() {
-                let _ = write!(line, ". Evidence: {}", d.evidence.join(", "));
+                let links: Vec<String> = d.evidence.iter().map(|u| md_uri(u)).collect();
+                let _ = write!(line, ". Evidence: {}", links.join(", "));
             }
             line
         }),
@@ -762,24 +805,25 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
         &mut md,
         "Artifacts",
         p.artifacts.iter().map(|a| {
-            let sha = a.sha256.as_deref().map(|s| format!(", sha256 `{s}`")).unwrap_or_default();
-            format!("`{}` v{} {} ({}): {}{sha}", a.id, a.version, one_line(&a.title), one_line(&a.kind), a.uri)
+            let sha = a.sha256.as_deref().map(|s| format!(", sha256 {}", code_span(s))).unwrap_or_default();
+            format!("{} v{} {} ({}): {}{sha}", code_span(&a.id), a.version, one_line(&a.title), one_line(&a.kind), md_uri(&a.uri))
         }),
     );
-    section(&mut md, "Open blockers", p.blockers.iter().map(|b| format!("`{}` [{}] {}", b.id, b.severity.as_str(), one_line(&b.title))));
-    section(&mut md, "Relevant files", p.relevant_files.iter().map(|f| format!("`{}`", one_line(f))));
-    section(&mut md, "Evidence links", p.evidence_links.iter().cloned());
+    section(&mut md, "Open blockers", p.blockers.iter().map(|b| format!("{} [{}] {}", code_span(&b.id), b.severity.as_str(), one_line(&b.title))));
+    section(&mut md, "Relevant files", p.relevant_files.iter().map(|f| code_span(f)));
+    section(&mut md, "Evidence links", p.evidence_links.iter().map(|u| md_uri(u)));
     let t = &p.truncation;
     if t.any() {
         let _ = writeln!(
             md,
-            "\n## Left out by the compiler's bounds\n\n- Decisions: {}\n- Artifacts: {}\n- Files: {}",
-            t.decisions_omitted, t.artifacts_omitted, t.files_omitted
+            "\n## Left out by the compiler's bounds\n\n- Decisions: {}\n- Artifacts: {}\n- Files: {}\n- Turns: {} (Completed lists the newest {PACKAGE_COMPLETED_TURNS_MAX})",
+            t.decisions_omitted, t.artifacts_omitted, t.files_omitted, t.completed_turns_omitted
         );
     }
     let raw = serde_json::to_string_pretty(p).expect("a package serializes");
+    // Longer than any run of backticks in the JSON, so no value can close the block.
     let fence = "`".repeat(longest_backtick_run(&raw).max(2) + 1);
-    let _ = writeln!(md, "\n## Package hash\n\n`{}`", latest.package_hash);
+    let _ = writeln!(md, "\n## Package hash\n\n{}", code_span(&latest.package_hash));
     let _ = writeln!(md, "\n## Raw package JSON\n\n{fence}json\n{raw}\n{fence}");
     md
 }
@@ -791,6 +835,7 @@ fn state_str(state: State) -> &'static str {
     }
 }
 
+/// A `## heading` and one `- ` list item per item; every item is already escaped.
 fn section(md: &mut String, heading: &str, items: impl Iterator<Item = String>) {
     let items: Vec<String> = items.collect();
     if items.is_empty() {
@@ -802,13 +847,117 @@ fn section(md: &mut String, heading: &str, items: impl Iterator<Item = String>) 
     }
 }
 
-/// Multi-line text on one list line.
+/// The ASCII punctuation that some Markdown dialect reads as markup anywhere in a line, each
+/// escaped with a backslash wherever it appears: `\` itself (so text cannot escape our escapes),
+/// code spans, emphasis, links and images (`[`, `]`, `(`, `)`; `!` and `:` mean nothing
+/// without an unescaped `[`), ATX headings and their closing `#`s, GFM tables and
+/// strikethrough, math, superscripts and attribute lists. The other ASCII punctuation is
+/// escaped only where it would start a block (see [`md_text`]).
+const MD_ESCAPED_EVERYWHERE: &str = "\\`*_[](){}#|~$^";
+
+/// Multi-line text on one list line, escaped as inert inline text.
 fn one_line(s: &str) -> String {
-    s.split(['\n', '\r']).filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join(" ")
+    md_text(&joined_lines(s))
 }
 
+/// The lines of `s` (split at `\n`, `\r\n` and a lone `\r`, each a line ending in CommonMark),
+/// each trimmed, the blank ones dropped, joined with spaces.
+fn joined_lines(s: &str) -> String {
+    s.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// Multi-line text as a block quote, every line escaped as inert inline text. A lone `\r` ends
+/// a line too: left inside a `> ` line, it would start a line of its own outside the quote.
 fn quote(s: &str) -> String {
-    s.lines().map(|l| format!("> {l}")).collect::<Vec<_>>().join("\n")
+    let mut lines: Vec<&str> = s.split("\r\n").flat_map(|l| l.split(['\n', '\r'])).collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let quoted: Vec<String> = lines
+        .iter()
+        .map(|l| match l.trim_start() {
+            "" => ">".to_string(),
+            text => format!("> {}", md_text(text)),
+        })
+        .collect();
+    quoted.join("\n")
+}
+
+/// `s` as Markdown text that renders as exactly its characters and nothing else.
+///
+/// `<`, `>` and `&` become the entities `&lt;`, `&gt;` and `&amp;` rather than backslash
+/// escapes: every Markdown dialect and every HTML reader takes an entity as the character,
+/// while `\<` is an escape only in CommonMark (the original Markdown.pl would pass a tag
+/// through). The characters of [`MD_ESCAPED_EVERYWHERE`] get a backslash (CommonMark lets any
+/// ASCII punctuation be escaped). At the start of the text, where a block would begin, the
+/// first character gets a backslash too if it is any other ASCII punctuation (`-`, `+`, `=`,
+/// `>`, `:`, …: list items, setext underlines, thematic breaks, definition lists), and so does
+/// the `.` of a leading number (`1.`, an ordered list; `1)` has its `)` escaped already).
+/// GitHub's Markdown also links bare `scheme://…` and `www.…` in text, so the `:` of `://`
+/// and the `.` of `www.` get a backslash too. Control characters other than tab, which callers
+/// have split lines on already, become U+FFFD.
+fn md_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    let mut block_start = true; // only spaces and tabs so far
+    let mut leading_number = false; // only spaces, tabs and then digits so far
+    for (i, c) in s.char_indices() {
+        let bare_link = match c {
+            ':' => s[i + 1..].starts_with("//"),
+            '.' => i >= 3 && s.is_char_boundary(i - 3) && s[i - 3..i].eq_ignore_ascii_case("www"),
+            _ => false,
+        };
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            c if MD_ESCAPED_EVERYWHERE.contains(c) || bare_link => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if block_start && c.is_ascii_punctuation() => {
+                out.push('\\');
+                out.push(c);
+            }
+            '.' if leading_number => out.push_str("\\."),
+            c if c.is_control() && c != '\t' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+        let blank = c == ' ' || c == '\t';
+        leading_number = (block_start || leading_number) && c.is_ascii_digit();
+        block_start = block_start && blank;
+    }
+    out
+}
+
+/// `s` as a code span: fenced with one backtick more than its longest run of backticks, and
+/// padded with a space where it starts or ends with a backtick or a space (CommonMark then
+/// takes one space off each side), so no value can close the span early. Inside a code span
+/// nothing is markup and nothing can be escaped, so the value is shown as it is, on one line
+/// (a line ending, which would end the span's paragraph, becomes a space).
+fn code_span(s: &str) -> String {
+    let one_line = |c: char| match c {
+        '\n' | '\r' => ' ',
+        c if c.is_control() => '\u{FFFD}',
+        c => c,
+    };
+    let text: String = s.chars().map(one_line).collect();
+    let ticks = "`".repeat(longest_backtick_run(&text) + 1);
+    let pad = if text.is_empty() || text.starts_with(['`', ' ']) || text.ends_with(['`', ' ']) { " " } else { "" };
+    format!("{ticks}{pad}{text}{pad}{ticks}")
+}
+
+/// A URI as an autolink (`<https://…>`, whose text is its own target) when it is an `http` or
+/// `https` URI with a host and has no `<`, `>`, whitespace, control character or backslash
+/// (any of which could end the autolink early or be read differently by a browser); anything
+/// else, such as a relative reference or a URI a record kept from before the scheme rule
+/// (`javascript:`), as escaped text.
+fn md_uri(uri: &str) -> String {
+    let breaks_out = |c: char| matches!(c, '<' | '>' | '\\') || c.is_whitespace() || c.is_control();
+    if uri_kind(uri) == UriKind::Web && !uri.contains(breaks_out) {
+        format!("<{uri}>")
+    } else {
+        one_line(uri)
+    }
 }
 
 fn longest_backtick_run(s: &str) -> usize {

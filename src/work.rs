@@ -261,17 +261,53 @@ fn list(field: &str, values: &[String], max_items: usize, max_bytes: usize) -> R
     Ok(())
 }
 
-/// An absolute URI: a scheme (`[A-Za-z][A-Za-z0-9+.-]*`), a colon, then no whitespace.
+/// An artifact or evidence URI: one line of at most [`URI_BYTES_MAX`] bytes, with no whitespace
+/// and no backslash, that is an `http` or `https` URI with a host or a relative reference
+/// ([`uri_kind`]). Any other scheme (`javascript:`, `data:`, `file:`, …) is refused, because
+/// these URIs are shown to people as links (the Markdown package) and followed by agents.
+/// A backslash is refused because browsers read it as `/` in a URL, which would make
+/// `/\evil.example` protocol-relative.
 fn check_uri(field: &str, uri: &str) -> Result<(), ApiError> {
     single_line(field, uri, URI_BYTES_MAX)?;
-    let (scheme, rest) = uri.split_once(':').unwrap_or(("", ""));
-    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'));
-    let rest_ok = !rest.is_empty() && !rest.chars().any(char::is_whitespace);
-    if scheme_ok && rest_ok {
-        Ok(())
+    if uri.contains(|c: char| c.is_whitespace() || c == '\\') {
+        return Err(ApiError::invalid(format!("{field}: a URI has no whitespace and no backslash")));
+    }
+    match uri_kind(uri) {
+        UriKind::Web | UriKind::Relative => Ok(()),
+        UriKind::Other => Err(ApiError::invalid(format!("{field}: only http, https or relative URIs are accepted"))),
+    }
+}
+
+/// The shape of a URI, as [`check_uri`] judges it and the Markdown rendering links it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UriKind {
+    /// `http://host…` or `https://host…`: a scheme of [`URI_SCHEMES_ACCEPTED`] in any case, then
+    /// `//` and a non-empty authority.
+    Web,
+    /// A relative reference: no scheme (no `:` before the first `/`, `?` or `#`) and not
+    /// protocol-relative (`//host`), which would name another host.
+    Relative,
+    /// Anything else: another scheme, a scheme without `//host`, or `//host`.
+    Other,
+}
+
+/// Judges the scheme and authority only; whitespace, control characters and backslashes are
+/// [`check_uri`]'s to refuse (and the renderer's to check before making a link).
+pub(crate) fn uri_kind(uri: &str) -> UriKind {
+    let head_end = uri.find(['/', '?', '#']).unwrap_or(uri.len());
+    let Some(colon) = uri[..head_end].find(':') else {
+        return if uri.starts_with("//") { UriKind::Other } else { UriKind::Relative };
+    };
+    let (scheme, rest) = (&uri[..colon], &uri[colon + 1..]);
+    let accepted = URI_SCHEMES_ACCEPTED.iter().any(|s| s.eq_ignore_ascii_case(scheme));
+    let Some(after_slashes) = rest.strip_prefix("//") else {
+        return UriKind::Other;
+    };
+    let authority = &after_slashes[..after_slashes.find(['/', '?', '#']).unwrap_or(after_slashes.len())];
+    if accepted && !authority.is_empty() {
+        UriKind::Web
     } else {
-        Err(ApiError::invalid(format!("{field}: must be an absolute URI such as https://…")))
+        UriKind::Other
     }
 }
 

@@ -83,7 +83,7 @@ fn a_shortened_briefing_says_which_sections_it_left_out() {
 #[test]
 fn the_two_notes_are_worded_so_neither_reads_as_the_other() {
     let mut p = rich_package();
-    p.truncation = Truncation { decisions_omitted: 1, artifacts_omitted: 2, files_omitted: 3 };
+    p.truncation = Truncation { decisions_omitted: 1, artifacts_omitted: 2, files_omitted: 3, completed_turns_omitted: 0 };
     let full = render(&latest(p.clone()), BRIEFING_BUDGET_BYTES_MAX, &Reach::api(BASE_URL)).text.len();
     let budget = full - 200;
     let b = render(&latest(p), budget, &Reach::api(BASE_URL));
@@ -183,7 +183,7 @@ prop_compose! {
         p.next = Next { objective, purpose: "p".into(), runtime: "r".into() };
         p.source = Source { session: "s".into(), machine: "m".into(), runtime: None };
         p.notes = note;
-        p.truncation = Truncation { decisions_omitted: omitted.0, artifacts_omitted: omitted.1, files_omitted: omitted.2 };
+        p.truncation = Truncation { decisions_omitted: omitted.0, artifacts_omitted: omitted.1, files_omitted: omitted.2, completed_turns_omitted: 0 };
         p
     }
 }

@@ -72,6 +72,26 @@ pub(crate) fn files(paths: impl IntoIterator<Item = (String, u32, u32)>) -> Comm
     })
 }
 
+/// Adds a new artifact title as `apply` did before URIs were limited to http, https and relative
+/// references: records stored then may hold any scheme, and must still compile to the same
+/// bytes (the `rich` golden vectors hold one) and render as inert text in Markdown.
+fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> Work {
+    assert!(work::apply(w, &handoff(1, Status::Running), &artifact(title, uri), Actor::Machine, at).is_err(), "{uri} is refused now");
+    let mut next = w.clone();
+    next.counters.artifacts += 1;
+    next.artifacts.push(work::Artifact {
+        id: format!("art_{}", next.counters.artifacts),
+        kind: "doc".into(),
+        title: title.into(),
+        version: 1,
+        uri: uri.into(),
+        sha256: None,
+        recorded_at: at,
+        by: Actor::Machine,
+    });
+    next
+}
+
 /// A record with a bit of everything: a superseded decision, an artifact in two versions,
 /// a resolved and an open blocker, workspace paths, an unmet criterion.
 pub(crate) fn rich_work() -> Work {
@@ -81,13 +101,107 @@ pub(crate) fn rich_work() -> Work {
     w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Actor::Owner, T0 + 3_000);
     w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Actor::Machine, T0 + 4_000);
     w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Actor::Machine, T0 + 5_000);
-    w = run(&w, artifact("Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql"), Actor::Machine, T0 + 6_000);
+    w = stored_before_the_uri_rule(&w, "Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql", T0 + 6_000);
     w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Actor::Machine, T0 + 7_000);
     w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Actor::Machine, T0 + 8_000);
     w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner, T0 + 9_000);
     w = run(&w, files([("src/search.rs".to_string(), 120, 4), ("migrations/0007.sql".to_string(), 30, 0), ("README.md".to_string(), 2, 1)]), Actor::Machine, T0 + 10_000);
     w = run(&w, Command::RecordUnmet(vec![1]), Actor::Machine, T0 + 11_000);
     w
+}
+
+// ---- Hostile strings: what a machine could write to make the Markdown do something ----
+
+const IMG: &str = "<img src=x onerror=alert(1)>";
+const LINK: &str = "[click](javascript:alert(1))";
+const IMAGE: &str = "![x](http://evil/x.png)";
+const SCRIPT: &str = "<script>alert(1)</script>";
+const TABLE: &str = "| a | b |";
+
+/// A stored record with hostile strings in every machine-written field, built as stored (not
+/// through `apply`) so that it can also hold URIs refused since the scheme rule, as a record
+/// kept from before it would: the Markdown must be inert whatever the record holds.
+fn hostile_work() -> Work {
+    let goal = [
+        "# heading",
+        "- item",
+        "+ plus item",
+        "* star item",
+        "1. one",
+        "2) two",
+        TABLE,
+        "|---|---|",
+        "```",
+        SCRIPT,
+        "```",
+        "~~~",
+        "    indented code",
+        "===",
+        "---",
+        "> quoted",
+        "[x]: javascript:alert(1)",
+        IMAGE,
+        "lone CR\r# heading after a lone CR",
+        "CRLF\r\n- item after a CRLF",
+        "&lt;b&gt; &amp; &#106;avascript:alert(1) \\[escaped\\] *em* _em_ ~~strike~~ $x$ {: onclick=alert(1)} <!-- comment -->",
+        "a ```` run of four and a trailing backslash \\",
+    ]
+    .join("\n");
+    let spec = WorkInput {
+        title: format!("{IMG} {LINK} # closing hashes #"),
+        goal,
+        task_type: Some("- item".into()),
+        priority: Some("# heading".into()),
+        constraints: vec![SCRIPT.into(), "- item\n# heading".into(), TABLE.into()],
+        acceptance_criteria: vec![LINK.into(), IMAGE.into(), "`` ` ``".into()],
+    };
+    let decision = |n: u64, statement: String, rationale: Option<String>, evidence: &[&str]| work::Decision {
+        id: format!("dec_{n}"),
+        statement,
+        rationale,
+        evidence: evidence.iter().map(|e| e.to_string()).collect(),
+        supersedes: None,
+        superseded_by: None,
+        recorded_at: T0 + n as i64 * 1_000,
+        by: Actor::Machine,
+    };
+    let artifact = |n: u64, kind: &str, title: &str, uri: &str| work::Artifact {
+        id: format!("art_{n}"),
+        kind: kind.into(),
+        title: title.into(),
+        version: 1,
+        uri: uri.into(),
+        sha256: None,
+        recorded_at: T0 + 10_000 + n as i64 * 1_000,
+        by: Actor::Machine,
+    };
+    let blocker = |n: u64, title: &str| work::Blocker {
+        id: format!("blk_{n}"),
+        severity: Severity::High,
+        title: title.into(),
+        status: work::BlockerStatus::Open,
+        raised_at: T0 + 20_000,
+        resolved_at: None,
+        by: Actor::Machine,
+    };
+    let paths = [IMG, LINK, IMAGE, "# heading", "- item", TABLE, "a```b", "`start", "end`", " both spaces ", "&lt;.rs"];
+    Work {
+        spec: Some(spec),
+        decisions: vec![
+            decision(1, format!("# heading\n{IMG}"), Some(format!("{LINK}\n{TABLE}")), &["javascript:alert(1)", "JavaScript:alert(1)", "https://ok.example/path?q=1&r=2#f"]),
+            decision(2, IMAGE.into(), None, &["https://evil.example/a\"><img/src=x/onerror=alert(1)>", "x/[click](javascript:alert(1))", "https://ok.example/`a`"]),
+        ],
+        artifacts: vec![
+            artifact(1, SCRIPT, IMAGE, "javascript:alert(1)"),
+            artifact(2, TABLE, "`` ` ``", "//evil.example/x"),
+            artifact(3, "doc", LINK, "data:text/html,<script>alert(1)</script>"),
+            artifact(4, "- item", "# heading", "HTTPS://OK.EXAMPLE/Design.md"),
+        ],
+        blockers: vec![blocker(1, IMG), blocker(2, "- item")],
+        files: paths.iter().enumerate().map(|(i, p)| (p.to_string(), work::FileCounts { insertions: i as u32, deletions: 0 })).collect(),
+        unmet: vec![0, 1, 2],
+        counters: work::Counters { decisions: 2, artifacts: 4, blockers: 2 },
+    }
 }
 
 pub(crate) fn lineage() -> Vec<TurnEntry> {
@@ -165,7 +279,33 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                 now: T0 + 20_000,
             },
         ),
+        (
+            "hostile",
+            GoldenInput {
+                handoff: gh(&h),
+                work: hostile_work(),
+                lineage: lineage(),
+                request: PackageRequest {
+                    objective: format!("{LINK}\n- item"),
+                    purpose: TABLE.into(),
+                    runtime: "`rt`<b>".into(),
+                    note: Some(format!("{SCRIPT}\n# heading\n- item\n{IMAGE}")),
+                },
+                rejection: Some(Rejection { reason: RejectReason::Other, note: format!("{IMAGE}\n# heading"), at: T0 + 15_000, by: Actor::Machine }),
+                now: T0 + 20_000,
+            },
+        ),
     ]
+}
+
+/// Compiles the committed input of the golden vector `name`.
+fn golden_package(name: &str) -> Package {
+    let text = std::fs::read_to_string(fixture_path(&format!("package/{name}.input.json"))).unwrap();
+    let input: GoldenInput = serde_json::from_str(&text).unwrap();
+    let mut h = handoff(input.handoff.turn, input.handoff.status);
+    (h.id, h.session, h.machine, h.state) = (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
+    let sources = Sources { handoff: &h, work: &input.work, lineage: &input.lineage };
+    compile(&sources, &input.request, input.rejection.as_ref(), input.now).unwrap()
 }
 
 #[test]
@@ -173,12 +313,7 @@ fn golden_vectors_compile_a_committed_record_to_its_exact_canonical_json_and_has
     for (name, built) in golden_inputs() {
         // The committed record is the fixture; the builder above must still produce it.
         check_golden(&format!("package/{name}.input.json"), &(serde_json::to_string_pretty(&built).unwrap() + "\n"));
-        let text = std::fs::read_to_string(fixture_path(&format!("package/{name}.input.json"))).unwrap();
-        let input: GoldenInput = serde_json::from_str(&text).unwrap();
-        let mut h = handoff(input.handoff.turn, input.handoff.status);
-        (h.id, h.session, h.machine, h.state) = (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
-        let sources = Sources { handoff: &h, work: &input.work, lineage: &input.lineage };
-        let package = compile(&sources, &input.request, input.rejection.as_ref(), input.now).unwrap();
+        let package = golden_package(name);
         check_golden(&format!("package/{name}.canonical.json"), &hashed_json(&package));
         check_golden(&format!("package/{name}.sha256"), &(package_hash(&package) + "\n"));
         // The package is a stable format: what it serializes to reads back as itself.
@@ -264,7 +399,7 @@ fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
     assert_eq!(p.decisions.len(), 20);
     assert_eq!(p.decisions[0].id, "dec_21");
     assert_eq!(p.decisions[19].id, "dec_2");
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0, completed_turns_omitted: 0 });
     assert!(!p.evidence_links.contains(&"https://e.example/1".to_string()), "links of left-out decisions are left out too");
 }
 
@@ -280,7 +415,7 @@ fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version(
     assert_eq!(p.artifacts.len(), 20);
     assert_eq!((p.artifacts[0].id.as_str(), p.artifacts[0].version), ("art_1", 2));
     assert!(p.artifacts.iter().all(|a| a.id != "art_2"));
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0, completed_turns_omitted: 0 });
 }
 
 #[test]
@@ -294,13 +429,130 @@ fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order
     let mut sorted = p.relevant_files.clone();
     sorted.sort();
     assert_eq!(p.relevant_files, sorted);
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1 });
+    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1, completed_turns_omitted: 0 });
 }
 
 #[test]
 fn paths_are_ordered_by_code_point_not_by_locale() {
     let p = with_work(|w| run(&w, files(["b", "B", "é", "a", "Z"].map(|s| (s.to_string(), 1, 1))), Actor::Machine, T0));
     assert_eq!(p.relevant_files, ["B", "Z", "a", "b", "é"]);
+}
+
+// ---- Completed: the milestones of the newest turns only ----
+
+const ENDED: [Status; 3] = [Status::Done, Status::Failed, Status::Cancelled];
+
+/// A lineage of `turns` turns, as the hand-off keeps it: every turn but the last has ended, with
+/// the status `ended(turn)`.
+fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
+    (1..=turns)
+        .map(|turn| TurnEntry {
+            turn,
+            status: if turn == turns { Status::Running } else { ended(turn) },
+            runtime: Some(if turn % 2 == 0 { "codex" } else { "claude-code" }.into()),
+            package_version: (turn > 1).then_some(turn - 1),
+            package_hash: (turn > 1).then(|| format!("{:064x}", turn)),
+            continued_from: (turn > 1).then(|| ContinuedFrom { turn: turn - 1, runtime: None }),
+            opened_at: T0 + turn as i64 * 1_000,
+            ended_at: (turn < turns).then_some(T0 + turn as i64 * 1_000 + 500),
+        })
+        .collect()
+}
+
+fn compile_turns(lineage: &[TurnEntry], current: &TurnEntry) -> Package {
+    let h = handoff(current.turn, current.status);
+    let w = rich_work();
+    compile(&Sources { handoff: &h, work: &w, lineage }, &request(), None, T0).unwrap()
+}
+
+#[test]
+fn two_hundred_turns_keep_the_milestones_of_the_newest_twenty_and_count_the_rest_omitted() {
+    let lineage = long_lineage(200, |t| ENDED[t as usize % 3]);
+    let p = compile_turns(&lineage, &lineage[199]);
+    assert_eq!(PACKAGE_COMPLETED_TURNS_MAX, 20);
+    assert_eq!(p.state.completed.len(), 19 * 2 + 1, "opened and finished for 181..=199, opened for 200");
+    assert_eq!(p.state.completed.first().map(String::as_str), Some("turn 181 opened"));
+    assert_eq!(p.state.completed[1], format!("turn 181 finished ({})", ENDED[181 % 3].as_str()));
+    assert_eq!(p.state.completed.last().map(String::as_str), Some("turn 200 opened"));
+    assert_eq!(p.truncation.completed_turns_omitted, 180);
+    assert!(p.truncation.any());
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(v["truncation"]["completed_turns_omitted"], 180);
+    let back: Package = serde_json::from_value(v).unwrap();
+    assert_eq!(back, p);
+}
+
+#[test]
+fn the_newest_twenty_turns_are_all_listed_and_the_twenty_first_oldest_is_the_first_left_out() {
+    let twenty = long_lineage(20, |_| Status::Done);
+    let p = compile_turns(&twenty, &twenty[19]);
+    assert_eq!((p.state.completed[0].as_str(), p.truncation.completed_turns_omitted), ("turn 1 opened", 0));
+    assert!(!p.truncation.any());
+    let twenty_one = long_lineage(21, |_| Status::Done);
+    let p = compile_turns(&twenty_one, &twenty_one[20]);
+    assert_eq!((p.state.completed[0].as_str(), p.truncation.completed_turns_omitted), ("turn 2 opened", 1));
+}
+
+#[test]
+fn a_package_that_leaves_no_turn_out_keeps_its_format_one_truncation_bytes() {
+    // The field is written only when it counts something, so every package compiled before it
+    // existed keeps its bytes and hash (the golden vectors check the same on whole packages).
+    let p = rich_package();
+    assert_eq!(p.truncation.completed_turns_omitted, 0);
+    assert_eq!(canonical_json(&serde_json::to_value(p.truncation).unwrap()), r#"{"artifacts_omitted":0,"decisions_omitted":0,"files_omitted":0}"#);
+    let old: Truncation = serde_json::from_str(r#"{"decisions_omitted":1,"artifacts_omitted":0,"files_omitted":0}"#).unwrap();
+    assert_eq!(old, Truncation { decisions_omitted: 1, ..Truncation::default() });
+}
+
+#[test]
+fn the_hash_covers_the_kept_turns_only_so_a_change_in_a_left_out_turn_changes_nothing() {
+    let lineage = long_lineage(200, |_| Status::Done);
+    let mut other = lineage.clone();
+    other[4].status = Status::Failed; // turn 5: left out
+    other[4].runtime = Some("another".into());
+    let (a, b) = (compile_turns(&lineage, &lineage[199]), compile_turns(&other, &other[199]));
+    assert_eq!(package_hash(&a), package_hash(&b));
+    other[189].status = Status::Failed; // turn 190: kept
+    assert_ne!(package_hash(&a), package_hash(&compile_turns(&other, &other[199])));
+}
+
+#[test]
+fn the_markdown_and_the_briefing_count_the_left_out_turns() {
+    let lineage = long_lineage(200, |_| Status::Done);
+    let package = compile_turns(&lineage, &lineage[199]);
+    let latest = LatestAnswer { package_version: 1, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package };
+    let md = render_markdown(&latest);
+    assert!(md.contains("## Left out by the compiler's bounds\n\n"), "{md}");
+    assert!(md.contains("- Turns: 180 (Completed lists the newest 20)\n"), "{md}");
+    let briefing = crate::briefing::render(&latest, BRIEFING_BUDGET_BYTES_MAX, &crate::briefing::Reach::None).text;
+    assert!(briefing.contains("The package itself leaves out the milestones of 180 older turns: it keeps "), "{briefing}");
+    assert!(briefing.contains("and the milestones of the newest 20 turns;"), "{briefing}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// The Durable Object may load only the newest `PACKAGE_COMPLETED_TURNS_MAX + 1` entries of
+    /// the lineage: the package must be the same, byte for byte, as from the whole lineage.
+    #[test]
+    fn compiling_from_the_newest_entries_of_the_lineage_gives_the_same_bytes_as_from_the_whole(
+        turns in 1u64..120,
+        statuses in proptest::collection::vec(0usize..3, 120),
+        current in proptest::sample::select(vec![Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled]),
+    ) {
+        let mut lineage = long_lineage(turns, |t| ENDED[statuses[t as usize - 1]]);
+        let last = lineage.len() - 1;
+        lineage[last].status = current;
+        let whole = compile_turns(&lineage, &lineage[last]);
+        for keep in [PACKAGE_COMPLETED_TURNS_MAX as usize + 1, PACKAGE_COMPLETED_TURNS_MAX as usize] {
+            let tail = &lineage[lineage.len().saturating_sub(keep)..];
+            let from_tail = compile_turns(tail, &lineage[last]);
+            proptest::prop_assert_eq!(serde_json::to_string(&from_tail).unwrap(), serde_json::to_string(&whole).unwrap());
+            proptest::prop_assert_eq!(package_hash(&from_tail), package_hash(&whole));
+        }
+        proptest::prop_assert_eq!(whole.truncation.completed_turns_omitted, turns.saturating_sub(PACKAGE_COMPLETED_TURNS_MAX));
+        proptest::prop_assert!(whole.state.completed.len() as u64 <= 2 * PACKAGE_COMPLETED_TURNS_MAX);
+    }
 }
 
 // ---- The ledger ----
@@ -488,4 +740,215 @@ fn a_turn_entry_lists_with_its_lineage_fields() {
     assert_eq!(v["package_version"], 1);
     assert_eq!(v["ended_at"], Value::Null);
     assert_eq!(v["opened_at"], "2026-11-30T12:00:13.000Z");
+}
+
+// ---- Markdown: machine-written text is inert ----
+
+/// The headings `render_markdown` writes; no other line may start with `#`.
+const MD_HEADINGS: [&str; 16] = [
+    "## Goal", "## Next", "## Operator's note", "## Constraints", "## Acceptance criteria", "## Completed", "## Unresolved",
+    "## Decisions", "## Artifacts", "## Open blockers", "## Relevant files", "## Evidence links",
+    "## Left out by the compiler's bounds", "## Package hash", "## Raw package JSON", "# Hand-off package v",
+];
+
+/// Asserts, without trusting any golden bytes, that `md` is the package's Markdown with every
+/// machine-written string inert: the only blocks are the renderer's own (its headings, `- `
+/// items, `> ` quote lines, the hash and the JSON block), and within them no unescaped markup
+/// but the renderer's `**state**`, complete code spans, `[N]`/`[severity]` labels and
+/// `<http(s)://…>` autolinks.
+fn assert_inert_markdown(md: &str, package: &Package) {
+    let (body, raw) = md.split_once("\n## Raw package JSON\n\n").expect("the raw JSON section");
+
+    // The JSON block: fenced longer than any backtick run inside it, closed once, at the end.
+    let fence_len = raw.chars().take_while(|&c| c == '`').count();
+    let fence = "`".repeat(fence_len);
+    let json = raw.strip_prefix(&format!("{fence}json\n")).expect("an opening fence");
+    let json = json.strip_suffix(&format!("\n{fence}\n")).expect("one closing fence, at the end");
+    assert!(longest_backtick_run(json) < fence_len, "the fence is longer than any run of backticks in the JSON");
+    assert!(!json.lines().any(|l| l.trim_start().starts_with(&fence)), "no line of the JSON can close the fence");
+    assert_eq!(&serde_json::from_str::<Package>(json).unwrap(), package);
+
+    let mut headings = 0;
+    for (n, line) in body.lines().enumerate() {
+        let at = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+        assert!(!line.contains(|c: char| c.is_control() && c != '\t'), "{}", at("a control character"));
+        let content = if line.is_empty() || line == ">" {
+            continue;
+        } else if line.starts_with('#') {
+            assert!(MD_HEADINGS.iter().any(|h| line == *h || (h.ends_with('v') && line.starts_with(h))), "{}", at("a heading the renderer does not write"));
+            headings += 1;
+            line.trim_start_matches('#').trim_start()
+        } else if let Some(rest) = line.strip_prefix("- ").or_else(|| line.strip_prefix("> ")) {
+            rest
+        } else if line.starts_with('`') {
+            line // the hash
+        } else {
+            panic!("{}", at("a line that is none of the renderer's blocks"));
+        };
+        // Nothing in a line's content may start a block of its own (a `<` is checked below: only
+        // an autolink may start with one, and an autolink starts no HTML block).
+        let first = content.chars().next().unwrap_or(' ');
+        assert!(!first.is_whitespace(), "{}", at("indented content"));
+        assert!(!"#-+*|>=~:".contains(first), "{}", at("content that starts a block"));
+        let digits = content.chars().take_while(char::is_ascii_digit).count();
+        assert!(!(digits > 0 && content[digits..].starts_with(['.', ')'])), "{}", at("an ordered list marker"));
+        assert_inline_inert(content, &at);
+    }
+    assert!(headings >= 3, "the title, the hash and the JSON headings at least");
+}
+
+/// Walks one line's inline content: escapes, code spans and autolinks are skipped whole; any
+/// other markup character is a failure.
+fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
+    let b = content.as_bytes();
+    let mut i = 0;
+    let state_line = content.starts_with("State: **") && content.ends_with("**");
+    while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                assert!(b.get(i + 1).is_some_and(u8::is_ascii_punctuation), "{}", at("a backslash that escapes nothing"));
+                i += 2;
+            }
+            b'`' => {
+                let run = b[i..].iter().take_while(|&&c| c == b'`').count();
+                let mut j = i + run;
+                let close = loop {
+                    let Some(k) = b[j..].iter().position(|&c| c == b'`') else { panic!("{}", at("an unclosed code span")) };
+                    let start = j + k;
+                    let len = b[start..].iter().take_while(|&&c| c == b'`').count();
+                    if len == run {
+                        break start;
+                    }
+                    j = start + len;
+                };
+                i = close + run;
+            }
+            b'<' => {
+                let rest = &content[i + 1..];
+                let end = rest.find('>').unwrap_or_else(|| panic!("{}", at("an unescaped <")));
+                let target = &rest[..end];
+                let web = target.to_ascii_lowercase().starts_with("http://") || target.to_ascii_lowercase().starts_with("https://");
+                assert!(web && !target.contains(|c: char| c == '<' || c.is_whitespace()), "{}", at("an unescaped < that is not an http(s) autolink"));
+                i += 1 + end + 1;
+            }
+            b'&' => {
+                let entity = ["&lt;", "&gt;", "&amp;"].iter().any(|e| content[i..].starts_with(e));
+                assert!(entity, "{}", at("an unescaped &"));
+                i += 1;
+            }
+            b'[' => {
+                // The renderer's own labels: `[N] ` before a criterion, `[severity] ` before a blocker.
+                let label = content[i + 1..].split_once("] ").map(|(l, _)| l).unwrap_or_default();
+                let ours = (!label.is_empty() && label.bytes().all(|c| c.is_ascii_digit())) || ["low", "medium", "high"].contains(&label);
+                assert!(ours, "{}", at("an unescaped ["));
+                i += 1 + label.len() + 1;
+            }
+            b'*' if state_line => i += 1,
+            c if b"]*_{}|~$^>".contains(&c) => panic!("{}", at(&format!("an unescaped {}", c as char))),
+            // GitHub links a bare `scheme://…` or `www.…` in text.
+            b':' if content[i..].starts_with("://") => panic!("{}", at("a bare scheme://")),
+            b'.' if i >= 3 && b[i - 3..i].eq_ignore_ascii_case(b"www") => panic!("{}", at("a bare www.")),
+            _ => i += 1,
+        }
+    }
+}
+
+fn md_of(name: &str, state: OfferState, rejection: Option<Value>) -> (String, Package) {
+    let package = golden_package(name);
+    let latest = LatestAnswer { package_version: 2, package_hash: package_hash(&package), state, rejection, package: package.clone() };
+    (render_markdown(&latest), package)
+}
+
+#[test]
+fn hostile_strings_in_every_machine_written_field_render_as_inert_markdown() {
+    let rejection = json!({"reason": "other", "note": format!("{IMG}\r\n- item\r# heading"), "rejected_at": "2026-11-30T12:00:30.000Z", "by": "machine"});
+    let (md, package) = md_of("hostile", OfferState::Rejected, Some(rejection));
+    assert_inert_markdown(&md, &package);
+    check_golden("package/hostile.md", &md);
+    // Every hostile string is there, shown as text, not lost.
+    let shown = md.split("\n## Raw package JSON").next().unwrap();
+    for escaped in [r"&lt;img src=x onerror=alert\(1\)&gt;", r"\[click\]\(javascript:alert\(1\)\)", r"!\[x\]\(http\://evil/x.png\)", r"&lt;script&gt;alert\(1\)&lt;/script&gt;", r"\# heading", r"\- item", r"\| a \| b \|"] {
+        assert!(shown.contains(escaped), "{escaped} is not in\n{shown}");
+    }
+    // A URI kept from before the scheme rule is text; a clean https one is an autolink.
+    assert!(shown.contains("- javascript:alert\\(1\\)\n"), "{shown}");
+    assert!(shown.contains("<https://ok.example/path?q=1&r=2#f>"), "{shown}");
+    assert!(shown.contains("<HTTPS://OK.EXAMPLE/Design.md>"), "{shown}");
+    assert!(!shown.contains("<https://evil.example"), "a URI with < or > is text, not an autolink");
+    assert!(shown.contains("- `  both spaces  `\n"), "a path's spaces are kept: {shown}");
+}
+
+#[test]
+fn the_rich_package_renders_as_inert_markdown_and_matches_its_golden_file() {
+    let (md, package) = md_of("rich", OfferState::Offered, None);
+    assert_inert_markdown(&md, &package);
+    check_golden("package/rich.md", &md);
+}
+
+#[test]
+fn text_is_escaped_so_it_renders_as_its_characters_and_starts_no_block() {
+    let cases = [
+        ("plain text, with a comma.", "plain text, with a comma."),
+        ("<b>&amp;</b>", "&lt;b&gt;&amp;amp;&lt;/b&gt;"),
+        ("[a](b) ![c](d)", r"\[a\]\(b\) !\[c\]\(d\)"),
+        ("*a* _b_ `c` ~d~ $e$ ^f^ {g} #h |i|", r"\*a\* \_b\_ \`c\` \~d\~ \$e\$ \^f\^ \{g\} \#h \|i\|"),
+        (r"\[not escaped\]", r"\\\[not escaped\\\]"),
+        ("- item", r"\- item"),
+        ("+ item", r"\+ item"),
+        ("=====", r"\====="),
+        ("---", r"\---"),
+        (": definition", r"\: definition"),
+        ("  - indented item", r"  \- indented item"),
+        ("1. one", r"1\. one"),
+        ("2026. A year", r"2026\. A year"),
+        ("12) twelve", r"12\) twelve"),
+        ("2026-11-30T12:00:00.000Z", "2026-11-30T12:00:00.000Z"),
+        ("a - b + c = d. e: f! g? h'", "a - b + c = d. e: f! g? h'"),
+        ("nul\u{0} nel\u{85}", "nul\u{FFFD} nel\u{FFFD}"),
+        ("see http://evil.example/x and WWW.evil.example", r"see http\://evil.example/x and WWW\.evil.example"),
+        ("a: b, c:/d", "a: b, c:/d"),
+    ];
+    for (text, escaped) in cases {
+        assert_eq!(md_text(text), escaped, "{text:?}");
+    }
+}
+
+#[test]
+fn a_lone_carriage_return_cannot_start_a_line_outside_the_list_or_the_quote() {
+    // Joined on one line, only the start of the text could start a block; `#` is escaped anywhere.
+    assert_eq!(one_line("- a\r# heading\r\n- item\n\n  b  "), r"\- a \# heading - item b");
+    assert_eq!(quote("a\r# heading\r\n- item\n\n    code\n"), "> a\n> \\# heading\n> \\- item\n>\n> code");
+}
+
+#[test]
+fn a_code_span_is_fenced_longer_than_any_backtick_run_in_its_value() {
+    assert_eq!(code_span("src/a.rs"), "`src/a.rs`");
+    assert_eq!(code_span("a```b"), "````a```b````");
+    assert_eq!(code_span("`start"), "`` `start ``");
+    assert_eq!(code_span("end`"), "`` end` ``");
+    assert_eq!(code_span(" both "), "`  both  `");
+    assert_eq!(code_span("<img src=x>"), "`<img src=x>`");
+    assert_eq!(code_span("two\nlines"), "`two lines`");
+}
+
+#[test]
+fn only_clean_http_and_https_uris_become_autolinks_and_the_rest_are_text() {
+    assert_eq!(md_uri("https://a.example/x?q=1&r=2#f"), "<https://a.example/x?q=1&r=2#f>");
+    assert_eq!(md_uri("HTTP://A.EXAMPLE"), "<HTTP://A.EXAMPLE>");
+    assert_eq!(md_uri("docs/design.md"), "docs/design.md");
+    assert_eq!(md_uri("javascript:alert(1)"), r"javascript:alert\(1\)");
+    assert_eq!(md_uri("//evil.example/x"), r"\//evil.example/x");
+    assert_eq!(md_uri("https://a.example/<b>"), r"https\://a.example/&lt;b&gt;");
+    assert_eq!(md_uri("https://a.example/\\@evil"), r"https\://a.example/\\@evil");
+    assert_eq!(md_uri("https://a.example/ x"), r"https\://a.example/ x");
+}
+
+#[test]
+fn the_raw_json_fence_is_longer_than_any_run_of_backticks_in_the_package() {
+    let mut w = World::new();
+    w.work = run(&w.work, decision("a ``````` run of seven", None, &[], None), Actor::Owner, T0 + 1);
+    let v = w.compile(T0 + 2);
+    let md = render_markdown(&w.ledger.latest().unwrap());
+    assert!(md.contains("\n````````json\n"), "a fence of eight");
+    assert_inert_markdown(&md, &v.package);
 }

@@ -211,3 +211,123 @@ fn unmet_criteria_are_replaced_by_each_final_report_and_checked_against_the_crit
     let rewritten = run(&a.work, Command::SetWork(work_input(&["a", "b", "c, faster"])), Actor::Owner);
     assert_eq!(rewritten.work.unmet, [0]);
 }
+
+// ---- Artifact and evidence URIs: http, https or relative, nothing else. ----
+
+fn artifact_body(uri: &str) -> String {
+    json!({"type": "doc", "title": "t", "uri": uri}).to_string()
+}
+
+fn evidence_body(third: &str) -> String {
+    json!({"statement": "s", "evidence": ["https://a.example/1", "docs/adr/2.md", third]}).to_string()
+}
+
+/// Refused at the parser and again by `apply`, naming the field, with the scheme rule's words.
+fn assert_refused_by_scheme(uri: &str) {
+    let e = parse_artifact(artifact_body(uri).as_bytes()).expect_err(uri);
+    assert_eq!(e.code, Code::RequestInvalid, "{uri}");
+    assert_eq!(e.message, "uri: only http, https or relative URIs are accepted", "{uri}");
+    let e = parse_decision(evidence_body(uri).as_bytes()).expect_err(uri);
+    assert_eq!(e.message, "evidence[2]: only http, https or relative URIs are accepted", "{uri}");
+    let e = refused(&Work::default(), artifact("Design", uri, None), Actor::Machine);
+    assert_eq!((e.code, e.message.as_str()), (Code::RequestInvalid, "uri: only http, https or relative URIs are accepted"));
+}
+
+#[test]
+fn an_artifact_uri_with_a_javascript_scheme_is_refused_naming_the_field() {
+    assert_refused_by_scheme("javascript:alert(1)");
+}
+
+#[test]
+fn a_scheme_is_refused_in_any_case_so_mixed_case_javascript_is_too() {
+    for uri in ["JavaScript:alert(1)", "JAVASCRIPT:alert(1)", "jAvAsCrIpT:alert(document.cookie)//https://x"] {
+        assert_refused_by_scheme(uri);
+    }
+}
+
+#[test]
+fn data_vbscript_file_and_every_other_scheme_are_refused_naming_the_field() {
+    let uris = [
+        "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+        "vbscript:msgbox(1)",
+        "file:///etc/passwd",
+        "git+https://git.example/notes@3f2a#migrations/0007.sql",
+        "s3://bucket/key",
+        "git://git.example/repo",
+        "mailto:someone@example.com",
+        "ftp://ftp.example/x",
+        "urn:isbn:0451450523",
+        "a:b",
+    ];
+    for uri in uris {
+        assert_refused_by_scheme(uri);
+    }
+}
+
+#[test]
+fn a_uri_with_leading_whitespace_or_a_control_character_is_refused_naming_the_field() {
+    // Browsers strip leading spaces and C0 controls and drop tabs and newlines inside a URL, so
+    // each of these would be read as `javascript:`.
+    for uri in [" javascript:alert(1)", "\tjavascript:alert(1)", "\u{0}javascript:alert(1)", "\u{1}javascript:alert(1)", "java\nscript:alert(1)", "java\tscript:alert(1)", "https://x.example/ a"] {
+        let e = parse_artifact(artifact_body(uri).as_bytes()).expect_err(uri);
+        assert_eq!(e.code, Code::RequestInvalid, "{uri:?}");
+        assert!(e.message.starts_with("uri: "), "{uri:?}: {}", e.message);
+        let e = parse_decision(evidence_body(uri).as_bytes()).expect_err(uri);
+        assert!(e.message.starts_with("evidence[2]: "), "{uri:?}: {}", e.message);
+    }
+}
+
+#[test]
+fn a_protocol_relative_uri_and_a_backslash_are_refused_because_they_name_another_host() {
+    assert_refused_by_scheme("//evil.example/x");
+    assert_refused_by_scheme("//");
+    // Browsers read `\` as `/`: each of these would reach evil.example.
+    for uri in ["\\\\evil.example/x", "/\\evil.example/x", "https:\\\\evil.example"] {
+        let e = parse_artifact(artifact_body(uri).as_bytes()).expect_err(uri);
+        assert_eq!(e.message, "uri: a URI has no whitespace and no backslash", "{uri}");
+    }
+}
+
+#[test]
+fn an_http_or_https_uri_needs_slashes_and_a_host() {
+    for uri in ["http:", "https:", "http:evil.example", "https:/evil.example", "https:///evil.example", "http://", "https://?q", "https://#f"] {
+        assert_refused_by_scheme(uri);
+    }
+}
+
+#[test]
+fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
+    let uris = [
+        "https://example.com/design.md",
+        "http://example.com",
+        "HTTPS://EXAMPLE.COM/A",
+        "HtTp://user@x.example:8080/p?q=1&r=[2]#frag",
+        "docs/design.md",
+        "/abs/path",
+        "../up/one",
+        "./a:b",
+        "a/b:c",
+        "?q=1",
+        "#section",
+        "x/[click](javascript:alert(1))",
+        "caf%C3%A9.md",
+        "café.md",
+    ];
+    for uri in uris {
+        assert!(parse_artifact(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
+        assert!(parse_decision(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
+        let a = run(&Work::default(), artifact("Design", uri, None), Actor::Machine);
+        assert_eq!(a.item.body()["uri"], uri, "kept as sent");
+    }
+}
+
+#[test]
+fn uris_keep_their_length_and_single_line_limits() {
+    let long = format!("https://x.example/{}", "a".repeat(URI_BYTES_MAX));
+    let e = parse_artifact(artifact_body(&long).as_bytes()).unwrap_err();
+    assert_eq!(e.message, format!("uri: longer than {URI_BYTES_MAX} bytes"));
+    let e = parse_decision(evidence_body("").as_bytes()).unwrap_err();
+    assert_eq!(e.message, "evidence[2]: must not be empty");
+    let e = parse_artifact(artifact_body("https://x.example/\r").as_bytes()).unwrap_err();
+    assert!(e.message.starts_with("uri: must be one line"), "{}", e.message);
+}
