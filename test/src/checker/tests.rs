@@ -1,4 +1,6 @@
-//! Recorded histories, written out by hand, in the model's terms.
+//! Recorded histories, written out by hand: the kinds of non-linearisable history that matter
+//! for a hand-off (a lost change, a version seen then gone, two winners of a race, a stale
+//! report applied), each rejected, and linearisable ones accepted, some in one order only.
 
 use super::*;
 use crate::model::Status;
@@ -70,6 +72,63 @@ fn overlapping_calls_may_take_effect_in_the_other_order() {
 }
 
 #[test]
+fn three_overlapping_calls_are_linearisable_in_the_one_order_their_answers_allow() {
+    // All three overlap; the get saw the first report's version, so it sits between them.
+    let a = open(2, 1, Status::Running, Some("a"));
+    let b = open(3, 1, Status::NeedsYou, Some("b"));
+    let h = vec![
+        ev(0, report(1, ReportStatus::NeedsYou, Some("b")), ok(&b), 0, 100),
+        ev(1, Call::Get, ok(&a), 5, 100),
+        ev(2, report(1, ReportStatus::Running, Some("a")), ok(&a), 10, 100),
+    ];
+    assert_eq!(check(&fresh(), &h).unwrap(), vec![2, 1, 0]);
+}
+
+#[test]
+fn a_cancel_racing_a_final_report_is_linearisable_with_its_one_winner_first() {
+    // The loser's 409 names the winner's state: cancel first, then the report is refused.
+    let cancelled = open(2, 1, Status::Cancelled, None);
+    let h = vec![
+        ev(0, report(1, ReportStatus::Done, Some("s")), refused(Refusal::TurnFinished, Some(&cancelled)), 0, 50),
+        ev(1, cancel(Some(1)), ok(&cancelled), 0, 50),
+    ];
+    assert_eq!(check(&fresh(), &h).unwrap(), vec![1, 0]);
+    // The other winner: the report first, then the cancel is refused.
+    let done = open(2, 1, Status::Done, Some("s"));
+    let h = vec![
+        ev(0, report(1, ReportStatus::Done, Some("s")), ok(&done), 0, 50),
+        ev(1, cancel(Some(1)), refused(Refusal::TurnFinished, Some(&done)), 0, 50),
+    ];
+    assert_eq!(check(&fresh(), &h).unwrap(), vec![0, 1]);
+}
+
+#[test]
+fn a_close_racing_a_final_report_is_linearisable_in_either_order_its_answers_show() {
+    // The report landed first and the close closed the finished turn ...
+    let failed = open(2, 1, Status::Failed, None);
+    let h = vec![
+        ev(0, close(), ok(&closed(3, 1, Status::Failed, None)), 0, 50),
+        ev(1, report(1, ReportStatus::Failed, None), ok(&failed), 0, 50),
+    ];
+    assert_eq!(check(&fresh(), &h).unwrap(), vec![1, 0]);
+    // ... or the close landed first, cancelling the running turn, and the report was refused.
+    let shut = closed(2, 1, Status::Cancelled, None);
+    let h = vec![
+        ev(0, close(), ok(&shut), 0, 50),
+        ev(1, report(1, ReportStatus::Failed, None), refused(Refusal::Closed, Some(&shut)), 0, 50),
+    ];
+    assert_eq!(check(&fresh(), &h).unwrap(), vec![0, 1]);
+}
+
+#[test]
+fn a_repeat_of_an_open_racing_the_open_answers_the_same_turn_without_a_version_move() {
+    let v2 = open(2, 1, Status::Done, Some("s"));
+    let v3 = open(3, 2, Status::Running, None);
+    let h = vec![ev(0, done(), ok(&v2), 0, 10), ev(1, open_turn(1), ok(&v3), 20, 60), ev(2, open_turn(1), ok(&v3), 20, 60)];
+    assert!(check(&fresh(), &h).is_ok());
+}
+
+#[test]
 fn a_refusal_must_carry_the_record_it_was_refused_against() {
     let v1 = fresh();
     let v2 = open(2, 1, Status::Done, Some("s"));
@@ -80,7 +139,25 @@ fn a_refusal_must_carry_the_record_it_was_refused_against() {
     assert!(check(&v1, &right).is_ok());
 }
 
-// Rejected histories.
+// A lost change: an acknowledged change whose version is never seen again.
+
+#[test]
+fn a_change_written_over_by_a_later_one_at_the_same_version_is_a_lost_change() {
+    // The report was acknowledged at v2; the cancel, invoked after that answer, was applied to
+    // v1 as if the report had never happened: it too claims v2, and the get agrees with it.
+    let needs_you = open(2, 1, Status::NeedsYou, Some("a"));
+    let lost = open(2, 1, Status::Cancelled, None);
+    let h = vec![
+        ev(0, report(1, ReportStatus::NeedsYou, Some("a")), ok(&needs_you), 0, 10),
+        ev(1, cancel(None), ok(&lost), 20, 30),
+        ev(2, Call::Get, ok(&lost), 40, 50),
+    ];
+    let v = check(&fresh(), &h).unwrap_err();
+    assert_eq!((v.longest_prefix, v.stuck_on), (vec![0], vec![1]));
+    // What the model would have answered: the cancel keeps the summary and moves to v3.
+    let kept = vec![h[0].clone(), ev(1, cancel(None), ok(&open(3, 1, Status::Cancelled, Some("a"))), 20, 30)];
+    assert!(check(&fresh(), &kept).is_ok());
+}
 
 #[test]
 fn two_reports_each_acknowledged_at_the_same_version_are_a_lost_change() {
@@ -103,6 +180,61 @@ fn an_acknowledged_change_that_a_later_read_does_not_show_is_a_lost_change() {
     assert!(check(&fresh(), &report_then_read(5)).is_ok());
 }
 
+// A version seen, then gone.
+
+#[test]
+fn a_read_of_version_two_then_a_later_read_of_version_one_is_rejected() {
+    // The report's answer is still on its way, so either read alone would be fine; but once a
+    // read has shown v2, no later read may show v1.
+    let v2 = open(2, 1, Status::Done, Some("s"));
+    let h = vec![ev(0, done(), ok(&v2), 0, 100), ev(1, Call::Get, ok(&v2), 10, 20), ev(2, Call::Get, ok(&fresh()), 30, 40)];
+    let v = check(&fresh(), &h).unwrap_err();
+    assert_eq!(v.longest_prefix.len(), 2);
+    let why = explain(&fresh(), &h, &v);
+    assert!(why.contains("#2   model answers 200 v2 turn 1 open done"), "{why}");
+    // The same answers, but the reads overlap: the v1 read may take effect first.
+    let overlapping = vec![h[0].clone(), ev(1, Call::Get, ok(&v2), 10, 40), ev(2, Call::Get, ok(&fresh()), 30, 40)];
+    assert_eq!(check(&fresh(), &overlapping).unwrap(), vec![2, 0, 1]);
+}
+
+#[test]
+fn a_wait_that_showed_a_version_then_a_read_that_does_not_is_rejected() {
+    let v2 = open(2, 1, Status::NeedsYou, None);
+    let h = vec![
+        ev(0, Call::Wait { after: 1, timed_out: false }, ok(&v2), 0, 50),
+        ev(1, report(1, ReportStatus::NeedsYou, None), ok(&v2), 10, 200),
+        ev(2, Call::Get, ok(&fresh()), 60, 70),
+    ];
+    assert!(check(&fresh(), &h).is_err());
+}
+
+// Two winners of a race.
+
+#[test]
+fn two_opens_of_the_same_turn_that_both_move_the_version_are_rejected() {
+    // Both opened turn 2 from turn 1: one of them should have been the repeat (v3, no move).
+    let v2 = open(2, 1, Status::Done, Some("s"));
+    let h = vec![
+        ev(0, done(), ok(&v2), 0, 10),
+        ev(1, open_turn(1), ok(&open(3, 2, Status::Running, None)), 20, 60),
+        ev(2, open_turn(1), ok(&open(4, 2, Status::Running, None)), 20, 60),
+    ];
+    let v = check(&fresh(), &h).unwrap_err();
+    assert_eq!(v.longest_prefix.len(), 2);
+    assert!(explain(&fresh(), &h, &v).contains("model answers 200 v3 turn 2 open running"));
+}
+
+#[test]
+fn two_opens_from_the_same_turn_that_open_two_turns_are_rejected() {
+    let v2 = open(2, 1, Status::Cancelled, None);
+    let h = vec![
+        ev(0, cancel(Some(1)), ok(&v2), 0, 10),
+        ev(1, open_turn(1), ok(&open(3, 2, Status::Running, None)), 20, 60),
+        ev(2, open_turn(1), ok(&open(4, 3, Status::Running, None)), 20, 60),
+    ];
+    assert!(check(&fresh(), &h).is_err());
+}
+
 #[test]
 fn a_cancel_and_a_final_report_that_both_win_are_rejected() {
     // Both claim the turn ended their way at version 2: no order gives both answers.
@@ -113,6 +245,42 @@ fn a_cancel_and_a_final_report_that_both_win_are_rejected() {
     let v = check(&fresh(), &h).unwrap_err();
     assert_eq!(v.longest_prefix.len(), 1);
     assert!(explain(&fresh(), &h, &v).contains("handoff.turn_finished"));
+}
+
+// A stale report applied.
+
+#[test]
+fn a_late_turn_one_report_answered_200_on_turn_two_is_rejected() {
+    let v2 = open(2, 1, Status::Done, Some("s"));
+    let v3 = open(3, 2, Status::Running, None);
+    let applied = open(4, 2, Status::Done, Some("late"));
+    let h = vec![
+        ev(0, done(), ok(&v2), 0, 10),
+        ev(1, open_turn(1), ok(&v3), 20, 30),
+        ev(0, report(1, ReportStatus::Done, Some("late")), ok(&applied), 40, 50),
+        ev(2, Call::Get, ok(&applied), 60, 70),
+    ];
+    let v = check(&fresh(), &h).unwrap_err();
+    assert_eq!((&v.longest_prefix, &v.stuck_on), (&vec![0, 1], &vec![2]));
+    let why = explain(&fresh(), &h, &v);
+    assert!(why.contains("#2   model answers handoff.stale"), "{why}");
+}
+
+#[test]
+fn a_stale_report_racing_the_open_is_rejected_in_every_order() {
+    // Overlapping the open, the late report could take effect before it; but there it meets
+    // turn 1 done with another summary (turn_finished), so no order answers it 200 either.
+    let v2 = open(2, 1, Status::Done, Some("s"));
+    let h = vec![
+        ev(0, done(), ok(&v2), 0, 10),
+        ev(1, open_turn(1), ok(&open(3, 2, Status::Running, None)), 20, 60),
+        ev(0, report(1, ReportStatus::Done, Some("late")), ok(&open(4, 2, Status::Done, Some("late"))), 30, 70),
+    ];
+    assert!(check(&fresh(), &h).is_err());
+    // Refused as the contract says, it is linearisable.
+    let stale = refused(Refusal::Stale, Some(&open(3, 2, Status::Running, None)));
+    let h = vec![h[0].clone(), h[1].clone(), ev(0, report(1, ReportStatus::Done, Some("late")), stale, 30, 70)];
+    assert!(check(&fresh(), &h).is_ok());
 }
 
 // Waits.
