@@ -1,5 +1,7 @@
-//! A linearisability checker for the history of one hand-off, with the pure turn machine
-//! (`handoff::turn::apply`) as the model.
+//! A linearisability checker for the history of one hand-off, with the contract's reference
+//! model (`crate::model`) as its model, not the service's own turn machine: a bug in the
+//! machine would otherwise be in the model too, and the checker could catch only faults of
+//! the object around it.
 //!
 //! A history is every call made on one hand-off by concurrent clients: what was asked, what
 //! was answered, and when (client-side times: `invoked_ns` before the request was sent,
@@ -26,36 +28,35 @@
 //! implies "version > after", and the promise is exactly checkable without a second point.
 //! That a wait answered promptly (no missed wake-up) is a timing property, checked apart by
 //! [`missed_wake_ups`].
+//!
+//! The calls are recorded in the service's own command type (the drivers send them), and read
+//! into the model's terms here ([`model_command`], [`Snapshot::of`]): field for field, no rule.
 
-use handoff::error::Code;
-use handoff::turn::{self, Command, Record, State, Status};
+use crate::model::{self, Handoff, Refusal};
+use handoff::turn::{self, Command, Record, State};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fmt;
 
-/// What the model compares of a record.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Snapshot {
-    pub turn: u64,
-    pub closed: bool,
-    pub status: Status,
-    pub summary: Option<String>,
-    pub version: u64,
-}
+/// What the model compares of a record: the model's hand-off.
+pub type Snapshot = Handoff;
 
-impl Snapshot {
-    pub fn of(record: &Record) -> Snapshot {
-        Snapshot {
-            turn: record.turn,
-            closed: record.state == State::Closed,
-            status: record.status,
-            summary: record.summary.clone(),
-            version: record.version,
-        }
+// Reading the service's records and answers into the model's terms lives here, not in the
+// model, which names nothing of the service.
+impl Handoff {
+    pub fn of(record: &Record) -> Handoff {
+        let status = match record.status {
+            turn::Status::Running => model::Status::Running,
+            turn::Status::NeedsYou => model::Status::NeedsYou,
+            turn::Status::Done => model::Status::Done,
+            turn::Status::Failed => model::Status::Failed,
+            turn::Status::Cancelled => model::Status::Cancelled,
+        };
+        Handoff { turn: record.turn, closed: record.state == State::Closed, status, summary: record.summary.clone(), version: record.version }
     }
 
     /// Reads an API record (`{"turn", "state", "status", "summary", "version", ...}`).
-    pub fn from_json(v: &Value) -> Option<Snapshot> {
+    pub fn from_json(v: &Value) -> Option<Handoff> {
         let closed = match v["state"].as_str()? {
             "open" => false,
             "closed" => true,
@@ -66,20 +67,31 @@ impl Snapshot {
             Value::String(s) => Some(s.clone()),
             _ => return None,
         };
-        Some(Snapshot {
+        Some(Handoff {
             turn: v["turn"].as_u64()?,
             closed,
-            status: Status::parse(v["status"].as_str()?)?,
+            status: model::Status::parse(v["status"].as_str()?)?,
             summary,
             version: v["version"].as_u64()?,
         })
     }
 }
 
-impl fmt::Display for Snapshot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = if self.closed { "closed" } else { "open" };
-        write!(f, "v{} turn {} {} {} {:?}", self.version, self.turn, state, self.status.as_str(), self.summary)
+/// A service command in the model's terms.
+pub fn model_command(command: &Command) -> model::Command {
+    match command {
+        Command::OpenTurn { after } => model::Command::OpenTurn { after: *after },
+        Command::Report { turn: t, status, summary } => {
+            let status = match status {
+                turn::ReportStatus::Running => model::ReportStatus::Running,
+                turn::ReportStatus::NeedsYou => model::ReportStatus::NeedsYou,
+                turn::ReportStatus::Done => model::ReportStatus::Done,
+                turn::ReportStatus::Failed => model::ReportStatus::Failed,
+            };
+            model::Command::Report { turn: *t, status, summary: summary.clone() }
+        }
+        Command::Cancel { turn: t } => model::Command::Cancel { turn: *t },
+        Command::Close => model::Command::Close,
     }
 }
 
@@ -145,27 +157,43 @@ impl fmt::Display for Event {
 
 /// The model's step: the next state when `outcome` is what the model answers to `call` in
 /// `state`, or `None` when it is not.
-pub fn step(state: &Record, call: &Call, outcome: &Outcome) -> Option<Record> {
-    let now = Snapshot::of(state);
+pub fn next(state: &Snapshot, call: &Call, outcome: &Outcome) -> Option<Snapshot> {
     match call {
-        Call::Get => matches!(outcome, Outcome::Ok(s) if *s == now).then(|| state.clone()),
+        Call::Get => matches!(outcome, Outcome::Ok(s) if s == state).then(|| state.clone()),
         Call::Wait { after, timed_out } => {
-            let kept_its_promise = *timed_out || turn::wait_answers_now(state, *after);
-            let same = matches!(outcome, Outcome::Ok(s) if *s == now);
+            let kept_its_promise = *timed_out || state.answers_wait(*after);
+            let same = matches!(outcome, Outcome::Ok(s) if s == state);
             (same && kept_its_promise).then(|| state.clone())
         }
-        Call::Apply(command) => match turn::apply(state, command, state.updated_at + 1) {
-            Ok(applied) => {
-                matches!(outcome, Outcome::Ok(s) if *s == Snapshot::of(&applied.record)).then_some(applied.record)
-            }
-            Err(code) => match outcome {
-                Outcome::Refused { code: got, record } if got == code.as_str() && record.as_ref().is_none_or(|r| *r == now) => {
+        Call::Apply(command) => match model::answer(state, &model_command(command)) {
+            Ok(accepted) => matches!(outcome, Outcome::Ok(s) if *s == accepted.handoff).then_some(accepted.handoff),
+            Err(refusal) => match outcome {
+                Outcome::Refused { code, record } if code == refusal.code() && record.as_ref().is_none_or(|r| r == state) => {
                     Some(state.clone())
                 }
                 _ => None,
             },
         },
     }
+}
+
+/// As [`next`], on a service record, for tests that track one (`concurrency.rs`): the record
+/// with the model's turn, state, status, summary and version, its other fields as they were.
+pub fn step(state: &Record, call: &Call, outcome: &Outcome) -> Option<Record> {
+    let after = next(&Snapshot::of(state), call, outcome)?;
+    let mut record = state.clone();
+    record.turn = after.turn;
+    record.state = if after.closed { State::Closed } else { State::Open };
+    record.status = match after.status {
+        model::Status::Running => turn::Status::Running,
+        model::Status::NeedsYou => turn::Status::NeedsYou,
+        model::Status::Done => turn::Status::Done,
+        model::Status::Failed => turn::Status::Failed,
+        model::Status::Cancelled => turn::Status::Cancelled,
+    };
+    record.summary = after.summary;
+    record.version = after.version;
+    Some(record)
 }
 
 /// Why a history is not linearisable, with what the search got furthest to.
@@ -195,7 +223,7 @@ struct Search<'a> {
 // The search below is recursive: its depth is the history's length, a few dozen calls.
 
 impl Search<'_> {
-    fn run(&mut self, done: &mut Vec<u64>, state: &Record) -> bool {
+    fn run(&mut self, done: &mut Vec<u64>, state: &Snapshot) -> bool {
         if self.order.len() == self.history.len() {
             return true;
         }
@@ -203,7 +231,7 @@ impl Search<'_> {
             self.gave_up = true;
             return false;
         }
-        if !self.seen.insert((done.clone(), Snapshot::of(state))) {
+        if !self.seen.insert((done.clone(), state.clone())) {
             return false;
         }
         let is_done = |done: &[u64], i: usize| done[i / 64] & (1 << (i % 64)) != 0;
@@ -213,12 +241,12 @@ impl Search<'_> {
             (0..self.history.len()).filter(|&i| !is_done(done, i) && self.history[i].invoked_ns <= first_answer).collect();
         for &i in &candidates {
             let event = &self.history[i];
-            let Some(next) = step(state, &event.call, &event.outcome) else {
+            let Some(after) = next(state, &event.call, &event.outcome) else {
                 continue;
             };
             done[i / 64] |= 1 << (i % 64);
             self.order.push(i);
-            if self.run(done, &next) {
+            if self.run(done, &after) {
                 return true;
             }
             self.order.pop();
@@ -232,9 +260,9 @@ impl Search<'_> {
     }
 }
 
-/// Checks one hand-off's history from `initial` (the record before any of its calls).
+/// Checks one hand-off's history from `initial` (the hand-off before any of its calls).
 /// `Ok`: an order of the calls (indices into `history`) that the model accepts.
-pub fn check(initial: &Record, history: &[Event]) -> Result<Vec<usize>, Violation> {
+pub fn check(initial: &Snapshot, history: &[Event]) -> Result<Vec<usize>, Violation> {
     for e in history {
         assert!(e.invoked_ns <= e.answered_ns, "a call is answered after it is invoked: {e}");
     }
@@ -249,8 +277,8 @@ pub fn check(initial: &Record, history: &[Event]) -> Result<Vec<usize>, Violatio
 
 /// A readable account of a failed check: the history in invocation order, then how far the
 /// model got and where it was stuck.
-pub fn explain(initial: &Record, history: &[Event], violation: &Violation) -> String {
-    let mut out = format!("initial: {}\nhistory ({} calls, by invocation):\n", Snapshot::of(initial), history.len());
+pub fn explain(initial: &Snapshot, history: &[Event], violation: &Violation) -> String {
+    let mut out = format!("initial: {initial}\nhistory ({} calls, by invocation):\n", history.len());
     let mut by_invocation: Vec<usize> = (0..history.len()).collect();
     by_invocation.sort_by_key(|&i| history[i].invoked_ns);
     for i in by_invocation {
@@ -262,17 +290,17 @@ pub fn explain(initial: &Record, history: &[Event], violation: &Violation) -> St
     let mut state = initial.clone();
     out += "longest order the model accepts:\n";
     for &i in &violation.longest_prefix {
-        state = step(&state, &history[i].call, &history[i].outcome).expect("the prefix replays");
-        out += &format!("  #{i:<3} -> {}\n", Snapshot::of(&state));
+        state = next(&state, &history[i].call, &history[i].outcome).expect("the prefix replays");
+        out += &format!("  #{i:<3} -> {state}\n");
     }
-    out += &format!("then no candidate fits the model state {}: {:?}\n", Snapshot::of(&state), violation.stuck_on);
+    out += &format!("then no candidate fits the model state {state}: {:?}\n", violation.stuck_on);
     for &i in &violation.stuck_on {
         let model = match &history[i].call {
-            Call::Apply(c) => match turn::apply(&state, c, state.updated_at + 1) {
-                Ok(a) => format!("200 {}", Snapshot::of(&a.record)),
-                Err(code) => code.as_str().to_string(),
+            Call::Apply(c) => match model::answer(&state, &model_command(c)) {
+                Ok(a) => format!("200 {}", a.handoff),
+                Err(refusal) => refusal.code().to_string(),
             },
-            Call::Get | Call::Wait { .. } => format!("200 {}", Snapshot::of(&state)),
+            Call::Get | Call::Wait { .. } => format!("200 {state}"),
         };
         out += &format!("  #{i:<3} model answers {model}; got {:?}\n", history[i].outcome);
     }
@@ -305,171 +333,10 @@ pub fn missed_wake_ups(history: &[Event], slack_ns: u64, timeout_ns: u64) -> Vec
     missed
 }
 
-/// The refusal a code gives, for tests that build histories by hand.
-pub fn refused(code: Code, record: Option<&Record>) -> Outcome {
-    Outcome::Refused { code: code.as_str().to_string(), record: record.map(Snapshot::of) }
+/// A refusal as the service answers it, for tests that build histories by hand.
+pub fn refused(refusal: Refusal, record: Option<&Snapshot>) -> Outcome {
+    Outcome::Refused { code: refusal.code().to_string(), record: record.cloned() }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use handoff::turn::ReportStatus;
-
-    fn fresh() -> Record {
-        Record::create("ho_x".into(), "alice".into(), "s".into(), "m".into(), "l".into(), 0)
-    }
-
-    fn after(record: &Record, command: Command) -> Record {
-        turn::apply(record, &command, 1).unwrap().record
-    }
-
-    fn ev(client: usize, call: Call, outcome: Outcome, invoked_ns: u64, answered_ns: u64) -> Event {
-        Event { client, call, outcome, invoked_ns, answered_ns }
-    }
-
-    fn ok(r: &Record) -> Outcome {
-        Outcome::Ok(Snapshot::of(r))
-    }
-
-    fn done() -> Command {
-        Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("s".into()) }
-    }
-
-    #[test]
-    fn a_sequential_history_that_follows_the_rules_is_linearisable() {
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        let r3 = after(&r2, Command::OpenTurn { after: 1 });
-        let h = vec![
-            ev(0, Call::Apply(done()), ok(&r2), 0, 10),
-            ev(1, Call::Apply(Command::OpenTurn { after: 1 }), ok(&r3), 20, 30),
-            ev(0, Call::Apply(done()), refused(Code::HandoffStale, Some(&r3)), 40, 50),
-            ev(2, Call::Get, ok(&r3), 60, 70),
-        ];
-        assert_eq!(check(&r1, &h).unwrap(), vec![0, 1, 2, 3]);
-    }
-
-    #[test]
-    fn overlapping_calls_may_take_effect_in_the_other_order() {
-        // The open-turn call was invoked first but took effect after the report that it needed.
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        let r3 = after(&r2, Command::OpenTurn { after: 1 });
-        let h = vec![
-            ev(0, Call::Apply(Command::OpenTurn { after: 1 }), ok(&r3), 0, 100),
-            ev(1, Call::Apply(done()), ok(&r2), 10, 50),
-            ev(2, Call::Get, ok(&r2), 20, 60),
-        ];
-        assert_eq!(check(&r1, &h).unwrap(), vec![1, 2, 0]);
-    }
-
-    #[test]
-    fn a_read_that_goes_back_in_time_is_rejected() {
-        // The report was answered before the get was invoked, yet the get shows version 1.
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        let h = vec![ev(0, Call::Apply(done()), ok(&r2), 0, 10), ev(1, Call::Get, ok(&r1), 20, 30)];
-        let v = check(&r1, &h).unwrap_err();
-        assert_eq!((v.longest_prefix, v.stuck_on), (vec![0], vec![1]));
-        // Overlapping, the same answers are fine: the get took effect first.
-        let h = vec![ev(0, Call::Apply(done()), ok(&r2), 0, 30), ev(1, Call::Get, ok(&r1), 20, 40)];
-        assert!(check(&r1, &h).is_ok());
-    }
-
-    #[test]
-    fn a_cancel_and_a_final_report_that_both_win_are_rejected() {
-        // Both claim the turn ended their way at version 2: no order gives both answers.
-        let r1 = fresh();
-        let by_report = after(&r1, done());
-        let by_cancel = after(&r1, Command::Cancel { turn: Some(1) });
-        let h = vec![
-            ev(0, Call::Apply(done()), ok(&by_report), 0, 50),
-            ev(1, Call::Apply(Command::Cancel { turn: Some(1) }), ok(&by_cancel), 0, 50),
-        ];
-        let v = check(&r1, &h).unwrap_err();
-        assert_eq!(v.longest_prefix.len(), 1);
-        assert!(explain(&r1, &h, &v).contains("handoff.turn_finished"));
-    }
-
-    #[test]
-    fn a_refusal_must_carry_the_record_it_was_refused_against() {
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        // turn_finished is right for the cancel only after the report, and then it must show r2.
-        let wrong = vec![
-            ev(0, Call::Apply(done()), ok(&r2), 0, 10),
-            ev(1, Call::Apply(Command::Cancel { turn: None }), refused(Code::TurnFinished, Some(&r1)), 20, 30),
-        ];
-        assert!(check(&r1, &wrong).is_err());
-        let right = vec![wrong[0].clone(), ev(1, Call::Apply(Command::Cancel { turn: None }), refused(Code::TurnFinished, Some(&r2)), 20, 30)];
-        assert!(check(&r1, &right).is_ok());
-    }
-
-    #[test]
-    fn a_lost_change_is_rejected() {
-        // Two reports each answered as moving the version to 2: one of them was lost.
-        let r1 = fresh();
-        let needs = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: Some("a".into()) };
-        let running = Command::Report { turn: 1, status: ReportStatus::Running, summary: Some("b".into()) };
-        let h = vec![
-            ev(0, Call::Apply(needs.clone()), ok(&after(&r1, needs)), 0, 10),
-            ev(1, Call::Apply(running.clone()), ok(&after(&r1, running)), 20, 30),
-        ];
-        assert!(check(&r1, &h).is_err());
-    }
-
-    #[test]
-    fn a_wait_must_answer_newer_or_closed_unless_it_ran_its_timeout() {
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        // Answered early with nothing newer than it asked for: a broken promise.
-        let early = vec![ev(0, Call::Wait { after: 1, timed_out: false }, ok(&r1), 0, 10)];
-        assert!(check(&r1, &early).is_err());
-        let at_timeout = vec![ev(0, Call::Wait { after: 1, timed_out: true }, ok(&r1), 0, 10)];
-        assert!(check(&r1, &at_timeout).is_ok());
-        // Woken by a change inside its interval, it shows the change.
-        let woken = vec![
-            ev(0, Call::Wait { after: 1, timed_out: false }, ok(&r2), 0, 100),
-            ev(1, Call::Apply(done()), ok(&r2), 40, 60),
-        ];
-        assert!(check(&r1, &woken).is_ok());
-        // A closed hand-off answers a wait at once, whatever it asked for.
-        let closed = after(&r1, Command::Close);
-        let h = vec![
-            ev(1, Call::Apply(Command::Close), ok(&closed), 0, 10),
-            ev(0, Call::Wait { after: 9, timed_out: false }, ok(&closed), 20, 30),
-        ];
-        assert!(check(&r1, &h).is_ok());
-    }
-
-    #[test]
-    fn a_wait_held_to_its_timeout_past_a_change_is_a_missed_wake_up() {
-        let r1 = fresh();
-        let r2 = after(&r1, done());
-        let ms = 1_000_000;
-        let h = vec![
-            ev(0, Call::Wait { after: 1, timed_out: true }, ok(&r2), 0, 2_100 * ms),
-            ev(1, Call::Apply(done()), ok(&r2), 100 * ms, 110 * ms),
-        ];
-        assert!(check(&r1, &h).is_ok(), "linearisable: it is a timing fault");
-        assert_eq!(missed_wake_ups(&h, 1_000 * ms, 2_000 * ms).len(), 1);
-        let prompt = vec![ev(0, Call::Wait { after: 1, timed_out: false }, ok(&r2), 0, 120 * ms), h[1].clone()];
-        assert!(missed_wake_ups(&prompt, 1_000 * ms, 2_000 * ms).is_empty());
-    }
-
-    #[test]
-    fn memoisation_keeps_many_commuting_reads_cheap() {
-        // 60 overlapping gets of one state: 60! orders, one memoised state per subset reached.
-        let r1 = fresh();
-        let h: Vec<Event> = (0..60).map(|i| ev(i, Call::Get, ok(&r1), 0, 100)).collect();
-        assert!(check(&r1, &h).is_ok());
-        // A history that fails only at its end: without memoisation every one of the 11! orders
-        // of the overlapping calls is tried; with it, each subset of them once (2^11).
-        let r2 = after(&r1, done());
-        let mut h: Vec<Event> = (0..10).map(|i| ev(i, Call::Get, ok(&r1), 0, 100)).collect();
-        h.push(ev(10, Call::Apply(done()), ok(&r2), 0, 100));
-        h.push(ev(11, Call::Get, ok(&r1), 200, 300));
-        let v = check(&r1, &h).unwrap_err();
-        assert!(v.explored <= 1 << 11, "{}", v.explored);
-    }
-}
+mod tests;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use handoff::token::DEV_SIGNING_KEY;
 
 pub mod checker;
+pub mod model;
 pub mod rng;
 pub mod workerd;
 

@@ -1,8 +1,8 @@
 //! Linearisability (issue 5, reliability harness 1): concurrent clients run randomised calls
 //! against hand-offs of the real local Worker, every call is recorded with its times, and
-//! each hand-off's history must be linearisable against the pure turn machine
-//! (`handoff::turn::apply`) — see `handoff_it::checker` for the search and for how waits are
-//! checked.
+//! each hand-off's history must be linearisable against the contract's reference model
+//! (`handoff_it::model`, written apart from the service's turn machine) — see
+//! `handoff_it::checker` for the search and for how waits are checked.
 //!
 //! Each history is one fresh hand-off and four clients: the owner (opening, cancelling and
 //! closing turns, reading), the machine (reporting on the turn it saw, an older or a newer
@@ -15,7 +15,7 @@
 //! interleaving itself is the runtime's). The interleavings differ from run to run; the
 //! choices of every client do not.
 
-use handoff::turn::{Command, Record, ReportStatus};
+use handoff::turn::{Command, ReportStatus};
 use handoff_it::checker::{self, Call, Event, Outcome, Snapshot};
 use handoff_it::rng::Rng;
 use handoff_it::{owner, unique, Client};
@@ -169,15 +169,15 @@ impl Actor<'_> {
 }
 
 /// Runs history `index` of a run seeded `seed` on a fresh hand-off; answers its initial
-/// record and its events.
-fn run_history(c: &Client, alice: &str, seed: u64) -> (Record, Vec<Event>) {
+/// hand-off and its events.
+fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>) {
     let created = c.post("/v1/handoffs", alice, json!({"session": unique("lin"), "machine": "m1", "size": "large"}));
     assert_eq!(created.status, 201, "{}", created.text);
     let id = created.handoff()["id"].as_str().unwrap().to_string();
     let machine = created.body["machine_token"].as_str().unwrap().to_string();
-    let initial = Record::create(id.clone(), "alice".into(), "s".into(), "m1".into(), "large".into(), 0);
+    let initial = Snapshot::created();
     let seen = Snapshot::from_json(created.handoff()).unwrap();
-    assert_eq!(seen, Snapshot::of(&initial));
+    assert_eq!(seen, initial, "a new hand-off starts where the contract says");
     let rec = Recorder { start: Instant::now(), events: Mutex::new(vec![]) };
     let tokens = [alice, &machine, alice, &machine];
     thread::scope(|s| {
