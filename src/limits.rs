@@ -143,3 +143,7 @@ pub const WORK_RECORD_BYTES_MAX: usize = 1024 * 1024;
 /// transaction, so that a row whose delivery never ran (the Worker died first) still reaches the
 /// owner's index. A pending alarm already covers later changes: it delivers the newest row.
 pub const OUTBOX_SAFETY_ALARM_MS: i64 = 10_000;
+
+// The object holds enough of the lineage for the compiler, which reads the newest
+// PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
+const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);
