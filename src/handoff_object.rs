@@ -227,8 +227,11 @@ impl DurableObject for HandoffObject {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let ask: Ask = match req.json().await {
-            Ok(ask) => ask,
+        // Parsed by serde_json from the text, not by the runtime's JSON.parse, which would turn
+        // integers past 2^53 into floats.
+        let ask: Ask = match req.text().await.map(|t| serde_json::from_str(&t)) {
+            Ok(Ok(ask)) => ask,
+            Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
             // The Worker and this object are one build; an ask it cannot read is a deploy that
             // mixes versions, which a retry outlives: 503, not the client's 400.
             Err(e) => return store_failed("unreadable internal ask", &e),
@@ -772,7 +775,9 @@ impl HandoffObject {
             Ok(h) => h,
             Err(e) => return Answer::refused(&e, None).into_response(),
         };
-        let before = before.map_or(i64::MAX, |b| b as i64);
+        // Turn numbers are far below 2^53, past which the runtime's SQL numbers lose precision.
+        const TURN_BOUND: u64 = 1 << 53;
+        let before = before.unwrap_or(TURN_BOUND).min(TURN_BOUND) as i64;
         let sql = self.state.storage().sql();
         let mut rows: Vec<TurnRow> = sql
             .exec("SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?", vec![before.into(), (limit as i64 + 1).into()])?

@@ -86,8 +86,9 @@ impl DurableObject for OwnerIndex {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let ask: IndexAsk = match req.json().await {
-            Ok(ask) => ask,
+        let ask: IndexAsk = match req.text().await.map(|t| serde_json::from_str(&t)) {
+            Ok(Ok(ask)) => ask,
+            Ok(Err(e)) => return store_failed("unreadable index ask", &e),
             // One build with the Worker: an unreadable ask is a deploy mixing versions. Retry.
             Err(e) => return store_failed("unreadable index ask", &e),
         };

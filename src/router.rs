@@ -322,7 +322,8 @@ async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str
     let payload = serde_json::to_string(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
     let mut response = send(&stub(store, &id)?, payload).await?;
     let status = response.status_code();
-    let mut answer: serde_json::Value = response.json().await.map_err(|e| unavailable("reading the object's answer", &e))?;
+    let text = response.text().await.map_err(|e| unavailable("reading the object's answer", &e))?;
+    let mut answer: serde_json::Value = serde_json::from_str(&text).map_err(|e| unavailable("reading the object's answer", &e))?;
     if status < 300 {
         answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key.as_bytes(), now_s()));
     }
