@@ -103,20 +103,40 @@ impl Route {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 pub enum Token {
     /// An owner token, valid for `TOKEN_TTL_S` from now, signed with the public development
-    /// key (`handoff::token::DEV_SIGNING_KEY`). A deployment must refuse it: 401 where its
-    /// key is another, 503 `auth.misconfigured` where its key is this one.
+    /// key. A deployment must refuse it: 401 where its key is another, 503
+    /// `auth.misconfigured` where its key is this one.
     #[serde(rename = "development-key")]
     DevelopmentKey,
 }
 
+/// The public development key: `DEV_SIGNING_KEY` in src/token.rs and scripts/env.sh (a test
+/// pins it to the core's).
+pub const DEVELOPMENT_KEY: &str = "handoff-development-key-do-not-deploy";
+
 impl Token {
+    /// An HS256 JWT as the service's tokens are (src/token.rs; a test checks it is byte for
+    /// byte the core's `owner_token`): `{"sub", "role": "owner", "exp"}`.
     pub fn sign(self, now_s: i64) -> String {
-        match self {
-            Token::DevelopmentKey => {
-                let key = handoff::token::DEV_SIGNING_KEY.as_bytes();
-                handoff::token::owner_token(TOKEN_OWNER, TOKEN_TTL_S, key, now_s)
-            }
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        use hmac::{Hmac, Mac};
+
+        let key = match self {
+            Token::DevelopmentKey => DEVELOPMENT_KEY.as_bytes(),
+        };
+        #[derive(serde::Serialize)]
+        struct Claims {
+            sub: &'static str,
+            role: &'static str,
+            exp: i64,
         }
+        let claims = Claims { sub: TOKEN_OWNER, role: "owner", exp: now_s + TOKEN_TTL_S };
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialise"));
+        let mut signer = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+        signer.update(format!("{header}.{payload}").as_bytes());
+        let signature = URL_SAFE_NO_PAD.encode(signer.finalize().into_bytes());
+        format!("{header}.{payload}.{signature}")
     }
 }
 
