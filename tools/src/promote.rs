@@ -13,12 +13,16 @@
 //! exactly the approved tags, in order; refused are a tag that has no reviewed entry, an entry
 //! whose classes differ from the migration's, a gap in the tag order, and an edit to an
 //! already applied tag. The reference migration for a tag is the top-level `[[migrations]]`
-//! entry; every other environment that defines the tag must agree with it.
+//! entry; every other environment that defines the tag must agree with it. And no deployable
+//! environment may set a test or bench hook variable (`hooks`): production is not the only
+//! environment that gets deployed.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Deserialize;
+
+use crate::hooks::{self, EnvVars, Exposure};
 
 /// The environment this gate writes. Every other `[env.*]` is a reference, never written.
 pub const PRODUCTION: &str = "production";
@@ -90,6 +94,8 @@ pub struct Wrangler {
     /// What `[env.production]` already applies and binds.
     pub production_migrations: Vec<Migration>,
     pub production_bindings: Vec<Binding>,
+    /// The `vars` of every `[env.NAME]`, production included, in file order.
+    pub env_vars: Vec<EnvVars>,
 }
 
 /// production-approvals.json.
@@ -142,6 +148,8 @@ pub enum Refusal {
     /// Production binds a class that no approved tag adds.
     UnreviewedBinding { name: String, class: String },
     TooManyEntries { count: usize },
+    /// A deployable environment sets a hook variable or calls itself local.
+    Hook(Exposure),
 }
 
 impl fmt::Display for Refusal {
@@ -218,6 +226,7 @@ impl fmt::Display for Refusal {
                 f,
                 "production-approvals.json has {count} entries, more than {APPROVALS_MAX}"
             ),
+            Hook(exposure) => exposure.fmt(f),
         }
     }
 }
@@ -277,6 +286,7 @@ pub fn plan(wrangler: &Wrangler, approvals: &[Approval]) -> Result<Plan, Vec<Ref
     check_entries(wrangler, approvals, &mut refusals);
     check_tag_order(wrangler, approvals, &mut refusals);
     check_applied(wrangler, approvals, &mut refusals);
+    refusals.extend(hooks::exposed(&wrangler.env_vars).into_iter().map(Refusal::Hook));
 
     let approved: BTreeSet<&str> = approvals.iter().map(|a| a.tag.as_str()).collect();
     // Approved tags that pass the order rule form a prefix of the top-level list.

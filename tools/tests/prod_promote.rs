@@ -92,6 +92,26 @@ fn a_refusal_exits_1_names_the_tag_and_writes_nothing() {
 }
 
 #[test]
+fn a_hook_variable_in_a_deployable_environment_is_refused_even_by_check() {
+    let dir = scratch("hook", APPROVE_BOTH);
+    let config = dir.join("wrangler.toml");
+    let spoiled = fs::read_to_string(&config).unwrap().replacen(
+        "vars = { HANDOFF_ENV = \"development\" }",
+        "vars = { HANDOFF_ENV = \"development\", HANDOFF_TEST_HOOKS = \"1\" }",
+        1,
+    );
+    fs::write(&config, &spoiled).unwrap();
+    for args in [&["--check"][..], &[]] {
+        let output = promote(&dir, args);
+        let err = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("prod-promote: refused: env.development sets the hook variable HANDOFF_TEST_HOOKS"), "{err}");
+    }
+    assert_eq!(fs::read_to_string(&config).unwrap(), spoiled, "nothing is written");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn paths_can_be_given_and_bad_input_exits_2() {
     let dir = scratch("paths", APPROVE_BOTH);
     let config = dir.join("wrangler.toml");

@@ -1,7 +1,8 @@
 //! release-smoke end to end against a stand-in Worker on 127.0.0.1 that answers as the
-//! contract says: health everywhere, the store check before auth on every /v1/handoffs
-//! route, route.not_found for unknown routes and 405 for a wrong method. The real Worker is
-//! smoked by scripts/test; this pins the CLI's lines and exit codes.
+//! contract says: health everywhere (naming the store and `"auth": "ok"`), the store check
+//! before auth on every /v1/handoffs route, route.not_found for unknown routes, the closed
+//! test and bench hooks, and 405 for a wrong method. The real Worker is smoked by
+//! scripts/test; this pins the CLI's lines and exit codes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,6 +15,14 @@ enum Fake {
     Unbound,
     /// Bound, but the report route throws: what the smoke exists to catch.
     BrokenReport,
+    /// Bound, and deployed with the public development key by a Worker that does not
+    /// refuse it: a token anyone can sign lists the owner's hand-offs.
+    DevKeyTrusted,
+    /// Bound, deployed with the development key, and refusing it as the contract says:
+    /// health says so and every authenticated route answers 503 auth.misconfigured.
+    Misconfigured,
+    /// Bound, with the test and bench hooks switched on.
+    HooksOpen,
 }
 
 /// Serves `fake` on a free loopback port until the test process ends; returns the base URL.
@@ -38,6 +47,7 @@ fn answer(stream: TcpStream, fake: Fake) {
     let method = parts.next().unwrap_or("").to_string();
     let target = parts.next().unwrap_or("").to_string();
     let mut authorized = false;
+    let mut dev_key_token = false;
     let mut length = 0usize;
     loop {
         let mut line = String::new();
@@ -46,6 +56,14 @@ fn answer(stream: TcpStream, fake: Fake) {
         }
         let lower = line.to_ascii_lowercase();
         authorized |= lower.starts_with("authorization:");
+        if let Some(value) = lower.strip_prefix("authorization:") {
+            // Tokens are case-sensitive: cut the original line where the lowercase one matched.
+            let original = &line[line.len() - value.len()..];
+            if let Some(token) = original.trim().strip_prefix("Bearer ") {
+                let key = handoff::token::DEV_SIGNING_KEY.as_bytes();
+                dev_key_token |= handoff::token::verify(token, key, now_s()).is_ok();
+            }
+        }
         if let Some(value) = lower.strip_prefix("content-length:") {
             length = value.trim().parse().unwrap_or(0);
         }
@@ -56,16 +74,28 @@ fn answer(stream: TcpStream, fake: Fake) {
     let path = target.split('?').next().unwrap_or("");
     let store = if fake == Fake::Unbound { "unbound" } else { "bound" };
     let error = |code: &str| format!(r#"{{"error": {{"code": "{code}", "message": "stand-in"}}}}"#);
+    let auth = if fake == Fake::Misconfigured { "misconfigured" } else { "ok" };
+    let hook = path.starts_with("/v1/test/") || path.starts_with("/v1/bench/");
     let (status, body) = if path == "/v1/health" {
         match method.as_str() {
-            "GET" => (200, format!(r#"{{"ok": true, "store": "{store}"}}"#)),
+            "GET" => (200, format!(r#"{{"ok": true, "store": "{store}", "auth": "{auth}"}}"#)),
             _ => (405, error("method.not_allowed")),
+        }
+    } else if hook && fake == Fake::HooksOpen {
+        if path == "/v1/bench/floor" {
+            (200, r#"{"floor": true}"#.to_string())
+        } else {
+            (401, error("auth.required"))
         }
     } else if path == "/v1/handoffs" || path.starts_with("/v1/handoffs/") {
         if fake == Fake::Unbound {
             (404, error("store.unbound"))
         } else if fake == Fake::BrokenReport && path.ends_with("/report") {
             (500, "worker threw".to_string())
+        } else if fake == Fake::Misconfigured && authorized {
+            (503, error("auth.misconfigured"))
+        } else if fake == Fake::DevKeyTrusted && dev_key_token {
+            (200, r#"{"cursor": null, "handoffs": []}"#.to_string())
         } else if authorized {
             (401, error("auth.invalid"))
         } else {
@@ -80,6 +110,11 @@ fn answer(stream: TcpStream, fake: Fake) {
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
+}
+
+fn now_s() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    since.as_secs() as i64
 }
 
 fn smoke(args: &[&str]) -> Output {
@@ -105,10 +140,15 @@ fn the_smoke_passes_where_the_store_is_bound() {
     let output = smoke(&[&base, "--expect", "bound"]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{out}");
-    // A header, the store line, one line per route, the count.
-    assert_eq!(out.lines().filter(|l| l.starts_with("pass  ")).count(), route_count() + 1, "{out}");
+    // A header, the config, store and auth lines, one line per route, the count.
+    let checks = route_count() + 3;
+    assert_eq!(out.lines().filter(|l| l.starts_with("pass  ")).count(), checks, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  config") && l.ends_with("got none")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  auth") && l.ends_with("got auth ok")), "{out}");
     assert!(out.lines().any(|l| l.starts_with("pass  list-unsigned") && l.ends_with("expected 401 auth.required  got 401 auth.required")), "{out}");
-    assert!(out.ends_with(&format!("release-smoke: {} passed, 0 failed\n", route_count() + 1)), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 401 auth.invalid")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("pass  bench-floor-closed") && l.ends_with("got 404 route.not_found")), "{out}");
+    assert!(out.ends_with(&format!("release-smoke: {checks} passed, 0 failed\n")), "{out}");
 }
 
 #[test]
@@ -153,6 +193,63 @@ fn a_500_on_an_unsigned_report_fails_the_smoke_and_names_the_route() {
     assert!(failed[0].ends_with("expected 401 auth.required  got 500 (worker threw)"), "{out}");
 }
 
+/// The FAIL lines of a run that must exit 1.
+fn failures(fake: Fake, args: &[&str]) -> Vec<String> {
+    let base = serve(fake);
+    let output = smoke(&[&[base.as_str()][..], args].concat());
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    out.lines().filter(|l| l.starts_with("FAIL")).map(str::to_string).collect()
+}
+
+#[test]
+fn a_deployment_that_trusts_the_development_key_fails_the_smoke() {
+    let failed = failures(Fake::DevKeyTrusted, &["--expect", "bound"]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("FAIL  list-development-key"), "{failed:?}");
+    assert!(failed[0].contains("expected 401 auth.invalid or 503 auth.misconfigured  got 200"), "{failed:?}");
+}
+
+#[test]
+fn a_deployment_that_refuses_its_development_key_fails_the_auth_line() {
+    let base = serve(Fake::Misconfigured);
+    let output = smoke(&[&base, "--expect", "bound"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("FAIL  auth") && l.ends_with("got auth misconfigured")), "{out}");
+    // The development key is refused as it should be; the routes that carry a token show
+    // what the misconfigured key breaks.
+    assert!(out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 503 auth.misconfigured")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("FAIL  list-expired-token")), "{out}");
+}
+
+#[test]
+fn open_test_and_bench_hooks_fail_the_smoke_route_by_route() {
+    let failed = failures(Fake::HooksOpen, &["--expect", "bound"]);
+    let names: Vec<&str> = failed.iter().map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert_eq!(names, ["bench-floor-closed", "test-refuse-index-closed", "test-storage-closed"], "{failed:?}");
+    assert!(failed[0].ends_with("expected 404 route.not_found  got 200 ({\"floor\": true})"), "{failed:?}");
+}
+
+#[test]
+fn a_hook_variable_in_a_deployable_environment_fails_the_smoke_by_name() {
+    let checked_in = include_str!("../../wrangler.toml");
+    let config = std::env::temp_dir().join(format!("release-smoke-{}-wrangler.toml", std::process::id()));
+    let spoiled = checked_in.replacen(
+        "[env.production]\nvars = { HANDOFF_ENV = \"production\" }",
+        "[env.production]\n\n[env.production.vars]\nHANDOFF_ENV = \"production\"\nHANDOFF_TEST_HOOKS = \"1\"",
+        1,
+    );
+    assert_ne!(spoiled, checked_in);
+    std::fs::write(&config, spoiled).unwrap();
+    // The Worker itself answers as it should; the configuration alone fails the run.
+    let failed = failures(Fake::Unbound, &["--expect", "unbound", "--config", config.to_str().unwrap()]);
+    std::fs::remove_file(&config).unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("FAIL  config"), "{failed:?}");
+    assert!(failed[0].contains("env.production sets the hook variable HANDOFF_TEST_HOOKS"), "{failed:?}");
+}
+
 #[test]
 fn a_worker_that_is_not_there_fails_the_smoke() {
     // Bind a port and drop it, so that nothing listens there.
@@ -176,6 +273,8 @@ fn bad_arguments_and_bad_routes_files_exit_2() {
         &["http://127.0.0.1:1", "--frobnicate"],
         &["http://127.0.0.1:1", "--routes", "/nonexistent/release-smoke.json"],
         &["http://127.0.0.1:1", "--routes", "Cargo.toml"],
+        &["http://127.0.0.1:1", "--config", "/nonexistent/wrangler.toml"],
+        &["http://127.0.0.1:1", "--config", "release-smoke.json"],
     ] {
         let output = smoke(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));

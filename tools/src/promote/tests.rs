@@ -1,6 +1,7 @@
 //! The production gate's rules, named after the contract's words.
 
 use super::*;
+use crate::hooks::Exposure;
 
 /// The shape of the checked-in wrangler.toml: local, development and staging bind both
 /// objects; production binds neither.
@@ -407,6 +408,58 @@ fn reports_every_refusal_at_once() {
     unreviewed.reviewed_by.clear();
     let found = refusals(&text, &[unreviewed, approval("v3", &["Wrong"])]);
     assert_eq!(found.len(), 3, "{found:?}");
+}
+
+#[test]
+fn refuses_an_environment_that_sets_a_hook_variable_in_inline_vars() {
+    let text = WRANGLER.replace(
+        "vars = { HANDOFF_ENV = \"staging\" }",
+        "vars = { HANDOFF_ENV = \"staging\", HANDOFF_TEST_HOOKS = \"1\" }",
+    );
+    let found = refusals(&text, &[v1(), v2()]);
+    let hook = Exposure::HookVar { env: "staging".into(), var: "HANDOFF_TEST_HOOKS".into() };
+    assert_eq!(found, [Refusal::Hook(hook)]);
+    assert!(found[0].to_string().starts_with("env.staging sets the hook variable HANDOFF_TEST_HOOKS"));
+}
+
+#[test]
+fn refuses_a_production_that_sets_a_hook_variable_in_a_vars_table() {
+    let text = WRANGLER.replace(
+        "[env.production]\nvars = { HANDOFF_ENV = \"production\" }\n",
+        "[env.production]\n\n[env.production.vars]\nHANDOFF_ENV = \"production\"\nHANDOFF_BENCH_FLOOR = \"1\"\n",
+    );
+    // Refused whatever the approvals say, and before anything would be written.
+    for approvals in [&[][..], &[v1(), v2()]] {
+        let found = refusals(&text, approvals);
+        let hook = Exposure::HookVar { env: "production".into(), var: "HANDOFF_BENCH_FLOOR".into() };
+        assert_eq!(found, [Refusal::Hook(hook)]);
+    }
+}
+
+#[test]
+fn refuses_every_hook_variable_of_every_environment_at_once() {
+    let text = WRANGLER
+        .replace("HANDOFF_ENV = \"staging\" }", "HANDOFF_ENV = \"staging\", HANDOFF_TEST_WAITERS_MAX = \"2\" }")
+        .replace("HANDOFF_ENV = \"production\" }", "HANDOFF_ENV = \"production\", HANDOFF_TEST_HOOKS = \"1\" }");
+    let found = messages(&refusals(&text, &[v1()]));
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("env.staging sets the hook variable HANDOFF_TEST_WAITERS_MAX"), "{found:?}");
+    assert!(found[1].starts_with("env.production sets the hook variable HANDOFF_TEST_HOOKS"), "{found:?}");
+}
+
+#[test]
+fn refuses_an_environment_that_calls_itself_local() {
+    let text = WRANGLER.replace("HANDOFF_ENV = \"production\"", "HANDOFF_ENV = \"local\"");
+    let found = refusals(&text, &[]);
+    assert_eq!(found, [Refusal::Hook(Exposure::ClaimsLocal { env: "production".into() })]);
+}
+
+#[test]
+fn the_local_worker_keeps_its_hooks_out_of_the_gate() {
+    // Top-level vars are the local Worker's (wrangler dev with no --env); the Worker only
+    // opens hooks where HANDOFF_ENV is local.
+    let text = WRANGLER.replace("HANDOFF_ENV = \"local\"", "HANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"");
+    assert!(plan_for(&text, &[v1(), v2()]).is_ok());
 }
 
 #[test]

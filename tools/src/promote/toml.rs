@@ -61,6 +61,7 @@ fn read_document(doc: &DocumentMut) -> Result<Wrangler, ConfigError> {
     if !has_production {
         return Err(ConfigError("wrangler.toml has no [env.production]".to_string()));
     }
+    wrangler.env_vars = crate::hooks::env_vars(root).map_err(ConfigError)?;
     Ok(wrangler)
 }
 
