@@ -226,7 +226,7 @@ fn the_bench_floor_and_every_test_route_answer_the_routers_404_on_every_deployme
     for wanted in [("GET", "/v1/bench/floor"), ("POST", "/v1/test/refuse-index")] {
         assert!(paths.contains(&wanted), "{wanted:?} is not checked");
     }
-    assert!(paths.iter().any(|(_, p)| p.starts_with("/v1/test/storage/")), "{paths:?}");
+    assert!(paths.iter().any(|(_, p)| p.starts_with("/v1/test/handoffs/")), "{paths:?}");
     let closed = Expects(vec![expect(404, Some("route.not_found"))]);
     for route in hooks {
         assert_eq!((&route.bound, &route.unbound), (&closed, &closed), "{}", route.name);
