@@ -60,6 +60,8 @@ pub struct HandoffObject {
     waiters: Rc<RefCell<Waiters>>,
     /// Test hook: the failure armed for the next change.
     fault: Cell<Option<Fault>>,
+    /// Test hook: the last commit was lost, which the next `storage.sync()` reports.
+    commit_lost: Cell<bool>,
 }
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
@@ -223,6 +225,7 @@ impl DurableObject for HandoffObject {
             delivery_waiters: RefCell::new(Vec::new()),
             waiters: Rc::new(RefCell::new(Waiters::default())),
             fault: Cell::new(None),
+            commit_lost: Cell::new(false),
         }
     }
 
@@ -391,6 +394,7 @@ impl HandoffObject {
         let committed = transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map(|_| ()).map_err(Error::from);
         if lost {
             // Rolled back; the caller learns it from the sync, as it would from the runtime.
+            self.commit_lost.set(true);
             return Ok(());
         }
         committed
@@ -542,17 +546,24 @@ impl HandoffObject {
     /// told, and wakes those it answers. Waking earlier would hand waiters a body chunk on a
     /// response already under way, which the output gate may not hold back, so a failed commit
     /// could show them a version that never was.
-    async fn publish(&self, h: Rc<Handoff>, sync_fails: bool) -> Result<()> {
-        self.state.storage().sync().await?;
-        if sync_fails {
-            return Err(Error::RustError("storage.sync() rejected (test hook)".into()));
-        }
+    async fn publish(&self, h: Rc<Handoff>) -> Result<()> {
+        self.confirm_commit().await?;
         let mut published = self.published.borrow_mut();
         published.confirm(h);
         if !self.waiters.borrow().is_empty() {
             if let (Some(h), Some(answer)) = (published.handoff().cloned(), published.answer()) {
                 self.waiters.borrow_mut().wake(&h, &answer);
             }
+        }
+        Ok(())
+    }
+
+    /// Waits for the runtime to confirm that every write so far is durable (`storage.sync()`),
+    /// which rejects when a commit failed; with test hooks, a lost commit rejects here too.
+    async fn confirm_commit(&self) -> Result<()> {
+        self.state.storage().sync().await?;
+        if self.commit_lost.replace(false) {
+            return Err(Error::RustError("storage.sync() rejected: the commit was lost (test hook)".into()));
         }
         Ok(())
     }
@@ -651,12 +662,11 @@ impl HandoffObject {
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
-        let sync_fails = self.fault.get() == Some(Fault::Sync);
         let (stored, owed) = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(&refusal, None).into_response(),
         };
-        self.publish(stored, sync_fails).await?;
+        self.publish(stored).await?;
         self.deliver_through(owed.version as u64).await?;
         Answer { status: 201, body }.into_response()
     }
@@ -672,7 +682,6 @@ impl HandoffObject {
             }
         }
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
-        let sync_fails = self.fault.get() == Some(Fault::Sync);
         let out = match handoff::apply(&h, change, caller.actor(), now_ms()) {
             Err(e) => return Answer::refused(&e, Some(&h)).into_response(),
             Ok(out) => out,
@@ -688,6 +697,8 @@ impl HandoffObject {
                 let mut batch = Batch::default();
                 self.remember_into(&mut batch, key, r, false)?;
                 self.commit(batch, self.fault.take())?;
+                // The answer goes out once the key's row is durable, as every answer does.
+                self.confirm_commit().await?;
             }
             return answer.into_response();
         }
@@ -700,7 +711,7 @@ impl HandoffObject {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(&refusal, Some(&h)).into_response(),
         };
-        self.publish(stored, sync_fails).await?;
+        self.publish(stored).await?;
         self.deliver_through(owed.version as u64).await?;
         answer.into_response()
     }

@@ -11,6 +11,11 @@
 //! it, and stops at the first transport failure: the request it had in flight is the one
 //! unacknowledged change, which after the restart must be either absent or there whole.
 //!
+//! Every acknowledged version is checked where the contract promises it: the record, the
+//! stored history (one event per version), the lineage (one entry per turn, agreeing with the
+//! record) and the owner's list (a row at the record's version, once the stored outbox has
+//! been delivered), so that a missing outbox row or a lost lineage entry is caught.
+//!
 //! Replay: `HANDOFF_CRASH_SEED=<seed>` repeats the drivers' choices and the kill moments.
 
 use handoff::turn::{self, Command, Record, ReportStatus, Status};
@@ -160,6 +165,58 @@ fn recover(c: &Client, t: &mut Tracked, in_flight: Option<&Command>) -> Result<&
     Ok("in-flight change found whole")
 }
 
+/// How long the owner's list may take to show a change that only the stored outbox can deliver
+/// (its safety alarm is due 10 s after the change; see limits::OUTBOX_SAFETY_ALARM_MS).
+const LIST_CATCH_UP_S: u64 = 20;
+
+/// After the restarts: each hand-off's lineage, read through the API, has one entry per turn,
+/// the last one at the record's turn and status.
+fn check_lineage(c: &Client, t: &Tracked) -> Result<(), String> {
+    let got = c.get(&format!("/v1/handoffs/{}/turns?limit=1000", t.id), &t.owner_token);
+    let turns: Vec<(u64, String)> = got.body["turns"]
+        .as_array()
+        .ok_or_else(|| format!("{}: {}", t.id, got.text))?
+        .iter()
+        .map(|e| (e["turn"].as_u64().unwrap_or(0), e["status"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let numbers: Vec<u64> = turns.iter().map(|e| e.0).collect();
+    if numbers != (1..=t.acked.turn).collect::<Vec<_>>() {
+        return Err(format!("{}: lineage turns {numbers:?}, the record is at turn {}", t.id, t.acked.turn));
+    }
+    let last = turns.last().map(|e| e.1.as_str());
+    if last != Some(t.acked.status.as_str()) {
+        return Err(format!("{}: the lineage ends {last:?}, the record is {}", t.id, t.acked.status.as_str()));
+    }
+    if turns[..turns.len() - 1].iter().any(|e| e.1 == "running" || e.1 == "needs-you") {
+        return Err(format!("{}: an earlier turn of the lineage never ended: {turns:?}", t.id));
+    }
+    Ok(())
+}
+
+/// After the restarts: each owner's list shows every hand-off at its acknowledged version,
+/// within [`LIST_CATCH_UP_S`] (a change in flight at a crash reaches it by the stored alarm).
+fn check_lists(c: &Client, tracked: &[&Tracked]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(LIST_CATCH_UP_S);
+    loop {
+        let mut behind = vec![];
+        for t in tracked {
+            let list = c.get("/v1/handoffs?limit=200", &t.owner_token);
+            let row = list.body["handoffs"].as_array().and_then(|rows| rows.iter().find(|r| r["id"] == t.id.as_str()).cloned());
+            let version = row.as_ref().and_then(|r| r["version"].as_u64());
+            if version != Some(t.acked.version) {
+                behind.push(format!("{}: listed at {version:?}, acknowledged {}", t.id, t.acked.version));
+            }
+        }
+        if behind.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the owner's list is behind after {LIST_CATCH_UP_S} s: {}", behind.join("; ")));
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Every hand-off object's stored record and history, read from the state folder with
 /// Python's sqlite3 (the Worker must be stopped).
 fn stored_histories(state: &std::path::Path) -> BTreeMap<String, (u64, Vec<(u64, String)>)> {
@@ -257,6 +314,14 @@ fn after_a_sigkill_mid_load_every_acknowledged_change_is_there_whole_and_version
             recover(&c, t, None).unwrap_or_else(|e| panic!("crash {crash} (seed {seed}): a closed hand-off changed: {e}"));
         }
         eprintln!("crash_restart: crash {} after {} ms of load, restarted", crash + 1, kill_after.as_millis());
+    }
+    {
+        let c = server.client();
+        let tracked: Vec<&Tracked> = finished.iter().chain(current.iter().flatten()).collect();
+        for t in &tracked {
+            check_lineage(&c, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+        check_lists(&c, &tracked).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
     server.stop();
     drop(server);

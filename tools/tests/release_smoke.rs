@@ -110,6 +110,11 @@ fn answer(stream: TcpStream, fake: Fake) {
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
+    // Whatever the client still sends (a chunked empty body's last chunk) is read before the
+    // socket closes: closing with unread bytes would reset the connection under the answer.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(500)));
+    let _ = std::io::copy(&mut stream, &mut std::io::sink());
 }
 
 fn now_s() -> i64 {
