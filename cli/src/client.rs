@@ -82,6 +82,12 @@ pub fn is_retryable(outcome: Outcome) -> bool {
     }
 }
 
+/// A 503 `auth.misconfigured` is the operator's to fix (the environment's signing key cannot
+/// be used): no retry can succeed, so none is made.
+fn is_misconfigured(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| v["error"]["code"] == "auth.misconfigured")
+}
+
 /// The API's refusal: `{"error": {"code", "message"}}`, with the hand-off where it carries one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal {
@@ -428,7 +434,7 @@ impl Client {
             let last = attempt >= self.retry.attempts_max;
             match self.try_once(method, &url, payload.as_deref(), idempotency_key, timeout_s) {
                 Ok((raw, retry_after_s)) => {
-                    if last || !is_retryable(Outcome::Answered(raw.status)) {
+                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) {
                         return Ok(raw);
                     }
                     std::thread::sleep(self.retry.delay(attempt, retry_after_s, random_u64()));
@@ -646,6 +652,13 @@ mod tests {
         for status in [200, 201, 400, 401, 403, 404, 405, 409, 413, 422, 500, 502] {
             assert!(!is_retryable(Outcome::Answered(status)), "{status}");
         }
+    }
+
+    #[test]
+    fn a_misconfigured_signing_key_is_not_tried_again_though_it_is_a_503() {
+        assert!(is_misconfigured(r#"{"error":{"code":"auth.misconfigured","message":"m"}}"#));
+        assert!(!is_misconfigured(r#"{"error":{"code":"store.unavailable","message":"m"}}"#));
+        assert!(!is_misconfigured("not json"));
     }
 
     #[test]
