@@ -176,6 +176,48 @@ mod tests {
         assert!(over_caps(5, over) && !over_caps(5, 100));
     }
 
+    #[test]
+    fn a_remembered_answer_costs_its_body_fingerprint_and_digest_bytes() {
+        let r = remember("fp", 200, &json!({"a": 1}), false).unwrap();
+        assert_eq!(r.digest.len(), 64, "SHA-256 in hex");
+        assert_eq!(r.bytes(), "{\"a\":1}".len() + "fp".len() + 64);
+    }
+
+    #[test]
+    fn an_answer_of_exactly_the_answer_cap_is_kept_whole_and_one_byte_more_is_kept_slim() {
+        // {"package":"xx…"} is 14 bytes around the string.
+        let at_cap = json!({"package": "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 14)});
+        assert_eq!(at_cap.to_string().len(), IDEMPOTENCY_ANSWER_BYTES_MAX);
+        let r = remember("f", 200, &at_cap, false).unwrap();
+        assert_eq!((r.slim, r.body), (false, at_cap.to_string()));
+        let over = json!({"package": "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 13)});
+        let r = remember("f", 200, &over, false).unwrap();
+        assert_eq!((r.slim, r.body.as_str()), (true, "{}"));
+    }
+
+    #[test]
+    fn every_2xx_is_remembered_and_nothing_outside_it() {
+        let body = json!({});
+        for status in [200, 201, 204, 299] {
+            assert!(remember("f", status, &body, false).is_some(), "{status}");
+        }
+        for status in [199, 300, 422, 503] {
+            assert_eq!(remember("f", status, &body, false), None, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_table_exactly_at_both_caps_fits_and_one_more_row_or_byte_is_over() {
+        let (keys, bytes) = (IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX);
+        assert!(!over_caps(keys, bytes));
+        assert!(over_caps(keys + 1, bytes));
+        assert!(over_caps(keys, bytes + 1));
+        assert_eq!(evictions(keys, bytes, [1, 1]), 0, "nothing is forgotten at the caps");
+        assert_eq!(evictions(keys + 1, bytes, [1, 1]), 1);
+        assert_eq!(evictions(keys, bytes + 1, [1, 1]), 1);
+        assert_eq!(evictions(3, bytes + 5, [6, 1, 1]), 1, "the bytes of the forgotten row count");
+    }
+
     proptest! {
         #[test]
         fn after_evictions_the_rows_kept_fit_both_caps(sizes in prop::collection::vec(1usize..200_000, 0..1_200)) {

@@ -133,6 +133,23 @@ mod tests {
     }
 
     #[test]
+    fn a_row_is_derived_from_its_record_and_shows_its_time_in_rfc3339() {
+        let mut record = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0);
+        record.summary = Some("built it".into());
+        record.updated_at = 1_700_000_000_123;
+        let row = IndexRow::of(&record);
+        assert_eq!(
+            row.view(),
+            serde_json::json!({
+                "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
+                "state": "open", "status": "running", "summary": "built it", "version": 1,
+                "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
+            })
+        );
+        assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });
+    }
+
+    #[test]
     fn the_list_query_has_defaults_and_bounds() {
         let q = parse_list_query("").unwrap();
         assert_eq!((q.state, q.limit, q.cursor), (None, 50, None));

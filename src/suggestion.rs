@@ -128,6 +128,21 @@ mod tests {
     }
 
     #[test]
+    fn quota_at_or_below_its_threshold_raises_and_above_it_does_not() {
+        let p = policy();
+        for (left, raised) in [(0, true), (4, true), (5, true), (6, false)] {
+            let usage = Usage { quota_remaining: Some(left), ..Usage::default() };
+            assert_eq!(reasons(&p, &usage, false) == vec![Reason::QuotaThreshold], raised, "{left} left");
+        }
+    }
+
+    #[test]
+    fn an_empty_context_window_never_crosses_the_threshold() {
+        let usage = Usage { context_used: Some(0), context_window: Some(0), ..Usage::default() };
+        assert!(reasons(&policy(), &usage, false).is_empty());
+    }
+
+    #[test]
     fn the_current_runtime_is_never_suggested_and_none_eligible_means_no_suggestion() {
         let s = suggest("ho_1", 2, Reason::ContextThreshold, &policy(), Some("claude-code")).unwrap();
         assert_eq!(s.runtimes, vec!["codex".to_string()]);
@@ -143,5 +158,11 @@ mod tests {
         assert!(parse_policy(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
         assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
         assert_eq!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
+        let runtimes = |n: usize| (0..n).map(|i| format!("\"r{i}\"")).collect::<Vec<_>>().join(",");
+        let with = |n: usize| format!(r#"{{"runtimes":[{}],"context_threshold_pct":50}}"#, runtimes(n));
+        assert_eq!(parse_policy(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
+        assert!(parse_policy(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
+        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
+        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
     }
 }

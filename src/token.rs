@@ -308,6 +308,48 @@ mod tests {
     }
 
     #[test]
+    fn a_token_is_not_valid_before_its_nbf_less_sixty_seconds_of_skew() {
+        let c = Claims { nbf: Some(NOW), ..owner(NOW + 600) };
+        let t = mint(&c, KEY);
+        assert_eq!(verify(&t, KEY, NOW - 61), Err(TokenError::NotYetValid));
+        assert!(verify(&t, KEY, NOW - 60).is_ok());
+        assert!(verify(&t, KEY, NOW).is_ok());
+        assert!(verify(&t, KEY, NOW + 1).is_ok());
+    }
+
+    #[test]
+    fn a_machine_token_lasts_its_ttl_and_an_owner_token_the_ttl_it_is_given() {
+        let m = verify(&machine_token("alice", "ho_1", KEY, NOW), KEY, NOW).unwrap();
+        assert_eq!(m.exp, NOW + MACHINE_TOKEN_TTL_S);
+        let o = verify(&owner_token("alice", 300, KEY, NOW), KEY, NOW).unwrap();
+        assert_eq!(o, owner(NOW + 300));
+    }
+
+    #[test]
+    fn a_token_of_exactly_the_size_cap_is_read_and_not_refused_as_too_long() {
+        let at_cap = "a".repeat(TOKEN_BYTES_MAX);
+        assert_eq!(verify(&at_cap, KEY, NOW), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn an_audience_array_that_does_not_name_this_service_is_refused() {
+        let exp = NOW + 10;
+        let t = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"aud":["x","y"]}}"#));
+        let expect = Expect { issuer: None, audience: Some("handoff".into()) };
+        assert_eq!(verify_with(&t, KEY, NOW, &expect), Err(TokenError::Audience));
+    }
+
+    #[test]
+    fn every_refusal_says_why_in_words_of_its_own() {
+        use TokenError::*;
+        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, Issuer, Audience];
+        let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
+        assert_eq!(messages.len(), all.len(), "one message per reason");
+        assert!(Expired.message().contains("expired"));
+        assert!(messages.iter().all(|m| m.contains("token")), "{messages:?}");
+    }
+
+    #[test]
     fn outside_local_the_development_key_and_short_keys_are_not_usable() {
         let strong = [7u8; SIGNING_KEY_BYTES_MIN];
         assert!(key_is_usable(&strong, false));

@@ -210,6 +210,18 @@ mod tests {
     }
 
     #[test]
+    fn the_set_counts_every_waiter_it_holds_of_both_roles() {
+        let s = set();
+        assert!(s.borrow().is_empty());
+        let owner = Waiters::hold(&s, Role::Owner, 5, 0).unwrap();
+        let machine = Waiters::hold(&s, Role::Machine, 5, 0).unwrap();
+        assert_eq!(s.borrow().len(), 2);
+        assert!(!s.borrow().is_empty());
+        drop((owner, machine));
+        assert_eq!(s.borrow().len(), 0);
+    }
+
+    #[test]
     fn a_close_answers_every_waiter_whatever_it_has_seen() {
         let s = set();
         let (_p, mut r) = Waiters::hold(&s, Role::Owner, 10, 99).unwrap();

@@ -221,3 +221,12 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn every_status_reads_back_from_the_word_it_is_stored_as_and_no_other_word_is_a_status() {
+    for s in [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled] {
+        assert_eq!(Status::parse(s.as_str()), Some(s));
+    }
+    assert_eq!(Status::parse("needs_you"), None);
+    assert_eq!(Status::parse(""), None);
+}
