@@ -2,7 +2,7 @@
 //! 400 `request.invalid` that names the field. Nothing here touches state.
 
 use crate::error::ApiError;
-use crate::limits::{ID_CHARS_MAX, SUMMARY_BYTES_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
+use crate::limits::{ID_CHARS_MAX, SUMMARY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
 use crate::package::PackageRequest;
 use crate::suggestion::Usage;
 use crate::turn::ReportStatus;
@@ -229,6 +229,33 @@ pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
     Ok(wait)
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnsQuery {
+    /// Turns before this one (exclusive); the newest turns when absent.
+    pub before: Option<u64>,
+    pub limit: usize,
+}
+
+/// `?before=T&limit=N`: the page of turns before turn `T`, at most `N` of them
+/// ([`TURNS_PAGE_DEFAULT`] without it, 1 to [`TURNS_PAGE_MAX`]).
+pub fn parse_turns_query(query: &str) -> Result<TurnsQuery, ApiError> {
+    let mut turns = TurnsQuery { before: None, limit: TURNS_PAGE_DEFAULT };
+    for (key, value) in query_pairs(query) {
+        match key {
+            "before" => turns.before = Some(parse_u64("before", value)?),
+            "limit" => {
+                let n = parse_u64("limit", value)?;
+                if n == 0 || n > TURNS_PAGE_MAX as u64 {
+                    return Err(ApiError::invalid(format!("limit: 1 to {TURNS_PAGE_MAX}")));
+                }
+                turns.limit = n as usize;
+            }
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    Ok(turns)
+}
+
 /// `Idempotency-Key`: 1..=128 printable ASCII characters, no spaces.
 pub fn is_idempotency_key(key: &str) -> bool {
     let printable = key.bytes().all(|b| (0x21..=0x7e).contains(&b));
@@ -266,6 +293,16 @@ pub fn request_fingerprint(method: &str, path: &str, query: &str, role: &str, bo
 mod tests {
     use super::*;
     use crate::error::Code;
+
+    #[test]
+    fn a_turns_query_pages_by_before_and_limit_within_its_bounds() {
+        assert_eq!(parse_turns_query(""), Ok(TurnsQuery { before: None, limit: TURNS_PAGE_DEFAULT }));
+        assert_eq!(parse_turns_query("before=7&limit=3"), Ok(TurnsQuery { before: Some(7), limit: 3 }));
+        assert_eq!(parse_turns_query(&format!("limit={TURNS_PAGE_MAX}")).map(|q| q.limit), Ok(TURNS_PAGE_MAX));
+        for bad in ["limit=0", &format!("limit={}", TURNS_PAGE_MAX + 1), "before=-1", "before=x", "limit=", "after=1"] {
+            assert_eq!(parse_turns_query(bad).map_err(|e| e.code), Err(Code::RequestInvalid), "{bad}");
+        }
+    }
 
     #[test]
     fn the_fingerprint_covers_the_query_in_any_order_of_its_pairs() {

@@ -9,7 +9,7 @@ use crate::error::{ApiError, Code};
 use crate::handoff::Change;
 use crate::index;
 use crate::input;
-use crate::limits::{BODY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX};
+use crate::limits::BODY_BYTES_MAX;
 use crate::package;
 use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use crate::suggestion;
@@ -229,8 +229,8 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
         }
         Route::Turns if reading => {
-            let (before, limit) = parse_turns_query(query)?;
-            Ok(Op::Turns { before, limit })
+            let q = input::parse_turns_query(query)?;
+            Ok(Op::Turns { before: q.before, limit: q.limit })
         }
         Route::TestFault => Ok(Op::TestFault { fault: input::parse_json::<Fault>(body)? }),
         Route::TestStorage => no_query(query).map(|_| Op::TestStorage),
@@ -279,30 +279,6 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             Err(ApiError::new(Code::RouteNotFound, "no such route"))
         }
     }
-}
-
-/// `GET …/turns?before=T&limit=N`: the page of turns before turn `T` (the newest without it),
-/// at most `N` of them ([`TURNS_PAGE_DEFAULT`] without it, at most [`TURNS_PAGE_MAX`]).
-fn parse_turns_query(query: &str) -> std::result::Result<(Option<u64>, usize), ApiError> {
-    let (mut before, mut limit) = (None, TURNS_PAGE_DEFAULT);
-    let number = |field: &str, v: &str| {
-        v.parse::<u64>().ok().filter(|_| !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| ApiError::invalid(format!("{field}: expected a non-negative integer")))
-    };
-    for (k, v) in input::query_pairs(query) {
-        match k {
-            "before" => before = Some(number("before", v)?),
-            "limit" => {
-                let n = number("limit", v)?;
-                if n == 0 || n > TURNS_PAGE_MAX as u64 {
-                    return Err(ApiError::invalid(format!("limit: 1 to {TURNS_PAGE_MAX}")));
-                }
-                limit = n as usize;
-            }
-            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
-        }
-    }
-    Ok((before, limit))
 }
 
 fn no_query(query: &str) -> std::result::Result<(), ApiError> {
