@@ -20,6 +20,7 @@ use crate::limits::{
 };
 use crate::package::{Ledger, TurnEntry};
 use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use crate::sqlite;
 use crate::token::Role;
 use crate::turn::{self, Record};
 use crate::waiters::{Published, Waiters};
@@ -135,11 +136,6 @@ struct Totals {
 struct KeySize {
     key: String,
     bytes: i64,
-}
-
-#[derive(serde::Deserialize)]
-struct CountRow {
-    n: i64,
 }
 
 /// An answer before it becomes a `Response`.
@@ -290,13 +286,13 @@ impl HandoffObject {
     /// a request for an unknown id writes nothing.
     fn has_schema(&self) -> Result<bool> {
         let sql = self.state.storage().sql();
-        table_exists(&sql, "handoff")
+        sqlite::table_exists(&sql, "handoff")
     }
 
     /// Brings a schema written by an earlier build up to [`SCHEMA_VERSION`], in one transaction.
     fn migrate(&self) -> Result<()> {
         let sql = self.state.storage().sql();
-        let version = if !table_exists(&sql, "meta")? {
+        let version = if !sqlite::table_exists(&sql, "meta")? {
             1
         } else {
             sql.exec("SELECT schema FROM meta WHERE k = 0", None)?.to_array::<SchemaRow>()?.first().map_or(1, |r| r.schema)
@@ -474,7 +470,7 @@ impl HandoffObject {
             vec![owed.owner.clone().into(), owed.version.into(), owed.row.clone().into()],
         );
         if let Some((key, remembered)) = remember {
-            self.remember_into(&mut batch, key, remembered, create)?;
+            self.remember_into(&mut batch, key, remembered)?;
         }
         self.commit(batch, self.fault.take())?;
         // The safety alarm, unless one is pending. Not awaited on purpose: an un-awaited storage
@@ -493,7 +489,7 @@ impl HandoffObject {
 
     /// Adds a key's remembered answer to `batch`: expired keys swept, then the oldest forgotten
     /// until the caps of [`crate::idempotency`] fit with the new one.
-    fn remember_into(&self, batch: &mut Batch, key: &str, r: &Remembered, create: bool) -> Result<()> {
+    fn remember_into(&self, batch: &mut Batch, key: &str, r: &Remembered) -> Result<()> {
         let now = now_ms();
         let oldest = now - IDEMPOTENCY_TTL_MS;
         batch.push("DELETE FROM idempotency WHERE at < ?", vec![oldest.into()]);
@@ -510,9 +506,6 @@ impl HandoffObject {
                 r.digest.clone().into(),
             ],
         );
-        if create {
-            return Ok(());
-        }
         let sql = self.state.storage().sql();
         let totals: Vec<Totals> = sql
             .exec("SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS bytes FROM idempotency WHERE at >= ? AND key != ?", vec![oldest.into(), key.into()])?
@@ -695,7 +688,7 @@ impl HandoffObject {
                     return Answer::refused(&refusal, Some(&h)).into_response();
                 }
                 let mut batch = Batch::default();
-                self.remember_into(&mut batch, key, r, false)?;
+                self.remember_into(&mut batch, key, r)?;
                 self.commit(batch, self.fault.take())?;
                 // The answer goes out once the key's row is durable, as every answer does.
                 self.confirm_commit().await?;
@@ -817,17 +810,13 @@ impl HandoffObject {
             return Answer::refused(&e, None).into_response();
         }
         let sql = self.state.storage().sql();
-        let count = |table: &'static str| -> Result<i64> {
-            let query = match table {
-                "turns" => "SELECT COUNT(*) AS n FROM turns",
-                "events" => "SELECT COUNT(*) AS n FROM events",
-                _ => "SELECT COUNT(*) AS n FROM idempotency",
-            };
-            Ok(sql.exec(query, None)?.to_array::<CountRow>()?.first().map_or(0, |r| r.n))
-        };
         let body = json!({
             "bytes": sql.database_size(),
-            "rows": {"turns": count("turns")?, "events": count("events")?, "idempotency": count("idempotency")?},
+            "rows": {
+                "turns": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM turns", vec![])?,
+                "events": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM events", vec![])?,
+                "idempotency": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM idempotency", vec![])?,
+            },
         });
         Response::from_json(&body)
     }
@@ -882,13 +871,6 @@ impl HandoffObject {
             None => (name, cap),
         }
     }
-}
-
-/// Whether `table` exists, from the catalogue alone: reading it writes nothing.
-fn table_exists(sql: &SqlStorage, table: &str) -> Result<bool> {
-    let rows: Vec<CountRow> =
-        sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?", vec![table.into()])?.to_array()?;
-    Ok(rows.first().is_some_and(|r| r.n > 0))
 }
 
 /// A whole answer with its content type.

@@ -25,3 +25,5 @@ mod handoff_object;
 mod owner_index;
 #[cfg(target_arch = "wasm32")]
 mod router;
+#[cfg(target_arch = "wasm32")]
+mod sqlite;

@@ -75,10 +75,6 @@ impl StoredRow {
     }
 }
 
-#[derive(serde::Deserialize)]
-struct CountRow {
-    n: i64,
-}
 
 impl DurableObject for OwnerIndex {
     fn new(state: State, _env: Env) -> Self {
@@ -112,8 +108,7 @@ impl OwnerIndex {
             return Ok(true);
         }
         let sql = self.state.storage().sql();
-        let rows: Vec<CountRow> = sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rows'", None)?.to_array()?;
-        Ok(rows.first().is_some_and(|r| r.n > 0))
+        crate::sqlite::table_exists(&sql, "rows")
     }
 
     /// Writes the schema (and brings an earlier build's up to date) before the first row.
