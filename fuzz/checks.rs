@@ -6,15 +6,16 @@
 #[allow(dead_code)]
 const FUZZ_NOW_S: i64 = 1_800_000_000;
 #[allow(dead_code)]
-const FUZZ_KEY: &[u8] = handoff::token::DEV_SIGNING_KEY.as_bytes();
+const FUZZ_KEY: &[u8] = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
 
 #[allow(dead_code)]
-fn refused_as_invalid<T>(what: &str, result: Result<T, handoff::error::ApiError>) -> Option<T> {
+fn refused_as_invalid<T, E: Into<handoff_api::error::ApiError>>(what: &str, result: Result<T, E>) -> Option<T> {
     match result {
         Ok(value) => Some(value),
         Err(e) => {
-            assert_eq!(e.code, handoff::error::Code::RequestInvalid, "{what}: {e:?}");
-            assert_eq!(e.code.status(), 400);
+            let e: handoff_api::error::ApiError = e.into();
+            assert_eq!(e.code, handoff_api::error::Code::RequestInvalid, "{what}: {e:?}");
+            assert_eq!(e.status(), 400);
             None
         }
     }
@@ -23,7 +24,8 @@ fn refused_as_invalid<T>(what: &str, result: Result<T, handoff::error::ApiError>
 /// Every body parser and every query parser, on the same input.
 #[allow(dead_code)]
 pub fn check_bodies(data: &[u8]) {
-    use handoff::{input, package, work};
+    use handoff_api::input;
+    use handoff_core::{package, work};
 
     // Every body of the API is a JSON object (cancel and close may also be empty): an array
     // is a wrong type, 400 (issue 2), even where serde would read it as a struct's fields.
@@ -45,20 +47,21 @@ pub fn check_bodies(data: &[u8]) {
     refused_as_invalid("package", refused(package::parse_package_request(data)).is_some());
     refused_as_invalid("accept", refused(package::parse_accept(data)).is_some());
     refused_as_invalid("reject", refused(package::parse_reject(data)).is_some());
-    refused_as_invalid("policy", refused(handoff::suggestion::parse_policy(data)).is_some());
+    refused_as_invalid("policy", refused(handoff_core::suggestion::parse_policy(data)).is_some());
     check_limits(data);
 }
 
 #[allow(dead_code)]
-fn refused<T>(result: Result<T, handoff::error::ApiError>) -> Option<T> {
+fn refused<T, E>(result: Result<T, E>) -> Option<T> {
     result.ok()
 }
 
 /// What each parser promises of what it accepts, and that it refuses only with 400.
 #[allow(dead_code)]
 fn check_limits(data: &[u8]) {
-    use handoff::limits::*;
-    use handoff::{briefing, index, input, package, work};
+    use handoff_core::limits::*;
+    use handoff_api::input;
+    use handoff_core::{briefing, package, work};
 
     if let Some(c) = refused_as_invalid("create", input::parse_create(data)) {
         assert!(input::is_id(&c.session) && input::is_id(&c.machine) && input::is_id(&c.size));
@@ -94,9 +97,9 @@ fn check_limits(data: &[u8]) {
         assert!(a.package_hash.len() == 64 && !a.package_hash.bytes().any(|b| b.is_ascii_uppercase()));
     }
     refused_as_invalid("reject", package::parse_reject(data));
-    if let Some(p) = refused_as_invalid("policy", handoff::suggestion::parse_policy(data)) {
+    if let Some(p) = refused_as_invalid("policy", handoff_core::suggestion::parse_policy(data)) {
         assert!((1..=99).contains(&p.context_threshold_pct));
-        assert!(p.runtimes.len() <= handoff::suggestion::POLICY_RUNTIMES_MAX && p.runtimes.iter().all(|r| input::is_id(r)));
+        assert!(p.runtimes.len() <= POLICY_RUNTIMES_MAX && p.runtimes.iter().all(|r| input::is_id(r)));
     }
 
     // Query strings reach the Worker as text.
@@ -104,8 +107,8 @@ fn check_limits(data: &[u8]) {
     if let Some(w) = refused_as_invalid("wait query", input::parse_wait_query(query)) {
         assert!(w.timeout_s <= WAIT_TIMEOUT_S_MAX);
     }
-    if let Some(l) = refused_as_invalid("list query", index::parse_list_query(query)) {
-        assert!((1..=index::LIST_LIMIT_MAX).contains(&l.limit));
+    if let Some(l) = refused_as_invalid("list query", input::parse_list_query(query)) {
+        assert!((1..=LIST_LIMIT_MAX).contains(&l.limit));
         assert!(l.cursor.iter().all(|c| input::is_handoff_id(&c.id)));
     }
     let (budget, reach) = query.split_once('&').unwrap_or((query, ""));
@@ -116,10 +119,10 @@ fn check_limits(data: &[u8]) {
 }
 
 /// A token, raw or signed with the right key; whatever verifies keeps the promises of
-/// `handoff::token::verify`.
+/// `handoff_api::token::verify`.
 #[allow(dead_code)]
 pub fn check_token(data: &[u8]) {
-    use handoff::token::{self, Role};
+    use handoff_api::token::{self, Role};
     let Some((&mode, rest)) = data.split_first() else { return };
     let candidate = if mode & 1 == 0 {
         match std::str::from_utf8(rest) {
@@ -133,8 +136,8 @@ pub fn check_token(data: &[u8]) {
     };
     match token::verify(&candidate, FUZZ_KEY, FUZZ_NOW_S) {
         Ok(claims) => {
-            assert!(handoff::input::is_id(&claims.sub), "{claims:?}");
-            assert!(FUZZ_NOW_S <= claims.exp.saturating_add(handoff::limits::TOKEN_CLOCK_SKEW_S));
+            assert!(handoff_api::input::is_id(&claims.sub), "{claims:?}");
+            assert!(FUZZ_NOW_S <= claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S));
             assert!(claims.role == Role::Owner || claims.hid.is_some());
             // A token that verifies under one key never verifies under another.
             assert!(token::verify(&candidate, b"another key", FUZZ_NOW_S).is_err());

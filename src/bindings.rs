@@ -3,8 +3,8 @@
 //! no deployed environment can open them whatever its variables say.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::error::{ApiError, Code};
-use crate::token::{self, Expect};
+use handoff_api::error::{ApiError, Code};
+use handoff_api::token::{self, Expect};
 use worker::{console_error, Env, Response, Result};
 
 /// The hand-offs' Durable Object namespace, as in wrangler.toml.
@@ -79,5 +79,5 @@ pub fn owner_index_name(owner: &str) -> String {
 pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<Response> {
     console_error!("{what}: {cause}");
     let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
-    Ok(Response::from_json(&error.body())?.with_status(error.code.status()))
+    Ok(Response::from_json(&error.body())?.with_status(error.status()))
 }

@@ -1,5 +1,5 @@
 //! `HandoffObject`: the Durable Object that holds one hand-off. It loads the hand-off, applies
-//! the pure core (`crate::handoff::apply`), stores what moved, answers and wakes waiters; it
+//! the pure core (`handoff_core::handoff::apply`), stores what moved, answers and wakes waiters; it
 //! has no rules of its own. Every change is one [`Batch`] of SQL statements run in one
 //! `transactionSync`: all of it is written, or none of it. SQL lives here and nowhere else for
 //! this object's tables.
@@ -8,23 +8,23 @@
 //! own transaction, and a read of an object without it answers `handoff.not_found`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::briefing::{self, Reach};
-use crate::error::{ApiError, Code};
-use crate::handoff::{self, Change, Dirty, Extras, Handoff};
-use crate::idempotency::{self, Decision, Remembered};
-use crate::index::IndexRow;
-use crate::limits::{
+use handoff_core::briefing::{self, Reach};
+use handoff_api::error::{ApiError, Code};
+use handoff_core::handoff::{self, Change, Dirty, Extras, Handoff};
+use handoff_core::idempotency::{self, Decision, Remembered};
+use handoff_core::index::IndexRow;
+use handoff_core::limits::{
     EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OUTBOX_RETRY_MS_MAX,
     OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
     TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
-use crate::package::{Ledger, TurnEntry};
-use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_core::package::{Ledger, TurnEntry};
+use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use crate::sqlite;
-use crate::token::Role;
-use crate::turn::{self, Record};
-use crate::waiters::{Published, Waiters};
-use crate::work::Work;
+use handoff_api::token::Role;
+use handoff_core::turn::{self, Record};
+use handoff_core::waiters::{Published, Waiters};
+use handoff_core::work::Work;
 use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
 use futures::future::{select, Either};
 use serde::de::DeserializeOwned;
@@ -149,7 +149,8 @@ impl Answer {
         Answer { status: 200, body }
     }
 
-    fn refused(error: &ApiError, handoff: Option<&Handoff>) -> Answer {
+    fn refused(error: impl Into<ApiError>, handoff: Option<&Handoff>) -> Answer {
+        let error: ApiError = error.into();
         let mut body = error.body();
         if let Some(h) = handoff {
             body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
@@ -159,7 +160,7 @@ impl Answer {
                 body["package_version"] = json!(current.version);
             }
         }
-        Answer { status: error.code.status(), body }
+        Answer { status: error.status(), body }
     }
 
     fn into_response(self) -> Result<Response> {
@@ -488,7 +489,7 @@ impl HandoffObject {
     }
 
     /// Adds a key's remembered answer to `batch`: expired keys swept, then the oldest forgotten
-    /// until the caps of [`crate::idempotency`] fit with the new one.
+    /// until the caps of [`handoff_core::idempotency`] fit with the new one.
     fn remember_into(&self, batch: &mut Batch, key: &str, r: &Remembered) -> Result<()> {
         let now = now_ms();
         let oldest = now - IDEMPOTENCY_TTL_MS;
@@ -646,7 +647,7 @@ impl HandoffObject {
             let answer = match existing.record.check_create_again(&machine, &size) {
                 Ok(()) => Answer::ok(existing.answer(&Default::default())),
                 Err(code) => Answer::refused(
-                    &ApiError::new(code, "this session already has a hand-off with another machine or size"),
+                    ApiError::new(code, "this session already has a hand-off with another machine or size"),
                     Some(&existing),
                 ),
             };
@@ -657,7 +658,7 @@ impl HandoffObject {
         let body = h.answer(&Default::default());
         let (stored, owed) = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
             Ok(stored) => stored,
-            Err(refusal) => return Answer::refused(&refusal, None).into_response(),
+            Err(refusal) => return Answer::refused(refusal, None).into_response(),
         };
         self.publish(stored).await?;
         self.deliver_through(owed.version as u64).await?;
@@ -667,7 +668,7 @@ impl HandoffObject {
     async fn change(&self, caller: &Caller, change: &Change, idempotency: Option<&Idempotency>) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
-            Err(e) => return Answer::refused(&e, None).into_response(),
+            Err(e) => return Answer::refused(e, None).into_response(),
         };
         if let Some(idem) = idempotency {
             if let Some(replay) = self.replay(idem, &h)? {
@@ -676,7 +677,7 @@ impl HandoffObject {
         }
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let out = match handoff::apply(&h, change, caller.actor(), now_ms()) {
-            Err(e) => return Answer::refused(&e, Some(&h)).into_response(),
+            Err(e) => return Answer::refused(e, Some(&h)).into_response(),
             Ok(out) => out,
         };
         let answer = Answer::ok(out.next.answer(&out.extra));
@@ -685,7 +686,7 @@ impl HandoffObject {
         if !out.moved {
             if let Some((key, r)) = remember {
                 if let Err(refusal) = Self::check_sizes(&[&r.body]) {
-                    return Answer::refused(&refusal, Some(&h)).into_response();
+                    return Answer::refused(refusal, Some(&h)).into_response();
                 }
                 let mut batch = Batch::default();
                 self.remember_into(&mut batch, key, r)?;
@@ -698,11 +699,11 @@ impl HandoffObject {
         let work_json = out.dirty.work.then(|| to_json(&out.next.work)).transpose()?;
         if work_json.as_ref().is_some_and(|json| json.len() > WORK_RECORD_BYTES_MAX) {
             let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
-            return Answer::refused(&e, Some(&h)).into_response();
+            return Answer::refused(e, Some(&h)).into_response();
         }
         let (stored, owed) = match self.store(Stored { h: out.next, dirty: out.dirty, work_json, kind: change.kind(), caller, remember, create: false })? {
             Ok(stored) => stored,
-            Err(refusal) => return Answer::refused(&refusal, Some(&h)).into_response(),
+            Err(refusal) => return Answer::refused(refusal, Some(&h)).into_response(),
         };
         self.publish(stored).await?;
         self.deliver_through(owed.version as u64).await?;
@@ -730,7 +731,7 @@ impl HandoffObject {
             Decision::Fresh => Ok(None),
             Decision::Mismatch => {
                 let e = ApiError::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
-                Answer::refused(&e, None).into_response().map(Some)
+                Answer::refused(e, None).into_response().map(Some)
             }
             Decision::Replay(r) => {
                 let current = h.ledger.current.as_ref().and_then(|offer| {
@@ -749,12 +750,12 @@ impl HandoffObject {
     fn read(&self, caller: &Caller, op: &Op) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
-            Err(e) => return Answer::refused(&e, None).into_response(),
+            Err(e) => return Answer::refused(e, None).into_response(),
         };
         match op {
             Op::Package { markdown } => match h.ledger.latest() {
-                Err(e) => Answer::refused(&e, Some(&h)).into_response(),
-                Ok(latest) if *markdown => text(&crate::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
+                Err(e) => Answer::refused(e, Some(&h)).into_response(),
+                Ok(latest) if *markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
                     let mut body = serde_json::to_value(&latest).unwrap_or_default();
                     body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
@@ -762,7 +763,7 @@ impl HandoffObject {
                 }
             },
             Op::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
-                Err(e) => Answer::refused(&e, Some(&h)).into_response(),
+                Err(e) => Answer::refused(e, Some(&h)).into_response(),
                 Ok(latest) => {
                     let reach = if *reach_api { Reach::api(base_url.clone()) } else { Reach::None };
                     text(&briefing::render(&latest, *budget_bytes, &reach).text, "text/plain; charset=utf-8")
@@ -777,7 +778,7 @@ impl HandoffObject {
     fn turns(&self, caller: &Caller, before: Option<u64>, limit: usize) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
-            Err(e) => return Answer::refused(&e, None).into_response(),
+            Err(e) => return Answer::refused(e, None).into_response(),
         };
         // Turn numbers are far below 2^53, past which the runtime's SQL numbers lose precision.
         const TURN_BOUND: u64 = 1 << 53;
@@ -798,7 +799,7 @@ impl HandoffObject {
     /// Test hook: arms `fault` for this hand-off's next change.
     fn arm(&self, caller: &Caller, fault: Fault) -> Result<Response> {
         if let Err(e) = self.owned(caller)? {
-            return Answer::refused(&e, None).into_response();
+            return Answer::refused(e, None).into_response();
         }
         self.fault.set(Some(fault));
         Response::from_json(&json!({"armed": fault}))
@@ -807,7 +808,7 @@ impl HandoffObject {
     /// Test hook: the bytes of this object's database and the rows of its bounded tables.
     fn storage_report(&self, caller: &Caller) -> Result<Response> {
         if let Err(e) = self.owned(caller)? {
-            return Answer::refused(&e, None).into_response();
+            return Answer::refused(e, None).into_response();
         }
         let sql = self.state.storage().sql();
         let body = json!({
@@ -824,12 +825,12 @@ impl HandoffObject {
     /// Answers at once when the version is above `after` or the hand-off is closed; otherwise
     /// holds a place and answers with a body that arrives at the next version move or at the
     /// timeout. The headers go out at once and the body is a stream, so a client that goes away
-    /// cancels that stream, which drops the waiter's [`Place`](crate::waiters::Place) there and
+    /// cancels that stream, which drops the waiter's [`Place`](handoff_core::waiters::Place) there and
     /// then: the runtime need not fire `request.signal` (local workerd does not).
     fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
-            Err(e) => return Answer::refused(&e, None).into_response(),
+            Err(e) => return Answer::refused(e, None).into_response(),
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
             // A whole response, which the output gate holds until the version is durable.
@@ -839,7 +840,7 @@ impl HandoffObject {
         let (cap_name, cap) = self.waiters_max(caller.role);
         let Some((place, woken)) = Waiters::hold(&self.waiters, caller.role, cap, after) else {
             let e = ApiError::new(Code::WaitTooMany, format!("this hand-off holds {cap} waits of this role ({cap_name})"));
-            return Answer::refused(&e, None).into_response();
+            return Answer::refused(e, None).into_response();
         };
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));

@@ -1,21 +1,6 @@
-//! The hand-off service. The pure core (no `worker` types) is compiled everywhere and
-//! tested natively; the Worker adapters exist only on `wasm32`.
-
-pub mod error;
-pub mod limits;
-pub mod time;
-pub mod turn;
-pub mod input;
-pub mod token;
-pub mod index;
-pub mod protocol;
-pub mod suggestion;
-pub mod handoff;
-pub mod work;
-pub mod package;
-pub mod briefing;
-pub mod waiters;
-pub mod idempotency;
+//! The hand-off service's Worker: the router and the two Durable Objects. They load, ask
+//! `handoff-core` what a command does, store, answer and wake; the HTTP contract they speak
+//! is `handoff-api`. Compiled only for wasm32 (natively this crate is empty).
 
 #[cfg(target_arch = "wasm32")]
 mod bindings;

@@ -5,10 +5,10 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::store_failed;
-use crate::error::{ApiError, Code};
-use crate::index::{Cursor, IndexRow, ListQuery};
-use crate::protocol::IndexAsk;
-use crate::turn::State as HandoffState;
+use handoff_api::error::{ApiError, Code};
+use handoff_core::index::{Cursor, IndexRow, ListQuery};
+use handoff_api::protocol::IndexAsk;
+use handoff_core::turn::State as HandoffState;
 use serde_json::json;
 use std::cell::Cell;
 use worker::*;
@@ -66,7 +66,7 @@ impl StoredRow {
             size: self.size,
             turn: self.turn as u64,
             state: if self.state == "closed" { HandoffState::Closed } else { HandoffState::Open },
-            status: crate::turn::Status::parse(&self.status)?,
+            status: handoff_core::turn::Status::parse(&self.status)?,
             summary: self.summary,
             version: self.version as u64,
             updated_at: self.updated_at,
@@ -178,5 +178,5 @@ impl OwnerIndex {
 }
 
 fn answer_error(error: &ApiError) -> Result<Response> {
-    Ok(Response::from_json(&error.body())?.with_status(error.code.status()))
+    Ok(Response::from_json(&error.body())?.with_status(error.status()))
 }

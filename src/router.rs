@@ -4,18 +4,17 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
-use crate::briefing;
-use crate::error::{ApiError, Code};
-use crate::handoff::Change;
-use crate::index;
-use crate::input;
-use crate::limits::BODY_BYTES_MAX;
-use crate::package;
-use crate::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
-use crate::suggestion;
-use crate::token::{self, Claims, Role};
-use crate::turn::Command;
-use crate::work;
+use handoff_core::briefing;
+use handoff_api::error::{ApiError, Code};
+use handoff_core::handoff::Change;
+use handoff_api::input;
+use handoff_core::limits::BODY_BYTES_MAX;
+use handoff_core::package;
+use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_core::suggestion;
+use handoff_api::token::{self, Claims, Role};
+use handoff_core::turn::Command;
+use handoff_core::work;
 use futures::StreamExt;
 use serde_json::json;
 use worker::*;
@@ -193,11 +192,11 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
             return ask_index(&owners, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
         }
         Route::TestIndexPut => {
-            let row = input::parse_json::<crate::index::IndexRow>(&body)?;
+            let row = input::parse_json::<handoff_core::index::IndexRow>(&body)?;
             return ask_index(&owners, &claims.sub, &IndexAsk::Put { row }).await;
         }
         Route::Handoffs if method == Method::Get => {
-            let query = index::parse_list_query(query)?;
+            let query = input::parse_list_query(query)?;
             return ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await;
         }
         Route::Handoffs => return create(&store, &claims, &body, &key).await,
@@ -404,14 +403,14 @@ fn json_response(status: u16, body: &serde_json::Value) -> Answer {
 fn method_not_allowed(method: &str, allowed: &[Method]) -> Answer {
     let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
     let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
-    let mut response = json_response(error.code.status(), &error.body())?;
+    let mut response = json_response(error.status(), &error.body())?;
     response.headers_mut().set("Allow", &allow.join(", ")).map_err(|e| unavailable("setting Allow", &e))?;
     Ok(response)
 }
 
 fn error_response(error: &ApiError) -> Result<Response> {
-    let mut response = Response::from_json(&error.body())?.with_status(error.code.status());
-    if error.code.status() == 401 {
+    let mut response = Response::from_json(&error.body())?.with_status(error.status());
+    if error.status() == 401 {
         response.headers_mut().set("WWW-Authenticate", "Bearer")?;
     }
     Ok(response)

@@ -73,7 +73,7 @@ fn parse_args() -> Args {
             build: repo.join("build"),
             workerd: handoff_it::workerd::binary(&repo),
             port: 0,
-            signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff::token::DEV_SIGNING_KEY.to_string()),
+            signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
             repo: repo.clone(),
         },
         out: repo.join("bench/results/latest.json"),

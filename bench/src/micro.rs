@@ -2,8 +2,8 @@
 //! for at least [`SAMPLE_MS_MIN`], repeated [`SAMPLES`] times; the median sample is the figure.
 
 use crate::stats::round;
-use handoff::token;
-use handoff::turn::{self, Command, Record, ReportStatus};
+use handoff_api::token;
+use handoff_core::turn::{self, Command, Record, ReportStatus};
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub fn run_all() -> Vec<Micro> {
         status: ReportStatus::NeedsYou,
         summary: Some("the tests pass; should I open the pull request?".into()),
     };
-    let key = handoff::token::DEV_SIGNING_KEY.as_bytes();
+    let key = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
     let now_s = now_ms / 1000;
     let owner = token::owner_token("bench-owner", 3600, key, now_s);
     let machine = token::machine_token("bench-owner", "ho_0123456789abcdef", key, now_s);

@@ -15,7 +15,7 @@ pub fn now_s() -> i64 {
 }
 
 pub fn owner_token(owner: &str, key: &[u8]) -> Arc<str> {
-    handoff::token::owner_token(owner, TOKEN_TTL_S, key, now_s()).into()
+    handoff_api::token::owner_token(owner, TOKEN_TTL_S, key, now_s()).into()
 }
 
 /// A hand-off the bench created: its id and the machine token its create answer carried.

@@ -9,7 +9,7 @@
 
 use crate::code::ErrorCode;
 use crate::model::*;
-use handoff::turn::State;
+use handoff_core::turn::State;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -24,7 +24,7 @@ pub const REQUEST_TIMEOUT_S: u64 = 30;
 /// client allows this much more before it calls the connection lost.
 pub const WAIT_MARGIN_S: u64 = 15;
 /// The server holds a wait at most this long.
-pub const WAIT_TIMEOUT_S_MAX: u64 = handoff::limits::WAIT_TIMEOUT_S_MAX;
+pub const WAIT_TIMEOUT_S_MAX: u64 = handoff_core::limits::WAIT_TIMEOUT_S_MAX;
 /// Largest answer read (a package in Markdown is the largest thing the API sends).
 pub const ANSWER_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// A `Retry-After` longer than this is not honoured as it is: the backoff cap applies.
@@ -299,7 +299,7 @@ impl Client {
         let mut raw_rows = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.list(state, Some(handoff::index::LIST_LIMIT_MAX), cursor.as_deref())?;
+            let page = self.list(state, Some(handoff_core::limits::LIST_LIMIT_MAX), cursor.as_deref())?;
             rows.extend(page.value.handoffs);
             if let Some(list) = page.body["handoffs"].as_array() {
                 raw_rows.extend(list.iter().cloned());
@@ -774,7 +774,7 @@ mod tests {
             "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z"});
         let body = json!({"error": {"code": "handoff.stale", "message": "old"}, "handoff": handoff});
         let Error::Refused(r) = refusal_of(Raw { status: 409, text: body.to_string() }) else { panic!() };
-        assert!(r.code.is(handoff::error::Code::HandoffStale));
+        assert!(r.code.is(handoff_api::error::Code::HandoffStale));
         assert_eq!(r.handoff.unwrap().version, 7);
         let future = json!({"error": {"code": "quota.exhausted", "message": "m"}});
         let Error::Refused(r) = refusal_of(Raw { status: 409, text: future.to_string() }) else { panic!() };

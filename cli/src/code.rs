@@ -1,8 +1,8 @@
 //! The API's error codes as an enum. The service crate names every code it knows
-//! ([`handoff::error::Code`]); a code this build does not know yet is kept as it was sent, so
+//! ([`handoff_api::error::Code`]); a code this build does not know yet is kept as it was sent, so
 //! a newer server never turns into a client error.
 
-use handoff::error::Code;
+use handoff_api::error::Code;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

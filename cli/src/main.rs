@@ -4,7 +4,7 @@
 //! a script can act on. The rules stay in the API; this file only asks and prints.
 
 use clap::{Args, Parser, Subcommand};
-use handoff::turn::{ReportStatus, State};
+use handoff_core::turn::{ReportStatus, State};
 use handoff_cli::client::{Client, Error, Reply, URL_DEFAULT, WAIT_TIMEOUT_S_MAX};
 use handoff_cli::model::*;
 use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
@@ -490,7 +490,7 @@ fn token(out: &Out, owner: &str, machine: Option<&str>, ttl_s: i64) -> Result<()
     if key.is_empty() {
         return Err(Failure::Credential("HANDOFF_SIGNING_KEY is not set: refusing to mint a token without it".into()));
     }
-    if !handoff::input::is_id(owner) {
+    if !handoff_api::input::is_id(owner) {
         return Err(Failure::Usage("--owner: 1-128 characters of [A-Za-z0-9._:-]".into()));
     }
     if ttl_s <= 0 {
@@ -498,9 +498,9 @@ fn token(out: &Out, owner: &str, machine: Option<&str>, ttl_s: i64) -> Result<()
     }
     let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let token = match machine {
-        Some(hid) if handoff::input::is_handoff_id(hid) => handoff::token::machine_token(owner, hid, key.as_bytes(), now_s),
+        Some(hid) if handoff_api::input::is_handoff_id(hid) => handoff_api::token::machine_token(owner, hid, key.as_bytes(), now_s),
         Some(_) => return Err(Failure::Usage("--machine: a hand-off id (ho_ and 32 hexadecimal digits)".into())),
-        None => handoff::token::owner_token(owner, ttl_s, key.as_bytes(), now_s),
+        None => handoff_api::token::owner_token(owner, ttl_s, key.as_bytes(), now_s),
     };
     if out.json {
         println!("{}", json!({"token": token}));
@@ -583,7 +583,7 @@ fn wait(out: &Out, client: &Client, id: &str, after: Option<u64>, follow: bool, 
         }
     };
     if !follow {
-        let reply = client.wait(id, after, timeout_s.unwrap_or(handoff::limits::WAIT_TIMEOUT_S_DEFAULT))?;
+        let reply = client.wait(id, after, timeout_s.unwrap_or(handoff_core::limits::WAIT_TIMEOUT_S_DEFAULT))?;
         out.emit(&reply, output::follow_lines(&reply.value));
         return Ok(());
     }

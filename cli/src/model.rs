@@ -4,13 +4,13 @@
 //! deployed in lockstep. Every answer also keeps its raw JSON (see [`crate::client::Reply`]),
 //! which is what `--json` prints.
 
-use handoff::turn::{ReportStatus, State, Status};
+use handoff_core::turn::{ReportStatus, State, Status};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use handoff::package::{OfferState, PackageRequest, RejectReason};
-pub use handoff::turn::ContinuedFrom;
-pub use handoff::work::{Severity, WorkInput};
+pub use handoff_core::package::{OfferState, PackageRequest, RejectReason};
+pub use handoff_core::turn::ContinuedFrom;
+pub use handoff_core::work::{Severity, WorkInput};
 
 /// A hand-off record: `{"handoff": …}` in every success.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,8 +3,8 @@
 
 use crate::client::{Error, Refusal};
 use crate::model::*;
-use handoff::error::Code;
-use handoff::turn::{State, Status};
+use handoff_api::error::Code;
+use handoff_core::turn::{State, Status};
 use std::time::Duration;
 
 /// Exit codes. 0 and 2 are the usual ones; 1 and 3 tell a script whether asking again could help:

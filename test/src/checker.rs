@@ -33,7 +33,7 @@
 //! into the model's terms here ([`model_command`], [`Snapshot::of`]): field for field, no rule.
 
 use crate::model::{self, Handoff, Refusal};
-use handoff::turn::{self, Command, Record, State};
+use handoff_core::turn::{self, Command, Record, State};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fmt;

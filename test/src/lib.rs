@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use handoff::token::DEV_SIGNING_KEY;
+pub use handoff_api::token::DEV_SIGNING_KEY;
 
 pub mod checker;
 pub mod model;
@@ -35,7 +35,7 @@ pub fn now_s() -> i64 {
 
 /// An owner token valid for an hour.
 pub fn owner(name: &str) -> String {
-    handoff::token::owner_token(name, 3600, &key(), now_s())
+    handoff_api::token::owner_token(name, 3600, &key(), now_s())
 }
 
 /// A unique name per call, so tests never share a session or an owner by accident.

@@ -1,6 +1,6 @@
 //! Authentication and bad input (issue 2): every refusal is a typed 4xx and changes nothing.
 
-use handoff::token::{mint, Claims, Role};
+use handoff_api::token::{mint, Claims, Role};
 use handoff_it::{key, now_s, owner, unique, Client};
 use serde_json::json;
 

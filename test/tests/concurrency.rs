@@ -10,7 +10,7 @@
 //! these assertions, the three answers must be what the pure turn machine gives in some
 //! order of the three.
 
-use handoff::turn::{self, Command, Record, ReportStatus};
+use handoff_core::turn::{self, Command, Record, ReportStatus};
 use handoff_it::checker::{Outcome, Snapshot};
 use handoff_it::rng::Rng;
 use handoff_it::{owner, unique, Answer, Client};

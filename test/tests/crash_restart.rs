@@ -18,7 +18,7 @@
 //!
 //! Replay: `HANDOFF_CRASH_SEED=<seed>` repeats the drivers' choices and the kill moments.
 
-use handoff::turn::{self, Command, Record, ReportStatus, Status};
+use handoff_core::turn::{self, Command, Record, ReportStatus, Status};
 use handoff_it::checker::Snapshot;
 use handoff_it::rng::Rng;
 use handoff_it::{owner, temp_state, unique, Client, Server};
@@ -111,7 +111,7 @@ fn drive(c: &Client, owner_token: &str, current: Option<Tracked>, rng: &mut Rng)
     let mut step = 0;
     loop {
         let t = match current.take() {
-            Some(t) if t.acked.state == handoff::turn::State::Open => t,
+            Some(t) if t.acked.state == handoff_core::turn::State::Open => t,
             Some(closed) => {
                 done.push(closed);
                 continue;
@@ -299,7 +299,7 @@ fn after_a_sigkill_mid_load_every_acknowledged_change_is_there_whole_and_version
             match in_flight {
                 InFlight::Create { session } => {
                     // Absent, or there whole at version 1: nothing between.
-                    let id = handoff::input::handoff_id(&names[d], &session);
+                    let id = handoff_api::input::handoff_id(&names[d], &session);
                     let got = c.get(&format!("/v1/handoffs/{id}"), &owners[d]);
                     match got.status {
                         404 => *outcomes.entry("in-flight create absent").or_default() += 1,

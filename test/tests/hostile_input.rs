@@ -10,7 +10,7 @@
 //!
 //! Replay: the run prints its seed; `HANDOFF_HOSTILE_SEED=<seed>` generates the same requests.
 
-use handoff::token::{mint, Claims, Role};
+use handoff_api::token::{mint, Claims, Role};
 use handoff_it::rng::Rng;
 use handoff_it::{key, now_s, owner, unique, Client};
 use serde_json::{json, Value};
@@ -169,7 +169,7 @@ fn broken_token(rng: &mut Rng, fx: &Fixture, change: &Change) -> (&'static str, 
             ("malformed", token)
         }
         9 => {
-            let n = handoff::limits::TOKEN_BYTES_MAX + 1 + rng.below(12_000) as usize;
+            let n = handoff_core::limits::TOKEN_BYTES_MAX + 1 + rng.below(12_000) as usize;
             ("huge token", format!("{}.{}.{}", parts[0], "A".repeat(n), parts[2]))
         }
         10 => {
@@ -327,12 +327,12 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
             ("not one JSON object", body.into_bytes(), INVALID)
         }
         9 => {
-            let n = handoff::limits::BODY_BYTES_MAX + 1 + rng.below(200_000) as usize;
+            let n = handoff_core::limits::BODY_BYTES_MAX + 1 + rng.below(200_000) as usize;
             let body = if rng.chance(50) { format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(n)) } else { " ".repeat(n) };
             ("huge body", body.into_bytes(), TOO_LARGE)
         }
         10 if route == "report" => {
-            let n = handoff::limits::SUMMARY_BYTES_MAX + 1 + rng.below(8_000) as usize;
+            let n = handoff_core::limits::SUMMARY_BYTES_MAX + 1 + rng.below(8_000) as usize;
             ("summary over 4 KiB", format!(r#"{{"turn":1,"status":"needs-you","summary":"{}"}}"#, "é".repeat(n / 2 + 1)).into_bytes(), INVALID)
         }
         _ => {
@@ -349,7 +349,7 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
 }
 
 fn body_len_over(body: &str) -> bool {
-    body.len() > handoff::limits::BODY_BYTES_MAX
+    body.len() > handoff_core::limits::BODY_BYTES_MAX
 }
 
 /// Create bodies with ids outside 1-128 characters of `[A-Za-z0-9._:-]`.

@@ -15,7 +15,7 @@
 //! interleaving itself is the runtime's). The interleavings differ from run to run; the
 //! choices of every client do not.
 
-use handoff::turn::{Command, ReportStatus};
+use handoff_core::turn::{Command, ReportStatus};
 use handoff_it::checker::{self, Call, Event, Outcome, Snapshot};
 use handoff_it::rng::Rng;
 use handoff_it::{owner, unique, Client};

@@ -2,8 +2,8 @@
 //! every write is all-or-nothing, and no configuration of a deployed environment opens the
 //! test routes or accepts a key anyone can sign with.
 
-use handoff::limits::{BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
-use handoff::token::{owner_token, DEV_SIGNING_KEY};
+use handoff_core::limits::{BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
+use handoff_api::token::{owner_token, DEV_SIGNING_KEY};
 use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};

@@ -25,7 +25,7 @@ const CONNECTED: usize = 20;
 /// The cap a Worker of the cap test is started with (HANDOFF_TEST_WAITERS_MAX).
 const TEST_CAP: usize = 50;
 /// The server adds up to this much to each wait's timeout (limits::WAIT_JITTER_MS_MAX).
-const JITTER_MS: u64 = handoff::limits::WAIT_JITTER_MS_MAX;
+const JITTER_MS: u64 = handoff_core::limits::WAIT_JITTER_MS_MAX;
 
 /// Sends a wait on a raw connection and leaves it open (drop it to disconnect).
 fn raw_wait(port: u16, id: &str, token: &str, after: u64, timeout_s: u64) -> TcpStream {

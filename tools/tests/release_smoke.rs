@@ -60,8 +60,8 @@ fn answer(stream: TcpStream, fake: Fake) {
             // Tokens are case-sensitive: cut the original line where the lowercase one matched.
             let original = &line[line.len() - value.len()..];
             if let Some(token) = original.trim().strip_prefix("Bearer ") {
-                let key = handoff::token::DEV_SIGNING_KEY.as_bytes();
-                dev_key_token |= handoff::token::verify(token, key, now_s()).is_ok();
+                let key = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
+                dev_key_token |= handoff_api::token::verify(token, key, now_s()).is_ok();
             }
         }
         if let Some(value) = lower.strip_prefix("content-length:") {

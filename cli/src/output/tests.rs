@@ -27,7 +27,7 @@ trait KnownStatus {
 impl KnownStatus for ErrorCode {
     fn as_known_status(&self) -> u16 {
         match self {
-            ErrorCode::Known(c) => c.status(),
+            ErrorCode::Known(c) => handoff_api::error::status(*c),
             ErrorCode::Unknown(_) => 409,
         }
     }

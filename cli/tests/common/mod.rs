@@ -28,7 +28,7 @@ pub fn url() -> String {
 }
 
 pub fn signing_key() -> String {
-    std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff::token::DEV_SIGNING_KEY.to_string())
+    std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string())
 }
 
 /// A unique name per call, so tests never share a session or an owner.

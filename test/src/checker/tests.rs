@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::model::Status;
-use handoff::turn::ReportStatus;
+use handoff_core::turn::ReportStatus;
 
 /// An open hand-off as an answer shows it.
 fn open(version: u64, turn: u64, status: Status, summary: Option<&str>) -> Snapshot {
@@ -336,7 +336,7 @@ fn memoisation_keeps_many_commuting_reads_cheap() {
 #[test]
 fn step_on_a_service_record_carries_the_model_s_answer() {
     // `step` is `next` for drivers that track the service's record (concurrency.rs).
-    let record = handoff::turn::Record::create("ho_x".into(), "o".into(), "s".into(), "m".into(), "l".into(), 0);
+    let record = handoff_core::turn::Record::create("ho_x".into(), "o".into(), "s".into(), "m".into(), "l".into(), 0);
     let v2 = open(2, 1, Status::Done, Some("s"));
     let after = step(&record, &done(), &ok(&v2)).unwrap();
     assert_eq!(Snapshot::of(&after), v2);

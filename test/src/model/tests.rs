@@ -1,10 +1,10 @@
 //! The model on its own, in the contract's words; then the model against the service's core,
 //! command by command, over random sequences. The second is the only place in this crate where
-//! the model meets `handoff::turn`, and only to compare answers.
+//! the model meets `handoff_core::turn`, and only to compare answers.
 
 use super::*;
 use crate::checker::{model_command, Snapshot};
-use handoff::turn::{self, Record};
+use handoff_core::turn::{self, Record};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::cell::RefCell;

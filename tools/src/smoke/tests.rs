@@ -187,14 +187,14 @@ fn the_development_key_token_is_a_valid_owner_token_signed_with_the_public_key()
     assert_eq!(route.token, Some(Token::DevelopmentKey));
     let headers = route.request_headers(NOW);
     let token = headers["Authorization"].strip_prefix("Bearer ").expect("a bearer token");
-    assert_eq!(DEVELOPMENT_KEY, handoff::token::DEV_SIGNING_KEY);
-    let key = handoff::token::DEV_SIGNING_KEY.as_bytes();
-    let claims = handoff::token::verify(token, key, NOW).expect("valid under the development key");
-    assert_eq!(claims.role, handoff::token::Role::Owner);
+    assert_eq!(DEVELOPMENT_KEY, handoff_api::token::DEV_SIGNING_KEY);
+    let key = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
+    let claims = handoff_api::token::verify(token, key, NOW).expect("valid under the development key");
+    assert_eq!(claims.role, handoff_api::token::Role::Owner);
     assert_eq!(claims.sub, TOKEN_OWNER);
     assert_eq!(claims.exp, NOW + TOKEN_TTL_S);
-    assert_eq!(token, handoff::token::owner_token(TOKEN_OWNER, TOKEN_TTL_S, key, NOW), "byte for byte the core's");
-    assert!(handoff::token::verify(token, b"another key of thirty-two bytes!", NOW).is_err());
+    assert_eq!(token, handoff_api::token::owner_token(TOKEN_OWNER, TOKEN_TTL_S, key, NOW), "byte for byte the core's");
+    assert!(handoff_api::token::verify(token, b"another key of thirty-two bytes!", NOW).is_err());
 }
 
 #[test]

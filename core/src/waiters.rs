@@ -12,7 +12,7 @@
 //! commit could take back. Its answer is rendered once per version and shared by every waiter.
 
 use crate::handoff::Handoff;
-use crate::token::Role;
+use crate::role::Role;
 use crate::turn;
 use futures::channel::oneshot;
 use std::cell::RefCell;

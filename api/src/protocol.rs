@@ -2,9 +2,9 @@
 //! and one operation, already parsed and validated. Plain data, serialised over the
 //! object's internal `fetch`.
 
-use crate::handoff::Change;
+use handoff_core::handoff::Change;
 use crate::token::Role;
-use crate::work::Actor;
+use handoff_core::work::Actor;
 use serde::{Deserialize, Serialize};
 
 /// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
@@ -50,7 +50,7 @@ pub enum Op {
 }
 
 fn turns_page_default() -> usize {
-    crate::limits::TURNS_PAGE_DEFAULT
+    handoff_core::limits::TURNS_PAGE_DEFAULT
 }
 
 /// A failure a test arms for the next change of one hand-off (only where test hooks are on).
@@ -85,8 +85,8 @@ pub struct Idempotency {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum IndexAsk {
     /// A hand-off's row, delivered from its outbox; kept only if its version is higher.
-    Put { row: crate::index::IndexRow },
-    List { query: crate::index::ListQuery },
+    Put { row: handoff_core::index::IndexRow },
+    List { query: handoff_core::index::ListQuery },
     /// Test hook (only where test hooks are on): refuse deliveries while on.
     RefuseDeliveries { on: bool },
     /// Test hook: what this index's storage holds.

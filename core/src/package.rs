@@ -20,8 +20,8 @@
 //!   image, HTML, a heading, a list item, a table, a code block): each is escaped text, a code
 //!   span fenced longer than its backtick runs, or an `http(s)` autolink ([`render_markdown`]).
 
-use crate::error::{ApiError, Code};
-use crate::input::parse_json;
+use crate::error::{Refusal, Code};
+use crate::json::parse_json;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
@@ -49,7 +49,7 @@ pub struct PackageRequest {
 
 impl PackageRequest {
     /// The limits on each field; call it when the request arrives nested in another body.
-    pub fn validate(&self) -> Result<(), ApiError> {
+    pub fn validate(&self) -> Result<(), Refusal> {
         multi_line("objective", &self.objective, OBJECTIVE_BYTES_MAX)?;
         multi_line("purpose", &self.purpose, PURPOSE_BYTES_MAX)?;
         single_line("runtime", &self.runtime, RUNTIME_BYTES_MAX)?;
@@ -60,7 +60,7 @@ impl PackageRequest {
     }
 }
 
-pub fn parse_package_request(body: &[u8]) -> Result<PackageRequest, ApiError> {
+pub fn parse_package_request(body: &[u8]) -> Result<PackageRequest, Refusal> {
     let request: PackageRequest = parse_json(body)?;
     request.validate()?;
     Ok(request)
@@ -74,11 +74,11 @@ pub struct AcceptInput {
 }
 
 /// The hash comes back in lowercase.
-pub fn parse_accept(body: &[u8]) -> Result<AcceptInput, ApiError> {
+pub fn parse_accept(body: &[u8]) -> Result<AcceptInput, Refusal> {
     let mut input: AcceptInput = parse_json(body)?;
     let is_sha256 = input.package_hash.len() == 64 && input.package_hash.bytes().all(|b| b.is_ascii_hexdigit());
     if !is_sha256 {
-        return Err(ApiError::invalid("package_hash: must be 64 hexadecimal digits"));
+        return Err(Refusal::invalid("package_hash: must be 64 hexadecimal digits"));
     }
     input.package_hash.make_ascii_lowercase();
     Ok(input)
@@ -112,7 +112,7 @@ pub struct RejectInput {
     pub note: String,
 }
 
-pub fn parse_reject(body: &[u8]) -> Result<RejectInput, ApiError> {
+pub fn parse_reject(body: &[u8]) -> Result<RejectInput, Refusal> {
     let input: RejectInput = parse_json(body)?;
     multi_line("note", &input.note, NOTE_BYTES_MAX)?;
     Ok(input)
@@ -292,11 +292,11 @@ pub fn compile(
     request: &PackageRequest,
     rejection: Option<&Rejection>,
     now: EpochMs,
-) -> Result<Package, ApiError> {
+) -> Result<Package, Refusal> {
     request.validate()?;
     let Sources { handoff, work, lineage } = *sources;
     let Some(spec) = &work.spec else {
-        return Err(ApiError::invalid("this hand-off has no work yet: PUT /v1/handoffs/:id/work first"));
+        return Err(Refusal::invalid("this hand-off has no work yet: PUT /v1/handoffs/:id/work first"));
     };
 
     let standing: Vec<_> = work.standing_decisions().collect();
@@ -569,13 +569,13 @@ pub struct LedgerApplied<A> {
     pub moved: bool,
 }
 
-fn not_found() -> ApiError {
-    ApiError::new(Code::PackageNotFound, "this hand-off has no package yet")
+fn not_found() -> Refusal {
+    Refusal::new(Code::PackageNotFound, "this hand-off has no package yet")
 }
 
-fn check_open(handoff: &Record) -> Result<(), ApiError> {
+fn check_open(handoff: &Record) -> Result<(), Refusal> {
     if handoff.state == State::Closed {
-        return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+        return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
     }
     Ok(())
 }
@@ -596,7 +596,7 @@ impl Offer {
 
 impl Ledger {
     /// `GET …/package`: the latest package, or 404 `package.not_found`.
-    pub fn latest(&self) -> Result<LatestAnswer, ApiError> {
+    pub fn latest(&self) -> Result<LatestAnswer, Refusal> {
         self.current.as_ref().map(Offer::answer).ok_or_else(not_found)
     }
 
@@ -611,16 +611,16 @@ impl Ledger {
         by: Actor,
         dry_run: bool,
         now: EpochMs,
-    ) -> Result<LedgerApplied<CompileAnswer>, ApiError> {
+    ) -> Result<LedgerApplied<CompileAnswer>, Refusal> {
         if by != Actor::Owner {
-            return Err(ApiError::new(Code::AuthForbidden, "only the owner compiles a package"));
+            return Err(Refusal::new(Code::AuthForbidden, "only the owner compiles a package"));
         }
         if !dry_run {
             check_open(sources.handoff)?;
         }
         let current = self.current.as_ref();
         if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.handoff.turn) {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 Code::PackageAccepted,
                 format!("package version {} was accepted for turn {}; the next turn may compile again", c.version, c.turn),
             ));
@@ -669,14 +669,14 @@ impl Ledger {
         package_hash: &str,
         by: Actor,
         now: EpochMs,
-    ) -> Result<LedgerApplied<LatestAnswer>, ApiError> {
+    ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
         check_open(handoff)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.hash != package_hash {
             return Err(stale(current));
         }
         if current.state == OfferState::Accepted {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 Code::PackageAccepted,
                 format!("package version {} was already accepted", current.version),
             ));
@@ -698,12 +698,12 @@ impl Ledger {
         input: &RejectInput,
         by: Actor,
         now: EpochMs,
-    ) -> Result<LedgerApplied<LatestAnswer>, ApiError> {
+    ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
         check_open(handoff)?;
         multi_line("note", &input.note, NOTE_BYTES_MAX)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.state == OfferState::Accepted {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 Code::PackageAccepted,
                 format!("package version {} was accepted and cannot be rejected", current.version),
             ));
@@ -724,8 +724,8 @@ impl Ledger {
     }
 }
 
-fn stale(current: &Offer) -> ApiError {
-    ApiError::new(
+fn stale(current: &Offer) -> Refusal {
+    Refusal::new(
         Code::PackageStale,
         format!(
             "that package is no longer current; the current one is version {} with package_hash {}",

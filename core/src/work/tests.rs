@@ -9,7 +9,7 @@ fn run(work: &Work, command: Command, by: Actor) -> Applied {
     apply(work, &handoff(), &command, by, 5_000).expect("accepted")
 }
 
-fn refused(work: &Work, command: Command, by: Actor) -> ApiError {
+fn refused(work: &Work, command: Command, by: Actor) -> Refusal {
     apply(work, &handoff(), &command, by, 5_000).expect_err("refused")
 }
 
@@ -91,7 +91,7 @@ fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
 #[test]
 fn superseding_an_unknown_decision_is_404_and_an_already_superseded_one_is_409() {
     let e = refused(&Work::default(), decision("x", Some("dec_9")), Actor::Owner);
-    assert_eq!(e.code.status(), 404);
+    assert_eq!(e.code, Code::DecisionNotFound);
     let w = run(&Work::default(), decision("a", None), Actor::Owner).work;
     let w = run(&w, decision("b", Some("dec_1")), Actor::Owner).work;
     let e = refused(&w, decision("c", Some("dec_1")), Actor::Owner);
@@ -128,7 +128,7 @@ fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     assert_eq!(r.item.body()["status"], "resolved");
     assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner).moved);
     let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Actor::Owner);
-    assert_eq!(e.code.status(), 404);
+    assert_eq!(e.code, Code::BlockerNotFound);
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
 
 #[test]
 fn bad_bodies_are_refused_naming_the_field() {
-    type Parse = fn(&[u8]) -> Option<ApiError>;
+    type Parse = fn(&[u8]) -> Option<Refusal>;
     let cases: [(&str, Parse, &str); 7] = [
         (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| parse_work(b).err(), "owner"),
         (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| parse_work(b).err(), "goal"),

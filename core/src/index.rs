@@ -1,19 +1,12 @@
 //! The owner's list: one row per hand-off, derived from its record, and the paging rules.
 //! Pure; the `OwnerIndex` Durable Object stores the rows and the hand-off object sends them.
 
-use crate::error::ApiError;
-use crate::input::query_pairs;
 use crate::suggestion::Suggestion;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-
-/// Rows a list page holds when `limit` is not given.
-pub const LIST_LIMIT_DEFAULT: u32 = 50;
-/// The most rows one list page may hold.
-pub const LIST_LIMIT_MAX: u32 = 200;
 
 /// One session in its owner's list, as stored (times in ms).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +73,7 @@ impl Cursor {
     pub fn decode(text: &str) -> Option<Cursor> {
         let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(text).ok()?).ok()?;
         let (at, id) = raw.split_once('.')?;
-        let valid_id = crate::input::is_handoff_id(id);
+        let valid_id = crate::ids::is_handoff_id(id);
         valid_id.then(|| Some(Cursor { updated_at: at.parse().ok()?, id: id.to_string() })).flatten()
     }
 }
@@ -93,39 +86,13 @@ pub struct ListQuery {
     pub cursor: Option<Cursor>,
 }
 
-pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
-    let mut list = ListQuery { state: None, limit: LIST_LIMIT_DEFAULT, cursor: None };
-    for (key, value) in query_pairs(query) {
-        match key {
-            "state" => {
-                list.state = Some(match value {
-                    "open" => State::Open,
-                    "closed" => State::Closed,
-                    _ => return Err(ApiError::invalid("state: expected open or closed")),
-                })
-            }
-            "limit" => {
-                let n: u32 = value.parse().map_err(|_| ApiError::invalid("limit: expected an integer"))?;
-                if !(1..=LIST_LIMIT_MAX).contains(&n) || !value.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(ApiError::invalid(format!("limit: expected 1 to {LIST_LIMIT_MAX}")));
-                }
-                list.limit = n;
-            }
-            "cursor" => list.cursor = Some(Cursor::decode(value).ok_or_else(|| ApiError::invalid("cursor: not a cursor this service gave"))?),
-            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
-        }
-    }
-    Ok(list)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Code;
 
     #[test]
     fn a_cursor_round_trips_and_a_forged_one_is_refused() {
-        let c = Cursor { updated_at: 1_700_000_000_123, id: crate::input::handoff_id("a", "s") };
+        let c = Cursor { updated_at: 1_700_000_000_123, id: crate::ids::handoff_id("a", "s") };
         assert_eq!(Cursor::decode(&c.encode()), Some(c));
         for bad in ["", "x", "!!!", &URL_SAFE_NO_PAD.encode("12.ho_../etc")] {
             assert_eq!(Cursor::decode(bad), None, "{bad}");
@@ -147,15 +114,5 @@ mod tests {
             })
         );
         assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });
-    }
-
-    #[test]
-    fn the_list_query_has_defaults_and_bounds() {
-        let q = parse_list_query("").unwrap();
-        assert_eq!((q.state, q.limit, q.cursor), (None, 50, None));
-        assert_eq!(parse_list_query("state=closed&limit=200").unwrap().limit, 200);
-        for bad in ["limit=0", "limit=201", "limit=+5", "state=gone", "cursor=zz", "page=2"] {
-            assert_eq!(parse_list_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
-        }
     }
 }

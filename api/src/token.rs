@@ -4,7 +4,7 @@
 //! `exp` is required and honoured with [`TOKEN_CLOCK_SKEW_S`] of skew, and the signature is
 //! compared in constant time by `hmac`.
 
-use crate::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -15,12 +15,7 @@ use sha2::Sha256;
 /// is unset. Public by design: never use it for a deployed environment.
 pub const DEV_SIGNING_KEY: &str = "handoff-development-key-do-not-deploy";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Owner,
-    Machine,
-}
+pub use handoff_core::role::Role;
 
 /// The claims this service reads. Unknown claims are ignored, as RFC 7519 asks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

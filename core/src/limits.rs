@@ -9,6 +9,12 @@ pub const BODY_BYTES_MAX: usize = 16 * 1024;
 pub const SIGNING_KEY_BYTES_MIN: usize = 32;
 /// Longest turn summary a report may carry (UTF-8 bytes).
 pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
+/// Rows an owner's list page holds when `limit` is not given.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+/// The most rows one list page may hold.
+pub const LIST_LIMIT_MAX: u32 = 200;
+/// Runtimes one suggestion policy may name.
+pub const POLICY_RUNTIMES_MAX: usize = 16;
 /// Session, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
 pub const ID_CHARS_MAX: usize = 128;
 /// A bearer token longer than this is refused unread (`auth.invalid`).

@@ -6,12 +6,11 @@
 //! Invariants: at most one suggestion per turn and reason; none without a policy or without
 //! an eligible runtime (one other than the current turn's); cleared when the next turn opens.
 
-use crate::error::ApiError;
-use crate::input::{is_id, parse_json};
+use crate::error::Refusal;
+use crate::ids::is_id;
+use crate::limits::POLICY_RUNTIMES_MAX;
+use crate::json::parse_json;
 use serde::{Deserialize, Serialize};
-
-/// Runtimes one policy may name.
-pub const POLICY_RUNTIMES_MAX: usize = 16;
 
 /// `PUT /v1/handoffs/:id/policy`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,16 +22,16 @@ pub struct Policy {
     pub quota_threshold: Option<u64>,
 }
 
-pub fn parse_policy(body: &[u8]) -> Result<Policy, ApiError> {
+pub fn parse_policy(body: &[u8]) -> Result<Policy, Refusal> {
     let policy: Policy = parse_json(body)?;
     if !(1..=99).contains(&policy.context_threshold_pct) {
-        return Err(ApiError::invalid("context_threshold_pct: from 1 to 99"));
+        return Err(Refusal::invalid("context_threshold_pct: from 1 to 99"));
     }
     if policy.runtimes.len() > POLICY_RUNTIMES_MAX {
-        return Err(ApiError::invalid(format!("runtimes: at most {POLICY_RUNTIMES_MAX}")));
+        return Err(Refusal::invalid(format!("runtimes: at most {POLICY_RUNTIMES_MAX}")));
     }
     if let Some(bad) = policy.runtimes.iter().position(|r| !is_id(r)) {
-        return Err(ApiError::invalid(format!("runtimes[{bad}]: 1-128 characters of [A-Za-z0-9._:-]")));
+        return Err(Refusal::invalid(format!("runtimes[{bad}]: 1-128 characters of [A-Za-z0-9._:-]")));
     }
     Ok(policy)
 }

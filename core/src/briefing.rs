@@ -18,7 +18,7 @@
 //!   N-byte runtime budget …" whenever this rendering left out or clipped anything;
 //! - the closing instruction names environment variables, never their values.
 
-use crate::error::ApiError;
+use crate::error::Refusal;
 use crate::limits::*;
 use crate::package::{LatestAnswer, Package, Truncation};
 use std::fmt::Write as _;
@@ -53,7 +53,7 @@ pub enum ReachKind {
 
 /// Reads `?budget=` (default 8192, 256..=65536) and `?reach=` (`api`, the default, or `none`).
 /// Anything else → 400 `request.invalid` naming the parameter.
-pub fn parse_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, ReachKind), ApiError> {
+pub fn parse_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, ReachKind), Refusal> {
     let budget_bytes = match budget {
         None => BRIEFING_BUDGET_BYTES_DEFAULT,
         Some(raw) => raw
@@ -61,7 +61,7 @@ pub fn parse_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, 
             .ok()
             .filter(|b| (BRIEFING_BUDGET_BYTES_MIN..=BRIEFING_BUDGET_BYTES_MAX).contains(b))
             .ok_or_else(|| {
-                ApiError::invalid(format!(
+                Refusal::invalid(format!(
                     "budget: a whole number of bytes from {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"
                 ))
             })?,
@@ -69,7 +69,7 @@ pub fn parse_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, 
     let reach = match reach {
         None | Some("api") => ReachKind::Api,
         Some("none") => ReachKind::None,
-        Some(_) => return Err(ApiError::invalid("reach: api or none")),
+        Some(_) => return Err(Refusal::invalid("reach: api or none")),
     };
     Ok((budget_bytes, reach))
 }

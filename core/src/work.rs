@@ -21,11 +21,11 @@
 //! workspace body refuses any other field.
 //!
 //! Request bodies are parsed here too ([`parse_work`], [`parse_decision`], …) through
-//! `crate::input::parse_json`: unknown fields, wrong types and broken limits are 400
+//! `crate::json::parse_json`: unknown fields, wrong types and broken limits are 400
 //! `request.invalid` naming the field.
 
-use crate::error::{ApiError, Code};
-use crate::input::parse_json;
+use crate::error::{Refusal, Code};
+use crate::json::parse_json;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State};
@@ -141,36 +141,36 @@ pub struct FileInput {
     pub deletions: u32,
 }
 
-pub fn parse_work(body: &[u8]) -> Result<WorkInput, ApiError> {
+pub fn parse_work(body: &[u8]) -> Result<WorkInput, Refusal> {
     let input: WorkInput = parse_json(body)?;
     validate_work(&input)?;
     Ok(input)
 }
 
-pub fn parse_decision(body: &[u8]) -> Result<DecisionInput, ApiError> {
+pub fn parse_decision(body: &[u8]) -> Result<DecisionInput, Refusal> {
     let input: DecisionInput = parse_json(body)?;
     validate_decision(&input)?;
     Ok(input)
 }
 
 /// The artifact's `sha256` comes back in lowercase.
-pub fn parse_artifact(body: &[u8]) -> Result<ArtifactInput, ApiError> {
+pub fn parse_artifact(body: &[u8]) -> Result<ArtifactInput, Refusal> {
     let mut input: ArtifactInput = parse_json(body)?;
     validate_artifact(&input)?;
     input.sha256 = input.sha256.map(|s| s.to_ascii_lowercase());
     Ok(input)
 }
 
-pub fn parse_blocker(body: &[u8]) -> Result<BlockerInput, ApiError> {
+pub fn parse_blocker(body: &[u8]) -> Result<BlockerInput, Refusal> {
     let input: BlockerInput = parse_json(body)?;
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     Ok(input)
 }
 
-pub fn parse_workspace(body: &[u8]) -> Result<WorkspaceInput, ApiError> {
+pub fn parse_workspace(body: &[u8]) -> Result<WorkspaceInput, Refusal> {
     let input: WorkspaceInput = parse_json(body)?;
     if input.files.len() > FILES_PER_REPORT_MAX {
-        return Err(ApiError::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+        return Err(Refusal::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
     }
     for (i, file) in input.files.iter().enumerate() {
         single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
@@ -178,7 +178,7 @@ pub fn parse_workspace(body: &[u8]) -> Result<WorkspaceInput, ApiError> {
     Ok(input)
 }
 
-fn validate_work(input: &WorkInput) -> Result<(), ApiError> {
+fn validate_work(input: &WorkInput) -> Result<(), Refusal> {
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     multi_line("goal", &input.goal, GOAL_BYTES_MAX)?;
     if let Some(task_type) = &input.task_type {
@@ -191,13 +191,13 @@ fn validate_work(input: &WorkInput) -> Result<(), ApiError> {
     list("acceptance_criteria", &input.acceptance_criteria, ACCEPTANCE_CRITERIA_MAX, CRITERION_BYTES_MAX)
 }
 
-fn validate_decision(input: &DecisionInput) -> Result<(), ApiError> {
+fn validate_decision(input: &DecisionInput) -> Result<(), Refusal> {
     multi_line("statement", &input.statement, STATEMENT_BYTES_MAX)?;
     if let Some(rationale) = &input.rationale {
         multi_line("rationale", rationale, RATIONALE_BYTES_MAX)?;
     }
     if input.evidence.len() > EVIDENCE_PER_DECISION_MAX {
-        return Err(ApiError::invalid(format!("evidence: more than {EVIDENCE_PER_DECISION_MAX} URIs")));
+        return Err(Refusal::invalid(format!("evidence: more than {EVIDENCE_PER_DECISION_MAX} URIs")));
     }
     for (i, uri) in input.evidence.iter().enumerate() {
         check_uri(&format!("evidence[{i}]"), uri)?;
@@ -208,52 +208,52 @@ fn validate_decision(input: &DecisionInput) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn validate_artifact(input: &ArtifactInput) -> Result<(), ApiError> {
+fn validate_artifact(input: &ArtifactInput) -> Result<(), Refusal> {
     single_line("type", &input.kind, LABEL_BYTES_MAX)?;
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     check_uri("uri", &input.uri)?;
     if let Some(sha) = &input.sha256 {
         let is_sha256 = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
         if !is_sha256 {
-            return Err(ApiError::invalid("sha256: must be 64 hexadecimal digits"));
+            return Err(Refusal::invalid("sha256: must be 64 hexadecimal digits"));
         }
     }
     Ok(())
 }
 
 /// A required one-line text: not blank, no control characters, at most `max_bytes`.
-pub(crate) fn single_line(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+pub(crate) fn single_line(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
     text(field, value, max_bytes)?;
     if value.chars().any(char::is_control) {
-        return Err(ApiError::invalid(format!("{field}: must be one line without control characters")));
+        return Err(Refusal::invalid(format!("{field}: must be one line without control characters")));
     }
     Ok(())
 }
 
 /// A required text that may span lines: not blank, no control characters but newlines and
 /// tabs, at most `max_bytes`.
-pub(crate) fn multi_line(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+pub(crate) fn multi_line(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
     text(field, value, max_bytes)?;
     let allowed = |c: char| matches!(c, '\n' | '\r' | '\t');
     if value.chars().any(|c| c.is_control() && !allowed(c)) {
-        return Err(ApiError::invalid(format!("{field}: control characters other than newlines and tabs")));
+        return Err(Refusal::invalid(format!("{field}: control characters other than newlines and tabs")));
     }
     Ok(())
 }
 
-fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), ApiError> {
+fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
     if value.trim().is_empty() {
-        return Err(ApiError::invalid(format!("{field}: must not be empty")));
+        return Err(Refusal::invalid(format!("{field}: must not be empty")));
     }
     if value.len() > max_bytes {
-        return Err(ApiError::invalid(format!("{field}: longer than {max_bytes} bytes")));
+        return Err(Refusal::invalid(format!("{field}: longer than {max_bytes} bytes")));
     }
     Ok(())
 }
 
-fn list(field: &str, values: &[String], max_items: usize, max_bytes: usize) -> Result<(), ApiError> {
+fn list(field: &str, values: &[String], max_items: usize, max_bytes: usize) -> Result<(), Refusal> {
     if values.len() > max_items {
-        return Err(ApiError::invalid(format!("{field}: more than {max_items} items")));
+        return Err(Refusal::invalid(format!("{field}: more than {max_items} items")));
     }
     for (i, value) in values.iter().enumerate() {
         multi_line(&format!("{field}[{i}]"), value, max_bytes)?;
@@ -267,14 +267,14 @@ fn list(field: &str, values: &[String], max_items: usize, max_bytes: usize) -> R
 /// these URIs are shown to people as links (the Markdown package) and followed by agents.
 /// A backslash is refused because browsers read it as `/` in a URL, which would make
 /// `/\evil.example` protocol-relative.
-fn check_uri(field: &str, uri: &str) -> Result<(), ApiError> {
+fn check_uri(field: &str, uri: &str) -> Result<(), Refusal> {
     single_line(field, uri, URI_BYTES_MAX)?;
     if uri.contains(|c: char| c.is_whitespace() || c == '\\') {
-        return Err(ApiError::invalid(format!("{field}: a URI has no whitespace and no backslash")));
+        return Err(Refusal::invalid(format!("{field}: a URI has no whitespace and no backslash")));
     }
     match uri_kind(uri) {
         UriKind::Web | UriKind::Relative => Ok(()),
-        UriKind::Other => Err(ApiError::invalid(format!("{field}: only http, https or relative URIs are accepted"))),
+        UriKind::Other => Err(Refusal::invalid(format!("{field}: only http, https or relative URIs are accepted"))),
     }
 }
 
@@ -522,12 +522,12 @@ pub struct Applied {
 
 /// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
 /// A refusal leaves the record as it was.
-pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
     if handoff.state == State::Closed {
-        return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+        return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
     }
     if !command.may_be_sent_by(by) {
-        return Err(ApiError::new(Code::AuthForbidden, "this route is not open to this token's role"));
+        return Err(Refusal::new(Code::AuthForbidden, "this route is not open to this token's role"));
     }
     let applied = match command {
         Command::SetWork(input) => set_work(work, &handoff.id, input)?,
@@ -548,7 +548,7 @@ fn work_item(handoff_id: &str, spec: &WorkInput) -> Item {
     Item::Work(body)
 }
 
-fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied, ApiError> {
+fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied, Refusal> {
     validate_work(input)?;
     if work.spec.as_ref() == Some(input) {
         return Ok(Applied { work: work.clone(), item: work_item(handoff_id, input), moved: false });
@@ -565,11 +565,11 @@ fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied,
     Ok(Applied { work: next, item: work_item(handoff_id, input), moved: true })
 }
 
-fn too_many(what: &str, max: usize) -> ApiError {
-    ApiError::new(Code::RequestTooLarge, format!("this hand-off already keeps {max} {what}, the most it keeps"))
+fn too_many(what: &str, max: usize) -> Refusal {
+    Refusal::new(Code::RequestTooLarge, format!("this hand-off already keeps {max} {what}, the most it keeps"))
 }
 
-fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
     validate_decision(input)?;
     if work.decisions.len() >= DECISIONS_PER_HANDOFF_MAX {
         return Err(too_many("decisions", DECISIONS_PER_HANDOFF_MAX));
@@ -579,10 +579,10 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) 
     let id = format!("dec_{}", next.counters.decisions);
     if let Some(target) = &input.supersedes {
         let Some(old) = next.decisions.iter_mut().find(|d| d.id == *target) else {
-            return Err(ApiError::new(Code::DecisionNotFound, format!("supersedes: this hand-off has no decision {target}")));
+            return Err(Refusal::new(Code::DecisionNotFound, format!("supersedes: this hand-off has no decision {target}")));
         };
         if let Some(by_id) = &old.superseded_by {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 Code::HandoffConflict,
                 format!("supersedes: {target} was already superseded by {by_id}; supersede {by_id} instead"),
             ));
@@ -604,7 +604,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) 
     Ok(Applied { work: next, item, moved: true })
 }
 
-fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
     validate_artifact(input)?;
     let sha256 = input.sha256.as_ref().map(|s| s.to_ascii_lowercase());
     let latest = work.latest_version_of(&input.title);
@@ -640,7 +640,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> 
     Ok(Applied { work: next, item, moved: true })
 }
 
-fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Result<Applied, ApiError> {
+fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     if work.blockers.len() >= BLOCKERS_PER_HANDOFF_MAX {
         return Err(too_many("blockers", BLOCKERS_PER_HANDOFF_MAX));
@@ -662,9 +662,9 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Re
 }
 
 /// Resolving a resolved blocker again changes nothing.
-fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, ApiError> {
+fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, Refusal> {
     let Some(index) = work.blockers.iter().position(|b| b.id == id) else {
-        return Err(ApiError::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
+        return Err(Refusal::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
     };
     if work.blockers[index].status == BlockerStatus::Resolved {
         return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].view()), moved: false });
@@ -679,12 +679,12 @@ fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, ApiEr
 
 /// Answers the reported paths as now on the record (code-point order) and how many paths
 /// the hand-off keeps in all.
-fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, ApiError> {
+fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, Refusal> {
     for (i, file) in input.files.iter().enumerate() {
         single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
     }
     if input.files.len() > FILES_PER_REPORT_MAX {
-        return Err(ApiError::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+        return Err(Refusal::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
     }
     let mut next = work.clone();
     // In body order, so a path named twice in one report keeps its later counts.
@@ -707,10 +707,10 @@ fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, ApiE
     Ok(Applied { work: next, item, moved })
 }
 
-fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, ApiError> {
+fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, Refusal> {
     let criteria = work.spec.as_ref().map_or(0, |s| s.acceptance_criteria.len());
     if let Some(bad) = indices.iter().find(|&&i| i as usize >= criteria) {
-        return Err(ApiError::invalid(format!(
+        return Err(Refusal::invalid(format!(
             "unmet: {bad} is not the index of an acceptance criterion (this work has {criteria})"
         )));
     }

@@ -11,7 +11,7 @@
 //!   entries (storage keeps more);
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
-use crate::error::{ApiError, Code};
+use crate::error::{Refusal, Code};
 use crate::limits::LINEAGE_TAIL_MAX;
 use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};
@@ -106,10 +106,6 @@ pub struct Outcome {
     pub extra: Map<String, Value>,
 }
 
-/// A refusal: the error, and whether the answer carries the hand-off (every refusal of a
-/// hand-off that exists does, so that a client learns the current turn from it).
-pub type Refusal = ApiError;
-
 impl Handoff {
     pub fn create(record: Record) -> Handoff {
         let first = TurnEntry {
@@ -159,10 +155,10 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
         Change::Reject { input } => take_ledger(h.ledger.reject(&h.record, input, by, now)?, &mut next, &mut dirty, &mut extra),
         Change::SetPolicy { policy } => {
             if by != Actor::Owner {
-                return Err(ApiError::new(Code::AuthForbidden, "only the owner sets the policy"));
+                return Err(Refusal::new(Code::AuthForbidden, "only the owner sets the policy"));
             }
             if h.record.state == turn::State::Closed {
-                return Err(ApiError::new(Code::HandoffClosed, "the hand-off is closed"));
+                return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
             }
             extra.insert("policy".into(), serde_json::to_value(policy).unwrap_or(Value::Null));
             next.extras.policy = Some(policy.clone());
@@ -217,7 +213,7 @@ fn turn_change(
     handoff: Option<&PackageRequest>,
     now: EpochMs,
 ) -> Result<bool, Refusal> {
-    let applied = turn::apply(&h.record, command, now).map_err(|code| ApiError::new(code, refusal_message(code, &h.record)))?;
+    let applied = turn::apply(&h.record, command, now).map_err(|code| Refusal::new(code, refusal_message(code, &h.record)))?;
     next.record = applied.record;
     let mut moved = applied.moved;
     if applied.moved {

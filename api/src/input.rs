@@ -2,65 +2,16 @@
 //! 400 `request.invalid` that names the field. Nothing here touches state.
 
 use crate::error::ApiError;
-use crate::limits::{ID_CHARS_MAX, SUMMARY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
-use crate::package::PackageRequest;
-use crate::suggestion::Usage;
-use crate::turn::ReportStatus;
-use serde::de::DeserializeOwned;
+use handoff_core::index::{Cursor, ListQuery};
+use handoff_core::limits::{ACCEPTANCE_CRITERIA_MAX, ID_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, SUMMARY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX};
+use handoff_core::package::PackageRequest;
+use handoff_core::suggestion::Usage;
+use handoff_core::turn::{ReportStatus, State};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Session, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
-pub fn is_id(s: &str) -> bool {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
-    !s.is_empty() && s.len() <= ID_CHARS_MAX && s.chars().all(allowed)
-}
-
-/// Hex digits of a hand-off id after its `ho_` prefix (128 bits of SHA-256).
-const HANDOFF_ID_HEX_CHARS: usize = 32;
-
-/// One hand-off per session: the id derives from the owner and the session, so a second
-/// create for the same session finds the same Durable Object.
-pub fn handoff_id(owner: &str, session: &str) -> String {
-    let digest = Sha256::new().chain_update(owner).chain_update("\n").chain_update(session).finalize();
-    format!("ho_{}", &hex::encode(digest)[..HANDOFF_ID_HEX_CHARS])
-}
-
-pub fn is_handoff_id(s: &str) -> bool {
-    s.strip_prefix("ho_").is_some_and(|hex| {
-        hex.len() == HANDOFF_ID_HEX_CHARS && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
-/// Parses a JSON object body into `T`; the error names the field that is wrong. Every body of
-/// this API is an object: serde would otherwise read an array as a struct's fields in order.
-pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return Err(ApiError::invalid("body: expected a JSON object"));
-    }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || path == "?" {
-            ApiError::invalid(format!("body: {inner}"))
-        } else {
-            ApiError::invalid(format!("{path}: {inner}"))
-        }
-    })?;
-    de.end().map_err(|e| ApiError::invalid(format!("body: {e}")))?;
-    Ok(value)
-}
-
-/// A body that may be empty (treated as `{}`).
-pub fn parse_json_or_empty<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        parse_json(b"{}")
-    } else {
-        parse_json(body)
-    }
-}
+pub use handoff_core::ids::{handoff_id, is_handoff_id, is_id};
+pub use handoff_core::json::{parse_json, parse_json_or_empty};
 
 fn check_id(field: &str, value: &str) -> Result<(), ApiError> {
     if is_id(value) {
@@ -103,9 +54,6 @@ pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
     Ok(input)
 }
 
-/// Acceptance-criterion indices one final report may list as unmet.
-pub const UNMET_MAX: usize = crate::limits::ACCEPTANCE_CRITERIA_MAX;
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportInput {
@@ -129,8 +77,8 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     if input.unmet.is_some() && !is_final {
         return Err(ApiError::invalid("unmet: only a final report (done or failed) lists unmet criteria"));
     }
-    if input.unmet.as_ref().is_some_and(|u| u.len() > UNMET_MAX) {
-        return Err(ApiError::invalid(format!("unmet: at most {UNMET_MAX} indices")));
+    if input.unmet.as_ref().is_some_and(|u| u.len() > ACCEPTANCE_CRITERIA_MAX) {
+        return Err(ApiError::invalid(format!("unmet: at most {ACCEPTANCE_CRITERIA_MAX} indices")));
     }
     Ok(input)
 }
@@ -143,7 +91,7 @@ pub struct CancelInput {
 }
 
 pub fn parse_cancel(body: &[u8]) -> Result<CancelInput, ApiError> {
-    parse_json_or_empty(body)
+    Ok(parse_json_or_empty(body)?)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -151,7 +99,7 @@ pub fn parse_cancel(body: &[u8]) -> Result<CancelInput, ApiError> {
 pub struct CloseInput {}
 
 pub fn parse_close(body: &[u8]) -> Result<CloseInput, ApiError> {
-    parse_json_or_empty(body)
+    Ok(parse_json_or_empty(body)?)
 }
 
 /// A request's URL as the runtime serialised it (WHATWG: `scheme://host[:port]/path[?query]`),
@@ -259,7 +207,7 @@ pub fn parse_turns_query(query: &str) -> Result<TurnsQuery, ApiError> {
 /// `Idempotency-Key`: 1..=128 printable ASCII characters, no spaces.
 pub fn is_idempotency_key(key: &str) -> bool {
     let printable = key.bytes().all(|b| (0x21..=0x7e).contains(&b));
-    !key.is_empty() && key.len() <= crate::limits::IDEMPOTENCY_KEY_CHARS_MAX && printable
+    !key.is_empty() && key.len() <= handoff_core::limits::IDEMPOTENCY_KEY_CHARS_MAX && printable
 }
 
 /// The query as the fingerprint reads it: its pairs in code-point order, so that the same
@@ -287,6 +235,32 @@ pub fn request_fingerprint(method: &str, path: &str, query: &str, role: &str, bo
         .chain_update(body)
         .finalize();
     hex::encode(digest)
+}
+
+/// `GET /v1/handoffs?state=open|closed&limit=N&cursor=C`.
+pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
+    let mut list = ListQuery { state: None, limit: LIST_LIMIT_DEFAULT, cursor: None };
+    for (key, value) in query_pairs(query) {
+        match key {
+            "state" => {
+                list.state = Some(match value {
+                    "open" => State::Open,
+                    "closed" => State::Closed,
+                    _ => return Err(ApiError::invalid("state: expected open or closed")),
+                })
+            }
+            "limit" => {
+                let n: u32 = value.parse().map_err(|_| ApiError::invalid("limit: expected an integer"))?;
+                if !(1..=LIST_LIMIT_MAX).contains(&n) || !value.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(ApiError::invalid(format!("limit: expected 1 to {LIST_LIMIT_MAX}")));
+                }
+                list.limit = n;
+            }
+            "cursor" => list.cursor = Some(Cursor::decode(value).ok_or_else(|| ApiError::invalid("cursor: not a cursor this service gave"))?),
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    Ok(list)
 }
 
 #[cfg(test)]
@@ -441,6 +415,18 @@ mod tests {
         assert_eq!(parse_wait_query("after=7&timeout=300").unwrap(), WaitQuery { after: 7, timeout_s: 300 });
         for bad in ["timeout=301", "after=-1", "after=x", "after=", "since=1", "after=99999999999999999999999"] {
             assert_eq!(parse_wait_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_list_query_has_defaults_and_bounds() {
+        let q = parse_list_query("").unwrap();
+        assert_eq!((q.state, q.limit, q.cursor), (None, 50, None));
+        assert_eq!(parse_list_query("state=closed&limit=200").unwrap().limit, 200);
+        assert_eq!(parse_list_query("state=open").unwrap().state, Some(State::Open));
+        assert_eq!(parse_list_query("state=closed").unwrap().state, Some(State::Closed));
+        for bad in ["limit=0", "limit=201", "limit=+5", "state=gone", "cursor=zz", "page=2"] {
+            assert_eq!(parse_list_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
         }
     }
 }

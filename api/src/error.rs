@@ -1,0 +1,79 @@
+//! The error answer of the HTTP contract: `{"error": {"code", "message"}}` with the one
+//! status of its code, decided here; no other module chooses a status for an error.
+
+pub use handoff_core::error::{Code, Refusal};
+
+/// An error answer before it is rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: Code,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(Code::RequestInvalid, message)
+    }
+
+    pub fn status(&self) -> u16 {
+        status(self.code)
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        ApiError { code: refusal.code, message: refusal.message }
+    }
+}
+
+/// The one HTTP status of a code.
+pub fn status(code: Code) -> u16 {
+    match code {
+        Code::AuthRequired | Code::AuthInvalid => 401,
+        Code::AuthForbidden => 403,
+        Code::HandoffNotFound
+        | Code::RouteNotFound
+        | Code::StoreUnbound
+        | Code::PackageNotFound
+        | Code::DecisionNotFound
+        | Code::BlockerNotFound => 404,
+        Code::MethodNotAllowed => 405,
+        Code::HandoffConflict
+        | Code::HandoffClosed
+        | Code::HandoffStale
+        | Code::TurnConflict
+        | Code::TurnRunning
+        | Code::TurnOutOfOrder
+        | Code::TurnFinished
+        | Code::PackageStale
+        | Code::PackageAccepted => 409,
+        Code::RequestTooLarge => 413,
+        Code::IdempotencyMismatch => 422,
+        Code::RequestInvalid => 400,
+        Code::WaitTooMany => 429,
+        // A storage failure the runtime reported: retryable, and never a 500.
+        Code::StoreUnavailable => 503,
+        // The operator's mistake, not the client's: no token can succeed until it is fixed.
+        Code::AuthMisconfigured => 503,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_code_is_a_server_error_but_the_operators_two() {
+        for code in Code::ALL {
+            assert!(status(code) < 500 || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured), "{code:?}");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The hand-off service's rules, as plain Rust: no HTTP, no `worker` types. The Worker
+//! (`src/`) loads a value, asks this crate what a command does to it, stores the answer and
+//! wakes whoever waits; the HTTP contract (`api/`) reads requests into the values here.
+
+pub mod error;
+pub mod limits;
+pub mod time;
+pub mod ids;
+pub mod json;
+pub mod role;
+pub mod turn;
+pub mod index;
+pub mod suggestion;
+pub mod handoff;
+pub mod work;
+pub mod package;
+pub mod briefing;
+pub mod waiters;
+pub mod idempotency;
