@@ -138,6 +138,13 @@ struct KeySize {
     bytes: i64,
 }
 
+/// The three reads of a hand-off, each named, so that a new `Op` cannot fall into one.
+enum Read {
+    Record,
+    Package { markdown: bool },
+    Briefing { budget_bytes: usize, reach_api: bool, base_url: String },
+}
+
 /// An answer before it becomes a `Response`.
 struct Answer {
     status: u16,
@@ -273,7 +280,11 @@ impl HandoffObject {
             Op::Turns { before, limit } => self.turns(&ask.caller, before, limit),
             Op::TestFault { fault } => self.arm(&ask.caller, fault),
             Op::TestStorage => self.storage_report(&ask.caller),
-            Op::Get | Op::Package { .. } | Op::Briefing { .. } => self.read(&ask.caller, &ask.op),
+            Op::Get => self.read(&ask.caller, Read::Record),
+            Op::Package { markdown } => self.read(&ask.caller, Read::Package { markdown }),
+            Op::Briefing { budget_bytes, reach_api, base_url } => {
+                self.read(&ask.caller, Read::Briefing { budget_bytes, reach_api, base_url })
+            }
         }
     }
 
@@ -454,10 +465,7 @@ impl HandoffObject {
         if kept_from_turn > 0 {
             batch.push("DELETE FROM turns WHERE turn <= ?", vec![kept_from_turn.into()]);
         }
-        let actor = match caller.role {
-            Role::Owner => "owner",
-            Role::Machine => "machine",
-        };
+        let actor = caller.role.as_str();
         batch.push(
             "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
             vec![(record.version as i64).into(), record.updated_at.into(), kind.into(), actor.into()],
@@ -676,7 +684,7 @@ impl HandoffObject {
             }
         }
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
-        let out = match handoff::apply(&h, change, caller.actor(), now_ms()) {
+        let out = match handoff::apply(&h, change, caller.role, now_ms()) {
             Err(e) => return Answer::refused(e, Some(&h)).into_response(),
             Ok(out) => out,
         };
@@ -747,29 +755,29 @@ impl HandoffObject {
     }
 
     /// Reads: the record, the package, the briefing.
-    fn read(&self, caller: &Caller, op: &Op) -> Result<Response> {
+    fn read(&self, caller: &Caller, read: Read) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
         };
-        match op {
-            Op::Package { markdown } => match h.ledger.latest() {
+        match read {
+            Read::Record => Answer::ok(h.answer(&Default::default())).into_response(),
+            Read::Package { markdown } => match h.ledger.latest() {
                 Err(e) => Answer::refused(e, Some(&h)).into_response(),
-                Ok(latest) if *markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
+                Ok(latest) if markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
                     let mut body = serde_json::to_value(&latest).unwrap_or_default();
                     body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
                     Answer::ok(body).into_response()
                 }
             },
-            Op::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
+            Read::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
                 Err(e) => Answer::refused(e, Some(&h)).into_response(),
                 Ok(latest) => {
-                    let reach = if *reach_api { Reach::api(base_url.clone()) } else { Reach::None };
-                    text(&briefing::render(&latest, *budget_bytes, &reach).text, "text/plain; charset=utf-8")
+                    let reach = if reach_api { Reach::api(base_url) } else { Reach::None };
+                    text(&briefing::render(&latest, budget_bytes, &reach).text, "text/plain; charset=utf-8")
                 }
             },
-            _ => Answer::ok(h.answer(&Default::default())).into_response(),
         }
     }
 

@@ -65,7 +65,7 @@ impl StoredRow {
             machine: self.machine,
             size: self.size,
             turn: self.turn as u64,
-            state: if self.state == "closed" { HandoffState::Closed } else { HandoffState::Open },
+            state: HandoffState::parse(&self.state)?,
             status: handoff_core::turn::Status::parse(&self.status)?,
             summary: self.summary,
             version: self.version as u64,
@@ -130,7 +130,7 @@ impl OwnerIndex {
         if self.refusing.get() {
             return answer_error(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
-        let state = if row.state == HandoffState::Closed { "closed" } else { "open" };
+        let state = row.state.as_str();
         let bindings = vec![
             row.id.clone().into(),
             row.session.clone().into(),
@@ -154,7 +154,7 @@ impl OwnerIndex {
             return Response::from_json(&json!({"handoffs": [], "cursor": null}));
         }
         let sql = self.state.storage().sql();
-        let state = query.state.map(|s| if s == HandoffState::Closed { "closed" } else { "open" });
+        let state = query.state.map(HandoffState::as_str);
         let (at, id) = match &query.cursor {
             Some(c) => (c.updated_at, c.id.clone()),
             None => (i64::MAX, String::new()),

@@ -206,9 +206,18 @@ async fn handle(mut req: Request, env: &Env) -> Answer {
         return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
     }
     let op = operation(route, &method, url.origin, query, &body, bid)?;
+    // Only a change is remembered under a key; every other operation changes nothing.
     let idempotency = match &op {
         Op::Change { .. } => idempotency(&req, &method, url.path, query, &claims, &body)?,
-        _ => None,
+        Op::Create { .. }
+        | Op::Get
+        | Op::Wait { .. }
+        | Op::Turns { .. }
+        | Op::Package { .. }
+        | Op::Briefing { .. }
+        | Op::Floor
+        | Op::TestFault { .. }
+        | Op::TestStorage => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
     let payload = serde_json::to_string(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
@@ -312,8 +321,7 @@ fn idempotency(req: &Request, method: &Method, path: &str, query: &str, claims: 
     if !input::is_idempotency_key(&key) {
         return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
     }
-    let role = if claims.role == Role::Owner { "owner" } else { "machine" };
-    let fingerprint = input::request_fingerprint(method.as_ref(), path, query, role, body);
+    let fingerprint = input::request_fingerprint(method.as_ref(), path, query, claims.role.as_str(), body);
     Ok(Some(Idempotency { key, fingerprint }))
 }
 

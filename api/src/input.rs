@@ -243,11 +243,7 @@ pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
     for (key, value) in query_pairs(query) {
         match key {
             "state" => {
-                list.state = Some(match value {
-                    "open" => State::Open,
-                    "closed" => State::Closed,
-                    _ => return Err(ApiError::invalid("state: expected open or closed")),
-                })
+                list.state = Some(State::parse(value).ok_or_else(|| ApiError::invalid("state: expected open or closed"))?)
             }
             "limit" => {
                 let n: u32 = value.parse().map_err(|_| ApiError::invalid("limit: expected an integer"))?;

@@ -3,8 +3,7 @@
 //! object's internal `fetch`.
 
 use handoff_core::handoff::Change;
-use crate::token::Role;
-use handoff_core::work::Actor;
+use handoff_core::role::Role;
 use serde::{Deserialize, Serialize};
 
 /// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
@@ -12,15 +11,6 @@ use serde::{Deserialize, Serialize};
 pub struct Caller {
     pub owner: String,
     pub role: Role,
-}
-
-impl Caller {
-    pub fn actor(&self) -> Actor {
-        match self.role {
-            Role::Owner => Actor::Owner,
-            Role::Machine => Actor::Machine,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

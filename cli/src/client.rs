@@ -281,7 +281,7 @@ impl Client {
     pub fn list(&self, state: Option<State>, limit: Option<u32>, cursor: Option<&str>) -> Result<Reply<Page>, Error> {
         let mut query = Vec::new();
         if let Some(s) = state {
-            query.push(("state", state_str(s).to_string()));
+            query.push(("state", s.as_str().to_string()));
         }
         if let Some(n) = limit {
             query.push(("limit", n.to_string()));
@@ -577,13 +577,6 @@ fn read_item(raw: Raw, kind: &'static str) -> Result<Reply<Item>, Error> {
 
 fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("request bodies serialise")
-}
-
-fn state_str(state: State) -> &'static str {
-    match state {
-        State::Open => "open",
-        State::Closed => "closed",
-    }
 }
 
 fn handoff_path(id: &str, rest: &str) -> String {

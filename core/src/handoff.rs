@@ -17,7 +17,7 @@ use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, Rejec
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
-use crate::work::{self, Actor, Work};
+use crate::work::{self, Role, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -130,7 +130,7 @@ impl Handoff {
 }
 
 /// Applies `change`, sent by `by` at `now`.
-pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Outcome, Refusal> {
+pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
     let mut next = h.clone();
     let mut dirty = Dirty::default();
     let mut extra = Map::new();
@@ -154,7 +154,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Actor, now: EpochMs) -> Result<Ou
         }
         Change::Reject { input } => take_ledger(h.ledger.reject(&h.record, input, by, now)?, &mut next, &mut dirty, &mut extra),
         Change::SetPolicy { policy } => {
-            if by != Actor::Owner {
+            if by != Role::Owner {
                 return Err(Refusal::new(Code::AuthForbidden, "only the owner sets the policy"));
             }
             if h.record.state == turn::State::Closed {
@@ -231,7 +231,7 @@ fn turn_change(
         let ends_turn = matches!(status, ReportStatus::Done | ReportStatus::Failed);
         if applied.moved && ends_turn {
             let unmet = work::Command::RecordUnmet(unmet.unwrap_or_default().to_vec());
-            let recorded = work::apply(&next.work, &next.record, &unmet, Actor::Machine, now)?;
+            let recorded = work::apply(&next.work, &next.record, &unmet, Role::Machine, now)?;
             dirty.work = recorded.moved;
             next.work = recorded.work;
         }
@@ -273,7 +273,7 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
     next.lineage[last].runtime = Some(request.runtime.clone());
     next.record.runtime = Some(request.runtime.clone());
     let sources = Sources { handoff: &next.record, work: &next.work, lineage: &next.lineage };
-    let applied = next.ledger.compile(&sources, request, Actor::Owner, false, now)?;
+    let applied = next.ledger.compile(&sources, request, Role::Owner, false, now)?;
     let CompileAnswer { package_version, package_hash, .. } = applied.answer;
     next.ledger = applied.ledger;
     dirty.ledger = dirty.ledger || applied.moved;

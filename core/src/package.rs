@@ -25,7 +25,7 @@ use crate::json::parse_json;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
-use crate::work::{multi_line, single_line, uri_kind, Actor, UriKind, Work};
+use crate::work::{multi_line, single_line, uri_kind, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -514,7 +514,7 @@ pub struct Rejection {
     pub reason: RejectReason,
     pub note: String,
     pub at: EpochMs,
-    pub by: Actor,
+    pub by: Role,
 }
 
 /// The current package of a hand-off and what its destination said of it.
@@ -530,7 +530,7 @@ pub struct Offer {
     pub rejection: Option<Rejection>,
     pub offered_at: EpochMs,
     /// When and by whom it was accepted.
-    pub accepted: Option<(EpochMs, Actor)>,
+    pub accepted: Option<(EpochMs, Role)>,
 }
 
 /// Every package rule of one hand-off, as a value: store it whole, change it only through its
@@ -608,11 +608,11 @@ impl Ledger {
         &self,
         sources: &Sources,
         request: &PackageRequest,
-        by: Actor,
+        by: Role,
         dry_run: bool,
         now: EpochMs,
     ) -> Result<LedgerApplied<CompileAnswer>, Refusal> {
-        if by != Actor::Owner {
+        if by != Role::Owner {
             return Err(Refusal::new(Code::AuthForbidden, "only the owner compiles a package"));
         }
         if !dry_run {
@@ -667,7 +667,7 @@ impl Ledger {
         &self,
         handoff: &Record,
         package_hash: &str,
-        by: Actor,
+        by: Role,
         now: EpochMs,
     ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
         check_open(handoff)?;
@@ -696,7 +696,7 @@ impl Ledger {
         &self,
         handoff: &Record,
         input: &RejectInput,
-        by: Actor,
+        by: Role,
         now: EpochMs,
     ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
         check_open(handoff)?;
@@ -768,7 +768,7 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
         let note = r["note"].as_str().unwrap_or_default();
         let _ = writeln!(md, "- Rejected ({}): {}", one_line(r["reason"].as_str().unwrap_or_default()), one_line(note));
     }
-    let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), state_str(p.state.phase.state));
+    let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), p.state.phase.state.as_str());
     if let Some(t) = &p.work.task_type {
         let _ = writeln!(md, "- Task type: {}", one_line(t));
     }
@@ -826,13 +826,6 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
     let _ = writeln!(md, "\n## Package hash\n\n{}", code_span(&latest.package_hash));
     let _ = writeln!(md, "\n## Raw package JSON\n\n{fence}json\n{raw}\n{fence}");
     md
-}
-
-fn state_str(state: State) -> &'static str {
-    match state {
-        State::Open => "open",
-        State::Closed => "closed",
-    }
 }
 
 /// A `## heading` and one `- ` list item per item; every item is already escaped.

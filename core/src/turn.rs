@@ -21,6 +21,20 @@ pub enum State {
     Closed,
 }
 
+impl State {
+    /// The state as the contract writes it (the serde name too).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Open => "open",
+            State::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<State> {
+        [State::Open, State::Closed].into_iter().find(|state| state.as_str() == s)
+    }
+}
+
 /// The current turn's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -34,13 +34,8 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 
-/// Who sent a command, as authenticated by the router.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Actor {
-    Owner,
-    Machine,
-}
+/// Who sent a command, as authenticated by the router: owner or machine.
+pub use crate::role::Role;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -325,7 +320,7 @@ pub struct Decision {
     /// Set once, when a later decision supersedes this one; never cleared.
     pub superseded_by: Option<String>,
     pub recorded_at: EpochMs,
-    pub by: Actor,
+    pub by: Role,
 }
 
 impl Decision {
@@ -354,7 +349,7 @@ pub struct Artifact {
     pub uri: String,
     pub sha256: Option<String>,
     pub recorded_at: EpochMs,
-    pub by: Actor,
+    pub by: Role,
 }
 
 impl Artifact {
@@ -374,7 +369,7 @@ pub struct Blocker {
     pub status: BlockerStatus,
     pub raised_at: EpochMs,
     pub resolved_at: Option<EpochMs>,
-    pub by: Actor,
+    pub by: Role,
 }
 
 impl Blocker {
@@ -472,10 +467,10 @@ pub enum Command {
 impl Command {
     /// Whether `by` may send this command. Setting the work is the owner's; the workspace
     /// report is the machine's; the rest are either's.
-    pub fn may_be_sent_by(&self, by: Actor) -> bool {
+    pub fn may_be_sent_by(&self, by: Role) -> bool {
         match self {
-            Command::SetWork(_) => by == Actor::Owner,
-            Command::ReportWorkspace(_) => by == Actor::Machine,
+            Command::SetWork(_) => by == Role::Owner,
+            Command::ReportWorkspace(_) => by == Role::Machine,
             _ => true,
         }
     }
@@ -522,7 +517,7 @@ pub struct Applied {
 
 /// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
 /// A refusal leaves the record as it was.
-pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
+pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
     if handoff.state == State::Closed {
         return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
     }
@@ -569,7 +564,7 @@ fn too_many(what: &str, max: usize) -> Refusal {
     Refusal::new(Code::RequestTooLarge, format!("this hand-off already keeps {max} {what}, the most it keeps"))
 }
 
-fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
+fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
     validate_decision(input)?;
     if work.decisions.len() >= DECISIONS_PER_HANDOFF_MAX {
         return Err(too_many("decisions", DECISIONS_PER_HANDOFF_MAX));
@@ -604,7 +599,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Actor, now: EpochMs) 
     Ok(Applied { work: next, item, moved: true })
 }
 
-fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
+fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
     validate_artifact(input)?;
     let sha256 = input.sha256.as_ref().map(|s| s.to_ascii_lowercase());
     let latest = work.latest_version_of(&input.title);
@@ -640,7 +635,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Actor, now: EpochMs) -> 
     Ok(Applied { work: next, item, moved: true })
 }
 
-fn add_blocker(work: &Work, input: &BlockerInput, by: Actor, now: EpochMs) -> Result<Applied, Refusal> {
+fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     if work.blockers.len() >= BLOCKERS_PER_HANDOFF_MAX {
         return Err(too_many("blockers", BLOCKERS_PER_HANDOFF_MAX));

@@ -43,7 +43,7 @@ struct Recorder {
 }
 
 /// One client of one history: its role's token, what it last saw, its own seeded choices.
-struct Actor<'a> {
+struct Role<'a> {
     c: &'a Client,
     id: &'a str,
     token: &'a str,
@@ -53,7 +53,7 @@ struct Actor<'a> {
     seen: Snapshot,
 }
 
-impl Actor<'_> {
+impl Role<'_> {
     /// Sends one request, records it, and learns the current record from any answer.
     fn call(&mut self, call: impl FnOnce(Duration) -> Call, method: &str, path: &str, body: Option<Value>) -> Outcome {
         let path = format!("/v1/handoffs/{}{path}", self.id);
@@ -182,7 +182,7 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>) {
     let tokens = [alice, &machine, alice, &machine];
     thread::scope(|s| {
         for (client, token) in tokens.into_iter().enumerate() {
-            let mut actor = Actor { c, id: &id, token, client, rec: &rec, rng: Rng::new(Rng::derive(seed, client as u64)), seen: seen.clone() };
+            let mut actor = Role { c, id: &id, token, client, rec: &rec, rng: Rng::new(Rng::derive(seed, client as u64)), seen: seen.clone() };
             s.spawn(move || match client {
                 0 => actor.run_owner(),
                 1 => actor.run_machine(),

@@ -8,7 +8,7 @@ fn fresh() -> Handoff {
     Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000))
 }
 
-fn ok(h: &Handoff, change: Change, by: Actor) -> Outcome {
+fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
     apply(h, &change, by, 5_000).expect("accepted")
 }
 
@@ -40,69 +40,69 @@ fn request(runtime: &str) -> PackageRequest {
 #[test]
 fn every_change_moves_the_version_once_and_a_no_op_moves_nothing() {
     let h = fresh();
-    let worked = ok(&h, set_work(), Actor::Owner);
+    let worked = ok(&h, set_work(), Role::Owner);
     assert!(worked.moved && worked.dirty.work);
     assert_eq!(worked.next.record.version, 2);
-    let again = ok(&worked.next, set_work(), Actor::Owner);
+    let again = ok(&worked.next, set_work(), Role::Owner);
     assert!(!again.moved);
     assert_eq!(again.next, worked.next);
 }
 
 #[test]
 fn the_lineage_follows_every_turn_with_its_status_and_times() {
-    let h = ok(&fresh(), report(1, ReportStatus::Done), Actor::Machine).next;
+    let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     assert_eq!((h.lineage[0].status, h.lineage[0].ended_at), (Status::Done, Some(5_000)));
-    let h = ok(&h, open(1, None), Actor::Owner).next;
+    let h = ok(&h, open(1, None), Role::Owner).next;
     assert_eq!(h.lineage.len(), 2);
     assert_eq!(h.lineage[1].continued_from.as_ref().map(|c| c.turn), Some(1));
-    let h = ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Actor::Owner).next;
+    let h = ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Role::Owner).next;
     assert_eq!((h.record.state, h.lineage[1].status), (State::Closed, Status::Cancelled));
 }
 
 #[test]
 fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
-    let h = ok(&fresh(), set_work(), Actor::Owner).next;
-    let h = ok(&h, report(1, ReportStatus::Done), Actor::Machine).next;
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
     let before = h.record.version;
-    let out = ok(&h, open(1, Some(request("codex"))), Actor::Owner);
+    let out = ok(&h, open(1, Some(request("codex"))), Role::Owner);
     let r = &out.next.record;
     assert_eq!(r.version, before + 1, "one version move for the turn and its package");
     assert_eq!((r.turn, r.runtime.as_deref(), r.package_version), (2, Some("codex"), Some(1)));
     assert_eq!(r.package_hash, out.next.ledger.current.as_ref().map(|o| o.hash.clone()));
     assert_eq!(out.next.lineage[1].runtime.as_deref(), Some("codex"));
     // The next plain turn continues from the handed-off one.
-    let h = ok(&out.next, report(2, ReportStatus::Done), Actor::Machine).next;
-    let h = ok(&h, open(2, None), Actor::Owner).next;
+    let h = ok(&out.next, report(2, ReportStatus::Done), Role::Machine).next;
+    let h = ok(&h, open(2, None), Role::Owner).next;
     assert_eq!(h.record.continued_from.as_ref().and_then(|c| c.runtime.as_deref()), Some("codex"));
     assert_eq!((h.record.runtime.clone(), h.record.package_hash.clone()), (None, None));
 }
 
 #[test]
 fn a_hand_off_that_cannot_compile_opens_no_turn() {
-    let h = ok(&fresh(), report(1, ReportStatus::Done), Actor::Machine).next;
-    let refused = apply(&h, &open(1, Some(request("codex"))), Actor::Owner, 6_000).unwrap_err();
+    let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
+    let refused = apply(&h, &open(1, Some(request("codex"))), Role::Owner, 6_000).unwrap_err();
     assert_eq!(refused.code, Code::RequestInvalid, "no work set: nothing to brief with");
 }
 
 #[test]
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
-    let h = ok(&fresh(), set_work(), Actor::Owner).next;
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
     let failed = Change::Turn {
         command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None },
         unmet: Some(vec![1]),
         usage: None,
         handoff: None,
     };
-    let h = ok(&h, failed, Actor::Machine).next;
+    let h = ok(&h, failed, Role::Machine).next;
     assert_eq!(h.work.unmet, vec![1]);
-    let h = ok(&h, open(1, None), Actor::Owner).next;
-    let h = ok(&h, report(2, ReportStatus::Done), Actor::Machine).next;
+    let h = ok(&h, open(1, None), Role::Owner).next;
+    let h = ok(&h, report(2, ReportStatus::Done), Role::Machine).next;
     assert!(h.work.unmet.is_empty());
 }
 
 fn with_policy() -> Handoff {
     let policy = Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(3) };
-    ok(&fresh(), Change::SetPolicy { policy }, Actor::Owner).next
+    ok(&fresh(), Change::SetPolicy { policy }, Role::Owner).next
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
@@ -113,45 +113,45 @@ fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
 fn a_suggestion_is_raised_once_per_turn_and_reason_and_opens_nothing() {
     let h = with_policy();
     let hot = Usage { context_used: Some(90), context_window: Some(100), ..Usage::default() };
-    let out = ok(&h, report_usage(1, ReportStatus::Running, hot.clone()), Actor::Machine);
+    let out = ok(&h, report_usage(1, ReportStatus::Running, hot.clone()), Role::Machine);
     assert!(out.moved, "a suggestion is a version move even on an unchanged status");
     let s = out.next.record.suggestion.clone().unwrap();
     assert_eq!((s.reason, s.turn, s.runtimes.len()), (Reason::ContextThreshold, 1, 2));
     assert_eq!((out.next.record.turn, out.next.record.runtime.clone()), (1, None), "nothing switched");
-    let again = ok(&out.next, report_usage(1, ReportStatus::Running, hot), Actor::Machine);
+    let again = ok(&out.next, report_usage(1, ReportStatus::Running, hot), Role::Machine);
     assert!(!again.moved, "raised once per turn and reason");
     let capped = Usage { limit: Some(Limit::ProviderLimit), ..Usage::default() };
-    let ended = ok(&again.next, report_usage(1, ReportStatus::Failed, capped), Actor::Machine).next;
+    let ended = ok(&again.next, report_usage(1, ReportStatus::Failed, capped), Role::Machine).next;
     assert_eq!(ended.record.suggestion.as_ref().map(|s| s.reason), Some(Reason::ProviderLimit));
-    let opened = ok(&ended, open(1, None), Actor::Owner).next;
+    let opened = ok(&ended, open(1, None), Role::Owner).next;
     assert_eq!(opened.record.suggestion, None, "cleared when the next turn opens");
     let quota = Usage { quota_remaining: Some(3), ..Usage::default() };
-    let q = ok(&opened, report_usage(2, ReportStatus::Running, quota), Actor::Machine).next;
+    let q = ok(&opened, report_usage(2, ReportStatus::Running, quota), Role::Machine).next;
     assert_eq!(q.record.suggestion.as_ref().map(|s| s.reason), Some(Reason::QuotaThreshold));
 }
 
 #[test]
 fn without_a_policy_nothing_is_suggested() {
     let hot = Usage { context_used: Some(99), context_window: Some(100), ..Usage::default() };
-    let out = ok(&fresh(), report_usage(1, ReportStatus::Running, hot), Actor::Machine);
+    let out = ok(&fresh(), report_usage(1, ReportStatus::Running, hot), Role::Machine);
     assert!(!out.moved);
     assert_eq!(out.next.record.suggestion, None);
 }
 
 #[test]
 fn package_routes_move_the_version_only_when_the_ledger_moves() {
-    let h = ok(&fresh(), set_work(), Actor::Owner).next;
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
     let compile = Change::Compile { request: request("codex"), dry_run: false };
-    let first = ok(&h, compile.clone(), Actor::Owner);
+    let first = ok(&h, compile.clone(), Role::Owner);
     assert!(first.moved);
     assert_eq!(first.extra["package_version"], 1);
-    let again = ok(&first.next, compile.clone(), Actor::Owner);
+    let again = ok(&first.next, compile.clone(), Role::Owner);
     assert!(!again.moved);
     assert_eq!(again.extra["changed"], false);
-    let dry = ok(&first.next, Change::Compile { request: request("other"), dry_run: true }, Actor::Owner);
+    let dry = ok(&first.next, Change::Compile { request: request("other"), dry_run: true }, Role::Owner);
     assert!(!dry.moved);
     assert_eq!(dry.extra["package_version"], 2, "a preview of the next version, not written");
     let reject = Change::Reject { input: RejectInput { reason: RejectReason::MissingContext, note: "no logs".into() } };
-    let rejected = ok(&first.next, reject, Actor::Machine);
+    let rejected = ok(&first.next, reject, Role::Machine);
     assert!(rejected.moved);
 }

@@ -38,7 +38,7 @@ pub(crate) fn handoff(turn: u64, status: Status) -> Record {
     r
 }
 
-fn run(w: &Work, command: Command, by: Actor, at: EpochMs) -> Work {
+fn run(w: &Work, command: Command, by: Role, at: EpochMs) -> Work {
     work::apply(w, &handoff(1, Status::Running), &command, by, at).expect("accepted").work
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn files(paths: impl IntoIterator<Item = (String, u32, u32)>) -> Comm
 /// references: records stored then may hold any scheme, and must still compile to the same
 /// bytes (the `rich` golden vectors hold one) and render as inert text in Markdown.
 fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> Work {
-    assert!(work::apply(w, &handoff(1, Status::Running), &artifact(title, uri), Actor::Machine, at).is_err(), "{uri} is refused now");
+    assert!(work::apply(w, &handoff(1, Status::Running), &artifact(title, uri), Role::Machine, at).is_err(), "{uri} is refused now");
     let mut next = w.clone();
     next.counters.artifacts += 1;
     next.artifacts.push(work::Artifact {
@@ -87,7 +87,7 @@ fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> 
         uri: uri.into(),
         sha256: None,
         recorded_at: at,
-        by: Actor::Machine,
+        by: Role::Machine,
     });
     next
 }
@@ -95,18 +95,18 @@ fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> 
 /// A record with a bit of everything: a superseded decision, an artifact in two versions,
 /// a resolved and an open blocker, workspace paths, an unmet criterion.
 pub(crate) fn rich_work() -> Work {
-    let mut w = run(&Work::default(), Command::SetWork(work_input()), Actor::Owner, T0);
-    w = run(&w, decision("Use LIKE queries", None, &[], None), Actor::Machine, T0 + 1_000);
-    w = run(&w, decision("Use SQLite FTS5 with the unicode61 tokenizer", Some("LIKE is 4 s on 10k notes"), &["https://bench.example/run/7", "https://sqlite.org/fts5.html"], Some("dec_1")), Actor::Machine, T0 + 2_000);
-    w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Actor::Owner, T0 + 3_000);
-    w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Actor::Machine, T0 + 4_000);
-    w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Actor::Machine, T0 + 5_000);
+    let mut w = run(&Work::default(), Command::SetWork(work_input()), Role::Owner, T0);
+    w = run(&w, decision("Use LIKE queries", None, &[], None), Role::Machine, T0 + 1_000);
+    w = run(&w, decision("Use SQLite FTS5 with the unicode61 tokenizer", Some("LIKE is 4 s on 10k notes"), &["https://bench.example/run/7", "https://sqlite.org/fts5.html"], Some("dec_1")), Role::Machine, T0 + 2_000);
+    w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Role::Owner, T0 + 3_000);
+    w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Role::Machine, T0 + 4_000);
+    w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Role::Machine, T0 + 5_000);
     w = stored_before_the_uri_rule(&w, "Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql", T0 + 6_000);
-    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Actor::Machine, T0 + 7_000);
-    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Actor::Machine, T0 + 8_000);
-    w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner, T0 + 9_000);
-    w = run(&w, files([("src/search.rs".to_string(), 120, 4), ("migrations/0007.sql".to_string(), 30, 0), ("README.md".to_string(), 2, 1)]), Actor::Machine, T0 + 10_000);
-    w = run(&w, Command::RecordUnmet(vec![1]), Actor::Machine, T0 + 11_000);
+    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Role::Machine, T0 + 7_000);
+    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Role::Machine, T0 + 8_000);
+    w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner, T0 + 9_000);
+    w = run(&w, files([("src/search.rs".to_string(), 120, 4), ("migrations/0007.sql".to_string(), 30, 0), ("README.md".to_string(), 2, 1)]), Role::Machine, T0 + 10_000);
+    w = run(&w, Command::RecordUnmet(vec![1]), Role::Machine, T0 + 11_000);
     w
 }
 
@@ -163,7 +163,7 @@ fn hostile_work() -> Work {
         supersedes: None,
         superseded_by: None,
         recorded_at: T0 + n as i64 * 1_000,
-        by: Actor::Machine,
+        by: Role::Machine,
     };
     let artifact = |n: u64, kind: &str, title: &str, uri: &str| work::Artifact {
         id: format!("art_{n}"),
@@ -173,7 +173,7 @@ fn hostile_work() -> Work {
         uri: uri.into(),
         sha256: None,
         recorded_at: T0 + 10_000 + n as i64 * 1_000,
-        by: Actor::Machine,
+        by: Role::Machine,
     };
     let blocker = |n: u64, title: &str| work::Blocker {
         id: format!("blk_{n}"),
@@ -182,7 +182,7 @@ fn hostile_work() -> Work {
         status: work::BlockerStatus::Open,
         raised_at: T0 + 20_000,
         resolved_at: None,
-        by: Actor::Machine,
+        by: Role::Machine,
     };
     let paths = [IMG, LINK, IMAGE, "# heading", "- item", TABLE, "a```b", "`start", "end`", " both spaces ", "&lt;.rs"];
     Work {
@@ -275,7 +275,7 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                 work: rich_work(),
                 lineage: lineage(),
                 request: request(),
-                rejection: Some(Rejection { reason: RejectReason::MissingContext, note: "which tokenizer? say why".into(), at: T0 + 15_000, by: Actor::Machine }),
+                rejection: Some(Rejection { reason: RejectReason::MissingContext, note: "which tokenizer? say why".into(), at: T0 + 15_000, by: Role::Machine }),
                 now: T0 + 20_000,
             },
         ),
@@ -291,7 +291,7 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                     runtime: "`rt`<b>".into(),
                     note: Some(format!("{SCRIPT}\n# heading\n- item\n{IMAGE}")),
                 },
-                rejection: Some(Rejection { reason: RejectReason::Other, note: format!("{IMAGE}\n# heading"), at: T0 + 15_000, by: Actor::Machine }),
+                rejection: Some(Rejection { reason: RejectReason::Other, note: format!("{IMAGE}\n# heading"), at: T0 + 15_000, by: Role::Machine }),
                 now: T0 + 20_000,
             },
         ),
@@ -384,7 +384,7 @@ fn a_package_needs_the_work_to_be_set() {
 
 fn with_work(extra: impl FnOnce(Work) -> Work) -> Package {
     let h = handoff(1, Status::Running);
-    let w = extra(run(&Work::default(), Command::SetWork(work_input()), Actor::Owner, T0));
+    let w = extra(run(&Work::default(), Command::SetWork(work_input()), Role::Owner, T0));
     compile(&Sources { handoff: &h, work: &w, lineage: &[] }, &request(), None, T0).unwrap()
 }
 
@@ -392,7 +392,7 @@ fn with_work(extra: impl FnOnce(Work) -> Work) -> Package {
 fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
     let p = with_work(|mut w| {
         for i in 1..=21 {
-            w = run(&w, decision(&format!("decision {i}"), None, &[&format!("https://e.example/{i}")], None), Actor::Machine, T0 + i);
+            w = run(&w, decision(&format!("decision {i}"), None, &[&format!("https://e.example/{i}")], None), Role::Machine, T0 + i);
         }
         w
     });
@@ -407,10 +407,10 @@ fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
 fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version() {
     let p = with_work(|mut w| {
         for i in 1..=21 {
-            w = run(&w, artifact(&format!("artifact {i}"), &format!("https://a.example/{i}")), Actor::Machine, T0 + i);
+            w = run(&w, artifact(&format!("artifact {i}"), &format!("https://a.example/{i}")), Role::Machine, T0 + i);
         }
         // Revising the oldest title makes it the newest.
-        run(&w, artifact("artifact 1", "https://a.example/1b"), Actor::Machine, T0 + 100)
+        run(&w, artifact("artifact 1", "https://a.example/1b"), Role::Machine, T0 + 100)
     });
     assert_eq!(p.artifacts.len(), 20);
     assert_eq!((p.artifacts[0].id.as_str(), p.artifacts[0].version), ("art_1", 2));
@@ -422,7 +422,7 @@ fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version(
 fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order() {
     let p = with_work(|w| {
         let paths = (0..101).map(|i| (format!("src/f{i:03}.rs"), if i == 0 { 0 } else { 1 }, 0));
-        run(&w, files(paths), Actor::Machine, T0)
+        run(&w, files(paths), Role::Machine, T0)
     });
     assert_eq!(p.relevant_files.len(), 100);
     assert!(!p.relevant_files.contains(&"src/f000.rs".to_string()), "the least changed path is left out");
@@ -434,7 +434,7 @@ fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order
 
 #[test]
 fn paths_are_ordered_by_code_point_not_by_locale() {
-    let p = with_work(|w| run(&w, files(["b", "B", "é", "a", "Z"].map(|s| (s.to_string(), 1, 1))), Actor::Machine, T0));
+    let p = with_work(|w| run(&w, files(["b", "B", "é", "a", "Z"].map(|s| (s.to_string(), 1, 1))), Role::Machine, T0));
     assert_eq!(p.relevant_files, ["B", "Z", "a", "b", "é"]);
 }
 
@@ -574,14 +574,14 @@ impl World {
     }
 
     fn compile(&mut self, at: EpochMs) -> CompileAnswer {
-        let applied = self.ledger.compile(&self.sources(), &request(), Actor::Owner, false, at).expect("compiled");
+        let applied = self.ledger.compile(&self.sources(), &request(), Role::Owner, false, at).expect("compiled");
         assert_eq!(applied.moved, applied.answer.changed);
         self.ledger = applied.ledger;
         applied.answer
     }
 
     fn try_compile(&self) -> Result<LedgerApplied<CompileAnswer>, Refusal> {
-        self.ledger.compile(&self.sources(), &request(), Actor::Owner, false, T0 + 99_000)
+        self.ledger.compile(&self.sources(), &request(), Role::Owner, false, T0 + 99_000)
     }
 }
 
@@ -591,7 +591,7 @@ fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
     let first = w.compile(T0 + 20_000);
     assert_eq!((first.package_version, first.changed), (1, true));
     let before = w.ledger.clone();
-    let again = w.ledger.compile(&w.sources(), &request(), Actor::Owner, false, T0 + 50_000).unwrap();
+    let again = w.ledger.compile(&w.sources(), &request(), Role::Owner, false, T0 + 50_000).unwrap();
     assert!(!again.moved);
     assert!(!again.answer.changed);
     assert_eq!((again.answer.package_version, &again.answer.package_hash), (1, &first.package_hash));
@@ -603,7 +603,7 @@ fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
 fn an_amendment_to_the_record_is_the_next_version() {
     let mut w = World::new();
     let v1 = w.compile(T0 + 20_000);
-    w.work = run(&w.work, decision("Ship behind a flag", None, &[], None), Actor::Owner, T0 + 21_000);
+    w.work = run(&w.work, decision("Ship behind a flag", None, &[], None), Role::Owner, T0 + 21_000);
     let v2 = w.compile(T0 + 22_000);
     assert_eq!((v2.package_version, v2.changed), (2, true));
     assert_ne!(v2.package_hash, v1.package_hash);
@@ -613,7 +613,7 @@ fn an_amendment_to_the_record_is_the_next_version() {
 #[test]
 fn a_dry_run_answers_the_same_and_writes_nothing() {
     let mut w = World::new();
-    let dry = w.ledger.compile(&w.sources(), &request(), Actor::Owner, true, T0 + 20_000).unwrap();
+    let dry = w.ledger.compile(&w.sources(), &request(), Role::Owner, true, T0 + 20_000).unwrap();
     assert!(!dry.moved);
     assert_eq!(dry.ledger, Ledger::default());
     assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
@@ -626,14 +626,14 @@ fn rejection_then_recompile_then_recompile_gives_two_versions_and_is_stable_from
     let mut w = World::new();
     let v1 = w.compile(T0 + 20_000);
     let reject = RejectInput { reason: RejectReason::MissingContext, note: "which tokenizer?".into() };
-    let r = w.ledger.reject(&w.handoff, &reject, Actor::Machine, T0 + 21_000).unwrap();
+    let r = w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 21_000).unwrap();
     assert!(r.moved);
     assert_eq!(r.answer.state, OfferState::Rejected);
     assert_eq!(r.answer.rejection.as_ref().unwrap()["reason"], "missing_context");
     w.ledger = r.ledger;
 
     // The owner amends the record and compiles: a new version, listing the rejection.
-    w.work = run(&w.work, decision("Tokenizer: unicode61", None, &[], None), Actor::Owner, T0 + 22_000);
+    w.work = run(&w.work, decision("Tokenizer: unicode61", None, &[], None), Role::Owner, T0 + 22_000);
     let v2 = w.compile(T0 + 23_000);
     assert_eq!(v2.package_version, v1.package_version + 1);
     assert_eq!(v2.package.state.unresolved[0], "handoff rejected (missing_context): which tokenizer?");
@@ -654,17 +654,17 @@ fn the_same_rejection_again_moves_nothing() {
     let mut w = World::new();
     w.compile(T0);
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
-    w.ledger = w.ledger.reject(&w.handoff, &reject, Actor::Owner, T0 + 1).unwrap().ledger;
-    assert!(!w.ledger.reject(&w.handoff, &reject, Actor::Owner, T0 + 2).unwrap().moved);
+    w.ledger = w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 1).unwrap().ledger;
+    assert!(!w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 2).unwrap().moved);
 }
 
 #[test]
 fn accepting_a_stale_hash_is_409_stale_carrying_the_current_hash() {
     let mut w = World::new();
     let v1 = w.compile(T0);
-    w.work = run(&w.work, decision("Amend", None, &[], None), Actor::Owner, T0 + 1);
+    w.work = run(&w.work, decision("Amend", None, &[], None), Role::Owner, T0 + 1);
     let v2 = w.compile(T0 + 2);
-    let e = w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 3).unwrap_err();
+    let e = w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 3).unwrap_err();
     assert_eq!(e.code, Code::PackageStale);
     assert!(e.message.contains(&v2.package_hash), "{}", e.message);
 }
@@ -673,13 +673,13 @@ fn accepting_a_stale_hash_is_409_stale_carrying_the_current_hash() {
 fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_next_turn() {
     let mut w = World::new();
     let v1 = w.compile(T0);
-    let a = w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 1).unwrap();
+    let a = w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 1).unwrap();
     assert!(a.moved);
     assert_eq!(a.answer.state, OfferState::Accepted);
     w.ledger = a.ledger;
-    assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Actor::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
+    assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
-    assert_eq!(w.ledger.reject(&w.handoff, &reject, Actor::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
+    assert_eq!(w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
     assert_eq!(w.try_compile().unwrap_err().code, Code::PackageAccepted);
 
     // The turn ends, the next one opens: it may compile again.
@@ -691,16 +691,16 @@ fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_
 #[test]
 fn only_the_owner_compiles_and_a_closed_hand_off_compiles_only_a_dry_run() {
     let mut w = World::new();
-    assert_eq!(w.ledger.compile(&w.sources(), &request(), Actor::Machine, false, T0).unwrap_err().code, Code::AuthForbidden);
+    assert_eq!(w.ledger.compile(&w.sources(), &request(), Role::Machine, false, T0).unwrap_err().code, Code::AuthForbidden);
     w.handoff.state = State::Closed;
     assert_eq!(w.try_compile().unwrap_err().code, Code::HandoffClosed);
-    assert!(w.ledger.compile(&w.sources(), &request(), Actor::Owner, true, T0).is_ok());
+    assert!(w.ledger.compile(&w.sources(), &request(), Role::Owner, true, T0).is_ok());
 }
 
 #[test]
 fn answering_a_package_that_does_not_exist_is_404() {
     let w = World::new();
-    assert_eq!(w.ledger.accept(&w.handoff, &"a".repeat(64), Actor::Machine, T0).unwrap_err().code, Code::PackageNotFound);
+    assert_eq!(w.ledger.accept(&w.handoff, &"a".repeat(64), Role::Machine, T0).unwrap_err().code, Code::PackageNotFound);
     assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
 }
 
@@ -945,7 +945,7 @@ fn only_clean_http_and_https_uris_become_autolinks_and_the_rest_are_text() {
 #[test]
 fn the_raw_json_fence_is_longer_than_any_run_of_backticks_in_the_package() {
     let mut w = World::new();
-    w.work = run(&w.work, decision("a ``````` run of seven", None, &[], None), Actor::Owner, T0 + 1);
+    w.work = run(&w.work, decision("a ``````` run of seven", None, &[], None), Role::Owner, T0 + 1);
     let v = w.compile(T0 + 2);
     let md = render_markdown(&w.ledger.latest().unwrap());
     assert!(md.contains("\n````````json\n"), "a fence of eight");

@@ -230,3 +230,14 @@ fn every_status_reads_back_from_the_word_it_is_stored_as_and_no_other_word_is_a_
     assert_eq!(Status::parse("needs_you"), None);
     assert_eq!(Status::parse(""), None);
 }
+
+#[test]
+fn both_states_read_back_from_the_word_the_contract_writes_and_no_other_word_is_a_state() {
+    for state in [State::Open, State::Closed] {
+        assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        assert_eq!(State::parse(state.as_str()), Some(state));
+    }
+    assert_ne!(State::Open.as_str(), State::Closed.as_str());
+    assert_eq!(State::parse("Closed"), None);
+    assert_eq!(State::parse(""), None);
+}

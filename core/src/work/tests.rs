@@ -5,11 +5,11 @@ fn handoff() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
 }
 
-fn run(work: &Work, command: Command, by: Actor) -> Applied {
+fn run(work: &Work, command: Command, by: Role) -> Applied {
     apply(work, &handoff(), &command, by, 5_000).expect("accepted")
 }
 
-fn refused(work: &Work, command: Command, by: Actor) -> Refusal {
+fn refused(work: &Work, command: Command, by: Role) -> Refusal {
     apply(work, &handoff(), &command, by, 5_000).expect_err("refused")
 }
 
@@ -50,20 +50,20 @@ fn files(list: &[(&str, u32, u32)]) -> Command {
 
 #[test]
 fn setting_the_same_work_again_changes_nothing() {
-    let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Actor::Owner);
+    let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(a.moved);
     assert_eq!(a.item.kind(), "work");
     assert_eq!(a.item.body()["id"], "ho_1");
-    let b = run(&a.work, Command::SetWork(work_input(&["fast"])), Actor::Owner);
+    let b = run(&a.work, Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(!b.moved);
     assert_eq!(b.work, a.work);
 }
 
 #[test]
 fn only_the_owner_sets_the_work_and_only_the_machine_reports_the_workspace() {
-    let e = refused(&Work::default(), Command::SetWork(work_input(&[])), Actor::Machine);
+    let e = refused(&Work::default(), Command::SetWork(work_input(&[])), Role::Machine);
     assert_eq!(e.code, Code::AuthForbidden);
-    let e = refused(&Work::default(), files(&[("a", 1, 1)]), Actor::Owner);
+    let e = refused(&Work::default(), files(&[("a", 1, 1)]), Role::Owner);
     assert_eq!(e.code, Code::AuthForbidden);
 }
 
@@ -71,14 +71,14 @@ fn only_the_owner_sets_the_work_and_only_the_machine_reports_the_workspace() {
 fn a_closed_hand_off_refuses_every_work_command() {
     let mut closed = handoff();
     closed.state = State::Closed;
-    let e = apply(&Work::default(), &closed, &decision("x", None), Actor::Owner, 1).unwrap_err();
+    let e = apply(&Work::default(), &closed, &decision("x", None), Role::Owner, 1).unwrap_err();
     assert_eq!(e.code, Code::HandoffClosed);
 }
 
 #[test]
 fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
-    let w = run(&Work::default(), decision("use sqlite", None), Actor::Machine).work;
-    let a = run(&w, decision("use postgres", Some("dec_1")), Actor::Owner);
+    let w = run(&Work::default(), decision("use sqlite", None), Role::Machine).work;
+    let a = run(&w, decision("use postgres", Some("dec_1")), Role::Owner);
     assert_eq!(a.item.body()["id"], "dec_2");
     assert_eq!(a.item.body()["recorded_at"], "1970-01-01T00:00:05.000Z");
     assert_eq!(a.item.body()["by"], "owner");
@@ -90,26 +90,26 @@ fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
 
 #[test]
 fn superseding_an_unknown_decision_is_404_and_an_already_superseded_one_is_409() {
-    let e = refused(&Work::default(), decision("x", Some("dec_9")), Actor::Owner);
+    let e = refused(&Work::default(), decision("x", Some("dec_9")), Role::Owner);
     assert_eq!(e.code, Code::DecisionNotFound);
-    let w = run(&Work::default(), decision("a", None), Actor::Owner).work;
-    let w = run(&w, decision("b", Some("dec_1")), Actor::Owner).work;
-    let e = refused(&w, decision("c", Some("dec_1")), Actor::Owner);
+    let w = run(&Work::default(), decision("a", None), Role::Owner).work;
+    let w = run(&w, decision("b", Some("dec_1")), Role::Owner).work;
+    let e = refused(&w, decision("c", Some("dec_1")), Role::Owner);
     assert_eq!(e.code, Code::HandoffConflict);
 }
 
 #[test]
 fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
-    let w = run(&Work::default(), artifact("Design", "https://x/1", None), Actor::Machine).work;
-    let same = run(&w, artifact("Design", "https://x/1", None), Actor::Machine);
+    let w = run(&Work::default(), artifact("Design", "https://x/1", None), Role::Machine).work;
+    let same = run(&w, artifact("Design", "https://x/1", None), Role::Machine);
     assert!(!same.moved);
     assert_eq!(same.item.body()["version"], 1);
     let sha = "AB".repeat(32);
-    let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Actor::Machine);
+    let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Role::Machine);
     assert!(v2.moved);
     assert_eq!((v2.item.body()["id"].as_str(), v2.item.body()["version"].as_u64()), (Some("art_1"), Some(2)));
     assert_eq!(v2.item.body()["sha256"], "ab".repeat(32));
-    let other = run(&v2.work, artifact("Plan", "https://x/2", None), Actor::Machine);
+    let other = run(&v2.work, artifact("Plan", "https://x/2", None), Role::Machine);
     assert_eq!(other.item.body()["id"], "art_2");
     assert_eq!(other.work.artifacts.len(), 3, "every version stays on the record");
     let latest: Vec<_> = other.work.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
@@ -119,27 +119,27 @@ fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
 #[test]
 fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     let add = |sev| Command::AddBlocker(BlockerInput { severity: sev, title: "no creds".into() });
-    let w = run(&Work::default(), add(Severity::Low), Actor::Machine).work;
-    let w = run(&w, add(Severity::High), Actor::Machine).work;
+    let w = run(&Work::default(), add(Severity::Low), Role::Machine).work;
+    let w = run(&w, add(Severity::High), Role::Machine).work;
     let open: Vec<_> = w.open_blockers().iter().map(|b| b.id.as_str()).collect();
     assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
-    let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner);
+    let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner);
     assert!(r.moved);
     assert_eq!(r.item.body()["status"], "resolved");
-    assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Actor::Owner).moved);
-    let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Actor::Owner);
+    assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
+    let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Role::Owner);
     assert_eq!(e.code, Code::BlockerNotFound);
 }
 
 #[test]
 fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
-    let w = run(&Work::default(), files(&[("src/a.rs", 1, 2), ("b", 0, 0)]), Actor::Machine).work;
-    let a = run(&w, files(&[("src/a.rs", 7, 0), ("src/a.rs", 9, 1)]), Actor::Machine);
+    let w = run(&Work::default(), files(&[("src/a.rs", 1, 2), ("b", 0, 0)]), Role::Machine).work;
+    let a = run(&w, files(&[("src/a.rs", 7, 0), ("src/a.rs", 9, 1)]), Role::Machine);
     assert!(a.moved);
     assert_eq!(a.work.files.len(), 2);
     assert_eq!(a.work.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
     assert_eq!(a.item.body()["paths_kept"], 2);
-    assert!(!run(&a.work, files(&[("b", 0, 0)]), Actor::Machine).moved);
+    assert!(!run(&a.work, files(&[("b", 0, 0)]), Role::Machine).moved);
 }
 
 #[test]
@@ -193,22 +193,22 @@ fn bad_bodies_are_refused_naming_the_field() {
 fn collections_stop_at_their_named_limits() {
     let mut w = Work::default();
     for i in 0..DECISIONS_PER_HANDOFF_MAX {
-        w = run(&w, decision(&format!("d{i}"), None), Actor::Owner).work;
+        w = run(&w, decision(&format!("d{i}"), None), Role::Owner).work;
     }
-    assert_eq!(refused(&w, decision("one more", None), Actor::Owner).code, Code::RequestTooLarge);
+    assert_eq!(refused(&w, decision("one more", None), Role::Owner).code, Code::RequestTooLarge);
 }
 
 #[test]
 fn unmet_criteria_are_replaced_by_each_final_report_and_checked_against_the_criteria() {
-    let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Actor::Owner).work;
-    let a = run(&w, Command::RecordUnmet(vec![2, 0, 2]), Actor::Machine);
+    let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Role::Owner).work;
+    let a = run(&w, Command::RecordUnmet(vec![2, 0, 2]), Role::Machine);
     assert_eq!(a.work.unmet, [0, 2]);
-    assert!(!run(&a.work, Command::RecordUnmet(vec![0, 2]), Actor::Machine).moved);
-    let cleared = run(&a.work, Command::RecordUnmet(vec![]), Actor::Machine);
+    assert!(!run(&a.work, Command::RecordUnmet(vec![0, 2]), Role::Machine).moved);
+    let cleared = run(&a.work, Command::RecordUnmet(vec![]), Role::Machine);
     assert!(cleared.work.unmet.is_empty());
-    assert_eq!(refused(&w, Command::RecordUnmet(vec![3]), Actor::Machine).code, Code::RequestInvalid);
+    assert_eq!(refused(&w, Command::RecordUnmet(vec![3]), Role::Machine).code, Code::RequestInvalid);
     // Rewriting criterion 2 drops it from the unmet list; criterion 0 is unchanged and stays.
-    let rewritten = run(&a.work, Command::SetWork(work_input(&["a", "b", "c, faster"])), Actor::Owner);
+    let rewritten = run(&a.work, Command::SetWork(work_input(&["a", "b", "c, faster"])), Role::Owner);
     assert_eq!(rewritten.work.unmet, [0]);
 }
 
@@ -229,7 +229,7 @@ fn assert_refused_by_scheme(uri: &str) {
     assert_eq!(e.message, "uri: only http, https or relative URIs are accepted", "{uri}");
     let e = parse_decision(evidence_body(uri).as_bytes()).expect_err(uri);
     assert_eq!(e.message, "evidence[2]: only http, https or relative URIs are accepted", "{uri}");
-    let e = refused(&Work::default(), artifact("Design", uri, None), Actor::Machine);
+    let e = refused(&Work::default(), artifact("Design", uri, None), Role::Machine);
     assert_eq!((e.code, e.message.as_str()), (Code::RequestInvalid, "uri: only http, https or relative URIs are accepted"));
 }
 
@@ -316,7 +316,7 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
     for uri in uris {
         assert!(parse_artifact(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
         assert!(parse_decision(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
-        let a = run(&Work::default(), artifact("Design", uri, None), Actor::Machine);
+        let a = run(&Work::default(), artifact("Design", uri, None), Role::Machine);
         assert_eq!(a.item.body()["uri"], uri, "kept as sent");
     }
 }
