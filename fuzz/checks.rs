@@ -39,15 +39,15 @@ pub fn check_bodies(data: &[u8]) {
     refused_as_invalid("open_turn", refused(input::parse_open_turn(data)).is_some());
     refused_as_invalid("cancel", refused(input::parse_cancel(data)).is_some());
     refused_as_invalid("close", refused(input::parse_close(data)).is_some());
-    refused_as_invalid("work", refused(work::parse_work(data)).is_some());
-    refused_as_invalid("decision", refused(work::parse_decision(data)).is_some());
-    refused_as_invalid("artifact", refused(work::parse_artifact(data)).is_some());
-    refused_as_invalid("blocker", refused(work::parse_blocker(data)).is_some());
-    refused_as_invalid("workspace", refused(work::parse_workspace(data)).is_some());
-    refused_as_invalid("package", refused(package::parse_package_request(data)).is_some());
-    refused_as_invalid("accept", refused(package::parse_accept(data)).is_some());
-    refused_as_invalid("reject", refused(package::parse_reject(data)).is_some());
-    refused_as_invalid("policy", refused(handoff_core::suggestion::parse_policy(data)).is_some());
+    refused_as_invalid("work", refused(input::parse_body::<work::WorkInput>(data)).is_some());
+    refused_as_invalid("decision", refused(input::parse_body::<work::DecisionInput>(data)).is_some());
+    refused_as_invalid("artifact", refused(input::parse_body::<work::ArtifactInput>(data)).is_some());
+    refused_as_invalid("blocker", refused(input::parse_body::<work::BlockerInput>(data)).is_some());
+    refused_as_invalid("workspace", refused(input::parse_body::<work::WorkspaceInput>(data)).is_some());
+    refused_as_invalid("package", refused(input::parse_body::<package::PackageRequest>(data)).is_some());
+    refused_as_invalid("accept", refused(input::parse_body::<package::AcceptInput>(data)).is_some());
+    refused_as_invalid("reject", refused(input::parse_body::<package::RejectInput>(data)).is_some());
+    refused_as_invalid("policy", refused(input::parse_body::<handoff_core::suggestion::Policy>(data)).is_some());
     check_limits(data);
 }
 
@@ -61,7 +61,7 @@ fn refused<T, E>(result: Result<T, E>) -> Option<T> {
 fn check_limits(data: &[u8]) {
     use handoff_core::limits::*;
     use handoff_api::input;
-    use handoff_core::{briefing, package, work};
+    use handoff_core::{package, work};
 
     if let Some(c) = refused_as_invalid("create", input::parse_create(data)) {
         assert!(input::is_id(&c.session) && input::is_id(&c.machine) && input::is_id(&c.size));
@@ -73,31 +73,31 @@ fn check_limits(data: &[u8]) {
     refused_as_invalid("open_turn", input::parse_open_turn(data));
     refused_as_invalid("cancel", input::parse_cancel(data));
     refused_as_invalid("close", input::parse_close(data));
-    if let Some(w) = refused_as_invalid("work", work::parse_work(data)) {
+    if let Some(w) = refused_as_invalid("work", input::parse_body::<work::WorkInput>(data)) {
         assert!(w.title.len() <= TITLE_BYTES_MAX && w.goal.len() <= GOAL_BYTES_MAX);
         assert!(w.constraints.len() <= CONSTRAINTS_MAX);
         assert!(w.acceptance_criteria.len() <= ACCEPTANCE_CRITERIA_MAX);
     }
-    if let Some(d) = refused_as_invalid("decision", work::parse_decision(data)) {
+    if let Some(d) = refused_as_invalid("decision", input::parse_body::<work::DecisionInput>(data)) {
         assert!(d.evidence.len() <= EVIDENCE_PER_DECISION_MAX);
         assert!(d.statement.len() <= STATEMENT_BYTES_MAX);
     }
-    if let Some(a) = refused_as_invalid("artifact", work::parse_artifact(data)) {
+    if let Some(a) = refused_as_invalid("artifact", input::parse_body::<work::ArtifactInput>(data)) {
         assert!(a.sha256.iter().all(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))));
     }
-    refused_as_invalid("blocker", work::parse_blocker(data));
-    if let Some(ws) = refused_as_invalid("workspace", work::parse_workspace(data)) {
+    refused_as_invalid("blocker", input::parse_body::<work::BlockerInput>(data));
+    if let Some(ws) = refused_as_invalid("workspace", input::parse_body::<work::WorkspaceInput>(data)) {
         assert!(ws.files.len() <= FILES_PER_REPORT_MAX);
         assert!(ws.files.iter().all(|f| !f.path.is_empty() && f.path.len() <= PATH_BYTES_MAX));
     }
-    if let Some(p) = refused_as_invalid("package", package::parse_package_request(data)) {
+    if let Some(p) = refused_as_invalid("package", input::parse_body::<package::PackageRequest>(data)) {
         assert!(p.runtime.len() <= RUNTIME_BYTES_MAX && p.objective.len() <= OBJECTIVE_BYTES_MAX);
     }
-    if let Some(a) = refused_as_invalid("accept", package::parse_accept(data)) {
+    if let Some(a) = refused_as_invalid("accept", input::parse_body::<package::AcceptInput>(data)) {
         assert!(a.package_hash.len() == 64 && !a.package_hash.bytes().any(|b| b.is_ascii_uppercase()));
     }
-    refused_as_invalid("reject", package::parse_reject(data));
-    if let Some(p) = refused_as_invalid("policy", handoff_core::suggestion::parse_policy(data)) {
+    refused_as_invalid("reject", input::parse_body::<package::RejectInput>(data));
+    if let Some(p) = refused_as_invalid("policy", input::parse_body::<handoff_core::suggestion::Policy>(data)) {
         assert!((1..=99).contains(&p.context_threshold_pct));
         assert!(p.runtimes.len() <= POLICY_RUNTIMES_MAX && p.runtimes.iter().all(|r| input::is_id(r)));
     }
@@ -113,7 +113,7 @@ fn check_limits(data: &[u8]) {
     }
     let (budget, reach) = query.split_once('&').unwrap_or((query, ""));
     let reach = (!reach.is_empty()).then_some(reach);
-    if let Some((bytes, _)) = refused_as_invalid("briefing query", briefing::parse_query(Some(budget), reach)) {
+    if let Some((bytes, _)) = refused_as_invalid("briefing query", input::parse_briefing_query(Some(budget), reach)) {
         assert!((BRIEFING_BUDGET_BYTES_MIN..=BRIEFING_BUDGET_BYTES_MAX).contains(&bytes));
     }
 }

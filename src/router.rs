@@ -11,7 +11,6 @@ use handoff_api::input;
 use handoff_core::limits::BODY_BYTES_MAX;
 use handoff_core::package;
 use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
-use handoff_core::suggestion;
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::turn::Command;
 use handoff_core::work;
@@ -253,22 +252,22 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
         }
         Route::Cancel => change(turn(Command::Cancel { turn: input::parse_cancel(body)?.turn })),
         Route::Close => input::parse_close(body).and_then(|_| change(turn(Command::Close))),
-        Route::Work => work(work::Command::SetWork(work::parse_work(body)?)),
-        Route::Decisions => work(work::Command::RecordDecision(work::parse_decision(body)?)),
-        Route::Artifacts => work(work::Command::AddArtifact(work::parse_artifact(body)?)),
-        Route::Blockers => work(work::Command::AddBlocker(work::parse_blocker(body)?)),
+        Route::Work => work(work::Command::SetWork(input::parse_body(body)?)),
+        Route::Decisions => work(work::Command::RecordDecision(input::parse_body(body)?)),
+        Route::Artifacts => work(work::Command::AddArtifact(input::parse_body(body)?)),
+        Route::Blockers => work(work::Command::AddBlocker(input::parse_body(body)?)),
         Route::ResolveBlocker => {
             input::parse_close(body)?;
             work(work::Command::ResolveBlocker { id: bid.unwrap_or_default().to_string() })
         }
-        Route::Workspace => work(work::Command::ReportWorkspace(work::parse_workspace(body)?)),
+        Route::Workspace => work(work::Command::ReportWorkspace(input::parse_body(body)?)),
         Route::Package if reading => Ok(Op::Package { markdown: input::parse_flag(query, "format", ("markdown", "json"))? }),
         Route::Package => {
             let dry_run = input::parse_flag(query, "dry_run", ("true", "false"))?;
-            change(Change::Compile { request: package::parse_package_request(body)?, dry_run })
+            change(Change::Compile { request: input::parse_body(body)?, dry_run })
         }
-        Route::AcceptPackage => change(Change::Accept { package_hash: package::parse_accept(body)?.package_hash }),
-        Route::RejectPackage => change(Change::Reject { input: package::parse_reject(body)? }),
+        Route::AcceptPackage => change(Change::Accept { package_hash: input::parse_body::<package::AcceptInput>(body)?.package_hash }),
+        Route::RejectPackage => change(Change::Reject { input: input::parse_body(body)? }),
         Route::Briefing => {
             let (mut budget, mut reach) = (None, None);
             for (k, v) in input::query_pairs(query) {
@@ -278,11 +277,11 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
                     other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
                 }
             }
-            let (budget_bytes, reach) = briefing::parse_query(budget, reach)?;
+            let (budget_bytes, reach) = input::parse_briefing_query(budget, reach)?;
             let base_url = origin.to_string();
             Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
         }
-        Route::Policy => change(Change::SetPolicy { policy: suggestion::parse_policy(body)? }),
+        Route::Policy => change(Change::SetPolicy { policy: input::parse_body(body)? }),
         Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::BenchFloor => {
             Err(ApiError::new(Code::RouteNotFound, "no such route"))
         }

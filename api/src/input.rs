@@ -7,11 +7,21 @@ use handoff_core::limits::{ACCEPTANCE_CRITERIA_MAX, ID_CHARS_MAX, LIST_LIMIT_DEF
 use handoff_core::package::PackageRequest;
 use handoff_core::suggestion::Usage;
 use handoff_core::turn::{ReportStatus, State};
+use handoff_core::briefing::ReachKind;
+use handoff_core::json::Checked;
+use handoff_core::limits::{BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use handoff_core::ids::{handoff_id, is_handoff_id, is_id};
 pub use handoff_core::json::{parse_json, parse_json_or_empty};
+
+/// A body whose value has rules of its own (the work record's inputs, a package request, a
+/// policy): read as JSON, then checked by the core, once.
+pub fn parse_body<T: DeserializeOwned + Checked>(body: &[u8]) -> Result<T, ApiError> {
+    Ok(parse_json::<T>(body)?.checked()?)
+}
 
 fn check_id(field: &str, value: &str) -> Result<(), ApiError> {
     if is_id(value) {
@@ -259,6 +269,29 @@ pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
     Ok(list)
 }
 
+/// Reads `?budget=` (default 8192, 256..=65536) and `?reach=` (`api`, the default, or `none`).
+/// Anything else → 400 `request.invalid` naming the parameter.
+pub fn parse_briefing_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, ReachKind), ApiError> {
+    let budget_bytes = match budget {
+        None => BRIEFING_BUDGET_BYTES_DEFAULT,
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|b| (BRIEFING_BUDGET_BYTES_MIN..=BRIEFING_BUDGET_BYTES_MAX).contains(b))
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "budget: a whole number of bytes from {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"
+                ))
+            })?,
+    };
+    let reach = match reach {
+        None | Some("api") => ReachKind::Api,
+        Some("none") => ReachKind::None,
+        Some(_) => return Err(ApiError::invalid("reach: api or none")),
+    };
+    Ok((budget_bytes, reach))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +457,16 @@ mod tests {
         for bad in ["limit=0", "limit=201", "limit=+5", "state=gone", "cursor=zz", "page=2"] {
             assert_eq!(parse_list_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_query_defaults_to_8192_bytes_and_api_and_refuses_out_of_range_budgets() {
+        assert_eq!(parse_briefing_query(None, None).unwrap(), (8192, ReachKind::Api));
+        assert_eq!(parse_briefing_query(Some("256"), Some("none")).unwrap(), (256, ReachKind::None));
+        assert_eq!(parse_briefing_query(Some("65536"), Some("api")).unwrap(), (65536, ReachKind::Api));
+        for bad in ["255", "65537", "-1", "8k", ""] {
+            assert!(parse_briefing_query(Some(bad), None).unwrap_err().message.starts_with("budget"), "{bad}");
+        }
+        assert!(parse_briefing_query(None, Some("lan")).unwrap_err().message.starts_with("reach"));
     }
 }

@@ -18,7 +18,6 @@
 //!   N-byte runtime budget …" whenever this rendering left out or clipped anything;
 //! - the closing instruction names environment variables, never their values.
 
-use crate::error::Refusal;
 use crate::limits::*;
 use crate::package::{LatestAnswer, Package, Truncation};
 use std::fmt::Write as _;
@@ -49,29 +48,6 @@ impl Reach {
 pub enum ReachKind {
     Api,
     None,
-}
-
-/// Reads `?budget=` (default 8192, 256..=65536) and `?reach=` (`api`, the default, or `none`).
-/// Anything else → 400 `request.invalid` naming the parameter.
-pub fn parse_query(budget: Option<&str>, reach: Option<&str>) -> Result<(usize, ReachKind), Refusal> {
-    let budget_bytes = match budget {
-        None => BRIEFING_BUDGET_BYTES_DEFAULT,
-        Some(raw) => raw
-            .parse::<usize>()
-            .ok()
-            .filter(|b| (BRIEFING_BUDGET_BYTES_MIN..=BRIEFING_BUDGET_BYTES_MAX).contains(b))
-            .ok_or_else(|| {
-                Refusal::invalid(format!(
-                    "budget: a whole number of bytes from {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"
-                ))
-            })?,
-    };
-    let reach = match reach {
-        None | Some("api") => ReachKind::Api,
-        Some("none") => ReachKind::None,
-        Some(_) => return Err(Refusal::invalid("reach: api or none")),
-    };
-    Ok((budget_bytes, reach))
 }
 
 /// A section that may be left out whole.

@@ -33,3 +33,17 @@ pub fn parse_json_or_empty<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusa
         parse_json(body)
     }
 }
+
+/// A value whose rules are checked once, as it is read and before anything uses it: the
+/// limits on each field, the URI schemes, the shape of a hash. `checked` may also put a value
+/// in its one written form (a hash in lowercase). The HTTP contract reads a body as
+/// `parse_json::<T>(body)?.checked()` (`handoff_api::input::parse_body`).
+pub trait Checked: Sized {
+    fn checked(self) -> Result<Self, Refusal>;
+}
+
+/// What the API reads a body as, for the core's own tests.
+#[cfg(test)]
+pub(crate) fn parse_checked<T: DeserializeOwned + Checked>(body: &[u8]) -> Result<T, Refusal> {
+    parse_json::<T>(body)?.checked()
+}

@@ -21,7 +21,7 @@
 //!   span fenced longer than its backtick runs, or an `http(s)` autolink ([`render_markdown`]).
 
 use crate::error::{Refusal, Code};
-use crate::json::parse_json;
+use crate::json::Checked;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
@@ -60,10 +60,11 @@ impl PackageRequest {
     }
 }
 
-pub fn parse_package_request(body: &[u8]) -> Result<PackageRequest, Refusal> {
-    let request: PackageRequest = parse_json(body)?;
-    request.validate()?;
-    Ok(request)
+impl Checked for PackageRequest {
+    fn checked(self) -> Result<Self, Refusal> {
+        self.validate()?;
+        Ok(self)
+    }
 }
 
 /// `POST …/package/accept`.
@@ -74,14 +75,16 @@ pub struct AcceptInput {
 }
 
 /// The hash comes back in lowercase.
-pub fn parse_accept(body: &[u8]) -> Result<AcceptInput, Refusal> {
-    let mut input: AcceptInput = parse_json(body)?;
-    let is_sha256 = input.package_hash.len() == 64 && input.package_hash.bytes().all(|b| b.is_ascii_hexdigit());
-    if !is_sha256 {
-        return Err(Refusal::invalid("package_hash: must be 64 hexadecimal digits"));
+impl Checked for AcceptInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let mut input = self;
+        let is_sha256 = input.package_hash.len() == 64 && input.package_hash.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_sha256 {
+            return Err(Refusal::invalid("package_hash: must be 64 hexadecimal digits"));
+        }
+        input.package_hash.make_ascii_lowercase();
+        Ok(input)
     }
-    input.package_hash.make_ascii_lowercase();
-    Ok(input)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -112,10 +115,12 @@ pub struct RejectInput {
     pub note: String,
 }
 
-pub fn parse_reject(body: &[u8]) -> Result<RejectInput, Refusal> {
-    let input: RejectInput = parse_json(body)?;
-    multi_line("note", &input.note, NOTE_BYTES_MAX)?;
-    Ok(input)
+impl Checked for RejectInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let input = self;
+        multi_line("note", &input.note, NOTE_BYTES_MAX)?;
+        Ok(input)
+    }
 }
 
 pub use crate::turn::ContinuedFrom;

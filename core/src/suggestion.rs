@@ -9,7 +9,7 @@
 use crate::error::Refusal;
 use crate::ids::is_id;
 use crate::limits::POLICY_RUNTIMES_MAX;
-use crate::json::parse_json;
+use crate::json::Checked;
 use serde::{Deserialize, Serialize};
 
 /// `PUT /v1/handoffs/:id/policy`.
@@ -22,18 +22,20 @@ pub struct Policy {
     pub quota_threshold: Option<u64>,
 }
 
-pub fn parse_policy(body: &[u8]) -> Result<Policy, Refusal> {
-    let policy: Policy = parse_json(body)?;
-    if !(1..=99).contains(&policy.context_threshold_pct) {
-        return Err(Refusal::invalid("context_threshold_pct: from 1 to 99"));
+impl Checked for Policy {
+    fn checked(self) -> Result<Self, Refusal> {
+        let policy = self;
+        if !(1..=99).contains(&policy.context_threshold_pct) {
+            return Err(Refusal::invalid("context_threshold_pct: from 1 to 99"));
+        }
+        if policy.runtimes.len() > POLICY_RUNTIMES_MAX {
+            return Err(Refusal::invalid(format!("runtimes: at most {POLICY_RUNTIMES_MAX}")));
+        }
+        if let Some(bad) = policy.runtimes.iter().position(|r| !is_id(r)) {
+            return Err(Refusal::invalid(format!("runtimes[{bad}]: 1-128 characters of [A-Za-z0-9._:-]")));
+        }
+        Ok(policy)
     }
-    if policy.runtimes.len() > POLICY_RUNTIMES_MAX {
-        return Err(Refusal::invalid(format!("runtimes: at most {POLICY_RUNTIMES_MAX}")));
-    }
-    if let Some(bad) = policy.runtimes.iter().position(|r| !is_id(r)) {
-        return Err(Refusal::invalid(format!("runtimes[{bad}]: 1-128 characters of [A-Za-z0-9._:-]")));
-    }
-    Ok(policy)
 }
 
 /// What a machine may say of its session's budget on a report.
@@ -152,16 +154,16 @@ mod tests {
 
     #[test]
     fn a_policy_is_bounded() {
-        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":0}"#).is_err());
-        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
-        assert!(parse_policy(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
-        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
-        assert_eq!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":0}"#).is_err());
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
+        assert_eq!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
         let runtimes = |n: usize| (0..n).map(|i| format!("\"r{i}\"")).collect::<Vec<_>>().join(",");
         let with = |n: usize| format!(r#"{{"runtimes":[{}],"context_threshold_pct":50}}"#, runtimes(n));
-        assert_eq!(parse_policy(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
-        assert!(parse_policy(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
-        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
-        assert!(parse_policy(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
+        assert_eq!(crate::json::parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
+        assert!(crate::json::parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
+        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
     }
 }

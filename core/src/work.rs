@@ -20,12 +20,11 @@
 //! The record keeps paths and line counts of the workspace, never file contents: the
 //! workspace body refuses any other field.
 //!
-//! Request bodies are parsed here too ([`parse_work`], [`parse_decision`], …) through
-//! `crate::json::parse_json`: unknown fields, wrong types and broken limits are 400
-//! `request.invalid` naming the field.
+//! Each input's rules are its [`Checked`] impl, applied once as the API reads the body:
+//! a broken limit is a `request.invalid` refusal naming the field.
 
 use crate::error::{Refusal, Code};
-use crate::json::parse_json;
+use crate::json::Checked;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State};
@@ -136,41 +135,51 @@ pub struct FileInput {
     pub deletions: u32,
 }
 
-pub fn parse_work(body: &[u8]) -> Result<WorkInput, Refusal> {
-    let input: WorkInput = parse_json(body)?;
-    validate_work(&input)?;
-    Ok(input)
+impl Checked for WorkInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let input = self;
+        validate_work(&input)?;
+        Ok(input)
+    }
 }
 
-pub fn parse_decision(body: &[u8]) -> Result<DecisionInput, Refusal> {
-    let input: DecisionInput = parse_json(body)?;
-    validate_decision(&input)?;
-    Ok(input)
+impl Checked for DecisionInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let input = self;
+        validate_decision(&input)?;
+        Ok(input)
+    }
 }
 
 /// The artifact's `sha256` comes back in lowercase.
-pub fn parse_artifact(body: &[u8]) -> Result<ArtifactInput, Refusal> {
-    let mut input: ArtifactInput = parse_json(body)?;
-    validate_artifact(&input)?;
-    input.sha256 = input.sha256.map(|s| s.to_ascii_lowercase());
-    Ok(input)
+impl Checked for ArtifactInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let mut input = self;
+        validate_artifact(&input)?;
+        input.sha256 = input.sha256.map(|s| s.to_ascii_lowercase());
+        Ok(input)
+    }
 }
 
-pub fn parse_blocker(body: &[u8]) -> Result<BlockerInput, Refusal> {
-    let input: BlockerInput = parse_json(body)?;
-    single_line("title", &input.title, TITLE_BYTES_MAX)?;
-    Ok(input)
+impl Checked for BlockerInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let input = self;
+        single_line("title", &input.title, TITLE_BYTES_MAX)?;
+        Ok(input)
+    }
 }
 
-pub fn parse_workspace(body: &[u8]) -> Result<WorkspaceInput, Refusal> {
-    let input: WorkspaceInput = parse_json(body)?;
-    if input.files.len() > FILES_PER_REPORT_MAX {
-        return Err(Refusal::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+impl Checked for WorkspaceInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        let input = self;
+        if input.files.len() > FILES_PER_REPORT_MAX {
+            return Err(Refusal::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
+        }
+        for (i, file) in input.files.iter().enumerate() {
+            single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
+        }
+        Ok(input)
     }
-    for (i, file) in input.files.iter().enumerate() {
-        single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
-    }
-    Ok(input)
 }
 
 fn validate_work(input: &WorkInput) -> Result<(), Refusal> {

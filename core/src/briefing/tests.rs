@@ -113,17 +113,6 @@ fn at_the_smallest_budget_huge_core_texts_are_clipped_and_marked() {
 }
 
 #[test]
-fn the_query_defaults_to_8192_bytes_and_api_and_refuses_out_of_range_budgets() {
-    assert_eq!(parse_query(None, None).unwrap(), (8192, ReachKind::Api));
-    assert_eq!(parse_query(Some("256"), Some("none")).unwrap(), (256, ReachKind::None));
-    assert_eq!(parse_query(Some("65536"), Some("api")).unwrap(), (65536, ReachKind::Api));
-    for bad in ["255", "65537", "-1", "8k", ""] {
-        assert!(parse_query(Some(bad), None).unwrap_err().message.starts_with("budget"), "{bad}");
-    }
-    assert!(parse_query(None, Some("lan")).unwrap_err().message.starts_with("reach"));
-}
-
-#[test]
 fn water_filling_gives_short_texts_what_they_need_and_shares_the_rest() {
     assert_eq!(share(&[10, 100, 100, 5], 95), [10, 40, 40, 5]);
     assert_eq!(share(&[1, 1, 1, 1], 100), [1, 1, 1, 1]);

@@ -706,14 +706,14 @@ fn answering_a_package_that_does_not_exist_is_404() {
 
 #[test]
 fn request_bodies_are_checked_field_by_field() {
-    assert!(parse_package_request(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
-    let e = parse_package_request(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
+    assert!(crate::json::parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
+    let e = crate::json::parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
     assert!(e.message.contains("budget"), "{}", e.message);
-    let e = parse_reject(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
+    let e = crate::json::parse_checked::<RejectInput>(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
     assert!(e.message.contains("reason"), "{}", e.message);
-    assert!(parse_reject(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
-    assert_eq!(parse_accept(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
-    assert!(parse_accept(br#"{"package_hash": "abc"}"#).is_err());
+    assert!(crate::json::parse_checked::<RejectInput>(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
+    assert_eq!(crate::json::parse_checked::<AcceptInput>(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
+    assert!(crate::json::parse_checked::<AcceptInput>(br#"{"package_hash": "abc"}"#).is_err());
 }
 
 #[test]
