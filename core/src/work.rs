@@ -61,15 +61,6 @@ pub enum BlockerStatus {
     Resolved,
 }
 
-impl BlockerStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BlockerStatus::Open => "open",
-            BlockerStatus::Resolved => "resolved",
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Request bodies
 // ---------------------------------------------------------------------------------------

@@ -198,6 +198,47 @@ fn collections_stop_at_their_named_limits() {
     assert_eq!(refused(&w, decision("one more", None), Role::Owner).code, Code::RequestTooLarge);
 }
 
+/// Each field's limit is inclusive: a value exactly at it is accepted, one past it refused,
+/// naming the field.
+#[test]
+fn every_text_and_list_limit_accepts_its_maximum_and_refuses_one_more() {
+    let at_and_past = |build: &dyn Fn(usize) -> Result<(), Refusal>, max: usize, field: &str| {
+        assert_eq!(build(max), Ok(()), "{field} at {max}");
+        let e = build(max + 1).expect_err(field);
+        assert_eq!(e.code, Code::RequestInvalid, "{field}");
+        assert!(e.message.starts_with(field), "{field}: {}", e.message);
+    };
+    let work = |f: &dyn Fn(&mut WorkInput)| {
+        let mut input = work_input(&["a"]);
+        f(&mut input);
+        input.checked().map(|_| ())
+    };
+    at_and_past(&|n| work(&|w| w.title = "t".repeat(n)), TITLE_BYTES_MAX, "title");
+    at_and_past(&|n| work(&|w| w.goal = "g".repeat(n)), GOAL_BYTES_MAX, "goal");
+    at_and_past(&|n| work(&|w| w.constraints = vec!["c".into(); n]), CONSTRAINTS_MAX, "constraints");
+    at_and_past(&|n| work(&|w| w.acceptance_criteria = vec!["a".into(); n]), ACCEPTANCE_CRITERIA_MAX, "acceptance_criteria");
+    at_and_past(&|n| work(&|w| w.constraints = vec!["c".repeat(n)]), CRITERION_BYTES_MAX, "constraints[0]");
+    let evidence = |n: usize| {
+        DecisionInput { statement: "s".into(), rationale: None, evidence: vec!["https://x.example/e".into(); n], supersedes: None }
+            .checked()
+            .map(|_| ())
+    };
+    at_and_past(&evidence, EVIDENCE_PER_DECISION_MAX, "evidence");
+    let workspace = |n: usize| {
+        WorkspaceInput { files: vec![FileInput { path: "src/a.rs".into(), insertions: 1, deletions: 0 }; n] }.checked().map(|_| ())
+    };
+    at_and_past(&workspace, FILES_PER_REPORT_MAX, "files");
+}
+
+#[test]
+fn a_criterion_or_constraint_may_span_lines_but_holds_no_other_control_character() {
+    let mut input = work_input(&["first line\nsecond line"]);
+    assert!(input.clone().checked().is_ok());
+    input.constraints = vec!["no\u{7}bell".into()];
+    let e = input.checked().unwrap_err();
+    assert!(e.message.starts_with("constraints[0]: control characters"), "{}", e.message);
+}
+
 #[test]
 fn unmet_criteria_are_replaced_by_each_final_report_and_checked_against_the_criteria() {
     let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Role::Owner).work;
