@@ -230,6 +230,28 @@ fn every_text_and_list_limit_accepts_its_maximum_and_refuses_one_more() {
     at_and_past(&workspace, FILES_PER_REPORT_MAX, "files");
 }
 
+/// `apply` holds the report's limits again (a command may come from anywhere, not only a
+/// checked body), and the hand-off keeps at most `FILES_PER_HANDOFF_MAX` paths in all.
+#[test]
+fn a_workspace_report_holds_up_to_its_limit_and_the_hand_off_up_to_its_own() {
+    let report = |from: usize, n: usize| {
+        Command::ReportWorkspace(WorkspaceInput {
+            files: (from..from + n).map(|i| FileInput { path: format!("src/{i}.rs"), insertions: 1, deletions: 0 }).collect(),
+        })
+    };
+    let e = refused(&Work::default(), report(0, FILES_PER_REPORT_MAX + 1), Role::Machine);
+    assert_eq!(e.code, Code::RequestInvalid);
+    assert!(e.message.starts_with("files: more than"), "{}", e.message);
+    let mut w = Work::default();
+    for r in 0..FILES_PER_HANDOFF_MAX / FILES_PER_REPORT_MAX {
+        w = run(&w, report(r * FILES_PER_REPORT_MAX, FILES_PER_REPORT_MAX), Role::Machine).work;
+    }
+    assert_eq!(w.files.len(), FILES_PER_HANDOFF_MAX);
+    // A path already kept may be reported again; a new one is past the hand-off's limit.
+    assert_eq!(run(&w, report(0, 1), Role::Machine).work.files.len(), FILES_PER_HANDOFF_MAX);
+    assert_eq!(refused(&w, report(FILES_PER_HANDOFF_MAX, 1), Role::Machine).code, Code::RequestTooLarge);
+}
+
 #[test]
 fn a_criterion_or_constraint_may_span_lines_but_holds_no_other_control_character() {
     let mut input = work_input(&["first line\nsecond line"]);
