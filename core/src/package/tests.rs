@@ -951,3 +951,45 @@ fn the_raw_json_fence_is_longer_than_any_run_of_backticks_in_the_package() {
     assert!(md.contains("\n````````json\n"), "a fence of eight");
     assert_inert_markdown(&md, &v.package);
 }
+
+/// Each field of a package request keeps its limit, both when the body is read and when
+/// `compile` is called with a request from anywhere else.
+#[test]
+fn a_package_request_past_any_field_limit_is_refused_by_the_body_and_by_compile() {
+    let (h, w, l) = (handoff(2, Status::Running), rich_work(), lineage());
+    let sources = Sources { handoff: &h, work: &w, lineage: &l };
+    let cases: [(&str, fn(&mut PackageRequest)); 5] = [
+        ("objective", |r| r.objective = "o".repeat(OBJECTIVE_BYTES_MAX + 1)),
+        ("purpose", |r| r.purpose = "p".repeat(PURPOSE_BYTES_MAX + 1)),
+        ("runtime", |r| r.runtime = "r".repeat(RUNTIME_BYTES_MAX + 1)),
+        ("runtime", |r| r.runtime = "two\nlines".into()),
+        ("note", |r| r.note = Some("n".repeat(NOTE_BYTES_MAX + 1))),
+    ];
+    for (field, spoil) in cases {
+        let mut bad = request();
+        spoil(&mut bad);
+        let e = bad.clone().checked().unwrap_err();
+        assert!(e.message.starts_with(field), "{field}: {}", e.message);
+        let e = compile(&sources, &bad, None, T0).unwrap_err();
+        assert_eq!(e.code, Code::RequestInvalid, "{field}");
+        assert!(e.message.starts_with(field), "{field}: {}", e.message);
+    }
+    assert!(request().checked().is_ok());
+}
+
+/// A truncation is reported when any one of its counts is not zero, and only then.
+#[test]
+fn a_truncation_is_reported_when_any_single_count_is_not_zero() {
+    assert!(!Truncation::default().any());
+    let each: [fn(&mut Truncation); 4] = [
+        |t| t.decisions_omitted = 1,
+        |t| t.artifacts_omitted = 1,
+        |t| t.files_omitted = 1,
+        |t| t.completed_turns_omitted = 1,
+    ];
+    for (i, set) in each.into_iter().enumerate() {
+        let mut t = Truncation::default();
+        set(&mut t);
+        assert!(t.any(), "count {i} alone");
+    }
+}
