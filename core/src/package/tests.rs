@@ -993,3 +993,18 @@ fn a_truncation_is_reported_when_any_single_count_is_not_zero() {
         assert!(t.any(), "count {i} alone");
     }
 }
+
+/// A file's churn is its insertions plus its deletions: a file that only lost lines ranks by
+/// what it lost, and past `PACKAGE_FILES_MAX` the least churned files are the ones left out.
+#[test]
+fn files_are_ranked_by_insertions_plus_deletions_so_a_file_that_only_lost_lines_is_kept() {
+    let mut w = Work::default();
+    for i in 0..PACKAGE_FILES_MAX {
+        w.files.insert(format!("src/kept_{i:03}.rs"), work::FileCounts { insertions: 10, deletions: 2 });
+    }
+    w.files.insert("src/deleted_most.rs".into(), work::FileCounts { insertions: 1, deletions: 50 });
+    let kept = relevant_files(&w);
+    assert_eq!(kept.len(), PACKAGE_FILES_MAX);
+    assert!(kept.contains(&"src/deleted_most.rs".to_string()), "the file with the most churn is kept");
+    assert!(!kept.contains(&format!("src/kept_{:03}.rs", PACKAGE_FILES_MAX - 1)), "the last of the equal ones, by path, is left out");
+}
