@@ -658,6 +658,26 @@ fn the_same_rejection_again_moves_nothing() {
     assert!(!w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 2).unwrap().moved);
 }
 
+/// A rejection is the same only when both its reason and its note are: either one changed is
+/// a new rejection, which moves and replaces the one on record.
+#[test]
+fn a_rejection_with_the_same_reason_and_another_note_or_the_same_note_and_another_reason_moves() {
+    let mut w = World::new();
+    w.compile(T0);
+    let first = RejectInput { reason: RejectReason::Other, note: "n".into() };
+    w.ledger = w.ledger.reject(&w.handoff, &first, Role::Owner, T0 + 1).unwrap().ledger;
+    let others = [
+        RejectInput { reason: RejectReason::Other, note: "another note".into() },
+        RejectInput { reason: RejectReason::WrongRuntime, note: "n".into() },
+    ];
+    for other in others {
+        let again = w.ledger.reject(&w.handoff, &other, Role::Owner, T0 + 2).unwrap();
+        assert!(again.moved, "{other:?}");
+        let on_record = again.ledger.current.as_ref().and_then(|c| c.rejection.as_ref()).expect("a rejection");
+        assert_eq!((on_record.reason, on_record.note.as_str()), (other.reason, other.note.as_str()));
+    }
+}
+
 #[test]
 fn accepting_a_stale_hash_is_409_stale_carrying_the_current_hash() {
     let mut w = World::new();
@@ -1007,4 +1027,14 @@ fn files_are_ranked_by_insertions_plus_deletions_so_a_file_that_only_lost_lines_
     assert_eq!(kept.len(), PACKAGE_FILES_MAX);
     assert!(kept.contains(&"src/deleted_most.rs".to_string()), "the file with the most churn is kept");
     assert!(!kept.contains(&format!("src/kept_{:03}.rs", PACKAGE_FILES_MAX - 1)), "the last of the equal ones, by path, is left out");
+}
+
+/// The `www.` check looks three bytes back only from a character boundary: a `.` after a
+/// multi-byte character is never sliced through, and `www.` after one is still escaped.
+#[test]
+fn a_dot_after_multi_byte_characters_is_escaped_only_after_www_and_never_splits_a_character() {
+    for plain in ["a€b.", "éé.abc", "ü.", "€."] {
+        assert_eq!(md_text(plain), plain, "{plain}");
+    }
+    assert_eq!(md_text("€www.example"), "€www\\.example");
 }
