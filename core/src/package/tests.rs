@@ -1038,3 +1038,11 @@ fn a_dot_after_multi_byte_characters_is_escaped_only_after_www_and_never_splits_
     }
     assert_eq!(md_text("€www.example"), "€www\\.example");
 }
+
+/// A code span is one line of inert text: line breaks become spaces and every other control
+/// character the replacement character, so nothing a machine wrote can end or bend the span.
+#[test]
+fn a_code_span_turns_line_breaks_into_spaces_and_other_control_characters_into_replacements() {
+    assert_eq!(code_span("a\nb\rc"), "`a b c`");
+    assert_eq!(code_span("bell\u{7}tab\tesc\u{1b}"), "`bell\u{FFFD}tab\u{FFFD}esc\u{FFFD}`");
+}
