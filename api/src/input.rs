@@ -1,4 +1,4 @@
-//! Reading requests: JSON bodies, query strings and ids, each into a typed value or a
+//! Reading requests: JSON bodies and query strings, each into a typed value or a
 //! 400 `request.invalid` that names the field. Nothing here touches state.
 
 use crate::error::ApiError;
