@@ -4,17 +4,17 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
-use handoff_core::briefing;
+use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
-use handoff_core::handoff::Change;
 use handoff_api::input;
-use handoff_core::limits::BODY_BYTES_MAX;
-use handoff_core::package;
 use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use handoff_api::token::{self, Claims, Role};
+use handoff_core::briefing;
+use handoff_core::handoff::Change;
+use handoff_core::limits::BODY_BYTES_MAX;
+use handoff_core::package;
 use handoff_core::turn::Command;
 use handoff_core::work;
-use futures::StreamExt;
 use serde_json::json;
 use worker::*;
 
@@ -269,15 +269,7 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
         Route::AcceptPackage => change(Change::Accept { package_hash: input::parse_body::<package::AcceptInput>(body)?.package_hash }),
         Route::RejectPackage => change(Change::Reject { input: input::parse_body(body)? }),
         Route::Briefing => {
-            let (mut budget, mut reach) = (None, None);
-            for (k, v) in input::query_pairs(query) {
-                match k {
-                    "budget" => budget = Some(v),
-                    "reach" => reach = Some(v),
-                    other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
-                }
-            }
-            let (budget_bytes, reach) = input::parse_briefing_query(budget, reach)?;
+            let (budget_bytes, reach) = input::parse_briefing_query(query)?;
             let base_url = origin.to_string();
             Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
         }

@@ -25,3 +25,29 @@ pub fn is_handoff_id(s: &str) -> bool {
         hex.len() == HANDOFF_ID_HEX_CHARS && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_one_to_128_characters_of_the_allowed_set() {
+        assert!(is_id("a"));
+        assert!(is_id("chat-42.session_1:x"));
+        assert!(is_id(&"a".repeat(128)));
+        for bad in ["", " ", "a/b", "../x", "a%2Fb", "é", &"a".repeat(129)] {
+            assert!(!is_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_handoff_id_derives_from_owner_and_session_only() {
+        let a = handoff_id("alice", "s1");
+        assert_eq!(a, handoff_id("alice", "s1"));
+        assert_ne!(a, handoff_id("bob", "s1"));
+        assert_ne!(a, handoff_id("alice", "s2"));
+        assert!(is_handoff_id(&a));
+        assert!(!is_handoff_id("ho_../../x"));
+        assert!(!is_handoff_id(&a.to_uppercase()));
+    }
+}
