@@ -8,8 +8,12 @@
 //! own transaction, and a read of an object without it answers `handoff.not_found`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use handoff_core::briefing::{self, Reach};
+use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
+use crate::sqlite;
+use futures::future::{select, Either};
 use handoff_api::error::{ApiError, Code};
+use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_core::briefing::{self, Reach};
 use handoff_core::handoff::{self, Change, Dirty, Extras, Handoff};
 use handoff_core::idempotency::{self, Decision, Remembered};
 use handoff_core::index::IndexRow;
@@ -19,14 +23,10 @@ use handoff_core::limits::{
     TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
 use handoff_core::package::{Ledger, TurnEntry};
-use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
-use crate::sqlite;
-use handoff_api::token::Role;
+use handoff_core::role::Role;
 use handoff_core::turn::{self, Record};
 use handoff_core::waiters::{Published, Waiters};
 use handoff_core::work::Work;
-use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
-use futures::future::{select, Either};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};

@@ -6,8 +6,8 @@
 
 use crate::bindings::store_failed;
 use handoff_api::error::{ApiError, Code};
-use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_api::protocol::IndexAsk;
+use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_core::turn::State as HandoffState;
 use serde_json::json;
 use std::cell::Cell;
@@ -74,7 +74,6 @@ impl StoredRow {
         })
     }
 }
-
 
 impl DurableObject for OwnerIndex {
     fn new(state: State, _env: Env) -> Self {

@@ -11,7 +11,7 @@
 //!   entries (storage keeps more);
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
-use crate::error::{Refusal, Code};
+use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
 use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};

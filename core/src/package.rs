@@ -20,7 +20,7 @@
 //!   image, HTML, a heading, a list item, a table, a code block): each is escaped text, a code
 //!   span fenced longer than its backtick runs, or an `http(s)` autolink ([`render_markdown`]).
 
-use crate::error::{Refusal, Code};
+use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};

@@ -107,6 +107,7 @@ pub fn suggest(id: &str, turn: u64, reason: Reason, policy: &Policy, current_run
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::parse_checked;
 
     fn policy() -> Policy {
         Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(5) }
@@ -154,16 +155,16 @@ mod tests {
 
     #[test]
     fn a_policy_is_bounded() {
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":0}"#).is_err());
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
-        assert_eq!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":0}"#).is_err());
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
+        assert_eq!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
         let runtimes = |n: usize| (0..n).map(|i| format!("\"r{i}\"")).collect::<Vec<_>>().join(",");
         let with = |n: usize| format!(r#"{{"runtimes":[{}],"context_threshold_pct":50}}"#, runtimes(n));
-        assert_eq!(crate::json::parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
-        assert!(crate::json::parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
-        assert!(crate::json::parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
+        assert_eq!(parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
+        assert!(parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
+        assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
     }
 }

@@ -23,7 +23,7 @@
 //! Each input's rules are its [`Checked`] impl, applied once as the API reads the body:
 //! a broken limit is a `request.invalid` refusal naming the field.
 
-use crate::error::{Refusal, Code};
+use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
 use crate::time::{rfc3339, EpochMs};

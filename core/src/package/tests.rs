@@ -1,4 +1,5 @@
 use super::*;
+use crate::json::parse_checked;
 use crate::work::{self, ArtifactInput, BlockerInput, Command, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
 use std::path::PathBuf;
 
@@ -726,14 +727,14 @@ fn answering_a_package_that_does_not_exist_is_404() {
 
 #[test]
 fn request_bodies_are_checked_field_by_field() {
-    assert!(crate::json::parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
-    let e = crate::json::parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
+    assert!(parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
+    let e = parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
     assert!(e.message.contains("budget"), "{}", e.message);
-    let e = crate::json::parse_checked::<RejectInput>(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
+    let e = parse_checked::<RejectInput>(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
     assert!(e.message.contains("reason"), "{}", e.message);
-    assert!(crate::json::parse_checked::<RejectInput>(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
-    assert_eq!(crate::json::parse_checked::<AcceptInput>(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
-    assert!(crate::json::parse_checked::<AcceptInput>(br#"{"package_hash": "abc"}"#).is_err());
+    assert!(parse_checked::<RejectInput>(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
+    assert_eq!(parse_checked::<AcceptInput>(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
+    assert!(parse_checked::<AcceptInput>(br#"{"package_hash": "abc"}"#).is_err());
 }
 
 #[test]

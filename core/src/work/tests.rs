@@ -1,4 +1,5 @@
 use super::*;
+use crate::json::parse_checked;
 use crate::turn::Record;
 
 fn handoff() -> Record {
@@ -156,15 +157,15 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
         "",
     ];
     for body in bodies {
-        let e = crate::json::parse_checked::<WorkspaceInput>(body.as_bytes()).expect_err(body);
+        let e = parse_checked::<WorkspaceInput>(body.as_bytes()).expect_err(body);
         assert_eq!(e.code, Code::RequestInvalid, "{body}");
     }
-    let e = crate::json::parse_checked::<WorkspaceInput>(bodies[0].as_bytes()).unwrap_err();
+    let e = parse_checked::<WorkspaceInput>(bodies[0].as_bytes()).unwrap_err();
     assert!(e.message.starts_with("files[0]"), "{}", e.message);
     assert!(e.message.contains("hunk"), "{}", e.message);
-    let e = crate::json::parse_checked::<WorkspaceInput>(bodies[2].as_bytes()).unwrap_err();
+    let e = parse_checked::<WorkspaceInput>(bodies[2].as_bytes()).unwrap_err();
     assert!(e.message.contains("diff"), "{}", e.message);
-    let ok = crate::json::parse_checked::<WorkspaceInput>(br#"{"files": [{"path": "src/a.rs", "insertions": 3, "deletions": 4}]}"#).unwrap();
+    let ok = parse_checked::<WorkspaceInput>(br#"{"files": [{"path": "src/a.rs", "insertions": 3, "deletions": 4}]}"#).unwrap();
     assert_eq!(ok.files[0].path, "src/a.rs");
 }
 
@@ -172,13 +173,13 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
 fn bad_bodies_are_refused_naming_the_field() {
     type Parse = fn(&[u8]) -> Option<Refusal>;
     let cases: [(&str, Parse, &str); 7] = [
-        (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| crate::json::parse_checked::<WorkInput>(b).err(), "owner"),
-        (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| crate::json::parse_checked::<WorkInput>(b).err(), "goal"),
-        (r#"{"statement": "s", "evidence": ["not a uri"]}"#, |b| crate::json::parse_checked::<DecisionInput>(b).err(), "evidence[0]"),
-        (r#"{"statement": "s"}"#, |b| crate::json::parse_checked::<DecisionInput>(b).err(), "evidence"),
-        (r#"{"type": "doc", "title": "t", "uri": "https://x", "sha256": "abc"}"#, |b| crate::json::parse_checked::<ArtifactInput>(b).err(), "sha256"),
-        (r#"{"severity": "urgent", "title": "t"}"#, |b| crate::json::parse_checked::<BlockerInput>(b).err(), "severity"),
-        (r#"{"severity": "low", "title": "two\nlines"}"#, |b| crate::json::parse_checked::<BlockerInput>(b).err(), "title"),
+        (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| parse_checked::<WorkInput>(b).err(), "owner"),
+        (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| parse_checked::<WorkInput>(b).err(), "goal"),
+        (r#"{"statement": "s", "evidence": ["not a uri"]}"#, |b| parse_checked::<DecisionInput>(b).err(), "evidence[0]"),
+        (r#"{"statement": "s"}"#, |b| parse_checked::<DecisionInput>(b).err(), "evidence"),
+        (r#"{"type": "doc", "title": "t", "uri": "https://x", "sha256": "abc"}"#, |b| parse_checked::<ArtifactInput>(b).err(), "sha256"),
+        (r#"{"severity": "urgent", "title": "t"}"#, |b| parse_checked::<BlockerInput>(b).err(), "severity"),
+        (r#"{"severity": "low", "title": "two\nlines"}"#, |b| parse_checked::<BlockerInput>(b).err(), "title"),
     ];
     for (body, parse, field) in cases {
         let e = parse(body.as_bytes()).expect(body);
@@ -186,7 +187,7 @@ fn bad_bodies_are_refused_naming_the_field() {
         assert!(e.message.contains(field), "{body}: {}", e.message);
     }
     let long = format!(r#"{{"severity": "low", "title": "{}"}}"#, "x".repeat(TITLE_BYTES_MAX + 1));
-    assert!(crate::json::parse_checked::<BlockerInput>(long.as_bytes()).unwrap_err().message.contains("title"));
+    assert!(parse_checked::<BlockerInput>(long.as_bytes()).unwrap_err().message.contains("title"));
 }
 
 #[test]
@@ -287,10 +288,10 @@ fn evidence_body(third: &str) -> String {
 
 /// Refused at the parser and again by `apply`, naming the field, with the scheme rule's words.
 fn assert_refused_by_scheme(uri: &str) {
-    let e = crate::json::parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
+    let e = parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
     assert_eq!(e.code, Code::RequestInvalid, "{uri}");
     assert_eq!(e.message, "uri: only http, https or relative URIs are accepted", "{uri}");
-    let e = crate::json::parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).expect_err(uri);
+    let e = parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).expect_err(uri);
     assert_eq!(e.message, "evidence[2]: only http, https or relative URIs are accepted", "{uri}");
     let e = refused(&Work::default(), artifact("Design", uri, None), Role::Machine);
     assert_eq!((e.code, e.message.as_str()), (Code::RequestInvalid, "uri: only http, https or relative URIs are accepted"));
@@ -332,10 +333,10 @@ fn a_uri_with_leading_whitespace_or_a_control_character_is_refused_naming_the_fi
     // Browsers strip leading spaces and C0 controls and drop tabs and newlines inside a URL, so
     // each of these would be read as `javascript:`.
     for uri in [" javascript:alert(1)", "\tjavascript:alert(1)", "\u{0}javascript:alert(1)", "\u{1}javascript:alert(1)", "java\nscript:alert(1)", "java\tscript:alert(1)", "https://x.example/ a"] {
-        let e = crate::json::parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
+        let e = parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
         assert_eq!(e.code, Code::RequestInvalid, "{uri:?}");
         assert!(e.message.starts_with("uri: "), "{uri:?}: {}", e.message);
-        let e = crate::json::parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).expect_err(uri);
+        let e = parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).expect_err(uri);
         assert!(e.message.starts_with("evidence[2]: "), "{uri:?}: {}", e.message);
     }
 }
@@ -346,7 +347,7 @@ fn a_protocol_relative_uri_and_a_backslash_are_refused_because_they_name_another
     assert_refused_by_scheme("//");
     // Browsers read `\` as `/`: each of these would reach evil.example.
     for uri in ["\\\\evil.example/x", "/\\evil.example/x", "https:\\\\evil.example"] {
-        let e = crate::json::parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
+        let e = parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
         assert_eq!(e.message, "uri: a URI has no whitespace and no backslash", "{uri}");
     }
 }
@@ -377,8 +378,8 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
         "café.md",
     ];
     for uri in uris {
-        assert!(crate::json::parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
-        assert!(crate::json::parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
+        assert!(parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
+        assert!(parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
         let a = run(&Work::default(), artifact("Design", uri, None), Role::Machine);
         assert_eq!(a.item.body()["uri"], uri, "kept as sent");
     }
@@ -387,10 +388,10 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
 #[test]
 fn uris_keep_their_length_and_single_line_limits() {
     let long = format!("https://x.example/{}", "a".repeat(URI_BYTES_MAX));
-    let e = crate::json::parse_checked::<ArtifactInput>(artifact_body(&long).as_bytes()).unwrap_err();
+    let e = parse_checked::<ArtifactInput>(artifact_body(&long).as_bytes()).unwrap_err();
     assert_eq!(e.message, format!("uri: longer than {URI_BYTES_MAX} bytes"));
-    let e = crate::json::parse_checked::<DecisionInput>(evidence_body("").as_bytes()).unwrap_err();
+    let e = parse_checked::<DecisionInput>(evidence_body("").as_bytes()).unwrap_err();
     assert_eq!(e.message, "evidence[2]: must not be empty");
-    let e = crate::json::parse_checked::<ArtifactInput>(artifact_body("https://x.example/\r").as_bytes()).unwrap_err();
+    let e = parse_checked::<ArtifactInput>(artifact_body("https://x.example/\r").as_bytes()).unwrap_err();
     assert!(e.message.starts_with("uri: must be one line"), "{}", e.message);
 }
