@@ -17,9 +17,9 @@ use handoff_core::briefing::{self, Reach};
 use handoff_core::handoff::{self, Change, Dirty, Extras, Handoff};
 use handoff_core::idempotency::{self, Decision, Remembered};
 use handoff_core::index::IndexRow;
+use handoff_core::outbox::{self, Outbox, Owed};
 use handoff_core::limits::{
-    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OUTBOX_RETRY_MS_MAX,
-    OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
+    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
     TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
 use handoff_core::package::{Ledger, TurnEntry};
@@ -45,17 +45,9 @@ pub struct HandoffObject {
     /// The newest version whose commit is confirmed: what waiters are woken with and what a
     /// waiter's timeout answers, rendered once per version.
     published: Rc<RefCell<Published>>,
-    /// The highest version the owner's index acknowledged in this object's lifetime.
-    delivered: Cell<u64>,
-    /// The row the index is owed after the latest change (also in the outbox table).
-    owed: RefCell<Option<OutboxRow>>,
-    /// A delivery is on its way; changes that come meanwhile wait for it, then send together.
-    sending: Cell<bool>,
-    /// Whether the last delivery reached the index.
-    last_send_ok: Cell<bool>,
-    /// When the alarm this object set is due, until it runs (in ms): a change that finds one
-    /// pending schedules none, which saves the runtime's alarm store a durable write per change.
-    alarm_at: Cell<Option<i64>>,
+    /// What the owner's index is owed and when to send it: the core's outbox machine, which
+    /// this object only carries out (the send, the alarm).
+    outbox: RefCell<Outbox<Delivery>>,
     /// Changes waiting for the delivery on its way.
     delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     waiters: Rc<RefCell<Waiters>>,
@@ -109,12 +101,19 @@ struct SchemaRow {
     schema: i64,
 }
 
-#[derive(Clone, serde::Deserialize)]
+#[derive(serde::Deserialize)]
 struct OutboxRow {
     owner: String,
     version: i64,
     row: String,
     attempts: i64,
+}
+
+/// What one delivery carries: the owner whose index it goes to, and the row's JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Delivery {
+    owner: String,
+    row: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -221,11 +220,7 @@ impl DurableObject for HandoffObject {
             env,
             cached: RefCell::new(None),
             published: Rc::new(RefCell::new(Published::default())),
-            delivered: Cell::new(0),
-            owed: RefCell::new(None),
-            sending: Cell::new(false),
-            last_send_ok: Cell::new(true),
-            alarm_at: Cell::new(None),
+            outbox: RefCell::new(Outbox::default()),
             delivery_waiters: RefCell::new(Vec::new()),
             waiters: Rc::new(RefCell::new(Waiters::default())),
             fault: Cell::new(None),
@@ -257,14 +252,20 @@ impl DurableObject for HandoffObject {
     /// Retries what the owner's index is still owed: after a failed delivery, or after a
     /// Worker that died between a change and its delivery (the safety alarm).
     async fn alarm(&self) -> Result<Response> {
-        self.alarm_at.set(None);
         if !self.has_schema()? {
+            self.outbox.borrow_mut().on_alarm();
             return Response::ok("nothing stored");
         }
         let sql = self.state.storage().sql();
-        let owed: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
-        if let Some(owed) = owed.into_iter().next() {
-            self.deliver(owed).await?;
+        let stored: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
+        if let Some(o) = stored.into_iter().next() {
+            let owed = Owed { version: o.version as u64, row: Delivery { owner: o.owner, row: o.row }, attempts: o.attempts as u32 };
+            self.outbox.borrow_mut().restore(owed);
+        }
+        let mut next = self.outbox.borrow_mut().on_alarm();
+        while let Some(send) = next {
+            self.send(send).await?;
+            next = self.outbox.borrow_mut().poll_send();
         }
         Response::ok("delivered or rescheduled")
     }
@@ -291,7 +292,7 @@ impl HandoffObject {
     /// Drops what memory holds of the stored hand-off; the next request loads it again.
     fn forget(&self) {
         *self.cached.borrow_mut() = None;
-        *self.owed.borrow_mut() = None;
+        self.outbox.borrow_mut().forget();
     }
 
     /// Whether this object's storage holds a hand-off's tables. Reads only the catalogue, so
@@ -425,7 +426,7 @@ impl HandoffObject {
     /// Every value is serialised and size-checked first, so a refusal writes nothing. Answers
     /// the stored hand-off, which the caller publishes once the commit is confirmed, and the
     /// outbox row, which it delivers.
-    fn store(&self, change: Stored<'_>) -> Result<std::result::Result<(Rc<Handoff>, OutboxRow), ApiError>> {
+    fn store(&self, change: Stored<'_>) -> Result<std::result::Result<Rc<Handoff>, ApiError>> {
         let Stored { h, dirty, work_json, kind, caller, remember, create } = change;
         let record = &h.record;
         let record_json = to_json(record)?;
@@ -436,7 +437,7 @@ impl HandoffObject {
         ];
         let lineage_from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
         let entries: Vec<(u64, String)> = h.lineage[lineage_from..].iter().map(|e| Ok((e.turn, to_json(e)?))).collect::<Result<_>>()?;
-        let owed = OutboxRow { owner: record.owner.clone(), version: record.version as i64, row: to_json(&IndexRow::of(record))?, attempts: 0 };
+        let owed = Delivery { owner: record.owner.clone(), row: to_json(&IndexRow::of(record))? };
         let mut values: Vec<&str> = vec![&record_json, &owed.row];
         values.extend(parts.iter().filter_map(|(_, json)| json.as_deref()));
         values.extend(entries.iter().map(|(_, json)| json.as_str()));
@@ -476,7 +477,7 @@ impl HandoffObject {
         }
         batch.push(
             "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
-            vec![owed.owner.clone().into(), owed.version.into(), owed.row.clone().into()],
+            vec![owed.owner.clone().into(), (record.version as i64).into(), owed.row.clone().into()],
         );
         if let Some((key, remembered)) = remember {
             self.remember_into(&mut batch, key, remembered)?;
@@ -484,16 +485,12 @@ impl HandoffObject {
         self.commit(batch, self.fault.take())?;
         // The safety alarm, unless one is pending. Not awaited on purpose: an un-awaited storage
         // write joins this event's implicit transaction, after the change's own.
-        let now = now_ms();
-        if self.alarm_at.get().is_none_or(|at| at <= now) {
-            let at = now + OUTBOX_SAFETY_ALARM_MS;
+        if let Some(at) = self.outbox.borrow_mut().on_commit(record.version, owed, now_ms()) {
             let _ = self.state.storage().as_raw().set_alarm(js_sys::Date::new(&(at as f64).into()), js_sys::Object::new());
-            self.alarm_at.set(Some(at));
         }
         let h = Rc::new(h);
         *self.cached.borrow_mut() = Some(Some(h.clone()));
-        *self.owed.borrow_mut() = Some(owed.clone());
-        Ok(Ok((h, owed)))
+        Ok(Ok(h))
     }
 
     /// Adds a key's remembered answer to `batch`: expired keys swept, then the oldest forgotten
@@ -572,67 +569,46 @@ impl HandoffObject {
 
     /// Returns once the owner's index has `version` (or a later one), so that a list started
     /// after the answer shows the change. Changes that arrive while a delivery is on its way
-    /// wait for it and then send only the newest row: under concurrent changes, one index
-    /// write carries many of them. On failure the alarm retries and the change is answered.
+    /// wait for it, then the outbox sends only the newest row: under concurrent changes, one
+    /// index write carries many of them. After a failure the alarm retries and the change is
+    /// answered.
     async fn deliver_through(&self, version: u64) -> Result<()> {
         loop {
-            if self.delivered.get() >= version {
+            if self.outbox.borrow().is_delivered(version) {
                 return Ok(());
             }
-            if self.sending.get() {
-                let (done, wait) = futures::channel::oneshot::channel();
-                self.delivery_waiters.borrow_mut().push(done);
-                let _ = wait.await;
-                if !self.last_send_ok.get() {
-                    return Ok(());
+            let send = self.outbox.borrow_mut().poll_send();
+            match send {
+                Some(send) => self.send(send).await?,
+                None if self.outbox.borrow().is_sending() => {
+                    let (done, wait) = futures::channel::oneshot::channel();
+                    self.delivery_waiters.borrow_mut().push(done);
+                    let _ = wait.await;
                 }
-                continue;
-            }
-            let Some(owed) = self.owed.borrow().clone() else {
-                return Ok(());
-            };
-            self.sending.set(true);
-            let ok = self.send_row(&owed).await;
-            self.sending.set(false);
-            self.last_send_ok.set(ok);
-            if ok {
-                self.delivered.set(self.delivered.get().max(owed.version as u64));
-            }
-            for done in self.delivery_waiters.borrow_mut().drain(..) {
-                let _ = done.send(());
-            }
-            if !ok {
-                return self.retry_in(OUTBOX_RETRY_MS_MIN).await;
+                None => return Ok(()),
             }
         }
     }
 
-    /// The alarm's delivery of the stored outbox row, retried with backoff. The outbox row
-    /// stays after a delivery (the next change overwrites it): deleting it would cost one more
-    /// durable commit per change, and a replay is harmless since the index keeps only higher
-    /// versions.
-    async fn deliver(&self, owed: OutboxRow) -> Result<()> {
-        if owed.version as u64 <= self.delivered.get() {
-            return Ok(());
+    /// Carries out one send the outbox asked for, tells it how it went, wakes the changes that
+    /// waited for it, and after a failure stores the attempt count and sets the retry alarm.
+    async fn send(&self, send: outbox::Send<Delivery>) -> Result<()> {
+        let ok = self.send_row(&send.row).await;
+        let retry = self.outbox.borrow_mut().on_sent(ok, now_ms());
+        for done in self.delivery_waiters.borrow_mut().drain(..) {
+            let _ = done.send(());
         }
-        if self.send_row(&owed).await {
-            self.delivered.set(self.delivered.get().max(owed.version as u64));
+        let Some(at) = retry else {
             return Ok(());
-        }
+        };
+        let attempts = self.outbox.borrow().owed().map_or(1, |o| o.attempts);
         let sql = self.state.storage().sql();
-        let attempts = owed.attempts + 1;
-        sql.exec("UPDATE outbox SET attempts = ? WHERE k = 0 AND version = ?", vec![attempts.into(), owed.version.into()])?;
-        let backoff_ms = (OUTBOX_RETRY_MS_MIN << attempts.min(16)).min(OUTBOX_RETRY_MS_MAX);
-        self.retry_in(backoff_ms).await
+        sql.exec("UPDATE outbox SET attempts = ? WHERE k = 0 AND version = ?", vec![(attempts as i64).into(), (send.version as i64).into()])?;
+        let wait_ms = (at - now_ms()).max(0) as u64;
+        self.state.storage().set_alarm(Duration::from_millis(wait_ms)).await
     }
 
-    /// Schedules the alarm to retry a delivery `ms` from now (it replaces any pending one).
-    async fn retry_in(&self, ms: i64) -> Result<()> {
-        self.alarm_at.set(Some(now_ms() + ms));
-        self.state.storage().set_alarm(Duration::from_millis(ms as u64)).await
-    }
-
-    async fn send_row(&self, owed: &OutboxRow) -> bool {
+    async fn send_row(&self, owed: &Delivery) -> bool {
         let Ok(row) = serde_json::from_str::<IndexRow>(&owed.row) else {
             return false;
         };
@@ -664,12 +640,13 @@ impl HandoffObject {
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         let body = h.answer(&Default::default());
-        let (stored, owed) = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
+        let stored = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(refusal, None).into_response(),
         };
+        let version = stored.record.version;
         self.publish(stored).await?;
-        self.deliver_through(owed.version as u64).await?;
+        self.deliver_through(version).await?;
         Answer { status: 201, body }.into_response()
     }
 
@@ -709,12 +686,13 @@ impl HandoffObject {
             let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
             return Answer::refused(e, Some(&h)).into_response();
         }
-        let (stored, owed) = match self.store(Stored { h: out.next, dirty: out.dirty, work_json, kind: change.kind(), caller, remember, create: false })? {
+        let stored = match self.store(Stored { h: out.next, dirty: out.dirty, work_json, kind: change.kind(), caller, remember, create: false })? {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(refusal, Some(&h)).into_response(),
         };
+        let version = stored.record.version;
         self.publish(stored).await?;
-        self.deliver_through(owed.version as u64).await?;
+        self.deliver_through(version).await?;
         answer.into_response()
     }
 

@@ -17,3 +17,4 @@ pub mod package;
 pub mod briefing;
 pub mod waiters;
 pub mod idempotency;
+pub mod outbox;
