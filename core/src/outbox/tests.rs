@@ -56,6 +56,19 @@ fn a_restored_row_never_replaces_a_newer_one() {
 }
 
 #[test]
+fn a_row_already_held_for_a_version_keeps_its_attempt_count() {
+    let mut o = Outbox::default();
+    o.on_commit(1, "r1", T0);
+    o.poll_send();
+    o.on_sent(false, T0);
+    o.on_commit(1, "again", T0 + 1);
+    assert_eq!(o.owed(), Some(&Owed { version: 1, row: "r1", attempts: 1 }), "the same version is not owed twice");
+    // Storage may lag memory by an attempt: the count held in memory stands.
+    o.restore(Owed { version: 1, row: "r1", attempts: 0 });
+    assert_eq!(o.owed().map(|w| w.attempts), Some(1));
+}
+
+#[test]
 fn a_send_that_ends_twice_counts_once() {
     let mut o = Outbox::default();
     o.on_commit(1, "r1", T0);
