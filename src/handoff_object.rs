@@ -13,8 +13,9 @@ use crate::sqlite;
 use futures::future::{select, Either};
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_api::view;
 use handoff_core::briefing::{self, Reach};
-use handoff_core::handoff::{self, Change, Dirty, Extras, Handoff};
+use handoff_core::handoff::{self, Change, Dirty, Effect, Extras, Handoff};
 use handoff_core::idempotency::{self, Decision, Remembered};
 use handoff_core::index::IndexRow;
 use handoff_core::outbox::{self, Outbox, Owed};
@@ -159,7 +160,7 @@ impl Answer {
         let error: ApiError = error.into();
         let mut body = error.body();
         if let Some(h) = handoff {
-            body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
+            body["handoff"] = serde_json::to_value(view::Handoff::from(&h.record)).unwrap_or_default();
             // A stale accept carries the hash that is current, so the destination can re-read.
             if let (Code::PackageStale, Some(current)) = (error.code, &h.ledger.current) {
                 body["package_hash"] = json!(current.hash);
@@ -550,7 +551,7 @@ impl HandoffObject {
         let mut published = self.published.borrow_mut();
         published.confirm(h);
         if !self.waiters.borrow().is_empty() {
-            if let (Some(h), Some(answer)) = (published.handoff().cloned(), published.answer()) {
+            if let (Some(h), Some(answer)) = (published.handoff().cloned(), published.answer(render_record)) {
                 self.waiters.borrow_mut().wake(&h, &answer);
             }
         }
@@ -629,7 +630,7 @@ impl HandoffObject {
     async fn create(&self, caller: &Caller, id: String, session: String, machine: String, size: String) -> Result<Response> {
         if let Some(existing) = self.load()? {
             let answer = match existing.record.check_create_again(&machine, &size) {
-                Ok(()) => Answer::ok(existing.answer(&Default::default())),
+                Ok(()) => Answer::ok(view::record_answer(&existing.record)),
                 Err(code) => Answer::refused(
                     ApiError::new(code, "this session already has a hand-off with another machine or size"),
                     Some(&existing),
@@ -639,7 +640,7 @@ impl HandoffObject {
         }
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
-        let body = h.answer(&Default::default());
+        let body = view::record_answer(&h.record);
         let stored = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(refusal, None).into_response(),
@@ -665,7 +666,7 @@ impl HandoffObject {
             Err(e) => return Answer::refused(e, Some(&h)).into_response(),
             Ok(out) => out,
         };
-        let answer = Answer::ok(out.next.answer(&out.extra));
+        let answer = Answer::ok(view::answer(&out.next, &out.effect));
         let remembered = idempotency.and_then(|idem| idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
         let remember = remembered.as_ref().map(|(key, r)| (*key, r));
         if !out.moved {
@@ -739,14 +740,12 @@ impl HandoffObject {
             Err(e) => return Answer::refused(e, None).into_response(),
         };
         match read {
-            Read::Record => Answer::ok(h.answer(&Default::default())).into_response(),
+            Read::Record => Answer::ok(view::record_answer(&h.record)).into_response(),
             Read::Package { markdown } => match h.ledger.latest() {
                 Err(e) => Answer::refused(e, Some(&h)).into_response(),
                 Ok(latest) if markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
-                    let mut body = serde_json::to_value(&latest).unwrap_or_default();
-                    body["handoff"] = serde_json::to_value(h.record.view()).unwrap_or_default();
-                    Answer::ok(body).into_response()
+                    Answer::ok(view::answer(&h, &Effect::Package(latest))).into_response()
                 }
             },
             Read::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
@@ -777,9 +776,8 @@ impl HandoffObject {
         rows.truncate(limit);
         let entries: Vec<TurnEntry> = rows.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
         let next_before = if more { entries.first().map(|e| e.turn) } else { None };
-        let turns: Vec<Value> = entries.iter().map(TurnEntry::view).collect();
-        let body = json!({"turns": turns, "next_before": next_before, "handoff": h.record.view()});
-        Answer::ok(body).into_response()
+        let page = view::Turns { turns: entries.iter().map(view::Turn::from).collect(), next_before, handoff: view::Handoff::from(&h.record) };
+        Response::from_json(&page)
     }
 
     /// Test hook: arms `fault` for this hand-off's next change.
@@ -820,7 +818,7 @@ impl HandoffObject {
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
             // A whole response, which the output gate holds until the version is durable.
-            let body = self.published.borrow_mut().answer_of(&h);
+            let body = self.published.borrow_mut().answer_of(&h, render_record);
             return text(&body, "application/json");
         }
         let (cap_name, cap) = self.waiters_max(caller.role);
@@ -837,7 +835,7 @@ impl HandoffObject {
                 Either::Left((Ok(body), _)) => body,
                 // The timeout: the newest version whose commit is confirmed (the object loaded
                 // or published one before any waiter could be held).
-                _ => published.borrow_mut().answer().unwrap_or_else(|| "{}".into()),
+                _ => published.borrow_mut().answer(render_record).unwrap_or_else(|| "{}".into()),
             };
             Ok::<Vec<u8>, Error>(body.as_bytes().to_vec())
         };
@@ -865,6 +863,11 @@ fn text(body: &str, content_type: &str) -> Result<Response> {
     let mut response = Response::ok(body)?;
     response.headers_mut().set("Content-Type", content_type)?;
     Ok(response)
+}
+
+/// `{"handoff": record}` as text: what a wait answers.
+fn render_record(h: &Handoff) -> String {
+    view::record_answer(&h.record).to_string()
 }
 
 fn now_ms() -> i64 {

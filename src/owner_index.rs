@@ -7,6 +7,7 @@
 use crate::bindings::store_failed;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::IndexAsk;
+use handoff_api::view;
 use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_core::turn::State as HandoffState;
 use serde_json::json;
@@ -150,7 +151,7 @@ impl OwnerIndex {
 
     fn list(&self, query: &ListQuery) -> Result<Response> {
         if !self.has_schema()? {
-            return Response::from_json(&json!({"handoffs": [], "cursor": null}));
+            return Response::from_json(&view::Page { handoffs: vec![], cursor: None });
         }
         let sql = self.state.storage().sql();
         let state = query.state.map(HandoffState::as_str);
@@ -171,8 +172,7 @@ impl OwnerIndex {
         let more = rows.len() > query.limit as usize;
         rows.truncate(query.limit as usize);
         let cursor = more.then(|| rows.last().map(|r| Cursor::after(r).encode())).flatten();
-        let views: Vec<_> = rows.iter().map(IndexRow::view).collect();
-        Response::from_json(&json!({"handoffs": views, "cursor": cursor}))
+        Response::from_json(&view::Page { handoffs: rows.iter().map(view::Row::from).collect(), cursor })
     }
 }
 

@@ -55,7 +55,7 @@ pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
 pub struct OpenTurnInput {
     pub after: u64,
     /// Hands the new turn to a runtime, compiling its package in the same change.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<PackageRequest>,
 }
 
@@ -72,12 +72,12 @@ pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
 pub struct ReportInput {
     pub turn: u64,
     pub status: ReportStatus,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Final reports only: indices of acceptance criteria not met.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmet: Option<Vec<u32>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
 
@@ -99,7 +99,7 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelInput {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u64>,
 }
 

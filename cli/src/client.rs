@@ -8,13 +8,62 @@
 //! lost answer gets the first answer back instead of applying the change twice.
 
 use crate::code::ErrorCode;
-use crate::model::*;
 use handoff_core::turn::State;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::time::Duration;
+
+// The API's request bodies and answers are the service's own types (`handoff-api` and
+// `handoff-core`): the client never re-declares them. Answers are read leniently (see
+// `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
+pub use handoff_api::input::ReportInput;
+pub use handoff_api::view::{Compiled, Handoff, Latest, Page, Rejection, Row, Suggestion, Turn};
+pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
+pub use handoff_core::suggestion::{Limit, Policy, Usage};
+pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput};
+
+/// The create answer: the hand-off, its machine token, and whether this call created it
+/// (201) or found the session's existing hand-off (200).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    pub handoff: Handoff,
+    pub machine_token: String,
+    pub new: bool,
+}
+
+/// An item of the work record (`decision`, `artifact`, `blocker`, `work`, `policy`, …) with
+/// the hand-off it changed. The item stays JSON: it is shown, never interpreted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub handoff: Handoff,
+    pub kind: &'static str,
+    pub item: Value,
+}
+
+impl Item {
+    pub fn id(&self) -> Option<&str> {
+        self.item["id"].as_str()
+    }
+}
+
+/// `reach` of a briefing: what the destination can reach (the API, or nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reach {
+    Api,
+    None,
+}
+
+impl Reach {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reach::Api => "api",
+            Reach::None => "none",
+        }
+    }
+}
 
 /// Where a client goes when neither `--url` nor `HANDOFF_URL` says: `scripts/dev`'s Worker.
 pub const URL_DEFAULT: &str = "http://127.0.0.1:8787";
@@ -217,7 +266,7 @@ impl Client {
     }
 
     /// `POST …/report` (machine).
-    pub fn report(&self, id: &str, report: &Report) -> Result<Reply<Handoff>, Error> {
+    pub fn report(&self, id: &str, report: &ReportInput) -> Result<Reply<Handoff>, Error> {
         read_handoff(self.change("POST", &handoff_path(id, "/report"), &to_value(report))?)
     }
 
@@ -320,17 +369,17 @@ impl Client {
     }
 
     /// `POST …/decisions` (owner or machine).
-    pub fn decide(&self, id: &str, decision: &Decision) -> Result<Reply<Item>, Error> {
+    pub fn decide(&self, id: &str, decision: &DecisionInput) -> Result<Reply<Item>, Error> {
         read_item(self.change("POST", &handoff_path(id, "/decisions"), &to_value(decision))?, "decision")
     }
 
     /// `POST …/artifacts` (owner or machine): the same title again is its next version.
-    pub fn artifact(&self, id: &str, artifact: &Artifact) -> Result<Reply<Item>, Error> {
+    pub fn artifact(&self, id: &str, artifact: &ArtifactInput) -> Result<Reply<Item>, Error> {
         read_item(self.change("POST", &handoff_path(id, "/artifacts"), &to_value(artifact))?, "artifact")
     }
 
     /// `POST …/blockers`.
-    pub fn block(&self, id: &str, blocker: &Blocker) -> Result<Reply<Item>, Error> {
+    pub fn block(&self, id: &str, blocker: &BlockerInput) -> Result<Reply<Item>, Error> {
         read_item(self.change("POST", &handoff_path(id, "/blockers"), &to_value(blocker))?, "blocker")
     }
 
@@ -341,7 +390,7 @@ impl Client {
     }
 
     /// `POST …/workspace` (machine): paths and counts, nothing else.
-    pub fn workspace(&self, id: &str, files: &[FileCounts]) -> Result<Reply<Item>, Error> {
+    pub fn workspace(&self, id: &str, files: &[FileInput]) -> Result<Reply<Item>, Error> {
         read_item(self.change("POST", &handoff_path(id, "/workspace"), &json!({"files": files}))?, "workspace")
     }
 
@@ -392,7 +441,7 @@ impl Client {
     }
 
     /// `GET …/turns`: the lineage, turn by turn.
-    pub fn turns(&self, id: &str) -> Result<Reply<Vec<TurnEntry>>, Error> {
+    pub fn turns(&self, id: &str) -> Result<Reply<Vec<Turn>>, Error> {
         let reply = read_json::<Value>(self.read("GET", &handoff_path(id, "/turns"), &[], REQUEST_TIMEOUT_S)?)?;
         let value = field(&reply, "turns")?;
         Ok(Reply { status: reply.status, body: reply.body, value })

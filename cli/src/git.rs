@@ -1,14 +1,14 @@
 //! The working tree's changes against HEAD as paths with line counts, and nothing else: the
 //! workspace route refuses contents, and this module never reads any.
 
-use crate::model::FileCounts;
+use crate::client::FileInput;
 use std::path::Path;
 use std::process::Command;
 
 /// Runs `git diff --numstat -z --no-renames HEAD` in `dir` and reads its answer.
 /// `-z` keeps unusual paths verbatim; `--no-renames` lists a rename as the deletion of one
 /// path and the addition of another, which is all the package needs.
-pub fn numstat(dir: &Path) -> Result<Vec<FileCounts>, String> {
+pub fn numstat(dir: &Path) -> Result<Vec<FileInput>, String> {
     let output = Command::new("git")
         .current_dir(dir)
         .args(["diff", "--numstat", "-z", "--no-renames", "HEAD", "--"])
@@ -25,7 +25,7 @@ pub fn numstat(dir: &Path) -> Result<Vec<FileCounts>, String> {
 
 /// Reads `git diff --numstat -z --no-renames` output: records of `INS\tDEL\tPATH\0`.
 /// A binary file's counts are `-`; it is listed with zero lines.
-pub fn parse_numstat(out: &[u8]) -> Result<Vec<FileCounts>, String> {
+pub fn parse_numstat(out: &[u8]) -> Result<Vec<FileInput>, String> {
     let mut files = Vec::new();
     for record in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
         let text = std::str::from_utf8(record).map_err(|_| "git: a path that is not UTF-8".to_string())?;
@@ -35,7 +35,7 @@ pub fn parse_numstat(out: &[u8]) -> Result<Vec<FileCounts>, String> {
         };
         let count = |s: &str| if s == "-" { Ok(0) } else { s.parse::<u32>().map_err(|_| format!("git: not a count: {s:?}")) };
         let path = path.trim_start_matches('\n');
-        files.push(FileCounts { path: path.to_string(), insertions: count(ins)?, deletions: count(del)? });
+        files.push(FileInput { path: path.to_string(), insertions: count(ins)?, deletions: count(del)? });
     }
     Ok(files)
 }

@@ -5,7 +5,8 @@
 //!   the API's [`code::ErrorCode`]; retries with jittered backoff for connection errors, 429
 //!   and 503 only (never another 4xx); [`client::Client::follow`], a wait loop that follows
 //!   versions.
-//! - [`model`]: the answers as typed values (the service crate's enums where they exist).
+//!   Its request bodies and answers are the service's own types, from `handoff-api` and
+//!   `handoff-core`, re-exported there.
 //! - [`output`]: the human lines and exit codes, as pure functions of answers.
 //! - [`git`]: `git diff --numstat` read into paths and counts, nothing else.
 //!
@@ -15,7 +16,6 @@
 pub mod client;
 pub mod code;
 pub mod git;
-pub mod model;
 pub mod output;
 
 pub use client::{Client, Error, Refusal};

@@ -6,7 +6,7 @@
 use clap::{Args, Parser, Subcommand};
 use handoff_core::turn::{ReportStatus, State};
 use handoff_cli::client::{Client, Error, Reply, URL_DEFAULT, WAIT_TIMEOUT_S_MAX};
-use handoff_cli::model::*;
+use handoff_cli::client::*;
 use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
@@ -430,9 +430,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 context_used,
                 context_window,
                 quota_remaining,
-                limit: provider_limit.then(|| "provider-limit".to_string()),
+                limit: provider_limit.then_some(Limit::ProviderLimit),
             };
-            let report = Report { turn, status, summary, unmet, usage: (!usage.is_empty()).then_some(usage) };
+            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage) };
             let reply = keyed(&key).report(&id, &report)?;
             out.emit(&reply, output::reported_lines(&reply.value));
         }
@@ -448,15 +448,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out.emit(&reply, [format!("{count} {noun} sent; {}", output::item_line(&reply.value))]);
         }
         Command::Decide { id, statement, rationale, evidence, supersedes, key } => {
-            let reply = keyed(&key).decide(&id, &Decision { statement, rationale, evidence, supersedes })?;
+            let reply = keyed(&key).decide(&id, &DecisionInput { statement, rationale, evidence, supersedes })?;
             out.emit(&reply, [output::item_line(&reply.value)]);
         }
         Command::Artifact { id, kind, title, uri, sha256, key } => {
-            let reply = keyed(&key).artifact(&id, &Artifact { kind, title, uri, sha256 })?;
+            let reply = keyed(&key).artifact(&id, &ArtifactInput { kind, title, uri, sha256 })?;
             out.emit(&reply, [output::item_line(&reply.value)]);
         }
         Command::Block { id, severity, title, key } => {
-            let reply = keyed(&key).block(&id, &Blocker { severity, title })?;
+            let reply = keyed(&key).block(&id, &BlockerInput { severity, title })?;
             out.emit(&reply, [output::item_line(&reply.value)]);
         }
         Command::Resolve { id, blocker, key } => {

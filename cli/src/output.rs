@@ -2,7 +2,7 @@
 //! Nothing here does I/O, so every line is tested without a server.
 
 use crate::client::{Error, Refusal};
-use crate::model::*;
+use crate::client::*;
 use handoff_api::error::Code;
 use handoff_core::turn::{State, Status};
 use std::time::Duration;
@@ -252,8 +252,7 @@ pub fn latest_lines(l: &Latest) -> Vec<String> {
         lines.push(format!("purpose: {}", one_line(purpose)));
     }
     if let Some(r) = &l.rejection {
-        let reason = r["reason"].as_str().unwrap_or("other");
-        lines.push(format!("rejected ({reason}): {}", one_line(r["note"].as_str().unwrap_or_default())));
+        lines.push(format!("rejected ({}): {}", r.reason.as_str(), one_line(&r.note)));
     }
     lines
 }
@@ -275,7 +274,7 @@ pub fn rejected_line(version: u64, hash: &str, reason: RejectReason) -> String {
 }
 
 /// `turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened …`
-pub fn lineage_line(t: &TurnEntry) -> String {
+pub fn lineage_line(t: &Turn) -> String {
     let mut line = format!("turn {} {}", t.turn, t.status.as_str());
     if let Some(runtime) = &t.runtime {
         line.push_str(&format!(" on {runtime}"));

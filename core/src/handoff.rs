@@ -13,13 +13,12 @@
 
 use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
-use crate::package::{CompileAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::package::{CompileAnswer, LatestAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
 use crate::work::{self, Role, Work};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
 
 /// Everything one hand-off's Durable Object keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +95,28 @@ impl Change {
     }
 }
 
+/// What a change answers beside the record (the HTTP contract renders it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// The record alone: a turn command.
+    Nothing,
+    /// The work record's item the command set or recorded.
+    Item(work::Item),
+    /// The package compiled (or found unchanged, or a dry run's).
+    Compiled(CompileAnswer),
+    /// The current package after an accept or a reject.
+    Package(LatestAnswer),
+    /// The owner's policy as set.
+    Policy(Policy),
+}
+
 /// An accepted change.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub next: Handoff,
     pub moved: bool,
     pub dirty: Dirty,
-    /// What the answer carries beside `"handoff"`.
-    pub extra: Map<String, Value>,
+    pub effect: Effect,
 }
 
 impl Handoff {
@@ -120,39 +133,39 @@ impl Handoff {
         };
         Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras: Extras::default() }
     }
-
-    /// The answer body: `{"handoff": record, ...extra}`.
-    pub fn answer(&self, extra: &Map<String, Value>) -> Value {
-        let mut body = extra.clone();
-        body.insert("handoff".into(), serde_json::to_value(self.record.view()).unwrap_or(Value::Null));
-        Value::Object(body)
-    }
 }
 
 /// Applies `change`, sent by `by` at `now`.
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
     let mut next = h.clone();
     let mut dirty = Dirty::default();
-    let mut extra = Map::new();
-    let moved = match change {
+    let (moved, effect) = match change {
         Change::Turn { command, unmet, usage, handoff } => {
-            turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), handoff.as_ref(), now)?
+            let moved = turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), handoff.as_ref(), now)?;
+            (moved, Effect::Nothing)
         }
         Change::Work { command } => {
             let applied = work::apply(&h.work, &h.record, command, by, now)?;
-            extra.insert(applied.item.kind().into(), applied.item.body().clone());
             next.work = applied.work;
             dirty.work = applied.moved;
-            applied.moved
+            (applied.moved, Effect::Item(applied.item))
         }
         Change::Compile { request, dry_run } => {
             let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
-            take_ledger(h.ledger.compile(&sources, request, by, *dry_run, now)?, &mut next, &mut dirty, &mut extra)
+            let applied = h.ledger.compile(&sources, request, by, *dry_run, now)?;
+            let answer = applied.answer.clone();
+            (take_ledger(applied, &mut next, &mut dirty), Effect::Compiled(answer))
         }
         Change::Accept { package_hash } => {
-            take_ledger(h.ledger.accept(&h.record, package_hash, by, now)?, &mut next, &mut dirty, &mut extra)
+            let applied = h.ledger.accept(&h.record, package_hash, by, now)?;
+            let answer = applied.answer.clone();
+            (take_ledger(applied, &mut next, &mut dirty), Effect::Package(answer))
         }
-        Change::Reject { input } => take_ledger(h.ledger.reject(&h.record, input, by, now)?, &mut next, &mut dirty, &mut extra),
+        Change::Reject { input } => {
+            let applied = h.ledger.reject(&h.record, input, by, now)?;
+            let answer = applied.answer.clone();
+            (take_ledger(applied, &mut next, &mut dirty), Effect::Package(answer))
+        }
         Change::SetPolicy { policy } => {
             if by != Role::Owner {
                 return Err(Refusal::new(Code::AuthForbidden, "only the owner sets the policy"));
@@ -160,22 +173,21 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             if h.record.state == turn::State::Closed {
                 return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
             }
-            extra.insert("policy".into(), serde_json::to_value(policy).unwrap_or(Value::Null));
             next.extras.policy = Some(policy.clone());
             dirty.extras = h.extras.policy.as_ref() != Some(policy);
-            dirty.extras
+            (dirty.extras, Effect::Policy(policy.clone()))
         }
     };
     if !moved {
         // Nothing changed, so the working copy is the hand-off as it was: no second clone.
         debug_assert_eq!(next, *h, "a change that did not move changed nothing");
-        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), extra });
+        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), effect });
     }
     next.record.version = h.record.version + 1;
     next.record.updated_at = now.max(h.record.updated_at);
     keep_lineage_tail(&mut next, &mut dirty);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
-    Ok(Outcome { next, moved: true, dirty, extra })
+    Ok(Outcome { next, moved: true, dirty, effect })
 }
 
 /// Holds only the newest [`LINEAGE_TAIL_MAX`] lineage entries: older turns live in storage
@@ -188,18 +200,11 @@ fn keep_lineage_tail(next: &mut Handoff, dirty: &mut Dirty) {
     dirty.lineage_from = dirty.lineage_from.map(|from| from.saturating_sub(over));
 }
 
-/// Keeps a ledger command's outcome: its answer's fields, its ledger, whether it moved.
-fn take_ledger<A: Serialize>(applied: LedgerApplied<A>, next: &mut Handoff, dirty: &mut Dirty, extra: &mut Map<String, Value>) -> bool {
-    extend(extra, &applied.answer);
+/// Keeps a ledger command's ledger; answers whether it moved.
+fn take_ledger<A>(applied: LedgerApplied<A>, next: &mut Handoff, dirty: &mut Dirty) -> bool {
     next.ledger = applied.ledger;
     dirty.ledger = applied.moved;
     applied.moved
-}
-
-fn extend<T: Serialize>(extra: &mut Map<String, Value>, answer: &T) {
-    if let Ok(Value::Object(fields)) = serde_json::to_value(answer) {
-        extra.extend(fields);
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -315,12 +320,6 @@ pub fn refusal_message(code: Code, r: &Record) -> String {
         Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
         _ => now,
     }
-}
-
-/// The lineage as `GET …/turns` answers it.
-pub fn lineage_answer(h: &Handoff) -> Value {
-    let turns: Vec<Value> = h.lineage.iter().map(TurnEntry::view).collect();
-    json!({"turns": turns})
 }
 
 #[cfg(test)]

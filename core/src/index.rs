@@ -2,7 +2,7 @@
 //! Pure; the `OwnerIndex` Durable Object stores the rows and the hand-off object sends them.
 
 use crate::suggestion::Suggestion;
-use crate::time::{rfc3339, EpochMs};
+use crate::time::EpochMs;
 use crate::turn::{Record, State, Status};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -41,15 +41,6 @@ impl IndexRow {
             updated_at: record.updated_at,
             suggestion: record.suggestion.clone(),
         }
-    }
-
-    /// The row as the API shows it.
-    pub fn view(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": self.id, "session": self.session, "machine": self.machine, "size": self.size,
-            "turn": self.turn, "state": self.state, "status": self.status, "summary": self.summary,
-            "version": self.version, "updated_at": rfc3339(self.updated_at), "suggestion": self.suggestion,
-        })
     }
 }
 
@@ -100,19 +91,17 @@ mod tests {
     }
 
     #[test]
-    fn a_row_is_derived_from_its_record_and_shows_its_time_in_rfc3339() {
+    fn a_row_is_derived_from_its_record_and_pages_after_itself() {
         let mut record = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0);
         record.summary = Some("built it".into());
         record.updated_at = 1_700_000_000_123;
         let row = IndexRow::of(&record);
-        assert_eq!(
-            row.view(),
-            serde_json::json!({
-                "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
-                "state": "open", "status": "running", "summary": "built it", "version": 1,
-                "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
-            })
-        );
+        let expected = IndexRow {
+            id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), turn: 1,
+            state: State::Open, status: Status::Running, summary: Some("built it".into()), version: 1,
+            updated_at: 1_700_000_000_123, suggestion: None,
+        };
+        assert_eq!(row, expected);
         assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });
     }
 }

@@ -27,7 +27,7 @@ use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
 use crate::work::{multi_line, single_line, uri_kind, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -43,7 +43,7 @@ pub struct PackageRequest {
     pub objective: String,
     pub purpose: String,
     pub runtime: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -138,18 +138,6 @@ pub struct TurnEntry {
     pub continued_from: Option<ContinuedFrom>,
     pub opened_at: EpochMs,
     pub ended_at: Option<EpochMs>,
-}
-
-impl TurnEntry {
-    /// The entry as `GET …/turns` lists it (times in RFC 3339).
-    pub fn view(&self) -> Value {
-        json!({
-            "turn": self.turn, "status": self.status, "runtime": self.runtime,
-            "package_version": self.package_version, "package_hash": self.package_hash,
-            "continued_from": self.continued_from, "opened_at": rfc3339(self.opened_at),
-            "ended_at": self.ended_at.map(rfc3339),
-        })
-    }
 }
 
 /// What the compiler reads: the hand-off, its work record and its lineage.
@@ -560,8 +548,7 @@ pub struct LatestAnswer {
     pub package_version: u64,
     pub package_hash: String,
     pub state: OfferState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rejection: Option<Value>,
+    pub rejection: Option<Rejection>,
     pub package: Package,
 }
 
@@ -591,9 +578,7 @@ impl Offer {
             package_version: self.version,
             package_hash: self.hash.clone(),
             state: self.state,
-            rejection: self.rejection.as_ref().map(|r| {
-                json!({"reason": r.reason, "note": r.note, "rejected_at": rfc3339(r.at), "by": r.by})
-            }),
+            rejection: self.rejection.clone(),
             package: self.package.clone(),
         }
     }
@@ -770,8 +755,7 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
     );
     let _ = writeln!(md, "- State: **{state}**");
     if let Some(r) = &latest.rejection {
-        let note = r["note"].as_str().unwrap_or_default();
-        let _ = writeln!(md, "- Rejected ({}): {}", one_line(r["reason"].as_str().unwrap_or_default()), one_line(note));
+        let _ = writeln!(md, "- Rejected ({}): {}", one_line(r.reason.as_str()), one_line(&r.note));
     }
     let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), p.state.phase.state.as_str());
     if let Some(t) = &p.work.task_type {

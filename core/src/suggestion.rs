@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub struct Policy {
     pub runtimes: Vec<String>,
     pub context_threshold_pct: u8,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_threshold: Option<u64>,
 }
 
@@ -42,13 +42,13 @@ impl Checked for Policy {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_used: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_remaining: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
 }
 
@@ -64,6 +64,16 @@ pub enum Reason {
     ContextThreshold,
     ProviderLimit,
     QuotaThreshold,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ContextThreshold => "context-threshold",
+            Reason::ProviderLimit => "provider-limit",
+            Reason::QuotaThreshold => "quota-threshold",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

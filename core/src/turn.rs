@@ -11,7 +11,7 @@
 
 use crate::error::Code;
 use crate::suggestion::Suggestion;
-use crate::time::{rfc3339, EpochMs};
+use crate::time::EpochMs;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,28 +127,6 @@ pub struct Record {
     pub suggestion: Option<Suggestion>,
 }
 
-/// The record as the API shows it (times in RFC 3339).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordView {
-    pub id: String,
-    pub owner: String,
-    pub session: String,
-    pub machine: String,
-    pub size: String,
-    pub turn: u64,
-    pub state: State,
-    pub status: Status,
-    pub summary: Option<String>,
-    pub version: u64,
-    pub created_at: String,
-    pub updated_at: String,
-    pub runtime: Option<String>,
-    pub package_version: Option<u64>,
-    pub package_hash: Option<String>,
-    pub continued_from: Option<ContinuedFrom>,
-    pub suggestion: Option<Suggestion>,
-}
-
 impl Record {
     /// A new hand-off: turn 1, open, running, version 1.
     pub fn create(id: String, owner: String, session: String, machine: String, size: String, now: EpochMs) -> Record {
@@ -170,28 +148,6 @@ impl Record {
             package_hash: None,
             continued_from: None,
             suggestion: None,
-        }
-    }
-
-    pub fn view(&self) -> RecordView {
-        RecordView {
-            id: self.id.clone(),
-            owner: self.owner.clone(),
-            session: self.session.clone(),
-            machine: self.machine.clone(),
-            size: self.size.clone(),
-            turn: self.turn,
-            state: self.state,
-            status: self.status,
-            summary: self.summary.clone(),
-            version: self.version,
-            created_at: rfc3339(self.created_at),
-            updated_at: rfc3339(self.updated_at),
-            runtime: self.runtime.clone(),
-            package_version: self.package_version,
-            package_hash: self.package_hash.clone(),
-            continued_from: self.continued_from.clone(),
-            suggestion: self.suggestion.clone(),
         }
     }
 

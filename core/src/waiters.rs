@@ -124,22 +124,22 @@ impl Published {
         self.handoff.as_ref()
     }
 
-    /// `{"handoff": record}` of the confirmed version, rendered once per version.
-    pub fn answer(&mut self) -> Option<Rc<str>> {
+    /// The answer of the confirmed version, rendered by `render` once per version.
+    pub fn answer(&mut self, render: impl FnOnce(&Handoff) -> String) -> Option<Rc<str>> {
         let h = self.handoff.clone()?;
-        Some(self.answer_of(&h))
+        Some(self.answer_of(&h, render))
     }
 
-    /// `{"handoff": record}` of `h`: the shared rendering when `h` is the confirmed version,
-    /// otherwise rendered for this one answer and not kept.
-    pub fn answer_of(&mut self, h: &Handoff) -> Rc<str> {
+    /// The answer of `h`: the shared rendering when `h` is the confirmed version, otherwise
+    /// rendered by `render` for this one answer and not kept.
+    pub fn answer_of(&mut self, h: &Handoff, render: impl FnOnce(&Handoff) -> String) -> Rc<str> {
         let version = h.record.version;
         if let Some((v, body)) = &self.answer {
             if *v == version {
                 return body.clone();
             }
         }
-        let body: Rc<str> = serde_json::to_string(&h.answer(&Default::default())).unwrap_or_else(|_| "{}".into()).into();
+        let body: Rc<str> = render(h).into();
         if self.handoff.as_ref().is_some_and(|held| held.record.version == version) {
             self.answer = Some((version, body.clone()));
         }
@@ -234,18 +234,19 @@ mod tests {
     #[test]
     fn the_published_version_only_rises_and_its_answer_is_rendered_once_per_version() {
         let mut p = Published::default();
-        assert!(p.answer().is_none(), "nothing is published before the first confirmation");
+        let render = |h: &Handoff| format!("{{\"version\":{}}}", h.record.version);
+        assert!(p.answer(render).is_none(), "nothing is published before the first confirmation");
         p.confirm(handoff_at(3));
-        let first = p.answer().unwrap();
-        assert!(Rc::ptr_eq(&first, &p.answer().unwrap()), "rendered once, then shared");
+        let first = p.answer(render).unwrap();
+        assert!(Rc::ptr_eq(&first, &p.answer(|_| unreachable!("rendered twice")).unwrap()), "rendered once, then shared");
         assert!(first.contains("\"version\":3"), "{first}");
         p.confirm(handoff_at(2));
         assert_eq!(p.handoff().unwrap().record.version, 3, "an older confirmation changes nothing");
         // An unconfirmed version is rendered for its own answer and never kept.
-        let unconfirmed = p.answer_of(&handoff_at(4));
+        let unconfirmed = p.answer_of(&handoff_at(4), render);
         assert!(unconfirmed.contains("\"version\":4"));
-        assert!(p.answer().unwrap().contains("\"version\":3"));
+        assert!(p.answer(render).unwrap().contains("\"version\":3"));
         p.confirm(handoff_at(4));
-        assert!(p.answer().unwrap().contains("\"version\":4"));
+        assert!(p.answer(render).unwrap().contains("\"version\":4"));
     }
 }

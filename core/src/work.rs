@@ -26,10 +26,9 @@
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
-use crate::time::{rfc3339, EpochMs};
+use crate::time::EpochMs;
 use crate::turn::{Record, State};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 
@@ -71,9 +70,9 @@ pub enum BlockerStatus {
 pub struct WorkInput {
     pub title: String,
     pub goal: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_type: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,
     pub constraints: Vec<String>,
     pub acceptance_criteria: Vec<String>,
@@ -84,10 +83,10 @@ pub struct WorkInput {
 #[serde(deny_unknown_fields)]
 pub struct DecisionInput {
     pub statement: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
     pub evidence: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
 }
 
@@ -99,7 +98,7 @@ pub struct ArtifactInput {
     pub kind: String,
     pub title: String,
     pub uri: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
 }
 
@@ -328,14 +327,6 @@ impl Decision {
         self.superseded_by.is_none()
     }
 
-    /// The decision as the API answers it.
-    pub fn view(&self) -> Value {
-        json!({
-            "id": self.id, "statement": self.statement, "rationale": self.rationale,
-            "evidence": self.evidence, "supersedes": self.supersedes,
-            "superseded_by": self.superseded_by, "recorded_at": rfc3339(self.recorded_at), "by": self.by,
-        })
-    }
 }
 
 /// One version of one artifact. Every title has one id; its versions count from 1.
@@ -352,14 +343,6 @@ pub struct Artifact {
     pub by: Role,
 }
 
-impl Artifact {
-    pub fn view(&self) -> Value {
-        json!({
-            "id": self.id, "type": self.kind, "title": self.title, "version": self.version,
-            "uri": self.uri, "sha256": self.sha256, "recorded_at": rfc3339(self.recorded_at), "by": self.by,
-        })
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocker {
@@ -372,14 +355,6 @@ pub struct Blocker {
     pub by: Role,
 }
 
-impl Blocker {
-    pub fn view(&self) -> Value {
-        json!({
-            "id": self.id, "severity": self.severity, "title": self.title, "status": self.status,
-            "raised_at": rfc3339(self.raised_at), "resolved_at": self.resolved_at.map(rfc3339), "by": self.by,
-        })
-    }
-}
 
 /// A workspace path's latest counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -476,15 +451,18 @@ impl Command {
     }
 }
 
-/// What a command answers, under the key [`Item::kind`]: `{"handoff", "<kind>": item}`.
-#[derive(Debug, Clone, PartialEq)]
+/// What a command answers, under the key [`Item::kind`]: `{"handoff", "<kind>": item}`
+/// (the HTTP contract renders it; see `handoff_api::view`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    Work(Value),
-    Decision(Value),
-    Artifact(Value),
-    Blocker(Value),
-    Workspace(Value),
-    Unmet(Value),
+    Work(WorkInput),
+    Decision(Decision),
+    Artifact(Artifact),
+    Blocker(Blocker),
+    /// The paths this report named (each once, in code-point order, with its latest counts)
+    /// and how many paths the record keeps.
+    Workspace { files: Vec<FileInput>, paths_kept: usize },
+    Unmet(Vec<u32>),
 }
 
 impl Item {
@@ -494,14 +472,8 @@ impl Item {
             Item::Decision(_) => "decision",
             Item::Artifact(_) => "artifact",
             Item::Blocker(_) => "blocker",
-            Item::Workspace(_) => "workspace",
+            Item::Workspace { .. } => "workspace",
             Item::Unmet(_) => "unmet",
-        }
-    }
-
-    pub fn body(&self) -> &Value {
-        match self {
-            Item::Work(v) | Item::Decision(v) | Item::Artifact(v) | Item::Blocker(v) | Item::Workspace(v) | Item::Unmet(v) => v,
         }
     }
 }
@@ -525,7 +497,7 @@ pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: Ep
         return Err(Refusal::new(Code::AuthForbidden, "this route is not open to this token's role"));
     }
     let applied = match command {
-        Command::SetWork(input) => set_work(work, &handoff.id, input)?,
+        Command::SetWork(input) => set_work(work, input)?,
         Command::RecordDecision(input) => record_decision(work, input, by, now)?,
         Command::AddArtifact(input) => add_artifact(work, input, by, now)?,
         Command::AddBlocker(input) => add_blocker(work, input, by, now)?,
@@ -537,16 +509,10 @@ pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: Ep
     Ok(applied)
 }
 
-fn work_item(handoff_id: &str, spec: &WorkInput) -> Item {
-    let mut body = serde_json::to_value(spec).expect("the work serializes");
-    body["id"] = json!(handoff_id);
-    Item::Work(body)
-}
-
-fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied, Refusal> {
+fn set_work(work: &Work, input: &WorkInput) -> Result<Applied, Refusal> {
     validate_work(input)?;
     if work.spec.as_ref() == Some(input) {
-        return Ok(Applied { work: work.clone(), item: work_item(handoff_id, input), moved: false });
+        return Ok(Applied { work: work.clone(), item: Item::Work(input.clone()), moved: false });
     }
     let mut next = work.clone();
     // An unmet criterion stays unmet only while it is still, word for word, the same criterion
@@ -557,7 +523,7 @@ fn set_work(work: &Work, handoff_id: &str, input: &WorkInput) -> Result<Applied,
         old.get(i).is_some() && old.get(i) == input.acceptance_criteria.get(i)
     });
     next.spec = Some(input.clone());
-    Ok(Applied { work: next, item: work_item(handoff_id, input), moved: true })
+    Ok(Applied { work: next, item: Item::Work(input.clone()), moved: true })
 }
 
 fn too_many(what: &str, max: usize) -> Refusal {
@@ -594,7 +560,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
         recorded_at: now,
         by,
     };
-    let item = Item::Decision(decision.view());
+    let item = Item::Decision(decision.clone());
     next.decisions.push(decision);
     Ok(Applied { work: next, item, moved: true })
 }
@@ -606,7 +572,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
     if let Some(latest) = latest {
         let same = latest.kind == input.kind && latest.uri == input.uri && latest.sha256 == sha256;
         if same {
-            return Ok(Applied { work: work.clone(), item: Item::Artifact(latest.view()), moved: false });
+            return Ok(Applied { work: work.clone(), item: Item::Artifact(latest.clone()), moved: false });
         }
     }
     if work.artifacts.len() >= ARTIFACT_VERSIONS_PER_HANDOFF_MAX {
@@ -630,7 +596,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
         recorded_at: now,
         by,
     };
-    let item = Item::Artifact(artifact.view());
+    let item = Item::Artifact(artifact.clone());
     next.artifacts.push(artifact);
     Ok(Applied { work: next, item, moved: true })
 }
@@ -651,7 +617,7 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Res
         resolved_at: None,
         by,
     };
-    let item = Item::Blocker(blocker.view());
+    let item = Item::Blocker(blocker.clone());
     next.blockers.push(blocker);
     Ok(Applied { work: next, item, moved: true })
 }
@@ -662,13 +628,13 @@ fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, Refus
         return Err(Refusal::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
     };
     if work.blockers[index].status == BlockerStatus::Resolved {
-        return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].view()), moved: false });
+        return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].clone()), moved: false });
     }
     let mut next = work.clone();
     let blocker = &mut next.blockers[index];
     blocker.status = BlockerStatus::Resolved;
     blocker.resolved_at = Some(now);
-    let item = Item::Blocker(blocker.view());
+    let item = Item::Blocker(blocker.clone());
     Ok(Applied { work: next, item, moved: true })
 }
 
@@ -690,14 +656,14 @@ fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, Refu
         return Err(too_many("workspace paths", FILES_PER_HANDOFF_MAX));
     }
     let reported: std::collections::BTreeSet<&str> = input.files.iter().map(|f| f.path.as_str()).collect();
-    let files: Vec<Value> = reported
+    let files: Vec<FileInput> = reported
         .iter()
         .map(|path| {
             let counts = next.files[*path];
-            json!({"path": path, "insertions": counts.insertions, "deletions": counts.deletions})
+            FileInput { path: path.to_string(), insertions: counts.insertions, deletions: counts.deletions }
         })
         .collect();
-    let item = Item::Workspace(json!({"files": files, "paths_kept": next.files.len()}));
+    let item = Item::Workspace { files, paths_kept: next.files.len() };
     let moved = next != *work;
     Ok(Applied { work: next, item, moved })
 }
@@ -712,7 +678,7 @@ fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, Refusal> {
     let mut unmet = indices.to_vec();
     unmet.sort_unstable();
     unmet.dedup();
-    let item = Item::Unmet(json!(unmet));
+    let item = Item::Unmet(unmet.clone());
     if unmet == work.unmet {
         return Ok(Applied { work: work.clone(), item, moved: false });
     }

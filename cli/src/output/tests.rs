@@ -200,7 +200,12 @@ fn package_show_gives_the_whole_hash_and_what_is_asked() {
         package_version: 2,
         package_hash: "ab".repeat(32),
         state: OfferState::Rejected,
-        rejection: Some(json!({"reason": "missing_context", "note": "no schema"})),
+        rejection: Some(Rejection {
+            reason: RejectReason::MissingContext,
+            note: "no schema".into(),
+            rejected_at: "2025-01-01T00:00:00.000Z".into(),
+            by: handoff_core::role::Role::Machine,
+        }),
         package: json!({"next": {"objective": "Ship it", "purpose": "Because", "runtime": "codex"}}),
     };
     assert_eq!(
@@ -217,7 +222,7 @@ fn item_and_turn_lines() {
     assert_eq!(item_line(&item("blocker", json!({"id": "blk_1", "severity": "high", "title": "No key", "status": "open"}))), "blocker blk_1 high open: No key (v4)");
     assert_eq!(item_line(&item("workspace", json!(null))), "workspace recorded (v4)");
     assert_eq!(item_line(&item("work", json!({"id": "ho_1", "title": "Billing schema"}))), "work set: Billing schema (v4)");
-    let t = TurnEntry {
+    let t = Turn {
         turn: 2,
         status: Status::Running,
         runtime: Some("codex".into()),

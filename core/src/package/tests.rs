@@ -1,3 +1,4 @@
+use serde_json::json;
 use super::*;
 use crate::json::parse_checked;
 use crate::work::{self, ArtifactInput, BlockerInput, Command, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
@@ -630,7 +631,7 @@ fn rejection_then_recompile_then_recompile_gives_two_versions_and_is_stable_from
     let r = w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 21_000).unwrap();
     assert!(r.moved);
     assert_eq!(r.answer.state, OfferState::Rejected);
-    assert_eq!(r.answer.rejection.as_ref().unwrap()["reason"], "missing_context");
+    assert_eq!(r.answer.rejection.as_ref().map(|r| r.reason), Some(RejectReason::MissingContext));
     w.ledger = r.ledger;
 
     // The owner amends the record and compiles: a new version, listing the rejection.
@@ -753,15 +754,6 @@ fn the_markdown_rendering_ends_with_the_whole_hash_and_the_raw_json() {
     assert_eq!(package_hash(&raw), latest.package_hash);
 }
 
-#[test]
-fn a_turn_entry_lists_with_its_lineage_fields() {
-    let v = lineage()[1].view();
-    assert_eq!(v["continued_from"], json!({"turn": 1, "runtime": "codex"}));
-    assert_eq!(v["package_version"], 1);
-    assert_eq!(v["ended_at"], Value::Null);
-    assert_eq!(v["opened_at"], "2026-11-30T12:00:13.000Z");
-}
-
 // ---- Markdown: machine-written text is inert ----
 
 /// The headings `render_markdown` writes; no other line may start with `#`.
@@ -873,7 +865,7 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
     }
 }
 
-fn md_of(name: &str, state: OfferState, rejection: Option<Value>) -> (String, Package) {
+fn md_of(name: &str, state: OfferState, rejection: Option<Rejection>) -> (String, Package) {
     let package = golden_package(name);
     let latest = LatestAnswer { package_version: 2, package_hash: package_hash(&package), state, rejection, package: package.clone() };
     (render_markdown(&latest), package)
@@ -881,7 +873,7 @@ fn md_of(name: &str, state: OfferState, rejection: Option<Value>) -> (String, Pa
 
 #[test]
 fn hostile_strings_in_every_machine_written_field_render_as_inert_markdown() {
-    let rejection = json!({"reason": "other", "note": format!("{IMG}\r\n- item\r# heading"), "rejected_at": "2026-11-30T12:00:30.000Z", "by": "machine"});
+    let rejection = Rejection { reason: RejectReason::Other, note: format!("{IMG}\r\n- item\r# heading"), at: T0, by: Role::Machine };
     let (md, package) = md_of("hostile", OfferState::Rejected, Some(rejection));
     assert_inert_markdown(&md, &package);
     check_golden("package/hostile.md", &md);

@@ -1,3 +1,4 @@
+use serde_json::json;
 use super::*;
 use crate::json::parse_checked;
 use crate::turn::Record;
@@ -54,7 +55,7 @@ fn setting_the_same_work_again_changes_nothing() {
     let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(a.moved);
     assert_eq!(a.item.kind(), "work");
-    assert_eq!(a.item.body()["id"], "ho_1");
+    assert_eq!(a.item, Item::Work(work_input(&["fast"])));
     let b = run(&a.work, Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(!b.moved);
     assert_eq!(b.work, a.work);
@@ -80,9 +81,8 @@ fn a_closed_hand_off_refuses_every_work_command() {
 fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
     let w = run(&Work::default(), decision("use sqlite", None), Role::Machine).work;
     let a = run(&w, decision("use postgres", Some("dec_1")), Role::Owner);
-    assert_eq!(a.item.body()["id"], "dec_2");
-    assert_eq!(a.item.body()["recorded_at"], "1970-01-01T00:00:05.000Z");
-    assert_eq!(a.item.body()["by"], "owner");
+    let Item::Decision(d) = &a.item else { panic!("{:?}", a.item) };
+    assert_eq!((d.id.as_str(), d.recorded_at, d.by), ("dec_2", 5_000, Role::Owner));
     assert_eq!(a.work.decisions.len(), 2);
     assert_eq!(a.work.decisions[0].superseded_by.as_deref(), Some("dec_2"));
     let standing: Vec<_> = a.work.standing_decisions().map(|d| d.id.as_str()).collect();
@@ -104,14 +104,15 @@ fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
     let w = run(&Work::default(), artifact("Design", "https://x/1", None), Role::Machine).work;
     let same = run(&w, artifact("Design", "https://x/1", None), Role::Machine);
     assert!(!same.moved);
-    assert_eq!(same.item.body()["version"], 1);
+    assert!(matches!(&same.item, Item::Artifact(a) if a.version == 1));
     let sha = "AB".repeat(32);
     let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Role::Machine);
     assert!(v2.moved);
-    assert_eq!((v2.item.body()["id"].as_str(), v2.item.body()["version"].as_u64()), (Some("art_1"), Some(2)));
-    assert_eq!(v2.item.body()["sha256"], "ab".repeat(32));
+    let Item::Artifact(a) = &v2.item else { panic!("{:?}", v2.item) };
+    assert_eq!((a.id.as_str(), a.version), ("art_1", 2));
+    assert_eq!(a.sha256, Some("ab".repeat(32)));
     let other = run(&v2.work, artifact("Plan", "https://x/2", None), Role::Machine);
-    assert_eq!(other.item.body()["id"], "art_2");
+    assert!(matches!(&other.item, Item::Artifact(a) if a.id == "art_2"));
     assert_eq!(other.work.artifacts.len(), 3, "every version stays on the record");
     let latest: Vec<_> = other.work.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
     assert_eq!(latest, [("art_2", 1), ("art_1", 2)]);
@@ -126,7 +127,7 @@ fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
     let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner);
     assert!(r.moved);
-    assert_eq!(r.item.body()["status"], "resolved");
+    assert!(matches!(&r.item, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000)));
     assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
     let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Role::Owner);
     assert_eq!(e.code, Code::BlockerNotFound);
@@ -139,7 +140,9 @@ fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
     assert!(a.moved);
     assert_eq!(a.work.files.len(), 2);
     assert_eq!(a.work.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
-    assert_eq!(a.item.body()["paths_kept"], 2);
+    let Item::Workspace { files: named, paths_kept } = &a.item else { panic!("{:?}", a.item) };
+    assert_eq!(*paths_kept, 2);
+    assert_eq!(named, &[FileInput { path: "src/a.rs".into(), insertions: 9, deletions: 1 }], "each path once, with its latest counts");
     assert!(!run(&a.work, files(&[("b", 0, 0)]), Role::Machine).moved);
 }
 
@@ -381,7 +384,7 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
         assert!(parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
         assert!(parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
         let a = run(&Work::default(), artifact("Design", uri, None), Role::Machine);
-        assert_eq!(a.item.body()["uri"], uri, "kept as sent");
+        assert!(matches!(&a.item, Item::Artifact(art) if art.uri == uri), "kept as sent");
     }
 }
 

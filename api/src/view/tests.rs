@@ -1,0 +1,106 @@
+use super::*;
+use handoff_core::handoff::Handoff as Value_;
+use handoff_core::package::TurnEntry;
+use serde_json::json;
+
+fn record() -> Record {
+    let mut record = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0);
+    record.summary = Some("built it".into());
+    record.updated_at = 1_700_000_000_123;
+    record
+}
+
+#[test]
+fn a_row_shows_its_record_with_its_time_in_rfc3339() {
+    let row = Row::from(&IndexRow::of(&record()));
+    assert_eq!(
+        serde_json::to_value(&row).unwrap(),
+        json!({
+            "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
+            "state": "open", "status": "running", "summary": "built it", "version": 1,
+            "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
+        })
+    );
+}
+
+#[test]
+fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
+    let body = record_answer(&record());
+    let h = &body["handoff"];
+    assert_eq!(body.as_object().unwrap().len(), 1);
+    assert_eq!((h["created_at"].as_str(), h["updated_at"].as_str()), (Some("1970-01-01T00:00:00.000Z"), Some("2023-11-14T22:13:20.123Z")));
+    for field in ["runtime", "package_version", "package_hash", "continued_from", "suggestion"] {
+        assert_eq!(h[field], Value::Null, "{field} is present and null");
+    }
+    let back: Handoff = serde_json::from_value(h.clone()).unwrap();
+    assert_eq!(back, Handoff::from(&record()));
+}
+
+#[test]
+fn a_turn_lists_with_its_lineage_fields() {
+    let entry = TurnEntry {
+        turn: 2,
+        status: Status::Running,
+        runtime: Some("claude-code".into()),
+        package_version: Some(1),
+        package_hash: Some("ab".repeat(32)),
+        continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),
+        opened_at: 1_796_040_013_000,
+        ended_at: None,
+    };
+    let v = serde_json::to_value(Turn::from(&entry)).unwrap();
+    assert_eq!(v["continued_from"], json!({"turn": 1, "runtime": "codex"}));
+    assert_eq!(v["package_version"], 1);
+    assert_eq!(v["ended_at"], Value::Null);
+    assert_eq!(v["opened_at"], "2026-11-30T12:00:13.000Z");
+}
+
+#[test]
+fn an_item_answers_under_its_kind_beside_the_record() {
+    let h = Value_::create(record());
+    let decision = work::Decision {
+        id: "dec_2".into(),
+        statement: "use sqlite".into(),
+        rationale: None,
+        evidence: vec![],
+        supersedes: Some("dec_1".into()),
+        superseded_by: None,
+        recorded_at: 5_000,
+        by: Role::Owner,
+    };
+    let body = answer(&h, &Effect::Item(Item::Decision(decision)));
+    assert_eq!(body["decision"]["id"], "dec_2");
+    assert_eq!(body["decision"]["recorded_at"], "1970-01-01T00:00:05.000Z");
+    assert_eq!(body["decision"]["by"], "owner");
+    assert_eq!(body["handoff"]["id"], "ho_1");
+    let workspace = Item::Workspace { files: vec![FileInput { path: "a".into(), insertions: 1, deletions: 2 }], paths_kept: 7 };
+    let body = answer(&h, &Effect::Item(workspace));
+    assert_eq!(body["workspace"], json!({"files": [{"path": "a", "insertions": 1, "deletions": 2}], "paths_kept": 7}));
+    let body = answer(&h, &Effect::Nothing);
+    assert_eq!(body, record_answer(&h.record));
+}
+
+#[test]
+fn the_work_answers_with_the_handoff_id() {
+    let h = Value_::create(record());
+    let input = WorkInput {
+        title: "t".into(),
+        goal: "g".into(),
+        task_type: None,
+        priority: None,
+        constraints: vec!["c".into()],
+        acceptance_criteria: vec![],
+    };
+    let body = answer(&h, &Effect::Item(Item::Work(input)));
+    assert_eq!(body["work"]["id"], "ho_1");
+    assert_eq!(body["work"]["constraints"], json!(["c"]));
+}
+
+#[test]
+fn a_rejection_shows_its_time_in_rfc3339() {
+    let r = CoreRejection { reason: RejectReason::MissingContext, note: "which?".into(), at: 30_000, by: Role::Machine };
+    assert_eq!(
+        serde_json::to_value(Rejection::from(&r)).unwrap(),
+        json!({"reason": "missing_context", "note": "which?", "rejected_at": "1970-01-01T00:00:30.000Z", "by": "machine"})
+    );
+}
