@@ -12,6 +12,7 @@ use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
 use crate::sqlite;
 use futures::future::{select, Either};
 use handoff_api::error::{ApiError, Code};
+use handoff_api::idempotency as api_idempotency;
 use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use handoff_api::view;
 use handoff_core::briefing::{self, Reach};
@@ -667,7 +668,7 @@ impl HandoffObject {
             Ok(out) => out,
         };
         let answer = Answer::ok(view::answer(&out.next, &out.effect));
-        let remembered = idempotency.and_then(|idem| idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
+        let remembered = idempotency.and_then(|idem| api_idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
         let remember = remembered.as_ref().map(|(key, r)| (*key, r));
         if !out.moved {
             if let Some((key, r)) = remember {
@@ -725,7 +726,7 @@ impl HandoffObject {
                     let package = serde_json::to_value(&offer.package).ok()?;
                     Some((offer.hash.as_str(), package))
                 });
-                let body = idempotency::replay_body(r, current);
+                let body = api_idempotency::replay(r, current);
                 let mut response = text(&body, "application/json")?.with_status(r.status);
                 response.headers_mut().set("Idempotent-Replayed", "true")?;
                 Ok(Some(response))

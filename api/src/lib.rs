@@ -4,6 +4,7 @@
 //! `handoff-core`, never on `worker`.
 
 pub mod error;
+pub mod idempotency;
 pub mod input;
 pub mod token;
 pub mod protocol;

@@ -10,7 +10,8 @@
 //! - an answer over [`IDEMPOTENCY_ANSWER_BYTES_MAX`] is remembered without its `package`,
 //!   with the digest of the whole answer; a replay puts the package back from the ledger while
 //!   that package is still the current one, and the digest proves the answer is byte for byte
-//!   the first; otherwise the replay is the remembered answer without its package;
+//!   the first; otherwise the replay is the remembered answer without its package (the
+//!   answer's JSON, and which part of it is the package, are `handoff_api::idempotency`'s);
 //! - a hand-off keeps at most [`IDEMPOTENCY_KEYS_PER_HANDOFF_MAX`] keys and
 //!   [`IDEMPOTENCY_BYTES_PER_HANDOFF_MAX`] bytes of answers, the oldest forgotten first, and
 //!   none older than [`IDEMPOTENCY_TTL_MS`].
@@ -18,7 +19,6 @@
 use crate::limits::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX};
 #[cfg(doc)]
 use crate::limits::IDEMPOTENCY_TTL_MS;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// An answer as the store keeps it for its key.
@@ -63,42 +63,35 @@ fn digest(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// What to remember of an answer to a keyed change, or `None` when nothing need be: a refusal
-/// (`status` not 2xx) or a dry run.
-pub fn remember(fingerprint: &str, status: u16, body: &Value, dry_run: bool) -> Option<Remembered> {
-    if dry_run || !(200..300).contains(&status) {
-        return None;
-    }
-    let whole = body.to_string();
-    let digest = digest(&whole);
-    if whole.len() <= IDEMPOTENCY_ANSWER_BYTES_MAX {
-        return Some(Remembered { fingerprint: fingerprint.to_string(), status, body: whole, slim: false, digest });
-    }
-    let mut slim = body.clone();
-    let had_package = slim.as_object_mut().and_then(|o| o.remove("package")).is_some();
-    Some(Remembered { fingerprint: fingerprint.to_string(), status, body: slim.to_string(), slim: had_package, digest })
+/// Whether an answer is remembered at all: an applied change's (2xx), never a refusal's or a
+/// dry run's.
+pub fn keeps(status: u16, dry_run: bool) -> bool {
+    !dry_run && (200..300).contains(&status)
 }
 
-/// The body a replay answers: the remembered one, with its package put back when `current`
-/// (the ledger's current package hash and package) is the package it named.
-pub fn replay_body(r: &Remembered, current: Option<(&str, Value)>) -> String {
+/// What to remember of `whole`, the text of an answer [`keeps`] keeps. Over the answer cap it
+/// is kept as `without_package` gives it (the answer without its package, or `None` when it
+/// has none), with the digest of the whole.
+pub fn remember(fingerprint: &str, status: u16, whole: &str, without_package: impl FnOnce() -> Option<String>) -> Remembered {
+    let digest = digest(whole);
+    let (body, slim) = match (whole.len() > IDEMPOTENCY_ANSWER_BYTES_MAX).then(without_package).flatten() {
+        Some(slim) => (slim, true),
+        None => (whole.to_string(), false),
+    };
+    Remembered { fingerprint: fingerprint.to_string(), status, body, slim, digest }
+}
+
+/// The text a replay answers: the remembered one, or for a slim one the whole answer that
+/// `with_package` rebuilds from it (the package put back while it is still current), but only
+/// when its digest proves it byte for byte the first. Never a different answer.
+pub fn replay(r: &Remembered, with_package: impl FnOnce(&str) -> Option<String>) -> String {
     if !r.slim {
         return r.body.clone();
     }
-    let Ok(mut body) = serde_json::from_str::<Value>(&r.body) else {
-        return r.body.clone();
-    };
-    let named = body.get("package_hash").and_then(Value::as_str).map(str::to_string);
-    if let (Some(named), Some((hash, package)), Some(fields)) = (named, current, body.as_object_mut()) {
-        if named == hash {
-            fields.insert("package".into(), package);
-            let whole = body.to_string();
-            if digest(&whole) == r.digest {
-                return whole;
-            }
-        }
+    match with_package(&r.body) {
+        Some(whole) if digest(&whole) == r.digest => whole,
+        _ => r.body.clone(),
     }
-    r.body.clone()
 }
 
 /// How many of the oldest rows to forget so that a table of `count` rows and `bytes` bytes
@@ -126,45 +119,56 @@ pub fn over_caps(count: usize, bytes: usize) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::json;
+
+    const BIG: usize = IDEMPOTENCY_ANSWER_BYTES_MAX + 1;
 
     #[test]
-    fn a_refusal_or_a_dry_run_is_not_remembered_and_an_applied_change_is() {
-        let body = json!({"handoff": {"version": 2}});
-        assert_eq!(remember("f", 409, &body, false), None);
-        assert_eq!(remember("f", 200, &body, true), None);
-        let r = remember("f", 200, &body, false).unwrap();
-        assert_eq!((r.status, r.slim, r.body.as_str()), (200, false, body.to_string().as_str()));
-        assert_eq!(replay_body(&r, None), body.to_string());
+    fn a_refusal_or_a_dry_run_is_not_kept_and_every_2xx_is() {
+        assert!(!keeps(409, false) && !keeps(200, true));
+        for status in [200, 201, 204, 299] {
+            assert!(keeps(status, false), "{status}");
+        }
+        for status in [199, 300, 422, 503] {
+            assert!(!keeps(status, false), "{status}");
+        }
     }
 
     #[test]
     fn the_same_key_replays_the_same_request_and_refuses_another() {
-        let r = remember("f1", 201, &json!({}), false).unwrap();
+        let r = remember("f1", 201, "{}", || unreachable!("small"));
         assert_eq!(decide(None, "f1"), Decision::Fresh);
         assert_eq!(decide(Some(&r), "f1"), Decision::Replay(&r));
         assert_eq!(decide(Some(&r), "f2"), Decision::Mismatch);
     }
 
-    fn big_compile_answer(hash: &str) -> (Value, Value) {
-        let package = json!({"goal": "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX)});
-        let body = json!({"package_version": 3, "package_hash": hash, "changed": true, "package": package, "handoff": {"version": 7}});
-        (body, package)
+    #[test]
+    fn an_answer_of_exactly_the_cap_is_kept_whole_and_one_byte_more_is_kept_slim() {
+        let at_cap = "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX);
+        let r = remember("f", 200, &at_cap, || unreachable!("not over the cap"));
+        assert_eq!((r.slim, r.body.len()), (false, IDEMPOTENCY_ANSWER_BYTES_MAX));
+        let over = "x".repeat(BIG);
+        let r = remember("f", 200, &over, || Some("slim".into()));
+        assert_eq!((r.slim, r.body.as_str()), (true, "slim"));
+        let r = remember("f", 200, &over, || None);
+        assert_eq!((r.slim, r.body.len()), (false, BIG), "an answer without a package is kept whole");
     }
 
     #[test]
-    fn a_large_answer_is_kept_without_its_package_and_replayed_whole_while_that_package_is_current() {
-        let (body, package) = big_compile_answer("h3");
-        let r = remember("f", 200, &body, false).unwrap();
-        assert!(r.slim);
-        assert!(r.body.len() < IDEMPOTENCY_ANSWER_BYTES_MAX, "the package is not stored");
-        assert_eq!(replay_body(&r, Some(("h3", package.clone()))), body.to_string(), "byte for byte the first answer");
-        let without: Value = serde_json::from_str(&replay_body(&r, Some(("h4", json!({"goal": "newer"}))))).unwrap();
-        assert_eq!(without.get("package"), None, "a superseded package is not passed off as the first");
-        assert_eq!(without["package_hash"], "h3");
-        // A current package with the same hash but other bytes fails the digest: never a wrong answer.
-        let forged: Value = serde_json::from_str(&replay_body(&r, Some(("h3", json!({"goal": "other"}))))).unwrap();
-        assert_eq!(forged.get("package"), None);
+    fn a_slim_answer_is_replayed_whole_only_when_the_digest_proves_it_the_first() {
+        let whole = "x".repeat(BIG);
+        let r = remember("f", 200, &whole, || Some("slim".into()));
+        assert_eq!(replay(&r, |slim| Some(format!("{}{slim}", "x".repeat(BIG - 4)))), "slim", "other bytes: the slim answer");
+        assert_eq!(replay(&r, |_| Some(whole.clone())), whole, "byte for byte the first");
+        assert_eq!(replay(&r, |_| None), "slim", "the package is gone: the slim answer");
+        let kept = remember("f", 200, "{}", || unreachable!());
+        assert_eq!(replay(&kept, |_| unreachable!("a whole answer is not rebuilt")), "{}");
+    }
+
+    #[test]
+    fn a_remembered_answer_costs_its_body_fingerprint_and_digest_bytes() {
+        let r = remember("fp", 200, "{\"a\":1}", || None);
+        assert_eq!(r.digest.len(), 64, "SHA-256 in hex");
+        assert_eq!(r.bytes(), "{\"a\":1}".len() + "fp".len() + 64);
     }
 
     #[test]
@@ -174,36 +178,6 @@ mod tests {
         let over = IDEMPOTENCY_BYTES_PER_HANDOFF_MAX + 100;
         assert_eq!(evictions(5, over, [60, 30, 20, 1]), 3);
         assert!(over_caps(5, over) && !over_caps(5, 100));
-    }
-
-    #[test]
-    fn a_remembered_answer_costs_its_body_fingerprint_and_digest_bytes() {
-        let r = remember("fp", 200, &json!({"a": 1}), false).unwrap();
-        assert_eq!(r.digest.len(), 64, "SHA-256 in hex");
-        assert_eq!(r.bytes(), "{\"a\":1}".len() + "fp".len() + 64);
-    }
-
-    #[test]
-    fn an_answer_of_exactly_the_answer_cap_is_kept_whole_and_one_byte_more_is_kept_slim() {
-        // {"package":"xx…"} is 14 bytes around the string.
-        let at_cap = json!({"package": "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 14)});
-        assert_eq!(at_cap.to_string().len(), IDEMPOTENCY_ANSWER_BYTES_MAX);
-        let r = remember("f", 200, &at_cap, false).unwrap();
-        assert_eq!((r.slim, r.body), (false, at_cap.to_string()));
-        let over = json!({"package": "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 13)});
-        let r = remember("f", 200, &over, false).unwrap();
-        assert_eq!((r.slim, r.body.as_str()), (true, "{}"));
-    }
-
-    #[test]
-    fn every_2xx_is_remembered_and_nothing_outside_it() {
-        let body = json!({});
-        for status in [200, 201, 204, 299] {
-            assert!(remember("f", status, &body, false).is_some(), "{status}");
-        }
-        for status in [199, 300, 422, 503] {
-            assert_eq!(remember("f", status, &body, false), None, "{status}");
-        }
     }
 
     #[test]
@@ -230,6 +204,26 @@ mod tests {
                 let one_more = &sizes[forget - 1..];
                 prop_assert!(over_caps(one_more.len(), one_more.iter().sum()));
             }
+        }
+
+        /// A key answers its first answer byte for byte, or (when a slim answer cannot be
+        /// rebuilt exactly) the slim answer it stored: never any other text.
+        #[test]
+        fn a_replay_is_the_first_answer_or_the_stored_one_and_nothing_else(
+            extra in 0usize..64,
+            tail in "[a-z]{0,8}",
+            rebuilt_tail in "[a-z]{0,8}",
+            has_package in any::<bool>(),
+            status in 200u16..300,
+        ) {
+            let whole = format!("{}{tail}", "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 8 + extra));
+            let r = remember("f", status, &whole, || has_package.then(|| "slim".to_string()));
+            prop_assert_eq!(r.slim, has_package && whole.len() > IDEMPOTENCY_ANSWER_BYTES_MAX);
+            prop_assert_eq!(decide(Some(&r), "f"), Decision::Replay(&r));
+            let rebuilt = format!("{}{rebuilt_tail}", "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX - 8 + extra));
+            let answered = replay(&r, |_| Some(rebuilt.clone()));
+            prop_assert!(answered == whole || answered == r.body);
+            prop_assert_eq!(answered == whole, !r.slim || rebuilt == whole);
         }
     }
 }
