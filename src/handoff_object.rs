@@ -667,7 +667,7 @@ impl HandoffObject {
             Err(e) => return Answer::refused(e, Some(&h)).into_response(),
             Ok(out) => out,
         };
-        let answer = Answer::ok(view::answer(&out.next, &out.effect));
+        let answer = Answer::ok(view::answer(&out.next, &out.answer));
         let remembered = idempotency.and_then(|idem| api_idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
         let remember = remembered.as_ref().map(|(key, r)| (*key, r));
         if !out.moved {

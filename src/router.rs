@@ -134,9 +134,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
 }
 
-type Answer = std::result::Result<Response, ApiError>;
+/// What a route ends in: a response, or a refusal that `fetch` turns into the error body.
+type Routed = std::result::Result<Response, ApiError>;
 
-async fn handle(mut req: Request, env: &Env) -> Answer {
+async fn handle(mut req: Request, env: &Env) -> Routed {
     let raw_url = req.inner().url();
     let url = input::RequestUrl::split(&raw_url);
     let switched_on = |route: Route| match route {
@@ -289,7 +290,7 @@ fn no_query(query: &str) -> std::result::Result<(), ApiError> {
 
 /// `POST /v1/handoffs`: the id derives from the owner and the session; the answer carries a
 /// machine token for the new (or found) hand-off.
-async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str) -> Answer {
+async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str) -> Routed {
     let create = input::parse_create(body)?;
     let id = input::handoff_id(&claims.sub, &create.session);
     let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
@@ -379,27 +380,27 @@ fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<Stub, Ap
 }
 
 /// Asks the owner's index object.
-async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Answer {
+async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Routed {
     let payload = serde_json::to_string(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
     send(&stub(owners, &owner_index_name(owner))?, payload).await
 }
 
 /// Sends one operation to a Durable Object; its answer goes back to the client as it is.
-async fn send(stub: &Stub, payload: String) -> Answer {
+async fn send(stub: &Stub, payload: String) -> Routed {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(payload.into()));
     let request = Request::new_with_init("https://handoff/ask", &init).map_err(|e| unavailable("building the ask", &e))?;
     stub.fetch_with_request(request).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
-fn json_response(status: u16, body: &serde_json::Value) -> Answer {
+fn json_response(status: u16, body: &serde_json::Value) -> Routed {
     Response::from_json(body)
         .map(|r| r.with_status(status))
         .map_err(|e| unavailable("encoding the answer", &e))
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
-fn method_not_allowed(method: &str, allowed: &[Method]) -> Answer {
+fn method_not_allowed(method: &str, allowed: &[Method]) -> Routed {
     let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
     let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
     let mut response = json_response(error.status(), &error.body())?;

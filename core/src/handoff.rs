@@ -11,9 +11,10 @@
 //!   entries (storage keeps more);
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
+use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
-use crate::package::{CompileAnswer, LatestAnswer, Ledger, LedgerApplied, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::package::{CompileAnswer, LatestAnswer, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
@@ -110,13 +111,14 @@ pub enum Effect {
     Policy(Policy),
 }
 
-/// An accepted change.
+/// An accepted change: the hand-off's [`Applied`] (its next value, what it answers, whether
+/// it moved) and, for a store that writes parts, which parts to write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub next: Handoff,
     pub moved: bool,
     pub dirty: Dirty,
-    pub effect: Effect,
+    pub answer: Effect,
 }
 
 impl Handoff {
@@ -139,16 +141,16 @@ impl Handoff {
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
     let mut next = h.clone();
     let mut dirty = Dirty::default();
-    let (moved, effect) = match change {
+    let (moved, answer) = match change {
         Change::Turn { command, unmet, usage, handoff } => {
             let moved = turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), handoff.as_ref(), now)?;
             (moved, Effect::Nothing)
         }
         Change::Work { command } => {
             let applied = work::apply(&h.work, &h.record, command, by, now)?;
-            next.work = applied.work;
+            next.work = applied.next;
             dirty.work = applied.moved;
-            (applied.moved, Effect::Item(applied.item))
+            (applied.moved, Effect::Item(applied.answer))
         }
         Change::Compile { request, dry_run } => {
             let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
@@ -181,13 +183,13 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
     if !moved {
         // Nothing changed, so the working copy is the hand-off as it was: no second clone.
         debug_assert_eq!(next, *h, "a change that did not move changed nothing");
-        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), effect });
+        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), answer });
     }
     next.record.version = h.record.version + 1;
     next.record.updated_at = now.max(h.record.updated_at);
     keep_lineage_tail(&mut next, &mut dirty);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
-    Ok(Outcome { next, moved: true, dirty, effect })
+    Ok(Outcome { next, moved: true, dirty, answer })
 }
 
 /// Holds only the newest [`LINEAGE_TAIL_MAX`] lineage entries: older turns live in storage
@@ -201,8 +203,8 @@ fn keep_lineage_tail(next: &mut Handoff, dirty: &mut Dirty) {
 }
 
 /// Keeps a ledger command's ledger; answers whether it moved.
-fn take_ledger<A>(applied: LedgerApplied<A>, next: &mut Handoff, dirty: &mut Dirty) -> bool {
-    next.ledger = applied.ledger;
+fn take_ledger<A>(applied: Applied<Ledger, A>, next: &mut Handoff, dirty: &mut Dirty) -> bool {
+    next.ledger = applied.next;
     dirty.ledger = applied.moved;
     applied.moved
 }
@@ -219,7 +221,7 @@ fn turn_change(
     now: EpochMs,
 ) -> Result<bool, Refusal> {
     let applied = turn::apply(&h.record, command, now).map_err(|code| Refusal::new(code, refusal_message(code, &h.record)))?;
-    next.record = applied.record;
+    next.record = applied.next;
     let mut moved = applied.moved;
     if applied.moved {
         follow_lineage(h, next, dirty, now);
@@ -238,7 +240,7 @@ fn turn_change(
             let unmet = work::Command::RecordUnmet(unmet.unwrap_or_default().to_vec());
             let recorded = work::apply(&next.work, &next.record, &unmet, Role::Machine, now)?;
             dirty.work = recorded.moved;
-            next.work = recorded.work;
+            next.work = recorded.next;
         }
         if let (Some(usage), Some(policy)) = (usage, h.extras.policy.as_ref()) {
             moved |= raise_suggestions(next, dirty, policy, usage, ends_turn);
@@ -280,7 +282,7 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
     let sources = Sources { handoff: &next.record, work: &next.work, lineage: &next.lineage };
     let applied = next.ledger.compile(&sources, request, Role::Owner, false, now)?;
     let CompileAnswer { package_version, package_hash, .. } = applied.answer;
-    next.ledger = applied.ledger;
+    next.ledger = applied.next;
     dirty.ledger = dirty.ledger || applied.moved;
     next.record.package_version = Some(package_version);
     next.record.package_hash = Some(package_hash.clone());

@@ -2,6 +2,7 @@
 //! (`src/`) loads a value, asks this crate what a command does to it, stores the answer and
 //! wakes whoever waits; the HTTP contract (`api/`) reads requests into the values here.
 
+pub mod applied;
 pub mod error;
 pub mod limits;
 pub mod time;

@@ -23,6 +23,7 @@
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
+use crate::applied::Applied;
 use crate::time::{rfc3339, EpochMs};
 use crate::turn::{Record, State, Status};
 use crate::work::{multi_line, single_line, uri_kind, Role, UriKind, Work};
@@ -552,15 +553,6 @@ pub struct LatestAnswer {
     pub package: Package,
 }
 
-/// The outcome of an accepted ledger command.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LedgerApplied<A> {
-    pub ledger: Ledger,
-    pub answer: A,
-    /// False when nothing is to be written: no version move, nobody woken.
-    pub moved: bool,
-}
-
 fn not_found() -> Refusal {
     Refusal::new(Code::PackageNotFound, "this hand-off has no package yet")
 }
@@ -601,7 +593,7 @@ impl Ledger {
         by: Role,
         dry_run: bool,
         now: EpochMs,
-    ) -> Result<LedgerApplied<CompileAnswer>, Refusal> {
+    ) -> Result<Applied<Ledger, CompileAnswer>, Refusal> {
         if by != Role::Owner {
             return Err(Refusal::new(Code::AuthForbidden, "only the owner compiles a package"));
         }
@@ -626,12 +618,12 @@ impl Ledger {
                 changed: false,
                 package: c.package.clone(),
             };
-            return Ok(LedgerApplied { ledger: self.clone(), answer, moved: false });
+            return Ok(Applied { next: self.clone(), answer, moved: false });
         }
         let version = current.map_or(1, |c| c.version + 1);
         let answer = CompileAnswer { package_version: version, package_hash: hash.clone(), changed: true, package };
         if dry_run {
-            return Ok(LedgerApplied { ledger: self.clone(), answer, moved: false });
+            return Ok(Applied { next: self.clone(), answer, moved: false });
         }
         let offer = Offer {
             version,
@@ -645,7 +637,7 @@ impl Ledger {
         };
         let next = Ledger { current: Some(offer) };
         assert_eq!(next.current.as_ref().map(|c| c.version), Some(current.map_or(0, |c| c.version) + 1));
-        Ok(LedgerApplied { ledger: next, answer, moved: true })
+        Ok(Applied { next, answer, moved: true })
     }
 
     /// `POST …/package/accept`: accepts exactly the document whose hash is given. A hash that
@@ -659,7 +651,7 @@ impl Ledger {
         package_hash: &str,
         by: Role,
         now: EpochMs,
-    ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
+    ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
         check_open(handoff)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.hash != package_hash {
@@ -677,7 +669,7 @@ impl Ledger {
         offer.accepted = Some((now, by));
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
-        Ok(LedgerApplied { ledger: next, answer, moved: true })
+        Ok(Applied { next, answer, moved: true })
     }
 
     /// `POST …/package/reject`: rejects the current package. The same rejection again moves
@@ -688,7 +680,7 @@ impl Ledger {
         input: &RejectInput,
         by: Role,
         now: EpochMs,
-    ) -> Result<LedgerApplied<LatestAnswer>, Refusal> {
+    ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
         check_open(handoff)?;
         multi_line("note", &input.note, NOTE_BYTES_MAX)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
@@ -703,14 +695,14 @@ impl Ledger {
             .as_ref()
             .is_some_and(|r| r.reason == input.reason && r.note == input.note);
         if same_again {
-            return Ok(LedgerApplied { ledger: self.clone(), answer: current.answer(), moved: false });
+            return Ok(Applied { next: self.clone(), answer: current.answer(), moved: false });
         }
         let mut offer = current.clone();
         offer.state = OfferState::Rejected;
         offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), at: now, by });
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
-        Ok(LedgerApplied { ledger: next, answer, moved: true })
+        Ok(Applied { next, answer, moved: true })
     }
 }
 

@@ -11,6 +11,7 @@
 
 use crate::error::Code;
 use crate::suggestion::Suggestion;
+use crate::applied::Applied;
 use crate::time::EpochMs;
 use serde::{Deserialize, Serialize};
 
@@ -175,32 +176,24 @@ pub enum Command {
     Close,
 }
 
-/// The result of a command that was accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
-    pub record: Record,
-    /// False when the command changed nothing: nothing is written and nobody is woken.
-    pub moved: bool,
-}
-
 /// Applies `command` to `record` at time `now`. A refusal leaves the record as it was.
-pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied, Code> {
+pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied<Record>, Code> {
     let outcome = decide(record, command);
     let applied = match outcome {
         Err(code) => return Err(code),
-        Ok(None) => Applied { record: record.clone(), moved: false },
+        Ok(None) => Applied { next: record.clone(), answer: (), moved: false },
         Ok(Some(mut next)) => {
             next.version = record.version + 1;
             next.updated_at = now.max(record.updated_at);
-            Applied { record: next, moved: true }
+            Applied { next, answer: (), moved: true }
         }
     };
     assert!(record.state == State::Open || !applied.moved, "a closed hand-off never changes");
-    assert!(applied.record.turn >= record.turn, "the turn never goes back");
+    assert!(applied.next.turn >= record.turn, "the turn never goes back");
     if applied.moved {
-        assert_eq!(applied.record.version, record.version + 1);
+        assert_eq!(applied.next.version, record.version + 1);
     } else {
-        assert_eq!(applied.record, *record);
+        assert_eq!(applied.next, *record);
     }
     Ok(applied)
 }

@@ -26,6 +26,7 @@
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
+use crate::applied::Applied;
 use crate::time::EpochMs;
 use crate::turn::{Record, State};
 use serde::{Deserialize, Serialize};
@@ -478,18 +479,9 @@ impl Item {
     }
 }
 
-/// The result of an accepted command.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Applied {
-    pub work: Work,
-    pub item: Item,
-    /// False when nothing changed: write nothing, move no version, wake nobody.
-    pub moved: bool,
-}
-
 /// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
 /// A refusal leaves the record as it was.
-pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
+pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     if handoff.state == State::Closed {
         return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
     }
@@ -505,14 +497,14 @@ pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: Ep
         Command::ReportWorkspace(input) => report_workspace(work, input)?,
         Command::RecordUnmet(indices) => record_unmet(work, indices)?,
     };
-    assert_eq!(applied.moved, applied.work != *work, "moved means exactly: the record changed");
+    assert_eq!(applied.moved, applied.next != *work, "moved means exactly: the record changed");
     Ok(applied)
 }
 
-fn set_work(work: &Work, input: &WorkInput) -> Result<Applied, Refusal> {
+fn set_work(work: &Work, input: &WorkInput) -> Result<Applied<Work, Item>, Refusal> {
     validate_work(input)?;
     if work.spec.as_ref() == Some(input) {
-        return Ok(Applied { work: work.clone(), item: Item::Work(input.clone()), moved: false });
+        return Ok(Applied { next: work.clone(), answer: Item::Work(input.clone()), moved: false });
     }
     let mut next = work.clone();
     // An unmet criterion stays unmet only while it is still, word for word, the same criterion
@@ -523,14 +515,14 @@ fn set_work(work: &Work, input: &WorkInput) -> Result<Applied, Refusal> {
         old.get(i).is_some() && old.get(i) == input.acceptance_criteria.get(i)
     });
     next.spec = Some(input.clone());
-    Ok(Applied { work: next, item: Item::Work(input.clone()), moved: true })
+    Ok(Applied { next, answer: Item::Work(input.clone()), moved: true })
 }
 
 fn too_many(what: &str, max: usize) -> Refusal {
     Refusal::new(Code::RequestTooLarge, format!("this hand-off already keeps {max} {what}, the most it keeps"))
 }
 
-fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
+fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     validate_decision(input)?;
     if work.decisions.len() >= DECISIONS_PER_HANDOFF_MAX {
         return Err(too_many("decisions", DECISIONS_PER_HANDOFF_MAX));
@@ -562,17 +554,17 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
     };
     let item = Item::Decision(decision.clone());
     next.decisions.push(decision);
-    Ok(Applied { work: next, item, moved: true })
+    Ok(Applied { next, answer: item, moved: true })
 }
 
-fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
+fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     validate_artifact(input)?;
     let sha256 = input.sha256.as_ref().map(|s| s.to_ascii_lowercase());
     let latest = work.latest_version_of(&input.title);
     if let Some(latest) = latest {
         let same = latest.kind == input.kind && latest.uri == input.uri && latest.sha256 == sha256;
         if same {
-            return Ok(Applied { work: work.clone(), item: Item::Artifact(latest.clone()), moved: false });
+            return Ok(Applied { next: work.clone(), answer: Item::Artifact(latest.clone()), moved: false });
         }
     }
     if work.artifacts.len() >= ARTIFACT_VERSIONS_PER_HANDOFF_MAX {
@@ -598,10 +590,10 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
     };
     let item = Item::Artifact(artifact.clone());
     next.artifacts.push(artifact);
-    Ok(Applied { work: next, item, moved: true })
+    Ok(Applied { next, answer: item, moved: true })
 }
 
-fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Result<Applied, Refusal> {
+fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     single_line("title", &input.title, TITLE_BYTES_MAX)?;
     if work.blockers.len() >= BLOCKERS_PER_HANDOFF_MAX {
         return Err(too_many("blockers", BLOCKERS_PER_HANDOFF_MAX));
@@ -619,28 +611,28 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Res
     };
     let item = Item::Blocker(blocker.clone());
     next.blockers.push(blocker);
-    Ok(Applied { work: next, item, moved: true })
+    Ok(Applied { next, answer: item, moved: true })
 }
 
 /// Resolving a resolved blocker again changes nothing.
-fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied, Refusal> {
+fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     let Some(index) = work.blockers.iter().position(|b| b.id == id) else {
         return Err(Refusal::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
     };
     if work.blockers[index].status == BlockerStatus::Resolved {
-        return Ok(Applied { work: work.clone(), item: Item::Blocker(work.blockers[index].clone()), moved: false });
+        return Ok(Applied { next: work.clone(), answer: Item::Blocker(work.blockers[index].clone()), moved: false });
     }
     let mut next = work.clone();
     let blocker = &mut next.blockers[index];
     blocker.status = BlockerStatus::Resolved;
     blocker.resolved_at = Some(now);
     let item = Item::Blocker(blocker.clone());
-    Ok(Applied { work: next, item, moved: true })
+    Ok(Applied { next, answer: item, moved: true })
 }
 
 /// Answers the reported paths as now on the record (code-point order) and how many paths
 /// the hand-off keeps in all.
-fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, Refusal> {
+fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied<Work, Item>, Refusal> {
     for (i, file) in input.files.iter().enumerate() {
         single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
     }
@@ -665,10 +657,10 @@ fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied, Refu
         .collect();
     let item = Item::Workspace { files, paths_kept: next.files.len() };
     let moved = next != *work;
-    Ok(Applied { work: next, item, moved })
+    Ok(Applied { next, answer: item, moved })
 }
 
-fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, Refusal> {
+fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work, Item>, Refusal> {
     let criteria = work.spec.as_ref().map_or(0, |s| s.acceptance_criteria.len());
     if let Some(bad) = indices.iter().find(|&&i| i as usize >= criteria) {
         return Err(Refusal::invalid(format!(
@@ -680,11 +672,11 @@ fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied, Refusal> {
     unmet.dedup();
     let item = Item::Unmet(unmet.clone());
     if unmet == work.unmet {
-        return Ok(Applied { work: work.clone(), item, moved: false });
+        return Ok(Applied { next: work.clone(), answer: item, moved: false });
     }
     let mut next = work.clone();
     next.unmet = unmet;
-    Ok(Applied { work: next, item, moved: true })
+    Ok(Applied { next, answer: item, moved: true })
 }
 
 #[cfg(test)]

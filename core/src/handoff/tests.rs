@@ -144,13 +144,13 @@ fn package_routes_move_the_version_only_when_the_ledger_moves() {
     let compile = Change::Compile { request: request("codex"), dry_run: false };
     let first = ok(&h, compile.clone(), Role::Owner);
     assert!(first.moved);
-    assert!(matches!(&first.effect, Effect::Compiled(c) if c.package_version == 1 && c.changed));
+    assert!(matches!(&first.answer, Effect::Compiled(c) if c.package_version == 1 && c.changed));
     let again = ok(&first.next, compile.clone(), Role::Owner);
     assert!(!again.moved);
-    assert!(matches!(&again.effect, Effect::Compiled(c) if c.package_version == 1 && !c.changed));
+    assert!(matches!(&again.answer, Effect::Compiled(c) if c.package_version == 1 && !c.changed));
     let dry = ok(&first.next, Change::Compile { request: request("other"), dry_run: true }, Role::Owner);
     assert!(!dry.moved);
-    assert!(matches!(&dry.effect, Effect::Compiled(c) if c.package_version == 2), "a preview of the next version, not written");
+    assert!(matches!(&dry.answer, Effect::Compiled(c) if c.package_version == 2), "a preview of the next version, not written");
     let reject = Change::Reject { input: RejectInput { reason: RejectReason::MissingContext, note: "no logs".into() } };
     let rejected = ok(&first.next, reject, Role::Machine);
     assert!(rejected.moved);

@@ -41,7 +41,7 @@ pub(crate) fn handoff(turn: u64, status: Status) -> Record {
 }
 
 fn run(w: &Work, command: Command, by: Role, at: EpochMs) -> Work {
-    work::apply(w, &handoff(1, Status::Running), &command, by, at).expect("accepted").work
+    work::apply(w, &handoff(1, Status::Running), &command, by, at).expect("accepted").next
 }
 
 pub(crate) fn work_input() -> WorkInput {
@@ -578,11 +578,11 @@ impl World {
     fn compile(&mut self, at: EpochMs) -> CompileAnswer {
         let applied = self.ledger.compile(&self.sources(), &request(), Role::Owner, false, at).expect("compiled");
         assert_eq!(applied.moved, applied.answer.changed);
-        self.ledger = applied.ledger;
+        self.ledger = applied.next;
         applied.answer
     }
 
-    fn try_compile(&self) -> Result<LedgerApplied<CompileAnswer>, Refusal> {
+    fn try_compile(&self) -> Result<crate::applied::Applied<Ledger, CompileAnswer>, Refusal> {
         self.ledger.compile(&self.sources(), &request(), Role::Owner, false, T0 + 99_000)
     }
 }
@@ -598,7 +598,7 @@ fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
     assert!(!again.answer.changed);
     assert_eq!((again.answer.package_version, &again.answer.package_hash), (1, &first.package_hash));
     assert_eq!(again.answer.package.generated_at, first.package.generated_at, "the document it already had");
-    assert_eq!(again.ledger, before);
+    assert_eq!(again.next, before);
 }
 
 #[test]
@@ -617,7 +617,7 @@ fn a_dry_run_answers_the_same_and_writes_nothing() {
     let mut w = World::new();
     let dry = w.ledger.compile(&w.sources(), &request(), Role::Owner, true, T0 + 20_000).unwrap();
     assert!(!dry.moved);
-    assert_eq!(dry.ledger, Ledger::default());
+    assert_eq!(dry.next, Ledger::default());
     assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
     let real = w.compile(T0 + 20_000);
     assert_eq!(dry.answer, real);
@@ -632,7 +632,7 @@ fn rejection_then_recompile_then_recompile_gives_two_versions_and_is_stable_from
     assert!(r.moved);
     assert_eq!(r.answer.state, OfferState::Rejected);
     assert_eq!(r.answer.rejection.as_ref().map(|r| r.reason), Some(RejectReason::MissingContext));
-    w.ledger = r.ledger;
+    w.ledger = r.next;
 
     // The owner amends the record and compiles: a new version, listing the rejection.
     w.work = run(&w.work, decision("Tokenizer: unicode61", None, &[], None), Role::Owner, T0 + 22_000);
@@ -656,7 +656,7 @@ fn the_same_rejection_again_moves_nothing() {
     let mut w = World::new();
     w.compile(T0);
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
-    w.ledger = w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 1).unwrap().ledger;
+    w.ledger = w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 1).unwrap().next;
     assert!(!w.ledger.reject(&w.handoff, &reject, Role::Owner, T0 + 2).unwrap().moved);
 }
 
@@ -667,7 +667,7 @@ fn a_rejection_with_the_same_reason_and_another_note_or_the_same_note_and_anothe
     let mut w = World::new();
     w.compile(T0);
     let first = RejectInput { reason: RejectReason::Other, note: "n".into() };
-    w.ledger = w.ledger.reject(&w.handoff, &first, Role::Owner, T0 + 1).unwrap().ledger;
+    w.ledger = w.ledger.reject(&w.handoff, &first, Role::Owner, T0 + 1).unwrap().next;
     let others = [
         RejectInput { reason: RejectReason::Other, note: "another note".into() },
         RejectInput { reason: RejectReason::WrongRuntime, note: "n".into() },
@@ -675,7 +675,7 @@ fn a_rejection_with_the_same_reason_and_another_note_or_the_same_note_and_anothe
     for other in others {
         let again = w.ledger.reject(&w.handoff, &other, Role::Owner, T0 + 2).unwrap();
         assert!(again.moved, "{other:?}");
-        let on_record = again.ledger.current.as_ref().and_then(|c| c.rejection.as_ref()).expect("a rejection");
+        let on_record = again.next.current.as_ref().and_then(|c| c.rejection.as_ref()).expect("a rejection");
         assert_eq!((on_record.reason, on_record.note.as_str()), (other.reason, other.note.as_str()));
     }
 }
@@ -698,7 +698,7 @@ fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_
     let a = w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 1).unwrap();
     assert!(a.moved);
     assert_eq!(a.answer.state, OfferState::Accepted);
-    w.ledger = a.ledger;
+    w.ledger = a.next;
     assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
     assert_eq!(w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);

@@ -5,7 +5,7 @@ fn fresh() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
 }
 
-fn ok(record: &Record, command: Command) -> Applied {
+fn ok(record: &Record, command: Command) -> Applied<Record> {
     apply(record, &command, 2_000).expect("accepted")
 }
 
@@ -15,8 +15,8 @@ fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
 fn at_turn_two() -> Record {
-    let r = ok(&fresh(), report(1, ReportStatus::Done, Some("built it"))).record;
-    ok(&r, Command::OpenTurn { after: 1 }).record
+    let r = ok(&fresh(), report(1, ReportStatus::Done, Some("built it"))).next;
+    ok(&r, Command::OpenTurn { after: 1 }).next
 }
 
 #[test]
@@ -29,7 +29,7 @@ fn a_new_hand_off_starts_at_turn_one_open_running_version_one() {
 fn turn_one_finishes_and_turn_two_opens_running_with_no_summary() {
     let r = at_turn_two();
     assert_eq!((r.turn, r.status, r.summary.clone(), r.version), (2, Status::Running, None, 3));
-    let r = ok(&r, report(2, ReportStatus::NeedsYou, Some("which db?"))).record;
+    let r = ok(&r, report(2, ReportStatus::NeedsYou, Some("which db?"))).next;
     assert_eq!((r.turn, r.status, r.version), (2, Status::NeedsYou, 4));
 }
 
@@ -48,25 +48,25 @@ fn a_report_for_a_turn_not_yet_opened_is_out_of_order() {
 
 #[test]
 fn a_turn_cannot_be_skipped_nor_opened_from_an_older_turn() {
-    let r = ok(&fresh(), report(1, ReportStatus::Done, None)).record;
+    let r = ok(&fresh(), report(1, ReportStatus::Done, None)).next;
     assert_eq!(apply(&r, &Command::OpenTurn { after: 2 }, 2), Err(Code::TurnConflict));
     let r2 = at_turn_two();
-    let r2 = ok(&r2, report(2, ReportStatus::Done, None)).record;
+    let r2 = ok(&r2, report(2, ReportStatus::Done, None)).next;
     assert_eq!(apply(&r2, &Command::OpenTurn { after: 0 }, 2), Err(Code::TurnConflict));
 }
 
 #[test]
 fn no_turn_opens_while_one_is_running_or_needs_you() {
     assert_eq!(apply(&fresh(), &Command::OpenTurn { after: 1 }, 2), Err(Code::TurnRunning));
-    let r = ok(&fresh(), report(1, ReportStatus::NeedsYou, None)).record;
+    let r = ok(&fresh(), report(1, ReportStatus::NeedsYou, None)).next;
     assert_eq!(apply(&r, &Command::OpenTurn { after: 1 }, 2), Err(Code::TurnRunning));
 }
 
 #[test]
 fn a_turn_opens_after_done_failed_or_cancelled() {
     for end in [report(1, ReportStatus::Done, None), report(1, ReportStatus::Failed, None), Command::Cancel { turn: None }] {
-        let r = ok(&fresh(), end).record;
-        assert_eq!(ok(&r, Command::OpenTurn { after: 1 }).record.turn, 2);
+        let r = ok(&fresh(), end).next;
+        assert_eq!(ok(&r, Command::OpenTurn { after: 1 }).next.turn, 2);
     }
 }
 
@@ -75,12 +75,12 @@ fn a_repeat_of_the_open_turn_call_answers_the_same_turn_without_moving() {
     let r = at_turn_two();
     let again = ok(&r, Command::OpenTurn { after: 1 });
     assert!(!again.moved);
-    assert_eq!(again.record, r);
+    assert_eq!(again.next, r);
 }
 
 #[test]
 fn an_exact_repeat_of_the_final_report_is_accepted_and_moves_nothing() {
-    let r = ok(&fresh(), report(1, ReportStatus::Done, Some("ok"))).record;
+    let r = ok(&fresh(), report(1, ReportStatus::Done, Some("ok"))).next;
     let again = ok(&r, report(1, ReportStatus::Done, Some("ok")));
     assert!(!again.moved);
     assert_eq!(apply(&r, &report(1, ReportStatus::Done, Some("other")), 3), Err(Code::TurnFinished));
@@ -90,7 +90,7 @@ fn an_exact_repeat_of_the_final_report_is_accepted_and_moves_nothing() {
 
 #[test]
 fn a_report_identical_to_the_current_state_moves_nothing() {
-    let r = ok(&fresh(), report(1, ReportStatus::NeedsYou, Some("?"))).record;
+    let r = ok(&fresh(), report(1, ReportStatus::NeedsYou, Some("?"))).next;
     assert!(!ok(&r, report(1, ReportStatus::NeedsYou, Some("?"))).moved);
     assert!(!ok(&fresh(), report(1, ReportStatus::Running, None)).moved);
 }
@@ -99,7 +99,7 @@ fn a_report_identical_to_the_current_state_moves_nothing() {
 fn running_and_needs_you_may_alternate() {
     let mut r = fresh();
     for (i, s) in [ReportStatus::NeedsYou, ReportStatus::Running, ReportStatus::NeedsYou].into_iter().enumerate() {
-        r = ok(&r, report(1, s, None)).record;
+        r = ok(&r, report(1, s, None)).next;
         assert_eq!(r.version, 2 + i as u64);
     }
 }
@@ -108,10 +108,10 @@ fn running_and_needs_you_may_alternate() {
 fn cancel_stops_the_current_turn_once() {
     let r = ok(&fresh(), Command::Cancel { turn: Some(1) });
     assert!(r.moved);
-    assert_eq!(r.record.status, Status::Cancelled);
-    assert!(!ok(&r.record, Command::Cancel { turn: None }).moved);
+    assert_eq!(r.next.status, Status::Cancelled);
+    assert!(!ok(&r.next, Command::Cancel { turn: None }).moved);
     assert_eq!(apply(&fresh(), &Command::Cancel { turn: Some(2) }, 2), Err(Code::TurnConflict));
-    let done = ok(&fresh(), report(1, ReportStatus::Done, None)).record;
+    let done = ok(&fresh(), report(1, ReportStatus::Done, None)).next;
     assert_eq!(apply(&done, &Command::Cancel { turn: None }, 2), Err(Code::TurnFinished));
 }
 
@@ -119,24 +119,24 @@ fn cancel_stops_the_current_turn_once() {
 fn close_is_terminal_cancels_a_running_turn_and_repeats_without_moving() {
     let closed = ok(&fresh(), Command::Close);
     assert!(closed.moved);
-    assert_eq!((closed.record.state, closed.record.status), (State::Closed, Status::Cancelled));
-    assert!(!ok(&closed.record, Command::Close).moved);
+    assert_eq!((closed.next.state, closed.next.status), (State::Closed, Status::Cancelled));
+    assert!(!ok(&closed.next, Command::Close).moved);
     for c in [Command::OpenTurn { after: 1 }, report(1, ReportStatus::Done, None), Command::Cancel { turn: None }] {
-        assert_eq!(apply(&closed.record, &c, 3), Err(Code::HandoffClosed));
+        assert_eq!(apply(&closed.next, &c, 3), Err(Code::HandoffClosed));
     }
-    let done = ok(&fresh(), report(1, ReportStatus::Done, Some("x"))).record;
-    let closed = ok(&done, Command::Close).record;
+    let done = ok(&fresh(), report(1, ReportStatus::Done, Some("x"))).next;
+    let closed = ok(&done, Command::Close).next;
     assert_eq!((closed.status, closed.summary.as_deref()), (Status::Done, Some("x")));
 }
 
 #[test]
 fn a_cancel_racing_a_final_report_has_one_winner_whichever_comes_first() {
     let r = fresh();
-    let cancelled = ok(&r, Command::Cancel { turn: Some(1) }).record;
+    let cancelled = ok(&r, Command::Cancel { turn: Some(1) }).next;
     assert_eq!(apply(&cancelled, &report(1, ReportStatus::Done, None), 3), Err(Code::TurnFinished));
-    let done = ok(&r, report(1, ReportStatus::Done, None)).record;
+    let done = ok(&r, report(1, ReportStatus::Done, None)).next;
     assert_eq!(apply(&done, &Command::Cancel { turn: Some(1) }, 3), Err(Code::TurnFinished));
-    let closed = ok(&r, Command::Close).record;
+    let closed = ok(&r, Command::Close).next;
     assert_eq!(apply(&closed, &report(1, ReportStatus::Done, None), 3), Err(Code::HandoffClosed));
 }
 
@@ -145,7 +145,7 @@ fn a_wait_answers_at_once_above_its_version_or_when_closed() {
     let r = fresh();
     assert!(!wait_answers_now(&r, 1));
     assert!(wait_answers_now(&r, 0));
-    let closed = ok(&r, Command::Close).record;
+    let closed = ok(&r, Command::Close).next;
     assert!(wait_answers_now(&closed, 99));
 }
 
@@ -188,12 +188,12 @@ proptest! {
                 Ok(a) => {
                     if a.moved {
                         changes += 1;
-                        prop_assert_eq!(a.record.version, before.version + 1);
-                        prop_assert!(a.record != before);
+                        prop_assert_eq!(a.next.version, before.version + 1);
+                        prop_assert!(a.next != before);
                     } else {
-                        prop_assert_eq!(&a.record, &before);
+                        prop_assert_eq!(&a.next, &before);
                     }
-                    r = a.record;
+                    r = a.next;
                 }
                 Err(_) => prop_assert_eq!(&r, &before),
             }

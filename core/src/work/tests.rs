@@ -7,7 +7,7 @@ fn handoff() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
 }
 
-fn run(work: &Work, command: Command, by: Role) -> Applied {
+fn run(work: &Work, command: Command, by: Role) -> Applied<Work, Item> {
     apply(work, &handoff(), &command, by, 5_000).expect("accepted")
 }
 
@@ -54,11 +54,11 @@ fn files(list: &[(&str, u32, u32)]) -> Command {
 fn setting_the_same_work_again_changes_nothing() {
     let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(a.moved);
-    assert_eq!(a.item.kind(), "work");
-    assert_eq!(a.item, Item::Work(work_input(&["fast"])));
-    let b = run(&a.work, Command::SetWork(work_input(&["fast"])), Role::Owner);
+    assert_eq!(a.answer.kind(), "work");
+    assert_eq!(a.answer, Item::Work(work_input(&["fast"])));
+    let b = run(&a.next, Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(!b.moved);
-    assert_eq!(b.work, a.work);
+    assert_eq!(b.next, a.next);
 }
 
 #[test]
@@ -79,13 +79,13 @@ fn a_closed_hand_off_refuses_every_work_command() {
 
 #[test]
 fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
-    let w = run(&Work::default(), decision("use sqlite", None), Role::Machine).work;
+    let w = run(&Work::default(), decision("use sqlite", None), Role::Machine).next;
     let a = run(&w, decision("use postgres", Some("dec_1")), Role::Owner);
-    let Item::Decision(d) = &a.item else { panic!("{:?}", a.item) };
+    let Item::Decision(d) = &a.answer else { panic!("{:?}", a.answer) };
     assert_eq!((d.id.as_str(), d.recorded_at, d.by), ("dec_2", 5_000, Role::Owner));
-    assert_eq!(a.work.decisions.len(), 2);
-    assert_eq!(a.work.decisions[0].superseded_by.as_deref(), Some("dec_2"));
-    let standing: Vec<_> = a.work.standing_decisions().map(|d| d.id.as_str()).collect();
+    assert_eq!(a.next.decisions.len(), 2);
+    assert_eq!(a.next.decisions[0].superseded_by.as_deref(), Some("dec_2"));
+    let standing: Vec<_> = a.next.standing_decisions().map(|d| d.id.as_str()).collect();
     assert_eq!(standing, ["dec_2"]);
 }
 
@@ -93,57 +93,57 @@ fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
 fn superseding_an_unknown_decision_is_404_and_an_already_superseded_one_is_409() {
     let e = refused(&Work::default(), decision("x", Some("dec_9")), Role::Owner);
     assert_eq!(e.code, Code::DecisionNotFound);
-    let w = run(&Work::default(), decision("a", None), Role::Owner).work;
-    let w = run(&w, decision("b", Some("dec_1")), Role::Owner).work;
+    let w = run(&Work::default(), decision("a", None), Role::Owner).next;
+    let w = run(&w, decision("b", Some("dec_1")), Role::Owner).next;
     let e = refused(&w, decision("c", Some("dec_1")), Role::Owner);
     assert_eq!(e.code, Code::HandoffConflict);
 }
 
 #[test]
 fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
-    let w = run(&Work::default(), artifact("Design", "https://x/1", None), Role::Machine).work;
+    let w = run(&Work::default(), artifact("Design", "https://x/1", None), Role::Machine).next;
     let same = run(&w, artifact("Design", "https://x/1", None), Role::Machine);
     assert!(!same.moved);
-    assert!(matches!(&same.item, Item::Artifact(a) if a.version == 1));
+    assert!(matches!(&same.answer, Item::Artifact(a) if a.version == 1));
     let sha = "AB".repeat(32);
     let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Role::Machine);
     assert!(v2.moved);
-    let Item::Artifact(a) = &v2.item else { panic!("{:?}", v2.item) };
+    let Item::Artifact(a) = &v2.answer else { panic!("{:?}", v2.answer) };
     assert_eq!((a.id.as_str(), a.version), ("art_1", 2));
     assert_eq!(a.sha256, Some("ab".repeat(32)));
-    let other = run(&v2.work, artifact("Plan", "https://x/2", None), Role::Machine);
-    assert!(matches!(&other.item, Item::Artifact(a) if a.id == "art_2"));
-    assert_eq!(other.work.artifacts.len(), 3, "every version stays on the record");
-    let latest: Vec<_> = other.work.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
+    let other = run(&v2.next, artifact("Plan", "https://x/2", None), Role::Machine);
+    assert!(matches!(&other.answer, Item::Artifact(a) if a.id == "art_2"));
+    assert_eq!(other.next.artifacts.len(), 3, "every version stays on the record");
+    let latest: Vec<_> = other.next.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
     assert_eq!(latest, [("art_2", 1), ("art_1", 2)]);
 }
 
 #[test]
 fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     let add = |sev| Command::AddBlocker(BlockerInput { severity: sev, title: "no creds".into() });
-    let w = run(&Work::default(), add(Severity::Low), Role::Machine).work;
-    let w = run(&w, add(Severity::High), Role::Machine).work;
+    let w = run(&Work::default(), add(Severity::Low), Role::Machine).next;
+    let w = run(&w, add(Severity::High), Role::Machine).next;
     let open: Vec<_> = w.open_blockers().iter().map(|b| b.id.as_str()).collect();
     assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
     let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner);
     assert!(r.moved);
-    assert!(matches!(&r.item, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000)));
-    assert!(!run(&r.work, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
+    assert!(matches!(&r.answer, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000)));
+    assert!(!run(&r.next, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
     let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Role::Owner);
     assert_eq!(e.code, Code::BlockerNotFound);
 }
 
 #[test]
 fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
-    let w = run(&Work::default(), files(&[("src/a.rs", 1, 2), ("b", 0, 0)]), Role::Machine).work;
+    let w = run(&Work::default(), files(&[("src/a.rs", 1, 2), ("b", 0, 0)]), Role::Machine).next;
     let a = run(&w, files(&[("src/a.rs", 7, 0), ("src/a.rs", 9, 1)]), Role::Machine);
     assert!(a.moved);
-    assert_eq!(a.work.files.len(), 2);
-    assert_eq!(a.work.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
-    let Item::Workspace { files: named, paths_kept } = &a.item else { panic!("{:?}", a.item) };
+    assert_eq!(a.next.files.len(), 2);
+    assert_eq!(a.next.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
+    let Item::Workspace { files: named, paths_kept } = &a.answer else { panic!("{:?}", a.answer) };
     assert_eq!(*paths_kept, 2);
     assert_eq!(named, &[FileInput { path: "src/a.rs".into(), insertions: 9, deletions: 1 }], "each path once, with its latest counts");
-    assert!(!run(&a.work, files(&[("b", 0, 0)]), Role::Machine).moved);
+    assert!(!run(&a.next, files(&[("b", 0, 0)]), Role::Machine).moved);
 }
 
 #[test]
@@ -197,7 +197,7 @@ fn bad_bodies_are_refused_naming_the_field() {
 fn collections_stop_at_their_named_limits() {
     let mut w = Work::default();
     for i in 0..DECISIONS_PER_HANDOFF_MAX {
-        w = run(&w, decision(&format!("d{i}"), None), Role::Owner).work;
+        w = run(&w, decision(&format!("d{i}"), None), Role::Owner).next;
     }
     assert_eq!(refused(&w, decision("one more", None), Role::Owner).code, Code::RequestTooLarge);
 }
@@ -248,11 +248,11 @@ fn a_workspace_report_holds_up_to_its_limit_and_the_hand_off_up_to_its_own() {
     assert!(e.message.starts_with("files: more than"), "{}", e.message);
     let mut w = Work::default();
     for r in 0..FILES_PER_HANDOFF_MAX / FILES_PER_REPORT_MAX {
-        w = run(&w, report(r * FILES_PER_REPORT_MAX, FILES_PER_REPORT_MAX), Role::Machine).work;
+        w = run(&w, report(r * FILES_PER_REPORT_MAX, FILES_PER_REPORT_MAX), Role::Machine).next;
     }
     assert_eq!(w.files.len(), FILES_PER_HANDOFF_MAX);
     // A path already kept may be reported again; a new one is past the hand-off's limit.
-    assert_eq!(run(&w, report(0, 1), Role::Machine).work.files.len(), FILES_PER_HANDOFF_MAX);
+    assert_eq!(run(&w, report(0, 1), Role::Machine).next.files.len(), FILES_PER_HANDOFF_MAX);
     assert_eq!(refused(&w, report(FILES_PER_HANDOFF_MAX, 1), Role::Machine).code, Code::RequestTooLarge);
 }
 
@@ -267,16 +267,16 @@ fn a_criterion_or_constraint_may_span_lines_but_holds_no_other_control_character
 
 #[test]
 fn unmet_criteria_are_replaced_by_each_final_report_and_checked_against_the_criteria() {
-    let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Role::Owner).work;
+    let w = run(&Work::default(), Command::SetWork(work_input(&["a", "b", "c"])), Role::Owner).next;
     let a = run(&w, Command::RecordUnmet(vec![2, 0, 2]), Role::Machine);
-    assert_eq!(a.work.unmet, [0, 2]);
-    assert!(!run(&a.work, Command::RecordUnmet(vec![0, 2]), Role::Machine).moved);
-    let cleared = run(&a.work, Command::RecordUnmet(vec![]), Role::Machine);
-    assert!(cleared.work.unmet.is_empty());
+    assert_eq!(a.next.unmet, [0, 2]);
+    assert!(!run(&a.next, Command::RecordUnmet(vec![0, 2]), Role::Machine).moved);
+    let cleared = run(&a.next, Command::RecordUnmet(vec![]), Role::Machine);
+    assert!(cleared.next.unmet.is_empty());
     assert_eq!(refused(&w, Command::RecordUnmet(vec![3]), Role::Machine).code, Code::RequestInvalid);
     // Rewriting criterion 2 drops it from the unmet list; criterion 0 is unchanged and stays.
-    let rewritten = run(&a.work, Command::SetWork(work_input(&["a", "b", "c, faster"])), Role::Owner);
-    assert_eq!(rewritten.work.unmet, [0]);
+    let rewritten = run(&a.next, Command::SetWork(work_input(&["a", "b", "c, faster"])), Role::Owner);
+    assert_eq!(rewritten.next.unmet, [0]);
 }
 
 // ---- Artifact and evidence URIs: http, https or relative, nothing else. ----
@@ -384,7 +384,7 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
         assert!(parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
         assert!(parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
         let a = run(&Work::default(), artifact("Design", uri, None), Role::Machine);
-        assert!(matches!(&a.item, Item::Artifact(art) if art.uri == uri), "kept as sent");
+        assert!(matches!(&a.answer, Item::Artifact(art) if art.uri == uri), "kept as sent");
     }
 }
 
