@@ -13,7 +13,7 @@ use crate::sqlite;
 use futures::future::{select, Either};
 use handoff_api::error::{ApiError, Code};
 use handoff_api::idempotency as api_idempotency;
-use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_api::protocol::{self, Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use handoff_api::view;
 use handoff_core::briefing::{self, Reach};
 use handoff_core::handoff::{self, Change, Dirty, Effect, Extras, Handoff};
@@ -233,11 +233,11 @@ impl DurableObject for HandoffObject {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         // Parsed by serde_json from the text, not by the runtime's JSON.parse, which would turn
         // integers past 2^53 into floats.
-        let ask: Ask = match req.text().await.map(|t| serde_json::from_str(&t)) {
+        // An ask this build cannot read is a deploy that mixes versions, which a retry
+        // outlives: 503, not the client's 400.
+        let ask: Ask = match req.text().await.map(|t| protocol::decode(&t)) {
             Ok(Ok(ask)) => ask,
             Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
-            // The Worker and this object are one build; an ask it cannot read is a deploy that
-            // mixes versions, which a retry outlives: 503, not the client's 400.
             Err(e) => return store_failed("unreadable internal ask", &e),
         };
         match self.handle(ask).await {
@@ -614,7 +614,7 @@ impl HandoffObject {
         let Ok(row) = serde_json::from_str::<IndexRow>(&owed.row) else {
             return false;
         };
-        let Ok(payload) = serde_json::to_string(&IndexAsk::Put { row }) else {
+        let Ok(payload) = protocol::encode(&IndexAsk::Put { row }) else {
             return false;
         };
         let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&owed.owner))) else {

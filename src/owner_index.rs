@@ -6,7 +6,7 @@
 
 use crate::bindings::store_failed;
 use handoff_api::error::{ApiError, Code};
-use handoff_api::protocol::IndexAsk;
+use handoff_api::protocol::{self, IndexAsk};
 use handoff_api::view;
 use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_core::turn::State as HandoffState;
@@ -82,10 +82,10 @@ impl DurableObject for OwnerIndex {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let ask: IndexAsk = match req.text().await.map(|t| serde_json::from_str(&t)) {
+        // An unreadable ask is a deploy mixing versions, which a retry outlives: 503.
+        let ask: IndexAsk = match req.text().await.map(|t| protocol::decode(&t)) {
             Ok(Ok(ask)) => ask,
             Ok(Err(e)) => return store_failed("unreadable index ask", &e),
-            // One build with the Worker: an unreadable ask is a deploy mixing versions. Retry.
             Err(e) => return store_failed("unreadable index ask", &e),
         };
         let answer = match ask {

@@ -7,7 +7,7 @@ use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
 use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::input;
-use handoff_api::protocol::{Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_api::protocol::{self, Ask, Caller, Fault, Idempotency, IndexAsk, Op};
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::briefing;
 use handoff_core::handoff::Change;
@@ -167,7 +167,8 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     };
     if route == Route::BenchFloor {
-        let payload = json!({"caller": {"owner": "bench", "role": "owner"}, "op": {"op": "floor"}}).to_string();
+        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
+        let payload = protocol::encode(&floor).map_err(|e| unavailable("encoding the ask", &e))?;
         return send(&stub(&store, "bench-floor")?, payload).await;
     }
     let Some(key) = key.filter(|_| auth_ready) else {
@@ -220,7 +221,7 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         | Op::TestStorage => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = serde_json::to_string(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
+    let payload = protocol::encode(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
     send(&stub(&store, id)?, payload).await
 }
 
@@ -295,7 +296,7 @@ async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str
     let id = input::handoff_id(&claims.sub, &create.session);
     let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = serde_json::to_string(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
+    let payload = protocol::encode(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
     let mut response = send(&stub(store, &id)?, payload).await?;
     let status = response.status_code();
     let text = response.text().await.map_err(|e| unavailable("reading the object's answer", &e))?;
@@ -381,7 +382,7 @@ fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<Stub, Ap
 
 /// Asks the owner's index object.
 async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Routed {
-    let payload = serde_json::to_string(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
+    let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
     send(&stub(owners, &owner_index_name(owner))?, payload).await
 }
 

@@ -1,10 +1,57 @@
 //! What the router asks a hand-off's Durable Object: the caller, already authenticated,
-//! and one operation, already parsed and validated. Plain data, serialised over the
-//! object's internal `fetch`.
+//! and one operation, already parsed and validated; and what a hand-off's object or the
+//! router asks an owner's index. Plain data, serialised over the objects' internal `fetch`
+//! in a versioned [`Envelope`].
 
 use handoff_core::handoff::Change;
 use handoff_core::role::Role;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+/// The version of the asks below. Raise it with any change an older build would misread.
+/// During a deploy a Worker and an object of different builds can meet for a moment: an ask
+/// of another version is refused (the object answers 503 `store.unavailable`, which every
+/// client retries) rather than misread.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub v: u32,
+    pub ask: T,
+}
+
+/// Why an ask could not be read.
+#[derive(Debug)]
+pub enum Unreadable {
+    /// Not an envelope of this ask type (an older build sends none).
+    Json(serde_json::Error),
+    /// Another build's version of the protocol.
+    Version(u32),
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::Json(e) => write!(f, "not an ask of protocol version {PROTOCOL_VERSION}: {e}"),
+            Unreadable::Version(v) => write!(f, "protocol version {v}, this build reads {PROTOCOL_VERSION}"),
+        }
+    }
+}
+
+/// The wire text of `ask`.
+pub fn encode<T: Serialize>(ask: &T) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&Envelope { v: PROTOCOL_VERSION, ask })
+}
+
+/// Reads an ask sent by [`encode`] of this build's version.
+pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
+    let envelope: Envelope<T> = serde_json::from_str(text).map_err(Unreadable::Json)?;
+    if envelope.v != PROTOCOL_VERSION {
+        return Err(Unreadable::Version(envelope.v));
+    }
+    Ok(envelope.ask)
+}
 
 /// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,4 +128,31 @@ pub enum IndexAsk {
     RefuseDeliveries { on: bool },
     /// Test hook: what this index's storage holds.
     TestStorage,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask() -> Ask {
+        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
+    }
+
+    #[test]
+    fn an_ask_reads_back_as_itself_in_its_versioned_envelope() {
+        let text = encode(&ask()).unwrap();
+        assert!(text.starts_with(&format!("{{\"v\":{PROTOCOL_VERSION},\"ask\":")), "{text}");
+        assert_eq!(decode::<Ask>(&text).unwrap(), ask());
+        let put = IndexAsk::RefuseDeliveries { on: true };
+        assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
+    }
+
+    #[test]
+    fn an_ask_of_another_version_or_without_an_envelope_is_refused_not_misread() {
+        let other = serde_json::to_string(&Envelope { v: PROTOCOL_VERSION + 1, ask: ask() }).unwrap();
+        assert!(matches!(decode::<Ask>(&other), Err(Unreadable::Version(v)) if v == PROTOCOL_VERSION + 1));
+        let bare = serde_json::to_string(&ask()).unwrap();
+        assert!(matches!(decode::<Ask>(&bare), Err(Unreadable::Json(_))), "an older build's bare ask");
+        assert!(matches!(decode::<IndexAsk>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))), "an ask for the other object");
+    }
 }
