@@ -104,3 +104,32 @@ fn a_rejection_shows_its_time_in_rfc3339() {
         json!({"reason": "missing_context", "note": "which?", "rejected_at": "1970-01-01T00:00:30.000Z", "by": "machine"})
     );
 }
+
+#[test]
+fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
+    use handoff_core::handoff::{apply, Change};
+    use handoff_core::package::{PackageRequest, RejectInput};
+    use handoff_core::suggestion::Policy;
+    let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+    let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
+    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+    let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
+    let body = answer(&compiled.next, &compiled.answer);
+    assert_eq!((body["package_version"].as_u64(), body["changed"].as_bool()), (Some(1), Some(true)));
+    assert_eq!(body["package"]["format"], 1);
+    let hash = body["package_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 64);
+    assert_eq!(body["handoff"]["version"], compiled.next.record.version);
+
+    let reject = RejectInput { reason: RejectReason::WrongRuntime, note: "not codex".into() };
+    let rejected = apply(&compiled.next, &Change::Reject { input: reject }, Role::Machine, 3).unwrap();
+    let body = answer(&rejected.next, &rejected.answer);
+    assert_eq!(body["state"], "rejected");
+    assert_eq!(body["rejection"], json!({"reason": "wrong_runtime", "note": "not codex", "rejected_at": "1970-01-01T00:00:00.003Z", "by": "machine"}));
+
+    let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
+    let set = apply(&rejected.next, &Change::SetPolicy { policy }, Role::Owner, 4).unwrap();
+    let body = answer(&set.next, &set.answer);
+    assert_eq!(body["policy"], json!({"runtimes": ["codex"], "context_threshold_pct": 80}));
+    assert_eq!(body["handoff"]["version"], set.next.record.version);
+}
