@@ -1,0 +1,335 @@
+// A typed client of the hand-off service. The request and answer types are generated from
+// docs/openapi.yaml into schema.d.ts (never written by hand); this file is the thin layer on
+// top, written once: one method per route, refusals as HandoffError, retries, and follow().
+//
+// Retries: a request is tried again, after a jittered exponential backoff, only when it could
+// not be delivered or answered (a network error) or when the API answered 429 or 503. Every
+// other answer, and every other 4xx above all, is final. A change carries an Idempotency-Key
+// that stays the same on every retry of one call, so a retry after a lost answer gets the
+// first answer back instead of applying the change twice.
+//
+// Only web-platform APIs are used (fetch, Request, AbortSignal, crypto.randomUUID), so the
+// client runs in a Worker, in Node 22 and in a browser alike.
+
+import createClient from "openapi-fetch";
+import type { components, paths } from "./schema.js";
+
+type Schemas = components["schemas"];
+export type Handoff = Schemas["Handoff"];
+export type ListRow = Schemas["ListRow"];
+export type TurnEntry = Schemas["TurnEntry"];
+export type ErrorCode = Schemas["ErrorCode"];
+export type CreateInput = Schemas["CreateInput"];
+export type OpenTurnInput = Schemas["OpenTurnInput"];
+export type ReportInput = Schemas["ReportInput"];
+export type CancelInput = Schemas["CancelInput"];
+export type WorkInput = Schemas["WorkInput"];
+export type DecisionInput = Schemas["DecisionInput"];
+export type ArtifactInput = Schemas["ArtifactInput"];
+export type BlockerInput = Schemas["BlockerInput"];
+export type WorkspaceInput = Schemas["WorkspaceInput"];
+export type PackageRequest = Schemas["PackageRequest"];
+export type RejectInput = Schemas["RejectInput"];
+export type PolicyInput = Schemas["PolicyInput"];
+export type State = Schemas["State"];
+
+/** How many times a request is tried in all, at most (the first try and its retries). */
+export const ATTEMPTS_MAX = 5;
+/** The first retry waits up to this long; each next one up to twice as long. */
+export const BACKOFF_MS_MIN = 100;
+/** No retry waits longer than this, whatever a `Retry-After` says. */
+export const BACKOFF_MS_MAX = 5_000;
+/** Seconds a wait is held by the server before it answers the current record (at most 300). */
+export const WAIT_TIMEOUT_S_DEFAULT = 30;
+
+/** A refusal of the API: its code, its message, and the hand-off it carried, if any. */
+export class HandoffError extends Error {
+  readonly status: number;
+  readonly code: ErrorCode | "response.unexpected";
+  readonly handoff: Handoff | undefined;
+  /** On `package.stale`: the hash that is current. */
+  readonly packageHash: string | undefined;
+
+  constructor(status: number, code: HandoffError["code"], message: string, handoff?: Handoff, packageHash?: string) {
+    super(`${code}: ${message}`);
+    this.name = "HandoffError";
+    this.status = status;
+    this.code = code;
+    this.handoff = handoff;
+    this.packageHash = packageHash;
+  }
+}
+
+export interface ClientOptions {
+  /** Where the API is, e.g. `https://handoff.example.com` (no trailing `/v1`). */
+  baseUrl: string;
+  /** A bearer token (owner or machine), or a function that gives the current one. */
+  token: string | (() => string);
+  /** Tries per request, retries included (default {@link ATTEMPTS_MAX}). */
+  attempts?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof globalThis.fetch;
+}
+
+/** Per-call options of a change. */
+export interface ChangeOptions {
+  /** The Idempotency-Key of this change; a fresh one is made when none is given. Give the
+   * same key to a later call to make it a retry of this one. */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+export interface FollowOptions {
+  /** The version already seen: follow yields only versions above it (default 0). */
+  after?: number;
+  /** Seconds each wait is held (default {@link WAIT_TIMEOUT_S_DEFAULT}). */
+  timeoutS?: number;
+  /** Ends the iteration, quietly, when aborted. */
+  signal?: AbortSignal;
+}
+
+const RETRIED_STATUSES = new Set([429, 503]);
+
+function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, ms);
+    function done() {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }
+    function aborted() {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    }
+    signal?.addEventListener("abort", aborted, { once: true });
+  });
+}
+
+/** Full jitter: a random wait up to `BACKOFF_MS_MIN · 2^retry`, capped; a server's
+ * `Retry-After` (seconds) is honoured up to the cap. */
+export function backoffMs(retry: number, retryAfter: string | null): number {
+  const ceiling = Math.min(BACKOFF_MS_MAX, BACKOFF_MS_MIN * 2 ** retry);
+  const asked = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) * 1000 : 0;
+  return Math.min(BACKOFF_MS_MAX, Math.max(asked, Math.random() * ceiling));
+}
+
+/** A fetch that retries network errors, 429 and 503, resending the same request (and so the
+ * same Idempotency-Key) each time. */
+function retrying(base: typeof globalThis.fetch, attempts: number) {
+  return async (request: Request): Promise<Response> => {
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= attempts;
+      let response: Response;
+      try {
+        response = await base(request.clone());
+      } catch (error) {
+        if (last || request.signal.aborted) throw error;
+        await sleep(backoffMs(attempt - 1, null), request.signal);
+        continue;
+      }
+      if (!RETRIED_STATUSES.has(response.status) || last) return response;
+      const retryAfter = response.headers.get("Retry-After");
+      await response.body?.cancel();
+      await sleep(backoffMs(attempt - 1, retryAfter), request.signal);
+    }
+  };
+}
+
+interface Answer<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
+function refusal(response: Response, error: unknown): HandoffError {
+  const body = (typeof error === "object" && error !== null ? error : {}) as {
+    error?: { code?: string; message?: string };
+    handoff?: Handoff;
+    package_hash?: string;
+  };
+  const code = body.error?.code;
+  if (typeof code !== "string") {
+    const text = typeof error === "string" ? error : JSON.stringify(error ?? null);
+    return new HandoffError(response.status, "response.unexpected", `HTTP ${response.status}: ${text.slice(0, 200)}`);
+  }
+  return new HandoffError(response.status, code as ErrorCode, body.error?.message ?? "", body.handoff, body.package_hash);
+}
+
+function take<T>(answer: Answer<T>): T {
+  if (answer.error !== undefined || !answer.response.ok || answer.data === undefined) {
+    throw refusal(answer.response, answer.error);
+  }
+  return answer.data;
+}
+
+export class HandoffClient {
+  readonly #api;
+  readonly #token: () => string;
+
+  constructor(options: ClientOptions) {
+    const token = options.token;
+    this.#token = typeof token === "function" ? token : () => token;
+    const base = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#api = createClient<paths>({
+      baseUrl: options.baseUrl.replace(/\/+$/, ""),
+      fetch: retrying(base, options.attempts ?? ATTEMPTS_MAX),
+    });
+  }
+
+  #headers(key?: string): Record<string, string> {
+    const headers: Record<string, string> = { Authorization: `Bearer ${this.#token()}` };
+    if (key !== undefined) headers["Idempotency-Key"] = key;
+    return headers;
+  }
+
+  #key(options?: ChangeOptions): string {
+    return options?.idempotencyKey ?? crypto.randomUUID();
+  }
+
+  #id(id: string) {
+    return { path: { id } };
+  }
+
+  // ------------------------------------------------------------------ the hand-off and its turns
+
+  /** `POST /v1/handoffs` (owner): the session's hand-off, made or found (`created` says which),
+   * and the machine token for it. */
+  async create(input: CreateInput, options?: ChangeOptions) {
+    const answer = await this.#api.POST("/v1/handoffs", { body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const data = take(answer);
+    return { handoff: data.handoff, machineToken: data.machine_token, created: answer.response.status === 201 };
+  }
+
+  /** `GET /v1/handoffs` (owner): one page of the owner's list, newest first. */
+  async list(query: { state?: State; limit?: number; cursor?: string } = {}, signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/handoffs", { params: { query }, headers: this.#headers(), signal }));
+  }
+
+  async get(id: string, signal?: AbortSignal): Promise<Handoff> {
+    return take(await this.#api.GET("/v1/handoffs/{id}", { params: this.#id(id), headers: this.#headers(), signal })).handoff;
+  }
+
+  /** `POST …/turns` (owner): opens the next turn after `after`, optionally handing it to a runtime. */
+  async openTurn(id: string, input: OpenTurnInput, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    return take(answer).handoff;
+  }
+
+  /** `GET …/turns`: a page of the lineage. */
+  async turns(id: string, query: { before?: number; limit?: number } = {}, signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/handoffs/{id}/turns", { params: { path: { id }, query }, headers: this.#headers(), signal }));
+  }
+
+  /** `POST …/report` (machine): the current turn's status. */
+  async report(id: string, input: ReportInput, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/report", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    return take(answer).handoff;
+  }
+
+  async cancel(id: string, input: CancelInput = {}, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/cancel", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    return take(answer).handoff;
+  }
+
+  async close(id: string, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/close", { params: this.#id(id), body: {}, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    return take(answer).handoff;
+  }
+
+  /** `GET …/wait`: the record once its version is above `after` (or it is closed), or the
+   * current record when `timeoutS` passes first. */
+  async wait(id: string, query: { after?: number; timeoutS?: number } = {}, signal?: AbortSignal): Promise<Handoff> {
+    const params = { path: { id }, query: { after: query.after ?? 0, timeout: query.timeoutS ?? WAIT_TIMEOUT_S_DEFAULT } };
+    return take(await this.#api.GET("/v1/handoffs/{id}/wait", { params, headers: this.#headers(), signal })).handoff;
+  }
+
+  /** Every record above `after`, in order, each version at most once, until the hand-off is
+   * closed (its closed record is the last) or `signal` aborts. A record is state, not a log:
+   * versions that a later one replaced before a wait answered are not seen. */
+  async *follow(id: string, options: FollowOptions = {}): AsyncGenerator<Handoff, void, undefined> {
+    let after = options.after ?? 0;
+    for (;;) {
+      let h: Handoff;
+      try {
+        h = await this.wait(id, { after, timeoutS: options.timeoutS }, options.signal);
+      } catch (error) {
+        if (options.signal?.aborted) return;
+        throw error;
+      }
+      if (h.version > after) {
+        after = h.version;
+        yield h;
+      }
+      if (h.state === "closed") return;
+    }
+  }
+
+  // ------------------------------------------------------------------ the work record
+
+  async setWork(id: string, input: WorkInput, options?: ChangeOptions) {
+    return take(await this.#api.PUT("/v1/handoffs/{id}/work", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async recordDecision(id: string, input: DecisionInput, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/decisions", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async recordArtifact(id: string, input: ArtifactInput, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/artifacts", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async raiseBlocker(id: string, input: BlockerInput, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/blockers", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async resolveBlocker(id: string, blockerId: string, options?: ChangeOptions) {
+    const params = { path: { id, bid: blockerId } };
+    return take(await this.#api.POST("/v1/handoffs/{id}/blockers/{bid}/resolve", { params, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async reportWorkspace(id: string, input: WorkspaceInput, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/workspace", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async setPolicy(id: string, input: PolicyInput, options?: ChangeOptions) {
+    return take(await this.#api.PUT("/v1/handoffs/{id}/policy", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  // ------------------------------------------------------------------ packages and briefings
+
+  /** `POST …/package` (owner); with `dryRun` a preview that writes nothing (and needs no key). */
+  async compilePackage(id: string, input: PackageRequest, options?: ChangeOptions & { dryRun?: boolean }) {
+    const dryRun = options?.dryRun ?? false;
+    const headers = dryRun ? this.#headers() : this.#headers(this.#key(options));
+    const params = { path: { id }, query: dryRun ? { dry_run: true } : {} };
+    return take(await this.#api.POST("/v1/handoffs/{id}/package", { params, body: input, headers, signal: options?.signal }));
+  }
+
+  /** `GET …/package`: the latest package and what its destination said of it. */
+  async getPackage(id: string, signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/handoffs/{id}/package", { params: this.#id(id), headers: this.#headers(), signal }));
+  }
+
+  /** `GET …/package?format=markdown`: the package for a person to read. */
+  async getPackageMarkdown(id: string, signal?: AbortSignal): Promise<string> {
+    const params = { path: { id }, query: { format: "markdown" as const } };
+    const answer = await this.#api.GET("/v1/handoffs/{id}/package", { params, headers: this.#headers(), signal, parseAs: "text" });
+    return take(answer as Answer<string>);
+  }
+
+  /** `POST …/package/accept` (machine): accepts exactly the document with this hash. */
+  async acceptPackage(id: string, packageHash: string, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/package/accept", { params: this.#id(id), body: { package_hash: packageHash }, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  async rejectPackage(id: string, input: RejectInput, options?: ChangeOptions) {
+    return take(await this.#api.POST("/v1/handoffs/{id}/package/reject", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+  }
+
+  /** `GET …/briefing`: the package as plain text within `budget` bytes. */
+  async briefing(id: string, query: { budget?: number; reach?: "api" | "none" } = {}, signal?: AbortSignal): Promise<string> {
+    const answer = await this.#api.GET("/v1/handoffs/{id}/briefing", { params: { path: { id }, query }, headers: this.#headers(), signal, parseAs: "text" });
+    return take(answer as Answer<string>);
+  }
+}

@@ -1,0 +1,249 @@
+// The TypeScript client against the real local Worker (HANDOFF_URL), with Node's test runner:
+//   scripts/client test http://127.0.0.1:8787
+// scripts/test starts the Worker and runs this after building the client (dist/).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createHmac, randomUUID } from "node:crypto";
+import http from "node:http";
+import { readFileSync } from "node:fs";
+import { HandoffClient, HandoffError } from "../dist/index.js";
+
+const URL_ = process.env.HANDOFF_URL;
+if (!URL_) throw new Error("HANDOFF_URL: the local Worker to test against");
+const KEY = process.env.HANDOFF_SIGNING_KEY;
+if (!KEY) throw new Error("HANDOFF_SIGNING_KEY: the key the Worker under test verifies tokens with");
+
+const b64 = (v) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v)).toString("base64url");
+/** An owner token signed like the service's (HS256), valid for an hour. */
+function ownerToken(owner) {
+  const head = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ sub: owner, role: "owner", exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  return `${head}.${createHmac("sha256", KEY).update(head).digest("base64url")}`;
+}
+
+const owner = () => new HandoffClient({ baseUrl: URL_, token: ownerToken(`ts-${randomUUID().slice(0, 8)}`) });
+const session = () => `chat-${randomUUID().slice(0, 12)}`;
+const work = { title: "Parser", goal: "Parse the config file", constraints: [], acceptance_criteria: ["all tests pass"] };
+
+/** A fetch that counts what it sends (and may answer some of it itself). */
+function counting(answer) {
+  const sent = [];
+  const fetch = async (request) => {
+    sent.push({ method: request.method, path: new URL(request.url).pathname, key: request.headers.get("Idempotency-Key") });
+    const made = answer?.(sent.length, request);
+    return made ?? globalThis.fetch(request);
+  };
+  return { sent, fetch };
+}
+
+test("a whole session through the client: create, report, hand the next turn off, accept, close", async () => {
+  const me = owner();
+  const { handoff, machineToken, created } = await me.create({ session: session(), machine: "m1", size: "large" });
+  assert.equal(created, true);
+  assert.equal((await me.create({ session: handoff.session, machine: "m1", size: "large" })).created, false, "the session's hand-off again");
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  let h = await machine.report(handoff.id, { turn: 1, status: "done", summary: "parsed half of it" });
+  assert.equal(h.status, "done");
+  await me.setWork(handoff.id, work);
+  h = await me.openTurn(handoff.id, {
+    after: 1,
+    handoff: { runtime: "codex", objective: "Finish the parser", purpose: "the context window is nearly full" },
+  });
+  assert.equal(h.turn, 2);
+  assert.equal(h.runtime, "codex");
+  const latest = await machine.getPackage(handoff.id);
+  assert.equal(latest.package_hash, h.package_hash);
+  const accepted = await machine.acceptPackage(handoff.id, latest.package_hash);
+  assert.equal(accepted.state, "accepted");
+  assert.match(await machine.briefing(handoff.id, { budget: 4000 }), /Finish the parser/);
+  await machine.report(handoff.id, { turn: 2, status: "done", summary: "parser finished" });
+  h = await me.close(handoff.id);
+  assert.equal(h.state, "closed");
+  const page = await me.list({ state: "closed" });
+  assert.deepEqual(page.handoffs.map((r) => r.id), [handoff.id], "the owner's list has it, closed");
+  const lineage = await me.turns(handoff.id);
+  assert.deepEqual(lineage.turns.map((t) => [t.turn, t.runtime]), [[1, null], [2, "codex"]]);
+});
+
+test("a change whose first answer was lost is retried with the same key and moves the version once", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  // A proxy in front of the Worker that forwards the first report, waits for the Worker's
+  // whole answer, and then cuts the client's connection instead of passing the answer on.
+  const seen = [];
+  const upstream = new URL(URL_);
+  const proxy = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      seen.push({ path: req.url, key: req.headers["idempotency-key"] });
+      const forward = http.request(
+        { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: { ...req.headers, host: upstream.host } },
+        (answer) => {
+          const body = [];
+          answer.on("data", (c) => body.push(c));
+          answer.on("end", () => {
+            if (req.url.endsWith("/report") && seen.filter((s) => s.path.endsWith("/report")).length === 1) {
+              req.socket.destroy();
+              return;
+            }
+            res.writeHead(answer.statusCode, answer.headers);
+            res.end(Buffer.concat(body));
+          });
+        },
+      );
+      forward.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  try {
+    const via = new HandoffClient({ baseUrl: `http://127.0.0.1:${proxy.address().port}`, token: machineToken });
+    const h = await via.report(handoff.id, { turn: 1, status: "needs-you", summary: "which database?" });
+    assert.equal(h.version, handoff.version + 1, "the first answer, replayed");
+    const reports = seen.filter((s) => s.path.endsWith("/report"));
+    assert.equal(reports.length, 2, "sent twice: the answer of the first was lost");
+    assert.ok(reports[0].key && reports[0].key === reports[1].key, "with the same Idempotency-Key");
+    assert.equal((await me.get(handoff.id)).version, handoff.version + 1, "the version moved once");
+  } finally {
+    proxy.closeAllConnections();
+    await new Promise((resolve) => proxy.close(resolve));
+  }
+});
+
+test("follow yields each version once, in order, and ends with the close", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  // In lockstep (each change waits until follow has seen the one before): every version.
+  const seen = [];
+  let saw;
+  let next = new Promise((resolve) => (saw = resolve));
+  const following = (async () => {
+    for await (const h of me.follow(handoff.id, { after: 0, timeoutS: 5 })) {
+      seen.push(h.version);
+      saw();
+    }
+  })();
+  for (let i = 0; i < 10; i++) {
+    await next;
+    next = new Promise((resolve) => (saw = resolve));
+    await machine.report(handoff.id, { turn: 1, status: i % 2 ? "running" : "needs-you", summary: `step ${i}` });
+  }
+  await next;
+  await me.close(handoff.id);
+  await following;
+  const last = (await me.get(handoff.id)).version;
+  assert.deepEqual(seen, Array.from({ length: last }, (_, i) => i + 1), "every version, once, in order");
+});
+
+test("follow over a busy session never repeats or goes back, and reaches the close", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const seen = [];
+  const following = (async () => {
+    for await (const h of me.follow(handoff.id, { timeoutS: 5 })) seen.push([h.version, h.state]);
+  })();
+  for (let i = 0; i < 30; i++) {
+    await machine.report(handoff.id, { turn: 1, status: i % 2 ? "running" : "needs-you", summary: `busy ${i}` });
+  }
+  const closed = await me.close(handoff.id);
+  await following;
+  const versions = seen.map(([v]) => v);
+  assert.ok(versions.every((v, i) => i === 0 || v > versions[i - 1]), `strictly rising: ${versions}`);
+  assert.deepEqual(seen.at(-1), [closed.version, "closed"]);
+});
+
+test("follow does not repeat a version when a wait times out on an idle session", async () => {
+  const me = owner();
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const seen = [];
+  const following = (async () => {
+    for await (const h of me.follow(handoff.id, { after: handoff.version, timeoutS: 1 })) seen.push(h.version);
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 2500)); // at least one wait answers unchanged
+  const closed = await me.close(handoff.id);
+  await following;
+  assert.deepEqual(seen, [closed.version]);
+});
+
+test("follow ends quietly when its signal aborts", async () => {
+  const me = owner();
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const stop = new AbortController();
+  const seen = [];
+  setTimeout(() => stop.abort(), 300);
+  for await (const h of me.follow(handoff.id, { after: handoff.version, timeoutS: 30, signal: stop.signal })) seen.push(h);
+  assert.deepEqual(seen, []);
+});
+
+test("each refusal surfaces as a HandoffError with its code and the hand-off it carried, and a 4xx is sent once", async () => {
+  const { sent, fetch } = counting();
+  const token = ownerToken(`ts-${randomUUID().slice(0, 8)}`);
+  const me = new HandoffClient({ baseUrl: URL_, token, fetch });
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken, fetch });
+  const refused = async (call, status, code) => {
+    const before = sent.length;
+    const error = await call().then(
+      () => assert.fail(`${code}: answered`),
+      (e) => e,
+    );
+    assert.ok(error instanceof HandoffError, String(error));
+    assert.equal(error.code, code);
+    assert.equal(error.status, status);
+    assert.equal(sent.length - before, 1, `${code} is final: sent once`);
+    return error;
+  };
+  let e = await refused(() => machine.report(handoff.id, { turn: 2, status: "done" }), 409, "handoff.turn_out_of_order");
+  assert.equal(e.handoff?.id, handoff.id, "the refusal carries the hand-off");
+  e = await refused(() => me.create({ session: handoff.session, machine: "m2", size: "large" }), 409, "handoff.conflict");
+  assert.equal(e.handoff?.machine, "m1");
+  await refused(() => me.openTurn(handoff.id, { after: 1 }), 409, "handoff.turn_running");
+  await refused(() => me.recordDecision(handoff.id, { statement: "s", evidence: [], supersedes: "dec_9" }), 404, "decision.not_found");
+  await refused(() => me.resolveBlocker(handoff.id, "blk_9"), 404, "blocker.not_found");
+  await machine.report(handoff.id, { turn: 1, status: "done" });
+  await me.setWork(handoff.id, work);
+  await me.openTurn(handoff.id, { after: 1 });
+  e = await refused(() => machine.report(handoff.id, { turn: 1, status: "done" }), 409, "handoff.stale");
+  assert.equal(e.handoff?.turn, 2);
+  await refused(() => me.report(handoff.id, { turn: 2, status: "done" }), 403, "auth.forbidden");
+  await refused(() => me.get("ho_00000000000000000000000000000000"), 404, "handoff.not_found");
+  await refused(() => machine.report(handoff.id, { turn: 2, status: "exploded" }), 400, "request.invalid");
+  await refused(() => machine.acceptPackage(handoff.id, "0".repeat(64)), 404, "package.not_found");
+  await me.compilePackage(handoff.id, { runtime: "codex", objective: "o", purpose: "p" });
+  e = await refused(() => machine.acceptPackage(handoff.id, "0".repeat(64)), 409, "package.stale");
+  assert.match(e.packageHash ?? "", /^[0-9a-f]{64}$/, "a stale accept carries the current hash");
+  await me.cancel(handoff.id, {}, { idempotencyKey: "same-key" });
+  await refused(() => me.close(handoff.id, { idempotencyKey: "same-key" }), 422, "idempotency.mismatch");
+  await me.close(handoff.id);
+  e = await refused(() => me.cancel(handoff.id), 409, "handoff.closed");
+  assert.equal(e.handoff?.state, "closed");
+  const stranger = new HandoffClient({ baseUrl: URL_, token: "not.a.token", fetch });
+  await refused(() => stranger.get(handoff.id), 401, "auth.invalid");
+});
+
+test("429, 503 and network errors are retried with the same key, and give up after the last attempt", async () => {
+  const me = owner();
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const busy = (status) => new Response(JSON.stringify({ error: { code: status === 429 ? "wait.too_many" : "store.unavailable", message: "busy" } }), { status, headers: { "Retry-After": "0" } });
+  const { sent, fetch } = counting((n) => (n === 1 ? busy(503) : n === 2 ? busy(429) : n === 3 ? Promise.reject(new TypeError("network")) : undefined));
+  const flaky = new HandoffClient({ baseUrl: URL_, token: ownerToken(handoff.owner), fetch });
+  const h = await flaky.cancel(handoff.id);
+  assert.equal(h.status, "cancelled");
+  assert.equal(sent.length, 4);
+  assert.ok(sent.every((s) => s.key === sent[0].key && s.key), "one Idempotency-Key on every attempt");
+  const { sent: tries, fetch: down } = counting(() => busy(503));
+  const e = await new HandoffClient({ baseUrl: URL_, token: "t", fetch: down, attempts: 3 }).get(handoff.id).catch((x) => x);
+  assert.equal(e.code, "store.unavailable");
+  assert.equal(tries.length, 3, "three attempts, then the refusal");
+});
+
+test("the README's From TypeScript example runs as written", async () => {
+  const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8");
+  const section = readme.slice(readme.indexOf("## From TypeScript"));
+  const code = section.match(/```js\n([\s\S]*?)```/)?.[1]?.replace(/^import .*$/gm, "");
+  assert.ok(code, "the README has a js example under From TypeScript");
+  const run = new Function("HandoffClient", "HANDOFF_URL", "OWNER_TOKEN", `return (async () => {\n${code}\nreturn log;\n})();`);
+  const log = await run(HandoffClient, URL_, ownerToken(`ts-readme-${randomUUID().slice(0, 8)}`));
+  assert.deepEqual(log.at(-1), "closed");
+});
