@@ -51,7 +51,7 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
         ];
         for (answer, command) in steps {
             assert_eq!(answer.status, 200, "{}", answer.text);
-            record = turn::apply(&record, &command, 0).unwrap().record;
+            record = turn::apply(&record, &command, 0).unwrap().next;
         }
     }
     (id, machine, record)

@@ -132,9 +132,9 @@ fn drive(c: &Client, owner_token: &str, current: Option<Tracked>, rng: &mut Rng)
                 let expected = turn::apply(&t.acked, &command, 0).expect("the driver only sends changes the rules accept");
                 assert!(expected.moved);
                 assert_eq!(a.status, 200, "{command:?}: {}", a.text);
-                assert_eq!(Snapshot::from_json(a.handoff()), Some(Snapshot::of(&expected.record)), "{command:?}: {}", a.text);
+                assert_eq!(Snapshot::from_json(a.handoff()), Some(Snapshot::of(&expected.next)), "{command:?}: {}", a.text);
                 let mut t = t;
-                t.acked = expected.record;
+                t.acked = expected.next;
                 t.kinds.push(kind(&command));
                 current = Some(t);
             }
@@ -156,7 +156,7 @@ fn recover(c: &Client, t: &mut Tracked, in_flight: Option<&Command>) -> Result<&
     let Some(command) = in_flight else {
         return Err(format!("{}: acknowledged {}, found {found}", t.id, Snapshot::of(&t.acked)));
     };
-    let whole = turn::apply(&t.acked, command, 0).unwrap().record;
+    let whole = turn::apply(&t.acked, command, 0).unwrap().next;
     if found != Snapshot::of(&whole) {
         return Err(format!("{}: acknowledged {}, in flight {command:?}, found {found} (neither)", t.id, Snapshot::of(&t.acked)));
     }

@@ -128,11 +128,11 @@ fn agree(moves: &[Move], rows: &RefCell<HashSet<(Phase, Ask)>>) -> Result<(), Te
         match (answer(&model, &asked), turn::apply(&core, &c, i as i64 + 1)) {
             (Ok(expected), Ok(got)) => {
                 prop_assert_eq!(got.moved, expected.moved, "version movement: {}", at());
-                prop_assert_eq!(&Snapshot::of(&got.record), &expected.handoff, "after {}", at());
+                prop_assert_eq!(&Snapshot::of(&got.next), &expected.handoff, "after {}", at());
                 let version = if expected.moved { model.version + 1 } else { model.version };
                 prop_assert_eq!(expected.handoff.version, version, "the model's own version rule: {}", at());
                 model = expected.handoff;
-                core = got.record;
+                core = got.next;
             }
             (Err(expected), Err(got)) => prop_assert_eq!(got.as_str(), expected.code(), "refusal code: {}", at()),
             (Ok(expected), Err(got)) => {
@@ -140,7 +140,7 @@ fn agree(moves: &[Move], rows: &RefCell<HashSet<(Phase, Ask)>>) -> Result<(), Te
                 return Err(TestCaseError::fail(format!("{}: the model answers 200 {expected}, the core refuses {got}", at())));
             }
             (Err(expected), Ok(got)) => {
-                let got = Snapshot::of(&got.record);
+                let got = Snapshot::of(&got.next);
                 return Err(TestCaseError::fail(format!("{}: the model refuses {}, the core answers 200 {got}", at(), expected.code())));
             }
         }
