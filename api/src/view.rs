@@ -6,7 +6,7 @@
 //! field an older one lacks reads as `None`, so a client and a Worker need not be deployed in
 //! lockstep. A suggestion's reason stays text for the same reason.
 
-use handoff_core::handoff::{self, Effect};
+use handoff_core::handoff::Effect;
 use handoff_core::index::IndexRow;
 use handoff_core::package::{CompileAnswer, ContinuedFrom, LatestAnswer, OfferState, RejectReason, Rejection as CoreRejection, TurnEntry};
 use handoff_core::role::Role;
@@ -354,12 +354,12 @@ impl From<&LatestAnswer> for Latest {
 
 /// The body of a success: `{"handoff": record}`, and beside it what the change answered
 /// (an item of the work record under its kind, a package's fields, the policy).
-pub fn answer(h: &handoff::Handoff, effect: &Effect) -> Value {
+pub fn answer(record: &Record, effect: &Effect) -> Value {
     let mut body = Map::new();
     match effect {
         Effect::Nothing => {}
         Effect::Item(item) => {
-            body.insert(item.kind().into(), item_view(&h.record.id, item));
+            body.insert(item.kind().into(), item_view(&record.id, item));
         }
         Effect::Compiled(c) => extend(&mut body, &Compiled::from(c)),
         Effect::Package(l) => extend(&mut body, &Latest::from(l)),
@@ -367,15 +367,13 @@ pub fn answer(h: &handoff::Handoff, effect: &Effect) -> Value {
             body.insert("policy".into(), to_value(p));
         }
     }
-    body.insert("handoff".into(), to_value(&Handoff::from(&h.record)));
+    body.insert("handoff".into(), to_value(&Handoff::from(record)));
     Value::Object(body)
 }
 
 /// `{"handoff": record}`: what a read, a wait and a create answer.
 pub fn record_answer(record: &Record) -> Value {
-    let mut body = Map::new();
-    body.insert("handoff".into(), to_value(&Handoff::from(record)));
-    Value::Object(body)
+    answer(record, &Effect::Nothing)
 }
 
 fn item_view(handoff_id: &str, item: &Item) -> Value {

@@ -125,7 +125,7 @@ impl HandoffObject {
             Err(e) => return Answer::refused(e, Some(&h)).into_response(),
             Ok(out) => out,
         };
-        let answer = Answer::ok(view::answer(&out.next, &out.answer));
+        let answer = Answer::ok(view::answer(&out.next.record, &out.answer));
         let remembered = idempotency.and_then(|idem| api_idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
         let remember = remembered.as_ref().map(|(key, r)| (*key, r));
         if !out.moved {
@@ -204,7 +204,7 @@ impl HandoffObject {
                 Err(e) => Answer::refused(e, Some(&h)).into_response(),
                 Ok(latest) if markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
-                    Answer::ok(view::answer(&h, &Effect::Package(latest))).into_response()
+                    Answer::ok(view::answer(&h.record, &Effect::Package(latest))).into_response()
                 }
             },
             Read::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {

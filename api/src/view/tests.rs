@@ -68,16 +68,16 @@ fn an_item_answers_under_its_kind_beside_the_record() {
         recorded_at: 5_000,
         by: Role::Owner,
     };
-    let body = answer(&h, &Effect::Item(Item::Decision(decision)));
+    let body = answer(&h.record, &Effect::Item(Item::Decision(decision)));
     assert_eq!(body["decision"]["id"], "dec_2");
     assert_eq!(body["decision"]["recorded_at"], "1970-01-01T00:00:05.000Z");
     assert_eq!(body["decision"]["by"], "owner");
     assert_eq!(body["handoff"]["id"], "ho_1");
     let workspace = Item::Workspace { files: vec![FileInput { path: "a".into(), insertions: 1, deletions: 2 }], paths_kept: 7 };
-    let body = answer(&h, &Effect::Item(workspace));
+    let body = answer(&h.record, &Effect::Item(workspace));
     assert_eq!(body["workspace"], json!({"files": [{"path": "a", "insertions": 1, "deletions": 2}], "paths_kept": 7}));
-    let body = answer(&h, &Effect::Nothing);
-    assert_eq!(body, record_answer(&h.record));
+    let body = answer(&h.record, &Effect::Nothing);
+    assert_eq!(body, json!({"handoff": serde_json::to_value(Handoff::from(&h.record)).unwrap()}), "the record alone");
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn the_work_answers_with_the_handoff_id() {
         constraints: vec!["c".into()],
         acceptance_criteria: vec![],
     };
-    let body = answer(&h, &Effect::Item(Item::Work(input)));
+    let body = answer(&h.record, &Effect::Item(Item::Work(input)));
     assert_eq!(body["work"]["id"], "ho_1");
     assert_eq!(body["work"]["constraints"], json!(["c"]));
 }
@@ -114,7 +114,7 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
     let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
     let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
     let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
-    let body = answer(&compiled.next, &compiled.answer);
+    let body = answer(&compiled.next.record, &compiled.answer);
     assert_eq!((body["package_version"].as_u64(), body["changed"].as_bool()), (Some(1), Some(true)));
     assert_eq!(body["package"]["format"], 1);
     let hash = body["package_hash"].as_str().unwrap().to_string();
@@ -123,13 +123,13 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
 
     let reject = RejectInput { reason: RejectReason::WrongRuntime, note: "not codex".into() };
     let rejected = apply(&compiled.next, &Change::Reject { input: reject }, Role::Machine, 3).unwrap();
-    let body = answer(&rejected.next, &rejected.answer);
+    let body = answer(&rejected.next.record, &rejected.answer);
     assert_eq!(body["state"], "rejected");
     assert_eq!(body["rejection"], json!({"reason": "wrong_runtime", "note": "not codex", "rejected_at": "1970-01-01T00:00:00.003Z", "by": "machine"}));
 
     let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
     let set = apply(&rejected.next, &Change::SetPolicy { policy }, Role::Owner, 4).unwrap();
-    let body = answer(&set.next, &set.answer);
+    let body = answer(&set.next.record, &set.answer);
     assert_eq!(body["policy"], json!({"runtimes": ["codex"], "context_threshold_pct": 80}));
     assert_eq!(body["handoff"]["version"], set.next.record.version);
 }
