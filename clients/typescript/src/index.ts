@@ -187,6 +187,11 @@ export class HandoffClient {
     return options?.idempotencyKey ?? crypto.randomUUID();
   }
 
+  /** The headers and signal of a change: its bearer token and its Idempotency-Key. */
+  #change(options?: ChangeOptions) {
+    return { headers: this.#headers(this.#key(options)), signal: options?.signal };
+  }
+
   #id(id: string) {
     return { path: { id } };
   }
@@ -196,7 +201,7 @@ export class HandoffClient {
   /** `POST /v1/handoffs` (owner): the session's hand-off, made or found (`created` says which),
    * and the machine token for it. */
   async create(input: CreateInput, options?: ChangeOptions) {
-    const answer = await this.#api.POST("/v1/handoffs", { body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const answer = await this.#api.POST("/v1/handoffs", { body: input, ...this.#change(options) });
     const data = take(answer);
     return { handoff: data.handoff, machineToken: data.machine_token, created: answer.response.status === 201 };
   }
@@ -212,7 +217,7 @@ export class HandoffClient {
 
   /** `POST …/turns` (owner): opens the next turn after `after`, optionally handing it to a runtime. */
   async openTurn(id: string, input: OpenTurnInput, options?: ChangeOptions): Promise<Handoff> {
-    const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
   }
 
@@ -223,17 +228,17 @@ export class HandoffClient {
 
   /** `POST …/report` (machine): the current turn's status. */
   async report(id: string, input: ReportInput, options?: ChangeOptions): Promise<Handoff> {
-    const answer = await this.#api.POST("/v1/handoffs/{id}/report", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const answer = await this.#api.POST("/v1/handoffs/{id}/report", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
   }
 
   async cancel(id: string, input: CancelInput = {}, options?: ChangeOptions): Promise<Handoff> {
-    const answer = await this.#api.POST("/v1/handoffs/{id}/cancel", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const answer = await this.#api.POST("/v1/handoffs/{id}/cancel", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
   }
 
   async close(id: string, options?: ChangeOptions): Promise<Handoff> {
-    const answer = await this.#api.POST("/v1/handoffs/{id}/close", { params: this.#id(id), body: {}, headers: this.#headers(this.#key(options)), signal: options?.signal });
+    const answer = await this.#api.POST("/v1/handoffs/{id}/close", { params: this.#id(id), body: {}, ...this.#change(options) });
     return take(answer).handoff;
   }
 
@@ -268,32 +273,32 @@ export class HandoffClient {
   // ------------------------------------------------------------------ the work record
 
   async setWork(id: string, input: WorkInput, options?: ChangeOptions) {
-    return take(await this.#api.PUT("/v1/handoffs/{id}/work", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.PUT("/v1/handoffs/{id}/work", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   async recordDecision(id: string, input: DecisionInput, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/decisions", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/decisions", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   async recordArtifact(id: string, input: ArtifactInput, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/artifacts", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/artifacts", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   async raiseBlocker(id: string, input: BlockerInput, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/blockers", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/blockers", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   async resolveBlocker(id: string, blockerId: string, options?: ChangeOptions) {
     const params = { path: { id, bid: blockerId } };
-    return take(await this.#api.POST("/v1/handoffs/{id}/blockers/{bid}/resolve", { params, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/blockers/{bid}/resolve", { params, ...this.#change(options) }));
   }
 
   async reportWorkspace(id: string, input: WorkspaceInput, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/workspace", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/workspace", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   async setPolicy(id: string, input: PolicyInput, options?: ChangeOptions) {
-    return take(await this.#api.PUT("/v1/handoffs/{id}/policy", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.PUT("/v1/handoffs/{id}/policy", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   // ------------------------------------------------------------------ packages and briefings
@@ -320,11 +325,11 @@ export class HandoffClient {
 
   /** `POST …/package/accept` (machine): accepts exactly the document with this hash. */
   async acceptPackage(id: string, packageHash: string, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/package/accept", { params: this.#id(id), body: { package_hash: packageHash }, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/package/accept", { params: this.#id(id), body: { package_hash: packageHash }, ...this.#change(options) }));
   }
 
   async rejectPackage(id: string, input: RejectInput, options?: ChangeOptions) {
-    return take(await this.#api.POST("/v1/handoffs/{id}/package/reject", { params: this.#id(id), body: input, headers: this.#headers(this.#key(options)), signal: options?.signal }));
+    return take(await this.#api.POST("/v1/handoffs/{id}/package/reject", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
 
   /** `GET …/briefing`: the package as plain text within `budget` bytes. */
