@@ -40,6 +40,7 @@ enum Route {
     RejectPackage,
     Briefing,
     Policy,
+    Runtimes,
     /// Test hook: make an owner's index refuse (or accept again) deliveries.
     TestRefuseIndex,
     /// Test hook: deliver a row to the caller's own index, as an outbox would (replays, reorders).
@@ -58,7 +59,7 @@ impl Route {
         match self {
             Route::Health | Route::Handoff | Route::Wait | Route::Briefing | Route::BenchFloor | Route::TestStorage => &[Method::Get],
             Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
-            Route::Work | Route::Policy => &[Method::Put],
+            Route::Work | Route::Policy | Route::Runtimes => &[Method::Put],
             Route::Report
             | Route::Cancel
             | Route::Close
@@ -83,7 +84,7 @@ impl Route {
             // A machine token must not freeze its owner's list or break the owner's hand-off.
             Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage => Some(Role::Owner),
             Route::Turns | Route::Package if !reading => Some(Role::Owner),
-            Route::Report | Route::Workspace => Some(Role::Machine),
+            Route::Report | Route::Workspace | Route::Runtimes => Some(Role::Machine),
             _ => None,
         }
     }
@@ -117,6 +118,7 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
         ["v1", "handoffs", id, "package", "reject"] => Some((Route::RejectPackage, Some(*id), None)),
         ["v1", "handoffs", id, "briefing"] => Some((Route::Briefing, Some(*id), None)),
         ["v1", "handoffs", id, "policy"] => Some((Route::Policy, Some(*id), None)),
+        ["v1", "handoffs", id, "runtimes"] => Some((Route::Runtimes, Some(*id), None)),
         _ => None,
     }
 }
@@ -276,6 +278,7 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
         }
         Route::Policy => change(Change::SetPolicy { policy: input::parse_body(body)? }),
+        Route::Runtimes => change(Change::SetRuntimes { input: input::parse_body(body)? }),
         Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::BenchFloor => {
             Err(ApiError::new(Code::RouteNotFound, "no such route"))
         }

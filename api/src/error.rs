@@ -54,7 +54,8 @@ pub fn status(code: Code) -> u16 {
         | Code::TurnOutOfOrder
         | Code::TurnFinished
         | Code::PackageStale
-        | Code::PackageAccepted => 409,
+        | Code::PackageAccepted
+        | Code::RuntimeUnavailable => 409,
         Code::RequestTooLarge => 413,
         Code::IdempotencyMismatch => 422,
         Code::RequestInvalid => 400,

@@ -10,6 +10,7 @@ use handoff_core::handoff::Effect;
 use handoff_core::index::IndexRow;
 use handoff_core::package::{CompileAnswer, ContinuedFrom, LatestAnswer, OfferState, RejectReason, Rejection as CoreRejection, TurnEntry};
 use handoff_core::role::Role;
+use handoff_core::runtimes::{self, Runtime};
 use handoff_core::suggestion;
 use handoff_core::time::rfc3339;
 use handoff_core::turn::{Record, State, Status};
@@ -43,6 +44,22 @@ pub struct Handoff {
     pub continued_from: Option<ContinuedFrom>,
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
+    /// What the session's machine last reported it can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_runtimes: Option<MachineRuntimes>,
+}
+
+/// `machine_runtimes` of a record: the machine's newest `PUT …/runtimes` and when it came.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineRuntimes {
+    pub runtimes: Vec<Runtime>,
+    pub reported_at: String,
+}
+
+impl From<&runtimes::MachineRuntimes> for MachineRuntimes {
+    fn from(m: &runtimes::MachineRuntimes) -> MachineRuntimes {
+        MachineRuntimes { runtimes: m.runtimes.clone(), reported_at: rfc3339(m.reported_at) }
+    }
 }
 
 impl From<&Record> for Handoff {
@@ -65,6 +82,7 @@ impl From<&Record> for Handoff {
             package_hash: r.package_hash.clone(),
             continued_from: r.continued_from.clone(),
             suggestion: r.suggestion.as_ref().map(Suggestion::from),
+            machine_runtimes: r.machine_runtimes.as_ref().map(MachineRuntimes::from),
         }
     }
 }

@@ -9,6 +9,7 @@
 use handoff_api::input::{self, CancelInput, CreateInput, OpenTurnInput, ReportInput};
 use handoff_api::view;
 use handoff_core::package::{PackageRequest, RejectInput};
+use handoff_core::runtimes::RuntimesInput;
 use handoff_core::suggestion::Policy;
 use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, WorkInput, WorkspaceInput};
 use serde::de::DeserializeOwned;
@@ -88,11 +89,13 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "compilePackage" => checked::<PackageRequest>(example),
             "rejectPackage" => checked::<RejectInput>(example),
             "setPolicy" => checked::<Policy>(example),
+            "setRuntimes" => checked::<RuntimesInput>(example),
             _ => return None,
         },
         Place::Schema(name) => match name.as_str() {
             "Handoff" => answer::<view::Handoff>(example),
             "Suggestion" => answer::<view::Suggestion>(example),
+            "MachineRuntimes" => answer::<view::MachineRuntimes>(example),
             "CreateAnswer" => answer::<view::Created>(example),
             "ListRow" => answer::<view::Row>(example),
             "TurnEntry" => answer::<view::Turn>(example),
@@ -109,11 +112,11 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
 #[test]
 fn every_example_in_the_contract_reads_into_its_type_and_writes_back_equal() {
     let examples = examples();
-    assert!(examples.len() >= 21, "the examples were not found: {}", examples.len());
+    assert!(examples.len() >= 23, "the examples were not found: {}", examples.len());
     for (place, line, example) in &examples {
         let back = round_trip(place, example).unwrap_or_else(|| panic!("line {line}: no type is named for the example of {place:?}"));
         assert_eq!(&back, example, "line {line} ({place:?}) changed in a round trip");
     }
     let requests = examples.iter().filter(|(p, _, _)| matches!(p, Place::Request(_))).count();
-    assert_eq!(requests, 12, "one request example per operation that takes a body");
+    assert_eq!(requests, 13, "one request example per operation that takes a body");
 }

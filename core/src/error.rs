@@ -33,10 +33,12 @@ pub enum Code {
     BlockerNotFound,
     /// A deployed environment whose signing key is the public development key or too short.
     AuthMisconfigured,
+    /// A hand-off to a runtime the session's machine reported absent or signed out.
+    RuntimeUnavailable,
 }
 
 impl Code {
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 26] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -62,6 +64,7 @@ impl Code {
         Code::DecisionNotFound,
         Code::BlockerNotFound,
         Code::AuthMisconfigured,
+        Code::RuntimeUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -91,6 +94,7 @@ impl Code {
             Code::DecisionNotFound => "decision.not_found",
             Code::BlockerNotFound => "blocker.not_found",
             Code::AuthMisconfigured => "auth.misconfigured",
+            Code::RuntimeUnavailable => "runtime.unavailable",
         }
     }
 

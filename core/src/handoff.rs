@@ -15,6 +15,7 @@ use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
 use crate::package::{CompileAnswer, LatestAnswer, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::runtimes::{self, MachineRuntimes, RuntimesInput};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::EpochMs;
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
@@ -68,6 +69,8 @@ pub enum Change {
     Accept { package_hash: String },
     Reject { input: RejectInput },
     SetPolicy { policy: Policy },
+    /// The machine's report of the runtimes it can run, replacing the last one whole.
+    SetRuntimes { input: RuntimesInput },
 }
 
 impl Change {
@@ -92,6 +95,7 @@ impl Change {
             Change::Accept { .. } => "package_accepted",
             Change::Reject { .. } => "package_rejected",
             Change::SetPolicy { .. } => "policy",
+            Change::SetRuntimes { .. } => "runtimes",
         }
     }
 }
@@ -179,6 +183,17 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             dirty.extras = h.extras.policy.as_ref() != Some(policy);
             (dirty.extras, Effect::Policy(policy.clone()))
         }
+        Change::SetRuntimes { input } => {
+            if by != Role::Machine {
+                return Err(Refusal::new(Code::AuthForbidden, "only the session's machine reports its runtimes"));
+            }
+            if h.record.state == turn::State::Closed {
+                return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
+            }
+            // Always a change: the time of the report is what keeps its runtimes available.
+            next.record.machine_runtimes = Some(MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: now });
+            (true, Effect::Nothing)
+        }
     };
     if !moved {
         // Nothing changed, so the working copy is the hand-off as it was: no second clone.
@@ -243,7 +258,7 @@ fn turn_change(
             next.work = recorded.next;
         }
         if let (Some(usage), Some(policy)) = (usage, h.extras.policy.as_ref()) {
-            moved |= raise_suggestions(next, dirty, policy, usage, ends_turn);
+            moved |= raise_suggestions(next, dirty, policy, usage, ends_turn, now);
         }
     }
     Ok(moved)
@@ -274,8 +289,10 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     dirty.lineage_from = Some(last);
 }
 
-/// Compiles the package that briefs the turn just opened, in the same change.
+/// Compiles the package that briefs the turn just opened, in the same change; refused when
+/// the machine reported the runtime absent or signed out.
 fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now: EpochMs) -> Result<(), Refusal> {
+    runtimes::check_handoff(next.record.machine_runtimes.as_ref(), &request.runtime, now)?;
     let last = next.lineage.len() - 1;
     next.lineage[last].runtime = Some(request.runtime.clone());
     next.record.runtime = Some(request.runtime.clone());
@@ -292,15 +309,16 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
 }
 
 /// Raises each suggestion this report calls for that this turn has not had; true if any.
-fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usage: &Usage, ends_turn: bool) -> bool {
+fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usage: &Usage, ends_turn: bool, now: EpochMs) -> bool {
     let turn = next.record.turn;
     let mut raised_any = false;
     for reason in suggestion::reasons(policy, usage, ends_turn) {
         if next.extras.raised.contains(&(turn, reason)) {
             continue;
         }
-        let current_runtime = next.record.runtime.clone();
-        if let Some(s) = suggestion::suggest(&next.record.id, turn, reason, policy, current_runtime.as_deref()) {
+        let r = &next.record;
+        let at = suggestion::Context { id: &r.id, turn, current_runtime: r.runtime.as_deref(), machine: r.machine_runtimes.as_ref(), now };
+        if let Some(s) = suggestion::suggest(&at, reason, policy) {
             next.record.suggestion = Some(s);
             next.extras.raised.push((turn, reason));
             dirty.extras = true;

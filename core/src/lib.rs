@@ -12,6 +12,7 @@ pub mod role;
 pub mod turn;
 pub mod index;
 pub mod suggestion;
+pub mod runtimes;
 pub mod handoff;
 pub mod work;
 pub mod package;

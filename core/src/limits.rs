@@ -15,6 +15,14 @@ pub const LIST_LIMIT_DEFAULT: u32 = 50;
 pub const LIST_LIMIT_MAX: u32 = 200;
 /// Runtimes one suggestion policy may name.
 pub const POLICY_RUNTIMES_MAX: usize = 16;
+/// Runtimes one machine report (`PUT …/runtimes`) may list.
+pub const MACHINE_RUNTIMES_MAX: usize = 16;
+/// A reported runtime's version text (UTF-8 bytes).
+pub const RUNTIME_VERSION_BYTES_MAX: usize = 64;
+/// How long a machine's runtimes report counts: past it, nothing is suggested from it and it
+/// refuses no hand-off. A day, like a machine token: a machine reports when a session starts
+/// (`handoff hook claude-code` on `SessionStart`) and again when its report is half this old.
+pub const RUNTIMES_FRESH_MS: i64 = 24 * 60 * 60 * 1000;
 /// Session, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
 pub const ID_CHARS_MAX: usize = 128;
 /// A bearer token longer than this is refused unread (`auth.invalid`).

@@ -4,12 +4,15 @@
 //! opens and no runtime changes until the owner acts.
 //!
 //! Invariants: at most one suggestion per turn and reason; none without a policy or without
-//! an eligible runtime (one other than the current turn's); cleared when the next turn opens.
+//! an eligible runtime (one of the policy's, other than the current turn's, and available on
+//! the machine: see [`crate::runtimes`]); cleared when the next turn opens.
 
 use crate::error::Refusal;
 use crate::ids::is_id;
 use crate::limits::POLICY_RUNTIMES_MAX;
 use crate::json::Checked;
+use crate::runtimes::{availability, Availability, MachineRuntimes};
+use crate::time::EpochMs;
 use serde::{Deserialize, Serialize};
 
 /// `PUT /v1/handoffs/:id/policy`.
@@ -105,10 +108,25 @@ pub fn reasons(policy: &Policy, usage: &Usage, ends_turn: bool) -> Vec<Reason> {
     found
 }
 
-/// The suggestion for `reason` on `turn`, or `None` when no runtime other than the current
-/// one is eligible.
-pub fn suggest(id: &str, turn: u64, reason: Reason, policy: &Policy, current_runtime: Option<&str>) -> Option<Suggestion> {
-    let runtimes: Vec<String> = policy.runtimes.iter().filter(|r| Some(r.as_str()) != current_runtime).cloned().collect();
+/// Where a suggestion is raised: the hand-off, its turn, the runtime running it (when the turn
+/// was handed to one), what the machine reported it can run, and the time.
+pub struct Context<'a> {
+    pub id: &'a str,
+    pub turn: u64,
+    pub current_runtime: Option<&'a str>,
+    pub machine: Option<&'a MachineRuntimes>,
+    pub now: EpochMs,
+}
+
+/// The suggestion for `reason`, or `None` when no runtime is eligible: one in the policy, other
+/// than the current turn's, and available on the machine (reported installed and signed in,
+/// recently enough).
+pub fn suggest(at: &Context<'_>, reason: Reason, policy: &Policy) -> Option<Suggestion> {
+    let eligible = |r: &&String| {
+        Some(r.as_str()) != at.current_runtime && availability(at.machine, r, at.now) == Availability::Available
+    };
+    let runtimes: Vec<String> = policy.runtimes.iter().filter(eligible).cloned().collect();
+    let (id, turn) = (at.id, at.turn);
     let first = runtimes.first()?;
     let command = format!("handoff turn {id} --after {turn} --to {first} --objective \"…\" --purpose \"…\"");
     Some(Suggestion { reason, turn, runtimes, command })
@@ -118,6 +136,8 @@ pub fn suggest(id: &str, turn: u64, reason: Reason, policy: &Policy, current_run
 mod tests {
     use super::*;
     use crate::json::parse_checked;
+    use crate::limits::RUNTIMES_FRESH_MS;
+    use crate::runtimes::Runtime;
 
     fn policy() -> Policy {
         Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(5) }
@@ -154,13 +174,38 @@ mod tests {
         assert!(reasons(&policy(), &usage, false).is_empty());
     }
 
+    fn machine(signed_in: &[(&str, Option<bool>)]) -> MachineRuntimes {
+        let runtimes = signed_in.iter().map(|(name, s)| Runtime { name: name.to_string(), version: None, signed_in: *s }).collect();
+        MachineRuntimes { runtimes, reported_at: 1_000 }
+    }
+
+    fn at<'a>(current_runtime: Option<&'a str>, machine: Option<&'a MachineRuntimes>, now: EpochMs) -> Context<'a> {
+        Context { id: "ho_1", turn: 2, current_runtime, machine, now }
+    }
+
     #[test]
     fn the_current_runtime_is_never_suggested_and_none_eligible_means_no_suggestion() {
-        let s = suggest("ho_1", 2, Reason::ContextThreshold, &policy(), Some("claude-code")).unwrap();
+        let both = machine(&[("claude-code", Some(true)), ("codex", Some(true))]);
+        let s = suggest(&at(Some("claude-code"), Some(&both), 1_000), Reason::ContextThreshold, &policy()).unwrap();
         assert_eq!(s.runtimes, vec!["codex".to_string()]);
         assert!(s.command.starts_with("handoff turn ho_1 --after 2 --to codex"));
         let only = Policy { runtimes: vec!["codex".into()], ..policy() };
-        assert_eq!(suggest("ho_1", 2, Reason::ContextThreshold, &only, Some("codex")), None);
+        assert_eq!(suggest(&at(Some("codex"), Some(&both), 1_000), Reason::ContextThreshold, &only), None);
+    }
+
+    #[test]
+    fn only_runtimes_the_machine_reported_available_are_suggested() {
+        let suggested = |m: Option<&MachineRuntimes>, now| suggest(&at(None, m, now), Reason::ContextThreshold, &policy()).map(|s| s.runtimes);
+        let signed_out = machine(&[("claude-code", Some(false)), ("codex", Some(true))]);
+        assert_eq!(suggested(Some(&signed_out), 1_000), Some(vec!["codex".to_string()]));
+        let unchecked = machine(&[("claude-code", None), ("codex", Some(true))]);
+        assert_eq!(suggested(Some(&unchecked), 1_000), Some(vec!["codex".to_string()]));
+        let absent = machine(&[("codex", Some(true)), ("aider", Some(true))]);
+        assert_eq!(suggested(Some(&absent), 1_000), Some(vec!["codex".to_string()]), "aider is not in the policy");
+        assert_eq!(suggested(Some(&absent), 1_000 + RUNTIMES_FRESH_MS + 1), None, "a stale report makes none available");
+        assert_eq!(suggested(None, 1_000), None, "a machine that never reported offers nothing");
+        let none_signed_in = machine(&[("claude-code", Some(false)), ("codex", None)]);
+        assert_eq!(suggested(Some(&none_signed_in), 1_000), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - the turn number only rises, by one, through `OpenTurn`.
 
 use crate::error::Code;
+use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
 use crate::time::EpochMs;
@@ -126,6 +127,9 @@ pub struct Record {
     /// A hand-off the owner may choose to make; never acted on by the service.
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
+    /// The runtimes the session's machine last reported installed (`PUT …/runtimes`).
+    #[serde(default)]
+    pub machine_runtimes: Option<MachineRuntimes>,
 }
 
 impl Record {
@@ -149,6 +153,7 @@ impl Record {
             package_hash: None,
             continued_from: None,
             suggestion: None,
+            machine_runtimes: None,
         }
     }
 

@@ -98,7 +98,10 @@ export interface paths {
          *     `continued_from`. Opening a turn clears any `suggestion`.
          *     Refusals (409, with the hand-off): `handoff.turn_conflict` for a caller that saw an
          *     older turn or claims a future one; `handoff.turn_running` while the current turn is
-         *     still going; `handoff.closed`. A machine token: 403.
+         *     still going; `handoff.closed`; `runtime.unavailable` when `handoff.runtime` is one the
+         *     session's machine reported (within the last 24 h, `PUT …/runtimes`) as not installed
+         *     or signed out. A runtime the machine never reported, reported without a credential
+         *     check, or reported more than 24 h ago may still be handed to. A machine token: 403.
          */
         post: operations["openTurn"];
         delete?: never;
@@ -130,7 +133,9 @@ export interface paths {
          *     A final report may carry `unmet` (indices of acceptance criteria, unresolved until a
          *     later final report leaves them out; an index that names no criterion is 400). A report
          *     may carry `usage`; with a policy set, crossing its thresholds or ending on a provider
-         *     limit adds a `suggestion` to the record (once per turn and reason, as a version move).
+         *     limit adds a `suggestion` to the record (once per turn and reason, as a version move)
+         *     naming the policy's runtimes that the machine reported available (installed and
+         *     signed in, within the last 24 h) other than the current turn's; with none, nothing.
          */
         post: operations["report"];
         delete?: never;
@@ -484,9 +489,40 @@ export interface paths {
         /**
          * The runtimes this owner can hand off to, and the thresholds (owner).
          * @description Without a policy nothing is suggested. A suggestion never opens a turn or changes a
-         *     runtime by itself; with no eligible runtime nothing is suggested.
+         *     runtime by itself; it names only the policy's runtimes that the session's machine
+         *     reported available (`PUT …/runtimes`), and with none nothing is suggested.
          */
         put: operations["setPolicy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/handoffs/{id}/runtimes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * The runtimes this session's machine has installed (machine).
+         * @description Replaces the machine's last report whole and records when it came; the record shows
+         *     it as `machine_runtimes`, and every report is a version move (its time is what keeps
+         *     it fresh). A runtime is *available* when the newest report, at most 24 h old, lists
+         *     it with `signed_in: true`: only available runtimes are suggested. A hand-off to a
+         *     runtime a fresh report leaves out or lists with `signed_in: false` is refused with
+         *     409 `runtime.unavailable`. `signed_in: null` says the machine could not check the
+         *     credential. `handoff runtimes ID --detect` builds this report on a machine. An owner
+         *     token: 403. Closed: 409 `handoff.closed`.
+         */
+        put: operations["setRuntimes"];
         post?: never;
         delete?: never;
         options?: never;
@@ -504,12 +540,13 @@ export interface components {
          *     decision.not_found, blocker.not_found 404;
          *     request.method_not_allowed 405; handoff.conflict, handoff.closed, handoff.stale,
          *     handoff.turn_conflict, handoff.turn_running, handoff.turn_out_of_order,
-         *     handoff.turn_finished, package.stale, package.accepted 409; request.invalid 400;
+         *     handoff.turn_finished, package.stale, package.accepted, runtime.unavailable 409;
+         *     request.invalid 400;
          *     request.too_large 413; idempotency.mismatch 422; wait.too_many 429;
          *     store.unavailable, auth.misconfigured 503.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -592,6 +629,37 @@ export interface components {
             package_hash?: components["schemas"]["Sha256"] | null;
             continued_from?: components["schemas"]["ContinuedFrom"] | null;
             suggestion?: components["schemas"]["Suggestion"] | null;
+            /** @description What the session's machine last reported it can run; absent until it reports. */
+            machine_runtimes?: components["schemas"]["MachineRuntimes"];
+        };
+        /**
+         * @example {
+         *       "runtimes": [
+         *         {
+         *           "name": "claude-code",
+         *           "version": "2.1.3 (Claude Code)",
+         *           "signed_in": true
+         *         },
+         *         {
+         *           "name": "codex",
+         *           "version": null,
+         *           "signed_in": null
+         *         }
+         *       ],
+         *       "reported_at": "2026-11-30T12:00:00.000Z"
+         *     }
+         */
+        MachineRuntimes: {
+            runtimes: components["schemas"]["MachineRuntime"][];
+            reported_at: components["schemas"]["Time"];
+        };
+        MachineRuntime: {
+            /** @description The name policies and hand-offs use (`claude-code`, `codex`). */
+            name: string;
+            /** @description What its version command printed (1-64 bytes, no control characters), or null. */
+            version?: string | null;
+            /** @description Whether its credential is usable; null when the machine could not check. */
+            signed_in?: boolean | null;
         };
         ContinuedFrom: {
             turn: components["schemas"]["Turn"];
@@ -1014,6 +1082,10 @@ export interface components {
                 completed_turns_omitted?: number;
             };
         };
+        RuntimesInput: {
+            /** @description Every runtime installed on the machine, each name once (at most 16). */
+            runtimes: components["schemas"]["MachineRuntime"][];
+        };
         PolicyInput: {
             /** @description The runtimes this owner can hand off to (ids, at most 16). */
             runtimes: components["schemas"]["Id"][];
@@ -1121,7 +1193,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"] & {
                     error?: {
                         /** @enum {unknown} */
-                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted";
+                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted" | "runtime.unavailable";
                     };
                 };
             };
@@ -2109,6 +2181,56 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["IdempotencyMismatch"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setRuntimes: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A repeat with the same key and body answers the first answer again (status and body);
+                 *     the same key with another body answers 422 `idempotency.mismatch`. Kept at least 24 h.
+                 *     1 to 128 printable ASCII characters without spaces; any other value is 400.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "runtimes": [
+                 *         {
+                 *           "name": "claude-code",
+                 *           "version": "2.1.3 (Claude Code)",
+                 *           "signed_in": true
+                 *         },
+                 *         {
+                 *           "name": "codex",
+                 *           "version": "codex-cli 0.50.0",
+                 *           "signed_in": false
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RuntimesInput"];
+            };
+        };
+        responses: {
+            200: components["responses"]["Handoff"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];

@@ -1,5 +1,6 @@
 use super::*;
 use crate::package::RejectReason;
+use crate::runtimes::Runtime;
 use crate::suggestion::{Limit, Reason};
 use crate::turn::{State, Status};
 use crate::work::WorkInput;
@@ -100,9 +101,50 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
     assert!(h.work.unmet.is_empty());
 }
 
+fn runtimes(list: &[(&str, Option<bool>)]) -> Change {
+    let runtimes = list.iter().map(|(name, signed_in)| Runtime { name: name.to_string(), version: None, signed_in: *signed_in }).collect();
+    Change::SetRuntimes { input: RuntimesInput { runtimes } }
+}
+
+/// A policy naming both runtimes, on a machine that reported both installed and signed in.
 fn with_policy() -> Handoff {
     let policy = Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(3) };
-    ok(&fresh(), Change::SetPolicy { policy }, Role::Owner).next
+    let h = ok(&fresh(), Change::SetPolicy { policy }, Role::Owner).next;
+    ok(&h, runtimes(&[("claude-code", Some(true)), ("codex", Some(true))]), Role::Machine).next
+}
+
+#[test]
+fn a_runtimes_report_replaces_the_last_whole_with_its_time_and_only_the_machine_sends_it() {
+    let h = ok(&fresh(), runtimes(&[("codex", Some(true)), ("claude-code", None)]), Role::Machine);
+    assert!(h.moved);
+    let reported = h.next.record.machine_runtimes.clone().unwrap();
+    assert_eq!((reported.runtimes.len(), reported.reported_at), (2, 5_000));
+    let again = apply(&h.next, &runtimes(&[("codex", Some(false))]), Role::Machine, 9_000).unwrap();
+    assert!(again.moved, "a report refreshes its time, so it is always a change");
+    let reported = again.next.record.machine_runtimes.unwrap();
+    assert_eq!((reported.runtimes.len(), reported.reported_at), (1, 9_000), "replaced whole, not merged");
+    let by_owner = apply(&h.next, &runtimes(&[]), Role::Owner, 9_000).unwrap_err();
+    assert_eq!(by_owner.code, Code::AuthForbidden);
+    let closed = ok(&fresh(), Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Role::Owner).next;
+    assert_eq!(apply(&closed, &runtimes(&[]), Role::Machine, 9_000).unwrap_err().code, Code::HandoffClosed);
+}
+
+#[test]
+fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_nothing() {
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let unreported = ok(&h, open(1, Some(request("aider"))), Role::Owner);
+    assert_eq!(unreported.next.record.runtime.as_deref(), Some("aider"), "an unreported machine may be handed anything");
+    let h = ok(&h, runtimes(&[("codex", Some(false)), ("claude-code", Some(true)), ("gemini", None)]), Role::Machine).next;
+    for absent_or_signed_out in ["aider", "codex"] {
+        let refused = apply(&h, &open(1, Some(request(absent_or_signed_out))), Role::Owner, 5_000).unwrap_err();
+        assert_eq!(refused.code, Code::RuntimeUnavailable, "{absent_or_signed_out}");
+    }
+    for allowed in ["claude-code", "gemini"] {
+        assert_eq!(ok(&h, open(1, Some(request(allowed))), Role::Owner).next.record.turn, 2, "{allowed}");
+    }
+    let later = 5_000 + crate::limits::RUNTIMES_FRESH_MS + 1;
+    assert!(apply(&h, &open(1, Some(request("codex"))), Role::Owner, later).is_ok(), "a stale report refuses nothing");
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {

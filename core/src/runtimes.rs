@@ -1,0 +1,178 @@
+//! Runtimes the machine can run: what a session's machine reported installed (`PUT
+//! …/runtimes`), and whether a runtime is *available* to be suggested or handed to.
+//!
+//! Invariants:
+//! - a report replaces the previous one whole and carries the time it was received;
+//! - a runtime is available only when the newest report, younger than
+//!   [`RUNTIMES_FRESH_MS`], lists it with `signed_in: true`;
+//! - a hand-off is refused only on what the machine said: the runtime missing from a fresh
+//!   report, or listed signed out. A runtime never reported, reported without a credential
+//!   check (`signed_in: null`) or reported too long ago may still be handed to (an
+//!   orchestrator with its own machines), though it is never suggested.
+
+use crate::error::{Code, Refusal};
+use crate::ids::is_id;
+use crate::json::Checked;
+use crate::limits::{MACHINE_RUNTIMES_MAX, RUNTIMES_FRESH_MS, RUNTIME_BYTES_MAX, RUNTIME_VERSION_BYTES_MAX};
+use crate::time::EpochMs;
+use serde::{Deserialize, Serialize};
+
+/// One runtime a machine reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// The name a policy and a hand-off use (`claude-code`, `codex`).
+    pub name: String,
+    /// What its version command printed, when it answered.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// `true` or `false` when the machine could check its credential; `null` when it could not.
+    #[serde(default)]
+    pub signed_in: Option<bool>,
+}
+
+/// `PUT /v1/handoffs/:id/runtimes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimesInput {
+    pub runtimes: Vec<Runtime>,
+}
+
+impl Checked for RuntimesInput {
+    fn checked(self) -> Result<Self, Refusal> {
+        if self.runtimes.len() > MACHINE_RUNTIMES_MAX {
+            return Err(Refusal::invalid(format!("runtimes: at most {MACHINE_RUNTIMES_MAX}")));
+        }
+        for (i, r) in self.runtimes.iter().enumerate() {
+            if !is_id(&r.name) || r.name.len() > RUNTIME_BYTES_MAX {
+                return Err(Refusal::invalid(format!("runtimes[{i}].name: 1-{RUNTIME_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
+            }
+            if self.runtimes[..i].iter().any(|before| before.name == r.name) {
+                return Err(Refusal::invalid(format!("runtimes[{i}].name: {} is listed twice", r.name)));
+            }
+            let version_ok = |v: &String| !v.is_empty() && v.len() <= RUNTIME_VERSION_BYTES_MAX && !v.chars().any(char::is_control);
+            if r.version.as_ref().is_some_and(|v| !version_ok(v)) {
+                return Err(Refusal::invalid(format!(
+                    "runtimes[{i}].version: 1-{RUNTIME_VERSION_BYTES_MAX} bytes of text without control characters"
+                )));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// The machine's newest report, as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineRuntimes {
+    pub runtimes: Vec<Runtime>,
+    pub reported_at: EpochMs,
+}
+
+/// What the service knows of one runtime on the session's machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// Reported installed and signed in, within the freshness window.
+    Available,
+    /// A fresh report does not list it.
+    Absent,
+    /// A fresh report lists it signed out.
+    SignedOut,
+    /// A fresh report lists it, but its credential could not be checked.
+    Unchecked,
+    /// The newest report is older than the freshness window.
+    Stale,
+    /// The machine never reported.
+    Unreported,
+}
+
+impl Availability {
+    /// May a turn be handed to it? Only what the machine said refuses a hand-off.
+    pub fn refuses_handoff(self) -> bool {
+        matches!(self, Availability::Absent | Availability::SignedOut)
+    }
+}
+
+/// The availability of `name` at `now`, from the machine's newest report.
+pub fn availability(reported: Option<&MachineRuntimes>, name: &str, now: EpochMs) -> Availability {
+    let Some(reported) = reported else {
+        return Availability::Unreported;
+    };
+    if now.saturating_sub(reported.reported_at) > RUNTIMES_FRESH_MS {
+        return Availability::Stale;
+    }
+    match reported.runtimes.iter().find(|r| r.name == name).map(|r| r.signed_in) {
+        None => Availability::Absent,
+        Some(Some(true)) => Availability::Available,
+        Some(Some(false)) => Availability::SignedOut,
+        Some(None) => Availability::Unchecked,
+    }
+}
+
+/// Refuses a hand-off to `runtime` when the machine reported it absent or signed out.
+pub fn check_handoff(reported: Option<&MachineRuntimes>, runtime: &str, now: EpochMs) -> Result<(), Refusal> {
+    let why = match availability(reported, runtime, now) {
+        Availability::Absent => "is not installed on this session's machine",
+        Availability::SignedOut => "is installed on this session's machine but not signed in",
+        _ => return Ok(()),
+    };
+    Err(Refusal::new(Code::RuntimeUnavailable, format!("{runtime} {why} (as it reported); hand the turn to another runtime")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse_checked;
+
+    fn reported(at: EpochMs) -> MachineRuntimes {
+        let rt = |name: &str, signed_in| Runtime { name: name.into(), version: Some("1.0".into()), signed_in };
+        MachineRuntimes { runtimes: vec![rt("claude-code", Some(true)), rt("codex", Some(false)), rt("gemini", None)], reported_at: at }
+    }
+
+    #[test]
+    fn availability_follows_the_fresh_report_only() {
+        let r = reported(1_000);
+        let now = 1_000 + RUNTIMES_FRESH_MS;
+        assert_eq!(availability(Some(&r), "claude-code", now), Availability::Available);
+        assert_eq!(availability(Some(&r), "codex", now), Availability::SignedOut);
+        assert_eq!(availability(Some(&r), "gemini", now), Availability::Unchecked);
+        assert_eq!(availability(Some(&r), "aider", now), Availability::Absent);
+        assert_eq!(availability(Some(&r), "claude-code", now + 1), Availability::Stale, "one ms past the window");
+        assert_eq!(availability(None, "claude-code", now), Availability::Unreported);
+    }
+
+    #[test]
+    fn only_absent_or_signed_out_refuses_a_handoff() {
+        let r = reported(0);
+        let refused = |name: &str, now| check_handoff(Some(&r), name, now).err().map(|e| e.code);
+        assert_eq!(refused("aider", 5), Some(Code::RuntimeUnavailable));
+        assert_eq!(refused("codex", 5), Some(Code::RuntimeUnavailable));
+        assert_eq!(refused("claude-code", 5), None);
+        assert_eq!(refused("gemini", 5), None, "an unchecked credential is not a refusal");
+        assert_eq!(refused("aider", RUNTIMES_FRESH_MS + 1), None, "a stale report says nothing");
+        assert!(check_handoff(None, "aider", 5).is_ok(), "an unreported runtime may be handed to");
+    }
+
+    #[test]
+    fn a_report_is_bounded_and_names_each_runtime_once() {
+        let ok = br#"{"runtimes":[{"name":"codex","version":"codex-cli 0.50.0","signed_in":true},{"name":"claude-code"}]}"#;
+        let input = parse_checked::<RuntimesInput>(ok).unwrap();
+        assert_eq!(input.runtimes[1], Runtime { name: "claude-code".into(), version: None, signed_in: None });
+        assert!(parse_checked::<RuntimesInput>(br#"{"runtimes":[]}"#).is_ok(), "nothing installed is a report");
+        for bad in [
+            r#"{"runtimes":[{"name":"a b"}]}"#.to_string(),
+            r#"{"runtimes":[{"name":"codex"},{"name":"codex"}]}"#.to_string(),
+            r#"{"runtimes":[{"name":"codex","version":""}]}"#.to_string(),
+            r#"{"runtimes":[{"name":"codex","version":"1\n2"}]}"#.to_string(),
+            r#"{"runtimes":[{"name":"codex","installed":true}]}"#.to_string(),
+            format!(r#"{{"runtimes":[{{"name":"codex","version":"{}"}}]}}"#, "v".repeat(RUNTIME_VERSION_BYTES_MAX + 1)),
+            format!(r#"{{"runtimes":[{{"name":"{}"}}]}}"#, "r".repeat(RUNTIME_BYTES_MAX + 1)),
+        ] {
+            assert!(parse_checked::<RuntimesInput>(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let many = |n: usize| format!(r#"{{"runtimes":[{}]}}"#, (0..n).map(|i| format!(r#"{{"name":"r{i}"}}"#)).collect::<Vec<_>>().join(","));
+        assert!(parse_checked::<RuntimesInput>(many(MACHINE_RUNTIMES_MAX).as_bytes()).is_ok());
+        assert!(parse_checked::<RuntimesInput>(many(MACHINE_RUNTIMES_MAX + 1).as_bytes()).is_err());
+        let longest = format!(r#"{{"runtimes":[{{"name":"codex","version":"{}"}}]}}"#, "v".repeat(RUNTIME_VERSION_BYTES_MAX));
+        assert!(parse_checked::<RuntimesInput>(longest.as_bytes()).is_ok());
+    }
+}
