@@ -21,6 +21,7 @@ use std::time::Duration;
 pub use handoff_api::input::ReportInput;
 pub use handoff_api::view::{Compiled, Handoff, Latest, Page, Rejection, Row, Suggestion, Turn};
 pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
+pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
 pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput};
 
@@ -203,6 +204,8 @@ pub struct Client {
     retry: Retry,
     /// A caller-chosen key for the next state-changing requests; otherwise each call makes one.
     idempotency_key: Option<String>,
+    /// The longest any one request may take, when shorter than the route's own timeout.
+    request_timeout: Option<Duration>,
 }
 
 impl Client {
@@ -218,7 +221,14 @@ impl Client {
             agent,
             retry: Retry::default(),
             idempotency_key: None,
+            request_timeout: None,
         }
+    }
+
+    /// Caps every request's time, connecting included (a hook has a budget to keep).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Client {
+        self.request_timeout = Some(timeout);
+        self
     }
 
     pub fn with_retry(mut self, retry: Retry) -> Client {
@@ -454,6 +464,12 @@ impl Client {
         read_item(self.change("PUT", &handoff_path(id, "/policy"), &to_value(policy))?, "policy")
     }
 
+    /// `PUT …/runtimes` (machine): what this session's machine can run, replacing the last
+    /// report whole.
+    pub fn put_runtimes(&self, id: &str, input: &RuntimesInput) -> Result<Reply<Handoff>, Error> {
+        read_handoff(self.change("PUT", &handoff_path(id, "/runtimes"), &to_value(input))?)
+    }
+
     // ---------------------------------------------------------------- transport
 
     fn read(&self, method: &str, path: &str, query: &[(&str, String)], timeout_s: u64) -> Result<Raw, Error> {
@@ -514,7 +530,8 @@ impl Client {
         if let Some(k) = idempotency_key {
             request = request.header("Idempotency-Key", k);
         }
-        let timeout = Some(Duration::from_secs(timeout_s));
+        let route_timeout = Duration::from_secs(timeout_s);
+        let timeout = Some(self.request_timeout.map_or(route_timeout, |cap| cap.min(route_timeout)));
         let result = match payload {
             Some(bytes) => {
                 let request = request.header("Content-Type", "application/json").body(bytes.to_vec());

@@ -9,13 +9,17 @@
 //!   `handoff-core`, re-exported there.
 //! - [`output`]: the human lines and exit codes, as pure functions of answers.
 //! - [`git`]: `git diff --numstat` read into paths and counts, nothing else.
+//! - [`hook`]: the machine reporters an agent harness runs (Claude Code's hooks, Codex's
+//!   `notify`), their spool and their settings; [`detect`]: the runtimes this machine has.
 //!
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
 
 pub mod client;
 pub mod code;
+pub mod detect;
 pub mod git;
+pub mod hook;
 pub mod output;
 
 pub use client::{Client, Error, Refusal};

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use handoff_core::turn::{ReportStatus, State};
 use handoff_cli::client::{Client, Error, Reply, URL_DEFAULT, WAIT_TIMEOUT_S_MAX};
 use handoff_cli::client::*;
+use handoff_cli::hook;
 use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
@@ -235,6 +236,22 @@ enum Command {
         #[command(flatten)]
         key: Key,
     },
+    /// (machine) Report the runtimes this machine can run: found with --detect, or named.
+    Runtimes {
+        id: String,
+        /// Find `claude` and `codex` on PATH and ask each for its version and credential.
+        #[arg(long, conflicts_with = "runtimes")]
+        detect: bool,
+        /// A runtime, as NAME=signed-in, NAME=signed-out or NAME=unchecked (repeatable).
+        #[arg(long = "runtime", value_name = "NAME=STATE", value_parser = parse_runtime)]
+        runtimes: Vec<Runtime>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// (machine) The reporters an agent harness runs: `hook claude-code`, `hook codex`, and
+    /// `hook install` to add them to the harness's settings.
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Compile the package for the next runtime, or show, accept or reject it.
     Package(PackageCommand),
     /// The plain-text briefing a runtime reads, within a byte budget.
@@ -296,6 +313,55 @@ enum PackageAction {
         #[command(flatten)]
         key: Key,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum HookCommand {
+    /// A Claude Code hook: reads its JSON document on standard input, reports, exits 0.
+    ClaudeCode,
+    /// Codex's `notify` program: reads the JSON argument Codex appends, reports, exits 0.
+    Codex {
+        /// The notification, as Codex passes it (its last argument).
+        #[arg(value_name = "NOTIFICATION", num_args = 0.., allow_hyphen_values = true)]
+        notification: Vec<String>,
+    },
+    /// Delivers what the hooks spooled for HANDOFF_ID (or ID) and could not send.
+    Flush {
+        #[arg(long, env = "HANDOFF_ID")]
+        id: String,
+    },
+    /// Adds the hooks to a harness's settings, keeping every other entry (or --uninstall).
+    Install {
+        #[arg(value_parser = parse_harness)]
+        harness: hook::install::Harness,
+        /// The project's settings (DIR/.claude/settings.json, DIR/.codex/config.toml)
+        /// instead of the user's.
+        #[arg(long, value_name = "DIR")]
+        project: Option<std::path::PathBuf>,
+        /// Remove exactly what install added.
+        #[arg(long)]
+        uninstall: bool,
+    },
+}
+
+fn parse_harness(word: &str) -> Result<hook::install::Harness, String> {
+    match word {
+        "claude-code" => Ok(hook::install::Harness::ClaudeCode),
+        "codex" => Ok(hook::install::Harness::Codex),
+        _ => Err(format!("{word}: one of claude-code, codex")),
+    }
+}
+
+/// `NAME=signed-in|signed-out|unchecked`.
+fn parse_runtime(word: &str) -> Result<Runtime, String> {
+    let (name, state) = word.split_once('=').ok_or_else(|| format!("{word}: NAME=signed-in, NAME=signed-out or NAME=unchecked"))?;
+    let signed_in = match state {
+        "signed-in" => Some(true),
+        "signed-out" => Some(false),
+        "unchecked" => None,
+        _ => return Err(format!("{state}: one of signed-in, signed-out, unchecked")),
+    };
+    Ok(Runtime { name: name.to_string(), version: None, signed_in })
 }
 
 /// Reads a word the way the API spells it (`needs-you`, `missing_context`, `high`).
@@ -360,10 +426,57 @@ impl Out {
     }
 }
 
+/// The hook commands: a harness's hooks always exit 0 and print nothing; `flush` and
+/// `install` are run by a person and say what they did.
+fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result<(), Failure> {
+    match command {
+        HookCommand::ClaudeCode => hook::claude_code(url, token),
+        HookCommand::Codex { notification } => hook::codex(url, token, notification.last().cloned()),
+        HookCommand::Flush { id } => {
+            let Some(session) = hook::session("flush", url, token, Some(id)) else {
+                return Err(Failure::Credential("no token: set HANDOFF_TOKEN to the session's machine token".into()));
+            };
+            let spool = hook::spool::Spool::open(&session.dir, id).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
+            let done = session.deliver(&spool).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
+            println!("delivered {}, dropped {}, left {} (log: {})", done.sent, done.dropped, done.left, session.dir.join("hook.log").display());
+            if done.left > 0 {
+                std::process::exit(EXIT_AUTH_OR_NETWORK);
+            }
+        }
+        HookCommand::Install { harness, project, uninstall } => {
+            let home = std::env::var("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+            let env = |k: &str| std::env::var(k).ok();
+            let path = hook::install::settings_path(*harness, project.as_deref(), &home, &env);
+            let program = std::env::current_exe().map_err(|e| Failure::Usage(format!("where is this program? {e}")))?;
+            let before = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(Failure::Usage(format!("{}: {e}", path.display()))),
+            };
+            let after = hook::install::apply(*harness, &before, &program.to_string_lossy(), *uninstall)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+            let verb = if *uninstall { "removed from" } else { "installed in" };
+            if after == before {
+                println!("nothing to change in {}", path.display());
+                return Ok(());
+            }
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Failure::Usage(format!("{}: {e}", parent.display())))?;
+            }
+            std::fs::write(&path, after).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+            println!("hooks {verb} {}", path.display());
+        }
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     let out = Out { json: cli.json };
     if let Command::Token { owner, machine, ttl } = &cli.command {
         return token(&out, owner, machine.as_deref(), *ttl);
+    }
+    if let Command::Hook(command) = &cli.command {
+        return hook_command(command, &cli.url, cli.token.as_deref());
     }
     let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) else {
         return Err(Failure::Credential("no token: set HANDOFF_TOKEN or pass --token (see `handoff token`)".into()));
@@ -472,6 +585,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let reply = keyed(&key).put_policy(&id, &Policy { runtimes, context_threshold_pct, quota_threshold })?;
             out.emit(&reply, [output::item_line(&reply.value)]);
         }
+        Command::Runtimes { id, detect, runtimes, key } => {
+            if !detect && runtimes.is_empty() {
+                return Err(Failure::Usage("runtimes: --detect, or --runtime NAME=STATE for each runtime".into()));
+            }
+            let runtimes = if detect { handoff_cli::detect::detect(std::env::var("PATH").ok().as_deref()) } else { runtimes };
+            let reply = keyed(&key).put_runtimes(&id, &RuntimesInput { runtimes })?;
+            out.emit(&reply, output::runtimes_lines(&reply.value));
+        }
+        Command::Hook(_) => unreachable!("answered above"),
         Command::Package(p) => package(&out, &client, p)?,
         Command::Briefing { id, budget, reach } => {
             let reply = client.briefing(&id, budget, reach)?;

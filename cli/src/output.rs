@@ -129,6 +129,28 @@ pub fn show_lines(h: &Handoff) -> Vec<String> {
     if let Some(s) = &h.suggestion {
         lines.extend(suggestion_lines(s));
     }
+    if h.machine_runtimes.is_some() {
+        lines.extend(runtimes_lines(h).into_iter().skip(1));
+    }
+    lines
+}
+
+/// What `runtimes` prints: the version line, then one line per runtime the machine reported.
+pub fn runtimes_lines(h: &Handoff) -> Vec<String> {
+    let mut lines = vec![version_line(h)];
+    let Some(m) = &h.machine_runtimes else { return lines };
+    if m.runtimes.is_empty() {
+        lines.push(format!("no runtimes on this machine (reported {})", m.reported_at));
+    }
+    for r in &m.runtimes {
+        let signed_in = match r.signed_in {
+            Some(true) => "signed in",
+            Some(false) => "signed out",
+            None => "sign-in not checked",
+        };
+        let version = r.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        lines.push(format!("runtime {}{version}: {signed_in} (reported {})", r.name, m.reported_at));
+    }
     lines
 }
 

@@ -6,7 +6,7 @@ use common::*;
 use serde_json::Value;
 
 /// A hand-off whose owner can hand off to claude-code or codex, told at 80 % of the context
-/// and at 5 requests of quota left.
+/// and at 5 requests of quota left, on a machine that reported both signed in.
 fn with_policy() -> (String, String, String) {
     let owner = owner();
     let (id, machine) = create(&owner);
@@ -15,6 +15,8 @@ fn with_policy() -> (String, String, String) {
         &["policy", &id, "--runtime", "claude-code", "--runtime", "codex", "--context-threshold-pct", "80", "--quota-threshold", "5"],
     );
     assert!(set.starts_with("policy set"), "{set}");
+    let reported = ok(Some(&machine), &["runtimes", &id, "--runtime", "claude-code=signed-in", "--runtime", "codex=signed-in"]);
+    assert!(reported.contains("runtime codex: signed in"), "{reported}");
     (owner, id, machine)
 }
 

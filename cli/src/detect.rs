@@ -1,0 +1,185 @@
+//! `handoff runtimes ID --detect`: the agent runtimes installed on this machine, and whether
+//! each has a usable credential, found by running their own commands, never guessed.
+//!
+//! | runtime | found as | version | signed in |
+//! |---|---|---|---|
+//! | `claude-code` | `claude` on `PATH` | `claude --version` | `claude auth status`: exit 0 yes, exit 1 no (Claude Code 2.1.41 and later; an older one cannot be asked, so `null`) |
+//! | `codex` | `codex` on `PATH` | `codex --version` | `codex login status`: exit 0 yes; exit 1 saying "Not logged in" no; anything else `null` |
+//!
+//! Each command runs with [`DETECT_COMMAND_MS`] to answer, all of them at once; one that does
+//! not answer in time is killed and counts as "could not check".
+
+use crate::client::Runtime;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one version or credential command may take.
+pub const DETECT_COMMAND_MS: u64 = 3_000;
+/// The most of a command's output read.
+const OUTPUT_BYTES_MAX: u64 = 64 * 1024;
+/// The first Claude Code with `claude auth status`.
+const CLAUDE_AUTH_STATUS_SINCE: (u64, u64, u64) = (2, 1, 41);
+
+/// What a command did: its exit code (`None` when killed or not started) and its output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Every known runtime found on `path_var` (a `PATH` value), in a fixed order.
+pub fn detect(path_var: Option<&str>) -> Vec<Runtime> {
+    let claude = find("claude", path_var);
+    let codex = find("codex", path_var);
+    let claude = claude.map(|p| std::thread::spawn(move || claude_code(&p)));
+    let codex = codex.map(|p| std::thread::spawn(move || codex_runtime(&p)));
+    [claude, codex].into_iter().flatten().filter_map(|t| t.join().ok()).collect()
+}
+
+fn claude_code(program: &Path) -> Runtime {
+    let version = version_line(&run(program, &["--version"]));
+    let signed_in = match version.as_deref().and_then(semver) {
+        Some(v) if v >= CLAUDE_AUTH_STATUS_SINCE => claude_signed_in(&run(program, &["auth", "status"])),
+        // An older `claude` would read `auth status` as a prompt: not asked.
+        _ => None,
+    };
+    Runtime { name: "claude-code".into(), version, signed_in }
+}
+
+fn codex_runtime(program: &Path) -> Runtime {
+    let version = version_line(&run(program, &["--version"]));
+    let signed_in = codex_signed_in(&run(program, &["login", "status"]));
+    Runtime { name: "codex".into(), version, signed_in }
+}
+
+/// `claude auth status`: exit 0 when signed in, 1 when not.
+pub fn claude_signed_in(ran: &Ran) -> Option<bool> {
+    match ran.code {
+        Some(0) => Some(true),
+        Some(1) => Some(false),
+        _ => None,
+    }
+}
+
+/// `codex login status` (it writes to standard error): exit 0 when signed in; exit 1 with
+/// "Not logged in" when not; anything else could not be checked.
+pub fn codex_signed_in(ran: &Ran) -> Option<bool> {
+    let said = format!("{}\n{}", ran.stdout, ran.stderr).to_lowercase();
+    match ran.code {
+        Some(0) => Some(true),
+        Some(1) if said.contains("not logged in") => Some(false),
+        _ => None,
+    }
+}
+
+/// The first line a version command printed, as the service accepts it (at most 64 bytes,
+/// no control characters), or `None` when it failed or printed nothing.
+pub fn version_line(ran: &Ran) -> Option<String> {
+    if ran.code != Some(0) {
+        return None;
+    }
+    let line = ran.stdout.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+    let mut end = clean.len().min(handoff_core::limits::RUNTIME_VERSION_BYTES_MAX);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    let v = clean[..end].trim();
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+/// The first `x.y.z` in a version line.
+fn semver(line: &str) -> Option<(u64, u64, u64)> {
+    line.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|word| {
+        let mut parts = word.split('.').map(|p| p.parse::<u64>().ok());
+        Some((parts.next()??, parts.next()??, parts.next()??))
+    })
+}
+
+/// `name` as an executable file in one of `path_var`'s directories.
+pub fn find(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
+    std::env::split_paths(path_var?).map(|dir| dir.join(name)).find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
+}
+
+/// Runs `program args` with no input, for at most [`DETECT_COMMAND_MS`].
+pub fn run(program: &Path, args: &[&str]) -> Ran {
+    let child = Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let Ok(mut child) = child else { return Ran::default() };
+    let out = child.stdout.take().map(|s| std::thread::spawn(move || read_bounded(s)));
+    let err = child.stderr.take().map(|s| std::thread::spawn(move || read_bounded(s)));
+    let deadline = Instant::now() + Duration::from_millis(DETECT_COMMAND_MS);
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let text = |t: Option<std::thread::JoinHandle<String>>| t.and_then(|t| t.join().ok()).unwrap_or_default();
+    Ran { code, stdout: text(out), stderr: text(err) }
+}
+
+fn read_bounded(stream: impl Read) -> String {
+    let mut bytes = Vec::new();
+    let _ = stream.take(OUTPUT_BYTES_MAX).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(code: Option<i32>, stdout: &str, stderr: &str) -> Ran {
+        Ran { code, stdout: stdout.into(), stderr: stderr.into() }
+    }
+
+    #[test]
+    fn signed_in_is_what_each_runtime_says_and_null_when_it_cannot_say() {
+        assert_eq!(claude_signed_in(&ran(Some(0), "{\"loggedIn\":true}", "")), Some(true));
+        assert_eq!(claude_signed_in(&ran(Some(1), "{\"loggedIn\":false}", "")), Some(false));
+        assert_eq!(claude_signed_in(&ran(None, "", "")), None, "killed or not started");
+        assert_eq!(claude_signed_in(&ran(Some(2), "", "unknown command")), None);
+        assert_eq!(codex_signed_in(&ran(Some(0), "", "Logged in using ChatGPT")), Some(true));
+        assert_eq!(codex_signed_in(&ran(Some(1), "", "Not logged in")), Some(false));
+        assert_eq!(codex_signed_in(&ran(Some(1), "", "Error reading auth.json")), None, "a failure is not a no");
+        assert_eq!(codex_signed_in(&ran(None, "", "")), None);
+    }
+
+    #[test]
+    fn a_version_is_the_first_line_clipped_and_clean() {
+        assert_eq!(version_line(&ran(Some(0), "\n2.1.269 (Claude Code)\nmore", "")).as_deref(), Some("2.1.269 (Claude Code)"));
+        assert_eq!(version_line(&ran(Some(1), "2.1.0", "")), None);
+        assert_eq!(version_line(&ran(Some(0), "  ", "")), None);
+        let long = format!("codex-cli {}\u{7}", "é".repeat(40));
+        let v = version_line(&ran(Some(0), &long, "")).unwrap();
+        assert!(v.len() <= handoff_core::limits::RUNTIME_VERSION_BYTES_MAX && !v.contains('\u{7}'), "{v}");
+    }
+
+    #[test]
+    fn claude_auth_status_is_asked_only_of_versions_that_have_it() {
+        assert_eq!(semver("2.1.41 (Claude Code)"), Some((2, 1, 41)));
+        assert_eq!(semver("codex-cli 0.50.0"), Some((0, 50, 0)));
+        assert_eq!(semver("version unknown"), None);
+        assert!(semver("2.1.40 (Claude Code)").unwrap() < CLAUDE_AUTH_STATUS_SINCE);
+        assert!(semver("2.2.0 (Claude Code)").unwrap() >= CLAUDE_AUTH_STATUS_SINCE);
+    }
+}

@@ -1,0 +1,435 @@
+//! Machine reporters: the hooks an agent harness runs on this machine (`handoff hook
+//! claude-code`, `handoff hook codex`), which turn the harness's events into reports on the
+//! session's hand-off, and `handoff hook flush`, which delivers what they could not.
+//!
+//! A hook is never in the agent's way:
+//! - it exits 0 within [`HOOK_BUDGET_MS`] whatever happens (`main` holds the budget; the work
+//!   stops sending once its deadline passes);
+//! - it prints nothing on standard output (Claude Code reads a hook's output as context for
+//!   some events) and logs to `hook.log` in its state directory instead, capped at
+//!   [`LOG_BYTES_MAX`];
+//! - every change is spooled before it is sent ([`spool`]) and delivered in order, its
+//!   `Idempotency-Key` kept across tries, so a network blip loses and repeats nothing;
+//! - a report goes only to a turn the hooks saw open ([`seen`]), and the service refuses one
+//!   for a turn that has ended since, which the spool then drops.
+//!
+//! The session is named by the environment the harness runs in: `HANDOFF_ID`,
+//! `HANDOFF_TOKEN` (its machine token) and `HANDOFF_URL`.
+
+pub mod claude_code;
+pub mod codex;
+pub mod install;
+pub mod seen;
+pub mod spool;
+pub mod transcript;
+
+use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
+use crate::client::new_idempotency_key;
+use crate::detect;
+use handoff_core::limits::{RUNTIMES_FRESH_MS, SUMMARY_BYTES_MAX};
+use handoff_core::suggestion::Usage;
+use handoff_core::time::rfc3339;
+use handoff_core::turn::{ReportStatus, Status};
+use seen::Seen;
+use serde::{Deserialize, Serialize};
+use spool::{Entry, Spool, SPOOL_ENTRY_AGE_MS_MAX};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A hook returns (exit 0) within this, whatever the network does.
+pub const HOOK_BUDGET_MS: u64 = 5_000;
+/// The longest one request of a hook may take.
+pub const HOOK_REQUEST_MS: u64 = 2_000;
+/// The most of a hook document read from standard input (or of Codex's argument).
+pub const HOOK_INPUT_BYTES_MAX: u64 = 1024 * 1024;
+/// `hook.log` is moved to `hook.log.1` (replacing it) when it passes this.
+pub const LOG_BYTES_MAX: u64 = 1024 * 1024;
+/// A machine reports its runtimes again, on a prompt, once its last report is this old: half
+/// of the service's freshness window, so a session that runs for days stays fresh.
+pub const RUNTIMES_REFRESH_MS: i64 = RUNTIMES_FRESH_MS / 2;
+
+/// A change a hook sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "body", rename_all = "snake_case")]
+pub enum Send {
+    /// `POST …/report`.
+    Report(ReportInput),
+    /// `PUT …/runtimes`.
+    Runtimes(RuntimesInput),
+}
+
+/// What an event asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Intent {
+    /// Report `status` on the current turn; with `refresh`, ask the service which turn is
+    /// current first (a prompt may belong to a turn opened since).
+    Report { status: ReportStatus, summary: Option<String>, usage: Option<Usage>, refresh: bool },
+    /// Back to `running`, only when the turn waits for the person (a tool ran, so the person
+    /// let it).
+    ResumeIfWaiting,
+    /// Report the runtimes this machine can run.
+    Runtimes,
+    /// Nothing to report, and why.
+    Nothing(String),
+}
+
+/// A summary as the service accepts it: at most [`SUMMARY_BYTES_MAX`] bytes, cut on a
+/// character and marked with `…` when cut.
+pub fn clip_summary(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= SUMMARY_BYTES_MAX {
+        return text.to_string();
+    }
+    let mut end = SUMMARY_BYTES_MAX - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Where a hook keeps its spool, what it saw and its log: `HANDOFF_STATE_DIR`, else
+/// `$XDG_STATE_HOME/handoff`, else `~/.local/state/handoff`.
+pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(d) = env("HANDOFF_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = env("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("handoff");
+    }
+    let home = env("HOME").unwrap_or_else(|| ".".into());
+    PathBuf::from(home).join(".local").join("state").join("handoff")
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The hook's log: one line per thing it did or declined to do.
+pub struct Log {
+    path: PathBuf,
+    prefix: String,
+}
+
+impl Log {
+    pub fn new(dir: &Path, source: &str, id: Option<&str>) -> Log {
+        Log { path: dir.join("hook.log"), prefix: format!("{source} {}", id.unwrap_or("-")) }
+    }
+
+    /// Appends a line; a log that cannot be written is not the agent's problem.
+    pub fn line(&self, text: &str) {
+        if let Some(parent) = self.path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if self.path.metadata().is_ok_and(|m| m.len() > LOG_BYTES_MAX) {
+            let _ = std::fs::rename(&self.path, self.path.with_extension("log.1"));
+        }
+        let line = format!("{} {} {}\n", rfc3339(now_ms()), self.prefix, text.replace('\n', " "));
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&self.path) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// One hook run: the session, its client, its files and its deadline.
+pub struct Hook {
+    pub id: String,
+    pub client: Client,
+    pub dir: PathBuf,
+    pub log: Log,
+    pub deadline: Instant,
+    /// `PATH`, where runtimes are looked for.
+    pub path_var: Option<String>,
+}
+
+/// What one delivery of the spool did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivered {
+    pub sent: usize,
+    pub dropped: usize,
+    pub left: usize,
+}
+
+impl Hook {
+    pub fn new(id: &str, url: &str, token: &str, dir: PathBuf, log: Log, budget: Duration) -> Hook {
+        let client = Client::new(url, Some(token)).with_retry(Retry::none());
+        let path_var = std::env::var("PATH").ok();
+        Hook { id: id.to_string(), client, dir, log, deadline: Instant::now() + budget, path_var }
+    }
+
+    /// Does what `intent` asks for the event `event`, then delivers the spool.
+    pub fn run(&self, event: &str, intent: Intent) -> std::io::Result<Delivered> {
+        let spool = Spool::open(&self.dir, &self.id)?;
+        let intent = match intent {
+            Intent::Nothing(why) => {
+                self.log.line(&format!("{event}: nothing to report: {why}"));
+                return self.deliver(&spool);
+            }
+            Intent::ResumeIfWaiting => match seen::load(&self.dir, &self.id) {
+                // The common case (every tool use): nothing to do, nothing to log, no request.
+                Some(s) if s.status == Status::NeedsYou && !s.closed => {
+                    Intent::Report { status: ReportStatus::Running, summary: None, usage: None, refresh: false }
+                }
+                _ => return Ok(Delivered { left: spool.entries()?.len(), ..Delivered::default() }),
+            },
+            other => other,
+        };
+        // What is owed goes first, so the service is caught up before this event is read.
+        self.deliver(&spool)?;
+        match intent {
+            Intent::Runtimes => {
+                // Read the hand-off first when nothing was seen, so that the time of this report
+                // is kept and the first prompt does not report the runtimes again.
+                let mut seen = seen::load(&self.dir, &self.id).or_else(|| self.refresh(None));
+                self.spool_runtimes(&spool, event, &mut seen)?;
+            }
+            Intent::Report { status, summary, usage, refresh } => {
+                let mut seen = seen::load(&self.dir, &self.id);
+                if refresh || seen.is_none() {
+                    seen = self.refresh(seen);
+                    let stale = seen.as_ref().is_none_or(|s| s.runtimes_reported_ms.is_none_or(|at| now_ms() - at > RUNTIMES_REFRESH_MS));
+                    if refresh && stale {
+                        self.spool_runtimes(&spool, event, &mut seen)?;
+                    }
+                }
+                self.spool_report(&spool, event, seen, status, summary, usage)?;
+            }
+            Intent::ResumeIfWaiting | Intent::Nothing(_) => {}
+        }
+        self.deliver(&spool)
+    }
+
+    /// The current turn as the service says, or what was seen before when it cannot be asked.
+    fn refresh(&self, before: Option<Seen>) -> Option<Seen> {
+        match self.client().get(&self.id) {
+            Ok(reply) => {
+                let seen = Seen::of(&reply.value, before.as_ref());
+                self.store_seen(&seen);
+                Some(seen)
+            }
+            Err(e) => {
+                self.log.line(&format!("could not read the hand-off, using what was seen: {e}"));
+                before
+            }
+        }
+    }
+
+    fn spool_report(
+        &self,
+        spool: &Spool,
+        event: &str,
+        seen: Option<Seen>,
+        status: ReportStatus,
+        summary: Option<String>,
+        usage: Option<Usage>,
+    ) -> std::io::Result<()> {
+        let turn = match Seen::turn_for_report(seen.as_ref()) {
+            Ok(turn) => turn,
+            Err(why) => {
+                self.log.line(&format!("{event}: not reporting {}: {why}", status_name(status)));
+                return Ok(());
+            }
+        };
+        let report = ReportInput { turn, status, summary, unmet: None, usage };
+        self.append(spool, event, Send::Report(report))?;
+        if let Some(seen) = seen {
+            self.store_seen(&seen.reported(status));
+        }
+        Ok(())
+    }
+
+    /// Spools the runtimes found on this machine, and notes when in `seen`.
+    fn spool_runtimes(&self, spool: &Spool, event: &str, seen: &mut Option<Seen>) -> std::io::Result<()> {
+        let runtimes = detect::detect(self.path_var.as_deref());
+        self.append(spool, event, Send::Runtimes(RuntimesInput { runtimes }))?;
+        if let Some(s) = seen.as_mut() {
+            s.runtimes_reported_ms = Some(now_ms());
+            self.store_seen(s);
+        }
+        Ok(())
+    }
+
+    fn append(&self, spool: &Spool, event: &str, send: Send) -> std::io::Result<()> {
+        let entry = Entry { key: new_idempotency_key(), at_ms: now_ms(), event: event.to_string(), send };
+        for dropped in spool.append(&entry)? {
+            self.log.line(&format!("spool full: dropped {} from {} unsent", describe(&dropped.send), dropped.event));
+        }
+        Ok(())
+    }
+
+    /// Sends the spool's entries in order until one cannot be delivered or the deadline comes.
+    pub fn deliver(&self, spool: &Spool) -> std::io::Result<Delivered> {
+        let mut done = Delivered::default();
+        let mut last: Option<Handoff> = None;
+        let entries = spool.entries()?;
+        for (i, entry) in entries.iter().enumerate() {
+            let what = format!("{} from {}", describe(&entry.send), entry.event);
+            if now_ms() - entry.at_ms > SPOOL_ENTRY_AGE_MS_MAX {
+                self.log.line(&format!("dropped {what}: spooled more than 24 h ago"));
+                spool.remove(&entry.key)?;
+                done.dropped += 1;
+                continue;
+            }
+            if Instant::now() >= self.deadline {
+                done.left = entries.len() - i;
+                self.log.line(&format!("out of time: {} left in the spool", done.left));
+                break;
+            }
+            let client = self.client().with_idempotency_key(Some(&entry.key));
+            let result = match &entry.send {
+                Send::Report(r) => client.report(&self.id, r),
+                Send::Runtimes(r) => client.put_runtimes(&self.id, r),
+            };
+            match result {
+                Ok(reply) => {
+                    self.log.line(&format!("delivered {what} (version {})", reply.value.version));
+                    spool.remove(&entry.key)?;
+                    done.sent += 1;
+                    last = Some(reply.value);
+                }
+                Err(Error::Refused(r)) if is_final(r.status) => {
+                    self.log.line(&format!("dropped {what}: {} {}: {}", r.status, r.code, r.message));
+                    spool.remove(&entry.key)?;
+                    done.dropped += 1;
+                    last = r.handoff.clone().or(last);
+                }
+                Err(e) => {
+                    done.left = entries.len() - i;
+                    self.log.line(&format!("kept {what} and {} after it for later: {e}", done.left - 1));
+                    break;
+                }
+            }
+        }
+        if let (Some(record), 0) = (last, done.left) {
+            let before = seen::load(&self.dir, &self.id);
+            self.store_seen(&Seen::of(&record, before.as_ref()));
+        }
+        Ok(done)
+    }
+
+    /// The client, with requests cut to what is left of the budget.
+    fn client(&self) -> Client {
+        let left = self.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        self.client.clone().with_request_timeout(left.min(Duration::from_millis(HOOK_REQUEST_MS)))
+    }
+
+    fn store_seen(&self, seen: &Seen) {
+        if let Err(e) = seen::store(&self.dir, &self.id, seen) {
+            self.log.line(&format!("could not keep what was seen: {e}"));
+        }
+    }
+}
+
+/// A refusal that will be refused again, however often it is sent: bad input, no such
+/// hand-off, a turn that has ended or moved on. Auth refusals, 429 and 5xx may pass later.
+fn is_final(status: u16) -> bool {
+    matches!(status, 400 | 404 | 409 | 413 | 422)
+}
+
+fn status_name(s: ReportStatus) -> &'static str {
+    Status::from(s).as_str()
+}
+
+fn describe(send: &Send) -> String {
+    match send {
+        Send::Report(r) => format!("{} for turn {}", status_name(r.status), r.turn),
+        Send::Runtimes(r) => format!("runtimes ({})", r.runtimes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// How the hook commands start: the session from the environment, the state directory, the
+/// log. `None` (logged) when the environment does not name a session.
+pub fn session(source: &str, url: &str, token: Option<&str>, id: Option<&str>) -> Option<Hook> {
+    let env = |k: &str| std::env::var(k).ok();
+    let dir = state_dir(&env);
+    let id = id.map(str::to_string).or_else(|| env("HANDOFF_ID")).filter(|i| !i.is_empty());
+    let log = Log::new(&dir, source, id.as_deref());
+    let (Some(id), Some(token)) = (id, token.filter(|t| !t.is_empty())) else {
+        log.line("not reporting: HANDOFF_ID and HANDOFF_TOKEN name the session and its machine token");
+        return None;
+    };
+    // The work stops sending a little before the budget, so that it ends on its own.
+    let budget = Duration::from_millis(HOOK_BUDGET_MS - HOOK_BUDGET_MS / 10);
+    Some(Hook::new(&id, url, token, dir, log, budget))
+}
+
+/// Runs `work` and returns when it ends or when [`HOOK_BUDGET_MS`] has passed, whichever
+/// comes first; the caller then exits 0.
+pub fn within_budget(work: impl FnOnce() + std::marker::Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        work();
+        let _ = done.send(());
+    });
+    let _ = finished.recv_timeout(Duration::from_millis(HOOK_BUDGET_MS));
+}
+
+/// Reads at most [`HOOK_INPUT_BYTES_MAX`] of a hook document as JSON (`null` when it is not).
+pub fn read_document(input: impl std::io::Read) -> serde_json::Value {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let _ = input.take(HOOK_INPUT_BYTES_MAX).read_to_end(&mut bytes);
+    serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
+}
+
+/// `handoff hook claude-code`: one Claude Code hook document on standard input.
+pub fn claude_code(url: &str, token: Option<&str>) {
+    let (url, token) = (url.to_string(), token.map(str::to_string));
+    within_budget(move || {
+        let Some(hook) = session("claude-code", &url, token.as_deref(), None) else { return };
+        let doc = read_document(std::io::stdin().lock());
+        let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
+        let window = std::env::var("HANDOFF_CONTEXT_WINDOW").ok().and_then(|w| w.parse().ok());
+        let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
+        if let Err(e) = hook.run(&event, intent) {
+            hook.log.line(&format!("{event}: the spool could not be used: {e}"));
+        }
+    });
+}
+
+/// `handoff hook codex JSON`: Codex's `notify` argument.
+pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
+    let (url, token) = (url.to_string(), token.map(str::to_string));
+    within_budget(move || {
+        let Some(hook) = session("codex", &url, token.as_deref(), None) else { return };
+        let doc = read_document(argument.unwrap_or_default().as_bytes());
+        let event = doc["type"].as_str().unwrap_or("(no type)").to_string();
+        if let Err(e) = hook.run(&event, codex::intent(&doc)) {
+            hook.log.line(&format!("{event}: the spool could not be used: {e}"));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_is_cut_on_a_character_to_the_services_limit() {
+        assert_eq!(clip_summary("  short  "), "short");
+        let long = "é".repeat(SUMMARY_BYTES_MAX);
+        let cut = clip_summary(&long);
+        assert!(cut.len() <= SUMMARY_BYTES_MAX && cut.ends_with('…'), "{}", cut.len());
+        assert!(cut.len() > SUMMARY_BYTES_MAX - 8, "nearly all of the limit is used");
+        let exact = "a".repeat(SUMMARY_BYTES_MAX);
+        assert_eq!(clip_summary(&exact), exact, "text at the limit is not cut");
+    }
+
+    #[test]
+    fn only_refusals_that_cannot_pass_later_drop_a_spooled_change() {
+        for dropped in [400, 404, 409, 413, 422] {
+            assert!(is_final(dropped), "{dropped}");
+        }
+        for kept in [401, 403, 429, 500, 502, 503] {
+            assert!(!is_final(kept), "{kept}");
+        }
+    }
+
+    #[test]
+    fn the_state_directory_is_the_setting_then_xdg_then_home() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        assert_eq!(state_dir(&env(&[("HANDOFF_STATE_DIR", "/s"), ("HOME", "/h")])), PathBuf::from("/s"));
+        assert_eq!(state_dir(&env(&[("XDG_STATE_HOME", "/x"), ("HOME", "/h")])), PathBuf::from("/x/handoff"));
+        assert_eq!(state_dir(&env(&[("HOME", "/h")])), PathBuf::from("/h/.local/state/handoff"));
+    }
+}

@@ -1,0 +1,160 @@
+//! What each Claude Code hook event reports. Claude Code runs a hook command with one JSON
+//! document on standard input: `hook_event_name` says which event, with `session_id`,
+//! `transcript_path` and `cwd`, and each event's own fields.
+//!
+//! | event | reports |
+//! |---|---|
+//! | `SessionStart` | the runtimes this machine can run (`PUT …/runtimes`) |
+//! | `UserPromptSubmit` | `running`, for the turn the service says is current |
+//! | `Notification` whose `notification_type` means the agent waits for the person | `needs-you`, with its `message` |
+//! | `PostToolUse` after a `needs-you` (the person let the tool run) | `running` |
+//! | `Stop` | `done`, with the last assistant message and the context used; on a usage limit, `failed` with `limit: provider-limit` |
+//! | `StopFailure` (an API error ended the turn) | `failed`; with `limit: provider-limit` when the error is `rate_limit` |
+//!
+//! Anything else reports nothing.
+
+use super::transcript::{self, Tail};
+use super::{clip_summary, Intent};
+use handoff_core::suggestion::{Limit, Usage};
+use handoff_core::turn::ReportStatus;
+use serde_json::Value;
+use std::path::Path;
+
+/// `Notification` types that mean the agent is waiting for the person.
+pub const WAITING_NOTIFICATIONS: [&str; 3] = ["permission_prompt", "idle_prompt", "elicitation_dialog"];
+
+/// The `StopFailure` errors that are a provider's usage limit.
+const LIMIT_ERRORS: [&str; 1] = ["rate_limit"];
+
+/// What the hook document `doc` asks the hook to report. `read_tail` reads a transcript;
+/// `window_setting` is `HANDOFF_CONTEXT_WINDOW`, when set.
+pub fn intent(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_setting: Option<u64>) -> Intent {
+    let event = doc["hook_event_name"].as_str().unwrap_or("");
+    match event {
+        "SessionStart" => Intent::Runtimes,
+        "UserPromptSubmit" => Intent::Report { status: ReportStatus::Running, summary: None, usage: None, refresh: true },
+        "Notification" => {
+            let kind = doc["notification_type"].as_str().unwrap_or("");
+            if WAITING_NOTIFICATIONS.contains(&kind) {
+                let summary = doc["message"].as_str().map(clip_summary);
+                Intent::Report { status: ReportStatus::NeedsYou, summary, usage: None, refresh: false }
+            } else {
+                Intent::Nothing(format!("a {kind:?} notification does not wait for the person"))
+            }
+        }
+        "PostToolUse" => Intent::ResumeIfWaiting,
+        "Stop" => stop(doc, read_tail, window_setting),
+        "StopFailure" => {
+            let error = doc["error"].as_str().or(doc["error_type"].as_str()).unwrap_or("unknown");
+            let text = doc["last_assistant_message"].as_str().or(doc["error_details"].as_str()).unwrap_or(error);
+            let limit = LIMIT_ERRORS.contains(&error).then_some(Limit::ProviderLimit);
+            let usage = limit.map(|l| Usage { limit: Some(l), ..Usage::default() });
+            Intent::Report { status: ReportStatus::Failed, summary: Some(clip_summary(text)), usage, refresh: false }
+        }
+        other => Intent::Nothing(format!("{other:?} reports nothing")),
+    }
+}
+
+/// `Stop`: the turn is done, unless the transcript ends on a usage-limit error.
+fn stop(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_setting: Option<u64>) -> Intent {
+    let tail = doc["transcript_path"].as_str().and_then(|p| read_tail(Path::new(p))).unwrap_or_default();
+    let mut usage = Usage::default();
+    if let Some(used) = tail.context_used {
+        usage.context_used = Some(used);
+        usage.context_window = Some(transcript::context_window(tail.model.as_deref(), window_setting));
+    }
+    if let Some(error) = tail.api_error.as_deref().filter(|e| is_usage_limit(e)) {
+        usage.limit = Some(Limit::ProviderLimit);
+        return Intent::Report { status: ReportStatus::Failed, summary: Some(clip_summary(error)), usage: Some(usage), refresh: false };
+    }
+    // The document's own copy of the last message when it has one (Claude Code 2.1.47 and
+    // later): the transcript is written asynchronously and may not have it yet.
+    let last = doc["last_assistant_message"].as_str().map(str::to_string).or(tail.last_text);
+    let usage = (usage != Usage::default()).then_some(usage);
+    Intent::Report { status: ReportStatus::Done, summary: last.as_deref().map(clip_summary), usage, refresh: false }
+}
+
+/// An API error's text that says a usage limit was hit ("You've hit your session limit").
+fn is_usage_limit(text: &str) -> bool {
+    let t = text.to_lowercase();
+    t.contains("limit") && !t.contains("context")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn no_tail(_: &Path) -> Option<Tail> {
+        None
+    }
+
+    fn report(i: Intent) -> (ReportStatus, Option<String>, Option<Usage>) {
+        match i {
+            Intent::Report { status, summary, usage, .. } => (status, summary, usage),
+            other => panic!("not a report: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_prompt_is_running_and_refreshes_the_turn() {
+        let i = intent(&json!({"hook_event_name": "UserPromptSubmit", "prompt": "go"}), &no_tail, None);
+        assert!(matches!(i, Intent::Report { status: ReportStatus::Running, refresh: true, .. }));
+    }
+
+    #[test]
+    fn only_notifications_that_wait_for_the_person_are_needs_you() {
+        for kind in WAITING_NOTIFICATIONS {
+            let doc = json!({"hook_event_name": "Notification", "notification_type": kind, "message": "Claude needs your permission to use Bash"});
+            assert_eq!(report(intent(&doc, &no_tail, None)).0, ReportStatus::NeedsYou, "{kind}");
+            assert_eq!(report(intent(&doc, &no_tail, None)).1.as_deref(), Some("Claude needs your permission to use Bash"));
+        }
+        let done = json!({"hook_event_name": "Notification", "notification_type": "auth_success", "message": "ok"});
+        assert!(matches!(intent(&done, &no_tail, None), Intent::Nothing(_)));
+    }
+
+    #[test]
+    fn a_stop_is_done_with_the_transcripts_last_message_and_context() {
+        let tail = |_: &Path| Some(Tail { last_text: Some("All tests pass.".into()), context_used: Some(170_000), model: Some("claude-sonnet-4-5".into()), api_error: None });
+        let doc = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl", "stop_hook_active": false});
+        let (status, summary, usage) = report(intent(&doc, &tail, None));
+        assert_eq!((status, summary.as_deref()), (ReportStatus::Done, Some("All tests pass.")));
+        let usage = usage.unwrap();
+        assert_eq!((usage.context_used, usage.context_window, usage.limit), (Some(170_000), Some(200_000), None));
+        let with_own_copy = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl", "last_assistant_message": "Newer."});
+        assert_eq!(report(intent(&with_own_copy, &tail, None)).1.as_deref(), Some("Newer."), "the document's copy is newer than a lagging transcript");
+        let (_, summary, usage) = report(intent(&json!({"hook_event_name": "Stop"}), &no_tail, None));
+        assert_eq!((summary, usage), (None, None), "no transcript: done, and nothing made up");
+    }
+
+    #[test]
+    fn a_stop_on_a_usage_limit_is_failed_with_the_provider_limit() {
+        let tail = |_: &Path| Some(Tail { api_error: Some("You've hit your session limit · resets 3:45pm".into()), ..Tail::default() });
+        let doc = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl"});
+        let (status, summary, usage) = report(intent(&doc, &tail, None));
+        assert_eq!(status, ReportStatus::Failed);
+        assert_eq!(summary.as_deref(), Some("You've hit your session limit · resets 3:45pm"));
+        assert_eq!(usage.unwrap().limit, Some(Limit::ProviderLimit));
+        let other = |_: &Path| Some(Tail { api_error: Some("API Error: 529 Overloaded".into()), last_text: Some("Partial.".into()), ..Tail::default() });
+        assert_eq!(report(intent(&doc, &other, None)).0, ReportStatus::Done, "an error that is not a limit does not say limit");
+    }
+
+    #[test]
+    fn a_stop_failure_is_failed_and_a_rate_limit_is_the_providers() {
+        let doc = json!({"hook_event_name": "StopFailure", "error": "rate_limit", "error_details": "429", "last_assistant_message": "API Error: Rate limit reached"});
+        let (status, summary, usage) = report(intent(&doc, &no_tail, None));
+        assert_eq!((status, summary.as_deref()), (ReportStatus::Failed, Some("API Error: Rate limit reached")));
+        assert_eq!(usage.unwrap().limit, Some(Limit::ProviderLimit));
+        let server = json!({"hook_event_name": "StopFailure", "error": "server_error"});
+        let (status, summary, usage) = report(intent(&server, &no_tail, None));
+        assert_eq!((status, summary.as_deref(), usage), (ReportStatus::Failed, Some("server_error"), None));
+    }
+
+    #[test]
+    fn a_session_start_reports_runtimes_and_other_events_nothing() {
+        assert!(matches!(intent(&json!({"hook_event_name": "SessionStart", "source": "startup"}), &no_tail, None), Intent::Runtimes));
+        assert!(matches!(intent(&json!({"hook_event_name": "PostToolUse"}), &no_tail, None), Intent::ResumeIfWaiting));
+        assert!(matches!(intent(&json!({"hook_event_name": "PreCompact"}), &no_tail, None), Intent::Nothing(_)));
+        assert!(matches!(intent(&json!([1, 2]), &no_tail, None), Intent::Nothing(_)));
+    }
+}

@@ -1,0 +1,374 @@
+//! `handoff hook install claude-code|codex [--project DIR] [--uninstall]`, the pure half: where
+//! an agent harness keeps its settings ([`settings_path`]), and the text of that file with the
+//! reporter hooks added or removed ([`apply`]). No I/O: the caller reads the file (an absent one
+//! is `""`), calls [`apply`] and writes the answer back, or skips the write when the answer is
+//! what it read.
+//!
+//! - Claude Code (`settings.json`): one hook group per event of [`CLAUDE_CODE_EVENTS`], whose
+//!   one handler runs `<program> hook claude-code`.
+//! - Codex (`config.toml`): the top-level `notify = ["<program>", "hook", "codex"]`. Codex
+//!   appends one argument, the event as JSON, to that argv when it runs it.
+//!
+//! **Invariants:**
+//! - Only ours is added or removed; every other entry of the file is kept.
+//! - Install is idempotent: installing into its own answer gives that answer back.
+//! - Uninstall removes exactly what install added: installing any number of times, then
+//!   uninstalling, gives the original file back. For Codex byte for byte (`toml_edit` keeps
+//!   comments and layout); for Claude Code as the same JSON value, since `serde_json` (without
+//!   `preserve_order`) writes keys sorted and re-indents. The one loss: an empty `hooks` object
+//!   or event array that was there before install is gone after uninstall.
+//! - "Ours" is told by the program's file name, `handoff` or `handoff.exe`, never by its whole
+//!   path, so uninstall still finds entries written before the binary moved. For the same
+//!   reason install refuses a program by any other name: uninstall could not find its entries.
+//! - Nothing is overwritten: a file of an unexpected shape, or a Codex `notify` that runs
+//!   another program, is refused with an [`InstallError`].
+//! - When nothing changes, the answer is `text` itself, byte for byte.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+use toml_edit::{Array, DocumentMut, Item};
+
+/// The agent harnesses whose settings file this module edits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Harness {
+    /// Claude Code: hooks in `settings.json`.
+    ClaudeCode,
+    /// Codex: `notify` in `config.toml`.
+    Codex,
+}
+
+/// The Claude Code events the reporter hooks: a session's start, each prompt, a wait for the
+/// user, a tool that ran (the person let it), and a turn's end, with or without an error.
+pub const CLAUDE_CODE_EVENTS: [&str; 6] = ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
+
+/// The `timeout` (seconds) written in each Claude Code handler: the reporter only queues a
+/// report, and a hook must never hold the agent up for long.
+pub const HOOK_TIMEOUT_S: u64 = 10;
+
+/// The subcommand Claude Code runs, after the program.
+const CLAUDE_CODE_ARGS: &str = "hook claude-code";
+/// The arguments of Codex's `notify` argv, after the program.
+const CODEX_ARGS: [&str; 2] = ["hook", "codex"];
+/// The file names the `handoff` binary can have; an entry running a program of either is ours.
+const PROGRAM_NAMES: [&str; 2] = ["handoff", "handoff.exe"];
+
+/// Where `harness` keeps the settings the hooks go in: the project's own file with `--project`,
+/// else the user's, in the directory the harness's environment variable names (an empty value
+/// counts as unset), else under `home`.
+///
+/// | harness     | `project`                      | variable            | default                      |
+/// |-------------|--------------------------------|---------------------|------------------------------|
+/// | Claude Code | `DIR/.claude/settings.json`    | `CLAUDE_CONFIG_DIR` | `HOME/.claude/settings.json` |
+/// | Codex       | `DIR/.codex/config.toml`       | `CODEX_HOME`        | `HOME/.codex/config.toml`    |
+pub fn settings_path(harness: Harness, project: Option<&Path>, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let (dir, var, file) = match harness {
+        Harness::ClaudeCode => (".claude", "CLAUDE_CONFIG_DIR", "settings.json"),
+        Harness::Codex => (".codex", "CODEX_HOME", "config.toml"),
+    };
+    if let Some(project) = project {
+        return project.join(dir).join(file);
+    }
+    match env(var).filter(|value| !value.is_empty()) {
+        Some(config_dir) => PathBuf::from(config_dir).join(file),
+        None => home.join(dir).join(file),
+    }
+}
+
+/// Why a settings file was left as it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstallError {
+    /// The file does not parse as `format` (JSON or TOML).
+    Unreadable { format: &'static str, reason: String },
+    /// The value at `at` is `found` where the harness documents `expected`: what to keep in a
+    /// file of another shape cannot be told, so nothing is written.
+    Shape { at: String, expected: &'static str, found: &'static str },
+    /// Codex's `notify` (as written: `existing`) runs another program, and Codex runs only one.
+    ForeignNotify { existing: String },
+    /// `program` cannot be written into the hook entries.
+    Program { program: String, reason: &'static str },
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Unreadable { format, reason } => {
+                write!(f, "the settings file is not valid {format}, so it was left as it is: {reason}")
+            }
+            InstallError::Shape { at, expected, found } => write!(
+                f,
+                "the settings file's {at} is {found}, not {expected}: hooks are only installed into a file of \
+                 the documented shape, so it was left as it is"
+            ),
+            InstallError::ForeignNotify { existing } => write!(
+                f,
+                "Codex runs only one notify program, and config.toml already has notify = {existing}: it was \
+                 left as it is. Remove that line to install handoff's, or have that program also run \
+                 `handoff hook codex` with the same last argument"
+            ),
+            InstallError::Program { program, reason } => write!(f, "cannot install {program:?} as the hook program: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+/// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
+/// settings file's content. `program` is the path of the `handoff` binary the hooks run; an
+/// uninstall does not need it.
+pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+    match (harness, uninstall) {
+        (Harness::ClaudeCode, false) => install_claude_code(text, program),
+        (Harness::ClaudeCode, true) => uninstall_claude_code(text),
+        (Harness::Codex, false) => install_codex(text, program),
+        (Harness::Codex, true) => uninstall_codex(text),
+    }
+}
+
+// ---- Claude Code: settings.json ----
+
+/// Adds our handler to each event of [`CLAUDE_CODE_EVENTS`] that has none yet, as a group of its
+/// own appended to `hooks.<Event>`; `hooks` and the event's array are created when missing.
+/// `text` empty or blank is a file not written yet, `{}`. The answer is pretty JSON with a
+/// final newline, or `text` itself when every event already had ours.
+///
+/// Refuses a file that is not JSON, not an object, whose `hooks` is not an object, or where one
+/// of our events is not an array; and a program not named `handoff` or that a shell would not
+/// read back as written (see [`claude_code_command`]).
+pub fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError> {
+    let command = claude_code_command(program)?;
+    let mut settings = match parse_json(text)? {
+        Value::Object(settings) => settings,
+        other => return Err(shape("top level", "an object", &other)),
+    };
+    let hooks = match settings.entry("hooks").or_insert_with(|| json!({})) {
+        Value::Object(hooks) => hooks,
+        other => return Err(shape("`hooks`", "an object", other)),
+    };
+    let mut added = false;
+    for event in CLAUDE_CODE_EVENTS {
+        let groups = match hooks.entry(event).or_insert_with(|| json!([])) {
+            Value::Array(groups) => groups,
+            other => return Err(shape(&format!("`hooks.{event}`"), "an array", other)),
+        };
+        if !groups.iter().any(group_has_ours) {
+            groups.push(json!({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]}));
+            added = true;
+        }
+    }
+    Ok(if added { pretty(settings) } else { text.to_string() })
+}
+
+/// Removes every handler of ours, from every event; then each group that ours left with an
+/// empty `hooks`, each event array left empty, and `hooks` when left empty. Everything else
+/// stays, including groups and arrays that were empty before. The answer is pretty JSON with a
+/// final newline, or `text` itself when there was nothing of ours.
+///
+/// Refuses only a file that is not JSON: in a value of an unexpected shape there is nothing of
+/// ours to remove, so it is left alone.
+pub fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
+    let mut settings = match parse_json(text)? {
+        Value::Object(settings) => settings,
+        _ => return Ok(text.to_string()),
+    };
+    let Some(Value::Object(hooks)) = settings.get_mut("hooks") else {
+        return Ok(text.to_string());
+    };
+    let mut removed = false;
+    let mut emptied = Vec::new();
+    for (event, groups) in hooks.iter_mut() {
+        let Value::Array(groups) = groups else { continue };
+        if remove_ours(groups) {
+            removed = true;
+            if groups.is_empty() {
+                emptied.push(event.clone());
+            }
+        }
+    }
+    if !removed {
+        return Ok(text.to_string());
+    }
+    for event in &emptied {
+        hooks.remove(event);
+    }
+    if hooks.is_empty() {
+        settings.remove("hooks");
+    }
+    Ok(pretty(settings))
+}
+
+/// The shell command Claude Code runs: `<program> hook claude-code`, with `program` in double
+/// quotes when it has whitespace or any other character a shell would not read as itself (a
+/// Windows path's `\`, say). Refuses a program not named `handoff`, and one with `"`, `$` or
+/// `` ` ``, which a shell reads even inside double quotes.
+fn claude_code_command(program: &str) -> Result<String, InstallError> {
+    check_program_name(program)?;
+    if program.contains(['"', '$', '`']) {
+        let reason = "a shell would not read its \", $ or ` as written; run handoff from a path without them";
+        return Err(InstallError::Program { program: program.to_string(), reason });
+    }
+    let plain = program.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%~".contains(c));
+    Ok(if plain { format!("{program} {CLAUDE_CODE_ARGS}") } else { format!("\"{program}\" {CLAUDE_CODE_ARGS}") })
+}
+
+/// Whether a handler object runs `<P> hook claude-code` with P (quotes stripped) a `handoff`.
+fn is_our_handler(handler: &Value) -> bool {
+    let Some(command) = handler.get("command").and_then(Value::as_str) else {
+        return false;
+    };
+    command.strip_suffix(CLAUDE_CODE_ARGS).and_then(|rest| rest.strip_suffix(' ')).is_some_and(|program| is_handoff(unquote(program)))
+}
+
+/// Whether a group (`{"matcher"?, "hooks": [handler, ...]}`) has a handler of ours.
+fn group_has_ours(group: &Value) -> bool {
+    group.get("hooks").and_then(Value::as_array).is_some_and(|handlers| handlers.iter().any(is_our_handler))
+}
+
+/// Removes our handlers from an event's groups, and the groups that were left empty by it;
+/// says whether it removed any.
+fn remove_ours(groups: &mut Vec<Value>) -> bool {
+    let mut removed = false;
+    groups.retain_mut(|group| {
+        let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+            return true;
+        };
+        let before = handlers.len();
+        handlers.retain(|handler| !is_our_handler(handler));
+        if handlers.len() == before {
+            return true;
+        }
+        removed = true;
+        !handlers.is_empty()
+    });
+    removed
+}
+
+/// Parses a settings.json; blank text is a file not written yet, `{}`.
+fn parse_json(text: &str) -> Result<Value, InstallError> {
+    if text.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(text).map_err(|e| InstallError::Unreadable { format: "JSON", reason: e.to_string() })
+}
+
+/// `serde_json::to_string_pretty`'s text and a final newline. `{:#}` writes the same text
+/// (two-space indent) and, unlike `to_string_pretty`, cannot fail.
+fn pretty(settings: Map<String, Value>) -> String {
+    format!("{:#}\n", Value::Object(settings))
+}
+
+fn shape(at: &str, expected: &'static str, found: &Value) -> InstallError {
+    let found = match found {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    InstallError::Shape { at: at.to_string(), expected, found }
+}
+
+// ---- Codex: config.toml ----
+
+/// Sets the top-level `notify = ["<program>", "hook", "codex"]`, after the file's other
+/// top-level keys; every other byte stays. A `notify` of ours already there (any path to a
+/// `handoff`) leaves `text` as it is; one that runs another program is refused, never replaced.
+/// A program not named `handoff` is refused too.
+pub fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
+    check_program_name(program)?;
+    let mut config = parse_toml(text)?;
+    if let Some(existing) = config.get("notify") {
+        if is_our_notify(existing) {
+            return Ok(text.to_string());
+        }
+        return Err(InstallError::ForeignNotify { existing: as_written(existing) });
+    }
+    let argv: Array = [program].into_iter().chain(CODEX_ARGS).collect();
+    config.insert("notify", toml_edit::value(argv));
+    Ok(keep_line_endings(text, config.to_string()))
+}
+
+/// Removes the top-level `notify` if it is ours; any other `text` is answered as it is.
+pub fn uninstall_codex(text: &str) -> Result<String, InstallError> {
+    let mut config = parse_toml(text)?;
+    if !config.get("notify").is_some_and(is_our_notify) {
+        return Ok(text.to_string());
+    }
+    config.remove("notify");
+    Ok(keep_line_endings(text, config.to_string()))
+}
+
+/// Whether `notify` is `["<P>", "hook", "codex"]` with P (quotes stripped) a `handoff`.
+fn is_our_notify(notify: &Item) -> bool {
+    let Some(argv) = notify.as_array() else {
+        return false;
+    };
+    let argv: Option<Vec<&str>> = argv.iter().map(|arg| arg.as_str()).collect();
+    match argv.as_deref() {
+        Some([program, rest @ ..]) => rest == CODEX_ARGS && is_handoff(unquote(program)),
+        _ => false,
+    }
+}
+
+/// A `notify` value as the file writes it, without the spaces and comment around it.
+fn as_written(notify: &Item) -> String {
+    match notify.as_value() {
+        Some(value) => {
+            let mut value = value.clone();
+            value.decor_mut().clear();
+            value.to_string()
+        }
+        None => "a table".to_string(),
+    }
+}
+
+fn parse_toml(text: &str) -> Result<DocumentMut, InstallError> {
+    text.parse().map_err(|e: toml_edit::TomlError| InstallError::Unreadable { format: "TOML", reason: e.to_string() })
+}
+
+/// `toml_edit` ends every key-value line with `\n`, also the last one and in a CRLF file. So
+/// that the lines it did not touch stay byte for byte: a file whose line breaks are all `\r\n`
+/// gets `\r\n` throughout, and a non-empty file without a final line break keeps none.
+fn keep_line_endings(original: &str, mut edited: String) -> String {
+    let crlf = original.contains("\r\n") && !original.replace("\r\n", "").contains('\n');
+    if crlf {
+        edited = edited.replace("\r\n", "\n").replace('\n', "\r\n");
+    }
+    if !original.is_empty() && !original.ends_with('\n') {
+        let stripped = edited.strip_suffix(if crlf { "\r\n" } else { "\n" }).map(str::to_string);
+        edited = stripped.unwrap_or(edited);
+    }
+    edited
+}
+
+// ---- both ----
+
+/// Whether `program`'s file name (after the last `/` or `\`) is `handoff` or `handoff.exe`.
+fn is_handoff(program: &str) -> bool {
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+    PROGRAM_NAMES.contains(&name)
+}
+
+/// `program` without one pair of surrounding double or single quotes.
+fn unquote(program: &str) -> &str {
+    for quote in ['"', '\''] {
+        if let Some(inner) = program.strip_prefix(quote).and_then(|rest| rest.strip_suffix(quote)) {
+            return inner;
+        }
+    }
+    program
+}
+
+/// Install writes only entries uninstall can find: the program must be named `handoff`.
+fn check_program_name(program: &str) -> Result<(), InstallError> {
+    if is_handoff(program) {
+        return Ok(());
+    }
+    let reason = "its file name is not handoff (or handoff.exe), and the entries are found again by that name";
+    Err(InstallError::Program { program: program.to_string(), reason })
+}
+
+#[cfg(test)]
+mod tests;
