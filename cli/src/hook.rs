@@ -241,7 +241,9 @@ impl Hook {
     /// Spools the runtimes found on this machine, and notes when in `seen`.
     fn spool_runtimes(&self, spool: &Spool, event: &str, seen: &mut Option<Seen>) -> std::io::Result<()> {
         let runtimes = detect::detect(self.path_var.as_deref());
-        self.append(spool, event, Send::Runtimes(RuntimesInput { runtimes }))?;
+        // Spooled, it may arrive late: it counts from when it was looked for.
+        let input = RuntimesInput { runtimes, checked_at: Some(rfc3339(now_ms())) };
+        self.append(spool, event, Send::Runtimes(input))?;
         if let Some(s) = seen.as_mut() {
             s.runtimes_reported_ms = Some(now_ms());
             self.store_seen(s);

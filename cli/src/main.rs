@@ -590,7 +590,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 return Err(Failure::Usage("runtimes: --detect, or --runtime NAME=STATE for each runtime".into()));
             }
             let runtimes = if detect { handoff_cli::detect::detect(std::env::var("PATH").ok().as_deref()) } else { runtimes };
-            let reply = keyed(&key).put_runtimes(&id, &RuntimesInput { runtimes })?;
+            let reply = keyed(&key).put_runtimes(&id, &RuntimesInput { runtimes, checked_at: None })?;
             out.emit(&reply, output::runtimes_lines(&reply.value));
         }
         Command::Hook(_) => unreachable!("answered above"),

@@ -190,9 +190,12 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             if h.record.state == turn::State::Closed {
                 return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
             }
-            // Always a change: the time of the report is what keeps its runtimes available.
-            next.record.machine_runtimes = Some(MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: now });
-            (true, Effect::Nothing)
+            let reported = MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: input.reported_at(now) };
+            next.record.machine_runtimes = Some(reported);
+            // A change unless it is the same report of the same moment again: its time is what
+            // keeps its runtimes available.
+            let moved = next.record.machine_runtimes != h.record.machine_runtimes;
+            (moved, Effect::Nothing)
         }
     };
     if !moved {

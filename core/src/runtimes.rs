@@ -14,7 +14,7 @@ use crate::error::{Code, Refusal};
 use crate::ids::is_id;
 use crate::json::Checked;
 use crate::limits::{MACHINE_RUNTIMES_MAX, RUNTIMES_FRESH_MS, RUNTIME_BYTES_MAX, RUNTIME_VERSION_BYTES_MAX};
-use crate::time::EpochMs;
+use crate::time::{parse_rfc3339, EpochMs};
 use serde::{Deserialize, Serialize};
 
 /// One runtime a machine reports.
@@ -36,10 +36,24 @@ pub struct Runtime {
 #[serde(deny_unknown_fields)]
 pub struct RuntimesInput {
     pub runtimes: Vec<Runtime>,
+    /// When the machine looked (RFC 3339, UTC). A report sent late (a hook's spool delivered
+    /// after a network cut) is as fresh as its look, not its arrival; absent, it is the arrival.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+}
+
+impl RuntimesInput {
+    /// The time the report counts from: its `checked_at`, never later than its arrival `now`.
+    pub fn reported_at(&self, now: EpochMs) -> EpochMs {
+        self.checked_at.as_deref().and_then(parse_rfc3339).map_or(now, |at| at.min(now))
+    }
 }
 
 impl Checked for RuntimesInput {
     fn checked(self) -> Result<Self, Refusal> {
+        if self.checked_at.as_deref().is_some_and(|t| parse_rfc3339(t).is_none()) {
+            return Err(Refusal::invalid("checked_at: an RFC 3339 time in UTC, like 2026-12-01T09:30:00Z"));
+        }
         if self.runtimes.len() > MACHINE_RUNTIMES_MAX {
             return Err(Refusal::invalid(format!("runtimes: at most {MACHINE_RUNTIMES_MAX}")));
         }
@@ -150,6 +164,17 @@ mod tests {
         assert_eq!(refused("gemini", 5), None, "an unchecked credential is not a refusal");
         assert_eq!(refused("aider", RUNTIMES_FRESH_MS + 1), None, "a stale report says nothing");
         assert!(check_handoff(None, "aider", 5).is_ok(), "an unreported runtime may be handed to");
+    }
+
+    #[test]
+    fn a_late_report_counts_from_when_the_machine_looked_never_from_the_future() {
+        let input = |checked_at: Option<&str>| RuntimesInput { runtimes: vec![], checked_at: checked_at.map(str::to_string) };
+        let now = 1_796_041_234_567;
+        assert_eq!(input(None).reported_at(now), now);
+        assert_eq!(input(Some("2026-11-30T12:00:00Z")).reported_at(now), 1_796_040_000_000);
+        assert_eq!(input(Some("2099-01-01T00:00:00Z")).reported_at(now), now, "a clock ahead counts as now");
+        assert!(parse_checked::<RuntimesInput>(br#"{"runtimes":[],"checked_at":"2026-11-30T12:00:00.250Z"}"#).is_ok());
+        assert!(parse_checked::<RuntimesInput>(br#"{"runtimes":[],"checked_at":"an hour ago"}"#).is_err());
     }
 
     #[test]

@@ -123,3 +123,26 @@ fn a_machine_that_never_reported_is_offered_nothing_and_refused_nothing() {
     let handed = c.post(&path("/turns"), &alice, json!({"after": 1, "handoff": {"runtime": "anything", "objective": "o", "purpose": "p"}}));
     assert_eq!(handed.status, 200, "{}", handed.text);
 }
+
+/// A report older than the freshness window (sent late, it says when the machine looked)
+/// makes nothing available and refuses nothing.
+#[test]
+fn a_stale_runtimes_report_offers_nothing_and_refuses_nothing() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let path = |rest: &str| format!("/v1/handoffs/{id}{rest}");
+    c.put(&path("/policy"), &alice, json!({"runtimes": ["claude-code", "codex"], "context_threshold_pct": 50}));
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let looked = handoff_core::time::rfc3339(now_ms - handoff_core::limits::RUNTIMES_FRESH_MS - 60_000);
+    let stale = json!({"runtimes": [{"name": "claude-code", "signed_in": true}, {"name": "codex", "signed_in": false}], "checked_at": looked});
+    let put = c.put(&path("/runtimes"), &machine, stale);
+    assert_eq!(put.handoff()["machine_runtimes"]["reported_at"], looked, "it counts from when the machine looked");
+    let hot = c.post(&path("/report"), &machine, json!({"turn": 1, "status": "done", "usage": {"context_used": 99, "context_window": 100}}));
+    assert!(hot.handoff()["suggestion"].is_null(), "a stale report makes nothing available: {}", hot.text);
+    c.put(&path("/work"), &alice, json!({"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": []}));
+    let handed = c.post(&path("/turns"), &alice, json!({"after": 1, "handoff": {"runtime": "codex", "objective": "o", "purpose": "p"}}));
+    assert_eq!(handed.status, 200, "a stale signed-out report refuses nothing: {}", handed.text);
+    let future = c.put(&path("/runtimes"), &machine, json!({"runtimes": [], "checked_at": "tomorrow"}));
+    assert_eq!((future.status, future.code()), (400, "request.invalid"));
+}

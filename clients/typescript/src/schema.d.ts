@@ -513,9 +513,9 @@ export interface paths {
         get?: never;
         /**
          * The runtimes this session's machine has installed (machine).
-         * @description Replaces the machine's last report whole and records when it came; the record shows
-         *     it as `machine_runtimes`, and every report is a version move (its time is what keeps
-         *     it fresh). A runtime is *available* when the newest report, at most 24 h old, lists
+         * @description Replaces the machine's last report whole and records its time (`checked_at`, or its
+         *     arrival); the record shows it as `machine_runtimes`. Every report of a new moment is a
+         *     version move, since its time is what keeps it fresh. A runtime is *available* when the newest report, at most 24 h old, lists
          *     it with `signed_in: true`: only available runtimes are suggested. A hand-off to a
          *     runtime a fresh report leaves out or lists with `signed_in: false` is refused with
          *     409 `runtime.unavailable`. `signed_in: null` says the machine could not check the
@@ -1085,6 +1085,13 @@ export interface components {
         RuntimesInput: {
             /** @description Every runtime installed on the machine, each name once (at most 16). */
             runtimes: components["schemas"]["MachineRuntime"][];
+            /**
+             * Format: date-time
+             * @description When the machine looked (RFC 3339 in UTC, ending in `Z`). A report delivered late
+             *     counts from this time, never from later than its arrival; without it, from its
+             *     arrival.
+             */
+            checked_at?: string;
         };
         PolicyInput: {
             /** @description The runtimes this owner can hand off to (ids, at most 16). */

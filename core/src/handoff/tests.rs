@@ -103,7 +103,7 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
 
 fn runtimes(list: &[(&str, Option<bool>)]) -> Change {
     let runtimes = list.iter().map(|(name, signed_in)| Runtime { name: name.to_string(), version: None, signed_in: *signed_in }).collect();
-    Change::SetRuntimes { input: RuntimesInput { runtimes } }
+    Change::SetRuntimes { input: RuntimesInput { runtimes, checked_at: None } }
 }
 
 /// A policy naming both runtimes, on a machine that reported both installed and signed in.
@@ -121,8 +121,10 @@ fn a_runtimes_report_replaces_the_last_whole_with_its_time_and_only_the_machine_
     assert_eq!((reported.runtimes.len(), reported.reported_at), (2, 5_000));
     let again = apply(&h.next, &runtimes(&[("codex", Some(false))]), Role::Machine, 9_000).unwrap();
     assert!(again.moved, "a report refreshes its time, so it is always a change");
-    let reported = again.next.record.machine_runtimes.unwrap();
+    let reported = again.next.record.machine_runtimes.clone().unwrap();
     assert_eq!((reported.runtimes.len(), reported.reported_at), (1, 9_000), "replaced whole, not merged");
+    let same = apply(&again.next, &runtimes(&[("codex", Some(false))]), Role::Machine, 9_000).unwrap();
+    assert!(!same.moved, "the same report of the same moment again changes nothing");
     let by_owner = apply(&h.next, &runtimes(&[]), Role::Owner, 9_000).unwrap_err();
     assert_eq!(by_owner.code, Code::AuthForbidden);
     let closed = ok(&fresh(), Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Role::Owner).next;
