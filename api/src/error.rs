@@ -71,6 +71,45 @@ pub fn status(code: Code) -> u16 {
 mod tests {
     use super::*;
 
+    /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
+    #[test]
+    fn each_code_answers_the_status_the_contract_gives_it() {
+        let contract: [(&str, u16); 26] = [
+            ("auth.required", 401),
+            ("auth.invalid", 401),
+            ("auth.forbidden", 403),
+            ("handoff.not_found", 404),
+            ("route.not_found", 404),
+            ("store.unbound", 404),
+            ("package.not_found", 404),
+            ("decision.not_found", 404),
+            ("blocker.not_found", 404),
+            ("request.method_not_allowed", 405),
+            ("handoff.conflict", 409),
+            ("handoff.closed", 409),
+            ("handoff.stale", 409),
+            ("handoff.turn_conflict", 409),
+            ("handoff.turn_running", 409),
+            ("handoff.turn_out_of_order", 409),
+            ("handoff.turn_finished", 409),
+            ("package.stale", 409),
+            ("package.accepted", 409),
+            ("runtime.unavailable", 409),
+            ("request.invalid", 400),
+            ("request.too_large", 413),
+            ("idempotency.mismatch", 422),
+            ("wait.too_many", 429),
+            ("store.unavailable", 503),
+            ("auth.misconfigured", 503),
+        ];
+        assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
+        for (name, expected) in contract {
+            let code = Code::parse(name).unwrap_or_else(|| panic!("{name} is not a code"));
+            assert_eq!(status(code), expected, "{name}");
+            assert_eq!(ApiError::new(code, "m").status(), expected, "{name}");
+        }
+    }
+
     #[test]
     fn no_code_is_a_server_error_but_the_operators_two() {
         for code in Code::ALL {

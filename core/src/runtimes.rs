@@ -155,6 +155,14 @@ mod tests {
     }
 
     #[test]
+    fn a_report_counts_for_a_day_as_the_contract_says() {
+        let hour = 60 * 60 * 1000;
+        let r = reported(0);
+        assert_eq!(availability(Some(&r), "claude-code", 23 * hour), Availability::Available);
+        assert_eq!(availability(Some(&r), "claude-code", 25 * hour), Availability::Stale);
+    }
+
+    #[test]
     fn only_absent_or_signed_out_refuses_a_handoff() {
         let r = reported(0);
         let refused = |name: &str, now| check_handoff(Some(&r), name, now).err().map(|e| e.code);
