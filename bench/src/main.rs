@@ -10,6 +10,8 @@
 mod fanout;
 mod load;
 mod micro;
+mod peer;
+mod profile;
 mod report;
 mod server;
 mod service;
@@ -45,9 +47,15 @@ struct Args {
     linger: Duration,
     /// Waiters held in each fan-out round, one round each.
     waiters: Vec<usize>,
+    /// `--profile ROUTE`: profile that route instead of running the bench.
+    profile: Option<profile::Route>,
+    /// Requests profiled.
+    requests: usize,
+    /// The TypeScript peer's bundle (`worker.js`), for phase 7.
+    peer_build: PathBuf,
 }
 
-const PHASES: [&str; 5] = ["floor", "get", "report", "spread", "fanout"];
+const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
 
 impl Args {
     fn runs(&self, phase: &str) -> bool {
@@ -58,7 +66,8 @@ impl Args {
 fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
-         \x20                    [--phases floor,get,report,spread,fanout] [--waiters 100,1000,5000] [--linger S]\n\
+         \x20                    [--phases floor,get,report,spread,fanout,peer] [--peer-build DIR] [--waiters 100,1000,5000] [--linger S]\n\
+         \x20      handoff-bench --profile health|floor|get|report [--requests N] [--build DIR]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
          (default bench/results/latest.json)."
@@ -74,6 +83,8 @@ fn parse_args() -> Args {
             workerd: handoff_it::workerd::binary(&repo),
             port: 0,
             signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
+            inspector_port: None,
+            peer: false,
             repo: repo.clone(),
         },
         out: repo.join("bench/results/latest.json"),
@@ -83,6 +94,9 @@ fn parse_args() -> Args {
         phases: PHASES.iter().map(|p| p.to_string()).collect(),
         waiters: FANOUT_WAITERS.to_vec(),
         linger: Duration::ZERO,
+        profile: None,
+        requests: profile::REQUESTS_DEFAULT,
+        peer_build: repo.join("build-peer"),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -96,6 +110,9 @@ fn parse_args() -> Args {
             "--build" => args.options.build = PathBuf::from(value()),
             "--workerd" => args.options.workerd = PathBuf::from(value()),
             "--keep-state" => args.keep_state = true,
+            "--peer-build" => args.peer_build = PathBuf::from(value()),
+            "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
+            "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
             "--linger" => args.linger = seconds(value()),
             "--waiters" => {
                 args.waiters = value().split(',').map(|n| n.parse().unwrap_or_else(|_| usage())).collect();
@@ -132,6 +149,9 @@ fn raise_open_files_limit() {
 fn main() {
     let args = parse_args();
     raise_open_files_limit();
+    if let Some(route) = args.profile {
+        return profile_route(&args, route);
+    }
     let started = Instant::now();
     let load_average_start = load_average();
 
@@ -160,6 +180,20 @@ fn main() {
     let temporary = args.out.with_extension("json.tmp");
     std::fs::write(&temporary, json).and_then(|_| std::fs::rename(&temporary, &args.out)).unwrap_or_else(|e| fail(&e.to_string()));
     eprintln!("bench: wrote {}", args.out.display());
+}
+
+/// `--profile`: one workerd with its inspector on, one route, one table.
+fn profile_route(args: &Args, route: profile::Route) {
+    let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
+    let options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let outcome = runtime.block_on(async {
+        let server = Server::start(&options, &run_dir)?;
+        let inspector = options.inspector_port.unwrap_or_default();
+        profile::run(&server, inspector, route, args.requests, args.options.signing_key.as_bytes()).await
+    });
+    let _ = std::fs::remove_dir_all(&run_dir);
+    print!("{}", profile::table(&outcome.unwrap_or_else(|e| fail(&e))));
 }
 
 /// The tmpfs folder of the diagnostic server whose objects store in memory (no fsync).
@@ -303,7 +337,17 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
     }
     linger(server, args.linger);
 
-    Ok(Results::new(
+    let peer = match args.runs("peer") {
+        true => {
+            eprintln!("bench: (7) beside the TypeScript peer, each on a fresh workerd");
+            let rust = Options { port: free_port(), ..args.options.clone() };
+            let ts = Options { port: free_port(), peer: true, build: args.peer_build.clone(), ..args.options.clone() };
+            Some(peer::run(&rust, &ts, run_dir, &key, args.warmup, args.window, SPREAD_HANDOFFS).await?)
+        }
+        false => None,
+    };
+
+    let mut results = Results::new(
         args,
         floor,
         get_one,
@@ -319,7 +363,9 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             first_durable_object_answer_ms: first_object_ms,
         },
         micro,
-    ))
+    );
+    results.peer = peer;
+    Ok(results)
 }
 
 /// Creates the hand-offs, then reports at 32 connections, each report on the next hand-off

@@ -138,6 +138,8 @@ pub struct Results {
     pub size_start: SizeStart,
     pub micro: Vec<Micro>,
     pub targets: Targets,
+    /// (7) Beside the TypeScript peer; `None` when the phase was left out.
+    pub peer: Option<crate::peer::Peer>,
 }
 
 impl Results {
@@ -189,6 +191,7 @@ impl Results {
             size_start,
             micro,
             targets,
+            peer: None,
         }
     }
 }
@@ -308,6 +311,9 @@ pub fn table(r: &Results) -> String {
     let _ = writeln!(t, "\n6 native micro-benchmarks (median of {} timed samples)", r.micro.first().map_or(0, |m| m.samples));
     for m in &r.micro {
         let _ = writeln!(t, "  {:<50} {:>9.1} ns/op  (min {:.1}, max {:.1})", m.name, m.ns_per_op_median, m.ns_per_op_min, m.ns_per_op_max);
+    }
+    if let Some(peer) = &r.peer {
+        let _ = write!(t, "\n{}", crate::peer::table(peer));
     }
     let g = &r.targets;
     let _ = writeln!(

@@ -23,7 +23,14 @@ pub struct Options {
     pub workerd: PathBuf,
     pub port: u16,
     pub signing_key: String,
+    /// Open workerd's DevTools inspector on this port (for `--profile`).
+    pub inspector_port: Option<u16>,
+    /// Run the TypeScript peer (`build` holds its bundle, `worker.js`) instead of this Worker.
+    pub peer: bool,
 }
+
+/// The TypeScript peer's one module (`bench/reference/worker.ts`, bundled by scripts/bench).
+pub const PEER_MODULES: [(&str, &str); 1] = [("worker.js", "esModule")];
 
 pub struct Server {
     pub port: u16,
@@ -42,13 +49,17 @@ impl Server {
             return Err(format!("127.0.0.1:{} is in use; pick another --port", options.port));
         }
         let vars = [("HANDOFF_SIGNING_KEY", options.signing_key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")];
-        workerd::lay_out(&options.repo, &options.build, dir, options.port, &vars)?;
+        match options.peer {
+            true => workerd::lay_out_modules(&options.repo, &options.build, dir, options.port, &vars, &PEER_MODULES)?,
+            false => workerd::lay_out(&options.repo, &options.build, dir, options.port, &vars)?,
+        }
 
         let log = fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;
         let mut command = Command::new(&options.workerd);
         command
             .current_dir(dir)
             .args(["serve", "config.capnp"])
+            .args(options.inspector_port.map(|p| format!("--inspector-addr=127.0.0.1:{p}")))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);

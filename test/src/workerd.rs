@@ -32,14 +32,20 @@ pub fn binary(repo: &Path) -> PathBuf {
 /// Copies the build into `dir` (so that a rebuild meanwhile does not change what runs) and
 /// writes `dir/config.capnp`, whose objects keep their state in `dir/do`.
 pub fn lay_out(repo: &Path, build: &Path, dir: &Path, port: u16, vars: &[(&str, &str)]) -> Result<(), String> {
+    lay_out_modules(repo, build, dir, port, vars, &MODULES)
+}
+
+/// [`lay_out`] for another Worker with the same bindings and classes (the benchmark's
+/// TypeScript peer): `modules` are its files under `build`, the first one its entry.
+pub fn lay_out_modules(repo: &Path, build: &Path, dir: &Path, port: u16, vars: &[(&str, &str)], modules: &[(&str, &str)]) -> Result<(), String> {
     fs::create_dir_all(dir.join("worker")).map_err(|e| format!("{}: {e}", dir.display()))?;
     fs::create_dir_all(dir.join("do")).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for (name, _) in MODULES {
+    for (name, _) in modules {
         let from = build.join(name);
         fs::copy(&from, dir.join(name)).map_err(|e| format!("{}: {e} (has the Worker been built?)", from.display()))?;
     }
     let compatibility_date = compatibility_date(&repo.join("wrangler.toml"))?;
-    let config = config(&compatibility_date, port, &dir.join("do"), vars);
+    let config = config_with_modules(&compatibility_date, port, &dir.join("do"), vars, modules);
     fs::write(dir.join("config.capnp"), config).map_err(|e| e.to_string())
 }
 
@@ -58,8 +64,12 @@ pub fn compatibility_date(wrangler_toml: &Path) -> Result<String, String> {
 /// `storage`, `HANDOFF_ENV=local`, and `vars` as text bindings. Module paths are relative to
 /// the folder the configuration is written in.
 pub fn config(compatibility_date: &str, port: u16, storage: &Path, vars: &[(&str, &str)]) -> String {
+    config_with_modules(compatibility_date, port, storage, vars, &MODULES)
+}
+
+pub fn config_with_modules(compatibility_date: &str, port: u16, storage: &Path, vars: &[(&str, &str)], modules: &[(&str, &str)]) -> String {
     let modules: Vec<String> =
-        MODULES.iter().map(|(name, kind)| format!("    (name = \"{name}\", {kind} = embed \"{name}\"),")).collect();
+        modules.iter().map(|(name, kind)| format!("    (name = \"{name}\", {kind} = embed \"{name}\"),")).collect();
     let mut bindings = vec![
         "    (name = \"HANDOFFS\", durableObjectNamespace = \"HandoffObject\"),".to_string(),
         "    (name = \"OWNER_INDEX\", durableObjectNamespace = \"OwnerIndex\"),".to_string(),
