@@ -99,13 +99,6 @@ pub enum Availability {
     Unreported,
 }
 
-impl Availability {
-    /// May a turn be handed to it? Only what the machine said refuses a hand-off.
-    pub fn refuses_handoff(self) -> bool {
-        matches!(self, Availability::Absent | Availability::SignedOut)
-    }
-}
-
 /// The availability of `name` at `now`, from the machine's newest report.
 pub fn availability(reported: Option<&MachineRuntimes>, name: &str, now: EpochMs) -> Availability {
     let Some(reported) = reported else {
@@ -207,5 +200,7 @@ mod tests {
         assert!(parse_checked::<RuntimesInput>(many(MACHINE_RUNTIMES_MAX + 1).as_bytes()).is_err());
         let longest = format!(r#"{{"runtimes":[{{"name":"codex","version":"{}"}}]}}"#, "v".repeat(RUNTIME_VERSION_BYTES_MAX));
         assert!(parse_checked::<RuntimesInput>(longest.as_bytes()).is_ok());
+        let longest_name = format!(r#"{{"runtimes":[{{"name":"{}"}}]}}"#, "r".repeat(RUNTIME_BYTES_MAX));
+        assert!(parse_checked::<RuntimesInput>(longest_name.as_bytes()).is_ok());
     }
 }

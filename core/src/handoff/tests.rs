@@ -199,3 +199,22 @@ fn package_routes_move_the_version_only_when_the_ledger_moves() {
     let rejected = ok(&first.next, reject, Role::Machine);
     assert!(rejected.moved);
 }
+
+#[test]
+fn each_change_names_its_kind_in_the_history() {
+    let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
+    let cases: Vec<(Change, &str)> = vec![
+        (open(1, None), "turn_opened"),
+        (open(1, Some(request("codex"))), "turn_handed_off"),
+        (report(1, ReportStatus::Done), "report"),
+        (Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, handoff: None }, "cancel"),
+        (Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, "close"),
+        (set_work(), "work"),
+        (Change::SetPolicy { policy }, "policy"),
+        (runtimes(&[]), "runtimes"),
+        (Change::Accept { package_hash: "0".repeat(64) }, "package_accepted"),
+    ];
+    for (change, kind) in cases {
+        assert_eq!(change.kind(), kind, "{change:?}");
+    }
+}
