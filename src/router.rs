@@ -352,6 +352,15 @@ async fn read_body(req: &mut Request, bodiless: bool) -> std::result::Result<Vec
     if req.inner().body().is_none() {
         return Ok(Vec::new());
     }
+    // A declared length bounds the body (HTTP frames it by that length): read it in one call
+    // rather than chunk by chunk, each chunk an await and a crossing into JavaScript.
+    if let Some(n) = declared.filter(|n| *n > 0) {
+        let body = req.bytes().await.map_err(|_| ApiError::invalid("body: unreadable"))?;
+        if body.len() as u64 != n {
+            return Err(ApiError::invalid("body: its length is not the Content-Length declared"));
+        }
+        return Ok(body);
+    }
     let mut stream = req.stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
