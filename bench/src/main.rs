@@ -53,6 +53,8 @@ struct Args {
     requests: usize,
     /// The TypeScript peer's bundle (`worker.js`), for phase 7.
     peer_build: PathBuf,
+    /// `--profile` the TypeScript peer instead of this Worker.
+    profile_peer: bool,
 }
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
@@ -67,7 +69,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
          \x20                    [--phases floor,get,report,spread,fanout,peer] [--peer-build DIR] [--waiters 100,1000,5000] [--linger S]\n\
-         \x20      handoff-bench --profile health|floor|get|report [--requests N] [--build DIR]\n\
+         \x20      handoff-bench --profile health|floor|get|report [--requests N] [--build DIR] [--peer [--peer-build DIR]]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
          (default bench/results/latest.json)."
@@ -97,6 +99,7 @@ fn parse_args() -> Args {
         profile: None,
         requests: profile::REQUESTS_DEFAULT,
         peer_build: repo.join("build-peer"),
+        profile_peer: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -111,6 +114,7 @@ fn parse_args() -> Args {
             "--workerd" => args.options.workerd = PathBuf::from(value()),
             "--keep-state" => args.keep_state = true,
             "--peer-build" => args.peer_build = PathBuf::from(value()),
+            "--peer" => args.profile_peer = true,
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
             "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
             "--linger" => args.linger = seconds(value()),
@@ -185,7 +189,10 @@ fn main() {
 /// `--profile`: one workerd with its inspector on, one route, one table.
 fn profile_route(args: &Args, route: profile::Route) {
     let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
-    let options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
+    let mut options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
+    if args.profile_peer {
+        options = Options { peer: true, build: args.peer_build.clone(), ..options };
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let outcome = runtime.block_on(async {
         let server = Server::start(&options, &run_dir)?;

@@ -5,7 +5,7 @@
 //! function's self time, grouped as:
 //!
 //! - **wasm**: the Worker's WebAssembly, by Rust symbol (a build that keeps names: `scripts/profile`
-//!   builds one);
+//!   builds one); with `--peer`, the TypeScript peer's own code (`worker.js`) in its place;
 //! - **glue**: the JavaScript that wasm-bindgen and worker-build generate around it;
 //! - **runtime**: the runtime's built-ins (Request, Headers, Response, streams, SQL, …), the
 //!   functions with no script of their own, and workerd's internal JavaScript;
@@ -78,7 +78,7 @@ pub enum Category {
 impl Category {
     fn name(self) -> &'static str {
         match self {
-            Category::Wasm => "wasm (the Worker's Rust)",
+            Category::Wasm => "the Worker's own code",
             Category::Glue => "glue (generated JS)",
             Category::Runtime => "runtime built-ins",
             Category::Gc => "garbage collection",
@@ -100,6 +100,9 @@ impl Category {
             Category::Wasm
         } else if url.ends_with("index.js") || url.ends_with("shim.mjs") || url.contains("/worker/") {
             Category::Glue
+        } else if url.ends_with("worker.js") {
+            // The TypeScript peer's own code (`--peer`).
+            Category::Wasm
         } else {
             Category::Runtime
         }
