@@ -176,9 +176,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             if by != Role::Owner {
                 return Err(Refusal::new(Code::AuthForbidden, "only the owner sets the policy"));
             }
-            if h.record.state == turn::State::Closed {
-                return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
-            }
+            h.record.check_open()?;
             next.extras.policy = Some(policy.clone());
             dirty.extras = h.extras.policy.as_ref() != Some(policy);
             (dirty.extras, Effect::Policy(policy.clone()))
@@ -187,9 +185,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             if by != Role::Machine {
                 return Err(Refusal::new(Code::AuthForbidden, "only the session's machine reports its runtimes"));
             }
-            if h.record.state == turn::State::Closed {
-                return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
-            }
+            h.record.check_open()?;
             let reported = MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: input.reported_at(now) };
             next.record.machine_runtimes = Some(reported);
             // A change unless it is the same report of the same moment again: its time is what

@@ -557,12 +557,6 @@ fn not_found() -> Refusal {
     Refusal::new(Code::PackageNotFound, "this hand-off has no package yet")
 }
 
-fn check_open(handoff: &Record) -> Result<(), Refusal> {
-    if handoff.state == State::Closed {
-        return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
-    }
-    Ok(())
-}
 
 impl Offer {
     fn answer(&self) -> LatestAnswer {
@@ -598,7 +592,7 @@ impl Ledger {
             return Err(Refusal::new(Code::AuthForbidden, "only the owner compiles a package"));
         }
         if !dry_run {
-            check_open(sources.handoff)?;
+            sources.handoff.check_open()?;
         }
         let current = self.current.as_ref();
         if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.handoff.turn) {
@@ -652,7 +646,7 @@ impl Ledger {
         by: Role,
         now: EpochMs,
     ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
-        check_open(handoff)?;
+        handoff.check_open()?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.hash != package_hash {
             return Err(stale(current));
@@ -681,7 +675,7 @@ impl Ledger {
         by: Role,
         now: EpochMs,
     ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
-        check_open(handoff)?;
+        handoff.check_open()?;
         multi_line("note", &input.note, NOTE_BYTES_MAX)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.state == OfferState::Accepted {

@@ -9,7 +9,7 @@
 //! - a closed hand-off never changes;
 //! - the turn number only rises, by one, through `OpenTurn`.
 
-use crate::error::Code;
+use crate::error::{Code, Refusal};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
@@ -133,6 +133,15 @@ pub struct Record {
 }
 
 impl Record {
+    /// Refuses every change to a closed hand-off with `handoff.closed`: the routes outside the
+    /// turn machine (the work record, packages, the policy, the runtimes) share this one check.
+    pub fn check_open(&self) -> Result<(), Refusal> {
+        if self.state == State::Closed {
+            return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
+        }
+        Ok(())
+    }
+
     /// A new hand-off: turn 1, open, running, version 1.
     pub fn create(id: String, owner: String, session: String, machine: String, size: String, now: EpochMs) -> Record {
         Record {

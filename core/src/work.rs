@@ -28,7 +28,7 @@ use crate::json::Checked;
 use crate::limits::*;
 use crate::applied::Applied;
 use crate::time::EpochMs;
-use crate::turn::{Record, State};
+use crate::turn::Record;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -482,9 +482,7 @@ impl Item {
 /// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
 /// A refusal leaves the record as it was.
 pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
-    if handoff.state == State::Closed {
-        return Err(Refusal::new(Code::HandoffClosed, "the hand-off is closed"));
-    }
+    handoff.check_open()?;
     if !command.may_be_sent_by(by) {
         return Err(Refusal::new(Code::AuthForbidden, "this route is not open to this token's role"));
     }

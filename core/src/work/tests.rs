@@ -1,7 +1,7 @@
 use serde_json::json;
 use super::*;
 use crate::json::parse_checked;
-use crate::turn::Record;
+use crate::turn::{Record, State};
 
 fn handoff() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
