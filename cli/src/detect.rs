@@ -83,11 +83,7 @@ pub fn version_line(ran: &Ran) -> Option<String> {
     }
     let line = ran.stdout.lines().map(str::trim).find(|l| !l.is_empty())?;
     let clean: String = line.chars().filter(|c| !c.is_control()).collect();
-    let mut end = clean.len().min(handoff_core::limits::RUNTIME_VERSION_BYTES_MAX);
-    while !clean.is_char_boundary(end) {
-        end -= 1;
-    }
-    let v = clean[..end].trim();
+    let v = handoff_core::text::clip(&clean, handoff_core::limits::RUNTIME_VERSION_BYTES_MAX).trim();
     (!v.is_empty()).then(|| v.to_string())
 }
 

@@ -28,6 +28,7 @@ use crate::client::new_idempotency_key;
 use crate::detect;
 use handoff_core::limits::{RUNTIMES_FRESH_MS, SUMMARY_BYTES_MAX};
 use handoff_core::suggestion::Usage;
+use handoff_core::text::clip;
 use handoff_core::time::rfc3339;
 use handoff_core::turn::{ReportStatus, Status};
 use seen::Seen;
@@ -81,11 +82,7 @@ pub fn clip_summary(text: &str) -> String {
     if text.len() <= SUMMARY_BYTES_MAX {
         return text.to_string();
     }
-    let mut end = SUMMARY_BYTES_MAX - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", clip(text, SUMMARY_BYTES_MAX - '…'.len_utf8()))
 }
 
 /// Where a hook keeps its spool, what it saw and its log: `HANDOFF_STATE_DIR`, else

@@ -20,6 +20,7 @@
 
 use crate::limits::*;
 use crate::package::{LatestAnswer, Package, Truncation};
+use crate::text::clip;
 use std::fmt::Write as _;
 
 /// The environment variable that holds the API's address, by default.
@@ -247,18 +248,6 @@ fn fit(text: &str, cap: usize) -> String {
     } else {
         format!("{prefix} {CUT_MARK}")
     }
-}
-
-/// The longest prefix of `s` of at most `max_bytes` that ends on a character boundary.
-fn clip(s: &str, max_bytes: usize) -> &str {
-    if s.len() <= max_bytes {
-        return s;
-    }
-    let mut end = max_bytes;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 fn work_body(latest: &LatestAnswer) -> String {

@@ -8,6 +8,7 @@ pub mod limits;
 pub mod time;
 pub mod ids;
 pub mod json;
+pub mod text;
 pub mod role;
 pub mod turn;
 pub mod index;
