@@ -296,8 +296,8 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
     eprintln!("bench: (3) reports over {SPREAD_HANDOFFS} hand-offs, of one owner and of one owner each");
     let (spread_one_owner, spread_many_owners) = match args.runs("spread") {
         true => (
-            spread(&api, server, args, &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
-            spread(&api, server, args, &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
+            spread(&api, server, (args.warmup, args.window), &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
+            spread(&api, server, (args.warmup, args.window), &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
         ),
         false => (Throughput::skipped(CONNECTIONS), Throughput::skipped(CONNECTIONS)),
     };
@@ -349,7 +349,7 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             eprintln!("bench: (7) beside the TypeScript peer, each on a fresh workerd");
             let rust = Options { port: free_port(), ..args.options.clone() };
             let ts = Options { port: free_port(), peer: true, build: args.peer_build.clone(), ..args.options.clone() };
-            Some(peer::run(&rust, &ts, run_dir, &key, args.warmup, args.window, SPREAD_HANDOFFS).await?)
+            Some(peer::run(&rust, &ts, run_dir, &key, args.warmup, args.window).await?)
         }
         false => None,
     };
@@ -380,12 +380,12 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
 async fn spread(
     api: &Api,
     server: &Server,
-    args: &Args,
+    (warmup, window): (Duration, Duration),
     key: &[u8],
     prefix: &str,
     owner_of: impl Fn(usize) -> String,
 ) -> Result<stats::Throughput, String> {
     let handoffs = service::create_many(api, SPREAD_HANDOFFS, CONNECTIONS, prefix, key, owner_of).await?;
-    let shape = Shape { connections: CONNECTIONS, warmup: args.warmup, window: args.window };
+    let shape = Shape { connections: CONNECTIONS, warmup, window };
     Ok(load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
 }

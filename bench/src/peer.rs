@@ -43,7 +43,7 @@ async fn side(options: &Options, dir: &Path, key: &[u8]) -> Result<Side, String>
     Ok(Side { server, api, one })
 }
 
-pub async fn run(rust: &Options, peer: &Options, run_dir: &Path, key: &[u8], warmup: Duration, window: Duration, spread: usize) -> Result<Peer, String> {
+pub async fn run(rust: &Options, peer: &Options, run_dir: &Path, key: &[u8], warmup: Duration, window: Duration) -> Result<Peer, String> {
     let r = side(rust, &run_dir.join("peer-rust"), key).await?;
     let t = side(peer, &run_dir.join("peer-ts"), key).await?;
     let shapes = [1, crate::CONNECTIONS];
@@ -68,9 +68,7 @@ pub async fn run(rust: &Options, peer: &Options, run_dir: &Path, key: &[u8], war
     }
     let mut row = Row { name: "reports over 1,000 hand-offs, one owner", rust: Vec::new(), peer: Vec::new() };
     for (s, out) in [(&r, &mut row.rust), (&t, &mut row.peer)] {
-        let handoffs = service::create_many(&s.api, spread, crate::CONNECTIONS, "peer-spread", key, |_| "peer-spread-owner".into()).await?;
-        let shape = Shape { connections: crate::CONNECTIONS, warmup, window };
-        out.push(load::run(&s.api, &s.server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await);
+        out.push(crate::spread(&s.api, &s.server, (warmup, window), key, "peer-spread", |_| "peer-spread-owner".into()).await?);
     }
     rows.push(row);
     Ok(Peer { rows })
