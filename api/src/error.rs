@@ -59,7 +59,8 @@ pub fn status(code: Code) -> u16 {
         Code::RequestTooLarge => 413,
         Code::IdempotencyMismatch => 422,
         Code::RequestInvalid => 400,
-        Code::WaitTooMany => 429,
+        Code::WaitTooMany | Code::WatchTooMany => 429,
+        Code::UpgradeRequired => 426,
         // A storage failure the runtime reported: retryable, and never a 500.
         Code::StoreUnavailable => 503,
         // The operator's mistake, not the client's: no token can succeed until it is fixed.
@@ -74,7 +75,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 26] = [
+        let contract: [(&str, u16); 28] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -99,6 +100,8 @@ mod tests {
             ("request.too_large", 413),
             ("idempotency.mismatch", 422),
             ("wait.too_many", 429),
+            ("watch.too_many", 429),
+            ("request.upgrade_required", 426),
             ("store.unavailable", 503),
             ("auth.misconfigured", 503),
         ];

@@ -190,6 +190,18 @@ pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
     Ok(wait)
 }
 
+/// `?after=V` of a watch: the version the client has (0 without it).
+pub fn parse_watch_query(query: &str) -> Result<u64, ApiError> {
+    let mut after = 0;
+    for (key, value) in query_pairs(query) {
+        match key {
+            "after" => after = parse_u64("after", value)?,
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    Ok(after)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnsQuery {
     /// Turns before this one (exclusive); the newest turns when absent.
@@ -427,6 +439,14 @@ mod tests {
         assert_eq!(parse_cancel(br#"{"turn":2}"#).unwrap(), CancelInput { turn: Some(2) });
         assert!(parse_close(b"  ").is_ok());
         assert!(parse_close(br#"{"now":true}"#).is_err());
+    }
+
+    #[test]
+    fn the_watch_query_takes_after_and_nothing_else() {
+        assert_eq!(parse_watch_query("").unwrap(), 0);
+        assert_eq!(parse_watch_query("after=12").unwrap(), 12);
+        assert!(parse_watch_query("after=-1").is_err());
+        assert!(parse_watch_query("after=1&timeout=5").is_err());
     }
 
     #[test]

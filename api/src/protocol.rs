@@ -44,6 +44,25 @@ pub fn encode<T: Serialize>(ask: &T) -> Result<String, serde_json::Error> {
     serde_json::to_string(&Envelope { v: PROTOCOL_VERSION, ask })
 }
 
+/// The header that carries an ask where the request can have no body: the upgrade of a watch,
+/// which the runtime forwards to the object as a `GET` with `Upgrade: websocket`.
+pub const ASK_HEADER: &str = "Handoff-Ask";
+
+/// The [`ASK_HEADER`] value of `ask`: its wire text in unpadded base64url, so that any text
+/// the ask holds is a valid header value.
+pub fn encode_header<T: Serialize>(ask: &T) -> Result<String, serde_json::Error> {
+    use base64::Engine;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(encode(ask)?))
+}
+
+/// Reads an [`ASK_HEADER`] value written by [`encode_header`].
+pub fn decode_header<T: DeserializeOwned>(value: &str) -> Result<T, Unreadable> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(value).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
+    let text = String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
+    decode(&text)
+}
+
 /// Reads an ask sent by [`encode`] of this build's version.
 pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
     let envelope: Envelope<T> = serde_json::from_str(text).map_err(Unreadable::Json)?;
@@ -67,6 +86,10 @@ pub enum Op {
     Get,
     Change { change: Change },
     Wait { after: u64, timeout_s: u64 },
+    /// `GET …/watch`: accept a hibernatable WebSocket that has seen up to `after`, whose token
+    /// is accepted until `valid_until_s`; `subprotocol` when the client offered `handoff.v1`
+    /// (the answer then selects it).
+    Watch { after: u64, valid_until_s: i64, subprotocol: bool },
     /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
     Turns {
         #[serde(default)]
@@ -154,5 +177,19 @@ mod tests {
         let bare = serde_json::to_string(&ask()).unwrap();
         assert!(matches!(decode::<Ask>(&bare), Err(Unreadable::Json(_))), "an older build's bare ask");
         assert!(matches!(decode::<IndexAsk>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))), "an ask for the other object");
+    }
+
+    #[test]
+    fn an_ask_in_a_header_reads_back_as_itself_and_is_a_valid_header_value() {
+        let watch = Ask {
+            caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine },
+            op: Op::Watch { after: 7, valid_until_s: 1_700_000_000, subprotocol: true },
+            idempotency: None,
+        };
+        let value = encode_header(&watch).unwrap();
+        assert!(value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{value}");
+        assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
+        assert!(decode_header::<Ask>("not base64!").is_err());
+        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::RefuseDeliveries { on: true }).unwrap()).is_err());
     }
 }

@@ -35,10 +35,14 @@ pub enum Code {
     AuthMisconfigured,
     /// A hand-off to a runtime the session's machine reported absent or signed out.
     RuntimeUnavailable,
+    /// A watch past its role's cap of sockets on one hand-off.
+    WatchTooMany,
+    /// A watch asked for without `Upgrade: websocket`.
+    UpgradeRequired,
 }
 
 impl Code {
-    pub const ALL: [Code; 26] = [
+    pub const ALL: [Code; 28] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -65,6 +69,8 @@ impl Code {
         Code::BlockerNotFound,
         Code::AuthMisconfigured,
         Code::RuntimeUnavailable,
+        Code::WatchTooMany,
+        Code::UpgradeRequired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -95,6 +101,8 @@ impl Code {
             Code::BlockerNotFound => "blocker.not_found",
             Code::AuthMisconfigured => "auth.misconfigured",
             Code::RuntimeUnavailable => "runtime.unavailable",
+            Code::WatchTooMany => "watch.too_many",
+            Code::UpgradeRequired => "request.upgrade_required",
         }
     }
 

@@ -19,5 +19,6 @@ pub mod work;
 pub mod package;
 pub mod briefing;
 pub mod waiters;
+pub mod watch;
 pub mod idempotency;
 pub mod outbox;

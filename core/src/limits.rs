@@ -44,6 +44,20 @@ pub const OWNER_WAITERS_PER_HANDOFF_MAX: usize = 10_000;
 /// token cannot starve the owner of waits; past it, 429 `wait.too_many` naming this cap.
 /// A session has one machine: a few waits cover its reporters and their retries.
 pub const MACHINE_WAITERS_PER_HANDOFF_MAX: usize = 100;
+/// Owner sockets one hand-off's watch holds at once; past it, 429 `watch.too_many` naming this
+/// cap. As many as its owner waits: a few thousand devices following one session (the
+/// benchmark holds 10,000). An idle socket costs the object nothing while it hibernates.
+pub const OWNER_WATCHERS_PER_HANDOFF_MAX: usize = 10_000;
+/// Machine sockets one hand-off's watch holds at once, counted apart from the owner's so that
+/// a machine token cannot take the owner's places; past it, 429 `watch.too_many`.
+pub const MACHINE_WATCHERS_PER_HANDOFF_MAX: usize = 100;
+/// Bytes one watching socket may have been sent and not acknowledged (`{"after": V}`). The
+/// runtime shows no count of a socket's unsent bytes, so this bounds them from above: a send
+/// that would pass it closes the socket with 1013 instead of buffering without bound.
+pub const WATCH_UNACKED_BYTES_MAX: usize = 256 * 1024;
+/// Frames one watching socket may have been sent and not acknowledged; past it, 1013 as for
+/// the bytes. Keeps the socket's attachment (which lists them) small.
+pub const WATCH_UNACKED_FRAMES_MAX: usize = 64;
 
 // ---- The work record (src/work.rs). Text limits are UTF-8 bytes. ----
 

@@ -133,6 +133,11 @@ pub struct Record {
 }
 
 impl Record {
+    /// Whether the hand-off is closed: terminal, nothing changes it again.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
     /// Refuses every change to a closed hand-off with `handoff.closed`: the routes outside the
     /// turn machine (the work record, packages, the policy, the runtimes) share this one check.
     pub fn check_open(&self) -> Result<(), Refusal> {
@@ -307,7 +312,7 @@ fn close(record: &Record) -> Result<Option<Record>, Code> {
 
 /// What a waiter that saw `after` should do now.
 pub fn wait_answers_now(record: &Record, after: u64) -> bool {
-    record.version > after || record.state == State::Closed
+    record.version > after || record.is_closed()
 }
 
 #[cfg(test)]
