@@ -23,6 +23,8 @@ pub const TOKEN_AUDIENCE: &str = "HANDOFF_TOKEN_AUDIENCE";
 pub const TEST_HOOKS: &str = "HANDOFF_TEST_HOOKS";
 /// With test hooks: a lower cap on each role's waits, so a test can fill it.
 pub const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
+/// With test hooks: a lower cap on each role's watching sockets, so a test can fill it.
+pub const TEST_WATCHERS_MAX: &str = "HANDOFF_TEST_WATCHERS_MAX";
 /// The benchmark's floor route (`/v1/bench/floor`), local only: set by `scripts/bench`.
 pub const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
 
@@ -50,6 +52,11 @@ pub fn bench_floor_on(env: &Env) -> bool {
 /// The test's cap on each role's waits, where test hooks are on and it is set.
 pub fn test_waiters_max(env: &Env) -> Option<usize> {
     test_hooks_on(env).then(|| var(env, TEST_WAITERS_MAX).and_then(|v| v.parse().ok())).flatten()
+}
+
+/// The test's cap on each role's watching sockets, where test hooks are on and it is set.
+pub fn test_watchers_max(env: &Env) -> Option<usize> {
+    test_hooks_on(env).then(|| var(env, TEST_WATCHERS_MAX).and_then(|v| v.parse().ok())).flatten()
 }
 
 /// The signing key: a secret, or a plain variable in local runs.

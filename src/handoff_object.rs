@@ -7,7 +7,8 @@
 //!   (`fetch`, one `Ask`; `alarm`, the outbox's retry);
 //! - `driver.rs`: each operation of an `Ask`, carried out;
 //! - `store.rs`: the schema, loading, and the one transaction of a change;
-//! - `delivery.rs`: the outbox's sends to the owner's index.
+//! - `delivery.rs`: the outbox's sends to the owner's index;
+//! - `watch.rs`: the hibernatable WebSockets of `GET …/watch`, and what each is sent.
 //!
 //! Nothing is created for a hand-off that does not exist: the schema is written by the create's
 //! own transaction, and a read of an object without it answers `handoff.not_found`.
@@ -16,6 +17,7 @@
 mod delivery;
 mod driver;
 mod store;
+mod watch;
 
 use delivery::*;
 use store::*;
@@ -45,6 +47,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
@@ -69,10 +72,19 @@ pub struct HandoffObject {
     fault: Cell<Option<Fault>>,
     /// Test hook: the last commit was lost, which the next `storage.sync()` reports.
     commit_lost: Cell<bool>,
+    /// Whether this instance has compared every watching socket with the record yet (once
+    /// per instance: a woken object catches up what an eviction or a deploy left behind).
+    caught_up: Cell<bool>,
 }
+
+/// How many times this isolate has started a hand-off object: an evicted object starts again
+/// when it is next needed, which is how a test sees that an idle watch let it go.
+pub static STARTS: AtomicU64 = AtomicU64::new(0);
 
 impl DurableObject for HandoffObject {
     fn new(state: State, env: Env) -> Self {
+        STARTS.fetch_add(1, Ordering::Relaxed);
+        Self::answer_pings(&state);
         HandoffObject {
             state,
             env,
@@ -83,6 +95,7 @@ impl DurableObject for HandoffObject {
             waiters: Rc::new(RefCell::new(Waiters::default())),
             fault: Cell::new(None),
             commit_lost: Cell::new(false),
+            caught_up: Cell::new(false),
         }
     }
 
@@ -91,12 +104,24 @@ impl DurableObject for HandoffObject {
         // integers past 2^53 into floats.
         // An ask this build cannot read is a deploy that mixes versions, which a retry
         // outlives: 503, not the client's 400.
-        let ask: Ask = match req.text().await.map(|t| protocol::decode(&t)) {
-            Ok(Ok(ask)) => ask,
-            Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
-            Err(e) => return store_failed("unreadable internal ask", &e),
+        // A watch's upgrade carries no body: its ask comes in a header.
+        let in_header = req.headers().get(protocol::ASK_HEADER).ok().flatten();
+        let ask: Ask = match in_header {
+            Some(value) => match protocol::decode_header(&value) {
+                Ok(ask) => ask,
+                Err(e) => return store_failed("unreadable internal ask", &e),
+            },
+            None => match req.text().await.map(|t| protocol::decode(&t)) {
+                Ok(Ok(ask)) => ask,
+                Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
+                Err(e) => return store_failed("unreadable internal ask", &e),
+            },
         };
-        match self.handle(ask).await {
+        let handled = match self.catch_up_once() {
+            Ok(()) => self.handle(ask).await,
+            Err(e) => Err(e),
+        };
+        match handled {
             Ok(response) => Ok(response),
             Err(e) => {
                 // What failed was storage (or the runtime under it): forget what this object
@@ -126,6 +151,36 @@ impl DurableObject for HandoffObject {
             next = self.outbox.borrow_mut().poll_send();
         }
         Response::ok("delivered or rescheduled")
+    }
+
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let text = match &message {
+            WebSocketIncomingMessage::String(text) => Some(text.as_str()),
+            WebSocketIncomingMessage::Binary(_) => None,
+        };
+        let handled = self.catch_up_once().and_then(|()| self.on_watch_message(&ws, text));
+        if let Err(e) = handled {
+            // Storage failed under a message: the client keeps its socket and its place, and
+            // the next change or message tries again.
+            self.forget();
+            console_error!("a watch's message: {e}");
+        }
+        Ok(())
+    }
+
+    /// The client closed: close this side too (the runtime then forgets the socket).
+    async fn websocket_close(&self, ws: WebSocket, code: usize, _reason: String, _was_clean: bool) -> Result<()> {
+        // 1005 (none given) and 1006 (dropped) may not be sent in a close frame.
+        let code = u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
+        if let Err(e) = ws.close(Some(code), Some("closed by the client")) {
+            console_log!("a watch's close: {e}");
+        }
+        Ok(())
+    }
+
+    async fn websocket_error(&self, _ws: WebSocket, error: Error) -> Result<()> {
+        console_log!("a watch's socket failed: {error}");
+        Ok(())
     }
 }
 

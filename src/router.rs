@@ -14,6 +14,7 @@ use handoff_core::handoff::Change;
 use handoff_core::limits::BODY_BYTES_MAX;
 use handoff_core::package;
 use handoff_core::turn::Command;
+use handoff_core::watch;
 use handoff_core::work;
 use serde_json::json;
 use worker::*;
@@ -29,6 +30,8 @@ enum Route {
     Cancel,
     Close,
     Wait,
+    /// `GET …/watch`: a hibernatable WebSocket that is sent every published version.
+    Watch,
     Work,
     Decisions,
     Artifacts,
@@ -49,6 +52,9 @@ enum Route {
     TestFault,
     /// Test hook: the bytes and rows a hand-off's storage holds.
     TestStorage,
+    /// Test hook: how many hand-off objects this isolate has started (an evicted one starts
+    /// again when next needed).
+    TestObjectStarts,
     /// Benchmark floor: a Durable Object round trip with no authentication and no storage.
     BenchFloor,
 }
@@ -57,7 +63,9 @@ impl Route {
     /// The methods each route answers; any other is 405.
     fn allows(self) -> &'static [Method] {
         match self {
-            Route::Health | Route::Handoff | Route::Wait | Route::Briefing | Route::BenchFloor | Route::TestStorage => &[Method::Get],
+            Route::Health | Route::Handoff | Route::Wait | Route::Watch | Route::Briefing | Route::BenchFloor | Route::TestStorage | Route::TestObjectStarts => {
+                &[Method::Get]
+            }
             Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
             Route::Work | Route::Policy | Route::Runtimes => &[Method::Put],
             Route::Report
@@ -82,7 +90,7 @@ impl Route {
         match self {
             Route::Handoffs | Route::Cancel | Route::Close | Route::Work | Route::Policy => Some(Role::Owner),
             // A machine token must not freeze its owner's list or break the owner's hand-off.
-            Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage => Some(Role::Owner),
+            Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => Some(Role::Owner),
             Route::Turns | Route::Package if !reading => Some(Role::Owner),
             Route::Report | Route::Workspace | Route::Runtimes => Some(Role::Machine),
             _ => None,
@@ -100,6 +108,7 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
         ["v1", "test", "index-rows"] => Some((Route::TestIndexPut, None, None)),
         ["v1", "test", "handoffs", id, "fault"] => Some((Route::TestFault, Some(*id), None)),
         ["v1", "test", "handoffs", id, "storage"] => Some((Route::TestStorage, Some(*id), None)),
+        ["v1", "test", "object-starts"] => Some((Route::TestObjectStarts, None, None)),
         ["v1", "bench", "floor"] => Some((Route::BenchFloor, None, None)),
         ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id), None)),
         ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id), None)),
@@ -107,6 +116,7 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
         ["v1", "handoffs", id, "cancel"] => Some((Route::Cancel, Some(*id), None)),
         ["v1", "handoffs", id, "close"] => Some((Route::Close, Some(*id), None)),
         ["v1", "handoffs", id, "wait"] => Some((Route::Wait, Some(*id), None)),
+        ["v1", "handoffs", id, "watch"] => Some((Route::Watch, Some(*id), None)),
         ["v1", "handoffs", id, "work"] => Some((Route::Work, Some(*id), None)),
         ["v1", "handoffs", id, "decisions"] => Some((Route::Decisions, Some(*id), None)),
         ["v1", "handoffs", id, "artifacts"] => Some((Route::Artifacts, Some(*id), None)),
@@ -143,7 +153,9 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
     let raw_url = req.inner().url();
     let url = input::RequestUrl::split(&raw_url);
     let switched_on = |route: Route| match route {
-        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage => bindings::test_hooks_on(env),
+        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => {
+            bindings::test_hooks_on(env)
+        }
         Route::BenchFloor => bindings::bench_floor_on(env),
         _ => true,
     };
@@ -180,7 +192,13 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
             "this environment's signing key is missing, the public development key, or too short",
         ));
     };
-    let claims = authenticate(&req, &key, &bindings::token_expect(env))?;
+    // A watch is asked for with an upgrade, and may carry its token as a subprotocol.
+    let offered = match route {
+        Route::Watch => Some(upgrade(&req)?),
+        _ => None,
+    };
+    let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
+    let claims = authenticate(&req, bearer, &key, &bindings::token_expect(env))?;
     if let Some(role) = route.role(&method) {
         if claims.role != role {
             return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
@@ -188,6 +206,11 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
     }
     let body = read_body(&mut req, method == Method::Get).await?;
     let query = url.query;
+    if route == Route::TestObjectStarts {
+        no_query(query)?;
+        let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
+        return json_response(200, &json!({"handoff_objects": starts}));
+    }
 
     let id = match route {
         Route::TestRefuseIndex => {
@@ -215,6 +238,7 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         Op::Create { .. }
         | Op::Get
         | Op::Wait { .. }
+        | Op::Watch { .. }
         | Op::Turns { .. }
         | Op::Package { .. }
         | Op::Briefing { .. }
@@ -223,8 +247,44 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         | Op::TestStorage => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
+    if let Op::Watch { .. } = op {
+        // The upgrade is forwarded as one: the object answers 101 with its end of the socket.
+        let op = match op {
+            Op::Watch { after, .. } => Op::Watch {
+                after,
+                valid_until_s: claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S),
+                subprotocol: offered.is_some_and(|o| o.handoff_v1),
+            },
+            other => other,
+        };
+        let header = protocol::encode_header(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
+        return forward_upgrade(&stub(&store, id)?, header).await;
+    }
     let payload = protocol::encode(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
     send(&stub(&store, id)?, payload).await
+}
+
+/// A watch's upgrade: `Upgrade: websocket` or 426 `request.upgrade_required`, and what its
+/// `Sec-WebSocket-Protocol` offers (which must include `handoff.v1` when it is given).
+fn upgrade(req: &Request) -> std::result::Result<watch::Offered, ApiError> {
+    let upgrade = req.headers().get("Upgrade").ok().flatten();
+    if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
+        return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
+    }
+    let protocols = req.headers().get("Sec-WebSocket-Protocol").ok().flatten();
+    Ok(watch::offered(protocols.as_deref())?)
+}
+
+/// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
+async fn forward_upgrade(stub: &Stub, ask: String) -> Routed {
+    let headers = Headers::new();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| unavailable("building the upgrade", &e));
+    set("Upgrade", "websocket")?;
+    set(protocol::ASK_HEADER, &ask)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let request = Request::new_with_init("https://handoff/watch", &init).map_err(|e| unavailable("building the upgrade", &e))?;
+    stub.fetch_with_request(request).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
 /// The typed operation of a hand-off route, from its query and body.
@@ -239,6 +299,8 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             let q = input::parse_wait_query(query)?;
             Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
         }
+        // The token's expiry and the subprotocol are filled in by the caller, which has them.
+        Route::Watch => Ok(Op::Watch { after: input::parse_watch_query(query)?, valid_until_s: 0, subprotocol: false }),
         Route::Turns if reading => {
             let q = input::parse_turns_query(query)?;
             Ok(Op::Turns { before: q.before, limit: q.limit })
@@ -279,7 +341,7 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
         }
         Route::Policy => change(Change::SetPolicy { policy: input::parse_body(body)? }),
         Route::Runtimes => change(Change::SetRuntimes { input: input::parse_body(body)? }),
-        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::BenchFloor => {
+        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::TestObjectStarts | Route::BenchFloor => {
             Err(ApiError::new(Code::RouteNotFound, "no such route"))
         }
     }
@@ -325,13 +387,14 @@ fn now_s() -> i64 {
     (Date::now().as_millis() / 1000) as i64
 }
 
-fn authenticate(req: &Request, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
+/// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
+/// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
+fn authenticate(req: &Request, subprotocol_bearer: Option<&str>, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
     let header = req.headers().get("Authorization").ok().flatten();
-    let Some(header) = header else {
-        return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>"));
-    };
-    let Some(bearer) = header.strip_prefix("Bearer ") else {
-        return Err(ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"));
+    let bearer = match (&header, subprotocol_bearer) {
+        (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
+        (None, Some(bearer)) => bearer,
+        (None, None) => return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>")),
     };
     token::verify_with(bearer.trim(), key.as_bytes(), now_s(), expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }

@@ -58,6 +58,7 @@ impl HandoffObject {
             Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
             Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
             Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s),
+            Op::Watch { after, valid_until_s, subprotocol } => self.watch(&ask.caller, after, valid_until_s, subprotocol),
             Op::Floor => Response::from_json(&json!({"ok": true})),
             Op::Turns { before, limit } => self.turns(&ask.caller, before, limit),
             Op::TestFault { fault } => self.arm(&ask.caller, fault),
@@ -76,12 +77,19 @@ impl HandoffObject {
     /// could show them a version that never was.
     pub(super) async fn publish(&self, h: Rc<Handoff>) -> Result<()> {
         self.confirm_commit().await?;
-        let mut published = self.published.borrow_mut();
-        published.confirm(h);
-        if !self.waiters.borrow().is_empty() {
-            if let (Some(h), Some(answer)) = (published.handoff().cloned(), published.answer(render_record)) {
-                self.waiters.borrow_mut().wake(&h, &answer);
+        let confirmed = {
+            let mut published = self.published.borrow_mut();
+            published.confirm(h);
+            let confirmed = published.handoff().cloned();
+            if !self.waiters.borrow().is_empty() {
+                if let (Some(h), Some(answer)) = (confirmed.clone(), published.answer(render_record)) {
+                    self.waiters.borrow_mut().wake(&h, &answer);
+                }
             }
+            confirmed
+        };
+        if let Some(h) = confirmed {
+            self.fan_out(&h);
         }
         Ok(())
     }

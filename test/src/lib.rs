@@ -18,6 +18,7 @@ pub use handoff_api::token::DEV_SIGNING_KEY;
 pub mod checker;
 pub mod model;
 pub mod rng;
+pub mod watch;
 pub mod workerd;
 
 /// How long a Worker may take to answer its first health check.

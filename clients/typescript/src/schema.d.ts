@@ -215,9 +215,65 @@ export interface paths {
          *     (`MACHINE_WAITERS_PER_HANDOFF_MAX`); past its role's cap, 429 `wait.too_many`, the
          *     message naming the cap. A held wait sends its status and headers at once and its
          *     body when it answers; a client that disconnects gives its place back as soon as the runtime
-         *     sees it leave, and at its timeout at the latest.
+         *     sees it leave, and at its timeout at the latest. For HTTP-only clients: a held wait
+         *     keeps the hand-off's object in memory, and billed, while it is held; prefer
+         *     `GET …/watch`, which costs nothing while idle.
          */
         get: operations["waitForVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/handoffs/{id}/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow every version over a WebSocket (its owner or its machine). Prefer this to /wait.
+         * @description A WebSocket upgrade (`Upgrade: websocket`); without it, 426 `request.upgrade_required`.
+         *     Refusals before the upgrade are the usual JSON errors. The token goes in
+         *     `Authorization: Bearer <token>` or, where a client cannot set headers (a browser), as
+         *     the subprotocol `bearer.<token>` offered next to `handoff.v1` in
+         *     `Sec-WebSocket-Protocol`; the answer then selects `handoff.v1`. Never in the URL.
+         *
+         *     **Server to client**, text frames, one JSON object each: `{"handoff": Handoff}`, the
+         *     record `/wait` answers. At once if its version is above `after`; then every version
+         *     whose commit is confirmed, in order, each once per socket. Once the hand-off is
+         *     closed: its last record, then close code 1000.
+         *
+         *     **Client to server**: `ping` is answered `pong` by the runtime without waking the
+         *     hand-off's object. `{"after": V}` says the client has every version up to V: it
+         *     acknowledges them, and is answered the record if its version is above V and was not
+         *     already sent on this socket. Anything else closes the socket with 1003.
+         *
+         *     **Closes**: 1000 the hand-off is closed; 1003 an unsupported message; 1013 the client
+         *     left more than 256 KiB (`WATCH_UNACKED_BYTES_MAX`) or 64 frames
+         *     (`WATCH_UNACKED_FRAMES_MAX`) unacknowledged: acknowledge with `{"after": V}` at least
+         *     every 32 frames and every 128 KiB, and reconnect with `after` after a 1013; 4401 the
+         *     token expired (checked whenever the object sends to the socket or reads from it):
+         *     reconnect with a fresh token.
+         *
+         *     **Caps**, per hand-off and per role, so that a machine never takes the owner's
+         *     places: 10,000 owner sockets (`OWNER_WATCHERS_PER_HANDOFF_MAX`) and 100 machine
+         *     sockets (`MACHINE_WATCHERS_PER_HANDOFF_MAX`); past its role's cap, 429
+         *     `watch.too_many`, the message naming the cap.
+         *
+         *     **Which to use**: the watch. An idle watch costs nothing: the object is evicted while
+         *     its sockets stay open (hibernation) and wakes for the next change, while a held `/wait`
+         *     keeps the object in memory, and billed, for as long as it is held. `/wait` stays for
+         *     clients that speak only HTTP.
+         */
+        get: operations["watchVersions"];
         put?: never;
         post?: never;
         delete?: never;
@@ -542,11 +598,11 @@ export interface components {
          *     handoff.turn_conflict, handoff.turn_running, handoff.turn_out_of_order,
          *     handoff.turn_finished, package.stale, package.accepted, runtime.unavailable 409;
          *     request.invalid 400;
-         *     request.too_large 413; idempotency.mismatch 422; wait.too_many 429;
-         *     store.unavailable, auth.misconfigured 503.
+         *     request.too_large 413; idempotency.mismatch 422; request.upgrade_required 426;
+         *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -1638,6 +1694,62 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyWaiters"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    watchVersions: {
+        parameters: {
+            query?: {
+                /** @description The version the caller has seen; 0 (the default) sends the record at once. */
+                after?: number;
+            };
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching to the WebSocket protocol described above. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `request.upgrade_required`: a watch is a WebSocket; send `Upgrade: websocket` (or use /wait). */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] & {
+                        error?: {
+                            /** @constant */
+                            code?: "request.upgrade_required";
+                        };
+                    };
+                };
+            };
+            /** @description `watch.too_many`: this hand-off holds as many watching sockets of this role as it may. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] & {
+                        error?: {
+                            /** @constant */
+                            code?: "watch.too_many";
+                        };
+                    };
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
