@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+pub mod watch;
+
 // The API's request bodies and answers are the service's own types (`handoff-api` and
 // `handoff-core`): the client never re-declares them. Answers are read leniently (see
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
@@ -302,11 +304,26 @@ impl Client {
 
     /// Follows the hand-off's versions from `after`: calls `seen` once for each answer whose
     /// version is above the last one seen, until `seen` breaks or the hand-off is closed.
-    /// A wait that times out with nothing new is simply asked again. Answers the last record.
+    /// Answers the last record.
     ///
-    /// Versions that move while no wait is held are seen together, as the newest record:
-    /// the API keeps no history of records, only the current one.
+    /// Over the watch (`GET …/watch`, one WebSocket sent every version) where the service
+    /// serves it, otherwise with `/wait` asked again and again (`timeout_s` each), where
+    /// versions that move while no wait is held are seen together, as the newest record.
     pub fn follow(
+        &self,
+        id: &str,
+        after: u64,
+        timeout_s: u64,
+        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
+    ) -> Result<Handoff, Error> {
+        match self.watch_follow(id, after, &mut seen)? {
+            watch::Watched::Ended(last) => Ok(last),
+            watch::Watched::Unserved => self.follow_waiting(id, after, timeout_s, seen),
+        }
+    }
+
+    /// [`Client::follow`] with `/wait` only.
+    pub fn follow_waiting(
         &self,
         id: &str,
         after: u64,

@@ -14,6 +14,13 @@ fn a_whole_session_through_the_binary_with_the_next_turn_handed_to_another_runti
     // Someone watches from the start: the current version first, then each change.
     let mut watch = Follower::start(&owner_token, &["wait", &id, "--follow"]);
     assert_eq!(watch.expect("v1 "), "v1 turn 1 running");
+    // It follows over the watch (one socket), not by asking /wait again and again.
+    let storage = format!("/v1/test/handoffs/{id}/storage");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while api_get(&owner_token, &storage).1["watchers"]["owner"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "no watch: {}", api_get(&owner_token, &storage).1);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 
     // The machine reports turn 1: it needs the owner, then it is done.
     let line = ok(machine, &["report", &id, "--turn", "1", "--status", "needs-you", "--summary", "Which database?"]);

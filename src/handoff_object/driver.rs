@@ -256,7 +256,8 @@ impl HandoffObject {
         Response::from_json(&json!({"armed": fault}))
     }
 
-    /// Test hook: the bytes of this object's database and the rows of its bounded tables.
+    /// Test hook: the bytes of this object's database, the rows of its bounded tables and the
+    /// sockets watching it.
     pub(super) fn storage_report(&self, caller: &Caller) -> Result<Response> {
         if let Err(e) = self.owned(caller)? {
             return Answer::refused(e, None).into_response();
@@ -268,6 +269,11 @@ impl HandoffObject {
                 "turns": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM turns", vec![])?,
                 "events": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM events", vec![])?,
                 "idempotency": sqlite::count(&sql, "SELECT COUNT(*) AS n FROM idempotency", vec![])?,
+            },
+            // The sockets watching it, by role (the runtime's list: the object keeps none).
+            "watchers": {
+                "owner": self.state.get_websockets_with_tag(Role::Owner.as_str()).len(),
+                "machine": self.state.get_websockets_with_tag(Role::Machine.as_str()).len(),
             },
         });
         Response::from_json(&body)
