@@ -1,6 +1,7 @@
 // A typed client of the hand-off service. The request and answer types are generated from
 // docs/openapi.yaml into schema.d.ts (never written by hand); this file is the thin layer on
-// top, written once: one method per route, refusals as HandoffError, retries, and follow().
+// top, written once: one method per route, refusals as HandoffError, retries, watch() (every
+// version over one WebSocket) and follow() (the watch, or /wait where it is not served).
 //
 // Retries: a request is tried again, after a jittered exponential backoff, only when it could
 // not be delivered or answered (a network error) or when the API answered 429 or 503. Every
@@ -8,8 +9,8 @@
 // that stays the same on every retry of one call, so a retry after a lost answer gets the
 // first answer back instead of applying the change twice.
 //
-// Only web-platform APIs are used (fetch, Request, AbortSignal, crypto.randomUUID), so the
-// client runs in a Worker, in Node 22 and in a browser alike.
+// Only web-platform APIs are used (fetch, Request, AbortSignal, crypto.randomUUID, WebSocket),
+// so the client runs in a Worker, in Node 22 and in a browser alike.
 
 import createClient from "openapi-fetch";
 import type { components, paths } from "./schema.js";
@@ -41,6 +42,14 @@ export const BACKOFF_MS_MIN = 100;
 export const BACKOFF_MS_MAX = 5_000;
 /** Seconds a wait is held by the server before it answers the current record (at most 300). */
 export const WAIT_TIMEOUT_S_DEFAULT = 30;
+/** A watch acknowledges (`{"after": V}`) at least every this many records it reads: half the
+ * service's `WATCH_UNACKED_FRAMES_MAX`, past which it closes the socket with 1013. */
+export const WATCH_ACK_EVERY_FRAMES = 32;
+/** …and at least every this many bytes: half the service's `WATCH_UNACKED_BYTES_MAX`. */
+export const WATCH_ACK_EVERY_BYTES = 128 * 1024;
+/** A watch quiet this long sends `ping` (answered `pong` by the runtime), so that proxies keep
+ * the idle connection. */
+export const WATCH_PING_MS = 30_000;
 
 /** A refusal of the API: its code, its message, and the hand-off it carried, if any. */
 export class HandoffError extends Error {
@@ -69,6 +78,8 @@ export interface ClientOptions {
   attempts?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof globalThis.fetch;
+  /** The WebSocket to watch with (default: the global one; without one, follow uses /wait). */
+  WebSocket?: typeof globalThis.WebSocket;
 }
 
 /** Per-call options of a change. */
@@ -77,6 +88,44 @@ export interface ChangeOptions {
    * same key to a later call to make it a retry of this one. */
   idempotencyKey?: string;
   signal?: AbortSignal;
+}
+
+export interface WatchOptions {
+  /** The version already seen: the watch yields only versions above it (default 0). */
+  after?: number;
+  /** Ends the iteration, quietly, when aborted. */
+  signal?: AbortSignal;
+}
+
+/** The watch is not served here (the upgrade was refused before the socket opened, or there
+ * is no WebSocket): follow with /wait instead. */
+export class WatchUnserved extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WatchUnserved";
+  }
+}
+
+/** One socket's events, read in order. */
+type SocketEvent = { kind: "open" } | { kind: "message"; data: unknown } | { kind: "close"; code: number } | { kind: "abort" };
+
+function socketEvents(socket: WebSocket, signal?: AbortSignal): () => Promise<SocketEvent> {
+  const queue: SocketEvent[] = [];
+  let wake: (() => void) | undefined;
+  const push = (e: SocketEvent) => {
+    queue.push(e);
+    wake?.();
+  };
+  socket.addEventListener("open", () => push({ kind: "open" }));
+  socket.addEventListener("message", (e) => push({ kind: "message", data: e.data }));
+  socket.addEventListener("close", (e) => push({ kind: "close", code: e.code }));
+  signal?.addEventListener("abort", () => push({ kind: "abort" }), { once: true });
+  if (signal?.aborted) push({ kind: "abort" });
+  return async () => {
+    while (queue.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+    wake = undefined;
+    return queue.shift() as SocketEvent;
+  };
 }
 
 export interface FollowOptions {
@@ -167,9 +216,16 @@ export class HandoffClient {
   readonly #api;
   readonly #token: () => string;
 
+  readonly #baseUrl: string;
+  readonly #attempts: number;
+  readonly #WebSocket: typeof globalThis.WebSocket | undefined;
+
   constructor(options: ClientOptions) {
     const token = options.token;
     this.#token = typeof token === "function" ? token : () => token;
+    this.#baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.#attempts = options.attempts ?? ATTEMPTS_MAX;
+    this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
     const base = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#api = createClient<paths>({
       baseUrl: options.baseUrl.replace(/\/+$/, ""),
@@ -249,10 +305,92 @@ export class HandoffClient {
     return take(await this.#api.GET("/v1/handoffs/{id}/wait", { params, headers: this.#headers(), signal })).handoff;
   }
 
+  /** `GET …/watch`: every record above `after` over one WebSocket, each version once, in
+   * order, until the hand-off is closed (its closed record is the last) or `signal` aborts.
+   * The token goes as the subprotocol `bearer.<token>` next to `handoff.v1`, as a browser
+   * must send it. It acknowledges as the service asks, pings when idle, and reconnects from
+   * the last version it saw after a 1013 or a lost connection. Throws {@link WatchUnserved}
+   * when the first socket closes before it opens (follow then uses /wait), and a
+   * {@link HandoffError} `auth.invalid` when the token expires during the watch (4401). */
+  async *watch(id: string, options: WatchOptions = {}): AsyncGenerator<Handoff, void, undefined> {
+    const WS = this.#WebSocket;
+    if (WS === undefined) throw new WatchUnserved("no WebSocket in this runtime");
+    let after = options.after ?? 0;
+    let everOpened = false;
+    for (let failures = 0; ; ) {
+      const url = `${this.#baseUrl.replace(/^http/, "ws")}/v1/handoffs/${encodeURIComponent(id)}/watch?after=${after}`;
+      const socket = new WS(url, ["handoff.v1", `bearer.${this.#token()}`]);
+      const next = socketEvents(socket, options.signal);
+      let frames = 0;
+      let bytes = 0;
+      let ping: ReturnType<typeof setInterval> | undefined;
+      let ended: number | undefined;
+      try {
+        for (;;) {
+          const e = await next();
+          if (e.kind === "abort") return;
+          if (e.kind === "open") {
+            everOpened = true;
+            ping = setInterval(() => socket.send("ping"), WATCH_PING_MS);
+            continue;
+          }
+          if (e.kind === "close") {
+            ended = e.code;
+            break;
+          }
+          if (typeof e.data !== "string" || e.data === "pong") continue;
+          const h = (JSON.parse(e.data) as { handoff: Handoff }).handoff;
+          failures = 0;
+          frames += 1;
+          bytes += e.data.length;
+          if (h.version > after) {
+            after = h.version;
+            yield h;
+          }
+          if (h.state === "closed") return;
+          if (frames >= WATCH_ACK_EVERY_FRAMES || bytes >= WATCH_ACK_EVERY_BYTES) {
+            socket.send(JSON.stringify({ after }));
+            frames = 0;
+            bytes = 0;
+          }
+        }
+      } finally {
+        clearInterval(ping);
+        if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(1000);
+      }
+      if (!everOpened) throw new WatchUnserved(`the watch was refused (close ${ended})`);
+      if (ended === 4401) throw new HandoffError(401, "auth.invalid", "the token expired during the watch");
+      if (ended === 1003) throw new HandoffError(0, "response.unexpected", "the watch refused a message of this client");
+      failures += 1;
+      if (failures >= this.#attempts) throw new HandoffError(0, "response.unexpected", `the watch kept closing (${ended})`);
+      try {
+        await sleep(backoffMs(failures - 1, null), options.signal);
+      } catch {
+        return; // aborted
+      }
+    }
+  }
+
   /** Every record above `after`, in order, each version at most once, until the hand-off is
-   * closed (its closed record is the last) or `signal` aborts. A record is state, not a log:
-   * versions that a later one replaced before a wait answered are not seen. */
+   * closed (its closed record is the last) or `signal` aborts: over the watch where it is
+   * served, otherwise with /wait asked again and again. A record is state, not a log: over
+   * /wait, versions that a later one replaced before a wait answered are not seen. */
   async *follow(id: string, options: FollowOptions = {}): AsyncGenerator<Handoff, void, undefined> {
+    let after = options.after ?? 0;
+    try {
+      for await (const h of this.watch(id, { after, signal: options.signal })) {
+        after = h.version;
+        yield h;
+      }
+      return;
+    } catch (error) {
+      if (!(error instanceof WatchUnserved)) throw error;
+    }
+    yield* this.followWaiting(id, { ...options, after });
+  }
+
+  /** {@link follow} with /wait only. */
+  async *followWaiting(id: string, options: FollowOptions = {}): AsyncGenerator<Handoff, void, undefined> {
     let after = options.after ?? 0;
     for (;;) {
       let h: Handoff;

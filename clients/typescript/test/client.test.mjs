@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
 import http from "node:http";
 import { readFileSync } from "node:fs";
-import { HandoffClient, HandoffError } from "../dist/index.js";
+import { HandoffClient, HandoffError, WatchUnserved } from "../dist/index.js";
 
 const URL_ = process.env.HANDOFF_URL;
 if (!URL_) throw new Error("HANDOFF_URL: the local Worker to test against");
@@ -15,8 +15,8 @@ if (!KEY) throw new Error("HANDOFF_SIGNING_KEY: the key the Worker under test ve
 
 const b64 = (v) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v)).toString("base64url");
 /** An owner token signed like the service's (HS256), valid for an hour. */
-function ownerToken(owner) {
-  const head = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ sub: owner, role: "owner", exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+function ownerToken(owner, ttlS = 3600) {
+  const head = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ sub: owner, role: "owner", exp: Math.floor(Date.now() / 1000) + ttlS })}`;
   return `${head}.${createHmac("sha256", KEY).update(head).digest("base64url")}`;
 }
 
@@ -133,6 +133,85 @@ test("follow yields each version once, in order, and ends with the close", async
   await following;
   const last = (await me.get(handoff.id)).version;
   assert.deepEqual(seen, Array.from({ length: last }, (_, i) => i + 1), "every version, once, in order");
+});
+
+/** The sockets watching a hand-off, by role (a test hook of the local Worker). */
+async function watchers(token, id) {
+  const answer = await fetch(`${URL_}/v1/test/handoffs/${id}/storage`, { headers: { Authorization: `Bearer ${token}` } });
+  return (await answer.json()).watchers;
+}
+
+test("follow goes over the watch: one socket, the token as a subprotocol, every version once", async () => {
+  const token = ownerToken(`ts-${randomUUID().slice(0, 8)}`);
+  const me = new HandoffClient({ baseUrl: URL_, token });
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const seen = [];
+  let saw;
+  let next = new Promise((resolve) => (saw = resolve));
+  const following = (async () => {
+    for await (const h of me.follow(handoff.id, { after: 0 })) {
+      seen.push(h.version);
+      saw();
+    }
+  })();
+  await next;
+  assert.deepEqual(await watchers(token, handoff.id), { owner: 1, machine: 0 }, "one socket, no held /wait");
+  next = new Promise((resolve) => (saw = resolve));
+  await machine.report(handoff.id, { turn: 1, status: "needs-you", summary: "over the watch" });
+  await next;
+  await me.close(handoff.id);
+  await following;
+  assert.deepEqual(seen, [1, 2, 3]);
+});
+
+test("follow falls back to /wait where the watch is not served", async () => {
+  // A WebSocket that is refused before it opens, as a proxy without WebSockets would.
+  class Refused extends EventTarget {
+    static OPEN = 1;
+    static CONNECTING = 0;
+    OPEN = 1;
+    CONNECTING = 0;
+    readyState = 3;
+    constructor() {
+      super();
+      setTimeout(() => this.dispatchEvent(Object.assign(new Event("close"), { code: 1006 })), 10);
+    }
+    send() {}
+    close() {}
+  }
+  const { sent, fetch } = counting();
+  const me = new HandoffClient({ baseUrl: URL_, token: ownerToken(`ts-${randomUUID().slice(0, 8)}`), fetch, WebSocket: Refused });
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  await assert.rejects(async () => {
+    for await (const _ of me.watch(handoff.id)) assert.fail("no record over a refused watch");
+  }, WatchUnserved);
+  const following = (async () => {
+    const seen = [];
+    for await (const h of me.follow(handoff.id, { after: handoff.version, timeoutS: 5 })) seen.push(h.state);
+    return seen;
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await me.close(handoff.id);
+  assert.deepEqual(await following, ["closed"]);
+  assert.ok(sent.some((r) => r.path.endsWith("/wait")), "it followed with /wait");
+});
+
+test("a watch whose token expires ends with auth.invalid (4401)", async () => {
+  const name = `ts-${randomUUID().slice(0, 8)}`;
+  const me = new HandoffClient({ baseUrl: URL_, token: ownerToken(name) });
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  // Accepted for three more seconds: its exp is 57 s ago, within the service's 60 s of skew.
+  const short = new HandoffClient({ baseUrl: URL_, token: ownerToken(name, -57), attempts: 1 });
+  const watching = (async () => {
+    for await (const _ of short.watch(handoff.id, { after: handoff.version })) {
+      // nothing is reported before the expiry
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  await machine.report(handoff.id, { turn: 1, status: "needs-you", summary: "after the expiry" });
+  await assert.rejects(watching, (e) => e instanceof HandoffError && e.code === "auth.invalid");
 });
 
 test("follow over a busy session never repeats or goes back, and reaches the close", async () => {
