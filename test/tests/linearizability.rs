@@ -8,7 +8,10 @@
 //! closing turns, reading), the machine (reporting on the turn it saw, an older or a newer
 //! one, with summaries from a small set so that exact repeats happen), and two waiters (one
 //! with the owner's token, one with the machine's: a phone and a laptop long-polling). The
-//! owner closes the hand-off last, which ends every wait still held.
+//! owner closes the hand-off last, which ends every wait still held. A watcher (`GET …/watch`
+//! from version 0) follows each history too: its versions must run 1, 2, 3, ... to the
+//! closed one, each once, and each of its records must be the record every answer of the
+//! same version carried (a prefix-closed, gap-free view of the history).
 //!
 //! Replay: the run prints its seed; `HANDOFF_LIN_SEED=<seed>` replays the same choices, and
 //! `HANDOFF_LIN_HISTORY=<n>` with it runs only history `n` (twenty times, since the
@@ -18,6 +21,7 @@
 use handoff_core::turn::{Command, ReportStatus};
 use handoff_it::checker::{self, Call, Event, Outcome, Snapshot};
 use handoff_it::rng::Rng;
+use handoff_it::watch::{Auth, Frame, Watch};
 use handoff_it::{owner, unique, Client};
 use serde_json::{json, Value};
 use std::sync::Mutex;
@@ -169,8 +173,8 @@ impl Role<'_> {
 }
 
 /// Runs history `index` of a run seeded `seed` on a fresh hand-off; answers its initial
-/// hand-off and its events.
-fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>) {
+/// hand-off, its events, and what a watcher from version 0 was sent, up to its close code.
+fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>, (Vec<Snapshot>, Frame)) {
     let created = c.post("/v1/handoffs", alice, json!({"session": unique("lin"), "machine": "m1", "size": "large"}));
     assert_eq!(created.status, 201, "{}", created.text);
     let id = created.handoff()["id"].as_str().unwrap().to_string();
@@ -180,7 +184,17 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>) {
     assert_eq!(seen, initial, "a new hand-off starts where the contract says");
     let rec = Recorder { start: Instant::now(), events: Mutex::new(vec![]) };
     let tokens = [alice, &machine, alice, &machine];
-    thread::scope(|s| {
+    let mut watcher = Watch::open(&c.base, &id, alice, 0, Auth::Header).expect("the watch opens");
+    let watched = thread::scope(|s| {
+        let watching = s.spawn(move || {
+            let mut records = Vec::new();
+            loop {
+                match watcher.next(Duration::from_secs(60)) {
+                    Frame::Record(r) => records.push(Snapshot::from_json(&r["handoff"]).expect("a watched record reads")),
+                    end => return (records, end),
+                }
+            }
+        });
         for (client, token) in tokens.into_iter().enumerate() {
             let mut actor = Role { c, id: &id, token, client, rec: &rec, rng: Rng::new(Rng::derive(seed, client as u64)), seen: seen.clone() };
             s.spawn(move || match client {
@@ -189,8 +203,34 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>) {
                 _ => actor.run_waiter(),
             });
         }
+        watching.join().unwrap()
     });
-    (initial, rec.events.into_inner().unwrap())
+    (initial, rec.events.into_inner().unwrap(), watched)
+}
+
+/// The watcher's view: versions 1, 2, ... each once up to the closed record, then close 1000;
+/// each record equal to every answer of its version.
+fn check_watched(events: &[Event], (records, end): &(Vec<Snapshot>, Frame)) -> Result<(), String> {
+    let versions: Vec<u64> = records.iter().map(|r| r.version).collect();
+    if versions.iter().enumerate().any(|(i, v)| *v != i as u64 + 1) {
+        return Err(format!("the watcher's versions are not 1, 2, 3, ...: {versions:?}"));
+    }
+    if !records.last().is_some_and(|r| r.closed) || *end != Frame::Closed(1000) {
+        return Err(format!("the watch did not end with the closed record and 1000: {versions:?}, then {end:?}"));
+    }
+    for e in events {
+        let seen = match &e.outcome {
+            Outcome::Ok(s) => Some(s),
+            Outcome::Refused { record, .. } => record.as_ref(),
+        };
+        if let Some(s) = seen.filter(|s| s.version >= 1) {
+            match records.get(s.version as usize - 1) {
+                Some(w) if w == s => {}
+                other => return Err(format!("an answer carried version {} as {s:?}, the watcher was sent {other:?}", s.version)),
+            }
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -214,11 +254,14 @@ fn every_history_of_concurrent_owners_machines_and_waiters_is_linearisable() {
             s.spawn(move || {
                 for &index in plan.iter().skip(lane).step_by(LANES) {
                     let history_seed = Rng::derive(seed, index as u64);
-                    let (initial, events) = run_history(c, alice, history_seed);
+                    let (initial, events, watched) = run_history(c, alice, history_seed);
                     let replay = format!("history {index} (HANDOFF_LIN_SEED={seed} HANDOFF_LIN_HISTORY={index})");
                     if let Err(v) = checker::check(&initial, &events) {
                         let why = checker::explain(&initial, &events, &v);
                         failures.lock().unwrap().push(format!("{replay} is not linearisable:\n{why}"));
+                    }
+                    if let Err(why) = check_watched(&events, &watched) {
+                        failures.lock().unwrap().push(format!("{replay}: {why}"));
                     }
                     let missed = checker::missed_wake_ups(&events, WAKE_SLACK_MS * 1_000_000, WAIT_TIMEOUT_S * 1_000_000_000);
                     if !missed.is_empty() {
