@@ -39,6 +39,9 @@ const WAIT_TIMEOUT_S: u64 = 2;
 /// A wait answered at its timeout this long after the change it should have woken on is a
 /// missed wake-up (generous: the machine is shared and the run is loaded).
 const WAKE_SLACK_MS: u64 = 1_000;
+/// Once every client is done (the owner closed the hand-off last), the watcher has this long
+/// to be sent the closed record and the close.
+const CLOSE_DUE: Duration = Duration::from_secs(10);
 
 /// Everything said on one hand-off, stamped against a common start.
 struct Recorder {
@@ -185,24 +188,33 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>, (Ve
     let rec = Recorder { start: Instant::now(), events: Mutex::new(vec![]) };
     let tokens = [alice, &machine, alice, &machine];
     let mut watcher = Watch::open(&c.base, &id, alice, 0, Auth::Header).expect("the watch opens");
+    // Set once every client is done (the owner closed last): the watch's close is then due.
+    let done = std::sync::OnceLock::<Instant>::new();
     let watched = thread::scope(|s| {
+        let done = &done;
         let watching = s.spawn(move || {
             let mut records = Vec::new();
             loop {
-                match watcher.next(Duration::from_secs(60)) {
+                match watcher.next(Duration::from_secs(1)) {
                     Frame::Record(r) => records.push(Snapshot::from_json(&r["handoff"]).expect("a watched record reads")),
+                    Frame::Silent if done.get().is_none_or(|at| at.elapsed() < CLOSE_DUE) => continue,
                     end => return (records, end),
                 }
             }
         });
+        let mut actors = Vec::new();
         for (client, token) in tokens.into_iter().enumerate() {
             let mut actor = Role { c, id: &id, token, client, rec: &rec, rng: Rng::new(Rng::derive(seed, client as u64)), seen: seen.clone() };
-            s.spawn(move || match client {
+            actors.push(s.spawn(move || match client {
                 0 => actor.run_owner(),
                 1 => actor.run_machine(),
                 _ => actor.run_waiter(),
-            });
+            }));
         }
+        for actor in actors {
+            actor.join().unwrap();
+        }
+        let _ = done.set(Instant::now());
         watching.join().unwrap()
     });
     (initial, rec.events.into_inner().unwrap(), watched)
