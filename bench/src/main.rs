@@ -8,6 +8,7 @@
 //! bounded by a count or a deadline.
 
 mod fanout;
+mod watch;
 mod load;
 mod micro;
 mod peer;
@@ -28,9 +29,12 @@ use std::time::{Duration, Instant};
 const CONNECTIONS: usize = 32;
 /// Hand-offs the spread phase reports over.
 const SPREAD_HANDOFFS: usize = 1_000;
-/// Waiters held in the fan-out rounds, one round (and one fresh hand-off) each.
-const FANOUT_WAITERS: [usize; 3] = [100, 1_000, 5_000];
-/// The Worker holds at most 10,000 waiters per hand-off; the bench stays under it.
+/// Waiters held in the fan-out rounds, one round (and one fresh hand-off) each, over /wait and
+/// then over the watch.
+const FANOUT_WAITERS: [usize; 3] = [100, 1_000, 9_000];
+/// The Worker holds 10,000 owner waits, and 10,000 owner watches, per hand-off, but workerd
+/// holds two descriptors per connection and these machines cap a process at 20,000 open files
+/// (a hard limit that even root cannot raise here): 9,000 is the most one workerd can take.
 const FANOUT_WAITERS_MAX: usize = 9_000;
 /// The gzipped .wasm target of the issue, in bytes (400 KB, read as 400 × 1,000).
 pub const WASM_GZIP_BYTES_TARGET: u64 = 400_000;
@@ -68,7 +72,7 @@ impl Args {
 fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
-         \x20                    [--phases floor,get,report,spread,fanout,peer] [--peer-build DIR] [--waiters 100,1000,5000] [--linger S]\n\
+         \x20                    [--phases floor,get,report,spread,fanout,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
          \x20      handoff-bench --profile health|floor|get|report [--requests N] [--build DIR] [--peer [--peer-build DIR]]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
@@ -329,7 +333,8 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
     // Fan-out on a fresh workerd: after (3) the main one holds 2,000 live objects, whose
     // memory would dwarf the waiters'.
     eprintln!("bench: (4) long-poll fan-out, on a fresh workerd");
-    let server = &start_server(args, &run_dir.join("fanout"), free_port())?;
+    let fanout_server = start_server(args, &run_dir.join("fanout"), free_port())?;
+    let server = &fanout_server;
     let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
     let mut fanouts = Vec::new();
     let rounds = if args.runs("fanout") { &args.waiters[..] } else { &[] };
@@ -343,6 +348,25 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
         fanouts.push(round);
     }
     linger(server, args.linger);
+    drop(fanout_server);
+    // The same rounds over the watch, side by side, on a workerd of their own: ten thousand
+    // sockets of each kind would pass the open-files limit of one process here.
+    let watch_server = match rounds.is_empty() {
+        true => None,
+        false => Some(start_server(args, &run_dir.join("watch"), free_port())?),
+    };
+    let mut watch_rounds = Vec::new();
+    for (round, &watchers) in rounds.iter().enumerate() {
+        let Some(server) = watch_server.as_ref() else { break };
+        let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
+        let handoff = service::create(&api, &owner, &format!("watch-{round}-{watchers}")).await?;
+        let round = watch::run(&api, server, &handoff, 1, watchers).await?;
+        eprintln!(
+            "bench:   {watchers} watchers: {} received, p99 {} ms, max {} ms, RSS {} → {} (live) → {} (evicted) → {} MiB",
+            round.received, round.p99_ms, round.max_ms, round.rss_mib_before, round.rss_mib_holding, round.rss_mib_evicted, round.rss_mib_after
+        );
+        watch_rounds.push(round);
+    }
 
     let peer = match args.runs("peer") {
         true => {
@@ -372,6 +396,7 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
         micro,
     );
     results.peer = peer;
+    results.watch_fanout = watch_rounds;
     Ok(results)
 }
 

@@ -135,6 +135,8 @@ pub struct Results {
     pub report_one_handoff_tmpfs: Option<TmpfsMeasured>,
     pub report_spread: SpreadMeasured,
     pub fanout: Vec<Fanout>,
+    /// (4) again over the watch (`GET …/watch`), the same numbers of sockets.
+    pub watch_fanout: Vec<crate::watch::WatchFanout>,
     pub size_start: SizeStart,
     pub micro: Vec<Micro>,
     pub targets: Targets,
@@ -188,6 +190,7 @@ impl Results {
             report_spread: SpreadMeasured { spread, ratio_to_floor: spread_ratio },
             floor,
             fanout,
+            watch_fanout: Vec::new(),
             size_start,
             micro,
             targets,
@@ -300,6 +303,32 @@ pub fn table(r: &Results) -> String {
             f.rss_mib_holding,
             f.rss_mib_after,
             f.rss_after_over_before
+        );
+    }
+    if !r.watch_fanout.is_empty() {
+        let _ = writeln!(
+            t,
+            "\n{:<22} {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>10} {:>35} {:>9}",
+            "4 watch fan-out", "received", "p50ms", "p99ms", "max ms", "report ms", "max-answer", "cpuµs/sock", "RSS MiB before/live/evicted/after", "KiB/idle"
+        );
+    }
+    for w in &r.watch_fanout {
+        let _ = writeln!(
+            t,
+            "{:<22} {:>9} {:>7.1} {:>7.1} {:>7.1} {:>9.1} {:>10.1} {:>10.0} {:>8.1} /{:>7.1} /{:>7.1} /{:>7.1} {:>9.2}",
+            format!("  {} watchers", w.watchers),
+            format!("{}/{}", w.received, w.watchers),
+            w.p50_ms,
+            w.p99_ms,
+            w.max_ms,
+            w.report_ms,
+            w.max_after_answer_ms,
+            w.workerd_cpu_us_per_watcher,
+            w.rss_mib_before,
+            w.rss_mib_holding,
+            w.rss_mib_evicted,
+            w.rss_mib_after,
+            w.rss_kib_per_idle_watcher
         );
     }
     let z = &r.size_start;
