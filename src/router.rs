@@ -192,9 +192,9 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
             "this environment's signing key is missing, the public development key, or too short",
         ));
     };
-    // A watch is asked for with an upgrade, and may carry its token as a subprotocol.
+    // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
     let offered = match route {
-        Route::Watch => Some(upgrade(&req)?),
+        Route::Watch => Some(subprotocols(&req)?),
         _ => None,
     };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
@@ -232,6 +232,10 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
     }
     let op = operation(route, &method, url.origin, query, &body, bid)?;
+    // Every other refusal first: a watch asked for without the upgrade is 426.
+    if route == Route::Watch {
+        require_upgrade(&req)?;
+    }
     // Only a change is remembered under a key; every other operation changes nothing.
     let idempotency = match &op {
         Op::Change { .. } => idempotency(&req, &method, url.path, query, &claims, &body)?,
@@ -264,15 +268,20 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
     send(&stub(&store, id)?, payload).await
 }
 
-/// A watch's upgrade: `Upgrade: websocket` or 426 `request.upgrade_required`, and what its
-/// `Sec-WebSocket-Protocol` offers (which must include `handoff.v1` when it is given).
-fn upgrade(req: &Request) -> std::result::Result<watch::Offered, ApiError> {
+/// What a watch's `Sec-WebSocket-Protocol` offers (which must include `handoff.v1` when it is
+/// given).
+fn subprotocols(req: &Request) -> std::result::Result<watch::Offered, ApiError> {
+    let protocols = req.headers().get("Sec-WebSocket-Protocol").ok().flatten();
+    Ok(watch::offered(protocols.as_deref())?)
+}
+
+/// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
+fn require_upgrade(req: &Request) -> std::result::Result<(), ApiError> {
     let upgrade = req.headers().get("Upgrade").ok().flatten();
     if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
         return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
     }
-    let protocols = req.headers().get("Sec-WebSocket-Protocol").ok().flatten();
-    Ok(watch::offered(protocols.as_deref())?)
+    Ok(())
 }
 
 /// Forwards a watch's upgrade to the hand-off's object, its ask in a header.

@@ -96,6 +96,11 @@ fn refusals_before_the_upgrade_are_json_errors_and_without_it_426() {
     let path = format!("/v1/handoffs/{id}/watch");
     let plain = c.get(&path, &o);
     assert_eq!((plain.status, plain.code()), (426, "request.upgrade_required"), "{}", plain.text);
+    // Every other refusal comes before the 426.
+    let bad_query = c.get(&format!("{path}?after=18446744073709551616"), &o);
+    assert_eq!((bad_query.status, bad_query.code()), (400, "request.invalid"), "{}", bad_query.text);
+    let no_token = c.send("GET", &path, None, &[], None);
+    assert_eq!((no_token.status, no_token.code()), (401, "auth.required"), "{}", no_token.text);
     let refused = |token: &str, auth: Auth, path: &str, headers: &[(&str, &str)]| Watch::open_with(&s.url(), path, token, auth, headers).err().expect("refused");
     let r = refused("not-a-token", Auth::Header, &path, &[]);
     assert_eq!((r.status, r.code()), (401, "auth.invalid"));

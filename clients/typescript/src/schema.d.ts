@@ -241,7 +241,8 @@ export interface paths {
         /**
          * Follow every version over a WebSocket (its owner or its machine). Prefer this to /wait.
          * @description A WebSocket upgrade (`Upgrade: websocket`); without it, 426 `request.upgrade_required`.
-         *     Refusals before the upgrade are the usual JSON errors. The token goes in
+         *     Refusals before the upgrade are the usual JSON errors, and come first: a request without
+         *     the upgrade that another check refuses gets that refusal, not the 426. The token goes in
          *     `Authorization: Bearer <token>` or, where a client cannot set headers (a browser), as
          *     the subprotocol `bearer.<token>` offered next to `handoff.v1` in
          *     `Sec-WebSocket-Protocol`; the answer then selects `handoff.v1`. Never in the URL.
