@@ -71,6 +71,9 @@ fn after_resynchronises_and_acknowledges() {
     assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), Step::Nothing);
     assert!(w.unacked.is_empty(), "acknowledged");
     assert_eq!(w.on_version(6, false, FRAME, 0), Step::Send);
+    // Acknowledging exactly the last version sent leaves nothing unacknowledged.
+    assert_eq!(w.on_message(Some(r#"{"after":6}"#), 6, false, FRAME, 0), Step::Nothing);
+    assert!(w.unacked.is_empty(), "{:?}", w.unacked);
     // A client behind the record is answered with it, once.
     let (mut w, _) = watcher(7, 7);
     w.sent = 2;
@@ -106,6 +109,14 @@ fn a_reader_that_acknowledges_is_never_closed() {
             assert_eq!(w.on_message(Some(&ack), version, false, FRAME, 0), Step::Nothing);
         }
     }
+}
+
+#[test]
+fn clients_acknowledge_at_half_the_caps_as_the_contract_says() {
+    // docs/openapi.yaml: "acknowledge with {"after": V} at least every 32 frames and every
+    // 128 KiB" — half of each cap, so an acknowledgement on its way never lets a cap pass.
+    assert_eq!((ACK_EVERY_FRAMES, ACK_EVERY_BYTES), (32, 128 * 1024));
+    assert_eq!((2 * ACK_EVERY_FRAMES, 2 * ACK_EVERY_BYTES), (WATCH_UNACKED_FRAMES_MAX, WATCH_UNACKED_BYTES_MAX));
 }
 
 #[test]
