@@ -120,22 +120,16 @@ impl Watcher {
     /// What the socket is owed when the record is at `version` (`closed` once the hand-off is),
     /// whose frame is `frame_bytes` long, at `now_s`.
     pub fn on_version(&mut self, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> Step {
-        if self.closed {
-            return Step::Nothing;
-        }
-        if now_s > self.valid_until_s {
-            return self.close(Close::TOKEN_EXPIRED);
+        if let Some(ended) = self.ended(now_s) {
+            return ended;
         }
         self.owe(version, closed, frame_bytes)
     }
 
     /// What a message from the client leads to; `text` is `None` for a binary message.
     pub fn on_message(&mut self, text: Option<&str>, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> Step {
-        if self.closed {
-            return Step::Nothing;
-        }
-        if now_s > self.valid_until_s {
-            return self.close(Close::TOKEN_EXPIRED);
+        if let Some(ended) = self.ended(now_s) {
+            return ended;
         }
         // An object, not a struct read from any shape serde takes (it would take `[V]`).
         let value = text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()).filter(|v| v.is_object());
@@ -145,6 +139,15 @@ impl Watcher {
         self.unacked.retain(|(v, _)| *v > ack.after);
         self.sent = self.sent.max(ack.after);
         self.owe(version, closed, frame_bytes)
+    }
+
+    /// What every step of a socket checks first: nothing more once it is closed, and the close
+    /// (4401) once its token has expired.
+    fn ended(&mut self, now_s: i64) -> Option<Step> {
+        if self.closed {
+            return Some(Step::Nothing);
+        }
+        (now_s > self.valid_until_s).then(|| self.close(Close::TOKEN_EXPIRED))
     }
 
     /// Bytes sent and not acknowledged.
