@@ -105,17 +105,16 @@ impl DurableObject for HandoffObject {
         // An ask this build cannot read is a deploy that mixes versions, which a retry
         // outlives: 503, not the client's 400.
         // A watch's upgrade carries no body: its ask comes in a header.
-        let in_header = req.headers().get(protocol::ASK_HEADER).ok().flatten();
-        let ask: Ask = match in_header {
-            Some(value) => match protocol::decode_header(&value) {
-                Ok(ask) => ask,
+        let decoded = match req.headers().get(protocol::ASK_HEADER).ok().flatten() {
+            Some(value) => protocol::decode_header(&value),
+            None => match req.text().await {
+                Ok(text) => protocol::decode(&text),
                 Err(e) => return store_failed("unreadable internal ask", &e),
             },
-            None => match req.text().await.map(|t| protocol::decode(&t)) {
-                Ok(Ok(ask)) => ask,
-                Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
-                Err(e) => return store_failed("unreadable internal ask", &e),
-            },
+        };
+        let ask: Ask = match decoded {
+            Ok(ask) => ask,
+            Err(e) => return store_failed("unreadable internal ask", &e),
         };
         let handled = match self.catch_up_once() {
             Ok(()) => self.handle(ask).await,

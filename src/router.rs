@@ -251,16 +251,11 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         | Op::TestStorage => None,
     };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    if let Op::Watch { .. } = op {
+    if let Op::Watch { after, .. } = op {
         // The upgrade is forwarded as one: the object answers 101 with its end of the socket.
-        let op = match op {
-            Op::Watch { after, .. } => Op::Watch {
-                after,
-                valid_until_s: claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S),
-                subprotocol: offered.is_some_and(|o| o.handoff_v1),
-            },
-            other => other,
-        };
+        // The token's expiry and the subprotocol are this request's.
+        let valid_until_s = claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S);
+        let op = Op::Watch { after, valid_until_s, subprotocol: offered.is_some_and(|o| o.handoff_v1) };
         let header = protocol::encode_header(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
         return forward_upgrade(&stub(&store, id)?, header).await;
     }
@@ -308,7 +303,7 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
             let q = input::parse_wait_query(query)?;
             Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
         }
-        // The token's expiry and the subprotocol are filled in by the caller, which has them.
+        // The token's expiry and the subprotocol are filled in by `handle`, which has them.
         Route::Watch => Ok(Op::Watch { after: input::parse_watch_query(query)?, valid_until_s: 0, subprotocol: false }),
         Route::Turns if reading => {
             let q = input::parse_turns_query(query)?;
