@@ -317,7 +317,7 @@ impl Client {
         mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
     ) -> Result<Handoff, Error> {
         match self.watch_follow(id, after, &mut seen)? {
-            watch::Watched::Ended(last) => Ok(last),
+            watch::Watched::Ended(last) => Ok(*last),
             watch::Watched::Unserved => self.follow_waiting(id, after, timeout_s, seen),
         }
     }

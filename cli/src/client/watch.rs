@@ -28,7 +28,7 @@ pub const SILENT_S_MAX: u64 = 2 * PING_EVERY_S + 10;
 /// How a watch ended.
 pub enum Watched {
     /// The hand-off closed, or `seen` asked to stop: the last record.
-    Ended(Handoff),
+    Ended(Box<Handoff>),
     /// The service does not serve the watch here: follow with `/wait`.
     Unserved,
 }
@@ -48,7 +48,7 @@ pub fn falls_back(status: u16, code: Option<&str>) -> bool {
 
 type Socket = WebSocket<MaybeTlsStream<TcpStream>>;
 
-/// One attempt's end.
+/// Why one attempt (a connect, then reading) ended.
 enum Dropped {
     /// Reconnect from the last version seen (1013, a lost or silent connection).
     Reconnect(String),
@@ -63,19 +63,11 @@ impl Client {
         let mut last: Option<Handoff> = None;
         let mut failures = 0u32;
         loop {
-            let socket = match self.watch_connect(id, after) {
-                Ok(Ok(socket)) => socket,
-                Ok(Err(unserved_or_refused)) => return unserved_or_refused,
-                Err(message) => {
-                    failures += 1;
-                    if failures >= self.retry.attempts_max {
-                        return Err(Error::Network { attempts: failures, message });
-                    }
-                    std::thread::sleep(self.retry.delay(failures, None, random_u64()));
-                    continue;
-                }
+            let dropped = match self.watch_connect(id, after) {
+                Ok(socket) => self.watch_read(socket, &mut after, &mut last, &mut failures, seen),
+                Err(dropped) => dropped,
             };
-            match self.watch_read(socket, &mut after, &mut last, &mut failures, seen) {
+            match dropped {
                 Dropped::Done(answer) => return answer,
                 Dropped::Reconnect(message) => {
                     failures += 1;
@@ -88,41 +80,42 @@ impl Client {
         }
     }
 
-    /// Opens the socket: `Err` for a connection that failed (tried again), `Ok(Err(..))` for an
+    /// Opens the socket, or says why not: a connection that failed (tried again), or an
     /// upgrade refused (final: an error, or [`Watched::Unserved`]).
-    fn watch_connect(&self, id: &str, after: u64) -> Result<Result<Socket, Result<Watched, Error>>, String> {
+    fn watch_connect(&self, id: &str, after: u64) -> Result<Socket, Dropped> {
+        let failed = |e: &dyn std::fmt::Display| Dropped::Reconnect(e.to_string());
         let url = url_of(&self.base, &handoff_path(id, "/watch"), &[("after", after.to_string())]);
         let Some(ws_url) = url.strip_prefix("http").map(|rest| format!("ws{rest}")) else {
-            return Ok(Err(Ok(Watched::Unserved)));
+            return Err(Dropped::Done(Ok(Watched::Unserved)));
         };
         if ws_url.starts_with("wss:") && !cfg!(feature = "tls") {
-            return Ok(Err(Ok(Watched::Unserved)));
+            return Err(Dropped::Done(Ok(Watched::Unserved)));
         }
-        let mut request = ws_url.into_client_request().map_err(|e| e.to_string())?;
+        let mut request = ws_url.into_client_request().map_err(|e| failed(&e))?;
         if let Some(token) = &self.token {
-            let value = format!("Bearer {token}").parse().map_err(|_| "the token is not a valid header value".to_string())?;
+            let value = format!("Bearer {token}").parse().map_err(|_| failed(&"the token is not a valid header value"))?;
             request.headers_mut().insert("Authorization", value);
         }
         let host = request.uri().host().unwrap_or("127.0.0.1").to_string();
         let port = request.uri().port_u16().unwrap_or(if request.uri().scheme_str() == Some("wss") { 443 } else { 80 });
-        let address = (host.as_str(), port).to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
-        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(REQUEST_TIMEOUT_S)).map_err(|e| e.to_string())?;
-        stream.set_read_timeout(Some(Duration::from_secs(REQUEST_TIMEOUT_S))).map_err(|e| e.to_string())?;
+        let address = (host.as_str(), port).to_socket_addrs().map_err(|e| failed(&e))?.next().ok_or_else(|| failed(&"no address"))?;
+        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(REQUEST_TIMEOUT_S)).map_err(|e| failed(&e))?;
+        stream.set_read_timeout(Some(Duration::from_secs(REQUEST_TIMEOUT_S))).map_err(|e| failed(&e))?;
         match handshake(request, stream) {
-            Ok((socket, _)) => Ok(Ok(socket)),
+            Ok((socket, _)) => Ok(socket),
             Err(HandshakeError::Failure(tungstenite::Error::Http(response))) => {
                 let status = response.status().as_u16();
                 let text = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default().to_string();
                 let code = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["error"]["code"].as_str().map(str::to_string));
                 if falls_back(status, code.as_deref()) {
-                    return Ok(Err(Ok(Watched::Unserved)));
+                    return Err(Dropped::Done(Ok(Watched::Unserved)));
                 }
                 if is_retryable(Outcome::Answered(status)) {
-                    return Err(format!("the watch answered {status}"));
+                    return Err(failed(&format!("the watch answered {status}")));
                 }
-                Ok(Err(Err(refusal_of(Raw { status, text }))))
+                Err(Dropped::Done(Err(refusal_of(Raw { status, text }))))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(failed(&e)),
         }
     }
 
@@ -175,11 +168,11 @@ impl Client {
                 *after = version;
                 if seen(&reply).is_break() {
                     let _ = socket.close(None);
-                    return Dropped::Done(Ok(Watched::Ended(reply.value)));
+                    return Dropped::Done(Ok(Watched::Ended(Box::new(reply.value))));
                 }
             }
             if closed {
-                return Dropped::Done(Ok(Watched::Ended(reply.value)));
+                return Dropped::Done(Ok(Watched::Ended(Box::new(reply.value))));
             }
             if unacked_frames >= watch::ACK_EVERY_FRAMES || unacked_bytes >= watch::ACK_EVERY_BYTES {
                 if socket.send(Message::text(format!(r#"{{"after":{after}}}"#))).is_err() {
@@ -194,7 +187,7 @@ impl Client {
     fn watch_closed(&self, code: Option<u16>, last: &Option<Handoff>) -> Dropped {
         match code {
             Some(watch::CLOSE_HANDOFF_CLOSED) => match last {
-                Some(h) if h.state == State::Closed => Dropped::Done(Ok(Watched::Ended(h.clone()))),
+                Some(h) if h.state == State::Closed => Dropped::Done(Ok(Watched::Ended(Box::new(h.clone())))),
                 // A close without the closed record: read the record to end on.
                 _ => Dropped::Reconnect("the watch closed before its last record".into()),
             },
