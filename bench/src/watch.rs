@@ -18,9 +18,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// A socket that has not had the report's version this long after the report is counted lost.
 const RECEIVE_S_MAX: u64 = 60;
-/// workerd evicts an idle object 10 s after its last event, and the report's safety alarm
-/// (`OUTBOX_SAFETY_ALARM_MS`) is one: past both.
-const EVICTED_AFTER: Duration = Duration::from_secs(handoff_core::limits::OUTBOX_SAFETY_ALARM_MS as u64 / 1000 + 10 + 4);
+/// Past the eviction of the object after the report (`EVICTED_AFTER_CHANGE`), with 4 s to spare.
+const EVICTED_AFTER: Duration = handoff_it::workerd::EVICTED_AFTER_CHANGE.saturating_add(Duration::from_secs(4));
 const SETTLE_AFTER_MS: u64 = 2000;
 
 #[derive(Debug, Clone, Serialize)]

@@ -7,8 +7,16 @@
 //! writes (`build/worker/shim.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
 //! Object classes SQLite-backed on a disk folder, and the Worker's variables.
 
+use handoff_core::limits::OUTBOX_SAFETY_ALARM_MS;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// workerd evicts an idle object this long after its last event ends (`server.c++`, fixed).
+pub const IDLE_EVICTION: Duration = Duration::from_secs(10);
+/// How long after its last change an object with nothing else to do is evicted: the change's
+/// outbox safety alarm, `OUTBOX_SAFETY_ALARM_MS` after it, is an event too (about 20 s).
+pub const EVICTED_AFTER_CHANGE: Duration = Duration::from_millis(OUTBOX_SAFETY_ALARM_MS as u64).saturating_add(IDLE_EVICTION);
 
 /// The files of the built Worker, as the configuration names them (relative to `build/`).
 pub const MODULES: [(&str, &str); 3] =

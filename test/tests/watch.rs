@@ -14,17 +14,16 @@
 //!   with 1003; each role has its own cap (429 `watch.too_many`);
 //! - refusals before the upgrade are the usual JSON errors, 426 without the upgrade.
 
-use handoff_core::limits::{OUTBOX_SAFETY_ALARM_MS, WATCH_UNACKED_BYTES_MAX, WATCH_UNACKED_FRAMES_MAX};
+use handoff_core::limits::{WATCH_UNACKED_BYTES_MAX, WATCH_UNACKED_FRAMES_MAX};
+use handoff_it::workerd::EVICTED_AFTER_CHANGE;
 use handoff_it::watch::{Auth, Frame, Watch};
 use handoff_it::{key, now_s, owner, temp_state, unique, Client, Server};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 const READ: Duration = Duration::from_secs(20);
-/// workerd evicts an object 10 s after its last event ends (`server.c++`). The last change's
-/// safety alarm (`OUTBOX_SAFETY_ALARM_MS` after it) is such an event, so an object is evicted
-/// about 20 s after its last change: this is past that.
-const PAST_EVICTION: Duration = Duration::from_secs(OUTBOX_SAFETY_ALARM_MS as u64 / 1000 + 10 + 5);
+/// Past the eviction of an object whose last event was a change, with 5 s to spare.
+const PAST_EVICTION: Duration = EVICTED_AFTER_CHANGE.saturating_add(Duration::from_secs(5));
 
 fn server(name: &str, vars: &[(&str, &str)]) -> Server {
     Server::start_workerd(&temp_state(name), vars)
