@@ -27,20 +27,28 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rows (
   id TEXT PRIMARY KEY, session TEXT NOT NULL, machine TEXT NOT NULL, size TEXT NOT NULL,
   turn INTEGER NOT NULL, state TEXT NOT NULL, status TEXT NOT NULL, summary TEXT,
-  version INTEGER NOT NULL, updated_at INTEGER NOT NULL, suggestion TEXT);
+  version INTEGER NOT NULL, updated_at INTEGER NOT NULL, suggestion TEXT,
+  runtime TEXT, package_version INTEGER, package_hash TEXT);
 CREATE INDEX IF NOT EXISTS rows_newest ON rows (updated_at DESC, id DESC);
 ";
 
 /// Additive migrations for tables created by an earlier build; each fails harmlessly once applied.
-const MIGRATIONS: [&str; 1] = ["ALTER TABLE rows ADD COLUMN suggestion TEXT"];
+const MIGRATIONS: [&str; 4] = [
+    "ALTER TABLE rows ADD COLUMN suggestion TEXT",
+    "ALTER TABLE rows ADD COLUMN runtime TEXT",
+    "ALTER TABLE rows ADD COLUMN package_version INTEGER",
+    "ALTER TABLE rows ADD COLUMN package_hash TEXT",
+];
 
 const UPSERT: &str = "
-INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at, suggestion)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at, suggestion,
+  runtime, package_version, package_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
   session = excluded.session, machine = excluded.machine, size = excluded.size, turn = excluded.turn,
   state = excluded.state, status = excluded.status, summary = excluded.summary,
-  version = excluded.version, updated_at = excluded.updated_at, suggestion = excluded.suggestion
+  version = excluded.version, updated_at = excluded.updated_at, suggestion = excluded.suggestion,
+  runtime = excluded.runtime, package_version = excluded.package_version, package_hash = excluded.package_hash
 WHERE excluded.version > rows.version";
 
 #[derive(serde::Deserialize)]
@@ -56,6 +64,12 @@ struct StoredRow {
     version: i64,
     updated_at: i64,
     suggestion: Option<String>,
+    #[serde(default)]
+    runtime: Option<String>,
+    #[serde(default)]
+    package_version: Option<i64>,
+    #[serde(default)]
+    package_hash: Option<String>,
 }
 
 impl StoredRow {
@@ -72,6 +86,9 @@ impl StoredRow {
             version: self.version as u64,
             updated_at: self.updated_at,
             suggestion: self.suggestion.and_then(|s| serde_json::from_str(&s).ok()),
+            runtime: self.runtime,
+            package_version: self.package_version.map(|v| v as u64),
+            package_hash: self.package_hash,
         })
     }
 }
@@ -143,6 +160,9 @@ impl OwnerIndex {
             (row.version as i64).into(),
             row.updated_at.into(),
             row.suggestion.as_ref().and_then(|s| serde_json::to_string(s).ok()).into(),
+            row.runtime.clone().into(),
+            row.package_version.map(|v| v as i64).into(),
+            row.package_hash.clone().into(),
         ];
         self.ensure_schema()?;
         self.state.storage().sql().exec(UPSERT, bindings)?;

@@ -67,7 +67,8 @@ impl Route {
                 &[Method::Get]
             }
             Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
-            Route::Work | Route::Policy | Route::Runtimes => &[Method::Put],
+            Route::Work => &[Method::Get, Method::Put],
+            Route::Policy | Route::Runtimes => &[Method::Put],
             Route::Report
             | Route::Cancel
             | Route::Close
@@ -88,10 +89,10 @@ impl Route {
     fn role(self, method: &Method) -> Option<Role> {
         let reading = *method == Method::Get;
         match self {
-            Route::Handoffs | Route::Cancel | Route::Close | Route::Work | Route::Policy => Some(Role::Owner),
+            Route::Handoffs | Route::Cancel | Route::Close | Route::Policy => Some(Role::Owner),
             // A machine token must not freeze its owner's list or break the owner's hand-off.
             Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => Some(Role::Owner),
-            Route::Turns | Route::Package if !reading => Some(Role::Owner),
+            Route::Turns | Route::Package | Route::Work if !reading => Some(Role::Owner),
             Route::Report | Route::Workspace | Route::Runtimes => Some(Role::Machine),
             _ => None,
         }
@@ -223,7 +224,8 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         }
         Route::Handoffs if method == Method::Get => {
             let query = input::parse_list_query(query)?;
-            return ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await;
+            let page = ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await?;
+            return conditional(&req, page).await;
         }
         Route::Handoffs => return create(&store, &claims, &body, &key).await,
         _ => id.unwrap_or_default(),
@@ -246,6 +248,8 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         | Op::Turns { .. }
         | Op::Package { .. }
         | Op::Briefing { .. }
+        | Op::Work
+        | Op::Preview { .. }
         | Op::Floor
         | Op::TestFault { .. }
         | Op::TestStorage => None,
@@ -312,8 +316,18 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
         Route::TestFault => Ok(Op::TestFault { fault: input::parse_json::<Fault>(body)? }),
         Route::TestStorage => no_query(query).map(|_| Op::TestStorage),
         Route::Turns => {
+            let preview = input::parse_open_turn_query(query)?;
             let t = input::parse_open_turn(body)?;
-            change(Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff })
+            let handing_off = t.handoff.is_some();
+            let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff };
+            match preview {
+                None => change(open),
+                Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),
+                Some((budget_bytes, reach)) => {
+                    let reach_api = reach == briefing::ReachKind::Api;
+                    Ok(Op::Preview { change: open, budget_bytes, reach_api, base_url: origin.to_string() })
+                }
+            }
         }
         Route::Report => {
             let r = input::parse_report(body)?;
@@ -322,6 +336,7 @@ fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u
         }
         Route::Cancel => change(turn(Command::Cancel { turn: input::parse_cancel(body)?.turn })),
         Route::Close => input::parse_close(body).and_then(|_| change(turn(Command::Close))),
+        Route::Work if reading => no_query(query).map(|_| Op::Work),
         Route::Work => work(work::Command::SetWork(input::parse_body(body)?)),
         Route::Decisions => work(work::Command::RecordDecision(input::parse_body(body)?)),
         Route::Artifacts => work(work::Command::AddArtifact(input::parse_body(body)?)),
@@ -463,6 +478,29 @@ fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<Stub, Ap
 async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Routed {
     let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
     send(&stub(owners, &owner_index_name(owner))?, payload).await
+}
+
+/// A page answered with its `ETag`, or 304 with no body when the request's `If-None-Match`
+/// names it: a client that polls the list pays one small exchange while nothing moves.
+async fn conditional(req: &Request, mut page: Response) -> Routed {
+    if page.status_code() != 200 {
+        return Ok(page);
+    }
+    let body = page.bytes().await.map_err(|e| unavailable("reading the index's answer", &e))?;
+    let etag = handoff_api::conditional::etag(&body);
+    let if_none_match = req.headers().get("If-None-Match").ok().flatten();
+    let not_modified = handoff_api::conditional::not_modified(if_none_match.as_deref(), &etag);
+    let response = if not_modified { Response::empty().map(|r| r.with_status(304)) } else { Response::from_bytes(body) };
+    let mut response = response.map_err(|e| unavailable("building the answer", &e))?;
+    let headers = response.headers_mut();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| unavailable("building the answer", &e));
+    set("ETag", &etag)?;
+    // A cache may keep the page, but asks each time whether it moved.
+    set("Cache-Control", "private, no-cache")?;
+    if !not_modified {
+        set("Content-Type", "application/json")?;
+    }
+    Ok(response)
 }
 
 /// Sends one operation to a Durable Object; its answer goes back to the client as it is.

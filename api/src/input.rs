@@ -160,6 +160,28 @@ pub fn parse_flag(query: &str, key: &str, (on, off): (&str, &str)) -> Result<boo
     Ok(flag)
 }
 
+/// `POST …/turns`'s query: nothing, or `dry_run=true` with the briefing's `budget` and
+/// `reach` (as `GET …/briefing` takes them): a preview of the turn's hand-off that stores
+/// nothing. `None` when it is not a dry run; a budget or reach without one is refused.
+pub fn parse_open_turn_query(query: &str) -> Result<Option<(usize, ReachKind)>, ApiError> {
+    let mut dry_run = false;
+    let mut rest = Vec::new();
+    for part in query.split('&').filter(|p| !p.is_empty()) {
+        match part.split_once('=').unwrap_or((part, "")) {
+            ("dry_run", "true") => dry_run = true,
+            ("dry_run", "false") => dry_run = false,
+            ("dry_run", _) => return Err(ApiError::invalid("dry_run: false or true")),
+            _ => rest.push(part),
+        }
+    }
+    let briefing = parse_briefing_query(&rest.join("&"))?;
+    match dry_run {
+        true => Ok(Some(briefing)),
+        false if rest.is_empty() => Ok(None),
+        false => Err(ApiError::invalid("budget and reach preview a hand-off: only with dry_run=true")),
+    }
+}
+
 fn parse_u64(field: &str, value: &str) -> Result<u64, ApiError> {
     let digits = !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit());
     digits
@@ -319,6 +341,17 @@ pub fn parse_briefing_query(query: &str) -> Result<(usize, ReachKind), ApiError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_opens_without_a_query_and_previews_only_with_dry_run() {
+        assert_eq!(parse_open_turn_query("").unwrap(), None);
+        assert_eq!(parse_open_turn_query("dry_run=false").unwrap(), None);
+        assert_eq!(parse_open_turn_query("dry_run=true").unwrap(), Some((BRIEFING_BUDGET_BYTES_DEFAULT, ReachKind::Api)));
+        assert_eq!(parse_open_turn_query("dry_run=true&budget=4096&reach=none").unwrap(), Some((4096, ReachKind::None)));
+        for bad in ["budget=4096", "dry_run=yes", "dry_run=true&budget=1", "dry_run=true&other=1", "reach=api"] {
+            assert_eq!(parse_open_turn_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
+        }
+    }
     use crate::error::Code;
 
     #[test]

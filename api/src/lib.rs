@@ -3,6 +3,7 @@
 //! status each error code answers, every answer's shape (`view`), and what the Worker asks a hand-off's object. Depends on
 //! `handoff-core`, never on `worker`.
 
+pub mod conditional;
 pub mod error;
 pub mod idempotency;
 pub mod input;

@@ -101,6 +101,11 @@ pub enum Op {
     Package { markdown: bool },
     /// `GET …/briefing`: `base_url` is where the API is, for the closing instruction.
     Briefing { budget_bytes: usize, reach_api: bool, base_url: String },
+    /// `GET …/work`: the whole work record.
+    Work,
+    /// `POST …/turns?dry_run=true`: what opening the next turn with this hand-off would compile
+    /// and brief, now; nothing is stored.
+    Preview { change: Change, budget_bytes: usize, reach_api: bool, base_url: String },
     /// The benchmark's floor: reach the object and answer, touching no storage.
     Floor,
     /// Test hook: make the next change fail as a runtime would (see [`Fault`]).

@@ -6,14 +6,15 @@
 //! field an older one lacks reads as `None`, so a client and a Worker need not be deployed in
 //! lockstep. A suggestion's reason stays text for the same reason.
 
-use handoff_core::handoff::Effect;
+use handoff_core::actions;
+use handoff_core::handoff::{self as core_handoff, Effect};
 use handoff_core::index::IndexRow;
 use handoff_core::package::{CompileAnswer, ContinuedFrom, LatestAnswer, OfferState, RejectReason, Rejection as CoreRejection, TurnEntry};
 use handoff_core::role::Role;
 use handoff_core::runtimes::{self, Runtime};
 use handoff_core::suggestion;
 use handoff_core::time::rfc3339;
-use handoff_core::turn::{Record, State, Status};
+use handoff_core::turn::{State, Status};
 use handoff_core::work::{self, FileInput, Item, Severity, WorkInput};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -47,6 +48,13 @@ pub struct Handoff {
     /// What the session's machine last reported it can run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_runtimes: Option<MachineRuntimes>,
+    /// The commands the caller may send now (`handoff_core::actions`): text, so that a client
+    /// reads an action a newer server adds.
+    #[serde(default)]
+    pub actions: Vec<String>,
+    /// The owner's policy: which runtimes a turn may be handed to, and when to suggest it.
+    #[serde(default)]
+    pub policy: Option<suggestion::Policy>,
 }
 
 /// `machine_runtimes` of a record: the machine's newest `PUT …/runtimes` and when it came.
@@ -62,8 +70,10 @@ impl From<&runtimes::MachineRuntimes> for MachineRuntimes {
     }
 }
 
-impl From<&Record> for Handoff {
-    fn from(r: &Record) -> Handoff {
+impl Handoff {
+    /// The record as `role` is answered it: with the actions that role may send now.
+    pub fn of(h: &core_handoff::Handoff, role: Role) -> Handoff {
+        let r = &h.record;
         Handoff {
             id: r.id.clone(),
             owner: r.owner.clone(),
@@ -83,6 +93,8 @@ impl From<&Record> for Handoff {
             continued_from: r.continued_from.clone(),
             suggestion: r.suggestion.as_ref().map(Suggestion::from),
             machine_runtimes: r.machine_runtimes.as_ref().map(MachineRuntimes::from),
+            actions: actions::actions(h, role).into_iter().map(|a| a.as_str().to_string()).collect(),
+            policy: h.extras.policy.clone(),
         }
     }
 }
@@ -118,6 +130,12 @@ pub struct Row {
     pub updated_at: String,
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
+    #[serde(default)]
+    pub runtime: Option<String>,
+    #[serde(default)]
+    pub package_version: Option<u64>,
+    #[serde(default)]
+    pub package_hash: Option<String>,
 }
 
 impl From<&IndexRow> for Row {
@@ -134,6 +152,9 @@ impl From<&IndexRow> for Row {
             version: r.version,
             updated_at: rfc3339(r.updated_at),
             suggestion: r.suggestion.as_ref().map(Suggestion::from),
+            runtime: r.runtime.clone(),
+            package_version: r.package_version,
+            package_hash: r.package_hash.clone(),
         }
     }
 }
@@ -275,6 +296,36 @@ impl From<&work::Blocker> for Blocker {
     }
 }
 
+/// `GET …/work`: the whole work record, as a page shows it: the work as last set, every
+/// decision and every artifact version in the order recorded, every blocker in the order
+/// raised, the workspace paths in code-point order, and the criteria left unmet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkRecord {
+    pub spec: Option<Work>,
+    pub decisions: Vec<Decision>,
+    pub artifacts: Vec<Artifact>,
+    pub blockers: Vec<Blocker>,
+    pub files: Vec<FileInput>,
+    pub unmet: Vec<u32>,
+}
+
+impl WorkRecord {
+    pub fn of(handoff_id: &str, w: &work::Work) -> WorkRecord {
+        WorkRecord {
+            spec: w.spec.as_ref().map(|spec| Work::of(handoff_id, spec)),
+            decisions: w.decisions.iter().map(Decision::from).collect(),
+            artifacts: w.artifacts.iter().map(Artifact::from).collect(),
+            blockers: w.blockers.iter().map(Blocker::from).collect(),
+            files: w
+                .files
+                .iter()
+                .map(|(path, c)| FileInput { path: path.clone(), insertions: c.insertions, deletions: c.deletions })
+                .collect(),
+            unmet: w.unmet.clone(),
+        }
+    }
+}
+
 /// `PUT …/work`: the work as set, under the hand-off's id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Work {
@@ -370,9 +421,10 @@ impl From<&LatestAnswer> for Latest {
     }
 }
 
-/// The body of a success: `{"handoff": record}`, and beside it what the change answered
-/// (an item of the work record under its kind, a package's fields, the policy).
-pub fn answer(record: &Record, effect: &Effect) -> Value {
+/// The body of a success to `role`: `{"handoff": record}`, and beside it what the change
+/// answered (an item of the work record under its kind, a package's fields, the policy).
+pub fn answer(h: &core_handoff::Handoff, role: Role, effect: &Effect) -> Value {
+    let record = &h.record;
     let mut body = Map::new();
     match effect {
         Effect::Nothing => {}
@@ -385,13 +437,24 @@ pub fn answer(record: &Record, effect: &Effect) -> Value {
             body.insert("policy".into(), to_value(p));
         }
     }
-    body.insert("handoff".into(), to_value(&Handoff::from(record)));
+    body.insert("handoff".into(), to_value(&Handoff::of(h, role)));
     Value::Object(body)
 }
 
-/// `{"handoff": record}`: what a read, a wait and a create answer.
-pub fn record_answer(record: &Record) -> Value {
-    answer(record, &Effect::Nothing)
+/// `POST …/turns?dry_run=true`: the record as it is, the turn the open would start, the
+/// package it would compile (version, hash, document) and that package's briefing.
+pub fn preview(h: &core_handoff::Handoff, role: Role, turn: u64, latest: &LatestAnswer, briefing: &str) -> Value {
+    let mut body = Map::new();
+    body.insert("turn".into(), Value::from(turn));
+    extend(&mut body, &Latest::from(latest));
+    body.insert("briefing".into(), Value::from(briefing));
+    body.insert("handoff".into(), to_value(&Handoff::of(h, role)));
+    Value::Object(body)
+}
+
+/// `{"handoff": record}`: what a read, a wait, a watch and a create answer `role`.
+pub fn record_answer(h: &core_handoff::Handoff, role: Role) -> Value {
+    answer(h, role, &Effect::Nothing)
 }
 
 fn item_view(handoff_id: &str, item: &Item) -> Value {

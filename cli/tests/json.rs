@@ -19,12 +19,13 @@ fn json_output_parses_as_the_apis_json() {
     assert_eq!(status, 200);
     assert_eq!(direct["handoff"], created["handoff"]);
     assert_eq!(run(Some(&owner), &["show", &id, "--json"]).json(), direct);
-    assert_eq!(run(Some(&machine), &["show", &id, "--json"]).json(), direct);
+    // The record lists the caller's own actions, so the machine's is its own direct read.
+    assert_eq!(run(Some(&machine), &["show", &id, "--json"]).json(), api_get(&machine, &format!("/v1/handoffs/{id}")).1);
     assert_eq!(run(Some(&owner), &["wait", &id, "--after", "0", "--json"]).json(), direct);
 
     let reported = run(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--json"]);
     let reported = reported.json();
-    assert_eq!(reported, api_get(&owner, &format!("/v1/handoffs/{id}")).1);
+    assert_eq!(reported, api_get(&machine, &format!("/v1/handoffs/{id}")).1);
 
     // The list, every page of it, as one {"handoffs": [...]} of the API's rows.
     let listed = run(Some(&owner), &["list", "--json"]).json();
@@ -40,7 +41,7 @@ fn json_output_parses_as_the_apis_json() {
     assert_eq!(refused.code, 1, "{refused:?}");
     let body = refused.json();
     assert_eq!(body["error"]["code"], "handoff.turn_finished");
-    assert_eq!(body["handoff"], reported["handoff"]);
+    assert_eq!(body["handoff"], api_get(&owner, &format!("/v1/handoffs/{id}")).1["handoff"]);
     assert!(matches!(body["error"]["message"], Value::String(_)));
 
     // A token is JSON too.

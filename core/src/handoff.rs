@@ -11,6 +11,7 @@
 //!   entries (storage keeps more);
 //! - a suggestion is raised at most once per turn and reason, and only ever by a report.
 
+use crate::actions::Action;
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
@@ -143,6 +144,11 @@ impl Handoff {
 
 /// Applies `change`, sent by `by` at `now`.
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
+    if let Some(action) = Action::of(change) {
+        if action.sender().is_some_and(|sender| sender != by) {
+            return Err(Refusal::new(Code::AuthForbidden, format!("{} is not open to the {}", action.as_str(), by.as_str())));
+        }
+    }
     let mut next = h.clone();
     let mut dirty = Dirty::default();
     let (moved, answer) = match change {

@@ -24,6 +24,13 @@ pub struct IndexRow {
     /// A hand-off the owner may choose to make (issue 6), shown in the list too.
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
+    /// The runtime the current turn was handed to, and the package that briefed it.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    #[serde(default)]
+    pub package_version: Option<u64>,
+    #[serde(default)]
+    pub package_hash: Option<String>,
 }
 
 impl IndexRow {
@@ -40,6 +47,9 @@ impl IndexRow {
             version: record.version,
             updated_at: record.updated_at,
             suggestion: record.suggestion.clone(),
+            runtime: record.runtime.clone(),
+            package_version: record.package_version,
+            package_hash: record.package_hash.clone(),
         }
     }
 }
@@ -99,7 +109,7 @@ mod tests {
         let expected = IndexRow {
             id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), turn: 1,
             state: State::Open, status: Status::Running, summary: Some("built it".into()), version: 1,
-            updated_at: 1_700_000_000_123, suggestion: None,
+            updated_at: 1_700_000_000_123, suggestion: None, runtime: None, package_version: None, package_hash: None,
         };
         assert_eq!(row, expected);
         assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });

@@ -15,6 +15,7 @@ pub mod index;
 pub mod suggestion;
 pub mod runtimes;
 pub mod handoff;
+pub mod actions;
 pub mod work;
 pub mod package;
 pub mod briefing;

@@ -9,7 +9,8 @@
 //!
 //! [`Published`] is the newest version whose commit the runtime has confirmed: waiters are
 //! woken with it and a timeout answers it, so no waiter is ever shown a version that a failed
-//! commit could take back. Its answer is rendered once per version and shared by every waiter.
+//! commit could take back. Its answer is rendered once per version and role, and shared by every
+//! waiter of that role.
 
 use crate::handoff::Handoff;
 use crate::role::Role;
@@ -93,22 +94,24 @@ impl Waiters {
         self.held.is_empty()
     }
 
-    /// Answers, with `answer`, every waiter that `h` answers (a version above the one it has
-    /// seen, or the close), and lets them go; the others stay.
-    pub fn wake(&mut self, h: &Handoff, answer: &Rc<str>) {
+    /// Answers every waiter that `h` answers (a version above the one it has seen, or the
+    /// close) with `answer` of its role, and lets them go; the others stay.
+    pub fn wake(&mut self, h: &Handoff, mut answer: impl FnMut(Role) -> Rc<str>) {
         for (_, held) in self.held.extract_if(|_, held| turn::wait_answers_now(&h.record, held.after)) {
             self.by_role[slot(held.role)] -= 1;
             // A receiver that is gone (its request ended) needs no answer.
-            let _ = held.answer.send(answer.clone());
+            let _ = held.answer.send(answer(held.role));
         }
     }
 }
 
-/// The newest version whose commit is confirmed, and its answer, rendered at most once.
+/// The newest version whose commit is confirmed, and its answer to each role (the record
+/// lists the actions that role may send), each rendered at most once.
 #[derive(Default)]
 pub struct Published {
     handoff: Option<Rc<Handoff>>,
-    answer: Option<(u64, Rc<str>)>,
+    /// `[owner, machine]`: the version each answer renders, and the answer.
+    answers: [Option<(u64, Rc<str>)>; 2],
 }
 
 impl Published {
@@ -124,24 +127,24 @@ impl Published {
         self.handoff.as_ref()
     }
 
-    /// The answer of the confirmed version, rendered by `render` once per version.
-    pub fn answer(&mut self, render: impl FnOnce(&Handoff) -> String) -> Option<Rc<str>> {
+    /// The answer of the confirmed version to `role`, rendered by `render` once per version.
+    pub fn answer(&mut self, role: Role, render: impl FnOnce(&Handoff, Role) -> String) -> Option<Rc<str>> {
         let h = self.handoff.clone()?;
-        Some(self.answer_of(&h, render))
+        Some(self.answer_of(&h, role, render))
     }
 
-    /// The answer of `h`: the shared rendering when `h` is the confirmed version, otherwise
-    /// rendered by `render` for this one answer and not kept.
-    pub fn answer_of(&mut self, h: &Handoff, render: impl FnOnce(&Handoff) -> String) -> Rc<str> {
+    /// The answer of `h` to `role`: the shared rendering when `h` is the confirmed version,
+    /// otherwise rendered by `render` for this one answer and not kept.
+    pub fn answer_of(&mut self, h: &Handoff, role: Role, render: impl FnOnce(&Handoff, Role) -> String) -> Rc<str> {
         let version = h.record.version;
-        if let Some((v, body)) = &self.answer {
+        if let Some((v, body)) = &self.answers[slot(role)] {
             if *v == version {
                 return body.clone();
             }
         }
-        let body: Rc<str> = render(h).into();
+        let body: Rc<str> = render(h, role).into();
         if self.handoff.as_ref().is_some_and(|held| held.record.version == version) {
-            self.answer = Some((version, body.clone()));
+            self.answers[slot(role)] = Some((version, body.clone()));
         }
         body
     }
@@ -183,7 +186,7 @@ mod tests {
         assert_eq!((s.borrow().len_of(Role::Machine), s.borrow().len_of(Role::Owner)), (3, 1));
         drop(machine);
         assert_eq!(s.borrow().len_of(Role::Machine), 0);
-        s.borrow_mut().wake(&handoff_at(1), &"{}".into());
+        s.borrow_mut().wake(&handoff_at(1), |_| "{}".into());
         assert_eq!(s.borrow().len_of(Role::Owner), 0, "a woken waiter gives its role's place back");
         drop(owner);
         assert!(s.borrow().is_empty());
@@ -195,8 +198,7 @@ mod tests {
         let (p1, mut r1) = Waiters::hold(&s, Role::Owner, 10, 1).unwrap();
         let (p2, mut r2) = Waiters::hold(&s, Role::Owner, 10, 1).unwrap();
         let (_p3, mut ahead) = Waiters::hold(&s, Role::Owner, 10, 2).unwrap();
-        let answer: Rc<str> = "{\"v\":2}".into();
-        s.borrow_mut().wake(&handoff_at(2), &answer);
+        s.borrow_mut().wake(&handoff_at(2), |_| "{\"v\":2}".into());
         assert_eq!(r1.try_recv().unwrap().as_deref(), Some("{\"v\":2}"));
         assert_eq!(r2.try_recv().unwrap().as_deref(), Some("{\"v\":2}"));
         assert_eq!(ahead.try_recv().unwrap(), None, "a waiter that has seen version 2 waits on");
@@ -204,7 +206,7 @@ mod tests {
         // The places of answered waiters are already free; dropping them changes nothing.
         drop((p1, p2));
         assert_eq!(s.borrow().len(), 1);
-        s.borrow_mut().wake(&handoff_at(3), &"{\"v\":3}".into());
+        s.borrow_mut().wake(&handoff_at(3), |_| "{\"v\":3}".into());
         assert_eq!(ahead.try_recv().unwrap().as_deref(), Some("{\"v\":3}"));
         assert!(s.borrow().is_empty());
     }
@@ -227,26 +229,40 @@ mod tests {
         let (_p, mut r) = Waiters::hold(&s, Role::Owner, 10, 99).unwrap();
         let mut closed = (*handoff_at(3)).clone();
         closed.record.state = turn::State::Closed;
-        s.borrow_mut().wake(&closed, &"closed".into());
+        s.borrow_mut().wake(&closed, |_| "closed".into());
         assert_eq!(r.try_recv().unwrap().as_deref(), Some("closed"));
     }
 
     #[test]
-    fn the_published_version_only_rises_and_its_answer_is_rendered_once_per_version() {
+    fn a_wake_answers_each_waiter_with_its_own_roles_answer() {
+        let s = set();
+        let (_o, mut owner) = Waiters::hold(&s, Role::Owner, 10, 1).unwrap();
+        let (_m, mut machine) = Waiters::hold(&s, Role::Machine, 10, 1).unwrap();
+        s.borrow_mut().wake(&handoff_at(2), |role| role.as_str().into());
+        assert_eq!(owner.try_recv().unwrap().as_deref(), Some("owner"));
+        assert_eq!(machine.try_recv().unwrap().as_deref(), Some("machine"));
+    }
+
+    #[test]
+    fn the_published_version_only_rises_and_its_answer_is_rendered_once_per_version_and_role() {
         let mut p = Published::default();
-        let render = |h: &Handoff| format!("{{\"version\":{}}}", h.record.version);
-        assert!(p.answer(render).is_none(), "nothing is published before the first confirmation");
+        let render = |h: &Handoff, role: Role| format!("{{\"version\":{},\"to\":\"{}\"}}", h.record.version, role.as_str());
+        assert!(p.answer(Role::Owner, render).is_none(), "nothing is published before the first confirmation");
         p.confirm(handoff_at(3));
-        let first = p.answer(render).unwrap();
-        assert!(Rc::ptr_eq(&first, &p.answer(|_| unreachable!("rendered twice")).unwrap()), "rendered once, then shared");
-        assert!(first.contains("\"version\":3"), "{first}");
+        let first = p.answer(Role::Owner, render).unwrap();
+        assert!(Rc::ptr_eq(&first, &p.answer(Role::Owner, |_, _| unreachable!("rendered twice")).unwrap()), "rendered once, then shared");
+        assert!(first.contains("\"version\":3") && first.contains("owner"), "{first}");
+        let machine = p.answer(Role::Machine, render).unwrap();
+        assert!(machine.contains("machine"), "each role has its own answer: {machine}");
+        assert!(Rc::ptr_eq(&machine, &p.answer(Role::Machine, |_, _| unreachable!("rendered twice")).unwrap()));
         p.confirm(handoff_at(2));
         assert_eq!(p.handoff().unwrap().record.version, 3, "an older confirmation changes nothing");
         // An unconfirmed version is rendered for its own answer and never kept.
-        let unconfirmed = p.answer_of(&handoff_at(4), render);
+        let unconfirmed = p.answer_of(&handoff_at(4), Role::Owner, render);
         assert!(unconfirmed.contains("\"version\":4"));
-        assert!(p.answer(render).unwrap().contains("\"version\":3"));
+        assert!(p.answer(Role::Owner, render).unwrap().contains("\"version\":3"));
         p.confirm(handoff_at(4));
-        assert!(p.answer(render).unwrap().contains("\"version\":4"));
+        assert!(p.answer(Role::Owner, render).unwrap().contains("\"version\":4"));
+        assert!(p.answer(Role::Machine, render).unwrap().contains("\"version\":4"));
     }
 }

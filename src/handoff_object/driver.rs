@@ -8,6 +8,7 @@ pub(super) enum Read {
     Record,
     Package { markdown: bool },
     Briefing { budget_bytes: usize, reach_api: bool, base_url: String },
+    Work,
 }
 
 /// An answer before it becomes a `Response`.
@@ -21,11 +22,12 @@ impl Answer {
         Answer { status: 200, body }
     }
 
-    pub(super) fn refused(error: impl Into<ApiError>, handoff: Option<&Handoff>) -> Answer {
+    /// A refusal; beside it, when the hand-off is known, its record as `role` is answered it.
+    pub(super) fn refused(error: impl Into<ApiError>, handoff: Option<(&Handoff, Role)>) -> Answer {
         let error: ApiError = error.into();
         let mut body = error.body();
-        if let Some(h) = handoff {
-            body["handoff"] = serde_json::to_value(view::Handoff::from(&h.record)).unwrap_or_default();
+        if let Some((h, role)) = handoff {
+            body["handoff"] = serde_json::to_value(view::Handoff::of(h, role)).unwrap_or_default();
             // A stale accept carries the hash that is current, so the destination can re-read.
             if let (Code::PackageStale, Some(current)) = (error.code, &h.ledger.current) {
                 body["package_hash"] = json!(current.hash);
@@ -47,9 +49,9 @@ pub(super) fn text(body: &str, content_type: &str) -> Result<Response> {
     Ok(response)
 }
 
-/// `{"handoff": record}` as text: what a wait answers.
-pub(super) fn render_record(h: &Handoff) -> String {
-    view::record_answer(&h.record).to_string()
+/// `{"handoff": record}` as text, as `role` is answered it: what a wait and a watch answer.
+pub(super) fn render_record(h: &Handoff, role: Role) -> String {
+    view::record_answer(h, role).to_string()
 }
 
 impl HandoffObject {
@@ -68,6 +70,10 @@ impl HandoffObject {
             Op::Briefing { budget_bytes, reach_api, base_url } => {
                 self.read(&ask.caller, Read::Briefing { budget_bytes, reach_api, base_url })
             }
+            Op::Work => self.read(&ask.caller, Read::Work),
+            Op::Preview { change, budget_bytes, reach_api, base_url } => {
+                self.preview(&ask.caller, &change, budget_bytes, reach_api.then_some(base_url))
+            }
         }
     }
 
@@ -82,8 +88,8 @@ impl HandoffObject {
             published.confirm(h);
             let confirmed = published.handoff().cloned();
             if !self.waiters.borrow().is_empty() {
-                if let (Some(h), Some(answer)) = (confirmed.clone(), published.answer(render_record)) {
-                    self.waiters.borrow_mut().wake(&h, &answer);
+                if let Some(h) = confirmed.clone() {
+                    self.waiters.borrow_mut().wake(&h, |role| published.answer_of(&h, role, render_record));
                 }
             }
             confirmed
@@ -97,17 +103,17 @@ impl HandoffObject {
     pub(super) async fn create(&self, caller: &Caller, id: String, session: String, machine: String, size: String) -> Result<Response> {
         if let Some(existing) = self.load()? {
             let answer = match existing.record.check_create_again(&machine, &size) {
-                Ok(()) => Answer::ok(view::record_answer(&existing.record)),
+                Ok(()) => Answer::ok(view::record_answer(&existing, caller.role)),
                 Err(code) => Answer::refused(
                     ApiError::new(code, "this session already has a hand-off with another machine or size"),
-                    Some(&existing),
+                    Some((&existing, caller.role)),
                 ),
             };
             return answer.into_response();
         }
         let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now_ms()));
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
-        let body = view::record_answer(&h.record);
+        let body = view::record_answer(&h, caller.role);
         let stored = match self.store(Stored { h, dirty, work_json: None, kind: "create", caller, remember: None, create: true })? {
             Ok(stored) => stored,
             Err(refusal) => return Answer::refused(refusal, None).into_response(),
@@ -130,16 +136,16 @@ impl HandoffObject {
         }
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let out = match handoff::apply(&h, change, caller.role, now_ms()) {
-            Err(e) => return Answer::refused(e, Some(&h)).into_response(),
+            Err(e) => return Answer::refused(e, Some((&h, caller.role))).into_response(),
             Ok(out) => out,
         };
-        let answer = Answer::ok(view::answer(&out.next.record, &out.answer));
+        let answer = Answer::ok(view::answer(&out.next, caller.role, &out.answer));
         let remembered = idempotency.and_then(|idem| api_idempotency::remember(&idem.fingerprint, answer.status, &answer.body, dry_run).map(|r| (idem.key.as_str(), r)));
         let remember = remembered.as_ref().map(|(key, r)| (*key, r));
         if !out.moved {
             if let Some((key, r)) = remember {
                 if let Err(refusal) = Self::check_sizes(&[&r.body]) {
-                    return Answer::refused(refusal, Some(&h)).into_response();
+                    return Answer::refused(refusal, Some((&h, caller.role))).into_response();
                 }
                 let mut batch = Batch::default();
                 self.remember_into(&mut batch, key, r)?;
@@ -152,11 +158,11 @@ impl HandoffObject {
         let work_json = out.dirty.work.then(|| to_json(&out.next.work)).transpose()?;
         if work_json.as_ref().is_some_and(|json| json.len() > WORK_RECORD_BYTES_MAX) {
             let e = ApiError::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"));
-            return Answer::refused(e, Some(&h)).into_response();
+            return Answer::refused(e, Some((&h, caller.role))).into_response();
         }
         let stored = match self.store(Stored { h: out.next, dirty: out.dirty, work_json, kind: change.kind(), caller, remember, create: false })? {
             Ok(stored) => stored,
-            Err(refusal) => return Answer::refused(refusal, Some(&h)).into_response(),
+            Err(refusal) => return Answer::refused(refusal, Some((&h, caller.role))).into_response(),
         };
         let version = stored.record.version;
         self.publish(stored).await?;
@@ -200,23 +206,45 @@ impl HandoffObject {
         }
     }
 
-    /// Reads: the record, the package, the briefing.
+    /// A dry run of opening the next turn with a hand-off: the same `apply` the open would
+    /// make, on a copy, stored nowhere; answers the package it compiles and its briefing.
+    pub(super) fn preview(&self, caller: &Caller, change: &Change, budget_bytes: usize, base_url: Option<String>) -> Result<Response> {
+        let h = match self.owned(caller)? {
+            Ok(h) => h,
+            Err(e) => return Answer::refused(e, None).into_response(),
+        };
+        let opened = handoff::apply(&h, change, caller.role, now_ms()).and_then(|out| Ok((out.next.record.turn, out.next.ledger.latest()?)));
+        match opened {
+            Err(e) => Answer::refused(e, Some((&h, caller.role))).into_response(),
+            Ok((turn, latest)) => {
+                let reach = base_url.map_or(Reach::None, Reach::api);
+                let text = briefing::render(&latest, budget_bytes, &reach).text;
+                Answer::ok(view::preview(&h, caller.role, turn, &latest, &text)).into_response()
+            }
+        }
+    }
+
+    /// Reads: the record, the package, the briefing, the work record.
     pub(super) fn read(&self, caller: &Caller, read: Read) -> Result<Response> {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
         };
         match read {
-            Read::Record => Answer::ok(view::record_answer(&h.record)).into_response(),
+            Read::Record => Answer::ok(view::record_answer(&h, caller.role)).into_response(),
             Read::Package { markdown } => match h.ledger.latest() {
-                Err(e) => Answer::refused(e, Some(&h)).into_response(),
+                Err(e) => Answer::refused(e, Some((&h, caller.role))).into_response(),
                 Ok(latest) if markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
-                    Answer::ok(view::answer(&h.record, &Effect::Package(latest))).into_response()
+                    Answer::ok(view::answer(&h, caller.role, &Effect::Package(latest))).into_response()
                 }
             },
+            Read::Work => {
+                let work = view::WorkRecord::of(&h.record.id, &h.work);
+                Answer::ok(json!({"handoff": view::Handoff::of(&h, caller.role), "work": work})).into_response()
+            }
             Read::Briefing { budget_bytes, reach_api, base_url } => match h.ledger.latest() {
-                Err(e) => Answer::refused(e, Some(&h)).into_response(),
+                Err(e) => Answer::refused(e, Some((&h, caller.role))).into_response(),
                 Ok(latest) => {
                     let reach = if reach_api { Reach::api(base_url) } else { Reach::None };
                     text(&briefing::render(&latest, budget_bytes, &reach).text, "text/plain; charset=utf-8")
@@ -243,7 +271,7 @@ impl HandoffObject {
         rows.truncate(limit);
         let entries: Vec<TurnEntry> = rows.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
         let next_before = if more { entries.first().map(|e| e.turn) } else { None };
-        let page = view::Turns { turns: entries.iter().map(view::Turn::from).collect(), next_before, handoff: view::Handoff::from(&h.record) };
+        let page = view::Turns { turns: entries.iter().map(view::Turn::from).collect(), next_before, handoff: view::Handoff::of(&h, caller.role) };
         Response::from_json(&page)
     }
 
@@ -291,7 +319,7 @@ impl HandoffObject {
         };
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
             // A whole response, which the output gate holds until the version is durable.
-            let body = self.published.borrow_mut().answer_of(&h, render_record);
+            let body = self.published.borrow_mut().answer_of(&h, caller.role, render_record);
             return text(&body, "application/json");
         }
         let (cap_name, cap) = self.waiters_max(caller.role);
@@ -302,13 +330,14 @@ impl HandoffObject {
         let jitter_ms = (js_sys::Math::random() * WAIT_JITTER_MS_MAX as f64) as u64;
         let timeout = Delay::from(Duration::from_millis(timeout_s * 1000 + jitter_ms));
         let published = self.published.clone();
+        let role = caller.role;
         let body = async move {
             let _place = place;
             let body = match select(woken, timeout).await {
                 Either::Left((Ok(body), _)) => body,
                 // The timeout: the newest version whose commit is confirmed (the object loaded
                 // or published one before any waiter could be held).
-                _ => published.borrow_mut().answer(render_record).unwrap_or_else(|| "{}".into()),
+                _ => published.borrow_mut().answer(role, render_record).unwrap_or_else(|| "{}".into()),
             };
             Ok::<Vec<u8>, Error>(body.as_bytes().to_vec())
         };

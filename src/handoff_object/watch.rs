@@ -32,7 +32,7 @@ impl HandoffObject {
         }
         let pair = WebSocketPair::new()?;
         self.state.accept_websocket_with_tags(&pair.server, &[caller.role.as_str()]);
-        let frame = self.published.borrow_mut().answer_of(&h, render_record);
+        let frame = self.published.borrow_mut().answer_of(&h, caller.role, render_record);
         let (w, step) = Watcher::open(caller.role, valid_until_s, after, h.record.version, h.record.is_closed(), frame.len());
         // The socket's state is its attachment from the start, whatever it is sent.
         carry_out(&pair.server, None, &w, step, &frame);
@@ -50,10 +50,14 @@ impl HandoffObject {
         if sockets.is_empty() {
             return;
         }
-        let frame = self.published.borrow_mut().answer_of(h, render_record);
+        // Each role's frame (its record lists that role's actions), rendered when first needed.
+        let mut frames: [Option<Rc<str>>; 2] = [None, None];
         let (version, closed, now) = (h.record.version, h.record.is_closed(), now_s());
         for ws in sockets {
             if let Some(before) = attachment(&ws) {
+                let frame = frames[usize::from(before.role == Role::Machine)]
+                    .get_or_insert_with(|| self.published.borrow_mut().answer_of(h, before.role, render_record))
+                    .clone();
                 let mut w = before.clone();
                 let step = w.on_version(version, closed, frame.len(), now);
                 carry_out(&ws, Some(&before), &w, step, &frame);
@@ -82,7 +86,7 @@ impl HandoffObject {
         let Some(h) = self.load()? else {
             return Ok(());
         };
-        let frame = self.published.borrow_mut().answer_of(&h, render_record);
+        let frame = self.published.borrow_mut().answer_of(&h, before.role, render_record);
         let mut w = before.clone();
         let step = w.on_message(text, h.record.version, h.record.is_closed(), frame.len(), now_s());
         carry_out(ws, Some(&before), &w, step, &frame);

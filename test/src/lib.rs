@@ -61,6 +61,7 @@ pub struct Answer {
     pub www_authenticate: Option<String>,
     pub content_type: Option<String>,
     pub allow: Option<String>,
+    pub etag: Option<String>,
 }
 
 impl Answer {
@@ -124,6 +125,7 @@ impl Client {
         let www_authenticate = header("WWW-Authenticate");
         let content_type = header("Content-Type");
         let allow = header("Allow");
+        let etag = header("ETag");
         // An answer cut off mid-body (the Worker was killed) was not received: it acknowledges
         // nothing, so it is an error, not an empty 200.
         let text = response
@@ -133,7 +135,7 @@ impl Client {
             .read_to_string()
             .map_err(|e| format!("{method} {path}: the answer's body was cut off: {e}"))?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow })
+        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow, etag })
     }
 
     pub fn get(&self, path: &str, token: &str) -> Answer {

@@ -212,3 +212,41 @@ fn an_older_row_delivered_after_a_newer_one_and_the_same_row_twice_leave_the_new
     assert_eq!(row_of(&c, &alice, &id).unwrap()["summary"], "next");
     assert_eq!(rows(&c, &alice, "?limit=200").iter().filter(|r| r["id"] == id.as_str()).count(), 1, "one row per hand-off");
 }
+
+/// A console polls the list: the page's `ETag` sent back is answered 304 with no body until
+/// a row on that page moves, and then 200 with the new row and another tag.
+#[test]
+fn the_list_answers_304_to_its_own_etag_until_a_row_moves() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let first = c.get("/v1/handoffs", &alice);
+    let tag = first.etag.clone().expect("a page carries an ETag");
+    let again = c.send("GET", "/v1/handoffs", Some(&alice), &[("If-None-Match", &tag)], None);
+    assert_eq!((again.status, again.text.as_str(), again.etag.as_deref()), (304, "", Some(tag.as_str())));
+    let other = c.send("GET", "/v1/handoffs", Some(&alice), &[("If-None-Match", "\"another\"")], None);
+    assert_eq!((other.status, other.body["handoffs"].clone()), (200, first.body["handoffs"].clone()));
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("which one?")).status, 200);
+    let moved = c.send("GET", "/v1/handoffs", Some(&alice), &[("If-None-Match", &tag)], None);
+    assert_eq!(moved.status, 200, "the row moved: {}", moved.text);
+    assert_eq!(moved.body["handoffs"][0]["status"], "needs-you");
+    assert_ne!(moved.etag, Some(tag));
+}
+
+/// A row shows the runtime the current turn was handed to and its package, as the record does.
+#[test]
+fn a_row_shows_the_runtime_and_package_of_its_current_turn() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let work = json!({"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": ["green"]});
+    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
+    assert_eq!(c.report(&id, &machine, 1, "done", None).status, 200);
+    let handoff = json!({"runtime": "codex", "objective": "go on", "purpose": "test"});
+    let opened = c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1, "handoff": handoff}));
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let row = row_of(&c, &alice, &id).unwrap();
+    let record = opened.handoff();
+    assert_eq!((&row["runtime"], &row["package_version"], &row["package_hash"]), (&record["runtime"], &record["package_version"], &record["package_hash"]));
+    assert_eq!(row["runtime"], "codex");
+}

@@ -255,3 +255,53 @@ fn a_change_that_would_grow_the_work_record_past_its_limit_is_413_and_changes_no
     assert!(i > 40, "refused only once the record is near 1 MiB (after {i} decisions)");
     assert_eq!(s.version(), 1 + i as u64, "the refused decision changed nothing");
 }
+
+/// `POST …/turns?dry_run=true`: the package and briefing the open would give the next runtime,
+/// exactly what the open then compiles; nothing is stored, and the refusals are the open's.
+#[test]
+fn a_dry_run_open_previews_the_package_and_its_briefing_and_stores_nothing() {
+    let s = Session::new();
+    assert_eq!(s.set_work().status, 200);
+    assert_eq!(s.c.report(&s.id, &s.machine, 1, "done", Some("first part")).status, 200);
+    let before = s.version();
+    let body = json!({"after": 1, "handoff": {"runtime": "codex", "objective": "Write the migrations", "purpose": "test"}});
+    let preview = s.owner_post("/turns?dry_run=true&budget=2048", body.clone());
+    assert_eq!(preview.status, 200, "{}", preview.text);
+    assert_eq!((preview.body["turn"].as_u64(), preview.body["state"].as_str()), (Some(2), Some("offered")));
+    let briefing = preview.body["briefing"].as_str().unwrap();
+    assert!(briefing.len() <= 2048 && briefing.contains("Write the migrations"), "{briefing}");
+    assert_eq!(s.version(), before, "a dry run stores nothing");
+    assert_eq!(preview.handoff()["version"].as_u64(), Some(before));
+    let opened = s.owner_post("/turns", body.clone());
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    assert_eq!(opened.handoff()["package_hash"], preview.body["package_hash"], "the open compiles what the preview showed");
+    // The open's refusals: a machine may not, and a caller that saw an older turn conflicts.
+    assert_eq!(s.machine_post("/turns?dry_run=true", body.clone()).status, 403);
+    let mut stale_body = body;
+    stale_body["after"] = json!(0);
+    let stale = s.owner_post("/turns?dry_run=true", stale_body);
+    assert_eq!((stale.status, stale.code()), (409, "handoff.turn_conflict"));
+    // A preview needs a hand-off, and a budget needs a dry run.
+    assert_eq!(s.owner_post("/turns?dry_run=true", json!({"after": 2})).code(), "request.invalid");
+    assert_eq!(s.owner_post("/turns?budget=2048", json!({"after": 2})).code(), "request.invalid");
+}
+
+/// `GET …/work`: the whole work record, to the owner and to the machine alike.
+#[test]
+fn the_work_record_reads_whole_for_the_owner_and_the_machine() {
+    let s = Session::new();
+    assert_eq!(s.set_work().status, 200);
+    assert_eq!(s.machine_post("/decisions", json!({"statement": "Use Postgres", "rationale": "it is there", "evidence": ["https://example.com/a"]})).status, 200);
+    let blocker = s.owner_post("/blockers", json!({"severity": "high", "title": "no staging db"}));
+    assert_eq!(blocker.status, 200, "{}", blocker.text);
+    for token in [&s.owner, &s.machine] {
+        let read = s.c.get(&s.path("/work"), token);
+        assert_eq!(read.status, 200, "{}", read.text);
+        let w = &read.body["work"];
+        assert_eq!(w["spec"]["goal"], "Retries never double-charge");
+        assert_eq!(w["decisions"][0]["statement"], "Use Postgres");
+        assert_eq!(w["blockers"][0]["title"], "no staging db");
+        assert!(read.handoff()["actions"].as_array().unwrap().contains(&json!("resolve_blocker")));
+    }
+    assert_eq!(s.c.get(&s.path("/work?x=1"), &s.owner).code(), "request.invalid");
+}

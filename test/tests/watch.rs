@@ -294,3 +294,28 @@ fn each_role_has_its_own_cap_and_a_message_other_than_after_closes_with_1003() {
     assert_eq!(again.next_version(READ), after, "{next} was not sent twice");
     drop(machines);
 }
+
+/// The record's `actions` are the caller's: each socket is sent its own role's, at every
+/// version, as the record's `GET` answers that role.
+#[test]
+fn each_socket_is_sent_the_record_with_its_own_roles_actions() {
+    let s = server("watch-actions", &[]);
+    let c = s.client();
+    let o = owner(&unique("o"));
+    let (id, machine, _) = c.create(&o);
+    let mut owner_watch = Watch::open(&s.url(), &id, &o, 0, Auth::Header).unwrap();
+    let mut machine_watch = Watch::open(&s.url(), &id, &machine, 0, Auth::Header).unwrap();
+    let actions = |frame: Frame| match frame {
+        Frame::Record(v) => v["handoff"]["actions"].clone(),
+        other => panic!("expected a record, got {other:?}"),
+    };
+    let read = |token: &str| c.get(&format!("/v1/handoffs/{id}"), token).body["handoff"]["actions"].clone();
+    assert_eq!(actions(owner_watch.next(READ)), json!(["cancel", "close"]));
+    assert_eq!(actions(machine_watch.next(READ)), json!(["report"]));
+    let done = c.report(&id, &machine, 1, "done", Some("built"));
+    assert_eq!(done.status, 200, "{}", done.text);
+    let (for_owner, for_machine) = (actions(owner_watch.next(READ)), actions(machine_watch.next(READ)));
+    assert_eq!(for_owner, json!(["open_turn", "close"]));
+    assert_eq!(for_machine, json!([]));
+    assert_eq!((for_owner, for_machine), (read(&o), read(&machine)), "as the record's GET answers each role");
+}

@@ -1,6 +1,7 @@
 use super::*;
 use handoff_core::handoff::Handoff as Value_;
 use handoff_core::package::TurnEntry;
+use handoff_core::turn::Record;
 use serde_json::json;
 
 fn record() -> Record {
@@ -19,13 +20,14 @@ fn a_row_shows_its_record_with_its_time_in_rfc3339() {
             "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
             "state": "open", "status": "running", "summary": "built it", "version": 1,
             "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
+            "runtime": null, "package_version": null, "package_hash": null,
         })
     );
 }
 
 #[test]
 fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
-    let body = record_answer(&record());
+    let body = record_answer(&Value_::create(record()), Role::Owner);
     let h = &body["handoff"];
     assert_eq!(body.as_object().unwrap().len(), 1);
     assert_eq!((h["created_at"].as_str(), h["updated_at"].as_str()), (Some("1970-01-01T00:00:00.000Z"), Some("2023-11-14T22:13:20.123Z")));
@@ -33,7 +35,7 @@ fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
         assert_eq!(h[field], Value::Null, "{field} is present and null");
     }
     let back: Handoff = serde_json::from_value(h.clone()).unwrap();
-    assert_eq!(back, Handoff::from(&record()));
+    assert_eq!(back, Handoff::of(&Value_::create(record()), Role::Owner));
 }
 
 #[test]
@@ -68,16 +70,16 @@ fn an_item_answers_under_its_kind_beside_the_record() {
         recorded_at: 5_000,
         by: Role::Owner,
     };
-    let body = answer(&h.record, &Effect::Item(Item::Decision(decision)));
+    let body = answer(&h, Role::Owner, &Effect::Item(Item::Decision(decision)));
     assert_eq!(body["decision"]["id"], "dec_2");
     assert_eq!(body["decision"]["recorded_at"], "1970-01-01T00:00:05.000Z");
     assert_eq!(body["decision"]["by"], "owner");
     assert_eq!(body["handoff"]["id"], "ho_1");
     let workspace = Item::Workspace { files: vec![FileInput { path: "a".into(), insertions: 1, deletions: 2 }], paths_kept: 7 };
-    let body = answer(&h.record, &Effect::Item(workspace));
+    let body = answer(&h, Role::Owner, &Effect::Item(workspace));
     assert_eq!(body["workspace"], json!({"files": [{"path": "a", "insertions": 1, "deletions": 2}], "paths_kept": 7}));
-    let body = answer(&h.record, &Effect::Nothing);
-    assert_eq!(body, json!({"handoff": serde_json::to_value(Handoff::from(&h.record)).unwrap()}), "the record alone");
+    let body = answer(&h, Role::Owner, &Effect::Nothing);
+    assert_eq!(body, json!({"handoff": serde_json::to_value(Handoff::of(&h, Role::Owner)).unwrap()}), "the record alone");
 }
 
 #[test]
@@ -91,7 +93,7 @@ fn the_work_answers_with_the_handoff_id() {
         constraints: vec!["c".into()],
         acceptance_criteria: vec![],
     };
-    let body = answer(&h.record, &Effect::Item(Item::Work(input)));
+    let body = answer(&h, Role::Owner, &Effect::Item(Item::Work(input)));
     assert_eq!(body["work"]["id"], "ho_1");
     assert_eq!(body["work"]["constraints"], json!(["c"]));
 }
@@ -114,7 +116,7 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
     let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
     let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
     let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
-    let body = answer(&compiled.next.record, &compiled.answer);
+    let body = answer(&compiled.next, Role::Owner, &compiled.answer);
     assert_eq!((body["package_version"].as_u64(), body["changed"].as_bool()), (Some(1), Some(true)));
     assert_eq!(body["package"]["format"], 1);
     let hash = body["package_hash"].as_str().unwrap().to_string();
@@ -123,13 +125,25 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
 
     let reject = RejectInput { reason: RejectReason::WrongRuntime, note: "not codex".into() };
     let rejected = apply(&compiled.next, &Change::Reject { input: reject }, Role::Machine, 3).unwrap();
-    let body = answer(&rejected.next.record, &rejected.answer);
+    let body = answer(&rejected.next, Role::Owner, &rejected.answer);
     assert_eq!(body["state"], "rejected");
     assert_eq!(body["rejection"], json!({"reason": "wrong_runtime", "note": "not codex", "rejected_at": "1970-01-01T00:00:00.003Z", "by": "machine"}));
 
     let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
     let set = apply(&rejected.next, &Change::SetPolicy { policy }, Role::Owner, 4).unwrap();
-    let body = answer(&set.next.record, &set.answer);
+    let body = answer(&set.next, Role::Owner, &set.answer);
     assert_eq!(body["policy"], json!({"runtimes": ["codex"], "context_threshold_pct": 80}));
     assert_eq!(body["handoff"]["version"], set.next.record.version);
+}
+
+#[test]
+fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
+    let h = Value_::create(record());
+    let owner = Handoff::of(&h, Role::Owner);
+    let machine = Handoff::of(&h, Role::Machine);
+    assert_eq!((owner.actions, machine.actions), (vec!["cancel".to_string(), "close".into()], vec!["report".to_string()]));
+    assert_eq!(owner.policy, None);
+    let body = record_answer(&h, Role::Machine);
+    assert_eq!(body["handoff"]["actions"], json!(["report"]));
+    assert_eq!(body["handoff"]["policy"], Value::Null);
 }

@@ -32,6 +32,8 @@ export interface paths {
          * The owner's sessions, one row each, newest `updated_at` first (owner).
          * @description Read your writes: the list reflects every change acknowledged before the list request
          *     began. `cursor` is null on the last page; pass it back unchanged for the next page.
+         *     Every page carries an `ETag`: sent back in `If-None-Match`, it is answered 304 with no
+         *     body while that page has not moved, so a client may poll the list cheaply.
          */
         get: operations["listHandoffs"];
         put?: never;
@@ -102,6 +104,9 @@ export interface paths {
          *     session's machine reported (within the last 24 h, `PUT …/runtimes`) as not installed
          *     or signed out. A runtime the machine never reported, reported without a credential
          *     check, or reported more than 24 h ago may still be handed to. A machine token: 403.
+         *     With `?dry_run=true` (and a `handoff`), nothing is stored: the answer is the package
+         *     this open would compile now and its briefing at `budget` bytes (as `GET …/briefing`
+         *     renders it), or the refusal the open would get.
          */
         post: operations["openTurn"];
         delete?: never;
@@ -293,7 +298,8 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /** The whole work record (its owner or its machine). */
+        get: operations["getWork"];
         /** Set the work (owner). The same content again changes nothing. */
         put: operations["setWork"];
         post?: never;
@@ -644,7 +650,9 @@ export interface components {
          * @description A hand-off record. `status` is the current turn's. The fields after `updated_at`
          *     arrive with issues 4 and 6: `runtime`, `package_version` and `package_hash` describe
          *     the current turn (null when it was not handed to a runtime), `continued_from` the turn
-         *     before, and `suggestion` is present while the current turn has one.
+         *     before, and `suggestion` is present while the current turn has one. `actions` lists the
+         *     commands the caller's role may send now, and `policy` is the owner's policy (null
+         *     until set).
          * @example {
          *       "id": "ho_0123456789abcdef0123456789abcdef",
          *       "owner": "alice",
@@ -665,7 +673,19 @@ export interface components {
          *         "turn": 1,
          *         "runtime": "claude-code"
          *       },
-         *       "suggestion": null
+         *       "suggestion": null,
+         *       "actions": [
+         *         "open_turn",
+         *         "close",
+         *         "compile"
+         *       ],
+         *       "policy": {
+         *         "runtimes": [
+         *           "claude-code",
+         *           "codex"
+         *         ],
+         *         "context_threshold_pct": 80
+         *       }
          *     }
          */
         Handoff: {
@@ -688,6 +708,18 @@ export interface components {
             suggestion?: components["schemas"]["Suggestion"] | null;
             /** @description What the session's machine last reported it can run; absent until it reports. */
             machine_runtimes?: components["schemas"]["MachineRuntimes"];
+            /**
+             * @description The commands this caller (its token's role) may send now, in this order; each one
+             *     listed is accepted, and one not listed would be refused (or, repeated, change
+             *     nothing). The owner's: `open_turn` (the turn has ended), `cancel` (it is running or
+             *     needs you), `close`, `compile` (the work is set and the package is not yet accepted
+             *     for this turn). The machine's: `report` (the turn is running or needs you). Either
+             *     role's: `accept` and `reject` (a package not yet accepted), `resolve_blocker` (an
+             *     open blocker). A closed hand-off lists none.
+             */
+            actions: ("open_turn" | "cancel" | "close" | "report" | "compile" | "accept" | "reject" | "resolve_blocker")[];
+            /** @description The owner's policy (`PUT …/policy`), or null until it is set. */
+            policy: components["schemas"]["PolicyInput"] | null;
         };
         /**
          * @example {
@@ -761,7 +793,12 @@ export interface components {
          *         "package_version": null,
          *         "package_hash": null,
          *         "continued_from": null,
-         *         "suggestion": null
+         *         "suggestion": null,
+         *         "actions": [
+         *           "cancel",
+         *           "close"
+         *         ],
+         *         "policy": null
          *       },
          *       "machine_token": "eyJ…(a machine token)"
          *     }
@@ -770,6 +807,37 @@ export interface components {
             handoff: components["schemas"]["Handoff"];
             /** @description A machine token for this hand-off, valid 24 h. */
             machine_token: string;
+        };
+        /** @description What opening the next turn with this hand-off would compile and brief now; nothing was stored. */
+        TurnPreview: {
+            handoff: components["schemas"]["Handoff"];
+            turn: components["schemas"]["Turn"];
+            package_version: number;
+            package_hash: components["schemas"]["Sha256"];
+            /** @enum {string} */
+            state: "offered";
+            package: components["schemas"]["Package"];
+            /** @description The package's briefing at the asked budget, as `GET …/briefing` renders it. */
+            briefing: string;
+        };
+        /** @description The whole work record. */
+        WorkRecord: {
+            /** @description The work as last set (`PUT …/work`), or null until it is. */
+            spec: components["schemas"]["Work"] | null;
+            /** @description Every decision, in the order recorded. */
+            decisions: components["schemas"]["Decision"][];
+            /** @description Every version of every artifact, in the order recorded. */
+            artifacts: components["schemas"]["Artifact"][];
+            /** @description Every blocker, in the order raised. */
+            blockers: components["schemas"]["Blocker"][];
+            /** @description The workspace paths, in code-point order, with their latest counts. */
+            files: {
+                path: string;
+                insertions: number;
+                deletions: number;
+            }[];
+            /** @description The acceptance criteria (by index) the latest final report left unmet. */
+            unmet: number[];
         };
         /**
          * @example {
@@ -783,7 +851,10 @@ export interface components {
          *       "summary": "Which database should I use?",
          *       "version": 7,
          *       "updated_at": "2026-11-30T12:04:10.250Z",
-         *       "suggestion": null
+         *       "suggestion": null,
+         *       "runtime": "codex",
+         *       "package_version": 1,
+         *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4"
          *     }
          */
         ListRow: {
@@ -797,6 +868,10 @@ export interface components {
             summary: string | null;
             version: components["schemas"]["Version"];
             updated_at: components["schemas"]["Time"];
+            suggestion?: components["schemas"]["Suggestion"] | null;
+            runtime?: string | null;
+            package_version?: number | null;
+            package_hash?: components["schemas"]["Sha256"] | null;
         };
         /**
          * @example {
@@ -1385,7 +1460,10 @@ export interface operations {
                 /** @description Opaque; only a value this service gave. */
                 cursor?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The `ETag` of a page this client holds. */
+                "If-None-Match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1394,6 +1472,8 @@ export interface operations {
             /** @description One page of rows. */
             200: {
                 headers: {
+                    /** @description The page's entity tag. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1402,6 +1482,15 @@ export interface operations {
                         cursor: string | null;
                     };
                 };
+            };
+            /** @description The page named by `If-None-Match` has not moved; no body. */
+            304: {
+                headers: {
+                    /** @description The page's entity tag. */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
@@ -1518,7 +1607,13 @@ export interface operations {
     };
     openTurn: {
         parameters: {
-            query?: never;
+            query?: {
+                dry_run?: "true" | "false";
+                /** @description With `dry_run=true` only; as `GET …/briefing` takes it. */
+                budget?: number;
+                /** @description With `dry_run=true` only; as `GET …/briefing` takes it. */
+                reach?: "api" | "none";
+            };
             header?: {
                 /**
                  * @description A repeat with the same key and body answers the first answer again (status and body);
@@ -1549,7 +1644,17 @@ export interface operations {
             };
         };
         responses: {
-            200: components["responses"]["Handoff"];
+            /** @description The hand-off record after the open; with `dry_run=true`, the preview. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        handoff: components["schemas"]["Handoff"];
+                    } | components["schemas"]["TurnPreview"];
+                };
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -1751,6 +1856,36 @@ export interface operations {
                     };
                 };
             };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWork: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The work record, beside the hand-off record. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        handoff: components["schemas"]["Handoff"];
+                        work: components["schemas"]["WorkRecord"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };

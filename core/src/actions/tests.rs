@@ -1,0 +1,229 @@
+use super::*;
+use crate::handoff::{apply, Outcome};
+use crate::error::{Code, Refusal};
+use crate::package::{PackageRequest, RejectInput, RejectReason};
+use crate::turn::{Record, ReportStatus};
+use crate::work::{BlockerInput, Severity, WorkInput};
+use proptest::prelude::*;
+
+const ROLES: [Role; 2] = [Role::Owner, Role::Machine];
+const NOW: i64 = 5_000;
+
+fn fresh() -> Handoff {
+    Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000))
+}
+
+fn turn(command: TurnCommand) -> Change {
+    Change::Turn { command, unmet: None, usage: None, handoff: None }
+}
+
+fn compile() -> Change {
+    let request = PackageRequest { objective: "finish".into(), purpose: "handover".into(), runtime: "codex".into(), note: None };
+    Change::Compile { request, dry_run: false }
+}
+
+fn set_work(goal: &str) -> Change {
+    let input = WorkInput {
+        title: "Ship it".into(),
+        goal: goal.into(),
+        task_type: None,
+        priority: None,
+        constraints: vec![],
+        acceptance_criteria: vec!["tests green".into()],
+    };
+    Change::Work { command: work::Command::SetWork(input) }
+}
+
+fn reject(note: &str) -> Change {
+    Change::Reject { input: RejectInput { reason: RejectReason::Other, note: note.into() } }
+}
+
+fn resolve(id: &str) -> Change {
+    Change::Work { command: work::Command::ResolveBlocker { id: id.into() } }
+}
+
+/// Every command a button for `action` could send to `h`: the first one is the button's
+/// (it changes the hand-off whenever the action is listed); the rest are the repeats and
+/// variants that a stale page could send.
+fn commands(action: Action, h: &Handoff) -> Vec<Change> {
+    let r = &h.record;
+    let current_hash = h.ledger.current.as_ref().map(|c| c.hash.clone());
+    match action {
+        Action::OpenTurn => vec![turn(TurnCommand::OpenTurn { after: r.turn })],
+        Action::Cancel => vec![turn(TurnCommand::Cancel { turn: None }), turn(TurnCommand::Cancel { turn: Some(r.turn) })],
+        Action::Close => vec![turn(TurnCommand::Close)],
+        Action::Report => {
+            // A summary unlike the current one, so that a report of any status is news.
+            let fresh_summary = format!("{}+", r.summary.as_deref().unwrap_or(""));
+            let mut all = Vec::new();
+            for status in [ReportStatus::NeedsYou, ReportStatus::Running, ReportStatus::Done, ReportStatus::Failed] {
+                for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
+                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary }));
+                }
+            }
+            all
+        }
+        Action::Compile => vec![compile()],
+        Action::Accept => {
+            let mut all: Vec<Change> = current_hash.into_iter().map(|package_hash| Change::Accept { package_hash }).collect();
+            all.push(Change::Accept { package_hash: "0".repeat(64) });
+            all
+        }
+        Action::Reject => {
+            let fresh_note = format!("{}+", h.ledger.current.as_ref().and_then(|c| c.rejection.as_ref()).map_or("", |x| x.note.as_str()));
+            vec![reject(&fresh_note), reject("wrong runtime")]
+        }
+        Action::ResolveBlocker => {
+            let open = h.work.blockers.iter().filter(|b| b.status == BlockerStatus::Open);
+            let resolved = h.work.blockers.iter().filter(|b| b.status == BlockerStatus::Resolved);
+            let mut all: Vec<Change> = open.chain(resolved).map(|b| resolve(&b.id)).collect();
+            all.push(resolve("b_missing"));
+            all
+        }
+    }
+}
+
+/// Whether an outcome is what a listed action's button must get: accepted, and a change
+/// (a compile may answer that its package is unchanged).
+fn takes(action: Action, outcome: &Result<Outcome, Refusal>) -> bool {
+    match outcome {
+        Ok(out) => out.moved || action == Action::Compile,
+        Err(_) => false,
+    }
+}
+
+/// The property, for one hand-off: listed actions are taken, unlisted ones refused or
+/// repeats that change nothing.
+fn check(h: &Handoff) -> Result<(), TestCaseError> {
+    for role in ROLES {
+        let listed = actions(h, role);
+        for action in Action::ALL {
+            let all = commands(action, h);
+            if listed.contains(&action) {
+                let out = apply(h, &all[0], role, NOW);
+                prop_assert!(takes(action, &out), "{} listed for the {} but not taken: {:?}\n{:?}", action.as_str(), role.as_str(), out.err(), h.record);
+            } else {
+                for change in &all {
+                    let out = apply(h, change, role, NOW);
+                    let changed = out.as_ref().is_ok_and(|o| o.moved);
+                    prop_assert!(!changed, "{} unlisted for the {} but {:?} changed the hand-off\n{:?}", action.as_str(), role.as_str(), change, h.record);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One step of a random history, sent by the role it belongs to; a refused step is skipped.
+#[derive(Debug, Clone)]
+enum Step {
+    Open,
+    Report(ReportStatus, u8),
+    Cancel,
+    Close,
+    Compile,
+    Accept,
+    Reject(u8),
+    Block,
+    Resolve(usize),
+    SetWork(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let status = prop_oneof![Just(ReportStatus::Running), Just(ReportStatus::NeedsYou), Just(ReportStatus::Done), Just(ReportStatus::Failed)];
+    prop_oneof![
+        3 => Just(Step::Open),
+        4 => (status, 0..3u8).prop_map(|(s, n)| Step::Report(s, n)),
+        1 => Just(Step::Cancel),
+        1 => Just(Step::Close),
+        2 => Just(Step::Compile),
+        2 => Just(Step::Accept),
+        2 => (0..2u8).prop_map(Step::Reject),
+        2 => Just(Step::Block),
+        2 => (0..4usize).prop_map(Step::Resolve),
+        2 => (0..2u8).prop_map(Step::SetWork),
+    ]
+}
+
+fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
+    let r = &h.record;
+    match step {
+        Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn }), Role::Owner),
+        Step::Report(status, n) => {
+            let summary = (*n > 0).then(|| format!("summary {n}"));
+            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary }), Role::Machine)
+        }
+        Step::Cancel => (turn(TurnCommand::Cancel { turn: None }), Role::Owner),
+        Step::Close => (turn(TurnCommand::Close), Role::Owner),
+        Step::Compile => (compile(), Role::Owner),
+        Step::Accept => {
+            let package_hash = h.ledger.current.as_ref().map_or_else(|| "0".repeat(64), |c| c.hash.clone());
+            (Change::Accept { package_hash }, Role::Machine)
+        }
+        Step::Reject(n) => (reject(&format!("note {n}")), Role::Machine),
+        Step::Block => {
+            let input = BlockerInput { severity: Severity::High, title: format!("blocker {}", h.work.blockers.len()) };
+            (Change::Work { command: work::Command::AddBlocker(input) }, Role::Owner)
+        }
+        Step::Resolve(i) => {
+            let id = h.work.blockers.get(*i).map_or_else(|| "b_missing".to_string(), |b| b.id.clone());
+            (resolve(&id), Role::Machine)
+        }
+        Step::SetWork(n) => (set_work(&format!("goal {n}")), Role::Owner),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The contract of `actions`, at every hand-off a random history reaches.
+    #[test]
+    fn every_listed_action_is_taken_and_every_unlisted_one_refused_or_a_no_op(steps in prop::collection::vec(step(), 0..24)) {
+        let mut h = fresh();
+        check(&h)?;
+        for s in &steps {
+            let (change, by) = change_of(s, &h);
+            if let Ok(out) = apply(&h, &change, by, NOW) {
+                h = out.next;
+                check(&h)?;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_new_hand_off_offers_the_owner_cancel_and_close_and_the_machine_its_report() {
+    let h = fresh();
+    assert_eq!(actions(&h, Role::Owner), [Action::Cancel, Action::Close]);
+    assert_eq!(actions(&h, Role::Machine), [Action::Report]);
+    let worked = apply(&h, &set_work("goal"), Role::Owner, NOW).unwrap().next;
+    assert_eq!(actions(&worked, Role::Owner), [Action::Cancel, Action::Close, Action::Compile]);
+}
+
+#[test]
+fn a_closed_hand_off_offers_nothing_to_anyone() {
+    let h = apply(&fresh(), &turn(TurnCommand::Close), Role::Owner, NOW).unwrap().next;
+    for role in ROLES {
+        assert!(actions(&h, role).is_empty());
+    }
+}
+
+#[test]
+fn apply_refuses_each_action_from_the_role_that_may_not_send_it() {
+    let h = fresh();
+    for action in Action::ALL {
+        let Some(sender) = action.sender() else { continue };
+        let other = if sender == Role::Owner { Role::Machine } else { Role::Owner };
+        for change in commands(action, &h) {
+            let refused = apply(&h, &change, other, NOW).err().map(|e| e.code);
+            assert_eq!(refused, Some(Code::AuthForbidden), "{} from the {}", action.as_str(), other.as_str());
+        }
+    }
+}
+
+#[test]
+fn an_action_is_written_the_same_by_as_str_and_by_serde() {
+    for action in Action::ALL {
+        assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
+    }
+}
