@@ -348,6 +348,7 @@ mod tests {
         assert_eq!(parse_open_turn_query("dry_run=false").unwrap(), None);
         assert_eq!(parse_open_turn_query("dry_run=true").unwrap(), Some((BRIEFING_BUDGET_BYTES_DEFAULT, ReachKind::Api)));
         assert_eq!(parse_open_turn_query("dry_run=true&budget=4096&reach=none").unwrap(), Some((4096, ReachKind::None)));
+        assert_eq!(parse_open_turn_query("dry_run=yes").unwrap_err().message, "dry_run: false or true");
         for bad in ["budget=4096", "dry_run=yes", "dry_run=true&budget=1", "dry_run=true&other=1", "reach=api"] {
             assert_eq!(parse_open_turn_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
         }

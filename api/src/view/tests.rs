@@ -147,3 +147,19 @@ fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
     assert_eq!(body["handoff"]["actions"], json!(["report"]));
     assert_eq!(body["handoff"]["policy"], Value::Null);
 }
+
+#[test]
+fn a_preview_puts_the_turn_the_package_and_its_briefing_beside_the_record_as_it_is() {
+    use handoff_core::handoff::{apply, Change};
+    use handoff_core::package::PackageRequest;
+    let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+    let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
+    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+    let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap().next;
+    let latest = compiled.ledger.latest().unwrap();
+    let body = preview(&h, Role::Owner, 2, &latest, "the briefing");
+    assert_eq!((body["turn"].as_u64(), body["briefing"].as_str(), body["state"].as_str()), (Some(2), Some("the briefing"), Some("offered")));
+    assert_eq!(body["package_hash"].as_str(), Some(latest.package_hash.as_str()));
+    assert_eq!(body["package"]["format"], 1);
+    assert_eq!(body["handoff"], serde_json::to_value(Handoff::of(&h, Role::Owner)).unwrap(), "the record as it is, not as the open would leave it");
+}
