@@ -1,0 +1,159 @@
+// The owner's console: a hash-routed page over the API of the same Worker.
+//   #/              the owner's sessions
+//   #/s/<id>        one session, live
+//   #/s/<id>/package  its package
+//   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/
+// A machine token sees its one hand-off, with the machine's own actions.
+
+import { ApiError } from "./api.js";
+import { claims, clearToken, expired, getToken, setToken, type Claims } from "./auth.js";
+import { closeDialogs, wireDialogs } from "./dialogs.js";
+import { byId, h } from "./dom.js";
+import { renderList } from "./list.js";
+import { renderPackage } from "./package.js";
+import { renderSession } from "./session.js";
+import { clearNotices, fail, guard, Page, whenUnauthorized } from "./ui.js";
+
+let page: Page | null = null;
+
+function freshMain(): HTMLElement {
+  // The page's one <main>; each page gives it its own id (#list, #session, #package).
+  const main = h("main", { id: "content", tabindex: -1 });
+  const old = document.querySelector("main");
+  if (old) old.replaceWith(main);
+  else document.body.append(main);
+  return main;
+}
+
+function signedIn(c: Claims | null): void {
+  const who = byId("who");
+  const out = byId("sign-out");
+  if (c) {
+    who.textContent = c.role === "owner" ? `Signed in as ${c.sub} (owner)` : `Machine token for ${c.hid ?? "?"}`;
+    out.hidden = false;
+  } else {
+    who.textContent = "";
+    out.hidden = true;
+  }
+}
+
+function showSignIn(main: HTMLElement, problem?: string): void {
+  main.id = "sign-in-page";
+  signedIn(null);
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", spellcheck: "false", required: true, "aria-describedby": "token-hint" });
+  const form = h(
+    "form",
+    { id: "sign-in", novalidate: true },
+    h("div", { class: "field" }, h("label", { for: "token" }, "Owner or machine token"), input),
+    h("p", { id: "token-hint", class: "hint" }, "The token stays in this tab (sessionStorage) and is sent only to this service. scripts/dev prints a sign-in link."),
+    h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary" }, "Sign in")),
+  );
+  form.addEventListener(
+    "submit",
+    guard((event: Event) => {
+      event.preventDefault();
+      const token = input.value.trim();
+      const c = claims(token);
+      if (!c) throw new ApiError(400, "auth.invalid", "that is not a token this service issues (a JWT with a role)");
+      setToken(token);
+      clearNotices();
+      route();
+    }),
+  );
+  main.replaceChildren(h("h1", null, "Sign in"), form);
+  if (problem) byId("error").textContent = problem;
+  input.focus();
+}
+
+function route(): void {
+  page?.dispose();
+  closeDialogs();
+  const current = new Page();
+  page = current;
+  const main = freshMain();
+  const hash = location.hash;
+
+  const fromLink = /^#token=([^&]+)/.exec(hash);
+  if (fromLink?.[1]) {
+    let token = fromLink[1];
+    try {
+      token = decodeURIComponent(token);
+    } catch {
+      // not percent-encoded: a JWT is URL-safe as it is
+    }
+    setToken(token);
+    history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+    return route();
+  }
+
+  const token = getToken();
+  const c = token ? claims(token) : null;
+  if (!token || !c) {
+    if (token) clearToken();
+    showSignIn(main);
+    return;
+  }
+  if (expired(c)) {
+    clearToken();
+    showSignIn(main, "auth.invalid: the token has expired; sign in again");
+    return;
+  }
+  signedIn(c);
+
+  const session = /^#\/s\/(ho_[0-9a-f]{32})(\/package)?\/?$/.exec(hash);
+  if (c.role === "machine") {
+    const own = c.hid ?? "";
+    if (!session || session[1] !== own) {
+      history.replaceState(null, "", `#/s/${own}`);
+      return route();
+    }
+  }
+  if (session?.[1]) {
+    if (session[2]) renderPackage(current, main, session[1], c.role);
+    else renderSession(current, main, session[1], c.role);
+    document.title = session[2] ? "Package · Hand-off console" : "Session · Hand-off console";
+    return;
+  }
+  if (hash !== "#/" && hash !== "" && hash !== "#") {
+    history.replaceState(null, "", "#/");
+  }
+  document.title = "Sessions · Hand-off console";
+  renderList(current, main);
+}
+
+function start(): void {
+  wireDialogs();
+  whenUnauthorized((error) => {
+    clearToken();
+    page?.dispose();
+    closeDialogs();
+    page = new Page();
+    showSignIn(freshMain(), `${error.code}: ${error.detail}`);
+  });
+  byId("sign-out").addEventListener("click", () => {
+    clearToken();
+    clearNotices();
+    history.replaceState(null, "", "#/");
+    route();
+  });
+  window.addEventListener("hashchange", () => {
+    clearNotices();
+    route();
+    // A new page: the keyboard and a screen reader start at its top, not at the old link.
+    const main = document.querySelector<HTMLElement>("main");
+    if (main && !main.contains(document.activeElement)) main.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+  });
+  // Nothing escapes as an uncaught error: it is shown as "code: message" instead.
+  window.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    fail(event.reason);
+  });
+  window.addEventListener("error", (event) => {
+    event.preventDefault();
+    fail(event.error ?? event.message);
+  });
+  route();
+}
+
+start();

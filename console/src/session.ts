@@ -1,0 +1,291 @@
+// One session: the record live over the watch, the turns as a lineage, the work record, the
+// suggestion, and the buttons of the record's actions. A new version (from the watch or from
+// an answer) reads the lineage and the work record again, and the page is drawn once they are
+// in, so that the record, its buttons and its blockers always show the same version.
+
+import { ApiError, get, handoffPath } from "./api.js";
+import { actionButton, actionsOf, type CommandContext, SUGGESTION_PURPOSE } from "./commands.js";
+import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
+import { watch, type LiveState } from "./live.js";
+import type { Action, Handoff, TurnEntry, WorkRecord } from "./types.js";
+import { fail, Page } from "./ui.js";
+
+interface Loaded {
+  record: Handoff;
+  turns: TurnEntry[] | null;
+  olderTurns: boolean;
+  work: WorkRecord | null;
+}
+
+export function renderSession(page: Page, main: HTMLElement, id: string, role: "owner" | "machine"): void {
+  main.id = "session";
+  main.dataset.id = id;
+  const title = h("h1", null, "Session");
+  const live = h("span", { id: "live", class: "live" }, "connecting");
+  const sub = h("p", { class: "sub" });
+  const facts = h("dl", { class: "facts" });
+  const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
+  const suggestion = h("div", { class: "suggestion-slot" });
+  const lineage = h("ol", { id: "lineage", class: "lineage" });
+  const lineageNote = h("p", { class: "muted", hidden: true }, "Older turns are not shown.");
+  const work = h("section", { id: "work", "aria-labelledby": "work-heading" });
+  main.replaceChildren(
+    h("div", { class: "page-head" }, title, h("p", { class: "live-line" }, "Updates: ", live)),
+    sub,
+    facts,
+    actions,
+    suggestion,
+    h("section", { "aria-labelledby": "lineage-heading" }, h("h2", { id: "lineage-heading" }, "Turns"), lineage, lineageNote),
+    work,
+  );
+
+  let shown: Loaded | null = null;
+  let newest: Handoff | null = null;
+  let workServed = true;
+  let refreshing = false;
+  let again = false;
+
+  const ctx: CommandContext = {
+    role,
+    apply: (record) => offer(record),
+    refresh: () => void refresh(),
+    turns: () => shown?.turns ?? null,
+  };
+
+  /** A record from anywhere: a newer version than the page shows is read in full and drawn. */
+  const offer = (record: Handoff): void => {
+    if (!page.alive) return;
+    if (!newest || record.version > newest.version) newest = record;
+    if (!shown || newest.version > shown.record.version) void refresh();
+  };
+
+  const readWork = async (): Promise<{ handoff?: Handoff; work: WorkRecord } | null> => {
+    if (!workServed) return null;
+    try {
+      return await get<{ handoff?: Handoff; work: WorkRecord }>(handoffPath(id, "/work"));
+    } catch (error) {
+      // A Worker from before GET …/work answers 405 (only PUT is routed) or 404.
+      if (error instanceof ApiError && (error.status === 405 || error.code === "route.not_found")) {
+        workServed = false;
+        return null;
+      }
+      throw error;
+    }
+  };
+
+  const once = async (): Promise<void> => {
+    const [turnsAnswer, workAnswer, recordAnswer] = await Promise.all([
+      get<{ handoff?: Handoff; turns: TurnEntry[]; next_before: number | null }>(handoffPath(id, "/turns")),
+      readWork(),
+      newest ? Promise.resolve(null) : get<{ handoff: Handoff }>(handoffPath(id)),
+    ]);
+    if (!page.alive) return;
+    const candidates = [newest, turnsAnswer.handoff, workAnswer?.handoff, recordAnswer?.handoff];
+    let record: Handoff | null = null;
+    for (const c of candidates) if (c && (!record || c.version > record.version)) record = c;
+    if (!record) return;
+    newest = record;
+    shown = { record, turns: turnsAnswer.turns, olderTurns: turnsAnswer.next_before !== null, work: workAnswer?.work ?? null };
+    draw(shown);
+  };
+
+  const refresh = async (): Promise<void> => {
+    if (refreshing) {
+      again = true;
+      return;
+    }
+    refreshing = true;
+    try {
+      do {
+        again = false;
+        await once();
+      } while (again && page.alive);
+    } catch (error) {
+      fail(error);
+    } finally {
+      refreshing = false;
+    }
+  };
+
+  const setLive = (state: LiveState): void => {
+    live.textContent = state;
+    live.dataset.state = state;
+  };
+
+  const draw = ({ record, turns, olderTurns, work: w }: Loaded): void => {
+    const allowed = actionsOf(record, role);
+    main.dataset.version = String(record.version);
+    main.dataset.state = record.state;
+    main.dataset.status = record.status;
+    title.textContent = `Session ${record.session}`;
+    sub.replaceChildren(`Machine ${record.machine} (${record.size}) · created `, timeEl(record.created_at), ` · hand-off ${record.id}`);
+    replaceKeepingFocus(facts, ...factsOf(record));
+    replaceKeepingFocus(
+      actions,
+      ...allowed.filter((a) => a !== "resolve_blocker").map((a) => actionButton(a, record, ctx)),
+    );
+    replaceKeepingFocus(suggestion, ...suggestionOf(record, allowed, ctx));
+    replaceKeepingFocus(lineage, ...(turns ?? []).map(turnItem));
+    lineageNote.hidden = !olderTurns;
+    drawWork(work, w, workServed, record, allowed, ctx);
+    if (record.state === "closed") setLive("ended");
+  };
+
+  void (async () => {
+    await refresh();
+    const first = shown as Loaded | null;
+    if (!page.alive || !first) return;
+    if (first.record.state === "closed") {
+      setLive("ended");
+      return;
+    }
+    watch(page, id, {
+      record: offer,
+      state: setLive,
+      expired: () => fail(new ApiError(401, "auth.invalid", "the token has expired; sign in again")),
+      resync: async () => {
+        try {
+          offer((await get<{ handoff: Handoff }>(handoffPath(id))).handoff);
+        } catch (error) {
+          if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+            fail(error);
+            throw error;
+          }
+        }
+      },
+    });
+  })();
+}
+
+function fact(label: string, ...value: (Node | string)[]): Node[] {
+  return [h("dt", null, label), h("dd", null, ...value)];
+}
+
+function factsOf(r: Handoff): Node[] {
+  const pkg = r.package_version
+    ? `v${r.package_version} (${short(r.package_hash, 12)})`
+    : "none for this turn";
+  return [
+    ...fact("Status", statusBadge(r.status, "status"), r.state === "closed" ? h("span", { class: "mark mark-closed" }, "closed") : ""),
+    ...fact("Summary", h("span", { id: "summary", class: "summary-text" }, r.summary ?? "")),
+    ...fact("Turn", h("span", { id: "turn" }, String(r.turn)), r.continued_from ? ` (continued from turn ${r.continued_from.turn}${r.continued_from.runtime ? ` on ${r.continued_from.runtime}` : ""})` : ""),
+    ...fact("Runtime", h("span", { id: "runtime", class: "placeholder-none" }, r.runtime ?? "")),
+    ...fact("Package", pkg, " · ", h("a", { id: "package-link", href: `#/s/${r.id}/package`, "data-key": "package-link" }, "Package page")),
+    ...fact("Version", `v${r.version} · updated `, timeEl(r.updated_at)),
+  ];
+}
+
+function suggestionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] {
+  const s = r.suggestion;
+  if (!s) return [];
+  const reason = SUGGESTION_PURPOSE[s.reason] ?? s.reason;
+  if (!allowed.includes("open_turn")) {
+    return [h("p", { class: "note" }, `Suggestion for turn ${s.turn}: ${reason}; could hand off to ${s.runtimes.join(", ")} once this turn ends.`)];
+  }
+  const button = actionButton("open_turn", r, ctx, "Hand off as suggested…", { id: "use-suggestion", "data-key": "use-suggestion" });
+  return [
+    h(
+      "section",
+      { id: "suggestion", class: "callout", "aria-labelledby": "suggestion-heading" },
+      h("h2", { id: "suggestion-heading" }, "Suggestion"),
+      h("p", null, `Turn ${s.turn}: ${reason} (${s.reason}).`),
+      h("p", null, `Could hand off to: ${s.runtimes.join(", ")}.`),
+      button,
+    ),
+  ];
+}
+
+function turnItem(t: TurnEntry): HTMLLIElement {
+  const parts: (Node | string)[] = [h("strong", null, `Turn ${t.turn}`), " ", statusBadge(t.status)];
+  if (t.runtime) parts.push(` on ${t.runtime}`);
+  if (t.package_version) parts.push(`, package v${t.package_version} (${short(t.package_hash)})`);
+  if (t.continued_from) parts.push(`, continued from turn ${t.continued_from.turn}${t.continued_from.runtime ? ` (${t.continued_from.runtime})` : ""}`);
+  const times = h("span", { class: "times" }, "opened ", timeEl(t.opened_at));
+  if (t.ended_at) times.append(", ended ", timeEl(t.ended_at));
+  return h("li", { class: "turn", "data-turn": t.turn }, ...parts, h("br"), times);
+}
+
+function list(id: string, items: Node[], empty: string, tag: "ul" | "ol" = "ul", attrs: Record<string, string | number> = {}): HTMLElement {
+  const el = h(tag, { id, ...attrs });
+  if (items.length === 0) el.append(h("li", { class: "muted" }, empty));
+  else el.append(...items);
+  return el;
+}
+
+function drawWork(section: HTMLElement, w: WorkRecord | null, served: boolean, record: Handoff, allowed: Action[], ctx: CommandContext): void {
+  const spec = w?.spec ?? null;
+  const unmet = new Set(w?.unmet ?? []);
+  const canResolve = allowed.includes("resolve_blocker");
+  const heading = h("h2", { id: "work-heading" }, "Work record");
+  const intro = !served
+    ? h("p", { class: "note" }, "This service does not serve the work record yet.")
+    : !spec
+      ? h("p", { class: "muted" }, "No work set yet.")
+      : h("p", { class: "work-title" }, spec.title, spec.task_type ? ` · ${spec.task_type}` : "", spec.priority ? ` · priority ${spec.priority}` : "");
+  const decisions = (w?.decisions ?? []).map((d) => {
+    const li = h("li", { class: d.superseded_by ? "decision superseded" : "decision", "data-id": d.id }, h("strong", null, d.statement));
+    if (d.superseded_by) li.append(" ", h("span", { class: "mark" }, `superseded by ${d.superseded_by}`));
+    if (d.rationale) li.append(h("p", { class: "rationale" }, `Why: ${d.rationale}`));
+    if (d.evidence.length) li.append(h("p", { class: "evidence" }, "Evidence: ", ...d.evidence.flatMap((e, i) => (i ? [", ", safeLink(e)] : [safeLink(e)]))));
+    li.append(h("p", { class: "meta" }, `${d.id} · by ${d.by} · `, timeEl(d.recorded_at), d.supersedes ? ` · supersedes ${d.supersedes}` : ""));
+    return li;
+  });
+  const artifacts = [...(w?.artifacts ?? [])]
+    .sort((a, b) => (a.title === b.title ? b.version - a.version : a.title < b.title ? -1 : 1))
+    .map((a) =>
+      h(
+        "li",
+        { class: "artifact", "data-id": a.id },
+        h("strong", null, a.title),
+        ` v${a.version} (${a.type}): `,
+        safeLink(a.uri),
+        a.sha256 ? ` · sha256 ${short(a.sha256, 12)}` : "",
+        h("span", { class: "meta" }, ` · by ${a.by} · `, timeEl(a.recorded_at)),
+      ),
+    );
+  const blockers = (w?.blockers ?? []).map((b) => {
+    const li = h(
+      "li",
+      { class: `blocker blocker-${b.status}`, "data-id": b.id },
+      h("span", { class: `badge severity-${b.severity}` }, b.severity),
+      " ",
+      h("span", { class: "blocker-title" }, b.title),
+      " ",
+      h("span", { class: "mark" }, b.status),
+      h("span", { class: "meta" }, ` · ${b.id}`, b.resolved_at ? " · resolved " : "", b.resolved_at ? timeEl(b.resolved_at) : ""),
+    );
+    if (b.status === "open" && canResolve) {
+      li.append(" ", actionButton("resolve_blocker", record, ctx, "Resolve", { "data-blocker": b.id, "data-key": `resolve:${b.id}`, "aria-label": `Resolve blocker: ${b.title}` }));
+    }
+    return li;
+  });
+  const files = (w?.files ?? []).map((f) =>
+    h("li", null, h("code", null, f.path), " ", h("span", { class: "ins" }, `+${f.insertions}`), " ", h("span", { class: "del" }, `−${f.deletions}`)),
+  );
+  const part = (title: string, ...body: Node[]) => h("div", { class: "work-part" }, h("h3", null, title), ...body);
+  replaceKeepingFocus(
+    section,
+    heading,
+    intro,
+    h(
+      "div",
+      { class: "work-grid" },
+      part("Goal", h("p", { id: "goal" }, spec?.goal ?? "")),
+      part("Constraints", list("constraints", (spec?.constraints ?? []).map((c) => h("li", null, c)), "None.")),
+      part(
+        "Acceptance criteria",
+        list(
+          "criteria",
+          (spec?.acceptance_criteria ?? []).map((c, i) =>
+            h("li", { class: unmet.has(i) ? "unmet" : null }, `[${i}] ${c} `, unmet.has(i) ? h("span", { class: "mark mark-unmet" }, "unmet") : ""),
+          ),
+          "None.",
+        ),
+      ),
+      part("Blockers", list("blockers", blockers, "None.")),
+      part("Decisions", list("decisions", decisions, "None yet.")),
+      part("Artifacts", list("artifacts", artifacts, "None yet.")),
+    ),
+    part("Files touched", list("files", files, "None reported.", "ul", { class: "files" })),
+  );
+}
