@@ -808,14 +808,25 @@ export interface components {
             /** @description A machine token for this hand-off, valid 24 h. */
             machine_token: string;
         };
-        /** @description What opening the next turn with this hand-off would compile and brief now; nothing was stored. */
+        /**
+         * @description What opening the next turn with this hand-off would compile and brief now; nothing was
+         *     stored. A repeat of the open that already happened (`after` is the turn before the
+         *     current one) opens nothing: its preview is the current package, in its state.
+         */
         TurnPreview: {
             handoff: components["schemas"]["Handoff"];
             turn: components["schemas"]["Turn"];
             package_version: number;
             package_hash: components["schemas"]["Sha256"];
             /** @enum {string} */
-            state: "offered";
+            state: "offered" | "rejected" | "accepted";
+            rejection?: {
+                /** @enum {string} */
+                reason: "missing_context" | "wrong_runtime" | "superseded" | "other";
+                note: string;
+                rejected_at?: components["schemas"]["Time"];
+                by?: components["schemas"]["Actor"];
+            };
             package: components["schemas"]["Package"];
             /** @description The package's briefing at the asked budget, as `GET …/briefing` renders it. */
             briefing: string;
