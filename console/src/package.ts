@@ -169,7 +169,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
       ),
     );
     rejection.replaceChildren(...rejectionOf(pkg));
-    markdown.replaceChildren(md === null ? "" : renderMarkdown(md));
+    markdown.replaceChildren(md === null ? "" : renderMarkdown(withoutRawJson(md)));
     const text = canonical(pkg.package);
     json.textContent = text;
     const hash = await sha256Hex(text).catch(() => null);
@@ -265,3 +265,10 @@ async function copyHash(hash: string): Promise<void> {
   }
 }
 
+/** The service's Markdown ends with the raw JSON, which this page shows in its own collapsed
+ * `<details>`: the rendered document stops before it. Machine text cannot start a heading
+ * line (the service escapes it), so the last such heading is the service's own. */
+function withoutRawJson(md: string): string {
+  const at = md.lastIndexOf("\n## Raw package JSON\n");
+  return at < 0 ? md : md.slice(0, at);
+}
