@@ -4,7 +4,7 @@
 
 import { ApiError, handoffPath, post } from "./api.js";
 import { byId, h, short } from "./dom.js";
-import type { CompileAnswer, Handoff, LatestPackage, PackageDoc, RejectReason } from "./types.js";
+import type { CompileAnswer, Handoff, LatestPackage, RejectReason } from "./types.js";
 import { fail, guard, say } from "./ui.js";
 
 let opener: Element | null = null;

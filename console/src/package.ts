@@ -7,7 +7,7 @@
 
 import { ApiError, get, handoffPath } from "./api.js";
 import { actionButton, actionsOf, mayHavePackage, type CommandContext } from "./commands.js";
-import { h, replaceKeepingFocus, short, timeEl } from "./dom.js";
+import { h, replaceKeepingFocus, timeEl } from "./dom.js";
 import { watch } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
 import type { Handoff, LatestPackage, TurnEntry } from "./types.js";
