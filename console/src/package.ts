@@ -11,7 +11,7 @@ import { h, replaceKeepingFocus, timeEl } from "./dom.js";
 import { watch } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
 import type { Handoff, LatestPackage, TurnEntry } from "./types.js";
-import { busy, fail, Page, say } from "./ui.js";
+import { busy, coalesced, fail, Page, say } from "./ui.js";
 
 const PACKAGE_ACTIONS = new Set(["compile", "accept", "reject"]);
 
@@ -73,8 +73,6 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
   let record: Handoff | null = null;
   let latest: LatestPackage | null = null;
   let shownVersion = 0;
-  let busyLoading = false;
-  let again = false;
 
   const ctx: CommandContext = {
     role,
@@ -111,23 +109,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
     await draw(record, pkg, md);
   };
 
-  const load = async (): Promise<void> => {
-    if (busyLoading) {
-      again = true;
-      return;
-    }
-    busyLoading = true;
-    try {
-      do {
-        again = false;
-        await once();
-      } while (again && page.alive);
-    } catch (error) {
-      fail(error);
-    } finally {
-      busyLoading = false;
-    }
-  };
+  const load = coalesced(once, () => page.alive, fail);
 
   const draw = async (r: Handoff, pkg: LatestPackage | null, md: string | null): Promise<void> => {
     title.textContent = pkg ? `Package v${pkg.package_version} of ${r.session}` : `Package of ${r.session}`;

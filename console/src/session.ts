@@ -8,7 +8,7 @@ import { actionButton, actionsOf, type CommandContext, SUGGESTION_PURPOSE } from
 import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
 import type { Action, Handoff, TurnEntry, WorkRecord } from "./types.js";
-import { fail, Page } from "./ui.js";
+import { coalesced, fail, Page } from "./ui.js";
 
 interface Loaded {
   record: Handoff;
@@ -42,8 +42,6 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   let shown: Loaded | null = null;
   let newest: Handoff | null = null;
   let workServed = true;
-  let refreshing = false;
-  let again = false;
 
   const ctx: CommandContext = {
     role,
@@ -89,23 +87,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     draw(shown);
   };
 
-  const refresh = async (): Promise<void> => {
-    if (refreshing) {
-      again = true;
-      return;
-    }
-    refreshing = true;
-    try {
-      do {
-        again = false;
-        await once();
-      } while (again && page.alive);
-    } catch (error) {
-      fail(error);
-    } finally {
-      refreshing = false;
-    }
-  };
+  const refresh = coalesced(once, () => page.alive, fail);
 
   const setLive = (state: LiveState): void => {
     live.textContent = state;

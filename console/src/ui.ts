@@ -96,3 +96,28 @@ export function busy(button: HTMLButtonElement, fn: () => Promise<void>): () => 
     }
   });
 }
+
+/** `run`, at most one at a time: a call while one is under way asks for one more run after it
+ * (however many calls came), so the page ends on the newest state without piling up requests.
+ * Stops once `alive()` is false; a failure goes to `fail`. */
+export function coalesced(run: () => Promise<void>, alive: () => boolean, fail: (error: unknown) => void): () => Promise<void> {
+  let running = false;
+  let again = false;
+  return async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await run();
+      } while (again && alive());
+    } catch (error) {
+      fail(error);
+    } finally {
+      running = false;
+    }
+  };
+}
