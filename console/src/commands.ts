@@ -29,6 +29,18 @@ export interface CommandContext {
   shownPackage?: () => LatestPackage | null;
   /** The lineage the page shows, if it shows one (the session page). */
   turns?: () => TurnEntry[] | null;
+  /** The newest record the page has heard of (a watch frame may be newer than the page). */
+  newest: () => Handoff | null;
+}
+
+/** After a confirmation, whether the action is still one the newest record allows: the record
+ * may have moved while the dialog was open (the machine finished the turn, say), and then the
+ * command would be refused. */
+function stillAllowed(action: Action, ctx: CommandContext): boolean {
+  const newest = ctx.newest();
+  if (!newest || actionsOf(newest, ctx.role).includes(action)) return true;
+  say(`not sent: the session moved meanwhile (v${newest.version}, turn ${newest.turn} ${newest.status}) and no longer allows ${action.replace("_", " ")}`);
+  return false;
 }
 
 /** Whether the hand-off may have a package, from what the record and the lineage say, so
@@ -108,7 +120,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         `Turn ${record.turn} (${record.status}) stops and is marked cancelled; the machine's later reports on it are refused. The session stays open, and you can hand off the next turn.`,
         "Cancel the turn",
       );
-      if (!yes) return;
+      if (!yes || !stillAllowed(action, ctx)) return;
       const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/cancel"), { turn: record.turn });
       say(`cancelled turn ${answer.handoff.turn} (v${answer.handoff.version})`);
       ctx.apply(answer.handoff);
@@ -120,7 +132,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         "Closing is final: the session cannot be reopened, no turn can be opened on it again, and a turn still going is cancelled. Its record stays readable.",
         "Close for good",
       );
-      if (!yes) return;
+      if (!yes || !stillAllowed(action, ctx)) return;
       const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/close"), {});
       say(`closed ${answer.handoff.session} at turn ${answer.handoff.turn} ${answer.handoff.status} (v${answer.handoff.version})`);
       ctx.apply(answer.handoff);

@@ -93,7 +93,10 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
         return;
       }
       handlers.state("reconnecting");
-      const wait = event.code === 1013 ? 0 : Math.min(BACKOFF_MS_MAX, BACKOFF_MS_MIN * 2 ** retries) * (0.5 + Math.random() / 2);
+      // A reader closed for falling behind (1013) catches up at once the first time; again
+      // and again, it backs off like any other close.
+      const backoff = Math.min(BACKOFF_MS_MAX, BACKOFF_MS_MIN * 2 ** retries) * (0.5 + Math.random() / 2);
+      const wait = event.code === 1013 && retries === 0 ? 0 : backoff;
       retries++;
       page.later(wait, () => {
         handlers

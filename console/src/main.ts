@@ -103,6 +103,12 @@ function route(): void {
   const session = /^#\/s\/(ho_[0-9a-f]{32})(\/package)?\/?$/.exec(hash);
   if (c.role === "machine") {
     const own = c.hid ?? "";
+    if (!/^ho_[0-9a-f]{32}$/.test(own)) {
+      // The service never issues one (it refuses a machine token without its hand-off).
+      clearToken();
+      showSignIn(main, "auth.invalid: this machine token names no hand-off");
+      return;
+    }
     if (!session || session[1] !== own) {
       history.replaceState(null, "", `#/s/${own}`);
       return route();

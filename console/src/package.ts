@@ -79,6 +79,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
     apply: (r) => offer(r),
     refresh: () => void load(),
     shownPackage: () => latest,
+    newest: () => record,
   };
 
   const offer = (r: Handoff): void => {

@@ -48,6 +48,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     apply: (record) => offer(record),
     refresh: () => void refresh(),
     turns: () => shown?.turns ?? null,
+    newest: () => newest,
   };
 
   /** A record from anywhere: a newer version than the page shows is read in full and drawn. */

@@ -27,12 +27,15 @@ export function fail(error: unknown): void {
     onUnauthorized(error);
     return;
   }
+  if (!(error instanceof ApiError)) {
+    // A mistake of the page, not a refusal: shown, and logged where a developer (and the
+    // browser tests, which fail on any console error) will see it.
+    console.error(error);
+  }
   const text =
     error instanceof ApiError
       ? `${error.code}: ${error.detail}`
-      : error instanceof Error
-        ? `console.error: ${error.message}`
-        : `console.error: ${String(error)}`;
+      : `page.error: ${error instanceof Error ? error.message : String(error)}`;
   byId("message").textContent = "";
   byId("error").textContent = text;
 }

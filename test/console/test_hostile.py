@@ -8,7 +8,7 @@ import re
 
 from playwright.sync_api import expect
 
-from helpers import BASE, ApiError, hostile_dom, shot, sign_in, unique
+from helpers import BASE, ApiError, api_session_ready_to_hand_off, hostile_dom, shot, sign_in, unique
 
 SUMMARY = "<img src=x onerror=alert(1)>"
 STATEMENT = (
@@ -103,4 +103,48 @@ def test_hostile_machine_text_is_shown_as_text(pages, api, cli):
     # No script ran: nothing was asked for /x, no dialog, no page error, no console error.
     page.wait_for_timeout(500)
     assert image_requests == [], f"the hostile <img src=x> was requested: {image_requests}"
+    w.assert_clean()
+
+
+# Markdown as no service of ours writes it (the service escapes machine text before it becomes
+# Markdown), served to the page in place of the real one: what stops it here is the page's own
+# renderer (marked, raw HTML shown as text) and sanitiser (DOMPurify, http(s) links only).
+RAW_MARKDOWN = """# Hand-off package v1
+
+<script>alert(1)</script>
+<img src=x onerror=alert(1)>
+<iframe src="javascript:alert(1)"></iframe>
+<a href="javascript:alert(1)">raw link</a>
+
+[a javascript link](javascript:alert(1)) [a data link](data:text/html,<script>alert(1)</script>)
+[a relative link](/x) [an https link](https://example.com/ok) ![an image](x)
+
+<details open><summary>raw details</summary><b onmouseover="alert(1)">bold</b></details>
+"""
+
+
+def test_raw_html_in_the_markdown_is_stopped_by_the_page_itself(pages, api, cli):
+    owner_token = cli.owner_token(unique("console-raw-md"))
+    hid, _ = api_session_ready_to_hand_off(api, owner_token, compiled=True, blocker=False)
+    w = pages("owner")
+    page = w.page
+    image_requests = []
+    page.on("request", lambda r: image_requests.append(r.url) if re.search(r"/x($|\?)", r.url) else None)
+    page.route(re.compile(r".*/v1/handoffs/[^/]+/package\?format=markdown.*"),
+               lambda route: route.fulfill(status=200, content_type="text/markdown; charset=utf-8", body=RAW_MARKDOWN))
+    sign_in(w, owner_token, expect_hash="#/")
+    page.goto(f"{BASE}/#/s/{hid}/package")
+    markdown = page.locator("#package-markdown")
+    expect(markdown).to_contain_text("raw link")
+    # Raw HTML is shown as the text it is, never as elements.
+    expect(markdown).to_contain_text("<script>alert(1)</script>")
+    expect(markdown).to_contain_text("<img src=x onerror=alert(1)>")
+    for tag in ["script", "img", "iframe", "details", "b"]:
+        assert markdown.locator(tag).count() == 0, f"a <{tag}> from the Markdown reached the page"
+    hrefs = markdown.locator("a[href]").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert hrefs == ["https://example.com/ok"], f"only the https link keeps its href: {hrefs}"
+    found = hostile_dom(page)
+    assert found == [], found
+    page.wait_for_timeout(500)
+    assert image_requests == [], f"the Markdown's image was requested: {image_requests}"
     w.assert_clean()
