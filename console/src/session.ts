@@ -79,13 +79,15 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
       newest ? Promise.resolve(null) : get<{ handoff: Handoff }>(handoffPath(id)),
     ]);
     if (!page.alive) return;
-    const candidates = [newest, turnsAnswer.handoff, workAnswer?.handoff, recordAnswer?.handoff];
-    let record: Handoff | null = null;
-    for (const c of candidates) if (c && (!record || c.version > record.version)) record = c;
+    // The record drawn is the one read with the work record, so that its buttons (a blocker's
+    // Resolve among them) and the work they act on are one version. A newer frame that came
+    // meanwhile asks for one more read.
+    const record = workAnswer?.handoff ?? turnsAnswer.handoff ?? recordAnswer?.handoff ?? newest;
     if (!record) return;
-    newest = record;
+    if (!newest || record.version > newest.version) newest = record;
     shown = { record, turns: turnsAnswer.turns, olderTurns: turnsAnswer.next_before !== null, work: workAnswer?.work ?? null };
     draw(shown);
+    if (newest.version > record.version) void refresh();
   };
 
   const refresh = coalesced(once, () => page.alive, fail);
