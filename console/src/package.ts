@@ -104,6 +104,12 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
       }),
     ]);
     if (!page.alive) return;
+    if (pkg && md !== null && !md.includes(pkg.package_hash)) {
+      // A recompile fell between the two reads: the Markdown (which names its whole hash) is
+      // another package than the JSON. Read both again rather than show them side by side.
+      void load();
+      return;
+    }
     if (!record || recordAnswer.handoff.version >= record.version) record = recordAnswer.handoff;
     latest = pkg;
     shownVersion = record.version;
