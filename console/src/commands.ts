@@ -161,6 +161,15 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
     case "accept": {
       const latest = ctx.shownPackage ? ctx.shownPackage() : await latestPackage(id);
       if (!latest) throw new ApiError(404, "package.not_found", "this hand-off has no package to accept");
+      if (!ctx.shownPackage) {
+        // The session page does not show the document: say which one this accepts, by its hash.
+        const yes = await confirmDialog(
+          `Accept package v${latest.package_version}?`,
+          `This accepts exactly the package whose hash is ${latest.package_hash}, for turn ${record.turn}. Its document is on the package page.`,
+          "Accept it",
+        );
+        if (!yes || !stillAllowed(action, ctx)) return;
+      }
       const answer = await post<LatestPackage>(handoffPath(id, "/package/accept"), { package_hash: latest.package_hash });
       say(`package accepted (v${answer.package_version}, ${short(answer.package_hash)})`);
       ctx.refresh();

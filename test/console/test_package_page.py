@@ -19,7 +19,7 @@ import re
 
 from playwright.sync_api import expect
 
-from helpers import BASE, PACKAGE_ACTIONS, assert_actions, log, shot, sign_in, unique
+from helpers import BASE, PACKAGE_ACTIONS, api_session_ready_to_hand_off, assert_actions, log, shot, sign_in, unique
 
 TWO_S = 2000  # the contract's "within 2 s, with no reload"
 
@@ -379,3 +379,23 @@ def test_the_suggestion_opens_the_hand_off_dialog_pre_filled(pages, api, cli):
     expect(row).to_have_attribute("data-version", str(rec["version"]))
     expect(row.locator(".mark-suggestion")).to_have_count(0)
     owner.assert_clean()
+
+
+def test_accepting_from_the_session_page_names_the_hash_first(pages, api, cli):
+    """The session page does not show the document, so its Accept asks first and names the
+    whole hash it accepts; the API then holds that package accepted."""
+    owner_token = cli.owner_token(unique("console-accept"))
+    hid, machine_token = api_session_ready_to_hand_off(api, owner_token, compiled=True, blocker=False)
+    latest = api.get(f"/v1/handoffs/{hid}/package", owner_token)
+    w = pages("machine")
+    page = w.page
+    sign_in(w, machine_token, expect_hash=f"#/s/{hid}")
+    page.locator('main#session button[data-action="accept"]').click()
+    confirm = page.locator("dialog#confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm).to_contain_text(latest["package_hash"])
+    confirm.locator("button#confirm-yes").click()
+    expect(page.locator("#message")).to_have_text(re.compile(r"^package accepted \(v1, [0-9a-f]{8}…\)$"))
+    accepted = api.get(f"/v1/handoffs/{hid}/package", owner_token)
+    assert (accepted["state"], accepted["package_hash"]) == ("accepted", latest["package_hash"]), accepted
+    w.assert_clean()
