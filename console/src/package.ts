@@ -13,6 +13,10 @@ import { renderMarkdown } from "./markdown.js";
 import type { Handoff, LatestPackage, TurnEntry } from "./types.js";
 import { busy, coalesced, fail, Page, say } from "./ui.js";
 
+/** How many times in a row the page reads the package again when its JSON and Markdown
+ * came from two packages. */
+const REREADS_MAX = 3;
+
 const PACKAGE_ACTIONS = new Set(["compile", "accept", "reject"]);
 
 /** The canonical JSON of a package: sorted keys, no whitespace, without generated_at. */
@@ -88,6 +92,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
     if (r.version > shownVersion) void load();
   };
 
+  let rereads = 0;
   const once = async (): Promise<void> => {
     const recordAnswer = await get<{ handoff: Handoff }>(handoffPath(id));
     const r = recordAnswer.handoff;
@@ -104,12 +109,15 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
       }),
     ]);
     if (!page.alive) return;
-    if (pkg && md !== null && !md.includes(pkg.package_hash)) {
+    if (pkg && md !== null && !md.includes(pkg.package_hash) && rereads < REREADS_MAX) {
       // A recompile fell between the two reads: the Markdown (which names its whole hash) is
-      // another package than the JSON. Read both again rather than show them side by side.
+      // another package than the JSON. Read both again rather than show them side by side
+      // (a few times at most: a Markdown that never names the hash is shown as it is).
+      rereads++;
       void load();
       return;
     }
+    rereads = 0;
     if (!record || recordAnswer.handoff.version >= record.version) record = recordAnswer.handoff;
     latest = pkg;
     shownVersion = record.version;

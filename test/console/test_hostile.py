@@ -120,6 +120,10 @@ RAW_MARKDOWN = """# Hand-off package v1
 [a relative link](/x) [an https link](https://example.com/ok) ![an image](x)
 
 <details open><summary>raw details</summary><b onmouseover="alert(1)">bold</b></details>
+
+## Package hash
+
+{hash}
 """
 
 
@@ -130,8 +134,11 @@ def test_raw_html_in_the_markdown_is_stopped_by_the_page_itself(pages, api, cli)
     page = w.page
     image_requests = []
     page.on("request", lambda r: image_requests.append(r.url) if re.search(r"/x($|\?)", r.url) else None)
+    # The whole hash, as the service's Markdown names it: the page shows a Markdown only with
+    # the JSON of the same package.
+    body = RAW_MARKDOWN.replace("{hash}", api.get(f"/v1/handoffs/{hid}/package", owner_token)["package_hash"])
     page.route(re.compile(r".*/v1/handoffs/[^/]+/package\?format=markdown.*"),
-               lambda route: route.fulfill(status=200, content_type="text/markdown; charset=utf-8", body=RAW_MARKDOWN))
+               lambda route: route.fulfill(status=200, content_type="text/markdown; charset=utf-8", body=body))
     sign_in(w, owner_token, expect_hash="#/")
     page.goto(f"{BASE}/#/s/{hid}/package")
     markdown = page.locator("#package-markdown")
@@ -147,4 +154,26 @@ def test_raw_html_in_the_markdown_is_stopped_by_the_page_itself(pages, api, cli)
     assert found == [], found
     page.wait_for_timeout(500)
     assert image_requests == [], f"the Markdown's image was requested: {image_requests}"
+    w.assert_clean()
+
+
+def test_a_markdown_that_never_names_its_hash_is_still_shown_after_a_few_reads(pages, api, cli):
+    """The page reads the package again when its Markdown names another hash than its JSON (a
+    recompile between the two reads), but only a few times: then it shows what it has."""
+    owner_token = cli.owner_token(unique("console-md-nohash"))
+    hid, _ = api_session_ready_to_hand_off(api, owner_token, compiled=True, blocker=False)
+    w = pages("owner")
+    page = w.page
+    served = []
+
+    def serve(route):
+        served.append(route.request.url)
+        route.fulfill(status=200, content_type="text/markdown; charset=utf-8", body=RAW_MARKDOWN.replace("{hash}", "no hash here"))
+
+    page.route(re.compile(r".*/v1/handoffs/[^/]+/package\?format=markdown.*"), serve)
+    sign_in(w, owner_token, expect_hash="#/")
+    page.goto(f"{BASE}/#/s/{hid}/package")
+    expect(page.locator("#package-markdown")).to_contain_text("raw link")
+    page.wait_for_timeout(500)
+    assert 2 <= len(served) <= 5, f"the Markdown was read {len(served)} times"
     w.assert_clean()
