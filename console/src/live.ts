@@ -5,19 +5,30 @@
 // watch with 1000 after the hand-off closes; 4401 says the token expired; any other close is
 // followed by a reconnect with backoff, from the last version seen, so no version is missed.
 
+import { ApiError, get, handoffPath } from "./api.js";
 import { getToken } from "./auth.js";
 import type { Handoff } from "./types.js";
-import type { Page } from "./ui.js";
+import { fail, type Page } from "./ui.js";
 
 export type LiveState = "connecting" | "live" | "reconnecting" | "ended";
 
 export interface LiveHandlers {
+  /** A record: each frame's, and before each reconnect a fresh read's. */
   record(handoff: Handoff): void;
   state(state: LiveState): void;
-  /** The token expired (4401). */
-  expired(): void;
-  /** Before each reconnect: a fresh read of the record; an error here stops reconnecting. */
-  resync(): Promise<void>;
+}
+
+/** Before a reconnect, a fresh read of the record: a refusal (the token, the hand-off gone) is
+ * shown and stops reconnecting; a network failure only delays the next try. */
+async function resync(id: string, handlers: LiveHandlers): Promise<void> {
+  try {
+    handlers.record((await get<{ handoff: Handoff }>(handoffPath(id))).handoff);
+  } catch (error) {
+    if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+      fail(error);
+      throw error;
+    }
+  }
 }
 
 const PING_MS = 30_000;
@@ -89,7 +100,7 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
       }
       if (event.code === 4401) {
         handlers.state("ended");
-        handlers.expired();
+        fail(new ApiError(401, "auth.invalid", "the token has expired; sign in again"));
         return;
       }
       handlers.state("reconnecting");
@@ -99,8 +110,7 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
       const wait = event.code === 1013 && retries === 0 ? 0 : backoff;
       retries++;
       page.later(wait, () => {
-        handlers
-          .resync()
+        resync(id, handlers)
           .then(connect)
           .catch(() => handlers.state("ended"));
       });

@@ -189,21 +189,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
 
   void load().then(() => {
     if (!page.alive || !record || record.state === "closed") return;
-    watch(page, id, {
-      record: offer,
-      state: () => {},
-      expired: () => fail(new ApiError(401, "auth.invalid", "the token has expired; sign in again")),
-      resync: async () => {
-        try {
-          offer((await get<{ handoff: Handoff }>(handoffPath(id))).handoff);
-        } catch (error) {
-          if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
-            fail(error);
-            throw error;
-          }
-        }
-      },
-    });
+    watch(page, id, { record: offer, state: () => {} });
   }, fail);
 }
 

@@ -124,21 +124,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
       setLive("ended");
       return;
     }
-    watch(page, id, {
-      record: offer,
-      state: setLive,
-      expired: () => fail(new ApiError(401, "auth.invalid", "the token has expired; sign in again")),
-      resync: async () => {
-        try {
-          offer((await get<{ handoff: Handoff }>(handoffPath(id))).handoff);
-        } catch (error) {
-          if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
-            fail(error);
-            throw error;
-          }
-        }
-      },
-    });
+    watch(page, id, { record: offer, state: setLive });
   })();
 }
 
