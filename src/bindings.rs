@@ -60,20 +60,59 @@ pub fn test_watchers_max(env: &Env) -> Option<usize> {
 }
 
 /// The signing key: a secret, or a plain variable in local runs.
-pub fn signing_key(env: &Env) -> Option<String> {
+fn signing_key(env: &Env) -> Option<String> {
     env.secret(SIGNING_KEY).map(|s| s.to_string()).ok().or_else(|| var(env, SIGNING_KEY))
 }
 
 /// What a token must carry beyond its signature, where the deployment says so.
-pub fn token_expect(env: &Env) -> Expect {
+fn token_expect(env: &Env) -> Expect {
     let set = |name| var(env, name).filter(|v| !v.is_empty());
     Expect { issuer: set(TOKEN_ISSUER), audience: set(TOKEN_AUDIENCE) }
 }
 
 /// Whether this environment can authenticate anyone: a key is set and, outside `local`, is
 /// neither the public development key nor too short.
-pub fn auth_ready(env: &Env, key: Option<&str>) -> bool {
+fn auth_ready(env: &Env, key: Option<&str>) -> bool {
     key.is_some_and(|k| token::key_is_usable(k.as_bytes(), is_local(env)))
+}
+
+/// What the router reads of its environment on every request, read once per isolate.
+///
+/// A deployment's variables and secrets cannot change under a running isolate (a new
+/// secret or variable is a new version of the Worker, which starts new isolates), so
+/// reading them again on each request only paid for crossings into JavaScript: seven of
+/// them on every request, which `scripts/profile` showed (issue 12).
+pub struct Config {
+    /// Both Durable Object namespaces are bound.
+    pub store_bound: bool,
+    /// The signing key, only where it is usable ([`auth_ready`]): `None` fails closed.
+    pub key: Option<String>,
+    pub expect: Expect,
+    pub test_hooks: bool,
+    pub bench_floor: bool,
+}
+
+impl Config {
+    fn read(env: &Env) -> Config {
+        let key = signing_key(env);
+        let ready = auth_ready(env, key.as_deref());
+        Config {
+            store_bound: env.durable_object(HANDOFFS).is_ok() && env.durable_object(OWNER_INDEX).is_ok(),
+            key: key.filter(|_| ready),
+            expect: token_expect(env),
+            test_hooks: test_hooks_on(env),
+            bench_floor: bench_floor_on(env),
+        }
+    }
+}
+
+thread_local! {
+    static CONFIG: std::cell::OnceCell<std::rc::Rc<Config>> = const { std::cell::OnceCell::new() };
+}
+
+/// This isolate's [`Config`], read from `env` the first time.
+pub fn config(env: &Env) -> std::rc::Rc<Config> {
+    CONFIG.with(|c| c.get_or_init(|| std::rc::Rc::new(Config::read(env))).clone())
 }
 
 /// The name of an owner's index object.

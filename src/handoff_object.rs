@@ -104,13 +104,10 @@ impl DurableObject for HandoffObject {
         // integers past 2^53 into floats.
         // An ask this build cannot read is a deploy that mixes versions, which a retry
         // outlives: 503, not the client's 400.
-        // A watch's upgrade carries no body: its ask comes in a header.
-        let decoded = match req.headers().get(protocol::ASK_HEADER).ok().flatten() {
-            Some(value) => protocol::decode_header(&value),
-            None => match req.text().await {
-                Ok(text) => protocol::decode(&text),
-                Err(e) => return store_failed("unreadable internal ask", &e),
-            },
+        // A small ask, and a watch's upgrade (which has no body), come in a header.
+        let decoded = match crate::http::read_ask(&mut req).await {
+            Ok(decoded) => decoded,
+            Err(e) => return store_failed("unreadable internal ask", &e),
         };
         let ask: Ask = match decoded {
             Ok(ask) => ask,

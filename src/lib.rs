@@ -7,6 +7,8 @@ mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]
+mod http;
+#[cfg(target_arch = "wasm32")]
 mod owner_index;
 #[cfg(target_arch = "wasm32")]
 mod router;

@@ -6,7 +6,7 @@
 
 use crate::bindings::store_failed;
 use handoff_api::error::{ApiError, Code};
-use handoff_api::protocol::{self, IndexAsk};
+use handoff_api::protocol::IndexAsk;
 use handoff_api::view;
 use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_core::turn::State as HandoffState;
@@ -100,7 +100,7 @@ impl DurableObject for OwnerIndex {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         // An unreadable ask is a deploy mixing versions, which a retry outlives: 503.
-        let ask: IndexAsk = match req.text().await.map(|t| protocol::decode(&t)) {
+        let ask: IndexAsk = match crate::http::read_ask(&mut req).await {
             Ok(Ok(ask)) => ask,
             Ok(Err(e)) => return store_failed("unreadable index ask", &e),
             Err(e) => return store_failed("unreadable index ask", &e),

@@ -16,7 +16,9 @@ use handoff_core::package;
 use handoff_core::turn::Command;
 use handoff_core::watch;
 use handoff_core::work;
+use crate::http::{self, Incoming};
 use serde_json::json;
+use worker::worker_sys::DurableObject as DurableObjectStub;
 use worker::*;
 
 /// Every route, by path shape.
@@ -135,58 +137,56 @@ fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let error = match handle(req, &env).await {
+async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys::Response> {
+    let error = match handle(Incoming::new(req), &env).await {
         Ok(response) => return Ok(response),
         Err(error) => error,
     };
     match error_response(&error) {
         Ok(response) => Ok(response),
         // Building a JSON error cannot fail short of the runtime failing; say so plainly.
-        Err(_) => Response::error("the hand-off service is unavailable", 503),
+        Err(_) => Ok(Response::error("the hand-off service is unavailable", 503)?.into()),
     }
 }
 
 /// What a route ends in: a response, or a refusal that `fetch` turns into the error body.
-type Routed = std::result::Result<Response, ApiError>;
+type Routed = std::result::Result<web_sys::Response, ApiError>;
 
-async fn handle(mut req: Request, env: &Env) -> Routed {
-    let raw_url = req.inner().url();
+async fn handle(req: Incoming, env: &Env) -> Routed {
+    let config = bindings::config(env);
+    let raw_url = req.url();
     let url = input::RequestUrl::split(&raw_url);
     let switched_on = |route: Route| match route {
-        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => {
-            bindings::test_hooks_on(env)
-        }
-        Route::BenchFloor => bindings::bench_floor_on(env),
+        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => config.test_hooks,
+        Route::BenchFloor => config.bench_floor,
         _ => true,
     };
     let Some((route, id, bid)) = match_route(url.path).filter(|(r, _, _)| switched_on(*r)) else {
         return Err(ApiError::new(Code::RouteNotFound, "no such route"));
     };
-    // `Request::method` reads any method it does not know as GET; compare the raw one.
-    let raw_method = req.inner().method();
-    let method = req.method();
+    // `Method::from` reads any method it does not know as GET; compare the raw one.
+    let raw_method = req.method();
+    let method = Method::from(raw_method.clone());
     if raw_method != method.as_ref() || !route.allows().contains(&method) {
         return method_not_allowed(&raw_method, route.allows());
     }
-    // The store is bound only when both of its objects are.
-    let store = env.durable_object(HANDOFFS).ok().zip(env.durable_object(OWNER_INDEX).ok());
-    let key = bindings::signing_key(env);
-    let auth_ready = bindings::auth_ready(env, key.as_deref());
     if route == Route::Health {
-        let bound = if store.is_some() { "bound" } else { "unbound" };
-        let auth = if auth_ready { "ok" } else { "misconfigured" };
+        let bound = if config.store_bound { "bound" } else { "unbound" };
+        let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
         return json_response(200, &json!({"ok": true, "store": bound, "auth": auth}));
     }
-    let Some((store, owners)) = store else {
+    // The store is bound only when both of its objects are.
+    if !config.store_bound {
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
-    };
+    }
+    // Each namespace is looked up only by a route that asks its objects.
+    let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
     if route == Route::BenchFloor {
         let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
         let payload = protocol::encode(&floor).map_err(|e| unavailable("encoding the ask", &e))?;
-        return send(&stub(&store, "bench-floor")?, payload).await;
+        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, payload).await;
     }
-    let Some(key) = key.filter(|_| auth_ready) else {
+    let Some(key) = config.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
         return Err(ApiError::new(
             Code::AuthMisconfigured,
@@ -199,13 +199,13 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         _ => None,
     };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
-    let claims = authenticate(&req, bearer, &key, &bindings::token_expect(env))?;
+    let claims = authenticate(&req, bearer, key, &config.expect)?;
     if let Some(role) = route.role(&method) {
         if claims.role != role {
             return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
         }
     }
-    let body = read_body(&mut req, method == Method::Get).await?;
+    let body = read_body(&req, method == Method::Get).await?;
     let query = url.query;
     if route == Route::TestObjectStarts {
         no_query(query)?;
@@ -216,18 +216,18 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
     let id = match route {
         Route::TestRefuseIndex => {
             let on = input::parse_json::<RefuseIndex>(&body)?.on;
-            return ask_index(&owners, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
+            return ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
         }
         Route::TestIndexPut => {
             let row = input::parse_json::<handoff_core::index::IndexRow>(&body)?;
-            return ask_index(&owners, &claims.sub, &IndexAsk::Put { row }).await;
+            return ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).await;
         }
         Route::Handoffs if method == Method::Get => {
             let query = input::parse_list_query(query)?;
-            let page = ask_index(&owners, &claims.sub, &IndexAsk::List { query }).await?;
+            let page = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).await?;
             return conditional(&req, page).await;
         }
-        Route::Handoffs => return create(&store, &claims, &body, &key).await,
+        Route::Handoffs => return create(&namespace(HANDOFFS)?, &claims, &body, key).await,
         _ => id.unwrap_or_default(),
     };
     if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
@@ -261,22 +261,22 @@ async fn handle(mut req: Request, env: &Env) -> Routed {
         let valid_until_s = claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S);
         let op = Op::Watch { after, valid_until_s, subprotocol: offered.is_some_and(|o| o.handoff_v1) };
         let header = protocol::encode_header(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
-        return forward_upgrade(&stub(&store, id)?, header).await;
+        return forward_upgrade(&stub(&namespace(HANDOFFS)?, id)?, header).await;
     }
     let payload = protocol::encode(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
-    send(&stub(&store, id)?, payload).await
+    send(&stub(&namespace(HANDOFFS)?, id)?, payload).await
 }
 
 /// What a watch's `Sec-WebSocket-Protocol` offers (which must include `handoff.v1` when it is
 /// given).
-fn subprotocols(req: &Request) -> std::result::Result<watch::Offered, ApiError> {
-    let protocols = req.headers().get("Sec-WebSocket-Protocol").ok().flatten();
+fn subprotocols(req: &Incoming) -> std::result::Result<watch::Offered, ApiError> {
+    let protocols = req.header("Sec-WebSocket-Protocol");
     Ok(watch::offered(protocols.as_deref())?)
 }
 
 /// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
-fn require_upgrade(req: &Request) -> std::result::Result<(), ApiError> {
-    let upgrade = req.headers().get("Upgrade").ok().flatten();
+fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
+    let upgrade = req.header("Upgrade");
     if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
         return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
     }
@@ -284,15 +284,10 @@ fn require_upgrade(req: &Request) -> std::result::Result<(), ApiError> {
 }
 
 /// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
-async fn forward_upgrade(stub: &Stub, ask: String) -> Routed {
-    let headers = Headers::new();
-    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| unavailable("building the upgrade", &e));
-    set("Upgrade", "websocket")?;
-    set(protocol::ASK_HEADER, &ask)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let request = Request::new_with_init("https://handoff/watch", &init).map_err(|e| unavailable("building the upgrade", &e))?;
-    stub.fetch_with_request(request).await.map_err(|e| unavailable("the object's fetch", &e))
+async fn forward_upgrade(stub: &DurableObjectStub, ask: String) -> Routed {
+    let request = http::get_with("https://handoff/watch", &[("Upgrade", "websocket"), (protocol::ASK_HEADER, &ask)])
+        .map_err(|e| unavailable("building the upgrade", &e))?;
+    http::fetch(stub, &request).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
 /// The typed operation of a hand-off route, from its query and body.
@@ -381,9 +376,9 @@ async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str
     let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
     let payload = protocol::encode(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
-    let mut response = send(&stub(store, &id)?, payload).await?;
-    let status = response.status_code();
-    let text = response.text().await.map_err(|e| unavailable("reading the object's answer", &e))?;
+    let response = send(&stub(store, &id)?, payload).await?;
+    let status = response.status();
+    let text = http::text(&response).await.map_err(|e| unavailable("reading the object's answer", &e))?;
     let mut answer: serde_json::Value = serde_json::from_str(&text).map_err(|e| unavailable("reading the object's answer", &e))?;
     if status < 300 {
         answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key.as_bytes(), now_s()));
@@ -391,8 +386,8 @@ async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str
     json_response(status, &answer)
 }
 
-fn idempotency(req: &Request, method: &Method, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
-    let Some(key) = req.headers().get("Idempotency-Key").ok().flatten() else {
+fn idempotency(req: &Incoming, method: &Method, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
+    let Some(key) = req.header("Idempotency-Key") else {
         return Ok(None);
     };
     if !input::is_idempotency_key(&key) {
@@ -408,8 +403,8 @@ fn now_s() -> i64 {
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
 /// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
-fn authenticate(req: &Request, subprotocol_bearer: Option<&str>, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
-    let header = req.headers().get("Authorization").ok().flatten();
+fn authenticate(req: &Incoming, subprotocol_bearer: Option<&str>, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
+    let header = req.header("Authorization");
     let bearer = match (&header, subprotocol_bearer) {
         (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
         (None, Some(bearer)) => bearer,
@@ -421,17 +416,17 @@ fn authenticate(req: &Request, subprotocol_bearer: Option<&str>, key: &str, expe
 /// The body, read as a stream and given up as soon as it passes [`BODY_BYTES_MAX`] (with or
 /// without `Content-Length`), so that no request makes the isolate hold more than that. A GET
 /// takes no body: one that carries any is refused.
-async fn read_body(req: &mut Request, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
+async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"));
     let no_body = || ApiError::invalid("body: this route takes no body");
-    let declared = req.headers().get("Content-Length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = req.header("Content-Length").and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
         return Err(too_large());
     }
     if bodiless && declared.is_some_and(|n| n > 0) {
         return Err(no_body());
     }
-    if req.inner().body().is_none() {
+    if !req.has_body() {
         return Ok(Vec::new());
     }
     // A declared length bounds the body (HTTP frames it by that length): read it in one call
@@ -443,7 +438,7 @@ async fn read_body(req: &mut Request, bodiless: bool) -> std::result::Result<Vec
         }
         return Ok(body);
     }
-    let mut stream = req.stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
+    let mut stream = req.to_worker().stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| ApiError::invalid("body: unreadable"))?;
@@ -470,8 +465,8 @@ fn unavailable(what: &str, cause: &dyn std::fmt::Display) -> ApiError {
     ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
 }
 
-fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<Stub, ApiError> {
-    namespace.get_by_name(name).map_err(|e| unavailable("reaching the object", &e))
+fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<DurableObjectStub, ApiError> {
+    namespace.get_by_name(name).map(http::raw_stub).map_err(|e| unavailable("reaching the object", &e))
 }
 
 /// Asks the owner's index object.
@@ -482,54 +477,39 @@ async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Rou
 
 /// A page answered with its `ETag`, or 304 with no body when the request's `If-None-Match`
 /// names it: a client that polls the list pays one small exchange while nothing moves.
-async fn conditional(req: &Request, mut page: Response) -> Routed {
-    if page.status_code() != 200 {
+async fn conditional(req: &Incoming, page: web_sys::Response) -> Routed {
+    if page.status() != 200 {
         return Ok(page);
     }
-    let body = page.bytes().await.map_err(|e| unavailable("reading the index's answer", &e))?;
+    let body = http::bytes(&page).await.map_err(|e| unavailable("reading the index's answer", &e))?;
     let etag = handoff_api::conditional::etag(&body);
-    let if_none_match = req.headers().get("If-None-Match").ok().flatten();
-    let not_modified = handoff_api::conditional::not_modified(if_none_match.as_deref(), &etag);
-    let response = if not_modified { Response::empty().map(|r| r.with_status(304)) } else { Response::from_bytes(body) };
-    let mut response = response.map_err(|e| unavailable("building the answer", &e))?;
-    let headers = response.headers_mut();
-    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| unavailable("building the answer", &e));
-    set("ETag", &etag)?;
+    let not_modified = handoff_api::conditional::not_modified(req.header("If-None-Match").as_deref(), &etag);
     // A cache may keep the page, but asks each time whether it moved.
-    set("Cache-Control", "private, no-cache")?;
-    if !not_modified {
-        set("Content-Type", "application/json")?;
-    }
-    Ok(response)
+    let headers = [("ETag", etag.as_str()), ("Cache-Control", "private, no-cache")];
+    let response = match not_modified {
+        true => http::respond(304, None, &[], &headers),
+        false => http::respond(200, Some("application/json"), &body, &headers),
+    };
+    response.map_err(|e| unavailable("building the answer", &e))
 }
 
 /// Sends one operation to a Durable Object; its answer goes back to the client as it is.
-async fn send(stub: &Stub, payload: String) -> Routed {
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(payload.into()));
-    let request = Request::new_with_init("https://handoff/ask", &init).map_err(|e| unavailable("building the ask", &e))?;
-    stub.fetch_with_request(request).await.map_err(|e| unavailable("the object's fetch", &e))
+async fn send(stub: &DurableObjectStub, payload: String) -> Routed {
+    http::ask(stub, "https://handoff/ask", &payload).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
 fn json_response(status: u16, body: &serde_json::Value) -> Routed {
-    Response::from_json(body)
-        .map(|r| r.with_status(status))
-        .map_err(|e| unavailable("encoding the answer", &e))
+    http::json(status, body, &[]).map_err(|e| unavailable("encoding the answer", &e))
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
 fn method_not_allowed(method: &str, allowed: &[Method]) -> Routed {
     let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
     let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
-    let mut response = json_response(error.status(), &error.body())?;
-    response.headers_mut().set("Allow", &allow.join(", ")).map_err(|e| unavailable("setting Allow", &e))?;
-    Ok(response)
+    http::json(error.status(), &error.body(), &[("Allow", &allow.join(", "))]).map_err(|e| unavailable("encoding the answer", &e))
 }
 
-fn error_response(error: &ApiError) -> Result<Response> {
-    let mut response = Response::from_json(&error.body())?.with_status(error.status());
-    if error.status() == 401 {
-        response.headers_mut().set("WWW-Authenticate", "Bearer")?;
-    }
-    Ok(response)
+fn error_response(error: &ApiError) -> std::result::Result<web_sys::Response, http::Failed> {
+    let challenge: &[(&str, &str)] = if error.status() == 401 { &[("WWW-Authenticate", "Bearer")] } else { &[] };
+    http::json(error.status(), &error.body(), challenge)
 }

@@ -44,15 +44,33 @@ pub fn encode<T: Serialize>(ask: &T) -> Result<String, serde_json::Error> {
     serde_json::to_string(&Envelope { v: PROTOCOL_VERSION, ask })
 }
 
-/// The header that carries an ask where the request can have no body: the upgrade of a watch,
-/// which the runtime forwards to the object as a `GET` with `Upgrade: websocket`.
+/// The header that carries an ask: always where the request can have no body (the upgrade of
+/// a watch, which the runtime forwards to the object as a `GET` with `Upgrade: websocket`),
+/// and in place of the body for every ask up to [`ASK_HEADER_BYTES_MAX`].
 pub const ASK_HEADER: &str = "Handoff-Ask";
+
+/// The longest wire text of an ask that travels in [`ASK_HEADER`] rather than as the body.
+/// An object reads a header with no await, but a body with one (a promise, a microtask, a
+/// copy), which `scripts/profile` measured at about a tenth of the floor's CPU (issue 12).
+/// A longer ask (a work record near its cap) is the body, so that no request's headers come
+/// near the runtime's limit on them.
+pub const ASK_HEADER_BYTES_MAX: usize = 8 * 1024;
 
 /// The [`ASK_HEADER`] value of `ask`: its wire text in unpadded base64url, so that any text
 /// the ask holds is a valid header value.
 pub fn encode_header<T: Serialize>(ask: &T) -> Result<String, serde_json::Error> {
+    Ok(header_value(&encode(ask)?))
+}
+
+/// How a wire text from [`encode`] travels: its [`ASK_HEADER`] value when it is at most
+/// [`ASK_HEADER_BYTES_MAX`] long, or `None` for the request's body.
+pub fn header_of(wire: &str) -> Option<String> {
+    (wire.len() <= ASK_HEADER_BYTES_MAX).then(|| header_value(wire))
+}
+
+fn header_value(wire: &str) -> String {
     use base64::Engine;
-    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(encode(ask)?))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(wire)
 }
 
 /// Reads an [`ASK_HEADER`] value written by [`encode_header`].
@@ -196,5 +214,17 @@ mod tests {
         assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
         assert!(decode_header::<Ask>("not base64!").is_err());
         assert!(decode_header::<Ask>(&encode_header(&IndexAsk::RefuseDeliveries { on: true }).unwrap()).is_err());
+    }
+
+    #[test]
+    fn an_ask_travels_in_the_header_up_to_its_cap_and_as_the_body_past_it() {
+        let wire = encode(&ask()).unwrap();
+        assert_eq!(decode_header::<Ask>(&header_of(&wire).unwrap()).unwrap(), ask());
+        let at_cap = format!("{wire:<width$}", width = ASK_HEADER_BYTES_MAX);
+        assert!(header_of(&at_cap).is_some(), "an ask of exactly the cap is a header");
+        let past = format!("{wire:<width$}", width = ASK_HEADER_BYTES_MAX + 1);
+        assert_eq!(header_of(&past), None, "one byte past the cap is the body");
+        // The body a client may send (16 KiB) does not fit: the body path stays in use.
+        assert!(handoff_core::limits::BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
     }
 }

@@ -70,11 +70,7 @@ impl HandoffObject {
         let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&owed.owner))) else {
             return false;
         };
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_body(Some(payload.into()));
-        let Ok(request) = Request::new_with_init("https://owner-index/put", &init) else {
-            return false;
-        };
-        matches!(stub.fetch_with_request(request).await, Ok(r) if r.status_code() == 200)
+        let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).await;
+        matches!(answer, Ok(r) if r.status() == 200)
     }
 }

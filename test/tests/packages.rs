@@ -236,7 +236,9 @@ fn an_idempotency_key_answers_the_first_answer_again_and_refuses_another_body() 
 #[test]
 fn a_change_that_would_grow_the_work_record_past_its_limit_is_413_and_changes_nothing() {
     // Each decision carries about 13 KiB (a long rationale and six long evidence links), so the
-    // 1 MiB work record (limits::WORK_RECORD_BYTES_MAX) fills within about 80 of them.
+    // 1 MiB work record (limits::WORK_RECORD_BYTES_MAX) fills within about 80 of them. Each
+    // such ask is longer than protocol::ASK_HEADER_BYTES_MAX, so it reaches the object as the
+    // request's body, not in the ask header: this test is also the body path's.
     let s = Session::new();
     let link = |i: usize, j: usize| format!("https://example.test/{i}/{j}/{}", "e".repeat(1_900));
     let mut refused = None;

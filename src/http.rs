@@ -1,0 +1,171 @@
+//! The Worker's HTTP edges, written against the runtime's own `Request` and `Response`
+//! (web-sys) instead of the `worker` crate's wrappers.
+//!
+//! Why (issue 12, `scripts/profile`): converting a `web_sys::Request` into a `worker::Request`
+//! reads its `cf` object, its URL, its method and its headers across the boundary whatever the
+//! route reads; a `worker::Response` is built in pieces (a `Headers`, a `Uint8Array` copied
+//! into, a `ResponseInit`) and, when it wraps an object's answer, is taken apart and built
+//! again on the way out. Here a route reads only what it needs, an answer is built in one
+//! constructor call, and an object's answer goes back to the client as the runtime gave it.
+//! Nothing else changes: the rules of each route stay in the router and in `handoff-api`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use handoff_api::protocol;
+use serde::de::DeserializeOwned;
+use worker::js_sys::{Promise, Uint8Array};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::web_sys;
+
+/// What went wrong in the runtime, for the log (never for the client).
+pub struct Failed(pub String);
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<JsValue> for Failed {
+    fn from(value: JsValue) -> Failed {
+        Failed(value.as_string().unwrap_or_else(|| format!("{value:?}")))
+    }
+}
+
+/// A client's request: its headers are fetched from the runtime once and read one by one.
+pub struct Incoming {
+    raw: web_sys::Request,
+    headers: web_sys::Headers,
+}
+
+impl Incoming {
+    pub fn new(raw: web_sys::Request) -> Incoming {
+        let headers = raw.headers();
+        Incoming { raw, headers }
+    }
+
+    pub fn url(&self) -> String {
+        self.raw.url()
+    }
+
+    pub fn method(&self) -> String {
+        self.raw.method()
+    }
+
+    /// One header's value, if the request has it.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).ok().flatten()
+    }
+
+    pub fn has_body(&self) -> bool {
+        self.raw.body().is_some()
+    }
+
+    /// The whole body in one call (for a body whose length was declared and checked).
+    pub async fn bytes(&self) -> Result<Vec<u8>, Failed> {
+        let buffer = JsFuture::from(self.raw.array_buffer()?).await?;
+        Ok(Uint8Array::new(&buffer).to_vec())
+    }
+
+    /// The `worker` crate's request, for reading a body of undeclared length chunk by chunk.
+    pub fn to_worker(&self) -> worker::Request {
+        // `Clone::clone`, not the method of the same name, which would copy the body.
+        worker::Request::from(<web_sys::Request as Clone>::clone(&self.raw))
+    }
+}
+
+/// A whole answer built in one call: its status, its `Content-Type` (none for an empty body)
+/// and any further headers.
+pub fn respond(status: u16, content_type: Option<&str>, body: &[u8], extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
+    let init = web_sys::ResponseInit::new();
+    init.set_status(status);
+    if content_type.is_some() || !extra.is_empty() {
+        let headers = web_sys::Headers::new()?;
+        if let Some(content_type) = content_type {
+            headers.set("Content-Type", content_type)?;
+        }
+        for (name, value) in extra {
+            headers.set(name, value)?;
+        }
+        init.set_headers(&headers);
+    }
+    // A null body for 304 and other bodiless answers: the runtime refuses a body on them.
+    let mut copy;
+    let body = match body.is_empty() {
+        true => None,
+        false => {
+            copy = body.to_vec();
+            Some(copy.as_mut_slice())
+        }
+    };
+    Ok(web_sys::Response::new_with_opt_u8_array_and_init(body, &init)?)
+}
+
+/// A JSON answer.
+pub fn json(status: u16, body: &serde_json::Value, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
+    let text = serde_json::to_vec(body).map_err(|e| Failed(e.to_string()))?;
+    respond(status, Some("application/json"), &text, extra)
+}
+
+/// The whole body of an answer (an object's), as text.
+pub async fn text(response: &web_sys::Response) -> Result<String, Failed> {
+    let text = JsFuture::from(response.text()?).await?;
+    text.as_string().ok_or_else(|| Failed("an answer's body is not text".into()))
+}
+
+/// The whole body of an answer, as bytes.
+pub async fn bytes(response: &web_sys::Response) -> Result<Vec<u8>, Failed> {
+    let buffer = JsFuture::from(response.array_buffer()?).await?;
+    Ok(Uint8Array::new(&buffer).to_vec())
+}
+
+/// A Durable Object's stub, as the runtime's own object.
+pub fn raw_stub(stub: worker::Stub) -> worker::worker_sys::DurableObject {
+    stub.into_rpc()
+}
+
+/// Sends `request` to an object and gives back its answer as the runtime gave it (a stream, a
+/// WebSocket's 101), untouched.
+pub async fn fetch(stub: &worker::worker_sys::DurableObject, request: &web_sys::Request) -> Result<web_sys::Response, Failed> {
+    let promise: Promise = stub.fetch_with_request(request)?;
+    let answer = JsFuture::from(promise).await?;
+    answer.dyn_into::<web_sys::Response>().map_err(|_| Failed("an object answered something other than a Response".into()))
+}
+
+/// Sends an encoded ask (`protocol::encode`) to an object: in [`protocol::ASK_HEADER`] when it
+/// fits, where the object reads it with no await, or else as the body.
+pub async fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> Result<web_sys::Response, Failed> {
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    match protocol::header_of(wire) {
+        Some(value) => {
+            let headers = web_sys::Headers::new()?;
+            headers.set(protocol::ASK_HEADER, &value)?;
+            init.set_headers(&headers);
+        }
+        None => init.set_body(&JsValue::from_str(wire)),
+    }
+    fetch(stub, &web_sys::Request::new_with_str_and_init(url, &init)?).await
+}
+
+/// Reads the ask an object was sent by [`ask`] (or by a watch's forwarded upgrade): from the
+/// header when it is there, else from the body. The outer error is the runtime's; the inner
+/// one an ask this build cannot read.
+pub async fn read_ask<T: DeserializeOwned>(req: &mut worker::Request) -> worker::Result<Result<T, protocol::Unreadable>> {
+    match req.headers().get(protocol::ASK_HEADER)? {
+        Some(value) => Ok(protocol::decode_header(&value)),
+        None => Ok(protocol::decode(&req.text().await?)),
+    }
+}
+
+/// A `GET` to an object's internal URL with these headers (a watch's forwarded upgrade).
+pub fn get_with(url: &str, headers: &[(&str, &str)]) -> Result<web_sys::Request, Failed> {
+    let init = web_sys::RequestInit::new();
+    init.set_method("GET");
+    let set = web_sys::Headers::new()?;
+    for (name, value) in headers {
+        set.set(name, value)?;
+    }
+    init.set_headers(&set);
+    Ok(web_sys::Request::new_with_str_and_init(url, &init)?)
+}
