@@ -5,7 +5,7 @@
 
 use handoff_api::error::{ApiError, Code};
 use handoff_api::token::{self, Expect};
-use worker::{console_error, Env, Response, Result};
+use worker::{console_error, web_sys, Env, Result};
 
 /// The hand-offs' Durable Object namespace, as in wrangler.toml.
 pub const HANDOFFS: &str = "HANDOFFS";
@@ -122,8 +122,8 @@ pub fn owner_index_name(owner: &str) -> String {
 
 /// 503 `store.unavailable` with a fixed message; what the runtime said goes to the log only,
 /// since it can carry SQL and internal names.
-pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<Response> {
+pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys::Response> {
     console_error!("{what}: {cause}");
     let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
-    Ok(Response::from_json(&error.body())?.with_status(error.status()))
+    Ok(crate::http::json(error.status(), &error.body(), &[])?)
 }

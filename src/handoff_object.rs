@@ -3,8 +3,9 @@
 //! has no rules of its own. Every change is one [`Batch`] of SQL statements run in one
 //! `transactionSync`: all of it is written, or none of it.
 //!
-//! - this file: what the object holds in memory, and the runtime's two entry points
-//!   (`fetch`, one `Ask`; `alarm`, the outbox's retry);
+//! - this file: what the object holds in memory, and the runtime's entry points (`fetch`, one
+//!   `Ask`; `alarm`, the outbox's retry; the watch's three socket events), exported to the
+//!   runtime directly (below, "Why not `#[durable_object]`");
 //! - `driver.rs`: each operation of an `Ask`, carried out;
 //! - `store.rs`: the schema, loading, and the one transaction of a change;
 //! - `delivery.rs`: the outbox's sends to the owner's index;
@@ -50,10 +51,16 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
-#[durable_object]
+/// Why not `#[durable_object]`: its `fetch` converts the runtime's request into a
+/// `worker::Request` (its `cf` object, URL, method and headers, whatever is read) and the
+/// answer from a `worker::Response` built in pieces. This object reads one header of the
+/// request and builds its hot answers in one call (`crate::http`); `scripts/profile` showed
+/// those conversions on every ask (issue 12). Everything else is the `worker` crate's.
+#[wasm_bindgen]
 pub struct HandoffObject {
     state: State,
     env: Env,
@@ -81,8 +88,13 @@ pub struct HandoffObject {
 /// when it is next needed, which is how a test sees that an idle watch let it go.
 pub static STARTS: AtomicU64 = AtomicU64::new(0);
 
-impl DurableObject for HandoffObject {
-    fn new(state: State, env: Env) -> Self {
+/// What the runtime calls. An error from one of these is the runtime's (the object is reset);
+/// every refusal a client can cause is an answer.
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+impl HandoffObject {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> HandoffObject {
+        let state = State::from(state);
         STARTS.fetch_add(1, Ordering::Relaxed);
         Self::answer_pings(&state);
         HandoffObject {
@@ -99,13 +111,53 @@ impl DurableObject for HandoffObject {
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        self.answer(req).await.map(JsValue::from).map_err(JsValue::from)
+    }
+
+    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        self.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
+    }
+
+    #[wasm_bindgen(js_name = webSocketMessage)]
+    pub async fn websocket_message(&self, ws: web_sys::WebSocket, message: JsValue) -> std::result::Result<JsValue, JsValue> {
+        let text = message.as_string();
+        let handled = self.catch_up_once().and_then(|()| self.on_watch_message(&WebSocket::from(ws), text.as_deref()));
+        if let Err(e) = handled {
+            // Storage failed under a message: the client keeps its socket and its place, and
+            // the next change or message tries again.
+            self.forget();
+            console_error!("a watch's message: {e}");
+        }
+        Ok(JsValue::NULL)
+    }
+
+    /// The client closed: close this side too (the runtime then forgets the socket).
+    #[wasm_bindgen(js_name = webSocketClose)]
+    pub async fn websocket_close(&self, ws: web_sys::WebSocket, code: usize, _reason: String, _was_clean: bool) -> std::result::Result<JsValue, JsValue> {
+        // 1005 (none given) and 1006 (dropped) may not be sent in a close frame.
+        let code = u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
+        if let Err(e) = WebSocket::from(ws).close(Some(code), Some("closed by the client")) {
+            console_log!("a watch's close: {e}");
+        }
+        Ok(JsValue::NULL)
+    }
+
+    #[wasm_bindgen(js_name = webSocketError)]
+    pub async fn websocket_error(&self, _ws: web_sys::WebSocket, error: JsValue) -> std::result::Result<JsValue, JsValue> {
+        console_log!("a watch's socket failed: {}", Error::from(error));
+        Ok(JsValue::NULL)
+    }
+}
+
+impl HandoffObject {
+    async fn answer(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         // Parsed by serde_json from the text, not by the runtime's JSON.parse, which would turn
         // integers past 2^53 into floats.
         // An ask this build cannot read is a deploy that mixes versions, which a retry
         // outlives: 503, not the client's 400.
         // A small ask, and a watch's upgrade (which has no body), come in a header.
-        let decoded = match crate::http::read_ask(&mut req).await {
+        let decoded = match crate::http::read_ask(&req).await {
             Ok(decoded) => decoded,
             Err(e) => return store_failed("unreadable internal ask", &e),
         };
@@ -130,10 +182,10 @@ impl DurableObject for HandoffObject {
 
     /// Retries what the owner's index is still owed: after a failed delivery, or after a
     /// Worker that died between a change and its delivery (the safety alarm).
-    async fn alarm(&self) -> Result<Response> {
+    async fn retry_delivery(&self) -> Result<web_sys::Response> {
         if !self.has_schema()? {
             self.outbox.borrow_mut().on_alarm();
-            return Response::ok("nothing stored");
+            return crate::http::plain("nothing stored");
         }
         let sql = self.state.storage().sql();
         let stored: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
@@ -146,40 +198,9 @@ impl DurableObject for HandoffObject {
             self.send(send).await?;
             next = self.outbox.borrow_mut().poll_send();
         }
-        Response::ok("delivered or rescheduled")
-    }
-
-    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
-        let text = match &message {
-            WebSocketIncomingMessage::String(text) => Some(text.as_str()),
-            WebSocketIncomingMessage::Binary(_) => None,
-        };
-        let handled = self.catch_up_once().and_then(|()| self.on_watch_message(&ws, text));
-        if let Err(e) = handled {
-            // Storage failed under a message: the client keeps its socket and its place, and
-            // the next change or message tries again.
-            self.forget();
-            console_error!("a watch's message: {e}");
-        }
-        Ok(())
-    }
-
-    /// The client closed: close this side too (the runtime then forgets the socket).
-    async fn websocket_close(&self, ws: WebSocket, code: usize, _reason: String, _was_clean: bool) -> Result<()> {
-        // 1005 (none given) and 1006 (dropped) may not be sent in a close frame.
-        let code = u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
-        if let Err(e) = ws.close(Some(code), Some("closed by the client")) {
-            console_log!("a watch's close: {e}");
-        }
-        Ok(())
-    }
-
-    async fn websocket_error(&self, _ws: WebSocket, error: Error) -> Result<()> {
-        console_log!("a watch's socket failed: {error}");
-        Ok(())
+        crate::http::plain("delivered or rescheduled")
     }
 }
-
 
 fn now_ms() -> i64 {
     Date::now().as_millis() as i64

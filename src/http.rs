@@ -26,6 +26,12 @@ impl std::fmt::Display for Failed {
     }
 }
 
+impl From<Failed> for worker::Error {
+    fn from(failed: Failed) -> worker::Error {
+        worker::Error::RustError(failed.0)
+    }
+}
+
 impl From<JsValue> for Failed {
     fn from(value: JsValue) -> Failed {
         Failed(value.as_string().unwrap_or_else(|| format!("{value:?}")))
@@ -101,10 +107,20 @@ pub fn respond(status: u16, content_type: Option<&str>, body: &[u8], extra: &[(&
     Ok(web_sys::Response::new_with_opt_u8_array_and_init(body, &init)?)
 }
 
+/// A plain-text answer (an alarm's, which only the runtime reads).
+pub fn plain(text: &str) -> worker::Result<web_sys::Response> {
+    Ok(respond(200, Some("text/plain; charset=utf-8"), text.as_bytes(), &[])?)
+}
+
 /// A JSON answer.
-pub fn json(status: u16, body: &serde_json::Value, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
+pub fn json(status: u16, body: &impl serde::Serialize, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
     let text = serde_json::to_vec(body).map_err(|e| Failed(e.to_string()))?;
     respond(status, Some("application/json"), &text, extra)
+}
+
+/// An object's JSON answer (what can fail in building it is the runtime).
+pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_sys::Response> {
+    Ok(json(status, body, &[])?)
 }
 
 /// The whole body of an answer (an object's), as text.
@@ -151,10 +167,14 @@ pub async fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str
 /// Reads the ask an object was sent by [`ask`] (or by a watch's forwarded upgrade): from the
 /// header when it is there, else from the body. The outer error is the runtime's; the inner
 /// one an ask this build cannot read.
-pub async fn read_ask<T: DeserializeOwned>(req: &mut worker::Request) -> worker::Result<Result<T, protocol::Unreadable>> {
+pub async fn read_ask<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
     match req.headers().get(protocol::ASK_HEADER)? {
         Some(value) => Ok(protocol::decode_header(&value)),
-        None => Ok(protocol::decode(&req.text().await?)),
+        None => {
+            let text = JsFuture::from(req.text()?).await?;
+            let text = text.as_string().ok_or_else(|| Failed("an ask's body is not text".into()))?;
+            Ok(protocol::decode(&text))
+        }
     }
 }
 

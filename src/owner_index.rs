@@ -11,10 +11,15 @@ use handoff_api::view;
 use handoff_core::index::{Cursor, IndexRow, ListQuery};
 use handoff_core::turn::State as HandoffState;
 use serde_json::json;
+use crate::http::answer;
 use std::cell::Cell;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
 use worker::*;
 
-#[durable_object]
+/// Exported to the runtime directly, not through `#[durable_object]`, for the reason
+/// `HandoffObject` gives: its ask is one header, its answers are built in one call.
+#[wasm_bindgen]
 pub struct OwnerIndex {
     state: State,
     /// Test hook: while on, deliveries are refused as if the index were unreachable.
@@ -93,14 +98,22 @@ impl StoredRow {
     }
 }
 
-impl DurableObject for OwnerIndex {
-    fn new(state: State, _env: Env) -> Self {
-        OwnerIndex { state, refusing: Cell::new(false), schema_ready: Cell::new(false) }
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+impl OwnerIndex {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: worker_sys::DurableObjectState, _env: Env) -> OwnerIndex {
+        OwnerIndex { state: State::from(state), refusing: Cell::new(false), schema_ready: Cell::new(false) }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        self.answer(req).await.map(JsValue::from).map_err(JsValue::from)
+    }
+}
+
+impl OwnerIndex {
+    async fn answer(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         // An unreadable ask is a deploy mixing versions, which a retry outlives: 503.
-        let ask: IndexAsk = match crate::http::read_ask(&mut req).await {
+        let ask: IndexAsk = match crate::http::read_ask(&req).await {
             Ok(Ok(ask)) => ask,
             Ok(Err(e)) => return store_failed("unreadable index ask", &e),
             Err(e) => return store_failed("unreadable index ask", &e),
@@ -110,9 +123,9 @@ impl DurableObject for OwnerIndex {
             IndexAsk::List { query } => self.list(&query),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
-                Response::from_json(&json!({"refusing": on}))
+                answer(200, &json!({"refusing": on}))
             }
-            IndexAsk::TestStorage => Response::from_json(&json!({"bytes": self.state.storage().sql().database_size()})),
+            IndexAsk::TestStorage => answer(200, &json!({"bytes": self.state.storage().sql().database_size()})),
         };
         answer.or_else(|e| store_failed("owner index", &e))
     }
@@ -143,7 +156,7 @@ impl OwnerIndex {
         Ok(())
     }
 
-    fn put(&self, row: &IndexRow) -> Result<Response> {
+    fn put(&self, row: &IndexRow) -> Result<web_sys::Response> {
         if self.refusing.get() {
             return answer_error(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
@@ -166,12 +179,12 @@ impl OwnerIndex {
         ];
         self.ensure_schema()?;
         self.state.storage().sql().exec(UPSERT, bindings)?;
-        Response::from_json(&json!({"ok": true}))
+        answer(200, &json!({"ok": true}))
     }
 
-    fn list(&self, query: &ListQuery) -> Result<Response> {
+    fn list(&self, query: &ListQuery) -> Result<web_sys::Response> {
         if !self.has_schema()? {
-            return Response::from_json(&view::Page { handoffs: vec![], cursor: None });
+            return answer(200, &view::Page { handoffs: vec![], cursor: None });
         }
         let sql = self.state.storage().sql();
         let state = query.state.map(HandoffState::as_str);
@@ -192,10 +205,10 @@ impl OwnerIndex {
         let more = rows.len() > query.limit as usize;
         rows.truncate(query.limit as usize);
         let cursor = more.then(|| rows.last().map(|r| Cursor::after(r).encode())).flatten();
-        Response::from_json(&view::Page { handoffs: rows.iter().map(view::Row::from).collect(), cursor })
+        answer(200, &view::Page { handoffs: rows.iter().map(view::Row::from).collect(), cursor })
     }
 }
 
-fn answer_error(error: &ApiError) -> Result<Response> {
-    Ok(Response::from_json(&error.body())?.with_status(error.status()))
+fn answer_error(error: &ApiError) -> Result<web_sys::Response> {
+    answer(error.status(), &error.body())
 }

@@ -37,16 +37,20 @@ impl Answer {
         Answer { status: error.status(), body }
     }
 
-    pub(super) fn into_response(self) -> Result<Response> {
-        Ok(Response::from_json(&self.body)?.with_status(self.status))
+    pub(super) fn into_response(self) -> Answered {
+        json_answer(self.status, &self.body)
     }
 }
 
+/// What an ask ends in: the runtime's own response, built in one call where it can be
+/// (`crate::http`), or an error of the runtime's.
+pub(super) type Answered = Result<web_sys::Response>;
+
+use crate::http::answer as json_answer;
+
 /// A whole answer with its content type.
-pub(super) fn text(body: &str, content_type: &str) -> Result<Response> {
-    let mut response = Response::ok(body)?;
-    response.headers_mut().set("Content-Type", content_type)?;
-    Ok(response)
+pub(super) fn text(body: &str, content_type: &str) -> Answered {
+    Ok(crate::http::respond(200, Some(content_type), body.as_bytes(), &[])?)
 }
 
 /// `{"handoff": record}` as text, as `role` is answered it: what a wait and a watch answer.
@@ -55,13 +59,13 @@ pub(super) fn render_record(h: &Handoff, role: Role) -> String {
 }
 
 impl HandoffObject {
-    pub(super) async fn handle(&self, ask: Ask) -> Result<Response> {
+    pub(super) async fn handle(&self, ask: Ask) -> Answered {
         match ask.op {
             Op::Create { id, session, machine, size } => self.create(&ask.caller, id, session, machine, size).await,
             Op::Change { change } => self.change(&ask.caller, &change, ask.idempotency.as_ref()).await,
             Op::Wait { after, timeout_s } => self.wait(&ask.caller, after, timeout_s),
             Op::Watch { after, valid_until_s, subprotocol } => self.watch(&ask.caller, after, valid_until_s, subprotocol),
-            Op::Floor => Response::from_json(&json!({"ok": true})),
+            Op::Floor => json_answer(200, &json!({"ok": true})),
             Op::Turns { before, limit } => self.turns(&ask.caller, before, limit),
             Op::TestFault { fault } => self.arm(&ask.caller, fault),
             Op::TestStorage => self.storage_report(&ask.caller),
@@ -100,7 +104,7 @@ impl HandoffObject {
         Ok(())
     }
 
-    pub(super) async fn create(&self, caller: &Caller, id: String, session: String, machine: String, size: String) -> Result<Response> {
+    pub(super) async fn create(&self, caller: &Caller, id: String, session: String, machine: String, size: String) -> Answered {
         if let Some(existing) = self.load()? {
             let answer = match existing.record.check_create_again(&machine, &size) {
                 Ok(()) => Answer::ok(view::record_answer(&existing, caller.role)),
@@ -124,7 +128,7 @@ impl HandoffObject {
         Answer { status: 201, body }.into_response()
     }
 
-    pub(super) async fn change(&self, caller: &Caller, change: &Change, idempotency: Option<&Idempotency>) -> Result<Response> {
+    pub(super) async fn change(&self, caller: &Caller, change: &Change, idempotency: Option<&Idempotency>) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -171,7 +175,7 @@ impl HandoffObject {
     }
 
     /// The remembered answer to this key again, or 422 when the key came with another request.
-    pub(super) fn replay(&self, idem: &Idempotency, h: &Handoff) -> Result<Option<Response>> {
+    pub(super) fn replay(&self, idem: &Idempotency, h: &Handoff) -> Result<Option<web_sys::Response>> {
         let sql = self.state.storage().sql();
         let oldest = now_ms() - IDEMPOTENCY_TTL_MS;
         let rows: Vec<IdempotencyRow> = sql
@@ -199,16 +203,15 @@ impl HandoffObject {
                     Some((offer.hash.as_str(), package))
                 });
                 let body = api_idempotency::replay(r, current);
-                let mut response = text(&body, "application/json")?.with_status(r.status);
-                response.headers_mut().set("Idempotent-Replayed", "true")?;
-                Ok(Some(response))
+                let replayed = [("Idempotent-Replayed", "true")];
+                Ok(Some(crate::http::respond(r.status, Some("application/json"), body.as_bytes(), &replayed)?))
             }
         }
     }
 
     /// A dry run of opening the next turn with a hand-off: the same `apply` the open would
     /// make, on a copy, stored nowhere; answers the package it compiles and its briefing.
-    pub(super) fn preview(&self, caller: &Caller, change: &Change, budget_bytes: usize, base_url: Option<String>) -> Result<Response> {
+    pub(super) fn preview(&self, caller: &Caller, change: &Change, budget_bytes: usize, base_url: Option<String>) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -225,7 +228,7 @@ impl HandoffObject {
     }
 
     /// Reads: the record, the package, the briefing, the work record.
-    pub(super) fn read(&self, caller: &Caller, read: Read) -> Result<Response> {
+    pub(super) fn read(&self, caller: &Caller, read: Read) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -255,7 +258,7 @@ impl HandoffObject {
 
     /// `GET …/turns`: up to `limit` turns before `before` (the newest when absent), oldest
     /// first, and the cursor of the page before it. Read from storage page by page, never whole.
-    pub(super) fn turns(&self, caller: &Caller, before: Option<u64>, limit: usize) -> Result<Response> {
+    pub(super) fn turns(&self, caller: &Caller, before: Option<u64>, limit: usize) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -272,21 +275,21 @@ impl HandoffObject {
         let entries: Vec<TurnEntry> = rows.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
         let next_before = if more { entries.first().map(|e| e.turn) } else { None };
         let page = view::Turns { turns: entries.iter().map(view::Turn::from).collect(), next_before, handoff: view::Handoff::of(&h, caller.role) };
-        Response::from_json(&page)
+        json_answer(200, &page)
     }
 
     /// Test hook: arms `fault` for this hand-off's next change.
-    pub(super) fn arm(&self, caller: &Caller, fault: Fault) -> Result<Response> {
+    pub(super) fn arm(&self, caller: &Caller, fault: Fault) -> Answered {
         if let Err(e) = self.owned(caller)? {
             return Answer::refused(e, None).into_response();
         }
         self.fault.set(Some(fault));
-        Response::from_json(&json!({"armed": fault}))
+        json_answer(200, &json!({"armed": fault}))
     }
 
     /// Test hook: the bytes of this object's database, the rows of its bounded tables and the
     /// sockets watching it.
-    pub(super) fn storage_report(&self, caller: &Caller) -> Result<Response> {
+    pub(super) fn storage_report(&self, caller: &Caller) -> Answered {
         if let Err(e) = self.owned(caller)? {
             return Answer::refused(e, None).into_response();
         }
@@ -304,7 +307,7 @@ impl HandoffObject {
                 "machine": self.state.get_websockets_with_tag(Role::Machine.as_str()).len(),
             },
         });
-        Response::from_json(&body)
+        json_answer(200, &body)
     }
 
     /// Answers at once when the version is above `after` or the hand-off is closed; otherwise
@@ -312,7 +315,7 @@ impl HandoffObject {
     /// timeout. The headers go out at once and the body is a stream, so a client that goes away
     /// cancels that stream, which drops the waiter's [`Place`](handoff_core::waiters::Place) there and
     /// then: the runtime need not fire `request.signal` (local workerd does not).
-    pub(super) fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Result<Response> {
+    pub(super) fn wait(&self, caller: &Caller, after: u64, timeout_s: u64) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -343,7 +346,7 @@ impl HandoffObject {
         };
         let mut response = Response::from_stream(futures::stream::once(body))?;
         response.headers_mut().set("Content-Type", "application/json")?;
-        Ok(response)
+        Ok(response.into())
     }
 
     /// The cap on `role`'s waits and its name, or the lower cap a test asks for where test

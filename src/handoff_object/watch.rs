@@ -4,7 +4,7 @@
 //! pending once a handler returns, so the object can be evicted while every socket stays open.
 
 use super::*;
-use super::driver::{render_record, Answer};
+use super::driver::{render_record, Answer, Answered};
 use handoff_core::watch::{self, Step, Watcher};
 use worker::worker_sys::WebSocketRequestResponsePair;
 
@@ -19,7 +19,7 @@ impl HandoffObject {
 
     /// Accepts a watching socket for `caller`, within its role's cap, owed at once what
     /// [`Watcher::open`] says.
-    pub(super) fn watch(&self, caller: &Caller, after: u64, valid_until_s: i64, subprotocol: bool) -> Result<Response> {
+    pub(super) fn watch(&self, caller: &Caller, after: u64, valid_until_s: i64, subprotocol: bool) -> Answered {
         let h = match self.owned(caller)? {
             Ok(h) => h,
             Err(e) => return Answer::refused(e, None).into_response(),
@@ -40,7 +40,7 @@ impl HandoffObject {
         if subprotocol {
             response.headers_mut().set("Sec-WebSocket-Protocol", watch::SUBPROTOCOL)?;
         }
-        Ok(response)
+        Ok(response.into())
     }
 
     /// Sends every socket what it is owed of `h`: after each published version, and once by a
