@@ -36,7 +36,7 @@ use handoff_core::idempotency::{self, Decision, Remembered};
 use handoff_core::index::IndexRow;
 use handoff_core::outbox::{self, Outbox, Owed};
 use handoff_core::limits::{
-    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
+    events_trimmed_through, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
     TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
 use handoff_core::package::{Ledger, TurnEntry};

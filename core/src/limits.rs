@@ -147,8 +147,21 @@ pub const IDEMPOTENCY_BYTES_PER_HANDOFF_MAX: usize = 2 * 1024 * 1024;
 /// answer), with the digest of the whole answer; a replay puts the package back from the
 /// ledger while that package is still the current one.
 pub const IDEMPOTENCY_ANSWER_BYTES_MAX: usize = 16 * 1024;
-/// History events one hand-off keeps (the newest); older ones are deleted as new ones come.
+/// History events one hand-off keeps (the newest); older ones are deleted as new ones come,
+/// in steps of [`EVENTS_TRIM_STEP`] (see [`events_trimmed_through`]).
 pub const EVENTS_PER_HANDOFF_MAX: usize = 1_000;
+/// The history is trimmed once every this many versions, not on every change: a delete on
+/// every change was one SQL statement in five of each report (issue 12).
+pub const EVENTS_TRIM_STEP: u64 = 64;
+
+/// The change that writes the event of `version` also deletes every event up to the version
+/// answered, if any: on every [`EVENTS_TRIM_STEP`]-th version, down to the newest
+/// `EVENTS_PER_HANDOFF_MAX - EVENTS_TRIM_STEP`, so that the history never holds more than
+/// [`EVENTS_PER_HANDOFF_MAX`] events (one per version) between two trims.
+pub fn events_trimmed_through(version: u64) -> Option<u64> {
+    let kept_after_trim = EVENTS_PER_HANDOFF_MAX as u64 - EVENTS_TRIM_STEP;
+    (version.is_multiple_of(EVENTS_TRIM_STEP) && version > kept_after_trim).then(|| version - kept_after_trim)
+}
 /// Lineage entries one hand-off keeps in storage (the newest turns); older entries are deleted
 /// and `GET …/turns` says how many turns came before the oldest kept.
 pub const TURNS_KEPT_PER_HANDOFF_MAX: usize = 1_000;
@@ -175,3 +188,35 @@ pub const OUTBOX_SAFETY_ALARM_MS: i64 = 10_000;
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// One event per version (a stored change moves the version by exactly one), trimmed as
+    /// the store trims it.
+    #[test]
+    fn the_history_never_holds_more_than_its_cap_and_is_trimmed_once_per_step() {
+        let mut events = BTreeSet::new();
+        let mut trims = 0;
+        for version in 1..=20 * EVENTS_PER_HANDOFF_MAX as u64 {
+            events.insert(version);
+            if let Some(through) = events_trimmed_through(version) {
+                events.retain(|v| *v > through);
+                trims += 1;
+            }
+            assert!(events.len() <= EVENTS_PER_HANDOFF_MAX, "{} events at version {version}", events.len());
+            // What is kept is always the newest: no gap, ending at this version.
+            assert_eq!(events.iter().next_back(), Some(&version));
+            assert_eq!(events.len() as u64, version - events.iter().next().copied().unwrap_or(version) + 1);
+            // The newest EVENTS_PER_HANDOFF_MAX - EVENTS_TRIM_STEP are never trimmed.
+            let kept = (EVENTS_PER_HANDOFF_MAX as u64 - EVENTS_TRIM_STEP).min(version);
+            assert!(events.len() as u64 >= kept, "only {} events at version {version}", events.len());
+        }
+        // The cap is reached, and not one delete per change: one per step.
+        let (last, kept) = (20 * EVENTS_PER_HANDOFF_MAX as u64, EVENTS_PER_HANDOFF_MAX as u64 - EVENTS_TRIM_STEP);
+        assert_eq!(trims, last / EVENTS_TRIM_STEP - kept / EVENTS_TRIM_STEP);
+        assert_eq!(events_trimmed_through(EVENTS_TRIM_STEP), None, "nothing to trim while the history is short");
+    }
+}

@@ -292,9 +292,9 @@ impl HandoffObject {
             "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
             vec![(record.version as i64).into(), record.updated_at.into(), kind.into(), actor.into()],
         );
-        let kept_from_version = record.version as i64 - EVENTS_PER_HANDOFF_MAX as i64;
-        if kept_from_version > 0 {
-            batch.push("DELETE FROM events WHERE version <= ?", vec![kept_from_version.into()]);
+        // Bounded by EVENTS_PER_HANDOFF_MAX, trimmed once a step rather than on every change.
+        if let Some(through) = events_trimmed_through(record.version) {
+            batch.push("DELETE FROM events WHERE version <= ?", vec![(through as i64).into()]);
         }
         batch.push(
             "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",

@@ -2,7 +2,7 @@
 //! every write is all-or-nothing, and no configuration of a deployed environment opens the
 //! test routes or accepts a key anyone can sign with.
 
-use handoff_core::limits::{BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
+use handoff_core::limits::{BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
 use handoff_api::token::{owner_token, DEV_SIGNING_KEY};
 use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
@@ -356,7 +356,9 @@ fn thousands_of_reports_keep_a_bounded_history() {
     let stored = storage(&c, &id, &alice);
     eprintln!("growth path, {reports} keyed reports with 400-byte summaries: {stored}");
     assert!(stored["bytes"].as_u64().unwrap() < STORED_BYTES_CEILING, "{stored}");
-    assert!(stored["rows"]["events"].as_u64().unwrap() <= EVENTS_PER_HANDOFF_MAX as u64, "{stored}");
+    let events = stored["rows"]["events"].as_u64().unwrap();
+    assert!(events <= EVENTS_PER_HANDOFF_MAX as u64, "{stored}");
+    assert!(events >= (EVENTS_PER_HANDOFF_MAX as u64 - EVENTS_TRIM_STEP), "the newest events are kept: {stored}");
     assert!(stored["rows"]["idempotency"].as_u64().unwrap() <= IDEMPOTENCY_KEYS_PER_HANDOFF_MAX as u64, "{stored}");
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), reports + 1, "every report is in the record");
 }
