@@ -227,4 +227,17 @@ mod tests {
         // The body a client may send (16 KiB) does not fit: the body path stays in use.
         assert!(handoff_core::limits::BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
     }
+
+    #[test]
+    fn a_report_with_the_longest_summary_and_a_key_still_travels_in_the_header() {
+        use handoff_core::turn::Command;
+        let summary = "é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2);
+        let body = serde_json::json!({"turn": 1, "status": "needs-you", "summary": summary}).to_string();
+        let r = crate::input::parse_report(body.as_bytes()).unwrap();
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
+        let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, handoff: None };
+        let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
+        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine }, op: Op::Change { change }, idempotency };
+        assert!(header_of(&encode(&ask).unwrap()).is_some(), "every report a reporter sends costs the object no await");
+    }
 }

@@ -142,6 +142,14 @@ mod tests {
     }
 
     #[test]
+    fn a_compile_answer_of_a_few_kilobytes_is_remembered_whole() {
+        // A usual package is a few KiB: only a large one is kept without it.
+        let usual = format!(r#"{{"package":"{}"}}"#, "p".repeat(12 * 1024));
+        let r = remember("f", 200, &usual, || Some("slim".into()));
+        assert!(!r.slim && r.body == usual);
+    }
+
+    #[test]
     fn an_answer_of_exactly_the_cap_is_kept_whole_and_one_byte_more_is_kept_slim() {
         let at_cap = "x".repeat(IDEMPOTENCY_ANSWER_BYTES_MAX);
         let r = remember("f", 200, &at_cap, || unreachable!("not over the cap"));
