@@ -398,7 +398,8 @@ fn idempotency(req: &Incoming, method: &Method, path: &str, query: &str, claims:
 }
 
 fn now_s() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
+    // `Date.now()` itself: `worker::Date::now` allocates a `Date` object to read it.
+    (js_sys::Date::now() / 1000.0) as i64
 }
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
