@@ -183,16 +183,12 @@ impl HandoffObject {
     /// Retries what the owner's index is still owed: after a failed delivery, or after a
     /// Worker that died between a change and its delivery (the safety alarm).
     async fn retry_delivery(&self) -> Result<web_sys::Response> {
-        if !self.has_schema()? {
+        let Some(h) = self.load()? else {
             self.outbox.borrow_mut().on_alarm();
             return crate::http::plain("nothing stored");
-        }
-        let sql = self.state.storage().sql();
-        let stored: Vec<OutboxRow> = sql.exec("SELECT owner, version, row, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
-        if let Some(o) = stored.into_iter().next() {
-            let owed = Owed { version: o.version as u64, row: Delivery { owner: o.owner, row: o.row }, attempts: o.attempts as u32 };
-            self.outbox.borrow_mut().restore(owed);
-        }
+        };
+        let owed = self.owed(&h)?;
+        self.outbox.borrow_mut().restore(owed);
         let mut next = self.outbox.borrow_mut().on_alarm();
         while let Some(send) = next {
             self.send(send).await?;

@@ -3,11 +3,10 @@
 
 use super::*;
 
+/// The failed attempts stored for a version (the `outbox` table holds only that now).
 #[derive(serde::Deserialize)]
-pub(super) struct OutboxRow {
-    pub(super) owner: String,
+pub(super) struct AttemptsRow {
     pub(super) version: i64,
-    pub(super) row: String,
     pub(super) attempts: i64,
 }
 
@@ -19,6 +18,18 @@ pub(super) struct Delivery {
 }
 
 impl HandoffObject {
+    /// What the owner's index is owed by the stored hand-off `h`: its row, derived from the
+    /// record, which every change commits in its own transaction, so a change writes no outbox
+    /// row of its own (it did, one statement of each change's four, issue 12). Only failed
+    /// attempts are stored, by [`HandoffObject::send`].
+    pub(super) fn owed(&self, h: &Handoff) -> Result<Owed<Delivery>> {
+        let sql = self.state.storage().sql();
+        let stored: Vec<AttemptsRow> = sql.exec("SELECT version, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
+        let attempts = stored.first().filter(|a| a.version as u64 == h.record.version).map_or(0, |a| a.attempts as u32);
+        let row = Delivery { owner: h.record.owner.clone(), row: to_json(&IndexRow::of(&h.record))? };
+        Ok(Owed { version: h.record.version, row, attempts })
+    }
+
     /// Returns once the owner's index has `version` (or a later one), so that a list started
     /// after the answer shows the change. Changes that arrive while a delivery is on its way
     /// wait for it, then the outbox sends only the newest row: under concurrent changes, one
@@ -53,9 +64,15 @@ impl HandoffObject {
         let Some(at) = retry else {
             return Ok(());
         };
-        let attempts = self.outbox.borrow().owed().map_or(1, |o| o.attempts);
-        let sql = self.state.storage().sql();
-        sql.exec("UPDATE outbox SET attempts = ? WHERE k = 0 AND version = ?", vec![(attempts as i64).into(), (send.version as i64).into()])?;
+        // The failed attempts at this version outlive an eviction, so the backoff goes on growing.
+        let owed = self.outbox.borrow().owed().filter(|o| o.version == send.version).cloned();
+        if let Some(owed) = owed {
+            let sql = self.state.storage().sql();
+            sql.exec(
+                "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, ?)",
+                vec![owed.row.owner.into(), (owed.version as i64).into(), owed.row.row.into(), (owed.attempts as i64).into()],
+            )?;
+        }
         let wait_ms = (at - now_ms()).max(0) as u64;
         self.state.storage().set_alarm(Duration::from_millis(wait_ms)).await
     }

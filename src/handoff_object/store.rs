@@ -29,19 +29,22 @@ pub(super) const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, sch
 pub(super) const EVICTION_PAGE: i64 = 64;
 
 #[derive(serde::Deserialize)]
-pub(super) struct RecordRow {
-    pub(super) record: String,
-}
-
-#[derive(serde::Deserialize)]
-pub(super) struct PartRow {
-    pub(super) name: String,
-    pub(super) json: String,
-}
-
-#[derive(serde::Deserialize)]
 pub(super) struct TurnRow {
     pub(super) entry: String,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct NameRow {
+    pub(super) name: String,
+}
+
+/// One row of [`HandoffObject::load`]'s second query: `kind` says which table it came from.
+#[derive(serde::Deserialize)]
+pub(super) struct LoadRow {
+    pub(super) kind: String,
+    pub(super) name: Option<String>,
+    pub(super) json: Option<String>,
+    pub(super) n: Option<i64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -116,13 +119,6 @@ impl HandoffObject {
         self.outbox.borrow_mut().forget();
     }
 
-    /// Whether this object's storage holds a hand-off's tables. Reads only the catalogue, so
-    /// a request for an unknown id writes nothing.
-    pub(super) fn has_schema(&self) -> Result<bool> {
-        let sql = self.state.storage().sql();
-        sqlite::table_exists(&sql, "handoff")
-    }
-
     /// Brings a schema written by an earlier build up to [`SCHEMA_VERSION`], in one transaction.
     pub(super) fn migrate(&self) -> Result<()> {
         let sql = self.state.storage().sql();
@@ -145,36 +141,52 @@ impl HandoffObject {
         self.commit(batch, None)
     }
 
+    /// The stored hand-off, read once per object lifetime in two queries: the catalogue (does
+    /// it exist, and is its schema this build's), then the schema's version, the record, its
+    /// parts and the newest lineage entries together. An object is started again after every
+    /// eviction (ten idle seconds), so this runs on the first request of most sessions' bursts;
+    /// it was six queries, each a crossing and a conversion of its rows (issue 12).
     pub(super) fn load(&self) -> Result<Option<Rc<Handoff>>> {
         if let Some(cached) = self.cached.borrow().as_ref() {
             return Ok(cached.clone());
         }
-        if !self.has_schema()? {
+        let sql = self.state.storage().sql();
+        let tables: Vec<NameRow> =
+            sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta')", None)?.to_array()?;
+        let exists = |table: &str| tables.iter().any(|t| t.name == table);
+        if !exists("handoff") {
             // Not cached: a create may come next, and it is the create that writes.
             return Ok(None);
         }
-        self.migrate()?;
-        let sql = self.state.storage().sql();
-        let rows: Vec<RecordRow> = sql.exec("SELECT record FROM handoff WHERE k = 0", None)?.to_array()?;
-        let handoff = match rows.first() {
+        if !exists("meta") {
+            // Schema 1 had no `meta`; migrating writes it.
+            self.migrate()?;
+        }
+        let mut rows = Self::load_rows(&sql)?;
+        if rows.iter().find(|r| r.kind == "schema").and_then(|r| r.n).unwrap_or(1) < SCHEMA_VERSION {
+            self.migrate()?;
+            rows = Self::load_rows(&sql)?;
+        }
+        let handoff = match rows.iter().find(|r| r.kind == "record") {
             None => None,
             Some(row) => {
-                let record: Record = from_json(&row.record)?;
+                let record: Record = from_json(row.json.as_deref().unwrap_or_default())?;
                 let mut h = Handoff::create(record);
-                let parts: Vec<PartRow> = sql.exec("SELECT name, json FROM parts", None)?.to_array()?;
-                for part in parts {
-                    match part.name.as_str() {
-                        "work" => h.work = from_json::<Work>(&part.json)?,
-                        "ledger" => h.ledger = from_json::<Ledger>(&part.json)?,
-                        "extras" => h.extras = from_json::<Extras>(&part.json)?,
+                let mut turns: Vec<(i64, &str)> = Vec::new();
+                for row in &rows {
+                    let json = row.json.as_deref().unwrap_or_default();
+                    match (row.kind.as_str(), row.name.as_deref()) {
+                        ("part", Some("work")) => h.work = from_json::<Work>(json)?,
+                        ("part", Some("ledger")) => h.ledger = from_json::<Ledger>(json)?,
+                        ("part", Some("extras")) => h.extras = from_json::<Extras>(json)?,
+                        ("turn", _) => turns.push((row.n.unwrap_or_default(), json)),
                         _ => {}
                     }
                 }
                 // Only the newest entries: older turns are paged from storage by `GET …/turns`.
-                let newest_first: Vec<TurnRow> =
-                    sql.exec("SELECT entry FROM turns ORDER BY turn DESC LIMIT ?", vec![(LINEAGE_TAIL_MAX as i64).into()])?.to_array()?;
-                if !newest_first.is_empty() {
-                    h.lineage = newest_first.iter().rev().map(|t| from_json::<TurnEntry>(&t.entry)).collect::<Result<_>>()?;
+                turns.sort_by_key(|(turn, _)| *turn);
+                if !turns.is_empty() {
+                    h.lineage = turns.iter().map(|(_, entry)| from_json::<TurnEntry>(entry)).collect::<Result<_>>()?;
                 }
                 let h = Rc::new(h);
                 // What storage holds is durable: waiters may be told it.
@@ -184,6 +196,18 @@ impl HandoffObject {
         };
         *self.cached.borrow_mut() = Some(handoff.clone());
         Ok(handoff)
+    }
+
+    /// The second query of [`HandoffObject::load`]; `kind` says which table each row is from.
+    fn load_rows(sql: &SqlStorage) -> Result<Vec<LoadRow>> {
+        sql.exec(
+            "SELECT 'schema' AS kind, NULL AS name, NULL AS json, schema AS n FROM meta WHERE k = 0
+             UNION ALL SELECT 'record', NULL, record, NULL FROM handoff WHERE k = 0
+             UNION ALL SELECT 'part', name, json, NULL FROM parts
+             UNION ALL SELECT * FROM (SELECT 'turn', NULL, entry, turn FROM turns ORDER BY turn DESC LIMIT ?)",
+            vec![(LINEAGE_TAIL_MAX as i64).into()],
+        )?
+        .to_array()
     }
 
     /// The hand-off, if it exists and the caller may see it; anything else is `handoff.not_found`.
@@ -242,11 +266,11 @@ impl HandoffObject {
     }
 
     /// Writes what moved — the record, the parts marked dirty, the lineage entries, the history
-    /// event, the row the owner's index is now owed (the outbox), the key's remembered answer —
-    /// and trims what is bounded (events, lineage, remembered answers), all in one transaction.
-    /// Every value is serialised and size-checked first, so a refusal writes nothing. Answers
-    /// the stored hand-off, which the caller publishes once the commit is confirmed, and the
-    /// outbox row, which it delivers.
+    /// event, the key's remembered answer — and trims what is bounded (events, lineage,
+    /// remembered answers), all in one transaction. Every value (the row the owner's index is
+    /// now owed included) is serialised and size-checked first, so a refusal writes nothing.
+    /// Answers the stored hand-off, which the caller publishes once the commit is confirmed and
+    /// whose row it delivers.
     pub(super) fn store(&self, change: Stored<'_>) -> Result<std::result::Result<Rc<Handoff>, ApiError>> {
         let Stored { h, dirty, work_json, kind, caller, remember, create } = change;
         let record = &h.record;
@@ -296,10 +320,8 @@ impl HandoffObject {
         if let Some(through) = events_trimmed_through(record.version) {
             batch.push("DELETE FROM events WHERE version <= ?", vec![(through as i64).into()]);
         }
-        batch.push(
-            "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, 0)",
-            vec![owed.owner.clone().into(), (record.version as i64).into(), owed.row.clone().into()],
-        );
+        // No outbox row: what the index is owed is the stored record's row (`HandoffObject::owed`),
+        // committed by this same transaction.
         if let Some((key, remembered)) = remember {
             self.remember_into(&mut batch, key, remembered)?;
         }

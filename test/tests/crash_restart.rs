@@ -13,8 +13,9 @@
 //!
 //! Every acknowledged version is checked where the contract promises it: the record, the
 //! stored history (one event per version), the lineage (one entry per turn, agreeing with the
-//! record) and the owner's list (a row at the record's version, once the stored outbox has
-//! been delivered), so that a missing outbox row or a lost lineage entry is caught.
+//! record) and the owner's list (a row at the record's version, once the safety alarm has
+//! delivered the stored record's row), so that an undelivered row or a lost lineage entry is
+//! caught.
 //!
 //! Replay: `HANDOFF_CRASH_SEED=<seed>` repeats the drivers' choices and the kill moments.
 
@@ -165,7 +166,7 @@ fn recover(c: &Client, t: &mut Tracked, in_flight: Option<&Command>) -> Result<&
     Ok("in-flight change found whole")
 }
 
-/// How long the owner's list may take to show a change that only the stored outbox can deliver
+/// How long the owner's list may take to show a change that only the stored alarm can deliver
 /// (its safety alarm is due 10 s after the change, a retry sooner; see limits::OUTBOX_*).
 const LIST_CATCH_UP_S: u64 = 30;
 
@@ -265,9 +266,9 @@ fn after_a_sigkill_mid_load_every_acknowledged_change_is_there_whole_and_version
         let c = server.client();
         if crash == CRASHES - 1 {
             // The last round's changes are committed and answered but never delivered (the
-            // indexes refuse them until the restart), so only each hand-off's stored outbox
-            // row and alarm can bring the owner's list up to date: a change that did not write
-            // its outbox row is then caught by `check_lists`.
+            // indexes refuse them until the restart), so only each hand-off's stored record and
+            // its alarm can bring the owner's list up to date: an alarm that does not deliver
+            // the record's row is then caught by `check_lists`.
             for owner_token in &owners {
                 let a = c.post("/v1/test/refuse-index", owner_token, json!({"on": true}));
                 assert_eq!(a.status, 200, "{}", a.text);
