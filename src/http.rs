@@ -69,8 +69,7 @@ impl Incoming {
 
     /// The whole body in one call (for a body whose length was declared and checked).
     pub async fn bytes(&self) -> Result<Vec<u8>, Failed> {
-        let buffer = JsFuture::from(self.raw.array_buffer()?).await?;
-        Ok(Uint8Array::new(&buffer).to_vec())
+        read_bytes(self.raw.array_buffer()?).await
     }
 
     /// The `worker` crate's request, for reading a body of undeclared length chunk by chunk.
@@ -81,8 +80,9 @@ impl Incoming {
 }
 
 /// A whole answer built in one call: its status, its `Content-Type` (none for an empty body)
-/// and any further headers.
-pub fn respond(status: u16, content_type: Option<&str>, body: &[u8], extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
+/// and any further headers. The body is taken, not borrowed: the runtime copies it from the
+/// wasm memory once, with no copy of ours before.
+pub fn respond(status: u16, content_type: Option<&str>, mut body: Vec<u8>, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
     let init = web_sys::ResponseInit::new();
     init.set_status(status);
     if content_type.is_some() || !extra.is_empty() {
@@ -96,26 +96,19 @@ pub fn respond(status: u16, content_type: Option<&str>, body: &[u8], extra: &[(&
         init.set_headers(&headers);
     }
     // A null body for 304 and other bodiless answers: the runtime refuses a body on them.
-    let mut copy;
-    let body = match body.is_empty() {
-        true => None,
-        false => {
-            copy = body.to_vec();
-            Some(copy.as_mut_slice())
-        }
-    };
+    let body = (!body.is_empty()).then_some(body.as_mut_slice());
     Ok(web_sys::Response::new_with_opt_u8_array_and_init(body, &init)?)
 }
 
 /// A plain-text answer (an alarm's, which only the runtime reads).
 pub fn plain(text: &str) -> worker::Result<web_sys::Response> {
-    Ok(respond(200, Some("text/plain; charset=utf-8"), text.as_bytes(), &[])?)
+    Ok(respond(200, Some("text/plain; charset=utf-8"), text.as_bytes().to_vec(), &[])?)
 }
 
 /// A JSON answer.
 pub fn json(status: u16, body: &impl serde::Serialize, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
     let text = serde_json::to_vec(body).map_err(|e| Failed(e.to_string()))?;
-    respond(status, Some("application/json"), &text, extra)
+    respond(status, Some("application/json"), text, extra)
 }
 
 /// An object's JSON answer (what can fail in building it is the runtime).
@@ -125,14 +118,22 @@ pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_s
 
 /// The whole body of an answer (an object's), as text.
 pub async fn text(response: &web_sys::Response) -> Result<String, Failed> {
-    let text = JsFuture::from(response.text()?).await?;
-    text.as_string().ok_or_else(|| Failed("an answer's body is not text".into()))
+    read_text(response.text()?).await
 }
 
 /// The whole body of an answer, as bytes.
 pub async fn bytes(response: &web_sys::Response) -> Result<Vec<u8>, Failed> {
-    let buffer = JsFuture::from(response.array_buffer()?).await?;
-    Ok(Uint8Array::new(&buffer).to_vec())
+    read_bytes(response.array_buffer()?).await
+}
+
+/// What a body's `arrayBuffer()` resolves to, copied into the wasm memory.
+async fn read_bytes(array_buffer: Promise) -> Result<Vec<u8>, Failed> {
+    Ok(Uint8Array::new(&JsFuture::from(array_buffer).await?).to_vec())
+}
+
+/// What a body's `text()` resolves to.
+async fn read_text(text: Promise) -> Result<String, Failed> {
+    JsFuture::from(text).await?.as_string().ok_or_else(|| Failed("a body is not text".into()))
 }
 
 /// A Durable Object's stub, as the runtime's own object.
@@ -170,11 +171,7 @@ pub async fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str
 pub async fn read_ask<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
     match req.headers().get(protocol::ASK_HEADER)? {
         Some(value) => Ok(protocol::decode_header(&value)),
-        None => {
-            let text = JsFuture::from(req.text()?).await?;
-            let text = text.as_string().ok_or_else(|| Failed("an ask's body is not text".into()))?;
-            Ok(protocol::decode(&text))
-        }
+        None => Ok(protocol::decode(&read_text(req.text()?).await?)),
     }
 }
 

@@ -488,8 +488,8 @@ async fn conditional(req: &Incoming, page: web_sys::Response) -> Routed {
     // A cache may keep the page, but asks each time whether it moved.
     let headers = [("ETag", etag.as_str()), ("Cache-Control", "private, no-cache")];
     let response = match not_modified {
-        true => http::respond(304, None, &[], &headers),
-        false => http::respond(200, Some("application/json"), &body, &headers),
+        true => http::respond(304, None, Vec::new(), &headers),
+        false => http::respond(200, Some("application/json"), body, &headers),
     };
     response.map_err(|e| unavailable("building the answer", &e))
 }

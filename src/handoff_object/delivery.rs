@@ -17,6 +17,13 @@ pub(super) struct Delivery {
     pub(super) row: String,
 }
 
+impl Delivery {
+    /// The row the owner's index is owed for `record`: the change that stores the record owes it.
+    pub(super) fn of(record: &Record) -> Result<Delivery> {
+        Ok(Delivery { owner: record.owner.clone(), row: to_json(&IndexRow::of(record))? })
+    }
+}
+
 impl HandoffObject {
     /// What the owner's index is owed by the stored hand-off `h`: its row, derived from the
     /// record, which every change commits in its own transaction, so a change writes no outbox
@@ -26,8 +33,7 @@ impl HandoffObject {
         let sql = self.state.storage().sql();
         let stored: Vec<AttemptsRow> = sql.exec("SELECT version, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
         let attempts = stored.first().filter(|a| a.version as u64 == h.record.version).map_or(0, |a| a.attempts as u32);
-        let row = Delivery { owner: h.record.owner.clone(), row: to_json(&IndexRow::of(&h.record))? };
-        Ok(Owed { version: h.record.version, row, attempts })
+        Ok(Owed { version: h.record.version, row: Delivery::of(&h.record)?, attempts })
     }
 
     /// Returns once the owner's index has `version` (or a later one), so that a list started

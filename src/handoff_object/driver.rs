@@ -49,8 +49,8 @@ pub(super) type Answered = Result<web_sys::Response>;
 use crate::http::answer as json_answer;
 
 /// A whole answer with its content type.
-pub(super) fn text(body: &str, content_type: &str) -> Answered {
-    Ok(crate::http::respond(200, Some(content_type), body.as_bytes(), &[])?)
+pub(super) fn text(body: impl Into<Vec<u8>>, content_type: &str) -> Answered {
+    Ok(crate::http::respond(200, Some(content_type), body.into(), &[])?)
 }
 
 /// `{"handoff": record}` as text, as `role` is answered it: what a wait and a watch answer.
@@ -204,7 +204,7 @@ impl HandoffObject {
                 });
                 let body = api_idempotency::replay(r, current);
                 let replayed = [("Idempotent-Replayed", "true")];
-                Ok(Some(crate::http::respond(r.status, Some("application/json"), body.as_bytes(), &replayed)?))
+                Ok(Some(crate::http::respond(r.status, Some("application/json"), body.into_bytes(), &replayed)?))
             }
         }
     }
@@ -237,7 +237,7 @@ impl HandoffObject {
             Read::Record => Answer::ok(view::record_answer(&h, caller.role)).into_response(),
             Read::Package { markdown } => match h.ledger.latest() {
                 Err(e) => Answer::refused(e, Some((&h, caller.role))).into_response(),
-                Ok(latest) if markdown => text(&handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
+                Ok(latest) if markdown => text(handoff_core::package::render_markdown(&latest), "text/markdown; charset=utf-8"),
                 Ok(latest) => {
                     Answer::ok(view::answer(&h, caller.role, &Effect::Package(latest))).into_response()
                 }
@@ -250,7 +250,7 @@ impl HandoffObject {
                 Err(e) => Answer::refused(e, Some((&h, caller.role))).into_response(),
                 Ok(latest) => {
                     let reach = if reach_api { Reach::api(base_url) } else { Reach::None };
-                    text(&briefing::render(&latest, budget_bytes, &reach).text, "text/plain; charset=utf-8")
+                    text(briefing::render(&latest, budget_bytes, &reach).text, "text/plain; charset=utf-8")
                 }
             },
         }
@@ -323,7 +323,7 @@ impl HandoffObject {
         if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
             // A whole response, which the output gate holds until the version is durable.
             let body = self.published.borrow_mut().answer_of(&h, caller.role, render_record);
-            return text(&body, "application/json");
+            return text(&*body, "application/json");
         }
         let (cap_name, cap) = self.waiters_max(caller.role);
         let Some((place, woken)) = Waiters::hold(&self.waiters, caller.role, cap, after) else {

@@ -282,7 +282,7 @@ impl HandoffObject {
         ];
         let lineage_from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
         let entries: Vec<(u64, String)> = h.lineage[lineage_from..].iter().map(|e| Ok((e.turn, to_json(e)?))).collect::<Result<_>>()?;
-        let owed = Delivery { owner: record.owner.clone(), row: to_json(&IndexRow::of(record))? };
+        let owed = Delivery::of(record)?;
         let mut values: Vec<&str> = vec![&record_json, &owed.row];
         values.extend(parts.iter().filter_map(|(_, json)| json.as_deref()));
         values.extend(entries.iter().map(|(_, json)| json.as_str()));
