@@ -22,6 +22,9 @@ const HOLD_S_MAX: u64 = 30;
 /// over this many consecutive polls.
 const IDLE_POLLS: u32 = 3;
 const POLL_MS: u64 = 100;
+/// workerd's own threads tick now and then while it is idle: less CPU than this over one poll
+/// counts as none.
+const IDLE_CPU_PER_POLL: Duration = Duration::from_millis(1);
 /// After the waiters return and their connections close, memory is read this much later.
 const SETTLE_AFTER_MS: u64 = 2000;
 
@@ -135,7 +138,7 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
 }
 
 /// Waits until `waiters` more connections to the server than `open_before` are established and workerd has gone idle
-/// (its CPU time unchanged over [`IDLE_POLLS`] polls): every wait has then been read, routed
+/// (under [`IDLE_CPU_PER_POLL`] of CPU in each of [`IDLE_POLLS`] polls): every wait has then been read, routed
 /// and parked in the hand-off's object. Answers how many connections were open.
 pub(crate) async fn wait_until_held(server: &Server, open_before: usize, waiters: usize) -> usize {
     let deadline = Instant::now() + Duration::from_secs(HOLD_S_MAX);
@@ -145,7 +148,7 @@ pub(crate) async fn wait_until_held(server: &Server, open_before: usize, waiters
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         let open = established_to(server.port).saturating_sub(open_before);
         let cpu = server.cpu_time();
-        idle_polls = if cpu == last_cpu { idle_polls + 1 } else { 0 };
+        idle_polls = if cpu.saturating_sub(last_cpu) < IDLE_CPU_PER_POLL { idle_polls + 1 } else { 0 };
         last_cpu = cpu;
         if (open >= waiters && idle_polls >= IDLE_POLLS) || Instant::now() >= deadline {
             if open < waiters {
