@@ -125,5 +125,5 @@ pub fn owner_index_name(owner: &str) -> String {
 pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys::Response> {
     console_error!("{what}: {cause}");
     let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
-    crate::http::answer(error.status(), &error.body())
+    crate::http::refusal(&error)
 }

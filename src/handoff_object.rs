@@ -24,6 +24,7 @@ use delivery::*;
 use store::*;
 
 use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
+use crate::clock::{now_ms, now_s};
 use crate::sqlite;
 use futures::future::{select, Either};
 use handoff_api::error::{ApiError, Code};
@@ -196,9 +197,4 @@ impl HandoffObject {
         }
         crate::http::plain("delivered or rescheduled")
     }
-}
-
-fn now_ms() -> i64 {
-    // `Date.now()` itself: `worker::Date::now` allocates a `Date` object to read it.
-    js_sys::Date::now() as i64
 }

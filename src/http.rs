@@ -10,6 +10,7 @@
 //! Nothing else changes: the rules of each route stay in the router and in `handoff-api`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use handoff_api::error::ApiError;
 use handoff_api::protocol;
 use serde::de::DeserializeOwned;
 use worker::js_sys::{Promise, Uint8Array};
@@ -114,6 +115,11 @@ pub fn json(status: u16, body: &impl serde::Serialize, extra: &[(&str, &str)]) -
 /// An object's JSON answer (what can fail in building it is the runtime).
 pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_sys::Response> {
     Ok(json(status, body, &[])?)
+}
+
+/// An object's refusal: the error's status and its typed body.
+pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
+    answer(error.status(), &error.body())
 }
 
 /// The whole body of an answer (an object's), as text.

@@ -5,6 +5,8 @@
 #[cfg(target_arch = "wasm32")]
 mod bindings;
 #[cfg(target_arch = "wasm32")]
+mod clock;
+#[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]
 mod http;

@@ -158,7 +158,7 @@ impl OwnerIndex {
 
     fn put(&self, row: &IndexRow) -> Result<web_sys::Response> {
         if self.refusing.get() {
-            return answer_error(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
+            return crate::http::refusal(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
         let state = row.state.as_str();
         let bindings = vec![
@@ -207,8 +207,4 @@ impl OwnerIndex {
         let cursor = more.then(|| rows.last().map(|r| Cursor::after(r).encode())).flatten();
         answer(200, &view::Page { handoffs: rows.iter().map(view::Row::from).collect(), cursor })
     }
-}
-
-fn answer_error(error: &ApiError) -> Result<web_sys::Response> {
-    answer(error.status(), &error.body())
 }

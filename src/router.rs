@@ -16,6 +16,7 @@ use handoff_core::package;
 use handoff_core::turn::Command;
 use handoff_core::watch;
 use handoff_core::work;
+use crate::clock::now_s;
 use crate::http::{self, Incoming};
 use serde_json::json;
 use worker::worker_sys::DurableObject as DurableObjectStub;
@@ -395,11 +396,6 @@ fn idempotency(req: &Incoming, method: &Method, path: &str, query: &str, claims:
     }
     let fingerprint = input::request_fingerprint(method.as_ref(), path, query, claims.role.as_str(), body);
     Ok(Some(Idempotency { key, fingerprint }))
-}
-
-fn now_s() -> i64 {
-    // `Date.now()` itself: `worker::Date::now` allocates a `Date` object to read it.
-    (js_sys::Date::now() / 1000.0) as i64
 }
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,

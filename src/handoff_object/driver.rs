@@ -2,6 +2,7 @@
 //! waiters. No rule of its own: what a command does is `handoff_core::handoff::apply`'s.
 
 use super::*;
+use crate::http::answer as json_answer;
 
 /// The three reads of a hand-off, each named, so that a new `Op` cannot fall into one.
 pub(super) enum Read {
@@ -45,8 +46,6 @@ impl Answer {
 /// What an ask ends in: the runtime's own response, built in one call where it can be
 /// (`crate::http`), or an error of the runtime's.
 pub(super) type Answered = Result<web_sys::Response>;
-
-use crate::http::answer as json_answer;
 
 /// A whole answer with its content type.
 pub(super) fn text(body: impl Into<Vec<u8>>, content_type: &str) -> Answered {

@@ -129,7 +129,3 @@ fn carry_out(ws: &WebSocket, before: Option<&Watcher>, w: &Watcher, step: Step, 
         }
     }
 }
-
-fn now_s() -> i64 {
-    now_ms() / 1000
-}
