@@ -15,7 +15,7 @@ fn refused_as_invalid<T, E: Into<handoff_api::error::ApiError>>(what: &str, resu
         Err(e) => {
             let e: handoff_api::error::ApiError = e.into();
             assert_eq!(e.code, handoff_api::error::Code::RequestInvalid, "{what}: {e:?}");
-            assert_eq!(e.status(), 400);
+            assert_eq!(handoff_api::error::status(e.code), 400);
             None
         }
     }

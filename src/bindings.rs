@@ -5,6 +5,8 @@
 
 use handoff_api::error::{ApiError, Code};
 use handoff_api::token::{self, Expect};
+use handoff_core::role::PerRole;
+use handoff_core::session::Caps;
 use worker::{console_error, web_sys, Env, Result};
 
 /// The hand-offs' Durable Object namespace, as in wrangler.toml.
@@ -49,14 +51,23 @@ pub fn bench_floor_on(env: &Env) -> bool {
     local_switch(env, BENCH_FLOOR)
 }
 
-/// The test's cap on each role's waits, where test hooks are on and it is set.
-pub fn test_waiters_max(env: &Env) -> Option<usize> {
-    test_hooks_on(env).then(|| var(env, TEST_WAITERS_MAX).and_then(|v| v.parse().ok())).flatten()
+/// A test's cap from `name`, where test hooks are on and it is set.
+fn test_cap(env: &Env, name: &str) -> Option<usize> {
+    test_hooks_on(env).then(|| var(env, name).and_then(|v| v.parse().ok())).flatten()
 }
 
-/// The test's cap on each role's watching sockets, where test hooks are on and it is set.
-pub fn test_watchers_max(env: &Env) -> Option<usize> {
-    test_hooks_on(env).then(|| var(env, TEST_WATCHERS_MAX).and_then(|v| v.parse().ok())).flatten()
+/// The caps a hand-off's session holds its waits and watching sockets to: the named limits,
+/// or the lower ones a test sets where test hooks are on (so that a cap can be reached without
+/// ten thousand connections).
+pub fn caps(env: &Env) -> Caps {
+    let mut caps = Caps::default();
+    if let Some(n) = test_cap(env, TEST_WAITERS_MAX) {
+        caps.waiters = PerRole::new(n, n);
+    }
+    if let Some(n) = test_cap(env, TEST_WATCHERS_MAX) {
+        caps.watchers = PerRole::new(n, n);
+    }
+    caps
 }
 
 /// The signing key: a secret, or a plain variable in local runs.

@@ -1,93 +1,91 @@
-//! `HandoffObject`: the Durable Object that holds one hand-off. It loads the hand-off, applies
-//! the pure core (`handoff_core::handoff::apply`), stores what moved, answers and wakes waiters; it
-//! has no rules of its own. Every change is one [`Batch`] of SQL statements run in one
-//! `transactionSync`: all of it is written, or none of it.
+//! `HandoffObject`: the Durable Object that holds one hand-off. It carries out what the core's
+//! [`Session`] decides: it reads what the session asks for, hands it the ask, writes the plan's
+//! rows in one transaction, and does the rest (publishes, wakes, delivers, answers). It checks
+//! no role, caps nothing and trims nothing.
 //!
-//! - this file: what the object holds in memory, and the runtime's entry points (`fetch`, one
-//!   `Ask`; `alarm`, the outbox's retry; the watch's three socket events), exported to the
-//!   runtime directly (below, "Why not `#[durable_object]`");
-//! - `driver.rs`: each operation of an `Ask`, carried out;
-//! - `store.rs`: the schema, loading, and the one transaction of a change;
-//! - `delivery.rs`: the outbox's sends to the owner's index;
-//! - `watch.rs`: the hibernatable WebSockets of `GET …/watch`, and what each is sent.
-//!
-//! Nothing is created for a hand-off that does not exist: the schema is written by the create's
-//! own transaction, and a read of an object without it answers `handoff.not_found`.
+//! - this file: the runtime's entry points (`fetch`, one ask; `alarm`, the delivery's retry;
+//!   the watch's three socket events), exported by `#[wasm_bindgen]` itself, and carrying out
+//!   a plan;
+//! - `store.rs`: the schema, the reads and one plan's writes;
+//! - `delivery.rs`: sending the owner's index what the session says it is owed;
+//! - `waits.rs`: a held wait's streamed answer and its place;
+//! - `watch.rs`: the hibernatable WebSockets of `GET …/watch`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod delivery;
-mod driver;
 mod store;
+mod waits;
 mod watch;
 
-use delivery::*;
-use store::*;
-
-use crate::bindings::{self, owner_index_name, store_failed, OWNER_INDEX};
-use crate::clock::{now_ms, now_s};
-use crate::sqlite;
-use futures::future::{select, Either};
-use handoff_api::error::{ApiError, Code};
-use handoff_api::idempotency as api_idempotency;
-use handoff_api::protocol::{self, Ask, Caller, Fault, Idempotency, IndexAsk, Op};
-use handoff_api::view;
-use handoff_core::briefing::{self, Reach};
-use handoff_core::handoff::{self, Change, Dirty, Effect, Extras, Handoff};
-use handoff_core::idempotency::{self, Decision, Remembered};
-use handoff_core::index::IndexRow;
-use handoff_core::outbox::{self, Outbox, Owed};
-use handoff_core::limits::{
-    events_trimmed_through, IDEMPOTENCY_TTL_MS, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, OWNER_WAITERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX,
-    TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
-};
-use handoff_core::package::{Ledger, TurnEntry};
-use handoff_core::role::Role;
-use handoff_core::turn::{self, Record};
-use handoff_core::waiters::{Published, Waiters};
-use handoff_core::work::Work;
-use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
+use crate::bindings::{self, store_failed};
+use crate::clock::now_ms;
+use handoff_api::protocol::Ask;
+use handoff_api::wire::Json;
+use handoff_core::handoff::Handoff;
+use handoff_core::role::{PerRole, Role};
+use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
+use handoff_core::session::{Answer, Fault};
+use handoff_core::waiters::WaiterId;
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
-/// Why not `#[durable_object]`: its `fetch` converts the runtime's request into a
-/// `worker::Request` (its `cf` object, URL, method and headers, whatever is read) and the
-/// answer from a `worker::Response` built in pieces. This object reads one header of the
-/// request and builds its hot answers in one call (`crate::http`); `scripts/profile` showed
-/// those conversions on every ask (issue 12). Everything else is the `worker` crate's.
+/// How many times this isolate has started a hand-off object: an evicted object starts again
+/// when it is next needed, which is how a test sees that an idle watch let it go.
+pub static STARTS: AtomicU64 = AtomicU64::new(0);
+
+/// Exported by `#[wasm_bindgen]` itself rather than `#[durable_object]`, whose `fetch`
+/// converts every request into a `worker::Request` and builds every answer in pieces: this
+/// object reads one header of the request and builds its answer in one call (`crate::http`).
 #[wasm_bindgen]
 pub struct HandoffObject {
     state: State,
     env: Env,
-    /// The stored hand-off, read once per object lifetime: `Some(None)` once known absent.
-    cached: RefCell<Option<Option<Rc<Handoff>>>>,
-    /// The newest version whose commit is confirmed: what waiters are woken with and what a
-    /// waiter's timeout answers, rendered once per version.
-    published: Rc<RefCell<Published>>,
-    /// What the owner's index is owed and when to send it: the core's outbox machine, which
-    /// this object only carries out (the send, the alarm).
-    outbox: RefCell<Outbox<Delivery>>,
-    /// Changes waiting for the delivery on its way.
-    delivery_waiters: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
-    waiters: Rc<RefCell<Waiters>>,
-    /// Test hook: the failure armed for the next change.
-    fault: Cell<Option<Fault>>,
-    /// Test hook: the last commit was lost, which the next `storage.sync()` reports.
-    commit_lost: Cell<bool>,
-    /// Whether this instance has compared every watching socket with the record yet (once
-    /// per instance: a woken object catches up what an eviction or a deploy left behind).
-    caught_up: Cell<bool>,
+    inner: Rc<Inner>,
 }
 
-/// How many times this isolate has started a hand-off object: an evicted object starts again
-/// when it is next needed, which is how a test sees that an idle watch let it go.
-pub static STARTS: AtomicU64 = AtomicU64::new(0);
+/// One version's rendered record: `(version, frame)`.
+type Frame = (u64, Rc<str>);
+
+/// What the object holds in memory: the session, and what carrying out its plans needs.
+pub(crate) struct Inner {
+    session: RefCell<Session>,
+    /// `{"handoff": record}` as each role is answered it, rendered once per version.
+    frames: RefCell<PerRole<Option<Frame>>>,
+    /// Each held wait's answer channel, under the place the session gave it.
+    waiting: RefCell<BTreeMap<WaiterId, futures::channel::oneshot::Sender<Rc<str>>>>,
+    /// Changes waiting for the delivery on its way.
+    delivering: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
+    /// Test hook: the failure armed for the next change.
+    fault: Cell<Option<Fault>>,
+}
+
+impl Inner {
+    /// The frame of `h` for `role`: rendered once per version, shared by every waiter and socket.
+    fn frame(&self, h: &Handoff, role: Role) -> Rc<str> {
+        let mut frames = self.frames.borrow_mut();
+        let version = h.record.version;
+        if let Some((v, frame)) = &frames[role] {
+            if *v == version {
+                return frame.clone();
+            }
+        }
+        let frame: Rc<str> = Json.render(Answer::Record { h, role }).body.into();
+        frames[role] = Some((version, frame.clone()));
+        frame
+    }
+
+    /// A commit (or its confirmation) failed: what memory holds may never have been stored.
+    fn forget(&self) {
+        self.session.borrow_mut().failed();
+        self.frames.replace(PerRole::default());
+    }
+}
 
 /// What the runtime calls. An error from one of these is the runtime's (the object is reset);
 /// every refusal a client can cause is an answer.
@@ -97,19 +95,16 @@ impl HandoffObject {
     pub fn new(state: worker_sys::DurableObjectState, env: Env) -> HandoffObject {
         let state = State::from(state);
         STARTS.fetch_add(1, Ordering::Relaxed);
-        Self::answer_pings(&state);
-        HandoffObject {
-            state,
-            env,
-            cached: RefCell::new(None),
-            published: Rc::new(RefCell::new(Published::default())),
-            outbox: RefCell::new(Outbox::default()),
-            delivery_waiters: RefCell::new(Vec::new()),
-            waiters: Rc::new(RefCell::new(Waiters::default())),
+        watch::answer_pings(&state);
+        let caps = bindings::caps(&env);
+        let inner = Inner {
+            session: RefCell::new(Session::new(caps)),
+            frames: RefCell::new(PerRole::default()),
+            waiting: RefCell::new(BTreeMap::new()),
+            delivering: RefCell::new(Vec::new()),
             fault: Cell::new(None),
-            commit_lost: Cell::new(false),
-            caught_up: Cell::new(false),
-        }
+        };
+        HandoffObject { state, env, inner: Rc::new(inner) }
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
@@ -123,11 +118,10 @@ impl HandoffObject {
     #[wasm_bindgen(js_name = webSocketMessage)]
     pub async fn websocket_message(&self, ws: web_sys::WebSocket, message: JsValue) -> std::result::Result<JsValue, JsValue> {
         let text = message.as_string();
-        let handled = self.catch_up_once().and_then(|()| self.on_watch_message(&WebSocket::from(ws), text.as_deref()));
-        if let Err(e) = handled {
+        if let Err(e) = self.on_watch_message(&WebSocket::from(ws), text.as_deref()) {
             // Storage failed under a message: the client keeps its socket and its place, and
             // the next change or message tries again.
-            self.forget();
+            self.inner.forget();
             console_error!("a watch's message: {e}");
         }
         Ok(JsValue::NULL)
@@ -136,11 +130,7 @@ impl HandoffObject {
     /// The client closed: close this side too (the runtime then forgets the socket).
     #[wasm_bindgen(js_name = webSocketClose)]
     pub async fn websocket_close(&self, ws: web_sys::WebSocket, code: usize, _reason: String, _was_clean: bool) -> std::result::Result<JsValue, JsValue> {
-        // 1005 (none given) and 1006 (dropped) may not be sent in a close frame.
-        let code = u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
-        if let Err(e) = WebSocket::from(ws).close(Some(code), Some("closed by the client")) {
-            console_log!("a watch's close: {e}");
-        }
+        watch::close_as_asked(&WebSocket::from(ws), code);
         Ok(JsValue::NULL)
     }
 
@@ -153,48 +143,159 @@ impl HandoffObject {
 
 impl HandoffObject {
     async fn answer(&self, req: web_sys::Request) -> Result<web_sys::Response> {
-        // Parsed by serde_json from the text, not by the runtime's JSON.parse, which would turn
-        // integers past 2^53 into floats.
         // An ask this build cannot read is a deploy that mixes versions, which a retry
-        // outlives: 503, not the client's 400.
-        // A small ask, and a watch's upgrade (which has no body), come in a header.
-        let decoded = match crate::http::read_ask(&req).await {
-            Ok(decoded) => decoded,
+        // outlives: 503, not the client's 400. Parsed by serde_json from the text, not by the
+        // runtime's JSON.parse, which would turn integers past 2^53 into floats.
+        let ask: Ask = match crate::http::read_ask(&req).await {
+            Ok(Ok(ask)) => ask,
+            Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
             Err(e) => return store_failed("unreadable internal ask", &e),
         };
-        let ask: Ask = match decoded {
-            Ok(ask) => ask,
-            Err(e) => return store_failed("unreadable internal ask", &e),
+        let plan = match self.plan(ask) {
+            Ok(plan) => plan,
+            Err(e) => return self.failed("hand-off object", &e),
         };
-        let handled = match self.catch_up_once() {
-            Ok(()) => self.handle(ask).await,
-            Err(e) => Err(e),
-        };
-        match handled {
+        match self.carry_out(plan).await {
             Ok(response) => Ok(response),
-            Err(e) => {
-                // What failed was storage (or the runtime under it): forget what this object
-                // holds in memory, so the next request reads what was really committed.
-                self.forget();
-                store_failed("hand-off object", &e)
+            Err(e) => self.failed("hand-off object", &e),
+        }
+    }
+
+    /// What failed was storage (or the runtime under it): forget what this object holds in
+    /// memory, so that the next request reads what was really committed, and answer 503.
+    fn failed(&self, what: &str, e: &Error) -> Result<web_sys::Response> {
+        self.inner.forget();
+        store_failed(what, e)
+    }
+
+    /// Reads what the session asks for, then lets it decide.
+    fn plan(&self, ask: Ask) -> Result<Plan> {
+        let now = now_ms();
+        let mut feed = Feed::default();
+        loop {
+            let read = self.inner.session.borrow().next_read(&ask, &feed, now);
+            match read {
+                None => break,
+                Some(Read::Handoff { lineage }) => self.restore(lineage)?,
+                Some(Read::Keys) => {
+                    let keys = store::keys(&self.state.storage())?;
+                    self.inner.session.borrow_mut().restore_keys(keys);
+                }
+                Some(Read::Key { key, since }) => feed.key = Some(store::key(&self.state.storage(), &key, since)?),
+                Some(Read::Turns { before, limit }) => feed.turns = Some(store::turns(&self.state.storage(), before, limit)?),
+                Some(Read::Sockets(role)) => feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len()),
+                Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
             }
+        }
+        let at = Moment { now, random: js_sys::Math::random() };
+        Ok(self.inner.session.borrow_mut().handle(ask, feed, at, &Json))
+    }
+
+    /// Reads the stored hand-off into the session, then compares every watching socket with it.
+    fn restore(&self, lineage: usize) -> Result<()> {
+        let stored = store::load(&self.state.storage(), lineage)?;
+        let restored = self.inner.session.borrow_mut().restore(stored);
+        restored.map_err(|e| Error::RustError(e.to_string()))?;
+        let catch_up = self.inner.session.borrow_mut().take_catch_up();
+        if let Some(h) = catch_up {
+            self.fan_out(&h);
+        }
+        Ok(())
+    }
+
+    /// Reads the stored hand-off for what is not an ask (the alarm, a socket's message).
+    fn ensure_restored(&self) -> Result<()> {
+        let needs = self.inner.session.borrow().needs_handoff();
+        match needs {
+            Some(Read::Handoff { lineage }) => self.restore(lineage),
+            _ => Ok(()),
+        }
+    }
+
+    /// Carries out `plan`: its writes in one transaction, then its alarm, publication and
+    /// delivery, then its answer. A plan that neither publishes nor delivers is answered here
+    /// without an await.
+    async fn carry_out(&self, plan: Plan) -> Result<web_sys::Response> {
+        if let Some(log) = &plan.log {
+            console_error!("{log}");
+        }
+        if let Some(fault) = plan.arm {
+            self.inner.fault.set(Some(fault));
+        }
+        if !plan.writes.is_empty() {
+            store::commit(&self.state.storage(), store::Batch::of(&plan.writes), self.inner.fault.take())?;
+        }
+        if let Some(at) = plan.alarm_at {
+            // Not awaited on purpose: an un-awaited storage write joins this event's implicit
+            // transaction, after the change's own.
+            let at = js_sys::Date::new(&JsValue::from_f64(at as f64));
+            drop(self.state.storage().as_raw().set_alarm(at, js_sys::Object::new())?);
+        }
+        if let Some(version) = plan.publish {
+            self.publish(version).await?;
+        }
+        if let Some(version) = plan.deliver_through {
+            self.deliver_through(version).await?;
+        }
+        self.reply(plan.reply)
+    }
+
+    /// Once the runtime confirms the commit of `version`, it is what waiters are told: the
+    /// session says which it wakes, and every watching socket is compared with it. Waking
+    /// earlier would hand a waiter a body chunk on a response already under way, which the
+    /// output gate may not hold back, so a failed commit could show it a version that never was.
+    async fn publish(&self, version: u64) -> Result<()> {
+        self.state.storage().sync().await?;
+        let wake = self.inner.session.borrow_mut().confirm(version);
+        let Some(wake) = wake else {
+            return Ok(());
+        };
+        for (waiter, role) in wake.waiters {
+            let channel = self.inner.waiting.borrow_mut().remove(&waiter);
+            if let Some(channel) = channel {
+                // A receiver that is gone (its request ended) needs no answer.
+                let _gone = channel.send(self.inner.frame(&wake.handoff, role));
+            }
+        }
+        self.fan_out(&wake.handoff);
+        Ok(())
+    }
+
+    fn reply(&self, reply: Reply) -> Result<web_sys::Response> {
+        match reply {
+            Reply::Rendered(rendered) => respond(rendered),
+            Reply::Record { role } => {
+                let h = self.inner.session.borrow().handoff().cloned();
+                let Some(h) = h else {
+                    return Err(Error::RustError("a record answer without a hand-off".into()));
+                };
+                let frame = self.inner.frame(&h, role);
+                Ok(crate::http::respond(200, Some("application/json"), frame.as_bytes().to_vec(), &[])?)
+            }
+            Reply::Hold { waiter, role, timeout_ms } => waits::hold(&self.inner, waiter, role, timeout_ms),
+            Reply::Watch { role, after, valid_until_s, subprotocol } => self.accept_watch(role, after, valid_until_s, subprotocol),
         }
     }
 
     /// Retries what the owner's index is still owed: after a failed delivery, or after a
     /// Worker that died between a change and its delivery (the safety alarm).
     async fn retry_delivery(&self) -> Result<web_sys::Response> {
-        let Some(h) = self.load()? else {
-            self.outbox.borrow_mut().on_alarm();
-            return crate::http::plain("nothing stored");
-        };
-        let owed = self.owed(&h)?;
-        self.outbox.borrow_mut().restore(owed);
-        let mut next = self.outbox.borrow_mut().on_alarm();
+        if let Err(e) = self.ensure_restored() {
+            self.inner.forget();
+            return Err(e);
+        }
+        let mut next = self.inner.session.borrow_mut().on_alarm();
         while let Some(send) = next {
             self.send(send).await?;
-            next = self.outbox.borrow_mut().poll_send();
+            next = self.inner.session.borrow_mut().poll_send();
         }
         crate::http::plain("delivered or rescheduled")
     }
+}
+
+/// A rendered answer as the runtime's response.
+fn respond(r: Rendered) -> Result<web_sys::Response> {
+    let replayed: &[(&str, &str)] = if r.replayed { &[("Idempotent-Replayed", "true")] } else { &[] };
+    let body = if r.status == 204 { Vec::new() } else { r.body.into_bytes() };
+    Ok(crate::http::respond(r.status, Some(r.content_type), body, replayed)?)
 }

@@ -117,14 +117,10 @@ pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_s
     Ok(json(status, body, &[])?)
 }
 
-/// An object's refusal: the error's status and its typed body.
+/// A refusal: its code's status and the error body.
 pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
-    answer(error.status(), &error.body())
-}
-
-/// The whole body of an answer (an object's), as text.
-pub async fn text(response: &web_sys::Response) -> Result<String, Failed> {
-    read_text(response.text()?).await
+    let r = handoff_api::wire::refusal(error);
+    Ok(respond(r.status, Some(r.content_type), r.body.into_bytes(), &[])?)
 }
 
 /// The whole body of an answer, as bytes.

@@ -1,20 +1,21 @@
-//! `OwnerIndex`: the Durable Object that holds one owner's list, one row per hand-off.
-//! Rows arrive from each hand-off's outbox and are kept only when their version is higher
-//! than the one held, so replays and reordering are harmless. An owner who has no hand-off has
-//! no tables: the first delivered row writes them.
+//! `OwnerIndex`: the Durable Object that holds one owner's list, one row per hand-off, each row
+//! stored as the JSON it is sent and served as it is stored. Rows arrive from each hand-off's
+//! deliveries and are kept only when their version is higher than the one held, so replays and
+//! reordering are harmless. An owner who has no hand-off has no tables: the first delivered row
+//! writes them.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::store_failed;
+use crate::http::answer;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::IndexAsk;
-use handoff_api::view;
-use handoff_core::index::{Cursor, IndexRow, ListQuery};
+use handoff_core::index::{ListQuery, Page, Row};
 use handoff_core::turn::State as HandoffState;
-use serde_json::json;
-use crate::http::answer;
+use serde::Serialize;
 use std::cell::Cell;
+use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
 /// Exported to the runtime directly, not through `#[durable_object]`, for the reason
@@ -28,74 +29,59 @@ pub struct OwnerIndex {
     schema_ready: Cell<bool>,
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS rows (
-  id TEXT PRIMARY KEY, session TEXT NOT NULL, machine TEXT NOT NULL, size TEXT NOT NULL,
-  turn INTEGER NOT NULL, state TEXT NOT NULL, status TEXT NOT NULL, summary TEXT,
-  version INTEGER NOT NULL, updated_at INTEGER NOT NULL, suggestion TEXT,
-  runtime TEXT, package_version INTEGER, package_hash TEXT);
-CREATE INDEX IF NOT EXISTS rows_newest ON rows (updated_at DESC, id DESC);
-";
-
-/// Additive migrations for tables created by an earlier build; each fails harmlessly once applied.
-const MIGRATIONS: [&str; 4] = [
-    "ALTER TABLE rows ADD COLUMN suggestion TEXT",
-    "ALTER TABLE rows ADD COLUMN runtime TEXT",
-    "ALTER TABLE rows ADD COLUMN package_version INTEGER",
-    "ALTER TABLE rows ADD COLUMN package_hash TEXT",
+/// The list: the columns it is ordered and filtered by, and the row itself.
+const SCHEMA: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS list (id TEXT PRIMARY KEY, updated_at INTEGER NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL, row TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS list_newest ON list (updated_at DESC, id DESC)",
 ];
 
-const UPSERT: &str = "
-INSERT INTO rows (id, session, machine, size, turn, state, status, summary, version, updated_at, suggestion,
-  runtime, package_version, package_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET
-  session = excluded.session, machine = excluded.machine, size = excluded.size, turn = excluded.turn,
-  state = excluded.state, status = excluded.status, summary = excluded.summary,
-  version = excluded.version, updated_at = excluded.updated_at, suggestion = excluded.suggestion,
-  runtime = excluded.runtime, package_version = excluded.package_version, package_hash = excluded.package_hash
-WHERE excluded.version > rows.version";
+/// Kept only when it is newer than the row held.
+const UPSERT: &str = "INSERT INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state, version = excluded.version, row = excluded.row
+WHERE excluded.version > list.version";
+
+/// The columns of an earlier build's `rows` table (one column per field), as a row's JSON, in
+/// the order `Row` declares them; a column that build did not have yet reads as null.
+const EARLIER_COLUMNS: [(&str, &str); 14] = [
+    ("id", "id"),
+    ("session", "session"),
+    ("machine", "machine"),
+    ("size", "size"),
+    ("turn", "turn"),
+    ("state", "state"),
+    ("status", "status"),
+    ("summary", "summary"),
+    ("version", "version"),
+    ("updated_at", "updated_at"),
+    ("suggestion", "json(suggestion)"),
+    ("runtime", "runtime"),
+    ("package_version", "package_version"),
+    ("package_hash", "package_hash"),
+];
 
 #[derive(serde::Deserialize)]
-struct StoredRow {
-    id: String,
-    session: String,
-    machine: String,
-    size: String,
-    turn: i64,
-    state: String,
-    status: String,
-    summary: Option<String>,
-    version: i64,
-    updated_at: i64,
-    suggestion: Option<String>,
-    #[serde(default)]
-    runtime: Option<String>,
-    #[serde(default)]
-    package_version: Option<i64>,
-    #[serde(default)]
-    package_hash: Option<String>,
+struct NameRow {
+    name: String,
 }
 
-impl StoredRow {
-    fn into_row(self) -> Option<IndexRow> {
-        Some(IndexRow {
-            id: self.id,
-            session: self.session,
-            machine: self.machine,
-            size: self.size,
-            turn: self.turn as u64,
-            state: HandoffState::parse(&self.state)?,
-            status: handoff_core::turn::Status::parse(&self.status)?,
-            summary: self.summary,
-            version: self.version as u64,
-            updated_at: self.updated_at,
-            suggestion: self.suggestion.and_then(|s| serde_json::from_str(&s).ok()),
-            runtime: self.runtime,
-            package_version: self.package_version.map(|v| v as u64),
-            package_hash: self.package_hash,
-        })
-    }
+#[derive(serde::Deserialize)]
+struct ListRow {
+    row: String,
+}
+
+#[derive(Serialize)]
+struct Ok_ {
+    ok: bool,
+}
+
+#[derive(Serialize)]
+struct Refusing {
+    refusing: bool,
+}
+
+#[derive(Serialize)]
+struct Bytes {
+    bytes: usize,
 }
 
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
@@ -118,73 +104,89 @@ impl OwnerIndex {
             Ok(Err(e)) => return store_failed("unreadable index ask", &e),
             Err(e) => return store_failed("unreadable index ask", &e),
         };
-        let answer = match ask {
+        let answered = match ask {
             IndexAsk::Put { row } => self.put(&row),
             IndexAsk::List { query } => self.list(&query),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
-                answer(200, &json!({"refusing": on}))
+                answer(200, &Refusing { refusing: on })
             }
-            IndexAsk::TestStorage => answer(200, &json!({"bytes": self.state.storage().sql().database_size()})),
+            IndexAsk::TestStorage => answer(200, &Bytes { bytes: self.state.storage().sql().database_size() }),
         };
-        answer.or_else(|e| store_failed("owner index", &e))
+        answered.or_else(|e| store_failed("owner index", &e))
     }
-}
 
-impl OwnerIndex {
-    /// Whether the `rows` table exists; reads only the catalogue.
+    /// Which of the list's tables exist, from the catalogue alone (reading writes nothing).
+    fn tables(&self) -> Result<Vec<String>> {
+        let sql = self.state.storage().sql();
+        let rows: Vec<NameRow> = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows')", None)?.to_array()?;
+        Ok(rows.into_iter().map(|r| r.name).collect())
+    }
+
     fn has_schema(&self) -> Result<bool> {
         if self.schema_ready.get() {
             return Ok(true);
         }
-        let sql = self.state.storage().sql();
-        crate::sqlite::table_exists(&sql, "rows")
+        let ready = self.tables()?.iter().any(|t| t == "list");
+        self.schema_ready.set(ready);
+        Ok(ready)
     }
 
-    /// Writes the schema (and brings an earlier build's up to date) before the first row.
+    /// Writes the schema before the first row, and moves an earlier build's rows into it, in
+    /// one transaction.
     fn ensure_schema(&self) -> Result<()> {
-        if self.schema_ready.get() {
+        if self.has_schema()? {
             return Ok(());
         }
-        let sql = self.state.storage().sql();
-        sql.exec(SCHEMA, None)?;
-        for migration in MIGRATIONS {
-            // "duplicate column name" once applied: the column is there, which is the point.
-            let _ = sql.exec(migration, None);
+        let earlier = self.tables()?.iter().any(|t| t == "rows");
+        let mut statements: Vec<String> = SCHEMA.iter().map(|s| s.to_string()).collect();
+        if earlier {
+            statements.push(self.move_earlier_rows()?);
         }
+        let storage = self.state.storage();
+        let sql = storage.sql();
+        let run = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
+            for statement in statements {
+                sql.exec(&statement, None).map_err(JsValue::from)?;
+            }
+            Ok(JsValue::UNDEFINED)
+        });
+        let raw: &JsValue = storage.as_raw().as_ref();
+        let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
+            .map_err(Error::from)?
+            .dyn_into()
+            .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
+        transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map_err(Error::from)?;
         self.schema_ready.set(true);
         Ok(())
     }
 
-    fn put(&self, row: &IndexRow) -> Result<web_sys::Response> {
+    /// The statement that copies an earlier build's `rows` into `list`.
+    fn move_earlier_rows(&self) -> Result<String> {
+        let sql = self.state.storage().sql();
+        let columns: Vec<NameRow> = sql.exec("SELECT name FROM pragma_table_info('rows')", None)?.to_array()?;
+        let has = |c: &str| columns.iter().any(|n| n.name == c);
+        let fields: Vec<String> = EARLIER_COLUMNS
+            .iter()
+            .map(|(field, expr)| if has(field) { format!("'{field}', {expr}") } else { format!("'{field}', NULL") })
+            .collect();
+        Ok(format!("INSERT OR IGNORE INTO list (id, updated_at, state, version, row) SELECT id, updated_at, state, version, json_object({}) FROM rows", fields.join(", ")))
+    }
+
+    fn put(&self, row: &Row) -> Result<web_sys::Response> {
         if self.refusing.get() {
             return crate::http::refusal(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
-        let state = row.state.as_str();
-        let bindings = vec![
-            row.id.clone().into(),
-            row.session.clone().into(),
-            row.machine.clone().into(),
-            row.size.clone().into(),
-            (row.turn as i64).into(),
-            state.into(),
-            row.status.as_str().into(),
-            row.summary.clone().into(),
-            (row.version as i64).into(),
-            row.updated_at.into(),
-            row.suggestion.as_ref().and_then(|s| serde_json::to_string(s).ok()).into(),
-            row.runtime.clone().into(),
-            row.package_version.map(|v| v as i64).into(),
-            row.package_hash.clone().into(),
-        ];
+        let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         self.ensure_schema()?;
+        let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
         self.state.storage().sql().exec(UPSERT, bindings)?;
-        answer(200, &json!({"ok": true}))
+        answer(200, &Ok_ { ok: true })
     }
 
     fn list(&self, query: &ListQuery) -> Result<web_sys::Response> {
         if !self.has_schema()? {
-            return answer(200, &view::Page { handoffs: vec![], cursor: None });
+            return answer(200, &Page { handoffs: vec![], cursor: None });
         }
         let sql = self.state.storage().sql();
         let state = query.state.map(HandoffState::as_str);
@@ -193,18 +195,18 @@ impl OwnerIndex {
             None => (i64::MAX, String::new()),
         };
         // One more row than the page, to know whether a next page exists.
-        let rows: Vec<StoredRow> = sql
+        let stored: Vec<ListRow> = sql
             .exec(
-                "SELECT * FROM rows
+                "SELECT row FROM list
                  WHERE (?1 IS NULL OR state = ?1) AND (updated_at < ?2 OR (updated_at = ?2 AND (?3 = '' OR id < ?3)))
                  ORDER BY updated_at DESC, id DESC LIMIT ?4",
                 vec![state.into(), at.into(), id.into(), (query.limit as i64 + 1).into()],
             )?
             .to_array()?;
-        let mut rows: Vec<IndexRow> = rows.into_iter().filter_map(StoredRow::into_row).collect();
-        let more = rows.len() > query.limit as usize;
-        rows.truncate(query.limit as usize);
-        let cursor = more.then(|| rows.last().map(|r| Cursor::after(r).encode())).flatten();
-        answer(200, &view::Page { handoffs: rows.iter().map(view::Row::from).collect(), cursor })
+        let rows = stored
+            .iter()
+            .map(|r| serde_json::from_str::<Row>(&r.row).map_err(|e| Error::RustError(format!("a stored list row is unreadable: {e}"))))
+            .collect::<Result<Vec<Row>>>()?;
+        answer(200, &Page::of(rows, query))
     }
 }

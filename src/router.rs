@@ -1,180 +1,72 @@
-//! The Worker's entry point: it routes, authenticates and validates, then asks the hand-off's
-//! (or the owner's index) Durable Object. It holds no state and applies no rules of the core;
-//! it is the only place that reads HTTP requests.
+//! The Worker's entry point: it finds the request's route in the table
+//! (`handoff_api::routes`), authenticates it, reads its body, and sends the operation the
+//! route reads to the hand-off's object (or the owner's index). Who may send a hand-off's
+//! operation is the core's to decide; the router holds no state and no rule of its own, and
+//! is the only place that reads HTTP requests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
+use crate::clock::now_s;
+use crate::http::{self, Incoming};
 use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::input;
-use handoff_api::protocol::{self, Ask, Caller, Fault, Idempotency, IndexAsk, Op};
+use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
+use handoff_api::routes::{self, Found, Gate, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
-use handoff_core::briefing;
-use handoff_core::handoff::Change;
-use handoff_core::limits::BODY_BYTES_MAX;
-use handoff_core::package;
-use handoff_core::turn::Command;
+use handoff_core::limits::{BODY_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::watch;
-use handoff_core::work;
-use crate::clock::now_s;
-use crate::http::{self, Incoming};
-use serde_json::json;
+use serde::Serialize;
 use worker::worker_sys::DurableObject as DurableObjectStub;
 use worker::*;
 
-/// Every route, by path shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Health,
-    Handoffs,
-    Handoff,
-    Turns,
-    Report,
-    Cancel,
-    Close,
-    Wait,
-    /// `GET …/watch`: a hibernatable WebSocket that is sent every published version.
-    Watch,
-    Work,
-    Decisions,
-    Artifacts,
-    Blockers,
-    ResolveBlocker,
-    Workspace,
-    Package,
-    AcceptPackage,
-    RejectPackage,
-    Briefing,
-    Policy,
-    Runtimes,
-    /// Test hook: make an owner's index refuse (or accept again) deliveries.
-    TestRefuseIndex,
-    /// Test hook: deliver a row to the caller's own index, as an outbox would (replays, reorders).
-    TestIndexPut,
-    /// Test hook: make a hand-off's next change fail at a statement or at its commit.
-    TestFault,
-    /// Test hook: the bytes and rows a hand-off's storage holds.
-    TestStorage,
-    /// Test hook: how many hand-off objects this isolate has started (an evicted one starts
-    /// again when next needed).
-    TestObjectStarts,
-    /// Benchmark floor: a Durable Object round trip with no authentication and no storage.
-    BenchFloor,
-}
-
-impl Route {
-    /// The methods each route answers; any other is 405.
-    fn allows(self) -> &'static [Method] {
-        match self {
-            Route::Health | Route::Handoff | Route::Wait | Route::Watch | Route::Briefing | Route::BenchFloor | Route::TestStorage | Route::TestObjectStarts => {
-                &[Method::Get]
-            }
-            Route::Handoffs | Route::Turns | Route::Package => &[Method::Get, Method::Post],
-            Route::Work => &[Method::Get, Method::Put],
-            Route::Policy | Route::Runtimes => &[Method::Put],
-            Route::Report
-            | Route::Cancel
-            | Route::Close
-            | Route::Decisions
-            | Route::Artifacts
-            | Route::Blockers
-            | Route::ResolveBlocker
-            | Route::Workspace
-            | Route::AcceptPackage
-            | Route::RejectPackage
-            | Route::TestRefuseIndex
-            | Route::TestIndexPut
-            | Route::TestFault => &[Method::Post],
-        }
-    }
-
-    /// Who may call it: `None` for either role.
-    fn role(self, method: &Method) -> Option<Role> {
-        let reading = *method == Method::Get;
-        match self {
-            Route::Handoffs | Route::Cancel | Route::Close | Route::Policy => Some(Role::Owner),
-            // A machine token must not freeze its owner's list or break the owner's hand-off.
-            Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => Some(Role::Owner),
-            Route::Turns | Route::Package | Route::Work if !reading => Some(Role::Owner),
-            Route::Report | Route::Workspace | Route::Runtimes => Some(Role::Machine),
-            _ => None,
-        }
-    }
-}
-
-/// The route, the hand-off id and a blocker id, from the path.
-fn match_route(path: &str) -> Option<(Route, Option<&str>, Option<&str>)> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match segments.as_slice() {
-        ["v1", "health"] => Some((Route::Health, None, None)),
-        ["v1", "handoffs"] => Some((Route::Handoffs, None, None)),
-        ["v1", "test", "refuse-index"] => Some((Route::TestRefuseIndex, None, None)),
-        ["v1", "test", "index-rows"] => Some((Route::TestIndexPut, None, None)),
-        ["v1", "test", "handoffs", id, "fault"] => Some((Route::TestFault, Some(*id), None)),
-        ["v1", "test", "handoffs", id, "storage"] => Some((Route::TestStorage, Some(*id), None)),
-        ["v1", "test", "object-starts"] => Some((Route::TestObjectStarts, None, None)),
-        ["v1", "bench", "floor"] => Some((Route::BenchFloor, None, None)),
-        ["v1", "handoffs", id] => Some((Route::Handoff, Some(*id), None)),
-        ["v1", "handoffs", id, "turns"] => Some((Route::Turns, Some(*id), None)),
-        ["v1", "handoffs", id, "report"] => Some((Route::Report, Some(*id), None)),
-        ["v1", "handoffs", id, "cancel"] => Some((Route::Cancel, Some(*id), None)),
-        ["v1", "handoffs", id, "close"] => Some((Route::Close, Some(*id), None)),
-        ["v1", "handoffs", id, "wait"] => Some((Route::Wait, Some(*id), None)),
-        ["v1", "handoffs", id, "watch"] => Some((Route::Watch, Some(*id), None)),
-        ["v1", "handoffs", id, "work"] => Some((Route::Work, Some(*id), None)),
-        ["v1", "handoffs", id, "decisions"] => Some((Route::Decisions, Some(*id), None)),
-        ["v1", "handoffs", id, "artifacts"] => Some((Route::Artifacts, Some(*id), None)),
-        ["v1", "handoffs", id, "blockers"] => Some((Route::Blockers, Some(*id), None)),
-        ["v1", "handoffs", id, "blockers", bid, "resolve"] => Some((Route::ResolveBlocker, Some(*id), Some(*bid))),
-        ["v1", "handoffs", id, "workspace"] => Some((Route::Workspace, Some(*id), None)),
-        ["v1", "handoffs", id, "package"] => Some((Route::Package, Some(*id), None)),
-        ["v1", "handoffs", id, "package", "accept"] => Some((Route::AcceptPackage, Some(*id), None)),
-        ["v1", "handoffs", id, "package", "reject"] => Some((Route::RejectPackage, Some(*id), None)),
-        ["v1", "handoffs", id, "briefing"] => Some((Route::Briefing, Some(*id), None)),
-        ["v1", "handoffs", id, "policy"] => Some((Route::Policy, Some(*id), None)),
-        ["v1", "handoffs", id, "runtimes"] => Some((Route::Runtimes, Some(*id), None)),
-        _ => None,
-    }
-}
-
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys::Response> {
-    let error = match handle(Incoming::new(req), &env).await {
-        Ok(response) => return Ok(response),
-        Err(error) => error,
-    };
-    match error_response(&error) {
+    match handle(Incoming::new(req), &env).await {
         Ok(response) => Ok(response),
-        // Building a JSON error cannot fail short of the runtime failing; say so plainly.
-        Err(_) => Ok(Response::error("the hand-off service is unavailable", 503)?.into()),
+        Err(error) => error_response(&error),
     }
 }
 
 /// What a route ends in: a response, or a refusal that `fetch` turns into the error body.
 type Routed = std::result::Result<web_sys::Response, ApiError>;
 
+#[derive(Serialize)]
+struct Health {
+    ok: bool,
+    store: &'static str,
+    auth: &'static str,
+}
+
+#[derive(Serialize)]
+struct ObjectStarts {
+    handoff_objects: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefuseIndex {
+    on: bool,
+}
+
 async fn handle(req: Incoming, env: &Env) -> Routed {
     let config = bindings::config(env);
     let raw_url = req.url();
     let url = input::RequestUrl::split(&raw_url);
-    let switched_on = |route: Route| match route {
-        Route::TestRefuseIndex | Route::TestIndexPut | Route::TestFault | Route::TestStorage | Route::TestObjectStarts => config.test_hooks,
-        Route::BenchFloor => config.bench_floor,
-        _ => true,
+    let on = |gate: Gate| match gate {
+        Gate::Always => true,
+        Gate::TestHooks => config.test_hooks,
+        Gate::BenchFloor => config.bench_floor,
     };
-    let Some((route, id, bid)) = match_route(url.path).filter(|(r, _, _)| switched_on(*r)) else {
-        return Err(ApiError::new(Code::RouteNotFound, "no such route"));
+    let method = req.method();
+    let (route, params) = match routes::find(&method, url.path, on)? {
+        Found::Route(route, params) => (route, params),
+        Found::MethodNotAllowed(allowed) => return method_not_allowed(&method, &allowed),
     };
-    // `Method::from` reads any method it does not know as GET; compare the raw one.
-    let raw_method = req.method();
-    let method = Method::from(raw_method.clone());
-    if raw_method != method.as_ref() || !route.allows().contains(&method) {
-        return method_not_allowed(&raw_method, route.allows());
-    }
-    if route == Route::Health {
-        let bound = if config.store_bound { "bound" } else { "unbound" };
+    if let Kind::Health = route.kind {
+        let store = if config.store_bound { "bound" } else { "unbound" };
         let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
-        return json_response(200, &json!({"ok": true, "store": bound, "auth": auth}));
+        return json_response(200, &Health { ok: true, store, auth });
     }
     // The store is bound only when both of its objects are.
     if !config.store_bound {
@@ -182,10 +74,9 @@ async fn handle(req: Incoming, env: &Env) -> Routed {
     }
     // Each namespace is looked up only by a route that asks its objects.
     let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
-    if route == Route::BenchFloor {
+    if let Kind::BenchFloor = route.kind {
         let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
-        let payload = protocol::encode(&floor).map_err(|e| unavailable("encoding the ask", &e))?;
-        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, payload).await;
+        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).await;
     }
     let Some(key) = config.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
@@ -195,84 +86,69 @@ async fn handle(req: Incoming, env: &Env) -> Routed {
         ));
     };
     // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
-    let offered = match route {
-        Route::Watch => Some(subprotocols(&req)?),
-        _ => None,
-    };
+    let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
+    let offered = if upgrade { Some(watch::offered(req.header("Sec-WebSocket-Protocol").as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(&req, bearer, key, &config.expect)?;
-    if let Some(role) = route.role(&method) {
-        if claims.role != role {
-            return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
-        }
+    if route.role.is_some_and(|role| role != claims.role) {
+        return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
     }
-    let body = read_body(&req, method == Method::Get).await?;
-    let query = url.query;
-    if route == Route::TestObjectStarts {
-        no_query(query)?;
-        let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
-        return json_response(200, &json!({"handoff_objects": starts}));
-    }
-
-    let id = match route {
-        Route::TestRefuseIndex => {
-            let on = input::parse_json::<RefuseIndex>(&body)?.on;
-            return ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await;
-        }
-        Route::TestIndexPut => {
-            let row = input::parse_json::<handoff_core::index::IndexRow>(&body)?;
-            return ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).await;
-        }
-        Route::Handoffs if method == Method::Get => {
-            let query = input::parse_list_query(query)?;
-            let page = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).await?;
-            return conditional(&req, page).await;
-        }
-        Route::Handoffs => return create(&namespace(HANDOFFS)?, &claims, &body, key).await,
-        _ => id.unwrap_or_default(),
-    };
-    if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
-        return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
-    }
-    let op = operation(route, &method, url.origin, query, &body, bid)?;
-    // Every other refusal first: a watch asked for without the upgrade is 426.
-    if route == Route::Watch {
-        require_upgrade(&req)?;
-    }
-    // Only a change is remembered under a key; every other operation changes nothing.
-    let idempotency = match &op {
-        Op::Change { .. } => idempotency(&req, &method, url.path, query, &claims, &body)?,
-        Op::Create { .. }
-        | Op::Get
-        | Op::Wait { .. }
-        | Op::Watch { .. }
-        | Op::Turns { .. }
-        | Op::Package { .. }
-        | Op::Briefing { .. }
-        | Op::Work
-        | Op::Preview { .. }
-        | Op::Floor
-        | Op::TestFault { .. }
-        | Op::TestStorage => None,
-    };
+    let body = read_body(&req, method == "GET").await?;
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    if let Op::Watch { after, .. } = op {
-        // The upgrade is forwarded as one: the object answers 101 with its end of the socket.
-        // The token's expiry and the subprotocol are this request's.
-        let valid_until_s = claims.exp.saturating_add(handoff_core::limits::TOKEN_CLOCK_SKEW_S);
-        let op = Op::Watch { after, valid_until_s, subprotocol: offered.is_some_and(|o| o.handoff_v1) };
-        let header = protocol::encode_header(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
-        return forward_upgrade(&stub(&namespace(HANDOFFS)?, id)?, header).await;
+    match route.kind {
+        Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
+        Kind::List => {
+            let query = input::parse_list_query(url.query)?;
+            let page = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).await?;
+            conditional(&req, page).await
+        }
+        Kind::Create => {
+            let create = input::parse_create(&body)?;
+            let id = input::handoff_id(&claims.sub, &create.session);
+            let machine_token = token::machine_token(&claims.sub, &id, key.as_bytes(), now_s());
+            let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size, machine_token };
+            send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).await
+        }
+        Kind::TestRefuseIndex => {
+            let on = input::parse_json::<RefuseIndex>(&body)?.on;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await
+        }
+        Kind::TestIndexPut => {
+            let row = input::parse_json(&body)?;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).await
+        }
+        Kind::TestObjectStarts => {
+            no_query(url.query)?;
+            let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
+            json_response(200, &ObjectStarts { handoff_objects: starts })
+        }
+        Kind::Handoff { read, change, transport } => {
+            let id = params.id.unwrap_or_default();
+            if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
+                return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
+            }
+            let given = Input {
+                query: url.query,
+                body: &body,
+                blocker: params.blocker,
+                origin: url.origin,
+                valid_until_s: claims.exp.saturating_add(TOKEN_CLOCK_SKEW_S),
+                subprotocol: offered.as_ref().is_some_and(|o| o.handoff_v1),
+            };
+            let op = read(&given)?;
+            let idempotency = if change { idempotency(&req, route, url.path, url.query, &claims, &body)? } else { None };
+            let ask = Ask { caller, op, idempotency };
+            let object = stub(&namespace(HANDOFFS)?, id)?;
+            match transport {
+                Transport::Ask => send(&object, &ask).await,
+                Transport::Upgrade => {
+                    // Every other refusal first: a watch asked for without the upgrade is 426.
+                    require_upgrade(&req)?;
+                    forward_upgrade(&object, &ask).await
+                }
+            }
+        }
     }
-    let payload = protocol::encode(&Ask { caller, op, idempotency }).map_err(|e| unavailable("encoding the ask", &e))?;
-    send(&stub(&namespace(HANDOFFS)?, id)?, payload).await
-}
-
-/// What a watch's `Sec-WebSocket-Protocol` offers (which must include `handoff.v1` when it is
-/// given).
-fn subprotocols(req: &Incoming) -> std::result::Result<watch::Offered, ApiError> {
-    let protocols = req.header("Sec-WebSocket-Protocol");
-    Ok(watch::offered(protocols.as_deref())?)
 }
 
 /// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
@@ -285,81 +161,11 @@ fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
 }
 
 /// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
-async fn forward_upgrade(stub: &DurableObjectStub, ask: String) -> Routed {
-    let request = http::get_with("https://handoff/watch", &[("Upgrade", "websocket"), (protocol::ASK_HEADER, &ask)])
+async fn forward_upgrade(stub: &DurableObjectStub, ask: &Ask) -> Routed {
+    let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
+    let request = http::get_with("https://handoff/watch", &[("Upgrade", "websocket"), (protocol::ASK_HEADER, &header)])
         .map_err(|e| unavailable("building the upgrade", &e))?;
     http::fetch(stub, &request).await.map_err(|e| unavailable("the object's fetch", &e))
-}
-
-/// The typed operation of a hand-off route, from its query and body.
-fn operation(route: Route, method: &Method, origin: &str, query: &str, body: &[u8], bid: Option<&str>) -> std::result::Result<Op, ApiError> {
-    let reading = *method == Method::Get;
-    let change = |change: Change| Ok(Op::Change { change });
-    let turn = |command: Command| Change::Turn { command, unmet: None, usage: None, handoff: None };
-    let work = |command: work::Command| change(Change::Work { command });
-    match route {
-        Route::Handoff => Ok(Op::Get),
-        Route::Wait => {
-            let q = input::parse_wait_query(query)?;
-            Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
-        }
-        // The token's expiry and the subprotocol are filled in by `handle`, which has them.
-        Route::Watch => Ok(Op::Watch { after: input::parse_watch_query(query)?, valid_until_s: 0, subprotocol: false }),
-        Route::Turns if reading => {
-            let q = input::parse_turns_query(query)?;
-            Ok(Op::Turns { before: q.before, limit: q.limit })
-        }
-        Route::TestFault => Ok(Op::TestFault { fault: input::parse_json::<Fault>(body)? }),
-        Route::TestStorage => no_query(query).map(|_| Op::TestStorage),
-        Route::Turns => {
-            let preview = input::parse_open_turn_query(query)?;
-            let t = input::parse_open_turn(body)?;
-            let handing_off = t.handoff.is_some();
-            let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff };
-            match preview {
-                None => change(open),
-                Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),
-                Some((budget_bytes, reach)) => {
-                    let reach_api = reach == briefing::ReachKind::Api;
-                    Ok(Op::Preview { change: open, budget_bytes, reach_api, base_url: origin.to_string() })
-                }
-            }
-        }
-        Route::Report => {
-            let r = input::parse_report(body)?;
-            let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
-            change(Change::Turn { command, unmet: r.unmet, usage: r.usage, handoff: None })
-        }
-        Route::Cancel => change(turn(Command::Cancel { turn: input::parse_cancel(body)?.turn })),
-        Route::Close => input::parse_close(body).and_then(|_| change(turn(Command::Close))),
-        Route::Work if reading => no_query(query).map(|_| Op::Work),
-        Route::Work => work(work::Command::SetWork(input::parse_body(body)?)),
-        Route::Decisions => work(work::Command::RecordDecision(input::parse_body(body)?)),
-        Route::Artifacts => work(work::Command::AddArtifact(input::parse_body(body)?)),
-        Route::Blockers => work(work::Command::AddBlocker(input::parse_body(body)?)),
-        Route::ResolveBlocker => {
-            input::parse_close(body)?;
-            work(work::Command::ResolveBlocker { id: bid.unwrap_or_default().to_string() })
-        }
-        Route::Workspace => work(work::Command::ReportWorkspace(input::parse_body(body)?)),
-        Route::Package if reading => Ok(Op::Package { markdown: input::parse_flag(query, "format", ("markdown", "json"))? }),
-        Route::Package => {
-            let dry_run = input::parse_flag(query, "dry_run", ("true", "false"))?;
-            change(Change::Compile { request: input::parse_body(body)?, dry_run })
-        }
-        Route::AcceptPackage => change(Change::Accept { package_hash: input::parse_body::<package::AcceptInput>(body)?.package_hash }),
-        Route::RejectPackage => change(Change::Reject { input: input::parse_body(body)? }),
-        Route::Briefing => {
-            let (budget_bytes, reach) = input::parse_briefing_query(query)?;
-            let base_url = origin.to_string();
-            Ok(Op::Briefing { budget_bytes, reach_api: reach == briefing::ReachKind::Api, base_url })
-        }
-        Route::Policy => change(Change::SetPolicy { policy: input::parse_body(body)? }),
-        Route::Runtimes => change(Change::SetRuntimes { input: input::parse_body(body)? }),
-        Route::Health | Route::Handoffs | Route::TestRefuseIndex | Route::TestIndexPut | Route::TestObjectStarts | Route::BenchFloor => {
-            Err(ApiError::new(Code::RouteNotFound, "no such route"))
-        }
-    }
 }
 
 fn no_query(query: &str) -> std::result::Result<(), ApiError> {
@@ -369,32 +175,14 @@ fn no_query(query: &str) -> std::result::Result<(), ApiError> {
     }
 }
 
-/// `POST /v1/handoffs`: the id derives from the owner and the session; the answer carries a
-/// machine token for the new (or found) hand-off.
-async fn create(store: &ObjectNamespace, claims: &Claims, body: &[u8], key: &str) -> Routed {
-    let create = input::parse_create(body)?;
-    let id = input::handoff_id(&claims.sub, &create.session);
-    let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size };
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    let payload = protocol::encode(&Ask { caller, op, idempotency: None }).map_err(|e| unavailable("encoding the ask", &e))?;
-    let response = send(&stub(store, &id)?, payload).await?;
-    let status = response.status();
-    let text = http::text(&response).await.map_err(|e| unavailable("reading the object's answer", &e))?;
-    let mut answer: serde_json::Value = serde_json::from_str(&text).map_err(|e| unavailable("reading the object's answer", &e))?;
-    if status < 300 {
-        answer["machine_token"] = json!(token::machine_token(&claims.sub, &id, key.as_bytes(), now_s()));
-    }
-    json_response(status, &answer)
-}
-
-fn idempotency(req: &Incoming, method: &Method, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
+fn idempotency(req: &Incoming, route: &Route, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
     let Some(key) = req.header("Idempotency-Key") else {
         return Ok(None);
     };
     if !input::is_idempotency_key(&key) {
         return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
     }
-    let fingerprint = input::request_fingerprint(method.as_ref(), path, query, claims.role.as_str(), body);
+    let fingerprint = input::request_fingerprint(route.method, path, query, claims.role.as_str(), body);
     Ok(Some(Idempotency { key, fingerprint }))
 }
 
@@ -450,12 +238,6 @@ async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8
     Ok(body)
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefuseIndex {
-    on: bool,
-}
-
 /// 503 `store.unavailable` with a fixed message; what failed goes to the log only.
 fn unavailable(what: &str, cause: &dyn std::fmt::Display) -> ApiError {
     console_error!("{what}: {cause}");
@@ -469,7 +251,7 @@ fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<DurableO
 /// Asks the owner's index object.
 async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Routed {
     let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
-    send(&stub(owners, &owner_index_name(owner))?, payload).await
+    http::ask(&stub(owners, &owner_index_name(owner))?, "https://handoff/ask", &payload).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
 /// A page answered with its `ETag`, or 304 with no body when the request's `If-None-Match`
@@ -490,23 +272,26 @@ async fn conditional(req: &Incoming, page: web_sys::Response) -> Routed {
     response.map_err(|e| unavailable("building the answer", &e))
 }
 
-/// Sends one operation to a Durable Object; its answer goes back to the client as it is.
-async fn send(stub: &DurableObjectStub, payload: String) -> Routed {
+/// Sends one ask to a hand-off's object; its answer goes back to the client as it is.
+async fn send(stub: &DurableObjectStub, ask: &Ask) -> Routed {
+    let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
     http::ask(stub, "https://handoff/ask", &payload).await.map_err(|e| unavailable("the object's fetch", &e))
 }
 
-fn json_response(status: u16, body: &serde_json::Value) -> Routed {
+fn json_response(status: u16, body: &impl Serialize) -> Routed {
     http::json(status, body, &[]).map_err(|e| unavailable("encoding the answer", &e))
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
-fn method_not_allowed(method: &str, allowed: &[Method]) -> Routed {
-    let allow: Vec<&str> = allowed.iter().map(|m| m.as_ref()).collect();
-    let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {}", allow.join(", ")));
-    http::json(error.status(), &error.body(), &[("Allow", &allow.join(", "))]).map_err(|e| unavailable("encoding the answer", &e))
+fn method_not_allowed(method: &str, allowed: &[&str]) -> Routed {
+    let allow = allowed.join(", ");
+    let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {allow}"));
+    let r = handoff_api::wire::refusal(&error);
+    http::respond(r.status, Some(r.content_type), r.body.into_bytes(), &[("Allow", &allow)]).map_err(|e| unavailable("encoding the answer", &e))
 }
 
-fn error_response(error: &ApiError) -> std::result::Result<web_sys::Response, http::Failed> {
-    let challenge: &[(&str, &str)] = if error.status() == 401 { &[("WWW-Authenticate", "Bearer")] } else { &[] };
-    http::json(error.status(), &error.body(), challenge)
+fn error_response(error: &ApiError) -> Result<web_sys::Response> {
+    let challenge: &[(&str, &str)] = if handoff_api::error::status(error.code) == 401 { &[("WWW-Authenticate", "Bearer")] } else { &[] };
+    let r = handoff_api::wire::refusal(error);
+    Ok(http::respond(r.status, Some(r.content_type), r.body.into_bytes(), challenge)?)
 }

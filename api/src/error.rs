@@ -1,38 +1,11 @@
-//! The error answer of the HTTP contract: `{"error": {"code", "message"}}` with the one
-//! status of its code, decided here; no other module chooses a status for an error.
+//! The one HTTP status of each error code, decided here; no other module chooses a status for
+//! an error.
 
 pub use handoff_core::error::{Code, Refusal};
 
-/// An error answer before it is rendered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: Code,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(code: Code, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into() }
-    }
-
-    pub fn invalid(message: impl Into<String>) -> Self {
-        ApiError::new(Code::RequestInvalid, message)
-    }
-
-    pub fn status(&self) -> u16 {
-        status(self.code)
-    }
-
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code, "message": self.message}})
-    }
-}
-
-impl From<Refusal> for ApiError {
-    fn from(refusal: Refusal) -> Self {
-        ApiError { code: refusal.code, message: refusal.message }
-    }
-}
+/// A refusal, as the contract answers it: its code's one status ([`status`]) and
+/// `{"error": {"code", "message"}}` (`crate::wire`).
+pub type ApiError = Refusal;
 
 /// The one HTTP status of a code.
 pub fn status(code: Code) -> u16 {
@@ -109,7 +82,6 @@ mod tests {
         for (name, expected) in contract {
             let code = Code::parse(name).unwrap_or_else(|| panic!("{name} is not a code"));
             assert_eq!(status(code), expected, "{name}");
-            assert_eq!(ApiError::new(code, "m").status(), expected, "{name}");
         }
     }
 

@@ -23,7 +23,7 @@ pub use handoff_core::json::{parse_json, parse_json_or_empty};
 /// A body whose value has rules of its own (the work record's inputs, a package request, a
 /// policy): read as JSON, then checked by the core, once.
 pub fn parse_body<T: DeserializeOwned + Checked>(body: &[u8]) -> Result<T, ApiError> {
-    Ok(parse_json::<T>(body)?.checked()?)
+    parse_json::<T>(body)?.checked()
 }
 
 fn check_id(field: &str, value: &str) -> Result<(), ApiError> {
@@ -104,7 +104,7 @@ pub struct CancelInput {
 }
 
 pub fn parse_cancel(body: &[u8]) -> Result<CancelInput, ApiError> {
-    Ok(parse_json_or_empty(body)?)
+    parse_json_or_empty(body)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -112,7 +112,7 @@ pub fn parse_cancel(body: &[u8]) -> Result<CancelInput, ApiError> {
 pub struct CloseInput {}
 
 pub fn parse_close(body: &[u8]) -> Result<CloseInput, ApiError> {
-    Ok(parse_json_or_empty(body)?)
+    parse_json_or_empty(body)
 }
 
 /// A request's URL as the runtime serialised it (WHATWG: `scheme://host[:port]/path[?query]`),

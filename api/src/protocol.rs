@@ -1,10 +1,7 @@
-//! What the router asks a hand-off's Durable Object: the caller, already authenticated,
-//! and one operation, already parsed and validated; and what a hand-off's object or the
-//! router asks an owner's index. Plain data, serialised over the objects' internal `fetch`
-//! in a versioned [`Envelope`].
+//! How the Worker's asks travel to its objects: a hand-off's [`Ask`] (the core's, already
+//! authenticated and read) and an owner's [`IndexAsk`], serialised over the objects' internal
+//! `fetch` in a versioned [`Envelope`].
 
-use handoff_core::handoff::Change;
-use handoff_core::role::Role;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,85 +87,14 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
     Ok(envelope.ask)
 }
 
-/// Who is asking: the token's subject, its role and (machine tokens) its hand-off.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Caller {
-    pub owner: String,
-    pub role: Role,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Op {
-    Create { id: String, session: String, machine: String, size: String },
-    Get,
-    Change { change: Change },
-    Wait { after: u64, timeout_s: u64 },
-    /// `GET …/watch`: accept a hibernatable WebSocket that has seen up to `after`, whose token
-    /// is accepted until `valid_until_s`; `subprotocol` when the client offered `handoff.v1`
-    /// (the answer then selects it).
-    Watch { after: u64, valid_until_s: i64, subprotocol: bool },
-    /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
-    Turns {
-        #[serde(default)]
-        before: Option<u64>,
-        #[serde(default = "turns_page_default")]
-        limit: usize,
-    },
-    /// `GET …/package`, as JSON or as Markdown for a person.
-    Package { markdown: bool },
-    /// `GET …/briefing`: `base_url` is where the API is, for the closing instruction.
-    Briefing { budget_bytes: usize, reach_api: bool, base_url: String },
-    /// `GET …/work`: the whole work record.
-    Work,
-    /// `POST …/turns?dry_run=true`: what opening the next turn with this hand-off would compile
-    /// and brief, now; nothing is stored.
-    Preview { change: Change, budget_bytes: usize, reach_api: bool, base_url: String },
-    /// The benchmark's floor: reach the object and answer, touching no storage.
-    Floor,
-    /// Test hook: make the next change fail as a runtime would (see [`Fault`]).
-    TestFault { fault: Fault },
-    /// Test hook: what this hand-off's storage holds (bytes and rows).
-    TestStorage,
-}
-
-fn turns_page_default() -> usize {
-    handoff_core::limits::TURNS_PAGE_DEFAULT
-}
-
-/// A failure a test arms for the next change of one hand-off (only where test hooks are on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fail", rename_all = "snake_case")]
-pub enum Fault {
-    /// The change's `statement`-th SQL statement (from 1) fails in the runtime's SQLite, so the
-    /// change's transaction rolls back.
-    Statement { statement: usize },
-    /// The change's commit is lost: its writes roll back, and `storage.sync()` rejects, as the
-    /// runtime's does when a commit fails.
-    Sync,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ask {
-    pub caller: Caller,
-    pub op: Op,
-    /// The request's `Idempotency-Key` and a fingerprint of what it asked.
-    #[serde(default)]
-    pub idempotency: Option<Idempotency>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Idempotency {
-    pub key: String,
-    pub fingerprint: String,
-}
+pub use handoff_core::session::{Ask, Caller, Fault, Idempotency, Op, Reaching};
 
 /// What an owner's index object is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum IndexAsk {
     /// A hand-off's row, delivered from its outbox; kept only if its version is higher.
-    Put { row: handoff_core::index::IndexRow },
+    Put { row: handoff_core::index::Row },
     List { query: handoff_core::index::ListQuery },
     /// Test hook (only where test hooks are on): refuse deliveries while on.
     RefuseDeliveries { on: bool },
@@ -179,6 +105,8 @@ pub enum IndexAsk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handoff_core::handoff::Change;
+    use handoff_core::role::Role;
 
     fn ask() -> Ask {
         Ask { caller: Caller { owner: "alice".into(), role: Role::Owner }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }

@@ -21,7 +21,13 @@ pub mod watch;
 // `handoff-core`): the client never re-declares them. Answers are read leniently (see
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
 pub use handoff_api::input::ReportInput;
-pub use handoff_api::view::{Compiled, Handoff, Latest, Page, Rejection, Row, Suggestion, Turn};
+pub use handoff_api::view::{Page, Rejection, Row, Suggestion, Turn};
+/// A record as the API answers it (its `actions` and the owner's `policy` beside it).
+pub type Handoff = handoff_api::view::Handoff<'static>;
+/// A compile's answer; its document stays JSON.
+pub type Compiled = handoff_api::view::CompiledAnswer;
+/// The current package and its state; its document stays JSON.
+pub type Latest = handoff_api::view::LatestAnswer;
 pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};

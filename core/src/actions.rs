@@ -1,13 +1,16 @@
-//! What a caller may send now: the `actions` of every record the API answers, so that a
-//! client (the console) offers exactly the commands the rules would take, and none that
-//! would be refused.
+//! Who may send each change, and what a caller may send now: the `actions` of every record the
+//! API answers, so that a client (the console) offers exactly the commands the rules would
+//! take, and none that would be refused.
+//!
+//! Who may send each change is written once, in [`Action::sender`]: [`crate::handoff::apply`]
+//! refuses the other role with it before anything else, and nothing outside the core checks a
+//! role. [`actions`] lists the [`Action::listed`] ones.
 //!
 //! Invariant, shown by the property test in `actions/tests.rs` over hand-offs reached by
 //! random histories: for each role, an action in [`actions`] is accepted by
 //! [`crate::handoff::apply`] and changes the hand-off (a compile may find its package
-//! unchanged, which it answers as such); an action not in it is refused, or is a repeat that
-//! changes nothing. Who may send each action is written once, in [`Action::sender`], and
-//! `apply` refuses the other role with it.
+//! unchanged, which it answers as such); a listed action not in it is refused, or is a repeat
+//! that changes nothing.
 
 use crate::handoff::{Change, Handoff};
 use crate::package::OfferState;
@@ -16,41 +19,45 @@ use crate::turn::Command as TurnCommand;
 use crate::work::{self, BlockerStatus};
 use serde::Serialize;
 
-/// A command a button can send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// `POST …/turns`: open the next turn (maybe handing it to a runtime).
-    OpenTurn,
-    /// `POST …/cancel`: stop the current turn.
-    Cancel,
-    /// `POST …/close`: end the hand-off, for good.
-    Close,
-    /// `POST …/report`: the machine reports on the current turn.
-    Report,
-    /// `POST …/package`: compile (or recompile) the package.
-    Compile,
-    /// `POST …/package/accept`.
-    Accept,
-    /// `POST …/package/reject`.
-    Reject,
-    /// `POST …/blockers/:bid/resolve`, on an open blocker.
-    ResolveBlocker,
+crate::listed_enum! {
+    /// Every change a caller can send, by what it does.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Action {
+        /// `POST …/turns`: open the next turn (maybe handing it to a runtime).
+        OpenTurn,
+        /// `POST …/cancel`: stop the current turn.
+        Cancel,
+        /// `POST …/close`: end the hand-off, for good.
+        Close,
+        /// `POST …/report`: the machine reports on the current turn.
+        Report,
+        /// `POST …/package`: compile (or recompile) the package.
+        Compile,
+        /// `POST …/package/accept`.
+        Accept,
+        /// `POST …/package/reject`.
+        Reject,
+        /// `POST …/blockers/:bid/resolve`, on an open blocker.
+        ResolveBlocker,
+        /// `PUT …/work`.
+        SetWork,
+        /// `POST …/decisions`.
+        RecordDecision,
+        /// `POST …/artifacts`.
+        AddArtifact,
+        /// `POST …/blockers`.
+        AddBlocker,
+        /// `POST …/workspace`.
+        ReportWorkspace,
+        /// `PUT …/policy`.
+        SetPolicy,
+        /// `PUT …/runtimes`.
+        SetRuntimes,
+    }
 }
 
 impl Action {
-    /// Every action, in the order the record lists them.
-    pub const ALL: [Action; 8] = [
-        Action::OpenTurn,
-        Action::Cancel,
-        Action::Close,
-        Action::Report,
-        Action::Compile,
-        Action::Accept,
-        Action::Reject,
-        Action::ResolveBlocker,
-    ];
-
     /// The action as the record writes it (the serde name too).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -62,38 +69,76 @@ impl Action {
             Action::Accept => "accept",
             Action::Reject => "reject",
             Action::ResolveBlocker => "resolve_blocker",
+            Action::SetWork => "set_work",
+            Action::RecordDecision => "record_decision",
+            Action::AddArtifact => "add_artifact",
+            Action::AddBlocker => "add_blocker",
+            Action::ReportWorkspace => "report_workspace",
+            Action::SetPolicy => "set_policy",
+            Action::SetRuntimes => "set_runtimes",
         }
     }
 
-    /// Who may send it; `None` for either role. The owner steers turns and compiles; the
-    /// machine reports; either side of a hand-off may take or refuse its package and resolve
-    /// a blocker.
+    /// Who may send it; `None` for either role. The owner steers turns, sets the work and the
+    /// policy, and compiles; the machine reports on the turn, its workspace and its runtimes;
+    /// either side may record what happened and take or refuse a package.
     pub fn sender(self) -> Option<Role> {
         match self {
-            Action::OpenTurn | Action::Cancel | Action::Close | Action::Compile => Some(Role::Owner),
-            Action::Report => Some(Role::Machine),
-            Action::Accept | Action::Reject | Action::ResolveBlocker => None,
+            Action::OpenTurn | Action::Cancel | Action::Close | Action::Compile | Action::SetWork | Action::SetPolicy => Some(Role::Owner),
+            Action::Report | Action::ReportWorkspace | Action::SetRuntimes => Some(Role::Machine),
+            Action::Accept | Action::Reject | Action::ResolveBlocker | Action::RecordDecision | Action::AddArtifact | Action::AddBlocker => None,
         }
     }
 
-    /// The action a change is, if a button can send it.
-    pub fn of(change: &Change) -> Option<Action> {
+    /// Whether a record's `actions` lists it: the commands a button sends on the record as it
+    /// stands. Recording what happened (work, decisions, artifacts, blockers, the workspace,
+    /// the policy, the runtimes) is always open while the hand-off is, and is not listed.
+    pub fn listed(self) -> bool {
+        match self {
+            Action::OpenTurn
+            | Action::Cancel
+            | Action::Close
+            | Action::Report
+            | Action::Compile
+            | Action::Accept
+            | Action::Reject
+            | Action::ResolveBlocker => true,
+            Action::SetWork
+            | Action::RecordDecision
+            | Action::AddArtifact
+            | Action::AddBlocker
+            | Action::ReportWorkspace
+            | Action::SetPolicy
+            | Action::SetRuntimes => false,
+        }
+    }
+
+    /// The action a change is.
+    pub fn of(change: &Change) -> Action {
         match change {
-            Change::Turn { command, .. } => Some(match command {
+            Change::Turn { command, .. } => match command {
                 TurnCommand::OpenTurn { .. } => Action::OpenTurn,
                 TurnCommand::Report { .. } => Action::Report,
                 TurnCommand::Cancel { .. } => Action::Cancel,
                 TurnCommand::Close => Action::Close,
-            }),
-            Change::Compile { .. } => Some(Action::Compile),
-            Change::Accept { .. } => Some(Action::Accept),
-            Change::Reject { .. } => Some(Action::Reject),
-            Change::Work { command: work::Command::ResolveBlocker { .. } } => Some(Action::ResolveBlocker),
-            Change::Work { .. } | Change::SetPolicy { .. } | Change::SetRuntimes { .. } => None,
+            },
+            Change::Compile { .. } => Action::Compile,
+            Change::Accept { .. } => Action::Accept,
+            Change::Reject { .. } => Action::Reject,
+            Change::Work { command } => match command {
+                work::Command::SetWork(_) => Action::SetWork,
+                work::Command::RecordDecision(_) => Action::RecordDecision,
+                work::Command::AddArtifact(_) => Action::AddArtifact,
+                work::Command::AddBlocker(_) => Action::AddBlocker,
+                work::Command::ResolveBlocker { .. } => Action::ResolveBlocker,
+                work::Command::ReportWorkspace(_) => Action::ReportWorkspace,
+            },
+            Change::SetPolicy { .. } => Action::SetPolicy,
+            Change::SetRuntimes { .. } => Action::SetRuntimes,
         }
     }
 
-    /// Whether the hand-off, as it is, takes this action from its sender.
+    /// Whether the hand-off, as it is, takes this listed action from its sender.
     fn open_now(self, h: &Handoff) -> bool {
         let record = &h.record;
         if record.is_closed() {
@@ -110,15 +155,22 @@ impl Action {
             }
             Action::Accept | Action::Reject => current.is_some_and(|c| c.state != OfferState::Accepted),
             Action::ResolveBlocker => h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open),
+            Action::SetWork
+            | Action::RecordDecision
+            | Action::AddArtifact
+            | Action::AddBlocker
+            | Action::ReportWorkspace
+            | Action::SetPolicy
+            | Action::SetRuntimes => true,
         }
     }
 }
 
-/// The actions `role` may send to `h` now, in [`Action::ALL`]'s order.
+/// The listed actions `role` may send to `h` now, in [`Action::ALL`]'s order.
 pub fn actions(h: &Handoff, role: Role) -> Vec<Action> {
     Action::ALL
         .into_iter()
-        .filter(|a| a.sender().is_none_or(|sender| sender == role) && a.open_now(h))
+        .filter(|a| a.listed() && a.sender().is_none_or(|sender| sender == role) && a.open_now(h))
         .collect()
 }
 

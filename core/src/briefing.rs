@@ -19,7 +19,7 @@
 //! - the closing instruction names environment variables, never their values.
 
 use crate::limits::*;
-use crate::package::{LatestAnswer, Package, Truncation};
+use crate::package::{Latest, Package, Truncation};
 use crate::text::clip;
 use std::fmt::Write as _;
 
@@ -139,7 +139,7 @@ pub struct Briefing {
 
 /// Renders the briefing of `latest` for `reach` in at most `budget_bytes` (clamped to
 /// [`BRIEFING_BUDGET_BYTES_MIN`]..=[`BRIEFING_BUDGET_BYTES_MAX`]).
-pub fn render(latest: &LatestAnswer, budget_bytes: usize, reach: &Reach) -> Briefing {
+pub fn render(latest: &Latest, budget_bytes: usize, reach: &Reach) -> Briefing {
     let budget = budget_bytes.clamp(BRIEFING_BUDGET_BYTES_MIN, BRIEFING_BUDGET_BYTES_MAX);
     let p = &latest.package;
     let core = [
@@ -250,7 +250,7 @@ fn fit(text: &str, cap: usize) -> String {
     }
 }
 
-fn work_body(latest: &LatestAnswer) -> String {
+fn work_body(latest: &Latest) -> String {
     let p = &latest.package;
     let mut body = format!("{}\nHand-off {} (session {}), turn {}", p.work.title, p.work.id, p.work.session, p.state.phase.turn);
     if let Some(t) = &p.work.task_type {

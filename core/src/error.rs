@@ -5,74 +5,45 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    AuthRequired,
-    AuthInvalid,
-    AuthForbidden,
-    HandoffNotFound,
-    HandoffConflict,
-    HandoffClosed,
-    HandoffStale,
-    TurnConflict,
-    TurnRunning,
-    TurnOutOfOrder,
-    TurnFinished,
-    RequestInvalid,
-    RequestTooLarge,
-    RouteNotFound,
-    MethodNotAllowed,
-    WaitTooMany,
-    StoreUnbound,
-    StoreUnavailable,
-    IdempotencyMismatch,
-    PackageNotFound,
-    PackageStale,
-    PackageAccepted,
-    DecisionNotFound,
-    BlockerNotFound,
-    /// A deployed environment whose signing key is the public development key or too short.
-    AuthMisconfigured,
-    /// A hand-off to a runtime the session's machine reported absent or signed out.
-    RuntimeUnavailable,
-    /// A watch past its role's cap of sockets on one hand-off.
-    WatchTooMany,
-    /// A watch asked for without `Upgrade: websocket`.
-    UpgradeRequired,
+crate::listed_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Code {
+        AuthRequired,
+        AuthInvalid,
+        AuthForbidden,
+        HandoffNotFound,
+        HandoffConflict,
+        HandoffClosed,
+        HandoffStale,
+        TurnConflict,
+        TurnRunning,
+        TurnOutOfOrder,
+        TurnFinished,
+        RequestInvalid,
+        RequestTooLarge,
+        RouteNotFound,
+        MethodNotAllowed,
+        WaitTooMany,
+        StoreUnbound,
+        StoreUnavailable,
+        IdempotencyMismatch,
+        PackageNotFound,
+        PackageStale,
+        PackageAccepted,
+        DecisionNotFound,
+        BlockerNotFound,
+        /// A deployed environment whose signing key is the public development key or too short.
+        AuthMisconfigured,
+        /// A hand-off to a runtime the session's machine reported absent or signed out.
+        RuntimeUnavailable,
+        /// A watch past its role's cap of sockets on one hand-off.
+        WatchTooMany,
+        /// A watch asked for without `Upgrade: websocket`.
+        UpgradeRequired,
+    }
 }
 
 impl Code {
-    pub const ALL: [Code; 28] = [
-        Code::AuthRequired,
-        Code::AuthInvalid,
-        Code::AuthForbidden,
-        Code::HandoffNotFound,
-        Code::HandoffConflict,
-        Code::HandoffClosed,
-        Code::HandoffStale,
-        Code::TurnConflict,
-        Code::TurnRunning,
-        Code::TurnOutOfOrder,
-        Code::TurnFinished,
-        Code::RequestInvalid,
-        Code::RequestTooLarge,
-        Code::RouteNotFound,
-        Code::MethodNotAllowed,
-        Code::WaitTooMany,
-        Code::StoreUnbound,
-        Code::StoreUnavailable,
-        Code::IdempotencyMismatch,
-        Code::PackageNotFound,
-        Code::PackageStale,
-        Code::PackageAccepted,
-        Code::DecisionNotFound,
-        Code::BlockerNotFound,
-        Code::AuthMisconfigured,
-        Code::RuntimeUnavailable,
-        Code::WatchTooMany,
-        Code::UpgradeRequired,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Code::AuthRequired => "auth.required",

@@ -15,10 +15,10 @@ use crate::actions::Action;
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::LINEAGE_TAIL_MAX;
-use crate::package::{CompileAnswer, LatestAnswer, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::package::{Compiled, Latest, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::runtimes::{self, MachineRuntimes, RuntimesInput};
 use crate::suggestion::{self, Policy, Reason, Usage};
-use crate::time::EpochMs;
+use crate::time::{EpochMs, Timestamp};
 use crate::turn::{self, Command as TurnCommand, Record, ReportStatus};
 use crate::work::{self, Role, Work};
 use serde::{Deserialize, Serialize};
@@ -74,29 +74,78 @@ pub enum Change {
     SetRuntimes { input: RuntimesInput },
 }
 
-impl Change {
-    /// The event kind recorded in the history.
-    pub fn kind(&self) -> &'static str {
+crate::listed_enum! {
+    /// What the history records of each version: the kind of change that made it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EventKind {
+        Create,
+        TurnOpened,
+        TurnHandedOff,
+        Report,
+        Cancel,
+        Close,
+        Work,
+        Decision,
+        Artifact,
+        Blocker,
+        BlockerResolved,
+        Workspace,
+        PackageCompiled,
+        PackageAccepted,
+        PackageRejected,
+        Policy,
+        Runtimes,
+    }
+}
+
+impl EventKind {
+    /// The kind as the history stores it (the serde name too).
+    pub fn as_str(self) -> &'static str {
         match self {
-            Change::Turn { command: TurnCommand::OpenTurn { .. }, handoff: Some(_), .. } => "turn_handed_off",
-            Change::Turn { command: TurnCommand::OpenTurn { .. }, .. } => "turn_opened",
-            Change::Turn { command: TurnCommand::Report { .. }, .. } => "report",
-            Change::Turn { command: TurnCommand::Cancel { .. }, .. } => "cancel",
-            Change::Turn { command: TurnCommand::Close, .. } => "close",
+            EventKind::Create => "create",
+            EventKind::TurnOpened => "turn_opened",
+            EventKind::TurnHandedOff => "turn_handed_off",
+            EventKind::Report => "report",
+            EventKind::Cancel => "cancel",
+            EventKind::Close => "close",
+            EventKind::Work => "work",
+            EventKind::Decision => "decision",
+            EventKind::Artifact => "artifact",
+            EventKind::Blocker => "blocker",
+            EventKind::BlockerResolved => "blocker_resolved",
+            EventKind::Workspace => "workspace",
+            EventKind::PackageCompiled => "package_compiled",
+            EventKind::PackageAccepted => "package_accepted",
+            EventKind::PackageRejected => "package_rejected",
+            EventKind::Policy => "policy",
+            EventKind::Runtimes => "runtimes",
+        }
+    }
+}
+
+impl Change {
+    /// The event kind the history records for this change.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Change::Turn { command: TurnCommand::OpenTurn { .. }, handoff: Some(_), .. } => EventKind::TurnHandedOff,
+            Change::Turn { command: TurnCommand::OpenTurn { .. }, .. } => EventKind::TurnOpened,
+            Change::Turn { command: TurnCommand::Report { .. }, .. } => EventKind::Report,
+            Change::Turn { command: TurnCommand::Cancel { .. }, .. } => EventKind::Cancel,
+            Change::Turn { command: TurnCommand::Close, .. } => EventKind::Close,
             Change::Work { command } => match command {
-                work::Command::SetWork(_) => "work",
-                work::Command::RecordDecision(_) => "decision",
-                work::Command::AddArtifact(_) => "artifact",
-                work::Command::AddBlocker(_) => "blocker",
-                work::Command::ResolveBlocker { .. } => "blocker_resolved",
-                work::Command::ReportWorkspace(_) => "workspace",
-                work::Command::RecordUnmet(_) => "unmet",
+                work::Command::SetWork(_) => EventKind::Work,
+                work::Command::RecordDecision(_) => EventKind::Decision,
+                work::Command::AddArtifact(_) => EventKind::Artifact,
+                work::Command::AddBlocker(_) => EventKind::Blocker,
+                work::Command::ResolveBlocker { .. } => EventKind::BlockerResolved,
+                work::Command::ReportWorkspace(_) => EventKind::Workspace,
             },
-            Change::Compile { .. } => "package_compiled",
-            Change::Accept { .. } => "package_accepted",
-            Change::Reject { .. } => "package_rejected",
-            Change::SetPolicy { .. } => "policy",
-            Change::SetRuntimes { .. } => "runtimes",
+            Change::Compile { .. } => EventKind::PackageCompiled,
+            Change::Accept { .. } => EventKind::PackageAccepted,
+            Change::Reject { .. } => EventKind::PackageRejected,
+            Change::SetPolicy { .. } => EventKind::Policy,
+            Change::SetRuntimes { .. } => EventKind::Runtimes,
         }
     }
 }
@@ -109,9 +158,9 @@ pub enum Effect {
     /// The work record's item the command set or recorded.
     Item(work::Item),
     /// The package compiled (or found unchanged, or a dry run's).
-    Compiled(CompileAnswer),
+    Compiled(Compiled),
     /// The current package after an accept or a reject.
-    Package(LatestAnswer),
+    Package(Latest),
     /// The owner's policy as set.
     Policy(Policy),
 }
@@ -144,10 +193,9 @@ impl Handoff {
 
 /// Applies `change`, sent by `by` at `now`.
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
-    if let Some(action) = Action::of(change) {
-        if action.sender().is_some_and(|sender| sender != by) {
-            return Err(Refusal::new(Code::AuthForbidden, format!("{} is not open to the {}", action.as_str(), by.as_str())));
-        }
+    let action = Action::of(change);
+    if action.sender().is_some_and(|sender| sender != by) {
+        return Err(Refusal::new(Code::AuthForbidden, format!("{} is not open to the {}", action.as_str(), by.as_str())));
     }
     let mut next = h.clone();
     let mut dirty = Dirty::default();
@@ -164,7 +212,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
         }
         Change::Compile { request, dry_run } => {
             let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
-            let applied = h.ledger.compile(&sources, request, by, *dry_run, now)?;
+            let applied = h.ledger.compile(&sources, request, *dry_run, now)?;
             let answer = applied.answer.clone();
             (take_ledger(applied, &mut next, &mut dirty), Effect::Compiled(answer))
         }
@@ -179,20 +227,14 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             (take_ledger(applied, &mut next, &mut dirty), Effect::Package(answer))
         }
         Change::SetPolicy { policy } => {
-            if by != Role::Owner {
-                return Err(Refusal::new(Code::AuthForbidden, "only the owner sets the policy"));
-            }
             h.record.check_open()?;
             next.extras.policy = Some(policy.clone());
             dirty.extras = h.extras.policy.as_ref() != Some(policy);
             (dirty.extras, Effect::Policy(policy.clone()))
         }
         Change::SetRuntimes { input } => {
-            if by != Role::Machine {
-                return Err(Refusal::new(Code::AuthForbidden, "only the session's machine reports its runtimes"));
-            }
             h.record.check_open()?;
-            let reported = MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: input.reported_at(now) };
+            let reported = MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: Timestamp::from_ms(input.reported_at(now)) };
             next.record.machine_runtimes = Some(reported);
             // A change unless it is the same report of the same moment again: its time is what
             // keeps its runtimes available.
@@ -206,7 +248,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
         return Ok(Outcome { next, moved: false, dirty: Dirty::default(), answer });
     }
     next.record.version = h.record.version + 1;
-    next.record.updated_at = now.max(h.record.updated_at);
+    next.record.updated_at = Timestamp::from_ms(now).max(h.record.updated_at);
     keep_lineage_tail(&mut next, &mut dirty);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
     Ok(Outcome { next, moved: true, dirty, answer })
@@ -257,8 +299,7 @@ fn turn_change(
     if let TurnCommand::Report { status, .. } = command {
         let ends_turn = matches!(status, ReportStatus::Done | ReportStatus::Failed);
         if applied.moved && ends_turn {
-            let unmet = work::Command::RecordUnmet(unmet.unwrap_or_default().to_vec());
-            let recorded = work::apply(&next.work, &next.record, &unmet, Role::Machine, now)?;
+            let recorded = work::record_unmet(&next.work, unmet.unwrap_or_default())?;
             dirty.work = recorded.moved;
             next.work = recorded.next;
         }
@@ -280,7 +321,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             package_version: None,
             package_hash: None,
             continued_from: next.record.continued_from.clone(),
-            opened_at: now,
+            opened_at: Timestamp::from_ms(now),
             ended_at: None,
         });
         dirty.lineage_from = Some(last + 1);
@@ -289,7 +330,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     let entry = &mut next.lineage[last];
     entry.status = next.record.status;
     if next.record.status.has_ended() && entry.ended_at.is_none() {
-        entry.ended_at = Some(now);
+        entry.ended_at = Some(Timestamp::from_ms(now));
     }
     dirty.lineage_from = Some(last);
 }
@@ -302,8 +343,8 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
     next.lineage[last].runtime = Some(request.runtime.clone());
     next.record.runtime = Some(request.runtime.clone());
     let sources = Sources { handoff: &next.record, work: &next.work, lineage: &next.lineage };
-    let applied = next.ledger.compile(&sources, request, Role::Owner, false, now)?;
-    let CompileAnswer { package_version, package_hash, .. } = applied.answer;
+    let applied = next.ledger.compile(&sources, request, false, now)?;
+    let Compiled { package_version, package_hash, .. } = applied.answer;
     next.ledger = applied.next;
     dirty.ledger = dirty.ledger || applied.moved;
     next.record.package_version = Some(package_version);
@@ -318,12 +359,12 @@ fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usa
     let turn = next.record.turn;
     let mut raised_any = false;
     for reason in suggestion::reasons(policy, usage, ends_turn) {
-        if next.extras.raised.contains(&(turn, reason)) {
+        if next.extras.raised.iter().any(|(t, raised)| *t == turn && *raised == reason) {
             continue;
         }
         let r = &next.record;
         let at = suggestion::Context { id: &r.id, turn, current_runtime: r.runtime.as_deref(), machine: r.machine_runtimes.as_ref(), now };
-        if let Some(s) = suggestion::suggest(&at, reason, policy) {
+        if let Some(s) = suggestion::suggest(&at, reason.clone(), policy) {
             next.record.suggestion = Some(s);
             next.extras.raised.push((turn, reason));
             dirty.extras = true;

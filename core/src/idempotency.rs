@@ -16,10 +16,10 @@
 //!   [`IDEMPOTENCY_BYTES_PER_HANDOFF_MAX`] bytes of answers, the oldest forgotten first, and
 //!   none older than [`IDEMPOTENCY_TTL_MS`].
 
-use crate::limits::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX};
-#[cfg(doc)]
-use crate::limits::IDEMPOTENCY_TTL_MS;
+use crate::limits::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS};
+use crate::time::EpochMs;
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
 
 /// An answer as the store keeps it for its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +113,104 @@ pub fn evictions(count: usize, bytes: usize, oldest_bytes: impl IntoIterator<Ite
 /// Whether a table of `count` rows and `bytes` bytes is over either cap.
 pub fn over_caps(count: usize, bytes: usize) -> bool {
     count > IDEMPOTENCY_KEYS_PER_HANDOFF_MAX || bytes > IDEMPOTENCY_BYTES_PER_HANDOFF_MAX
+}
+
+
+/// One remembered key as the ledger holds it: when it was remembered and what its row costs
+/// (its answer stays in storage until a replay reads it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEntry {
+    pub key: String,
+    pub at: EpochMs,
+    pub bytes: usize,
+}
+
+/// What remembering one more key forgets, in the same transaction: every key remembered before
+/// `expired_before` (past [`IDEMPOTENCY_TTL_MS`]), then `keys`, the oldest first, until both
+/// caps fit with the new one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Forget {
+    pub expired_before: Option<EpochMs>,
+    pub keys: Vec<String>,
+}
+
+/// Every key one hand-off remembers, with its age and size: what the caps and the expiry are
+/// judged on. The object loads it once (the first keyed change after a start) and carries out
+/// the [`Forget`] that each [`Keys::remember`] answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keys {
+    by_age: BTreeSet<(EpochMs, String)>,
+    by_key: HashMap<String, (EpochMs, usize)>,
+    bytes: usize,
+}
+
+impl Keys {
+    pub fn restore(entries: impl IntoIterator<Item = KeyEntry>) -> Keys {
+        let mut keys = Keys::default();
+        for e in entries {
+            keys.insert(e.key, e.at, e.bytes);
+        }
+        keys
+    }
+
+    /// The oldest moment a key may have been remembered at and still answer, at `now`.
+    pub fn oldest_live(now: EpochMs) -> EpochMs {
+        now - IDEMPOTENCY_TTL_MS
+    }
+
+    /// Whether `key` still answers at `now` (remembered, and within the TTL).
+    pub fn is_live(&self, key: &str, now: EpochMs) -> bool {
+        self.by_key.get(key).is_some_and(|(at, _)| *at >= Keys::oldest_live(now))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// The bytes of every row held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn insert(&mut self, key: String, at: EpochMs, bytes: usize) {
+        self.remove(&key);
+        self.by_age.insert((at, key.clone()));
+        self.by_key.insert(key, (at, bytes));
+        self.bytes += bytes;
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some((at, bytes)) = self.by_key.remove(key) {
+            self.by_age.remove(&(at, key.to_string()));
+            self.bytes -= bytes;
+        }
+    }
+
+    /// Remembers `key` at `now`, its row costing `bytes`: answers what to forget with it. The
+    /// keys past their TTL go first, then the oldest (by time, then key) until the hand-off's
+    /// keys fit both caps, the new one included.
+    pub fn remember(&mut self, key: &str, bytes: usize, now: EpochMs) -> Forget {
+        let oldest_live = Keys::oldest_live(now);
+        let expired: Vec<String> = self.by_age.iter().take_while(|(at, _)| *at < oldest_live).map(|(_, k)| k.clone()).collect();
+        let mut forget = Forget { expired_before: (!expired.is_empty()).then_some(oldest_live), keys: Vec::new() };
+        for k in &expired {
+            self.remove(k);
+        }
+        self.remove(key);
+        let sizes: Vec<(String, usize)> = self.by_age.iter().map(|(_, k)| (k.clone(), self.by_key[k].1)).collect();
+        let n = evictions(self.len() + 1, self.bytes + bytes, sizes.iter().map(|(_, b)| *b));
+        for (k, _) in sizes.into_iter().take(n) {
+            self.remove(&k);
+            forget.keys.push(k);
+        }
+        self.insert(key.to_string(), now, bytes);
+        debug_assert!(!over_caps(self.len(), self.bytes) || self.len() == 1, "the keys kept fit both caps");
+        forget
+    }
 }
 
 #[cfg(test)]
@@ -232,6 +330,67 @@ mod tests {
             let answered = replay(&r, |_| Some(rebuilt.clone()));
             prop_assert!(answered == whole || answered == r.body);
             prop_assert_eq!(answered == whole, !r.slim || rebuilt == whole);
+        }
+    }
+
+    fn entry(key: &str, at: EpochMs, bytes: usize) -> KeyEntry {
+        KeyEntry { key: key.into(), at, bytes }
+    }
+
+    #[test]
+    fn remembering_a_key_forgets_the_expired_ones_first_then_the_oldest_until_both_caps_fit() {
+        let now = 10 * IDEMPOTENCY_TTL_MS;
+        let mut keys = Keys::restore([entry("old", now - IDEMPOTENCY_TTL_MS - 1, 10), entry("a", now - 5, 10), entry("b", now - 4, 10)]);
+        assert!(!keys.is_live("old", now) && keys.is_live("a", now) && !keys.is_live("zzz", now));
+        let forget = keys.remember("c", 10, now);
+        assert_eq!(forget, Forget { expired_before: Some(now - IDEMPOTENCY_TTL_MS), keys: vec![] });
+        assert_eq!((keys.len(), keys.bytes()), (3, 30));
+        // Past the byte cap: the oldest go, and no more than needed.
+        let big = IDEMPOTENCY_BYTES_PER_HANDOFF_MAX - 15;
+        let forget = keys.remember("d", big, now + 1);
+        assert_eq!(forget, Forget { expired_before: None, keys: vec!["a".into(), "b".into()] });
+        assert!(keys.is_live("c", now + 1) && keys.is_live("d", now + 1));
+        assert_eq!(keys.bytes(), 10 + big);
+    }
+
+    #[test]
+    fn a_key_remembered_again_replaces_its_own_row_and_is_never_its_own_eviction() {
+        let mut keys = Keys::default();
+        keys.remember("k", IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, 1);
+        let forget = keys.remember("k", IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, 2);
+        assert_eq!(forget, Forget::default());
+        assert_eq!((keys.len(), keys.bytes()), (1, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX));
+    }
+
+    proptest! {
+        /// Driven like a hand-off's keys over a day and more: whatever is remembered, the
+        /// ledger never holds more than the caps allow, forgets only what it must, and what it
+        /// says to forget is exactly what it no longer holds.
+        #[test]
+        fn the_ledger_always_fits_both_caps_and_forgets_only_the_oldest(
+            steps in prop::collection::vec((0usize..1_500, 1usize..300_000, 0i64..3_600_000), 1..400),
+        ) {
+            let mut keys = Keys::default();
+            let mut now = 0;
+            let mut held: Vec<(EpochMs, String)> = Vec::new();
+            for (n, (k, bytes, dt)) in steps.into_iter().enumerate() {
+                now += dt;
+                let key = format!("k{k}");
+                let forget = keys.remember(&key, bytes, now);
+                prop_assert!(keys.len() <= IDEMPOTENCY_KEYS_PER_HANDOFF_MAX);
+                prop_assert!(keys.bytes() <= IDEMPOTENCY_BYTES_PER_HANDOFF_MAX.max(bytes));
+                prop_assert!(keys.is_live(&key, now), "step {n}: the new key answers");
+                for gone in &forget.keys {
+                    prop_assert!(!keys.is_live(gone, now) && gone != &key);
+                }
+                held.retain(|(_, k)| k != &key && !forget.keys.contains(k));
+                if let Some(before) = forget.expired_before {
+                    held.retain(|(at, _)| *at >= before);
+                }
+                // Everything forgotten for the caps was older than everything kept.
+                held.push((now, key));
+                prop_assert_eq!(held.len(), keys.len());
+            }
         }
     }
 }

@@ -2,15 +2,15 @@
 //! Pure; the `OwnerIndex` Durable Object stores the rows and the hand-off object sends them.
 
 use crate::suggestion::Suggestion;
-use crate::time::EpochMs;
+use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-/// One session in its owner's list, as stored (times in ms).
+/// One session in its owner's list: stored as it is sent, and served as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexRow {
+pub struct Row {
     pub id: String,
     pub session: String,
     pub machine: String,
@@ -20,8 +20,8 @@ pub struct IndexRow {
     pub status: Status,
     pub summary: Option<String>,
     pub version: u64,
-    pub updated_at: EpochMs,
-    /// A hand-off the owner may choose to make (issue 6), shown in the list too.
+    pub updated_at: Timestamp,
+    /// A hand-off the owner may choose to make, shown in the list too.
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
     /// The runtime the current turn was handed to, and the package that briefed it.
@@ -33,9 +33,9 @@ pub struct IndexRow {
     pub package_hash: Option<String>,
 }
 
-impl IndexRow {
-    pub fn of(record: &Record) -> IndexRow {
-        IndexRow {
+impl Row {
+    pub fn of(record: &Record) -> Row {
+        Row {
             id: record.id.clone(),
             session: record.session.clone(),
             machine: record.machine.clone(),
@@ -62,8 +62,8 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    pub fn after(row: &IndexRow) -> Cursor {
-        Cursor { updated_at: row.updated_at, id: row.id.clone() }
+    pub fn after(row: &Row) -> Cursor {
+        Cursor { updated_at: row.updated_at.ms(), id: row.id.clone() }
     }
 
     /// Opaque to clients: they pass it back as it is.
@@ -87,6 +87,26 @@ pub struct ListQuery {
     pub cursor: Option<Cursor>,
 }
 
+/// `GET /v1/handoffs`: a page of rows, newest first, and where the next page starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    pub handoffs: Vec<Row>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+impl Page {
+    /// The page of `query.limit` rows from `rows`, which hold one more row than the page when
+    /// a next page exists (the store reads `limit + 1`).
+    pub fn of(mut rows: Vec<Row>, query: &ListQuery) -> Page {
+        let limit = query.limit as usize;
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let cursor = if more { rows.last().map(|r| Cursor::after(r).encode()) } else { None };
+        Page { handoffs: rows, cursor }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,18 +120,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_row_is_derived_from_its_record_and_pages_after_itself() {
+    fn record() -> Record {
         let mut record = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0);
         record.summary = Some("built it".into());
-        record.updated_at = 1_700_000_000_123;
-        let row = IndexRow::of(&record);
-        let expected = IndexRow {
-            id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), turn: 1,
-            state: State::Open, status: Status::Running, summary: Some("built it".into()), version: 1,
-            updated_at: 1_700_000_000_123, suggestion: None, runtime: None, package_version: None, package_hash: None,
-        };
-        assert_eq!(row, expected);
+        record.updated_at = Timestamp::from_ms(1_700_000_000_123);
+        record
+    }
+
+    #[test]
+    fn a_row_is_derived_from_its_record_and_pages_after_itself() {
+        let row = Row::of(&record());
+        assert_eq!(
+            serde_json::to_value(&row).unwrap(),
+            serde_json::json!({
+                "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
+                "state": "open", "status": "running", "summary": "built it", "version": 1,
+                "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
+                "runtime": null, "package_version": null, "package_hash": null,
+            })
+        );
         assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });
+    }
+
+    #[test]
+    fn a_page_cuts_at_its_limit_and_names_the_next_page_only_when_there_is_one() {
+        let query = ListQuery { state: None, limit: 2, cursor: None };
+        let rows: Vec<Row> = (0..3).map(|i| Row { version: i, ..Row::of(&record()) }).collect();
+        let full = Page::of(rows.clone(), &query);
+        assert_eq!(full.handoffs.len(), 2);
+        assert_eq!(full.cursor, Some(Cursor::after(&rows[1]).encode()));
+        let last = Page::of(rows[..2].to_vec(), &query);
+        assert_eq!((last.handoffs.len(), last.cursor), (2, None));
     }
 }

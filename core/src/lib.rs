@@ -3,6 +3,7 @@
 //! wakes whoever waits; the HTTP contract (`api/`) reads requests into the values here.
 
 pub mod applied;
+pub mod listed;
 pub mod error;
 pub mod limits;
 pub mod time;
@@ -23,3 +24,4 @@ pub mod waiters;
 pub mod watch;
 pub mod idempotency;
 pub mod outbox;
+pub mod session;

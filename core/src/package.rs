@@ -24,7 +24,7 @@ use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
 use crate::applied::Applied;
-use crate::time::{rfc3339, EpochMs};
+use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
 use crate::work::{multi_line, single_line, uri_kind, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
@@ -137,8 +137,8 @@ pub struct TurnEntry {
     pub package_version: Option<u64>,
     pub package_hash: Option<String>,
     pub continued_from: Option<ContinuedFrom>,
-    pub opened_at: EpochMs,
-    pub ended_at: Option<EpochMs>,
+    pub opened_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
 }
 
 /// What the compiler reads: the hand-off, its work record and its lineage.
@@ -174,7 +174,7 @@ pub struct Package {
     pub source: Source,
     pub evidence_links: Vec<String>,
     pub notes: Option<String>,
-    pub generated_at: String,
+    pub generated_at: Timestamp,
     pub truncation: Truncation,
 }
 
@@ -212,7 +212,7 @@ pub struct PackageDecision {
     pub id: String,
     pub statement: String,
     pub rationale: Option<String>,
-    pub recorded_at: String,
+    pub recorded_at: Timestamp,
     pub evidence: Vec<String>,
 }
 
@@ -287,7 +287,6 @@ pub fn compile(
     rejection: Option<&Rejection>,
     now: EpochMs,
 ) -> Result<Package, Refusal> {
-    request.validate()?;
     let Sources { handoff, work, lineage } = *sources;
     let Some(spec) = &work.spec else {
         return Err(Refusal::invalid("this hand-off has no work yet: PUT /v1/handoffs/:id/work first"));
@@ -301,7 +300,7 @@ pub fn compile(
             id: d.id.clone(),
             statement: d.statement.clone(),
             rationale: d.rationale.clone(),
-            recorded_at: rfc3339(d.recorded_at),
+            recorded_at: d.recorded_at,
             evidence: d.evidence.clone(),
         })
         .collect();
@@ -389,7 +388,7 @@ pub fn compile(
         source: Source { session: handoff.session.clone(), machine: handoff.machine.clone(), runtime: current_runtime },
         evidence_links,
         notes: request.note.clone(),
-        generated_at: rfc3339(now),
+        generated_at: Timestamp::from_ms(now),
         truncation,
     })
 }
@@ -507,7 +506,9 @@ pub enum OfferState {
 pub struct Rejection {
     pub reason: RejectReason,
     pub note: String,
-    pub at: EpochMs,
+    /// Stored as `at` before it was served as it is kept.
+    #[serde(alias = "at")]
+    pub rejected_at: Timestamp,
     pub by: Role,
 }
 
@@ -522,9 +523,9 @@ pub struct Offer {
     pub state: OfferState,
     /// Set while the state is `rejected`.
     pub rejection: Option<Rejection>,
-    pub offered_at: EpochMs,
+    pub offered_at: Timestamp,
     /// When and by whom it was accepted.
-    pub accepted: Option<(EpochMs, Role)>,
+    pub accepted: Option<(Timestamp, Role)>,
 }
 
 /// Every package rule of one hand-off, as a value: store it whole, change it only through its
@@ -534,23 +535,27 @@ pub struct Ledger {
     pub current: Option<Offer>,
 }
 
-/// `{"package_version", "package_hash", "changed", "package"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CompileAnswer {
+/// A compile's outcome, `{"package_version", "package_hash", "changed", "package"}`: the
+/// package compiled, or the current one when the hash did not change. `P` is the document's
+/// type: [`Package`] here, any JSON for a client that only shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compiled<P = Package> {
     pub package_version: u64,
     pub package_hash: String,
     pub changed: bool,
-    pub package: Package,
+    pub package: P,
 }
 
-/// `{"package_version", "package_hash", "state", "rejection"?, "package"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LatestAnswer {
+/// The current package and what its destination said of it, `{"package_version",
+/// "package_hash", "state", "rejection"?, "package"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Latest<P = Package> {
     pub package_version: u64,
     pub package_hash: String,
     pub state: OfferState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<Rejection>,
-    pub package: Package,
+    pub package: P,
 }
 
 fn not_found() -> Refusal {
@@ -559,8 +564,8 @@ fn not_found() -> Refusal {
 
 
 impl Offer {
-    fn answer(&self) -> LatestAnswer {
-        LatestAnswer {
+    fn answer(&self) -> Latest {
+        Latest {
             package_version: self.version,
             package_hash: self.hash.clone(),
             state: self.state,
@@ -572,7 +577,7 @@ impl Offer {
 
 impl Ledger {
     /// `GET …/package`: the latest package, or 404 `package.not_found`.
-    pub fn latest(&self) -> Result<LatestAnswer, Refusal> {
+    pub fn latest(&self) -> Result<Latest, Refusal> {
         self.current.as_ref().map(Offer::answer).ok_or_else(not_found)
     }
 
@@ -584,13 +589,9 @@ impl Ledger {
         &self,
         sources: &Sources,
         request: &PackageRequest,
-        by: Role,
         dry_run: bool,
         now: EpochMs,
-    ) -> Result<Applied<Ledger, CompileAnswer>, Refusal> {
-        if by != Role::Owner {
-            return Err(Refusal::new(Code::AuthForbidden, "only the owner compiles a package"));
-        }
+    ) -> Result<Applied<Ledger, Compiled>, Refusal> {
         if !dry_run {
             sources.handoff.check_open()?;
         }
@@ -606,7 +607,7 @@ impl Ledger {
         let hash = package_hash(&package);
 
         if let Some(c) = current.filter(|c| c.hash == hash) {
-            let answer = CompileAnswer {
+            let answer = Compiled {
                 package_version: c.version,
                 package_hash: c.hash.clone(),
                 changed: false,
@@ -615,7 +616,7 @@ impl Ledger {
             return Ok(Applied { next: self.clone(), answer, moved: false });
         }
         let version = current.map_or(1, |c| c.version + 1);
-        let answer = CompileAnswer { package_version: version, package_hash: hash.clone(), changed: true, package };
+        let answer = Compiled { package_version: version, package_hash: hash.clone(), changed: true, package };
         if dry_run {
             return Ok(Applied { next: self.clone(), answer, moved: false });
         }
@@ -626,7 +627,7 @@ impl Ledger {
             package: answer.package.clone(),
             state: OfferState::Offered,
             rejection: None,
-            offered_at: now,
+            offered_at: Timestamp::from_ms(now),
             accepted: None,
         };
         let next = Ledger { current: Some(offer) };
@@ -645,7 +646,7 @@ impl Ledger {
         package_hash: &str,
         by: Role,
         now: EpochMs,
-    ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
+    ) -> Result<Applied<Ledger, Latest>, Refusal> {
         handoff.check_open()?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.hash != package_hash {
@@ -660,7 +661,7 @@ impl Ledger {
         let mut offer = current.clone();
         offer.state = OfferState::Accepted;
         offer.rejection = None;
-        offer.accepted = Some((now, by));
+        offer.accepted = Some((Timestamp::from_ms(now), by));
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
         Ok(Applied { next, answer, moved: true })
@@ -674,9 +675,8 @@ impl Ledger {
         input: &RejectInput,
         by: Role,
         now: EpochMs,
-    ) -> Result<Applied<Ledger, LatestAnswer>, Refusal> {
+    ) -> Result<Applied<Ledger, Latest>, Refusal> {
         handoff.check_open()?;
-        multi_line("note", &input.note, NOTE_BYTES_MAX)?;
         let current = self.current.as_ref().ok_or_else(not_found)?;
         if current.state == OfferState::Accepted {
             return Err(Refusal::new(
@@ -693,7 +693,7 @@ impl Ledger {
         }
         let mut offer = current.clone();
         offer.state = OfferState::Rejected;
-        offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), at: now, by });
+        offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), rejected_at: Timestamp::from_ms(now), by });
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
         Ok(Applied { next, answer, moved: true })
@@ -723,7 +723,7 @@ fn stale(current: &Offer) -> Refusal {
 /// fences ids and paths, [`md_uri`] makes a URI an autolink only where that cannot go wrong.
 /// The structure around them (headings, `- ` and `> ` prefixes, `**state**`) is this
 /// function's own.
-pub fn render_markdown(latest: &LatestAnswer) -> String {
+pub fn render_markdown(latest: &Latest) -> String {
     let p = &latest.package;
     let mut md = String::new();
     let state = match latest.state {
@@ -750,7 +750,7 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
     if let Some(pr) = &p.work.priority {
         let _ = writeln!(md, "- Priority: {}", one_line(pr));
     }
-    let _ = writeln!(md, "- Generated at: {}", one_line(&p.generated_at));
+    let _ = writeln!(md, "- Generated at: {}", one_line(&p.generated_at.to_string()));
 
     let _ = writeln!(md, "\n## Goal\n\n{}", quote(&p.work.goal));
     let _ = writeln!(md, "\n## Next\n\n- Objective: {}\n- Purpose: {}\n- Runtime: {}", one_line(&p.next.objective), one_line(&p.next.purpose), one_line(&p.next.runtime));
@@ -765,7 +765,7 @@ pub fn render_markdown(latest: &LatestAnswer) -> String {
         &mut md,
         "Decisions",
         p.decisions.iter().map(|d| {
-            let mut line = format!("{} {} ({})", code_span(&d.id), one_line(&d.statement), one_line(&d.recorded_at));
+            let mut line = format!("{} {} ({})", code_span(&d.id), one_line(&d.statement), one_line(&d.recorded_at.to_string()));
             if let Some(r) = &d.rationale {
                 let _ = write!(line, ". Why: {}", one_line(r));
             }

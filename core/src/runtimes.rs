@@ -14,7 +14,7 @@ use crate::error::{Code, Refusal};
 use crate::ids::is_id;
 use crate::json::Checked;
 use crate::limits::{MACHINE_RUNTIMES_MAX, RUNTIMES_FRESH_MS, RUNTIME_BYTES_MAX, RUNTIME_VERSION_BYTES_MAX};
-use crate::time::{parse_rfc3339, EpochMs};
+use crate::time::{parse_rfc3339, EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// One runtime a machine reports.
@@ -79,7 +79,7 @@ impl Checked for RuntimesInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineRuntimes {
     pub runtimes: Vec<Runtime>,
-    pub reported_at: EpochMs,
+    pub reported_at: Timestamp,
 }
 
 /// What the service knows of one runtime on the session's machine.
@@ -104,7 +104,7 @@ pub fn availability(reported: Option<&MachineRuntimes>, name: &str, now: EpochMs
     let Some(reported) = reported else {
         return Availability::Unreported;
     };
-    if now.saturating_sub(reported.reported_at) > RUNTIMES_FRESH_MS {
+    if now.saturating_sub(reported.reported_at.ms()) > RUNTIMES_FRESH_MS {
         return Availability::Stale;
     }
     match reported.runtimes.iter().find(|r| r.name == name).map(|r| r.signed_in) {
@@ -132,7 +132,7 @@ mod tests {
 
     fn reported(at: EpochMs) -> MachineRuntimes {
         let rt = |name: &str, signed_in| Runtime { name: name.into(), version: Some("1.0".into()), signed_in };
-        MachineRuntimes { runtimes: vec![rt("claude-code", Some(true)), rt("codex", Some(false)), rt("gemini", None)], reported_at: at }
+        MachineRuntimes { runtimes: vec![rt("claude-code", Some(true)), rt("codex", Some(false)), rt("gemini", None)], reported_at: at.into() }
     }
 
     #[test]

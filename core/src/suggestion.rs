@@ -61,21 +61,46 @@ pub enum Limit {
     ProviderLimit,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// Why a hand-off is suggested. Written by its name; a name a newer service adds reads as
+/// [`Reason::Other`] with its text kept, which the rules never raise.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {
     ContextThreshold,
     ProviderLimit,
     QuotaThreshold,
+    Other(String),
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Reason::ContextThreshold => "context-threshold",
             Reason::ProviderLimit => "provider-limit",
             Reason::QuotaThreshold => "quota-threshold",
+            Reason::Other(name) => name,
         }
+    }
+
+    fn named(name: String) -> Reason {
+        [Reason::ContextThreshold, Reason::ProviderLimit, Reason::QuotaThreshold].into_iter().find(|r| r.as_str() == name).unwrap_or(Reason::Other(name))
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
+        String::deserialize(d).map(Reason::named)
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -176,7 +201,7 @@ mod tests {
 
     fn machine(signed_in: &[(&str, Option<bool>)]) -> MachineRuntimes {
         let runtimes = signed_in.iter().map(|(name, s)| Runtime { name: name.to_string(), version: None, signed_in: *s }).collect();
-        MachineRuntimes { runtimes, reported_at: 1_000 }
+        MachineRuntimes { runtimes, reported_at: 1_000.into() }
     }
 
     fn at<'a>(current_runtime: Option<&'a str>, machine: Option<&'a MachineRuntimes>, now: EpochMs) -> Context<'a> {
@@ -221,5 +246,16 @@ mod tests {
         assert!(parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());
+    }
+
+    #[test]
+    fn a_reason_is_written_by_its_name_and_a_name_a_newer_service_adds_is_kept_as_written() {
+        for reason in [Reason::ContextThreshold, Reason::ProviderLimit, Reason::QuotaThreshold] {
+            let text = serde_json::to_string(&reason).unwrap();
+            assert_eq!(text, format!("\"{}\"", reason.as_str()));
+            assert_eq!(serde_json::from_str::<Reason>(&text).unwrap(), reason);
+        }
+        let newer: Reason = serde_json::from_str("\"tokens-spent\"").unwrap();
+        assert_eq!((newer.as_str(), &newer), ("tokens-spent", &Reason::Other("tokens-spent".into())));
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{Code, Refusal};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
-use crate::time::EpochMs;
+use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,8 +112,8 @@ pub struct Record {
     pub status: Status,
     pub summary: Option<String>,
     pub version: u64,
-    pub created_at: EpochMs,
-    pub updated_at: EpochMs,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// The runtime the current turn was handed to, when it was.
     #[serde(default)]
     pub runtime: Option<String>,
@@ -128,7 +128,7 @@ pub struct Record {
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
     /// The runtimes the session's machine last reported installed (`PUT …/runtimes`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_runtimes: Option<MachineRuntimes>,
 }
 
@@ -160,8 +160,8 @@ impl Record {
             status: Status::Running,
             summary: None,
             version: 1,
-            created_at: now,
-            updated_at: now,
+            created_at: Timestamp::from_ms(now),
+            updated_at: Timestamp::from_ms(now),
             runtime: None,
             package_version: None,
             package_hash: None,
@@ -203,12 +203,13 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
         Ok(None) => Applied { next: record.clone(), answer: (), moved: false },
         Ok(Some(mut next)) => {
             next.version = record.version + 1;
-            next.updated_at = now.max(record.updated_at);
+            next.updated_at = Timestamp::from_ms(now).max(record.updated_at);
             Applied { next, answer: (), moved: true }
         }
     };
     assert!(record.state == State::Open || !applied.moved, "a closed hand-off never changes");
-    assert!(applied.next.turn >= record.turn, "the turn never goes back");
+    let opened = matches!(command, Command::OpenTurn { .. }) && applied.moved;
+    assert_eq!(applied.next.turn, record.turn + u64::from(opened), "the turn rises by exactly one, and only through OpenTurn");
     if applied.moved {
         assert_eq!(applied.next.version, record.version + 1);
     } else {

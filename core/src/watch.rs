@@ -7,8 +7,11 @@
 //! object comparing, a message from the client), it asks [`Watcher::on_version`] or
 //! [`Watcher::on_message`] for a [`Step`] and carries it out. The rules:
 //!
-//! - each version above the one the client named is sent once, in order, and never again on
-//!   the same socket ([`Watcher::sent`] only rises);
+//! - each version the object publishes is pushed once, in order, and never again unasked
+//!   ([`Watcher::on_version`] only ever sends a version above [`Watcher::sent`]);
+//! - `{"after": V}` acknowledges every version up to V, and re-synchronises: when the record's
+//!   version is above V the socket is sent the current record, even if it was sent it before
+//!   (a client that lost its state asks the socket for the record again);
 //! - once the hand-off is closed, the socket gets its last record and is closed with
 //!   [`CLOSE_HANDOFF_CLOSED`];
 //! - a socket whose token has expired is closed with [`CLOSE_TOKEN_EXPIRED`] the next time
@@ -137,7 +140,8 @@ impl Watcher {
             return self.close(Close::UNSUPPORTED);
         };
         self.unacked.retain(|(v, _)| *v > ack.after);
-        self.sent = self.sent.max(ack.after);
+        // What the client has is what it says it has: anything newer is owed again.
+        self.sent = ack.after;
         self.owe(version, closed, frame_bytes)
     }
 
@@ -181,7 +185,7 @@ impl Watcher {
 
     /// The attachment's text.
     pub fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        serde_json::to_string(self).expect("a watcher is plain data: it always serialises")
     }
 
     /// A watcher from its attachment's text; `None` for anything this build did not write.

@@ -27,7 +27,7 @@ use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
 use crate::applied::Applied;
-use crate::time::EpochMs;
+use crate::time::{EpochMs, Timestamp};
 use crate::turn::Record;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -65,15 +65,16 @@ pub enum BlockerStatus {
 // Request bodies
 // ---------------------------------------------------------------------------------------
 
-/// `PUT /v1/handoffs/:id/work`. Also the work as kept on the record.
+/// `PUT /v1/handoffs/:id/work`. Also the work as kept on the record, and as answered (with
+/// its two optional labels always present, null when not set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkInput {
     pub title: String,
     pub goal: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub task_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub priority: Option<String>,
     pub constraints: Vec<String>,
     pub acceptance_criteria: Vec<String>,
@@ -319,7 +320,7 @@ pub struct Decision {
     pub supersedes: Option<String>,
     /// Set once, when a later decision supersedes this one; never cleared.
     pub superseded_by: Option<String>,
-    pub recorded_at: EpochMs,
+    pub recorded_at: Timestamp,
     pub by: Role,
 }
 
@@ -340,7 +341,7 @@ pub struct Artifact {
     pub version: u64,
     pub uri: String,
     pub sha256: Option<String>,
-    pub recorded_at: EpochMs,
+    pub recorded_at: Timestamp,
     pub by: Role,
 }
 
@@ -351,8 +352,8 @@ pub struct Blocker {
     pub severity: Severity,
     pub title: String,
     pub status: BlockerStatus,
-    pub raised_at: EpochMs,
-    pub resolved_at: Option<EpochMs>,
+    pub raised_at: Timestamp,
+    pub resolved_at: Option<Timestamp>,
     pub by: Role,
 }
 
@@ -435,21 +436,6 @@ pub enum Command {
     ResolveBlocker { id: String },
     /// The machine reports workspace paths and counts.
     ReportWorkspace(WorkspaceInput),
-    /// A final report (`done` or `failed`) lists the acceptance criteria left unmet; a final
-    /// report without `unmet` sends an empty list. Validated against the current criteria.
-    RecordUnmet(Vec<u32>),
-}
-
-impl Command {
-    /// Whether `by` may send this command. Setting the work is the owner's; the workspace
-    /// report is the machine's; the rest are either's.
-    pub fn may_be_sent_by(&self, by: Role) -> bool {
-        match self {
-            Command::SetWork(_) => by == Role::Owner,
-            Command::ReportWorkspace(_) => by == Role::Machine,
-            _ => true,
-        }
-    }
 }
 
 /// What a command answers, under the key [`Item::kind`]: `{"handoff", "<kind>": item}`
@@ -463,7 +449,6 @@ pub enum Item {
     /// The paths this report named (each once, in code-point order, with its latest counts)
     /// and how many paths the record keeps.
     Workspace { files: Vec<FileInput>, paths_kept: usize },
-    Unmet(Vec<u32>),
 }
 
 impl Item {
@@ -474,18 +459,15 @@ impl Item {
             Item::Artifact(_) => "artifact",
             Item::Blocker(_) => "blocker",
             Item::Workspace { .. } => "workspace",
-            Item::Unmet(_) => "unmet",
         }
     }
 }
 
-/// Applies `command`, sent by `by` at `now`, to the work record of `handoff`.
+/// Applies `command`, sent by `by` at `now`, to the work record of `handoff`. Its input was
+/// checked once, as it was read ([`Checked`]); who may send it is [`crate::actions::Action::sender`]'s.
 /// A refusal leaves the record as it was.
 pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
     handoff.check_open()?;
-    if !command.may_be_sent_by(by) {
-        return Err(Refusal::new(Code::AuthForbidden, "this route is not open to this token's role"));
-    }
     let applied = match command {
         Command::SetWork(input) => set_work(work, input)?,
         Command::RecordDecision(input) => record_decision(work, input, by, now)?,
@@ -493,14 +475,12 @@ pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: Ep
         Command::AddBlocker(input) => add_blocker(work, input, by, now)?,
         Command::ResolveBlocker { id } => resolve_blocker(work, id, now)?,
         Command::ReportWorkspace(input) => report_workspace(work, input)?,
-        Command::RecordUnmet(indices) => record_unmet(work, indices)?,
     };
     assert_eq!(applied.moved, applied.next != *work, "moved means exactly: the record changed");
     Ok(applied)
 }
 
 fn set_work(work: &Work, input: &WorkInput) -> Result<Applied<Work, Item>, Refusal> {
-    validate_work(input)?;
     if work.spec.as_ref() == Some(input) {
         return Ok(Applied { next: work.clone(), answer: Item::Work(input.clone()), moved: false });
     }
@@ -521,7 +501,6 @@ fn too_many(what: &str, max: usize) -> Refusal {
 }
 
 fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
-    validate_decision(input)?;
     if work.decisions.len() >= DECISIONS_PER_HANDOFF_MAX {
         return Err(too_many("decisions", DECISIONS_PER_HANDOFF_MAX));
     }
@@ -547,7 +526,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
         evidence: input.evidence.clone(),
         supersedes: input.supersedes.clone(),
         superseded_by: None,
-        recorded_at: now,
+        recorded_at: Timestamp::from_ms(now),
         by,
     };
     let item = Item::Decision(decision.clone());
@@ -556,8 +535,8 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
 }
 
 fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
-    validate_artifact(input)?;
-    let sha256 = input.sha256.as_ref().map(|s| s.to_ascii_lowercase());
+    // Checked inputs carry their hash in lowercase already.
+    let sha256 = input.sha256.clone();
     let latest = work.latest_version_of(&input.title);
     if let Some(latest) = latest {
         let same = latest.kind == input.kind && latest.uri == input.uri && latest.sha256 == sha256;
@@ -583,7 +562,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
         version,
         uri: input.uri.clone(),
         sha256,
-        recorded_at: now,
+        recorded_at: Timestamp::from_ms(now),
         by,
     };
     let item = Item::Artifact(artifact.clone());
@@ -592,7 +571,6 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
 }
 
 fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
-    single_line("title", &input.title, TITLE_BYTES_MAX)?;
     if work.blockers.len() >= BLOCKERS_PER_HANDOFF_MAX {
         return Err(too_many("blockers", BLOCKERS_PER_HANDOFF_MAX));
     }
@@ -603,7 +581,7 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Res
         severity: input.severity,
         title: input.title.clone(),
         status: BlockerStatus::Open,
-        raised_at: now,
+        raised_at: Timestamp::from_ms(now),
         resolved_at: None,
         by,
     };
@@ -623,7 +601,7 @@ fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied<Work, 
     let mut next = work.clone();
     let blocker = &mut next.blockers[index];
     blocker.status = BlockerStatus::Resolved;
-    blocker.resolved_at = Some(now);
+    blocker.resolved_at = Some(Timestamp::from_ms(now));
     let item = Item::Blocker(blocker.clone());
     Ok(Applied { next, answer: item, moved: true })
 }
@@ -631,12 +609,6 @@ fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied<Work, 
 /// Answers the reported paths as now on the record (code-point order) and how many paths
 /// the hand-off keeps in all.
 fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied<Work, Item>, Refusal> {
-    for (i, file) in input.files.iter().enumerate() {
-        single_line(&format!("files[{i}].path"), &file.path, PATH_BYTES_MAX)?;
-    }
-    if input.files.len() > FILES_PER_REPORT_MAX {
-        return Err(Refusal::invalid(format!("files: more than {FILES_PER_REPORT_MAX} in one report")));
-    }
     let mut next = work.clone();
     // In body order, so a path named twice in one report keeps its later counts.
     for file in &input.files {
@@ -658,7 +630,9 @@ fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied<Work,
     Ok(Applied { next, answer: item, moved })
 }
 
-fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work, Item>, Refusal> {
+/// A final report (`done` or `failed`) lists the acceptance criteria left unmet; a final report
+/// without `unmet` records an empty list. Judged against the current criteria.
+pub(crate) fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work, Vec<u32>>, Refusal> {
     let criteria = work.spec.as_ref().map_or(0, |s| s.acceptance_criteria.len());
     if let Some(bad) = indices.iter().find(|&&i| i as usize >= criteria) {
         return Err(Refusal::invalid(format!(
@@ -668,13 +642,12 @@ fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work, Item>, Ref
     let mut unmet = indices.to_vec();
     unmet.sort_unstable();
     unmet.dedup();
-    let item = Item::Unmet(unmet.clone());
     if unmet == work.unmet {
-        return Ok(Applied { next: work.clone(), answer: item, moved: false });
+        return Ok(Applied { next: work.clone(), answer: unmet, moved: false });
     }
     let mut next = work.clone();
-    next.unmet = unmet;
-    Ok(Applied { next, answer: item, moved: true })
+    next.unmet = unmet.clone();
+    Ok(Applied { next, answer: unmet, moved: true })
 }
 
 #[cfg(test)]

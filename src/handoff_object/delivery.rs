@@ -1,96 +1,71 @@
-//! Carrying out the core's outbox (`handoff_core::outbox`): sending the owed row to the owner's
-//! index, and setting the alarm the outbox asks for. No decision is made here.
+//! Carrying out what the session says the owner's index is owed: the send itself, the wait
+//! for a send already on its way, the attempts stored and the retry alarm after a failure.
+//! No decision is made here.
 
 use super::*;
-
-/// The failed attempts stored for a version (the `outbox` table holds only that now).
-#[derive(serde::Deserialize)]
-pub(super) struct AttemptsRow {
-    pub(super) version: i64,
-    pub(super) attempts: i64,
-}
-
-/// What one delivery carries: the owner whose index it goes to, and the row's JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Delivery {
-    pub(super) owner: String,
-    pub(super) row: String,
-}
-
-impl Delivery {
-    /// The row the owner's index is owed for `record`: the change that stores the record owes it.
-    pub(super) fn of(record: &Record) -> Result<Delivery> {
-        Ok(Delivery { owner: record.owner.clone(), row: to_json(&IndexRow::of(record))? })
-    }
-}
+use crate::bindings::{owner_index_name, OWNER_INDEX};
+use handoff_api::protocol::{self, IndexAsk};
+use handoff_core::outbox::Send;
+use handoff_core::session::Delivery;
+use std::time::Duration;
 
 impl HandoffObject {
-    /// What the owner's index is owed by the stored hand-off `h`: its row, derived from the
-    /// record, which every change commits in its own transaction, so a change writes no outbox
-    /// row of its own (it did, one statement of each change's four, issue 12). Only failed
-    /// attempts are stored, by [`HandoffObject::send`].
-    pub(super) fn owed(&self, h: &Handoff) -> Result<Owed<Delivery>> {
-        let sql = self.state.storage().sql();
-        let stored: Vec<AttemptsRow> = sql.exec("SELECT version, attempts FROM outbox WHERE k = 0", None)?.to_array()?;
-        let attempts = stored.first().filter(|a| a.version as u64 == h.record.version).map_or(0, |a| a.attempts as u32);
-        Ok(Owed { version: h.record.version, row: Delivery::of(&h.record)?, attempts })
-    }
-
-    /// Returns once the owner's index has `version` (or a later one), so that a list started
+    /// Returns once the owner's index holds `version` (or a later one), so that a list started
     /// after the answer shows the change. Changes that arrive while a delivery is on its way
-    /// wait for it, then the outbox sends only the newest row: under concurrent changes, one
-    /// index write carries many of them. After a failure the alarm retries and the change is
-    /// answered.
+    /// wait for it; the session then sends only the newest row, so under concurrent changes
+    /// one index write carries many of them. After a failure the alarm retries and the change
+    /// is answered.
     pub(super) async fn deliver_through(&self, version: u64) -> Result<()> {
         loop {
-            if self.outbox.borrow().is_delivered(version) {
-                return Ok(());
-            }
-            let send = self.outbox.borrow_mut().poll_send();
-            match send {
-                Some(send) => self.send(send).await?,
-                None if self.outbox.borrow().is_sending() => {
-                    let (done, wait) = futures::channel::oneshot::channel();
-                    self.delivery_waiters.borrow_mut().push(done);
-                    let _ = wait.await;
+            let (delivered, send, sending) = {
+                let mut session = self.inner.session.borrow_mut();
+                if session.is_delivered(version) {
+                    (true, None, false)
+                } else {
+                    let send = session.poll_send();
+                    let sending = send.is_none() && session.is_sending();
+                    (false, send, sending)
                 }
-                None => return Ok(()),
+            };
+            match (delivered, send) {
+                (true, _) => return Ok(()),
+                (false, Some(send)) => self.send(send).await?,
+                (false, None) if sending => {
+                    let (done, wait) = futures::channel::oneshot::channel();
+                    self.inner.delivering.borrow_mut().push(done);
+                    // A dropped sender is a delivery that ended too: look again either way.
+                    let _ended = wait.await;
+                }
+                (false, None) => return Ok(()),
             }
         }
     }
 
-    /// Carries out one send the outbox asked for, tells it how it went, wakes the changes that
-    /// waited for it, and after a failure stores the attempt count and sets the retry alarm.
-    pub(super) async fn send(&self, send: outbox::Send<Delivery>) -> Result<()> {
+    /// Carries out one send, tells the session how it went, wakes the changes that waited for
+    /// it, and carries out what a failure leads to (the attempts stored, the retry alarm).
+    pub(super) async fn send(&self, send: Send<Delivery>) -> Result<()> {
         let ok = self.send_row(&send.row).await;
-        let retry = self.outbox.borrow_mut().on_sent(ok, now_ms());
-        for done in self.delivery_waiters.borrow_mut().drain(..) {
-            let _ = done.send(());
+        let sent = self.inner.session.borrow_mut().on_sent(send.version, ok, now_ms());
+        for done in self.inner.delivering.borrow_mut().drain(..) {
+            let _gone = done.send(());
         }
-        let Some(at) = retry else {
-            return Ok(());
-        };
-        // The failed attempts at this version outlive an eviction, so the backoff goes on growing.
-        let owed = self.outbox.borrow().owed().filter(|o| o.version == send.version).cloned();
-        if let Some(owed) = owed {
-            let sql = self.state.storage().sql();
-            sql.exec(
-                "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, ?)",
-                vec![owed.row.owner.into(), (owed.version as i64).into(), owed.row.row.into(), (owed.attempts as i64).into()],
-            )?;
+        if let Some(write) = sent.write {
+            store::commit(&self.state.storage(), store::Batch::of(&[write]), None)?;
         }
-        let wait_ms = (at - now_ms()).max(0) as u64;
-        self.state.storage().set_alarm(Duration::from_millis(wait_ms)).await
+        if let Some(at) = sent.retry_at {
+            let wait_ms = (at - now_ms()).max(0) as u64;
+            self.state.storage().set_alarm(Duration::from_millis(wait_ms)).await?;
+        }
+        Ok(())
     }
 
-    pub(super) async fn send_row(&self, owed: &Delivery) -> bool {
-        let Ok(row) = serde_json::from_str::<IndexRow>(&owed.row) else {
+    /// Whether the owner's index took the row; any failure to reach it is a `false` the session
+    /// retries.
+    async fn send_row(&self, delivery: &Delivery) -> bool {
+        let Ok(payload) = protocol::encode(&IndexAsk::Put { row: delivery.row.clone() }) else {
             return false;
         };
-        let Ok(payload) = protocol::encode(&IndexAsk::Put { row }) else {
-            return false;
-        };
-        let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&owed.owner))) else {
+        let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))) else {
             return false;
         };
         let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).await;

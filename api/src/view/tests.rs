@@ -1,41 +1,45 @@
 use super::*;
-use handoff_core::handoff::Handoff as Value_;
-use handoff_core::package::TurnEntry;
-use handoff_core::turn::Record;
-use serde_json::json;
+use crate::wire::Json;
+use handoff_core::handoff::{apply, Change, Effect, Handoff as Value_};
+use handoff_core::package::{ContinuedFrom, PackageRequest, RejectInput, RejectReason};
+use handoff_core::session::{Answer, Wire};
+use handoff_core::time::Timestamp;
+use handoff_core::turn::Status;
+use handoff_core::work::{Item, WorkInput};
+use serde_json::{json, Value};
 
 fn record() -> Record {
     let mut record = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0);
     record.summary = Some("built it".into());
-    record.updated_at = 1_700_000_000_123;
+    record.updated_at = Timestamp::from_ms(1_700_000_000_123);
     record
 }
 
-#[test]
-fn a_row_shows_its_record_with_its_time_in_rfc3339() {
-    let row = Row::from(&IndexRow::of(&record()));
-    assert_eq!(
-        serde_json::to_value(&row).unwrap(),
-        json!({
-            "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
-            "state": "open", "status": "running", "summary": "built it", "version": 1,
-            "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
-            "runtime": null, "package_version": null, "package_hash": null,
-        })
-    );
+fn rendered(answer: Answer<'_>) -> Value {
+    serde_json::from_str(&Json.render(answer).body).unwrap()
+}
+
+fn changed(h: &Value_, effect: &Effect) -> Value {
+    rendered(Answer::Changed { h, role: Role::Owner, effect })
+}
+
+fn work_input() -> WorkInput {
+    WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec!["c".into()], acceptance_criteria: vec![] }
 }
 
 #[test]
 fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
-    let body = record_answer(&Value_::create(record()), Role::Owner);
-    let h = &body["handoff"];
+    let h = Value_::create(record());
+    let body = rendered(Answer::Record { h: &h, role: Role::Owner });
+    let shown = &body["handoff"];
     assert_eq!(body.as_object().unwrap().len(), 1);
-    assert_eq!((h["created_at"].as_str(), h["updated_at"].as_str()), (Some("1970-01-01T00:00:00.000Z"), Some("2023-11-14T22:13:20.123Z")));
+    assert_eq!((shown["created_at"].as_str(), shown["updated_at"].as_str()), (Some("1970-01-01T00:00:00.000Z"), Some("2023-11-14T22:13:20.123Z")));
     for field in ["runtime", "package_version", "package_hash", "continued_from", "suggestion"] {
-        assert_eq!(h[field], Value::Null, "{field} is present and null");
+        assert_eq!(shown[field], Value::Null, "{field} is present and null");
     }
-    let back: Handoff = serde_json::from_value(h.clone()).unwrap();
-    assert_eq!(back, Handoff::of(&Value_::create(record()), Role::Owner));
+    assert!(shown.get("machine_runtimes").is_none(), "absent until the machine reports");
+    let back: Handoff<'static> = serde_json::from_value(shown.clone()).unwrap();
+    assert_eq!(back, Handoff::of(&h, Role::Owner));
 }
 
 #[test]
@@ -47,10 +51,10 @@ fn a_turn_lists_with_its_lineage_fields() {
         package_version: Some(1),
         package_hash: Some("ab".repeat(32)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),
-        opened_at: 1_796_040_013_000,
+        opened_at: Timestamp::from_ms(1_796_040_013_000),
         ended_at: None,
     };
-    let v = serde_json::to_value(Turn::from(&entry)).unwrap();
+    let v = serde_json::to_value(&entry).unwrap();
     assert_eq!(v["continued_from"], json!({"turn": 1, "runtime": "codex"}));
     assert_eq!(v["package_version"], 1);
     assert_eq!(v["ended_at"], Value::Null);
@@ -67,71 +71,68 @@ fn an_item_answers_under_its_kind_beside_the_record() {
         evidence: vec![],
         supersedes: Some("dec_1".into()),
         superseded_by: None,
-        recorded_at: 5_000,
+        recorded_at: Timestamp::from_ms(5_000),
         by: Role::Owner,
     };
-    let body = answer(&h, Role::Owner, &Effect::Item(Item::Decision(decision)));
+    let body = changed(&h, &Effect::Item(Item::Decision(decision)));
     assert_eq!(body["decision"]["id"], "dec_2");
     assert_eq!(body["decision"]["recorded_at"], "1970-01-01T00:00:05.000Z");
     assert_eq!(body["decision"]["by"], "owner");
     assert_eq!(body["handoff"]["id"], "ho_1");
     let workspace = Item::Workspace { files: vec![FileInput { path: "a".into(), insertions: 1, deletions: 2 }], paths_kept: 7 };
-    let body = answer(&h, Role::Owner, &Effect::Item(workspace));
+    let body = changed(&h, &Effect::Item(workspace));
     assert_eq!(body["workspace"], json!({"files": [{"path": "a", "insertions": 1, "deletions": 2}], "paths_kept": 7}));
-    let body = answer(&h, Role::Owner, &Effect::Nothing);
+    let body = changed(&h, &Effect::Nothing);
     assert_eq!(body, json!({"handoff": serde_json::to_value(Handoff::of(&h, Role::Owner)).unwrap()}), "the record alone");
 }
 
 #[test]
 fn the_work_answers_with_the_handoff_id() {
     let h = Value_::create(record());
-    let input = WorkInput {
-        title: "t".into(),
-        goal: "g".into(),
-        task_type: None,
-        priority: None,
-        constraints: vec!["c".into()],
-        acceptance_criteria: vec![],
-    };
-    let body = answer(&h, Role::Owner, &Effect::Item(Item::Work(input)));
+    let body = changed(&h, &Effect::Item(Item::Work(work_input())));
     assert_eq!(body["work"]["id"], "ho_1");
     assert_eq!(body["work"]["constraints"], json!(["c"]));
+    let read: Work<'static> = serde_json::from_value(body["work"].clone()).unwrap();
+    assert_eq!((read.id.as_ref(), read.spec.as_ref()), ("ho_1", &work_input()), "read back as it was set");
 }
 
 #[test]
-fn a_rejection_shows_its_time_in_rfc3339() {
-    let r = CoreRejection { reason: RejectReason::MissingContext, note: "which?".into(), at: 30_000, by: Role::Machine };
-    assert_eq!(
-        serde_json::to_value(Rejection::from(&r)).unwrap(),
-        json!({"reason": "missing_context", "note": "which?", "rejected_at": "1970-01-01T00:00:30.000Z", "by": "machine"})
-    );
+fn a_rejection_shows_its_time_in_rfc3339_and_reads_one_stored_before_it_was_named_so() {
+    let r = Rejection { reason: RejectReason::MissingContext, note: "which?".into(), rejected_at: Timestamp::from_ms(30_000), by: Role::Machine };
+    let shown = serde_json::to_value(&r).unwrap();
+    assert_eq!(shown, json!({"reason": "missing_context", "note": "which?", "rejected_at": "1970-01-01T00:00:30.000Z", "by": "machine"}));
+    let stored = json!({"reason": "missing_context", "note": "which?", "at": 30_000, "by": "machine"});
+    assert_eq!(serde_json::from_value::<Rejection>(stored).unwrap(), r);
+}
+
+fn with_work() -> Value_ {
+    apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work_input()) }, Role::Owner, 1).unwrap().next
+}
+
+fn request() -> PackageRequest {
+    PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None }
 }
 
 #[test]
 fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
-    use handoff_core::handoff::{apply, Change};
-    use handoff_core::package::{PackageRequest, RejectInput};
-    use handoff_core::suggestion::Policy;
-    let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
-    let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
-    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
-    let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
-    let body = answer(&compiled.next, Role::Owner, &compiled.answer);
+    let compiled = apply(&with_work(), &Change::Compile { request: request(), dry_run: false }, Role::Owner, 2).unwrap();
+    let body = changed(&compiled.next, &compiled.answer);
     assert_eq!((body["package_version"].as_u64(), body["changed"].as_bool()), (Some(1), Some(true)));
     assert_eq!(body["package"]["format"], 1);
-    let hash = body["package_hash"].as_str().unwrap().to_string();
-    assert_eq!(hash.len(), 64);
+    assert_eq!(body["package_hash"].as_str().map(str::len), Some(64));
     assert_eq!(body["handoff"]["version"], compiled.next.record.version);
 
     let reject = RejectInput { reason: RejectReason::WrongRuntime, note: "not codex".into() };
     let rejected = apply(&compiled.next, &Change::Reject { input: reject }, Role::Machine, 3).unwrap();
-    let body = answer(&rejected.next, Role::Owner, &rejected.answer);
+    let body = changed(&rejected.next, &rejected.answer);
     assert_eq!(body["state"], "rejected");
     assert_eq!(body["rejection"], json!({"reason": "wrong_runtime", "note": "not codex", "rejected_at": "1970-01-01T00:00:00.003Z", "by": "machine"}));
+    let read: LatestAnswer = serde_json::from_value(body.clone()).unwrap();
+    assert_eq!((read.package_version, read.package["format"].as_u64()), (1, Some(1)), "a client reads the package as JSON");
 
     let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
     let set = apply(&rejected.next, &Change::SetPolicy { policy }, Role::Owner, 4).unwrap();
-    let body = answer(&set.next, Role::Owner, &set.answer);
+    let body = changed(&set.next, &set.answer);
     assert_eq!(body["policy"], json!({"runtimes": ["codex"], "context_threshold_pct": 80}));
     assert_eq!(body["handoff"]["version"], set.next.record.version);
 }
@@ -141,23 +142,19 @@ fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
     let h = Value_::create(record());
     let owner = Handoff::of(&h, Role::Owner);
     let machine = Handoff::of(&h, Role::Machine);
-    assert_eq!((owner.actions, machine.actions), (vec!["cancel".to_string(), "close".into()], vec!["report".to_string()]));
+    assert_eq!((owner.actions, machine.actions), (vec![Cow::from("cancel"), "close".into()], vec![Cow::from("report")]));
     assert_eq!(owner.policy, None);
-    let body = record_answer(&h, Role::Machine);
+    let body = rendered(Answer::Record { h: &h, role: Role::Machine });
     assert_eq!(body["handoff"]["actions"], json!(["report"]));
     assert_eq!(body["handoff"]["policy"], Value::Null);
 }
 
 #[test]
 fn a_preview_puts_the_turn_the_package_and_its_briefing_beside_the_record_as_it_is() {
-    use handoff_core::handoff::{apply, Change};
-    use handoff_core::package::PackageRequest;
-    let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
-    let h = apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
-    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
-    let compiled = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap().next;
+    let h = with_work();
+    let compiled = apply(&h, &Change::Compile { request: request(), dry_run: false }, Role::Owner, 2).unwrap().next;
     let latest = compiled.ledger.latest().unwrap();
-    let body = preview(&h, Role::Owner, 2, &latest, "the briefing");
+    let body = rendered(Answer::Preview { h: &h, role: Role::Owner, turn: 2, latest: &latest, briefing: "the briefing" });
     assert_eq!((body["turn"].as_u64(), body["briefing"].as_str(), body["state"].as_str()), (Some(2), Some("the briefing"), Some("offered")));
     assert_eq!(body["package_hash"].as_str(), Some(latest.package_hash.as_str()));
     assert_eq!(body["package"]["format"], 1);

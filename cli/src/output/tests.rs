@@ -35,7 +35,7 @@ impl KnownStatus for ErrorCode {
 
 fn suggestion(reason: &str) -> Suggestion {
     Suggestion {
-        reason: reason.into(),
+        reason: serde_json::from_value(json!(reason)).unwrap(),
         turn: 2,
         runtimes: vec!["codex".into(), "gemini".into()],
         command: "handoff turn ho_1 --after 2 --to codex --objective \"…\" --purpose \"…\"".into(),
@@ -203,7 +203,7 @@ fn package_show_gives_the_whole_hash_and_what_is_asked() {
         rejection: Some(Rejection {
             reason: RejectReason::MissingContext,
             note: "no schema".into(),
-            rejected_at: "2025-01-01T00:00:00.000Z".into(),
+            rejected_at: "2025-01-01T00:00:00.000Z".parse().unwrap(),
             by: handoff_core::role::Role::Machine,
         }),
         package: json!({"next": {"objective": "Ship it", "purpose": "Because", "runtime": "codex"}}),
@@ -229,10 +229,10 @@ fn item_and_turn_lines() {
         package_version: Some(1),
         package_hash: Some("1d07e2c4".repeat(8)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),
-        opened_at: "2025-01-01T00:00:00Z".into(),
+        opened_at: "2025-01-01T00:00:00.000Z".parse().unwrap(),
         ended_at: None,
     };
-    assert_eq!(lineage_line(&t), "turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened 2025-01-01T00:00:00Z");
+    assert_eq!(lineage_line(&t), "turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened 2025-01-01T00:00:00.000Z");
     let h = handoff(2, "cancelled", 8);
     assert_eq!(cancelled_line(&h), "turn 2 cancelled (v8)");
     assert_eq!(opened_line(&handoff(2, "running", 7)), "opened turn 2 (v7)");

@@ -1,7 +1,7 @@
 use super::*;
 use crate::package::tests::{check_golden, rich_package};
 use crate::package::{
-    package_hash, LatestAnswer, Next, OfferState, Package, PackageArtifact, PackageBlocker, PackageDecision, PackageState,
+    package_hash, Latest, Next, OfferState, Package, PackageArtifact, PackageBlocker, PackageDecision, PackageState,
     PackageWork, Phase, Source, Truncation,
 };
 use crate::turn::{State, Status};
@@ -10,8 +10,8 @@ use proptest::prelude::*;
 
 const BASE_URL: &str = "https://handoff.example.com";
 
-fn latest(package: Package) -> LatestAnswer {
-    LatestAnswer { package_version: 3, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package }
+fn latest(package: Package) -> Latest {
+    Latest { package_version: 3, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package }
 }
 
 /// The body under `heading`, up to the next block, or `None` when the heading is absent.
@@ -160,7 +160,7 @@ prop_compose! {
         p.acceptance_criteria = criteria;
         p.state = PackageState { phase: Phase { state: State::Open, turn: 4, status: Status::Running }, completed, unresolved };
         p.decisions = decisions.into_iter().enumerate().map(|(i, s)| PackageDecision {
-            id: format!("dec_{i}"), statement: s, rationale: None, recorded_at: "2026-01-01T00:00:00.000Z".into(), evidence: vec![],
+            id: format!("dec_{i}"), statement: s, rationale: None, recorded_at: crate::time::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap().into(), evidence: vec![],
         }).collect();
         p.artifacts = artifacts.into_iter().enumerate().map(|(i, t)| PackageArtifact {
             id: format!("art_{i}"), kind: "doc".into(), title: t, version: 1, uri: "https://a.example".into(), sha256: None,

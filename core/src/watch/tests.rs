@@ -74,11 +74,25 @@ fn after_resynchronises_and_acknowledges() {
     // Acknowledging exactly the last version sent leaves nothing unacknowledged.
     assert_eq!(w.on_message(Some(r#"{"after":6}"#), 6, false, FRAME, 0), Step::Nothing);
     assert!(w.unacked.is_empty(), "{:?}", w.unacked);
-    // A client behind the record is answered with it, once.
+    // A client behind the record is answered with it, each time it says it is behind.
     let (mut w, _) = watcher(7, 7);
     w.sent = 2;
     assert_eq!(w.on_message(Some(r#"{"after":2}"#), 7, false, FRAME, 0), Step::Send);
-    assert_eq!(w.on_message(Some(r#"{"after":2}"#), 7, false, FRAME, 0), Step::Nothing, "7 is on its way already");
+    assert_eq!(w.on_message(Some(r#"{"after":7}"#), 7, false, FRAME, 0), Step::Nothing, "it has 7 now");
+}
+
+#[test]
+fn after_v_re_synchronises_a_socket_that_was_sent_the_record_already_and_pushes_stay_once() {
+    let (mut w, step) = watcher(0, 4);
+    assert_eq!(step, Step::Send, "version 4 went at the open");
+    assert_eq!(w.on_version(4, false, FRAME, 0), Step::Nothing, "never pushed twice unasked");
+    // The client lost its state and says it has only 1: it is sent the record again.
+    assert_eq!(w.on_message(Some(r#"{"after":1}"#), 4, false, FRAME, 0), Step::Send);
+    assert_eq!(w.sent, 4);
+    assert_eq!(w.on_version(4, false, FRAME, 0), Step::Nothing, "and the next push is still only a newer version");
+    assert_eq!(w.on_version(5, false, FRAME, 0), Step::Send);
+    // Saying it has the current version asks for nothing.
+    assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), Step::Nothing);
 }
 
 #[test]
@@ -180,9 +194,10 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 proptest! {
-    /// The watch's rules over any history: the versions a socket is sent rise strictly by
+    /// The watch's rules over any history: the versions a socket is pushed rise strictly by
     /// one from where it started up to the point it is closed (gap-free while it is
-    /// open, each once); nothing goes out after a close; the unacknowledged bytes never pass
+    /// open, each once), and a client that says it is behind is sent the current record;
+    /// nothing goes out after a close; the unacknowledged bytes never pass
     /// the cap; a close of the hand-off ends with its last record; an expired token ends the
     /// socket at the next step and not before.
     #[test]
@@ -197,31 +212,40 @@ proptest! {
         let (mut w, step) = Watcher::open(Role::Owner, lifetime_s, after, version, false, 100);
         prop_assert_eq!(step, Step::Send);
         let mut seen = vec![version];
+        let mut pushed = vec![version];
         let mut ended: Option<Close> = None;
         for e in events {
             if closed {
                 break;
             }
-            let step = match e {
+            let (step, asked_after) = match e {
                 Event::Publish { closes, frame } => {
                     version += 1;
                     closed = closes;
-                    w.on_version(version, closed, frame, now)
+                    (w.on_version(version, closed, frame, now), None)
                 }
                 Event::Ack { behind } => {
                     let acked = seen.last().copied().unwrap_or(after).saturating_sub(behind);
-                    w.on_message(Some(&format!(r#"{{"after":{acked}}}"#)), version, closed, 100, now)
+                    (w.on_message(Some(&format!(r#"{{"after":{acked}}}"#)), version, closed, 100, now), Some(acked))
                 }
                 Event::Tick { s } => {
                     now += s;
-                    Step::Nothing
+                    (Step::Nothing, None)
                 }
             };
             match step {
                 Step::Send | Step::SendThenClose(_) => {
                     prop_assert!(ended.is_none(), "sent after a close");
                     prop_assert!(now <= lifetime_s, "sent on an expired token");
+                    match asked_after {
+                        // A re-synchronisation answers the current record, only when it is newer.
+                        Some(acked) => prop_assert!(version > acked),
+                        None => pushed.push(version),
+                    }
                     seen.push(version);
+                }
+                Step::Nothing if ended.is_none() && asked_after.is_some_and(|acked| acked < version) => {
+                    prop_assert!(false, "a socket behind the record by its own word was not re-synchronised");
                 }
                 _ => {}
             }
@@ -245,8 +269,11 @@ proptest! {
             prop_assert!(w.unacked_bytes() <= WATCH_UNACKED_BYTES_MAX as u64);
             prop_assert!(w.unacked.len() <= WATCH_UNACKED_FRAMES_MAX);
         }
+        for pair in pushed.windows(2) {
+            prop_assert_eq!(pair[1], pair[0] + 1, "pushes are gap-free and each once: {:?}", pushed);
+        }
         for pair in seen.windows(2) {
-            prop_assert_eq!(pair[1], pair[0] + 1, "gap-free and each once: {:?}", seen);
+            prop_assert!(pair[1] >= pair[0], "nothing older than what was sent goes out: {:?}", seen);
         }
     }
 }

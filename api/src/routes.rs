@@ -1,0 +1,290 @@
+//! Every route of the API, once: its method and path, who may call it (top-level routes) or
+//! that the core decides (hand-off routes), how its query and body are read, whether it is a
+//! change (remembered under an `Idempotency-Key`), and whether it exists only where a switch
+//! is on. The router matches a request against [`ROUTES`] and does what the row says.
+//!
+//! Adding a route is a row here, a command in the core's session and a view of its answer.
+
+use crate::error::{ApiError, Code};
+use crate::input::{self, query_pairs};
+use handoff_core::briefing::ReachKind;
+use handoff_core::handoff::Change;
+use handoff_core::package;
+use handoff_core::role::Role;
+use handoff_core::session::{Op, Reaching};
+use handoff_core::turn::Command;
+use handoff_core::work;
+
+/// What a route is for: one of the Worker's own answers, or an operation on one hand-off.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// `GET /v1/health`: no token needed.
+    Health,
+    /// `GET /v1/handoffs`: the caller's list, from the owner's index.
+    List,
+    /// `POST /v1/handoffs`: the session's hand-off, created if new.
+    Create,
+    /// An operation on the hand-off named by `{id}`, read from the request by `read`; who may
+    /// send it is the core's to decide.
+    Handoff { read: Reader, change: bool, transport: Transport },
+    /// Test hook: an owner's index refuses (or accepts again) deliveries.
+    TestRefuseIndex,
+    /// Test hook: a row delivered to the caller's own index, as an outbox would.
+    TestIndexPut,
+    /// Test hook: how many hand-off objects this isolate has started.
+    TestObjectStarts,
+    /// The benchmark's floor: a Durable Object round trip, no token, no storage.
+    BenchFloor,
+}
+
+/// How a hand-off route's ask reaches its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A request whose answer the object gives back.
+    Ask,
+    /// A WebSocket upgrade, forwarded as one (the ask travels in a header).
+    Upgrade,
+}
+
+/// Reads a hand-off route's operation from its request.
+pub type Reader = fn(&Input<'_>) -> Result<Op, ApiError>;
+
+/// What a hand-off route's reader sees of its request.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub query: &'a str,
+    pub body: &'a [u8],
+    /// `{bid}` of the path, where it has one.
+    pub blocker: Option<&'a str>,
+    /// `scheme://host[:port]` of the request: where the API is, for a briefing.
+    pub origin: &'a str,
+    /// A watch's token is accepted until then (its `exp` and the tolerated skew).
+    pub valid_until_s: i64,
+    /// A watch offered the `handoff.v1` subprotocol.
+    pub subprotocol: bool,
+}
+
+/// Which switch a route needs: a test or bench route exists only where `bindings` says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    Always,
+    TestHooks,
+    BenchFloor,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    /// `/v1/handoffs/{id}/blockers/{bid}/resolve`: literal segments and `{id}`, `{bid}`.
+    pub path: &'static str,
+    pub kind: Kind,
+    /// Who may call a top-level route; `None` where no token is needed or the core decides.
+    pub role: Option<Role>,
+    pub gate: Gate,
+}
+
+const fn top(method: &'static str, path: &'static str, kind: Kind, role: Option<Role>, gate: Gate) -> Route {
+    Route { method, path, kind, role, gate }
+}
+
+const fn read(method: &'static str, path: &'static str, read: Reader) -> Route {
+    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::Always }
+}
+
+const fn change(method: &'static str, path: &'static str, read: Reader) -> Route {
+    Route { method, path, kind: Kind::Handoff { read, change: true, transport: Transport::Ask }, role: None, gate: Gate::Always }
+}
+
+const fn test_hook(method: &'static str, path: &'static str, read: Reader) -> Route {
+    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::TestHooks }
+}
+
+const OWNER: Option<Role> = Some(Role::Owner);
+
+/// Every route. Paths under `/v1/test/` and `/v1/bench/` exist only where their switch is on,
+/// and are the only ones `docs/openapi.yaml` leaves out.
+pub const ROUTES: &[Route] = &[
+    top("GET", "/v1/health", Kind::Health, None, Gate::Always),
+    top("GET", "/v1/handoffs", Kind::List, OWNER, Gate::Always),
+    top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always),
+    read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
+    change("POST", "/v1/handoffs/{id}/turns", open_turn),
+    read("GET", "/v1/handoffs/{id}/turns", |i| {
+        let q = input::parse_turns_query(i.query)?;
+        Ok(Op::Turns { before: q.before, limit: q.limit })
+    }),
+    change("POST", "/v1/handoffs/{id}/report", |i| {
+        let r = input::parse_report(i.body)?;
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
+        Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, handoff: None }))
+    }),
+    change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),
+    change("POST", "/v1/handoffs/{id}/close", |i| input::parse_close(i.body).map(|_| turn(Command::Close))),
+    read("GET", "/v1/handoffs/{id}/wait", |i| {
+        let q = input::parse_wait_query(i.query)?;
+        Ok(Op::Wait { after: q.after, timeout_s: q.timeout_s })
+    }),
+    Route {
+        method: "GET",
+        path: "/v1/handoffs/{id}/watch",
+        kind: Kind::Handoff { read: watch, change: false, transport: Transport::Upgrade },
+        role: None,
+        gate: Gate::Always,
+    },
+    read("GET", "/v1/handoffs/{id}/work", |i| no_query(i.query).map(|_| Op::Work)),
+    change("PUT", "/v1/handoffs/{id}/work", |i| work_change(work::Command::SetWork(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/decisions", |i| work_change(work::Command::RecordDecision(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/artifacts", |i| work_change(work::Command::AddArtifact(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/blockers", |i| work_change(work::Command::AddBlocker(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/blockers/{bid}/resolve", |i| {
+        input::parse_close(i.body)?;
+        work_change(work::Command::ResolveBlocker { id: i.blocker.unwrap_or_default().to_string() })
+    }),
+    change("POST", "/v1/handoffs/{id}/workspace", |i| work_change(work::Command::ReportWorkspace(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/package", |i| {
+        let dry_run = input::parse_flag(i.query, "dry_run", ("true", "false"))?;
+        Ok(turn_change(Change::Compile { request: input::parse_body(i.body)?, dry_run }))
+    }),
+    read("GET", "/v1/handoffs/{id}/package", |i| Ok(Op::Package { markdown: input::parse_flag(i.query, "format", ("markdown", "json"))? })),
+    change("POST", "/v1/handoffs/{id}/package/accept", |i| {
+        let package_hash = input::parse_body::<package::AcceptInput>(i.body)?.package_hash;
+        Ok(turn_change(Change::Accept { package_hash }))
+    }),
+    change("POST", "/v1/handoffs/{id}/package/reject", |i| Ok(turn_change(Change::Reject { input: input::parse_body(i.body)? }))),
+    read("GET", "/v1/handoffs/{id}/briefing", |i| {
+        let (budget_bytes, reach) = input::parse_briefing_query(i.query)?;
+        Ok(Op::Briefing { budget_bytes, reach: reaching(reach, i.origin) })
+    }),
+    change("PUT", "/v1/handoffs/{id}/policy", |i| Ok(turn_change(Change::SetPolicy { policy: input::parse_body(i.body)? }))),
+    change("PUT", "/v1/handoffs/{id}/runtimes", |i| Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))),
+    top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
+    top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
+    top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
+    test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
+    test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
+    top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
+];
+
+fn turn_change(change: Change) -> Op {
+    Op::Change { change }
+}
+
+fn turn(command: Command) -> Op {
+    turn_change(Change::Turn { command, unmet: None, usage: None, handoff: None })
+}
+
+fn work_change(command: work::Command) -> Result<Op, ApiError> {
+    Ok(turn_change(Change::Work { command }))
+}
+
+fn reaching(reach: ReachKind, origin: &str) -> Reaching {
+    Reaching { api: reach == ReachKind::Api, base_url: origin.to_string() }
+}
+
+/// `POST …/turns`: open the next turn, or with `dry_run=true` preview its hand-off.
+fn open_turn(i: &Input<'_>) -> Result<Op, ApiError> {
+    let preview = input::parse_open_turn_query(i.query)?;
+    let t = input::parse_open_turn(i.body)?;
+    let handing_off = t.handoff.is_some();
+    let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff };
+    match preview {
+        None => Ok(turn_change(open)),
+        Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),
+        Some((budget_bytes, reach)) => Ok(Op::Preview { change: open, budget_bytes, reach: reaching(reach, i.origin) }),
+    }
+}
+
+fn watch(i: &Input<'_>) -> Result<Op, ApiError> {
+    Ok(Op::Watch { after: input::parse_watch_query(i.query)?, valid_until_s: i.valid_until_s, subprotocol: i.subprotocol })
+}
+
+fn no_query(query: &str) -> Result<(), ApiError> {
+    match query_pairs(query).next() {
+        Some((k, _)) => Err(ApiError::invalid(format!("{k}: unknown query parameter"))),
+        None => Ok(()),
+    }
+}
+
+/// The path's `{id}` and `{bid}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Params<'a> {
+    pub id: Option<&'a str>,
+    pub blocker: Option<&'a str>,
+}
+
+/// `path` against a route's pattern: its parameters when every segment matches.
+pub fn match_path<'a>(pattern: &str, path: &'a str) -> Option<Params<'a>> {
+    let mut params = Params::default();
+    let mut given = path.strip_prefix('/')?.split('/');
+    for want in pattern.trim_start_matches('/').split('/') {
+        let segment = given.next()?;
+        match want {
+            "{id}" => params.id = Some(segment),
+            "{bid}" => params.blocker = Some(segment),
+            literal if literal == segment => {}
+            _ => return None,
+        }
+    }
+    given.next().is_none().then_some(params)
+}
+
+/// What a request's method and path find among the routes that `on` says exist.
+#[derive(Debug)]
+pub enum Found<'a> {
+    Route(&'static Route, Params<'a>),
+    /// The path is a route's, the method none of its: the methods it takes.
+    MethodNotAllowed(Vec<&'static str>),
+}
+
+pub fn find<'a>(method: &str, path: &'a str, on: impl Fn(Gate) -> bool) -> Result<Found<'a>, ApiError> {
+    let mut allowed = Vec::new();
+    for route in ROUTES.iter().filter(|r| on(r.gate)) {
+        let Some(params) = match_path(route.path, path) else { continue };
+        if route.method == method {
+            return Ok(Found::Route(route, params));
+        }
+        allowed.push(route.method);
+    }
+    if allowed.is_empty() {
+        return Err(ApiError::new(Code::RouteNotFound, "no such route"));
+    }
+    Ok(Found::MethodNotAllowed(allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_matches_its_pattern_segment_for_segment_and_names_its_parameters() {
+        let p = match_path("/v1/handoffs/{id}/blockers/{bid}/resolve", "/v1/handoffs/ho_1/blockers/blk_2/resolve").unwrap();
+        assert_eq!((p.id, p.blocker), (Some("ho_1"), Some("blk_2")));
+        for other in ["/v1/handoffs/ho_1/blockers/blk_2", "/v1/handoffs/ho_1/blockers/blk_2/resolve/x", "v1/handoffs/ho_1", "/v1/handoffs/ho_1/"] {
+            assert_eq!(match_path("/v1/handoffs/{id}/blockers/{bid}/resolve", other), None, "{other}");
+        }
+        assert_eq!(match_path("/v1/handoffs/{id}", "/v1/handoffs/"), Some(Params { id: Some(""), blocker: None }));
+    }
+
+    #[test]
+    fn each_method_and_path_is_one_route_and_another_method_is_405_naming_the_ones_allowed() {
+        for (i, a) in ROUTES.iter().enumerate() {
+            for b in &ROUTES[i + 1..] {
+                assert!(!(a.method == b.method && a.path == b.path), "{} {} twice", a.method, a.path);
+            }
+        }
+        let all = |_| true;
+        assert!(matches!(find("GET", "/v1/handoffs/ho_1/report", all), Ok(Found::MethodNotAllowed(m)) if m == ["POST"]));
+        assert!(matches!(find("DELETE", "/v1/handoffs", all), Ok(Found::MethodNotAllowed(m)) if m == ["GET", "POST"]));
+        assert_eq!(find("GET", "/v2/handoffs", all).unwrap_err().code, Code::RouteNotFound);
+        assert!(matches!(find("POST", "/v1/test/refuse-index", |g| g == Gate::Always), Err(e) if e.code == Code::RouteNotFound));
+    }
+
+    #[test]
+    fn every_change_is_a_hand_off_route_and_no_read_is() {
+        for r in ROUTES {
+            if let Kind::Handoff { change, .. } = r.kind {
+                assert_eq!(change, r.method != "GET" && r.gate == Gate::Always, "{} {}", r.method, r.path);
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The session's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
+//! answer and the shape of its body are decided here and nowhere else.
+
+use crate::error::status;
+use crate::view::{Beside, Changed, Created, Handoff, ItemView, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
+use handoff_core::error::Refusal;
+use handoff_core::handoff::Effect;
+use handoff_core::package::Package;
+use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
+use serde::Serialize;
+use std::borrow::Cow;
+
+/// The HTTP contract's rendering of every answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json;
+
+/// `{"error": {"code", "message"}}`, with the record when the caller may see it, and the
+/// current package's version and hash on `package.stale`.
+#[derive(Serialize)]
+struct ErrorAnswer<'a> {
+    error: ErrorBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handoff: Option<Handoff<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    package_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    package_version: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: handoff_core::error::Code,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct Armed {
+    armed: Fault,
+}
+
+#[derive(Serialize)]
+struct Ok_ {
+    ok: bool,
+}
+
+fn json(status: u16, body: &impl Serialize) -> Rendered {
+    let body = serde_json::to_string(body).expect("an answer is plain data: it always serialises");
+    Rendered { status, content_type: JSON, body, replayed: false }
+}
+
+/// The error answer of `refusal`, alone.
+pub fn refusal(refusal: &Refusal) -> Rendered {
+    refused(refusal, None, None)
+}
+
+fn refused(refusal: &Refusal, handoff: Option<Handoff<'_>>, current_package: Option<(u64, &str)>) -> Rendered {
+    let body = ErrorAnswer {
+        error: ErrorBody { code: refusal.code, message: &refusal.message },
+        handoff,
+        package_hash: current_package.map(|(_, hash)| hash),
+        package_version: current_package.map(|(version, _)| version),
+    };
+    json(status(refusal.code), &body)
+}
+
+fn beside<'a>(id: &'a str, effect: &'a Effect) -> Beside<'a> {
+    match effect {
+        Effect::Nothing => Beside::Nothing {},
+        Effect::Item(item) => Beside::Item(ItemView::of(id, item)),
+        Effect::Policy(policy) => Beside::Policy { policy },
+        Effect::Compiled(c) => Beside::Compiled(c),
+        Effect::Package(l) => Beside::Package(l),
+    }
+}
+
+/// The package member that ends an answer which carries one.
+fn package_member(package: &Package) -> String {
+    format!(",\"package\":{}}}", serde_json::to_string(package).expect("a package always serialises"))
+}
+
+fn package_of<'a>(answer: &Answer<'a>) -> Option<&'a Package> {
+    match answer {
+        Answer::Changed { effect: Effect::Compiled(c), .. } => Some(&c.package),
+        Answer::Changed { effect: Effect::Package(l), .. } => Some(&l.package),
+        _ => None,
+    }
+}
+
+impl Wire for Json {
+    fn render(&self, answer: Answer<'_>) -> Rendered {
+        match answer {
+            Answer::Record { h, role } => json(200, &RecordAnswer { handoff: Handoff::of(h, role) }),
+            Answer::Created { h, role, machine_token, new } => {
+                json(if new { 201 } else { 200 }, &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) })
+            }
+            Answer::Changed { h, role, effect } => json(200, &Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) }),
+            Answer::Preview { h, role, turn, latest, briefing } => json(200, &Preview { handoff: Handoff::of(h, role), turn, briefing, latest }),
+            Answer::Turns { h, role, turns, next_before } => {
+                json(200, &Turns { turns: Cow::Borrowed(turns), next_before, handoff: Handoff::of(h, role) })
+            }
+            Answer::Work { h, role } => json(200, &WorkAnswer { handoff: Handoff::of(h, role), work: WorkRecord::of(&h.record.id, &h.work) }),
+            Answer::Markdown(text) => Rendered { status: 200, content_type: "text/markdown; charset=utf-8", body: text.to_string(), replayed: false },
+            Answer::Text(text) => Rendered { status: 200, content_type: "text/plain; charset=utf-8", body: text.to_string(), replayed: false },
+            Answer::Refused { refusal, handoff, current_package } => refused(refusal, handoff.map(|(h, role)| Handoff::of(h, role)), current_package),
+            Answer::Floor => json(200, &Ok_ { ok: true }),
+            Answer::Armed(fault) => json(200, &Armed { armed: fault }),
+            Answer::Storage(facts) => json(200, facts),
+        }
+    }
+
+    fn without_package(&self, answer: Answer<'_>) -> Option<String> {
+        let package = package_of(&answer)?;
+        let whole = self.render(answer).body;
+        let head = whole.strip_suffix(&package_member(package))?;
+        Some(format!("{head}}}"))
+    }
+
+    fn with_package(&self, slim: &str, package: &Package) -> Option<String> {
+        let head = slim.strip_suffix('}')?;
+        Some(format!("{head}{}", package_member(package)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::handoff::{apply, Change, Handoff as Value_};
+    use handoff_core::package::PackageRequest;
+    use handoff_core::role::Role;
+    use handoff_core::turn::Record;
+    use handoff_core::work::{self, WorkInput};
+
+    fn compiled() -> (Value_, Effect) {
+        let h = Value_::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0));
+        let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+        let h = apply(&h, &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
+        let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+        let out = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
+        (out.next, out.answer)
+    }
+
+    #[test]
+    fn an_answer_kept_without_its_package_is_the_whole_answer_once_the_package_is_put_back() {
+        let (h, effect) = compiled();
+        let answer = Answer::Changed { h: &h, role: Role::Owner, effect: &effect };
+        let whole = Json.render(answer).body;
+        let slim = Json.without_package(answer).expect("a compile answer has a package");
+        let slim_value: serde_json::Value = serde_json::from_str(&slim).unwrap();
+        assert!(slim_value.get("package").is_none() && slim_value["package_hash"].is_string(), "{slim}");
+        let Effect::Compiled(c) = &effect else { panic!("{effect:?}") };
+        assert_eq!(Json.with_package(&slim, &c.package).as_deref(), Some(whole.as_str()), "byte for byte the first");
+        assert_eq!(Json.without_package(Answer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
+    }
+
+    #[test]
+    fn a_stale_refusal_carries_the_current_package_and_a_plain_one_only_its_error() {
+        let (h, _) = compiled();
+        let offer = h.ledger.current.as_ref().unwrap();
+        let stale = Refusal::new(handoff_core::error::Code::PackageStale, "no longer current");
+        let r = Json.render(Answer::Refused { refusal: &stale, handoff: Some((&h, Role::Machine)), current_package: Some((offer.version, &offer.hash)) });
+        let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!((r.status, body["package_hash"].as_str(), body["package_version"].as_u64()), (409, Some(offer.hash.as_str()), Some(1)));
+        assert_eq!(body["handoff"]["actions"], serde_json::json!(["report", "accept", "reject"]));
+        let plain = refusal(&Refusal::new(handoff_core::error::Code::HandoffNotFound, "no such hand-off"));
+        assert_eq!((plain.status, plain.body.as_str()), (404, r#"{"error":{"code":"handoff.not_found","message":"no such hand-off"}}"#));
+    }
+}

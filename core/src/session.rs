@@ -1,0 +1,926 @@
+//! One hand-off's object as a value that performs no I/O: the session. It owns everything the
+//! object holds (the hand-off, the keys it remembers, what the owner's index is owed, who
+//! waits, the version waiters may be told), and decides everything a request causes.
+//!
+//! The object drives it as quinn's endpoint drives a connection:
+//! 1. it asks [`Session::next_read`] what to read for the ask, reads it from SQLite and hands
+//!    it over ([`Session::restore`], [`Session::restore_keys`], or the ask's [`Feed`]), until
+//!    nothing more is needed;
+//! 2. it calls [`Session::handle`] with the time, which answers a [`Plan`]: the answer, the
+//!    rows to write in one transaction (every size and cap already checked), the alarm, the
+//!    version to publish and the delivery owed to the owner's index;
+//! 3. it writes the rows in one `transactionSync` and carries out the rest: after the commit is
+//!    confirmed [`Session::confirm`] says which waiters wake, and [`Session::poll_send`] /
+//!    [`Session::on_sent`] say what to send to the index and when to try again.
+//!
+//! The object checks no role, caps nothing, trims nothing and keeps no count of its own. A plan
+//! without [`Plan::publish`] or [`Plan::deliver_through`] needs no I/O beyond SQLite, and the
+//! object answers it without an `await`.
+//!
+//! Invariants (asserted here, property-tested in `session/tests.rs`):
+//! - the version moves by exactly one per stored change, and a plan that writes no record
+//!   moves nothing;
+//! - a refusal writes nothing and changes nothing the session holds;
+//! - every value a plan writes is at most [`STORED_VALUE_BYTES_MAX`] bytes;
+//! - waiters are only ever woken with a version [`Session::confirm`]ed.
+
+use crate::briefing::{self, Reach};
+use crate::error::{Code, Refusal};
+use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
+use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
+use crate::index::Row;
+use crate::limits::{
+    events_trimmed_through, IDEMPOTENCY_ANSWER_BYTES_MAX, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, MACHINE_WATCHERS_PER_HANDOFF_MAX,
+    OWNER_WAITERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX, TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX,
+    WORK_RECORD_BYTES_MAX,
+};
+use crate::outbox::{self, Outbox, Owed};
+use crate::package::{Latest, Ledger, Package, TurnEntry};
+use crate::role::{PerRole, Role};
+use crate::time::EpochMs;
+use crate::turn::{self, Record};
+use crate::waiters::{WaiterId, Waiters};
+use crate::watch;
+use crate::work::Work;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+// ---------------------------------------------------------------------------------------
+// What comes in
+// ---------------------------------------------------------------------------------------
+
+/// Who is asking: the token's subject and its role, already authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    pub owner: String,
+    pub role: Role,
+}
+
+/// A change's `Idempotency-Key` and a fingerprint of the request it came with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Idempotency {
+    pub key: String,
+    pub fingerprint: String,
+}
+
+/// What the destination of a briefing can reach: the API (at the request's origin) or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reaching {
+    pub api: bool,
+    pub base_url: String,
+}
+
+impl Reaching {
+    fn reach(&self) -> Reach {
+        if self.api {
+            Reach::api(self.base_url.clone())
+        } else {
+            Reach::None
+        }
+    }
+}
+
+/// One operation on a hand-off, already read and checked by the HTTP contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// `POST /v1/handoffs`: the hand-off of this session, created if new. `machine_token` is
+    /// what the answer carries (minted by the Worker, which holds the key); it is never stored.
+    Create { id: String, session: String, machine: String, size: String, machine_token: String },
+    Get,
+    Change { change: Change },
+    Wait { after: u64, timeout_s: u64 },
+    /// `GET …/watch`: accept a hibernatable WebSocket that has seen up to `after`, whose token
+    /// is accepted until `valid_until_s`; `subprotocol` when the client offered `handoff.v1`.
+    Watch { after: u64, valid_until_s: i64, subprotocol: bool },
+    /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
+    Turns { before: Option<u64>, limit: usize },
+    /// `GET …/package`, as JSON or as Markdown for a person.
+    Package { markdown: bool },
+    /// `GET …/briefing`.
+    Briefing { budget_bytes: usize, reach: Reaching },
+    /// `GET …/work`: the whole work record.
+    Work,
+    /// `POST …/turns?dry_run=true`: what opening the next turn with this hand-off would compile
+    /// and brief, now; nothing is stored.
+    Preview { change: Change, budget_bytes: usize, reach: Reaching },
+    /// The benchmark's floor: reach the object and answer, touching no storage.
+    Floor,
+    /// Test hook: make the next change fail as a runtime would (see [`Fault`]).
+    TestFault { fault: Fault },
+    /// Test hook: what this hand-off's storage holds.
+    TestStorage,
+}
+
+/// A failure a test arms for the next change of one hand-off (only where test hooks are on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fail", rename_all = "snake_case")]
+pub enum Fault {
+    /// The change's `statement`-th write (from 1) fails in the runtime's SQLite, so its
+    /// transaction rolls back.
+    Statement { statement: usize },
+    /// The change's commit is lost: its writes roll back and the change is answered 503.
+    Sync,
+}
+
+/// What a hand-off's object is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ask {
+    pub caller: Caller,
+    pub op: Op,
+    #[serde(default)]
+    pub idempotency: Option<Idempotency>,
+}
+
+/// The moment a request is handled, and one random number for the jitter of a wait.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moment {
+    pub now: EpochMs,
+    /// In `[0, 1)`.
+    pub random: f64,
+}
+
+/// The caps on what one hand-off holds at once for each role. The defaults are the named
+/// limits; a test deployment may set lower ones so that a cap can be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub waiters: PerRole<usize>,
+    pub watchers: PerRole<usize>,
+}
+
+impl Default for Caps {
+    fn default() -> Caps {
+        Caps {
+            waiters: PerRole::new(OWNER_WAITERS_PER_HANDOFF_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX),
+            watchers: PerRole::new(OWNER_WATCHERS_PER_HANDOFF_MAX, MACHINE_WATCHERS_PER_HANDOFF_MAX),
+        }
+    }
+}
+
+fn waiter_cap_name(role: Role) -> &'static str {
+    match role {
+        Role::Owner => "OWNER_WAITERS_PER_HANDOFF_MAX",
+        Role::Machine => "MACHINE_WAITERS_PER_HANDOFF_MAX",
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What the object reads for the session
+// ---------------------------------------------------------------------------------------
+
+/// One read the session needs before it can handle an ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// The stored hand-off, with its newest `lineage` lineage entries ([`Session::restore`]).
+    Handoff { lineage: usize },
+    /// Every remembered key's time and size ([`Session::restore_keys`]).
+    Keys,
+    /// The remembered answer of `key`, if remembered at or after `since` ([`Feed::key`]).
+    Key { key: String, since: EpochMs },
+    /// Up to `limit` lineage entries with a turn below `before`, newest first ([`Feed::turns`]).
+    Turns { before: i64, limit: usize },
+    /// How many sockets of this role watch the hand-off ([`Feed::sockets`]).
+    Sockets(Role),
+    /// The storage facts of the test hook ([`Feed::storage`]).
+    Storage,
+}
+
+/// The stored hand-off as its rows hold it, each value the text it was written as.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    pub record: String,
+    /// `(name, json)` of each part written (`work`, `ledger`, `extras`).
+    pub parts: Vec<(String, String)>,
+    /// The newest lineage entries, in any order.
+    pub turns: Vec<String>,
+    /// The failed deliveries stored for a version: `(version, attempts)`.
+    pub attempts: Option<(u64, u32)>,
+}
+
+/// What storage holds of one hand-off, for the test hook that shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StorageFacts {
+    pub bytes: u64,
+    pub rows: StorageRows,
+    pub watchers: WatcherCounts,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StorageRows {
+    pub turns: u64,
+    pub events: u64,
+    pub idempotency: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WatcherCounts {
+    pub owner: usize,
+    pub machine: usize,
+}
+
+/// The reads of one ask, as the object made them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Feed {
+    /// `Some` once read: the key's remembered answer, if it has one.
+    pub key: Option<Option<Remembered>>,
+    /// Lineage entries' texts, newest first.
+    pub turns: Option<Vec<String>>,
+    pub sockets: Option<usize>,
+    pub storage: Option<StorageFacts>,
+}
+
+/// A stored value this build cannot read: the object answers 503 and logs why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable(pub String);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stored hand-off unreadable: {}", self.0)
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Unreadable> {
+    serde_json::from_str(text).map_err(|e| Unreadable(format!("{what}: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------
+// What goes out
+// ---------------------------------------------------------------------------------------
+
+/// An answer the HTTP contract renders (`handoff_api::wire`): the session decides which
+/// answer, the contract its bytes and status.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer<'a> {
+    /// `{"handoff": record}` as `role` is answered it.
+    Record { h: &'a Handoff, role: Role },
+    /// A create's answer; `new` when this call created the hand-off.
+    Created { h: &'a Handoff, role: Role, machine_token: &'a str, new: bool },
+    /// A change's answer: the record and what the change answers beside it.
+    Changed { h: &'a Handoff, role: Role, effect: &'a Effect },
+    /// A dry-run open: the turn it would start, its package and briefing.
+    Preview { h: &'a Handoff, role: Role, turn: u64, latest: &'a Latest, briefing: &'a str },
+    Turns { h: &'a Handoff, role: Role, turns: &'a [TurnEntry], next_before: Option<u64> },
+    Work { h: &'a Handoff, role: Role },
+    Markdown(&'a str),
+    Text(&'a str),
+    /// A refusal; the record beside it when the caller may see the hand-off, and the current
+    /// package's version and hash on `package.stale`.
+    Refused { refusal: &'a Refusal, handoff: Option<(&'a Handoff, Role)>, current_package: Option<(u64, &'a str)> },
+    Floor,
+    Armed(Fault),
+    Storage(&'a StorageFacts),
+}
+
+/// An answer's bytes, as the contract rendered them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+    /// A replay of a remembered answer (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+}
+
+/// The HTTP contract, as the session needs it: how an answer is written, and how a large
+/// answer is kept without its package and rebuilt with it.
+pub trait Wire {
+    fn render(&self, answer: Answer<'_>) -> Rendered;
+    /// The body of `answer` without its package, for an answer that has one.
+    fn without_package(&self, answer: Answer<'_>) -> Option<String>;
+    /// The whole answer from what [`Wire::without_package`] kept and the package put back.
+    fn with_package(&self, slim: &str, package: &Package) -> Option<String>;
+}
+
+/// One write of a plan; the object's store turns each into its SQL. Values are the texts to
+/// store, already size-checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// The object's schema: the first write of a create.
+    Schema,
+    Record(String),
+    Part { name: Part, json: String },
+    Turn { turn: u64, entry: String },
+    /// Deletes lineage entries of turns up to `through`.
+    TrimTurns { through: u64 },
+    Event { version: u64, at: EpochMs, kind: EventKind, actor: Role },
+    /// Deletes history events up to version `through`.
+    TrimEvents { through: u64 },
+    Remember { key: String, remembered: Remembered, at: EpochMs, bytes: usize },
+    /// Deletes every remembered key older than `before`.
+    ForgetExpired { before: EpochMs },
+    Forget { key: String },
+    /// The failed deliveries of the row of `version`, so that the backoff outlives an eviction.
+    Attempts { owner: String, version: u64, row: String, attempts: u32 },
+}
+
+/// The parts of a hand-off stored apart from its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Work,
+    Ledger,
+    Extras,
+}
+
+impl Part {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Work => "work",
+            Part::Ledger => "ledger",
+            Part::Extras => "extras",
+        }
+    }
+}
+
+/// How the object answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// These bytes, once the plan's writes, publication and delivery are done.
+    Rendered(Rendered),
+    /// `{"handoff": record}` of the hand-off as it is now, as `role` is answered it (the object
+    /// renders it once per version and role).
+    Record { role: Role },
+    /// A long-poll: the headers now, the body when [`Session::confirm`] wakes `waiter` or at
+    /// `timeout_ms`, then the version [`Session::published`] holds.
+    Hold { waiter: WaiterId, role: Role, timeout_ms: u64 },
+    /// Accept a watching socket for `role` ([`watch::Watcher::open`] says what it is sent).
+    Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool },
+}
+
+/// Everything one request causes, decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub reply: Reply,
+    /// Run in order in one transaction: all of them or none.
+    pub writes: Vec<Write>,
+    /// After the commit: set the object's alarm then, unless one is pending (never awaited).
+    pub alarm_at: Option<EpochMs>,
+    /// After the commit: once the runtime confirms it, [`Session::confirm`] this version.
+    pub publish: Option<u64>,
+    /// Then: deliver to the owner's index until it holds this version (read your writes).
+    pub deliver_through: Option<u64>,
+    /// Test hook: arm this failure for the next change.
+    pub arm: Option<Fault>,
+    /// For the log, when the plan answers a failure of storage.
+    pub log: Option<String>,
+}
+
+impl Plan {
+    fn reply(reply: Reply) -> Plan {
+        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, arm: None, log: None }
+    }
+
+    fn rendered(rendered: Rendered) -> Plan {
+        Plan::reply(Reply::Rendered(rendered))
+    }
+
+    /// Whether carrying it out needs an `await`: a publication or a delivery does.
+    pub fn waits(&self) -> bool {
+        self.publish.is_some() || self.deliver_through.is_some()
+    }
+}
+
+/// What the owner's index is owed for a record: the row, and whose index it goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub owner: String,
+    pub row: Row,
+}
+
+impl Delivery {
+    pub fn of(record: &Record) -> Delivery {
+        Delivery { owner: record.owner.clone(), row: Row::of(record) }
+    }
+}
+
+/// Who [`Session::confirm`] wakes: the waiters the confirmed version answers, and the
+/// hand-off they (and every watching socket) are told.
+#[derive(Debug, Clone)]
+pub struct Wake {
+    pub handoff: Rc<Handoff>,
+    pub waiters: Vec<(WaiterId, Role)>,
+}
+
+/// What a finished delivery leads to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sent {
+    /// Set the alarm then, to try again.
+    pub retry_at: Option<EpochMs>,
+    /// Write this first (the attempts so far), outside any change's transaction.
+    pub write: Option<Write>,
+}
+
+// ---------------------------------------------------------------------------------------
+// The session
+// ---------------------------------------------------------------------------------------
+
+/// What the session knows of its stored hand-off.
+#[derive(Debug, Clone)]
+enum Known {
+    /// Not read yet in this object's lifetime.
+    Unread,
+    /// Read: none was ever created.
+    Absent,
+    Present(Rc<Handoff>),
+}
+
+#[derive(Debug)]
+pub struct Session {
+    caps: Caps,
+    handoff: Known,
+    /// The remembered keys, once read.
+    keys: Option<Keys>,
+    outbox: Outbox<Delivery>,
+    waiters: Waiters,
+    /// The newest version whose commit is confirmed: what waiters may be told.
+    published: Option<Rc<Handoff>>,
+    /// Versions committed and not yet confirmed, oldest first: each is published in its turn,
+    /// so that every watching socket is pushed every version.
+    unconfirmed: VecDeque<Rc<Handoff>>,
+    /// The hand-off was just read from storage: the next plan catches every socket up.
+    restored: bool,
+}
+
+impl Session {
+    pub fn new(caps: Caps) -> Session {
+        Session {
+            caps,
+            handoff: Known::Unread,
+            keys: None,
+            outbox: Outbox::default(),
+            waiters: Waiters::default(),
+            published: None,
+            unconfirmed: VecDeque::new(),
+            restored: false,
+        }
+    }
+
+    /// The hand-off as the session holds it now (committed, not always confirmed yet).
+    pub fn handoff(&self) -> Option<&Rc<Handoff>> {
+        match &self.handoff {
+            Known::Present(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The newest confirmed hand-off: what a waiter's timeout answers.
+    pub fn published(&self) -> Option<&Rc<Handoff>> {
+        self.published.as_ref()
+    }
+
+    /// The next thing to read before `ask` can be handled, given what `feed` already holds.
+    pub fn next_read(&self, ask: &Ask, feed: &Feed, now: EpochMs) -> Option<Read> {
+        if matches!(ask.op, Op::Floor) {
+            return None;
+        }
+        if matches!(self.handoff, Known::Unread) {
+            return Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX });
+        }
+        // Nothing more is read for a caller who will be refused.
+        self.owned(&ask.caller).ok()?;
+        match &ask.op {
+            Op::Change { .. } => {
+                let idem = ask.idempotency.as_ref()?;
+                let Some(keys) = &self.keys else {
+                    return Some(Read::Keys);
+                };
+                let live = keys.is_live(&idem.key, now);
+                (live && feed.key.is_none()).then(|| Read::Key { key: idem.key.clone(), since: Keys::oldest_live(now) })
+            }
+            Op::Turns { before, limit } if feed.turns.is_none() => {
+                // Turn numbers stay far below 2^53, past which the runtime's SQL numbers lose precision.
+                const TURN_BOUND: u64 = 1 << 53;
+                let before = before.unwrap_or(TURN_BOUND).min(TURN_BOUND) as i64;
+                Some(Read::Turns { before, limit: limit + 1 })
+            }
+            Op::Watch { .. } if feed.sockets.is_none() => Some(Read::Sockets(ask.caller.role)),
+            Op::TestStorage if feed.storage.is_none() => Some(Read::Storage),
+            _ => None,
+        }
+    }
+
+    /// The stored hand-off, `None` when none was ever created. What storage holds is durable:
+    /// waiters may be told it.
+    pub fn restore(&mut self, stored: Option<Stored>) -> Result<(), Unreadable> {
+        let Some(stored) = stored else {
+            self.handoff = Known::Absent;
+            return Ok(());
+        };
+        let record: Record = read_json("record", &stored.record)?;
+        let mut h = Handoff::create(record);
+        for (name, json) in &stored.parts {
+            match name.as_str() {
+                "work" => h.work = read_json::<Work>("work", json)?,
+                "ledger" => h.ledger = read_json::<Ledger>("ledger", json)?,
+                "extras" => h.extras = read_json::<Extras>("extras", json)?,
+                other => return Err(Unreadable(format!("a part this build does not know: {other}"))),
+            }
+        }
+        if !stored.turns.is_empty() {
+            let mut lineage: Vec<TurnEntry> = stored.turns.iter().map(|t| read_json("lineage entry", t)).collect::<Result<_, _>>()?;
+            lineage.sort_by_key(|t| t.turn);
+            h.lineage = lineage;
+        }
+        let h = Rc::new(h);
+        let attempts = stored.attempts.filter(|(version, _)| *version == h.record.version).map_or(0, |(_, n)| n);
+        self.outbox.restore(Owed { version: h.record.version, row: Delivery::of(&h.record), attempts });
+        self.published = Some(h.clone());
+        self.handoff = Known::Present(h);
+        self.restored = true;
+        Ok(())
+    }
+
+    /// Every remembered key, as storage lists them.
+    pub fn restore_keys(&mut self, entries: Vec<KeyEntry>) {
+        self.keys = Some(Keys::restore(entries));
+    }
+
+    /// A commit, or the runtime's confirmation of it, failed: forget everything read, so that
+    /// the next request reads what was really committed. Waiters and the confirmed version stay.
+    pub fn failed(&mut self) {
+        self.handoff = Known::Unread;
+        self.keys = None;
+        self.unconfirmed.clear();
+        self.outbox.forget();
+    }
+
+    /// The hand-off, if it exists and `caller` may see it; anything else is `handoff.not_found`.
+    fn owned(&self, caller: &Caller) -> Result<Rc<Handoff>, Refusal> {
+        match &self.handoff {
+            Known::Present(h) if h.record.owner == caller.owner => Ok(h.clone()),
+            _ => Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),
+        }
+    }
+
+    /// What to read before anything that is not an ask (the alarm, a watching socket's
+    /// message): the hand-off, once per object lifetime.
+    pub fn needs_handoff(&self) -> Option<Read> {
+        matches!(self.handoff, Known::Unread).then_some(Read::Handoff { lineage: LINEAGE_TAIL_MAX })
+    }
+
+    /// Once after the hand-off was read from storage: the hand-off every watching socket is to
+    /// be compared with before anything else, since a deploy, an eviction or a failure between
+    /// a commit and its sends may have left a socket behind.
+    pub fn take_catch_up(&mut self) -> Option<Rc<Handoff>> {
+        if !std::mem::take(&mut self.restored) {
+            return None;
+        }
+        self.handoff().cloned()
+    }
+
+    /// Decides everything `ask` causes. `feed` holds the reads [`Session::next_read`] asked for.
+    pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
+        let Ask { caller, op, idempotency } = ask;
+        let role = caller.role;
+        let refused = |refusal: Refusal| Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        match op {
+            Op::Floor => return Plan::rendered(wire.render(Answer::Floor)),
+            Op::Create { id, session, machine, size, machine_token } => {
+                return self.create(&caller, id, session, machine, size, &machine_token, at.now, wire);
+            }
+            _ => {}
+        }
+        let h = match self.owned(&caller) {
+            Ok(h) => h,
+            Err(refusal) => return refused(refusal),
+        };
+        let refused_with = |refusal: Refusal| Plan::rendered(refusal_of(wire, &refusal, &h, role));
+        match op {
+            Op::Floor | Op::Create { .. } => unreachable!("answered above"),
+            Op::Change { change } => self.change(&caller, h, &change, idempotency, feed, at.now, wire),
+            Op::Get => Plan::reply(Reply::Record { role }),
+            Op::Wait { after, timeout_s } => {
+                if turn::wait_answers_now(&h.record, after) || timeout_s == 0 {
+                    return Plan::reply(Reply::Record { role });
+                }
+                match self.waiters.hold(role, after, self.caps.waiters[role], waiter_cap_name(role)) {
+                    Err(refusal) => refused(refusal),
+                    Ok(waiter) => {
+                        let jitter_ms = (at.random.clamp(0.0, 1.0) * WAIT_JITTER_MS_MAX as f64) as u64;
+                        Plan::reply(Reply::Hold { waiter, role, timeout_ms: timeout_s * 1000 + jitter_ms })
+                    }
+                }
+            }
+            Op::Watch { after, valid_until_s, subprotocol } => {
+                let (cap_name, _) = watch::cap(role);
+                let cap = self.caps.watchers[role];
+                match watch::admit(feed.sockets.unwrap_or(usize::MAX), cap, cap_name) {
+                    Err(refusal) => refused(refusal),
+                    Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol }),
+                }
+            }
+            Op::Turns { limit, .. } => {
+                let texts = feed.turns.unwrap_or_default();
+                let entries: Result<Vec<TurnEntry>, Unreadable> = texts.iter().map(|t| read_json("lineage entry", t)).collect();
+                let mut entries = match entries {
+                    Ok(entries) => entries,
+                    Err(e) => return self.unreadable(e, wire),
+                };
+                let more = entries.len() > limit;
+                entries.truncate(limit);
+                entries.reverse();
+                let next_before = if more { entries.first().map(|e| e.turn) } else { None };
+                Plan::rendered(wire.render(Answer::Turns { h: &h, role, turns: &entries, next_before }))
+            }
+            Op::Package { markdown } => match h.ledger.latest() {
+                Err(refusal) => refused_with(refusal),
+                Ok(latest) if markdown => Plan::rendered(wire.render(Answer::Markdown(&crate::package::render_markdown(&latest)))),
+                Ok(latest) => Plan::rendered(wire.render(Answer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
+            },
+            Op::Briefing { budget_bytes, reach } => match h.ledger.latest() {
+                Err(refusal) => refused_with(refusal),
+                Ok(latest) => Plan::rendered(wire.render(Answer::Text(&briefing::render(&latest, budget_bytes, &reach.reach()).text))),
+            },
+            Op::Work => Plan::rendered(wire.render(Answer::Work { h: &h, role })),
+            Op::Preview { change, budget_bytes, reach } => {
+                let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record.turn, out.next.ledger.latest()?)));
+                match opened {
+                    Err(refusal) => refused_with(refusal),
+                    Ok((turn, latest)) => {
+                        let text = briefing::render(&latest, budget_bytes, &reach.reach()).text;
+                        Plan::rendered(wire.render(Answer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
+                    }
+                }
+            }
+            Op::TestFault { fault } => {
+                if role != Role::Owner {
+                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
+                }
+                let mut plan = Plan::rendered(wire.render(Answer::Armed(fault)));
+                plan.arm = Some(fault);
+                plan
+            }
+            Op::TestStorage => {
+                if role != Role::Owner {
+                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
+                }
+                let facts = feed.storage.unwrap_or_default();
+                Plan::rendered(wire.render(Answer::Storage(&facts)))
+            }
+        }
+    }
+
+    fn unreadable(&mut self, e: Unreadable, wire: &impl Wire) -> Plan {
+        let refusal = Refusal::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
+        let mut plan = Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        plan.log = Some(e.to_string());
+        plan
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(&mut self, caller: &Caller, id: String, session: String, machine: String, size: String, token: &str, now: EpochMs, wire: &impl Wire) -> Plan {
+        if caller.role != Role::Owner {
+            let refusal = Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off");
+            return Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        }
+        if let Some(existing) = self.handoff().cloned() {
+            let answer = match existing.record.check_create_again(&machine, &size) {
+                Ok(()) => wire.render(Answer::Created { h: &existing, role: caller.role, machine_token: token, new: false }),
+                Err(code) => {
+                    let refusal = Refusal::new(code, "this session already has a hand-off with another machine or size");
+                    refusal_of(wire, &refusal, &existing, caller.role)
+                }
+            };
+            return Plan::rendered(answer);
+        }
+        let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now));
+        let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token: token, new: true });
+        let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
+        match self.store(h, dirty, EventKind::Create, caller.role, now) {
+            Err(refusal) => Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None })),
+            Ok(stored) => {
+                let mut plan = stored.plan(rendered);
+                plan.writes.insert(0, Write::Schema);
+                plan
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn change(&mut self, caller: &Caller, h: Rc<Handoff>, change: &Change, idempotency: Option<Idempotency>, feed: Feed, now: EpochMs, wire: &impl Wire) -> Plan {
+        let role = caller.role;
+        if let Some(idem) = &idempotency {
+            let remembered = feed.key.flatten();
+            match idempotency::decide(remembered.as_ref(), &idem.fingerprint) {
+                Decision::Fresh => {}
+                Decision::Mismatch => {
+                    let refusal = Refusal::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
+                    return Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+                }
+                Decision::Replay(r) => {
+                    // The digest proves a rebuilt answer the first, so the current package is
+                    // simply tried: a later package fails the digest and the slim answer stands.
+                    let current = h.ledger.current.as_ref();
+                    let body = idempotency::replay(r, |slim| wire.with_package(slim, &current?.package));
+                    return Plan::rendered(Rendered { status: r.status, content_type: JSON, body, replayed: true });
+                }
+            }
+        }
+        let out = match handoff::apply(&h, change, role, now) {
+            Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
+            Ok(out) => out,
+        };
+        let answer = Answer::Changed { h: &out.next, role, effect: &out.answer };
+        let rendered = wire.render(answer);
+        let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
+        let remember = idempotency.filter(|_| idempotency::keeps(rendered.status, dry_run)).map(|idem| {
+            let without = || (rendered.body.len() > IDEMPOTENCY_ANSWER_BYTES_MAX).then(|| wire.without_package(answer)).flatten();
+            (idem.key, idempotency::remember(&idem.fingerprint, rendered.status, &rendered.body, without))
+        });
+        if let Some((_, r)) = &remember {
+            if let Err(refusal) = fits("a remembered answer", r.body.len(), STORED_VALUE_BYTES_MAX) {
+                return Plan::rendered(refusal_of(wire, &refusal, &h, role));
+            }
+        }
+        let mut plan = if out.moved {
+            match self.store(out.next, out.dirty, change.kind(), role, now) {
+                Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
+                Ok(stored) => stored.plan(rendered),
+            }
+        } else {
+            Plan::rendered(rendered)
+        };
+        if let Some((key, r)) = remember {
+            plan.writes.extend(self.remember(key, r, now));
+        }
+        plan
+    }
+
+    /// The writes that remember `r` under `key`: the expired keys and the oldest forgotten
+    /// first, as [`Keys::remember`] decides.
+    fn remember(&mut self, key: String, r: Remembered, now: EpochMs) -> Vec<Write> {
+        let bytes = r.bytes();
+        let forget = self.keys.get_or_insert_with(Keys::default).remember(&key, bytes, now);
+        let mut writes = Vec::new();
+        if let Some(before) = forget.expired_before {
+            writes.push(Write::ForgetExpired { before });
+        }
+        writes.extend(forget.keys.into_iter().map(|key| Write::Forget { key }));
+        writes.push(Write::Remember { key, remembered: r, at: now, bytes });
+        writes
+    }
+
+    /// The writes of the next hand-off `h` (what moved of it, the history event, the trims of
+    /// the bounded tables), every value size-checked first; on success the session holds `h`,
+    /// and the plan publishes its version and delivers its row.
+    fn store(&mut self, h: Handoff, dirty: Dirty, kind: EventKind, actor: Role, now: EpochMs) -> Result<Staged, Refusal> {
+        let record = &h.record;
+        let record_json = to_json(record);
+        let work_json = dirty.work.then(|| to_json(&h.work));
+        if let Some(json) = &work_json {
+            if json.len() > WORK_RECORD_BYTES_MAX {
+                return Err(Refusal::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes")));
+            }
+        }
+        let parts = [
+            (Part::Work, work_json),
+            (Part::Ledger, dirty.ledger.then(|| to_json(&h.ledger))),
+            (Part::Extras, dirty.extras.then(|| to_json(&h.extras))),
+        ];
+        let from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
+        let entries: Vec<(u64, String)> = h.lineage[from..].iter().map(|e| (e.turn, to_json(e))).collect();
+        let delivery = Delivery::of(record);
+        let row_bytes = to_json(&delivery.row).len();
+        let largest = [record_json.len(), row_bytes]
+            .into_iter()
+            .chain(parts.iter().filter_map(|(_, j)| j.as_ref().map(String::len)))
+            .chain(entries.iter().map(|(_, e)| e.len()))
+            .max()
+            .unwrap_or(0);
+        fits("the change would store a value", largest, STORED_VALUE_BYTES_MAX)?;
+
+        let version = record.version;
+        let mut writes = vec![Write::Record(record_json)];
+        for (name, json) in parts {
+            if let Some(json) = json {
+                writes.push(Write::Part { name, json });
+            }
+        }
+        for (turn, entry) in entries {
+            writes.push(Write::Turn { turn, entry });
+        }
+        if let Some(through) = record.turn.checked_sub(TURNS_KEPT_PER_HANDOFF_MAX as u64).filter(|t| *t > 0) {
+            writes.push(Write::TrimTurns { through });
+        }
+        writes.push(Write::Event { version, at: record.updated_at.ms(), kind, actor });
+        if let Some(through) = events_trimmed_through(version) {
+            writes.push(Write::TrimEvents { through });
+        }
+        let alarm_at = self.outbox.on_commit(version, delivery, now);
+        if let Some(before) = self.handoff() {
+            assert_eq!(version, before.record.version + 1, "a stored change moves the version by exactly one");
+        }
+        let h = Rc::new(h);
+        self.unconfirmed.push_back(h.clone());
+        self.handoff = Known::Present(h);
+        Ok(Staged { writes, alarm_at, version })
+    }
+
+    /// The runtime confirmed the commit of `version`: it is what waiters may be told now.
+    /// Answers the waiters it answers and the hand-off every watching socket is compared with.
+    pub fn confirm(&mut self, version: u64) -> Option<Wake> {
+        let mut confirmed = None;
+        while self.unconfirmed.front().is_some_and(|h| h.record.version <= version) {
+            confirmed = self.unconfirmed.pop_front();
+        }
+        let h = confirmed.filter(|h| h.record.version == version)?;
+        if self.published.as_ref().is_none_or(|p| p.record.version < version) {
+            self.published = Some(h);
+        }
+        let published = self.published.clone()?;
+        let waiters = if self.waiters.is_empty() { Vec::new() } else { self.waiters.wake(&published.record) };
+        Some(Wake { handoff: published, waiters })
+    }
+
+    /// A waiter timed out or its client went away: its place is free.
+    pub fn release(&mut self, waiter: WaiterId) {
+        self.waiters.release(waiter);
+    }
+
+    pub fn waiters_of(&self, role: Role) -> usize {
+        self.waiters.len_of(role)
+    }
+
+    /// The send to the owner's index to make now, if any.
+    pub fn poll_send(&mut self) -> Option<outbox::Send<Delivery>> {
+        self.outbox.poll_send()
+    }
+
+    pub fn is_delivered(&self, version: u64) -> bool {
+        self.outbox.is_delivered(version)
+    }
+
+    pub fn is_sending(&self) -> bool {
+        self.outbox.is_sending()
+    }
+
+    /// The send on its way ended (`ok`: the index holds its row). After a failure the attempts
+    /// are stored and the alarm tries again.
+    pub fn on_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
+        let Some(retry_at) = self.outbox.on_sent(ok, now) else {
+            return Sent::default();
+        };
+        let write = self.outbox.owed().filter(|o| o.version == version).map(|o| Write::Attempts {
+            owner: o.row.owner.clone(),
+            version: o.version,
+            row: to_json(&o.row.row),
+            attempts: o.attempts,
+        });
+        Sent { retry_at: Some(retry_at), write }
+    }
+
+    /// The alarm rang: the send it owes now, if any (the hand-off must have been read).
+    pub fn on_alarm(&mut self) -> Option<outbox::Send<Delivery>> {
+        self.outbox.on_alarm()
+    }
+}
+
+/// The media type of every JSON answer.
+pub const JSON: &str = "application/json";
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("a stored value is plain data: it always serialises")
+}
+
+/// 413 `request.too_large` when a value of `bytes` is over `max`.
+fn fits(what: &str, bytes: usize, max: usize) -> Result<(), Refusal> {
+    if bytes > max {
+        return Err(Refusal::new(Code::RequestTooLarge, format!("{what} of {bytes} bytes, over {max}")));
+    }
+    Ok(())
+}
+
+/// A refusal of a hand-off the caller may see: with its record, and with the current package
+/// on `package.stale`, so that a destination can read it again.
+fn refusal_of(wire: &impl Wire, refusal: &Refusal, h: &Handoff, role: Role) -> Rendered {
+    let current_package = match (refusal.code, &h.ledger.current) {
+        (Code::PackageStale, Some(offer)) => Some((offer.version, offer.hash.as_str())),
+        _ => None,
+    };
+    wire.render(Answer::Refused { refusal, handoff: Some((h, role)), current_package })
+}
+
+/// A stored change, before its answer: its writes, its alarm and its version.
+struct Staged {
+    writes: Vec<Write>,
+    alarm_at: Option<EpochMs>,
+    version: u64,
+}
+
+impl Staged {
+    /// The plan that answers `rendered` once the change is published and delivered.
+    fn plan(self, rendered: Rendered) -> Plan {
+        Plan {
+            reply: Reply::Rendered(rendered),
+            writes: self.writes,
+            alarm_at: self.alarm_at,
+            publish: Some(self.version),
+            deliver_through: Some(self.version),
+            arm: None,
+            log: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,601 @@
+//! The session driven with no runtime at all: a [`Db`] stands in for the object's SQLite (it
+//! applies each plan's writes and answers the reads the session asks for), and [`TestWire`]
+//! for the HTTP contract. Each rule the object used to carry out itself has a test here.
+
+use super::*;
+use crate::handoff::Change;
+use crate::idempotency::KeyEntry;
+use crate::limits::{
+    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, OUTBOX_SAFETY_ALARM_MS, RATIONALE_BYTES_MAX,
+    STATEMENT_BYTES_MAX,
+};
+use crate::package::PackageRequest;
+use crate::turn::{Command, ReportStatus};
+use crate::work::{self, DecisionInput, WorkInput};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+const T0: EpochMs = 1_796_040_000_000;
+
+/// The HTTP contract as these tests need it: a refusal's code, a change's version.
+struct TestWire;
+
+impl Wire for TestWire {
+    fn render(&self, answer: Answer<'_>) -> Rendered {
+        let (status, body) = match answer {
+            Answer::Record { h, .. } => (200, json!({"version": h.record.version})),
+            Answer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token})),
+            Answer::Changed { h, effect, .. } => {
+                let package = match effect {
+                    Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
+                    _ => None,
+                };
+                (200, json!({"version": h.record.version, "package": package}))
+            }
+            Answer::Refused { refusal, handoff, .. } => {
+                let status = match refusal.code {
+                    Code::AuthForbidden => 403,
+                    Code::HandoffNotFound => 404,
+                    Code::RequestTooLarge => 413,
+                    Code::IdempotencyMismatch => 422,
+                    Code::WaitTooMany | Code::WatchTooMany => 429,
+                    Code::StoreUnavailable => 503,
+                    _ => 409,
+                };
+                (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version)}))
+            }
+            Answer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
+            _ => (200, json!({})),
+        };
+        Rendered { status, content_type: JSON, body: body.to_string(), replayed: false }
+    }
+
+    fn without_package(&self, answer: Answer<'_>) -> Option<String> {
+        let mut body: Value = serde_json::from_str(&self.render(answer).body).ok()?;
+        body.as_object_mut()?.remove("package")?;
+        Some(body.to_string())
+    }
+
+    fn with_package(&self, slim: &str, package: &Package) -> Option<String> {
+        let mut body: Value = serde_json::from_str(slim).ok()?;
+        body.as_object_mut()?.insert("package".into(), serde_json::to_value(package).ok()?);
+        Some(body.to_string())
+    }
+}
+
+/// The object's tables, in memory: what each plan's writes leave.
+#[derive(Debug, Clone, Default)]
+struct Db {
+    schema: bool,
+    record: Option<String>,
+    parts: BTreeMap<&'static str, String>,
+    turns: BTreeMap<u64, String>,
+    events: BTreeMap<u64, EventKind>,
+    keys: BTreeMap<String, (Remembered, EpochMs, usize)>,
+    attempts: Option<(u64, u32)>,
+}
+
+impl Db {
+    fn apply(&mut self, writes: &[Write]) {
+        for w in writes {
+            let stored_value = match w {
+                Write::Record(v) | Write::Part { json: v, .. } | Write::Turn { entry: v, .. } => Some(v.len()),
+                Write::Remember { remembered, .. } => Some(remembered.body.len()),
+                _ => None,
+            };
+            assert!(stored_value.is_none_or(|n| n <= STORED_VALUE_BYTES_MAX), "a value over the cap reached the store: {w:?}");
+            match w {
+                Write::Schema => self.schema = true,
+                Write::Record(json) => self.record = Some(json.clone()),
+                Write::Part { name, json } => {
+                    self.parts.insert(name.as_str(), json.clone());
+                }
+                Write::Turn { turn, entry } => {
+                    self.turns.insert(*turn, entry.clone());
+                }
+                Write::TrimTurns { through } => self.turns.retain(|t, _| t > through),
+                Write::Event { version, kind, .. } => {
+                    assert!(self.events.insert(*version, *kind).is_none(), "one event per version");
+                }
+                Write::TrimEvents { through } => self.events.retain(|v, _| v > through),
+                Write::Remember { key, remembered, at, bytes } => {
+                    self.keys.insert(key.clone(), (remembered.clone(), *at, *bytes));
+                }
+                Write::ForgetExpired { before } => self.keys.retain(|_, (_, at, _)| *at >= *before),
+                Write::Forget { key } => {
+                    self.keys.remove(key);
+                }
+                Write::Attempts { version, attempts, .. } => self.attempts = Some((*version, *attempts)),
+            }
+        }
+    }
+
+    fn stored(&self, lineage: usize) -> Option<Stored> {
+        let record = self.record.clone()?;
+        assert!(self.schema, "a record is never stored without the schema");
+        Some(Stored {
+            record,
+            parts: self.parts.iter().map(|(n, j)| (n.to_string(), j.clone())).collect(),
+            turns: self.turns.values().rev().take(lineage).cloned().collect(),
+            attempts: self.attempts,
+        })
+    }
+}
+
+/// One object: a session over a [`Db`], carried out as the Worker carries out its plans.
+struct Driver {
+    session: Session,
+    db: Db,
+    now: EpochMs,
+    /// The index accepts deliveries.
+    index_up: bool,
+    /// Every version a waiter or socket was told, in order.
+    woken: Vec<u64>,
+}
+
+impl Driver {
+    fn new() -> Driver {
+        Driver { session: Session::new(Caps::default()), db: Db::default(), now: T0, index_up: true, woken: Vec::new() }
+    }
+
+    /// The object evicted and started again: a new session over the same storage.
+    fn restart(&mut self) {
+        self.session = Session::new(Caps::default());
+    }
+
+    /// Reads what the session asks for, then plans.
+    fn plan(&mut self, ask: Ask) -> Plan {
+        let mut feed = Feed::default();
+        let mut reads = 0;
+        while let Some(read) = self.session.next_read(&ask, &feed, self.now) {
+            reads += 1;
+            assert!(reads < 8, "the session keeps asking for {read:?}");
+            match read {
+                Read::Handoff { lineage } => self.session.restore(self.db.stored(lineage)).expect("readable"),
+                Read::Keys => self.session.restore_keys(self.db.keys.iter().map(|(k, (_, at, bytes))| KeyEntry { key: k.clone(), at: *at, bytes: *bytes }).collect()),
+                Read::Key { key, since } => feed.key = Some(self.db.keys.get(&key).filter(|(_, at, _)| *at >= since).map(|(r, _, _)| r.clone())),
+                Read::Turns { before, limit } => {
+                    feed.turns = Some(self.db.turns.range(..before as u64).rev().take(limit).map(|(_, e)| e.clone()).collect())
+                }
+                Read::Sockets(_) => feed.sockets = Some(0),
+                Read::Storage => feed.storage = Some(StorageFacts::default()),
+            }
+        }
+        let _ = self.session.take_catch_up();
+        self.session.handle(ask, feed, Moment { now: self.now, random: 0.5 }, &TestWire)
+    }
+
+    /// Plans `ask` and carries the plan out; answers the plan and what the caller is told.
+    fn ask(&mut self, ask: Ask) -> (Plan, Value, u16) {
+        let plan = self.plan(ask);
+        self.db.apply(&plan.writes);
+        if let Some(version) = plan.publish {
+            if let Some(wake) = self.session.confirm(version) {
+                self.woken.push(wake.handoff.record.version);
+            }
+        }
+        if let Some(version) = plan.deliver_through {
+            while !self.session.is_delivered(version) {
+                let Some(send) = self.session.poll_send() else { break };
+                let sent = self.session.on_sent(send.version, self.index_up, self.now);
+                if let Some(w) = sent.write {
+                    self.db.apply(&[w]);
+                }
+            }
+        }
+        let (body, status) = match &plan.reply {
+            Reply::Rendered(r) => (serde_json::from_str(&r.body).unwrap_or(Value::Null), r.status),
+            Reply::Record { .. } => (json!({"version": self.session.handoff().map(|h| h.record.version)}), 200),
+            Reply::Hold { .. } | Reply::Watch { .. } => (Value::Null, 200),
+        };
+        self.now += 1_000;
+        (plan, body, status)
+    }
+
+    fn version(&self) -> u64 {
+        self.session.handoff().map_or(0, |h| h.record.version)
+    }
+
+    /// The version storage holds: the truth, whatever the session has read of it.
+    fn stored_version(&self) -> u64 {
+        self.db.record.as_deref().map_or(0, |r| serde_json::from_str::<Record>(r).unwrap().version)
+    }
+}
+
+fn owner() -> Caller {
+    Caller { owner: "alice".into(), role: Role::Owner }
+}
+
+fn machine() -> Caller {
+    Caller { owner: "alice".into(), role: Role::Machine }
+}
+
+fn ask(caller: Caller, op: Op) -> Ask {
+    Ask { caller, op, idempotency: None }
+}
+
+fn keyed(caller: Caller, op: Op, key: &str, fingerprint: &str) -> Ask {
+    Ask { caller, op, idempotency: Some(Idempotency { key: key.into(), fingerprint: fingerprint.into() }) }
+}
+
+fn create() -> Op {
+    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into() }
+}
+
+fn change(change: Change) -> Op {
+    Op::Change { change }
+}
+
+fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
+    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()) }, unmet: None, usage: None, handoff: None })
+}
+
+fn set_work() -> Op {
+    let input = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+    change(Change::Work { command: work::Command::SetWork(input) })
+}
+
+fn compile(dry_run: bool) -> Op {
+    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+    change(Change::Compile { request, dry_run })
+}
+
+fn created() -> Driver {
+    let mut d = Driver::new();
+    let (plan, _, status) = d.ask(ask(owner(), create()));
+    assert_eq!(status, 201);
+    assert_eq!(plan.writes.first(), Some(&Write::Schema), "the schema comes with the create's own writes");
+    d
+}
+
+#[test]
+fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_answers_the_same_hand_off() {
+    let mut d = created();
+    assert_eq!((d.version(), d.db.events.get(&1)), (1, Some(&EventKind::Create)));
+    let (plan, body, status) = d.ask(ask(owner(), create()));
+    assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
+    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into() };
+    let (plan, body, status) = d.ask(ask(owner(), other));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
+    let (_, body, status) = d.ask(ask(machine(), create()));
+    assert_eq!((status, body["code"].as_str()), (403, Some("auth.forbidden")), "only an owner creates");
+}
+
+#[test]
+fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_not_see_it() {
+    let mut d = created();
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner };
+    for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::TestStorage] {
+        let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
+        assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
+        assert!(plan.writes.is_empty() && !plan.waits());
+    }
+    let mut empty = Driver::new();
+    let (plan, _, status) = empty.ask(ask(owner(), Op::Get));
+    assert_eq!((status, plan.writes.len(), empty.db.schema), (404, 0, false), "an id never created is not written");
+}
+
+#[test]
+fn who_may_send_each_change_is_decided_in_the_session_with_the_record_beside_the_refusal() {
+    let mut d = created();
+    let (plan, body, status) = d.ask(ask(machine(), set_work()));
+    assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (403, Some("auth.forbidden"), Some(1)));
+    assert!(plan.writes.is_empty());
+    let (_, _, status) = d.ask(ask(owner(), report(1, ReportStatus::Done, "x")));
+    assert_eq!(status, 403, "a report is the machine's");
+    let (_, _, status) = d.ask(ask(machine(), Op::TestFault { fault: Fault::Sync }));
+    assert_eq!(status, 403, "test hooks are the owner's");
+    let (_, _, status) = d.ask(ask(machine(), report(1, ReportStatus::Running, "x")));
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn every_stored_change_moves_the_version_by_one_publishes_it_and_delivers_it_and_a_no_op_writes_nothing() {
+    let mut d = created();
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
+    assert_eq!((plan.publish, plan.deliver_through, d.version()), (Some(2), Some(2), 2));
+    assert_eq!(d.db.events.get(&2), Some(&EventKind::Report));
+    let (plan, _, status) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
+    assert_eq!((status, plan.writes.len(), plan.waits(), d.version()), (200, 0, false, 2), "an exact repeat is answered at once");
+    assert_eq!(d.woken, vec![1, 2], "each version published once, in order");
+}
+
+#[test]
+fn every_read_is_a_plan_with_nothing_to_await() {
+    let mut d = created();
+    d.ask(ask(owner(), set_work()));
+    d.ask(ask(owner(), compile(false)));
+    let reads = [
+        Op::Get,
+        Op::Work,
+        Op::Turns { before: None, limit: 5 },
+        Op::Package { markdown: false },
+        Op::Package { markdown: true },
+        Op::Briefing { budget_bytes: 4096, reach: Reaching { api: true, base_url: "https://h".into() } },
+        Op::Wait { after: 0, timeout_s: 30 },
+        Op::Wait { after: 99, timeout_s: 0 },
+        Op::TestStorage,
+        Op::Floor,
+        compile(true),
+    ];
+    for op in reads {
+        let (plan, _, status) = d.ask(ask(owner(), op.clone()));
+        assert_eq!((status, plan.writes.len(), plan.waits()), (200, 0, false), "{op:?}");
+    }
+}
+
+#[test]
+fn a_work_record_past_its_cap_is_413_before_any_write_and_leaves_the_session_as_it_was() {
+    let mut d = created();
+    let big = |i: usize| DecisionInput {
+        statement: format!("{i}{}", "s".repeat(STATEMENT_BYTES_MAX - 8)),
+        rationale: Some("r".repeat(RATIONALE_BYTES_MAX)),
+        evidence: (0..10).map(|n| format!("https://e.example/{n}/{}", "p".repeat(2_000))).collect(),
+        supersedes: None,
+    };
+    let mut refused = None;
+    for i in 0..200 {
+        let (plan, body, status) = d.ask(ask(owner(), change(Change::Work { command: work::Command::RecordDecision(big(i)) })));
+        if status == 413 {
+            assert!(plan.writes.is_empty() && !plan.waits());
+            refused = Some((i, body));
+            break;
+        }
+    }
+    let (i, body) = refused.expect("the work record reached its cap");
+    assert_eq!(body["code"], "request.too_large");
+    assert_eq!(d.version(), 1 + i as u64, "the refused change moved nothing");
+    let stored: Work = serde_json::from_str(&d.db.parts["work"]).unwrap();
+    assert_eq!(stored.decisions.len(), i, "nothing of it was stored");
+}
+
+#[test]
+fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
+    let mut d = created();
+    let turns = TURNS_KEPT_PER_HANDOFF_MAX as u64 + 3;
+    for turn in 1..turns {
+        d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
+        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, handoff: None })));
+        assert_eq!(status, 200);
+    }
+    assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
+    assert_eq!(d.db.turns.keys().next(), Some(&(turns - TURNS_KEPT_PER_HANDOFF_MAX as u64 + 1)));
+    assert!(d.db.events.len() <= EVENTS_PER_HANDOFF_MAX, "{} events", d.db.events.len());
+    assert_eq!(d.session.handoff().unwrap().lineage.len(), LINEAGE_TAIL_MAX, "the session holds only the newest entries");
+    // A page of turns reads storage, newest first from `before`.
+    let (_, body, _) = d.ask(ask(owner(), Op::Turns { before: Some(turns), limit: 2 }));
+    assert_eq!(body["turns"], json!([turns - 2, turns - 1]));
+    assert_eq!(body["next"], turns - 2);
+}
+
+#[test]
+fn a_key_replays_its_first_answer_refuses_another_request_and_forgets_nothing_it_must_keep() {
+    let mut d = created();
+    let first = d.ask(keyed(machine(), report(1, ReportStatus::NeedsYou, "a"), "k1", "f1"));
+    assert!(first.0.writes.iter().any(|w| matches!(w, Write::Remember { key, .. } if key == "k1")));
+    let (plan, body, status) = d.ask(keyed(machine(), report(1, ReportStatus::NeedsYou, "a"), "k1", "f1"));
+    assert_eq!((status, &body, plan.writes.len()), (200, &first.1, 0), "the first answer again, writing nothing");
+    assert!(matches!(&plan.reply, Reply::Rendered(r) if r.replayed));
+    let (_, body, status) = d.ask(keyed(machine(), report(1, ReportStatus::Done, "b"), "k1", "f2"));
+    assert_eq!((status, body["code"].as_str()), (422, Some("idempotency.mismatch")));
+    // A refusal and a dry run are never remembered.
+    let (plan, _, status) = d.ask(keyed(owner(), report(1, ReportStatus::Done, "x"), "k2", "f"));
+    assert_eq!((status, plan.writes.len()), (403, 0));
+    d.ask(ask(owner(), set_work()));
+    let (plan, _, _) = d.ask(keyed(owner(), compile(true), "k3", "f"));
+    assert!(plan.writes.is_empty());
+    // A no-op that answers 2xx is remembered, and moves nothing.
+    let (plan, _, _) = d.ask(keyed(machine(), report(1, ReportStatus::NeedsYou, "a"), "k4", "f4"));
+    assert!(matches!(plan.writes.as_slice(), [Write::Remember { .. }]) && plan.publish.is_none(), "{:?}", plan.writes);
+    // A key past its time is forgotten, and answers afresh.
+    d.now += IDEMPOTENCY_TTL_MS + 1;
+    let (plan, _, status) = d.ask(keyed(machine(), report(1, ReportStatus::Running, "later"), "k1", "f9"));
+    assert_eq!(status, 200, "a forgotten key is a new one");
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::ForgetExpired { .. })));
+}
+
+#[test]
+fn past_the_keys_cap_the_oldest_is_forgotten_in_the_same_plan_and_a_restarted_object_keeps_counting() {
+    let mut d = created();
+    for n in 0..IDEMPOTENCY_KEYS_PER_HANDOFF_MAX {
+        d.ask(keyed(machine(), report(1, ReportStatus::NeedsYou, "same"), &format!("k{n:04}"), "f"));
+    }
+    assert_eq!(d.db.keys.len(), IDEMPOTENCY_KEYS_PER_HANDOFF_MAX);
+    d.restart();
+    let (plan, _, _) = d.ask(keyed(machine(), report(1, ReportStatus::NeedsYou, "same"), "k-new", "f"));
+    assert!(plan.writes.contains(&Write::Forget { key: "k0000".into() }), "{:?}", plan.writes);
+    assert_eq!(d.db.keys.len(), IDEMPOTENCY_KEYS_PER_HANDOFF_MAX);
+}
+
+#[test]
+fn a_large_answer_is_kept_without_its_package_and_replayed_whole_while_that_package_is_current() {
+    let mut d = created();
+    let goal = "g".repeat(crate::limits::GOAL_BYTES_MAX);
+    let input = WorkInput { title: "t".into(), goal, task_type: None, priority: None, constraints: vec!["c".repeat(1000); 20], acceptance_criteria: vec![] };
+    d.ask(ask(owner(), change(Change::Work { command: work::Command::SetWork(input) })));
+    let (_, first, _) = d.ask(keyed(owner(), compile(false), "k", "f"));
+    let (kept, _, _) = d.db.keys["k"].clone();
+    assert!(kept.slim && kept.body.len() < first.to_string().len(), "kept without its package");
+    let (_, again, _) = d.ask(keyed(owner(), compile(false), "k", "f"));
+    assert_eq!(again, first, "the package put back, byte for byte");
+}
+
+#[test]
+fn a_failed_commit_forgets_what_the_session_held_and_the_next_change_takes_the_same_version() {
+    let mut d = created();
+    let plan = d.plan(ask(machine(), report(1, ReportStatus::NeedsYou, "lost")));
+    assert_eq!(plan.publish, Some(2));
+    // The object's transaction failed: nothing of the plan is stored.
+    d.session.failed();
+    assert_eq!(d.session.next_read(&ask(owner(), Op::Get), &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
+    assert_eq!(d.session.confirm(2).map(|w| w.handoff.record.version), None, "a lost version is never published");
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "kept")));
+    assert_eq!(plan.publish, Some(2));
+    assert_eq!(d.woken, vec![1, 2]);
+}
+
+#[test]
+fn waiters_are_held_per_role_within_their_cap_and_woken_only_by_a_confirmed_version() {
+    let mut d = created();
+    d.session = Session::new(Caps { waiters: PerRole::new(2, 1), ..Caps::default() });
+    let hold = |d: &mut Driver, caller: Caller| d.plan(ask(caller, Op::Wait { after: 1, timeout_s: 30 })).reply;
+    let mut held = Vec::new();
+    for caller in [owner(), owner(), machine()] {
+        match hold(&mut d, caller) {
+            Reply::Hold { waiter, role, timeout_ms } => {
+                assert!((30_000..=31_000).contains(&timeout_ms), "the timeout and its jitter: {timeout_ms}");
+                held.push((waiter, role));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let Reply::Rendered(refused) = hold(&mut d, owner()) else { panic!("not refused") };
+    assert!(refused.status == 429 && refused.body.contains("wait.too_many"), "{refused:?}");
+    let plan = d.plan(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
+    d.db.apply(&plan.writes);
+    assert_eq!(d.session.waiters_of(Role::Owner), 2, "nothing is woken before the commit is confirmed");
+    let wake = d.session.confirm(2).expect("version 2 was committed");
+    assert_eq!((wake.handoff.record.version, wake.waiters), (2, held), "each waiter once, with its role");
+    assert_eq!((d.session.waiters_of(Role::Owner), d.session.waiters_of(Role::Machine)), (0, 0));
+}
+
+#[test]
+fn the_safety_alarm_is_set_by_the_first_change_and_not_again_while_it_is_pending() {
+    let mut d = Driver::new();
+    let (plan, _, _) = d.ask(ask(owner(), create()));
+    assert_eq!(plan.alarm_at, Some(T0 + OUTBOX_SAFETY_ALARM_MS));
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
+    assert_eq!(plan.alarm_at, None, "a pending alarm covers later changes");
+}
+
+#[test]
+fn a_failed_delivery_stores_its_attempts_and_asks_for_the_retry_alarm() {
+    let mut d = created();
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
+    assert_eq!(d.db.attempts, Some((2, 1)), "the attempts outlive an eviction");
+    d.restart();
+    d.index_up = true;
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    assert_eq!(send.version, 2);
+}
+
+#[test]
+fn a_watch_is_admitted_within_its_roles_cap() {
+    let mut d = created();
+    d.session = Session::new(Caps { watchers: PerRole::new(1, 1), ..Caps::default() });
+    let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }));
+    assert!(matches!(plan.reply, Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true }));
+    let mut feed = Feed { sockets: Some(1), ..Feed::default() };
+    let refused = d.session.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), std::mem::take(&mut feed), Moment { now: T0, random: 0.0 }, &TestWire);
+    assert!(matches!(&refused.reply, Reply::Rendered(r) if r.status == 429 && r.body.contains("watch.too_many")));
+}
+
+#[test]
+fn a_stored_value_this_build_cannot_read_is_refused_as_unreadable() {
+    let mut s = Session::new(Caps::default());
+    let stored = Stored { record: "{\"not\": \"a record\"}".into(), ..Stored::default() };
+    assert!(s.restore(Some(stored)).is_err());
+    let mut broken = Stored { record: serde_json::to_string(&Record::create("ho_1".into(), "alice".into(), "s".into(), "m".into(), "l".into(), 0)).unwrap(), ..Stored::default() };
+    broken.turns.push("{broken".into());
+    assert!(s.restore(Some(broken)).is_err_and(|e| e.0.contains("lineage entry")));
+    // A page of the lineage read from storage, past what the session holds.
+    let mut d = created();
+    d.db.turns.insert(1, "{broken".into());
+    let (plan, body, status) = d.ask(ask(owner(), Op::Turns { before: None, limit: 10 }));
+    assert_eq!((status, body["code"].as_str()), (503, Some("store.unavailable")));
+    assert!(plan.log.is_some_and(|l| l.contains("lineage entry")), "the cause goes to the log");
+}
+
+/// One request of a random history.
+#[derive(Debug, Clone)]
+enum Step {
+    Report(ReportStatus, u8, bool),
+    Open,
+    Cancel,
+    Close,
+    SetWork,
+    Compile(bool),
+    Get,
+    Wait,
+    Fail,
+    Restart,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let status = prop_oneof![Just(ReportStatus::Running), Just(ReportStatus::NeedsYou), Just(ReportStatus::Done), Just(ReportStatus::Failed)];
+    prop_oneof![
+        5 => (status, 0..3u8, any::<bool>()).prop_map(|(s, n, k)| Step::Report(s, n, k)),
+        3 => Just(Step::Open),
+        1 => Just(Step::Cancel),
+        1 => Just(Step::Close),
+        1 => Just(Step::SetWork),
+        2 => any::<bool>().prop_map(Step::Compile),
+        2 => Just(Step::Get),
+        1 => Just(Step::Wait),
+        1 => Just(Step::Fail),
+        1 => Just(Step::Restart),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Any history, run as the object runs it: the version moves by exactly one exactly when a
+    /// plan writes the record; a refusal writes nothing; a closed hand-off never changes; what
+    /// is published rises one version at a time; and a started object reads back exactly the
+    /// hand-off the session held.
+    #[test]
+    fn any_history_keeps_the_sessions_invariants_and_storage_reads_back_as_the_session(steps in prop::collection::vec(step(), 1..60)) {
+        let mut d = created();
+        for (n, s) in steps.iter().enumerate() {
+            let before = d.stored_version();
+            let stored: Record = serde_json::from_str(d.db.record.as_deref().unwrap()).unwrap();
+            let (closed, turn) = (stored.is_closed(), stored.turn);
+            let op = match s {
+                Step::Report(status, k, _) => report(turn, *status, &format!("summary {k}")),
+                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, handoff: None }),
+                Step::Cancel => change(Change::Turn { command: Command::Cancel { turn: None }, unmet: None, usage: None, handoff: None }),
+                Step::Close => change(Change::Turn { command: Command::Close, unmet: None, usage: None, handoff: None }),
+                Step::SetWork => set_work(),
+                Step::Compile(dry) => compile(*dry),
+                Step::Get => Op::Get,
+                Step::Wait => Op::Wait { after: before, timeout_s: 0 },
+                Step::Fail => {
+                    // A commit that fails: its plan is never stored.
+                    let _ = d.plan(ask(machine(), report(turn, ReportStatus::Running, &format!("lost {n}"))));
+                    d.session.failed();
+                    continue;
+                }
+                Step::Restart => {
+                    d.restart();
+                    continue;
+                }
+            };
+            let caller = match s { Step::Report(..) => machine(), _ => owner() };
+            let key = matches!(s, Step::Report(_, _, true)).then(|| format!("key-{n}"));
+            let a = Ask { caller, op, idempotency: key.map(|key| Idempotency { key, fingerprint: "f".into() }) };
+            let (plan, _, status) = d.ask(a);
+            let wrote_record = plan.writes.iter().any(|w| matches!(w, Write::Record(_)));
+            prop_assert_eq!(d.stored_version(), before + u64::from(wrote_record), "step {}: {:?}", n, s);
+            prop_assert_eq!(d.version(), d.stored_version(), "the session holds what storage holds");
+            prop_assert_eq!(plan.publish.is_some(), wrote_record);
+            if status >= 400 {
+                prop_assert!(plan.writes.is_empty(), "a refusal wrote {:?}", plan.writes);
+            }
+            if closed {
+                prop_assert!(!wrote_record, "a closed hand-off changed");
+            }
+        }
+        for pair in d.woken.windows(2) {
+            prop_assert_eq!(pair[1], pair[0] + 1, "published one version at a time: {:?}", d.woken);
+        }
+        d.ask(ask(owner(), Op::Get));
+        let held = d.session.handoff().cloned();
+        d.restart();
+        d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+        prop_assert_eq!(d.session.handoff().map(|h| (**h).clone()), held.map(|h| (*h).clone()), "storage reads back as the session");
+    }
+}
