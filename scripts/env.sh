@@ -13,7 +13,8 @@ locked_version() { # the version of crate $1 in Cargo.lock
   awk -v name="$1" '$0 == "name = \"" name "\"" { getline; gsub(/version = |"/, ""); print; exit }' "$top/Cargo.lock"
 }
 # The development signing key: public by design, used when HANDOFF_SIGNING_KEY is unset.
-# Only a local Worker (HANDOFF_ENV=local) accepts it; every other environment refuses it.
+# Only a local Worker (HANDOFF_ENV=local, which only local runs set, with --var) accepts it;
+# every other environment, and a Worker whose HANDOFF_ENV is absent or unknown, refuses it.
 DEV_SIGNING_KEY="handoff-development-key-do-not-deploy"
 # A fresh secret signing key: 64 hex characters (32 random bytes), over the 32 bytes that
 # environments other than local require.

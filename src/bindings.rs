@@ -13,7 +13,8 @@ use worker::{console_error, web_sys, Env, Result};
 pub const HANDOFFS: &str = "HANDOFFS";
 /// The owners' index Durable Object namespace, as in wrangler.toml.
 pub const OWNER_INDEX: &str = "OWNER_INDEX";
-/// `local`, `development`, `staging` or `production`, as in wrangler.toml.
+/// `development`, `staging` or `production`, as in wrangler.toml, or `local`, which only local
+/// runs set (`--var`); absent or any other value is deployed.
 pub const ENV: &str = "HANDOFF_ENV";
 /// The HS256 signing key (a secret in deployed environments).
 pub const SIGNING_KEY: &str = "HANDOFF_SIGNING_KEY";

@@ -175,6 +175,9 @@ pub struct Server {
     pub port: u16,
     pub state_dir: PathBuf,
     env: Option<String>,
+    /// `--var HANDOFF_ENV:local` for wrangler dev with no `--env`: wrangler.toml's top level is
+    /// what a deploy with no `--env` deploys, so it is not local unless a run asks.
+    local: bool,
     /// workerd without wrangler in front of it (see [`workerd`]).
     direct: bool,
     /// Extra `--var NAME:VALUE`s for wrangler dev (test-only switches such as a low waiter cap).
@@ -187,15 +190,26 @@ pub fn free_port() -> u16 {
 }
 
 impl Server {
-    /// Starts a local Worker (`env`: None for the local default, or a wrangler environment).
+    /// Starts a Worker under wrangler dev: `env` None for a local Worker (the top level with
+    /// `--var HANDOFF_ENV:local`), or a wrangler environment as it is configured.
     pub fn start(state_dir: &Path, env: Option<&str>) -> Server {
         Server::start_with_vars(state_dir, env, &[])
     }
 
     /// As [`Server::start`], with extra variables (kept across restarts).
     pub fn start_with_vars(state_dir: &Path, env: Option<&str>, vars: &[(&str, &str)]) -> Server {
+        Server::wrangler(state_dir, env, env.is_none(), vars)
+    }
+
+    /// wrangler.toml's top level exactly as a deploy with no `--env` would run it: no
+    /// `HANDOFF_ENV` override, with extra variables.
+    pub fn start_top_level(state_dir: &Path, vars: &[(&str, &str)]) -> Server {
+        Server::wrangler(state_dir, None, false, vars)
+    }
+
+    fn wrangler(state_dir: &Path, env: Option<&str>, local: bool, vars: &[(&str, &str)]) -> Server {
         let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), direct: false, vars, child: None };
+        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), local, direct: false, vars, child: None };
         server.restart();
         server
     }
@@ -204,7 +218,7 @@ impl Server {
     /// connection to the Worker open after the client has gone; with extra variables.
     pub fn start_workerd(state_dir: &Path, vars: &[(&str, &str)]) -> Server {
         let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: None, direct: true, vars, child: None };
+        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: None, local: true, direct: true, vars, child: None };
         server.restart();
         server
     }
@@ -245,6 +259,9 @@ impl Server {
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .process_group(0);
+        if self.local {
+            cmd.args(["--var", &format!("{}:{}", workerd::ENV_VAR, workerd::LOCAL)]);
+        }
         for (name, value) in &self.vars {
             cmd.args(["--var", &format!("{name}:{value}")]);
         }

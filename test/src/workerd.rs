@@ -3,9 +3,10 @@
 //! wrangler's dev proxy would hide the runtime's behaviour (it keeps a client's connection to the
 //! Worker open after the client has gone, so a disconnect never reaches the Worker).
 //!
-//! The configuration mirrors wrangler.toml's local environment: the modules worker-build
+//! The configuration is a local run of wrangler.toml's top level: the modules worker-build
 //! writes (`build/worker/shim.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
-//! Object classes SQLite-backed on a disk folder, and the Worker's variables.
+//! Object classes SQLite-backed on a disk folder, `HANDOFF_ENV=local` (which the top level
+//! leaves out, since a deploy with no `--env` deploys it), and the Worker's variables.
 
 use handoff_core::limits::OUTBOX_SAFETY_ALARM_MS;
 use std::fs;
@@ -17,6 +18,12 @@ pub const IDLE_EVICTION: Duration = Duration::from_secs(10);
 /// How long after its last change an object with nothing else to do is evicted: the change's
 /// outbox safety alarm, `OUTBOX_SAFETY_ALARM_MS` after it, is an event too (about 20 s).
 pub const EVICTED_AFTER_CHANGE: Duration = Duration::from_millis(OUTBOX_SAFETY_ALARM_MS as u64).saturating_add(IDLE_EVICTION);
+
+/// The variable that names the environment to the Worker, and the one value that makes it
+/// local (test and bench hooks, the development key). wrangler.toml's top level does not set
+/// it; every local run does, and so does this configuration.
+pub const ENV_VAR: &str = "HANDOFF_ENV";
+pub const LOCAL: &str = "local";
 
 /// The files of the built Worker, as the configuration names them (relative to `build/`).
 pub const MODULES: [(&str, &str); 3] =
@@ -81,7 +88,7 @@ pub fn config_with_modules(compatibility_date: &str, port: u16, storage: &Path, 
     let mut bindings = vec![
         "    (name = \"HANDOFFS\", durableObjectNamespace = \"HandoffObject\"),".to_string(),
         "    (name = \"OWNER_INDEX\", durableObjectNamespace = \"OwnerIndex\"),".to_string(),
-        "    (name = \"HANDOFF_ENV\", text = \"local\"),".to_string(),
+        format!("    (name = {}, text = {}),", capnp_string(ENV_VAR), capnp_string(LOCAL)),
     ];
     bindings.extend(vars.iter().map(|(name, value)| format!("    (name = {}, text = {}),", capnp_string(name), capnp_string(value))));
     format!(
@@ -142,6 +149,7 @@ mod tests {
         assert!(c.contains(r#"(name = "HANDOFFS", durableObjectNamespace = "HandoffObject")"#));
         assert!(c.contains(r#"(className = "OwnerIndex", uniqueKey = "handoff-OwnerIndex", enableSql = true)"#));
         assert!(c.contains(r#"(name = "HANDOFF_BENCH_FLOOR", text = "1")"#));
+        assert!(c.contains(r#"(name = "HANDOFF_ENV", text = "local")"#), "the generated configuration is a local run");
         assert!(c.contains(r#"(name = "HANDOFF_SIGNING_KEY", text = "k\"ey")"#));
         assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
         assert!(c.contains(r#"address = "127.0.0.1:8802""#));

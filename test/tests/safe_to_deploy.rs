@@ -463,3 +463,109 @@ fn a_deployed_environment_with_the_development_key_or_a_short_key_refuses_every_
         let _ = std::fs::remove_dir_all(&state);
     }
 }
+
+/// The hook routes, each with the method it answers to where hooks are open.
+const HOOK_ROUTES: [(&str, &str); 3] =
+    [("POST", "/v1/test/refuse-index"), ("GET", "/v1/bench/floor"), ("GET", "/v1/test/handoffs/ho_00000000000000000000000000000000/storage")];
+
+fn assert_no_hook_route(c: &Client, token: &str, what: &str) {
+    for (method, path) in HOOK_ROUTES {
+        let a = c.send(method, path, Some(token), &[], (method == "POST").then_some(b"{\"on\":true}".as_slice()));
+        assert_eq!((a.status, a.code()), (404, "route.not_found"), "{what}: {method} {path}: {}", a.text);
+    }
+}
+
+/// The lines wrangler prints under "Your Worker has access to the following bindings:".
+fn printed_bindings(stdout: &str) -> Vec<String> {
+    let mut lines = stdout.lines().skip_while(|l| !l.contains("has access to the following bindings"));
+    let heading = lines.next().map(str::to_string);
+    heading.into_iter().chain(lines.take_while(|l| !l.trim().is_empty()).map(|l| l.trim_end().to_string())).collect()
+}
+
+/// The `metadata` part of the upload wrangler would send (`--outfile`: the multipart form
+/// itself), which carries every binding with its value.
+fn upload_metadata(form: &[u8]) -> Value {
+    let marker = b"name=\"metadata\"";
+    let at = form.windows(marker.len()).position(|w| w == marker).expect("the form has a metadata part");
+    let rest = &form[at..];
+    let body = rest.windows(4).position(|w| w == b"\r\n\r\n").expect("the part's headers end") + 4;
+    let mut values = serde_json::Deserializer::from_slice(&rest[body..]).into_iter::<Value>();
+    values.next().expect("a JSON document").expect("the metadata is JSON")
+}
+
+/// `wrangler deploy` with no `--env` deploys the top level: as bundled for upload, it names
+/// no `HANDOFF_ENV` but a deployed one, and no hook variable.
+#[test]
+fn a_deploy_with_no_env_is_not_local_and_sets_no_hook() {
+    let top = handoff_it::repo_top();
+    let out = temp_state("dry-run");
+    let form = out.join("upload.form");
+    let run = std::process::Command::new(top.join("node_modules/.bin/wrangler"))
+        .current_dir(&top)
+        .env("PATH", format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()))
+        .env("WRANGLER_SEND_METRICS", "false")
+        // wrangler reads the target environment from CLOUDFLARE_ENV when --env is not given.
+        .env_remove("CLOUDFLARE_ENV")
+        .args(["deploy", "--dry-run", "--outdir"])
+        .arg(out.join("bundle"))
+        .arg("--outfile")
+        .arg(&form)
+        .output()
+        .expect("wrangler runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "wrangler deploy --dry-run: {stdout}{}", String::from_utf8_lossy(&run.stderr));
+    let printed = printed_bindings(&stdout);
+    eprintln!("wrangler deploy --dry-run (no --env) prints:\n{}", printed.join("\n"));
+    assert!(printed.iter().any(|l| l.contains("env.HANDOFFS (HandoffObject)")), "the bindings were read: {stdout}");
+    assert!(!printed.iter().any(|l| l.contains("HANDOFF_ENV (\"local\")")), "{}", printed.join("\n"));
+
+    let metadata = upload_metadata(&std::fs::read(&form).expect("wrangler wrote the upload"));
+    let bindings = metadata["bindings"].as_array().expect("the metadata lists bindings");
+    let names: Vec<&str> = bindings.iter().filter_map(|b| b["name"].as_str()).collect();
+    assert!(names.contains(&"HANDOFFS") && names.contains(&"OWNER_INDEX"), "{metadata}");
+    for binding in bindings {
+        let name = binding["name"].as_str().unwrap_or_default();
+        if name == "HANDOFF_ENV" {
+            let value = binding["text"].as_str();
+            assert!(matches!(value, Some("development" | "staging" | "production")), "HANDOFF_ENV is {value:?}: {binding}");
+        }
+        assert!(!name.starts_with("HANDOFF_TEST_") && !name.starts_with("HANDOFF_BENCH_"), "a hook variable is deployed: {binding}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The top level run as a deploy with no `--env` would run it, without the local runs'
+/// `--var HANDOFF_ENV:local`: the development key authenticates nobody and the hooks stay
+/// shut, though their variables are set. An unknown `HANDOFF_ENV` is read the same way.
+#[test]
+fn the_top_level_without_the_local_override_refuses_the_development_key_and_opens_no_hook() {
+    let state = temp_state("top-level");
+    // The harness sets the development key and HANDOFF_TEST_HOOKS:1 on every wrangler Worker.
+    let server = Server::start_top_level(&state, &[("HANDOFF_BENCH_FLOOR", "1")]);
+    let c = server.client();
+    let health = c.send("GET", "/v1/health", None, &[], None);
+    assert_eq!((health.status, health.body["store"].as_str(), health.body["auth"].as_str()), (200, Some("bound"), Some("misconfigured")), "{}", health.text);
+    let dev = dev_key_owner(&unique("alice"));
+    for (method, path) in [("GET", "/v1/handoffs"), ("POST", "/v1/handoffs")] {
+        let a = c.send(method, path, Some(&dev), &[], (method == "POST").then_some(br#"{"session":"s","machine":"m","size":"l"}"#.as_slice()));
+        assert_eq!((a.status, a.code()), (503, "auth.misconfigured"), "a development-key token: {method} {path}: {}", a.text);
+    }
+    assert_no_hook_route(&c, &dev, "no HANDOFF_ENV");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+
+    let state = temp_state("top-level-unknown");
+    let key = "k".repeat(48);
+    let server = Server::start_top_level(&state, &[("HANDOFF_ENV", "LOCAL"), ("HANDOFF_SIGNING_KEY", key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")]);
+    let c = server.client();
+    let health = c.send("GET", "/v1/health", None, &[], None);
+    assert_eq!(health.body["auth"], "ok", "{}", health.text);
+    let name = unique("alice");
+    let refused = c.get("/v1/handoffs", &dev_key_owner(&name));
+    assert_eq!((refused.status, refused.code()), (401, "auth.invalid"), "a development-key token under HANDOFF_ENV=LOCAL: {}", refused.text);
+    let signed = owner_token(&name, 3600, key.as_bytes(), now_s());
+    assert_eq!(c.get("/v1/handoffs", &signed).status, 200, "the Worker's own key still works");
+    assert_no_hook_route(&c, &signed, "HANDOFF_ENV=LOCAL");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}

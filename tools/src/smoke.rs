@@ -341,13 +341,13 @@ pub fn judge_auth(health: &Result<Health, String>) -> Verdict {
     Verdict { pass, line }
 }
 
-/// The config lines: no deployable environment of wrangler.toml (`config`, as the run names
-/// it) sets a hook variable or calls itself local. One line when none does, else one per
-/// finding.
+/// The config lines: no deployable part of wrangler.toml (`config`, as the run names it: the
+/// top level or an `[env.*]`) sets a hook variable or calls itself local. One line when none
+/// does, else one per finding.
 pub fn judge_config(config: &str, exposed: &[Exposure]) -> Vec<Verdict> {
     if exposed.is_empty() {
         let line = format!(
-            "pass  {:<24} {config}  expected no hook variable in any [env.*] vars  got none",
+            "pass  {:<24} {config}  expected no hook variable and no HANDOFF_ENV = \"local\" in the top-level or any [env.*] vars  got none",
             "config"
         );
         return vec![Verdict { pass: true, line }];

@@ -111,6 +111,31 @@ fn a_hook_variable_in_a_deployable_environment_is_refused_even_by_check() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The checked-in wrangler.toml with its top level calling itself local, as it once did.
+fn top_level_local(text: &str) -> String {
+    assert!(!text.contains("\n[vars]"), "the checked-in top level has no [vars]");
+    let spoiled = text.replacen("[[durable_objects.bindings]]", "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]", 1);
+    assert_ne!(spoiled, text);
+    spoiled
+}
+
+#[test]
+fn a_top_level_that_calls_itself_local_is_refused_even_by_check() {
+    // `wrangler deploy` with no --env deploys the top level: local there is local in production.
+    let dir = scratch("top-level-local", APPROVE_BOTH);
+    let config = dir.join("wrangler.toml");
+    let spoiled = top_level_local(&fs::read_to_string(&config).unwrap());
+    fs::write(&config, &spoiled).unwrap();
+    for args in [&["--check"][..], &[]] {
+        let output = promote(&dir, args);
+        let err = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("prod-promote: refused: the top level sets HANDOFF_ENV = \"local\""), "{err}");
+    }
+    assert_eq!(fs::read_to_string(&config).unwrap(), spoiled, "nothing is written");
+    let _ = fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn paths_can_be_given_and_bad_input_exits_2() {
     let dir = scratch("paths", APPROVE_BOTH);

@@ -256,6 +256,22 @@ fn a_hook_variable_in_a_deployable_environment_fails_the_smoke_by_name() {
 }
 
 #[test]
+fn a_top_level_that_calls_itself_local_fails_the_smoke() {
+    // What `wrangler deploy` with no --env deploys must not be local, however well the Worker answers.
+    let checked_in = include_str!("../../wrangler.toml");
+    assert!(!checked_in.contains("\n[vars]"), "the checked-in top level has no [vars]");
+    let config = std::env::temp_dir().join(format!("release-smoke-{}-top-level-wrangler.toml", std::process::id()));
+    let spoiled = checked_in.replacen("[[durable_objects.bindings]]", "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]", 1);
+    assert_ne!(spoiled, checked_in);
+    std::fs::write(&config, spoiled).unwrap();
+    let failed = failures(Fake::Bound, &["--expect", "bound", "--config", config.to_str().unwrap()]);
+    std::fs::remove_file(&config).unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("FAIL  config"), "{failed:?}");
+    assert!(failed[0].contains("the top level sets HANDOFF_ENV = \"local\""), "{failed:?}");
+}
+
+#[test]
 fn a_worker_that_is_not_there_fails_the_smoke() {
     // Bind a port and drop it, so that nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

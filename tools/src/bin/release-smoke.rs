@@ -1,5 +1,5 @@
-//! release-smoke: checks that wrangler.toml keeps the hooks out of every deployable
-//! environment, then runs every route in release-smoke.json against a deployed (or local)
+//! release-smoke: checks that wrangler.toml keeps the hooks and `HANDOFF_ENV = "local"` out
+//! of every deployable part (the top level and each environment), then runs every route in release-smoke.json against a deployed (or local)
 //! Worker and prints one line per check.
 //!
 //! Exit codes: 0 every check passed; 1 a check failed (the config, a route, or what
@@ -17,9 +17,10 @@ use handoff_tools::{cli, hooks};
 const USAGE: &str = "\
 usage: release-smoke <base-url> [--expect bound|unbound] [--routes PATH] [--config PATH]
 
-Checks that no [env.*] of wrangler.toml sets a test or bench hook variable, that
-GET /v1/health names the store and a usable signing key, then runs every route in
-release-smoke.json against <base-url> (e.g. http://127.0.0.1:8787 or a deployed https URL).
+Checks that neither the top level nor any [env.*] of wrangler.toml sets a test or bench
+hook variable or HANDOFF_ENV = \"local\", that GET /v1/health names the store and a usable
+signing key, then runs every route in release-smoke.json against <base-url>
+(e.g. http://127.0.0.1:8787 or a deployed https URL).
 Prints one line per check: pass or FAIL, name, request, expected, got.
 
   --expect bound|unbound   what the deployment must be; default: what GET /v1/health says
@@ -107,7 +108,7 @@ fn read_routes(path: &Path) -> Result<smoke::Routes, String> {
     smoke::parse_routes(&cli::read_bounded(path, ROUTES_BYTES_MAX)?)
 }
 
-/// What the deployable environments of `path` expose.
+/// What the deployable parts of `path` (the top level and each environment) expose.
 fn read_config(path: &Path) -> Result<Vec<hooks::Exposure>, String> {
     let envs = hooks::read_env_vars(&cli::read_bounded(path, CONFIG_BYTES_MAX)?)
         .map_err(|e| format!("{}: {e}", path.display()))?;

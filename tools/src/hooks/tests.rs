@@ -1,4 +1,5 @@
-//! The hooks rule: no deployable environment sets a hook variable or calls itself local.
+//! The hooks rule: no deployable part (the top level or an environment) sets a hook variable
+//! or calls itself local.
 
 use super::*;
 
@@ -15,8 +16,16 @@ fn hook(env: &str, var: &str) -> Exposure {
 #[test]
 fn the_checked_in_environments_set_no_hook_variable() {
     assert_eq!(exposed_in(CHECKED_IN), []);
-    let envs: Vec<String> = read_env_vars(CHECKED_IN).unwrap().into_iter().map(|e| e.env).collect();
-    assert_eq!(envs, ["development", "staging", "production"]);
+    let envs: Vec<Scope> = read_env_vars(CHECKED_IN).unwrap().into_iter().map(|e| e.env).collect();
+    assert_eq!(envs, [Scope::TopLevel, "development".into(), "staging".into(), "production".into()]);
+}
+
+#[test]
+fn the_checked_in_top_level_sets_no_handoff_env_at_all() {
+    // `wrangler deploy` with no --env deploys the top level: the Worker must read it as deployed.
+    let parts = read_env_vars(CHECKED_IN).unwrap();
+    assert_eq!(parts[0].env, Scope::TopLevel);
+    assert!(!parts[0].vars.iter().any(|(var, _)| var == ENV_VAR), "{:?}", parts[0].vars);
 }
 
 #[test]
@@ -77,11 +86,42 @@ fn every_environment_is_checked_whatever_its_name() {
     assert_eq!(exposed_in(&text), [hook("preview", "HANDOFF_TEST_HOOKS")]);
 }
 
-#[test]
-fn the_local_worker_may_set_hooks_in_its_top_level_vars() {
-    let text = CHECKED_IN.replace("HANDOFF_ENV = \"local\"", "HANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"");
+/// The checked-in file with `vars` written at its top level, before any table.
+fn with_top_level_vars(vars: &str) -> String {
+    let text = format!("{vars}\n{CHECKED_IN}");
     assert_ne!(text, CHECKED_IN);
+    text
+}
+
+#[test]
+fn a_top_level_that_calls_itself_local_is_refused() {
+    for vars in ["vars = { HANDOFF_ENV = \"local\" }", "[vars]\nHANDOFF_ENV = \"local\"\n", "vars.HANDOFF_ENV = \"local\""] {
+        let text = if vars.starts_with('[') { format!("{CHECKED_IN}\n{vars}") } else { with_top_level_vars(vars) };
+        let found = exposed_in(&text);
+        assert_eq!(found, [Exposure::ClaimsLocal { env: Scope::TopLevel }], "{vars}");
+        assert!(found[0].to_string().starts_with("the top level sets HANDOFF_ENV = \"local\""), "{}", found[0]);
+    }
+}
+
+#[test]
+fn a_top_level_that_names_a_deployed_environment_passes() {
+    let text = with_top_level_vars("vars = { HANDOFF_ENV = \"development\" }");
     assert_eq!(exposed_in(&text), []);
+}
+
+#[test]
+fn a_hook_variable_in_the_top_level_vars_is_refused_too() {
+    // The top level is deployable, so it is held to the environments' rule.
+    let text = with_top_level_vars("vars = { HANDOFF_TEST_HOOKS = \"1\" }");
+    let found = exposed_in(&text);
+    assert_eq!(found, [Exposure::HookVar { env: Scope::TopLevel, var: "HANDOFF_TEST_HOOKS".into() }]);
+    assert!(found[0].to_string().starts_with("the top level sets the hook variable HANDOFF_TEST_HOOKS"));
+}
+
+#[test]
+fn the_top_level_is_named_first_then_the_environments() {
+    let text = with_top_level_vars("vars = { HANDOFF_ENV = \"local\" }").replace("HANDOFF_ENV = \"staging\"", "HANDOFF_ENV = \"local\"");
+    assert_eq!(exposed_in(&text), [Exposure::ClaimsLocal { env: Scope::TopLevel }, Exposure::ClaimsLocal { env: "staging".into() }]);
 }
 
 #[test]
@@ -98,5 +138,6 @@ fn vars_that_are_not_a_table_are_an_error() {
     assert_eq!(read_env_vars(&text).unwrap_err(), "wrangler.toml: env.staging.vars is not a table");
     assert!(read_env_vars("env = 1").is_err());
     assert!(read_env_vars("[env").is_err());
-    assert_eq!(read_env_vars("name = \"x\"").unwrap(), []);
+    assert!(read_env_vars("vars = 1").is_err());
+    assert_eq!(read_env_vars("name = \"x\"").unwrap(), [EnvVars { env: Scope::TopLevel, vars: vec![] }]);
 }

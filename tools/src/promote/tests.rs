@@ -1,17 +1,14 @@
 //! The production gate's rules, named after the contract's words.
 
 use super::*;
-use crate::hooks::Exposure;
+use crate::hooks::{Exposure, Scope};
 
-/// The shape of the checked-in wrangler.toml: local, development and staging bind both
-/// objects; production binds neither.
+/// The shape of the checked-in wrangler.toml: the top level (no vars), development and staging
+/// bind both objects; production binds neither.
 const WRANGLER: &str = r#"# The hand-off service.
 name = "handoff"
 main = "build/worker/shim.mjs"
 compatibility_date = "2025-11-01"
-
-[vars]
-HANDOFF_ENV = "local"
 
 [[durable_objects.bindings]]
 name = "HANDOFFS"
@@ -455,11 +452,25 @@ fn refuses_an_environment_that_calls_itself_local() {
 }
 
 #[test]
-fn the_local_worker_keeps_its_hooks_out_of_the_gate() {
-    // Top-level vars are the local Worker's (wrangler dev with no --env); the Worker only
-    // opens hooks where HANDOFF_ENV is local.
-    let text = WRANGLER.replace("HANDOFF_ENV = \"local\"", "HANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"");
-    assert!(plan_for(&text, &[v1(), v2()]).is_ok());
+fn refuses_a_top_level_that_calls_itself_local_or_sets_a_hook() {
+    // `wrangler deploy` with no --env deploys the top level; local runs ask for local with --var.
+    let text = WRANGLER.replace("compatibility_date = \"2025-11-01\"\n", "compatibility_date = \"2025-11-01\"\n\n[vars]\nHANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"\n");
+    assert_ne!(text, WRANGLER);
+    let found = refusals(&text, &[v1(), v2()]);
+    assert_eq!(
+        found,
+        [
+            Refusal::Hook(Exposure::ClaimsLocal { env: Scope::TopLevel }),
+            Refusal::Hook(Exposure::HookVar { env: Scope::TopLevel, var: "HANDOFF_TEST_HOOKS".into() }),
+        ]
+    );
+    assert!(found[0].to_string().starts_with("the top level sets HANDOFF_ENV = \"local\""), "{}", found[0]);
+}
+
+#[test]
+fn a_top_level_without_handoff_env_passes_the_gate() {
+    assert!(!WRANGLER.contains("[vars]"));
+    assert!(plan_for(WRANGLER, &[v1(), v2()]).is_ok());
 }
 
 #[test]
