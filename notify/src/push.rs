@@ -144,7 +144,7 @@ pub fn request(
         (HEADER_URGENCY, event.urgency().header_value().to_string()),
         (HEADER_TOPIC, Topic::for_handoff(handoff_id).0),
     ];
-    Ok(PushRequest { endpoint: to.endpoint.as_str().to_string(), headers, body })
+    Ok(PushRequest { endpoint: to.endpoint.url(), headers, body })
 }
 
 /// What the push service's answer means for the subscription.

@@ -89,7 +89,7 @@ impl VapidKey {
     /// (1..=`VAPID_TOKEN_TTL_S_MAX`, clamped into that range), `sub` the contact.
     pub fn token(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
         let claims = Claims {
-            aud: endpoint.origin(),
+            aud: endpoint.origin().to_string(),
             exp: now_ms.max(0) / 1000 + ttl_s.clamp(1, VAPID_TOKEN_TTL_S_MAX),
             sub: Some(subject.0.clone()),
         };
