@@ -17,6 +17,7 @@ pub use handoff_api::token::DEV_SIGNING_KEY;
 
 pub mod checker;
 pub mod model;
+pub mod peers;
 pub mod rng;
 pub mod watch;
 pub mod workerd;

@@ -1,0 +1,354 @@
+//! Web Push message encryption (RFC 8291) in the `aes128gcm` content coding (RFC 8188).
+//!
+//! One message is one record: the header (salt, record size, the sender's public key as the
+//! key id), then AES-128-GCM over the plaintext, the last-record delimiter `0x02` and any
+//! zero padding. The keys come from ECDH on P-256 and HKDF-SHA256 as RFC 8291 section 3
+//! says; each message has its own sender key pair and salt, drawn by the caller.
+
+use crate::b64;
+use crate::limits::{PUSH_HEADER_BYTES, PUSH_PLAINTEXT_BYTES_MAX, PUSH_RECORD_BYTES, PUSH_TAG_BYTES};
+use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::{Aes128Gcm, Nonce};
+use hkdf::Hkdf;
+use p256::elliptic_curve::sec1::ToEncodedPoint;
+use p256::{PublicKey, SecretKey};
+use sha2::Sha256;
+use std::fmt;
+
+/// The uncompressed SEC1 form of a P-256 point: `0x04 || x || y`.
+pub const P256_POINT_BYTES: usize = 65;
+/// The user agent's authentication secret (`auth`).
+pub const AUTH_SECRET_BYTES: usize = 16;
+/// The salt of one message.
+pub const SALT_BYTES: usize = 16;
+/// The smallest record size RFC 8188 allows: a delimiter octet and the tag.
+pub const RECORD_BYTES_MIN: u32 = 18;
+/// The value of the `Content-Encoding` header of an encrypted push message.
+pub const CONTENT_ENCODING: &str = "aes128gcm";
+
+const DELIMITER_LAST: u8 = 0x02;
+
+/// The keys of a browser's `PushSubscription` (`keys.p256dh`, `keys.auth`), checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionKeys {
+    p256dh: PublicKey,
+    auth: [u8; AUTH_SECRET_BYTES],
+}
+
+/// Why a subscription's keys were refused, and the field that carried them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRefusal {
+    pub field: &'static str,
+    pub problem: KeyProblem,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyProblem {
+    /// Not URL-safe base64.
+    Base64,
+    /// Not this many bytes.
+    Length { expected: usize },
+    /// Not an uncompressed point on P-256.
+    NotOnCurve,
+}
+
+impl fmt::Display for KeyRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.problem {
+            KeyProblem::Base64 => write!(f, "{} is not URL-safe base64", self.field),
+            KeyProblem::Length { expected } => write!(f, "{} must hold {expected} bytes", self.field),
+            KeyProblem::NotOnCurve => write!(f, "{} is not an uncompressed P-256 public key", self.field),
+        }
+    }
+}
+
+impl std::error::Error for KeyRefusal {}
+
+impl SubscriptionKeys {
+    /// The field names of a `PushSubscription`'s keys, as refusals name them.
+    pub const P256DH_FIELD: &'static str = "keys.p256dh";
+    pub const AUTH_FIELD: &'static str = "keys.auth";
+
+    /// Reads the two keys as a browser's `PushSubscription.toJSON()` gives them.
+    pub fn parse(p256dh: &str, auth: &str) -> Result<SubscriptionKeys, KeyRefusal> {
+        let point = decode_fixed::<P256_POINT_BYTES>(Self::P256DH_FIELD, p256dh)?;
+        let p256dh = public_key(&point)
+            .ok_or(KeyRefusal { field: Self::P256DH_FIELD, problem: KeyProblem::NotOnCurve })?;
+        let auth = decode_fixed::<AUTH_SECRET_BYTES>(Self::AUTH_FIELD, auth)?;
+        Ok(SubscriptionKeys { p256dh, auth })
+    }
+
+    /// `keys.p256dh` in its normal form (unpadded URL-safe base64).
+    pub fn p256dh(&self) -> String {
+        b64::url_encode(uncompressed(&self.p256dh).as_ref())
+    }
+
+    /// `keys.auth` in its normal form.
+    pub fn auth(&self) -> String {
+        b64::url_encode(&self.auth)
+    }
+}
+
+fn decode_fixed<const N: usize>(field: &'static str, text: &str) -> Result<[u8; N], KeyRefusal> {
+    let bytes = b64::url_decode(text).ok_or(KeyRefusal { field, problem: KeyProblem::Base64 })?;
+    bytes.try_into().map_err(|_| KeyRefusal { field, problem: KeyProblem::Length { expected: N } })
+}
+
+/// An uncompressed point only: RFC 8291 puts that form into the key derivation.
+fn public_key(point: &[u8; P256_POINT_BYTES]) -> Option<PublicKey> {
+    (point[0] == 0x04).then(|| PublicKey::from_sec1_bytes(point).ok()).flatten()
+}
+
+fn uncompressed(key: &PublicKey) -> [u8; P256_POINT_BYTES] {
+    let point = key.to_encoded_point(false);
+    let mut out = [0u8; P256_POINT_BYTES];
+    out.copy_from_slice(point.as_bytes());
+    out
+}
+
+/// The randomness one message needs: the sender's ephemeral private key and the salt. Draw
+/// `MessageEntropy::BYTES` fresh random bytes per message; never reuse them.
+#[derive(Clone)]
+pub struct MessageEntropy {
+    key: SecretKey,
+    salt: [u8; SALT_BYTES],
+}
+
+/// The random bytes could not be a P-256 private key (zero, or not below the group order:
+/// about one draw in 2^32). Draw again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyOutOfRange;
+
+impl fmt::Display for KeyOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the random bytes are not a P-256 private key; draw again")
+    }
+}
+
+impl std::error::Error for KeyOutOfRange {}
+
+impl MessageEntropy {
+    /// 32 bytes of private key, then 16 of salt.
+    pub const BYTES: usize = 32 + SALT_BYTES;
+
+    pub fn from_bytes(bytes: &[u8; MessageEntropy::BYTES]) -> Result<MessageEntropy, KeyOutOfRange> {
+        let (key, salt) = bytes.split_at(32);
+        let key = SecretKey::from_slice(key).map_err(|_| KeyOutOfRange)?;
+        let mut fixed = [0u8; SALT_BYTES];
+        fixed.copy_from_slice(salt);
+        Ok(MessageEntropy { key, salt: fixed })
+    }
+}
+
+impl fmt::Debug for MessageEntropy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MessageEntropy(..)")
+    }
+}
+
+/// Why a message was not encrypted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncryptError {
+    /// Plaintext and padding together hold this many bytes, over `PUSH_PLAINTEXT_BYTES_MAX`.
+    TooLong { bytes: usize },
+}
+
+impl fmt::Display for EncryptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncryptError::TooLong { bytes } => {
+                write!(f, "a push message holds at most {PUSH_PLAINTEXT_BYTES_MAX} bytes of plaintext, not {bytes}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncryptError {}
+
+/// The body of one push message to `to`, with no padding beyond the delimiter.
+pub fn encrypt(plaintext: &[u8], to: &SubscriptionKeys, entropy: &MessageEntropy) -> Result<Vec<u8>, EncryptError> {
+    encrypt_padded(plaintext, 0, to, entropy)
+}
+
+/// As [`encrypt`], with `padding_bytes` zero octets after the delimiter, so that the length
+/// of the body says less about the plaintext.
+pub fn encrypt_padded(
+    plaintext: &[u8],
+    padding_bytes: usize,
+    to: &SubscriptionKeys,
+    entropy: &MessageEntropy,
+) -> Result<Vec<u8>, EncryptError> {
+    let bytes = plaintext.len().saturating_add(padding_bytes);
+    if bytes > PUSH_PLAINTEXT_BYTES_MAX {
+        return Err(EncryptError::TooLong { bytes });
+    }
+    let as_public = uncompressed(&entropy.key.public_key());
+    let ua_public = uncompressed(&to.p256dh);
+    let shared = p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), to.p256dh.as_affine());
+    let keys = ContentKeys::derive(shared.raw_secret_bytes(), &to.auth, &ua_public, &as_public, &entropy.salt);
+
+    let mut record = Vec::with_capacity(bytes + 1 + PUSH_TAG_BYTES);
+    record.extend_from_slice(plaintext);
+    record.push(DELIMITER_LAST);
+    record.resize(record.len() + padding_bytes, 0);
+    let sealed = keys.seal(&record);
+
+    let mut body = Vec::with_capacity(PUSH_HEADER_BYTES + sealed.len());
+    body.extend_from_slice(&entropy.salt);
+    body.extend_from_slice(&PUSH_RECORD_BYTES.to_be_bytes());
+    body.push(P256_POINT_BYTES as u8);
+    body.extend_from_slice(&as_public);
+    body.extend_from_slice(&sealed);
+    debug_assert!(body.len() <= crate::limits::PUSH_BODY_BYTES_MAX);
+    Ok(body)
+}
+
+/// The content-encryption key and nonce of one message (RFC 8291 section 3.4, RFC 8188
+/// section 2.2 and 2.3; one record, so the sequence number is zero).
+struct ContentKeys {
+    cek: [u8; 16],
+    nonce: [u8; 12],
+}
+
+impl ContentKeys {
+    fn derive(
+        ecdh_secret: &[u8],
+        auth: &[u8; AUTH_SECRET_BYTES],
+        ua_public: &[u8; P256_POINT_BYTES],
+        as_public: &[u8; P256_POINT_BYTES],
+        salt: &[u8; SALT_BYTES],
+    ) -> ContentKeys {
+        let mut key_info = Vec::with_capacity(14 + 2 * P256_POINT_BYTES);
+        key_info.extend_from_slice(b"WebPush: info\0");
+        key_info.extend_from_slice(ua_public);
+        key_info.extend_from_slice(as_public);
+        let mut ikm = [0u8; 32];
+        expand(&Hkdf::<Sha256>::new(Some(auth), ecdh_secret), &key_info, &mut ikm);
+
+        let prk = Hkdf::<Sha256>::new(Some(salt), &ikm);
+        let mut keys = ContentKeys { cek: [0; 16], nonce: [0; 12] };
+        expand(&prk, b"Content-Encoding: aes128gcm\0", &mut keys.cek);
+        expand(&prk, b"Content-Encoding: nonce\0", &mut keys.nonce);
+        keys
+    }
+
+    fn cipher(&self) -> Aes128Gcm {
+        Aes128Gcm::new(&self.cek.into())
+    }
+
+    fn seal(&self, record: &[u8]) -> Vec<u8> {
+        match self.cipher().encrypt(Nonce::from_slice(&self.nonce), record) {
+            Ok(sealed) => sealed,
+            // AES-GCM refuses only inputs of gigabytes; a record is at most a few kilobytes.
+            Err(_) => unreachable!("AES-GCM seals any record under 64 GiB"),
+        }
+    }
+
+    fn open(&self, sealed: &[u8]) -> Option<Vec<u8>> {
+        self.cipher().decrypt(Nonce::from_slice(&self.nonce), sealed).ok()
+    }
+}
+
+fn expand(prk: &Hkdf<Sha256>, info: &[u8], out: &mut [u8]) {
+    // HKDF-SHA256 expands to at most 255 * 32 bytes; these are 12 to 32.
+    if prk.expand(info, out).is_err() {
+        unreachable!("HKDF-SHA256 expands to 32 bytes and fewer");
+    }
+}
+
+/// A browser's side of a subscription: its private key and authentication secret. The push
+/// service stand-in and the tests decrypt with it; the Worker never holds one.
+#[derive(Clone)]
+pub struct UserAgent {
+    key: SecretKey,
+    auth: [u8; AUTH_SECRET_BYTES],
+}
+
+/// Why a push message body did not decrypt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecryptError {
+    /// Shorter than its header, or its key id is not a 65-byte point.
+    Header,
+    /// A record size under `RECORD_BYTES_MIN`.
+    RecordSize,
+    /// More than one record (RFC 8291 allows one), or a record shorter than a tag.
+    NotOneRecord,
+    /// The tag does not match: wrong keys, or the body was changed.
+    Tag,
+    /// The record's delimiter is missing, not the last-record one, or padding is not zero.
+    Padding,
+}
+
+impl fmt::Display for DecryptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DecryptError::Header => "the aes128gcm header is malformed",
+            DecryptError::RecordSize => "the record size is under 18",
+            DecryptError::NotOneRecord => "the body is not exactly one record",
+            DecryptError::Tag => "the record does not authenticate",
+            DecryptError::Padding => "the record's delimiter or padding is wrong",
+        })
+    }
+}
+
+impl std::error::Error for DecryptError {}
+
+impl UserAgent {
+    /// From a 32-byte private key and a 16-byte authentication secret.
+    pub fn from_bytes(private_key: &[u8; 32], auth: [u8; AUTH_SECRET_BYTES]) -> Result<UserAgent, KeyOutOfRange> {
+        let key = SecretKey::from_slice(private_key).map_err(|_| KeyOutOfRange)?;
+        Ok(UserAgent { key, auth })
+    }
+
+    /// The keys this user agent would hand to the application in its `PushSubscription`.
+    pub fn subscription_keys(&self) -> SubscriptionKeys {
+        SubscriptionKeys { p256dh: self.key.public_key(), auth: self.auth }
+    }
+
+    /// Decrypts a push message body sent to this user agent.
+    pub fn decrypt(&self, body: &[u8]) -> Result<Vec<u8>, DecryptError> {
+        if body.len() < PUSH_HEADER_BYTES {
+            return Err(DecryptError::Header);
+        }
+        let (salt, rest) = body.split_at(SALT_BYTES);
+        let (rs, rest) = rest.split_at(4);
+        let record_bytes = u32::from_be_bytes([rs[0], rs[1], rs[2], rs[3]]);
+        if record_bytes < RECORD_BYTES_MIN {
+            return Err(DecryptError::RecordSize);
+        }
+        if usize::from(rest[0]) != P256_POINT_BYTES {
+            return Err(DecryptError::Header);
+        }
+        let (key_id, sealed) = rest[1..].split_at(P256_POINT_BYTES);
+        let mut as_point = [0u8; P256_POINT_BYTES];
+        as_point.copy_from_slice(key_id);
+        let as_public = public_key(&as_point).ok_or(DecryptError::Header)?;
+        let one_record = sealed.len() > PUSH_TAG_BYTES && sealed.len() <= record_bytes as usize;
+        if !one_record {
+            return Err(DecryptError::NotOneRecord);
+        }
+        let mut fixed_salt = [0u8; SALT_BYTES];
+        fixed_salt.copy_from_slice(salt);
+        let ua_public = uncompressed(&self.key.public_key());
+        let shared = p256::ecdh::diffie_hellman(self.key.to_nonzero_scalar(), as_public.as_affine());
+        let keys = ContentKeys::derive(shared.raw_secret_bytes(), &self.auth, &ua_public, &as_point, &fixed_salt);
+        let mut record = keys.open(sealed).ok_or(DecryptError::Tag)?;
+        let end = record.iter().rposition(|&b| b != 0).ok_or(DecryptError::Padding)?;
+        // The one record is the last: `0x01` (another record follows) is refused like any
+        // other octet.
+        if record[end] != DELIMITER_LAST {
+            return Err(DecryptError::Padding);
+        }
+        record.truncate(end);
+        Ok(record)
+    }
+}
+
+impl fmt::Debug for UserAgent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UserAgent(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests;

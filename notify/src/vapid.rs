@@ -1,0 +1,284 @@
+//! VAPID (RFC 8292): the application server's key pair and the `Authorization: vapid` header.
+//!
+//! The key pair is read from one secret, the base64url (unpadded) raw 32-byte P-256 private
+//! scalar, as web-push libraries generate it; its public key is the base64url uncompressed
+//! point a browser takes as `applicationServerKey`. Tokens are ES256 JWTs (RFC 7515/7518:
+//! the signature is `r || s`), signed deterministically (RFC 6979), so no randomness is needed.
+
+use crate::b64;
+use crate::endpoint::Endpoint;
+use crate::limits::{VAPID_SUBJECT_BYTES_MAX, VAPID_TOKEN_TTL_S, VAPID_TOKEN_TTL_S_MAX};
+use p256::ecdsa::signature::{Signer, Verifier};
+use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The public development private key: its text says what it is. Only a `local` Worker may
+/// use it; every other environment refuses it, as it refuses the development signing key.
+/// DO NOT DEPLOY: anyone can sign push messages with it.
+pub const DEV_VAPID_PRIVATE_KEY: &str = "handoff-development-push-key-do-not-deploy0";
+/// The development key's public half (the `applicationServerKey` of a local console).
+pub const DEV_VAPID_PUBLIC_KEY: &str =
+    "BFKFpDLat7viT6Z2G6t8qLLDFW1EnutCdxVU3r5F3s9cZwgXqb8fxy-z49LMnMQbw92g7e1bVrmRRq5FNS3SYEI";
+
+/// The JOSE header of every token: `{"typ":"JWT","alg":"ES256"}`.
+const JWT_HEADER: &str = r#"{"typ":"JWT","alg":"ES256"}"#;
+
+/// The application server's key pair.
+#[derive(Clone)]
+pub struct VapidKey {
+    signing: SigningKey,
+    public: String,
+}
+
+/// Why a VAPID private key was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VapidKeyError {
+    /// Not URL-safe base64.
+    Base64,
+    /// Not 32 bytes.
+    Length { bytes: usize },
+    /// Zero, or not below the group order.
+    OutOfRange,
+}
+
+impl fmt::Display for VapidKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VapidKeyError::Base64 => f.write_str("the VAPID private key is not URL-safe base64"),
+            VapidKeyError::Length { bytes } => write!(f, "the VAPID private key holds 32 bytes, not {bytes}"),
+            VapidKeyError::OutOfRange => f.write_str("the VAPID private key is not a P-256 private key"),
+        }
+    }
+}
+
+impl std::error::Error for VapidKeyError {}
+
+impl VapidKey {
+    /// Reads the secret: the base64url raw private scalar (padding tolerated).
+    pub fn parse(secret: &str) -> Result<VapidKey, VapidKeyError> {
+        let bytes = b64::url_decode(secret.trim()).ok_or(VapidKeyError::Base64)?;
+        let bytes: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| VapidKeyError::Length { bytes: b.len() })?;
+        VapidKey::from_bytes(&bytes)
+    }
+
+    /// A key from 32 random bytes (to make a new pair), or from the stored scalar.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Result<VapidKey, VapidKeyError> {
+        let signing = SigningKey::from_slice(bytes).map_err(|_| VapidKeyError::OutOfRange)?;
+        let public = b64::url_encode(signing.verifying_key().to_encoded_point(false).as_bytes());
+        Ok(VapidKey { signing, public })
+    }
+
+    /// The secret's normal form: unpadded base64url of the scalar.
+    pub fn reveal(&self) -> String {
+        b64::url_encode(&self.signing.to_bytes())
+    }
+
+    /// The public key, base64url of the uncompressed point: `applicationServerKey`, and the
+    /// `k=` of every header.
+    pub fn public_key(&self) -> &str {
+        &self.public
+    }
+
+    /// Whether this is the public development pair, which only `local` may use.
+    pub fn is_development(&self) -> bool {
+        self.public == DEV_VAPID_PUBLIC_KEY
+    }
+
+    /// An ES256 JWT for a push to `endpoint`: `aud` its origin, `exp` `ttl_s` after `now_ms`
+    /// (1..=`VAPID_TOKEN_TTL_S_MAX`, clamped into that range), `sub` the contact.
+    pub fn token(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
+        let claims = Claims {
+            aud: endpoint.origin().to_string(),
+            exp: now_ms.max(0) / 1000 + ttl_s.clamp(1, VAPID_TOKEN_TTL_S_MAX),
+            sub: Some(subject.0.clone()),
+        };
+        let claims = match serde_json::to_string(&claims) {
+            Ok(json) => json,
+            // Two strings and a number always serialize.
+            Err(_) => unreachable!("VAPID claims serialize"),
+        };
+        let signing_input = format!("{}.{}", b64::url_encode(JWT_HEADER.as_bytes()), b64::url_encode(claims.as_bytes()));
+        let signature: Signature = self.signing.sign(signing_input.as_bytes());
+        format!("{signing_input}.{}", b64::url_encode(&signature.to_bytes()))
+    }
+
+    /// The `Authorization` header's value for a push to `endpoint`, with a token that lives
+    /// `VAPID_TOKEN_TTL_S`: `vapid t=<JWT>, k=<public key>`.
+    pub fn authorization(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64) -> String {
+        format!("vapid t={}, k={}", self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public)
+    }
+}
+
+impl fmt::Debug for VapidKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VapidKey(public {})", self.public)
+    }
+}
+
+/// Whether the secret text is the public development key (in any accepted spelling).
+pub fn is_development_key(secret: &str) -> bool {
+    VapidKey::parse(secret).is_ok_and(|key| key.is_development())
+}
+
+/// The contact a token names (`sub`): a `mailto:` or `https:` URI, as RFC 8292 section 2.1
+/// asks, of printable ASCII without spaces or quotes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VapidSubject(String);
+
+/// Why a subject was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubjectError {
+    /// Neither `mailto:` nor `https://`.
+    Scheme,
+    /// Empty after the scheme, longer than `VAPID_SUBJECT_BYTES_MAX`, or with a space, a
+    /// quote, a backslash or a byte that is not printable ASCII.
+    Text,
+}
+
+impl fmt::Display for SubjectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubjectError::Scheme => "the VAPID subject is a mailto: or https: URI",
+            SubjectError::Text => "the VAPID subject is printable ASCII, without spaces or quotes, of bounded length",
+        })
+    }
+}
+
+impl std::error::Error for SubjectError {}
+
+impl VapidSubject {
+    pub fn parse(text: &str) -> Result<VapidSubject, SubjectError> {
+        let rest = text.strip_prefix("mailto:").or_else(|| text.strip_prefix("https://")).ok_or(SubjectError::Scheme)?;
+        let printable = text.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+        if rest.is_empty() || text.len() > VAPID_SUBJECT_BYTES_MAX || !printable {
+            return Err(SubjectError::Text);
+        }
+        Ok(VapidSubject(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Claims {
+    aud: String,
+    exp: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct JoseHeader {
+    alg: String,
+}
+
+/// What a push service reads from a valid token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VapidClaims {
+    pub aud: String,
+    pub exp: i64,
+    pub sub: Option<String>,
+    /// The `k=` key that verified the token.
+    pub public_key: String,
+}
+
+/// Why a push service refuses an `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VapidRejection {
+    /// Not `vapid t=…, k=…`.
+    Header,
+    /// `k=` is not a P-256 public key, or not the one expected.
+    Key,
+    /// The token is not three base64url parts, or its header is not ES256.
+    Token,
+    /// The signature does not verify with `k=`.
+    Signature,
+    /// `aud` is not the endpoint's origin.
+    Audience,
+    /// `exp` has passed, or is more than `VAPID_TOKEN_TTL_S_MAX` ahead.
+    Expiry,
+}
+
+impl fmt::Display for VapidRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            VapidRejection::Header => "Authorization is not vapid t=…, k=…",
+            VapidRejection::Key => "k is not the expected P-256 public key",
+            VapidRejection::Token => "t is not an ES256 JWT",
+            VapidRejection::Signature => "the JWT's signature does not verify",
+            VapidRejection::Audience => "aud is not the endpoint's origin",
+            VapidRejection::Expiry => "exp has passed or is more than 24 hours ahead",
+        })
+    }
+}
+
+impl std::error::Error for VapidRejection {}
+
+/// A push service's check of an `Authorization` header (RFC 8292 sections 3 and 4.2): the
+/// scheme and both parameters, `k=` equal to `expected_key` when one is given, the ES256
+/// signature, `aud` equal to `origin`, and `exp` in the future but within 24 hours of `now_ms`.
+pub fn verify(
+    authorization: &str,
+    expected_key: Option<&str>,
+    origin: &str,
+    now_ms: i64,
+) -> Result<VapidClaims, VapidRejection> {
+    let (token, key) = parse_header(authorization).ok_or(VapidRejection::Header)?;
+    if expected_key.is_some_and(|expected| expected != key) {
+        return Err(VapidRejection::Key);
+    }
+    let point = b64::url_decode(key).ok_or(VapidRejection::Key)?;
+    let verifying = VerifyingKey::from_sec1_bytes(&point).map_err(|_| VapidRejection::Key)?;
+
+    let (signing_input, signature) = token.rsplit_once('.').ok_or(VapidRejection::Token)?;
+    let (header, claims) = signing_input.split_once('.').ok_or(VapidRejection::Token)?;
+    let header: JoseHeader = decode_json(header).ok_or(VapidRejection::Token)?;
+    if header.alg != "ES256" || claims.contains('.') {
+        return Err(VapidRejection::Token);
+    }
+    let signature = b64::url_decode(signature).ok_or(VapidRejection::Token)?;
+    let signature = Signature::from_slice(&signature).map_err(|_| VapidRejection::Token)?;
+    verifying.verify(signing_input.as_bytes(), &signature).map_err(|_| VapidRejection::Signature)?;
+
+    let claims: Claims = decode_json(claims).ok_or(VapidRejection::Token)?;
+    if claims.aud != origin {
+        return Err(VapidRejection::Audience);
+    }
+    let now_s = now_ms / 1000;
+    if claims.exp <= now_s || claims.exp > now_s + VAPID_TOKEN_TTL_S_MAX {
+        return Err(VapidRejection::Expiry);
+    }
+    Ok(VapidClaims { aud: claims.aud, exp: claims.exp, sub: claims.sub, public_key: key.to_string() })
+}
+
+fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Option<T> {
+    serde_json::from_slice(&b64::url_decode(part)?).ok()
+}
+
+/// `vapid t=…, k=…` with the parameters in either order, separated by a comma and optional
+/// spaces; `None` for any other shape.
+fn parse_header(value: &str) -> Option<(&str, &str)> {
+    let (scheme, params) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("vapid") {
+        return None;
+    }
+    let (mut token, mut key) = (None, None);
+    for param in params.split(',') {
+        let (name, value) = param.trim().split_once('=')?;
+        let slot = match name.trim() {
+            "t" => &mut token,
+            "k" => &mut key,
+            _ => return None,
+        };
+        if slot.replace(value.trim()).is_some() {
+            return None;
+        }
+    }
+    Some((token?, key?))
+}
+
+#[cfg(test)]
+mod tests;
