@@ -21,7 +21,7 @@ pub mod watch;
 // `handoff-core`): the client never re-declares them. Answers are read leniently (see
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
 pub use handoff_api::input::ReportInput;
-pub use handoff_api::view::{Compiled, Handoff, Latest, Page, Rejection, Row, Suggestion, Turn};
+pub use handoff_api::view::{Compiled, Handoff, Latest, Page, Rejection, Row, Suggestion, Turn, WorkRecord};
 pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
@@ -393,6 +393,13 @@ impl Client {
     /// `PUT …/work` (owner).
     pub fn put_work(&self, id: &str, work: &WorkInput) -> Result<Reply<Item>, Error> {
         read_item(self.change("PUT", &handoff_path(id, "/work"), &to_value(work))?, "work")
+    }
+
+    /// `GET …/work` (owner or machine): the whole work record.
+    pub fn work(&self, id: &str) -> Result<Reply<WorkRecord>, Error> {
+        let reply = read_json::<Value>(self.read("GET", &handoff_path(id, "/work"), &[], REQUEST_TIMEOUT_S)?)?;
+        let value = field(&reply, "work")?;
+        Ok(Reply { status: reply.status, body: reply.body, value })
     }
 
     /// `POST …/decisions` (owner or machine).

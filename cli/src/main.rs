@@ -444,27 +444,13 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
             }
         }
         HookCommand::Install { harness, project, uninstall } => {
-            let home = std::env::var("HOME").map(std::path::PathBuf::from).unwrap_or_default();
-            let env = |k: &str| std::env::var(k).ok();
-            let path = hook::install::settings_path(*harness, project.as_deref(), &home, &env);
-            let program = std::env::current_exe().map_err(|e| Failure::Usage(format!("where is this program? {e}")))?;
-            let before = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                Err(e) => return Err(Failure::Usage(format!("{}: {e}", path.display()))),
-            };
-            let after = hook::install::apply(*harness, &before, &program.to_string_lossy(), *uninstall)
-                .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+            let (path, changed) = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
-            if after == before {
+            if changed {
+                println!("hooks {verb} {}", path.display());
+            } else {
                 println!("nothing to change in {}", path.display());
-                return Ok(());
             }
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Failure::Usage(format!("{}: {e}", parent.display())))?;
-            }
-            std::fs::write(&path, after).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
-            println!("hooks {verb} {}", path.display());
         }
     }
     Ok(())
