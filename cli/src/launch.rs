@@ -9,8 +9,9 @@
 //! | `codex` | `codex` | no (`workspace-write`) | `codex exec --sandbox workspace-write --output-last-message FILE PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request PROMPT` |
 //!
 //! **Invariants:**
-//! - The prompt names the session's variables ([`ENV_NAMES`]) and never holds a value of
-//!   theirs but the hand-off's id: nothing here is ever given the token.
+//! - The prompt names the session's variables ([`ENV_NAMES`]) and never holds the token:
+//!   nothing here is ever given it. Of their values the paragraph writes only the hand-off's
+//!   id, into the commands it gives, since a command that expands a variable may be refused.
 //! - A session with network records itself through `handoff`; one without is told to leave
 //!   its record in `NOTES.md` and its final message, which [`read_left`] reads back.
 
