@@ -194,7 +194,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     log.line(&format!("started {}", command.display()));
     let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token)])
         .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
-    let code = status.code().unwrap_or(crate::output::EXIT_REFUSED);
+    let code = exit_code_of(status);
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
 
     if !runtime.has_network() {
@@ -268,6 +268,15 @@ fn sha256_inside(cwd: &Path, path: &str) -> Option<String> {
 
 fn read_or_empty(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The runtime's exit code, or 128 and the signal that ended it, as a shell reports it.
+fn exit_code_of(status: ExitStatus) -> i32 {
+    #[cfg(unix)]
+    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return 128 + signal;
+    }
+    status.code().unwrap_or(crate::output::EXIT_REFUSED)
 }
 
 fn describe_exit(status: ExitStatus) -> String {
