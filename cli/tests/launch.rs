@@ -370,3 +370,32 @@ fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_
     assert_eq!(ended.code, 2, "{ended:?}");
     assert!(ended.stderr.contains("turn 2 is done"), "{ended:?}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_ctrl_c_ends_an_interactive_runtime_and_the_launcher_still_records_what_it_left() {
+    use std::os::unix::process::CommandExt;
+    let owner_token = owner();
+    let (id, machine_token) = create(&owner_token);
+    ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
+    let m = Machine::new(&machine_token);
+    // The launcher leads its own process group, as a terminal's foreground job does, so that
+    // the interrupt reaches it and the runtime together.
+    let mut cmd = m.command(&["launch", &id, "--runtime", "codex"]);
+    cmd.env("STAND_IN_SLEEP_S", "30").stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(LAUNCH_S_MAX);
+    while !m.file("NOTES.md").contains("Decision:") {
+        assert!(Instant::now() < deadline, "the interactive codex launch did not start within {LAUNCH_S_MAX} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to the process group this test just started.
+    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "the runtime's end, as a shell says it: {stdout} {stderr}");
+    assert!(stdout.contains("recorded decision dec_1"), "the launcher outlived the interrupt: {stdout} {stderr}");
+    let r = record(&owner_token, &id);
+    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("failed"), Some("codex left no final message")), "{r}");
+}
+
