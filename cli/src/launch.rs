@@ -6,7 +6,7 @@
 //! | runtime | program | network | print mode | interactive |
 //! |---|---|---|---|---|
 //! | `claude-code` | `claude` | yes | `claude -p PROMPT --allowedTools Bash(handoff:*)` | `claude PROMPT --allowedTools Bash(handoff:*)` |
-//! | `codex` | `codex` | no (`workspace-write`) | `codex exec --sandbox workspace-write --output-last-message FILE PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request PROMPT` |
+//! | `codex` | `codex` | no (`workspace-write`) | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request PROMPT` |
 //!
 //! **Invariants:**
 //! - The prompt names the session's variables ([`ENV_NAMES`]) and never holds the token:
@@ -50,6 +50,10 @@ pub const CLAUDE_CODE_ALLOW_RULE: &str = "Bash(handoff:*)";
 pub const CODEX_SANDBOX: &str = "workspace-write";
 /// Codex's approvals in interactive mode (exec never asks).
 pub const CODEX_APPROVAL_INTERACTIVE: &str = "on-request";
+/// Codex's config override for an exec run: no `notify` program. The launcher reports that
+/// turn from the final message after recording what the session left; the hook would end the
+/// turn first, and what the session left would land after its end.
+pub const CODEX_EXEC_NO_NOTIFY: &str = "notify=[]";
 /// Where a session without network writes its decisions, in the folder it was started in.
 pub const NOTES_FILE: &str = "NOTES.md";
 
@@ -349,7 +353,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
         Runtime::Codex => {
             match mode {
                 Mode::Print => {
-                    args.extend(["exec", "--sandbox", CODEX_SANDBOX].map(String::from));
+                    args.extend(["exec", "--sandbox", CODEX_SANDBOX, "-c", CODEX_EXEC_NO_NOTIFY].map(String::from));
                     if let Some(file) = last_message {
                         args.extend(["--output-last-message".to_string(), file.to_string()]);
                     }

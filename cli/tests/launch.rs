@@ -235,7 +235,7 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let mut i = line_after(&log, 0, "accepted package v1");
     for needle in [
         "briefed from package v1",
-        "started codex exec --sandbox workspace-write --output-last-message",
+        "started codex exec --sandbox workspace-write -c 'notify=[]' --output-last-message",
         "codex exited 0",
         "recorded decision dec_1",
         "recorded artifact art_1: plan.md",

@@ -210,7 +210,8 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
 
 /// Records what a session without network left, in the order it would have recorded it:
 /// decisions, artifacts and blockers, then the report that ends the turn. A report for a turn
-/// that has ended already (Codex's `notify` hook may have reported it) is left as it is.
+/// that has ended already (in an interactive session Codex's `notify` hook reports each of its
+/// turns) is left as it is.
 #[allow(clippy::too_many_arguments)]
 fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime, left: &Left, ran_ok: bool, cwd: &Path) -> Result<(), LaunchError> {
     let mut first_error: Option<Error> = None;

@@ -188,8 +188,12 @@ fn claude_code_takes_the_prompt_after_p_and_the_allow_rule_last() {
 #[test]
 fn codex_runs_in_its_workspace_sandbox_with_the_prompt_last() {
     let print = command_line(Runtime::Codex, Mode::Print, "PROMPT", Some("/s/last.txt"), &[]);
-    assert_eq!(print.argv(), ["codex", "exec", "--sandbox", "workspace-write", "--output-last-message", "/s/last.txt", "PROMPT"]);
-    assert_eq!(print.display(), "codex exec --sandbox workspace-write --output-last-message /s/last.txt <prompt>");
+    assert_eq!(
+        print.argv(),
+        ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt", "PROMPT"],
+        "exec reports nothing through notify: the launcher reports the turn after recording what it left"
+    );
+    assert_eq!(print.display(), "codex exec --sandbox workspace-write -c 'notify=[]' --output-last-message /s/last.txt <prompt>");
     let extra = ["-m".to_string(), "gpt-5-codex".to_string()];
     let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, &extra);
     assert_eq!(
