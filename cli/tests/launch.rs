@@ -345,7 +345,7 @@ fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_
 }
 
 #[test]
-fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_or_an_owner_token() {
+fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_an_owner_token_or_no_work() {
     let (owner_token, id, machine_token) = started();
     ok(Some(&owner_token), &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
     let m = Machine::new(&machine_token);
@@ -369,6 +369,14 @@ fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_
     let ended = m.run("a launch of an ended turn", &["launch", &id]);
     assert_eq!(ended.code, 2, "{ended:?}");
     assert!(ended.stderr.contains("turn 2 is done"), "{ended:?}");
+
+    let owner_token = owner();
+    let (bare_id, bare_machine) = create(&owner_token);
+    let fresh = Machine::new(&bare_machine);
+    let nothing = fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"]);
+    assert_eq!(nothing.code, 2, "{nothing:?}");
+    assert!(nothing.stderr.contains("set it with `handoff work` first"), "{nothing:?}");
+    assert!(!fresh.home().join(".codex").exists() && fresh.file("NOTES.md").is_empty(), "nothing installed, nothing started");
 }
 
 #[cfg(unix)]

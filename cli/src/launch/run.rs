@@ -164,6 +164,11 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     let path_var = std::env::var("PATH").ok();
     let program = crate::detect::find(runtime.program(), path_var.as_deref())
         .ok_or_else(|| LaunchError::Setup(format!("{} is not on PATH: install {} first", runtime.program(), runtime.name())))?;
+    // A work record with nothing to brief from is refused before anything is written.
+    let from_work = match &prepared.source {
+        Source::Work(_) => Some(briefing(&client, &prepared)?),
+        Source::Package { .. } => None,
+    };
     let (settings, _) = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
     let log = Log::new(&state_dir, "launch", Some(&id));
     log.line(&format!("hooks of {} in {}", runtime.name(), settings.display()));
@@ -172,7 +177,11 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
             log.line(&format!("accepted package v{} ({})", p.version, p.hash));
         }
     }
-    let prompt = prompt(&briefing(&client, &prepared)?, &paragraph);
+    let briefing = match from_work {
+        Some(text) => text,
+        None => briefing(&client, &prepared)?,
+    };
+    let prompt = prompt(&briefing, &paragraph);
     let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &request.extra);
     log.line(&format!("{briefed} for {} on turn {turn}", runtime.name()));
     if json_out {
