@@ -177,11 +177,11 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
             log.line(&format!("accepted package v{} ({})", p.version, p.hash));
         }
     }
-    let briefing = match from_work {
+    let text = match from_work {
         Some(text) => text,
         None => briefing(&client, &prepared)?,
     };
-    let prompt = prompt(&briefing, &paragraph);
+    let prompt = prompt(&text, &paragraph);
     let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &request.extra);
     log.line(&format!("{briefed} for {} on turn {turn}", runtime.name()));
     if json_out {
