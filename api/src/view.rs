@@ -94,6 +94,13 @@ pub struct Work<'a> {
     pub spec: Cow<'a, WorkInput>,
 }
 
+impl std::ops::Deref for Work<'_> {
+    type Target = WorkInput;
+    fn deref(&self) -> &WorkInput {
+        &self.spec
+    }
+}
+
 /// `GET …/work`: the whole work record, as a page shows it: the work as last set, every
 /// decision and every artifact version in the order recorded, every blocker in the order
 /// raised, the workspace paths in code-point order, and the criteria left unmet.

@@ -28,6 +28,8 @@ pub type Handoff = handoff_api::view::Handoff<'static>;
 pub type Compiled = handoff_api::view::CompiledAnswer;
 /// The current package and its state; its document stays JSON.
 pub type Latest = handoff_api::view::LatestAnswer;
+/// The whole work record (`GET …/work`).
+pub type WorkRecord = handoff_api::view::WorkRecord<'static>;
 pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
@@ -399,6 +401,13 @@ impl Client {
     /// `PUT …/work` (owner).
     pub fn put_work(&self, id: &str, work: &WorkInput) -> Result<Reply<Item>, Error> {
         read_item(self.change("PUT", &handoff_path(id, "/work"), &to_value(work))?, "work")
+    }
+
+    /// `GET …/work` (owner or machine): the whole work record.
+    pub fn work(&self, id: &str) -> Result<Reply<WorkRecord>, Error> {
+        let reply = read_json::<Value>(self.read("GET", &handoff_path(id, "/work"), &[], REQUEST_TIMEOUT_S)?)?;
+        let value = field(&reply, "work")?;
+        Ok(Reply { status: reply.status, body: reply.body, value })
     }
 
     /// `POST …/decisions` (owner or machine).

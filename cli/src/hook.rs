@@ -371,6 +371,30 @@ pub fn read_document(input: impl std::io::Read) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
 }
 
+/// `handoff hook install`: adds the reporter hooks of `harness` to its settings file (the
+/// project's with `project`), or removes them with `uninstall`, running this program. Answers
+/// the file and whether it changed; a file left as it was is not written.
+pub fn install_settings(harness: install::Harness, project: Option<&Path>, uninstall: bool) -> Result<(PathBuf, bool), String> {
+    let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
+    let env = |k: &str| std::env::var(k).ok();
+    let path = install::settings_path(harness, project, &home, &env);
+    let program = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
+    let before = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let after = install::apply(harness, &before, &program.to_string_lossy(), uninstall).map_err(|e| format!("{}: {e}", path.display()))?;
+    if after == before {
+        return Ok((path, false));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    std::fs::write(&path, after).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((path, true))
+}
+
 /// `handoff hook claude-code`: one Claude Code hook document on standard input.
 pub fn claude_code(url: &str, token: Option<&str>) {
     let (url, token) = (url.to_string(), token.map(str::to_string));

@@ -11,6 +11,8 @@
 //! - [`git`]: `git diff --numstat` read into paths and counts, nothing else.
 //! - [`hook`]: the machine reporters an agent harness runs (Claude Code's hooks, Codex's
 //!   `notify`), their spool and their settings; [`detect`]: the runtimes this machine has.
+//! - [`launch`]: `handoff launch`, which starts the runtime a turn was handed to, briefed
+//!   from its package, and records what a session without network left.
 //!
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
@@ -20,6 +22,7 @@ pub mod code;
 pub mod detect;
 pub mod git;
 pub mod hook;
+pub mod launch;
 pub mod output;
 
 pub use client::{Client, Error, Refusal};

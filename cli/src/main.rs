@@ -8,6 +8,7 @@ use handoff_core::turn::{ReportStatus, State};
 use handoff_cli::client::{Client, Error, Reply, URL_DEFAULT, WAIT_TIMEOUT_S_MAX};
 use handoff_cli::client::*;
 use handoff_cli::hook;
+use handoff_cli::launch::{self, run::LaunchError, run::Request, Mode};
 use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
@@ -254,6 +255,26 @@ enum Command {
     Hook(HookCommand),
     /// Compile the package for the next runtime, or show, accept or reject it.
     Package(PackageCommand),
+    /// (machine) Start the runtime a turn was handed to, briefed from its package (or from
+    /// the work record), with the session's variables and `handoff` allowed.
+    Launch {
+        id: String,
+        /// claude-code or codex; the runtime the turn was handed to unless given.
+        #[arg(long, value_name = "RUNTIME")]
+        runtime: Option<String>,
+        /// The briefing's budget in bytes (default: the runtime's).
+        #[arg(long, value_name = "BYTES")]
+        budget: Option<u32>,
+        /// Print mode: `claude -p`, `codex exec`; one run, then exit.
+        #[arg(long)]
+        print: bool,
+        /// Print the prompt and the command line; accept nothing, start nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Arguments for the runtime itself, after `--`.
+        #[arg(last = true, value_name = "RUNTIME_ARGS")]
+        runtime_args: Vec<String>,
+    },
     /// The plain-text briefing a runtime reads, within a byte budget.
     Briefing {
         id: String,
@@ -444,27 +465,13 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
             }
         }
         HookCommand::Install { harness, project, uninstall } => {
-            let home = std::env::var("HOME").map(std::path::PathBuf::from).unwrap_or_default();
-            let env = |k: &str| std::env::var(k).ok();
-            let path = hook::install::settings_path(*harness, project.as_deref(), &home, &env);
-            let program = std::env::current_exe().map_err(|e| Failure::Usage(format!("where is this program? {e}")))?;
-            let before = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                Err(e) => return Err(Failure::Usage(format!("{}: {e}", path.display()))),
-            };
-            let after = hook::install::apply(*harness, &before, &program.to_string_lossy(), *uninstall)
-                .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+            let (path, changed) = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
-            if after == before {
+            if changed {
+                println!("hooks {verb} {}", path.display());
+            } else {
                 println!("nothing to change in {}", path.display());
-                return Ok(());
             }
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Failure::Usage(format!("{}: {e}", parent.display())))?;
-            }
-            std::fs::write(&path, after).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
-            println!("hooks {verb} {}", path.display());
         }
     }
     Ok(())
@@ -592,6 +599,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let runtimes = if detect { handoff_cli::detect::detect(std::env::var("PATH").ok().as_deref()) } else { runtimes };
             let reply = keyed(&key).put_runtimes(&id, &RuntimesInput { runtimes, checked_at: None })?;
             out.emit(&reply, output::runtimes_lines(&reply.value));
+        }
+        Command::Launch { id, runtime, budget, print, dry_run, runtime_args } => {
+            let mode = if print { Mode::Print } else { Mode::Interactive };
+            let request = Request { id, runtime, budget_bytes: budget, mode, dry_run, extra: runtime_args };
+            let code = launch::run::launch(&cli.url, token, &request, out.json).map_err(|e| match e {
+                LaunchError::Api(e) => Failure::Api(e),
+                LaunchError::Refused(r) => Failure::Usage(format!("launch: {r}")),
+                LaunchError::Setup(s) => Failure::Usage(format!("launch: {s}")),
+            })?;
+            if code != EXIT_OK {
+                std::process::exit(code);
+            }
         }
         Command::Hook(_) => unreachable!("answered above"),
         Command::Package(p) => package(&out, &client, p)?,

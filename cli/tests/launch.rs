@@ -1,0 +1,409 @@
+//! `handoff launch` against the real local Worker, with the stand-ins of
+//! `cli/tests/fixtures/bin` as `claude` and `codex` first on `PATH`: a Codex turn with no
+//! network, recorded by the launcher, then a Claude Code turn that records itself, briefed
+//! from the package compiled from what Codex left.
+
+mod common;
+use common::*;
+use handoff_cli::launch::{self, Runtime};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest one launch of a stand-in may take: two processes and a dozen requests.
+const LAUNCH_S_MAX: u64 = 60;
+
+fn stand_ins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin")
+}
+
+/// One cloud machine: a home where the harnesses keep their settings, the hooks' state, the
+/// workspace the runtime starts in, and a `PATH` with the stand-ins first.
+struct Machine {
+    root: PathBuf,
+    token: String,
+    path: String,
+}
+
+impl Machine {
+    fn new(token: &str) -> Machine {
+        let root = std::env::temp_dir().join(unique("handoff-launch"));
+        for dir in ["home", "state", "work"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let path = format!("{}:/usr/bin:/bin", stand_ins().display());
+        Machine { root, token: token.into(), path }
+    }
+
+    /// A machine whose `PATH` has no runtime at all.
+    fn bare(token: &str) -> Machine {
+        let mut m = Machine::new(token);
+        m.path = "/usr/bin:/bin".into();
+        m
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = command(Some(&self.token), args);
+        cmd.env("HOME", self.home())
+            .env("HANDOFF_STATE_DIR", self.root.join("state"))
+            .env("PATH", &self.path)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CODEX_HOME")
+            .current_dir(self.work());
+        cmd
+    }
+
+    /// Runs `handoff ARGS` to its end within [`LAUNCH_S_MAX`]; `what` names it if it does not end.
+    fn run(&self, what: &str, args: &[&str]) -> Run {
+        let mut child = self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let deadline = Instant::now() + Duration::from_secs(LAUNCH_S_MAX);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what} did not end within {LAUNCH_S_MAX} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Run { code: status.code().unwrap_or(-1), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    }
+
+    /// Runs and insists on exit 0.
+    fn ok(&self, what: &str, args: &[&str]) -> Run {
+        let r = self.run(what, args);
+        assert_eq!(r.code, 0, "{what} failed: {r:?}");
+        assert!(!r.stdout.contains(&self.token) && !r.stderr.contains(&self.token), "{what} printed the token: {r:?}");
+        r
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("state/hook.log")).unwrap_or_default()
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.work().join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The position of the first line of `text` after `from` that contains `needle`; names what
+/// it looked for when there is none.
+fn line_after(text: &str, from: usize, needle: &str) -> usize {
+    text.lines().enumerate().skip(from).find(|(_, l)| l.contains(needle)).map(|(i, _)| i).unwrap_or_else(|| {
+        panic!("no line containing {needle:?} after line {from} of:\n{text}");
+    })
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A hand-off whose turn 1 was done by hand, with the work set: the start of every test.
+fn started() -> (String, String, String) {
+    let owner = owner();
+    let (id, machine) = create(&owner);
+    ok(
+        Some(&owner),
+        &["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included",
+          "--constraint", "no new dependencies", "--criterion", "empty input parses"],
+    );
+    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
+    (owner, id, machine)
+}
+
+#[test]
+fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and_recorded_in_order() {
+    let (owner_token, id, machine_token) = started();
+    let owner = Some(owner_token.as_str());
+    let mut watch = Follower::start(&owner_token, &["wait", &id, "--follow"]);
+    watch.expect("v");
+    let m = Machine::new(&machine_token);
+
+    // Turn 2 goes to Codex, whose sandbox has no network: the launcher records what it left.
+    ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
+    let handed = record(&owner_token, &id);
+    let (h1, v1) = (handed["package_hash"].as_str().unwrap().to_string(), handed["package_version"].as_u64().unwrap());
+    let codex = m.ok("the launch of codex for turn 2", &["launch", &id, "--print"]);
+    let lines: Vec<&str> = codex.stdout.lines().collect();
+    assert_eq!(lines[0], format!("briefed from package v{v1} ({}…)", &h1[..8]), "{codex:?}");
+    let decision = "Do \"Write the parser\" in one pass over the input";
+    assert!(codex.stdout.contains(&format!("recorded decision dec_1: {decision}")), "{codex:?}");
+    assert!(codex.stdout.contains("recorded artifact art_1: plan.md"), "{codex:?}");
+    assert!(codex.stdout.contains("recorded done for turn 2"), "{codex:?}");
+    assert!(m.file("NOTES.md").contains(&format!("Decision: {decision}")), "the stand-in left its decision in NOTES.md");
+    let codex_config = std::fs::read_to_string(m.home().join(".codex/config.toml")).unwrap();
+    assert!(codex_config.contains("notify") && codex_config.contains("\"hook\", \"codex\""), "hooks installed: {codex_config}");
+    let after_codex = record(&owner_token, &id);
+    assert_eq!((after_codex["turn"].as_u64(), after_codex["status"].as_str()), (Some(2), Some("done")), "{after_codex}");
+    assert!(after_codex["summary"].as_str().unwrap().starts_with("Planned \"Write the parser\" in plan.md."), "{after_codex}");
+
+    // Turn 3 goes to Claude Code with the package compiled from what Codex left; a recompile
+    // of the same request gives the same version and hash.
+    ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    let handed = record(&owner_token, &id);
+    let (h2, v2) = (handed["package_hash"].as_str().unwrap().to_string(), handed["package_version"].as_u64().unwrap());
+    assert_eq!(v2, v1 + 1, "what Codex left changed the package");
+    let request = ["package", &id, "--objective", "Review the parser", "--purpose", "a second pair of eyes", "--runtime", "claude-code", "--json"];
+    let recompiled = run(owner, &request).json();
+    assert_eq!((recompiled["changed"].as_bool(), recompiled["package_version"].as_u64()), (Some(false), Some(v2)), "{recompiled}");
+    assert_eq!(recompiled["package_hash"], h2.as_str(), "the hash is stable across a recompile");
+    assert!(recompiled["package"]["decisions"].to_string().contains("in one pass over the input"), "{recompiled}");
+
+    let claude = m.ok("the launch of claude-code for turn 3", &["launch", &id, "--print"]);
+    let lines: Vec<&str> = claude.stdout.lines().collect();
+    assert_eq!(lines[0], format!("briefed from package v{v2} ({}…)", &h2[..8]), "{claude:?}");
+    let verdict = format!("Verdict: {decision} holds");
+    assert!(claude.stdout.contains(&format!("Reviewed the work; {decision} holds.")), "the stand-in ran: {claude:?}");
+    let settings = std::fs::read_to_string(m.home().join(".claude/settings.json")).unwrap();
+    assert!(settings.contains("hook claude-code") && settings.contains("\"Stop\""), "hooks installed: {settings}");
+    let moved = run(owner, &request);
+    assert_eq!(moved.code, 1, "an accepted package cannot move under its session: {moved:?}");
+    assert!(moved.stderr.starts_with("package.accepted"), "{moved:?}");
+
+    // The record: the lineage, the package, the work in the order it was done.
+    let (_, turns) = api_get(&owner_token, &format!("/v1/handoffs/{id}/turns"));
+    let turns = turns["turns"].as_array().unwrap().clone();
+    let facts: Vec<Value> = turns
+        .iter()
+        .map(|t| json!([t["turn"], t["status"], t["runtime"], t["package_version"], t["package_hash"], t["continued_from"]]))
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            json!([1, "done", null, null, null, null]),
+            json!([2, "done", "codex", v1, h1, {"turn": 1, "runtime": null}]),
+            json!([3, "done", "claude-code", v2, h2, {"turn": 2, "runtime": "codex"}]),
+        ],
+        "{turns:#?}"
+    );
+    let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
+    assert_eq!((latest["package_version"].as_u64(), latest["package_hash"].as_str(), latest["state"].as_str()), (Some(v2), Some(h2.as_str()), Some("accepted")));
+    let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
+    let work = &work["work"];
+    let decisions: Vec<(&str, &str)> = work["decisions"].as_array().unwrap().iter().map(|d| (d["statement"].as_str().unwrap(), d["by"].as_str().unwrap())).collect();
+    assert_eq!(decisions, [(decision, "machine"), (verdict.as_str(), "machine")], "{work}");
+    let artifacts = work["artifacts"].as_array().unwrap();
+    assert_eq!((artifacts[0]["title"].as_str(), artifacts[0]["type"].as_str()), (Some("plan.md"), Some("file")), "{work}");
+    assert_eq!(artifacts[0]["sha256"], sha256_hex(m.file("plan.md").as_bytes()), "the launcher hashed the file Codex named");
+    assert_eq!((artifacts[1]["title"].as_str(), artifacts[1]["uri"].as_str()), (Some("Review"), Some("review.md")), "{work}");
+
+    // Events in order: each turn's record was made while it ran, before it ended and the next began.
+    let at = |v: &Value| v.as_str().unwrap().to_string();
+    let times = [
+        at(&turns[1]["opened_at"]),
+        at(&work["decisions"][0]["recorded_at"]),
+        at(&artifacts[0]["recorded_at"]),
+        at(&turns[1]["ended_at"]),
+        at(&turns[2]["opened_at"]),
+        at(&work["decisions"][1]["recorded_at"]),
+        at(&artifacts[1]["recorded_at"]),
+        at(&turns[2]["ended_at"]),
+    ];
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "events out of order: {times:#?}");
+    let log = m.log();
+    let mut i = line_after(&log, 0, "accepted package v1");
+    for needle in [
+        "briefed from package v1",
+        "started codex exec --sandbox workspace-write -c 'notify=[]' --output-last-message",
+        "codex exited 0",
+        "recorded decision dec_1",
+        "recorded artifact art_1: plan.md",
+        "recorded done for turn 2",
+        "accepted package v2",
+        "briefed from package v2",
+        "started claude -p <prompt> --allowedTools 'Bash(handoff:*)'",
+        "claude exited 0",
+    ] {
+        i = line_after(&log, i + 1, needle);
+    }
+    assert!(!log.contains(&machine_token), "the log never holds the token");
+
+    ok(owner, &["close", &id]);
+    let (code, seen) = watch.finish();
+    assert_eq!(code, 0, "{seen:#?}");
+    let seen = seen.join("\n");
+    let mut i = line_after(&seen, 0, "turn 2 running on codex");
+    for needle in ["turn 2 done on codex: Planned", "turn 3 running on claude-code", "turn 3 done on claude-code: Reviewed", ", closed"] {
+        i = line_after(&seen, i + 1, needle);
+    }
+}
+
+#[test]
+fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_nothing() {
+    let (owner_token, id, machine_token) = started();
+    let owner = Some(owner_token.as_str());
+    ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    let handed = record(&owner_token, &id);
+    let hash = handed["package_hash"].as_str().unwrap().to_string();
+    let m = Machine::new(&machine_token);
+
+    let human = m.ok("a dry run", &["launch", &id, "--dry-run"]);
+    let briefing = ok(Some(&machine_token), &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"]);
+    let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
+    let expected = format!(
+        "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN\n\
+         command: claude <prompt> --allowedTools 'Bash(handoff:*)'\nprompt:\n{prompt}\n",
+        &hash[..8]
+    );
+    assert_eq!(human.stdout, expected);
+
+    let json = m.ok("a dry run in JSON", &["launch", &id, "--dry-run", "--print", "--json"]).json();
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["command", "env_names", "package", "prompt"], "{json}");
+    assert_eq!(json["prompt"], prompt.as_str());
+    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--allowedTools", "Bash(handoff:*)"]));
+    assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN"]));
+    assert_eq!(json["package"], json!({"version": 1, "hash": hash}));
+
+    let after = record(&owner_token, &id);
+    assert_eq!(after["version"], handed["version"], "nothing moved");
+    let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
+    assert_eq!(latest["state"], "offered", "nothing accepted");
+    assert!(!m.home().join(".claude").exists(), "no hooks installed");
+    assert!(m.log().is_empty() && std::fs::read_dir(m.work()).unwrap().next().is_none(), "nothing written, nothing started");
+}
+
+#[test]
+fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_is_recorded() {
+    let owner_token = owner();
+    let (id, machine_token) = create(&owner_token);
+    ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    let m = Machine::new(&machine_token);
+
+    let refused = m.run("a launch naming no runtime", &["launch", &id]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.stderr.contains("--runtime claude-code or --runtime codex"), "{refused:?}");
+
+    let plan = m.ok("a dry run of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print", "--dry-run", "--json"]).json();
+    assert_eq!(plan["package"], Value::Null);
+    let client = handoff_cli::Client::new(&url(), Some(&machine_token));
+    let h = client.get(&id).unwrap().value;
+    let work = client.work(&id).unwrap().value;
+    let briefing = launch::work_briefing(&h, &work, launch::CODEX_BUDGET_BYTES).unwrap();
+    assert_eq!(plan["prompt"], launch::prompt(&briefing, &launch::access_paragraph(Runtime::Codex, &id, 1)).as_str());
+    assert!(plan["prompt"].as_str().unwrap().contains("## Next objective\nConfig parser\n"), "{plan}");
+
+    let run = m.ok("the launch of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print"]);
+    assert!(run.stdout.starts_with("briefed from the work record\n"), "{run:?}");
+    assert!(run.stdout.contains("recorded done for turn 1"), "{run:?}");
+    assert!(m.log().contains("briefed from the work record for codex on turn 1"), "{}", m.log());
+    let r = record(&owner_token, &id);
+    assert_eq!((r["turn"].as_u64(), r["status"].as_str()), (Some(1), Some("done")), "{r}");
+}
+
+#[test]
+fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_launch_reads_the_new_one() {
+    let (owner_token, id, machine_token) = started();
+    let owner = Some(owner_token.as_str());
+    let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
+    ok(owner, &[&["turn", &id, "--to", "claude-code"][..], &request].concat());
+    let client = handoff_cli::Client::new(&url(), Some(&machine_token));
+    let read = launch::run::prepare(&client, &id, None, None).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(read.package().map(|p| p.version), Some(1));
+
+    // The owner recompiles after a new decision, between the launcher's read and its accept.
+    ok(owner, &["decide", &id, "Comments start with #"]);
+    let recompiled = ok(owner, &[&["package", &id, "--runtime", "claude-code"][..], &request].concat());
+    assert!(recompiled.starts_with("package recompiled (v2"), "{recompiled}");
+    let error = launch::run::accept(&client, &read).unwrap_err();
+    assert_eq!(error.code().map(|c| c.as_str()), Some("package.stale"), "{error:?}");
+
+    let m = Machine::new(&machine_token);
+    let dry = m.ok("a dry run after the recompile", &["launch", &id, "--dry-run"]);
+    assert!(dry.stdout.starts_with("briefed from package v2 ("), "{dry:?}");
+}
+
+#[test]
+fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_an_owner_token_or_no_work() {
+    let (owner_token, id, machine_token) = started();
+    ok(Some(&owner_token), &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
+    let m = Machine::new(&machine_token);
+    let other = m.run("a launch of another runtime", &["launch", &id, "--runtime", "claude-code"]);
+    assert_eq!(other.code, 2, "{other:?}");
+    assert!(other.stderr.contains("turn 2 was handed to codex, not claude-code"), "{other:?}");
+
+    let bare = Machine::bare(&machine_token);
+    let missing = bare.run("a launch on a machine without codex", &["launch", &id, "--print"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("codex is not on PATH"), "{missing:?}");
+
+    let as_owner = Machine::new(&owner_token);
+    let owner_run = as_owner.run("a launch with the owner's token", &["launch", &id, "--print"]);
+    assert_eq!(owner_run.code, 2, "{owner_run:?}");
+    assert!(owner_run.stderr.contains("owner's token"), "{owner_run:?}");
+    let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
+    assert_eq!(latest["state"], "offered", "nothing was accepted by the refused launches");
+
+    ok(Some(&machine_token), &["report", &id, "--turn", "2", "--status", "done", "--summary", "done by hand"]);
+    let ended = m.run("a launch of an ended turn", &["launch", &id]);
+    assert_eq!(ended.code, 2, "{ended:?}");
+    assert!(ended.stderr.contains("turn 2 is done"), "{ended:?}");
+
+    let owner_token = owner();
+    let (bare_id, bare_machine) = create(&owner_token);
+    let fresh = Machine::new(&bare_machine);
+    let nothing = fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"]);
+    assert_eq!(nothing.code, 2, "{nothing:?}");
+    assert!(nothing.stderr.contains("set it with `handoff work` first"), "{nothing:?}");
+    assert!(!fresh.home().join(".codex").exists() && fresh.file("NOTES.md").is_empty(), "nothing installed, nothing started");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_ctrl_c_ends_an_interactive_runtime_and_the_launcher_still_records_what_it_left() {
+    use std::os::unix::process::CommandExt;
+    let owner_token = owner();
+    let (id, machine_token) = create(&owner_token);
+    ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
+    let m = Machine::new(&machine_token);
+    // The launcher leads its own process group, as a terminal's foreground job does, so that
+    // the interrupt reaches it and the runtime together.
+    let mut cmd = m.command(&["launch", &id, "--runtime", "codex"]);
+    cmd.env("STAND_IN_SLEEP_S", "30").stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(LAUNCH_S_MAX);
+    while !m.file("NOTES.md").contains("Decision:") {
+        assert!(Instant::now() < deadline, "the interactive codex launch did not start within {LAUNCH_S_MAX} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to the process group this test just started.
+    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "the runtime's end, as a shell says it: {stdout} {stderr}");
+    assert!(stdout.contains("recorded decision dec_1"), "the launcher outlived the interrupt: {stdout} {stderr}");
+    let r = record(&owner_token, &id);
+    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("failed"), Some("codex left no final message")), "{r}");
+}
+
