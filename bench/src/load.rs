@@ -29,6 +29,10 @@ impl Req {
     pub fn post(path: impl Into<String>, token: Arc<str>, body: String) -> Req {
         Req { method: Method::POST, path: path.into(), token: Some(token), body: Some(body) }
     }
+
+    pub fn put(path: impl Into<String>, token: Arc<str>, body: String) -> Req {
+        Req { method: Method::PUT, path: path.into(), token: Some(token), body: Some(body) }
+    }
 }
 
 /// A client of one Worker. `connections` bounds its pool: one HTTP/1.1 connection per request

@@ -64,8 +64,8 @@ struct Args {
     requests: usize,
     /// The TypeScript peer's bundle (`worker.js`), for phase 7.
     peer_build: PathBuf,
-    /// `--profile` the TypeScript peer instead of this Worker.
-    profile_peer: bool,
+    /// `--profile` the TypeScript reference instead of this Worker, with its hops made this way.
+    profile_peer: Option<server::Hops>,
 }
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
@@ -83,7 +83,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
          \x20                    [--phases floor,get,report,spread,fanout,watch,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
-         \x20      handoff-bench --profile health|floor|get|report [--requests N] [--build DIR] [--peer [--peer-build DIR]]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
          (default bench/results/latest.json)."
@@ -100,7 +100,7 @@ fn parse_args() -> Args {
             port: 0,
             signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
             inspector_port: None,
-            peer: false,
+            peer: None,
             repo: repo.clone(),
         },
         out: repo.join("bench/results/latest.json"),
@@ -113,7 +113,7 @@ fn parse_args() -> Args {
         profile: None,
         requests: profile::REQUESTS_DEFAULT,
         peer_build: repo.join("build-peer"),
-        profile_peer: false,
+        profile_peer: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -128,7 +128,8 @@ fn parse_args() -> Args {
             "--workerd" => args.options.workerd = PathBuf::from(value()),
             "--keep-state" => args.keep_state = true,
             "--peer-build" => args.peer_build = PathBuf::from(value()),
-            "--peer" => args.profile_peer = true,
+            "--peer" => args.profile_peer = Some(args.profile_peer.unwrap_or(server::Hops::Rpc)),
+            "--peer-hops" => args.profile_peer = Some(server::Hops::parse(&value()).unwrap_or_else(|| usage())),
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
             "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
             "--linger" => args.linger = seconds(value()),
@@ -204,8 +205,8 @@ fn main() {
 fn profile_route(args: &Args, route: profile::Route) {
     let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
     let mut options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
-    if args.profile_peer {
-        options = Options { peer: true, build: args.peer_build.clone(), ..options };
+    if let Some(hops) = args.profile_peer {
+        options = Options { peer: Some(hops), build: args.peer_build.clone(), ..options };
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let outcome = runtime.block_on(async {
@@ -390,10 +391,11 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
 
     let peer = match args.runs("peer") {
         true => {
-            eprintln!("bench: (7) beside the TypeScript peer, each on a fresh workerd");
+            eprintln!("bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd");
             let rust = Options { port: free_port(), ..args.options.clone() };
-            let ts = Options { port: free_port(), peer: true, build: args.peer_build.clone(), ..args.options.clone() };
-            Some(peer::run(&rust, &ts, run_dir, &key, args.warmup, args.window).await?)
+            let reference = |hops| Options { port: free_port(), peer: Some(hops), build: args.peer_build.clone(), ..args.options.clone() };
+            let sides = [rust, reference(server::Hops::Fetch), reference(server::Hops::Rpc)];
+            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window).await?)
         }
         false => None,
     };

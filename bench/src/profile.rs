@@ -42,6 +42,8 @@ pub enum Route {
     Get,
     /// `POST /v1/handoffs/:id/report`, each a real change.
     Report,
+    /// `POST /v1/handoffs/:id/turns?dry_run=true`: the package row's compile and briefing.
+    Package,
 }
 
 impl Route {
@@ -51,6 +53,7 @@ impl Route {
             "floor" => Some(Route::Floor),
             "get" => Some(Route::Get),
             "report" => Some(Route::Report),
+            "package" => Some(Route::Package),
             _ => None,
         }
     }
@@ -61,6 +64,7 @@ impl Route {
             Route::Floor => "GET /v1/bench/floor",
             Route::Get => "GET /v1/handoffs/:id (owner)",
             Route::Report => "POST /v1/handoffs/:id/report (each a real change)",
+            Route::Package => "POST /v1/handoffs/:id/turns?dry_run=true&budget=8192 (20 decisions, 20 artifacts, 100 files)",
         }
     }
 }
@@ -280,13 +284,17 @@ impl Inspector {
 pub async fn run(server: &Server, inspector_port: u16, route: Route, requests: usize, key: &[u8]) -> Result<Profile, String> {
     let api = Api::new(&server.base(), Duration::from_secs(30));
     let owner = service::owner_token("profile-owner", key);
-    let handoff = service::create(&api, &owner, "profile-session").await?;
+    let handoff = match route {
+        Route::Package => service::create_with_work(&api, &owner, "profile-session").await?,
+        _ => service::create(&api, &owner, "profile-session").await?,
+    };
     let request = |n: u64| -> Req {
         match route {
             Route::Health => Req::get("/v1/health", None),
             Route::Floor => service::floor(),
             Route::Get => service::get(&handoff),
             Route::Report => service::report(&handoff, n),
+            Route::Package => service::preview(&handoff),
         }
     };
     let mut n = 0;

@@ -25,11 +25,36 @@ pub struct Options {
     pub signing_key: String,
     /// Open workerd's DevTools inspector on this port (for `--profile`).
     pub inspector_port: Option<u16>,
-    /// Run the TypeScript peer (`build` holds its bundle, `worker.js`) instead of this Worker.
-    pub peer: bool,
+    /// Run the TypeScript reference (`build` holds its bundle, `worker.js`) instead of this
+    /// Worker, with its hops made this way.
+    pub peer: Option<Hops>,
 }
 
-/// The TypeScript peer's one module (`bench/reference/worker.ts`, bundled by scripts/bench).
+/// How the TypeScript reference makes its two hops (Worker → hand-off object → owner index):
+/// its `HANDOFF_PEER_HOPS` binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hops {
+    /// A Request to the object's `fetch` handler, its Response passed on.
+    Fetch,
+    /// Methods called on the stubs.
+    Rpc,
+}
+
+impl Hops {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hops::Fetch => "fetch",
+            Hops::Rpc => "rpc",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Hops> {
+        [Hops::Fetch, Hops::Rpc].into_iter().find(|h| h.as_str() == word)
+    }
+}
+
+/// The TypeScript reference's one module (`bench/reference/`, bundled by scripts/bench).
 pub const PEER_MODULES: [(&str, &str); 1] = [("worker.js", "esModule")];
 
 pub struct Server {
@@ -50,8 +75,11 @@ impl Server {
         }
         let vars = [("HANDOFF_SIGNING_KEY", options.signing_key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")];
         match options.peer {
-            true => workerd::lay_out_modules(&options.repo, &options.build, dir, options.port, &vars, &PEER_MODULES)?,
-            false => workerd::lay_out(&options.repo, &options.build, dir, options.port, &vars)?,
+            Some(hops) => {
+                let vars = [&vars[..], &[("HANDOFF_PEER_HOPS", hops.as_str())]].concat();
+                workerd::lay_out_modules(&options.repo, &options.build, dir, options.port, &vars, &PEER_MODULES)?
+            }
+            None => workerd::lay_out(&options.repo, &options.build, dir, options.port, &vars)?,
         }
 
         let log = fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;

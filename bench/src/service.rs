@@ -92,3 +92,87 @@ pub fn wait(handoff: &Handoff, after: u64, timeout_s: u64) -> Req {
 pub fn floor() -> Req {
     Req::get("/v1/bench/floor", None)
 }
+
+/// The package row's work record: standing decisions, artifact titles and workspace paths, as
+/// many as a package keeps of each (core/src/limits.rs `PACKAGE_*_MAX`), so that the compiler
+/// leaves nothing out; its briefing (about 7.9 KB) keeps the decisions and gives up the
+/// relevant files, the milestones and the artifacts to fit 8 KiB.
+pub const PACKAGE_DECISIONS: usize = 20;
+pub const PACKAGE_ARTIFACTS: usize = 20;
+pub const PACKAGE_FILES: usize = 100;
+/// The briefing's budget in the package row: the service's default.
+pub const PREVIEW_BUDGET_BYTES: usize = 8 * 1024;
+
+/// Creates `session`'s hand-off and gives it the package row's work record: the work, the
+/// decisions and artifacts (by the machine), the workspace, and a final report of turn 1 that
+/// leaves one criterion unmet, so that turn 2 may be opened (and previewed).
+pub async fn create_with_work(api: &Api, owner_token: &Arc<str>, session: &str) -> Result<Handoff, String> {
+    let h = create(api, owner_token, session).await?;
+    let path = |leaf: &str| format!("/v1/handoffs/{}/{leaf}", h.id);
+    let work = json!({
+        "title": "Move invoicing onto the ledger service",
+        "goal": "Invoices are written by the ledger service instead of the monolith's billing tables.\n\
+                 Every invoice the old path wrote stays readable, and the totals of both paths match to the cent \
+                 for a whole billing cycle before the old path is switched off.",
+        "task_type": "migration",
+        "priority": "high",
+        "constraints": [
+            "No downtime: every step ships behind the ledger_writes flag and can be turned off per tenant.",
+            "The public invoice API keeps its shape; new fields are additive.",
+            "No customer data leaves the EU region.",
+            "Migrations run online, in batches of at most 10,000 rows.",
+            "The old tables stay writable until the reconciliation job has passed for a full cycle.",
+        ],
+        "acceptance_criteria": [
+            "Every invoice created while the flag is on is written by the ledger service.",
+            "The reconciliation job reports no difference over a full billing cycle.",
+            "p99 latency of POST /invoices stays under 250 ms.",
+            "The runbook describes turning the flag off and back on.",
+            "The old write path is deleted behind a final flag.",
+            "Dashboards show ledger and monolith totals side by side.",
+        ],
+    });
+    api.json(&Req::put(path("work"), owner_token.clone(), work.to_string()), &[200]).await?;
+    let areas = ["invoice", "credit note", "tax line", "refund", "payout"];
+    for i in 1..=PACKAGE_DECISIONS {
+        let area = areas[i % areas.len()];
+        let decision = json!({
+            "statement": format!("Step {i}: {area} writes go through the ledger client, behind the flag."),
+            "rationale": format!("Ships dark per tenant; the old {area} path is the fallback until reconciliation passes."),
+            "evidence": [format!("https://git.example.test/billing/pull/{}", 4100 + i), format!("docs/adr/{i:04}-ledger-step-{i}.md")],
+        });
+        api.json(&Req::post(path("decisions"), h.machine_token.clone(), decision.to_string()), &[200]).await?;
+    }
+    let kinds = ["pull_request", "ci_run", "document", "dataset"];
+    for i in 1..=PACKAGE_ARTIFACTS {
+        let mut artifact = json!({
+            "type": kinds[i % kinds.len()],
+            "title": format!("Ledger migration step {i}"),
+            "uri": format!("https://ci.example.test/billing/runs/{}", 88_000 + i),
+        });
+        if i % 2 == 0 {
+            artifact["sha256"] = json!(format!("{:016x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).repeat(4));
+        }
+        api.json(&Req::post(path("artifacts"), h.machine_token.clone(), artifact.to_string()), &[200]).await?;
+    }
+    let modules = ["ledger", "invoice", "tax", "export", "api"];
+    let files: Vec<_> = (0..PACKAGE_FILES)
+        .map(|i| json!({"path": format!("services/billing/src/{}/part_{i:03}.rs", modules[i % modules.len()]), "insertions": (i * 37) % 211, "deletions": (i * 11) % 53}))
+        .collect();
+    api.json(&Req::post(path("workspace"), h.machine_token.clone(), json!({"files": files}).to_string()), &[200]).await?;
+    let done = json!({"turn": 1, "status": "done", "summary": "Steps 1-20 are merged behind the flag; the old path is not deleted yet.", "unmet": [4]});
+    api.json(&Req::post(path("report"), h.machine_token.clone(), done.to_string()), &[200]).await?;
+    Ok(h)
+}
+
+/// The owner's dry run of handing turn 2 to another runtime: the package that open would
+/// compile (and its hash) and its briefing at [`PREVIEW_BUDGET_BYTES`], written nowhere.
+pub fn preview(handoff: &Handoff) -> Req {
+    let body = json!({"after": 1, "handoff": {
+        "runtime": "codex",
+        "objective": "Delete the old invoice write path and its tables' writers, behind the final flag.",
+        "purpose": "The session's context is nearly full; a fresh runtime takes the last step.",
+        "note": "Criterion 4 is the one left: keep the old tables readable.",
+    }});
+    Req::post(format!("/v1/handoffs/{}/turns?dry_run=true&budget={PREVIEW_BUDGET_BYTES}", handoff.id), handoff.owner_token.clone(), body.to_string())
+}
