@@ -14,7 +14,7 @@ use crate::server::{Options, Server};
 use crate::service;
 use crate::stats::Throughput;
 use handoff_core::briefing::{self, Reach};
-use handoff_core::package::{package_hash, LatestAnswer, OfferState, Package};
+use handoff_core::package::{package_hash, Latest, OfferState, Package};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
@@ -164,7 +164,7 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
     same_input.generated_at = theirs.generated_at.clone();
     let same_package = same_input == theirs && package_hash(&same_input) == hash;
     let text = reference["briefing"].as_str().unwrap_or_default();
-    let latest = LatestAnswer {
+    let latest = Latest {
         package_version: reference["package_version"].as_u64().unwrap_or_default(),
         package_hash: hash,
         state: OfferState::Offered,
@@ -291,7 +291,7 @@ mod tests {
     fn answer(recorded_at: &str, base: &str) -> Value {
         let p: Package = serde_json::from_value(package(recorded_at)).unwrap();
         let hash = package_hash(&p);
-        let latest = LatestAnswer { package_version: 1, package_hash: hash.clone(), state: OfferState::Offered, rejection: None, package: p };
+        let latest = Latest { package_version: 1, package_hash: hash.clone(), state: OfferState::Offered, rejection: None, package: p };
         let text = briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base)).text;
         json!({"package_version": 1, "package_hash": hash, "package": package(recorded_at), "briefing": text})
     }
