@@ -108,7 +108,7 @@ impl HandoffObject {
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        self.answer(req).await.map(JsValue::from).map_err(JsValue::from)
+        self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
@@ -142,7 +142,7 @@ impl HandoffObject {
 }
 
 impl HandoffObject {
-    async fn answer(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+    async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         // An ask this build cannot read is a deploy that mixes versions, which a retry
         // outlives: 503, not the client's 400. Parsed by serde_json from the text, not by the
         // runtime's JSON.parse, which would turn integers past 2^53 into floats.

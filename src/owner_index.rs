@@ -92,12 +92,12 @@ impl OwnerIndex {
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        self.answer(req).await.map(JsValue::from).map_err(JsValue::from)
+        self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
     }
 }
 
 impl OwnerIndex {
-    async fn answer(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+    async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         // An unreadable ask is a deploy mixing versions, which a retry outlives: 503.
         let ask: IndexAsk = match crate::http::read_ask(&req).await {
             Ok(Ok(ask)) => ask,

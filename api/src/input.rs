@@ -54,14 +54,15 @@ pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct OpenTurnInput {
     pub after: u64,
-    /// Hands the new turn to a runtime, compiling its package in the same change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff: Option<PackageRequest>,
+    /// Hands the new turn to a runtime, compiling its package in the same change (the body's
+    /// `handoff`).
+    #[serde(default, rename = "handoff", skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageRequest>,
 }
 
 pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
     let input: OpenTurnInput = parse_json(body)?;
-    if let Some(request) = &input.handoff {
+    if let Some(request) = &input.package {
         request.validate().map_err(|e| ApiError::invalid(format!("handoff.{}", e.message)))?;
     }
     Ok(input)
@@ -440,7 +441,7 @@ mod tests {
     #[test]
     fn an_open_turn_may_hand_the_turn_to_a_runtime() {
         let t = parse_open_turn(br#"{"after":1,"handoff":{"runtime":"codex","objective":"o","purpose":"p"}}"#).unwrap();
-        assert_eq!(t.handoff.unwrap().runtime, "codex");
+        assert_eq!(t.package.unwrap().runtime, "codex");
         let e = parse_open_turn(br#"{"after":1,"handoff":{"runtime":"codex","objective":"o"}}"#).unwrap_err();
         assert!(e.message.contains("purpose"), "{}", e.message);
     }

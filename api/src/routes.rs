@@ -116,7 +116,7 @@ pub const ROUTES: &[Route] = &[
     change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
         let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
-        Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, handoff: None }))
+        Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     }),
     change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),
     change("POST", "/v1/handoffs/{id}/close", |i| input::parse_close(i.body).map(|_| turn(Command::Close))),
@@ -170,7 +170,7 @@ fn turn_change(change: Change) -> Op {
 }
 
 fn turn(command: Command) -> Op {
-    turn_change(Change::Turn { command, unmet: None, usage: None, handoff: None })
+    turn_change(Change::Turn { command, unmet: None, usage: None, package: None })
 }
 
 fn work_change(command: work::Command) -> Result<Op, ApiError> {
@@ -185,8 +185,8 @@ fn reaching(reach: ReachKind, origin: &str) -> Reaching {
 fn open_turn(i: &Input<'_>) -> Result<Op, ApiError> {
     let preview = input::parse_open_turn_query(i.query)?;
     let t = input::parse_open_turn(i.body)?;
-    let handing_off = t.handoff.is_some();
-    let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, handoff: t.handoff };
+    let handing_off = t.package.is_some();
+    let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, package: t.package };
     match preview {
         None => Ok(turn_change(open)),
         Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),

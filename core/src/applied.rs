@@ -6,8 +6,8 @@
 pub struct Applied<T, A = ()> {
     /// The value after the command; when nothing moved, the value as it was.
     pub next: T,
-    /// What the command answers beside the value (the item recorded, the package compiled).
-    pub answer: A,
+    /// What the command produced beside the value (the item recorded, the package compiled).
+    pub effect: A,
     /// False when the command changed nothing: write nothing, move no version, wake nobody.
     pub moved: bool,
 }

@@ -55,7 +55,7 @@ pub struct Dirty {
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum Change {
     /// A turn command; a report may carry `unmet` (final reports only) and `usage`, an open
-    /// may hand the turn to a runtime (`handoff`).
+    /// may hand the turn to a runtime with the `package` it compiles for it.
     Turn {
         command: TurnCommand,
         #[serde(default)]
@@ -63,7 +63,7 @@ pub enum Change {
         #[serde(default)]
         usage: Option<Usage>,
         #[serde(default)]
-        handoff: Option<PackageRequest>,
+        package: Option<PackageRequest>,
     },
     Work { command: work::Command },
     Compile { request: PackageRequest, dry_run: bool },
@@ -128,7 +128,7 @@ impl Change {
     /// The event kind the history records for this change.
     pub fn kind(&self) -> EventKind {
         match self {
-            Change::Turn { command: TurnCommand::OpenTurn { .. }, handoff: Some(_), .. } => EventKind::TurnHandedOff,
+            Change::Turn { command: TurnCommand::OpenTurn { .. }, package: Some(_), .. } => EventKind::TurnHandedOff,
             Change::Turn { command: TurnCommand::OpenTurn { .. }, .. } => EventKind::TurnOpened,
             Change::Turn { command: TurnCommand::Report { .. }, .. } => EventKind::Report,
             Change::Turn { command: TurnCommand::Cancel { .. }, .. } => EventKind::Cancel,
@@ -172,7 +172,7 @@ pub struct Outcome {
     pub next: Handoff,
     pub moved: bool,
     pub dirty: Dirty,
-    pub answer: Effect,
+    pub effect: Effect,
 }
 
 impl Handoff {
@@ -200,30 +200,30 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
     let mut next = h.clone();
     let mut dirty = Dirty::default();
     let (moved, answer) = match change {
-        Change::Turn { command, unmet, usage, handoff } => {
-            let moved = turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), handoff.as_ref(), now)?;
+        Change::Turn { command, unmet, usage, package } => {
+            let moved = turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), package.as_ref(), now)?;
             (moved, Effect::Nothing)
         }
         Change::Work { command } => {
             let applied = work::apply(&h.work, &h.record, command, by, now)?;
             next.work = applied.next;
             dirty.work = applied.moved;
-            (applied.moved, Effect::Item(applied.answer))
+            (applied.moved, Effect::Item(applied.effect))
         }
         Change::Compile { request, dry_run } => {
-            let sources = Sources { handoff: &h.record, work: &h.work, lineage: &h.lineage };
+            let sources = Sources { record: &h.record, work: &h.work, lineage: &h.lineage };
             let applied = h.ledger.compile(&sources, request, *dry_run, now)?;
-            let answer = applied.answer.clone();
+            let answer = applied.effect.clone();
             (take_ledger(applied, &mut next, &mut dirty), Effect::Compiled(answer))
         }
         Change::Accept { package_hash } => {
             let applied = h.ledger.accept(&h.record, package_hash, by, now)?;
-            let answer = applied.answer.clone();
+            let answer = applied.effect.clone();
             (take_ledger(applied, &mut next, &mut dirty), Effect::Package(answer))
         }
         Change::Reject { input } => {
             let applied = h.ledger.reject(&h.record, input, by, now)?;
-            let answer = applied.answer.clone();
+            let answer = applied.effect.clone();
             (take_ledger(applied, &mut next, &mut dirty), Effect::Package(answer))
         }
         Change::SetPolicy { policy } => {
@@ -245,13 +245,13 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
     if !moved {
         // Nothing changed, so the working copy is the hand-off as it was: no second clone.
         debug_assert_eq!(next, *h, "a change that did not move changed nothing");
-        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), answer });
+        return Ok(Outcome { next, moved: false, dirty: Dirty::default(), effect: answer });
     }
     next.record.version = h.record.version + 1;
     next.record.updated_at = Timestamp::from_ms(now).max(h.record.updated_at);
     keep_lineage_tail(&mut next, &mut dirty);
     assert_eq!(next.lineage.last().map(|t| t.turn), Some(next.record.turn), "the lineage ends at the current turn");
-    Ok(Outcome { next, moved: true, dirty, answer })
+    Ok(Outcome { next, moved: true, dirty, effect: answer })
 }
 
 /// Holds only the newest [`LINEAGE_TAIL_MAX`] lineage entries: older turns live in storage
@@ -279,7 +279,7 @@ fn turn_change(
     command: &TurnCommand,
     unmet: Option<&[u32]>,
     usage: Option<&Usage>,
-    handoff: Option<&PackageRequest>,
+    package: Option<&PackageRequest>,
     now: EpochMs,
 ) -> Result<bool, Refusal> {
     let applied = turn::apply(&h.record, command, now).map_err(|code| Refusal::new(code, refusal_message(code, &h.record)))?;
@@ -292,7 +292,7 @@ fn turn_change(
     if opened {
         next.extras.raised.clear();
         dirty.extras = dirty.extras || !h.extras.raised.is_empty();
-        if let Some(request) = handoff {
+        if let Some(request) = package {
             hand_off(next, dirty, request, now)?;
         }
     }
@@ -342,9 +342,9 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
     let last = next.lineage.len() - 1;
     next.lineage[last].runtime = Some(request.runtime.clone());
     next.record.runtime = Some(request.runtime.clone());
-    let sources = Sources { handoff: &next.record, work: &next.work, lineage: &next.lineage };
+    let sources = Sources { record: &next.record, work: &next.work, lineage: &next.lineage };
     let applied = next.ledger.compile(&sources, request, false, now)?;
-    let Compiled { package_version, package_hash, .. } = applied.answer;
+    let Compiled { package_version, package_hash, .. } = applied.effect;
     next.ledger = applied.next;
     dirty.ledger = dirty.ledger || applied.moved;
     next.record.package_version = Some(package_version);

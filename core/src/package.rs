@@ -144,7 +144,7 @@ pub struct TurnEntry {
 /// What the compiler reads: the hand-off, its work record and its lineage.
 #[derive(Debug, Clone, Copy)]
 pub struct Sources<'a> {
-    pub handoff: &'a Record,
+    pub record: &'a Record,
     pub work: &'a Work,
     /// The lineage, oldest first, whole or only its newest entries: the compiler reads only the
     /// entries of the newest [`PACKAGE_COMPLETED_TURNS_MAX`] turns (their milestones, and the
@@ -287,7 +287,7 @@ pub fn compile(
     rejection: Option<&Rejection>,
     now: EpochMs,
 ) -> Result<Package, Refusal> {
-    let Sources { handoff, work, lineage } = *sources;
+    let Sources { record: handoff, work, lineage } = *sources;
     let Some(spec) = &work.spec else {
         return Err(Refusal::invalid("this hand-off has no work yet: PUT /v1/handoffs/:id/work first"));
     };
@@ -593,10 +593,10 @@ impl Ledger {
         now: EpochMs,
     ) -> Result<Applied<Ledger, Compiled>, Refusal> {
         if !dry_run {
-            sources.handoff.check_open()?;
+            sources.record.check_open()?;
         }
         let current = self.current.as_ref();
-        if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.handoff.turn) {
+        if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.record.turn) {
             return Err(Refusal::new(
                 Code::PackageAccepted,
                 format!("package version {} was accepted for turn {}; the next turn may compile again", c.version, c.turn),
@@ -613,17 +613,17 @@ impl Ledger {
                 changed: false,
                 package: c.package.clone(),
             };
-            return Ok(Applied { next: self.clone(), answer, moved: false });
+            return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
         let version = current.map_or(1, |c| c.version + 1);
         let answer = Compiled { package_version: version, package_hash: hash.clone(), changed: true, package };
         if dry_run {
-            return Ok(Applied { next: self.clone(), answer, moved: false });
+            return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
         let offer = Offer {
             version,
             hash,
-            turn: sources.handoff.turn,
+            turn: sources.record.turn,
             package: answer.package.clone(),
             state: OfferState::Offered,
             rejection: None,
@@ -632,7 +632,7 @@ impl Ledger {
         };
         let next = Ledger { current: Some(offer) };
         assert_eq!(next.current.as_ref().map(|c| c.version), Some(current.map_or(0, |c| c.version) + 1));
-        Ok(Applied { next, answer, moved: true })
+        Ok(Applied { next, effect: answer, moved: true })
     }
 
     /// `POST …/package/accept`: accepts exactly the document whose hash is given. A hash that
@@ -664,7 +664,7 @@ impl Ledger {
         offer.accepted = Some((Timestamp::from_ms(now), by));
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
-        Ok(Applied { next, answer, moved: true })
+        Ok(Applied { next, effect: answer, moved: true })
     }
 
     /// `POST …/package/reject`: rejects the current package. The same rejection again moves
@@ -689,14 +689,14 @@ impl Ledger {
             .as_ref()
             .is_some_and(|r| r.reason == input.reason && r.note == input.note);
         if same_again {
-            return Ok(Applied { next: self.clone(), answer: current.answer(), moved: false });
+            return Ok(Applied { next: self.clone(), effect: current.answer(), moved: false });
         }
         let mut offer = current.clone();
         offer.state = OfferState::Rejected;
         offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), rejected_at: Timestamp::from_ms(now), by });
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
-        Ok(Applied { next, answer, moved: true })
+        Ok(Applied { next, effect: answer, moved: true })
     }
 }
 

@@ -720,7 +720,7 @@ impl Session {
             Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
             Ok(out) => out,
         };
-        let answer = Answer::Changed { h: &out.next, role, effect: &out.answer };
+        let answer = Answer::Changed { h: &out.next, role, effect: &out.effect };
         let rendered = wire.render(answer);
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let remember = idempotency.filter(|_| idempotency::keeps(rendered.status, dry_run)).map(|idem| {

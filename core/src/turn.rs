@@ -200,11 +200,11 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
     let outcome = decide(record, command);
     let applied = match outcome {
         Err(code) => return Err(code),
-        Ok(None) => Applied { next: record.clone(), answer: (), moved: false },
+        Ok(None) => Applied { next: record.clone(), effect: (), moved: false },
         Ok(Some(mut next)) => {
             next.version = record.version + 1;
             next.updated_at = Timestamp::from_ms(now).max(record.updated_at);
-            Applied { next, answer: (), moved: true }
+            Applied { next, effect: (), moved: true }
         }
     };
     assert!(record.state == State::Open || !applied.moved, "a closed hand-off never changes");

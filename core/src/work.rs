@@ -482,7 +482,7 @@ pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: Ep
 
 fn set_work(work: &Work, input: &WorkInput) -> Result<Applied<Work, Item>, Refusal> {
     if work.spec.as_ref() == Some(input) {
-        return Ok(Applied { next: work.clone(), answer: Item::Work(input.clone()), moved: false });
+        return Ok(Applied { next: work.clone(), effect: Item::Work(input.clone()), moved: false });
     }
     let mut next = work.clone();
     // An unmet criterion stays unmet only while it is still, word for word, the same criterion
@@ -493,7 +493,7 @@ fn set_work(work: &Work, input: &WorkInput) -> Result<Applied<Work, Item>, Refus
         old.get(i).is_some() && old.get(i) == input.acceptance_criteria.get(i)
     });
     next.spec = Some(input.clone());
-    Ok(Applied { next, answer: Item::Work(input.clone()), moved: true })
+    Ok(Applied { next, effect: Item::Work(input.clone()), moved: true })
 }
 
 fn too_many(what: &str, max: usize) -> Refusal {
@@ -531,7 +531,7 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
     };
     let item = Item::Decision(decision.clone());
     next.decisions.push(decision);
-    Ok(Applied { next, answer: item, moved: true })
+    Ok(Applied { next, effect: item, moved: true })
 }
 
 fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
@@ -541,7 +541,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
     if let Some(latest) = latest {
         let same = latest.kind == input.kind && latest.uri == input.uri && latest.sha256 == sha256;
         if same {
-            return Ok(Applied { next: work.clone(), answer: Item::Artifact(latest.clone()), moved: false });
+            return Ok(Applied { next: work.clone(), effect: Item::Artifact(latest.clone()), moved: false });
         }
     }
     if work.artifacts.len() >= ARTIFACT_VERSIONS_PER_HANDOFF_MAX {
@@ -567,7 +567,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
     };
     let item = Item::Artifact(artifact.clone());
     next.artifacts.push(artifact);
-    Ok(Applied { next, answer: item, moved: true })
+    Ok(Applied { next, effect: item, moved: true })
 }
 
 fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
@@ -587,7 +587,7 @@ fn add_blocker(work: &Work, input: &BlockerInput, by: Role, now: EpochMs) -> Res
     };
     let item = Item::Blocker(blocker.clone());
     next.blockers.push(blocker);
-    Ok(Applied { next, answer: item, moved: true })
+    Ok(Applied { next, effect: item, moved: true })
 }
 
 /// Resolving a resolved blocker again changes nothing.
@@ -596,14 +596,14 @@ fn resolve_blocker(work: &Work, id: &str, now: EpochMs) -> Result<Applied<Work, 
         return Err(Refusal::new(Code::BlockerNotFound, format!("this hand-off has no blocker {id}")));
     };
     if work.blockers[index].status == BlockerStatus::Resolved {
-        return Ok(Applied { next: work.clone(), answer: Item::Blocker(work.blockers[index].clone()), moved: false });
+        return Ok(Applied { next: work.clone(), effect: Item::Blocker(work.blockers[index].clone()), moved: false });
     }
     let mut next = work.clone();
     let blocker = &mut next.blockers[index];
     blocker.status = BlockerStatus::Resolved;
     blocker.resolved_at = Some(Timestamp::from_ms(now));
     let item = Item::Blocker(blocker.clone());
-    Ok(Applied { next, answer: item, moved: true })
+    Ok(Applied { next, effect: item, moved: true })
 }
 
 /// Answers the reported paths as now on the record (code-point order) and how many paths
@@ -627,7 +627,7 @@ fn report_workspace(work: &Work, input: &WorkspaceInput) -> Result<Applied<Work,
         .collect();
     let item = Item::Workspace { files, paths_kept: next.files.len() };
     let moved = next != *work;
-    Ok(Applied { next, answer: item, moved })
+    Ok(Applied { next, effect: item, moved })
 }
 
 /// A final report (`done` or `failed`) lists the acceptance criteria left unmet; a final report
@@ -643,11 +643,11 @@ pub(crate) fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work,
     unmet.sort_unstable();
     unmet.dedup();
     if unmet == work.unmet {
-        return Ok(Applied { next: work.clone(), answer: unmet, moved: false });
+        return Ok(Applied { next: work.clone(), effect: unmet, moved: false });
     }
     let mut next = work.clone();
     next.unmet = unmet.clone();
-    Ok(Applied { next, answer: unmet, moved: true })
+    Ok(Applied { next, effect: unmet, moved: true })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 use super::*;
 use crate::wire::Json;
-use handoff_core::handoff::{apply, Change, Effect, Handoff as Value_};
+use handoff_core::handoff::{self as core_handoff, apply, Change, Effect};
 use handoff_core::package::{ContinuedFrom, PackageRequest, RejectInput, RejectReason};
 use handoff_core::session::{Answer, Wire};
 use handoff_core::time::Timestamp;
@@ -19,7 +19,7 @@ fn rendered(answer: Answer<'_>) -> Value {
     serde_json::from_str(&Json.render(answer).body).unwrap()
 }
 
-fn changed(h: &Value_, effect: &Effect) -> Value {
+fn changed(h: &core_handoff::Handoff, effect: &Effect) -> Value {
     rendered(Answer::Changed { h, role: Role::Owner, effect })
 }
 
@@ -29,7 +29,7 @@ fn work_input() -> WorkInput {
 
 #[test]
 fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
-    let h = Value_::create(record());
+    let h = core_handoff::Handoff::create(record());
     let body = rendered(Answer::Record { h: &h, role: Role::Owner });
     let shown = &body["handoff"];
     assert_eq!(body.as_object().unwrap().len(), 1);
@@ -63,7 +63,7 @@ fn a_turn_lists_with_its_lineage_fields() {
 
 #[test]
 fn an_item_answers_under_its_kind_beside_the_record() {
-    let h = Value_::create(record());
+    let h = core_handoff::Handoff::create(record());
     let decision = work::Decision {
         id: "dec_2".into(),
         statement: "use sqlite".into(),
@@ -88,7 +88,7 @@ fn an_item_answers_under_its_kind_beside_the_record() {
 
 #[test]
 fn the_work_answers_with_the_handoff_id() {
-    let h = Value_::create(record());
+    let h = core_handoff::Handoff::create(record());
     let body = changed(&h, &Effect::Item(Item::Work(work_input())));
     assert_eq!(body["work"]["id"], "ho_1");
     assert_eq!(body["work"]["constraints"], json!(["c"]));
@@ -105,8 +105,8 @@ fn a_rejection_shows_its_time_in_rfc3339_and_reads_one_stored_before_it_was_name
     assert_eq!(serde_json::from_value::<Rejection>(stored).unwrap(), r);
 }
 
-fn with_work() -> Value_ {
-    apply(&Value_::create(record()), &Change::Work { command: work::Command::SetWork(work_input()) }, Role::Owner, 1).unwrap().next
+fn with_work() -> core_handoff::Handoff {
+    apply(&core_handoff::Handoff::create(record()), &Change::Work { command: work::Command::SetWork(work_input()) }, Role::Owner, 1).unwrap().next
 }
 
 fn request() -> PackageRequest {
@@ -116,7 +116,7 @@ fn request() -> PackageRequest {
 #[test]
 fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
     let compiled = apply(&with_work(), &Change::Compile { request: request(), dry_run: false }, Role::Owner, 2).unwrap();
-    let body = changed(&compiled.next, &compiled.answer);
+    let body = changed(&compiled.next, &compiled.effect);
     assert_eq!((body["package_version"].as_u64(), body["changed"].as_bool()), (Some(1), Some(true)));
     assert_eq!(body["package"]["format"], 1);
     assert_eq!(body["package_hash"].as_str().map(str::len), Some(64));
@@ -124,7 +124,7 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
 
     let reject = RejectInput { reason: RejectReason::WrongRuntime, note: "not codex".into() };
     let rejected = apply(&compiled.next, &Change::Reject { input: reject }, Role::Machine, 3).unwrap();
-    let body = changed(&rejected.next, &rejected.answer);
+    let body = changed(&rejected.next, &rejected.effect);
     assert_eq!(body["state"], "rejected");
     assert_eq!(body["rejection"], json!({"reason": "wrong_runtime", "note": "not codex", "rejected_at": "1970-01-01T00:00:00.003Z", "by": "machine"}));
     let read: LatestAnswer = serde_json::from_value(body.clone()).unwrap();
@@ -132,14 +132,14 @@ fn a_package_or_policy_answer_puts_its_fields_beside_the_record() {
 
     let policy = Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
     let set = apply(&rejected.next, &Change::SetPolicy { policy }, Role::Owner, 4).unwrap();
-    let body = changed(&set.next, &set.answer);
+    let body = changed(&set.next, &set.effect);
     assert_eq!(body["policy"], json!({"runtimes": ["codex"], "context_threshold_pct": 80}));
     assert_eq!(body["handoff"]["version"], set.next.record.version);
 }
 
 #[test]
 fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
-    let h = Value_::create(record());
+    let h = core_handoff::Handoff::create(record());
     let owner = Handoff::of(&h, Role::Owner);
     let machine = Handoff::of(&h, Role::Machine);
     assert_eq!((owner.actions, machine.actions), (vec![Cow::from("cancel"), "close".into()], vec![Cow::from("report")]));

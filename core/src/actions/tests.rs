@@ -14,7 +14,7 @@ fn fresh() -> Handoff {
 }
 
 fn turn(command: TurnCommand) -> Change {
-    Change::Turn { command, unmet: None, usage: None, handoff: None }
+    Change::Turn { command, unmet: None, usage: None, package: None }
 }
 
 fn compile() -> Change {

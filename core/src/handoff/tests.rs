@@ -14,11 +14,11 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: None, handoff: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: None, package: None }
 }
 
-fn open(after: u64, handoff: Option<PackageRequest>) -> Change {
-    Change::Turn { command: TurnCommand::OpenTurn { after }, unmet: None, usage: None, handoff }
+fn open(after: u64, package: Option<PackageRequest>) -> Change {
+    Change::Turn { command: TurnCommand::OpenTurn { after }, unmet: None, usage: None, package }
 }
 
 fn set_work() -> Change {
@@ -56,7 +56,7 @@ fn the_lineage_follows_every_turn_with_its_status_and_times() {
     let h = ok(&h, open(1, None), Role::Owner).next;
     assert_eq!(h.lineage.len(), 2);
     assert_eq!(h.lineage[1].continued_from.as_ref().map(|c| c.turn), Some(1));
-    let h = ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Role::Owner).next;
+    let h = ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
     assert_eq!((h.record.state, h.lineage[1].status), (State::Closed, Status::Cancelled));
 }
 
@@ -92,7 +92,7 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
         command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None },
         unmet: Some(vec![1]),
         usage: None,
-        handoff: None,
+        package: None,
     };
     let h = ok(&h, failed, Role::Machine).next;
     assert_eq!(h.work.unmet, vec![1]);
@@ -127,7 +127,7 @@ fn a_runtimes_report_replaces_the_last_whole_with_its_time_and_only_the_machine_
     assert!(!same.moved, "the same report of the same moment again changes nothing");
     let by_owner = apply(&h.next, &runtimes(&[]), Role::Owner, 9_000).unwrap_err();
     assert_eq!(by_owner.code, Code::AuthForbidden);
-    let closed = ok(&fresh(), Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, Role::Owner).next;
+    let closed = ok(&fresh(), Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
     assert_eq!(apply(&closed, &runtimes(&[]), Role::Machine, 9_000).unwrap_err().code, Code::HandoffClosed);
 }
 
@@ -150,7 +150,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: Some(usage), handoff: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: Some(usage), package: None }
 }
 
 #[test]
@@ -188,13 +188,13 @@ fn package_routes_move_the_version_only_when_the_ledger_moves() {
     let compile = Change::Compile { request: request("codex"), dry_run: false };
     let first = ok(&h, compile.clone(), Role::Owner);
     assert!(first.moved);
-    assert!(matches!(&first.answer, Effect::Compiled(c) if c.package_version == 1 && c.changed));
+    assert!(matches!(&first.effect, Effect::Compiled(c) if c.package_version == 1 && c.changed));
     let again = ok(&first.next, compile.clone(), Role::Owner);
     assert!(!again.moved);
-    assert!(matches!(&again.answer, Effect::Compiled(c) if c.package_version == 1 && !c.changed));
+    assert!(matches!(&again.effect, Effect::Compiled(c) if c.package_version == 1 && !c.changed));
     let dry = ok(&first.next, Change::Compile { request: request("other"), dry_run: true }, Role::Owner);
     assert!(!dry.moved);
-    assert!(matches!(&dry.answer, Effect::Compiled(c) if c.package_version == 2), "a preview of the next version, not written");
+    assert!(matches!(&dry.effect, Effect::Compiled(c) if c.package_version == 2), "a preview of the next version, not written");
     let reject = Change::Reject { input: RejectInput { reason: RejectReason::MissingContext, note: "no logs".into() } };
     let rejected = ok(&first.next, reject, Role::Machine);
     assert!(rejected.moved);
@@ -207,8 +207,8 @@ fn each_change_names_its_kind_in_the_history() {
         (open(1, None), "turn_opened"),
         (open(1, Some(request("codex"))), "turn_handed_off"),
         (report(1, ReportStatus::Done), "report"),
-        (Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, handoff: None }, "cancel"),
-        (Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, handoff: None }, "close"),
+        (Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, package: None }, "cancel"),
+        (Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, "close"),
         (set_work(), "work"),
         (Change::SetPolicy { policy }, "policy"),
         (runtimes(&[]), "runtimes"),

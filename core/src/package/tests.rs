@@ -225,7 +225,7 @@ pub(crate) fn request() -> PackageRequest {
 
 pub(crate) fn rich_package() -> Package {
     let (h, w, l) = (handoff(2, Status::Running), rich_work(), lineage());
-    compile(&Sources { handoff: &h, work: &w, lineage: &l }, &request(), None, T0 + 20_000).unwrap()
+    compile(&Sources { record: &h, work: &w, lineage: &l }, &request(), None, T0 + 20_000).unwrap()
 }
 
 // ---- Golden vectors ----
@@ -307,7 +307,7 @@ fn golden_package(name: &str) -> Package {
     let input: GoldenInput = serde_json::from_str(&text).unwrap();
     let mut h = handoff(input.handoff.turn, input.handoff.status);
     (h.id, h.session, h.machine, h.state) = (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
-    let sources = Sources { handoff: &h, work: &input.work, lineage: &input.lineage };
+    let sources = Sources { record: &h, work: &input.work, lineage: &input.lineage };
     compile(&sources, &input.request, input.rejection.as_ref(), input.now).unwrap()
 }
 
@@ -384,7 +384,7 @@ fn superseded_decisions_are_absent_from_the_package() {
 #[test]
 fn a_package_needs_the_work_to_be_set() {
     let h = handoff(1, Status::Running);
-    let e = compile(&Sources { handoff: &h, work: &Work::default(), lineage: &[] }, &request(), None, T0).unwrap_err();
+    let e = compile(&Sources { record: &h, work: &Work::default(), lineage: &[] }, &request(), None, T0).unwrap_err();
     assert_eq!(e.code, Code::RequestInvalid);
 }
 
@@ -393,7 +393,7 @@ fn a_package_needs_the_work_to_be_set() {
 fn with_work(extra: impl FnOnce(Work) -> Work) -> Package {
     let h = handoff(1, Status::Running);
     let w = extra(run(&Work::default(), Command::SetWork(work_input()), Role::Owner, T0));
-    compile(&Sources { handoff: &h, work: &w, lineage: &[] }, &request(), None, T0).unwrap()
+    compile(&Sources { record: &h, work: &w, lineage: &[] }, &request(), None, T0).unwrap()
 }
 
 #[test]
@@ -470,7 +470,7 @@ fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
 fn compile_turns(lineage: &[TurnEntry], current: &TurnEntry) -> Package {
     let h = handoff(current.turn, current.status);
     let w = rich_work();
-    compile(&Sources { handoff: &h, work: &w, lineage }, &request(), None, T0).unwrap()
+    compile(&Sources { record: &h, work: &w, lineage }, &request(), None, T0).unwrap()
 }
 
 #[test]
@@ -578,14 +578,14 @@ impl World {
     }
 
     fn sources(&self) -> Sources<'_> {
-        Sources { handoff: &self.handoff, work: &self.work, lineage: &self.lineage }
+        Sources { record: &self.handoff, work: &self.work, lineage: &self.lineage }
     }
 
     fn compile(&mut self, at: EpochMs) -> Compiled {
         let applied = self.ledger.compile(&self.sources(), &request(), false, at).expect("compiled");
-        assert_eq!(applied.moved, applied.answer.changed);
+        assert_eq!(applied.moved, applied.effect.changed);
         self.ledger = applied.next;
-        applied.answer
+        applied.effect
     }
 
     fn try_compile(&self) -> Result<crate::applied::Applied<Ledger, Compiled>, Refusal> {
@@ -601,9 +601,9 @@ fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
     let before = w.ledger.clone();
     let again = w.ledger.compile(&w.sources(), &request(), false, T0 + 50_000).unwrap();
     assert!(!again.moved);
-    assert!(!again.answer.changed);
-    assert_eq!((again.answer.package_version, &again.answer.package_hash), (1, &first.package_hash));
-    assert_eq!(again.answer.package.generated_at, first.package.generated_at, "the document it already had");
+    assert!(!again.effect.changed);
+    assert_eq!((again.effect.package_version, &again.effect.package_hash), (1, &first.package_hash));
+    assert_eq!(again.effect.package.generated_at, first.package.generated_at, "the document it already had");
     assert_eq!(again.next, before);
 }
 
@@ -626,7 +626,7 @@ fn a_dry_run_answers_the_same_and_writes_nothing() {
     assert_eq!(dry.next, Ledger::default());
     assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
     let real = w.compile(T0 + 20_000);
-    assert_eq!(dry.answer, real);
+    assert_eq!(dry.effect, real);
 }
 
 #[test]
@@ -636,8 +636,8 @@ fn rejection_then_recompile_then_recompile_gives_two_versions_and_is_stable_from
     let reject = RejectInput { reason: RejectReason::MissingContext, note: "which tokenizer?".into() };
     let r = w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 21_000).unwrap();
     assert!(r.moved);
-    assert_eq!(r.answer.state, OfferState::Rejected);
-    assert_eq!(r.answer.rejection.as_ref().map(|r| r.reason), Some(RejectReason::MissingContext));
+    assert_eq!(r.effect.state, OfferState::Rejected);
+    assert_eq!(r.effect.rejection.as_ref().map(|r| r.reason), Some(RejectReason::MissingContext));
     w.ledger = r.next;
 
     // The owner amends the record and compiles: a new version, listing the rejection.
@@ -703,7 +703,7 @@ fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_
     let v1 = w.compile(T0);
     let a = w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 1).unwrap();
     assert!(a.moved);
-    assert_eq!(a.answer.state, OfferState::Accepted);
+    assert_eq!(a.effect.state, OfferState::Accepted);
     w.ledger = a.next;
     assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
@@ -713,7 +713,7 @@ fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_
     // The turn ends, the next one opens: it may compile again.
     w.handoff.turn = 3;
     let next = w.try_compile().unwrap();
-    assert_eq!((next.answer.package_version, next.moved), (2, true));
+    assert_eq!((next.effect.package_version, next.moved), (2, true));
 }
 
 #[test]

@@ -228,7 +228,7 @@ fn change(change: Change) -> Op {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
-    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()) }, unmet: None, usage: None, handoff: None })
+    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()) }, unmet: None, usage: None, package: None })
 }
 
 fn set_work() -> Op {
@@ -356,7 +356,7 @@ fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
     let turns = TURNS_KEPT_PER_HANDOFF_MAX as u64 + 3;
     for turn in 1..turns {
         d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
-        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, handoff: None })));
+        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, package: None })));
         assert_eq!(status, 200);
     }
     assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
@@ -556,9 +556,9 @@ proptest! {
             let (closed, turn) = (stored.is_closed(), stored.turn);
             let op = match s {
                 Step::Report(status, k, _) => report(turn, *status, &format!("summary {k}")),
-                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, handoff: None }),
-                Step::Cancel => change(Change::Turn { command: Command::Cancel { turn: None }, unmet: None, usage: None, handoff: None }),
-                Step::Close => change(Change::Turn { command: Command::Close, unmet: None, usage: None, handoff: None }),
+                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, package: None }),
+                Step::Cancel => change(Change::Turn { command: Command::Cancel { turn: None }, unmet: None, usage: None, package: None }),
+                Step::Close => change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None }),
                 Step::SetWork => set_work(),
                 Step::Compile(dry) => compile(*dry),
                 Step::Get => Op::Get,

@@ -66,8 +66,8 @@ fn files(list: &[(&str, u32, u32)]) -> Command {
 fn setting_the_same_work_again_changes_nothing() {
     let a = run(&Work::default(), Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(a.moved);
-    assert_eq!(a.answer.kind(), "work");
-    assert_eq!(a.answer, Item::Work(work_input(&["fast"])));
+    assert_eq!(a.effect.kind(), "work");
+    assert_eq!(a.effect, Item::Work(work_input(&["fast"])));
     let b = run(&a.next, Command::SetWork(work_input(&["fast"])), Role::Owner);
     assert!(!b.moved);
     assert_eq!(b.next, a.next);
@@ -85,7 +85,7 @@ fn a_closed_hand_off_refuses_every_work_command() {
 fn decisions_get_counter_ids_and_a_superseded_one_stays_on_the_record() {
     let w = run(&Work::default(), decision("use sqlite", None), Role::Machine).next;
     let a = run(&w, decision("use postgres", Some("dec_1")), Role::Owner);
-    let Item::Decision(d) = &a.answer else { panic!("{:?}", a.answer) };
+    let Item::Decision(d) = &a.effect else { panic!("{:?}", a.effect) };
     assert_eq!((d.id.as_str(), d.recorded_at.ms(), d.by), ("dec_2", 5_000, Role::Owner));
     assert_eq!(a.next.decisions.len(), 2);
     assert_eq!(a.next.decisions[0].superseded_by.as_deref(), Some("dec_2"));
@@ -108,15 +108,15 @@ fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
     let w = run(&Work::default(), artifact("Design", "https://x/1", None), Role::Machine).next;
     let same = run(&w, artifact("Design", "https://x/1", None), Role::Machine);
     assert!(!same.moved);
-    assert!(matches!(&same.answer, Item::Artifact(a) if a.version == 1));
+    assert!(matches!(&same.effect, Item::Artifact(a) if a.version == 1));
     let sha = "AB".repeat(32);
     let v2 = run(&w, artifact("Design", "https://x/1", Some(&sha)), Role::Machine);
     assert!(v2.moved);
-    let Item::Artifact(a) = &v2.answer else { panic!("{:?}", v2.answer) };
+    let Item::Artifact(a) = &v2.effect else { panic!("{:?}", v2.effect) };
     assert_eq!((a.id.as_str(), a.version), ("art_1", 2));
     assert_eq!(a.sha256, Some("ab".repeat(32)));
     let other = run(&v2.next, artifact("Plan", "https://x/2", None), Role::Machine);
-    assert!(matches!(&other.answer, Item::Artifact(a) if a.id == "art_2"));
+    assert!(matches!(&other.effect, Item::Artifact(a) if a.id == "art_2"));
     assert_eq!(other.next.artifacts.len(), 3, "every version stays on the record");
     let latest: Vec<_> = other.next.latest_artifacts().iter().map(|a| (a.id.as_str(), a.version)).collect();
     assert_eq!(latest, [("art_2", 1), ("art_1", 2)]);
@@ -131,7 +131,7 @@ fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
     let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner);
     assert!(r.moved);
-    assert!(matches!(&r.answer, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000.into())));
+    assert!(matches!(&r.effect, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000.into())));
     assert!(!run(&r.next, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
     let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Role::Owner);
     assert_eq!(e.code, Code::BlockerNotFound);
@@ -144,7 +144,7 @@ fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
     assert!(a.moved);
     assert_eq!(a.next.files.len(), 2);
     assert_eq!(a.next.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
-    let Item::Workspace { files: named, paths_kept } = &a.answer else { panic!("{:?}", a.answer) };
+    let Item::Workspace { files: named, paths_kept } = &a.effect else { panic!("{:?}", a.effect) };
     assert_eq!(*paths_kept, 2);
     assert_eq!(named, &[FileInput { path: "src/a.rs".into(), insertions: 9, deletions: 1 }], "each path once, with its latest counts");
     assert!(!run(&a.next, files(&[("b", 0, 0)]), Role::Machine).moved);
@@ -388,7 +388,7 @@ fn http_and_https_uris_in_any_case_and_relative_references_are_accepted() {
         assert!(parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).is_ok(), "{uri}");
         assert!(parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).is_ok(), "{uri}");
         let a = run(&Work::default(), artifact("Design", uri, None), Role::Machine);
-        assert!(matches!(&a.answer, Item::Artifact(art) if art.uri == uri), "kept as sent");
+        assert!(matches!(&a.effect, Item::Artifact(art) if art.uri == uri), "kept as sent");
     }
 }
 
