@@ -124,14 +124,14 @@ impl Wire for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handoff_core::handoff::{apply, Change, Handoff as Whole};
+    use handoff_core::handoff::{self as core_handoff, apply, Change};
     use handoff_core::package::PackageRequest;
     use handoff_core::role::Role;
     use handoff_core::turn::Record;
     use handoff_core::work::{self, WorkInput};
 
-    fn compiled() -> (Whole, Effect) {
-        let h = Whole::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0));
+    fn compiled() -> (core_handoff::Handoff, Effect) {
+        let h = core_handoff::Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0));
         let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
         let h = apply(&h, &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
         let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
