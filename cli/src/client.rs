@@ -20,7 +20,7 @@ pub mod watch;
 // The API's request bodies and answers are the service's own types (`handoff-api` and
 // `handoff-core`): the client never re-declares them. Answers are read leniently (see
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
-pub use handoff_api::input::ReportInput;
+pub use handoff_api::input::{CancelInput, CloseInput, CreateInput, OpenTurnInput, ReportInput};
 pub use handoff_api::view::{Page, Rejection, Row, Suggestion, Turn};
 /// A record as the API answers it (its `actions` and the owner's `policy` beside it).
 pub type Handoff = handoff_api::view::Handoff<'static>;
@@ -30,19 +30,14 @@ pub type Compiled = handoff_api::view::CompiledAnswer;
 pub type Latest = handoff_api::view::LatestAnswer;
 /// The whole work record (`GET …/work`).
 pub type WorkRecord = handoff_api::view::WorkRecord<'static>;
-pub use handoff_core::package::{ContinuedFrom, OfferState, PackageRequest, RejectReason};
+pub use handoff_core::package::{AcceptInput, ContinuedFrom, OfferState, PackageRequest, RejectInput, RejectReason};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
-pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput};
+pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
 
-/// The create answer: the hand-off, its machine token, and whether this call created it
-/// (201) or found the session's existing hand-off (200).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Created {
-    pub handoff: Handoff,
-    pub machine_token: String,
-    pub new: bool,
-}
+/// The create answer: the hand-off and its machine token. Whether this call created it is the
+/// reply's status: 201, or 200 for the session's existing hand-off.
+pub type Created = handoff_api::view::Created<'static>;
 
 /// An item of the work record (`decision`, `artifact`, `blocker`, `work`, `policy`, …) with
 /// the hand-off it changed. The item stays JSON: it is shown, never interpreted.
@@ -60,21 +55,7 @@ impl Item {
 }
 
 /// `reach` of a briefing: what the destination can reach (the API, or nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Reach {
-    Api,
-    None,
-}
-
-impl Reach {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reach::Api => "api",
-            Reach::None => "none",
-        }
-    }
-}
+pub use handoff_core::briefing::ReachKind as Reach;
 
 /// Where a client goes when neither `--url` nor `HANDOFF_URL` says: `scripts/dev`'s Worker.
 pub const URL_DEFAULT: &str = "http://127.0.0.1:8787";
@@ -260,13 +241,9 @@ impl Client {
 
     /// `POST /v1/handoffs`: one hand-off per session; a second create answers the same one.
     pub fn create(&self, session: &str, machine: &str, size: &str) -> Result<Reply<Created>, Error> {
-        let body = json!({"session": session, "machine": machine, "size": size});
-        let raw = self.change("POST", "/v1/handoffs", &body)?;
-        let reply = read_json::<Value>(raw)?;
-        let handoff = field(&reply, "handoff")?;
-        let machine_token = field(&reply, "machine_token")?;
-        let value = Created { handoff, machine_token, new: reply.status == 201 };
-        Ok(Reply { status: reply.status, body: reply.body, value })
+        let body = CreateInput { session: session.into(), machine: machine.into(), size: size.into() };
+        let raw = self.change("POST", "/v1/handoffs", &to_value(&body))?;
+        read_json(raw)
     }
 
     /// `GET /v1/handoffs/:id` (owner or machine).
@@ -278,11 +255,8 @@ impl Client {
     /// `POST …/turns {"after"}`; with `handoff`, the turn is handed to a runtime and its
     /// package compiled in the same write.
     pub fn open_turn(&self, id: &str, after: u64, handoff: Option<&PackageRequest>) -> Result<Reply<Handoff>, Error> {
-        let mut body = json!({"after": after});
-        if let Some(h) = handoff {
-            body["handoff"] = to_value(h);
-        }
-        read_handoff(self.change("POST", &handoff_path(id, "/turns"), &body)?)
+        let body = OpenTurnInput { after, package: handoff.cloned() };
+        read_handoff(self.change("POST", &handoff_path(id, "/turns"), &to_value(&body))?)
     }
 
     /// `POST …/report` (machine).
@@ -292,13 +266,12 @@ impl Client {
 
     /// `POST …/cancel` (owner), optionally naming the turn the caller saw.
     pub fn cancel(&self, id: &str, turn: Option<u64>) -> Result<Reply<Handoff>, Error> {
-        let body = turn.map_or_else(|| json!({}), |t| json!({"turn": t}));
-        read_handoff(self.change("POST", &handoff_path(id, "/cancel"), &body)?)
+        read_handoff(self.change("POST", &handoff_path(id, "/cancel"), &to_value(&CancelInput { turn }))?)
     }
 
     /// `POST …/close` (owner): the only terminal change.
     pub fn close(&self, id: &str) -> Result<Reply<Handoff>, Error> {
-        read_handoff(self.change("POST", &handoff_path(id, "/close"), &json!({}))?)
+        read_handoff(self.change("POST", &handoff_path(id, "/close"), &to_value(&CloseInput {}))?)
     }
 
     /// `GET …/wait?after=V&timeout=S`: answers when the version is above `after` or the
@@ -428,12 +401,13 @@ impl Client {
     /// `POST …/blockers/:bid/resolve`.
     pub fn resolve_blocker(&self, id: &str, blocker_id: &str) -> Result<Reply<Item>, Error> {
         let path = handoff_path(id, &format!("/blockers/{}/resolve", encode(blocker_id)));
-        read_item(self.change("POST", &path, &json!({}))?, "blocker")
+        read_item(self.change("POST", &path, &to_value(&CloseInput {}))?, "blocker")
     }
 
     /// `POST …/workspace` (machine): paths and counts, nothing else.
     pub fn workspace(&self, id: &str, files: &[FileInput]) -> Result<Reply<Item>, Error> {
-        read_item(self.change("POST", &handoff_path(id, "/workspace"), &json!({"files": files}))?, "workspace")
+        let body = WorkspaceInput { files: files.to_vec() };
+        read_item(self.change("POST", &handoff_path(id, "/workspace"), &to_value(&body))?, "workspace")
     }
 
     /// `POST …/package` (owner); `dry_run` answers the same and writes nothing.
@@ -461,13 +435,14 @@ impl Client {
 
     /// `POST …/package/accept {"package_hash"}`: accepts that exact document.
     pub fn accept(&self, id: &str, package_hash: &str) -> Result<Reply<Value>, Error> {
-        read_json(self.change("POST", &handoff_path(id, "/package/accept"), &json!({"package_hash": package_hash}))?)
+        let body = AcceptInput { package_hash: package_hash.into() };
+        read_json(self.change("POST", &handoff_path(id, "/package/accept"), &to_value(&body))?)
     }
 
     /// `POST …/package/reject {"reason", "note"}`.
     pub fn reject(&self, id: &str, reason: RejectReason, note: &str) -> Result<Reply<Value>, Error> {
-        let body = json!({"reason": reason, "note": note});
-        read_json(self.change("POST", &handoff_path(id, "/package/reject"), &body)?)
+        let body = RejectInput { reason, note: note.into() };
+        read_json(self.change("POST", &handoff_path(id, "/package/reject"), &to_value(&body))?)
     }
 
     /// `GET …/briefing?budget=N&reach=api|none`: plain text within `budget` bytes.

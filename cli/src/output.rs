@@ -196,7 +196,7 @@ pub fn row_lines(r: &Row) -> Vec<String> {
 /// `create`: the id on the first line, the machine token on the second, bare, so that a
 /// script reads them with two `read`s. The token is a credential: it goes to stdout only.
 pub fn created_lines(c: &Created) -> Vec<String> {
-    vec![c.handoff.id.clone(), c.machine_token.clone()]
+    vec![c.handoff.id.clone(), c.machine_token.to_string()]
 }
 
 pub fn opened_line(h: &Handoff) -> String {

@@ -45,10 +45,21 @@ impl Reach {
 }
 
 /// `?reach=` without the base URL, which the adapter knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ReachKind {
     Api,
     None,
+}
+
+impl ReachKind {
+    /// As `?reach=` writes it (the serde name too).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReachKind::Api => "api",
+            ReachKind::None => "none",
+        }
+    }
 }
 
 /// A section that may be left out whole.

@@ -174,7 +174,7 @@ fn follow_and_list_print_the_suggestion_too() {
 
 #[test]
 fn create_prints_the_id_then_the_machine_token() {
-    let c = Created { handoff: handoff(1, "running", 1), machine_token: "eyJ.x.y".into(), new: true };
+    let c = Created { handoff: handoff(1, "running", 1), machine_token: "eyJ.x.y".into() };
     assert_eq!(created_lines(&c), ["ho_0123456789abcdef0123456789abcdef", "eyJ.x.y"]);
 }
 
