@@ -19,7 +19,7 @@ mod watch;
 
 use crate::bindings::{self, store_failed};
 use crate::clock::now_ms;
-use handoff_api::protocol::Ask;
+use handoff_api::protocol::{self, Ask};
 use handoff_api::wire::Json;
 use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
@@ -44,6 +44,11 @@ pub static STARTS: AtomicU64 = AtomicU64::new(0);
 /// object reads one header of the request and builds its answer in one call (`crate::http`).
 #[wasm_bindgen]
 pub struct HandoffObject {
+    object: Rc<Object>,
+}
+
+/// The object itself; shared with what an answer still owes once `fetch` has returned.
+pub(crate) struct Object {
     state: State,
     env: Env,
     inner: Rc<Inner>,
@@ -104,60 +109,95 @@ impl HandoffObject {
             delivering: RefCell::new(Vec::new()),
             fault: Cell::new(None),
         };
-        HandoffObject { state, env, inner: Rc::new(inner) }
+        HandoffObject { object: Rc::new(Object { state, env, inner: Rc::new(inner) }) }
     }
 
-    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
+    /// One ask. The answer itself when nothing waits (a read, a refusal, a change with nothing
+    /// to publish), so the runtime gets it with no promise of ours; a promise of it otherwise.
+    pub fn fetch(&self, req: web_sys::Request) -> JsValue {
+        match crate::http::ask_in_header(&req) {
+            Ok(Some(decoded)) => self.object.serve(decoded),
+            Ok(None) => {
+                let object = self.object.clone();
+                // A long ask is the body, which only a promise reads.
+                let read = async move {
+                    let decoded = crate::http::ask_in_body(&req).await;
+                    Ok(match decoded {
+                        Ok(decoded) => object.serve(decoded),
+                        Err(e) => settled(store_failed("unreadable internal ask", &e)),
+                    })
+                };
+                worker::wasm_bindgen_futures::future_to_promise(read).into()
+            }
+            Err(e) => settled(store_failed("unreadable internal ask", &e)),
+        }
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        self.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
+        self.object.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
     }
 
     #[wasm_bindgen(js_name = webSocketMessage)]
-    pub async fn websocket_message(&self, ws: web_sys::WebSocket, message: JsValue) -> std::result::Result<JsValue, JsValue> {
+    pub fn websocket_message(&self, ws: web_sys::WebSocket, message: JsValue) {
         let text = message.as_string();
-        if let Err(e) = self.on_watch_message(&WebSocket::from(ws), text.as_deref()) {
+        if let Err(e) = self.object.on_watch_message(&WebSocket::from(ws), text.as_deref()) {
             // Storage failed under a message: the client keeps its socket and its place, and
             // the next change or message tries again.
-            self.inner.forget();
+            self.object.inner.forget();
             console_error!("a watch's message: {e}");
         }
-        Ok(JsValue::NULL)
     }
 
     /// The client closed: close this side too (the runtime then forgets the socket).
     #[wasm_bindgen(js_name = webSocketClose)]
-    pub async fn websocket_close(&self, ws: web_sys::WebSocket, code: usize, _reason: String, _was_clean: bool) -> std::result::Result<JsValue, JsValue> {
+    pub fn websocket_close(&self, ws: web_sys::WebSocket, code: usize, _reason: String, _was_clean: bool) {
         watch::close_as_asked(&WebSocket::from(ws), code);
-        Ok(JsValue::NULL)
     }
 
     #[wasm_bindgen(js_name = webSocketError)]
-    pub async fn websocket_error(&self, _ws: web_sys::WebSocket, error: JsValue) -> std::result::Result<JsValue, JsValue> {
+    pub fn websocket_error(&self, _ws: web_sys::WebSocket, error: JsValue) {
         console_log!("a watch's socket failed: {}", Error::from(error));
-        Ok(JsValue::NULL)
     }
 }
 
-impl HandoffObject {
-    async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
-        // An ask this build cannot read is a deploy that mixes versions, which a retry
-        // outlives: 503, not the client's 400. Parsed by serde_json from the text, not by the
-        // runtime's JSON.parse, which would turn integers past 2^53 into floats.
-        let ask: Ask = match crate::http::read_ask(&req).await {
-            Ok(Ok(ask)) => ask,
-            Ok(Err(e)) => return store_failed("unreadable internal ask", &e),
-            Err(e) => return store_failed("unreadable internal ask", &e),
+/// An answer as what `fetch` gives the runtime: the response, or a rejection it reports.
+fn settled(answer: Result<web_sys::Response>) -> JsValue {
+    match answer {
+        Ok(response) => response.into(),
+        Err(e) => js_sys::Promise::reject(&JsValue::from(e)).into(),
+    }
+}
+
+/// What carrying out a plan has come to once nothing more can be done without an await.
+enum Carried {
+    Answered(web_sys::Response),
+    /// Its writes are committed; its publication and delivery are owed.
+    Owing(Plan),
+}
+
+impl Object {
+    /// Serves a decoded ask. An ask this build cannot read is a deploy that mixes versions,
+    /// which a retry outlives: 503, not the client's 400.
+    fn serve(self: &Rc<Self>, decoded: std::result::Result<Ask, protocol::Unreadable>) -> JsValue {
+        let ask = match decoded {
+            Ok(ask) => ask,
+            Err(e) => return settled(store_failed("unreadable internal ask", &e)),
         };
-        let plan = match self.plan(ask) {
-            Ok(plan) => plan,
-            Err(e) => return self.failed("hand-off object", &e),
-        };
-        match self.carry_out(plan).await {
-            Ok(response) => Ok(response),
-            Err(e) => self.failed("hand-off object", &e),
+        let carried = self.plan(ask).and_then(|plan| self.carry_out_now(plan));
+        match carried {
+            Ok(Carried::Answered(response)) => response.into(),
+            Ok(Carried::Owing(plan)) => {
+                let object = self.clone();
+                let finish = async move {
+                    let answer = match object.finish(plan).await {
+                        Ok(response) => Ok(response),
+                        Err(e) => object.failed("hand-off object", &e),
+                    };
+                    answer.map(JsValue::from).map_err(JsValue::from)
+                };
+                worker::wasm_bindgen_futures::future_to_promise(finish).into()
+            }
+            Err(e) => settled(self.failed("hand-off object", &e)),
         }
     }
 
@@ -212,10 +252,9 @@ impl HandoffObject {
         }
     }
 
-    /// Carries out `plan`: its writes in one transaction, then its alarm, publication and
-    /// delivery, then its answer. A plan that neither publishes nor delivers is answered here
-    /// without an await.
-    async fn carry_out(&self, plan: Plan) -> Result<web_sys::Response> {
+    /// Carries out what of `plan` needs no await: its writes in one transaction and its alarm,
+    /// then its answer when it neither publishes nor delivers.
+    fn carry_out_now(&self, plan: Plan) -> Result<Carried> {
         if let Some(log) = &plan.log {
             console_error!("{log}");
         }
@@ -231,6 +270,14 @@ impl HandoffObject {
             let at = js_sys::Date::new(&JsValue::from_f64(at as f64));
             drop(self.state.storage().as_raw().set_alarm(at, js_sys::Object::new())?);
         }
+        if plan.waits() {
+            return Ok(Carried::Owing(plan));
+        }
+        self.reply(plan.reply).map(Carried::Answered)
+    }
+
+    /// The rest of a plan: its publication, then its delivery, then its answer.
+    async fn finish(&self, plan: Plan) -> Result<web_sys::Response> {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }

@@ -143,17 +143,36 @@ pub fn raw_stub(stub: worker::Stub) -> worker::worker_sys::DurableObject {
     stub.into_rpc()
 }
 
-/// Sends `request` to an object and gives back its answer as the runtime gave it (a stream, a
-/// WebSocket's 101), untouched.
-pub async fn fetch(stub: &worker::worker_sys::DurableObject, request: &web_sys::Request) -> Result<web_sys::Response, Failed> {
-    let promise: Promise = stub.fetch_with_request(request)?;
-    let answer = JsFuture::from(promise).await?;
+/// Sends `request` to an object: the promise of its answer as the runtime will give it (a
+/// stream, a WebSocket's 101), untouched.
+pub fn fetch(stub: &worker::worker_sys::DurableObject, request: &web_sys::Request) -> Result<Promise, Failed> {
+    Ok(stub.fetch_with_request(request)?)
+}
+
+#[worker::wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// A promise whose rejection is handed to a function that answers in its place.
+    #[wasm_bindgen(extends = Promise)]
+    type Rejectable;
+    /// `promise.catch(onRejected)`: the promise then resolves to the handler's value.
+    #[wasm_bindgen(method, js_name = catch)]
+    fn catch_with(this: &Rejectable, on_rejected: &worker::js_sys::Function) -> Promise;
+}
+
+/// `answer`, or what `on_rejected` answers when it rejects.
+pub fn or_else(answer: &Promise, on_rejected: &worker::js_sys::Function) -> Promise {
+    answer.unchecked_ref::<Rejectable>().catch_with(on_rejected)
+}
+
+/// An object's answer, awaited where the Worker reads it.
+pub async fn await_answer(answer: Promise) -> Result<web_sys::Response, Failed> {
+    let answer = JsFuture::from(answer).await?;
     answer.dyn_into::<web_sys::Response>().map_err(|_| Failed("an object answered something other than a Response".into()))
 }
 
 /// Sends an encoded ask (`protocol::encode`) to an object: in [`protocol::ASK_HEADER`] when it
 /// fits, where the object reads it with no await, or else as the body.
-pub async fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> Result<web_sys::Response, Failed> {
+pub fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> Result<Promise, Failed> {
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
     match protocol::header_of(wire) {
@@ -164,16 +183,26 @@ pub async fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str
         }
         None => init.set_body(&JsValue::from_str(wire)),
     }
-    fetch(stub, &web_sys::Request::new_with_str_and_init(url, &init)?).await
+    fetch(stub, &web_sys::Request::new_with_str_and_init(url, &init)?)
 }
 
-/// Reads the ask an object was sent by [`ask`] (or by a watch's forwarded upgrade): from the
-/// header when it is there, else from the body. The outer error is the runtime's; the inner
-/// one an ask this build cannot read.
+/// The ask an object was sent by [`ask`] (or by a watch's forwarded upgrade) when it came in
+/// [`protocol::ASK_HEADER`], read with no await; `None` when it is the body. The outer error is
+/// the runtime's; the inner one an ask this build cannot read.
+pub fn ask_in_header<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Option<Result<T, protocol::Unreadable>>, Failed> {
+    Ok(req.headers().get(protocol::ASK_HEADER)?.map(|value| protocol::decode_header(&value)))
+}
+
+/// The ask an object was sent as the body.
+pub async fn ask_in_body<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
+    Ok(protocol::decode(&read_text(req.text()?).await?))
+}
+
+/// The ask an object was sent, from the header when it is there, else from the body.
 pub async fn read_ask<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
-    match req.headers().get(protocol::ASK_HEADER)? {
-        Some(value) => Ok(protocol::decode_header(&value)),
-        None => Ok(protocol::decode(&read_text(req.text()?).await?)),
+    match ask_in_header(req)? {
+        Some(decoded) => Ok(decoded),
+        None => ask_in_body(req).await,
     }
 }
 

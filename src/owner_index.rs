@@ -112,6 +112,7 @@ impl OwnerIndex {
                 answer(200, &Refusing { refusing: on })
             }
             IndexAsk::TestStorage => answer(200, &Bytes { bytes: self.state.storage().sql().database_size() }),
+            IndexAsk::TestPutUnreadable { id } => self.put_unreadable(&id),
         };
         answered.or_else(|e| store_failed("owner index", &e))
     }
@@ -180,6 +181,14 @@ impl OwnerIndex {
         let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         self.ensure_schema()?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
+        self.state.storage().sql().exec(UPSERT, bindings)?;
+        answer(200, &Ok_ { ok: true })
+    }
+
+    /// Test hook: a row under `id` whose value is not a row, newest of all.
+    fn put_unreadable(&self, id: &str) -> Result<web_sys::Response> {
+        self.ensure_schema()?;
+        let bindings = vec![id.into(), i64::MAX.into(), "open".into(), i64::MAX.into(), "{\"not\": \"a row\"".into()];
         self.state.storage().sql().exec(UPSERT, bindings)?;
         answer(200, &Ok_ { ok: true })
     }

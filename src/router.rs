@@ -17,15 +17,45 @@ use handoff_api::token::{self, Claims, Role};
 use handoff_core::limits::{BODY_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::watch;
 use serde::Serialize;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::future_to_promise;
 use worker::worker_sys::DurableObject as DurableObjectStub;
 use worker::*;
 
-#[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys::Response> {
-    match handle(Incoming::new(req), &env).await {
-        Ok(response) => Ok(response),
-        Err(error) => error_response(&error),
+/// The Worker's `fetch`. A request with no body is routed with no await: what it asks an
+/// object goes to the runtime as the object's own promise, untouched; a request with a body
+/// (or the list, whose `ETag` is its body's) is one promise of ours.
+#[wasm_bindgen(js_name = fetch)]
+pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context) -> JsValue {
+    let req = Incoming::new(req);
+    let admitted = match admit(&req, &env) {
+        Ok(Admitted::Answered(response)) => return response.into(),
+        Ok(Admitted::Route(admitted)) => admitted,
+        Err(error) => return error_value(&error),
+    };
+    if !req.has_body() {
+        return match dispatch(&req, &env, &admitted, Vec::new()) {
+            Ok(Outgoing::Answer(response)) => response.into(),
+            Ok(Outgoing::Object(answer)) => unavailable_on_rejection(answer).into(),
+            Ok(Outgoing::Page(page)) => future_to_promise(async move { Ok(settle(conditional(&req, page).await)) }).into(),
+            Err(error) => error_value(&error),
+        };
     }
+    let routed = async move {
+        let routed = match read_body(&req, admitted.method == "GET").await {
+            Ok(body) => dispatch(&req, &env, &admitted, body),
+            Err(error) => Err(error),
+        };
+        Ok(match routed {
+            Ok(Outgoing::Answer(response)) => response.into(),
+            Ok(Outgoing::Object(answer)) => settle(http::await_answer(answer).await.map_err(|e| unavailable("the object's fetch", &e))),
+            Ok(Outgoing::Page(page)) => settle(conditional(&req, page).await),
+            Err(error) => error_value(&error),
+        })
+    };
+    future_to_promise(routed).into()
 }
 
 /// What a route ends in: a response, or a refusal that `fetch` turns into the error body.
@@ -49,34 +79,67 @@ struct RefuseIndex {
     on: bool,
 }
 
-async fn handle(req: Incoming, env: &Env) -> Routed {
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnreadableRow {
+    id: String,
+}
+
+/// What a request has come to once it is routed and authenticated.
+enum Admitted {
+    /// Answered by the Worker alone (`/v1/health`, 405).
+    Answered(web_sys::Response),
+    Route(Box<Route_>),
+}
+
+/// A routed, authenticated request, owning what its dispatch reads.
+struct Route_ {
+    route: &'static Route,
+    method: String,
+    url: String,
+    id: Option<String>,
+    blocker: Option<String>,
+    /// `None` for the bench floor, which takes no token.
+    claims: Option<Claims>,
+    offered: Option<watch::Offered>,
+}
+
+/// What dispatching a request produced.
+enum Outgoing {
+    Answer(web_sys::Response),
+    /// An object's answer on its way, to go back as it is.
+    Object(js_sys::Promise),
+    /// The owner index's page, to be answered with its `ETag`.
+    Page(js_sys::Promise),
+}
+
+/// Finds the route, checks the store and the key, authenticates.
+fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     let config = bindings::config(env);
-    let raw_url = req.url();
-    let url = input::RequestUrl::split(&raw_url);
+    let url = req.url();
+    let split = input::RequestUrl::split(&url);
     let on = |gate: Gate| match gate {
         Gate::Always => true,
         Gate::TestHooks => config.test_hooks,
         Gate::BenchFloor => config.bench_floor,
     };
     let method = req.method();
-    let (route, params) = match routes::find(&method, url.path, on)? {
+    let (route, params) = match routes::find(&method, split.path, on)? {
         Found::Route(route, params) => (route, params),
-        Found::MethodNotAllowed(allowed) => return method_not_allowed(&method, &allowed),
+        Found::MethodNotAllowed(allowed) => return method_not_allowed(&method, &allowed).map(Admitted::Answered),
     };
     if let Kind::Health = route.kind {
         let store = if config.store_bound { "bound" } else { "unbound" };
         let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
-        return json_response(200, &Health { ok: true, store, auth });
+        return json_response(200, &Health { ok: true, store, auth }).map(Admitted::Answered);
     }
     // The store is bound only when both of its objects are.
     if !config.store_bound {
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     }
-    // Each namespace is looked up only by a route that asks its objects.
-    let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
+    let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
     if let Kind::BenchFloor = route.kind {
-        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
-        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).await;
+        return Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: None, offered: None })));
     }
     let Some(key) = config.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
@@ -89,66 +152,110 @@ async fn handle(req: Incoming, env: &Env) -> Routed {
     let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
     let offered = if upgrade { Some(watch::offered(req.header("Sec-WebSocket-Protocol").as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
-    let claims = authenticate(&req, bearer, key, &config.expect)?;
+    let claims = authenticate(req, bearer, key, &config.expect)?;
     if route.role.is_some_and(|role| role != claims.role) {
         return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
     }
-    let body = read_body(&req, method == "GET").await?;
+    Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: Some(claims), offered })))
+}
+
+/// Reads the operation the route says from the query and `body`, and sends it where it goes.
+fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std::result::Result<Outgoing, ApiError> {
+    let url = input::RequestUrl::split(&admitted.url);
+    // Each namespace is looked up only by a route that asks its objects.
+    let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
+    let Some(claims) = &admitted.claims else {
+        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
+        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).map(Outgoing::Object);
+    };
     let caller = Caller { owner: claims.sub.clone(), role: claims.role };
-    match route.kind {
+    match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
         Kind::List => {
             let query = input::parse_list_query(url.query)?;
-            let page = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).await?;
-            conditional(&req, page).await
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).map(Outgoing::Page)
         }
         Kind::Create => {
             let create = input::parse_create(&body)?;
             let id = input::handoff_id(&claims.sub, &create.session);
+            let key = bindings::config(env).key.clone().unwrap_or_default();
             let machine_token = token::machine_token(&claims.sub, &id, key.as_bytes(), now_s());
             let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size, machine_token };
-            send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).await
+            send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).map(Outgoing::Object)
         }
         Kind::TestRefuseIndex => {
             let on = input::parse_json::<RefuseIndex>(&body)?.on;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).await
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).map(Outgoing::Object)
         }
         Kind::TestIndexPut => {
             let row = input::parse_json(&body)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).await
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).map(Outgoing::Object)
+        }
+        Kind::TestIndexPutUnreadable => {
+            let id = input::parse_json::<UnreadableRow>(&body)?.id;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestPutUnreadable { id }).map(Outgoing::Object)
         }
         Kind::TestObjectStarts => {
             no_query(url.query)?;
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
-            json_response(200, &ObjectStarts { handoff_objects: starts })
+            json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
         }
         Kind::Handoff { read, change, transport } => {
-            let id = params.id.unwrap_or_default();
+            let id = admitted.id.as_deref().unwrap_or_default();
             if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
                 return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
             }
             let given = Input {
                 query: url.query,
                 body: &body,
-                blocker: params.blocker,
+                blocker: admitted.blocker.as_deref(),
                 origin: url.origin,
                 valid_until_s: claims.exp.saturating_add(TOKEN_CLOCK_SKEW_S),
-                subprotocol: offered.as_ref().is_some_and(|o| o.handoff_v1),
+                subprotocol: admitted.offered.as_ref().is_some_and(|o| o.handoff_v1),
             };
             let op = read(&given)?;
-            let idempotency = if change { idempotency(&req, route, url.path, url.query, &claims, &body)? } else { None };
+            let idempotency = if change { idempotency(req, admitted.route, url.path, url.query, claims, &body)? } else { None };
             let ask = Ask { caller, op, idempotency };
             let object = stub(&namespace(HANDOFFS)?, id)?;
             match transport {
-                Transport::Ask => send(&object, &ask).await,
+                Transport::Ask => send(&object, &ask).map(Outgoing::Object),
                 Transport::Upgrade => {
                     // Every other refusal first: a watch asked for without the upgrade is 426.
-                    require_upgrade(&req)?;
-                    forward_upgrade(&object, &ask).await
+                    require_upgrade(req)?;
+                    forward_upgrade(&object, &ask).map(Outgoing::Object)
                 }
             }
         }
     }
+}
+
+/// An answer of ours as what `fetch` gives the runtime.
+fn settle(routed: Routed) -> JsValue {
+    match routed {
+        Ok(response) => response.into(),
+        Err(error) => error_value(&error),
+    }
+}
+
+fn error_value(error: &ApiError) -> JsValue {
+    match error_response(error) {
+        Ok(response) => response.into(),
+        // Building a JSON error cannot fail short of the runtime failing.
+        Err(e) => js_sys::Promise::reject(&JsValue::from(e)).into(),
+    }
+}
+
+thread_local! {
+    /// Turns a rejected object answer (the object reset under it, the runtime failing) into
+    /// 503 `store.unavailable`, which clients retry; made once per isolate.
+    static UNAVAILABLE: Closure<dyn FnMut(JsValue) -> JsValue> = Closure::new(|cause: JsValue| {
+        settle(Err(unavailable("the object's fetch", &Error::from(cause))))
+    });
+}
+
+/// The object's answer as it comes, or 503 when it never does.
+fn unavailable_on_rejection(answer: js_sys::Promise) -> js_sys::Promise {
+    UNAVAILABLE.with(|on_rejection| http::or_else(&answer, on_rejection.as_ref().unchecked_ref()))
 }
 
 /// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
@@ -161,11 +268,11 @@ fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
 }
 
 /// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
-async fn forward_upgrade(stub: &DurableObjectStub, ask: &Ask) -> Routed {
+fn forward_upgrade(stub: &DurableObjectStub, ask: &Ask) -> std::result::Result<js_sys::Promise, ApiError> {
     let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
     let request = http::get_with("https://handoff/watch", &[("Upgrade", "websocket"), (protocol::ASK_HEADER, &header)])
         .map_err(|e| unavailable("building the upgrade", &e))?;
-    http::fetch(stub, &request).await.map_err(|e| unavailable("the object's fetch", &e))
+    http::fetch(stub, &request).map_err(|e| unavailable("the object's fetch", &e))
 }
 
 fn no_query(query: &str) -> std::result::Result<(), ApiError> {
@@ -249,14 +356,15 @@ fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<DurableO
 }
 
 /// Asks the owner's index object.
-async fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> Routed {
+fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> std::result::Result<js_sys::Promise, ApiError> {
     let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
-    http::ask(&stub(owners, &owner_index_name(owner))?, "https://handoff/ask", &payload).await.map_err(|e| unavailable("the object's fetch", &e))
+    http::ask(&stub(owners, &owner_index_name(owner))?, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e))
 }
 
 /// A page answered with its `ETag`, or 304 with no body when the request's `If-None-Match`
 /// names it: a client that polls the list pays one small exchange while nothing moves.
-async fn conditional(req: &Incoming, page: web_sys::Response) -> Routed {
+async fn conditional(req: &Incoming, page: js_sys::Promise) -> Routed {
+    let page = http::await_answer(page).await.map_err(|e| unavailable("the index's answer", &e))?;
     if page.status() != 200 {
         return Ok(page);
     }
@@ -273,9 +381,9 @@ async fn conditional(req: &Incoming, page: web_sys::Response) -> Routed {
 }
 
 /// Sends one ask to a hand-off's object; its answer goes back to the client as it is.
-async fn send(stub: &DurableObjectStub, ask: &Ask) -> Routed {
+fn send(stub: &DurableObjectStub, ask: &Ask) -> std::result::Result<js_sys::Promise, ApiError> {
     let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    http::ask(stub, "https://handoff/ask", &payload).await.map_err(|e| unavailable("the object's fetch", &e))
+    http::ask(stub, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e))
 }
 
 fn json_response(status: u16, body: &impl Serialize) -> Routed {
@@ -283,7 +391,7 @@ fn json_response(status: u16, body: &impl Serialize) -> Routed {
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
-fn method_not_allowed(method: &str, allowed: &[&str]) -> Routed {
+fn method_not_allowed(method: &str, allowed: &[&str]) -> std::result::Result<web_sys::Response, ApiError> {
     let allow = allowed.join(", ");
     let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {allow}"));
     let r = handoff_api::wire::refusal(&error);

@@ -100,6 +100,8 @@ pub enum IndexAsk {
     RefuseDeliveries { on: bool },
     /// Test hook: what this index's storage holds.
     TestStorage,
+    /// Test hook: store a row under `id` that no build can read, as a damaged value would be.
+    TestPutUnreadable { id: String },
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub enum Kind {
     TestRefuseIndex,
     /// Test hook: a row delivered to the caller's own index, as an outbox would.
     TestIndexPut,
+    /// Test hook: a row no build can read, stored in the caller's own index.
+    TestIndexPutUnreadable,
     /// Test hook: how many hand-off objects this isolate has started.
     TestObjectStarts,
     /// The benchmark's floor: a Durable Object round trip, no token, no storage.
@@ -159,6 +161,7 @@ pub const ROUTES: &[Route] = &[
     change("PUT", "/v1/handoffs/{id}/runtimes", |i| Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))),
     top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
+    top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),
     top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
     test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),

@@ -9,7 +9,7 @@ use handoff_core::outbox::Send;
 use handoff_core::session::Delivery;
 use std::time::Duration;
 
-impl HandoffObject {
+impl Object {
     /// Returns once the owner's index holds `version` (or a later one), so that a list started
     /// after the answer shows the change. Changes that arrive while a delivery is on its way
     /// wait for it; the session then sends only the newest row, so under concurrent changes
@@ -68,7 +68,9 @@ impl HandoffObject {
         let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))) else {
             return false;
         };
-        let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).await;
-        matches!(answer, Ok(r) if r.status() == 200)
+        let Ok(answer) = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload) else {
+            return false;
+        };
+        matches!(crate::http::await_answer(answer).await, Ok(r) if r.status() == 200)
     }
 }

@@ -25,7 +25,7 @@ pub(super) fn close_as_asked(ws: &WebSocket, code: usize) {
     }
 }
 
-impl HandoffObject {
+impl Object {
     /// Accepts a socket the session admitted for `role`, owed at once what [`Watcher::open`] says.
     pub(super) fn accept_watch(&self, role: Role, after: u64, valid_until_s: i64, subprotocol: bool) -> Result<web_sys::Response> {
         let h = self.inner.session.borrow().handoff().cloned();

@@ -250,3 +250,18 @@ fn a_row_shows_the_runtime_and_package_of_its_current_turn() {
     assert_eq!((&row["runtime"], &row["package_version"], &row["package_hash"]), (&record["runtime"], &record["package_version"], &record["package_hash"]));
     assert_eq!(row["runtime"], "codex");
 }
+
+/// A stored row no build can read is never dropped from a page unread: the list answers 503
+/// `store.unavailable` (the cause goes to the log), as every storage failure does.
+#[test]
+fn a_stored_row_that_cannot_be_read_makes_the_list_unavailable_rather_than_shorter() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, _, _) = c.create(&alice);
+    assert_eq!(rows(&c, &alice, "").len(), 1);
+    let hook = c.post("/v1/test/index-rows/unreadable", &alice, json!({"id": id}));
+    assert_eq!(hook.status, 200, "{}", hook.text);
+    let list = c.get("/v1/handoffs", &alice);
+    assert_eq!((list.status, list.code()), (503, "store.unavailable"), "{}", list.text);
+    assert_eq!(list.body["error"]["message"], "the hand-off store is unavailable; try again");
+}
