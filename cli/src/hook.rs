@@ -227,7 +227,7 @@ impl Hook {
                 return Ok(());
             }
         };
-        let report = ReportInput { turn, status, summary, unmet: None, usage };
+        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));

@@ -552,7 +552,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 quota_remaining,
                 limit: provider_limit.then_some(Limit::ProviderLimit),
             };
-            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage) };
+            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage), question: None };
             let reply = keyed(&key).report(&id, &report)?;
             out.emit(&reply, output::reported_lines(&reply.value));
         }
