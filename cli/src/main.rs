@@ -505,12 +505,14 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
             }
         }
         HookCommand::Install { harness, project, uninstall } => {
-            let (path, changed) = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
+            let files = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
-            if changed {
-                println!("hooks {verb} {}", path.display());
-            } else {
-                println!("nothing to change in {}", path.display());
+            for (path, changed) in files {
+                if changed {
+                    println!("hooks {verb} {}", path.display());
+                } else {
+                    println!("nothing to change in {}", path.display());
+                }
             }
         }
     }

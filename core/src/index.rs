@@ -35,7 +35,7 @@ pub struct Row {
     /// The question the session waits on, as the record shows it (its text is the summary
     /// while it is unanswered).
     #[serde(default)]
-    pub question: Option<Question>,
+    pub question: Option<Box<Question>>,
 }
 
 impl Row {
@@ -55,7 +55,7 @@ impl Row {
             runtime: record.runtime.clone(),
             package_version: record.package_version,
             package_hash: record.package_hash.clone(),
-            question: record.question.clone(),
+            question: record.question.clone().map(Box::new),
         }
     }
 }

@@ -169,9 +169,10 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         Source::Work(_) => Some(briefing(&client, &prepared)?),
         Source::Package { .. } => None,
     };
-    let (settings, _) = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
+    let files = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
     let log = Log::new(&state_dir, "launch", Some(&id));
-    log.line(&format!("hooks of {} in {}", runtime.name(), settings.display()));
+    let settings: Vec<String> = files.iter().map(|(path, _)| path.display().to_string()).collect();
+    log.line(&format!("hooks of {} in {}", runtime.name(), settings.join(" and ")));
     if accept(&client, &prepared)? {
         if let Some(p) = prepared.package() {
             log.line(&format!("accepted package v{} ({})", p.version, p.hash));
