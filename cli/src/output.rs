@@ -134,6 +134,14 @@ pub fn show_lines(h: &Handoff) -> Vec<String> {
     if h.machine_runtimes.is_some() {
         lines.extend(runtimes_lines(h).into_iter().skip(1));
     }
+    if let Some(q) = &h.question {
+        let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
+        lines.push(format!("question {} (turn {}): {}; options: {}", q.id, q.turn, q.text, options.join(", ")));
+        if let Some(a) = &q.answer {
+            let note = a.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            lines.push(format!("answered {}{note} at {}", a.option, a.answered_at));
+        }
+    }
     lines
 }
 
