@@ -28,7 +28,10 @@ pub fn status(code: Code) -> u16 {
         | Code::TurnFinished
         | Code::PackageStale
         | Code::PackageAccepted
-        | Code::RuntimeUnavailable => 409,
+        | Code::RuntimeUnavailable
+        | Code::QuestionNone
+        | Code::QuestionStale
+        | Code::QuestionAnswered => 409,
         Code::RequestTooLarge => 413,
         Code::IdempotencyMismatch => 422,
         Code::RequestInvalid => 400,
@@ -48,7 +51,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 28] = [
+        let contract: [(&str, u16); 31] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -77,6 +80,9 @@ mod tests {
             ("request.upgrade_required", 426),
             ("store.unavailable", 503),
             ("auth.misconfigured", 503),
+            ("question.none", 409),
+            ("question.stale", 409),
+            ("question.answered", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -11,6 +11,7 @@ use handoff_core::limits::{
     WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
 };
 use handoff_core::package::PackageRequest;
+use handoff_core::question::QuestionInput;
 use handoff_core::suggestion::Usage;
 use handoff_core::turn::{ReportStatus, State};
 use serde::de::DeserializeOwned;
@@ -80,6 +81,9 @@ pub struct ReportInput {
     pub unmet: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// A needs-you's question for the owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<QuestionInput>,
 }
 
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
@@ -93,6 +97,13 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     }
     if input.unmet.as_ref().is_some_and(|u| u.len() > ACCEPTANCE_CRITERIA_MAX) {
         return Err(ApiError::invalid(format!("unmet: at most {ACCEPTANCE_CRITERIA_MAX} indices")));
+    }
+    let mut input = input;
+    if let Some(question) = input.question.take() {
+        if input.status != ReportStatus::NeedsYou {
+            return Err(ApiError::invalid("question: only a needs-you report asks a question"));
+        }
+        input.question = Some(question.checked()?);
     }
     Ok(input)
 }
@@ -342,6 +353,19 @@ pub fn parse_briefing_query(query: &str) -> Result<(usize, ReachKind), ApiError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_needs_you_report_carries_a_question_and_it_is_checked_as_it_is_read() {
+        let q = r#"{"kind":"permission","text":"Bash: ls","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}]}"#;
+        assert!(parse_report(format!(r#"{{"turn":1,"status":"needs-you","question":{q}}}"#).as_bytes()).unwrap().question.is_some());
+        for status in ["running", "done", "failed"] {
+            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","question":{q}}}"#).as_bytes()).unwrap_err();
+            assert!(refused.message.starts_with("question: "), "{status}: {}", refused.message);
+        }
+        let empty = r#"{"turn":1,"status":"needs-you","question":{"kind":"choice","text":"t","options":[]}}"#;
+        assert!(parse_report(empty.as_bytes()).unwrap_err().message.starts_with("question.options"));
+        assert_eq!(parse_report(br#"{"turn":1,"status":"running","question":null}"#).unwrap().question, None);
+    }
 
     #[test]
     fn a_turn_opens_without_a_query_and_previews_only_with_dry_run() {

@@ -10,6 +10,7 @@ use crate::input::{self, query_pairs};
 use handoff_core::briefing::ReachKind;
 use handoff_core::handoff::Change;
 use handoff_core::package;
+use handoff_core::question;
 use handoff_core::role::Role;
 use handoff_core::session::{Op, Reaching};
 use handoff_core::turn::Command;
@@ -117,7 +118,7 @@ pub const ROUTES: &[Route] = &[
     }),
     change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary };
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: r.question };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     }),
     change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),
@@ -159,6 +160,10 @@ pub const ROUTES: &[Route] = &[
     }),
     change("PUT", "/v1/handoffs/{id}/policy", |i| Ok(turn_change(Change::SetPolicy { policy: input::parse_body(i.body)? }))),
     change("PUT", "/v1/handoffs/{id}/runtimes", |i| Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))),
+    change("POST", "/v1/handoffs/{id}/answer", |i| {
+        let a = input::parse_body::<question::AnswerInput>(i.body)?;
+        Ok(turn(Command::Answer { question: a.question, option: a.option, note: a.note }))
+    }),
     top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),

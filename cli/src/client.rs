@@ -31,6 +31,7 @@ pub type Latest = handoff_api::view::LatestAnswer;
 /// The whole work record (`GET …/work`).
 pub type WorkRecord = handoff_api::view::WorkRecord<'static>;
 pub use handoff_core::package::{AcceptInput, ContinuedFrom, OfferState, PackageRequest, RejectInput, RejectReason};
+pub use handoff_core::question::{AnswerInput, Choice, Kind as QuestionKind, QuestionInput};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
 pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
@@ -272,6 +273,11 @@ impl Client {
     /// `POST …/close` (owner): the only terminal change.
     pub fn close(&self, id: &str) -> Result<Reply<Handoff>, Error> {
         read_handoff(self.change("POST", &handoff_path(id, "/close"), &to_value(&CloseInput {}))?)
+    }
+
+    /// `POST …/answer` (owner): answers the open question with one of its options.
+    pub fn answer(&self, id: &str, input: &AnswerInput) -> Result<Reply<Handoff>, Error> {
+        read_handoff(self.change("POST", &handoff_path(id, "/answer"), &to_value(input))?)
     }
 
     /// `GET …/wait?after=V&timeout=S`: answers when the version is above `after` or the

@@ -23,7 +23,7 @@ pub mod seen;
 pub mod spool;
 pub mod transcript;
 
-use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
+use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
 use crate::client::new_idempotency_key;
 use crate::detect;
 use handoff_core::limits::{RUNTIMES_FRESH_MS, SUMMARY_BYTES_MAX};
@@ -83,6 +83,22 @@ pub fn clip_summary(text: &str) -> String {
         return text.to_string();
     }
     format!("{}…", clip(text, SUMMARY_BYTES_MAX - '…'.len_utf8()))
+}
+
+/// The most of a tool's input a permission question shows (UTF-8 bytes), on one line.
+pub const PERMISSION_INPUT_BYTES_MAX: usize = 300;
+
+/// A permission question's text: the tool, and a one-line summary of its input: a command,
+/// a file path, a URL or a query where the input has one, else the input as compact JSON;
+/// whitespace runs become one space, and a long summary is cut with `…`.
+pub fn permission_text(tool: &str, input: &serde_json::Value) -> String {
+    let named = ["command", "file_path", "notebook_path", "path", "url", "query", "pattern"].into_iter().find_map(|k| input[k].as_str());
+    let summary = named.map_or_else(|| if input.is_null() { String::new() } else { input.to_string() }, str::to_string);
+    let line = summary.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = if line.len() > PERMISSION_INPUT_BYTES_MAX { format!("{}…", clip(&line, PERMISSION_INPUT_BYTES_MAX - '…'.len_utf8())) } else { line };
+    let tool = tool.split_whitespace().collect::<Vec<_>>().join(" ");
+    let tool = if tool.is_empty() { "a tool".to_string() } else { clip(&tool, 100).to_string() };
+    if line.is_empty() { tool } else { format!("{tool}: {line}") }
 }
 
 /// Where a hook keeps its spool, what it saw and its log: `HANDOFF_STATE_DIR`, else
@@ -196,6 +212,53 @@ impl Hook {
         self.deliver(&spool)
     }
 
+    /// A permission prompt: spools and delivers a needs-you with the permission question, within
+    /// the budget. Answers the question's id and the version that asked it, when the service
+    /// holds it now; `None` (logged) when the report is not delivered (it stays spooled) or
+    /// not for a turn seen open.
+    pub fn ask(&self, event: &str, text: &str) -> std::io::Result<Option<(String, u64)>> {
+        let spool = Spool::open(&self.dir, &self.id)?;
+        self.deliver(&spool)?;
+        let seen = seen::load(&self.dir, &self.id).or_else(|| self.refresh(None));
+        let question = crate::ask::permission_question(text);
+        if !self.spool_asking(&spool, event, seen, text.to_string(), Some(question))? {
+            return Ok(None);
+        }
+        let (done, last) = self.deliver_keeping(&spool)?;
+        let asked = last.filter(|_| done.left == 0).and_then(|h| {
+            let q = h.question.as_ref().filter(|q| q.text == text && q.is_open())?;
+            Some((q.id.clone(), h.version))
+        });
+        if asked.is_none() {
+            self.log.line(&format!("{event}: the question is not on the service yet; no answer is waited for"));
+        }
+        Ok(asked)
+    }
+
+    /// After the owner's answer: what the hooks saw is the record that carried it (the turn runs
+    /// again), so that the tool's `PostToolUse` reports nothing.
+    pub fn answered(&self, record: &Handoff) {
+        let before = seen::load(&self.dir, &self.id);
+        self.store_seen(&Seen::of(record, before.as_ref()));
+    }
+
+    /// Spools a needs-you with `question`; false (logged) when no turn is seen open.
+    fn spool_asking(&self, spool: &Spool, event: &str, seen: Option<Seen>, text: String, question: Option<QuestionInput>) -> std::io::Result<bool> {
+        let turn = match Seen::turn_for_report(seen.as_ref()) {
+            Ok(turn) => turn,
+            Err(why) => {
+                self.log.line(&format!("{event}: not asking: {why}"));
+                return Ok(false);
+            }
+        };
+        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question };
+        self.append(spool, event, Send::Report(report))?;
+        if let Some(seen) = seen {
+            self.store_seen(&seen.reported(ReportStatus::NeedsYou));
+        }
+        Ok(true)
+    }
+
     /// The current turn as the service says, or what was seen before when it cannot be asked.
     fn refresh(&self, before: Option<Seen>) -> Option<Seen> {
         match self.client().get(&self.id) {
@@ -227,7 +290,7 @@ impl Hook {
                 return Ok(());
             }
         };
-        let report = ReportInput { turn, status, summary, unmet: None, usage };
+        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));
@@ -258,6 +321,11 @@ impl Hook {
 
     /// Sends the spool's entries in order until one cannot be delivered or the deadline comes.
     pub fn deliver(&self, spool: &Spool) -> std::io::Result<Delivered> {
+        self.deliver_keeping(spool).map(|(done, _)| done)
+    }
+
+    /// [`Hook::deliver`], answering also the last record the service answered.
+    fn deliver_keeping(&self, spool: &Spool) -> std::io::Result<(Delivered, Option<Handoff>)> {
         let mut done = Delivered::default();
         let mut last: Option<Handoff> = None;
         let entries = spool.entries()?;
@@ -299,11 +367,11 @@ impl Hook {
                 }
             }
         }
-        if let (Some(record), 0) = (last, done.left) {
+        if let (Some(record), 0) = (&last, done.left) {
             let before = seen::load(&self.dir, &self.id);
-            self.store_seen(&Seen::of(&record, before.as_ref()));
+            self.store_seen(&Seen::of(record, before.as_ref()));
         }
-        Ok(done)
+        Ok((done, last))
     }
 
     /// The client, with requests cut to what is left of the budget.
@@ -355,12 +423,73 @@ pub fn session(source: &str, url: &str, token: Option<&str>, id: Option<&str>) -
 /// Runs `work` and returns when it ends or when [`HOOK_BUDGET_MS`] has passed, whichever
 /// comes first; the caller then exits 0.
 pub fn within_budget(work: impl FnOnce() + std::marker::Send + 'static) {
+    within_budget_then(move || {
+        work();
+        None::<()>
+    });
+}
+
+/// [`within_budget`], answering what `work` answered when it ended in time.
+pub fn within_budget_then<T: std::marker::Send + 'static>(work: impl FnOnce() -> Option<T> + std::marker::Send + 'static) -> Option<T> {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        work();
-        let _ = done.send(());
+        let _ = done.send(work());
     });
-    let _ = finished.recv_timeout(Duration::from_millis(HOOK_BUDGET_MS));
+    finished.recv_timeout(Duration::from_millis(HOOK_BUDGET_MS)).ok().flatten()
+}
+
+/// A permission prompt asked of the owner: the hook run that asked, the question and the
+/// version that asked it.
+pub struct Asked {
+    hook: Hook,
+    question: String,
+    version: u64,
+    /// When the hook started: the wait for the answer counts from then.
+    started: Instant,
+}
+
+/// The harness's `PermissionRequest`: asks the owner within the budget (the report spooled as
+/// every report is), then waits for the answer until `HANDOFF_ANSWER_WAIT_S` after the hook
+/// started. Answers the decision document to print, or `None`: nothing to print, the harness
+/// asks at its terminal.
+fn permission(source: &'static str, url: String, token: Option<String>, event: String, text: String) -> Option<String> {
+    let started = Instant::now();
+    let asked = within_budget_then(move || {
+        let hook = session(source, &url, token.as_deref(), None)?;
+        match hook.ask(&event, &text) {
+            Ok(Some((question, version))) => Some(Asked { hook, question, version, started }),
+            Ok(None) => None,
+            Err(e) => {
+                hook.log.line(&format!("{event}: the spool could not be used: {e}"));
+                None
+            }
+        }
+    })?;
+    let wait = Duration::from_secs(crate::ask::answer_wait_s(&|k| std::env::var(k).ok()));
+    let Asked { hook, question, version, started } = asked;
+    let client = hook.client.clone();
+    match crate::ask::wait_for_answer(&client, &hook.id, &question, version, started + wait) {
+        crate::ask::Waited::Answered(answer, record) => {
+            hook.answered(&record);
+            hook.log.line(&format!("{question} answered {} (version {})", answer.option, record.version));
+            Some(crate::ask::permission_decision(&answer))
+        }
+        crate::ask::Waited::Withdrawn => {
+            hook.log.line(&format!("{question} was withdrawn before an answer"));
+            None
+        }
+        crate::ask::Waited::TimedOut => {
+            hook.log.line(&format!("{question}: no answer within {} s; the harness asks at its terminal", wait.as_secs()));
+            None
+        }
+    }
+}
+
+/// Prints a decision document, the only thing a hook ever prints.
+fn print_decision(decision: Option<String>) {
+    if let Some(document) = decision {
+        println!("{document}");
+    }
 }
 
 /// Reads at most [`HOOK_INPUT_BYTES_MAX`] of a hook document as JSON (`null` when it is not).
@@ -372,35 +501,61 @@ pub fn read_document(input: impl std::io::Read) -> serde_json::Value {
 }
 
 /// `handoff hook install`: adds the reporter hooks of `harness` to its settings file (the
-/// project's with `project`), or removes them with `uninstall`, running this program. Answers
-/// the file and whether it changed; a file left as it was is not written.
-pub fn install_settings(harness: install::Harness, project: Option<&Path>, uninstall: bool) -> Result<(PathBuf, bool), String> {
+/// project's with `project`), or removes them with `uninstall`, running this program; for
+/// Codex also its `PermissionRequest` hook in `hooks.json` beside `config.toml`. The
+/// `PermissionRequest` handlers' timeout is above `HANDOFF_ANSWER_WAIT_S` as set now. Answers
+/// each file and whether it changed; a file left as it was is not written.
+pub fn install_settings(harness: install::Harness, project: Option<&Path>, uninstall: bool) -> Result<Vec<(PathBuf, bool)>, String> {
     let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
     let env = |k: &str| std::env::var(k).ok();
     let path = install::settings_path(harness, project, &home, &env);
     let program = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
-    let before = match std::fs::read_to_string(&path) {
+    let program = program.to_string_lossy().to_string();
+    let wait_s = crate::ask::answer_wait_s(&env);
+    let settings = edit_file(&path, |before| match (harness, uninstall) {
+        (install::Harness::ClaudeCode, false) => install::install_claude_code_waiting(before, &program, wait_s),
+        _ => install::apply(harness, before, &program, uninstall),
+    })?;
+    let mut changed = vec![(path.clone(), settings)];
+    if harness == install::Harness::Codex {
+        let hooks = path.with_file_name("hooks.json");
+        let edited = edit_file(&hooks, |before| {
+            if uninstall { install::uninstall_codex_hooks(before) } else { install::install_codex_hooks(before, &program, wait_s) }
+        })?;
+        changed.push((hooks, edited));
+    }
+    Ok(changed)
+}
+
+/// Reads `path` (an absent file is `""`), edits its text and writes it back when it changed;
+/// answers whether it did.
+fn edit_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, install::InstallError>) -> Result<bool, String> {
+    let before = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let after = install::apply(harness, &before, &program.to_string_lossy(), uninstall).map_err(|e| format!("{}: {e}", path.display()))?;
+    let after = edit(&before).map_err(|e| format!("{}: {e}", path.display()))?;
     if after == before {
-        return Ok((path, false));
+        return Ok(false);
     }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     }
-    std::fs::write(&path, after).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((path, true))
+    std::fs::write(path, after).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(true)
 }
 
 /// `handoff hook claude-code`: one Claude Code hook document on standard input.
 pub fn claude_code(url: &str, token: Option<&str>) {
     let (url, token) = (url.to_string(), token.map(str::to_string));
+    // Read within the budget too: a harness that never closes standard input holds nothing up.
+    let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
+    if let Some(text) = claude_code::permission_text(&doc) {
+        return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), text));
+    }
     within_budget(move || {
         let Some(hook) = session("claude-code", &url, token.as_deref(), None) else { return };
-        let doc = read_document(std::io::stdin().lock());
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
         let window = std::env::var("HANDOFF_CONTEXT_WINDOW").ok().and_then(|w| w.parse().ok());
         let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
@@ -410,9 +565,21 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     });
 }
 
-/// `handoff hook codex JSON`: Codex's `notify` argument.
+/// `handoff hook codex JSON`: Codex's `notify` argument; without one, a Codex hook document
+/// on standard input (its `PermissionRequest`).
 pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
     let (url, token) = (url.to_string(), token.map(str::to_string));
+    if argument.is_none() {
+        let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
+        if let Some(text) = codex::permission_text(&doc) {
+            return print_decision(permission("codex", url, token, "PermissionRequest".into(), text));
+        }
+        let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
+        if let Some(hook) = session("codex", &url, token.as_deref(), None) {
+            hook.log.line(&format!("{event}: nothing to report"));
+        }
+        return;
+    }
     within_budget(move || {
         let Some(hook) = session("codex", &url, token.as_deref(), None) else { return };
         let doc = read_document(argument.unwrap_or_default().as_bytes());

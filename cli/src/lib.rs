@@ -17,6 +17,7 @@
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
 
+pub mod ask;
 pub mod client;
 pub mod code;
 pub mod detect;

@@ -283,6 +283,40 @@ enum Command {
         #[arg(long, value_parser = parse_serde::<Reach>)]
         reach: Option<Reach>,
     },
+    /// (machine) Ask the owner a question on turn N (a needs-you report) and wait for the
+    /// answer: prints the chosen option's id and exits 0, or exits 4 with nothing printed when
+    /// no answer came within --wait seconds (default HANDOFF_ANSWER_WAIT_S, else 120).
+    Ask {
+        id: String,
+        #[arg(long)]
+        turn: u64,
+        #[arg(long)]
+        text: String,
+        /// An option, as ID=LABEL (repeatable, 1 to 6; ids of [a-z0-9_-]).
+        #[arg(long = "option", value_name = "ID=LABEL", required = true, value_parser = parse_choice)]
+        options: Vec<Choice>,
+        /// choice, or permission (a harness's allow/deny prompt).
+        #[arg(long, value_parser = parse_serde::<QuestionKind>, default_value = "choice")]
+        kind: QuestionKind,
+        /// Seconds to wait for the answer.
+        #[arg(long, value_name = "S")]
+        wait: Option<u64>,
+        #[command(flatten)]
+        key: Key,
+    },
+    /// (owner) Answer the open question with one of its options.
+    Answer {
+        id: String,
+        option: String,
+        /// A note for the agent (a deny's reason).
+        #[arg(long)]
+        note: Option<String>,
+        /// The question you saw (`q_…`); the open one unless given.
+        #[arg(long, value_name = "Q")]
+        question: Option<String>,
+        #[command(flatten)]
+        key: Key,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -385,6 +419,12 @@ fn parse_runtime(word: &str) -> Result<Runtime, String> {
     Ok(Runtime { name: name.to_string(), version: None, signed_in })
 }
 
+/// `ID=LABEL` of `handoff ask --option`.
+fn parse_choice(word: &str) -> Result<Choice, String> {
+    let (id, label) = word.split_once('=').ok_or_else(|| format!("{word}: ID=LABEL"))?;
+    Ok(Choice { id: id.to_string(), label: label.to_string() })
+}
+
 /// Reads a word the way the API spells it (`needs-you`, `missing_context`, `high`).
 fn parse_serde<T: serde::de::DeserializeOwned>(word: &str) -> Result<T, String> {
     serde_json::from_value(Value::String(word.to_string())).map_err(|_| format!("not one of the API's values: {word}"))
@@ -465,12 +505,14 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
             }
         }
         HookCommand::Install { harness, project, uninstall } => {
-            let (path, changed) = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
+            let files = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
-            if changed {
-                println!("hooks {verb} {}", path.display());
-            } else {
-                println!("nothing to change in {}", path.display());
+            for (path, changed) in files {
+                if changed {
+                    println!("hooks {verb} {}", path.display());
+                } else {
+                    println!("nothing to change in {}", path.display());
+                }
             }
         }
     }
@@ -552,7 +594,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 quota_remaining,
                 limit: provider_limit.then_some(Limit::ProviderLimit),
             };
-            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage) };
+            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage), question: None };
             let reply = keyed(&key).report(&id, &report)?;
             out.emit(&reply, output::reported_lines(&reply.value));
         }
@@ -614,6 +656,46 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Hook(_) => unreachable!("answered above"),
         Command::Package(p) => package(&out, &client, p)?,
+        Command::Ask { id, turn, text, options, kind, wait, key } => {
+            let wait_s = wait.unwrap_or_else(|| handoff_cli::ask::answer_wait_s(&|k| std::env::var(k).ok()));
+            let question = QuestionInput { kind, text, options };
+            let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question) };
+            let asked = keyed(&key).report(&id, &report)?;
+            let Some(q) = asked.value.question.clone() else {
+                return Err(Failure::Usage("ask: the service did not keep the question".into()));
+            };
+            eprintln!("asked {} on turn {} (v{}); waiting up to {wait_s} s for the answer", q.id, q.turn, asked.value.version);
+            let deadline = Instant::now() + Duration::from_secs(wait_s);
+            match handoff_cli::ask::wait_for_answer(&client, &id, &q.id, asked.value.version, deadline) {
+                handoff_cli::ask::Waited::Answered(answer, record) => {
+                    if out.json {
+                        println!("{}", json!({ "handoff": record }));
+                    } else {
+                        println!("{}", answer.option);
+                        if let Some(note) = &answer.note {
+                            eprintln!("note: {note}");
+                        }
+                    }
+                }
+                handoff_cli::ask::Waited::Withdrawn => {
+                    eprintln!("no answer: {} was withdrawn", q.id);
+                    std::process::exit(output::EXIT_NO_ANSWER);
+                }
+                handoff_cli::ask::Waited::TimedOut => {
+                    eprintln!("no answer within {wait_s} s");
+                    std::process::exit(output::EXIT_NO_ANSWER);
+                }
+            }
+        }
+        Command::Answer { id, option, note, question, key } => {
+            let question = match question {
+                Some(q) => q,
+                // No question open: the service answers question.none, with the hand-off.
+                None => client.get(&id)?.value.question.clone().map(|q| q.id).unwrap_or_default(),
+            };
+            let reply = keyed(&key).answer(&id, &AnswerInput { question, option, note })?;
+            out.emit(&reply, [output::answered_line(&reply.value)]);
+        }
         Command::Briefing { id, budget, reach } => {
             let reply = client.briefing(&id, budget, reach)?;
             // Plain text is what the API sends; --json has no JSON to print and prints it as is.

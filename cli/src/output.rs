@@ -16,6 +16,8 @@ pub const EXIT_REFUSED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// No credential, a credential the API refused, or no answer at all.
 pub const EXIT_AUTH_OR_NETWORK: i32 = 3;
+/// `handoff ask`: no answer came in time (or the question was withdrawn first).
+pub const EXIT_NO_ANSWER: i32 = 4;
 
 /// Hash digits shown in human lines; `--json` and `package show` give the whole hash.
 pub const HASH_DIGITS_SHOWN: usize = 8;
@@ -132,6 +134,14 @@ pub fn show_lines(h: &Handoff) -> Vec<String> {
     if h.machine_runtimes.is_some() {
         lines.extend(runtimes_lines(h).into_iter().skip(1));
     }
+    if let Some(q) = &h.question {
+        let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
+        lines.push(format!("question {} (turn {}): {}; options: {}", q.id, q.turn, q.text, options.join(", ")));
+        if let Some(a) = &q.answer {
+            let note = a.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            lines.push(format!("answered {}{note} at {}", a.option, a.answered_at));
+        }
+    }
     lines
 }
 
@@ -221,6 +231,15 @@ pub fn reported_lines(h: &Handoff) -> Vec<String> {
 
 pub fn cancelled_line(h: &Handoff) -> String {
     format!("turn {} {} (v{})", h.turn, h.status.as_str(), h.version)
+}
+
+/// `answered q_3: deny, turn 1 running (v4)`.
+pub fn answered_line(h: &Handoff) -> String {
+    let (id, option) = match &h.question {
+        Some(q) => (q.id.as_str(), q.answer.as_ref().map_or("(none)", |a| a.option.as_str())),
+        None => ("(none)", "(none)"),
+    };
+    format!("answered {id}: {option}, turn {} {} (v{})", h.turn, h.status.as_str(), h.version)
 }
 
 pub fn closed_line(h: &Handoff) -> String {

@@ -17,6 +17,7 @@ export const LABELS: Record<Action, string> = {
   accept: "Accept package",
   reject: "Reject package…",
   resolve_blocker: "Resolve",
+  answer: "Answer",
 };
 
 export interface CommandContext {
@@ -186,6 +187,19 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         {},
       );
       say(`blocker ${answer.blocker.id} resolved (v${answer.handoff.version})`);
+      ctx.apply(answer.handoff);
+      return;
+    }
+    case "answer": {
+      // One button per option of the open question; the note field beside them is optional.
+      const option = button.dataset.option;
+      const question = record.question;
+      if (!option || !question) return;
+      const field = document.getElementById("answer-note");
+      const note = field instanceof HTMLTextAreaElement ? field.value.trim() : "";
+      const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/answer"), { question: question.id, option, ...(note ? { note } : {}) });
+      const label = question.options.find((o) => o.id === option)?.label ?? option;
+      say(`answered ${label} (v${answer.handoff.version})`);
       ctx.apply(answer.handoff);
       return;
     }

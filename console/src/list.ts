@@ -131,8 +131,11 @@ export function renderList(page: Page, main: HTMLElement): void {
 }
 
 function row(r: ListRow): HTMLTableRowElement {
-  const status = h("td", null, statusBadge(r.status));
-  if (r.status === "needs-you") status.append(" ", h("span", { class: "mark mark-needs-you" }, "needs you"));
+  // One badge says needs-you (marked, so that it stands out); a question it waits on is marked too.
+  const badge = statusBadge(r.status);
+  if (r.status === "needs-you") badge.classList.add("mark-needs-you");
+  const status = h("td", null, badge);
+  if (r.question && !r.question.answer) status.append(" ", h("span", { class: "mark mark-question", title: "waits on your answer" }, "question"));
   if (r.suggestion) status.append(" ", h("span", { class: "mark mark-suggestion" }, "suggestion"));
   if (r.state === "closed") status.append(" ", h("span", { class: "mark mark-closed" }, "closed"));
   if (r.summary) status.append(h("span", { class: "summary" }, r.summary));

@@ -26,6 +26,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   const facts = h("dl", { class: "facts" });
   const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
   const suggestion = h("div", { class: "suggestion-slot" });
+  const question = h("div", { class: "question-slot" });
   const lineage = h("ol", { id: "lineage", class: "lineage" });
   const lineageNote = h("p", { class: "muted", hidden: true }, "Older turns are not shown.");
   const work = h("section", { id: "work", "aria-labelledby": "work-heading" });
@@ -33,6 +34,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     h("div", { class: "page-head" }, title, h("p", { class: "live-line" }, "Updates: ", live)),
     sub,
     facts,
+    question,
     actions,
     suggestion,
     h("section", { "aria-labelledby": "lineage-heading" }, h("h2", { id: "lineage-heading" }, "Turns"), lineage, lineageNote),
@@ -107,8 +109,9 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     replaceKeepingFocus(facts, ...factsOf(record));
     replaceKeepingFocus(
       actions,
-      ...allowed.filter((a) => a !== "resolve_blocker").map((a) => actionButton(a, record, ctx)),
+      ...allowed.filter((a) => a !== "resolve_blocker" && a !== "answer").map((a) => actionButton(a, record, ctx)),
     );
+    replaceKeepingFocus(question, ...questionOf(record, allowed, ctx));
     replaceKeepingFocus(suggestion, ...suggestionOf(record, allowed, ctx));
     replaceKeepingFocus(lineage, ...(turns ?? []).map(turnItem));
     lineageNote.hidden = !olderTurns;
@@ -126,6 +129,32 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     }
     watch(page, id, { record: offer, state: setLive });
   })();
+}
+
+/** The question the session waits on: its text, and one button per option when `actions` lists
+ * `answer` (never otherwise); once answered, the answer. */
+function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] {
+  const q = r.question;
+  if (!q) return [];
+  const parts: Node[] = [h("h2", { id: "question-heading" }, q.kind === "permission" ? "Permission asked" : "Question"), h("p", { class: "question-text" }, q.text)];
+  if (q.answer) {
+    const label = q.options.find((o) => o.id === q.answer?.option)?.label ?? q.answer.option;
+    parts.push(h("p", { class: "question-answer" }, "Answered ", h("strong", null, label), q.answer.note ? ` (${q.answer.note})` : "", " ", timeEl(q.answer.answered_at)));
+  } else if (allowed.includes("answer")) {
+    const buttons = q.options.map((o) =>
+      actionButton("answer", r, ctx, o.label, { "data-option": o.id, "data-key": `answer:${q.id}:${o.id}` }),
+    );
+    // A redraw keeps what the owner typed for this question.
+    const before = document.getElementById("answer-note");
+    const note = h("textarea", { id: "answer-note", rows: 2, maxlength: 1024, "data-key": `answer-note:${q.id}` });
+    if (before instanceof HTMLTextAreaElement && before.dataset.key === note.dataset.key) note.value = before.value;
+    parts.push(
+      h("label", { for: "answer-note" }, "Note for the agent (optional)"),
+      note,
+      h("div", { class: "actions", role: "group", "aria-label": "Answers" }, ...buttons),
+    );
+  }
+  return [h("section", { id: "question", "data-question": q.id, "aria-labelledby": "question-heading" }, ...parts)];
 }
 
 function fact(label: string, ...value: (Node | string)[]): Node[] {

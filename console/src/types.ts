@@ -24,3 +24,4 @@ export type LatestPackage = Schemas["LatestPackage"];
 export type Rejection = NonNullable<LatestPackage["rejection"]>;
 export type RejectReason = Rejection["reason"];
 export type CompileAnswer = Schemas["CompileAnswer"];
+export type Question = Schemas["Question"];

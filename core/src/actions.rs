@@ -54,6 +54,8 @@ crate::listed_enum! {
         SetPolicy,
         /// `PUT …/runtimes`.
         SetRuntimes,
+        /// `POST …/answer`: answer the open question.
+        Answer,
     }
 }
 
@@ -76,6 +78,7 @@ impl Action {
             Action::ReportWorkspace => "report_workspace",
             Action::SetPolicy => "set_policy",
             Action::SetRuntimes => "set_runtimes",
+            Action::Answer => "answer",
         }
     }
 
@@ -84,7 +87,7 @@ impl Action {
     /// either side may record what happened and take or refuse a package.
     pub fn sender(self) -> Option<Role> {
         match self {
-            Action::OpenTurn | Action::Cancel | Action::Close | Action::Compile | Action::SetWork | Action::SetPolicy => Some(Role::Owner),
+            Action::OpenTurn | Action::Cancel | Action::Close | Action::Compile | Action::SetWork | Action::SetPolicy | Action::Answer => Some(Role::Owner),
             Action::Report | Action::ReportWorkspace | Action::SetRuntimes => Some(Role::Machine),
             Action::Accept | Action::Reject | Action::ResolveBlocker | Action::RecordDecision | Action::AddArtifact | Action::AddBlocker => None,
         }
@@ -102,7 +105,8 @@ impl Action {
             | Action::Compile
             | Action::Accept
             | Action::Reject
-            | Action::ResolveBlocker => true,
+            | Action::ResolveBlocker
+            | Action::Answer => true,
             Action::SetWork
             | Action::RecordDecision
             | Action::AddArtifact
@@ -121,6 +125,7 @@ impl Action {
                 TurnCommand::Report { .. } => Action::Report,
                 TurnCommand::Cancel { .. } => Action::Cancel,
                 TurnCommand::Close => Action::Close,
+                TurnCommand::Answer { .. } => Action::Answer,
             },
             Change::Compile { .. } => Action::Compile,
             Change::Accept { .. } => Action::Accept,
@@ -155,6 +160,7 @@ impl Action {
             }
             Action::Accept | Action::Reject => current.is_some_and(|c| c.state != OfferState::Accepted),
             Action::ResolveBlocker => h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open),
+            Action::Answer => record.question.as_ref().is_some_and(|q| q.is_open()),
             Action::SetWork
             | Action::RecordDecision
             | Action::AddArtifact

@@ -40,6 +40,12 @@ crate::listed_enum! {
         WatchTooMany,
         /// A watch asked for without `Upgrade: websocket`.
         UpgradeRequired,
+        /// An answer when no question is open.
+        QuestionNone,
+        /// An answer naming another question than the open one.
+        QuestionStale,
+        /// An answer to a question already answered with another option.
+        QuestionAnswered,
     }
 }
 
@@ -74,6 +80,9 @@ impl Code {
             Code::RuntimeUnavailable => "runtime.unavailable",
             Code::WatchTooMany => "watch.too_many",
             Code::UpgradeRequired => "request.upgrade_required",
+            Code::QuestionNone => "question.none",
+            Code::QuestionStale => "question.stale",
+            Code::QuestionAnswered => "question.answered",
         }
     }
 

@@ -96,6 +96,7 @@ crate::listed_enum! {
         PackageRejected,
         Policy,
         Runtimes,
+        Answer,
     }
 }
 
@@ -120,6 +121,7 @@ impl EventKind {
             EventKind::PackageRejected => "package_rejected",
             EventKind::Policy => "policy",
             EventKind::Runtimes => "runtimes",
+            EventKind::Answer => "answer",
         }
     }
 }
@@ -133,6 +135,7 @@ impl Change {
             Change::Turn { command: TurnCommand::Report { .. }, .. } => EventKind::Report,
             Change::Turn { command: TurnCommand::Cancel { .. }, .. } => EventKind::Cancel,
             Change::Turn { command: TurnCommand::Close, .. } => EventKind::Close,
+            Change::Turn { command: TurnCommand::Answer { .. }, .. } => EventKind::Answer,
             Change::Work { command } => match command {
                 work::Command::SetWork(_) => EventKind::Work,
                 work::Command::RecordDecision(_) => EventKind::Decision,
@@ -384,6 +387,20 @@ pub fn refusal_message(code: Code, r: &Record) -> String {
         Code::TurnRunning => format!("a turn is still going; steer it or cancel it first: {now}"),
         Code::TurnConflict => format!("the request names another turn than the current one: {now}"),
         Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
+        Code::QuestionNone => format!("no question is open: {now}"),
+        Code::QuestionStale => match &r.question {
+            Some(q) => format!("the answer names another question than the open one, {}: {now}", q.id),
+            None => format!("no question is open: {now}"),
+        },
+        Code::QuestionAnswered => match r.question.as_ref().and_then(|q| q.answer.as_ref()) {
+            Some(a) => format!("the question was answered {:?} already: {now}", a.option),
+            None => format!("the question was answered already: {now}"),
+        },
+        // The one request.invalid the turn machine gives: an answer's option it does not offer.
+        Code::RequestInvalid => match &r.question {
+            Some(q) => format!("option: not one of {}'s options ({})", q.id, q.options.iter().map(|o| o.id.as_str()).collect::<Vec<_>>().join(", ")),
+            None => "option: not one of the question's options".to_string(),
+        },
         _ => now,
     }
 }

@@ -1,6 +1,7 @@
 //! The owner's list: one row per hand-off, derived from its record, and the paging rules.
 //! Pure; the `OwnerIndex` Durable Object stores the rows and the hand-off object sends them.
 
+use crate::question::Question;
 use crate::suggestion::Suggestion;
 use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
@@ -31,6 +32,10 @@ pub struct Row {
     pub package_version: Option<u64>,
     #[serde(default)]
     pub package_hash: Option<String>,
+    /// The question the session waits on, as the record shows it (its text is the summary
+    /// while it is unanswered).
+    #[serde(default)]
+    pub question: Option<Box<Question>>,
 }
 
 impl Row {
@@ -43,13 +48,14 @@ impl Row {
             turn: record.turn,
             state: record.state,
             status: record.status,
-            summary: record.summary.clone(),
+            summary: record.question.as_ref().filter(|q| q.is_open()).map(|q| q.text.clone()).or_else(|| record.summary.clone()),
             version: record.version,
             updated_at: record.updated_at,
             suggestion: record.suggestion.clone(),
             runtime: record.runtime.clone(),
             package_version: record.package_version,
             package_hash: record.package_hash.clone(),
+            question: record.question.clone().map(Box::new),
         }
     }
 }
@@ -136,10 +142,22 @@ mod tests {
                 "id": "ho_1", "session": "s1", "machine": "m1", "size": "large", "turn": 1,
                 "state": "open", "status": "running", "summary": "built it", "version": 1,
                 "updated_at": "2023-11-14T22:13:20.123Z", "suggestion": null,
-                "runtime": null, "package_version": null, "package_hash": null,
+                "runtime": null, "package_version": null, "package_hash": null, "question": null,
             })
         );
         assert_eq!(Cursor::after(&row), Cursor { updated_at: 1_700_000_000_123, id: "ho_1".into() });
+    }
+
+    #[test]
+    fn the_list_row_shows_an_unanswered_questions_text_as_its_summary() {
+        use crate::question::{Answer, Choice, Kind, Question, QuestionInput};
+        let mut r = record();
+        let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
+        r.question = Some(Question::asked(&input, 1, 2, Timestamp::from_ms(5)));
+        let row = Row::of(&r);
+        assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2")));
+        r.question.as_mut().unwrap().answer = Some(Answer { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
+        assert_eq!(Row::of(&r).summary.as_deref(), Some("built it"), "answered: the report's summary again");
     }
 
     #[test]

@@ -185,6 +185,19 @@ pub const WORK_RECORD_BYTES_MAX: usize = 1024 * 1024;
 /// owner's index. A pending alarm already covers later changes: it delivers the newest row.
 pub const OUTBOX_SAFETY_ALARM_MS: i64 = 10_000;
 
+// ---- Questions (src/question.rs). Text limits are UTF-8 bytes. ----
+
+/// A question's text (a needs-you report's `question.text`).
+pub const QUESTION_TEXT_BYTES_MAX: usize = 1024;
+/// Options one question offers (at least one).
+pub const QUESTION_OPTIONS_MAX: usize = 6;
+/// An option's id: 1..=this many characters of `[a-z0-9_-]`.
+pub const QUESTION_OPTION_ID_CHARS_MAX: usize = 32;
+/// An option's label.
+pub const QUESTION_LABEL_BYTES_MAX: usize = 200;
+/// The owner's note beside an answer (a deny's reason, read by the agent).
+pub const ANSWER_NOTE_BYTES_MAX: usize = 1024;
+
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);

@@ -10,6 +10,7 @@
 //! - the turn number only rises, by one, through `OpenTurn`.
 
 use crate::error::{Code, Refusal};
+use crate::question::{Answer, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
@@ -130,6 +131,10 @@ pub struct Record {
     /// The runtimes the session's machine last reported installed (`PUT …/runtimes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_runtimes: Option<MachineRuntimes>,
+    /// The question the current needs-you asks the owner, and its answer once given; `None`
+    /// when no question is open (never asked, or withdrawn).
+    #[serde(default)]
+    pub question: Option<Question>,
 }
 
 impl Record {
@@ -168,6 +173,7 @@ impl Record {
             continued_from: None,
             suggestion: None,
             machine_runtimes: None,
+            question: None,
         }
     }
 
@@ -187,17 +193,25 @@ impl Record {
 pub enum Command {
     /// The owner opens turn `after + 1`.
     OpenTurn { after: u64 },
-    /// The machine reports on `turn`.
-    Report { turn: u64, status: ReportStatus, summary: Option<String> },
+    /// The machine reports on `turn`; a needs-you may ask the owner a question.
+    Report {
+        turn: u64,
+        status: ReportStatus,
+        summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<QuestionInput>,
+    },
     /// The owner stops the current turn (or names it, to be sure it is the one they saw).
     Cancel { turn: Option<u64> },
     /// The owner closes the hand-off: the only terminal change.
     Close,
+    /// The owner answers the open question with one of its options.
+    Answer { question: String, option: String, note: Option<String> },
 }
 
 /// Applies `command` to `record` at time `now`. A refusal leaves the record as it was.
 pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied<Record>, Code> {
-    let outcome = decide(record, command);
+    let outcome = decide(record, command, now);
     let applied = match outcome {
         Err(code) => return Err(code),
         Ok(None) => Applied { next: record.clone(), effect: (), moved: false },
@@ -220,12 +234,13 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
 
 /// The rules. `Ok(None)`: accepted, changes nothing. `Ok(Some(next))`: the changed record
 /// (version and time are stamped by [`apply`]).
-fn decide(record: &Record, command: &Command) -> Result<Option<Record>, Code> {
+fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Record>, Code> {
     match command {
         Command::OpenTurn { after } => open_turn(record, *after),
-        Command::Report { turn, status, summary } => report(record, *turn, *status, summary),
+        Command::Report { turn, status, summary, question } => report(record, *turn, *status, summary, question.as_ref(), now),
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
+        Command::Answer { question, option, note } => answer(record, question, option, note, now),
     }
 }
 
@@ -253,10 +268,11 @@ fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
     next.package_version = None;
     next.package_hash = None;
     next.suggestion = None;
+    next.question = None;
     Ok(Some(next))
 }
 
-fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>) -> Result<Option<Record>, Code> {
+fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, now: EpochMs) -> Result<Option<Record>, Code> {
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }
@@ -267,7 +283,14 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         return Err(Code::TurnOutOfOrder);
     }
     let status = Status::from(status);
-    let same_as_now = record.status == status && record.summary == *summary;
+    // The open question asked again is the same question; no question where none is open is
+    // no question: anything else asks a new one or withdraws the one there was.
+    let same_question = match (question, &record.question) {
+        (None, None) => true,
+        (Some(input), Some(open)) => open.is_same_open(input),
+        _ => false,
+    };
+    let same_as_now = record.status == status && record.summary == *summary && same_question;
     if same_as_now {
         // An exact repeat (of a final report too): accepted, nothing moves.
         return Ok(None);
@@ -278,6 +301,9 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     let mut next = record.clone();
     next.status = status;
     next.summary = summary.clone();
+    // Only a needs-you asks; the API refuses a question on any other status.
+    let asked = question.filter(|_| status == Status::NeedsYou);
+    next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, Timestamp::from_ms(now)));
     Ok(Some(next))
 }
 
@@ -294,6 +320,7 @@ fn cancel(record: &Record, turn: Option<u64>) -> Result<Option<Record>, Code> {
         Status::Running | Status::NeedsYou => {
             let mut next = record.clone();
             next.status = Status::Cancelled;
+            next.question = None;
             Ok(Some(next))
         }
     }
@@ -307,6 +334,35 @@ fn close(record: &Record) -> Result<Option<Record>, Code> {
     next.state = State::Closed;
     if !record.status.has_ended() {
         next.status = Status::Cancelled;
+    }
+    next.question = None;
+    Ok(Some(next))
+}
+
+/// The owner's answer: recorded once, on the open question, with one of its options; the turn
+/// goes back to `running`. The same option again changes nothing.
+fn answer(record: &Record, question: &str, option: &str, note: &Option<String>, now: EpochMs) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Err(Code::HandoffClosed);
+    }
+    let Some(open) = &record.question else {
+        return Err(Code::QuestionNone);
+    };
+    if open.id != question {
+        return Err(Code::QuestionStale);
+    }
+    if !open.has_option(option) {
+        return Err(Code::RequestInvalid);
+    }
+    if let Some(given) = &open.answer {
+        return if given.option == option { Ok(None) } else { Err(Code::QuestionAnswered) };
+    }
+    assert_eq!(record.status, Status::NeedsYou, "an unanswered question is open only while the turn needs the owner");
+    let mut next = record.clone();
+    next.status = Status::Running;
+    let answered = Answer { option: option.to_string(), note: note.clone(), answered_at: Timestamp::from_ms(now) };
+    if let Some(q) = next.question.as_mut() {
+        q.answer = Some(answered);
     }
     Ok(Some(next))
 }

@@ -45,7 +45,7 @@ CHROMIUM_ARGS = [
 ]
 
 # Every action the API may list, in its fixed order (the contract).
-ALL_ACTIONS = ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker"]
+ALL_ACTIONS = ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer"]
 PACKAGE_ACTIONS = {"compile", "accept", "reject"}
 
 _log_lock = threading.Lock()

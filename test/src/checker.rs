@@ -81,7 +81,7 @@ impl Handoff {
 pub fn model_command(command: &Command) -> model::Command {
     match command {
         Command::OpenTurn { after } => model::Command::OpenTurn { after: *after },
-        Command::Report { turn: t, status, summary } => {
+        Command::Report { turn: t, status, summary, .. } => {
             let status = match status {
                 turn::ReportStatus::Running => model::ReportStatus::Running,
                 turn::ReportStatus::NeedsYou => model::ReportStatus::NeedsYou,
@@ -92,6 +92,7 @@ pub fn model_command(command: &Command) -> model::Command {
         }
         Command::Cancel { turn: t } => model::Command::Cancel { turn: *t },
         Command::Close => model::Command::Close,
+        Command::Answer { .. } => unreachable!("the checker's histories ask no questions"),
     }
 }
 

@@ -45,9 +45,9 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
     let mut record = Record::create(id.clone(), "o".into(), "s".into(), "m1".into(), "large".into(), 0);
     if rng.below(LATER_TURN_ONE_IN) == 0 {
         let steps = [
-            (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()) }),
+            (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()), question: None }),
             (c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})), Command::OpenTurn { after: 1 }),
-            (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()) }),
+            (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()), question: None }),
         ];
         for (answer, command) in steps {
             assert_eq!(answer.status, 200, "{}", answer.text);
@@ -63,7 +63,7 @@ fn fire(c: &Client, id: &str, alice: &str, machine: &str, race: &Race) -> (Answe
         match command {
             Command::Cancel { turn: Some(t) } => json!({"turn": t}),
             Command::Cancel { turn: None } => json!({}),
-            Command::Report { turn, status, summary } => json!({"turn": turn, "status": status, "summary": summary}),
+            Command::Report { turn, status, summary, .. } => json!({"turn": turn, "status": status, "summary": summary}),
             _ => unreachable!(),
         }
     };
@@ -179,7 +179,7 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
                     let final_status = if rng.chance(50) { ReportStatus::Done } else { ReportStatus::Failed };
                     let race = Race {
                         cancel: Command::Cancel { turn: rng.chance(50).then_some(start.turn) },
-                        report: Command::Report { turn: start.turn, status: final_status, summary: Some(format!("r{}", rng.below(1000))) },
+                        report: Command::Report { turn: start.turn, status: final_status, summary: Some(format!("r{}", rng.below(1000))), question: None },
                     };
                     let (cancel, close, report) = fire(c, &id, &alice, &machine, &race);
                     let after = c.get(&format!("/v1/handoffs/{id}"), &alice);

@@ -58,6 +58,7 @@ fn kind(command: &Command) -> &'static str {
         Command::Report { .. } => "report",
         Command::Cancel { .. } => "cancel",
         Command::Close => "close",
+        Command::Answer { .. } => "answer",
     }
 }
 
@@ -74,9 +75,9 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
     match rng.below(100) {
         0..=49 => {
             let status = if r.status == Status::Running { ReportStatus::NeedsYou } else { ReportStatus::Running };
-            Command::Report { turn: r.turn, status, summary }
+            Command::Report { turn: r.turn, status, summary, question: None }
         }
-        50..=74 => Command::Report { turn: r.turn, status: *rng.pick(&[ReportStatus::Done, ReportStatus::Failed]), summary },
+        50..=74 => Command::Report { turn: r.turn, status: *rng.pick(&[ReportStatus::Done, ReportStatus::Failed]), summary, question: None },
         75..=92 => Command::Cancel { turn: rng.chance(50).then_some(r.turn) },
         _ => Command::Close,
     }
@@ -85,10 +86,11 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
 fn send_command(c: &Client, t: &Tracked, command: &Command) -> Result<handoff_it::Answer, String> {
     let (path, token, body) = match command {
         Command::OpenTurn { after } => ("turns", &t.owner_token, json!({"after": after})),
-        Command::Report { turn, status, summary } => ("report", &t.machine, json!({"turn": turn, "status": status, "summary": summary})),
+        Command::Report { turn, status, summary, .. } => ("report", &t.machine, json!({"turn": turn, "status": status, "summary": summary})),
         Command::Cancel { turn: Some(n) } => ("cancel", &t.owner_token, json!({"turn": n})),
         Command::Cancel { turn: None } => ("cancel", &t.owner_token, json!({})),
         Command::Close => ("close", &t.owner_token, json!({})),
+        Command::Answer { .. } => unreachable!("the crash runs ask no questions"),
     };
     c.try_send("POST", &format!("/v1/handoffs/{}/{path}", t.id), Some(token), &[], Some(body.to_string().as_bytes()))
 }

@@ -87,10 +87,11 @@ impl Role<'_> {
     fn apply(&mut self, command: Command) -> Outcome {
         let (path, body) = match &command {
             Command::OpenTurn { after } => ("/turns", json!({"after": after})),
-            Command::Report { turn, status, summary } => ("/report", json!({"turn": turn, "status": status, "summary": summary})),
+            Command::Report { turn, status, summary, .. } => ("/report", json!({"turn": turn, "status": status, "summary": summary})),
             Command::Cancel { turn: Some(t) } => ("/cancel", json!({"turn": t})),
             Command::Cancel { turn: None } => ("/cancel", json!({})),
             Command::Close => ("/close", json!({})),
+            Command::Answer { .. } => unreachable!("the histories ask no questions"),
         };
         let call = Call::Apply(command.clone());
         self.call(|_| call, "POST", path, Some(body))
@@ -159,7 +160,7 @@ impl Role<'_> {
             let turn = self.near_turn();
             let status = *self.rng.pick(&statuses);
             let summary = self.rng.pick(&summaries).map(str::to_string);
-            self.apply(Command::Report { turn, status, summary });
+            self.apply(Command::Report { turn, status, summary, question: None });
         }
     }
 

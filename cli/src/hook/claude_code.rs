@@ -10,6 +10,7 @@
 //! | `PostToolUse` after a `needs-you` (the person let the tool run) | `running` |
 //! | `Stop` | `done`, with the last assistant message and the context used; on a usage limit, `failed` with `limit: provider-limit` |
 //! | `StopFailure` (an API error ended the turn) | `failed`; with `limit: provider-limit` when the error is `rate_limit` |
+//! | `PermissionRequest` (a permission dialog is about to be shown) | `needs-you` with a permission question (`tool_name`, a line of `tool_input`), then the owner's answer as the decision (see [`permission_text`]) |
 //!
 //! Anything else reports nothing.
 
@@ -19,6 +20,13 @@ use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
 use std::path::Path;
+
+/// A `PermissionRequest` document's question text: its `tool_name` and a line of its
+/// `tool_input` (Claude Code's hooks reference, "PermissionRequest input"); `None` for any
+/// other event.
+pub fn permission_text(doc: &Value) -> Option<String> {
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+}
 
 /// `Notification` types that mean the agent is waiting for the person.
 pub const WAITING_NOTIFICATIONS: [&str; 3] = ["permission_prompt", "idle_prompt", "elicitation_dialog"];
@@ -94,6 +102,20 @@ mod tests {
             Intent::Report { status, summary, usage, .. } => (status, summary, usage),
             other => panic!("not a report: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_permission_request_asks_with_the_tool_and_a_line_of_its_input() {
+        let doc = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "rm -rf node_modules\n  && npm ci", "description": "Reinstall"}});
+        assert_eq!(permission_text(&doc).as_deref(), Some("Bash: rm -rf node_modules && npm ci"));
+        let write = json!({"hook_event_name": "PermissionRequest", "tool_name": "Write", "tool_input": {"file_path": "/w/a.rs", "content": "fn main() {}"}});
+        assert_eq!(permission_text(&write).as_deref(), Some("Write: /w/a.rs"));
+        let other = json!({"hook_event_name": "PermissionRequest", "tool_name": "mcp__db__query", "tool_input": {"sql": "select 1"}});
+        assert_eq!(permission_text(&other).as_deref(), Some(r#"mcp__db__query: {"sql":"select 1"}"#));
+        let long = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "x".repeat(5_000)}});
+        let text = permission_text(&long).unwrap();
+        assert!(text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX && text.ends_with('…'), "{}", text.len());
+        assert_eq!(permission_text(&json!({"hook_event_name": "PreToolUse", "tool_name": "Bash"})), None);
     }
 
     #[test]

@@ -2,10 +2,22 @@
 //! JSON argument after each turn: `type` (`agent-turn-complete`, the only type), `thread-id`,
 //! `turn-id`, `cwd`, `input-messages` and `last-assistant-message` (which may be null).
 //! A completed turn is `done`, with the last assistant message as the summary.
+//!
+//! Codex's hooks (`[hooks]` in `config.toml`, or `hooks.json`, read by `codex-rs/hooks`) run
+//! `handoff hook codex` with no argument and one JSON document on standard input; its
+//! `PermissionRequest` (`hook_event_name`, `tool_name` `Bash` or `NetworkAccess`,
+//! `tool_input.command` and `.description`: `codex-rs/hooks/schema/generated/
+//! permission-request.command.input.schema.json`) asks the owner, as Claude Code's does.
 
 use super::{clip_summary, Intent};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
+
+/// A Codex `PermissionRequest` document's question text: its `tool_name` and a line of its
+/// `tool_input`; `None` for any other document.
+pub fn permission_text(doc: &Value) -> Option<String> {
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+}
 
 pub fn intent(doc: &Value) -> Intent {
     match doc["type"].as_str() {
@@ -21,6 +33,13 @@ pub fn intent(doc: &Value) -> Intent {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_permission_request_asks_with_the_tool_and_its_command() {
+        let doc = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo publish", "description": "publish"}, "turn_id": "t1"});
+        assert_eq!(permission_text(&doc).as_deref(), Some("Bash: cargo publish"));
+        assert_eq!(permission_text(&json!({"type": "agent-turn-complete"})), None);
+    }
 
     #[test]
     fn a_completed_turn_is_done_with_the_last_assistant_message() {

@@ -6,8 +6,13 @@
 //!
 //! - Claude Code (`settings.json`): one hook group per event of [`CLAUDE_CODE_EVENTS`], whose
 //!   one handler runs `<program> hook claude-code`.
+//! - Claude Code's `PermissionRequest` too, whose handler waits for the owner's answer: its
+//!   `timeout` is [`permission_timeout_s`], above the hook's wait (`HANDOFF_ANSWER_WAIT_S`).
 //! - Codex (`config.toml`): the top-level `notify = ["<program>", "hook", "codex"]`. Codex
-//!   appends one argument, the event as JSON, to that argv when it runs it.
+//!   appends one argument, the event as JSON, to that argv when it runs it. Beside it, in the
+//!   same folder's `hooks.json` (which Codex reads as it reads `[hooks]` of `config.toml`:
+//!   `codex-rs/hooks/src/engine/discovery.rs`), a `PermissionRequest` handler running
+//!   `<program> hook codex`, its document on standard input ([`install_codex_hooks`]).
 //!
 //! **Invariants:**
 //! - Only ours is added or removed; every other entry of the file is kept.
@@ -47,8 +52,20 @@ pub const CLAUDE_CODE_EVENTS: [&str; 6] = ["SessionStart", "UserPromptSubmit", "
 /// report, and a hook must never hold the agent up for long.
 pub const HOOK_TIMEOUT_S: u64 = 10;
 
+/// The event whose handler waits for the owner's answer, in Claude Code and in Codex.
+pub const PERMISSION_EVENT: &str = "PermissionRequest";
+
+/// The `timeout` (seconds) of a `PermissionRequest` handler: the hook's wait for the answer,
+/// its budget to report, and a margin, so that the harness never kills a hook that is about
+/// to answer.
+pub fn permission_timeout_s(answer_wait_s: u64) -> u64 {
+    answer_wait_s + crate::hook::HOOK_BUDGET_MS / 1000 + 10
+}
+
 /// The subcommand Claude Code runs, after the program.
 const CLAUDE_CODE_ARGS: &str = "hook claude-code";
+/// The subcommand Codex's hooks run, after the program.
+const CODEX_HOOK_ARGS: &str = "hook codex";
 /// The arguments of Codex's `notify` argv, after the program.
 const CODEX_ARGS: [&str; 2] = ["hook", "codex"];
 /// The file names the `handoff` binary can have; an entry running a program of either is ours.
@@ -137,7 +154,30 @@ pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Re
 /// of our events is not an array; and a program not named `handoff` or that a shell would not
 /// read back as written (see [`claude_code_command`]).
 pub fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError> {
-    let command = claude_code_command(program)?;
+    install_claude_code_waiting(text, program, crate::ask::ANSWER_WAIT_S_DEFAULT)
+}
+
+/// [`install_claude_code`], the `PermissionRequest` handler's timeout above `answer_wait_s`.
+pub fn install_claude_code_waiting(text: &str, program: &str, answer_wait_s: u64) -> Result<String, InstallError> {
+    let mut events: Vec<(&str, u64)> = CLAUDE_CODE_EVENTS.iter().map(|e| (*e, HOOK_TIMEOUT_S)).collect();
+    events.push((PERMISSION_EVENT, permission_timeout_s(answer_wait_s)));
+    install_json_hooks(text, &shell_command(program, CLAUDE_CODE_ARGS)?, CLAUDE_CODE_ARGS, &events)
+}
+
+/// Codex's `hooks.json`: our `PermissionRequest` handler, as for Claude Code.
+pub fn install_codex_hooks(text: &str, program: &str, answer_wait_s: u64) -> Result<String, InstallError> {
+    let events = [(PERMISSION_EVENT, permission_timeout_s(answer_wait_s))];
+    install_json_hooks(text, &shell_command(program, CODEX_HOOK_ARGS)?, CODEX_HOOK_ARGS, &events)
+}
+
+/// Removes our handlers from Codex's `hooks.json`, as [`uninstall_claude_code`] does.
+pub fn uninstall_codex_hooks(text: &str) -> Result<String, InstallError> {
+    uninstall_json_hooks(text, CODEX_HOOK_ARGS)
+}
+
+/// Adds a handler running `command` to each of `events` (with its timeout) that has none of
+/// ours (a handler whose command ends with `args`) yet.
+fn install_json_hooks(text: &str, command: &str, args: &str, events: &[(&str, u64)]) -> Result<String, InstallError> {
     let mut settings = match parse_json(text)? {
         Value::Object(settings) => settings,
         other => return Err(shape("top level", "an object", &other)),
@@ -147,13 +187,13 @@ pub fn install_claude_code(text: &str, program: &str) -> Result<String, InstallE
         other => return Err(shape("`hooks`", "an object", other)),
     };
     let mut added = false;
-    for event in CLAUDE_CODE_EVENTS {
-        let groups = match hooks.entry(event).or_insert_with(|| json!([])) {
+    for (event, timeout_s) in events {
+        let groups = match hooks.entry(event.to_string()).or_insert_with(|| json!([])) {
             Value::Array(groups) => groups,
             other => return Err(shape(&format!("`hooks.{event}`"), "an array", other)),
         };
-        if !groups.iter().any(group_has_ours) {
-            groups.push(json!({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]}));
+        if !groups.iter().any(|g| group_has_ours(g, args)) {
+            groups.push(json!({"hooks": [{"type": "command", "command": command, "timeout": timeout_s}]}));
             added = true;
         }
     }
@@ -168,6 +208,10 @@ pub fn install_claude_code(text: &str, program: &str) -> Result<String, InstallE
 /// Refuses only a file that is not JSON: in a value of an unexpected shape there is nothing of
 /// ours to remove, so it is left alone.
 pub fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
+    uninstall_json_hooks(text, CLAUDE_CODE_ARGS)
+}
+
+fn uninstall_json_hooks(text: &str, args: &str) -> Result<String, InstallError> {
     let mut settings = match parse_json(text)? {
         Value::Object(settings) => settings,
         _ => return Ok(text.to_string()),
@@ -179,7 +223,7 @@ pub fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
     let mut emptied = Vec::new();
     for (event, groups) in hooks.iter_mut() {
         let Value::Array(groups) = groups else { continue };
-        if remove_ours(groups) {
+        if remove_ours(groups, args) {
             removed = true;
             if groups.is_empty() {
                 emptied.push(event.clone());
@@ -202,39 +246,39 @@ pub fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
 /// quotes when it has whitespace or any other character a shell would not read as itself (a
 /// Windows path's `\`, say). Refuses a program not named `handoff`, and one with `"`, `$` or
 /// `` ` ``, which a shell reads even inside double quotes.
-fn claude_code_command(program: &str) -> Result<String, InstallError> {
+fn shell_command(program: &str, args: &str) -> Result<String, InstallError> {
     check_program_name(program)?;
     if program.contains(['"', '$', '`']) {
         let reason = "a shell would not read its \", $ or ` as written; run handoff from a path without them";
         return Err(InstallError::Program { program: program.to_string(), reason });
     }
     let plain = program.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%~".contains(c));
-    Ok(if plain { format!("{program} {CLAUDE_CODE_ARGS}") } else { format!("\"{program}\" {CLAUDE_CODE_ARGS}") })
+    Ok(if plain { format!("{program} {args}") } else { format!("\"{program}\" {args}") })
 }
 
-/// Whether a handler object runs `<P> hook claude-code` with P (quotes stripped) a `handoff`.
-fn is_our_handler(handler: &Value) -> bool {
+/// Whether a handler object runs `<P> <args>` with P (quotes stripped) a `handoff`.
+fn is_our_handler(handler: &Value, args: &str) -> bool {
     let Some(command) = handler.get("command").and_then(Value::as_str) else {
         return false;
     };
-    command.strip_suffix(CLAUDE_CODE_ARGS).and_then(|rest| rest.strip_suffix(' ')).is_some_and(|program| is_handoff(unquote(program)))
+    command.strip_suffix(args).and_then(|rest| rest.strip_suffix(' ')).is_some_and(|program| is_handoff(unquote(program)))
 }
 
 /// Whether a group (`{"matcher"?, "hooks": [handler, ...]}`) has a handler of ours.
-fn group_has_ours(group: &Value) -> bool {
-    group.get("hooks").and_then(Value::as_array).is_some_and(|handlers| handlers.iter().any(is_our_handler))
+fn group_has_ours(group: &Value, args: &str) -> bool {
+    group.get("hooks").and_then(Value::as_array).is_some_and(|handlers| handlers.iter().any(|h| is_our_handler(h, args)))
 }
 
 /// Removes our handlers from an event's groups, and the groups that were left empty by it;
 /// says whether it removed any.
-fn remove_ours(groups: &mut Vec<Value>) -> bool {
+fn remove_ours(groups: &mut Vec<Value>, args: &str) -> bool {
     let mut removed = false;
     groups.retain_mut(|group| {
         let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
             return true;
         };
         let before = handlers.len();
-        handlers.retain(|handler| !is_our_handler(handler));
+        handlers.retain(|handler| !is_our_handler(handler, args));
         if handlers.len() == before {
             return true;
         }

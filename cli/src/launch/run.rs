@@ -169,9 +169,10 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         Source::Work(_) => Some(briefing(&client, &prepared)?),
         Source::Package { .. } => None,
     };
-    let (settings, _) = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
+    let files = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
     let log = Log::new(&state_dir, "launch", Some(&id));
-    log.line(&format!("hooks of {} in {}", runtime.name(), settings.display()));
+    let settings: Vec<String> = files.iter().map(|(path, _)| path.display().to_string()).collect();
+    log.line(&format!("hooks of {} in {}", runtime.name(), settings.join(" and ")));
     if accept(&client, &prepared)? {
         if let Some(p) = prepared.package() {
             log.line(&format!("accepted package v{} ({})", p.version, p.hash));
@@ -250,7 +251,7 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
     }
     let status = left.status.unwrap_or(if ran_ok { ReportStatus::Done } else { ReportStatus::Failed });
     let summary = left.summary.clone().unwrap_or_else(|| format!("{} left no final message", runtime.program()));
-    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None };
+    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {
         Ok(reply) => outcome("the report", Ok(format!("{status_name} for turn {turn} (v{})", reply.value.version))),

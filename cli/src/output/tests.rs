@@ -245,3 +245,20 @@ fn elapsed_time_reads_at_a_glance() {
     assert_eq!(elapsed(Duration::from_secs(3780)), "1h03m");
     assert_eq!(waiting_line(3, Duration::from_secs(12)), "waiting for a change after v3… 12s");
 }
+
+#[test]
+fn show_prints_the_question_and_its_answer_and_answer_says_which_option() {
+    let mut h = handoff(1, "needs-you", 2);
+    h.question = serde_json::from_value(json!({
+        "id": "q_2", "turn": 1, "kind": "permission", "text": "Bash: ls",
+        "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}],
+        "asked_at": "2025-01-01T00:00:00Z", "answer": null
+    }))
+    .unwrap();
+    assert_eq!(show_lines(&h).last().unwrap(), "question q_2 (turn 1): Bash: ls; options: allow=Allow, deny=Deny");
+    h.question.as_mut().unwrap().answer = serde_json::from_value(json!({"option": "deny", "note": "not now", "answered_at": "2025-01-01T00:00:01Z"})).unwrap();
+    h.status = handoff_core::turn::Status::Running;
+    h.version = 3;
+    assert!(show_lines(&h).last().unwrap().starts_with("answered deny (not now) at "), "{:?}", show_lines(&h));
+    assert_eq!(answered_line(&h), "answered q_2: deny, turn 1 running (v3)");
+}

@@ -33,6 +33,9 @@ export type PackageRequest = Schemas["PackageRequest"];
 export type RejectInput = Schemas["RejectInput"];
 export type PolicyInput = Schemas["PolicyInput"];
 export type State = Schemas["State"];
+export type QuestionInput = Schemas["QuestionInput"];
+export type Question = Schemas["Question"];
+export type AnswerInput = Schemas["AnswerInput"];
 
 /** How many times a request is tried in all, at most (the first try and its retries). */
 export const ATTEMPTS_MAX = 5;
@@ -295,6 +298,13 @@ export class HandoffClient {
 
   async close(id: string, options?: ChangeOptions): Promise<Handoff> {
     const answer = await this.#api.POST("/v1/handoffs/{id}/close", { params: this.#id(id), body: {}, ...this.#change(options) });
+    return take(answer).handoff;
+  }
+
+  /** `POST …/answer` (owner): answers the open question (`handoff.question.id`) with one of its
+   * options; the same option again answers 200 and moves nothing. */
+  async answer(id: string, input: AnswerInput, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/answer", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
   }
 

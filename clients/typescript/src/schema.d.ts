@@ -141,6 +141,11 @@ export interface paths {
          *     limit adds a `suggestion` to the record (once per turn and reason, as a version move)
          *     naming the policy's runtimes that the machine reported available (installed and
          *     signed in, within the last 24 h) other than the current turn's; with none, nothing.
+         *     A needs-you may carry a `question` for the owner (1 to 6 options): the record shows it
+         *     as `question` with its id (`q_…`) and a null `answer`, and the list row's `summary` is
+         *     its text. A later report of the turn (any status), a new question, a cancel or a close
+         *     withdraws it (`question` null again); the same report with the same question again
+         *     moves nothing. A question on any other status: 400 `request.invalid`.
          */
         post: operations["report"];
         delete?: never;
@@ -593,6 +598,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/handoffs/{id}/answer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Answer the open question (owner).
+         * @description Answers the question a needs-you report asked (`question` of the record) with one of
+         *     its options: the record's `question.answer` becomes `{option, note, answered_at}`, the
+         *     turn's status goes back to `running`, the version moves by one and every waiter and
+         *     watcher wakes (the machine learns the answer from `/wait` or the watch). The same
+         *     option again: 200, no version move. No question open: 409 `question.none`; `question`
+         *     naming another question than the open one (one withdrawn by a later report, a new
+         *     question, a cancel or a close): 409 `question.stale`; answered already with another
+         *     option: 409 `question.answered`; an option the question does not offer: 400
+         *     `request.invalid` naming `option`. A machine token: 403. Closed: 409
+         *     `handoff.closed`. Every refusal carries the hand-off. `actions` lists `answer` for the
+         *     owner exactly while a question is open and unanswered.
+         */
+        post: operations["answer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -606,10 +644,11 @@ export interface components {
          *     handoff.turn_finished, package.stale, package.accepted, runtime.unavailable 409;
          *     request.invalid 400;
          *     request.too_large 413; idempotency.mismatch 422; request.upgrade_required 426;
-         *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503.
+         *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503;
+         *     question.none, question.stale, question.answered 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "question.none" | "question.stale" | "question.answered";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -675,9 +714,10 @@ export interface components {
          *       },
          *       "suggestion": null,
          *       "actions": [
-         *         "open_turn",
+         *         "cancel",
          *         "close",
-         *         "compile"
+         *         "compile",
+         *         "answer"
          *       ],
          *       "policy": {
          *         "runtimes": [
@@ -685,6 +725,24 @@ export interface components {
          *           "codex"
          *         ],
          *         "context_threshold_pct": 80
+         *       },
+         *       "question": {
+         *         "id": "q_7",
+         *         "turn": 2,
+         *         "kind": "choice",
+         *         "text": "Which database should I use?",
+         *         "options": [
+         *           {
+         *             "id": "pg",
+         *             "label": "Postgres"
+         *           },
+         *           {
+         *             "id": "sqlite",
+         *             "label": "SQLite"
+         *           }
+         *         ],
+         *         "asked_at": "2026-11-30T12:04:10.250Z",
+         *         "answer": null
          *       }
          *     }
          */
@@ -715,11 +773,14 @@ export interface components {
              *     needs you), `close`, `compile` (the work is set and the package is not yet accepted
              *     for this turn). The machine's: `report` (the turn is running or needs you). Either
              *     role's: `accept` and `reject` (a package not yet accepted), `resolve_blocker` (an
-             *     open blocker). A closed hand-off lists none.
+             *     open blocker). The owner's `answer` (a question is open and unanswered). A closed
+             *     hand-off lists none.
              */
-            actions: ("open_turn" | "cancel" | "close" | "report" | "compile" | "accept" | "reject" | "resolve_blocker")[];
+            actions: ("open_turn" | "cancel" | "close" | "report" | "compile" | "accept" | "reject" | "resolve_blocker" | "answer")[];
             /** @description The owner's policy (`PUT …/policy`), or null until it is set. */
             policy: components["schemas"]["PolicyInput"] | null;
+            /** @description The question the current needs-you asks the owner, or null. */
+            question?: components["schemas"]["Question"] | null;
         };
         /**
          * @example {
@@ -794,6 +855,7 @@ export interface components {
          *         "package_hash": null,
          *         "continued_from": null,
          *         "suggestion": null,
+         *         "question": null,
          *         "actions": [
          *           "cancel",
          *           "close"
@@ -851,6 +913,8 @@ export interface components {
             unmet: number[];
         };
         /**
+         * @description One session of the list. While the session waits on an unanswered question,
+         *     `summary` is the question's text and `question` is the question.
          * @example {
          *       "id": "ho_0123456789abcdef0123456789abcdef",
          *       "session": "chat-42",
@@ -865,7 +929,8 @@ export interface components {
          *       "suggestion": null,
          *       "runtime": "codex",
          *       "package_version": 1,
-         *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4"
+         *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4",
+         *       "question": null
          *     }
          */
         ListRow: {
@@ -883,6 +948,7 @@ export interface components {
             runtime?: string | null;
             package_version?: number | null;
             package_hash?: components["schemas"]["Sha256"] | null;
+            question?: components["schemas"]["Question"] | null;
         };
         /**
          * @example {
@@ -931,6 +997,8 @@ export interface components {
              */
             unmet?: number[] | null;
             usage?: components["schemas"]["Usage"] | null;
+            /** @description Only on needs-you (400 otherwise); withdraws any earlier question. */
+            question?: components["schemas"]["QuestionInput"] | null;
         };
         Usage: {
             /** @description Tokens of context in use. */
@@ -1244,6 +1312,51 @@ export interface components {
             /** @description Suggest a hand-off when a report's remaining quota is at or below this. */
             quota_threshold?: number | null;
         };
+        /**
+         * @description `permission`: a harness's permission prompt (options `allow`, `deny`); `choice`: any choice.
+         * @enum {string}
+         */
+        QuestionKind: "permission" | "choice";
+        QuestionOption: {
+            /** @description What the agent reads back. */
+            id: string;
+            /** @description What the person reads; one line, at most 200 bytes. */
+            label: string;
+        };
+        /** @description A needs-you report's question for the owner. */
+        QuestionInput: {
+            kind: components["schemas"]["QuestionKind"];
+            /** @description At most 1 KiB of UTF-8, not blank. */
+            text: string;
+            /** @description 1 to 6 options, ids unique. */
+            options: components["schemas"]["QuestionOption"][];
+        };
+        /**
+         * @description The question the current needs-you asks, on the record until a later report of the
+         *     turn, a new question, a cancel or a close withdraws it (then null). `answer` is null
+         *     until the owner answers (`POST …/answer`).
+         */
+        Question: {
+            id: string;
+            turn: components["schemas"]["Turn"];
+            kind: components["schemas"]["QuestionKind"];
+            text: string;
+            options: components["schemas"]["QuestionOption"][];
+            asked_at: components["schemas"]["Time"];
+            answer: {
+                option: string;
+                note: string | null;
+                answered_at: components["schemas"]["Time"];
+            } | null;
+        };
+        AnswerInput: {
+            /** @description The open question's id (`q_…`). */
+            question: string;
+            /** @description One of the question's option ids. */
+            option: string;
+            /** @description For the agent (a deny's reason); at most 1 KiB of UTF-8. */
+            note?: string | null;
+        };
     };
     responses: {
         /** @description The hand-off record after the request. */
@@ -1343,7 +1456,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"] & {
                     error?: {
                         /** @enum {unknown} */
-                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted" | "runtime.unavailable";
+                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted" | "runtime.unavailable" | "question.none" | "question.stale" | "question.answered";
                     };
                 };
             };
@@ -1699,7 +1812,21 @@ export interface operations {
                  * @example {
                  *       "turn": 1,
                  *       "status": "needs-you",
-                 *       "summary": "Which database should I use?"
+                 *       "summary": "Which database should I use?",
+                 *       "question": {
+                 *         "kind": "choice",
+                 *         "text": "Which database should I use?",
+                 *         "options": [
+                 *           {
+                 *             "id": "pg",
+                 *             "label": "Postgres"
+                 *           },
+                 *           {
+                 *             "id": "sqlite",
+                 *             "label": "SQLite"
+                 *           }
+                 *         ]
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ReportInput"];
@@ -2493,6 +2620,47 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["RuntimesInput"];
+            };
+        };
+        responses: {
+            200: components["responses"]["Handoff"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["IdempotencyMismatch"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    answer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A repeat with the same key and body answers the first answer again (status and body);
+                 *     the same key with another body answers 422 `idempotency.mismatch`. Kept at least 24 h.
+                 *     1 to 128 printable ASCII characters without spaces; any other value is 400.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "question": "q_7",
+                 *       "option": "deny",
+                 *       "note": "Not on main; open a branch first."
+                 *     }
+                 */
+                "application/json": components["schemas"]["AnswerInput"];
             };
         };
         responses: {

@@ -64,6 +64,33 @@ test("a whole session through the client: create, report, hand the next turn off
   assert.deepEqual(lineage.turns.map((t) => [t.turn, t.runtime]), [[1, null], [2, "codex"]]);
 });
 
+test("the machine asks, the owner answers with answer(), and the machine's follow sees the answer", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const asked = await machine.report(handoff.id, {
+    turn: 1,
+    status: "needs-you",
+    question: { kind: "permission", text: "Bash: npm test", options: [{ id: "allow", label: "Allow" }, { id: "deny", label: "Deny" }] },
+  });
+  const q = asked.question;
+  assert.ok(q && q.answer === null && q.id.startsWith("q_"));
+  assert.ok((await me.get(handoff.id)).actions.includes("answer"));
+  const controller = new AbortController();
+  const seen = (async () => {
+    for await (const h of machine.follow(handoff.id, { after: asked.version, signal: controller.signal })) {
+      if (h.question?.answer) return h.question.answer;
+    }
+  })();
+  const answered = await me.answer(handoff.id, { question: q.id, option: "deny", note: "not now" });
+  assert.equal(answered.status, "running");
+  assert.deepEqual({ ...(await seen) , answered_at: undefined }, { option: "deny", note: "not now", answered_at: undefined });
+  controller.abort();
+  const again = await me.answer(handoff.id, { question: q.id, option: "deny" });
+  assert.equal(again.version, answered.version, "the same option again moves nothing");
+  await assert.rejects(me.answer(handoff.id, { question: q.id, option: "allow" }), (e) => e instanceof HandoffError && e.code === "question.answered" && e.handoff?.id === handoff.id);
+});
+
 test("a change whose first answer was lost is retried with the same key and moves the version once", async () => {
   const me = owner();
   const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });

@@ -2,6 +2,7 @@ use super::*;
 use crate::handoff::{apply, Outcome};
 use crate::error::{Code, Refusal};
 use crate::package::{PackageRequest, RejectInput, RejectReason};
+use crate::question::{Choice, Kind, QuestionInput};
 use crate::turn::{Record, ReportStatus};
 use crate::work::{BlockerInput, Severity, WorkInput};
 use proptest::prelude::*;
@@ -38,6 +39,16 @@ fn reject(note: &str) -> Change {
     Change::Reject { input: RejectInput { reason: RejectReason::Other, note: note.into() } }
 }
 
+fn answer(question: &str, option: &str) -> Change {
+    turn(TurnCommand::Answer { question: question.into(), option: option.into(), note: None })
+}
+
+fn ask(turn_: u64, text: &str) -> Change {
+    let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
+    let question = QuestionInput { kind: Kind::Permission, text: text.into(), options };
+    turn(TurnCommand::Report { turn: turn_, status: ReportStatus::NeedsYou, summary: None, question: Some(question) })
+}
+
 fn resolve(id: &str) -> Change {
     Change::Work { command: work::Command::ResolveBlocker { id: id.into() } }
 }
@@ -58,7 +69,7 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             let mut all = Vec::new();
             for status in [ReportStatus::NeedsYou, ReportStatus::Running, ReportStatus::Done, ReportStatus::Failed] {
                 for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
-                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary }));
+                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary, question: None }));
                 }
             }
             all
@@ -104,6 +115,12 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
         Action::SetRuntimes => {
             let input = crate::runtimes::RuntimesInput { runtimes: vec![], checked_at: None };
             vec![Change::SetRuntimes { input }]
+        }
+        Action::Answer => {
+            // The open question's first option (the button), then its other option, an older
+            // question's id and an option it does not offer.
+            let id = r.question.as_ref().map_or("q_0", |q| q.id.as_str());
+            vec![answer(id, "allow"), answer(id, "deny"), answer("q_0", "allow"), answer(id, "maybe")]
         }
     }
 }
@@ -152,6 +169,8 @@ enum Step {
     Block,
     Resolve(usize),
     SetWork(u8),
+    Ask(u8),
+    Answer(bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -167,6 +186,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Block),
         2 => (0..4usize).prop_map(Step::Resolve),
         2 => (0..2u8).prop_map(Step::SetWork),
+        3 => (0..2u8).prop_map(Step::Ask),
+        3 => any::<bool>().prop_map(Step::Answer),
     ]
 }
 
@@ -176,7 +197,7 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
         Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn }), Role::Owner),
         Step::Report(status, n) => {
             let summary = (*n > 0).then(|| format!("summary {n}"));
-            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary }), Role::Machine)
+            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary, question: None }), Role::Machine)
         }
         Step::Cancel => (turn(TurnCommand::Cancel { turn: None }), Role::Owner),
         Step::Close => (turn(TurnCommand::Close), Role::Owner),
@@ -195,6 +216,11 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
             (resolve(&id), Role::Machine)
         }
         Step::SetWork(n) => (set_work(&format!("goal {n}")), Role::Owner),
+        Step::Ask(n) => (ask(r.turn, &format!("Bash: step {n}")), Role::Machine),
+        Step::Answer(allow) => {
+            let id = r.question.as_ref().map_or("q_0", |q| q.id.as_str());
+            (answer(id, if *allow { "allow" } else { "deny" }), Role::Owner)
+        }
     }
 }
 
@@ -257,7 +283,7 @@ fn each_action_names_the_change_it_is_and_only_the_buttons_are_listed() {
         }
     }
     let listed: Vec<&str> = Action::ALL.into_iter().filter(|a| a.listed()).map(Action::as_str).collect();
-    assert_eq!(listed, ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker"]);
+    assert_eq!(listed, ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer"]);
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: None, package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None }, unmet: None, usage: None, package: None }
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
@@ -89,7 +89,7 @@ fn a_hand_off_that_cannot_compile_opens_no_turn() {
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let failed = Change::Turn {
-        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None },
+        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None },
         unmet: Some(vec![1]),
         usage: None,
         package: None,
@@ -150,7 +150,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None }, unmet: None, usage: Some(usage), package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None }, unmet: None, usage: Some(usage), package: None }
 }
 
 #[test]
@@ -217,4 +217,30 @@ fn each_change_names_its_kind_in_the_history() {
     for (change, kind) in cases {
         assert_eq!(change.kind().as_str(), kind, "{change:?}");
     }
+}
+
+#[test]
+fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_again() {
+    use crate::question::{Choice, Kind, QuestionInput};
+    let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
+    let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), options };
+    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question) };
+    let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
+    assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
+    let answer = |option: &str| Change::Turn {
+        command: TurnCommand::Answer { question: "q_2".into(), option: option.into(), note: None },
+        unmet: None,
+        usage: None,
+        package: None,
+    };
+    assert_eq!(apply(&h, &answer("allow"), Role::Machine, 5_000).unwrap_err().code, Code::AuthForbidden);
+    let invalid = apply(&h, &answer("maybe"), Role::Owner, 5_000).unwrap_err();
+    assert_eq!(invalid.code, Code::RequestInvalid);
+    assert!(invalid.message.starts_with("option: "), "{}", invalid.message);
+    let out = ok(&h, answer("allow"), Role::Owner);
+    assert_eq!((out.next.record.status, out.next.lineage.last().map(|t| t.status)), (Status::Running, Some(Status::Running)));
+    assert_eq!(answer("allow").kind(), EventKind::Answer);
+    let refused = apply(&out.next, &answer("deny"), Role::Owner, 5_000).unwrap_err();
+    assert_eq!(refused.code, Code::QuestionAnswered);
+    assert!(refused.message.contains("\"allow\""), "{}", refused.message);
 }

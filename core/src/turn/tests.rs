@@ -10,7 +10,7 @@ fn ok(record: &Record, command: Command) -> Applied<Record> {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
-    Command::Report { turn, status, summary: summary.map(str::to_string) }
+    Command::Report { turn, status, summary: summary.map(str::to_string), question: None }
 }
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
@@ -167,9 +167,11 @@ fn any_command() -> impl Strategy<Value = Command> {
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
         (0u64..6).prop_map(|after| Command::OpenTurn { after }),
-        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary }),
+        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None }),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
+        (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
+        (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(&format!("q_{v}"), option, None)),
     ]
 }
 
@@ -218,6 +220,13 @@ proptest! {
             if before.state == State::Closed {
                 prop_assert_eq!(&r, &before);
             }
+            // An unanswered question is open only while its turn needs the owner; none
+            // outlives its turn or the hand-off.
+            if let Some(q) = &r.question {
+                prop_assert_eq!(q.turn, r.turn);
+                prop_assert!(r.state == State::Open);
+                prop_assert_eq!(q.is_open(), r.status == Status::NeedsYou);
+            }
         }
     }
 }
@@ -240,4 +249,100 @@ fn both_states_read_back_from_the_word_the_contract_writes_and_no_other_word_is_
     assert_ne!(State::Open.as_str(), State::Closed.as_str());
     assert_eq!(State::parse("Closed"), None);
     assert_eq!(State::parse(""), None);
+}
+
+// ---- Questions ----
+
+use crate::question::{Choice, Kind, QuestionInput};
+
+fn permission(text: &str) -> QuestionInput {
+    let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
+    QuestionInput { kind: Kind::Permission, text: text.into(), options }
+}
+
+fn ask(turn: u64, text: &str) -> Command {
+    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)) }
+}
+
+fn answer(question: &str, option: &str, note: Option<&str>) -> Command {
+    Command::Answer { question: question.into(), option: option.into(), note: note.map(str::to_string) }
+}
+
+/// Turn 1 asks "Bash: ls": version 2, question `q_2`.
+fn asking() -> Record {
+    ok(&fresh(), ask(1, "Bash: ls")).next
+}
+
+#[test]
+fn a_needs_you_report_with_a_question_puts_it_on_the_record_unanswered() {
+    let r = asking();
+    let q = r.question.clone().expect("a question");
+    assert_eq!((r.status, r.version), (Status::NeedsYou, 2));
+    assert_eq!((q.id.as_str(), q.turn, q.kind, q.text.as_str(), q.options.len()), ("q_2", 1, Kind::Permission, "Bash: ls", 2));
+    assert_eq!((q.asked_at, q.answer), (Timestamp::from_ms(2_000), None));
+    let again = ok(&r, ask(1, "Bash: ls"));
+    assert!(!again.moved, "the same report with the same question again is a repeat");
+    assert_eq!(again.next.question.map(|q| q.id), Some("q_2".into()));
+}
+
+#[test]
+fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
+    let r = asking();
+    for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
+        let next = ok(&r, report(1, status, Some("waiting"))).next;
+        assert_eq!(next.question, None, "a {status:?} report withdraws it");
+    }
+    let newer = ok(&r, ask(1, "Bash: rm -rf build")).next;
+    assert_eq!(newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())), Some(("q_3", "Bash: rm -rf build")));
+    assert_eq!(ok(&r, Command::Cancel { turn: None }).next.question, None);
+    assert_eq!(ok(&r, Command::Close).next.question, None);
+}
+
+#[test]
+fn the_owners_answer_is_recorded_once_and_the_turn_runs_again() {
+    let r = asking();
+    let answered = ok(&r, answer("q_2", "deny", Some("not on main")));
+    assert!(answered.moved);
+    let next = answered.next;
+    let given = next.question.as_ref().and_then(|q| q.answer.clone()).expect("answered");
+    assert_eq!((given.option.as_str(), given.note.as_deref(), given.answered_at), ("deny", Some("not on main"), Timestamp::from_ms(2_000)));
+    assert_eq!((next.status, next.version), (Status::Running, 3));
+    // The exact same answer again (from this device or another): accepted, nothing moves.
+    let again = apply(&next, &answer("q_2", "deny", Some("not on main")), 3_000).unwrap();
+    assert!(!again.moved);
+    assert_eq!(again.next, next);
+    assert!(!apply(&next, &answer("q_2", "deny", None), 3_000).unwrap().moved, "the same option with another note is the same answer");
+}
+
+#[test]
+fn two_owners_answering_at_once_one_wins_and_the_other_gets_the_same_answer_or_question_answered() {
+    let r = asking();
+    for (first, second) in [("allow", "deny"), ("deny", "allow")] {
+        let won = ok(&r, answer("q_2", first, None)).next;
+        assert_eq!(apply(&won, &answer("q_2", second, None), 3_000), Err(Code::QuestionAnswered));
+        assert!(!ok(&won, answer("q_2", first, None)).moved);
+    }
+}
+
+#[test]
+fn an_answer_with_no_question_to_another_question_or_with_an_option_not_offered_is_refused() {
+    assert_eq!(apply(&fresh(), &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+    let r = asking();
+    assert_eq!(apply(&r, &answer("q_9", "allow", None), 3_000), Err(Code::QuestionStale));
+    assert_eq!(apply(&r, &answer("q_2", "maybe", None), 3_000), Err(Code::RequestInvalid));
+    // Withdrawn by a new question: the old id is stale; by a report: no question is open.
+    let newer = ok(&r, ask(1, "Bash: rm -rf build")).next;
+    assert_eq!(apply(&newer, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionStale));
+    let withdrawn = ok(&r, report(1, ReportStatus::Running, None)).next;
+    assert_eq!(apply(&withdrawn, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+    let closed = ok(&r, Command::Close).next;
+    assert_eq!(apply(&closed, &answer("q_2", "allow", None), 3_000), Err(Code::HandoffClosed));
+}
+
+#[test]
+fn a_question_does_not_outlive_its_turn() {
+    let r = ok(&asking(), report(1, ReportStatus::Done, None)).next;
+    let r = ok(&r, Command::OpenTurn { after: 1 }).next;
+    assert_eq!((r.turn, r.question.clone()), (2, None));
+    assert_eq!(apply(&r, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
 }

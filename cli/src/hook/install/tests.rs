@@ -105,7 +105,7 @@ fn claude_code_install_adds_our_handler_once_to_each_event_and_keeps_everything_
         assert_eq!(after[key], before[key], "{key}");
     }
     assert_eq!(after.as_object().unwrap().len(), 4);
-    assert_eq!(after["hooks"].as_object().unwrap().len(), CLAUDE_CODE_EVENTS.len() + 1, "our events and PreToolUse");
+    assert_eq!(after["hooks"].as_object().unwrap().len(), CLAUDE_CODE_EVENTS.len() + 2, "our events, PermissionRequest and PreToolUse");
 }
 
 #[test]
@@ -122,6 +122,33 @@ fn claude_code_handler_is_a_group_with_one_command_and_the_timeout() {
 }
 
 #[test]
+fn the_permission_request_handler_waits_longer_than_the_answer_wait() {
+    for wait_s in [5, crate::ask::ANSWER_WAIT_S_DEFAULT, 600] {
+        let after = parse(&install_claude_code_waiting("", PROGRAM, wait_s).unwrap());
+        let timeout = after["hooks"][PERMISSION_EVENT][0]["hooks"][0]["timeout"].as_u64().unwrap();
+        assert!(timeout > wait_s + crate::hook::HOOK_BUDGET_MS / 1000, "{wait_s}: {timeout}");
+        assert_eq!(after["hooks"][PERMISSION_EVENT][0]["hooks"][0]["command"], COMMAND);
+    }
+}
+
+#[test]
+fn codex_hooks_json_gets_our_permission_request_handler_and_uninstall_removes_only_it() {
+    let theirs = r#"{"hooks": {"PreToolUse": [{"matcher": "^Bash$", "hooks": [{"type": "command", "command": "./check.sh"}]}]}}"#;
+    let installed = install_codex_hooks(theirs, PROGRAM, 60).unwrap();
+    let after = parse(&installed);
+    assert_eq!(
+        after["hooks"][PERMISSION_EVENT],
+        json!([{"hooks": [{"type": "command", "command": "/usr/local/bin/handoff hook codex", "timeout": permission_timeout_s(60)}]}])
+    );
+    assert_eq!(after["hooks"]["PreToolUse"], parse(theirs)["hooks"]["PreToolUse"]);
+    assert_eq!(install_codex_hooks(&installed, PROGRAM, 60).unwrap(), installed, "installed once");
+    assert_eq!(parse(&uninstall_codex_hooks(&installed).unwrap()), parse(theirs));
+    assert_eq!(uninstall_codex_hooks(&install_codex_hooks("", PROGRAM, 60).unwrap()).unwrap(), "{}\n");
+    // A Claude Code handler is not Codex's, and the other way round.
+    assert_eq!(uninstall_claude_code(&installed).unwrap(), installed);
+}
+
+#[test]
 fn claude_code_install_twice_gives_the_same_text() {
     let once = install_claude_code(SETTINGS, PROGRAM).unwrap();
     let twice = install_claude_code(&once, PROGRAM).unwrap();
@@ -135,7 +162,7 @@ fn claude_code_install_twice_gives_the_same_text() {
 fn claude_code_install_with_ours_on_every_event_answers_the_text_as_it_was() {
     // Written by hand, compact, keys unsorted: not rewritten when there is nothing to add.
     let groups = json!([{"hooks": [{"type": "command", "command": "/opt/handoff hook claude-code"}]}]);
-    let hooks: Map<String, Value> = CLAUDE_CODE_EVENTS.iter().map(|event| (event.to_string(), groups.clone())).collect();
+    let hooks: Map<String, Value> = CLAUDE_CODE_EVENTS.iter().chain([&PERMISSION_EVENT]).map(|event| (event.to_string(), groups.clone())).collect();
     let text = format!("{{\"zz\": 1, \"hooks\": {}}}", Value::Object(hooks));
     assert_eq!(install_claude_code(&text, PROGRAM).unwrap(), text);
 }
@@ -160,7 +187,7 @@ fn claude_code_uninstall_after_installing_twice_gives_back_the_original() {
 fn claude_code_install_into_no_file_then_uninstall_gives_an_empty_object() {
     for empty in ["", "  \n"] {
         let installed = install_claude_code(empty, PROGRAM).unwrap();
-        assert_eq!(parse(&installed)["hooks"].as_object().unwrap().len(), CLAUDE_CODE_EVENTS.len());
+        assert_eq!(parse(&installed)["hooks"].as_object().unwrap().len(), CLAUDE_CODE_EVENTS.len() + 1);
         let removed = uninstall_claude_code(&installed).unwrap();
         assert_eq!(removed, "{}\n");
     }

@@ -1,0 +1,114 @@
+//! Asking the owner a question from the machine and waiting, for a bounded time, for the
+//! answer: `handoff ask` and the permission hooks. The question rides on a needs-you report;
+//! the answer comes back as any other version does, through `/wait`.
+
+use crate::client::{Client, Handoff, Retry};
+use handoff_core::question::{Answer, Choice, Kind, QuestionInput};
+use handoff_core::turn::State;
+use std::time::{Duration, Instant};
+
+/// How long a hook (and `handoff ask` without `--wait`) waits for the owner's answer unless
+/// `HANDOFF_ANSWER_WAIT_S` says: long enough to answer from a phone, short enough that the
+/// person at the terminal is not kept from the harness's own prompt for long.
+pub const ANSWER_WAIT_S_DEFAULT: u64 = 120;
+/// The longest `HANDOFF_ANSWER_WAIT_S` (or `--wait`) is taken to be.
+pub const ANSWER_WAIT_S_MAX: u64 = 3_600;
+/// A wait that failed (the network) is tried again after this, while time is left.
+const RETRY_PAUSE_MS: u64 = 250;
+
+/// `HANDOFF_ANSWER_WAIT_S` read from `env`: whole seconds, at most [`ANSWER_WAIT_S_MAX`]; the
+/// default when unset or unreadable.
+pub fn answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
+    env("HANDOFF_ANSWER_WAIT_S").and_then(|v| v.trim().parse::<u64>().ok()).map_or(ANSWER_WAIT_S_DEFAULT, |s| s.min(ANSWER_WAIT_S_MAX))
+}
+
+/// A permission question: the tool and a one-line summary of its input, `allow` or `deny`.
+pub fn permission_question(text: &str) -> QuestionInput {
+    let options = [("allow", "Allow"), ("deny", "Deny")].map(|(id, label)| Choice { id: id.into(), label: label.into() }).to_vec();
+    QuestionInput { kind: Kind::Permission, text: text.to_string(), options }
+}
+
+/// How a wait for an answer ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The owner answered: the answer, and the record that carried it.
+    Answered(Answer, Box<Handoff>),
+    /// The question was withdrawn (a later report, a cancel, a close) before an answer.
+    Withdrawn,
+    /// No answer before the deadline.
+    TimedOut,
+}
+
+/// What `record` says of question `id`: answered, withdrawn, or still open (`None`).
+pub fn answer_of(record: &Handoff, id: &str) -> Option<Waited> {
+    match &record.question {
+        Some(q) if q.id == id => q.answer.clone().map(|a| Waited::Answered(a, Box::new(record.clone()))),
+        _ => Some(Waited::Withdrawn),
+    }
+    .or_else(|| (record.state == State::Closed).then_some(Waited::Withdrawn))
+}
+
+/// Waits until `deadline` for the answer to question `id` on hand-off `hid`, from version
+/// `after` on. Each wait is cut at the deadline, so this returns within it (and a request's
+/// own connect time); a failed wait is tried again while time is left.
+pub fn wait_for_answer(client: &Client, hid: &str, id: &str, after: u64, deadline: Instant) -> Waited {
+    let mut after = after;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(100) {
+            return Waited::TimedOut;
+        }
+        let cut = client.clone().with_retry(Retry::none()).with_request_timeout(left);
+        match cut.wait(hid, after, left.as_secs().max(1)) {
+            Ok(reply) => {
+                if let Some(done) = answer_of(&reply.value, id) {
+                    return done;
+                }
+                after = after.max(reply.value.version);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(RETRY_PAUSE_MS).min(left)),
+        }
+    }
+}
+
+/// The decision document a harness's `PermissionRequest` hook prints for `answer`: `allow`, or
+/// `deny` with the owner's note as its `message`. Written by hand so that its keys come in the
+/// documented order, whatever a JSON library sorts.
+pub fn permission_decision(answer: &Answer) -> String {
+    let behavior = if answer.option == "allow" { "allow" } else { "deny" };
+    let message = match (&answer.note, behavior) {
+        (Some(note), "deny") => format!(r#","message":{}"#, serde_json::Value::String(note.clone())),
+        _ => String::new(),
+    };
+    format!(r#"{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"{behavior}"{message}}}}}}}"#)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::time::Timestamp;
+
+    fn answer(option: &str, note: Option<&str>) -> Answer {
+        Answer { option: option.into(), note: note.map(str::to_string), answered_at: Timestamp::from_ms(0) }
+    }
+
+    #[test]
+    fn the_decision_is_allow_or_deny_with_the_owners_note_as_its_message() {
+        assert_eq!(permission_decision(&answer("allow", None)), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#);
+        assert_eq!(permission_decision(&answer("allow", Some("sure"))), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#);
+        let deny = permission_decision(&answer("deny", Some("not on \"main\"")));
+        assert_eq!(deny, r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"not on \"main\""}}}"#);
+        let parsed: serde_json::Value = serde_json::from_str(&deny).unwrap();
+        assert_eq!(parsed["hookSpecificOutput"]["decision"]["message"], "not on \"main\"");
+        assert_eq!(permission_decision(&answer("deny", None)), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny"}}}"#);
+    }
+
+    #[test]
+    fn the_answer_wait_is_the_setting_within_its_cap_or_the_default() {
+        let env = |v: &'static str| move |k: &str| (k == "HANDOFF_ANSWER_WAIT_S").then(|| v.to_string());
+        assert_eq!(answer_wait_s(&env("30")), 30);
+        assert_eq!(answer_wait_s(&env("999999")), ANSWER_WAIT_S_MAX);
+        assert_eq!(answer_wait_s(&env("soon")), ANSWER_WAIT_S_DEFAULT);
+        assert_eq!(answer_wait_s(&|_| None), ANSWER_WAIT_S_DEFAULT);
+    }
+}

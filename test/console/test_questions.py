@@ -1,0 +1,72 @@
+"""Answer from anywhere, in the browser: the machine asks from the CLI in another process
+(`handoff ask`, which waits for the answer), the list shows that the session waits on a
+question, the session page shows the question with one button per option (drawn from the
+record's `actions`), and the owner's click is the answer the machine's `ask` prints."""
+
+import os
+import re
+import subprocess
+
+from playwright.sync_api import expect
+
+from helpers import BASE, CLI, SIGNING_KEY, assert_actions, log, shot, sign_in, unique
+
+TWO_S = 2000
+
+
+def test_the_owner_answers_the_machines_question_from_the_session_page(pages, api, cli):
+    owner_token = cli.owner_token(unique("console-q"))
+    owner = pages("owner")
+    page = owner.page
+    sign_in(owner, owner_token, expect_hash="#/")
+    created = cli.run("create", unique("chat"), "--machine", "vm-q", "--size", "large", token=owner_token)
+    hid, machine_token = created["handoff"]["id"], created["machine_token"]
+    row = page.locator(f'tr.session-row[data-id="{hid}"]')
+    expect(row).to_be_visible(timeout=TWO_S)
+    expect(row.locator(".mark-question")).to_have_count(0)
+
+    # The machine asks in another process and waits there for the answer.
+    env = dict(os.environ, HANDOFF_URL=BASE, HANDOFF_SIGNING_KEY=SIGNING_KEY, HANDOFF_TOKEN=machine_token)
+    asking = subprocess.Popen(
+        [CLI, "ask", hid, "--turn", "1", "--kind", "permission", "--text", "Bash: rm -rf build <b>now</b>",
+         "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The list: the session waits on a question, its text as the summary, one needs-you badge.
+        expect(row.locator(".mark-question")).to_be_visible(timeout=TWO_S)
+        expect(row).to_contain_text("Bash: rm -rf build <b>now</b>")
+        expect(row.locator(".badge, .mark").filter(has_text=re.compile("needs.you"))).to_have_count(1)
+        shot(page, "question-01-list")
+
+        # The session page: the question as text, one button per option, exactly the actions.
+        row.locator(f'a[href$="#/s/{hid}"]').click()
+        question = page.locator("section#question")
+        expect(question).to_be_visible()
+        expect(question.locator(".question-text")).to_have_text("Bash: rm -rf build <b>now</b>")
+        expect(question.locator("b")).to_have_count(0)
+        buttons = question.locator('button[data-action="answer"]')
+        expect(buttons).to_have_count(2)
+        expect(buttons.nth(0)).to_have_text("Allow")
+        expect(buttons.nth(1)).to_have_text("Deny")
+        rec = assert_actions(page, api, hid, owner_token, "a question open")
+        assert "answer" in rec["actions"], rec
+        shot(page, "question-02-session")
+
+        # The owner denies with a note: the machine's ask prints it, and the page shows it.
+        question.locator("textarea#answer-note").fill("Not the build folder; clean with cargo clean.")
+        question.locator('button[data-option="deny"]').click()
+        out, err = asking.communicate(timeout=30)
+        log("cli", f"ask -> exit {asking.returncode}: {out!r} {err!r}")
+        assert (asking.returncode, out) == (0, "deny\n"), (asking.returncode, out, err)
+        assert "note: Not the build folder; clean with cargo clean." in err, err
+        expect(question.locator(".question-answer")).to_contain_text("Answered Deny", timeout=TWO_S)
+        expect(question.locator('button[data-action="answer"]')).to_have_count(0)
+        expect(page.locator("main#session")).to_have_attribute("data-status", "running")
+        rec = assert_actions(page, api, hid, owner_token, "the question answered")
+        assert "answer" not in rec["actions"], rec
+        assert rec["question"]["answer"]["option"] == "deny", rec
+        shot(page, "question-03-answered")
+    finally:
+        if asking.poll() is None:
+            asking.kill()
+            asking.communicate()
