@@ -30,6 +30,8 @@ pub const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
 pub const TEST_WATCHERS_MAX: &str = "HANDOFF_TEST_WATCHERS_MAX";
 /// The benchmark's floor route (`/v1/bench/floor`), local only: set by `scripts/bench`.
 pub const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
+/// With test hooks: a lower cap on an owner's pending webhook deliveries, so a test can fill it.
+pub const TEST_WEBHOOK_PENDING_MAX: &str = "HANDOFF_TEST_WEBHOOK_PENDING_MAX";
 
 fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
@@ -69,6 +71,11 @@ pub fn caps(env: &Env) -> Caps {
         caps.watchers = PerRole::new(n, n);
     }
     caps
+}
+
+/// The cap on an owner's pending webhook deliveries: the named limit, or a test's lower one.
+pub fn webhook_pending_max(env: &Env) -> usize {
+    test_cap(env, TEST_WEBHOOK_PENDING_MAX).unwrap_or(handoff_core::limits::WEBHOOK_PENDING_PER_OWNER_MAX)
 }
 
 /// The signing key: a secret, or a plain variable in local runs.

@@ -15,7 +15,13 @@ use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
 use handoff_api::routes::{self, Found, Gate, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::limits::{BODY_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::time::Timestamp;
 use handoff_core::watch;
+use handoff_api::notifications;
+use handoff_notify::endpoint::Environment;
+use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
+use handoff_notify::webhook::WebhookSecret;
+use crate::random;
 use serde::Serialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -199,6 +205,40 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
             no_query(url.query)?;
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
             json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
+        }
+        Kind::WebhookCreate => {
+            let env_kind = if bindings::is_local(env) { Environment::Local } else { Environment::Deployed };
+            let new = notifications::parse_webhook_create(&body, env_kind)?;
+            let id = random::bytes().map_err(|e| unavailable("drawing a webhook id", &Error::from(e)))?;
+            let secret = random::bytes::<{ WEBHOOK_SECRET_BYTES }>().map_err(|e| unavailable("drawing a webhook secret", &Error::from(e)))?;
+            let secret = WebhookSecret::from_random(&secret).map_err(|e| unavailable("a webhook secret", &e))?.reveal();
+            let webhook = notifications::Webhook {
+                id: notifications::webhook_id(id),
+                url: new.url,
+                events: notifications::event_names(&new.events),
+                created_at: Timestamp::from_ms(crate::clock::now_ms()),
+            };
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookAdd { webhook, secret }).map(Outgoing::Object)
+        }
+        Kind::WebhookList => {
+            no_query(url.query)?;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookList).map(Outgoing::Object)
+        }
+        Kind::WebhookDelete | Kind::WebhookDeliveries => {
+            no_query(url.query)?;
+            let id = admitted.id.clone().unwrap_or_default();
+            if !notifications::is_webhook_id(&id) {
+                return Err(ApiError::new(Code::WebhookNotFound, "no such webhook"));
+            }
+            let ask = match admitted.route.kind {
+                Kind::WebhookDelete => IndexAsk::WebhookDelete { id },
+                _ => IndexAsk::WebhookDeliveries { id },
+            };
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &ask).map(Outgoing::Object)
+        }
+        Kind::TestHoldWebhooks => {
+            let on = input::parse_json::<RefuseIndex>(&body)?.on;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestHoldWebhooks { on }).map(Outgoing::Object)
         }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();

@@ -38,6 +38,8 @@ pub fn status(code: Code) -> u16 {
         Code::StoreUnavailable => 503,
         // The operator's mistake, not the client's: no token can succeed until it is fixed.
         Code::AuthMisconfigured => 503,
+        Code::WebhookNotFound => 404,
+        Code::WebhookTooMany => 409,
     }
 }
 
@@ -48,7 +50,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 28] = [
+        let contract: [(&str, u16); 30] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -77,6 +79,8 @@ mod tests {
             ("request.upgrade_required", 426),
             ("store.unavailable", 503),
             ("auth.misconfigured", 503),
+            ("webhook.not_found", 404),
+            ("webhook.too_many", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -37,6 +37,16 @@ pub enum Kind {
     TestObjectStarts,
     /// The benchmark's floor: a Durable Object round trip, no token, no storage.
     BenchFloor,
+    /// `POST /v1/webhooks`.
+    WebhookCreate,
+    /// `GET /v1/webhooks`.
+    WebhookList,
+    /// `DELETE /v1/webhooks/{id}`.
+    WebhookDelete,
+    /// `GET /v1/webhooks/{id}/deliveries`.
+    WebhookDeliveries,
+    /// Test hook: the caller's index holds its webhook deliveries unsent while on.
+    TestHoldWebhooks,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -159,6 +169,10 @@ pub const ROUTES: &[Route] = &[
     }),
     change("PUT", "/v1/handoffs/{id}/policy", |i| Ok(turn_change(Change::SetPolicy { policy: input::parse_body(i.body)? }))),
     change("PUT", "/v1/handoffs/{id}/runtimes", |i| Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))),
+    top("POST", "/v1/webhooks", Kind::WebhookCreate, OWNER, Gate::Always),
+    top("GET", "/v1/webhooks", Kind::WebhookList, OWNER, Gate::Always),
+    top("DELETE", "/v1/webhooks/{id}", Kind::WebhookDelete, OWNER, Gate::Always),
+    top("GET", "/v1/webhooks/{id}/deliveries", Kind::WebhookDeliveries, OWNER, Gate::Always),
     top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),
@@ -166,6 +180,7 @@ pub const ROUTES: &[Route] = &[
     test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
+    top("POST", "/v1/test/hold-webhooks", Kind::TestHoldWebhooks, OWNER, Gate::TestHooks),
 ];
 
 fn turn_change(change: Change) -> Op {

@@ -40,6 +40,10 @@ crate::listed_enum! {
         WatchTooMany,
         /// A watch asked for without `Upgrade: websocket`.
         UpgradeRequired,
+        /// No webhook of this owner has that id.
+        WebhookNotFound,
+        /// A webhook past `WEBHOOKS_PER_OWNER_MAX`.
+        WebhookTooMany,
     }
 }
 
@@ -74,6 +78,8 @@ impl Code {
             Code::RuntimeUnavailable => "runtime.unavailable",
             Code::WatchTooMany => "watch.too_many",
             Code::UpgradeRequired => "request.upgrade_required",
+            Code::WebhookNotFound => "webhook.not_found",
+            Code::WebhookTooMany => "webhook.too_many",
         }
     }
 
