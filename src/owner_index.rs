@@ -5,6 +5,7 @@
 //! writes them.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod push;
 mod webhooks;
 
 use crate::bindings::store_failed;
@@ -36,6 +37,8 @@ pub struct OwnerIndex {
     holding: Cell<bool>,
     /// The owner's cap on pending webhook deliveries (lower where a test sets it).
     pending_max: usize,
+    /// Who push messages are from, where push is configured.
+    sender: Option<std::rc::Rc<handoff_notify::Sender>>,
 }
 
 /// The list: the columns it is ordered and filtered by, and the row itself.
@@ -109,6 +112,7 @@ impl OwnerIndex {
             webhooks_ready: Cell::new(None),
             holding: Cell::new(false),
             pending_max: crate::bindings::webhook_pending_max(&env),
+            sender: crate::bindings::push_sender(&env).map(std::rc::Rc::new),
         }
     }
 
@@ -144,6 +148,9 @@ impl OwnerIndex {
             IndexAsk::WebhookList => self.list_webhooks(),
             IndexAsk::WebhookDelete { id } => self.delete_webhook(&id),
             IndexAsk::WebhookDeliveries { id } => self.webhook_deliveries(&id),
+            IndexAsk::PushSubscribe { subscription } => self.subscribe(subscription),
+            IndexAsk::PushSubscriptions => self.subscriptions(),
+            IndexAsk::PushUnsubscribe { id } => self.unsubscribe(&id),
             IndexAsk::TestHoldWebhooks { on } => {
                 self.holding.set(on);
                 answer(200, &Holding { holding: on })
@@ -223,7 +230,14 @@ impl OwnerIndex {
         self.ensure_schema()?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
         let sql = self.state.storage().sql();
-        let owed = if self.has_webhooks()? { webhooks::owed(&sql, self.held(row)?.as_ref(), row, self.pending_max, now_ms())? } else { vec![] };
+        let owed = if self.has_webhooks()? {
+            let (held, now) = (self.held(row)?, now_ms());
+            let mut owed = webhooks::owed(&sql, held.as_ref(), row, self.pending_max, now)?;
+            owed.extend(push::owed(&sql, held.as_ref(), row, now)?);
+            owed
+        } else {
+            vec![]
+        };
         if owed.is_empty() {
             sql.exec(UPSERT, bindings)?;
         } else {
@@ -311,7 +325,38 @@ impl OwnerIndex {
             drop(storage.as_raw().set_alarm(at, js_sys::Object::new())?);
             return Ok(());
         }
+        if let Some(sender) = &self.sender {
+            push::send_due(&storage.sql(), storage.as_raw(), sender)?;
+        }
         webhooks::send_due(&storage.sql(), storage.as_raw())
+    }
+
+    fn subscribe(&self, subscription: handoff_api::notifications::StoredSubscription) -> Result<web_sys::Response> {
+        self.ensure_webhooks()?;
+        match push::subscribe(&self.state.storage().sql(), subscription) {
+            Ok(created) => answer(201, &created),
+            Err(refused) => crate::http::refusal(&refused),
+        }
+    }
+
+    fn subscriptions(&self) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return answer(200, &handoff_api::notifications::PushSubscriptions { subscriptions: vec![] });
+        }
+        answer(200, &push::list(&self.state.storage().sql())?)
+    }
+
+    fn unsubscribe(&self, id: &str) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return crate::http::refusal(&ApiError::new(Code::SubscriptionNotFound, "no such push subscription"));
+        }
+        match push::unsubscribe(&self.state.storage().sql(), id) {
+            Ok(statements) => {
+                self.transaction(statements)?;
+                Ok(crate::http::respond(204, None, vec![], &[])?)
+            }
+            Err(refused) => crate::http::refusal(&refused),
+        }
     }
 
     /// Test hook: a row under `id` whose value is not a row, newest of all.

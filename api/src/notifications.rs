@@ -19,8 +19,13 @@ pub const WEBHOOK_ID_BYTES: usize = 16;
 #[serde(deny_unknown_fields)]
 struct WebhookInput {
     url: String,
-    #[serde(default)]
+    /// Left out for all four; `null` is refused, as the contract's type says.
+    #[serde(default, deserialize_with = "present")]
     events: Option<Vec<String>>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(d).map(Some)
 }
 
 /// `POST /v1/webhooks`, read and checked.
@@ -157,6 +162,176 @@ pub struct WebhookBody {
     pub data: Row,
 }
 
+
+/// What a push subscription's id starts with.
+pub const SUBSCRIPTION_ID_PREFIX: &str = "ps_";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubscriptionInput {
+    endpoint: String,
+    keys: KeysInput,
+    #[serde(default, deserialize_with = "present")]
+    events: Option<Vec<String>>,
+    /// A browser's `PushSubscription.toJSON()` carries it; it is not used.
+    #[serde(default, rename = "expirationTime")]
+    #[allow(dead_code)]
+    expiration_time: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysInput {
+    p256dh: String,
+    auth: String,
+}
+
+/// `POST /v1/push/subscriptions`, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub endpoint: String,
+    pub origin: String,
+    pub p256dh: String,
+    pub auth: String,
+    pub events: Vec<Notice>,
+}
+
+/// Reads a browser's `PushSubscription` JSON plus optional `events`: the endpoint under the
+/// rule of `env`, the keys as RFC 8291 has them.
+pub fn parse_subscription_create(body: &[u8], env: Environment) -> Result<NewSubscription, ApiError> {
+    let input: SubscriptionInput = parse_json(body)?;
+    let endpoint = Endpoint::parse("endpoint", &input.endpoint, env).map_err(|refusal| ApiError::invalid(refusal.to_string()))?;
+    let keys = handoff_notify::SubscriptionKeys::parse(&input.keys.p256dh, &input.keys.auth)
+        .map_err(|refusal| ApiError::invalid(format!("keys: {refusal}")))?;
+    Ok(NewSubscription {
+        endpoint: endpoint.url(),
+        origin: endpoint.origin().to_string(),
+        p256dh: keys.p256dh(),
+        auth: keys.auth(),
+        events: parse_events(input.events)?,
+    })
+}
+
+/// A new push subscription's id, from `WEBHOOK_ID_BYTES` random bytes the caller drew.
+pub fn subscription_id(random: [u8; WEBHOOK_ID_BYTES]) -> String {
+    use base64::Engine;
+    format!("{SUBSCRIPTION_ID_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random))
+}
+
+pub fn is_subscription_id(id: &str) -> bool {
+    id.strip_prefix(SUBSCRIPTION_ID_PREFIX)
+        .is_some_and(|rest| rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// A push subscription as listed: its endpoint shown only by its origin, its keys not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscription {
+    pub id: String,
+    pub origin: String,
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+}
+
+/// `POST /v1/push/subscriptions` → 201.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionCreated {
+    pub subscription: PushSubscription,
+}
+
+/// `GET /v1/push/subscriptions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscriptions {
+    pub subscriptions: Vec<PushSubscription>,
+}
+
+/// What the owner's index stores of a new subscription (the router drew its id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSubscription {
+    pub id: String,
+    pub endpoint: String,
+    /// The endpoint's origin, the only part of it ever shown.
+    pub origin: String,
+    pub p256dh: String,
+    pub auth: String,
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+    /// Where the console is (`scheme://host[:port]`), for the notification's link.
+    pub console: String,
+}
+
+impl StoredSubscription {
+    pub fn listed(&self) -> PushSubscription {
+        PushSubscription { id: self.id.clone(), origin: self.origin.clone(), events: self.events.clone(), created_at: self.created_at }
+    }
+}
+
+/// `GET /v1/push/key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushKey {
+    pub public_key: String,
+}
+
+/// The hand-off as a push notification names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushHandoff {
+    pub id: String,
+    pub session: String,
+    pub turn: u64,
+    pub status: handoff_core::turn::Status,
+    pub summary: Option<String>,
+}
+
+/// The plaintext of a push message: small enough for any push service (the summary is cut at
+/// `PUSH_SUMMARY_BYTES_MAX`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushPayload {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub handoff: PushHandoff,
+    /// The console's page of the session.
+    pub url: String,
+}
+
+impl PushPayload {
+    pub fn of(notice: Notice, row: &Row, console: &str) -> PushPayload {
+        let summary = row.summary.as_deref().map(|s| cut(s, handoff_core::limits::PUSH_SUMMARY_BYTES_MAX).to_string());
+        PushPayload {
+            kind: notice.message_type().to_string(),
+            handoff: PushHandoff { id: row.id.clone(), session: row.session.clone(), turn: row.turn, status: row.status, summary },
+            url: format!("{console}/#/s/{}", row.id),
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The sender of this environment's push messages, or `None` where push is misconfigured: no
+/// key, an unreadable one, the public development pair outside `local`, or a subject that is
+/// not a `mailto:` or `https:` URI (a local run without one names a placeholder).
+pub fn push_sender(key: Option<&str>, subject: Option<&str>, env: Environment) -> Option<handoff_notify::Sender> {
+    let key = handoff_notify::VapidKey::parse(key?).ok()?;
+    if key.is_development() && env != Environment::Local {
+        return None;
+    }
+    let subject = match (subject.filter(|s| !s.is_empty()), env) {
+        (Some(subject), _) => subject,
+        (None, Environment::Local) => LOCAL_VAPID_SUBJECT,
+        (None, Environment::Deployed) => return None,
+    };
+    let subject = handoff_notify::VapidSubject::parse(subject).ok()?;
+    Some(handoff_notify::Sender { key, subject })
+}
+
+/// The contact a local run's tokens name when `HANDOFF_VAPID_SUBJECT` is unset.
+pub const LOCAL_VAPID_SUBJECT: &str = "mailto:handoff-dev@example.com";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,8 +355,47 @@ mod tests {
         }
         assert!(parse_webhook_create(br#"{"url": "http://127.0.0.1:9/x"}"#, Environment::Local).is_ok(), "loopback in local");
         assert!(refused(r#"{"url": "https://a.example", "events": []}"#, Environment::Local).message.starts_with("events"));
+        assert!(refused(r#"{"url": "https://a.example", "events": null}"#, Environment::Local).message.starts_with("events"));
         assert!(refused(r#"{"url": "https://a.example", "events": ["running"]}"#, Environment::Local).message.starts_with("events[0]"));
         assert!(refused(r#"{"url": "https://a.example", "secret": "x"}"#, Environment::Local).message.contains("secret"));
+    }
+
+    #[test]
+    fn outside_local_the_development_vapid_pair_or_a_missing_subject_is_misconfigured() {
+        let dev = handoff_notify::DEV_VAPID_PRIVATE_KEY;
+        assert!(push_sender(Some(dev), None, Environment::Local).is_some(), "local runs use the development pair");
+        assert!(push_sender(Some(dev), Some("mailto:ops@example.com"), Environment::Deployed).is_none());
+        let real = handoff_notify::VapidKey::from_bytes(&[7; 32]).unwrap().reveal();
+        assert!(push_sender(Some(&real), Some("mailto:ops@example.com"), Environment::Deployed).is_some());
+        assert!(push_sender(Some(&real), None, Environment::Deployed).is_none(), "a deployment names its contact");
+        assert!(push_sender(None, None, Environment::Local).is_none());
+        assert!(push_sender(Some("not a key"), None, Environment::Local).is_none());
+    }
+
+    #[test]
+    fn a_push_payload_names_the_hand_off_and_its_console_page_and_fits_a_push_message() {
+        let row = Row {
+            id: "ho_1".into(),
+            session: "s1".into(),
+            machine: "m".into(),
+            size: "l".into(),
+            turn: 2,
+            state: handoff_core::turn::State::Open,
+            status: handoff_core::turn::Status::NeedsYou,
+            summary: Some("é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2)),
+            version: 5,
+            updated_at: Timestamp::from_ms(0),
+            suggestion: None,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+        };
+        let payload = PushPayload::of(Notice::NeedsYou, &row, "https://handoff.example.com");
+        assert_eq!(payload.url, "https://handoff.example.com/#/s/ho_1");
+        assert_eq!(payload.kind, "handoff.needs_you");
+        let bytes = serde_json::to_vec(&payload).unwrap();
+        assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
+        assert!(payload.handoff.summary.unwrap().len() <= handoff_core::limits::PUSH_SUMMARY_BYTES_MAX);
     }
 
     #[test]

@@ -110,6 +110,10 @@ pub enum IndexAsk {
     /// Test hook: while on, deliveries owed are stored but not sent (as if the runtime died
     /// between the commit and the send).
     TestHoldWebhooks { on: bool },
+    /// `POST /v1/push/subscriptions`: the subscription (its id drawn by the Worker), if it fits.
+    PushSubscribe { subscription: crate::notifications::StoredSubscription },
+    PushSubscriptions,
+    PushUnsubscribe { id: String },
 }
 
 #[cfg(test)]

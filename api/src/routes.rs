@@ -47,6 +47,14 @@ pub enum Kind {
     WebhookDeliveries,
     /// Test hook: the caller's index holds its webhook deliveries unsent while on.
     TestHoldWebhooks,
+    /// `GET /v1/push/key`: the VAPID public key (`applicationServerKey`).
+    PushKey,
+    /// `POST /v1/push/subscriptions`.
+    PushSubscribe,
+    /// `GET /v1/push/subscriptions`.
+    PushSubscriptions,
+    /// `DELETE /v1/push/subscriptions/{id}`.
+    PushUnsubscribe,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -173,6 +181,10 @@ pub const ROUTES: &[Route] = &[
     top("GET", "/v1/webhooks", Kind::WebhookList, OWNER, Gate::Always),
     top("DELETE", "/v1/webhooks/{id}", Kind::WebhookDelete, OWNER, Gate::Always),
     top("GET", "/v1/webhooks/{id}/deliveries", Kind::WebhookDeliveries, OWNER, Gate::Always),
+    top("GET", "/v1/push/key", Kind::PushKey, OWNER, Gate::Always),
+    top("POST", "/v1/push/subscriptions", Kind::PushSubscribe, OWNER, Gate::Always),
+    top("GET", "/v1/push/subscriptions", Kind::PushSubscriptions, OWNER, Gate::Always),
+    top("DELETE", "/v1/push/subscriptions/{id}", Kind::PushUnsubscribe, OWNER, Gate::Always),
     top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),

@@ -44,6 +44,13 @@ crate::listed_enum! {
         WebhookNotFound,
         /// A webhook past `WEBHOOKS_PER_OWNER_MAX`.
         WebhookTooMany,
+        /// No push subscription of this owner has that id.
+        SubscriptionNotFound,
+        /// A push subscription past `PUSH_SUBSCRIPTIONS_PER_OWNER_MAX`.
+        SubscriptionTooMany,
+        /// This environment's VAPID key is missing, unreadable, or (outside `local`) the
+        /// public development pair.
+        PushMisconfigured,
     }
 }
 
@@ -80,6 +87,9 @@ impl Code {
             Code::UpgradeRequired => "request.upgrade_required",
             Code::WebhookNotFound => "webhook.not_found",
             Code::WebhookTooMany => "webhook.too_many",
+            Code::SubscriptionNotFound => "subscription.not_found",
+            Code::SubscriptionTooMany => "subscription.too_many",
+            Code::PushMisconfigured => "push.misconfigured",
         }
     }
 

@@ -206,6 +206,13 @@ pub const WEBHOOK_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// which follows at once.
 pub const WEBHOOK_SENDS_PER_ALARM_MAX: usize = 32;
 
+/// Push subscriptions (browsers, phones) one owner may register (past it: 409
+/// `subscription.too_many`).
+pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
+/// The longest summary a push notification carries (bytes, cut at a character): the whole
+/// message must fit the 4 KiB a push service accepts.
+pub const PUSH_SUMMARY_BYTES_MAX: usize = 1024;
+
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);

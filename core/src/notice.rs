@@ -5,7 +5,7 @@
 use crate::error::{Code, Refusal};
 use crate::index::Row;
 use crate::limits::{
-    WEBHOOKS_PER_OWNER_MAX, WEBHOOK_BACKOFF_FIRST_MS, WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_RETRY_WINDOW_MS,
+    PUSH_SUBSCRIPTIONS_PER_OWNER_MAX, WEBHOOKS_PER_OWNER_MAX, WEBHOOK_BACKOFF_FIRST_MS, WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_RETRY_WINDOW_MS,
 };
 use crate::time::EpochMs;
 use crate::turn::{State, Status};
@@ -90,6 +90,17 @@ pub fn admit_webhook(held: usize) -> Result<(), Refusal> {
         return Err(Refusal::new(
             Code::WebhookTooMany,
             format!("an owner has at most {WEBHOOKS_PER_OWNER_MAX} webhooks; delete one first"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether one more push subscription fits beside the `held` ones.
+pub fn admit_subscription(held: usize) -> Result<(), Refusal> {
+    if held >= PUSH_SUBSCRIPTIONS_PER_OWNER_MAX {
+        return Err(Refusal::new(
+            Code::SubscriptionTooMany,
+            format!("an owner has at most {PUSH_SUBSCRIPTIONS_PER_OWNER_MAX} push subscriptions; delete one first"),
         ));
     }
     Ok(())

@@ -21,12 +21,16 @@ use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
-/// The webhooks, and each one's deliveries (`seq` orders them, newest highest).
-pub const SCHEMA: [&str; 4] = [
+/// The webhooks and each one's deliveries (`seq` orders them, newest highest), and the push
+/// subscriptions and theirs (`push.rs`): written together, so the alarm reads both.
+pub const SCHEMA: [&str; 7] = [
     "CREATE TABLE IF NOT EXISTS webhooks (id TEXT PRIMARY KEY, url TEXT NOT NULL, events TEXT NOT NULL, secret TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS webhook_deliveries (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, webhook TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, last_attempt_at INTEGER, next_attempt_at INTEGER, created_at INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at)",
     "CREATE INDEX IF NOT EXISTS webhook_deliveries_of ON webhook_deliveries (webhook, seq)",
+    super::push::SCHEMA[0],
+    super::push::SCHEMA[1],
+    super::push::SCHEMA[2],
 ];
 
 /// A statement and its arguments, to run in a transaction.
@@ -100,14 +104,14 @@ fn internal(e: impl std::fmt::Display) -> Error {
     Error::RustError(e.to_string())
 }
 
-/// Whether the webhook tables exist (from the catalogue alone: reading writes nothing).
+/// Whether the notification tables exist (the last of them written) (from the catalogue alone: reading writes nothing).
 pub fn has_schema(sql: &SqlStorage) -> Result<bool> {
     #[derive(serde::Deserialize)]
     struct Name {
         #[allow(dead_code)]
         name: String,
     }
-    let found: Vec<Name> = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'webhook_deliveries'", None)?.to_array()?;
+    let found: Vec<Name> = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'push_deliveries'", None)?.to_array()?;
     Ok(!found.is_empty())
 }
 
@@ -221,14 +225,20 @@ pub fn deliveries(sql: &SqlStorage, id: &str) -> std::result::Result<Deliveries,
     Ok(Deliveries { deliveries, dropped: dropped.max(0) as u64 })
 }
 
-/// When the next pending delivery is due, if any is.
+/// When the next pending delivery, webhook or push, is due, if any is.
 fn next_due(sql: &SqlStorage) -> Result<Option<i64>> {
-    let next: Vec<Next> = sql.exec("SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'", None)?.to_array()?;
+    let next: Vec<Next> = sql
+        .exec(
+            "SELECT MIN(at) AS at FROM (SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'
+             UNION ALL SELECT MIN(next_attempt_at) AS at FROM push_deliveries)",
+            None,
+        )?
+        .to_array()?;
     Ok(next.first().and_then(|n| n.at))
 }
 
-/// Sets the alarm for the next pending delivery. Not awaited: within an event it joins that
-/// event's implicit transaction, after its writes.
+/// Sets the alarm for the next pending delivery of either kind (one alarm serves both). Not
+/// awaited: within an event it joins that event's implicit transaction, after its writes.
 pub fn arm(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) -> Result<()> {
     if let Some(at) = next_due(sql)? {
         let at = js_sys::Date::new(&JsValue::from_f64(at.max(now_ms()) as f64));

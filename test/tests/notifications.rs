@@ -1,8 +1,11 @@
-//! Signed webhooks: registered by the owner, sent from the owner's index on needs-you, done,
-//! failed and close, to a local receiver standing in for the chat app
-//! (`handoff_it::peers::WebhookReceiver`), and checked by the `standardwebhooks` package too.
+//! Signed webhooks and Web Push: registered by the owner, sent from the owner's index on
+//! needs-you, done, failed and close, to a local receiver standing in for the chat app
+//! (`handoff_it::peers::WebhookReceiver`, checked by the `standardwebhooks` package too) and a
+//! local push service standing in for a browser vendor's (`handoff_it::peers::PushService`,
+//! which verifies each VAPID token and decrypts each message with the subscription's key).
 
-use handoff_it::peers::{Delivery, Reply, WebhookReceiver};
+use handoff_it::peers::{Delivery, PushService, Reply, WebhookReceiver};
+use handoff_notify::{Topic, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
 use handoff_it::{owner, temp_state, unique, Client, Server};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -280,6 +283,126 @@ fn a_sigkill_between_the_commit_and_the_send_loses_no_delivery() {
     assert_eq!(got[0].id.as_deref(), pending["deliveries"][0]["id"].as_str());
     assert!(got[0].verified);
     assert_eq!(got[0].json()["data"]["id"], id);
+}
+
+fn subscriptions(c: &Client, token: &str) -> Vec<Value> {
+    let a = c.get("/v1/push/subscriptions", token);
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.body["subscriptions"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_browsers_subscription_is_registered_listed_by_its_origin_alone_and_deleted() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let key = c.get("/v1/push/key", &alice);
+    assert_eq!((key.status, key.body.clone()), (200, json!({"public_key": DEV_VAPID_PUBLIC_KEY})), "the local run's development pair");
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let browser = service.subscribe();
+    let a = c.post("/v1/push/subscriptions", &alice, browser.json());
+    assert_eq!(a.status, 201, "{}", a.text);
+    let sub = &a.body["subscription"];
+    let id = sub["id"].as_str().unwrap();
+    assert!(id.starts_with("ps_"), "{id}");
+    assert_eq!(sub["events"], json!(["needs-you", "done", "failed", "closed"]));
+    let origin = browser.endpoint.split("/push/").next().unwrap();
+    assert_eq!(sub["origin"], origin);
+    let listed = c.get("/v1/push/subscriptions", &alice);
+    assert_eq!(listed.body, json!({"subscriptions": [sub]}));
+    assert!(!listed.text.contains(&browser.p256dh) && !listed.text.contains(&browser.auth) && !listed.text.contains("/push/"), "{}", listed.text);
+    assert_eq!(c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None).status, 204);
+    let again = c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None);
+    assert_eq!((again.status, again.code()), (404, "subscription.not_found"));
+    assert!(subscriptions(&c, &alice).is_empty());
+
+    let mut bad = browser.json();
+    bad["endpoint"] = json!("https://localhost/push/1");
+    let refused = c.post("/v1/push/subscriptions", &alice, bad);
+    assert_eq!(refused.code(), "request.invalid");
+    assert!(refused.body["error"]["message"].as_str().unwrap().starts_with("endpoint"), "{}", refused.text);
+    let mut bad = browser.json();
+    bad["keys"]["p256dh"] = json!("AAAA");
+    let refused = c.post("/v1/push/subscriptions", &alice, bad);
+    assert!(refused.body["error"]["message"].as_str().unwrap().starts_with("keys"), "{}", refused.text);
+}
+
+#[test]
+fn the_subscription_cap_refuses_one_past_it_with_its_code() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let max = handoff_core::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX;
+    for _ in 0..max {
+        assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+    }
+    let past = c.post("/v1/push/subscriptions", &alice, service.subscribe().json());
+    assert_eq!((past.status, past.code()), (409, "subscription.too_many"), "{}", past.text);
+}
+
+#[test]
+fn a_push_is_encrypted_for_the_subscription_with_a_vapid_token_urgency_topic_and_ttl() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let browser = service.subscribe();
+    assert_eq!(c.post("/v1/push/subscriptions", &alice, browser.json()).status, 201);
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("Postgres or SQLite?"));
+    let got = service.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let m = &got[0];
+    assert_eq!(m.status, 201, "{m:?}");
+    let claims = m.vapid.clone().expect("the VAPID token verifies with the public key");
+    assert_eq!(claims.aud, browser.endpoint.split("/push/").next().unwrap(), "aud is the endpoint's origin");
+    assert_eq!(claims.sub.as_deref(), Some(handoff_api::notifications::LOCAL_VAPID_SUBJECT));
+    assert!(claims.exp > handoff_it::now_s() && claims.exp <= handoff_it::now_s() + 24 * 3600, "exp within 24 h");
+    assert_eq!(claims.public_key, DEV_VAPID_PUBLIC_KEY);
+    assert_eq!(m.content_encoding.as_deref(), Some("aes128gcm"));
+    assert_eq!((m.urgency.as_deref(), m.ttl.as_deref()), (Some("high"), Some("86400")));
+    assert_eq!(m.topic.as_deref(), Some(Topic::for_handoff(&id).as_str()));
+    let body = m.json();
+    assert_eq!(body["type"], "handoff.needs_you", "decrypted with the subscription's private key: {m:?}");
+    assert_eq!(body["handoff"], json!({"id": id, "session": body["handoff"]["session"], "turn": 1, "status": "needs-you", "summary": "Postgres or SQLite?"}));
+    assert!(body["url"].as_str().unwrap().ends_with(&format!("/#/s/{id}")), "{body}");
+    c.report(&id, &machine, 1, "done", Some("SQLite"));
+    let got = service.wait_for(2, DELIVERED_WITHIN);
+    assert_eq!(got[1].json()["type"], "handoff.done");
+    assert_eq!(got[1].urgency.as_deref(), Some("normal"));
+}
+
+#[test]
+fn a_410_from_the_push_service_deletes_the_subscription() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+    service.answer_next(1, 410);
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", None);
+    assert_eq!(service.wait_for(1, DELIVERED_WITHIN)[0].status, 410);
+    let deadline = Instant::now() + DELIVERED_WITHIN;
+    while !subscriptions(&c, &alice).is_empty() {
+        assert!(Instant::now() < deadline, "the subscription is still listed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.report(&id, &machine, 1, "done", None);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(service.messages().len(), 1, "nothing more is sent to a subscription that is gone");
+}
+
+#[test]
+fn outside_local_the_development_push_key_is_refused() {
+    let state = temp_state("notify-deployed");
+    let key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let server = Server::start_top_level(&state, &[("HANDOFF_SIGNING_KEY", key), ("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY), ("HANDOFF_VAPID_SUBJECT", "mailto:ops@example.com")]);
+    let c = server.client();
+    let health = c.send("GET", "/v1/health", None, &[], None);
+    assert_eq!(health.body["push"], "misconfigured", "{}", health.text);
+    let token = handoff_api::token::owner_token("alice", 3600, key.as_bytes(), handoff_it::now_s());
+    if health.body["auth"] == "ok" {
+        let a = c.get("/v1/push/key", &token);
+        assert_eq!((a.status, a.code()), (503, "push.misconfigured"), "{}", a.text);
+    }
 }
 
 /// The deliveries' signatures checked by the `standardwebhooks` package (the specification's

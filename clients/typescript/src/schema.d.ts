@@ -668,6 +668,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/push/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The VAPID public key, a browser's `applicationServerKey` (owner). */
+        get: operations["pushKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/push/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's push subscriptions, each shown by its id and its endpoint's origin (owner). */
+        get: operations["listPushSubscriptions"];
+        put?: never;
+        /**
+         * Register a browser's PushSubscription for needs-you, done, failed and close (owner).
+         * @description Each event a webhook would be told of is pushed to every subscription (RFC 8030), its
+         *     body encrypted per RFC 8291 (`aes128gcm`, a fresh key pair and salt per message), with
+         *     `Authorization: vapid` (RFC 8292: an ES256 JWT for the endpoint's origin, 12 h),
+         *     `TTL: 86400`, `Urgency: high` for needs-you and `normal` otherwise, and a `Topic`
+         *     derived from the hand-off. The plaintext is `PushPayload`. The push service's 404 or
+         *     410 deletes the subscription; other failures are retried as webhooks are, for at most
+         *     the TTL. The endpoint follows the webhook URL rule. At most 20 per owner.
+         */
+        post: operations["createPushSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/push/subscriptions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ps_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a push subscription and the messages it is owed (owner). */
+        delete: operations["deletePushSubscription"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -682,10 +746,11 @@ export interface components {
          *     request.invalid 400;
          *     request.too_large 413; idempotency.mismatch 422; request.upgrade_required 426;
          *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503;
-         *     webhook.not_found 404; webhook.too_many 409.
+         *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
+         *     subscription.too_many 409; push.misconfigured 503.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -1366,8 +1431,84 @@ export interface components {
             timestamp: components["schemas"]["Time"];
             data: components["schemas"]["ListRow"];
         };
+        /** @description A browser's `PushSubscription.toJSON()`, plus optional `events`. */
+        PushSubscriptionInput: {
+            endpoint: string;
+            keys: {
+                /** @description base64url of the browser's uncompressed P-256 public key. */
+                p256dh: string;
+                /** @description base64url of the 16-byte auth secret. */
+                auth: string;
+            };
+            expirationTime?: number | null;
+            events?: components["schemas"]["WebhookEvent"][];
+        };
+        PushSubscription: {
+            id: string;
+            /** @description The endpoint's `scheme://host[:port]`; the rest is never shown. */
+            origin: string;
+            events: components["schemas"]["WebhookEvent"][];
+            created_at: components["schemas"]["Time"];
+        };
+        /** @description The decrypted body of a push message (at most 4 KiB with its encryption). */
+        PushPayload: {
+            /** @enum {string} */
+            type: "handoff.needs_you" | "handoff.done" | "handoff.failed" | "handoff.closed";
+            handoff: {
+                id: components["schemas"]["HandoffIdValue"];
+                session: components["schemas"]["Id"];
+                turn: components["schemas"]["Turn"];
+                status: components["schemas"]["Status"];
+                /** @description Cut at 1 KiB. */
+                summary: string | null;
+            };
+            /** @description The console's page of the session. */
+            url: string;
+        };
     };
     responses: {
+        /** @description `push.misconfigured` (no usable VAPID key here), or `store.unavailable` (retryable). */
+        PushUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "push.misconfigured" | "store.unavailable" | "auth.misconfigured";
+                    };
+                };
+            };
+        };
+        /** @description `subscription.not_found`: the owner has no push subscription of that id. */
+        SubscriptionNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "subscription.not_found" | "store.unbound" | "route.not_found";
+                    };
+                };
+            };
+        };
+        /** @description `subscription.too_many`: the owner already has 20 push subscriptions. */
+        SubscriptionTooMany: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "subscription.too_many";
+                    };
+                };
+            };
+        };
         /** @description `webhook.not_found`: the owner has no webhook of that id. */
         WebhookNotFound: {
             headers: {
@@ -1603,6 +1744,13 @@ export interface operations {
                         ok: true;
                         /** @enum {string} */
                         store: "bound" | "unbound";
+                        /**
+                         * @description `misconfigured` where `HANDOFF_VAPID_PRIVATE_KEY` is unset or unreadable,
+                         *     or, outside `local`, is the public development pair or has no
+                         *     `HANDOFF_VAPID_SUBJECT`; the push routes then answer 503 `push.misconfigured`.
+                         * @enum {string}
+                         */
+                        push: "ok" | "misconfigured";
                         /**
                          * @description `misconfigured` where no signing key is set or, outside `local`, the key is
                          *     the public development key or under 32 bytes; every authenticated route
@@ -2778,6 +2926,120 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    pushKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description base64url of the uncompressed P-256 point. */
+                        public_key: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    listPushSubscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every subscription of the owner. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        subscriptions: components["schemas"]["PushSubscription"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    createPushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PushSubscriptionInput"];
+            };
+        };
+        responses: {
+            /** @description Registered. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        subscription: components["schemas"]["PushSubscription"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["SubscriptionTooMany"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    deletePushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ps_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["SubscriptionNotFound"];
+            503: components["responses"]["PushUnavailable"];
         };
     };
 }

@@ -90,6 +90,8 @@ fn the_webhook_cap_admits_up_to_its_limit_and_refuses_past_it() {
     assert!(admit_webhook(0).is_ok());
     assert!(admit_webhook(WEBHOOKS_PER_OWNER_MAX - 1).is_ok());
     assert_eq!(admit_webhook(WEBHOOKS_PER_OWNER_MAX).unwrap_err().code, Code::WebhookTooMany);
+    assert!(admit_subscription(PUSH_SUBSCRIPTIONS_PER_OWNER_MAX - 1).is_ok());
+    assert_eq!(admit_subscription(PUSH_SUBSCRIPTIONS_PER_OWNER_MAX).unwrap_err().code, Code::SubscriptionTooMany);
 }
 
 #[test]
