@@ -21,7 +21,7 @@ use handoff_api::notifications;
 use handoff_notify::endpoint::Environment;
 use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
 use handoff_notify::webhook::WebhookSecret;
-use crate::random;
+use crate::webcrypto as random;
 use serde::Serialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;

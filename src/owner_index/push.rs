@@ -1,7 +1,8 @@
 //! An owner's Web Push subscriptions and the messages owed to them, in the owner's index: as
 //! `webhooks.rs` does for webhooks, a row writes the messages it owes in its own transaction
 //! and the alarm sends them, each on its own. A message is encrypted when it is sent (RFC 8291,
-//! fresh key pair and salt each time) and carries a VAPID token (RFC 8292); the push service's
+//! fresh key pair and salt each time; `handoff-notify` derives the keys and frames the record,
+//! the runtime's WebCrypto seals it) and carries a VAPID token (RFC 8292); the push service's
 //! 404 or 410 deletes the subscription, other failures are retried for at most the TTL.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,9 +13,10 @@ use handoff_core::index::Row;
 use handoff_core::limits::{WEBHOOK_PENDING_PER_OWNER_MAX, WEBHOOK_SENDS_PER_ALARM_MAX, WEBHOOK_TIMEOUT_MS};
 use handoff_core::notice::{self, Notice};
 use handoff_core::time::Timestamp;
-use handoff_notify::limits::PUSH_TTL_S;
+use handoff_notify::limits::{PUSH_TTL_S, VAPID_TOKEN_TTL_S};
+use handoff_notify::vapid;
 use handoff_notify::push::{self, Event, PushOutcome, Sender, Subscription};
-use handoff_notify::{Endpoint, Environment, MessageEntropy, SubscriptionKeys};
+use handoff_notify::{ece, Endpoint, Environment, MessageEntropy, SubscriptionKeys};
 use std::rc::Rc;
 use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
@@ -192,21 +194,29 @@ async fn attempt(d: &Due, sender: &Sender) -> Option<u16> {
     let keys = SubscriptionKeys::parse(&d.p256dh, &d.auth).ok()?;
     let event = Event::ALL.into_iter().find(|e| e.message_type() == d.kind)?;
     let entropy = loop {
-        let bytes = crate::random::bytes::<{ MessageEntropy::BYTES }>().ok()?;
+        let bytes = crate::webcrypto::bytes::<{ MessageEntropy::BYTES }>().ok()?;
         if let Ok(entropy) = MessageEntropy::from_bytes(&bytes) {
             break entropy;
         }
     };
     let to = Subscription { endpoint, keys };
-    let request = push::request(&to, sender, event, &d.handoff, d.payload.as_bytes(), &entropy, now_ms()).ok()?;
+    // Everything of RFC 8291 and 8292 but the AES-128-GCM and the ECDSA, which the runtime does.
+    let unsealed = ece::prepare(d.payload.as_bytes(), 0, &to.keys, &entropy).ok()?;
+    let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record()).await.ok()?;
+    let body = unsealed.finish(&sealed);
+    let url = to.endpoint.url();
+    let input = vapid::signing_input(&to.endpoint, &sender.subject, now_ms(), VAPID_TOKEN_TTL_S);
+    let (jwk_d, jwk_x, jwk_y) = sender.key.jwk();
+    let signature = crate::webcrypto::sign_es256(&jwk_d, &jwk_x, &jwk_y, input.as_bytes()).await.ok()?;
+    let request_headers = push::headers_signed(sender.key.authorization_signed(&input, &signature), event, &d.handoff);
     let headers = Headers::new();
-    for (name, value) in &request.headers {
+    for (name, value) in &request_headers {
         headers.set(name, value).ok()?;
     }
-    let body = js_sys::Uint8Array::from(request.body.as_slice());
+    let body = js_sys::Uint8Array::from(body.as_slice());
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_redirect(RequestRedirect::Manual).with_body(Some(body.into()));
-    let request = Request::new_with_init(&request.endpoint, &init).ok()?;
+    let request = Request::new_with_init(&url, &init).ok()?;
     let send = Box::pin(async move { Fetch::Request(request).send().await });
     let timeout = Box::pin(Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS as u64)));
     match futures::future::select(send, timeout).await {

@@ -399,9 +399,10 @@ fn outside_local_the_development_push_key_is_refused() {
     let health = c.send("GET", "/v1/health", None, &[], None);
     assert_eq!(health.body["push"], "misconfigured", "{}", health.text);
     let token = handoff_api::token::owner_token("alice", 3600, key.as_bytes(), handoff_it::now_s());
-    if health.body["auth"] == "ok" {
-        let a = c.get("/v1/push/key", &token);
-        assert_eq!((a.status, a.code()), (503, "push.misconfigured"), "{}", a.text);
+    assert_eq!(health.body["auth"], "ok", "a usable signing key: {}", health.text);
+    for (method, path) in [("GET", "/v1/push/key"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAAAA")] {
+        let a = c.send(method, path, Some(&token), &[], None);
+        assert_eq!((a.status, a.code()), (503, "push.misconfigured"), "{method} {path}: {}", a.text);
     }
 }
 

@@ -118,16 +118,11 @@ proptest! {
     fn a_delivery_that_always_fails_is_retried_for_at_least_a_day_then_failed(created in 0i64..1 << 40, late_ms in 0i64..30_000) {
         let mut now = created;
         let mut attempts = 1u32;
-        loop {
-            match retry_at(created, attempts, now) {
-                Some(next) => {
-                    prop_assert!(next > now);
-                    now = next + late_ms;
-                    attempts += 1;
-                    prop_assert!(attempts < 1_000, "ends");
-                }
-                None => break,
-            }
+        while let Some(next) = retry_at(created, attempts, now) {
+            prop_assert!(next > now);
+            now = next + late_ms;
+            attempts += 1;
+            prop_assert!(attempts < 1_000, "ends");
         }
         prop_assert!(now - created >= WEBHOOK_RETRY_WINDOW_MS, "failed after only {} ms", now - created);
         prop_assert!(now - created < WEBHOOK_RETRY_WINDOW_MS + WEBHOOK_BACKOFF_MAX_MS + 30_000 + 1);
