@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod push;
+mod send;
 mod webhooks;
 
 use crate::bindings::store_failed;

@@ -18,7 +18,6 @@ use handoff_notify::vapid;
 use handoff_notify::push::{self, Event, PushOutcome, Sender, Subscription};
 use handoff_notify::{ece, Endpoint, Environment, MessageEntropy, SubscriptionKeys};
 use std::rc::Rc;
-use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
@@ -209,24 +208,8 @@ async fn attempt(d: &Due, sender: &Sender) -> Option<u16> {
     let (jwk_d, jwk_x, jwk_y) = sender.key.jwk();
     let signature = crate::webcrypto::sign_es256(&jwk_d, &jwk_x, &jwk_y, input.as_bytes()).await.ok()?;
     let request_headers = push::headers_signed(sender.key.authorization_signed(&input, &signature), event, &d.handoff);
-    let headers = Headers::new();
-    for (name, value) in &request_headers {
-        headers.set(name, value).ok()?;
-    }
-    let body = js_sys::Uint8Array::from(body.as_slice());
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_redirect(RequestRedirect::Manual).with_body(Some(body.into()));
-    let request = Request::new_with_init(&url, &init).ok()?;
-    let send = Box::pin(async move { Fetch::Request(request).send().await });
-    let timeout = Box::pin(Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS as u64)));
-    match futures::future::select(send, timeout).await {
-        futures::future::Either::Left((Ok(response), _)) => Some(response.status_code()),
-        futures::future::Either::Left((Err(e), _)) => {
-            console_log!("a push message failed: {e}");
-            None
-        }
-        futures::future::Either::Right(_) => None,
-    }
+    let headers: Vec<(&str, &str)> = request_headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    super::send::post(&url, &headers, &body).await
 }
 
 /// Delivered: forgotten. Gone (404, 410): the subscription deleted. Otherwise retried as a

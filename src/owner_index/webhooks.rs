@@ -17,7 +17,6 @@ use handoff_core::limits::{WEBHOOK_DELIVERIES_KEPT, WEBHOOK_SENDS_PER_ALARM_MAX,
 use handoff_core::notice::{self, Notice};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::{self, MessageId, WebhookSecret};
-use std::time::Duration;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
@@ -288,25 +287,9 @@ async fn attempt(url: &str, secret: &str, id: &str, body: &str) -> Option<u16> {
     let secret = WebhookSecret::parse(secret).ok()?;
     let id = MessageId::parse(id)?;
     let signed = webhook::sign(&secret, &id, now_ms(), body.as_bytes());
-    let headers = Headers::new();
-    headers.set("content-type", "application/json").ok()?;
-    for (name, value) in signed.pairs() {
-        headers.set(name, value).ok()?;
-    }
-    let mut init = RequestInit::new();
-    // A redirect is an answer other than 2xx, not somewhere else to send the body.
-    init.with_method(Method::Post).with_headers(headers).with_redirect(RequestRedirect::Manual).with_body(Some(JsValue::from_str(body)));
-    let request = Request::new_with_init(url, &init).ok()?;
-    let send = Box::pin(async move { Fetch::Request(request).send().await });
-    let timeout = Box::pin(Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS as u64)));
-    match futures::future::select(send, timeout).await {
-        futures::future::Either::Left((Ok(response), _)) => Some(response.status_code()),
-        futures::future::Either::Left((Err(e), _)) => {
-            console_log!("a webhook delivery failed: {e}");
-            None
-        }
-        futures::future::Either::Right(_) => None,
-    }
+    let mut headers = vec![("content-type", "application/json")];
+    headers.extend(signed.pairs());
+    super::send::post(url, &headers, body.as_bytes()).await
 }
 
 /// Stores how an attempt went: delivered on 2xx; otherwise retried when the core says, or failed.
