@@ -128,3 +128,48 @@ proptest! {
         prop_assert!(now - created < WEBHOOK_RETRY_WINDOW_MS + WEBHOOK_BACKOFF_MAX_MS + 30_000 + 1);
     }
 }
+
+fn any_status() -> impl Strategy<Value = Status> {
+    prop_oneof![Just(Status::Running), Just(Status::NeedsYou), Just(Status::Done), Just(Status::Failed), Just(Status::Cancelled)]
+}
+
+proptest! {
+    /// Over any run of rows a hand-off's index may receive (versions rising, with any gaps, the
+    /// turn never falling, closed for good once closed), with replays mixed in: a notice is owed
+    /// exactly when the row enters a subscribed (turn, status) or first closes, `Closed` at most
+    /// once, and a replayed row is owed nothing.
+    #[test]
+    fn notices_are_owed_exactly_on_entering_a_status_or_closing_and_never_for_a_replay(
+        steps in proptest::collection::vec((1u64..4, 0u64..2, any_status(), proptest::bool::weighted(0.1), "[a-c]{0,2}", proptest::bool::weighted(0.2)), 1..40)
+    ) {
+        let mut held: Option<Row> = None;
+        let mut closes = 0;
+        let (mut version, mut turn, mut closed) = (0u64, 1u64, false);
+        for (gap, next_turn, status, close, summary, replay) in steps {
+            if replay {
+                if let Some(h) = &held {
+                    prop_assert!(owed(Some(h), h).is_empty(), "a replay is owed nothing");
+                }
+            }
+            version += gap;
+            turn += next_turn;
+            closed |= close;
+            let row = row(version, turn, status, if closed { State::Closed } else { State::Open }, &summary);
+            let notices = owed(held.as_ref(), &row);
+            let entered = Notice::of_status(status).is_some()
+                && held.as_ref().is_none_or(|h| (h.turn, h.status) != (row.turn, row.status));
+            let first_close = closed && held.as_ref().is_none_or(|h| h.state == State::Open);
+            let mut expected = Vec::new();
+            if entered {
+                expected.extend(Notice::of_status(status));
+            }
+            if first_close {
+                expected.push(Notice::Closed);
+            }
+            prop_assert_eq!(&notices, &expected);
+            closes += notices.iter().filter(|n| **n == Notice::Closed).count();
+            held = Some(row);
+        }
+        prop_assert!(closes <= 1, "closed at most once");
+    }
+}
