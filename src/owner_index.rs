@@ -234,7 +234,9 @@ impl OwnerIndex {
         let owed = if self.has_webhooks()? {
             let (held, now) = (self.held(row)?, now_ms());
             let mut owed = webhooks::owed(&sql, held.as_ref(), row, self.pending_max, now)?;
-            owed.extend(push::owed(&sql, held.as_ref(), row, now)?);
+            if self.sender.is_some() {
+                owed.extend(push::owed(&sql, held.as_ref(), row, now)?);
+            }
             owed
         } else {
             vec![]
@@ -326,8 +328,11 @@ impl OwnerIndex {
             drop(storage.as_raw().set_alarm(at, js_sys::Object::new())?);
             return Ok(());
         }
-        if let Some(sender) = &self.sender {
-            push::send_due(&storage.sql(), storage.as_raw(), sender)?;
+        match &self.sender {
+            Some(sender) => push::send_due(&storage.sql(), storage.as_raw(), sender)?,
+            // Push was configured when these were owed and is not now: they can never be sent,
+            // and left pending they would keep the alarm firing.
+            None => push::forget_all(&storage.sql())?,
         }
         webhooks::send_due(&storage.sql(), storage.as_raw())
     }

@@ -147,6 +147,12 @@ pub fn unsubscribe(sql: &SqlStorage, id: &str) -> std::result::Result<Vec<Statem
     Ok(forget(id))
 }
 
+/// Every message owed, dropped: where push is not configured they cannot be sent.
+pub fn forget_all(sql: &SqlStorage) -> Result<()> {
+    sql.exec("DELETE FROM push_deliveries", None)?;
+    Ok(())
+}
+
 fn forget(id: &str) -> Vec<Statement> {
     vec![
         ("DELETE FROM push_deliveries WHERE subscription = ?".to_string(), vec![id.into()]),

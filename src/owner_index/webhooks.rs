@@ -224,12 +224,18 @@ pub fn deliveries(sql: &SqlStorage, id: &str) -> std::result::Result<Deliveries,
     Ok(Deliveries { deliveries, dropped: dropped.max(0) as u64 })
 }
 
-/// When the next pending delivery, webhook or push, is due, if any is.
+/// When the next pending delivery, webhook or push, is due, if any is: only the oldest of each
+/// hand-off's deliveries to one receiver counts, as only it is sent (a later one waiting behind a
+/// failing one would otherwise have the alarm fire again and again for nothing).
 fn next_due(sql: &SqlStorage) -> Result<Option<i64>> {
     let next: Vec<Next> = sql
         .exec(
-            "SELECT MIN(at) AS at FROM (SELECT MIN(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'
-             UNION ALL SELECT MIN(next_attempt_at) AS at FROM push_deliveries)",
+            "SELECT MIN(at) AS at FROM (
+               SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d WHERE d.state = 'pending'
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook = d.webhook AND e.handoff = d.handoff AND e.state = 'pending' AND e.seq < d.seq)
+             UNION ALL
+               SELECT MIN(d.next_attempt_at) AS at FROM push_deliveries d
+               WHERE NOT EXISTS (SELECT 1 FROM push_deliveries e WHERE e.subscription = d.subscription AND e.handoff = d.handoff AND e.seq < d.seq))",
             None,
         )?
         .to_array()?;

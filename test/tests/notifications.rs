@@ -215,6 +215,20 @@ fn a_failed_attempt_is_retried_with_the_same_webhook_id_until_a_2xx() {
 }
 
 #[test]
+fn a_later_event_waits_behind_a_retried_one_of_the_same_hand_off() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (r, _) = receiver(&c, &alice, None);
+    r.fail_next(1, Reply::Status(503));
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("?"));
+    c.report(&id, &machine, 1, "done", Some("!"));
+    let got = r.wait_for(3, Duration::from_secs(30));
+    assert_eq!(types(&got), ["handoff.needs_you", "handoff.needs_you", "handoff.done"], "in version order, through the retry");
+    assert_eq!((got[0].reply, got[1].reply), (Reply::Status(503), Reply::Status(204)));
+}
+
+#[test]
 fn a_hung_receiver_delays_neither_the_report_nor_another_webhook() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
