@@ -385,23 +385,25 @@ fn a_push_is_encrypted_for_the_subscription_with_a_vapid_token_urgency_topic_and
 }
 
 #[test]
-fn a_410_from_the_push_service_deletes_the_subscription() {
-    let c = Client::shared();
-    let alice = owner(&unique("alice"));
-    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
-    assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
-    service.answer_next(1, 410);
-    let (id, machine, _) = c.create(&alice);
-    c.report(&id, &machine, 1, "needs-you", None);
-    assert_eq!(service.wait_for(1, DELIVERED_WITHIN)[0].status, 410);
-    let deadline = Instant::now() + DELIVERED_WITHIN;
-    while !subscriptions(&c, &alice).is_empty() {
-        assert!(Instant::now() < deadline, "the subscription is still listed");
-        std::thread::sleep(Duration::from_millis(200));
+fn a_404_or_410_from_the_push_service_deletes_the_subscription() {
+    for gone in [410, 404] {
+        let c = Client::shared();
+        let alice = owner(&unique("alice"));
+        let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+        assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+        service.answer_next(1, gone);
+        let (id, machine, _) = c.create(&alice);
+        c.report(&id, &machine, 1, "needs-you", None);
+        assert_eq!(service.wait_for(1, DELIVERED_WITHIN)[0].status, gone);
+        let deadline = Instant::now() + DELIVERED_WITHIN;
+        while !subscriptions(&c, &alice).is_empty() {
+            assert!(Instant::now() < deadline, "{gone}: the subscription is still listed");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        c.report(&id, &machine, 1, "done", None);
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(service.messages().len(), 1, "{gone}: nothing more is sent to a subscription that is gone");
     }
-    c.report(&id, &machine, 1, "done", None);
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(service.messages().len(), 1, "nothing more is sent to a subscription that is gone");
 }
 
 #[test]
