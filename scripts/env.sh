@@ -16,6 +16,9 @@ locked_version() { # the version of crate $1 in Cargo.lock
 # Only a local Worker (HANDOFF_ENV=local, which only local runs set, with --var) accepts it;
 # every other environment, and a Worker whose HANDOFF_ENV is absent or unknown, refuses it.
 DEV_SIGNING_KEY="handoff-development-key-do-not-deploy"
+# The development VAPID key pair (Web Push), public by design like the signing key above: its
+# text says what it is, and every environment but local refuses it (push answers 503).
+DEV_VAPID_PRIVATE_KEY="handoff-development-push-key-do-not-deploy0"
 # A fresh secret signing key: 64 hex characters (32 random bytes), over the 32 bytes that
 # environments other than local require.
 random_signing_key() { python3 -c 'import secrets; print(secrets.token_hex(32))'; }

@@ -30,6 +30,13 @@ pub const TEST_WAITERS_MAX: &str = "HANDOFF_TEST_WAITERS_MAX";
 pub const TEST_WATCHERS_MAX: &str = "HANDOFF_TEST_WATCHERS_MAX";
 /// The benchmark's floor route (`/v1/bench/floor`), local only: set by `scripts/bench`.
 pub const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
+/// The VAPID private key (a secret; base64url of the P-256 scalar). Outside `local` the
+/// public development pair is refused.
+pub const VAPID_PRIVATE_KEY: &str = "HANDOFF_VAPID_PRIVATE_KEY";
+/// The contact VAPID tokens name (`mailto:` or `https:`); required outside `local`.
+pub const VAPID_SUBJECT: &str = "HANDOFF_VAPID_SUBJECT";
+/// With test hooks: a lower cap on an owner's pending webhook deliveries, so a test can fill it.
+pub const TEST_WEBHOOK_PENDING_MAX: &str = "HANDOFF_TEST_WEBHOOK_PENDING_MAX";
 
 fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
@@ -71,6 +78,27 @@ pub fn caps(env: &Env) -> Caps {
     caps
 }
 
+/// The cap on an owner's pending webhook deliveries: the named limit, or a test's lower one.
+pub fn webhook_pending_max(env: &Env) -> usize {
+    test_cap(env, TEST_WEBHOOK_PENDING_MAX).unwrap_or(handoff_core::limits::WEBHOOK_PENDING_PER_OWNER_MAX)
+}
+
+/// The endpoint rule of this environment.
+pub fn endpoints(env: &Env) -> handoff_notify::Environment {
+    if is_local(env) {
+        handoff_notify::Environment::Local
+    } else {
+        handoff_notify::Environment::Deployed
+    }
+}
+
+/// This environment's push sender, or `None` where push is misconfigured
+/// (`handoff_api::notifications::push_sender` says when).
+pub fn push_sender(env: &Env) -> Option<handoff_notify::Sender> {
+    let key = env.secret(VAPID_PRIVATE_KEY).map(|s| s.to_string()).ok().or_else(|| var(env, VAPID_PRIVATE_KEY));
+    handoff_api::notifications::push_sender(key.as_deref(), var(env, VAPID_SUBJECT).as_deref(), endpoints(env))
+}
+
 /// The signing key: a secret, or a plain variable in local runs.
 fn signing_key(env: &Env) -> Option<String> {
     env.secret(SIGNING_KEY).map(|s| s.to_string()).ok().or_else(|| var(env, SIGNING_KEY))
@@ -102,6 +130,8 @@ pub struct Config {
     pub expect: Expect,
     pub test_hooks: bool,
     pub bench_floor: bool,
+    /// The VAPID public key, where push is configured.
+    pub push_key: Option<String>,
 }
 
 impl Config {
@@ -114,6 +144,7 @@ impl Config {
             expect: token_expect(env),
             test_hooks: test_hooks_on(env),
             bench_floor: bench_floor_on(env),
+            push_key: push_sender(env).map(|sender| sender.key.public_key().to_string()),
         }
     }
 }

@@ -16,3 +16,5 @@ mod owner_index;
 mod router;
 #[cfg(target_arch = "wasm32")]
 mod sqlite;
+#[cfg(target_arch = "wasm32")]
+mod webcrypto;

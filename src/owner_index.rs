@@ -5,7 +5,12 @@
 //! writes them.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod push;
+mod send;
+mod webhooks;
+
 use crate::bindings::store_failed;
+use crate::clock::now_ms;
 use crate::http::answer;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::IndexAsk;
@@ -27,6 +32,14 @@ pub struct OwnerIndex {
     refusing: Cell<bool>,
     /// The schema is known to be written (by this build) in this object's lifetime.
     schema_ready: Cell<bool>,
+    /// Whether the webhook tables exist, once read (they are never dropped).
+    webhooks_ready: Cell<Option<bool>>,
+    /// Test hook: while on, webhook deliveries are stored but not sent.
+    holding: Cell<bool>,
+    /// The owner's cap on pending webhook deliveries (lower where a test sets it).
+    pending_max: usize,
+    /// Who push messages are from, where push is configured.
+    sender: Option<std::rc::Rc<handoff_notify::Sender>>,
 }
 
 /// The list: the columns it is ordered and filtered by, and the row itself.
@@ -80,6 +93,11 @@ struct Refusing {
 }
 
 #[derive(Serialize)]
+struct Holding {
+    holding: bool,
+}
+
+#[derive(Serialize)]
 struct Bytes {
     bytes: usize,
 }
@@ -87,12 +105,26 @@ struct Bytes {
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl OwnerIndex {
     #[wasm_bindgen(constructor)]
-    pub fn new(state: worker_sys::DurableObjectState, _env: Env) -> OwnerIndex {
-        OwnerIndex { state: State::from(state), refusing: Cell::new(false), schema_ready: Cell::new(false) }
+    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
+        OwnerIndex {
+            state: State::from(state),
+            refusing: Cell::new(false),
+            schema_ready: Cell::new(false),
+            webhooks_ready: Cell::new(None),
+            holding: Cell::new(false),
+            pending_max: crate::bindings::webhook_pending_max(&env),
+            sender: crate::bindings::push_sender(&env).map(std::rc::Rc::new),
+        }
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
         self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
+    }
+
+    /// Sends the webhook deliveries that are due.
+    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        self.send_due().map_err(JsValue::from)?;
+        crate::http::plain("ok").map(JsValue::from).map_err(JsValue::from)
     }
 }
 
@@ -113,6 +145,17 @@ impl OwnerIndex {
             }
             IndexAsk::TestStorage => answer(200, &Bytes { bytes: self.state.storage().sql().database_size() }),
             IndexAsk::TestPutUnreadable { id } => self.put_unreadable(&id),
+            IndexAsk::WebhookAdd { webhook, secret } => self.add_webhook(webhook, secret),
+            IndexAsk::WebhookList => self.list_webhooks(),
+            IndexAsk::WebhookDelete { id } => self.delete_webhook(&id),
+            IndexAsk::WebhookDeliveries { id } => self.webhook_deliveries(&id),
+            IndexAsk::PushSubscribe { subscription } => self.subscribe(subscription),
+            IndexAsk::PushSubscriptions => self.subscriptions(),
+            IndexAsk::PushUnsubscribe { id } => self.unsubscribe(&id),
+            IndexAsk::TestHoldWebhooks { on } => {
+                self.holding.set(on);
+                answer(200, &Holding { holding: on })
+            }
         };
         answered.or_else(|e| store_failed("owner index", &e))
     }
@@ -144,11 +187,18 @@ impl OwnerIndex {
         if earlier {
             statements.push(self.move_earlier_rows()?);
         }
+        self.transaction(statements.into_iter().map(|s| (s, vec![])).collect())?;
+        self.schema_ready.set(true);
+        Ok(())
+    }
+
+    /// Runs `statements` in one `transactionSync`: all of them, or none.
+    fn transaction(&self, statements: Vec<webhooks::Statement>) -> Result<()> {
         let storage = self.state.storage();
         let sql = storage.sql();
         let run = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
-            for statement in statements {
-                sql.exec(&statement, None).map_err(JsValue::from)?;
+            for (statement, args) in statements {
+                sql.exec(&statement, args).map_err(JsValue::from)?;
             }
             Ok(JsValue::UNDEFINED)
         });
@@ -158,7 +208,6 @@ impl OwnerIndex {
             .dyn_into()
             .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
         transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map_err(Error::from)?;
-        self.schema_ready.set(true);
         Ok(())
     }
 
@@ -181,8 +230,139 @@ impl OwnerIndex {
         let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         self.ensure_schema()?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
-        self.state.storage().sql().exec(UPSERT, bindings)?;
+        let sql = self.state.storage().sql();
+        let owed = if self.has_webhooks()? {
+            let (held, now) = (self.held(row)?, now_ms());
+            let mut owed = webhooks::owed(&sql, held.as_ref(), row, self.pending_max, now)?;
+            if self.sender.is_some() {
+                owed.extend(push::owed(&sql, held.as_ref(), row, now)?);
+            }
+            owed
+        } else {
+            vec![]
+        };
+        if owed.is_empty() {
+            sql.exec(UPSERT, bindings)?;
+        } else {
+            // The row and the deliveries it owes in one transaction, then the alarm that sends them.
+            let mut statements = vec![(UPSERT.to_string(), bindings)];
+            statements.extend(owed);
+            self.transaction(statements)?;
+            webhooks::arm(&sql, self.state.storage().as_raw())?;
+        }
         answer(200, &Ok_ { ok: true })
+    }
+
+    /// The row held for `row`'s hand-off, where it is older (a newer or equal one owes nothing,
+    /// and an unreadable one is read as none: at least once, never less).
+    fn held(&self, row: &Row) -> Result<Option<Row>> {
+        let stored: Vec<ListRow> = self.state.storage().sql().exec("SELECT row FROM list WHERE id = ?", vec![row.id.as_str().into()])?.to_array()?;
+        Ok(stored.first().and_then(|r| serde_json::from_str::<Row>(&r.row).ok()))
+    }
+
+    fn has_webhooks(&self) -> Result<bool> {
+        if let Some(ready) = self.webhooks_ready.get() {
+            return Ok(ready);
+        }
+        let ready = webhooks::has_schema(&self.state.storage().sql())?;
+        self.webhooks_ready.set(Some(ready));
+        Ok(ready)
+    }
+
+    fn ensure_webhooks(&self) -> Result<()> {
+        if self.has_webhooks()? {
+            return Ok(());
+        }
+        self.transaction(webhooks::SCHEMA.iter().map(|s| (s.to_string(), vec![])).collect())?;
+        self.webhooks_ready.set(Some(true));
+        Ok(())
+    }
+
+    fn add_webhook(&self, webhook: handoff_api::notifications::Webhook, secret: String) -> Result<web_sys::Response> {
+        self.ensure_webhooks()?;
+        match webhooks::add(&self.state.storage().sql(), webhook, secret) {
+            Ok(created) => answer(201, &created),
+            Err(refused) => crate::http::refusal(&refused),
+        }
+    }
+
+    fn list_webhooks(&self) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return answer(200, &handoff_api::notifications::Webhooks { webhooks: vec![] });
+        }
+        answer(200, &webhooks::list(&self.state.storage().sql())?)
+    }
+
+    fn delete_webhook(&self, id: &str) -> Result<web_sys::Response> {
+        let gone = || crate::http::refusal(&ApiError::new(Code::WebhookNotFound, "no such webhook"));
+        if !self.has_webhooks()? {
+            return gone();
+        }
+        match webhooks::delete(&self.state.storage().sql(), id) {
+            Ok(statements) => {
+                self.transaction(statements)?;
+                Ok(crate::http::respond(204, None, vec![], &[])?)
+            }
+            Err(refused) => crate::http::refusal(&refused),
+        }
+    }
+
+    fn webhook_deliveries(&self, id: &str) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return crate::http::refusal(&ApiError::new(Code::WebhookNotFound, "no such webhook"));
+        }
+        match webhooks::deliveries(&self.state.storage().sql(), id) {
+            Ok(deliveries) => answer(200, &deliveries),
+            Err(refused) => crate::http::refusal(&refused),
+        }
+    }
+
+    /// The alarm's work: the due deliveries started, or (held by a test) the alarm set again.
+    fn send_due(&self) -> Result<()> {
+        if !self.has_webhooks()? {
+            return Ok(());
+        }
+        let storage = self.state.storage();
+        if self.holding.get() {
+            let at = js_sys::Date::new(&JsValue::from_f64((now_ms() + 1_000) as f64));
+            drop(storage.as_raw().set_alarm(at, js_sys::Object::new())?);
+            return Ok(());
+        }
+        match &self.sender {
+            Some(sender) => push::send_due(&storage.sql(), storage.as_raw(), sender)?,
+            // Push was configured when these were owed and is not now: they can never be sent,
+            // and left pending they would keep the alarm firing.
+            None => push::forget_all(&storage.sql())?,
+        }
+        webhooks::send_due(&storage.sql(), storage.as_raw())
+    }
+
+    fn subscribe(&self, subscription: handoff_api::notifications::StoredSubscription) -> Result<web_sys::Response> {
+        self.ensure_webhooks()?;
+        match push::subscribe(&self.state.storage().sql(), subscription) {
+            Ok(created) => answer(201, &created),
+            Err(refused) => crate::http::refusal(&refused),
+        }
+    }
+
+    fn subscriptions(&self) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return answer(200, &handoff_api::notifications::PushSubscriptions { subscriptions: vec![] });
+        }
+        answer(200, &push::list(&self.state.storage().sql())?)
+    }
+
+    fn unsubscribe(&self, id: &str) -> Result<web_sys::Response> {
+        if !self.has_webhooks()? {
+            return crate::http::refusal(&ApiError::new(Code::SubscriptionNotFound, "no such push subscription"));
+        }
+        match push::unsubscribe(&self.state.storage().sql(), id) {
+            Ok(statements) => {
+                self.transaction(statements)?;
+                Ok(crate::http::respond(204, None, vec![], &[])?)
+            }
+            Err(refused) => crate::http::refusal(&refused),
+        }
     }
 
     /// Test hook: a row under `id` whose value is not a row, newest of all.

@@ -15,7 +15,13 @@ use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
 use handoff_api::routes::{self, Found, Gate, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::limits::{BODY_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::time::Timestamp;
 use handoff_core::watch;
+use handoff_api::notifications;
+use handoff_notify::endpoint::Environment;
+use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
+use handoff_notify::webhook::WebhookSecret;
+use crate::webcrypto as random;
 use serde::Serialize;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -66,6 +72,7 @@ struct Health {
     ok: bool,
     store: &'static str,
     auth: &'static str,
+    push: &'static str,
 }
 
 #[derive(Serialize)]
@@ -131,7 +138,8 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     if let Kind::Health = route.kind {
         let store = if config.store_bound { "bound" } else { "unbound" };
         let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
-        return json_response(200, &Health { ok: true, store, auth }).map(Admitted::Answered);
+        let push = if config.push_key.is_some() { "ok" } else { "misconfigured" };
+        return json_response(200, &Health { ok: true, store, auth, push }).map(Admitted::Answered);
     }
     // The store is bound only when both of its objects are.
     if !config.store_bound {
@@ -200,6 +208,41 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
             json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
         }
+        Kind::WebhookCreate => {
+            let env_kind = if bindings::is_local(env) { Environment::Local } else { Environment::Deployed };
+            let new = notifications::parse_webhook_create(&body, env_kind)?;
+            let id = random::bytes().map_err(|e| unavailable("drawing a webhook id", &Error::from(e)))?;
+            let secret = random::bytes::<{ WEBHOOK_SECRET_BYTES }>().map_err(|e| unavailable("drawing a webhook secret", &Error::from(e)))?;
+            let secret = WebhookSecret::from_random(&secret).map_err(|e| unavailable("a webhook secret", &e))?.reveal();
+            let webhook = notifications::Webhook {
+                id: notifications::webhook_id(id),
+                url: new.url,
+                events: notifications::event_names(&new.events),
+                created_at: Timestamp::from_ms(crate::clock::now_ms()),
+            };
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookAdd { webhook, secret }).map(Outgoing::Object)
+        }
+        Kind::WebhookList => {
+            no_query(url.query)?;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookList).map(Outgoing::Object)
+        }
+        Kind::WebhookDelete | Kind::WebhookDeliveries => {
+            no_query(url.query)?;
+            let id = admitted.id.clone().unwrap_or_default();
+            if !notifications::is_webhook_id(&id) {
+                return Err(ApiError::new(Code::WebhookNotFound, "no such webhook"));
+            }
+            let ask = match admitted.route.kind {
+                Kind::WebhookDelete => IndexAsk::WebhookDelete { id },
+                _ => IndexAsk::WebhookDeliveries { id },
+            };
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &ask).map(Outgoing::Object)
+        }
+        Kind::PushKey | Kind::PushSubscribe | Kind::PushSubscriptions | Kind::PushUnsubscribe => push(env, url, admitted, claims, &body),
+        Kind::TestHoldWebhooks => {
+            let on = input::parse_json::<RefuseIndex>(&body)?.on;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestHoldWebhooks { on }).map(Outgoing::Object)
+        }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();
             if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
@@ -227,6 +270,49 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
             }
         }
     }
+}
+
+/// The push routes: 503 `push.misconfigured` where this environment has no usable VAPID key.
+fn push(env: &Env, url: input::RequestUrl<'_>, admitted: &Route_, claims: &Claims, body: &[u8]) -> std::result::Result<Outgoing, ApiError> {
+    let config = bindings::config(env);
+    let Some(public_key) = config.push_key.clone() else {
+        return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
+    };
+    let index = env.durable_object(OWNER_INDEX).map_err(|e| unavailable("the store's binding", &e))?;
+    let ask = match admitted.route.kind {
+        Kind::PushKey => {
+            no_query(url.query)?;
+            return json_response(200, &notifications::PushKey { public_key }).map(Outgoing::Answer);
+        }
+        Kind::PushSubscribe => {
+            let new = notifications::parse_subscription_create(body, bindings::endpoints(env))?;
+            let id = random::bytes().map_err(|e| unavailable("drawing a subscription id", &Error::from(e)))?;
+            let subscription = notifications::StoredSubscription {
+                id: notifications::subscription_id(id),
+                endpoint: new.endpoint,
+                origin: new.origin,
+                p256dh: new.p256dh,
+                auth: new.auth,
+                events: notifications::event_names(&new.events),
+                created_at: Timestamp::from_ms(crate::clock::now_ms()),
+                console: url.origin.to_string(),
+            };
+            IndexAsk::PushSubscribe { subscription }
+        }
+        Kind::PushSubscriptions => {
+            no_query(url.query)?;
+            IndexAsk::PushSubscriptions
+        }
+        _ => {
+            no_query(url.query)?;
+            let id = admitted.id.clone().unwrap_or_default();
+            if !notifications::is_subscription_id(&id) {
+                return Err(ApiError::new(Code::SubscriptionNotFound, "no such push subscription"));
+            }
+            IndexAsk::PushUnsubscribe { id }
+        }
+    };
+    ask_index(&index, &claims.sub, &ask).map(Outgoing::Object)
 }
 
 /// An answer of ours as what `fetch` gives the runtime.

@@ -41,6 +41,12 @@ pub fn status(code: Code) -> u16 {
         Code::StoreUnavailable => 503,
         // The operator's mistake, not the client's: no token can succeed until it is fixed.
         Code::AuthMisconfigured => 503,
+        Code::WebhookNotFound => 404,
+        Code::WebhookTooMany => 409,
+        Code::SubscriptionNotFound => 404,
+        Code::SubscriptionTooMany => 409,
+        // The operator's mistake: no push route can succeed until the key is fixed.
+        Code::PushMisconfigured => 503,
     }
 }
 
@@ -51,7 +57,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 31] = [
+        let contract: [(&str, u16); 36] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -83,6 +89,11 @@ mod tests {
             ("question.none", 409),
             ("question.stale", 409),
             ("question.answered", 409),
+            ("webhook.not_found", 404),
+            ("webhook.too_many", 409),
+            ("subscription.not_found", 404),
+            ("subscription.too_many", 409),
+            ("push.misconfigured", 503),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {
@@ -94,7 +105,7 @@ mod tests {
     #[test]
     fn no_code_is_a_server_error_but_the_operators_two() {
         for code in Code::ALL {
-            assert!(status(code) < 500 || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured), "{code:?}");
+            assert!(status(code) < 500 || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured | Code::PushMisconfigured), "{code:?}");
         }
     }
 }

@@ -11,3 +11,4 @@ pub mod routes;
 pub mod token;
 pub mod view;
 pub mod wire;
+pub mod notifications;

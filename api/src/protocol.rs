@@ -102,6 +102,18 @@ pub enum IndexAsk {
     TestStorage,
     /// Test hook: store a row under `id` that no build can read, as a damaged value would be.
     TestPutUnreadable { id: String },
+    /// `POST /v1/webhooks`: the webhook (its id and secret drawn by the Worker), if it fits.
+    WebhookAdd { webhook: crate::notifications::Webhook, secret: String },
+    WebhookList,
+    WebhookDelete { id: String },
+    WebhookDeliveries { id: String },
+    /// Test hook: while on, deliveries owed are stored but not sent (as if the runtime died
+    /// between the commit and the send).
+    TestHoldWebhooks { on: bool },
+    /// `POST /v1/push/subscriptions`: the subscription (its id drawn by the Worker), if it fits.
+    PushSubscribe { subscription: crate::notifications::StoredSubscription },
+    PushSubscriptions,
+    PushUnsubscribe { id: String },
 }
 
 #[cfg(test)]

@@ -38,6 +38,24 @@ pub enum Kind {
     TestObjectStarts,
     /// The benchmark's floor: a Durable Object round trip, no token, no storage.
     BenchFloor,
+    /// `POST /v1/webhooks`.
+    WebhookCreate,
+    /// `GET /v1/webhooks`.
+    WebhookList,
+    /// `DELETE /v1/webhooks/{id}`.
+    WebhookDelete,
+    /// `GET /v1/webhooks/{id}/deliveries`.
+    WebhookDeliveries,
+    /// Test hook: the caller's index holds its webhook deliveries unsent while on.
+    TestHoldWebhooks,
+    /// `GET /v1/push/key`: the VAPID public key (`applicationServerKey`).
+    PushKey,
+    /// `POST /v1/push/subscriptions`.
+    PushSubscribe,
+    /// `GET /v1/push/subscriptions`.
+    PushSubscriptions,
+    /// `DELETE /v1/push/subscriptions/{id}`.
+    PushUnsubscribe,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -164,6 +182,14 @@ pub const ROUTES: &[Route] = &[
         let a = input::parse_body::<question::AnswerInput>(i.body)?;
         Ok(turn(Command::Answer { question: a.question, option: a.option, note: a.note }))
     }),
+    top("POST", "/v1/webhooks", Kind::WebhookCreate, OWNER, Gate::Always),
+    top("GET", "/v1/webhooks", Kind::WebhookList, OWNER, Gate::Always),
+    top("DELETE", "/v1/webhooks/{id}", Kind::WebhookDelete, OWNER, Gate::Always),
+    top("GET", "/v1/webhooks/{id}/deliveries", Kind::WebhookDeliveries, OWNER, Gate::Always),
+    top("GET", "/v1/push/key", Kind::PushKey, OWNER, Gate::Always),
+    top("POST", "/v1/push/subscriptions", Kind::PushSubscribe, OWNER, Gate::Always),
+    top("GET", "/v1/push/subscriptions", Kind::PushSubscriptions, OWNER, Gate::Always),
+    top("DELETE", "/v1/push/subscriptions/{id}", Kind::PushUnsubscribe, OWNER, Gate::Always),
     top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
     top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),
@@ -171,6 +197,7 @@ pub const ROUTES: &[Route] = &[
     test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
+    top("POST", "/v1/test/hold-webhooks", Kind::TestHoldWebhooks, OWNER, Gate::TestHooks),
 ];
 
 fn turn_change(change: Change) -> Op {

@@ -91,6 +91,10 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "setPolicy" => checked::<Policy>(example),
             "setRuntimes" => checked::<RuntimesInput>(example),
             "answer" => checked::<handoff_core::question::AnswerInput>(example),
+            "createWebhook" => request(example, |body| {
+                let read = handoff_api::notifications::parse_webhook_create(body, handoff_notify::Environment::Deployed)?;
+                Ok(serde_json::json!({"url": read.url, "events": handoff_api::notifications::event_names(&read.events)}))
+            }),
             _ => return None,
         },
         Place::Schema(name) => match name.as_str() {
@@ -119,5 +123,5 @@ fn every_example_in_the_contract_reads_into_its_type_and_writes_back_equal() {
         assert_eq!(&back, example, "line {line} ({place:?}) changed in a round trip");
     }
     let requests = examples.iter().filter(|(p, _, _)| matches!(p, Place::Request(_))).count();
-    assert_eq!(requests, 14, "one request example per operation that takes a body");
+    assert_eq!(requests, 15, "one request example per operation that takes a body");
 }

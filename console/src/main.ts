@@ -12,6 +12,7 @@ import { byId, h } from "./dom.js";
 import { renderList } from "./list.js";
 import { renderPackage } from "./package.js";
 import { renderSession } from "./session.js";
+import { notifySwitch, wireNotify } from "./notify.js";
 import { clearNotices, fail, guard, Page, whenUnauthorized } from "./ui.js";
 
 let page: Page | null = null;
@@ -35,6 +36,7 @@ function signedIn(c: Claims | null): void {
     who.textContent = "";
     out.hidden = true;
   }
+  notifySwitch(c?.role === "owner");
 }
 
 function showSignIn(main: HTMLElement, problem?: string): void {
@@ -129,6 +131,7 @@ function route(): void {
 
 function start(): void {
   wireDialogs();
+  wireNotify();
   whenUnauthorized((error) => {
     clearToken();
     page?.dispose();

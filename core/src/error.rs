@@ -46,6 +46,17 @@ crate::listed_enum! {
         QuestionStale,
         /// An answer to a question already answered with another option.
         QuestionAnswered,
+        /// No webhook of this owner has that id.
+        WebhookNotFound,
+        /// A webhook past `WEBHOOKS_PER_OWNER_MAX`.
+        WebhookTooMany,
+        /// No push subscription of this owner has that id.
+        SubscriptionNotFound,
+        /// A push subscription past `PUSH_SUBSCRIPTIONS_PER_OWNER_MAX`.
+        SubscriptionTooMany,
+        /// This environment's VAPID key is missing, unreadable, or (outside `local`) the
+        /// public development pair.
+        PushMisconfigured,
     }
 }
 
@@ -83,6 +94,11 @@ impl Code {
             Code::QuestionNone => "question.none",
             Code::QuestionStale => "question.stale",
             Code::QuestionAnswered => "question.answered",
+            Code::WebhookNotFound => "webhook.not_found",
+            Code::WebhookTooMany => "webhook.too_many",
+            Code::SubscriptionNotFound => "subscription.not_found",
+            Code::SubscriptionTooMany => "subscription.too_many",
+            Code::PushMisconfigured => "push.misconfigured",
         }
     }
 

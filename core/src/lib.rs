@@ -26,3 +26,4 @@ pub mod idempotency;
 pub mod outbox;
 pub mod session;
 pub mod question;
+pub mod notice;

@@ -197,6 +197,33 @@ pub const QUESTION_OPTION_ID_CHARS_MAX: usize = 32;
 pub const QUESTION_LABEL_BYTES_MAX: usize = 200;
 /// The owner's note beside an answer (a deny's reason, read by the agent).
 pub const ANSWER_NOTE_BYTES_MAX: usize = 1024;
+/// Webhooks one owner may register (`POST /v1/webhooks` past it: 409 `webhook.too_many`).
+pub const WEBHOOKS_PER_OWNER_MAX: usize = 10;
+/// Deliveries one owner's index holds waiting to be sent, over all its webhooks; past it the
+/// oldest pending one is dropped, and counted on its webhook.
+pub const WEBHOOK_PENDING_PER_OWNER_MAX: usize = 1_000;
+/// Finished deliveries (delivered or failed) kept per webhook for its deliveries list; older
+/// ones are forgotten.
+pub const WEBHOOK_DELIVERIES_KEPT: usize = 50;
+/// How long one delivery attempt may take before it counts as failed and is retried.
+pub const WEBHOOK_TIMEOUT_MS: i64 = 10_000;
+/// The wait before the first retry; each later one waits twice the one before.
+pub const WEBHOOK_BACKOFF_FIRST_MS: i64 = 2_000;
+/// The longest wait between two attempts, so that a receiver back after a long outage hears
+/// within the hour.
+pub const WEBHOOK_BACKOFF_MAX_MS: i64 = 60 * 60 * 1000;
+/// A delivery is retried at least this long after its event, then marked `failed`.
+pub const WEBHOOK_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+/// Deliveries one alarm of an owner's index starts at once; the rest wait for the next alarm,
+/// which follows at once.
+pub const WEBHOOK_SENDS_PER_ALARM_MAX: usize = 32;
+
+/// Push subscriptions (browsers, phones) one owner may register (past it: 409
+/// `subscription.too_many`).
+pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
+/// The longest summary a push notification carries (bytes, cut at a character): the whole
+/// message must fit the 4 KiB a push service accepts.
+pub const PUSH_SUMMARY_BYTES_MAX: usize = 1024;
 
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).

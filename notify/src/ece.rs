@@ -178,6 +178,53 @@ pub fn encrypt_padded(
     to: &SubscriptionKeys,
     entropy: &MessageEntropy,
 ) -> Result<Vec<u8>, EncryptError> {
+    let unsealed = prepare(plaintext, padding_bytes, to, entropy)?;
+    let sealed = unsealed.keys.seal(&unsealed.record);
+    Ok(unsealed.finish(&sealed))
+}
+
+/// One message with everything done but its AES-128-GCM sealing, for a caller that seals with
+/// another implementation of it (the Worker uses the runtime's WebCrypto, which keeps a second
+/// AES out of its `.wasm`): seal [`Unsealed::record`] under [`Unsealed::cek`] and
+/// [`Unsealed::nonce`] (the ciphertext followed by the 16-byte tag), then [`Unsealed::finish`].
+pub struct Unsealed {
+    keys: ContentKeys,
+    record: Vec<u8>,
+    header: Vec<u8>,
+}
+
+impl Unsealed {
+    /// The content-encryption key (AES-128).
+    pub fn cek(&self) -> &[u8; 16] {
+        &self.keys.cek
+    }
+
+    /// The nonce of the one record (96 bits).
+    pub fn nonce(&self) -> &[u8; 12] {
+        &self.keys.nonce
+    }
+
+    /// The record to seal: the plaintext, the last-record delimiter and the padding.
+    pub fn record(&self) -> &[u8] {
+        &self.record
+    }
+
+    /// The message's body: the header, then `sealed` (the record's ciphertext and tag).
+    pub fn finish(self, sealed: &[u8]) -> Vec<u8> {
+        let mut body = self.header;
+        body.extend_from_slice(sealed);
+        debug_assert!(body.len() <= crate::limits::PUSH_BODY_BYTES_MAX);
+        body
+    }
+}
+
+/// As [`encrypt_padded`], up to the sealing, which the caller does (see [`Unsealed`]).
+pub fn prepare(
+    plaintext: &[u8],
+    padding_bytes: usize,
+    to: &SubscriptionKeys,
+    entropy: &MessageEntropy,
+) -> Result<Unsealed, EncryptError> {
     let bytes = plaintext.len().saturating_add(padding_bytes);
     if bytes > PUSH_PLAINTEXT_BYTES_MAX {
         return Err(EncryptError::TooLong { bytes });
@@ -191,16 +238,13 @@ pub fn encrypt_padded(
     record.extend_from_slice(plaintext);
     record.push(DELIMITER_LAST);
     record.resize(record.len() + padding_bytes, 0);
-    let sealed = keys.seal(&record);
 
-    let mut body = Vec::with_capacity(PUSH_HEADER_BYTES + sealed.len());
-    body.extend_from_slice(&entropy.salt);
-    body.extend_from_slice(&PUSH_RECORD_BYTES.to_be_bytes());
-    body.push(P256_POINT_BYTES as u8);
-    body.extend_from_slice(&as_public);
-    body.extend_from_slice(&sealed);
-    debug_assert!(body.len() <= crate::limits::PUSH_BODY_BYTES_MAX);
-    Ok(body)
+    let mut header = Vec::with_capacity(PUSH_HEADER_BYTES + record.len() + PUSH_TAG_BYTES);
+    header.extend_from_slice(&entropy.salt);
+    header.extend_from_slice(&PUSH_RECORD_BYTES.to_be_bytes());
+    header.push(P256_POINT_BYTES as u8);
+    header.extend_from_slice(&as_public);
+    Ok(Unsealed { keys, record, header })
 }
 
 /// The content-encryption key and nonce of one message (RFC 8291 section 3.4, RFC 8188

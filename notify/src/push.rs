@@ -136,15 +136,26 @@ pub fn request(
     now_ms: i64,
 ) -> Result<PushRequest, EncryptError> {
     let body = ece::encrypt(plaintext, &to.keys, entropy)?;
-    let headers = vec![
-        (HEADER_AUTHORIZATION, from.key.authorization(&to.endpoint, &from.subject, now_ms)),
+    Ok(PushRequest { endpoint: to.endpoint.url(), headers: headers(to, from, event, handoff_id, now_ms), body })
+}
+
+/// The headers of a push to `to` about `handoff_id`'s `event` at `now_ms`, for a body
+/// encrypted apart ([`ece::prepare`]); [`request`] sends exactly these.
+pub fn headers(to: &Subscription, from: &Sender, event: Event, handoff_id: &str, now_ms: i64) -> Vec<(&'static str, String)> {
+    headers_signed(from.key.authorization(&to.endpoint, &from.subject, now_ms), event, handoff_id)
+}
+
+/// As [`headers`], with the `Authorization` value made apart
+/// ([`VapidKey::authorization_signed`]).
+pub fn headers_signed(authorization: String, event: Event, handoff_id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (HEADER_AUTHORIZATION, authorization),
         (HEADER_CONTENT_ENCODING, ece::CONTENT_ENCODING.to_string()),
         (HEADER_CONTENT_TYPE, "application/octet-stream".to_string()),
         (HEADER_TTL, PUSH_TTL_S.to_string()),
         (HEADER_URGENCY, event.urgency().header_value().to_string()),
         (HEADER_TOPIC, Topic::for_handoff(handoff_id).0),
-    ];
-    Ok(PushRequest { endpoint: to.endpoint.url(), headers, body })
+    ]
 }
 
 /// What the push service's answer means for the subscription.

@@ -88,19 +88,9 @@ impl VapidKey {
     /// An ES256 JWT for a push to `endpoint`: `aud` its origin, `exp` `ttl_s` after `now_ms`
     /// (1..=`VAPID_TOKEN_TTL_S_MAX`, clamped into that range), `sub` the contact.
     pub fn token(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
-        let claims = Claims {
-            aud: endpoint.origin().to_string(),
-            exp: now_ms.max(0) / 1000 + ttl_s.clamp(1, VAPID_TOKEN_TTL_S_MAX),
-            sub: Some(subject.0.clone()),
-        };
-        let claims = match serde_json::to_string(&claims) {
-            Ok(json) => json,
-            // Two strings and a number always serialize.
-            Err(_) => unreachable!("VAPID claims serialize"),
-        };
-        let signing_input = format!("{}.{}", b64::url_encode(JWT_HEADER.as_bytes()), b64::url_encode(claims.as_bytes()));
+        let signing_input = signing_input(endpoint, subject, now_ms, ttl_s);
         let signature: Signature = self.signing.sign(signing_input.as_bytes());
-        format!("{signing_input}.{}", b64::url_encode(&signature.to_bytes()))
+        signed_token(&signing_input, &signature.to_bytes().into())
     }
 
     /// The `Authorization` header's value for a push to `endpoint`, with a token that lives
@@ -108,6 +98,40 @@ impl VapidKey {
     pub fn authorization(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64) -> String {
         format!("vapid t={}, k={}", self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public)
     }
+
+    /// The `Authorization` header's value from a token's signing input ([`signing_input`]) and
+    /// its ES256 signature (`r || s`) made elsewhere: the Worker signs with the runtime's
+    /// WebCrypto, which keeps ECDSA signing out of its `.wasm`.
+    pub fn authorization_signed(&self, signing_input: &str, signature: &[u8; 64]) -> String {
+        format!("vapid t={}, k={}", signed_token(signing_input, signature), self.public)
+    }
+
+    /// The private key as a JWK's `d`, `x` and `y` (base64url), for importing it elsewhere.
+    pub fn jwk(&self) -> (String, String, String) {
+        let point = self.signing.verifying_key().to_encoded_point(false);
+        let bytes = point.as_bytes();
+        (b64::url_encode(&self.signing.to_bytes()), b64::url_encode(&bytes[1..33]), b64::url_encode(&bytes[33..65]))
+    }
+}
+
+/// The signing input of an ES256 JWT for a push to `endpoint` (see [`VapidKey::token`]):
+/// the base64url header and claims, joined by a dot.
+pub fn signing_input(endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
+    let claims = Claims {
+        aud: endpoint.origin().to_string(),
+        exp: now_ms.max(0) / 1000 + ttl_s.clamp(1, VAPID_TOKEN_TTL_S_MAX),
+        sub: Some(subject.0.clone()),
+    };
+    let claims = match serde_json::to_string(&claims) {
+        Ok(json) => json,
+        // Two strings and a number always serialize.
+        Err(_) => unreachable!("VAPID claims serialize"),
+    };
+    format!("{}.{}", b64::url_encode(JWT_HEADER.as_bytes()), b64::url_encode(claims.as_bytes()))
+}
+
+fn signed_token(signing_input: &str, signature: &[u8; 64]) -> String {
+    format!("{signing_input}.{}", b64::url_encode(signature))
 }
 
 impl fmt::Debug for VapidKey {

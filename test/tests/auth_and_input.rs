@@ -118,7 +118,7 @@ fn an_unknown_route_is_404_and_a_wrong_method_is_405() {
 #[test]
 fn health_says_the_store_is_bound_and_the_key_usable() {
     let a = Client::shared().send("GET", "/v1/health", None, &[], None);
-    assert_eq!((a.status, a.body.clone()), (200, json!({"ok": true, "store": "bound", "auth": "ok"})));
+    assert_eq!((a.status, a.body.clone()), (200, json!({"ok": true, "store": "bound", "auth": "ok", "push": "ok"})));
 }
 
 /// A request with a method the HTTP client refuses to send, on a raw connection; the whole answer.

@@ -598,6 +598,145 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's webhooks, oldest first, without their secrets (owner). */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Register a webhook told of needs-you, done, failed and close (owner).
+         * @description Deliveries follow the Standard Webhooks specification: `POST` with
+         *     `content-type: application/json`, `webhook-id` (the same on every attempt of one event),
+         *     `webhook-timestamp` (seconds) and `webhook-signature: v1,<base64 HMAC-SHA256 of
+         *     "id.timestamp.body">` under the secret; the body is a `WebhookBody`. One event when a
+         *     session enters a subscribed status on a turn (a new turn's needs-you is a new one; a
+         *     summary-only update and a no-op are none), one when it closes; at least once, in
+         *     version order per hand-off. Anything but 2xx within 10 s is retried with doubling
+         *     backoff from 2 s for at least 24 h, then `failed`. The `url` must be `https` to a host
+         *     name (no IP literal, no `localhost`); a local run also takes `http://127.0.0.1:PORT/…`.
+         *     The secret is shown only here. At most 10 webhooks per owner: 409 `webhook.too_many`.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_` and 22 base64url characters. */
+                id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a webhook and its deliveries, pending ones too (owner). */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_` and 22 base64url characters. */
+                id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A webhook's newest deliveries, newest first (owner).
+         * @description At most the newest 50 finished deliveries are kept per webhook, beside the pending
+         *     ones. An owner's index holds at most 1,000 pending deliveries; past that the oldest
+         *     pending one is dropped and counted in `dropped`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/push/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The VAPID public key, a browser's `applicationServerKey` (owner). */
+        get: operations["pushKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/push/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's push subscriptions, each shown by its id and its endpoint's origin (owner). */
+        get: operations["listPushSubscriptions"];
+        put?: never;
+        /**
+         * Register a browser's PushSubscription for needs-you, done, failed and close (owner).
+         * @description Each event a webhook would be told of is pushed to every subscription (RFC 8030), its
+         *     body encrypted per RFC 8291 (`aes128gcm`, a fresh key pair and salt per message), with
+         *     `Authorization: vapid` (RFC 8292: an ES256 JWT for the endpoint's origin, 12 h),
+         *     `TTL: 86400`, `Urgency: high` for needs-you and `normal` otherwise, and a `Topic`
+         *     derived from the hand-off. The plaintext is `PushPayload`. The push service's 404 or
+         *     410 deletes the subscription; other failures are retried as webhooks are, for at most
+         *     the TTL. The endpoint follows the webhook URL rule. At most 20 per owner.
+         */
+        post: operations["createPushSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/push/subscriptions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ps_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a push subscription and the messages it is owed (owner). */
+        delete: operations["deletePushSubscription"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/handoffs/{id}/answer": {
         parameters: {
             query?: never;
@@ -645,10 +784,12 @@ export interface components {
          *     request.invalid 400;
          *     request.too_large 413; idempotency.mismatch 422; request.upgrade_required 426;
          *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503;
-         *     question.none, question.stale, question.answered 409.
+         *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
+         *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
+         *     question.answered 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "question.none" | "question.stale" | "question.answered";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -1312,6 +1453,86 @@ export interface components {
             /** @description Suggest a hand-off when a report's remaining quota is at or below this. */
             quota_threshold?: number | null;
         };
+        /** @enum {string} */
+        WebhookEvent: "needs-you" | "done" | "failed" | "closed";
+        WebhookInput: {
+            /** @description Where deliveries are posted; see `createWebhook` for the rule. */
+            url: string;
+            /** @description What it is told of (default all four); at least one, each once. */
+            events?: components["schemas"]["WebhookEvent"][];
+        };
+        Webhook: {
+            id: string;
+            url: string;
+            events: components["schemas"]["WebhookEvent"][];
+            created_at: components["schemas"]["Time"];
+        };
+        WebhookCreated: {
+            webhook: components["schemas"]["Webhook"];
+            /** @description `whsec_` and the standard base64 of 64 random bytes (Standard Webhooks). */
+            secret: string;
+        };
+        Delivery: {
+            /** @description The message id, `webhook-id`. */
+            id: string;
+            /** @enum {string} */
+            type: "handoff.needs_you" | "handoff.done" | "handoff.failed" | "handoff.closed";
+            handoff: components["schemas"]["HandoffIdValue"];
+            version: components["schemas"]["Version"];
+            /** @enum {string} */
+            state: "pending" | "delivered" | "failed";
+            attempts: number;
+            /** @description The receiver's status on the last attempt; null before it, or when none came in time. */
+            last_status: number | null;
+            last_attempt_at: components["schemas"]["Time"] | null;
+            next_attempt_at: components["schemas"]["Time"] | null;
+        };
+        Deliveries: {
+            deliveries: components["schemas"]["Delivery"][];
+            /** @description Pending deliveries the owner's cap dropped before they were sent. */
+            dropped: number;
+        };
+        /** @description The body of a webhook delivery. */
+        WebhookBody: {
+            /** @enum {string} */
+            type: "handoff.needs_you" | "handoff.done" | "handoff.failed" | "handoff.closed";
+            timestamp: components["schemas"]["Time"];
+            data: components["schemas"]["ListRow"];
+        };
+        /** @description A browser's `PushSubscription.toJSON()`, plus optional `events`. */
+        PushSubscriptionInput: {
+            endpoint: string;
+            keys: {
+                /** @description base64url of the browser's uncompressed P-256 public key. */
+                p256dh: string;
+                /** @description base64url of the 16-byte auth secret. */
+                auth: string;
+            };
+            expirationTime?: number | null;
+            events?: components["schemas"]["WebhookEvent"][];
+        };
+        PushSubscription: {
+            id: string;
+            /** @description The endpoint's `scheme://host[:port]`; the rest is never shown. */
+            origin: string;
+            events: components["schemas"]["WebhookEvent"][];
+            created_at: components["schemas"]["Time"];
+        };
+        /** @description The decrypted body of a push message (at most 4 KiB with its encryption). */
+        PushPayload: {
+            /** @enum {string} */
+            type: "handoff.needs_you" | "handoff.done" | "handoff.failed" | "handoff.closed";
+            handoff: {
+                id: components["schemas"]["HandoffIdValue"];
+                session: components["schemas"]["Id"];
+                turn: components["schemas"]["Turn"];
+                status: components["schemas"]["Status"];
+                /** @description Cut at 1 KiB. */
+                summary: string | null;
+            };
+            /** @description The console's page of the session. */
+            url: string;
+        };
         /**
          * @description `permission`: a harness's permission prompt (options `allow`, `deny`); `choice`: any choice.
          * @enum {string}
@@ -1359,6 +1580,76 @@ export interface components {
         };
     };
     responses: {
+        /** @description `push.misconfigured` (no usable VAPID key here), or `store.unavailable` (retryable). */
+        PushUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "push.misconfigured" | "store.unavailable" | "auth.misconfigured";
+                    };
+                };
+            };
+        };
+        /** @description `subscription.not_found`: the owner has no push subscription of that id. */
+        SubscriptionNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "subscription.not_found" | "store.unbound" | "route.not_found";
+                    };
+                };
+            };
+        };
+        /** @description `subscription.too_many`: the owner already has 20 push subscriptions. */
+        SubscriptionTooMany: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "subscription.too_many";
+                    };
+                };
+            };
+        };
+        /** @description `webhook.not_found`: the owner has no webhook of that id. */
+        WebhookNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "webhook.not_found" | "store.unbound" | "route.not_found";
+                    };
+                };
+            };
+        };
+        /** @description `webhook.too_many`: the owner already has 10 webhooks. */
+        WebhookTooMany: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "webhook.too_many";
+                    };
+                };
+            };
+        };
         /** @description The hand-off record after the request. */
         Handoff: {
             headers: {
@@ -1532,6 +1823,8 @@ export interface components {
          *     1 to 128 printable ASCII characters without spaces; any other value is 400.
          */
         IdempotencyKey: string;
+        /** @description `wh_` and 22 base64url characters. */
+        WebhookId: string;
         /**
          * @description Create needs none (issue 2): the session already makes it idempotent, so a repeat
          *     answers the same hand-off (200). A key sent here is accepted and not checked.
@@ -1564,6 +1857,13 @@ export interface operations {
                         ok: true;
                         /** @enum {string} */
                         store: "bound" | "unbound";
+                        /**
+                         * @description `misconfigured` where `HANDOFF_VAPID_PRIVATE_KEY` is unset or unreadable,
+                         *     or, outside `local`, is the public development pair or has no
+                         *     `HANDOFF_VAPID_SUBJECT`; the push routes then answer 503 `push.misconfigured`.
+                         * @enum {string}
+                         */
+                        push: "ok" | "misconfigured";
                         /**
                          * @description `misconfigured` where no signing key is set or, outside `local`, the key is
                          *     the public development key or under 32 bytes; every authenticated route
@@ -2632,6 +2932,241 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             422: components["responses"]["IdempotencyMismatch"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every webhook of the owner. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhooks: components["schemas"]["Webhook"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://chat.example.com/hooks/handoff",
+                 *       "events": [
+                 *         "needs-you",
+                 *         "closed"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookInput"];
+            };
+        };
+        responses: {
+            /** @description Registered; the secret is shown only in this answer. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["WebhookTooMany"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_` and 22 base64url characters. */
+                id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_` and 22 base64url characters. */
+                id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deliveries"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pushKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description base64url of the uncompressed P-256 point. */
+                        public_key: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    listPushSubscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every subscription of the owner. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        subscriptions: components["schemas"]["PushSubscription"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    createPushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PushSubscriptionInput"];
+            };
+        };
+        responses: {
+            /** @description Registered. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        subscription: components["schemas"]["PushSubscription"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["SubscriptionTooMany"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["PushUnavailable"];
+        };
+    };
+    deletePushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ps_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["SubscriptionNotFound"];
+            503: components["responses"]["PushUnavailable"];
         };
     };
     answer: {

@@ -41,6 +41,19 @@ fn the_rfc_8291_example_encrypts_byte_for_byte() {
 }
 
 #[test]
+fn a_message_prepared_and_sealed_apart_is_the_rfc_8291_example_byte_for_byte() {
+    // The Worker seals with WebCrypto: here an AES-128-GCM of RustCrypto's stands in for it,
+    // called only through the cek, nonce and record the prepared message shows.
+    let keys = SubscriptionKeys::parse(rfc8291::UA_PUBLIC, rfc8291::AUTH).unwrap();
+    let unsealed = prepare(rfc8291::PLAINTEXT, 0, &keys, &rfc_entropy()).unwrap();
+    let cipher = Aes128Gcm::new(unsealed.cek().into());
+    let sealed = cipher.encrypt(Nonce::from_slice(unsealed.nonce()), unsealed.record()).unwrap();
+    assert_eq!(unsealed.record().len() + PUSH_TAG_BYTES, sealed.len());
+    assert_eq!(b64::url_encode(&unsealed.finish(&sealed)), rfc8291::BODY);
+    assert!(matches!(prepare(&[0; PUSH_PLAINTEXT_BYTES_MAX], 1, &keys, &rfc_entropy()), Err(EncryptError::TooLong { .. })));
+}
+
+#[test]
 fn the_rfc_8291_example_decrypts_with_the_user_agents_keys() {
     let body = b64::url_decode(rfc8291::BODY).unwrap();
     assert_eq!(rfc_user_agent().decrypt(&body).unwrap(), rfc8291::PLAINTEXT);

@@ -187,3 +187,20 @@ proptest! {
         prop_assert_eq!(claims.exp, now_ms / 1000 + VAPID_TOKEN_TTL_S);
     }
 }
+
+#[test]
+fn a_token_signed_apart_from_its_signing_input_verifies_and_the_jwk_is_the_pair() {
+    // The Worker signs with WebCrypto from the JWK; a signer of RustCrypto's built from the JWK's
+    // `d` alone stands in for it here.
+    let key = key(5);
+    let (d, x, y) = key.jwk();
+    let public = b64::url_decode(key.public_key()).unwrap();
+    assert_eq!((b64::url_decode(&x).unwrap(), b64::url_decode(&y).unwrap()), (public[1..33].to_vec(), public[33..].to_vec()));
+    let signer = SigningKey::from_slice(&b64::url_decode(&d).unwrap()).unwrap();
+    let input = signing_input(&endpoint(), &subject(), 1_796_000_000_000, VAPID_TOKEN_TTL_S);
+    let signature: Signature = signer.sign(input.as_bytes());
+    let header = key.authorization_signed(&input, &signature.to_bytes().into());
+    assert_eq!(header, key.authorization(&endpoint(), &subject(), 1_796_000_000_000), "RFC 6979 signs deterministically: the same header");
+    let claims = verify(&header, Some(key.public_key()), endpoint().origin(), 1_796_000_000_000).unwrap();
+    assert_eq!(claims.sub.as_deref(), Some(subject().as_str()));
+}

@@ -48,6 +48,7 @@ pub struct WebhookReceiver {
     server: Server,
     deliveries: Arc<Log<Delivery>>,
     script: Arc<Mutex<Script>>,
+    secret: Arc<Mutex<(String, Vec<u8>)>>,
 }
 
 impl WebhookReceiver {
@@ -56,10 +57,11 @@ impl WebhookReceiver {
         let key = secret_key(secret).unwrap_or_else(|| panic!("not a whsec_ secret: {secret}"));
         let deliveries = Arc::new(Log::new());
         let script = Arc::new(Mutex::new(Script::default()));
-        let (log, answers) = (Arc::clone(&deliveries), Arc::clone(&script));
+        let secret = Arc::new(Mutex::new((secret.to_string(), key)));
+        let (log, answers, keys) = (Arc::clone(&deliveries), Arc::clone(&script), Arc::clone(&secret));
         let server = Server::start(move |received: Received| {
             let reply = answers.lock().unwrap().next_or(Reply::Status(204));
-            let verified = verify(&key, &received);
+            let verified = verify(&keys.lock().unwrap().1, &received);
             log.add(Delivery {
                 method: received.method.clone(),
                 path: received.path.clone(),
@@ -74,7 +76,19 @@ impl WebhookReceiver {
             });
             (reply, Vec::new())
         });
-        WebhookReceiver { server, deliveries, script }
+        WebhookReceiver { server, deliveries, script, secret }
+    }
+
+    /// Verifies with `secret` from now on: a receiver's URL (its port) is known only once it
+    /// runs, and the secret only once that URL is registered.
+    pub fn set_secret(&self, secret: &str) {
+        let key = secret_key(secret).unwrap_or_else(|| panic!("not a whsec_ secret: {secret}"));
+        *self.secret.lock().unwrap() = (secret.to_string(), key);
+    }
+
+    /// The secret it verifies with.
+    pub fn secret(&self) -> String {
+        self.secret.lock().unwrap().0.clone()
     }
 
     /// The URL to register: `http://127.0.0.1:PORT/hooks/handoff`.

@@ -1,0 +1,410 @@
+//! The notifications' HTTP contract: reading a webhook's registration, and the shapes of the
+//! webhook routes' answers and of a delivery's body. Which URLs may receive is
+//! `handoff-notify`'s endpoint rule; when a delivery is owed is `handoff_core::notice`.
+
+use crate::error::ApiError;
+use handoff_core::index::Row;
+use handoff_core::json::parse_json;
+use handoff_core::notice::Notice;
+use handoff_core::time::Timestamp;
+use handoff_notify::endpoint::{Endpoint, Environment};
+use serde::{Deserialize, Serialize};
+
+/// What a webhook's id starts with.
+pub const WEBHOOK_ID_PREFIX: &str = "wh_";
+/// Random bytes in a webhook's id (shown as their unpadded base64url).
+pub const WEBHOOK_ID_BYTES: usize = 16;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookInput {
+    url: String,
+    /// Left out for all four; `null` is refused, as the contract's type says.
+    #[serde(default, deserialize_with = "present")]
+    events: Option<Vec<String>>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(d).map(Some)
+}
+
+/// `POST /v1/webhooks`, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWebhook {
+    /// The URL as it will be sent to (its origin in lower case).
+    pub url: String,
+    /// What it is told of, in the contract's order, each once.
+    pub events: Vec<Notice>,
+}
+
+/// Reads `POST /v1/webhooks`: `url` must pass the endpoint rule of `env`, `events` (default:
+/// all four) must be known names, at least one.
+pub fn parse_webhook_create(body: &[u8], env: Environment) -> Result<NewWebhook, ApiError> {
+    let input: WebhookInput = parse_json(body)?;
+    let url = Endpoint::parse("url", &input.url, env).map_err(|refusal| ApiError::invalid(refusal.to_string()))?.url();
+    Ok(NewWebhook { url, events: parse_events(input.events)? })
+}
+
+fn parse_events(names: Option<Vec<String>>) -> Result<Vec<Notice>, ApiError> {
+    let Some(names) = names else {
+        return Ok(Notice::ALL.to_vec());
+    };
+    if names.is_empty() {
+        return Err(ApiError::invalid("events: name at least one event, or leave it out for all"));
+    }
+    let mut events = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let event = Notice::parse(name)
+            .ok_or_else(|| ApiError::invalid(format!("events[{i}]: unknown event; one of needs-you, done, failed, closed")))?;
+        events.push(event);
+    }
+    events.sort();
+    events.dedup();
+    Ok(events)
+}
+
+/// Whether `id` has the shape of a webhook's id, `wh_` and 22 base64url characters.
+pub fn is_webhook_id(id: &str) -> bool {
+    id.strip_prefix(WEBHOOK_ID_PREFIX)
+        .is_some_and(|rest| rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// A new webhook's id, from `WEBHOOK_ID_BYTES` random bytes the caller drew.
+pub fn webhook_id(random: [u8; WEBHOOK_ID_BYTES]) -> String {
+    use base64::Engine;
+    format!("{WEBHOOK_ID_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random))
+}
+
+/// The names of `events` as a request writes them.
+pub fn event_names(events: &[Notice]) -> Vec<String> {
+    events.iter().map(|e| e.name().to_string()).collect()
+}
+
+/// A webhook as listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Webhook {
+    pub id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+}
+
+/// `POST /v1/webhooks` → 201: the webhook and its secret, shown only here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookCreated {
+    pub webhook: Webhook,
+    pub secret: String,
+}
+
+/// `GET /v1/webhooks`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Webhooks {
+    pub webhooks: Vec<Webhook>,
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DeliveryState> {
+        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// One delivery of one event to one webhook, and its attempts so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The message id (`webhook-id`), the same on every attempt.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub handoff: String,
+    pub version: u64,
+    pub state: DeliveryState,
+    pub attempts: u32,
+    /// The receiver's status on the last attempt; `null` before the first, or when none came
+    /// within the timeout.
+    pub last_status: Option<u16>,
+    pub last_attempt_at: Option<Timestamp>,
+    /// When a pending delivery is tried next; `null` once it is delivered or failed.
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// `GET /v1/webhooks/{id}/deliveries`: the newest first, and how many pending deliveries the
+/// owner's cap dropped before they were sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deliveries {
+    pub deliveries: Vec<Delivery>,
+    pub dropped: u64,
+}
+
+/// The body of a webhook delivery: the event's type, when it was stored, and the owner's list
+/// row at that version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookBody {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub timestamp: Timestamp,
+    pub data: Row,
+}
+
+
+/// What a push subscription's id starts with.
+pub const SUBSCRIPTION_ID_PREFIX: &str = "ps_";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubscriptionInput {
+    endpoint: String,
+    keys: KeysInput,
+    #[serde(default, deserialize_with = "present")]
+    events: Option<Vec<String>>,
+    /// A browser's `PushSubscription.toJSON()` carries it; it is not used.
+    #[serde(default, rename = "expirationTime")]
+    #[allow(dead_code)]
+    expiration_time: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysInput {
+    p256dh: String,
+    auth: String,
+}
+
+/// `POST /v1/push/subscriptions`, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub endpoint: String,
+    pub origin: String,
+    pub p256dh: String,
+    pub auth: String,
+    pub events: Vec<Notice>,
+}
+
+/// Reads a browser's `PushSubscription` JSON plus optional `events`: the endpoint under the
+/// rule of `env`, the keys as RFC 8291 has them.
+pub fn parse_subscription_create(body: &[u8], env: Environment) -> Result<NewSubscription, ApiError> {
+    let input: SubscriptionInput = parse_json(body)?;
+    let endpoint = Endpoint::parse("endpoint", &input.endpoint, env).map_err(|refusal| ApiError::invalid(refusal.to_string()))?;
+    let keys = handoff_notify::SubscriptionKeys::parse(&input.keys.p256dh, &input.keys.auth)
+        .map_err(|refusal| ApiError::invalid(format!("keys: {refusal}")))?;
+    Ok(NewSubscription {
+        endpoint: endpoint.url(),
+        origin: endpoint.origin().to_string(),
+        p256dh: keys.p256dh(),
+        auth: keys.auth(),
+        events: parse_events(input.events)?,
+    })
+}
+
+/// A new push subscription's id, from `WEBHOOK_ID_BYTES` random bytes the caller drew.
+pub fn subscription_id(random: [u8; WEBHOOK_ID_BYTES]) -> String {
+    use base64::Engine;
+    format!("{SUBSCRIPTION_ID_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random))
+}
+
+pub fn is_subscription_id(id: &str) -> bool {
+    id.strip_prefix(SUBSCRIPTION_ID_PREFIX)
+        .is_some_and(|rest| rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// A push subscription as listed: its endpoint shown only by its origin, its keys not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscription {
+    pub id: String,
+    pub origin: String,
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+}
+
+/// `POST /v1/push/subscriptions` → 201.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionCreated {
+    pub subscription: PushSubscription,
+}
+
+/// `GET /v1/push/subscriptions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscriptions {
+    pub subscriptions: Vec<PushSubscription>,
+}
+
+/// What the owner's index stores of a new subscription (the router drew its id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSubscription {
+    pub id: String,
+    pub endpoint: String,
+    /// The endpoint's origin, the only part of it ever shown.
+    pub origin: String,
+    pub p256dh: String,
+    pub auth: String,
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+    /// Where the console is (`scheme://host[:port]`), for the notification's link.
+    pub console: String,
+}
+
+impl StoredSubscription {
+    pub fn listed(&self) -> PushSubscription {
+        PushSubscription { id: self.id.clone(), origin: self.origin.clone(), events: self.events.clone(), created_at: self.created_at }
+    }
+}
+
+/// `GET /v1/push/key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushKey {
+    pub public_key: String,
+}
+
+/// The hand-off as a push notification names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushHandoff {
+    pub id: String,
+    pub session: String,
+    pub turn: u64,
+    pub status: handoff_core::turn::Status,
+    pub summary: Option<String>,
+}
+
+/// The plaintext of a push message: small enough for any push service (the summary is cut at
+/// `PUSH_SUMMARY_BYTES_MAX`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushPayload {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub handoff: PushHandoff,
+    /// The console's page of the session.
+    pub url: String,
+}
+
+impl PushPayload {
+    pub fn of(notice: Notice, row: &Row, console: &str) -> PushPayload {
+        let summary = row.summary.as_deref().map(|s| cut(s, handoff_core::limits::PUSH_SUMMARY_BYTES_MAX).to_string());
+        PushPayload {
+            kind: notice.message_type().to_string(),
+            handoff: PushHandoff { id: row.id.clone(), session: row.session.clone(), turn: row.turn, status: row.status, summary },
+            url: format!("{console}/#/s/{}", row.id),
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The sender of this environment's push messages, or `None` where push is misconfigured: no
+/// key, an unreadable one, the public development pair outside `local`, or a subject that is
+/// not a `mailto:` or `https:` URI (a local run without one names a placeholder).
+pub fn push_sender(key: Option<&str>, subject: Option<&str>, env: Environment) -> Option<handoff_notify::Sender> {
+    let key = handoff_notify::VapidKey::parse(key?).ok()?;
+    if key.is_development() && env != Environment::Local {
+        return None;
+    }
+    let subject = match (subject.filter(|s| !s.is_empty()), env) {
+        (Some(subject), _) => subject,
+        (None, Environment::Local) => LOCAL_VAPID_SUBJECT,
+        (None, Environment::Deployed) => return None,
+    };
+    let subject = handoff_notify::VapidSubject::parse(subject).ok()?;
+    Some(handoff_notify::Sender { key, subject })
+}
+
+/// The contact a local run's tokens name when `HANDOFF_VAPID_SUBJECT` is unset.
+pub const LOCAL_VAPID_SUBJECT: &str = "mailto:handoff-dev@example.com";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::error::Code;
+
+    #[test]
+    fn a_registration_defaults_to_every_event_and_reads_the_named_ones_once_in_order() {
+        let all = parse_webhook_create(br#"{"url": "https://chat.example.com/hooks"}"#, Environment::Deployed).unwrap();
+        assert_eq!(all, NewWebhook { url: "https://chat.example.com/hooks".into(), events: Notice::ALL.to_vec() });
+        let some = parse_webhook_create(br#"{"url": "https://a.example/x", "events": ["closed", "needs-you", "closed"]}"#, Environment::Deployed).unwrap();
+        assert_eq!(some.events, [Notice::NeedsYou, Notice::Closed]);
+    }
+
+    #[test]
+    fn a_url_outside_the_endpoint_rule_or_an_unknown_event_is_refused_naming_its_field() {
+        let refused = |body: &str, env| parse_webhook_create(body.as_bytes(), env).unwrap_err();
+        for url in ["http://chat.example.com/x", "https://127.0.0.1/x", "https://localhost/x", "http://127.0.0.1:9/x", "not a url"] {
+            let e = refused(&format!(r#"{{"url": "{url}"}}"#), Environment::Deployed);
+            assert_eq!(e.code, Code::RequestInvalid);
+            assert!(e.message.starts_with("url"), "{url}: {}", e.message);
+        }
+        assert!(parse_webhook_create(br#"{"url": "http://127.0.0.1:9/x"}"#, Environment::Local).is_ok(), "loopback in local");
+        assert!(refused(r#"{"url": "https://a.example", "events": []}"#, Environment::Local).message.starts_with("events"));
+        assert!(refused(r#"{"url": "https://a.example", "events": null}"#, Environment::Local).message.starts_with("events"));
+        assert!(refused(r#"{"url": "https://a.example", "events": ["running"]}"#, Environment::Local).message.starts_with("events[0]"));
+        assert!(refused(r#"{"url": "https://a.example", "secret": "x"}"#, Environment::Local).message.contains("secret"));
+    }
+
+    #[test]
+    fn outside_local_the_development_vapid_pair_or_a_missing_subject_is_misconfigured() {
+        let dev = handoff_notify::DEV_VAPID_PRIVATE_KEY;
+        assert!(push_sender(Some(dev), None, Environment::Local).is_some(), "local runs use the development pair");
+        assert!(push_sender(Some(dev), Some("mailto:ops@example.com"), Environment::Deployed).is_none());
+        let real = handoff_notify::VapidKey::from_bytes(&[7; 32]).unwrap().reveal();
+        assert!(push_sender(Some(&real), Some("mailto:ops@example.com"), Environment::Deployed).is_some());
+        assert!(push_sender(Some(&real), None, Environment::Deployed).is_none(), "a deployment names its contact");
+        assert!(push_sender(None, None, Environment::Local).is_none());
+        assert!(push_sender(Some("not a key"), None, Environment::Local).is_none());
+    }
+
+    #[test]
+    fn a_push_payload_names_the_hand_off_and_its_console_page_and_fits_a_push_message() {
+        let row = Row {
+            id: "ho_1".into(),
+            session: "s1".into(),
+            machine: "m".into(),
+            size: "l".into(),
+            turn: 2,
+            state: handoff_core::turn::State::Open,
+            status: handoff_core::turn::Status::NeedsYou,
+            summary: Some("é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2)),
+            version: 5,
+            updated_at: Timestamp::from_ms(0),
+            suggestion: None,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            question: None,
+        };
+        let payload = PushPayload::of(Notice::NeedsYou, &row, "https://handoff.example.com");
+        assert_eq!(payload.url, "https://handoff.example.com/#/s/ho_1");
+        assert_eq!(payload.kind, "handoff.needs_you");
+        let bytes = serde_json::to_vec(&payload).unwrap();
+        assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
+        assert!(payload.handoff.summary.unwrap().len() <= handoff_core::limits::PUSH_SUMMARY_BYTES_MAX);
+    }
+
+    #[test]
+    fn a_webhook_id_is_wh_and_22_base64url_characters() {
+        assert!(is_webhook_id(&webhook_id([0xfb; WEBHOOK_ID_BYTES])));
+        assert!(is_webhook_id("wh_AAAAAAAAAAAAAAAAAAAA-_"));
+        for bad in ["wh_", "wh_AAAA", "ho_AAAAAAAAAAAAAAAAAAAA-_", "wh_AAAAAAAAAAAAAAAAAAAA/_"] {
+            assert!(!is_webhook_id(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! Signed webhooks and Web Push: registered by the owner, sent from the owner's index on
+//! needs-you, done, failed and close, to a local receiver standing in for the chat app
+//! (`handoff_it::peers::WebhookReceiver`, checked by the `standardwebhooks` package too) and a
+//! local push service standing in for a browser vendor's (`handoff_it::peers::PushService`,
+//! which verifies each VAPID token and decrypts each message with the subscription's key).
+
+use handoff_it::peers::{Delivery, PushService, Reply, WebhookReceiver};
+use handoff_notify::{Topic, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
+use handoff_it::{owner, temp_state, unique, Client, Server};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longer than any delivery of a healthy receiver takes, with a retry or two.
+const DELIVERED_WITHIN: Duration = Duration::from_secs(30);
+
+fn register(c: &Client, token: &str, url: &str, events: Option<&[&str]>) -> (String, String) {
+    let mut body = json!({"url": url});
+    if let Some(events) = events {
+        body["events"] = json!(events);
+    }
+    let a = c.post("/v1/webhooks", token, body);
+    assert_eq!(a.status, 201, "{}", a.text);
+    (a.body["webhook"]["id"].as_str().unwrap().to_string(), a.body["secret"].as_str().unwrap().to_string())
+}
+
+/// Registers a webhook to a new receiver: (receiver, webhook id). The receiver's port is its
+/// URL, known only once it runs; it verifies with the secret the registration then shows.
+fn receiver(c: &Client, token: &str, events: Option<&[&str]>) -> (WebhookReceiver, String) {
+    let r = WebhookReceiver::start(UNTIL_REGISTERED);
+    let (id, secret) = register(c, token, &r.url(), events);
+    r.set_secret(&secret);
+    (r, id)
+}
+
+/// A secret no delivery is signed with, until the registration shows the real one.
+const UNTIL_REGISTERED: &str = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+fn types(deliveries: &[Delivery]) -> Vec<String> {
+    deliveries.iter().map(|d| d.json()["type"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+fn deliveries(c: &Client, token: &str, webhook: &str) -> Value {
+    let a = c.get(&format!("/v1/webhooks/{webhook}/deliveries"), token);
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.body
+}
+
+/// Waits until the webhook's deliveries list says `done`, or panics after `within`.
+fn wait_until(c: &Client, token: &str, webhook: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let list = deliveries(c, token, webhook);
+        if done(&list) {
+            return list;
+        }
+        assert!(Instant::now() < deadline, "not reached within {within:?}: {list}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_webhook_is_registered_with_a_secret_shown_once_listed_without_it_and_deleted() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let a = c.post("/v1/webhooks", &alice, json!({"url": "http://127.0.0.1:9/hooks", "events": ["closed", "needs-you"]}));
+    assert_eq!(a.status, 201, "{}", a.text);
+    let hook = &a.body["webhook"];
+    let id = hook["id"].as_str().unwrap();
+    assert!(id.starts_with("wh_"), "{id}");
+    assert_eq!(hook["events"], json!(["needs-you", "closed"]), "each once, in the contract's order");
+    assert_eq!(hook["url"], "http://127.0.0.1:9/hooks");
+    assert!(hook["created_at"].as_str().is_some());
+    let secret = a.body["secret"].as_str().unwrap();
+    let key = secret.strip_prefix("whsec_").expect("Standard Webhooks' secret format");
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(key).unwrap();
+    assert!((24..=64).contains(&bytes.len()), "{} bytes", bytes.len());
+
+    let listed = c.get("/v1/webhooks", &alice);
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.body, json!({"webhooks": [hook]}), "listed as created, without the secret");
+    assert!(!listed.text.contains(key));
+    assert_eq!(c.get("/v1/webhooks", &owner(&unique("bob"))).body, json!({"webhooks": []}), "another owner sees none");
+    assert_eq!(deliveries(&c, &alice, id), json!({"deliveries": [], "dropped": 0}));
+
+    assert_eq!(c.send("DELETE", &format!("/v1/webhooks/{id}"), Some(&alice), &[], None).status, 204);
+    let again = c.send("DELETE", &format!("/v1/webhooks/{id}"), Some(&alice), &[], None);
+    assert_eq!((again.status, again.code()), (404, "webhook.not_found"));
+    assert_eq!(c.get(&format!("/v1/webhooks/{id}/deliveries"), &alice).code(), "webhook.not_found");
+    assert_eq!(c.get("/v1/webhooks/wh_nope/deliveries", &alice).code(), "webhook.not_found");
+    assert_eq!(c.get("/v1/webhooks", &alice).body, json!({"webhooks": []}));
+}
+
+#[test]
+fn a_url_outside_the_rule_or_an_unknown_event_is_refused_naming_its_field() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    for url in ["https://localhost/x", "https://10.0.0.1/x", "http://chat.example.com/x", "ftp://chat.example.com/x", "https://user:pw@chat.example.com/", "https://intranet/x", "127.0.0.1:9/x"] {
+        let a = c.post("/v1/webhooks", &alice, json!({ "url": url }));
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{url}: {}", a.text);
+        assert!(a.body["error"]["message"].as_str().unwrap().starts_with("url"), "{url}: {}", a.text);
+    }
+    for (events, field) in [(json!([]), "events"), (json!(["running"]), "events[0]"), (json!("closed"), "events")] {
+        let a = c.post("/v1/webhooks", &alice, json!({"url": "https://chat.example.com/x", "events": events}));
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{}", a.text);
+        assert!(a.body["error"]["message"].as_str().unwrap().starts_with(field), "{}", a.text);
+    }
+    let a = c.post("/v1/webhooks", &alice, json!({"url": "https://chat.example.com/x", "secret": "whsec_mine"}));
+    assert_eq!(a.code(), "request.invalid", "no secret of the caller's: {}", a.text);
+    assert_eq!(c.get("/v1/webhooks", &alice).body, json!({"webhooks": []}), "nothing refused was stored");
+    let machine = c.create(&alice).1;
+    assert_eq!(c.post("/v1/webhooks", &machine, json!({"url": "https://chat.example.com/x"})).code(), "auth.forbidden");
+}
+
+#[test]
+fn the_webhook_cap_refuses_one_past_it_with_its_code() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let max = handoff_core::limits::WEBHOOKS_PER_OWNER_MAX;
+    for i in 0..max {
+        register(&c, &alice, &format!("https://chat{i}.example.com/hooks"), None);
+    }
+    let past = c.post("/v1/webhooks", &alice, json!({"url": "https://one-more.example.com/hooks"}));
+    assert_eq!((past.status, past.code()), (409, "webhook.too_many"), "{}", past.text);
+    assert_eq!(c.get("/v1/webhooks", &alice).body["webhooks"].as_array().unwrap().len(), max);
+}
+
+#[test]
+fn a_needs_you_is_delivered_signed_with_the_owners_row_at_that_version() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (r, hook) = receiver(&c, &alice, None);
+    let (id, machine, _) = c.create(&alice);
+    let reported = c.report(&id, &machine, 1, "needs-you", Some("Postgres or SQLite?"));
+    assert_eq!(reported.status, 200, "{}", reported.text);
+    let got = r.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let d = &got[0];
+    assert!(d.verified, "the signature verifies with the secret shown at registration");
+    assert_eq!((d.method.as_str(), d.content_type.as_deref()), ("POST", Some("application/json")));
+    let body = d.json();
+    assert_eq!(body["type"], "handoff.needs_you");
+    assert!(body["timestamp"].as_str().unwrap().ends_with('Z'), "RFC 3339: {body}");
+    let row = c.get("/v1/handoffs", &alice).body["handoffs"][0].clone();
+    assert_eq!(body["data"], row, "the owner's list row at that version");
+    assert_eq!(body["data"]["version"], reported.version());
+    assert_eq!(body["data"]["summary"], "Postgres or SQLite?");
+    let ts: i64 = d.timestamp.as_deref().unwrap().parse().unwrap();
+    assert!((ts - handoff_it::now_s()).abs() < 60, "webhook-timestamp is the attempt's time in seconds");
+
+    let listed = wait_until(&c, &alice, &hook, DELIVERED_WITHIN, |l| l["deliveries"][0]["state"] == "delivered");
+    let entry = &listed["deliveries"][0];
+    assert_eq!(entry["id"].as_str(), d.id.as_deref(), "the list names the message by its webhook-id");
+    assert_eq!((entry["type"].as_str(), entry["handoff"].as_str(), entry["version"].as_u64()), (Some("handoff.needs_you"), Some(id.as_str()), Some(reported.version())));
+    assert_eq!((entry["attempts"].as_u64(), entry["last_status"].as_u64()), (Some(1), Some(204)));
+    assert!(entry["last_attempt_at"].is_string() && entry["next_attempt_at"].is_null(), "{entry}");
+
+    independent_check(&r.secret(), &got);
+}
+
+#[test]
+fn one_event_per_status_entered_on_a_turn_none_for_a_summary_update_or_a_no_op_and_one_on_close() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (all, _) = receiver(&c, &alice, None);
+    let (closes, _) = receiver(&c, &alice, Some(&["closed"]));
+    let (id, machine, _) = c.create(&alice);
+    let first = c.report(&id, &machine, 1, "needs-you", Some("which branch?"));
+    let summary = c.report(&id, &machine, 1, "needs-you", Some("which branch? main or dev"));
+    assert_eq!(summary.version(), first.version() + 1, "a summary-only update is a change, not an event");
+    let no_op = c.report(&id, &machine, 1, "needs-you", Some("which branch? main or dev"));
+    assert_eq!(no_op.version(), summary.version(), "a no-op moves no version");
+    c.report(&id, &machine, 1, "done", Some("merged"));
+    assert_eq!(c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1})).status, 200);
+    c.report(&id, &machine, 2, "needs-you", Some("deploy now?"));
+    c.report(&id, &machine, 2, "failed", Some("deploy failed"));
+    assert_eq!(c.post(&format!("/v1/handoffs/{id}/close"), &alice, json!({})).status, 200);
+
+    // In version order per hand-off: once the close is there, everything before it is too.
+    let got = closes.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(types(&got), ["handoff.closed"], "a webhook hears only the events it asked for");
+    let got = all.wait_for(5, DELIVERED_WITHIN);
+    assert_eq!(types(&got), ["handoff.needs_you", "handoff.done", "handoff.needs_you", "handoff.failed", "handoff.closed"]);
+    let turns: Vec<u64> = got.iter().map(|d| d.json()["data"]["turn"].as_u64().unwrap()).collect();
+    assert_eq!(turns, [1, 1, 2, 2, 2]);
+    assert_eq!(got[0].json()["data"]["summary"], "which branch?", "the row at the version that entered needs-you");
+    let versions: Vec<u64> = got.iter().map(|d| d.json()["data"]["version"].as_u64().unwrap()).collect();
+    assert!(versions.windows(2).all(|w| w[0] < w[1]), "in version order: {versions:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(all.deliveries().len(), 5, "nothing more arrives");
+    assert!(all.deliveries().iter().all(|d| d.verified));
+}
+
+#[test]
+fn a_failed_attempt_is_retried_with_the_same_webhook_id_until_a_2xx() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (r, hook) = receiver(&c, &alice, None);
+    r.fail_next(2, Reply::Status(503));
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "done", Some("built"));
+    let got = r.wait_for(3, Duration::from_secs(60));
+    assert_eq!(got.len(), 3, "{got:?}");
+    let ids: Vec<_> = got.iter().map(|d| d.id.clone().unwrap()).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "one webhook-id on every attempt: {ids:?}");
+    assert!(got.iter().all(|d| d.verified && d.body == got[0].body), "the same body, signed each time");
+    let gaps: Vec<Duration> = got.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert!(gaps[0] >= Duration::from_millis(1_500) && gaps[0] <= Duration::from_secs(12), "the first retry after at most 10 s: {gaps:?}");
+    assert!(gaps[1] >= gaps[0] + Duration::from_millis(1_000), "the backoff doubles: {gaps:?}");
+    let listed = wait_until(&c, &alice, &hook, DELIVERED_WITHIN, |l| l["deliveries"][0]["state"] == "delivered");
+    assert_eq!((listed["deliveries"][0]["attempts"].as_u64(), listed["deliveries"][0]["last_status"].as_u64()), (Some(3), Some(204)));
+}
+
+#[test]
+fn a_later_event_waits_behind_a_retried_one_of_the_same_hand_off() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (r, _) = receiver(&c, &alice, None);
+    r.fail_next(1, Reply::Status(503));
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("?"));
+    c.report(&id, &machine, 1, "done", Some("!"));
+    let got = r.wait_for(3, Duration::from_secs(30));
+    assert_eq!(types(&got), ["handoff.needs_you", "handoff.needs_you", "handoff.done"], "in version order, through the retry");
+    assert_eq!((got[0].reply, got[1].reply), (Reply::Status(503), Reply::Status(204)));
+}
+
+#[test]
+fn a_hung_receiver_delays_neither_the_report_nor_another_webhook() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (hung, hung_hook) = receiver(&c, &alice, None);
+    hung.fail_next(1, Reply::Hang(Duration::from_secs(40)));
+    let (other, _) = receiver(&c, &alice, None);
+    let (id, machine, _) = c.create(&alice);
+    let started = Instant::now();
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("?")).status, 200);
+    assert!(started.elapsed() < Duration::from_secs(5), "the report waits for no delivery: {:?}", started.elapsed());
+    let got = other.wait_for(1, Duration::from_secs(8));
+    assert_eq!(got.len(), 1, "the other webhook is not held up by the hung one");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    // The hung attempt times out and is retried, with its id.
+    let retried = hung.wait_for(2, Duration::from_secs(60));
+    assert_eq!(retried.len(), 2, "{retried:?}");
+    assert_eq!(retried[0].id, retried[1].id);
+    wait_until(&c, &alice, &hung_hook, DELIVERED_WITHIN, |l| l["deliveries"][0]["state"] == "delivered");
+}
+
+#[test]
+fn the_pending_cap_drops_the_oldest_delivery_first_and_counts_it() {
+    let state = temp_state("notify-cap");
+    let server = Server::start_with_vars(&state, None, &[("HANDOFF_TEST_WEBHOOK_PENDING_MAX", "2")]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (r, hook) = receiver(&c, &alice, None);
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let (id, machine, _) = c.create(&alice);
+        c.report(&id, &machine, 1, "needs-you", None);
+        ids.push(id);
+    }
+    let held = deliveries(&c, &alice, &hook);
+    let handoffs: Vec<_> = held["deliveries"].as_array().unwrap().iter().map(|d| d["handoff"].as_str().unwrap().to_string()).collect();
+    assert_eq!(handoffs, [ids[3].clone(), ids[2].clone()], "the newest two are kept, newest first: {held}");
+    assert_eq!(held["dropped"], 2, "the two oldest were dropped and counted");
+    assert!(held["deliveries"].as_array().unwrap().iter().all(|d| d["state"] == "pending" && d["attempts"] == 0));
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": false})).status, 200);
+    let got = r.wait_for(2, DELIVERED_WITHIN);
+    let sent: Vec<_> = got.iter().map(|d| d.json()["data"]["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(sent.len(), 2);
+    assert!(sent.contains(&ids[2]) && sent.contains(&ids[3]), "{sent:?}");
+}
+
+#[test]
+fn a_sigkill_between_the_commit_and_the_send_loses_no_delivery() {
+    let state = temp_state("notify-crash");
+    let mut server = Server::start(&state, None);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (r, hook) = receiver(&c, &alice, None);
+    // The deliveries owed are committed with their rows, and held unsent (in memory only).
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("still there?"));
+    let pending = deliveries(&c, &alice, &hook);
+    assert_eq!(pending["deliveries"][0]["state"], "pending", "{pending}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(r.deliveries().is_empty(), "held");
+    server.kill(libc::SIGKILL);
+    server.restart();
+    let got = r.wait_for(1, Duration::from_secs(60));
+    assert_eq!(types(&got), ["handoff.needs_you"], "the stored delivery is sent after the restart");
+    assert_eq!(got[0].id.as_deref(), pending["deliveries"][0]["id"].as_str());
+    assert!(got[0].verified);
+    assert_eq!(got[0].json()["data"]["id"], id);
+}
+
+fn subscriptions(c: &Client, token: &str) -> Vec<Value> {
+    let a = c.get("/v1/push/subscriptions", token);
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.body["subscriptions"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_browsers_subscription_is_registered_listed_by_its_origin_alone_and_deleted() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let key = c.get("/v1/push/key", &alice);
+    assert_eq!((key.status, key.body.clone()), (200, json!({"public_key": DEV_VAPID_PUBLIC_KEY})), "the local run's development pair");
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let browser = service.subscribe();
+    let a = c.post("/v1/push/subscriptions", &alice, browser.json());
+    assert_eq!(a.status, 201, "{}", a.text);
+    let sub = &a.body["subscription"];
+    let id = sub["id"].as_str().unwrap();
+    assert!(id.starts_with("ps_"), "{id}");
+    assert_eq!(sub["events"], json!(["needs-you", "done", "failed", "closed"]));
+    let origin = browser.endpoint.split("/push/").next().unwrap();
+    assert_eq!(sub["origin"], origin);
+    let listed = c.get("/v1/push/subscriptions", &alice);
+    assert_eq!(listed.body, json!({"subscriptions": [sub]}));
+    assert!(!listed.text.contains(&browser.p256dh) && !listed.text.contains(&browser.auth) && !listed.text.contains("/push/"), "{}", listed.text);
+    assert_eq!(c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None).status, 204);
+    let again = c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None);
+    assert_eq!((again.status, again.code()), (404, "subscription.not_found"));
+    assert!(subscriptions(&c, &alice).is_empty());
+
+    let mut bad = browser.json();
+    bad["endpoint"] = json!("https://localhost/push/1");
+    let refused = c.post("/v1/push/subscriptions", &alice, bad);
+    assert_eq!(refused.code(), "request.invalid");
+    assert!(refused.body["error"]["message"].as_str().unwrap().starts_with("endpoint"), "{}", refused.text);
+    let mut bad = browser.json();
+    bad["keys"]["p256dh"] = json!("AAAA");
+    let refused = c.post("/v1/push/subscriptions", &alice, bad);
+    assert!(refused.body["error"]["message"].as_str().unwrap().starts_with("keys"), "{}", refused.text);
+}
+
+#[test]
+fn the_subscription_cap_refuses_one_past_it_with_its_code() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let max = handoff_core::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX;
+    for _ in 0..max {
+        assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+    }
+    let past = c.post("/v1/push/subscriptions", &alice, service.subscribe().json());
+    assert_eq!((past.status, past.code()), (409, "subscription.too_many"), "{}", past.text);
+}
+
+#[test]
+fn a_push_is_encrypted_for_the_subscription_with_a_vapid_token_urgency_topic_and_ttl() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let browser = service.subscribe();
+    assert_eq!(c.post("/v1/push/subscriptions", &alice, browser.json()).status, 201);
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "needs-you", Some("Postgres or SQLite?"));
+    let got = service.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let m = &got[0];
+    assert_eq!(m.status, 201, "{m:?}");
+    let claims = m.vapid.clone().expect("the VAPID token verifies with the public key");
+    assert_eq!(claims.aud, browser.endpoint.split("/push/").next().unwrap(), "aud is the endpoint's origin");
+    assert_eq!(claims.sub.as_deref(), Some(handoff_api::notifications::LOCAL_VAPID_SUBJECT));
+    assert!(claims.exp > handoff_it::now_s() && claims.exp <= handoff_it::now_s() + 24 * 3600, "exp within 24 h");
+    assert_eq!(claims.public_key, DEV_VAPID_PUBLIC_KEY);
+    assert_eq!(m.content_encoding.as_deref(), Some("aes128gcm"));
+    assert_eq!((m.urgency.as_deref(), m.ttl.as_deref()), (Some("high"), Some("86400")));
+    assert_eq!(m.topic.as_deref(), Some(Topic::for_handoff(&id).as_str()));
+    let body = m.json();
+    assert_eq!(body["type"], "handoff.needs_you", "decrypted with the subscription's private key: {m:?}");
+    assert_eq!(body["handoff"], json!({"id": id, "session": body["handoff"]["session"], "turn": 1, "status": "needs-you", "summary": "Postgres or SQLite?"}));
+    assert!(body["url"].as_str().unwrap().ends_with(&format!("/#/s/{id}")), "{body}");
+    c.report(&id, &machine, 1, "done", Some("SQLite"));
+    let got = service.wait_for(2, DELIVERED_WITHIN);
+    assert_eq!(got[1].json()["type"], "handoff.done");
+    assert_eq!(got[1].urgency.as_deref(), Some("normal"));
+}
+
+#[test]
+fn a_404_or_410_from_the_push_service_deletes_the_subscription() {
+    for gone in [410, 404] {
+        let c = Client::shared();
+        let alice = owner(&unique("alice"));
+        let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+        assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+        service.answer_next(1, gone);
+        let (id, machine, _) = c.create(&alice);
+        c.report(&id, &machine, 1, "needs-you", None);
+        assert_eq!(service.wait_for(1, DELIVERED_WITHIN)[0].status, gone);
+        let deadline = Instant::now() + DELIVERED_WITHIN;
+        while !subscriptions(&c, &alice).is_empty() {
+            assert!(Instant::now() < deadline, "{gone}: the subscription is still listed");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        c.report(&id, &machine, 1, "done", None);
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(service.messages().len(), 1, "{gone}: nothing more is sent to a subscription that is gone");
+    }
+}
+
+#[test]
+fn outside_local_the_development_push_key_is_refused() {
+    let state = temp_state("notify-deployed");
+    let key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let server = Server::start_top_level(&state, &[("HANDOFF_SIGNING_KEY", key), ("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY), ("HANDOFF_VAPID_SUBJECT", "mailto:ops@example.com")]);
+    let c = server.client();
+    let health = c.send("GET", "/v1/health", None, &[], None);
+    assert_eq!(health.body["push"], "misconfigured", "{}", health.text);
+    let token = handoff_api::token::owner_token("alice", 3600, key.as_bytes(), handoff_it::now_s());
+    assert_eq!(health.body["auth"], "ok", "a usable signing key: {}", health.text);
+    for (method, path) in [("GET", "/v1/push/key"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAAAA")] {
+        let a = c.send(method, path, Some(&token), &[], None);
+        assert_eq!((a.status, a.code()), (503, "push.misconfigured"), "{method} {path}: {}", a.text);
+    }
+}
+
+/// The deliveries' signatures checked by the `standardwebhooks` package (the specification's
+/// reference library), through the checker `handoff-notify`'s own tests use.
+fn independent_check(secret: &str, got: &[Delivery]) {
+    let cases: Vec<Value> = got
+        .iter()
+        .map(|d| {
+            json!({"secret": secret, "id": d.id, "timestamp": d.timestamp, "signature": d.signature, "body": String::from_utf8(d.body.clone()).unwrap()})
+        })
+        .collect();
+    let out = run_checker(&json!({"webhooks": cases, "pushes": [], "vapid": []}));
+    for (i, result) in out["webhooks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(result["verified"], true, "delivery {i}");
+        assert_eq!(result["signature"].as_str(), got[i].signature.as_deref(), "the package signs it the same");
+    }
+}
+
+fn checker_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../notify/tests/independent")
+}
+
+/// The checker's venv, shared with `handoff-notify`'s tests (made there, or here on first use).
+fn python() -> PathBuf {
+    let requirements = checker_dir().join("requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).unwrap();
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/notify-independent-venv");
+    let marker = venv.join("requirements.txt");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        let made = Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv).status();
+        assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed: this test needs Python 3");
+        let installed = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&requirements).status();
+        assert!(installed.is_ok_and(|s| s.success()), "pip could not install {}", requirements.display());
+        std::fs::write(&marker, wanted).unwrap();
+    }
+    venv.join("bin/python")
+}
+
+fn run_checker(cases: &Value) -> Value {
+    let mut child = Command::new(python()).arg(checker_dir().join("check.py")).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(cases.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "check.py failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
