@@ -2,10 +2,10 @@
 // rules take from this caller now), so none of them can lead to a 409. Each carries
 // `data-action`; cancel and close ask first, in dialog#confirm.
 
-import { ApiError, get, handoffPath, post } from "./api.js";
+import { api, HandoffError } from "./api.js";
 import { compiledMessage, confirmDialog, openCompileDialog, openHandoffDialog, openRejectDialog, openReportDialog, type HandoffPrefill } from "./dialogs.js";
 import { h, short } from "./dom.js";
-import type { Action, CompileAnswer, Handoff, LatestPackage, TurnEntry } from "./types.js";
+import type { Action, Handoff, LatestPackage, TurnEntry } from "./types.js";
 import { busy, say } from "./ui.js";
 
 export const LABELS: Record<Action, string> = {
@@ -81,9 +81,9 @@ export function actionButton(action: Action, record: Handoff, ctx: CommandContex
 
 async function latestPackage(id: string): Promise<LatestPackage | null> {
   try {
-    return await get<LatestPackage>(handoffPath(id, "/package"));
+    return await api.getPackage(id);
   } catch (error) {
-    if (error instanceof ApiError && error.code === "package.not_found") return null;
+    if (error instanceof HandoffError && error.code === "package.not_found") return null;
     throw error;
   }
 }
@@ -122,9 +122,9 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         "Cancel the turn",
       );
       if (!yes || !stillAllowed(action, ctx)) return;
-      const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/cancel"), { turn: record.turn });
-      say(`cancelled turn ${answer.handoff.turn} (v${answer.handoff.version})`);
-      ctx.apply(answer.handoff);
+      const cancelled = await api.cancel(id, { turn: record.turn });
+      say(`cancelled turn ${cancelled.turn} (v${cancelled.version})`);
+      ctx.apply(cancelled);
       return;
     }
     case "close": {
@@ -134,9 +134,9 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         "Close for good",
       );
       if (!yes || !stillAllowed(action, ctx)) return;
-      const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/close"), {});
-      say(`closed ${answer.handoff.session} at turn ${answer.handoff.turn} ${answer.handoff.status} (v${answer.handoff.version})`);
-      ctx.apply(answer.handoff);
+      const closed = await api.close(id);
+      say(`closed ${closed.session} at turn ${closed.turn} ${closed.status} (v${closed.version})`);
+      ctx.apply(closed);
       return;
     }
     case "report":
@@ -149,7 +149,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         return;
       }
       const next = latest.package.next;
-      const answer = await post<CompileAnswer>(handoffPath(id, "/package"), {
+      const answer = await api.compilePackage(id, {
         runtime: next.runtime,
         objective: next.objective,
         purpose: next.purpose,
@@ -161,7 +161,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
     }
     case "accept": {
       const latest = ctx.shownPackage ? ctx.shownPackage() : await latestPackage(id);
-      if (!latest) throw new ApiError(404, "package.not_found", "this hand-off has no package to accept");
+      if (!latest) throw new HandoffError(404, "package.not_found", "this hand-off has no package to accept");
       if (!ctx.shownPackage) {
         // The session page does not show the document: say which one this accepts, by its hash.
         const yes = await confirmDialog(
@@ -171,7 +171,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
         );
         if (!yes || !stillAllowed(action, ctx)) return;
       }
-      const answer = await post<LatestPackage>(handoffPath(id, "/package/accept"), { package_hash: latest.package_hash });
+      const answer = await api.acceptPackage(id, latest.package_hash);
       say(`package accepted (v${answer.package_version}, ${short(answer.package_hash)})`);
       ctx.refresh();
       return;
@@ -182,10 +182,7 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
     case "resolve_blocker": {
       const blocker = button.dataset.blocker;
       if (!blocker) return;
-      const answer = await post<{ handoff: Handoff; blocker: { id: string; title: string } }>(
-        handoffPath(id, `/blockers/${encodeURIComponent(blocker)}/resolve`),
-        {},
-      );
+      const answer = await api.resolveBlocker(id, blocker);
       say(`blocker ${answer.blocker.id} resolved (v${answer.handoff.version})`);
       ctx.apply(answer.handoff);
       return;
@@ -197,10 +194,10 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
       if (!option || !question) return;
       const field = document.getElementById("answer-note");
       const note = field instanceof HTMLTextAreaElement ? field.value.trim() : "";
-      const answer = await post<{ handoff: Handoff }>(handoffPath(id, "/answer"), { question: question.id, option, ...(note ? { note } : {}) });
+      const answered = await api.answer(id, { question: question.id, option, ...(note ? { note } : {}) });
       const label = question.options.find((o) => o.id === option)?.label ?? option;
-      say(`answered ${label} (v${answer.handoff.version})`);
-      ctx.apply(answer.handoff);
+      say(`answered ${label} (v${answered.version})`);
+      ctx.apply(answered);
       return;
     }
   }

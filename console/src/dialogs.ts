@@ -2,9 +2,9 @@
 // Each is a modal <dialog>; Escape or its Cancel button closes it and the focus goes back to
 // the button that opened it. A refusal stays visible in #error and in the dialog itself.
 
-import { ApiError, handoffPath, post } from "./api.js";
+import { api, HandoffError } from "./api.js";
 import { byId, h, short } from "./dom.js";
-import type { CompileAnswer, Handoff, LatestPackage, RejectReason } from "./types.js";
+import type { CompileAnswer, Handoff, LatestPackage, RejectReason, ReportInput } from "./types.js";
 import { fail, guard, say } from "./ui.js";
 
 let opener: Element | null = null;
@@ -36,7 +36,7 @@ function restoreFocus(): void {
 function formError(dialog: HTMLDialogElement, error: unknown): void {
   fail(error);
   for (const old of dialog.querySelectorAll(".form-error")) old.remove();
-  const text = error instanceof ApiError ? `${error.code}: ${error.detail}` : String(error);
+  const text = error instanceof HandoffError ? error.message : String(error);
   dialog.querySelector(".buttons")?.before(h("p", { class: "form-error" }, text));
 }
 
@@ -148,16 +148,8 @@ function packageRequest(prefix: "" | "compile-"): { runtime: string; purpose: st
   const note = value(`${prefix}note`);
   if (!runtime && !purpose && !objective && !note && !prefix) return null;
   const missing = [!runtime && "runtime", !purpose && "purpose", !objective && "objective"].filter(Boolean);
-  if (missing.length > 0) throw new ApiError(400, "request.invalid", `${missing.join(", ")} needed`);
+  if (missing.length > 0) throw new HandoffError(400, "request.invalid", `${missing.join(", ")} needed`);
   return { runtime, purpose, objective, note: note || null };
-}
-
-/** `POST …/turns?dry_run=true`: what opening the turn would compile now, and its briefing. */
-interface TurnPreview {
-  turn: number;
-  package_version: number;
-  package_hash: string;
-  briefing: string;
 }
 
 async function dryRun(): Promise<void> {
@@ -169,7 +161,7 @@ async function dryRun(): Promise<void> {
   try {
     request = packageRequest("");
   } catch (error) {
-    preview.textContent = error instanceof ApiError ? `${error.code}: ${error.detail}` : String(error);
+    preview.textContent = error instanceof HandoffError ? error.message : String(error);
     return;
   }
   if (!request) {
@@ -181,11 +173,11 @@ async function dryRun(): Promise<void> {
     // The same open, carried out on a copy by the service and stored nowhere: the package and
     // the briefing the next runtime would get if the turn opened now.
     const body = { after: current.record.turn, handoff: request };
-    const answer = await post<TurnPreview>(handoffPath(current.record.id, "/turns"), body, { dry_run: true });
+    const answer = await api.previewTurn(current.record.id, body);
     const head = `Dry run, nothing written: turn ${answer.turn} would open with package v${answer.package_version} (${short(answer.package_hash)}).`;
     preview.textContent = `${head}\n\n${answer.briefing}`;
   } catch (error) {
-    preview.textContent = error instanceof ApiError ? `${error.code}: ${error.detail}` : String(error);
+    preview.textContent = error instanceof HandoffError ? error.message : String(error);
   }
 }
 
@@ -196,8 +188,7 @@ async function submitHandoff(): Promise<void> {
   try {
     const request = packageRequest("");
     const body = request ? { after: current.record.turn, handoff: request } : { after: current.record.turn };
-    const answer = await post<{ handoff: Handoff }>(handoffPath(current.record.id, "/turns"), body);
-    const r = answer.handoff;
+    const r = await api.openTurn(current.record.id, body);
     hide(dialog);
     say(
       r.package_hash
@@ -228,9 +219,9 @@ async function submitReject(): Promise<void> {
   const dialog = byId<HTMLDialogElement>("reject-dialog");
   try {
     const note = value("reject-note");
-    if (!note) throw new ApiError(400, "request.invalid", "note: say what is wrong with the package");
+    if (!note) throw new HandoffError(400, "request.invalid", "note: say what is wrong with the package");
     const reason = value("reject-reason") as RejectReason;
-    const latest = await post<LatestPackage>(handoffPath(current.id, "/package/reject"), { reason, note });
+    const latest = await api.rejectPackage(current.id, { reason, note });
     hide(dialog);
     say(`package rejected (v${latest.package_version}, ${short(latest.package_hash)})`);
     current.done(latest);
@@ -259,14 +250,14 @@ async function submitReport(): Promise<void> {
   try {
     const status = value("report-status");
     const summary = value("report-summary");
-    const answer = await post<{ handoff: Handoff }>(handoffPath(current.record.id, "/report"), {
+    const reported = await api.report(current.record.id, {
       turn: current.record.turn,
-      status,
+      status: status as ReportInput["status"],
       summary: summary || null,
     });
     hide(dialog);
-    say(`reported: v${answer.handoff.version} turn ${answer.handoff.turn} ${answer.handoff.status}`);
-    current.done(answer.handoff);
+    say(`reported: v${reported.version} turn ${reported.turn} ${reported.status}`);
+    current.done(reported);
   } catch (error) {
     formError(dialog, error);
   }
@@ -296,7 +287,8 @@ async function submitCompile(): Promise<void> {
   const dialog = byId<HTMLDialogElement>("compile-dialog");
   try {
     const request = packageRequest("compile-");
-    const answer = await post<CompileAnswer>(handoffPath(current.id, "/package"), request);
+    if (!request) throw new HandoffError(400, "request.invalid", "runtime, purpose, objective needed");
+    const answer = await api.compilePackage(current.id, request);
     hide(dialog);
     say(compiledMessage(answer));
     current.done(answer);

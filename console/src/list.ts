@@ -2,7 +2,7 @@
 // API's cursor. Kept current with one conditional GET a second: the list's ETag goes back in
 // If-None-Match, and a 304 (nothing in this page moved) costs no rendering at all.
 
-import { call } from "./api.js";
+import { api } from "./api.js";
 import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
 import type { ListRow } from "./types.js";
 import { fail, guard, Page } from "./ui.js";
@@ -65,20 +65,16 @@ export function renderList(page: Page, main: HTMLElement): void {
     inFlight?.abort();
     const controller = new AbortController();
     inFlight = controller;
-    const headers: Record<string, string> = etag ? { "If-None-Match": etag } : {};
-    const answer = await call<{ handoffs: ListRow[]; cursor: string | null }>("GET", "/handoffs", {
-      query: { state: state.filter, limit: PAGE_SIZE, cursor: state.cursor },
-      headers,
-      signal: controller.signal,
-    });
+    const query = { state: state.filter || undefined, limit: PAGE_SIZE, cursor: state.cursor ?? undefined };
+    const answer = await api.listIfChanged(query, etag, controller.signal);
     if (!page.alive || inFlight !== controller) return;
     inFlight = null;
-    if (answer.status === 304 || !answer.data) return;
-    etag = answer.headers.get("ETag");
-    const text = JSON.stringify(answer.data);
+    if (!answer) return;
+    etag = answer.etag;
+    const text = JSON.stringify(answer.page);
     if (text === shown) return;
     shown = text;
-    draw(answer.data.handoffs, answer.data.cursor);
+    draw(answer.page.handoffs, answer.page.cursor);
   };
 
   const draw = (rows: ListRow[], next: string | null): void => {

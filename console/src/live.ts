@@ -5,7 +5,7 @@
 // watch with 1000 after the hand-off closes; 4401 says the token expired; any other close is
 // followed by a reconnect with backoff, from the last version seen, so no version is missed.
 
-import { ApiError, get, handoffPath } from "./api.js";
+import { api, HandoffError } from "./api.js";
 import { getToken } from "./auth.js";
 import type { Handoff } from "./types.js";
 import { fail, type Page } from "./ui.js";
@@ -22,9 +22,9 @@ export interface LiveHandlers {
  * shown and stops reconnecting; a network failure only delays the next try. */
 async function resync(id: string, handlers: LiveHandlers): Promise<void> {
   try {
-    handlers.record((await get<{ handoff: Handoff }>(handoffPath(id))).handoff);
+    handlers.record(await api.get(id));
   } catch (error) {
-    if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+    if (error instanceof HandoffError && error.status >= 400 && error.status < 500) {
       fail(error);
       throw error;
     }
@@ -100,7 +100,7 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
       }
       if (event.code === 4401) {
         handlers.state("ended");
-        fail(new ApiError(401, "auth.invalid", "the token has expired; sign in again"));
+        fail(new HandoffError(401, "auth.invalid", "the token has expired; sign in again"));
         return;
       }
       handlers.state("reconnecting");

@@ -5,7 +5,7 @@
 //   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/
 // A machine token sees its one hand-off, with the machine's own actions.
 
-import { ApiError } from "./api.js";
+import { HandoffError } from "./api.js";
 import { claims, clearToken, expired, getToken, setToken, type Claims } from "./auth.js";
 import { closeDialogs, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
@@ -56,7 +56,7 @@ function showSignIn(main: HTMLElement, problem?: string): void {
       event.preventDefault();
       const token = input.value.trim();
       const c = claims(token);
-      if (!c) throw new ApiError(400, "auth.invalid", "that is not a token this service issues (a JWT with a role)");
+      if (!c) throw new HandoffError(400, "auth.invalid", "that is not a token this service issues (a JWT with a role)");
       setToken(token);
       clearNotices();
       route();
@@ -137,7 +137,7 @@ function start(): void {
     page?.dispose();
     closeDialogs();
     page = new Page();
-    showSignIn(freshMain(), `${error.code}: ${error.detail}`);
+    showSignIn(freshMain(), error.message);
   });
   byId("sign-out").addEventListener("click", () => {
     clearToken();

@@ -5,12 +5,12 @@
 // record's actions, and the briefing at a chosen budget with what it left out. Live: every
 // new version of the record reads the package again.
 
-import { ApiError, get, handoffPath } from "./api.js";
+import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, mayHavePackage, type CommandContext } from "./commands.js";
 import { h, replaceKeepingFocus, timeEl } from "./dom.js";
 import { watch } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
-import type { Handoff, LatestPackage, TurnEntry } from "./types.js";
+import type { Handoff, LatestPackage } from "./types.js";
 import { busy, coalesced, fail, Page, say } from "./ui.js";
 
 /** How many times in a row the page reads the package again when its JSON and Markdown
@@ -94,17 +94,16 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
 
   let rereads = 0;
   const once = async (): Promise<void> => {
-    const recordAnswer = await get<{ handoff: Handoff }>(handoffPath(id));
-    const r = recordAnswer.handoff;
+    const r = await api.get(id);
     let maybe = mayHavePackage(r, role, []);
-    if (!maybe) maybe = mayHavePackage(r, role, (await get<{ turns: TurnEntry[] }>(handoffPath(id, "/turns"))).turns);
+    if (!maybe) maybe = mayHavePackage(r, role, (await api.turns(id)).turns);
     const [pkg, md] = await Promise.all([
-      !maybe ? null : get<LatestPackage>(handoffPath(id, "/package")).catch((error: unknown) => {
-        if (error instanceof ApiError && error.code === "package.not_found") return null;
+      !maybe ? null : api.getPackage(id).catch((error: unknown) => {
+        if (error instanceof HandoffError && error.code === "package.not_found") return null;
         throw error;
       }),
-      !maybe ? null : get<string>(handoffPath(id, "/package"), { query: { format: "markdown" }, text: true }).catch((error: unknown) => {
-        if (error instanceof ApiError && error.code === "package.not_found") return null;
+      !maybe ? null : api.getPackageMarkdown(id).catch((error: unknown) => {
+        if (error instanceof HandoffError && error.code === "package.not_found") return null;
         throw error;
       }),
     ]);
@@ -118,7 +117,7 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
       return;
     }
     rereads = 0;
-    if (!record || recordAnswer.handoff.version >= record.version) record = recordAnswer.handoff;
+    if (!record || r.version >= record.version) record = r;
     latest = pkg;
     shownVersion = record.version;
     await draw(record, pkg, md);
@@ -178,8 +177,8 @@ export function renderPackage(page: Page, main: HTMLElement, id: string, role: "
     "click",
     busy(preview, async () => {
       const n = Number(budget.value);
-      if (!Number.isInteger(n) || n < 256 || n > 65536) throw new ApiError(400, "request.invalid", "budget: a whole number of bytes from 256 to 65536");
-      const text = await get<string>(handoffPath(id, "/briefing"), { query: { budget: n }, text: true });
+      if (!Number.isInteger(n) || n < 256 || n > 65536) throw new HandoffError(400, "request.invalid", "budget: a whole number of bytes from 256 to 65536");
+      const text = await api.briefing(id, { budget: n });
       briefing.hidden = false;
       briefing.textContent = text;
       replaceKeepingFocus(leftOut, ...leftOutOf(text, n));

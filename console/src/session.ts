@@ -3,7 +3,7 @@
 // an answer) reads the lineage and the work record again, and the page is drawn once they are
 // in, so that the record, its buttons and its blockers always show the same version.
 
-import { ApiError, get, handoffPath } from "./api.js";
+import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, SUGGESTION_PURPOSE } from "./commands.js";
 import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
@@ -63,10 +63,10 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   const readWork = async (): Promise<{ handoff?: Handoff; work: WorkRecord } | null> => {
     if (!workServed) return null;
     try {
-      return await get<{ handoff?: Handoff; work: WorkRecord }>(handoffPath(id, "/work"));
+      return await api.getWork(id);
     } catch (error) {
       // A Worker from before GET …/work answers 405 (only PUT is routed) or 404.
-      if (error instanceof ApiError && (error.status === 405 || error.code === "route.not_found")) {
+      if (error instanceof HandoffError && (error.status === 405 || error.code === "route.not_found")) {
         workServed = false;
         return null;
       }
@@ -76,9 +76,9 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
 
   const once = async (): Promise<void> => {
     const [turnsAnswer, workAnswer, recordAnswer] = await Promise.all([
-      get<{ handoff?: Handoff; turns: TurnEntry[]; next_before: number | null }>(handoffPath(id, "/turns")),
+      api.turns(id),
       readWork(),
-      newest ? Promise.resolve(null) : get<{ handoff: Handoff }>(handoffPath(id)),
+      newest ? Promise.resolve(null) : api.get(id).then((handoff) => ({ handoff })),
     ]);
     if (!page.alive) return;
     // The record drawn is the one read with the work record, so that its buttons (a blocker's

@@ -25,3 +25,4 @@ export type Rejection = NonNullable<LatestPackage["rejection"]>;
 export type RejectReason = Rejection["reason"];
 export type CompileAnswer = Schemas["CompileAnswer"];
 export type Question = Schemas["Question"];
+export type ReportInput = Schemas["ReportInput"];

@@ -1,7 +1,7 @@
 // The notices (#message for outcomes, #error for refusals as "code: message") and the life of
 // a page: whatever a page starts (timers, sockets) it registers here, and leaving it stops them.
 
-import { ApiError } from "./api.js";
+import { HandoffError } from "./api.js";
 import { byId } from "./dom.js";
 
 export function say(message: string): void {
@@ -14,27 +14,27 @@ export function clearNotices(): void {
   byId("message").textContent = "";
 }
 
-let onUnauthorized: (error: ApiError) => void = () => {};
+let onUnauthorized: (error: HandoffError) => void = () => {};
 
-export function whenUnauthorized(handler: (error: ApiError) => void): void {
+export function whenUnauthorized(handler: (error: HandoffError) => void): void {
   onUnauthorized = handler;
 }
 
 /** Shows an error in #error; a refused or expired token sends the user back to sign in. */
 export function fail(error: unknown): void {
   if (error instanceof DOMException && error.name === "AbortError") return;
-  if (error instanceof ApiError && error.status === 401) {
+  if (error instanceof HandoffError && error.status === 401) {
     onUnauthorized(error);
     return;
   }
-  if (!(error instanceof ApiError)) {
+  if (!(error instanceof HandoffError)) {
     // A mistake of the page, not a refusal: shown, and logged where a developer (and the
     // browser tests, which fail on any console error) will see it.
     console.error(error);
   }
   const text =
-    error instanceof ApiError
-      ? `${error.code}: ${error.detail}`
+    error instanceof HandoffError
+      ? error.message
       : `page.error: ${error instanceof Error ? error.message : String(error)}`;
   byId("message").textContent = "";
   byId("error").textContent = text;

@@ -36,6 +36,10 @@ export type State = Schemas["State"];
 export type QuestionInput = Schemas["QuestionInput"];
 export type Question = Schemas["Question"];
 export type AnswerInput = Schemas["AnswerInput"];
+export type TurnPreview = Schemas["TurnPreview"];
+export type WorkRecord = Schemas["WorkRecord"];
+export type LatestPackage = Schemas["LatestPackage"];
+export type ListPage = { handoffs: ListRow[]; cursor: string | null };
 
 /** How many times a request is tried in all, at most (the first try and its retries). */
 export const ATTEMPTS_MAX = 5;
@@ -57,7 +61,9 @@ export const WATCH_PING_MS = 30_000;
 /** A refusal of the API: its code, its message, and the hand-off it carried, if any. */
 export class HandoffError extends Error {
   readonly status: number;
-  readonly code: ErrorCode | "response.unexpected";
+  /** The API's code; `response.unexpected` for an answer that is not the API's, and
+   * `network.unreachable` when no answer came after every try. */
+  readonly code: ErrorCode | "response.unexpected" | "network.unreachable";
   readonly handoff: Handoff | undefined;
   /** On `package.stale`: the hash that is current. */
   readonly packageHash: string | undefined;
@@ -176,7 +182,8 @@ function retrying(base: typeof globalThis.fetch, attempts: number) {
       try {
         response = await base(request.clone());
       } catch (error) {
-        if (last || request.signal.aborted) throw error;
+        if (request.signal.aborted) throw error;
+        if (last) throw new HandoffError(0, "network.unreachable", "the service did not answer; check the connection");
         await sleep(backoffMs(attempt - 1, null), request.signal);
         continue;
       }
@@ -270,6 +277,20 @@ export class HandoffClient {
     return take(await this.#api.GET("/v1/handoffs", { params: { query }, headers: this.#headers(), signal }));
   }
 
+  /** `GET /v1/handoffs` again, with the `ETag` of the page held (`If-None-Match`): `null` when
+   * that page has not moved (304, no body), otherwise the page and its `ETag`. */
+  async listIfChanged(
+    query: { state?: State; limit?: number; cursor?: string } = {},
+    etag: string | null = null,
+    signal?: AbortSignal,
+  ): Promise<{ page: ListPage; etag: string | null } | null> {
+    const headers = this.#headers();
+    if (etag !== null) headers["If-None-Match"] = etag;
+    const answer = await this.#api.GET("/v1/handoffs", { params: { query }, headers, signal });
+    if (answer.response.status === 304) return null;
+    return { page: take(answer), etag: answer.response.headers.get("ETag") };
+  }
+
   async get(id: string, signal?: AbortSignal): Promise<Handoff> {
     return take(await this.#api.GET("/v1/handoffs/{id}", { params: this.#id(id), headers: this.#headers(), signal })).handoff;
   }
@@ -278,6 +299,21 @@ export class HandoffClient {
   async openTurn(id: string, input: OpenTurnInput, options?: ChangeOptions): Promise<Handoff> {
     const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
+  }
+
+  /** `POST …/turns?dry_run=true` (owner): what opening the turn would compile now, and its
+   * briefing within `budget` bytes for `reach`; writes nothing (and needs no key). */
+  async previewTurn(
+    id: string,
+    input: OpenTurnInput,
+    query: { budget?: number; reach?: "api" | "none" } = {},
+    signal?: AbortSignal,
+  ): Promise<TurnPreview> {
+    const params = { path: { id }, query: { dry_run: "true" as const, ...query } };
+    const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params, body: input, headers: this.#headers(), signal });
+    const data = take(answer);
+    if (!("briefing" in data)) throw new HandoffError(answer.response.status, "response.unexpected", "the dry run answered no preview");
+    return data;
   }
 
   /** `GET …/turns`: a page of the lineage. */
@@ -420,6 +456,11 @@ export class HandoffClient {
 
   // ------------------------------------------------------------------ the work record
 
+  /** `GET …/work`: the whole work record, beside the hand-off record read with it. */
+  async getWork(id: string, signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/handoffs/{id}/work", { params: this.#id(id), headers: this.#headers(), signal }));
+  }
+
   async setWork(id: string, input: WorkInput, options?: ChangeOptions) {
     return take(await this.#api.PUT("/v1/handoffs/{id}/work", { params: this.#id(id), body: input, ...this.#change(options) }));
   }
@@ -460,8 +501,9 @@ export class HandoffClient {
   }
 
   /** `GET …/package`: the latest package and what its destination said of it. */
-  async getPackage(id: string, signal?: AbortSignal) {
-    return take(await this.#api.GET("/v1/handoffs/{id}/package", { params: this.#id(id), headers: this.#headers(), signal }));
+  async getPackage(id: string, signal?: AbortSignal): Promise<LatestPackage> {
+    // Asked without `format`, the answer is the JSON one of the two the contract lists.
+    return take(await this.#api.GET("/v1/handoffs/{id}/package", { params: this.#id(id), headers: this.#headers(), signal })) as LatestPackage;
   }
 
   /** `GET …/package?format=markdown`: the package for a person to read. */

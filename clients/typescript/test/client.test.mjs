@@ -353,3 +353,68 @@ test("the README's From TypeScript example runs as written", async () => {
   const log = await run(HandoffClient, URL_, ownerToken(`ts-readme-${randomUUID().slice(0, 8)}`));
   assert.deepEqual(log.at(-1), "closed");
 });
+
+/** The HandoffError a call is refused with. */
+async function refusalOf(call) {
+  const error = await call().then(
+    () => assert.fail("answered"),
+    (e) => e,
+  );
+  assert.ok(error instanceof HandoffError, String(error));
+  return error;
+}
+
+test("listIfChanged answers null while the page has not moved, and the page with its new ETag once it has", async () => {
+  const me = owner();
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const first = await me.listIfChanged({ limit: 10 });
+  assert.ok(first && first.etag, "the first read has an ETag");
+  assert.deepEqual(first.page.handoffs.map((r) => r.id), [handoff.id]);
+  assert.equal(await me.listIfChanged({ limit: 10 }, first.etag), null, "304: the page held is current");
+  await me.close(handoff.id);
+  const moved = await me.listIfChanged({ limit: 10 }, first.etag);
+  assert.ok(moved && moved.etag && moved.etag !== first.etag, "a page that moved comes back with another ETag");
+  assert.equal(moved.page.handoffs[0].state, "closed");
+});
+
+test("getWork reads the whole work record beside the hand-off record of the same version", async () => {
+  const me = owner();
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });
+  await me.setWork(handoff.id, work);
+  const { handoff: blocked } = await me.raiseBlocker(handoff.id, { title: "needs the schema", severity: "high" });
+  const read = await me.getWork(handoff.id);
+  assert.equal(read.handoff.version, blocked.version);
+  assert.equal(read.work.spec?.title, "Parser");
+  assert.deepEqual(read.work.blockers.map((b) => b.title), ["needs the schema"]);
+  assert.equal((await refusalOf(() => me.getWork("ho_00000000000000000000000000000000"))).code, "handoff.not_found");
+});
+
+test("previewTurn answers what the turn would compile and its briefing within the budget, and writes nothing", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  await me.setWork(handoff.id, work);
+  await new HandoffClient({ baseUrl: URL_, token: machineToken }).report(handoff.id, { turn: 1, status: "done", summary: "parsed half of it" });
+  const before = await me.get(handoff.id);
+  const request = { runtime: "codex", objective: "Finish the parser", purpose: "the context window is nearly full" };
+  const preview = await me.previewTurn(handoff.id, { after: 1, handoff: request }, { budget: 600, reach: "none" });
+  assert.equal(preview.turn, 2);
+  assert.match(preview.package_hash, /^[0-9a-f]{64}$/);
+  assert.match(preview.briefing, /Finish the parser/);
+  assert.ok(new TextEncoder().encode(preview.briefing).length <= 600, "the briefing keeps the budget");
+  const after = await me.get(handoff.id);
+  assert.equal(after.version, before.version, "a dry run writes nothing");
+  assert.equal(after.turn, 1);
+  assert.equal((await refusalOf(() => me.previewTurn(handoff.id, { after: 7, handoff: request }))).status, 409, "a stale `after` is refused, dry run or not");
+});
+
+test("a service that never answers is a HandoffError network.unreachable after the last attempt", async () => {
+  const server = http.createServer();
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  const gone = new HandoffClient({ baseUrl: `http://127.0.0.1:${port}`, token: "t", attempts: 2 });
+  const e = await gone.get("ho_00000000000000000000000000000000").catch((x) => x);
+  assert.ok(e instanceof HandoffError, `a HandoffError, not ${e}`);
+  assert.equal(e.code, "network.unreachable");
+  assert.equal(e.status, 0);
+});
