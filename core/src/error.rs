@@ -40,6 +40,10 @@ crate::listed_enum! {
         WatchTooMany,
         /// A watch asked for without `Upgrade: websocket`.
         UpgradeRequired,
+        /// A create past the owner's cap of open hand-offs.
+        OwnerTooManyOpen,
+        /// A create past the owner's creations per minute.
+        OwnerRateLimited,
     }
 }
 
@@ -74,6 +78,8 @@ impl Code {
             Code::RuntimeUnavailable => "runtime.unavailable",
             Code::WatchTooMany => "watch.too_many",
             Code::UpgradeRequired => "request.upgrade_required",
+            Code::OwnerTooManyOpen => "owner.too_many_open",
+            Code::OwnerRateLimited => "owner.rate_limited",
         }
     }
 

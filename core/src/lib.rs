@@ -25,3 +25,4 @@ pub mod watch;
 pub mod idempotency;
 pub mod outbox;
 pub mod session;
+pub mod retention;

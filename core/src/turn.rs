@@ -130,6 +130,16 @@ pub struct Record {
     /// The runtimes the session's machine last reported installed (`PUT …/runtimes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_runtimes: Option<MachineRuntimes>,
+    /// Which life of the session's hand-off this is: the moment (epoch ms) its create was
+    /// asked. A hand-off created again after an erasure starts at version 1 with a later one,
+    /// and a machine token minted for an earlier life is refused by it. 0: created before
+    /// hand-offs were erased.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incarnation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -168,6 +178,7 @@ impl Record {
             continued_from: None,
             suggestion: None,
             machine_runtimes: None,
+            incarnation: now.max(0) as u64,
         }
     }
 
