@@ -274,6 +274,16 @@ impl Client {
         read_handoff(self.change("POST", &handoff_path(id, "/close"), &to_value(&CloseInput {}))?)
     }
 
+    /// `DELETE /v1/handoffs/:id` (owner): closes it if open, then erases it and its row; 204,
+    /// and 204 again for one already erased.
+    pub fn erase(&self, id: &str) -> Result<Reply<()>, Error> {
+        let raw = self.change("DELETE", &format!("/v1/handoffs/{id}"), &to_value(&CloseInput {}))?;
+        if raw.status >= 300 {
+            return Err(refusal_of(raw));
+        }
+        Ok(Reply { status: raw.status, body: Value::Null, value: () })
+    }
+
     /// `GET …/wait?after=V&timeout=S`: answers when the version is above `after` or the
     /// hand-off is closed, or after `timeout_s` with the record as it is.
     pub fn wait(&self, id: &str, after: u64, timeout_s: u64) -> Result<Reply<Handoff>, Error> {

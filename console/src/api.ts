@@ -87,6 +87,7 @@ export async function call<T>(method: string, path: string, options: CallOptions
     }
     throw new ApiError(response.status, code, message, handoff);
   }
+  if (response.status === 204) return { status: 204, data: null, headers: response.headers };
   if (options.text) return { status: response.status, data: raw as T, headers: response.headers };
   try {
     return { status: response.status, data: JSON.parse(raw) as T, headers: response.headers };

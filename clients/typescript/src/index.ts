@@ -298,6 +298,13 @@ export class HandoffClient {
     return take(answer).handoff;
   }
 
+  /** `DELETE /v1/handoffs/:id` (owner): closes it if open, then erases it and its list row;
+   * erasing one already gone answers the same. Its machine tokens are refused from then on. */
+  async erase(id: string, options?: ChangeOptions): Promise<void> {
+    const answer = await this.#api.DELETE("/v1/handoffs/{id}", { params: this.#id(id), ...this.#change(options) });
+    if (answer.error !== undefined || !answer.response.ok) throw refusal(answer.response, answer.error);
+  }
+
   /** `GET …/wait`: the record once its version is above `after` (or it is closed), or the
    * current record when `timeoutS` passes first. */
   async wait(id: string, query: { after?: number; timeoutS?: number } = {}, signal?: AbortSignal): Promise<Handoff> {
