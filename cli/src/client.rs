@@ -123,6 +123,11 @@ pub fn is_retryable(outcome: Outcome) -> bool {
     }
 }
 
+/// A 429 `owner.too_many_open` lasts until the owner closes a hand-off: no retry can succeed.
+fn is_over_the_open_cap(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| v["error"]["code"] == "owner.too_many_open")
+}
+
 /// A 503 `auth.misconfigured` is the operator's to fix (the environment's signing key cannot
 /// be used): no retry can succeed, so none is made.
 fn is_misconfigured(text: &str) -> bool {
@@ -516,7 +521,7 @@ impl Client {
             let last = attempt >= self.retry.attempts_max;
             match self.try_once(method, &url, payload.as_deref(), idempotency_key, timeout_s) {
                 Ok((raw, retry_after_s)) => {
-                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) {
+                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) || is_over_the_open_cap(&raw.text) {
                         return Ok(raw);
                     }
                     std::thread::sleep(self.retry.delay(attempt, retry_after_s, random_u64()));

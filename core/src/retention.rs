@@ -1,7 +1,7 @@
 //! How long a closed hand-off is kept: `HANDOFF_RETENTION_DAYS` after its close its object
 //! erases everything it stored and the owner's index drops its row. Pure: the object's alarm
-//! asks [`erase_due`], and the owner's index asks [`expired_before`] which closed rows no
-//! hand-off can still hold.
+//! asks [`Retention::erase_due`], and the owner's index asks [`Retention::expired_before`]
+//! which closed rows no hand-off can still hold.
 
 use crate::limits::{HANDOFF_RETENTION_DAYS_DEFAULT, HANDOFF_RETENTION_DAYS_MAX, HANDOFF_RETENTION_DAYS_MIN};
 use crate::time::EpochMs;
