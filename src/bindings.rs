@@ -34,6 +34,9 @@ pub const BENCH_FLOOR: &str = "HANDOFF_BENCH_FLOOR";
 pub const RETENTION_DAYS: &str = "HANDOFF_RETENTION_DAYS";
 /// With test hooks: a lower cap on each owner's open hand-offs, so a test can reach it.
 pub const TEST_OPEN_HANDOFFS_MAX: &str = "HANDOFF_TEST_OPEN_HANDOFFS_MAX";
+/// With the bench floor: another cap on each owner's open hand-offs, so that the benchmark can
+/// spread its load over more hand-offs of one owner than the named cap.
+pub const BENCH_OPEN_HANDOFFS_MAX: &str = "HANDOFF_BENCH_OPEN_HANDOFFS_MAX";
 /// The runtime's rate-limiting binding that counts each owner's creates (wrangler.toml's
 /// `[[ratelimits]]`, `simple.limit` = `CREATES_PER_OWNER_PER_MINUTE_MAX`).
 pub const CREATE_LIMITER: &str = "CREATE_LIMITER";
@@ -147,10 +150,11 @@ pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys
     crate::http::refusal(&error)
 }
 
-/// The cap on one owner's open hand-offs: the named limit, or the lower one a test sets where
-/// test hooks are on.
+/// The cap on one owner's open hand-offs: the named limit, or the one a local test (with test
+/// hooks) or the benchmark (with its floor) sets.
 pub fn open_handoffs_cap(env: &Env) -> usize {
-    test_cap(env, TEST_OPEN_HANDOFFS_MAX).unwrap_or(handoff_core::limits::OPEN_HANDOFFS_PER_OWNER_MAX)
+    let bench = bench_floor_on(env).then(|| var(env, BENCH_OPEN_HANDOFFS_MAX).and_then(|v| v.parse().ok())).flatten();
+    test_cap(env, TEST_OPEN_HANDOFFS_MAX).or(bench).unwrap_or(handoff_core::limits::OPEN_HANDOFFS_PER_OWNER_MAX)
 }
 
 /// This environment's retention; a value the core refuses is logged and the default kept.
