@@ -178,6 +178,8 @@ function retrying(base: typeof globalThis.fetch, attempts: number) {
         continue;
       }
       if (!RETRIED_STATUSES.has(response.status) || last) return response;
+      // `owner.too_many_open` lasts until the owner closes a hand-off: no retry can succeed.
+      if (response.status === 429 && (await response.clone().text()).includes('"owner.too_many_open"')) return response;
       const retryAfter = response.headers.get("Retry-After");
       await response.body?.cancel();
       await sleep(backoffMs(attempt - 1, retryAfter), request.signal);
