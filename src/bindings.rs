@@ -37,6 +37,16 @@ pub const VAPID_PRIVATE_KEY: &str = "HANDOFF_VAPID_PRIVATE_KEY";
 pub const VAPID_SUBJECT: &str = "HANDOFF_VAPID_SUBJECT";
 /// With test hooks: a lower cap on an owner's pending webhook deliveries, so a test can fill it.
 pub const TEST_WEBHOOK_PENDING_MAX: &str = "HANDOFF_TEST_WEBHOOK_PENDING_MAX";
+/// Days a closed hand-off is kept (`handoff_core::retention`); absent is the named default.
+pub const RETENTION_DAYS: &str = "HANDOFF_RETENTION_DAYS";
+/// With test hooks: a lower cap on each owner's open hand-offs, so a test can reach it.
+pub const TEST_OPEN_HANDOFFS_MAX: &str = "HANDOFF_TEST_OPEN_HANDOFFS_MAX";
+/// With the bench floor: another cap on each owner's open hand-offs, so that the benchmark can
+/// spread its load over more hand-offs of one owner than the named cap.
+pub const BENCH_OPEN_HANDOFFS_MAX: &str = "HANDOFF_BENCH_OPEN_HANDOFFS_MAX";
+/// The runtime's rate-limiting binding that counts each owner's creates (wrangler.toml's
+/// `[[ratelimits]]`, `simple.limit` = `CREATES_PER_OWNER_PER_MINUTE_MAX`).
+pub const CREATE_LIMITER: &str = "CREATE_LIMITER";
 
 fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
@@ -169,4 +179,48 @@ pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys
     console_error!("{what}: {cause}");
     let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
     crate::http::refusal(&error)
+}
+
+/// The cap on one owner's open hand-offs: the named limit, or the one a local test (with test
+/// hooks) or the benchmark (with its floor) sets.
+pub fn open_handoffs_cap(env: &Env) -> usize {
+    let bench = bench_floor_on(env).then(|| var(env, BENCH_OPEN_HANDOFFS_MAX).and_then(|v| v.parse().ok())).flatten();
+    test_cap(env, TEST_OPEN_HANDOFFS_MAX).or(bench).unwrap_or(handoff_core::limits::OPEN_HANDOFFS_PER_OWNER_MAX)
+}
+
+/// This environment's retention; a value the core refuses is logged and the default kept.
+pub fn retention(env: &Env) -> handoff_core::retention::Retention {
+    handoff_core::retention::Retention::parse(var(env, RETENTION_DAYS).as_deref()).unwrap_or_else(|e| {
+        console_error!("{e}; keeping the default");
+        handoff_core::retention::Retention::default()
+    })
+}
+
+/// Whether the runtime's rate limiter lets `owner` create another hand-off now. Where the
+/// binding is absent (a Worker run without wrangler) or the runtime fails to answer, the create
+/// goes on: the owner's open cap still bounds what it can make the service hold.
+pub async fn creation_allowed(env: &Env, owner: &str) -> bool {
+    use wasm_bindgen::JsCast;
+    let raw: &wasm_bindgen::JsValue = env.as_ref();
+    let Ok(limiter) = js_sys::Reflect::get(raw, &CREATE_LIMITER.into()) else {
+        return true;
+    };
+    let Ok(limit) = js_sys::Reflect::get(&limiter, &"limit".into()).and_then(|f| f.dyn_into::<js_sys::Function>()) else {
+        return true;
+    };
+    let options = js_sys::Object::new();
+    if js_sys::Reflect::set(&options, &"key".into(), &owner.into()).is_err() {
+        return true;
+    }
+    let outcome = match limit.call1(&limiter, &options).map(|p| worker::wasm_bindgen_futures::JsFuture::from(p.unchecked_into::<js_sys::Promise>())) {
+        Ok(pending) => pending.await,
+        Err(e) => Err(e),
+    };
+    match outcome.and_then(|o| js_sys::Reflect::get(&o, &"success".into())) {
+        Ok(success) => success.as_bool() != Some(false),
+        Err(e) => {
+            console_error!("the create rate limiter failed: {}", worker::Error::from(e));
+            true
+        }
+    }
 }

@@ -19,12 +19,14 @@ mod watch;
 
 use crate::bindings::{self, store_failed};
 use crate::clock::now_ms;
-use handoff_api::protocol::{self, Ask};
+use handoff_api::protocol::{self, Ask, IndexAsk};
 use handoff_api::wire::Json;
 use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
 use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
-use handoff_core::session::{Answer, Fault};
+use handoff_core::session::{AfterAlarm, Answer, Fault};
+use handoff_core::index::{Admission, Row};
+use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -52,6 +54,8 @@ pub(crate) struct Object {
     state: State,
     env: Env,
     inner: Rc<Inner>,
+    /// How long a closed hand-off is kept (this environment's `HANDOFF_RETENTION_DAYS`).
+    retention: Retention,
 }
 
 /// One version's rendered record: `(version, frame)`.
@@ -68,6 +72,8 @@ pub(crate) struct Inner {
     delivering: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     /// Test hook: the failure armed for the next change.
     fault: Cell<Option<Fault>>,
+    /// Test hook: how far ahead of the runtime's clock the alarm judges retention.
+    clock_ahead_ms: Cell<i64>,
 }
 
 impl Inner {
@@ -108,8 +114,10 @@ impl HandoffObject {
             waiting: RefCell::new(BTreeMap::new()),
             delivering: RefCell::new(Vec::new()),
             fault: Cell::new(None),
+            clock_ahead_ms: Cell::new(0),
         };
-        HandoffObject { object: Rc::new(Object { state, env, inner: Rc::new(inner) }) }
+        let retention = bindings::retention(&env);
+        HandoffObject { object: Rc::new(Object { state, env, inner: Rc::new(inner), retention }) }
     }
 
     /// One ask. The answer itself when nothing waits (a read, a refusal, a change with nothing
@@ -168,6 +176,12 @@ fn settled(answer: Result<web_sys::Response>) -> JsValue {
     }
 }
 
+/// What planning an ask has come to: the plan, or the admission it needs first.
+enum Step {
+    Planned(Plan),
+    Admit { ask: Box<Ask>, feed: Box<Feed>, owner: String, row: Box<Row> },
+}
+
 /// What carrying out a plan has come to once nothing more can be done without an await.
 enum Carried {
     Answered(web_sys::Response),
@@ -183,7 +197,24 @@ impl Object {
             Ok(ask) => ask,
             Err(e) => return settled(store_failed("unreadable internal ask", &e)),
         };
-        let carried = self.plan(ask).and_then(|plan| self.carry_out_now(plan));
+        let now = now_ms();
+        let step = match self.plan(ask, Feed::default(), now) {
+            Ok(Step::Planned(plan)) => Ok(plan),
+            Ok(Step::Admit { ask, feed, owner, row }) => {
+                // A new hand-off: its owner's index admits its row before anything is stored.
+                let object = self.clone();
+                let admitted = async move {
+                    let answer = match object.admitted(*ask, *feed, &owner, &row, now).await {
+                        Ok(response) => Ok(response),
+                        Err(e) => object.failed("hand-off object", &e),
+                    };
+                    answer.map(JsValue::from).map_err(JsValue::from)
+                };
+                return worker::wasm_bindgen_futures::future_to_promise(admitted).into();
+            }
+            Err(e) => Err(e),
+        };
+        let carried = step.and_then(|plan| self.carry_out_now(plan));
         match carried {
             Ok(Carried::Answered(response)) => response.into(),
             Ok(Carried::Owing(plan)) => {
@@ -208,10 +239,9 @@ impl Object {
         store_failed(what, e)
     }
 
-    /// Reads what the session asks for, then lets it decide.
-    fn plan(&self, ask: Ask) -> Result<Plan> {
-        let now = now_ms();
-        let mut feed = Feed::default();
+    /// Reads what the session asks for, then lets it decide; stops at the one read that needs
+    /// an await (the owner index's admission of a new hand-off).
+    fn plan(&self, ask: Ask, mut feed: Feed, now: i64) -> Result<Step> {
         loop {
             let read = self.inner.session.borrow().next_read(&ask, &feed, now);
             match read {
@@ -225,10 +255,25 @@ impl Object {
                 Some(Read::Turns { before, limit }) => feed.turns = Some(store::turns(&self.state.storage(), before, limit)?),
                 Some(Read::Sockets(role)) => feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len()),
                 Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
+                Some(Read::Admission { owner, row }) => return Ok(Step::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
             }
         }
         let at = Moment { now, random: js_sys::Math::random() };
-        Ok(self.inner.session.borrow_mut().handle(ask, feed, at, &Json))
+        Ok(Step::Planned(self.inner.session.borrow_mut().handle(ask, feed, at, &Json)))
+    }
+
+    /// Asks the owner's index to admit a new hand-off's row, then plans and carries out the
+    /// create with its answer, at the same moment the row was made.
+    async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<web_sys::Response> {
+        feed.admission = Some(self.admission(owner, row).await?);
+        let plan = match self.plan(ask, feed, now)? {
+            Step::Planned(plan) => plan,
+            Step::Admit { .. } => return Err(Error::RustError("the session asked for a second admission".into())),
+        };
+        match self.carry_out_now(plan)? {
+            Carried::Answered(response) => Ok(response),
+            Carried::Owing(plan) => self.finish(plan).await,
+        }
     }
 
     /// Reads the stored hand-off into the session, then compares every watching socket with it.
@@ -261,6 +306,11 @@ impl Object {
         if let Some(fault) = plan.arm {
             self.inner.fault.set(Some(fault));
         }
+        if let Some(ahead_ms) = plan.advance_clock_ms {
+            self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
+            let now = js_sys::Date::new(&JsValue::from_f64(now_ms() as f64));
+            drop(self.state.storage().as_raw().set_alarm(now, js_sys::Object::new())?);
+        }
         if !plan.writes.is_empty() {
             store::commit(&self.state.storage(), store::Batch::of(&plan.writes), self.inner.fault.take())?;
         }
@@ -283,6 +333,9 @@ impl Object {
         }
         if let Some(version) = plan.deliver_through {
             self.deliver_through(version).await?;
+        }
+        if plan.erase {
+            self.erase().await?;
         }
         self.reply(plan.reply)
     }
@@ -336,6 +389,20 @@ impl Object {
             self.send(send).await?;
             next = self.inner.session.borrow_mut().poll_send();
         }
+        let ahead_ms = self.inner.clock_ahead_ms.get();
+        let after = self.inner.session.borrow().after_alarm(now_ms().saturating_add(ahead_ms), self.retention);
+        match after {
+            AfterAlarm::Nothing => {}
+            AfterAlarm::At(at) => self.set_alarm_at(at.saturating_sub(ahead_ms))?,
+            AfterAlarm::Erase => {
+                if let Err(e) = self.erase().await {
+                    // The index or storage failed: forget, and try again later.
+                    self.inner.forget();
+                    console_error!("erasing a hand-off past its retention: {e}");
+                    self.set_alarm_at(now_ms().saturating_add(handoff_core::limits::OUTBOX_RETRY_MS_MAX))?;
+                }
+            }
+        }
         crate::http::plain("delivered or rescheduled")
     }
 }
@@ -346,3 +413,53 @@ fn respond(r: Rendered) -> Result<web_sys::Response> {
     let body = if r.status == 204 { Vec::new() } else { r.body.into_bytes() };
     Ok(crate::http::respond(r.status, Some(r.content_type), body, replayed)?)
 }
+
+impl Object {
+    fn set_alarm_at(&self, at: i64) -> Result<()> {
+        let at = js_sys::Date::new(&JsValue::from_f64(at as f64));
+        drop(self.state.storage().as_raw().set_alarm(at, js_sys::Object::new())?);
+        Ok(())
+    }
+
+    /// Erases the hand-off: its row in the owner's index first (so that no row outlives it),
+    /// then every row it stored and its alarm; then the session forgets it and every watching
+    /// socket is closed. A failure leaves the hand-off whole, to be erased again.
+    async fn erase(&self) -> Result<()> {
+        let held = self.inner.session.borrow().handoff().map(|h| (h.record.owner.clone(), h.record.id.clone()));
+        let Some((owner, id)) = held else {
+            return Ok(());
+        };
+        let dropped = self.ask_index(&owner, &IndexAsk::Drop { id }).await?;
+        if dropped.status() != 200 {
+            return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
+        }
+        let storage = self.state.storage();
+        storage.delete_alarm().await?;
+        storage.delete_all().await?;
+        self.inner.session.borrow_mut().erased();
+        self.inner.frames.replace(PerRole::default());
+        for socket in self.state.get_websockets() {
+            // A socket already closing needs nothing more.
+            let _closing = socket.close(Some(1000), Some("erased"));
+        }
+        Ok(())
+    }
+
+    /// The owner index's answer to a new hand-off's first row.
+    async fn admission(&self, owner: &str, row: &Row) -> Result<Admission> {
+        let answer = self.ask_index(owner, &IndexAsk::Open { row: row.clone() }).await?;
+        if answer.status() != 200 {
+            return Err(Error::RustError(format!("the owner's index answered {} to an admission", answer.status())));
+        }
+        let body = crate::http::bytes(&answer).await.map_err(|e| Error::RustError(e.to_string()))?;
+        serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable admission: {e}")))
+    }
+
+    async fn ask_index(&self, owner: &str, ask: &IndexAsk) -> Result<web_sys::Response> {
+        let payload = protocol::encode(ask).map_err(|e| Error::RustError(e.to_string()))?;
+        let stub = self.env.durable_object(bindings::OWNER_INDEX)?.get_by_name(&bindings::owner_index_name(owner))?;
+        let pending = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/ask", &payload).map_err(|e| Error::RustError(e.to_string()))?;
+        crate::http::await_answer(pending).await.map_err(|e| Error::RustError(e.to_string()))
+    }
+}
+

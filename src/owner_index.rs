@@ -40,6 +40,8 @@ pub struct OwnerIndex {
     pending_max: usize,
     /// Who push messages are from, where push is configured.
     sender: Option<std::rc::Rc<handoff_notify::Sender>>,
+    /// The bounds on what one owner's list holds (see `bounds` below).
+    bounds: Bounds,
 }
 
 /// The list: the columns it is ordered and filtered by, and the row itself.
@@ -114,6 +116,7 @@ impl OwnerIndex {
             holding: Cell::new(false),
             pending_max: crate::bindings::webhook_pending_max(&env),
             sender: crate::bindings::push_sender(&env).map(std::rc::Rc::new),
+            bounds: Bounds { open_cap: crate::bindings::open_handoffs_cap(&env), retention: crate::bindings::retention(&env) },
         }
     }
 
@@ -156,6 +159,8 @@ impl OwnerIndex {
                 self.holding.set(on);
                 answer(200, &Holding { holding: on })
             }
+            IndexAsk::Open { row } => self.open(&row),
+            IndexAsk::Drop { id } => self.drop_row(&id),
         };
         answered.or_else(|e| store_failed("owner index", &e))
     }
@@ -399,3 +404,55 @@ impl OwnerIndex {
         answer(200, &Page::of(rows, query))
     }
 }
+
+// ---- Bounds: the open cap a create's row is admitted against, and retention. ----
+
+/// What bounds one owner's list: at most `open_cap` open rows, and closed rows only within
+/// `retention` of their close (their hand-offs erase themselves then; the list drops any left).
+struct Bounds {
+    open_cap: usize,
+    retention: handoff_core::retention::Retention,
+}
+
+#[derive(serde::Deserialize)]
+struct Count {
+    n: i64,
+}
+
+/// Closed rows past retention: their hand-offs are erased, or their erasure is overdue.
+const DROP_EXPIRED: &str = "DELETE FROM list WHERE state = ? AND updated_at < ?";
+/// Open rows other than the one being added.
+const COUNT_OPEN: &str = "SELECT count(*) AS n FROM list WHERE state = ? AND id != ?";
+/// A new hand-off's first row: it replaces any row left under its id (a create whose commit
+/// failed after its admission), since the hand-off is starting now at version 1.
+const ADD_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
+
+impl OwnerIndex {
+    /// Admits a new hand-off's first row against the open cap and adds it, in one step with
+    /// no await, so that two creates never both take the last place (the core decides).
+    fn open(&self, row: &Row) -> Result<web_sys::Response> {
+        use handoff_core::index::{admit_open, Admission};
+        self.ensure_schema()?;
+        let sql = self.state.storage().sql();
+        let expired_before = self.bounds.retention.expired_before(crate::clock::now_ms());
+        sql.exec(DROP_EXPIRED, vec![HandoffState::Closed.as_str().into(), expired_before.into()])?;
+        let counted: Vec<Count> = sql.exec(COUNT_OPEN, vec![HandoffState::Open.as_str().into(), row.id.as_str().into()])?.to_array()?;
+        let open = counted.first().map_or(0, |c| c.n.max(0) as u64);
+        if let Err(crowded) = admit_open(open, self.bounds.open_cap) {
+            return answer(200, &Admission::No(crowded));
+        }
+        let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
+        let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
+        sql.exec(ADD_ROW, bindings)?;
+        answer(200, &Admission::Yes)
+    }
+
+    /// The hand-off `id` was erased: its row goes (an index without a list has none).
+    fn drop_row(&self, id: &str) -> Result<web_sys::Response> {
+        if self.has_schema()? {
+            self.state.storage().sql().exec("DELETE FROM list WHERE id = ?", vec![id.into()])?;
+        }
+        answer(200, &Ok_ { ok: true })
+    }
+}
+

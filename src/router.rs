@@ -6,7 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
-use crate::clock::now_s;
+use crate::clock::{now_ms, now_s};
 use crate::http::{self, Incoming};
 use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
@@ -14,8 +14,8 @@ use handoff_api::input;
 use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
 use handoff_api::routes::{self, Found, Gate, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
-use handoff_core::limits::{BODY_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::time::Timestamp;
+use handoff_core::limits::{BODY_BYTES_MAX, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::watch;
 use handoff_api::notifications;
 use handoff_notify::endpoint::Environment;
@@ -51,7 +51,10 @@ pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context)
     }
     let routed = async move {
         let routed = match read_body(&req, admitted.method == "GET").await {
-            Ok(body) => dispatch(&req, &env, &admitted, body),
+            Ok(body) => match rate_limit(&env, &admitted, &body).await {
+                Ok(()) => dispatch(&req, &env, &admitted, body),
+                Err(error) => Err(error),
+            },
             Err(error) => Err(error),
         };
         Ok(match routed {
@@ -173,10 +176,12 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
     // Each namespace is looked up only by a route that asks its objects.
     let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
     let Some(claims) = &admitted.claims else {
-        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner }, op: Op::Floor, idempotency: None };
+        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0 }, op: Op::Floor, idempotency: None };
         return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).map(Outgoing::Object);
     };
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role };
+    // A token without `inc` was not minted by a create (every create's carries one): it is
+    // bound to no life of the hand-off.
+    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(u64::MAX) };
     match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
         Kind::List => {
@@ -187,8 +192,11 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
             let create = input::parse_create(&body)?;
             let id = input::handoff_id(&claims.sub, &create.session);
             let key = bindings::config(env).key.clone().unwrap_or_default();
-            let machine_token = token::machine_token(&claims.sub, &id, key.as_bytes(), now_s());
-            let op = Op::Create { id: id.clone(), session: create.session, machine: create.machine, size: create.size, machine_token };
+            // The token's `inc` is the moment a new hand-off takes as its life.
+            let incarnation = now_ms();
+            let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation);
+            let (session, machine, size) = (create.session, create.machine, create.size);
+            let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64 };
             send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).map(Outgoing::Object)
         }
         Kind::TestRefuseIndex => {
@@ -202,6 +210,10 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
         Kind::TestIndexPutUnreadable => {
             let id = input::parse_json::<UnreadableRow>(&body)?.id;
             ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestPutUnreadable { id }).map(Outgoing::Object)
+        }
+        Kind::TestIndexStorage => {
+            no_query(url.query)?;
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestStorage).map(Outgoing::Object)
         }
         Kind::TestObjectStarts => {
             no_query(url.query)?;
@@ -313,6 +325,23 @@ fn push(env: &Env, url: input::RequestUrl<'_>, admitted: &Route_, claims: &Claim
         }
     };
     ask_index(&index, &claims.sub, &ask).map(Outgoing::Object)
+}
+
+/// A create counts against its owner's creations per minute, which the runtime's rate-limiting
+/// binding keeps: past them, 429 `owner.rate_limited` (with `Retry-After`). Bad input is
+/// refused as such first, and is not counted.
+async fn rate_limit(env: &Env, admitted: &Route_, body: &[u8]) -> std::result::Result<(), ApiError> {
+    let Some(claims) = admitted.claims.as_ref().filter(|c| matches!(admitted.route.kind, Kind::Create) && c.role == Role::Owner) else {
+        return Ok(());
+    };
+    input::parse_create(body)?;
+    if bindings::creation_allowed(env, &claims.sub).await {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        Code::OwnerRateLimited,
+        format!("this owner may create {CREATES_PER_OWNER_PER_MINUTE_MAX} hand-offs per minute; try again in {CREATES_PER_OWNER_PERIOD_S} s"),
+    ))
 }
 
 /// An answer of ours as what `fetch` gives the runtime.
@@ -485,7 +514,12 @@ fn method_not_allowed(method: &str, allowed: &[&str]) -> std::result::Result<web
 }
 
 fn error_response(error: &ApiError) -> Result<web_sys::Response> {
-    let challenge: &[(&str, &str)] = if handoff_api::error::status(error.code) == 401 { &[("WWW-Authenticate", "Bearer")] } else { &[] };
+    let retry_after = CREATES_PER_OWNER_PERIOD_S.to_string();
+    let extra: &[(&str, &str)] = match error.code {
+        _ if handoff_api::error::status(error.code) == 401 => &[("WWW-Authenticate", "Bearer")],
+        Code::OwnerRateLimited => &[("Retry-After", &retry_after)],
+        _ => &[],
+    };
     let r = handoff_api::wire::refusal(error);
-    Ok(http::respond(r.status, Some(r.content_type), r.body.into_bytes(), challenge)?)
+    Ok(http::respond(r.status, Some(r.content_type), r.body.into_bytes(), extra)?)
 }

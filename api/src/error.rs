@@ -35,7 +35,7 @@ pub fn status(code: Code) -> u16 {
         Code::RequestTooLarge => 413,
         Code::IdempotencyMismatch => 422,
         Code::RequestInvalid => 400,
-        Code::WaitTooMany | Code::WatchTooMany => 429,
+        Code::WaitTooMany | Code::WatchTooMany | Code::OwnerTooManyOpen | Code::OwnerRateLimited => 429,
         Code::UpgradeRequired => 426,
         // A storage failure the runtime reported: retryable, and never a 500.
         Code::StoreUnavailable => 503,
@@ -57,7 +57,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 36] = [
+        let contract: [(&str, u16); 38] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -94,6 +94,8 @@ mod tests {
             ("subscription.not_found", 404),
             ("subscription.too_many", 409),
             ("push.misconfigured", 503),
+            ("owner.too_many_open", 429),
+            ("owner.rate_limited", 429),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +114,11 @@ pub enum IndexAsk {
     PushSubscribe { subscription: crate::notifications::StoredSubscription },
     PushSubscriptions,
     PushUnsubscribe { id: String },
+    /// A new hand-off's first row: admitted and added when the owner holds fewer open
+    /// hand-offs than the cap (answers `Admission`), in one step.
+    Open { row: handoff_core::index::Row },
+    /// The hand-off `id` was erased: its row goes.
+    Drop { id: String },
 }
 
 #[cfg(test)]
@@ -123,7 +128,7 @@ mod tests {
     use handoff_core::role::Role;
 
     fn ask() -> Ask {
-        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
+        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0 }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
     }
 
     #[test]
@@ -147,7 +152,7 @@ mod tests {
     #[test]
     fn an_ask_in_a_header_reads_back_as_itself_and_is_a_valid_header_value() {
         let watch = Ask {
-            caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine },
+            caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine, incarnation: 0 },
             op: Op::Watch { after: 7, valid_until_s: 1_700_000_000, subprotocol: true },
             idempotency: None,
         };
@@ -179,7 +184,7 @@ mod tests {
         let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
-        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine }, op: Op::Change { change }, idempotency };
+        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0 }, op: Op::Change { change }, idempotency };
         assert!(header_of(&encode(&ask).unwrap()).is_some(), "every report a reporter sends costs the object no await");
     }
 }

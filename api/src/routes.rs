@@ -56,6 +56,8 @@ pub enum Kind {
     PushSubscriptions,
     /// `DELETE /v1/push/subscriptions/{id}`.
     PushUnsubscribe,
+    /// Test hook: the bytes the caller's own index stores.
+    TestIndexStorage,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -198,7 +200,20 @@ pub const ROUTES: &[Route] = &[
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
     top("POST", "/v1/test/hold-webhooks", Kind::TestHoldWebhooks, OWNER, Gate::TestHooks),
+    change("DELETE", "/v1/handoffs/{id}", |i| {
+        no_query(i.query)?;
+        input::parse_close(i.body).map(|_| Op::Erase)
+    }),
+    test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::TestClock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms })),
+    top("GET", "/v1/test/index-storage", Kind::TestIndexStorage, OWNER, Gate::TestHooks),
 ];
+
+/// The clock test hook's body: how far to move the object's clock ahead.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Clock {
+    advance_ms: i64,
+}
 
 fn turn_change(change: Change) -> Op {
     Op::Change { change }

@@ -28,6 +28,10 @@ pub struct Claims {
     pub exp: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbf: Option<i64>,
+    /// A machine token's hand-off life (epoch ms it was minted at or after): a hand-off
+    /// created again after an erasure refuses tokens minted for an earlier life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inc: Option<u64>,
 }
 
 /// Why a token was refused. All of them answer 401 `auth.invalid`; the reason is for the message.
@@ -190,21 +194,29 @@ pub fn mint(claims: &Claims, key: &[u8]) -> String {
     format!("{header}.{payload}.{signature}")
 }
 
-/// The machine token every create answer carries: valid [`MACHINE_TOKEN_TTL_S`].
+/// A machine token minted now (to the second), for tools that mint their own: it acts on the
+/// life of the hand-off current at `now_s` (its `inc` is the end of that second).
 pub fn machine_token(owner: &str, handoff_id: &str, key: &[u8], now_s: i64) -> String {
+    machine_token_at(owner, handoff_id, key, now_s.saturating_mul(1000).saturating_add(999))
+}
+
+/// The machine token every create answer carries, minted at `now_ms` (its `inc`, which a new
+/// hand-off takes as its life): valid [`MACHINE_TOKEN_TTL_S`].
+pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64) -> String {
     let claims = Claims {
         sub: owner.to_string(),
         role: Role::Machine,
         hid: Some(handoff_id.to_string()),
-        exp: now_s + MACHINE_TOKEN_TTL_S,
+        exp: now_ms.div_euclid(1000) + MACHINE_TOKEN_TTL_S,
         nbf: None,
+        inc: Some(now_ms.max(0) as u64),
     };
     mint(&claims, key)
 }
 
 /// An owner token, for development tools and tests.
 pub fn owner_token(owner: &str, ttl_s: i64, key: &[u8], now_s: i64) -> String {
-    let claims = Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None };
+    let claims = Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None, inc: None };
     mint(&claims, key)
 }
 
@@ -216,7 +228,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn owner(exp: i64) -> Claims {
-        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp, nbf: None }
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp, nbf: None, inc: None }
     }
 
     #[test]
@@ -273,7 +285,7 @@ mod tests {
             format!("{h}.{p}.{}", URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
         };
         assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
-        let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None };
+        let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None, inc: None };
         assert_eq!(verify(&mint(&m, KEY), KEY, NOW), Err(TokenError::MissingHandoff));
     }
 

@@ -3,7 +3,8 @@
 
 use crate::error::status;
 use crate::view::{Beside, Changed, Created, Handoff, ItemView, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
-use handoff_core::error::Refusal;
+use handoff_core::error::{Code, Refusal};
+use handoff_core::index::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Package;
 use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
@@ -25,6 +26,11 @@ struct ErrorAnswer<'a> {
     package_hash: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     package_version: Option<u64>,
+    /// `owner.too_many_open`: the open hand-offs the owner holds, and the cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    open: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cap: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -59,8 +65,24 @@ fn refused(refusal: &Refusal, handoff: Option<Handoff<'_>>, current_package: Opt
         handoff,
         package_hash: current_package.map(|(_, hash)| hash),
         package_version: current_package.map(|(version, _)| version),
+        open: None,
+        cap: None,
     };
     json(status(refusal.code), &body)
+}
+
+/// 429 `owner.too_many_open`, carrying the count and the cap.
+pub fn too_many_open(crowded: TooManyOpen) -> Rendered {
+    let message = format!("this owner holds {} open hand-offs, the cap is {}: close one first", crowded.open, crowded.cap);
+    let body = ErrorAnswer {
+        error: ErrorBody { code: Code::OwnerTooManyOpen, message: &message },
+        handoff: None,
+        package_hash: None,
+        package_version: None,
+        open: Some(crowded.open),
+        cap: Some(crowded.cap),
+    };
+    json(status(Code::OwnerTooManyOpen), &body)
 }
 
 fn beside<'a>(id: &'a str, effect: &'a Effect) -> Beside<'a> {
@@ -105,6 +127,8 @@ impl Wire for Json {
             Answer::Floor => json(200, &Ok_ { ok: true }),
             Answer::Armed(fault) => json(200, &Armed { armed: fault }),
             Answer::Storage(facts) => json(200, facts),
+            Answer::Erased => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+            Answer::TooManyOpen(crowded) => too_many_open(crowded),
         }
     }
 

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 /// Every figure of the issue at 32 connections, as the issue asks.
 const CONNECTIONS: usize = 32;
 /// Hand-offs the spread phase reports over.
-const SPREAD_HANDOFFS: usize = 1_000;
+pub(crate) const SPREAD_HANDOFFS: usize = 1_000;
 /// Waiters held in the fan-out rounds, one round (and one fresh hand-off) each, over /wait and
 /// then over the watch.
 const FANOUT_WAITERS: [usize; 3] = [100, 1_000, 9_000];

@@ -73,7 +73,14 @@ impl Server {
         if std::net::TcpListener::bind(("127.0.0.1", options.port)).is_err() {
             return Err(format!("127.0.0.1:{} is in use; pick another --port", options.port));
         }
-        let vars = [("HANDOFF_SIGNING_KEY", options.signing_key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")];
+        // The spread phase holds 1,000 open hand-offs of one owner: past the named open cap,
+        // which a bench Worker may raise (HANDOFF_BENCH_OPEN_HANDOFFS_MAX, local only).
+        let open_max = crate::SPREAD_HANDOFFS.to_string();
+        let vars = [
+            ("HANDOFF_SIGNING_KEY", options.signing_key.as_str()),
+            ("HANDOFF_BENCH_FLOOR", "1"),
+            ("HANDOFF_BENCH_OPEN_HANDOFFS_MAX", open_max.as_str()),
+        ];
         match options.peer {
             Some(hops) => {
                 let vars = [&vars[..], &[("HANDOFF_PEER_HOPS", hops.as_str())]].concat();

@@ -124,6 +124,11 @@ pub fn is_retryable(outcome: Outcome) -> bool {
     }
 }
 
+/// A 429 `owner.too_many_open` lasts until the owner closes a hand-off: no retry can succeed.
+fn is_over_the_open_cap(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| v["error"]["code"] == "owner.too_many_open")
+}
+
 /// A 503 `auth.misconfigured` is the operator's to fix (the environment's signing key cannot
 /// be used): no retry can succeed, so none is made.
 fn is_misconfigured(text: &str) -> bool {
@@ -278,6 +283,16 @@ impl Client {
     /// `POST …/answer` (owner): answers the open question with one of its options.
     pub fn answer(&self, id: &str, input: &AnswerInput) -> Result<Reply<Handoff>, Error> {
         read_handoff(self.change("POST", &handoff_path(id, "/answer"), &to_value(input))?)
+    }
+
+    /// `DELETE /v1/handoffs/:id` (owner): closes it if open, then erases it and its row; 204,
+    /// and 204 again for one already erased.
+    pub fn erase(&self, id: &str) -> Result<Reply<()>, Error> {
+        let raw = self.change("DELETE", &format!("/v1/handoffs/{id}"), &to_value(&CloseInput {}))?;
+        if raw.status >= 300 {
+            return Err(refusal_of(raw));
+        }
+        Ok(Reply { status: raw.status, body: Value::Null, value: () })
     }
 
     /// `GET …/wait?after=V&timeout=S`: answers when the version is above `after` or the
@@ -512,7 +527,7 @@ impl Client {
             let last = attempt >= self.retry.attempts_max;
             match self.try_once(method, &url, payload.as_deref(), idempotency_key, timeout_s) {
                 Ok((raw, retry_after_s)) => {
-                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) {
+                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) || is_over_the_open_cap(&raw.text) {
                         return Ok(raw);
                     }
                     std::thread::sleep(self.retry.delay(attempt, retry_after_s, random_u64()));

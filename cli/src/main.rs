@@ -108,6 +108,12 @@ enum Command {
         #[command(flatten)]
         key: Key,
     },
+    /// Erase the hand-off now: closed if open, then its record, storage and list row are gone.
+    Erase {
+        id: String,
+        #[command(flatten)]
+        key: Key,
+    },
     /// Wait for the next version (after the current one unless --after); --follow until it closes.
     Wait {
         id: String,
@@ -570,6 +576,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Close { id, key } => {
             let reply = keyed(&key).close(&id)?;
             out.emit(&reply, [output::closed_line(&reply.value)]);
+        }
+        Command::Erase { id, key } => {
+            let reply = keyed(&key).erase(&id)?;
+            out.emit(&reply, [format!("erased {id}")]);
         }
         Command::Wait { id, after, follow, timeout } => wait(&out, &client, &id, after, follow, timeout)?,
         Command::Turns { id } => {

@@ -183,3 +183,17 @@ fn a_package_is_rejected_recompiled_and_only_its_current_hash_is_accepted() {
     let markdown = ok(owner, &["package", "show", &id, "--markdown"]);
     assert!(markdown.contains(&current), "the Markdown carries the whole hash");
 }
+
+#[test]
+fn erase_removes_the_hand_off_and_its_machine_token_is_refused_after() {
+    let owner_token = owner();
+    let (id, machine) = create(&owner_token);
+    let owner = Some(owner_token.as_str());
+    assert_eq!(ok(owner, &["erase", &id]).trim(), format!("erased {id}"));
+    let r = run(Some(machine.as_str()), &["show", &id]);
+    assert_eq!(r.code, 1, "the machine token is refused: {r:?}");
+    assert!(r.stderr.contains("handoff.not_found"), "{r:?}");
+    assert_eq!(ok(owner, &["erase", &id]).trim(), format!("erased {id}"), "erasing again answers the same");
+    let r = run(Some(machine.as_str()), &["erase", &id]);
+    assert!(r.code != 0 && r.stderr.contains("auth.forbidden"), "the owner's alone: {r:?}");
+}

@@ -1,6 +1,7 @@
 // The buttons that send commands. They come only from the record's `actions` (the commands the
 // rules take from this caller now), so none of them can lead to a 409. Each carries
-// `data-action`; cancel and close ask first, in dialog#confirm.
+// `data-action`; cancel and close ask first, in dialog#confirm. Erase is the owner's always
+// (it is no action of the record), and asks first too.
 
 import { api, HandoffError } from "./api.js";
 import { compiledMessage, confirmDialog, openCompileDialog, openHandoffDialog, openRejectDialog, openReportDialog, type HandoffPrefill } from "./dialogs.js";
@@ -202,3 +203,30 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
     }
   }
 }
+
+/** The owner's "Erase session…": asks first, then `DELETE`s the session (closing it if open)
+ * and goes back to the list. Not a record action, so it carries no `data-action`. */
+export function eraseButton(record: Handoff): HTMLButtonElement {
+  const button = h("button", { type: "button", id: "erase", "data-key": "erase", class: "danger" }, "Erase session…");
+  button.addEventListener(
+    "click",
+    busy(button, async () => {
+      const yes = await confirmDialog(
+        `Erase ${record.session}?`,
+        "Erasing is final: the session is closed if it is open, then its record, work record, packages and turns are deleted for good, and its machine can no longer reach it.",
+        "Erase for good",
+      );
+      if (!yes) return;
+      // Leave the session page first: its live view would read the session as it is erased.
+      await new Promise<void>((resolve) => {
+        window.addEventListener("hashchange", () => resolve(), { once: true });
+        location.hash = "#/";
+      });
+      await api.erase(record.id);
+      // The list, which polls, drops its row at its next look.
+      say(`erased ${record.session}`);
+    }),
+  );
+  return button;
+}
+

@@ -3,7 +3,8 @@
 // closed; switched off, it unsubscribes and deletes it. The service worker (static/sw.js)
 // shows each message. Shown only where the browser has push, for an owner.
 
-import { call, get, post } from "./api.js";
+import { api } from "./api.js";
+import type { PushSubscriptionInput } from "../../clients/typescript/src/index.js";
 import { byId } from "./dom.js";
 import { fail, say } from "./ui.js";
 
@@ -53,7 +54,7 @@ async function toggle(): Promise<void> {
   if (id !== null) {
     const subscription = await registration.pushManager.getSubscription();
     await subscription?.unsubscribe();
-    await call("DELETE", `/push/subscriptions/${encodeURIComponent(id)}`).catch(() => undefined);
+    await api.deletePushSubscription(id).catch(() => undefined);
     localStorage.removeItem(KEY);
     say("Notifications are off in this browser.");
     return;
@@ -62,10 +63,10 @@ async function toggle(): Promise<void> {
     say("Notifications are blocked for this site; allow them in the browser to be told.");
     return;
   }
-  const { public_key } = await get<{ public_key: string }>("/push/key");
+  const public_key = await api.pushKey();
   const subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: decode(public_key) });
-  const created = await post<{ subscription: { id: string } }>("/push/subscriptions", subscription.toJSON());
-  localStorage.setItem(KEY, created.subscription.id);
+  const created = await api.subscribePush(subscription.toJSON() as PushSubscriptionInput);
+  localStorage.setItem(KEY, created.id);
   say("This browser will be told when a session needs you, is done, failed or closed.");
 }
 

@@ -4,7 +4,7 @@
 // in, so that the record, its buttons and its blockers always show the same version.
 
 import { api, HandoffError } from "./api.js";
-import { actionButton, actionsOf, type CommandContext, SUGGESTION_PURPOSE } from "./commands.js";
+import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
 import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
 import type { Action, Handoff, TurnEntry, WorkRecord } from "./types.js";
@@ -110,6 +110,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     replaceKeepingFocus(
       actions,
       ...allowed.filter((a) => a !== "resolve_blocker" && a !== "answer").map((a) => actionButton(a, record, ctx)),
+      ...(role === "owner" ? [eraseButton(record)] : []),
     );
     replaceKeepingFocus(question, ...questionOf(record, allowed, ctx));
     replaceKeepingFocus(suggestion, ...suggestionOf(record, allowed, ctx));

@@ -57,6 +57,10 @@ crate::listed_enum! {
         /// This environment's VAPID key is missing, unreadable, or (outside `local`) the
         /// public development pair.
         PushMisconfigured,
+        /// A create past the owner's cap of open hand-offs.
+        OwnerTooManyOpen,
+        /// A create past the owner's creations per minute.
+        OwnerRateLimited,
     }
 }
 
@@ -99,6 +103,8 @@ impl Code {
             Code::SubscriptionNotFound => "subscription.not_found",
             Code::SubscriptionTooMany => "subscription.too_many",
             Code::PushMisconfigured => "push.misconfigured",
+            Code::OwnerTooManyOpen => "owner.too_many_open",
+            Code::OwnerRateLimited => "owner.rate_limited",
         }
     }
 

@@ -113,6 +113,31 @@ impl Page {
     }
 }
 
+/// The owner's cap on open hand-offs, as the index applies it when a create adds its row:
+/// `open` is how many open rows the index holds besides the one being added. Past the cap the
+/// create is refused with both numbers, and nothing is stored anywhere.
+pub fn admit_open(open: u64, cap: usize) -> Result<(), TooManyOpen> {
+    if open >= cap as u64 {
+        return Err(TooManyOpen { open, cap: cap as u64 });
+    }
+    Ok(())
+}
+
+/// 429 `owner.too_many_open`: the open hand-offs the owner holds, and the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TooManyOpen {
+    pub open: u64,
+    pub cap: u64,
+}
+
+/// The owner index's answer to a create's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "admitted", rename_all = "snake_case")]
+pub enum Admission {
+    Yes,
+    No(TooManyOpen),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +194,16 @@ mod tests {
         assert_eq!(full.cursor, Some(Cursor::after(&rows[1]).encode()));
         let last = Page::of(rows[..2].to_vec(), &query);
         assert_eq!((last.handoffs.len(), last.cursor), (2, None));
+    }
+
+    #[test]
+    fn a_create_is_admitted_below_the_open_cap_and_refused_at_it_with_the_count_and_the_cap() {
+        assert_eq!(admit_open(0, 3), Ok(()));
+        assert_eq!(admit_open(2, 3), Ok(()));
+        assert_eq!(admit_open(3, 3), Err(TooManyOpen { open: 3, cap: 3 }));
+        assert_eq!(admit_open(7, 3), Err(TooManyOpen { open: 7, cap: 3 }));
+        assert!(admit_open(0, 0).is_err(), "a cap of zero admits nothing");
+        let limit = crate::limits::OPEN_HANDOFFS_PER_OWNER_MAX;
+        assert!(admit_open(limit as u64 - 1, limit).is_ok() && admit_open(limit as u64, limit).is_err());
     }
 }

@@ -27,3 +27,4 @@ pub mod outbox;
 pub mod session;
 pub mod question;
 pub mod notice;
+pub mod retention;

@@ -225,6 +225,25 @@ pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
 /// message must fit the 4 KiB a push service accepts.
 pub const PUSH_SUMMARY_BYTES_MAX: usize = 1024;
 
+// ---- What one owner can make the service hold (src/index.rs, src/retention.rs). ----
+
+/// Open hand-offs one owner may hold at once; a create past it is 429 `owner.too_many_open`,
+/// decided by the owner's index as it adds the row, before the hand-off stores anything.
+pub const OPEN_HANDOFFS_PER_OWNER_MAX: usize = 100;
+/// Hand-offs one owner may create per [`CREATES_PER_OWNER_PERIOD_S`], counted by the runtime's
+/// rate-limiting binding (`CREATE_LIMITER` in wrangler.toml, whose `simple.limit` is this
+/// number); past it, 429 `owner.rate_limited` with `Retry-After`.
+pub const CREATES_PER_OWNER_PER_MINUTE_MAX: u32 = 60;
+/// The rate limit's window (the binding allows 10 or 60 seconds), and the `Retry-After` of
+/// `owner.rate_limited`.
+pub const CREATES_PER_OWNER_PERIOD_S: u32 = 60;
+/// Days a closed hand-off is kept after its close before its object erases it and the owner's
+/// index drops its row, where `HANDOFF_RETENTION_DAYS` does not say otherwise.
+pub const HANDOFF_RETENTION_DAYS_DEFAULT: u32 = 30;
+/// The longest retention an environment may set (`HANDOFF_RETENTION_DAYS`), and the shortest.
+pub const HANDOFF_RETENTION_DAYS_MAX: u32 = 3_650;
+pub const HANDOFF_RETENTION_DAYS_MIN: u32 = 1;
+
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);

@@ -28,7 +28,8 @@ use crate::briefing::{self, Reach};
 use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
-use crate::index::Row;
+use crate::index::{Admission, Row, TooManyOpen};
+use crate::retention::Retention;
 use crate::limits::{
     events_trimmed_through, IDEMPOTENCY_ANSWER_BYTES_MAX, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, MACHINE_WATCHERS_PER_HANDOFF_MAX,
     OWNER_WAITERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX, TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX,
@@ -55,6 +56,14 @@ use std::rc::Rc;
 pub struct Caller {
     pub owner: String,
     pub role: Role,
+    /// A machine token's `inc`: the earliest life of the hand-off it may act on (0 when the
+    /// token carries none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incarnation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A change's `Idempotency-Key` and a fingerprint of the request it came with.
@@ -87,7 +96,17 @@ impl Reaching {
 pub enum Op {
     /// `POST /v1/handoffs`: the hand-off of this session, created if new. `machine_token` is
     /// what the answer carries (minted by the Worker, which holds the key); it is never stored.
-    Create { id: String, session: String, machine: String, size: String, machine_token: String },
+    Create {
+        id: String,
+        session: String,
+        machine: String,
+        size: String,
+        machine_token: String,
+        /// The moment the Worker minted `machine_token` (its `inc`): a new hand-off's
+        /// [`Record::incarnation`].
+        #[serde(default)]
+        incarnation: u64,
+    },
     Get,
     Change { change: Change },
     Wait { after: u64, timeout_s: u64 },
@@ -111,6 +130,10 @@ pub enum Op {
     TestFault { fault: Fault },
     /// Test hook: what this hand-off's storage holds.
     TestStorage,
+    /// `DELETE /v1/handoffs/:id`: close it if open, then erase it and its row (the owner's).
+    Erase,
+    /// Test hook: move this object's clock `advance_ms` ahead and ring its alarm now.
+    TestClock { advance_ms: i64 },
 }
 
 /// A failure a test arms for the next change of one hand-off (only where test hooks are on).
@@ -184,6 +207,9 @@ pub enum Read {
     Sockets(Role),
     /// The storage facts of the test hook ([`Feed::storage`]).
     Storage,
+    /// A new hand-off's first row, which the owner's index admits (and adds) or refuses
+    /// against the open cap, before anything is stored ([`Feed::admission`]).
+    Admission { owner: String, row: Row },
 }
 
 /// The stored hand-off as its rows hold it, each value the text it was written as.
@@ -228,6 +254,8 @@ pub struct Feed {
     pub turns: Option<Vec<String>>,
     pub sockets: Option<usize>,
     pub storage: Option<StorageFacts>,
+    /// The owner index's answer to [`Read::Admission`].
+    pub admission: Option<Admission>,
 }
 
 /// A stored value this build cannot read: the object answers 503 and logs why.
@@ -270,6 +298,10 @@ pub enum Answer<'a> {
     Floor,
     Armed(Fault),
     Storage(&'a StorageFacts),
+    /// 204: erased (or never there).
+    Erased,
+    /// 429 `owner.too_many_open`, with the count and the cap.
+    TooManyOpen(TooManyOpen),
 }
 
 /// An answer's bytes, as the contract rendered them.
@@ -363,11 +395,15 @@ pub struct Plan {
     pub arm: Option<Fault>,
     /// For the log, when the plan answers a failure of storage.
     pub log: Option<String>,
+    /// After the rest: erase the hand-off (its row in the owner's index, then all its storage).
+    pub erase: bool,
+    /// Test hook: move the object's clock this far ahead and ring its alarm now.
+    pub advance_clock_ms: Option<i64>,
 }
 
 impl Plan {
     fn reply(reply: Reply) -> Plan {
-        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, arm: None, log: None }
+        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, arm: None, log: None, erase: false, advance_clock_ms: None }
     }
 
     fn rendered(rendered: Rendered) -> Plan {
@@ -376,7 +412,7 @@ impl Plan {
 
     /// Whether carrying it out needs an `await`: a publication or a delivery does.
     pub fn waits(&self) -> bool {
-        self.publish.is_some() || self.deliver_through.is_some()
+        self.publish.is_some() || self.deliver_through.is_some() || self.erase
     }
 }
 
@@ -476,6 +512,15 @@ impl Session {
         if matches!(self.handoff, Known::Unread) {
             return Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX });
         }
+        if let Op::Create { .. } = &ask.op {
+            // Only a new hand-off asks its owner's index, and only once.
+            let new = ask.caller.role == Role::Owner && matches!(self.handoff, Known::Absent) && feed.admission.is_none();
+            if !new {
+                return None;
+            }
+            let record = new_record(&ask.caller, &ask.op, now)?;
+            return Some(Read::Admission { owner: ask.caller.owner.clone(), row: Row::of(&record) });
+        }
         // Nothing more is read for a caller who will be refused.
         self.owned(&ask.caller).ok()?;
         match &ask.op {
@@ -545,9 +590,13 @@ impl Session {
     }
 
     /// The hand-off, if it exists and `caller` may see it; anything else is `handoff.not_found`.
+    /// A machine token minted for an earlier life of the hand-off (one erased since) is
+    /// refused as if the hand-off were not there.
     fn owned(&self, caller: &Caller) -> Result<Rc<Handoff>, Refusal> {
         match &self.handoff {
-            Known::Present(h) if h.record.owner == caller.owner => Ok(h.clone()),
+            Known::Present(h) if h.record.owner == caller.owner && (caller.role == Role::Owner || caller.incarnation >= h.record.incarnation) => {
+                Ok(h.clone())
+            }
             _ => Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),
         }
     }
@@ -575,9 +624,8 @@ impl Session {
         let refused = |refusal: Refusal| Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         match op {
             Op::Floor => return Plan::rendered(wire.render(Answer::Floor)),
-            Op::Create { id, session, machine, size, machine_token } => {
-                return self.create(&caller, id, session, machine, size, &machine_token, at.now, wire);
-            }
+            Op::Create { .. } => return self.create(&caller, op, feed.admission, at.now, wire),
+            Op::Erase => return self.erase(&caller, at.now, wire),
             _ => {}
         }
         let h = match self.owned(&caller) {
@@ -586,7 +634,7 @@ impl Session {
         };
         let refused_with = |refusal: Refusal| Plan::rendered(refusal_of(wire, &refusal, &h, role));
         match op {
-            Op::Floor | Op::Create { .. } => unreachable!("answered above"),
+            Op::Floor | Op::Create { .. } | Op::Erase => unreachable!("answered above"),
             Op::Change { change } => self.change(&caller, h, &change, idempotency, feed, at.now, wire),
             Op::Get => Plan::reply(Reply::Record { role }),
             Op::Wait { after, timeout_s } => {
@@ -657,6 +705,14 @@ impl Session {
                 let facts = feed.storage.unwrap_or_default();
                 Plan::rendered(wire.render(Answer::Storage(&facts)))
             }
+            Op::TestClock { advance_ms } => {
+                if role != Role::Owner {
+                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
+                }
+                let mut plan = Plan::rendered(wire.render(Answer::Erased));
+                plan.advance_clock_ms = Some(advance_ms);
+                plan
+            }
         }
     }
 
@@ -667,15 +723,17 @@ impl Session {
         plan
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn create(&mut self, caller: &Caller, id: String, session: String, machine: String, size: String, token: &str, now: EpochMs, wire: &impl Wire) -> Plan {
+    fn create(&mut self, caller: &Caller, op: Op, admission: Option<Admission>, now: EpochMs, wire: &impl Wire) -> Plan {
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
-            let refusal = Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off");
-            return Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+            return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
+        let Op::Create { machine, size, machine_token, .. } = &op else {
+            unreachable!("create handles only Op::Create");
+        };
         if let Some(existing) = self.handoff().cloned() {
-            let answer = match existing.record.check_create_again(&machine, &size) {
-                Ok(()) => wire.render(Answer::Created { h: &existing, role: caller.role, machine_token: token, new: false }),
+            let answer = match existing.record.check_create_again(machine, size) {
+                Ok(()) => wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }),
                 Err(code) => {
                     let refusal = Refusal::new(code, "this session already has a hand-off with another machine or size");
                     refusal_of(wire, &refusal, &existing, caller.role)
@@ -683,17 +741,85 @@ impl Session {
             };
             return Plan::rendered(answer);
         }
-        let h = Handoff::create(Record::create(id, caller.owner.clone(), session, machine, size, now));
-        let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token: token, new: true });
+        // The owner's index decided first, and holds the row when it admitted it.
+        match admission {
+            Some(Admission::Yes) => {}
+            Some(Admission::No(crowded)) => return Plan::rendered(wire.render(Answer::TooManyOpen(crowded))),
+            None => return refused(&Refusal::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")),
+        }
+        let Some(record) = new_record(caller, &op, now) else {
+            unreachable!("an owner's create always makes a record");
+        };
+        let h = Handoff::create(record);
+        let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token, new: true });
         let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
         match self.store(h, dirty, EventKind::Create, caller.role, now) {
-            Err(refusal) => Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None })),
+            Err(refusal) => refused(&refusal),
             Ok(stored) => {
                 let mut plan = stored.plan(rendered);
                 plan.writes.insert(0, Write::Schema);
                 plan
             }
         }
+    }
+
+    /// `DELETE`: the owner's. Absent is already erased (204); an open hand-off is closed first,
+    /// so that every waiter and watcher is told the close; then the plan erases it.
+    fn erase(&mut self, caller: &Caller, now: EpochMs, wire: &impl Wire) -> Plan {
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
+        if caller.role != Role::Owner {
+            return refused(&Refusal::new(Code::AuthForbidden, "only the owner erases a hand-off"));
+        }
+        if matches!(self.handoff, Known::Absent) {
+            return Plan::rendered(wire.render(Answer::Erased));
+        }
+        let h = match self.owned(caller) {
+            Ok(h) => h,
+            Err(refusal) => return refused(&refusal),
+        };
+        let mut plan = if h.record.is_closed() {
+            Plan::rendered(wire.render(Answer::Erased))
+        } else {
+            let close = Change::Turn { command: turn::Command::Close, unmet: None, usage: None, package: None };
+            let out = match handoff::apply(&h, &close, Role::Owner, now) {
+                Ok(out) => out,
+                Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, Role::Owner)),
+            };
+            match self.store(out.next, out.dirty, close.kind(), Role::Owner, now) {
+                Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, Role::Owner)),
+                Ok(stored) => stored.plan(wire.render(Answer::Erased)),
+            }
+        };
+        plan.erase = true;
+        plan
+    }
+
+    /// The object erased everything it stored: the hand-off is gone, and a create starts a new
+    /// life of it.
+    pub fn erased(&mut self) {
+        self.handoff = Known::Absent;
+        self.keys = None;
+        self.outbox = Outbox::default();
+        self.published = None;
+        self.unconfirmed.clear();
+        self.restored = false;
+    }
+
+    /// After the alarm's deliveries: what the alarm leads to next (the hand-off must have been
+    /// read). A closed hand-off past its retention is erased; one within it has its alarm set
+    /// for then; while a row is still owed, the outbox's own retry comes first.
+    pub fn after_alarm(&self, now: EpochMs, retention: Retention) -> AfterAlarm {
+        let Some(h) = self.handoff() else {
+            return AfterAlarm::Nothing;
+        };
+        if !h.record.is_closed() || self.outbox.is_owing() {
+            return AfterAlarm::Nothing;
+        }
+        let closed_at = h.record.updated_at.ms();
+        if retention.erase_due(closed_at, now) {
+            return AfterAlarm::Erase;
+        }
+        AfterAlarm::At(retention.erase_at(closed_at))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -875,6 +1001,29 @@ impl Session {
     }
 }
 
+/// What an alarm leads to once its deliveries are done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterAlarm {
+    Nothing,
+    /// Set the alarm then (the hand-off's erasure).
+    At(EpochMs),
+    /// Erase the hand-off now.
+    Erase,
+}
+
+/// The record an owner's create makes when the hand-off is new, its life the create's
+/// `incarnation` (or `now` when the ask carries none).
+fn new_record(caller: &Caller, op: &Op, now: EpochMs) -> Option<Record> {
+    let Op::Create { id, session, machine, size, incarnation, .. } = op else {
+        return None;
+    };
+    let mut record = Record::create(id.clone(), caller.owner.clone(), session.clone(), machine.clone(), size.clone(), now);
+    if *incarnation > 0 {
+        record.incarnation = *incarnation;
+    }
+    Some(record)
+}
+
 /// The media type of every JSON answer.
 pub const JSON: &str = "application/json";
 
@@ -918,6 +1067,8 @@ impl Staged {
             deliver_through: Some(self.version),
             arm: None,
             log: None,
+            erase: false,
+            advance_clock_ms: None,
         }
     }
 }

@@ -135,6 +135,16 @@ pub struct Record {
     /// when no question is open (never asked, or withdrawn).
     #[serde(default)]
     pub question: Option<Question>,
+    /// Which life of the session's hand-off this is: the moment (epoch ms) its create was
+    /// asked. A hand-off created again after an erasure starts at version 1 with a later one,
+    /// and a machine token minted for an earlier life is refused by it. 0: created before
+    /// hand-offs were erased.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incarnation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -174,6 +184,7 @@ impl Record {
             suggestion: None,
             machine_runtimes: None,
             question: None,
+            incarnation: now.max(0) as u64,
         }
     }
 

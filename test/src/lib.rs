@@ -63,6 +63,7 @@ pub struct Answer {
     pub content_type: Option<String>,
     pub allow: Option<String>,
     pub etag: Option<String>,
+    pub retry_after: Option<String>,
 }
 
 impl Answer {
@@ -127,6 +128,7 @@ impl Client {
         let content_type = header("Content-Type");
         let allow = header("Allow");
         let etag = header("ETag");
+        let retry_after = header("Retry-After");
         // An answer cut off mid-body (the Worker was killed) was not received: it acknowledges
         // nothing, so it is an error, not an empty 200.
         let text = response
@@ -136,7 +138,7 @@ impl Client {
             .read_to_string()
             .map_err(|e| format!("{method} {path}: the answer's body was cut off: {e}"))?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow, etag })
+        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow, etag, retry_after })
     }
 
     pub fn get(&self, path: &str, token: &str) -> Answer {

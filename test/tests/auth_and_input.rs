@@ -21,8 +21,8 @@ fn an_unsigned_request_is_401_auth_required_with_www_authenticate() {
 #[test]
 fn an_expired_forged_or_malformed_token_is_401_auth_invalid() {
     let c = Client::shared();
-    let expired = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() - 61, nbf: None }, &key());
-    let wrong_key = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() + 60, nbf: None }, b"not-the-key");
+    let expired = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() - 61, nbf: None, inc: None }, &key());
+    let wrong_key = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() + 60, nbf: None, inc: None }, b"not-the-key");
     for bad in [expired.as_str(), wrong_key.as_str(), "not.a.jwt", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0."] {
         let a = c.get("/v1/handoffs", bad);
         assert_eq!((a.status, a.code()), (401, "auth.invalid"), "{bad}");
@@ -108,7 +108,7 @@ fn an_unknown_route_is_404_and_a_wrong_method_is_405() {
     for method in ["QUERY", "PROPFIND"] {
         let answer = raw_request(&c, method, &format!("/v1/handoffs/{id}"), &alice);
         assert!(answer.starts_with("HTTP/1.1 405"), "{method}: {answer}");
-        assert!(answer.to_ascii_lowercase().contains("\r\nallow: get\r\n"), "{method}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("\r\nallow: get, delete\r\n"), "{method}: {answer}");
         assert!(answer.contains("request.method_not_allowed"), "{method}: {answer}");
     }
     let floor = c.send("GET", "/v1/bench/floor", None, &[], None);

@@ -169,12 +169,13 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
         for lane in 0..LANES {
             let (c, tally, failures) = (&c, &tally, &failures);
             s.spawn(move || {
-                let alice = owner(&unique("racer"));
                 let mut rng = Rng::new(Rng::derive(seed, lane as u64));
                 for n in (lane..RACES).step_by(LANES) {
                     if n >= RACES_MIN && started.elapsed().as_secs() >= BUDGET_S {
                         break;
                     }
+                    // An owner per race: an owner creates at most CREATES_PER_OWNER_PER_MINUTE_MAX a minute.
+                    let alice = owner(&unique("racer"));
                     let (id, machine, start) = prepare(c, &alice, &mut rng);
                     let final_status = if rng.chance(50) { ReportStatus::Done } else { ReportStatus::Failed };
                     let race = Race {

@@ -250,7 +250,6 @@ fn check_watched(events: &[Event], (records, end): &(Vec<Snapshot>, Frame)) -> R
 fn every_history_of_concurrent_owners_machines_and_waiters_is_linearisable() {
     let started = Instant::now();
     let c = Client::shared();
-    let alice = owner(&unique("alice"));
     let (seed, replaying) = Rng::seed_from_env("HANDOFF_LIN_SEED");
     let only: Option<usize> = std::env::var("HANDOFF_LIN_HISTORY").ok().and_then(|s| s.parse().ok());
     let plan: Vec<usize> = match only {
@@ -263,11 +262,13 @@ fn every_history_of_concurrent_owners_machines_and_waiters_is_linearisable() {
     let stats = Mutex::new((0usize, 0usize, 0usize)); // calls, longest history, waits held to their timeout
     thread::scope(|s| {
         for lane in 0..LANES {
-            let (c, alice, plan, failures, stats) = (&c, &alice, &plan, &failures, &stats);
+            let (c, plan, failures, stats) = (&c, &plan, &failures, &stats);
             s.spawn(move || {
                 for &index in plan.iter().skip(lane).step_by(LANES) {
                     let history_seed = Rng::derive(seed, index as u64);
-                    let (initial, events, watched) = run_history(c, alice, history_seed);
+                    // An owner per history: an owner creates at most CREATES_PER_OWNER_PER_MINUTE_MAX a minute.
+                    let alice = owner(&unique("alice"));
+                    let (initial, events, watched) = run_history(c, &alice, history_seed);
                     let replay = format!("history {index} (HANDOFF_LIN_SEED={seed} HANDOFF_LIN_HISTORY={index})");
                     if let Err(v) = checker::check(&initial, &events) {
                         let why = checker::explain(&initial, &events, &v);

@@ -36,6 +36,8 @@ export type State = Schemas["State"];
 export type QuestionInput = Schemas["QuestionInput"];
 export type Question = Schemas["Question"];
 export type AnswerInput = Schemas["AnswerInput"];
+export type WebhookInput = Schemas["WebhookInput"];
+export type PushSubscriptionInput = Schemas["PushSubscriptionInput"];
 export type TurnPreview = Schemas["TurnPreview"];
 export type WorkRecord = Schemas["WorkRecord"];
 export type LatestPackage = Schemas["LatestPackage"];
@@ -188,6 +190,8 @@ function retrying(base: typeof globalThis.fetch, attempts: number) {
         continue;
       }
       if (!RETRIED_STATUSES.has(response.status) || last) return response;
+      // `owner.too_many_open` lasts until the owner closes a hand-off: no retry can succeed.
+      if (response.status === 429 && (await response.clone().text()).includes('"owner.too_many_open"')) return response;
       const retryAfter = response.headers.get("Retry-After");
       await response.body?.cancel();
       await sleep(backoffMs(attempt - 1, retryAfter), request.signal);
@@ -213,6 +217,11 @@ function refusal(response: Response, error: unknown): HandoffError {
     return new HandoffError(response.status, "response.unexpected", `HTTP ${response.status}: ${text.slice(0, 200)}`);
   }
   return new HandoffError(response.status, code as ErrorCode, body.error?.message ?? "", body.handoff, body.package_hash);
+}
+
+/** An answer with no body (204), or its refusal. */
+function done(answer: { error?: unknown; response: Response }): void {
+  if (answer.error !== undefined || !answer.response.ok) throw refusal(answer.response, answer.error);
 }
 
 function take<T>(answer: Answer<T>): T {
@@ -342,6 +351,12 @@ export class HandoffClient {
   async answer(id: string, input: AnswerInput, options?: ChangeOptions): Promise<Handoff> {
     const answer = await this.#api.POST("/v1/handoffs/{id}/answer", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
+  }
+
+  /** `DELETE /v1/handoffs/:id` (owner): closes it if open, then erases it and its list row;
+   * erasing one already gone answers the same. Its machine tokens are refused from then on. */
+  async erase(id: string, options?: ChangeOptions): Promise<void> {
+    done(await this.#api.DELETE("/v1/handoffs/{id}", { params: this.#id(id), ...this.#change(options) }));
   }
 
   /** `GET …/wait`: the record once its version is above `after` (or it is closed), or the
@@ -526,5 +541,47 @@ export class HandoffClient {
   async briefing(id: string, query: { budget?: number; reach?: "api" | "none" } = {}, signal?: AbortSignal): Promise<string> {
     const answer = await this.#api.GET("/v1/handoffs/{id}/briefing", { params: { path: { id }, query }, headers: this.#headers(), signal, parseAs: "text" });
     return take(answer as Answer<string>);
+  }
+
+  // ------------------------------------------------------------------ notifications (owner)
+
+  /** `POST /v1/webhooks`: registers a webhook; its `secret` is in this answer only. */
+  async createWebhook(input: WebhookInput, signal?: AbortSignal) {
+    return take(await this.#api.POST("/v1/webhooks", { body: input, headers: this.#headers(), signal }));
+  }
+
+  /** `GET /v1/webhooks`: the owner's webhooks, without their secrets. */
+  async webhooks(signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/webhooks", { headers: this.#headers(), signal })).webhooks;
+  }
+
+  /** `DELETE /v1/webhooks/:id`. */
+  async deleteWebhook(id: string, signal?: AbortSignal): Promise<void> {
+    done(await this.#api.DELETE("/v1/webhooks/{id}", { params: { path: { id } }, headers: this.#headers(), signal }));
+  }
+
+  /** `GET /v1/webhooks/:id/deliveries`: its newest deliveries first. */
+  async webhookDeliveries(id: string, signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/webhooks/{id}/deliveries", { params: { path: { id } }, headers: this.#headers(), signal }));
+  }
+
+  /** `GET /v1/push/key`: the VAPID public key, a browser's `applicationServerKey` (base64url). */
+  async pushKey(signal?: AbortSignal): Promise<string> {
+    return take(await this.#api.GET("/v1/push/key", { headers: this.#headers(), signal })).public_key;
+  }
+
+  /** `POST /v1/push/subscriptions`: a browser's `PushSubscription.toJSON()`, plus `events`. */
+  async subscribePush(input: PushSubscriptionInput, signal?: AbortSignal) {
+    return take(await this.#api.POST("/v1/push/subscriptions", { body: input, headers: this.#headers(), signal })).subscription;
+  }
+
+  /** `GET /v1/push/subscriptions`: by id and the endpoint's origin only. */
+  async pushSubscriptions(signal?: AbortSignal) {
+    return take(await this.#api.GET("/v1/push/subscriptions", { headers: this.#headers(), signal })).subscriptions;
+  }
+
+  /** `DELETE /v1/push/subscriptions/:id`. */
+  async deletePushSubscription(id: string, signal?: AbortSignal): Promise<void> {
+    done(await this.#api.DELETE("/v1/push/subscriptions/{id}", { params: { path: { id } }, headers: this.#headers(), signal }));
   }
 }

@@ -65,7 +65,17 @@ export interface paths {
         get: operations["getHandoff"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase the hand-off now (owner); idempotent.
+         * @description Closes the hand-off if it is open (every waiter and watcher is told the close, as by
+         *     `POST …/close`), then erases everything it stored (record, work record, packages,
+         *     lineage, history, remembered answers) and its row in the owner's list. Answers 204, and
+         *     204 again for a hand-off already erased or never created. From then on the hand-off
+         *     answers 404 `handoff.not_found`, its machine tokens included, and a create for the same
+         *     session starts a new hand-off at version 1. A machine token: 403 `auth.forbidden`. The
+         *     body may be empty.
+         */
+        delete: operations["eraseHandoff"];
         options?: never;
         head?: never;
         patch?: never;
@@ -783,13 +793,14 @@ export interface components {
          *     handoff.turn_finished, package.stale, package.accepted, runtime.unavailable 409;
          *     request.invalid 400;
          *     request.too_large 413; idempotency.mismatch 422; request.upgrade_required 426;
-         *     wait.too_many, watch.too_many 429; store.unavailable, auth.misconfigured 503;
+         *     wait.too_many, watch.too_many, owner.too_many_open, owner.rate_limited 429;
+         *     store.unavailable, auth.misconfigured 503;
          *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
          *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
          *     question.answered 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -798,6 +809,10 @@ export interface components {
             handoff?: components["schemas"]["Handoff"];
             /** @description On `package.stale`, the current package's hash. */
             package_hash?: components["schemas"]["Sha256"];
+            /** @description On `owner.too_many_open`, the open hand-offs the owner holds. */
+            open?: number;
+            /** @description On `owner.too_many_open`, the cap (`OPEN_HANDOFFS_PER_OWNER_MAX`). */
+            cap?: number;
         };
         /** @description Session, machine, size and owner ids. */
         Id: string;
@@ -846,6 +861,7 @@ export interface components {
          *       "version": 7,
          *       "created_at": "2026-11-30T12:00:00.000Z",
          *       "updated_at": "2026-11-30T12:04:10.250Z",
+         *       "incarnation": 1796040000000,
          *       "runtime": "codex",
          *       "package_version": 1,
          *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4",
@@ -907,6 +923,12 @@ export interface components {
             suggestion?: components["schemas"]["Suggestion"] | null;
             /** @description What the session's machine last reported it can run; absent until it reports. */
             machine_runtimes?: components["schemas"]["MachineRuntimes"];
+            /**
+             * @description Which life of the session's hand-off this is (epoch ms of its create): a hand-off
+             *     created again after its erasure starts at version 1 with a later one. 0 for a
+             *     hand-off created before hand-offs were erased.
+             */
+            incarnation?: number;
             /**
              * @description The commands this caller (its token's role) may send now, in this order; each one
              *     listed is accepted, and one not listed would be refused (or, repeated, change
@@ -1974,6 +1996,27 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["IdempotencyMismatch"];
+            /**
+             * @description `owner.too_many_open`: the owner holds `OPEN_HANDOFFS_PER_OWNER_MAX` open hand-offs
+             *     (`open` and `cap` say how many); close one first. Nothing was stored.
+             *     `owner.rate_limited`: the owner created `CREATES_PER_OWNER_PER_MINUTE_MAX` hand-offs
+             *     in the last minute; retry after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    /** @description On `owner.rate_limited`, seconds to wait (60). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "owner.too_many_open" | "owner.rate_limited";
+                        };
+                    };
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1991,6 +2034,32 @@ export interface operations {
         responses: {
             200: components["responses"]["Handoff"];
             401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    eraseHandoff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Erased; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };

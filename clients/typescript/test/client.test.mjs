@@ -418,3 +418,15 @@ test("a service that never answers is a HandoffError network.unreachable after t
   assert.equal(e.code, "network.unreachable");
   assert.equal(e.status, 0);
 });
+
+test("erase closes and erases the hand-off; its machine token is refused and erasing again answers the same", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  await me.erase(handoff.id);
+  await assert.rejects(me.get(handoff.id), (e) => e instanceof HandoffError && e.code === "handoff.not_found");
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  await assert.rejects(machine.get(handoff.id), (e) => e instanceof HandoffError && e.code === "handoff.not_found");
+  await me.erase(handoff.id);
+  assert.deepEqual((await me.list()).handoffs, [], "its row is gone");
+});
+

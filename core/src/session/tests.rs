@@ -46,6 +46,8 @@ impl Wire for TestWire {
                 (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version)}))
             }
             Answer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
+            Answer::Erased => (204, json!({})),
+            Answer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
             _ => (200, json!({})),
         };
         Rendered { status, content_type: JSON, body: body.to_string(), replayed: false }
@@ -160,6 +162,7 @@ impl Driver {
                 }
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
+                Read::Admission { .. } => feed.admission = Some(crate::index::Admission::Yes),
             }
         }
         let _ = self.session.take_catch_up();
@@ -184,6 +187,10 @@ impl Driver {
                 }
             }
         }
+        if plan.erase {
+            self.db = Db::default();
+            self.session.erased();
+        }
         let (body, status) = match &plan.reply {
             Reply::Rendered(r) => (serde_json::from_str(&r.body).unwrap_or(Value::Null), r.status),
             Reply::Record { .. } => (json!({"version": self.session.handoff().map(|h| h.record.version)}), 200),
@@ -204,11 +211,12 @@ impl Driver {
 }
 
 fn owner() -> Caller {
-    Caller { owner: "alice".into(), role: Role::Owner }
+    Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0 }
 }
 
 fn machine() -> Caller {
-    Caller { owner: "alice".into(), role: Role::Machine }
+    // A token minted after the create: any life of the hand-off up to now accepts it.
+    Caller { owner: "alice".into(), role: Role::Machine, incarnation: u64::MAX }
 }
 
 fn ask(caller: Caller, op: Op) -> Ask {
@@ -220,7 +228,7 @@ fn keyed(caller: Caller, op: Op, key: &str, fingerprint: &str) -> Ask {
 }
 
 fn create() -> Op {
-    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into() }
+    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0 }
 }
 
 fn change(change: Change) -> Op {
@@ -255,7 +263,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
     assert_eq!((d.version(), d.db.events.get(&1)), (1, Some(&EventKind::Create)));
     let (plan, body, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
-    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into() };
+    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0 };
     let (plan, body, status) = d.ask(ask(owner(), other));
     assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
     let (_, body, status) = d.ask(ask(machine(), create()));
@@ -265,7 +273,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
 #[test]
 fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_not_see_it() {
     let mut d = created();
-    let stranger = Caller { owner: "mallory".into(), role: Role::Owner };
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0 };
     for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::TestStorage] {
         let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
         assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
@@ -599,3 +607,76 @@ proptest! {
         prop_assert_eq!(d.session.handoff().map(|h| (**h).clone()), held.map(|h| (*h).clone()), "storage reads back as the session");
     }
 }
+
+#[test]
+fn a_create_over_the_open_cap_is_refused_with_the_count_and_the_cap_and_stores_nothing() {
+    let mut d = Driver::new();
+    let a = ask(owner(), create());
+    assert_eq!(d.session.next_read(&a, &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
+    d.session.restore(None).unwrap();
+    let Some(Read::Admission { owner: o, row }) = d.session.next_read(&a, &Feed::default(), d.now) else { panic!("a new hand-off asks its owner's index first") };
+    assert_eq!((o.as_str(), row.version, row.id.as_str()), ("alice", 1, "ho_1"));
+    let crowded = Feed { admission: Some(Admission::No(TooManyOpen { open: 3, cap: 3 })), ..Feed::default() };
+    assert_eq!(d.session.next_read(&a, &crowded, d.now), None, "asked once");
+    let plan = d.session.handle(a.clone(), crowded, Moment { now: d.now, random: 0.5 }, &TestWire);
+    let Reply::Rendered(r) = &plan.reply else { panic!("{plan:?}") };
+    assert_eq!(r.status, 429);
+    assert!(plan.writes.is_empty() && !plan.waits() && d.session.handoff().is_none(), "nothing stored");
+    let unasked = d.session.handle(a, Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    assert!(unasked.writes.is_empty(), "no admission, no hand-off");
+    let mut d = created();
+    assert_eq!(d.session.next_read(&ask(owner(), create()), &Feed::default(), d.now), None, "an existing hand-off asks nobody");
+    let (plan, _, status) = d.ask(ask(owner(), create()));
+    assert_eq!((status, plan.writes.len()), (200, 0));
+}
+
+#[test]
+fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idempotent() {
+    let mut d = created();
+    let (_, _, status) = d.ask(ask(machine(), Op::Erase));
+    assert_eq!(status, 403, "the owner's alone");
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0 };
+    let (plan, _, status) = d.ask(ask(stranger, Op::Erase));
+    assert_eq!((status, plan.erase), (404, false));
+    let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
+    assert_eq!((status, plan.publish, plan.deliver_through, plan.erase), (204, Some(2), Some(2), true));
+    assert_eq!(d.woken.last(), Some(&2), "waiters and watchers are told the close");
+    assert!(d.db.record.is_none() && d.session.handoff().is_none(), "erased");
+    let (_, body, status) = d.ask(ask(owner(), Op::Get));
+    assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")));
+    let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
+    assert_eq!((status, plan.writes.len(), plan.erase), (204, 0, false), "erasing again answers the same");
+}
+
+#[test]
+fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_the_earlier_lifes_machine_token() {
+    let mut d = Driver::new();
+    let first = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 100 };
+    assert_eq!(d.ask(ask(owner(), first)).2, 201);
+    let old_token = Caller { incarnation: 100, ..machine() };
+    assert_eq!(d.ask(ask(old_token.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
+    assert_eq!(d.ask(ask(owner(), Op::Erase)).2, 204);
+    let again = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 200 };
+    let (_, body, status) = d.ask(ask(owner(), again));
+    assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
+    assert_eq!(body["version"].as_u64(), Some(1));
+    assert_eq!(d.session.handoff().unwrap().record.incarnation, 200);
+    let (_, body, status) = d.ask(ask(old_token, Op::Get));
+    assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")), "the earlier life's token is refused");
+    let new_token = Caller { incarnation: 200, ..machine() };
+    assert_eq!(d.ask(ask(new_token, Op::Get)).2, 200);
+}
+
+#[test]
+fn the_alarm_erases_a_closed_hand_off_once_its_retention_has_passed_and_sets_itself_for_then_before() {
+    let retention = Retention::default();
+    let mut d = created();
+    assert_eq!(d.session.after_alarm(d.now, retention), AfterAlarm::Nothing, "an open hand-off is kept");
+    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    let closed_at = d.session.handoff().unwrap().record.updated_at.ms();
+    let due = retention.erase_at(closed_at);
+    assert_eq!(d.session.after_alarm(d.now, retention), AfterAlarm::At(due));
+    assert_eq!(d.session.after_alarm(due - 1, retention), AfterAlarm::At(due));
+    assert_eq!(d.session.after_alarm(due, retention), AfterAlarm::Erase);
+}
+
