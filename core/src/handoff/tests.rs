@@ -243,4 +243,17 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     let refused = apply(&out.next, &answer("deny"), Role::Owner, 5_000).unwrap_err();
     assert_eq!(refused.code, Code::QuestionAnswered);
     assert!(refused.message.contains("\"allow\""), "{}", refused.message);
+    // A stale id names the open question; with none open, the refusal says so.
+    let stale = Change::Turn {
+        command: TurnCommand::Answer { question: "q_9".into(), option: "allow".into(), note: None },
+        unmet: None,
+        usage: None,
+        package: None,
+    };
+    let refused = apply(&h, &stale, Role::Owner, 5_000).unwrap_err();
+    assert_eq!(refused.code, Code::QuestionStale);
+    assert!(refused.message.contains("another question than the open one, q_2"), "{}", refused.message);
+    let refused = apply(&fresh(), &answer("allow"), Role::Owner, 5_000).unwrap_err();
+    assert_eq!(refused.code, Code::QuestionNone);
+    assert!(refused.message.starts_with("no question is open"), "{}", refused.message);
 }
