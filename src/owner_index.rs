@@ -108,6 +108,7 @@ struct Bytes {
 impl OwnerIndex {
     #[wasm_bindgen(constructor)]
     pub fn new(state: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
+        send::loopback_only(crate::bindings::test_hooks_on(&env));
         OwnerIndex {
             state: State::from(state),
             refusing: Cell::new(false),
