@@ -82,7 +82,7 @@ impl Reaching {
 }
 
 /// One operation on a hand-off, already read and checked by the HTTP contract. Externally
-/// tagged (`{"create": {…}}`), as `IndexAsk` is: an internal tag costs the `.wasm` a buffered
+/// tagged (`{"create": {…}}`), as the owner index's asks are: an internal tag costs the `.wasm` a buffered
 /// second reading of every variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
