@@ -90,9 +90,11 @@ impl Reaching {
     }
 }
 
-/// One operation on a hand-off, already read and checked by the HTTP contract.
+/// One operation on a hand-off, already read and checked by the HTTP contract. Externally
+/// tagged (`{"create": {…}}`), as the owner index's asks are: an internal tag costs the `.wasm` a buffered
+/// second reading of every variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Op {
     /// `POST /v1/handoffs`: the hand-off of this session, created if new. `machine_token` is
     /// what the answer carries (minted by the Worker, which holds the key); it is never stored.
