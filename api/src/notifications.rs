@@ -6,6 +6,7 @@ use crate::error::ApiError;
 use handoff_core::index::Row;
 use handoff_core::json::parse_json;
 use handoff_core::notice::Notice;
+use handoff_core::question::Choice;
 use handoff_core::time::Timestamp;
 use handoff_notify::endpoint::{Endpoint, Environment};
 use serde::{Deserialize, Serialize};
@@ -281,8 +282,16 @@ pub struct PushHandoff {
     pub summary: Option<String>,
 }
 
+/// The open question a push notification offers to answer: its id and its options, each label
+/// cut at `PUSH_OPTION_LABEL_BYTES_MAX` (the text is the hand-off's summary).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushQuestion {
+    pub id: String,
+    pub options: Vec<Choice>,
+}
+
 /// The plaintext of a push message: small enough for any push service (the summary is cut at
-/// `PUSH_SUMMARY_BYTES_MAX`).
+/// `PUSH_SUMMARY_BYTES_MAX`, the option labels at `PUSH_OPTION_LABEL_BYTES_MAX`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushPayload {
     #[serde(rename = "type")]
@@ -290,6 +299,8 @@ pub struct PushPayload {
     pub handoff: PushHandoff,
     /// The console's page of the session.
     pub url: String,
+    /// The question the session waits on, while it is unanswered; `null` otherwise.
+    pub question: Option<PushQuestion>,
 }
 
 impl PushPayload {
@@ -299,6 +310,14 @@ impl PushPayload {
             kind: notice.message_type().to_string(),
             handoff: PushHandoff { id: row.id.clone(), session: row.session.clone(), turn: row.turn, status: row.status, summary },
             url: format!("{console}/#/s/{}", row.id),
+            question: row.question.as_deref().filter(|q| q.is_open()).map(|q| PushQuestion {
+                id: q.id.clone(),
+                options: q
+                    .options
+                    .iter()
+                    .map(|o| Choice { id: o.id.clone(), label: cut(&o.label, handoff_core::limits::PUSH_OPTION_LABEL_BYTES_MAX).to_string() })
+                    .collect(),
+            }),
         }
     }
 }
@@ -397,6 +416,46 @@ mod tests {
         let bytes = serde_json::to_vec(&payload).unwrap();
         assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
         assert!(payload.handoff.summary.unwrap().len() <= handoff_core::limits::PUSH_SUMMARY_BYTES_MAX);
+    }
+
+    #[test]
+    fn a_push_for_an_open_question_carries_its_id_and_options_and_still_fits_with_six_maximal_labels_and_a_maximal_summary() {
+        use handoff_core::limits::{ID_CHARS_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX};
+        use handoff_core::question::{Answer, Kind, Question, QuestionInput};
+        // `"` and `\` take two bytes each in JSON, the most any allowed character takes.
+        let options = (0..QUESTION_OPTIONS_MAX)
+            .map(|i| Choice { id: format!("{i}").repeat(QUESTION_OPTION_ID_CHARS_MAX), label: "\"".repeat(QUESTION_LABEL_BYTES_MAX) })
+            .collect();
+        let input = QuestionInput { kind: Kind::Choice, text: "\\".repeat(QUESTION_TEXT_BYTES_MAX), options };
+        let mut row = Row {
+            id: format!("ho_{}", "f".repeat(32)),
+            session: "s".repeat(ID_CHARS_MAX),
+            machine: "m".into(),
+            size: "l".into(),
+            turn: u64::MAX,
+            state: handoff_core::turn::State::Open,
+            status: handoff_core::turn::Status::NeedsYou,
+            summary: Some("\"".repeat(handoff_core::limits::SUMMARY_BYTES_MAX)),
+            version: u64::MAX,
+            updated_at: Timestamp::from_ms(0),
+            suggestion: None,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            question: Some(Box::new(Question::asked(&input, u64::MAX, u64::MAX, Timestamp::from_ms(0)))),
+        };
+        let console = format!("https://{}.example.com:65535", "c".repeat(63));
+        let payload = PushPayload::of(Notice::NeedsYou, &row, &console);
+        let question = payload.question.clone().expect("the open question");
+        assert_eq!(question.id, format!("q_{}", u64::MAX));
+        assert_eq!(question.options.len(), QUESTION_OPTIONS_MAX);
+        assert!(question.options.iter().all(|o| o.id.len() == QUESTION_OPTION_ID_CHARS_MAX && o.label.len() == handoff_core::limits::PUSH_OPTION_LABEL_BYTES_MAX));
+        let bytes = serde_json::to_vec(&payload).unwrap();
+        assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
+
+        // Answered, it offers nothing to answer.
+        row.question.as_mut().unwrap().answer = Some(Answer { option: "000".into(), note: None, answered_at: Timestamp::from_ms(1) });
+        assert_eq!(PushPayload::of(Notice::NeedsYou, &row, &console).question, None);
     }
 
     #[test]

@@ -1,7 +1,11 @@
 // The console's service worker: a push message of the hand-off service (its plaintext
-// `{"type", "handoff": {"id", "session", "turn", "status", "summary"}, "url"}`) becomes a
-// notification titled with the session, its body the summary, tagged with the hand-off so a
-// newer one replaces an older; clicking it opens the session's page of this console.
+// `{"type", "handoff": {"id", "session", "turn", "status", "summary"}, "url", "question"}`)
+// becomes a notification titled with the session, its body the summary, tagged with the hand-off
+// so a newer one replaces an older; clicking it opens the session's page of this console.
+// An open question's options become the notification's actions when all of them fit
+// (`Notification.maxActions`); otherwise none is offered, and the page shows every option.
+// This worker holds no token: an action's click opens the session's page and hands the choice to
+// it by `postMessage`, and the page answers through the API with the owner's token.
 "use strict";
 
 const SAYS = {
@@ -27,20 +31,42 @@ self.addEventListener("push", (event) => {
   const body = typeof handoff.summary === "string" && handoff.summary ? handoff.summary : `This session ${says}.`;
   const tag = typeof handoff.id === "string" ? handoff.id : "handoff";
   const url = typeof message.url === "string" ? message.url : "/";
-  event.waitUntil(self.registration.showNotification(title, { body, tag, data: { url, type: message.type } }));
+  const question = openQuestion(message.question, handoff.id);
+  const options = { body, tag, data: { url, type: message.type, question } };
+  if (question) options.actions = question.options.map((o) => ({ action: o.id, title: o.label }));
+  event.waitUntil(self.registration.showNotification(title, options));
 });
+
+// The message's open question as the click will need it, or null when there is none, it is
+// malformed, or its options do not all fit as actions (offering some would hide the others).
+function openQuestion(question, handoff) {
+  if (!question || typeof question !== "object" || !Array.isArray(question.options)) return null;
+  const max = typeof Notification !== "undefined" && Notification.maxActions >= 0 ? Notification.maxActions : 0;
+  const options = question.options.filter((o) => o && /^[a-z0-9_-]{1,32}$/.test(o.id) && typeof o.label === "string" && o.label);
+  if (typeof handoff !== "string" || !/^ho_[0-9a-f]{32}$/.test(handoff)) return null;
+  if (typeof question.id !== "string" || !/^q_[0-9]+$/.test(question.id)) return null;
+  if (options.length === 0 || options.length !== question.options.length || options.length > max) return null;
+  return { handoff, id: question.id, options: options.map((o) => ({ id: o.id, label: o.label })) };
+}
 
 self.addEventListener("notificationclick", (event) => {
   event.notification.close();
-  const target = new URL((event.notification.data && event.notification.data.url) || "/", self.location.origin);
+  const data = event.notification.data || {};
+  const question = data.question;
+  // An action is one of the question's options: the page answers with exactly that one.
+  const chosen = event.action && question && question.options.some((o) => o.id === event.action)
+    ? { kind: "handoff.answer", handoff: question.handoff, question: question.id, option: event.action }
+    : null;
+  const target = new URL(chosen ? `/#/s/${chosen.handoff}` : data.url || "/", self.location.origin);
   // Only a page of this console, whatever the message said.
   const url = target.origin === self.location.origin ? target.href : self.location.origin + "/";
   event.waitUntil(
-    self.clients.matchAll({ type: "window", includeUncontrolled: true }).then((windows) => {
+    self.clients.matchAll({ type: "window", includeUncontrolled: true }).then(async (windows) => {
       const open = windows.find((w) => w.url.startsWith(self.location.origin));
-      if (!open) return self.clients.openWindow(url);
+      const page = open ? (await open.navigate(url)) || open : await self.clients.openWindow(url);
       // Focus is the browser's to grant; the page is opened either way.
-      return open.navigate(url).then((w) => (w || open).focus().catch(() => undefined));
+      if (open) await page.focus().catch(() => undefined);
+      if (chosen && page) page.postMessage(chosen);
     }),
   );
 });

@@ -224,6 +224,9 @@ pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
 /// The longest summary a push notification carries (bytes, cut at a character): the whole
 /// message must fit the 4 KiB a push service accepts.
 pub const PUSH_SUMMARY_BYTES_MAX: usize = 1024;
+/// The longest option label a push notification carries as an action's title (bytes, cut at a
+/// character): with six options and the longest summary the message still fits its 4 KiB.
+pub const PUSH_OPTION_LABEL_BYTES_MAX: usize = 64;
 
 // ---- What one owner can make the service hold (src/index.rs, src/retention.rs). ----
 

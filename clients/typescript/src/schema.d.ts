@@ -1554,6 +1554,14 @@ export interface components {
             };
             /** @description The console's page of the session. */
             url: string;
+            /** @description The question the session waits on while it is unanswered (its text is the summary), `null` otherwise: its id and options, each label cut at 64 bytes, to offer as the notification's actions; answered with `POST /v1/handoffs/{id}/answer`. */
+            question: {
+                id: string;
+                options: {
+                    id: string;
+                    label: string;
+                }[];
+            } | null;
         };
         /**
          * @description `permission`: a harness's permission prompt (options `allow`, `deny`); `choice`: any choice.
