@@ -459,6 +459,13 @@ mod tests {
     }
 
     #[test]
+    fn the_events_a_webhook_is_told_of_are_listed_by_the_names_a_request_writes() {
+        assert_eq!(event_names(&Notice::ALL), ["needs-you", "done", "failed", "closed"]);
+        assert_eq!(event_names(&[Notice::Closed]), ["closed"]);
+        assert!(event_names(&[]).is_empty());
+    }
+
+    #[test]
     fn a_webhook_id_is_wh_and_22_base64url_characters() {
         assert!(is_webhook_id(&webhook_id([0xfb; WEBHOOK_ID_BYTES])));
         assert!(is_webhook_id("wh_AAAAAAAAAAAAAAAAAAAA-_"));
