@@ -466,6 +466,36 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_state_is_written_and_read_back_as_the_word_the_contract_lists() {
+        for (state, word) in [(DeliveryState::Pending, "pending"), (DeliveryState::Delivered, "delivered"), (DeliveryState::Failed, "failed")] {
+            assert_eq!(state.as_str(), word);
+            assert_eq!(DeliveryState::parse(word), Some(state));
+            assert_eq!(serde_json::to_value(state).unwrap(), word);
+        }
+        assert_eq!(DeliveryState::parse("sent"), None);
+        assert_eq!(DeliveryState::parse(""), None);
+    }
+
+    #[test]
+    fn a_subscription_id_is_ps_and_22_base64url_characters() {
+        let id = subscription_id([0xfb; WEBHOOK_ID_BYTES]);
+        assert!(id.starts_with("ps_") && id.len() == 25, "{id}");
+        assert!(is_subscription_id(&id));
+        assert!(is_subscription_id("ps_AAAAAAAAAAAAAAAAAAAA-_"));
+        for bad in ["ps_", "ps_AAAA", "wh_AAAAAAAAAAAAAAAAAAAA-_", "ps_AAAAAAAAAAAAAAAAAAAA/_", "ps_AAAAAAAAAAAAAAAAAAAA-_A"] {
+            assert!(!is_subscription_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_label_is_cut_at_a_character_boundary_within_its_bytes() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abc", 2), "ab");
+        assert_eq!(cut("éé", 3), "é", "never half a character");
+        assert_eq!(cut("éé", 1), "");
+    }
+
+    #[test]
     fn a_webhook_id_is_wh_and_22_base64url_characters() {
         assert!(is_webhook_id(&webhook_id([0xfb; WEBHOOK_ID_BYTES])));
         assert!(is_webhook_id("wh_AAAAAAAAAAAAAAAAAAAA-_"));

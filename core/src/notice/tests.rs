@@ -174,3 +174,10 @@ proptest! {
         prop_assert!(closes <= 1, "closed at most once");
     }
 }
+
+#[test]
+fn retries_start_within_ten_seconds_and_go_on_for_at_least_a_day_as_the_contract_says() {
+    assert!(crate::limits::WEBHOOK_BACKOFF_FIRST_MS <= 10_000);
+    assert!(WEBHOOK_RETRY_WINDOW_MS >= 24 * 60 * 60 * 1000);
+    assert!(WEBHOOK_BACKOFF_MAX_MS <= WEBHOOK_RETRY_WINDOW_MS, "a delivery is tried more than once within the window");
+}

@@ -5,6 +5,14 @@ fn fresh() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
 }
 
+#[test]
+fn a_record_shows_its_incarnation_and_one_created_before_hand_offs_were_erased_shows_none() {
+    let record = fresh();
+    assert_eq!(serde_json::to_value(&record).unwrap()["incarnation"], 1_000);
+    let before = Record { incarnation: 0, ..record };
+    assert!(serde_json::to_value(&before).unwrap().get("incarnation").is_none());
+}
+
 fn ok(record: &Record, command: Command) -> Applied<Record> {
     apply(record, &command, 2_000).expect("accepted")
 }
