@@ -303,6 +303,7 @@ fn every_stored_change_moves_the_version_by_one_publishes_it_and_delivers_it_and
     let mut d = created();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
     assert_eq!((plan.publish, plan.deliver_through, d.version()), (Some(2), Some(2), 2));
+    assert!(plan.waits(), "a publication and a delivery are carried out with an await");
     assert_eq!(d.db.events.get(&2), Some(&EventKind::Report));
     let (plan, _, status) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
     assert_eq!((status, plan.writes.len(), plan.waits(), d.version()), (200, 0, false, 2), "an exact repeat is answered at once");
@@ -640,6 +641,9 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idemp
     assert_eq!((status, plan.erase), (404, false));
     let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
     assert_eq!((status, plan.publish, plan.deliver_through, plan.erase), (204, Some(2), Some(2), true));
+    assert!(plan.waits());
+    let erase_alone = Plan { publish: None, deliver_through: None, ..plan };
+    assert!(erase_alone.waits(), "an erasure is carried out with an await, whatever else the plan holds");
     assert_eq!(d.woken.last(), Some(&2), "waiters and watchers are told the close");
     assert!(d.db.record.is_none() && d.session.handoff().is_none(), "erased");
     let (_, body, status) = d.ask(ask(owner(), Op::Get));
@@ -680,3 +684,19 @@ fn the_alarm_erases_a_closed_hand_off_once_its_retention_has_passed_and_sets_its
     assert_eq!(d.session.after_alarm(due, retention), AfterAlarm::Erase);
 }
 
+#[test]
+fn a_callers_incarnation_travels_with_its_ask_and_none_is_written_as_none() {
+    let token = Caller { incarnation: 100, ..machine() };
+    let text = serde_json::to_string(&token).unwrap();
+    assert!(text.contains("\"incarnation\":100"), "{text}");
+    assert_eq!(serde_json::from_str::<Caller>(&text).unwrap(), token);
+    assert!(!serde_json::to_string(&owner()).unwrap().contains("incarnation"));
+}
+
+#[test]
+fn the_clock_test_hook_is_the_owners() {
+    let mut d = created();
+    assert_eq!(d.ask(ask(machine(), Op::TestClock { advance_ms: 1_000 })).2, 403);
+    let (plan, _, status) = d.ask(ask(owner(), Op::TestClock { advance_ms: 1_000 }));
+    assert_eq!((status, plan.advance_clock_ms), (204, Some(1_000)));
+}
