@@ -66,8 +66,7 @@ def test_a_push_to_the_service_worker_shows_the_session_and_its_summary_and_a_ne
         page.wait_for_timeout(100)
     registration = next(r["registrationId"] for r in registrations if r["scopeURL"].startswith(BASE) and not r["isDeleted"])
 
-    cdp.send("ServiceWorker.deliverPushMessage", {"origin": BASE, "registrationId": registration, "data": message("handoff.needs_you", "Postgres or SQLite?")})
-    shown = notifications_once(page, 1)
+    shown = deliver_first(cdp, page, registration, message("handoff.needs_you", "Postgres or SQLite?"))
     assert shown == [{"title": "chat-42", "body": "Postgres or SQLite?", "tag": HID, "url": f"{BASE}/#/s/{HID}"}], shown
 
     cdp.send("ServiceWorker.deliverPushMessage", {"origin": BASE, "registrationId": registration, "data": message("handoff.done", None)})
@@ -104,6 +103,19 @@ def push_ready(page) -> tuple[object, int]:
         page.wait_for_timeout(100)
     page.wait_for_function("() => navigator.serviceWorker.controller !== null")
     return cdp, next(r["registrationId"] for r in registrations if r["scopeURL"].startswith(BASE) and not r["isDeleted"])
+
+
+def deliver_first(cdp, page, registration: int, data: str) -> list[dict]:
+    """Delivers a worker's first push and returns what shows. A push delivered through DevTools
+    right after the worker took control was once seen to show nothing (1 run in 4 of the whole
+    suite): it is delivered once more if nothing shows within 5 s, which cannot add a second
+    notification, since a newer one of the same tag replaces the older."""
+    cdp.send("ServiceWorker.deliverPushMessage", {"origin": BASE, "registrationId": registration, "data": data})
+    shown = notifications_once(page, 1, timeout_s=5.0)
+    if not shown:
+        cdp.send("ServiceWorker.deliverPushMessage", {"origin": BASE, "registrationId": registration, "data": data})
+        shown = notifications_once(page, 1)
+    return shown
 
 
 def question_message(record: dict, options: list[dict] | None = None) -> str:
@@ -150,8 +162,7 @@ def test_a_push_for_an_open_question_offers_its_options_as_actions_and_an_action
         # More options than fit as actions: none is offered (offering some would hide the
         # others); the notification still opens the page, which shows them all.
         too_many = [{"id": f"o{i}", "label": f"Option {i}"} for i in range(max_actions + 1)]
-        cdp.send("ServiceWorker.deliverPushMessage", {"origin": BASE, "registrationId": registration, "data": question_message(asked, too_many)})
-        assert notifications_once(page, 1)[0]["tag"] == hid
+        assert deliver_first(cdp, page, registration, question_message(asked, too_many))[0]["tag"] == hid
         assert page.evaluate(ACTIONS) == [{"tag": hid, "actions": []}]
 
         # The question as the service sends it: its two options are the notification's actions
