@@ -41,8 +41,10 @@ pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context)
         Ok(Admitted::Route(admitted)) => admitted,
         Err(error) => return error_value(&error),
     };
-    if !req.has_body() {
-        return match dispatch(&req, &env, &admitted, Vec::new()) {
+    // A create is read (and counted) before it is routed, so it always takes the async path.
+    let creates = matches!(admitted.route.kind, Kind::Create);
+    if !req.has_body() && !creates {
+        return match dispatch(&req, &env, &admitted, Vec::new(), None) {
             Ok(Outgoing::Answer(response)) => response.into(),
             Ok(Outgoing::Object(answer)) => unavailable_on_rejection(answer).into(),
             Ok(Outgoing::Page(page)) => future_to_promise(async move { Ok(settle(conditional(&req, page).await)) }).into(),
@@ -50,13 +52,13 @@ pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context)
         };
     }
     let routed = async move {
-        let routed = match read_body(&req, admitted.method == "GET").await {
-            Ok(body) => match rate_limit(&env, &admitted, &body).await {
-                Ok(()) => dispatch(&req, &env, &admitted, body),
-                Err(error) => Err(error),
-            },
-            Err(error) => Err(error),
-        };
+        let routed = async {
+            let body = read_body(&req, admitted.method == "GET").await?;
+            let create = if creates { Some(input::parse_create(&body)?) } else { None };
+            rate_limit(&env, &admitted).await?;
+            dispatch(&req, &env, &admitted, body, create)
+        }
+        .await;
         Ok(match routed {
             Ok(Outgoing::Answer(response)) => response.into(),
             Ok(Outgoing::Object(answer)) => settle(http::await_answer(answer).await.map_err(|e| unavailable("the object's fetch", &e))),
@@ -171,7 +173,8 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
 }
 
 /// Reads the operation the route says from the query and `body`, and sends it where it goes.
-fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std::result::Result<Outgoing, ApiError> {
+/// `create` is a create's body, already read.
+fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create: Option<input::CreateInput>) -> std::result::Result<Outgoing, ApiError> {
     let url = input::RequestUrl::split(&admitted.url);
     // Each namespace is looked up only by a route that asks its objects.
     let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
@@ -189,7 +192,7 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>) -> std:
             ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).map(Outgoing::Page)
         }
         Kind::Create => {
-            let create = input::parse_create(&body)?;
+            let Some(create) = create else { return Err(ApiError::invalid("body: expected a JSON object")) };
             let id = input::handoff_id(&claims.sub, &create.session);
             let key = bindings::config(env).key.clone().unwrap_or_default();
             // The token's `inc` is the moment a new hand-off takes as its life.
@@ -329,12 +332,11 @@ fn push(env: &Env, url: input::RequestUrl<'_>, admitted: &Route_, claims: &Claim
 
 /// A create counts against its owner's creations per minute, which the runtime's rate-limiting
 /// binding keeps: past them, 429 `owner.rate_limited` (with `Retry-After`). Bad input is
-/// refused as such first, and is not counted.
-async fn rate_limit(env: &Env, admitted: &Route_, body: &[u8]) -> std::result::Result<(), ApiError> {
+/// refused as such first (the caller reads the body before this), and is not counted.
+async fn rate_limit(env: &Env, admitted: &Route_) -> std::result::Result<(), ApiError> {
     let Some(claims) = admitted.claims.as_ref().filter(|c| matches!(admitted.route.kind, Kind::Create) && c.role == Role::Owner) else {
         return Ok(());
     };
-    input::parse_create(body)?;
     if bindings::creation_allowed(env, &claims.sub).await {
         return Ok(());
     }
