@@ -28,3 +28,5 @@ pub mod session;
 pub mod question;
 pub mod notice;
 pub mod retention;
+#[cfg(any(test, feature = "golden"))]
+pub mod golden;

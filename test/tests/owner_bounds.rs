@@ -12,7 +12,7 @@
 use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT, OPEN_HANDOFFS_PER_OWNER_MAX};
 use handoff_it::{owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
-use std::path::Path;
+use handoff_it::workerd::databases_holding_data;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,8 +22,6 @@ const TEST_OPEN_CAP: usize = 3;
 /// at most the cap's rows (and those closed within retention, here none), so a few SQLite pages.
 const INDEX_BYTES_CEILING: u64 = 64 * 1024;
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-/// SQLite's page size in workerd's databases: a database of one page holds no table.
-const EMPTY_DATABASE_BYTES: u64 = 4096;
 
 fn create_session(c: &Client, token: &str, session: &str) -> Answer {
     c.post("/v1/handoffs", token, json!({"session": session, "machine": "m1", "size": "large"}))
@@ -66,26 +64,6 @@ fn index_bytes(c: &Client, token: &str) -> u64 {
     let a = c.get("/v1/test/index-storage", token);
     assert_eq!(a.status, 200, "{}", a.text);
     a.body["bytes"].as_u64().unwrap()
-}
-
-/// Object databases that hold data under `dir` (what a create would have written).
-fn databases_holding_data(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    entries
-        .flatten()
-        .map(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                return databases_holding_data(&path);
-            }
-            let is_object = path.extension().is_some_and(|x| x == "sqlite") && !path.ends_with("metadata.sqlite");
-            let wal = path.with_extension("sqlite-wal");
-            usize::from(is_object && (size(&path) > EMPTY_DATABASE_BYTES || size(&wal) > 0))
-        })
-        .sum()
 }
 
 /// A local Worker whose open cap is [`TEST_OPEN_CAP`]: on workerd itself, since wrangler's

@@ -8,7 +8,7 @@ use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use handoff_it::workerd::databases_holding_data;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -149,32 +149,6 @@ fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runti
     assert!(answer.contains("request.invalid") && answer.contains("no body"), "{answer}");
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
-}
-
-/// SQLite's page size in workerd's databases: a database of one page holds no table.
-const EMPTY_DATABASE_BYTES: u64 = 4096;
-
-/// The Durable Object databases under `dir` that hold anything: more than their first page, or
-/// pages still in their write-ahead log. workerd opens an empty database for every object it
-/// instantiates, even one that never touches storage (the bench floor's shows it); what the
-/// service must not do is write into it.
-fn databases_holding_data(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    entries
-        .flatten()
-        .map(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                return databases_holding_data(&path);
-            }
-            let is_object = path.extension().is_some_and(|x| x == "sqlite") && !path.ends_with("metadata.sqlite");
-            let wal = path.with_extension("sqlite-wal");
-            usize::from(is_object && (size(&path) > EMPTY_DATABASE_BYTES || size(&wal) > 0))
-        })
-        .sum()
 }
 
 #[test]

@@ -8,22 +8,8 @@ fn fixture_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../test/fixtures/launch").join(name)
 }
 
-/// The fixture `name` equals `actual`; `UPDATE_GOLDEN=1` writes it instead, on purpose.
 fn check_golden(name: &str, actual: &str) {
-    let path = fixture_path(name);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing; create it on purpose with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from what the code produces now; if the change is meant, rerun with UPDATE_GOLDEN=1 and commit \
-         the diff.\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    handoff_core::golden::check(&fixture_path(name), actual);
 }
 
 fn handoff(turn: u64, status: &str, runtime: Option<&str>, package: bool) -> Handoff {

@@ -10,23 +10,8 @@ pub(crate) fn fixture_path(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../test/fixtures").join(relative)
 }
 
-/// Compares `actual` with the committed fixture. `UPDATE_GOLDEN=1 cargo test --lib` rewrites
-/// it instead, so that a changed byte arrives as a diff somebody reads.
 pub(crate) fn check_golden(relative: &str, actual: &str) {
-    let path = fixture_path(relative);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing; create it on purpose with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from what the code produces now; if the change is meant, rerun with UPDATE_GOLDEN=1 and \
-         commit the diff.\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    crate::golden::check(&fixture_path(relative), actual);
 }
 
 // ---- Builders ----
