@@ -1,11 +1,14 @@
 """The "Notify me" switch and the console's service worker (Web Push): the switch is the
-owner's, and a push message delivered to the service worker through the DevTools protocol
-(`ServiceWorker.deliverPushMessage`, as the browser's push service would) shows a notification
-titled with the session, its body the summary, tagged with the hand-off so that a newer one
-replaces it, and kept until acted on when the session needs its owner; clicking it (a `notificationclick` dispatched in the service worker, as the browser
-does) brings the open console to the session's page. Where the question of "Answer from anywhere"
-is open, the notification's actions are its options, and an action's click answers it through
-the API from the page (the service worker holds no token).
+owner's; switched on, it registers the worker, subscribes with the service's key and posts the
+subscription (the browser's push service, which headless Chromium lacks, is the one thing
+stubbed, and only in the "Notify me" tests: PUSH_SERVICE_STUB). A push message delivered to the
+service worker through the DevTools protocol (`ServiceWorker.deliverPushMessage`, as the
+browser's push service would) shows a notification titled with the session, its body the
+summary, tagged with the hand-off so that a newer one replaces it, and kept until acted on when
+the session needs its owner; clicking it (a `notificationclick` dispatched in the service
+worker, as the browser does) brings the open console to the session's page. Where the question
+of "Answer from anywhere" is open, the notification's actions are its options, and an action's
+click answers it through the API from the page (the service worker holds no token).
 
 Every step waits on a condition the browser reports, never on time: the worker activated and in
 control before a push, each push's event completed (DevTools' BackgroundService domain) before
@@ -134,6 +137,116 @@ def test_the_owner_has_the_notify_me_switch(pages, cli):
     expect(switch).to_be_visible()
     expect(switch).to_have_text("Notify me")
     expect(switch).to_have_attribute("aria-pressed", "false")
+
+
+# The browser's push service, stubbed in the page before any of its scripts runs (a stub of the
+# browser's boundary, not of the console's code, used only by the two "Notify me" tests): headless
+# Chromium has none (in Playwright's contexts, which are off the record, subscribe() rejects with
+# "AbortError: Registration failed - permission denied"; in a persistent profile it never answers,
+# as it waits on Google's push servers). Only PushManager's subscribe and getSubscription, and the
+# subscription's unsubscribe, are replaced: they answer what a push service would, a subscription
+# with a fresh P-256 key and auth secret whose toJSON() has a real one's shape; the console's code,
+# its service worker's registration and the API calls run as they are. The subscription lives in
+# sessionStorage so that a reload finds it, as the browser's does.
+PUSH_SERVICE_STUB = """(() => {
+  const HELD = "test.push-service.subscription";
+  const record = (window.__pushService = {subscribed: [], unsubscribed: 0});
+  const b64url = (bytes) => btoa(String.fromCharCode(...bytes)).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+  const subscription = (json) => ({
+    endpoint: json.endpoint,
+    expirationTime: null,
+    options: {userVisibleOnly: true},
+    toJSON: () => JSON.parse(JSON.stringify(json)),
+    unsubscribe: async () => { record.unsubscribed += 1; sessionStorage.removeItem(HELD); return true; },
+  });
+  PushManager.prototype.subscribe = async function (options) {
+    const key = new Uint8Array(options.applicationServerKey instanceof ArrayBuffer ? options.applicationServerKey : options.applicationServerKey.buffer);
+    record.subscribed.push({userVisibleOnly: options.userVisibleOnly, applicationServerKey: b64url(key)});
+    const pair = await crypto.subtle.generateKey({name: "ECDH", namedCurve: "P-256"}, true, ["deriveBits"]);
+    const json = {
+      endpoint: "http://127.0.0.1:9/push/" + b64url(crypto.getRandomValues(new Uint8Array(16))),
+      expirationTime: null,
+      keys: {p256dh: b64url(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey))),
+             auth: b64url(crypto.getRandomValues(new Uint8Array(16)))},
+    };
+    sessionStorage.setItem(HELD, JSON.stringify(json));
+    return subscription(json);
+  };
+  PushManager.prototype.getSubscription = async function () {
+    const held = sessionStorage.getItem(HELD);
+    return held ? subscription(JSON.parse(held)) : null;
+  };
+})()"""
+
+
+def test_notify_me_registers_the_worker_subscribes_with_the_service_key_and_posts_the_subscription(pages, api, cli):
+    """"Notify me" end to end but for the browser's push service, which is stubbed at
+    PushManager (PUSH_SERVICE_STUB, above: headless Chromium has none). What is checked is the
+    console's side: the service worker registered, subscribe() called with userVisibleOnly and the
+    service's key from GET /v1/push/key, the subscription's JSON posted as it is to
+    POST /v1/push/subscriptions, the switch showing it (after a reload too), and switching off
+    unsubscribing and deleting it from the API."""
+    owner = cli.owner_token(unique("notify-sub"))
+    key = api.get("/v1/push/key", owner)["public_key"]
+    w = pages("owner", permissions=["notifications"])
+    w.page.context.add_init_script(PUSH_SERVICE_STUB)
+    sign_in(w, owner, "#/")
+    page = w.page
+    switch = page.locator("#notify")
+    expect(switch).to_have_attribute("aria-pressed", "false")
+
+    # What the page posts, seen on its way (the request goes on to the Worker unchanged).
+    posted: list[str | None] = []
+
+    def through(route):
+        posted.append(route.request.post_data)
+        route.continue_()
+
+    page.route(f"{BASE}/v1/push/subscriptions", through)
+    switch.click()
+    expect(switch).to_have_attribute("aria-pressed", "true")
+    expect(switch).to_have_text("Notifications on")
+    expect(page.locator("#message")).to_have_text("This browser will be told when a session needs you, is done, failed or closed.")
+
+    assert page.evaluate("() => navigator.serviceWorker.getRegistration().then((r) => r && (r.active || r.waiting || r.installing).scriptURL)") == f"{BASE}/sw.js"
+    assert page.evaluate("() => window.__pushService.subscribed") == [{"userVisibleOnly": True, "applicationServerKey": key}]
+    held = page.evaluate("() => JSON.parse(sessionStorage.getItem('test.push-service.subscription'))")
+    assert [json.loads(p or "null") for p in posted] == [held], "the subscription's JSON, posted as the browser gave it"
+    listed = api.get("/v1/push/subscriptions", owner)["subscriptions"]
+    assert [(s["id"], s["origin"]) for s in listed] == [(page.evaluate("() => localStorage.getItem('handoff.push-subscription')"), "http://127.0.0.1:9")], listed
+
+    # The switch reads what this browser holds: a reload still shows it on.
+    page.reload()
+    expect(switch).to_have_attribute("aria-pressed", "true")
+    expect(switch).to_have_text("Notifications on")
+
+    # Off: the browser's subscription is dropped and the service forgets it.
+    with page.expect_response(lambda r: r.request.method == "DELETE" and r.url == f"{BASE}/v1/push/subscriptions/{listed[0]['id']}") as deleting:
+        switch.click()
+    assert deleting.value.status == 204
+    expect(switch).to_have_attribute("aria-pressed", "false")
+    expect(switch).to_have_text("Notify me")
+    expect(page.locator("#message")).to_have_text("Notifications are off in this browser.")
+    assert page.evaluate("() => window.__pushService.unsubscribed") == 1
+    assert api.get("/v1/push/subscriptions", owner)["subscriptions"] == []
+
+
+def test_notify_me_where_notifications_are_blocked_subscribes_nothing(pages, cli):
+    owner = cli.owner_token(unique("notify-denied"))
+    w = pages("owner")
+    w.page.context.add_init_script(PUSH_SERVICE_STUB)
+    sign_in(w, owner, "#/")
+    page = w.page
+    # Blocked for this site, as the owner's "Block" would (not left to a headless prompt).
+    cdp = page.context.new_cdp_session(page)
+    context_id = cdp.send("Target.getTargetInfo")["targetInfo"]["browserContextId"]
+    cdp.send("Browser.setPermission", {"permission": {"name": "notifications"}, "setting": "denied", "origin": BASE, "browserContextId": context_id})
+    assert page.evaluate("() => Notification.permission") == "denied"
+    page.locator("#notify").click()
+    expect(page.locator("#message")).to_have_text("Notifications are blocked for this site; allow them in the browser to be told.")
+    expect(page.locator("#notify")).to_have_attribute("aria-pressed", "false")
+    assert page.evaluate("() => window.__pushService.subscribed") == []
+    assert not [r for r in w.requests if r[1].startswith(f"{BASE}/v1/push/")], w.requests
 
 
 def test_a_push_to_the_service_worker_shows_the_session_and_its_summary_and_a_newer_one_replaces_it(pages, cli):
