@@ -26,8 +26,6 @@ from playwright.sync_api import expect
 
 from helpers import BASE, CLI, SIGNING_KEY, log, sign_in, unique
 
-HID = "ho_" + "a" * 32
-
 # What the page reads of its notifications. Only after a push event completed (ServiceWorkerPushes).
 NOTIFICATIONS = """() => navigator.serviceWorker.ready
   .then((r) => r.getNotifications())
@@ -124,9 +122,9 @@ class ServiceWorkerPushes:
         self._until(lambda: True if not self.page.evaluate(NOTIFICATIONS) else None, "notification closed")
 
 
-def message(kind: str, summary: str | None) -> str:
-    handoff = {"id": HID, "session": "chat-42", "turn": 2, "status": "needs-you", "summary": summary}
-    return json.dumps({"type": kind, "handoff": handoff, "url": f"{BASE}/#/s/{HID}"})
+def message(hid: str, kind: str, summary: str | None) -> str:
+    handoff = {"id": hid, "session": "chat-42", "turn": 2, "status": "needs-you", "summary": summary}
+    return json.dumps({"type": kind, "handoff": handoff, "url": f"{BASE}/#/s/{hid}"})
 
 
 def test_the_owner_has_the_notify_me_switch(pages, cli):
@@ -249,24 +247,30 @@ def test_notify_me_where_notifications_are_blocked_subscribes_nothing(pages, cli
     assert not [r for r in w.requests if r[1].startswith(f"{BASE}/v1/push/")], w.requests
 
 
-def test_a_push_to_the_service_worker_shows_the_session_and_its_summary_and_a_newer_one_replaces_it(pages, cli):
+def test_a_push_to_the_service_worker_shows_the_session_and_its_summary_and_a_newer_one_replaces_it(pages, api, cli):
     owner = cli.owner_token(unique("notify"))
+    hid = api.create(owner, unique("chat"))[0]["id"]
+    url = f"{BASE}/#/s/{hid}"
     w = pages("owner", permissions=["notifications"])
     sign_in(w, owner, "#/")
     page = w.page
     pushes = ServiceWorkerPushes(page)
 
     # A needs-you stays until the owner acts on it (requireInteraction).
-    shown = pushes.deliver(message("handoff.needs_you", "Postgres or SQLite?"), HID)
-    assert shown == [{"title": "chat-42", "body": "Postgres or SQLite?", "tag": HID, "url": f"{BASE}/#/s/{HID}", "sticky": True}], shown
+    shown = pushes.deliver(message(hid, "handoff.needs_you", "Postgres or SQLite?"), hid)
+    assert shown == [{"title": "chat-42", "body": "Postgres or SQLite?", "tag": hid, "url": url, "sticky": True}], shown
 
-    shown = pushes.deliver(message("handoff.done", None), HID)
-    assert shown == [{"title": "chat-42", "body": "This session is done.", "tag": HID, "url": f"{BASE}/#/s/{HID}", "sticky": False}], \
+    shown = pushes.deliver(message(hid, "handoff.done", None), hid)
+    assert shown == [{"title": "chat-42", "body": "This session is done.", "tag": hid, "url": url, "sticky": False}], \
         "one per hand-off: the newer replaced it"
 
-    # Clicking it: the browser dispatches `notificationclick` in the worker.
-    pushes.click(HID)
-    expect(page).to_have_url(f"{BASE}/#/s/{HID}")
+    # Clicking it: the browser dispatches `notificationclick` in the worker; the page it brings
+    # up is the session's, drawn.
+    pushes.click(hid)
+    expect(page).to_have_url(url)
+    expect(page.locator("main#session")).to_have_attribute("data-id", hid)
+    expect(page.locator("main#session")).to_have_attribute("data-version", re.compile(r"^\d+$"))
+    pushes.until_none_shown()
 
 
 ACTIONS = """() => navigator.serviceWorker.ready
