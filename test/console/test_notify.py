@@ -1,7 +1,7 @@
 """The "Notify me" switch and the console's service worker (Web Push): the switch is the
 owner's; switched on, it registers the worker, subscribes with the service's key and posts the
-subscription (the browser's push service, which headless Chromium lacks, is the one thing
-stubbed, and only in the "Notify me" tests: PUSH_SERVICE_STUB). A push message delivered to the
+subscription (with the browser's own PushManager; the push service behind it, which headless
+Chromium cannot reach, stands in locally: PushServiceStandIn). A push message delivered to the
 service worker through the DevTools protocol (`ServiceWorker.deliverPushMessage`, as the
 browser's push service would) shows a notification titled with the session, its body the
 summary, tagged with the hand-off so that a newer one replaces it, and kept until acted on when
@@ -16,15 +16,23 @@ its notification is read or clicked (see ServiceWorkerPushes for why reading ear
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
+import shutil
+import struct
 import subprocess
+import tempfile
+import threading
 import time
+import urllib.parse
+import uuid
 
+import pytest
 from playwright.sync_api import expect
 
-from helpers import BASE, CLI, SIGNING_KEY, log, sign_in, unique
+from helpers import BASE, CHROMIUM, CHROMIUM_ARGS, CLI, RUN_DIR, SIGNING_KEY, Watched, log, sign_in, unique
 
 # What the page reads of its notifications. Only after a push event completed (ServiceWorkerPushes).
 NOTIFICATIONS = """() => navigator.serviceWorker.ready
@@ -137,61 +145,115 @@ def test_the_owner_has_the_notify_me_switch(pages, cli):
     expect(switch).to_have_attribute("aria-pressed", "false")
 
 
-# The browser's push service, stubbed in the page before any of its scripts runs (a stub of the
-# browser's boundary, not of the console's code, used only by the two "Notify me" tests): headless
-# Chromium has none (in Playwright's contexts, which are off the record, subscribe() rejects with
-# "AbortError: Registration failed - permission denied"; in a persistent profile it never answers,
-# as it waits on Google's push servers). Only PushManager's subscribe and getSubscription, and the
-# subscription's unsubscribe, are replaced: they answer what a push service would, a subscription
-# with a fresh P-256 key and auth secret whose toJSON() has a real one's shape; the console's code,
-# its service worker's registration and the API calls run as they are. The subscription lives in
-# sessionStorage so that a reload finds it, as the browser's does.
-PUSH_SERVICE_STUB = """(() => {
-  const HELD = "test.push-service.subscription";
-  const record = (window.__pushService = {subscribed: [], unsubscribed: 0});
-  const b64url = (bytes) => btoa(String.fromCharCode(...bytes)).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
-  const subscription = (json) => ({
-    endpoint: json.endpoint,
-    expirationTime: null,
-    options: {userVisibleOnly: true},
-    toJSON: () => JSON.parse(JSON.stringify(json)),
-    unsubscribe: async () => { record.unsubscribed += 1; sessionStorage.removeItem(HELD); return true; },
-  });
-  PushManager.prototype.subscribe = async function (options) {
-    const key = new Uint8Array(options.applicationServerKey instanceof ArrayBuffer ? options.applicationServerKey : options.applicationServerKey.buffer);
-    record.subscribed.push({userVisibleOnly: options.userVisibleOnly, applicationServerKey: b64url(key)});
-    const pair = await crypto.subtle.generateKey({name: "ECDH", namedCurve: "P-256"}, true, ["deriveBits"]);
-    const json = {
-      endpoint: "http://127.0.0.1:9/push/" + b64url(crypto.getRandomValues(new Uint8Array(16))),
-      expirationTime: null,
-      keys: {p256dh: b64url(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey))),
-             auth: b64url(crypto.getRandomValues(new Uint8Array(16)))},
-    };
-    sessionStorage.setItem(HELD, JSON.stringify(json));
-    return subscription(json);
-  };
-  PushManager.prototype.getSubscription = async function () {
-    const held = sessionStorage.getItem(HELD);
-    return held ? subscription(JSON.parse(held)) : null;
-  };
-})()"""
+class PushServiceStandIn:
+    """Google's push service (GCM/FCM) as Chromium's own client reaches it, standing in locally:
+    headless Chromium has no other (in Playwright's contexts, which are off the record,
+    subscribe() rejects with "AbortError: Registration failed - permission denied"; in a profile
+    on disk it waits on Google's servers, which the closed network never answers). Chromium is
+    pointed here by its own switches (`switches()`); no browser API is replaced, so the
+    subscription is the browser's: its P-256 key and auth secret, and the endpoint it builds from
+    the token issued here. Check-in and registration are answered as the service would; messages
+    are not delivered this way (no MCS), the tests deliver them through DevTools."""
+
+    ANDROID_ID = 4242424242
+    SECURITY_TOKEN = 8484848484
+
+    def __init__(self):
+        self.registrations: list[dict] = []  # each registration request's form, with the token issued
+        self.deletions: list[dict] = []
+        stand_in = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.path == "/checkin":
+                    # AndroidCheckinResponse (protobuf): stats_ok = true (field 1, varint), then
+                    # android_id (field 7) and security_token (field 8), both fixed64.
+                    out = b"\x08\x01" + b"\x39" + struct.pack("<Q", stand_in.ANDROID_ID) + b"\x41" + struct.pack("<Q", stand_in.SECURITY_TOKEN)
+                    kind = "application/x-protobuf"
+                else:
+                    form = {k: v[0] for k, v in urllib.parse.parse_qs(body.decode()).items()}
+                    if form.get("delete") == "true":
+                        stand_in.deletions.append(form)
+                        out = f"deleted={form.get('app', '')}".encode()
+                    else:
+                        form["token"] = f"stand-in-{len(stand_in.registrations)}-{uuid.uuid4().hex}"
+                        stand_in.registrations.append(form)
+                        out = f"token={form['token']}".encode()
+                    kind = "text/plain"
+                log("push-service", f"POST {self.path} {body[:300]!r} -> {out[:100]!r}")
+                self.send_response(200)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def switches(self) -> list[str]:
+        origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        # No MCS (the connection messages would come over): its endpoint is a port nobody holds.
+        return [f"--gcm-checkin-url={origin}/checkin", f"--gcm-registration-url={origin}/register",
+                "--gcm-mcs-endpoint=127.0.0.1:9"]
+
+    def web_push(self) -> list[dict]:
+        """The registrations of this console's web push subscriptions (Chromium registers a few
+        of its own too)."""
+        return [r for r in self.registrations if r.get("X-subtype", "").startswith(f"wp:{BASE}/")]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
-def test_notify_me_registers_the_worker_subscribes_with_the_service_key_and_posts_the_subscription(pages, api, cli):
-    """"Notify me" end to end but for the browser's push service, which is stubbed at
-    PushManager (PUSH_SERVICE_STUB, above: headless Chromium has none). What is checked is the
-    console's side: the service worker registered, subscribe() called with userVisibleOnly and the
-    service's key from GET /v1/push/key, the subscription's JSON posted as it is to
-    POST /v1/push/subscriptions, the switch showing it (after a reload too), and switching off
-    unsubscribing and deleting it from the API."""
+@pytest.fixture
+def push_owner(pw, request):
+    """A page in a Chromium of its own, with a profile on disk (push is not offered off the
+    record) and the push service standing in (PushServiceStandIn): (stand-in, Watched)."""
+    stand_in = PushServiceStandIn()
+    profile = tempfile.mkdtemp(prefix="console-push-")
+    context = pw.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + stand_in.switches(),
+        permissions=["notifications"], viewport={"width": 1280, "height": 800})
+    try:
+        context.set_default_timeout(15_000)
+        watched = Watched(context.pages[0] if context.pages else context.new_page(), f"{request.node.name}/owner")
+        yield stand_in, watched
+        failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+        if failed:
+            watched.page.screenshot(path=str(RUN_DIR / "failures" / f"{request.node.name}.png"), full_page=True)
+    finally:
+        context.close()
+        stand_in.stop()
+        shutil.rmtree(profile, ignore_errors=True)
+    if watched.problems() and not failed:
+        pytest.fail("the page saw what no page may: " + "; ".join(watched.problems()))
+
+
+# The browser's push subscription for this page's service worker (null without either).
+SUBSCRIPTION = """() => navigator.serviceWorker.getRegistration()
+  .then((r) => r ? r.pushManager.getSubscription() : null).then((s) => s && s.toJSON())"""
+
+
+def test_notify_me_registers_the_worker_subscribes_with_the_service_key_and_posts_the_subscription(push_owner, api, cli):
+    """"Notify me" with the browser's own PushManager, its push service standing in
+    (PushServiceStandIn): the service worker registered, the browser subscribed for this origin
+    with the service's key from GET /v1/push/key, the browser's subscription JSON posted as it is
+    to POST /v1/push/subscriptions and listed by the API, the switch showing it (after a reload
+    too); switched off, the browser unsubscribed and the API deleted it."""
+    stand_in, w = push_owner
     owner = cli.owner_token(unique("notify-sub"))
     key = api.get("/v1/push/key", owner)["public_key"]
-    w = pages("owner", permissions=["notifications"])
-    w.page.context.add_init_script(PUSH_SERVICE_STUB)
     sign_in(w, owner, "#/")
     page = w.page
     switch = page.locator("#notify")
     expect(switch).to_have_attribute("aria-pressed", "false")
+    assert page.evaluate(SUBSCRIPTION) is None
 
     # What the page posts, seen on its way (the request goes on to the Worker unchanged).
     posted: list[str | None] = []
@@ -207,11 +269,16 @@ def test_notify_me_registers_the_worker_subscribes_with_the_service_key_and_post
     expect(page.locator("#message")).to_have_text("This browser will be told when a session needs you, is done, failed or closed.")
 
     assert page.evaluate("() => navigator.serviceWorker.getRegistration().then((r) => r && (r.active || r.waiting || r.installing).scriptURL)") == f"{BASE}/sw.js"
-    assert page.evaluate("() => window.__pushService.subscribed") == [{"userVisibleOnly": True, "applicationServerKey": key}]
-    held = page.evaluate("() => JSON.parse(sessionStorage.getItem('test.push-service.subscription'))")
-    assert [json.loads(p or "null") for p in posted] == [held], "the subscription's JSON, posted as the browser gave it"
+    registered = stand_in.web_push()
+    assert [r["sender"].rstrip("=") for r in registered] == [key.rstrip("=")], ("subscribed with the service's key", registered)
+    subscription = page.evaluate(SUBSCRIPTION)
+    assert subscription["endpoint"].endswith("/" + registered[0]["token"]), subscription
+    assert set(subscription["keys"]) == {"p256dh", "auth"}, subscription
+    assert [json.loads(p or "null") for p in posted] == [subscription], "the browser's subscription JSON, posted as it is"
+    endpoint = urllib.parse.urlsplit(subscription["endpoint"])
     listed = api.get("/v1/push/subscriptions", owner)["subscriptions"]
-    assert [(s["id"], s["origin"]) for s in listed] == [(page.evaluate("() => localStorage.getItem('handoff.push-subscription')"), "http://127.0.0.1:9")], listed
+    held = page.evaluate("() => localStorage.getItem('handoff.push-subscription')")
+    assert [(s["id"], s["origin"]) for s in listed] == [(held, f"{endpoint.scheme}://{endpoint.netloc}")], listed
 
     # The switch reads what this browser holds: a reload still shows it on.
     page.reload()
@@ -219,20 +286,19 @@ def test_notify_me_registers_the_worker_subscribes_with_the_service_key_and_post
     expect(switch).to_have_text("Notifications on")
 
     # Off: the browser's subscription is dropped and the service forgets it.
-    with page.expect_response(lambda r: r.request.method == "DELETE" and r.url == f"{BASE}/v1/push/subscriptions/{listed[0]['id']}") as deleting:
+    with page.expect_response(lambda r: r.request.method == "DELETE" and r.url == f"{BASE}/v1/push/subscriptions/{held}") as deleting:
         switch.click()
     assert deleting.value.status == 204
     expect(switch).to_have_attribute("aria-pressed", "false")
     expect(switch).to_have_text("Notify me")
     expect(page.locator("#message")).to_have_text("Notifications are off in this browser.")
-    assert page.evaluate("() => window.__pushService.unsubscribed") == 1
+    assert page.evaluate(SUBSCRIPTION) is None
     assert api.get("/v1/push/subscriptions", owner)["subscriptions"] == []
 
 
 def test_notify_me_where_notifications_are_blocked_subscribes_nothing(pages, cli):
     owner = cli.owner_token(unique("notify-denied"))
     w = pages("owner")
-    w.page.context.add_init_script(PUSH_SERVICE_STUB)
     sign_in(w, owner, "#/")
     page = w.page
     # Blocked for this site, as the owner's "Block" would (not left to a headless prompt).
@@ -243,7 +309,7 @@ def test_notify_me_where_notifications_are_blocked_subscribes_nothing(pages, cli
     page.locator("#notify").click()
     expect(page.locator("#message")).to_have_text("Notifications are blocked for this site; allow them in the browser to be told.")
     expect(page.locator("#notify")).to_have_attribute("aria-pressed", "false")
-    assert page.evaluate("() => window.__pushService.subscribed") == []
+    assert page.evaluate(SUBSCRIPTION) is None
     assert not [r for r in w.requests if r[1].startswith(f"{BASE}/v1/push/")], w.requests
 
 
