@@ -117,7 +117,9 @@ class ServiceWorkerPushes:
         """The browser's `notificationclick` on the notification tagged `tag` (on one of its
         action buttons with `action`), dispatched in the service worker as the browser does; a
         script cannot click a notification, so the event is built from the real Notification."""
-        worker = next(sw for sw in self.page.context.service_workers if sw.url.startswith(BASE))
+        ours = lambda sw: sw.url.startswith(BASE)  # noqa: E731
+        context = self.page.context
+        worker = next((sw for sw in context.service_workers if ours(sw)), None) or context.wait_for_event("serviceworker", ours)
         found = worker.evaluate("""([tag, action]) => self.registration.getNotifications({tag}).then((ns) => {
           if (ns.length !== 1) return ns.length;
           self.dispatchEvent(new NotificationEvent("notificationclick", action ? {notification: ns[0], action} : {notification: ns[0]}));
