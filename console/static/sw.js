@@ -2,6 +2,8 @@
 // `{"type", "handoff": {"id", "session", "turn", "status", "summary"}, "url", "question"}`)
 // becomes a notification titled with the session, its body the summary, tagged with the hand-off
 // so a newer one replaces an older; clicking it opens the session's page of this console.
+// A needs-you stays until the owner acts on it (`requireInteraction`): a session waits on it,
+// and a notification that closes itself after some seconds (Chromium's popups do) is missed.
 // An open question's options become the notification's actions when all of them fit
 // (`Notification.maxActions`); otherwise none is offered, and the page shows every option.
 // This worker holds no token: an action's click opens the session's page and hands the choice to
@@ -32,8 +34,9 @@ self.addEventListener("push", (event) => {
   const tag = typeof handoff.id === "string" ? handoff.id : "handoff";
   const url = typeof message.url === "string" ? message.url : "/";
   const question = openQuestion(message.question, handoff.id);
-  const options = { body, tag, data: { url, type: message.type, question } };
+  const options = { body, tag, requireInteraction: message.type === "handoff.needs_you", data: { url, type: message.type, question } };
   if (question) options.actions = question.options.map((o) => ({ action: o.id, title: o.label }));
+  // The push event lasts until the notification is shown: a worker stopped before would show none.
   event.waitUntil(self.registration.showNotification(title, options));
 });
 
