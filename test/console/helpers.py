@@ -378,3 +378,13 @@ def api_session_ready_to_hand_off(api: Api, owner_token: str, compiled: bool = F
         api.call("POST", f"/v1/handoffs/{hid}/package", owner_token,
                  {"objective": "Write the migrations", "purpose": "Ship billing", "runtime": "codex"})
     return hid, machine_token
+
+
+def machine_asks(hid: str, machine_token: str, text: str) -> subprocess.Popen:
+    """The machine asks a permission question (allow or deny) on turn 1 from the CLI in another
+    process, which waits there up to 60 s for the answer and prints the chosen option."""
+    env = dict(os.environ, HANDOFF_URL=BASE, HANDOFF_SIGNING_KEY=SIGNING_KEY, HANDOFF_TOKEN=machine_token)
+    return subprocess.Popen(
+        [CLI, "ask", hid, "--turn", "1", "--kind", "permission", "--text", text,
+         "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

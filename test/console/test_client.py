@@ -21,17 +21,22 @@ def only_load_failures(w) -> list[str]:
     return failed
 
 
-def open_blocker(api, owner_token):
+def blocker_page(pages, api, cli, owner: str, on_resolve):
+    """An owner's session page with an open blocker, whose resolve requests go to `on_resolve`
+    (a Playwright route handler): (watched page, owner token, hand-off id, the resolve button,
+    the record's version before the click)."""
+    owner_token = cli.owner_token(unique(owner))
     hid, _ = api_session_ready_to_hand_off(api, owner_token)
-    blocker = api.get(f"/v1/handoffs/{hid}/work", owner_token)["work"]["blockers"][0]
-    return hid, blocker["id"]
+    bid = api.get(f"/v1/handoffs/{hid}/work", owner_token)["work"]["blockers"][0]["id"]
+    w = pages("owner")
+    w.page.route(re.compile(r".*/v1/handoffs/[^/]+/blockers/[^/]+/resolve$"), on_resolve)
+    sign_in(w, owner_token, expect_hash="#/")
+    w.page.goto(f"{BASE}/#/s/{hid}")
+    resolve = w.page.locator(f'#blockers li.blocker[data-id="{bid}"] button[data-action="resolve_blocker"]')
+    return w, owner_token, hid, bid, resolve, api.record(hid, owner_token)["version"]
 
 
 def test_a_change_answered_503_is_sent_again_with_the_same_idempotency_key_and_lands_once(pages, api, cli):
-    owner_token = cli.owner_token(unique("console-client-retry"))
-    hid, bid = open_blocker(api, owner_token)
-    w = pages("owner")
-    page = w.page
     sent = []
 
     def busy_once(route):
@@ -42,11 +47,8 @@ def test_a_change_answered_503_is_sent_again_with_the_same_idempotency_key_and_l
         else:
             route.continue_()
 
-    page.route(re.compile(r".*/v1/handoffs/[^/]+/blockers/[^/]+/resolve$"), busy_once)
-    sign_in(w, owner_token, expect_hash="#/")
-    page.goto(f"{BASE}/#/s/{hid}")
-    resolve = page.locator(f'#blockers li.blocker[data-id="{bid}"] button[data-action="resolve_blocker"]')
-    version = api.record(hid, owner_token)["version"]
+    w, owner_token, hid, bid, resolve, version = blocker_page(pages, api, cli, "console-client-retry", busy_once)
+    page = w.page
     resolve.click()
     expect(page.locator("#message")).to_contain_text(f"blocker {bid} resolved")
     expect(resolve).to_have_count(0)
@@ -59,21 +61,14 @@ def test_a_change_answered_503_is_sent_again_with_the_same_idempotency_key_and_l
 
 
 def test_a_service_that_never_answers_is_shown_as_network_unreachable(pages, api, cli):
-    owner_token = cli.owner_token(unique("console-client-down"))
-    hid, bid = open_blocker(api, owner_token)
-    w = pages("owner")
-    page = w.page
     tries = []
 
     def down(route):
         tries.append(route.request.headers.get("idempotency-key"))
         route.abort("connectionrefused")
 
-    page.route(re.compile(r".*/v1/handoffs/[^/]+/blockers/[^/]+/resolve$"), down)
-    sign_in(w, owner_token, expect_hash="#/")
-    page.goto(f"{BASE}/#/s/{hid}")
-    resolve = page.locator(f'#blockers li.blocker[data-id="{bid}"] button[data-action="resolve_blocker"]')
-    version = api.record(hid, owner_token)["version"]
+    w, owner_token, hid, _, resolve, version = blocker_page(pages, api, cli, "console-client-down", down)
+    page = w.page
     resolve.click()
     expect(page.locator("#error")).to_have_text(
         "network.unreachable: the service did not answer; check the connection", timeout=10_000)

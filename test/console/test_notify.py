@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import re
 import shutil
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -32,7 +30,7 @@ import uuid
 import pytest
 from playwright.sync_api import expect
 
-from helpers import BASE, CHROMIUM, CHROMIUM_ARGS, CLI, RUN_DIR, SIGNING_KEY, Watched, log, sign_in, unique
+from helpers import BASE, CHROMIUM, CHROMIUM_ARGS, RUN_DIR, Watched, log, machine_asks, sign_in, unique
 
 # What the page reads of its notifications. Only after a push event completed (ServiceWorkerPushes).
 NOTIFICATIONS = """() => navigator.serviceWorker.ready
@@ -361,11 +359,7 @@ def test_a_push_for_an_open_question_offers_its_options_as_actions_and_an_action
     hid, machine_token = created["handoff"]["id"], created["machine_token"]
 
     # The machine asks in another process and waits there for the answer.
-    env = dict(os.environ, HANDOFF_URL=BASE, HANDOFF_SIGNING_KEY=SIGNING_KEY, HANDOFF_TOKEN=machine_token)
-    asking = subprocess.Popen(
-        [CLI, "ask", hid, "--turn", "1", "--kind", "permission", "--text", "Bash: cargo clean",
-         "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asking = machine_asks(hid, machine_token, "Bash: cargo clean")
     try:
         deadline = time.monotonic() + 15
         while not (asked := api.record(hid, owner_token)).get("question"):

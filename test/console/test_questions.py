@@ -3,13 +3,11 @@
 question, the session page shows the question with one button per option (drawn from the
 record's `actions`), and the owner's click is the answer the machine's `ask` prints."""
 
-import os
 import re
-import subprocess
 
 from playwright.sync_api import expect
 
-from helpers import BASE, CLI, SIGNING_KEY, assert_actions, log, shot, sign_in, unique
+from helpers import assert_actions, machine_asks, log, shot, sign_in, unique
 
 TWO_S = 2000
 
@@ -26,11 +24,7 @@ def test_the_owner_answers_the_machines_question_from_the_session_page(pages, ap
     expect(row.locator(".mark-question")).to_have_count(0)
 
     # The machine asks in another process and waits there for the answer.
-    env = dict(os.environ, HANDOFF_URL=BASE, HANDOFF_SIGNING_KEY=SIGNING_KEY, HANDOFF_TOKEN=machine_token)
-    asking = subprocess.Popen(
-        [CLI, "ask", hid, "--turn", "1", "--kind", "permission", "--text", "Bash: rm -rf build <b>now</b>",
-         "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asking = machine_asks(hid, machine_token, "Bash: rm -rf build <b>now</b>")
     try:
         # The list: the session waits on a question, its text as the summary, one needs-you badge.
         expect(row.locator(".mark-question")).to_be_visible(timeout=TWO_S)
