@@ -47,6 +47,9 @@ pub static STARTS: AtomicU64 = AtomicU64::new(0);
 #[wasm_bindgen]
 pub struct HandoffObject {
     object: Rc<Object>,
+    /// The runtime's own `ctx`, and the traps before this object was made (`crate::trap`).
+    raw: crate::trap::Ctx,
+    born: crate::trap::Born,
 }
 
 /// The object itself; shared with what an answer still owes once `fetch` has returned.
@@ -103,8 +106,10 @@ impl Inner {
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl HandoffObject {
     #[wasm_bindgen(constructor)]
-    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> HandoffObject {
-        let state = State::from(state);
+    pub fn new(raw: worker_sys::DurableObjectState, env: Env) -> HandoffObject {
+        let born = crate::trap::Born::now();
+        let ctx = crate::trap::Ctx::of(&raw);
+        let state = State::from(raw);
         STARTS.fetch_add(1, Ordering::Relaxed);
         watch::answer_pings(&state);
         let caps = bindings::caps(&env);
@@ -117,12 +122,13 @@ impl HandoffObject {
             clock_ahead_ms: Cell::new(0),
         };
         let retention = bindings::retention(&env);
-        HandoffObject { object: Rc::new(Object { state, env, inner: Rc::new(inner), retention }) }
+        HandoffObject { object: Rc::new(Object { state, env, inner: Rc::new(inner), retention }), raw: ctx, born }
     }
 
     /// One ask. The answer itself when nothing waits (a read, a refusal, a change with nothing
     /// to publish), so the runtime gets it with no promise of ours; a promise of it otherwise.
     pub fn fetch(&self, req: web_sys::Request) -> JsValue {
+        self.born.check(&self.raw);
         match crate::http::ask_in_header(&req) {
             Ok(Some(decoded)) => self.object.serve(decoded),
             Ok(None) => {
@@ -142,11 +148,13 @@ impl HandoffObject {
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        self.born.check(&self.raw);
         self.object.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
     }
 
     #[wasm_bindgen(js_name = webSocketMessage)]
     pub fn websocket_message(&self, ws: web_sys::WebSocket, message: JsValue) {
+        self.born.check(&self.raw);
         let text = message.as_string();
         if let Err(e) = self.object.on_watch_message(&WebSocket::from(ws), text.as_deref()) {
             // Storage failed under a message: the client keeps its socket and its place, and
@@ -159,11 +167,13 @@ impl HandoffObject {
     /// The client closed: close this side too (the runtime then forgets the socket).
     #[wasm_bindgen(js_name = webSocketClose)]
     pub fn websocket_close(&self, ws: web_sys::WebSocket, code: usize, _reason: String, _was_clean: bool) {
+        self.born.check(&self.raw);
         watch::close_as_asked(&WebSocket::from(ws), code);
     }
 
     #[wasm_bindgen(js_name = webSocketError)]
     pub fn websocket_error(&self, _ws: web_sys::WebSocket, error: JsValue) {
+        self.born.check(&self.raw);
         console_log!("a watch's socket failed: {}", Error::from(error));
     }
 }
@@ -312,7 +322,11 @@ impl Object {
             drop(self.state.storage().as_raw().set_alarm(now, js_sys::Object::new())?);
         }
         if !plan.writes.is_empty() {
-            store::commit(&self.state.storage(), store::Batch::of(&plan.writes), self.inner.fault.take())?;
+            let fault = self.inner.fault.take();
+            if fault == Some(Fault::Panic) {
+                panic!("test hook: a panic between a change and its commit");
+            }
+            store::commit(&self.state.storage(), store::Batch::of(&plan.writes), fault)?;
         }
         if let Some(at) = plan.alarm_at {
             // Not awaited on purpose: an un-awaited storage write joins this event's implicit

@@ -28,6 +28,9 @@ use worker::*;
 #[wasm_bindgen]
 pub struct OwnerIndex {
     state: State,
+    /// The runtime's own `ctx`, and the traps before this object was made (`crate::trap`).
+    raw: crate::trap::Ctx,
+    born: crate::trap::Born,
     /// Test hook: while on, deliveries are refused as if the index were unreachable.
     refusing: Cell<bool>,
     /// The schema is known to be written (by this build) in this object's lifetime.
@@ -107,10 +110,12 @@ struct Bytes {
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl OwnerIndex {
     #[wasm_bindgen(constructor)]
-    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
+    pub fn new(raw: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
         send::loopback_only(crate::bindings::test_hooks_on(&env));
         OwnerIndex {
-            state: State::from(state),
+            born: crate::trap::Born::now(),
+            raw: crate::trap::Ctx::of(&raw),
+            state: State::from(raw),
             refusing: Cell::new(false),
             schema_ready: Cell::new(false),
             webhooks_ready: Cell::new(None),
@@ -122,11 +127,13 @@ impl OwnerIndex {
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        self.born.check(&self.raw);
         self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
     }
 
     /// Sends the webhook deliveries that are due.
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        self.born.check(&self.raw);
         self.send_due().map_err(JsValue::from)?;
         crate::http::plain("ok").map(JsValue::from).map_err(JsValue::from)
     }
