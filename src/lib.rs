@@ -17,6 +17,4 @@ mod router;
 #[cfg(target_arch = "wasm32")]
 mod sqlite;
 #[cfg(target_arch = "wasm32")]
-mod trap;
-#[cfg(target_arch = "wasm32")]
 mod webcrypto;

@@ -28,9 +28,6 @@ use worker::*;
 #[wasm_bindgen]
 pub struct OwnerIndex {
     state: State,
-    /// The runtime's own `ctx`, and the traps before this object was made (`crate::trap`).
-    raw: crate::trap::Ctx,
-    born: crate::trap::Born,
     /// Test hook: while on, deliveries are refused as if the index were unreachable.
     refusing: Cell<bool>,
     /// The schema is known to be written (by this build) in this object's lifetime.
@@ -110,12 +107,10 @@ struct Bytes {
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl OwnerIndex {
     #[wasm_bindgen(constructor)]
-    pub fn new(raw: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
+    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> OwnerIndex {
         send::loopback_only(crate::bindings::test_hooks_on(&env));
         OwnerIndex {
-            born: crate::trap::Born::now(),
-            raw: crate::trap::Ctx::of(&raw),
-            state: State::from(raw),
+            state: State::from(state),
             refusing: Cell::new(false),
             schema_ready: Cell::new(false),
             webhooks_ready: Cell::new(None),
@@ -127,13 +122,28 @@ impl OwnerIndex {
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
-        self.born.check(&self.raw);
         self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
+    }
+
+    /// A hand-off's row over RPC (`src/entry.mjs`): the status of its `IndexAsk::Put`. An ask
+    /// this build cannot read is a deploy that mixes versions, which the sender's retry outlives.
+    #[wasm_bindgen(js_name = put)]
+    pub fn put_ask(&self, ask: &str) -> u16 {
+        match handoff_api::protocol::decode::<IndexAsk>(ask) {
+            Ok(IndexAsk::Put { row }) => self.put(&row).map(|r| r.status()).unwrap_or_else(|e| {
+                console_error!("owner index: {e}");
+                503
+            }),
+            Ok(_) => 400,
+            Err(e) => {
+                console_error!("unreadable index ask: {e}");
+                503
+            }
+        }
     }
 
     /// Sends the webhook deliveries that are due.
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        self.born.check(&self.raw);
         self.send_due().map_err(JsValue::from)?;
         crate::http::plain("ok").map(JsValue::from).map_err(JsValue::from)
     }

@@ -177,7 +177,7 @@ fn main() {
     // The micro-benchmarks first, while the machine is quiet.
     eprintln!("bench: micro-benchmarks of the pure core");
     let micro = micro::run_all();
-    let size = report::wasm_size(&handoff_it::workerd::wasm(&args.options.build)).unwrap_or_else(|e| fail(&e));
+    let size = report::wasm_size(&args.options.build.join("index_bg.wasm")).unwrap_or_else(|e| fail(&e));
 
     let run_dir = std::env::temp_dir().join(format!("handoff-bench-{}", std::process::id()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");

@@ -4,7 +4,7 @@
 //! Worker open after the client has gone, so a disconnect never reaches the Worker).
 //!
 //! The configuration is a local run of wrangler.toml's top level: the modules worker-build
-//! writes with our entry as its custom shim (`build/worker/shim.mjs`, `build/worker/index.wasm`), both Durable
+//! writes and our entry (`build/worker/entry.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
 //! Object classes SQLite-backed on a disk folder, `HANDOFF_ENV=local` (which the top level
 //! leaves out, since a deploy with no `--env` deploys it), and the Worker's variables.
 
@@ -25,27 +25,22 @@ pub const EVICTED_AFTER_CHANGE: Duration = Duration::from_millis(OUTBOX_SAFETY_A
 pub const ENV_VAR: &str = "HANDOFF_ENV";
 pub const LOCAL: &str = "local";
 
-/// The files of the built Worker, as the configuration names them (relative to `build/`):
-/// `src/entry.mjs` bundled with wasm-bindgen's glue, and the module.
-pub const MODULES: [(&str, &str); 2] = [("worker/shim.mjs", "esModule"), ("worker/index.wasm", "wasm")];
+/// The files of the built Worker, as the configuration names them (relative to `build/`): our
+/// entry (`src/entry.mjs`, copied by scripts/build), worker-build's module and the `.wasm`.
+pub const MODULES: [(&str, &str); 3] =
+    [("worker/entry.mjs", "esModule"), ("index.js", "esModule"), ("index_bg.wasm", "wasm")];
 
-/// The files of a build made before `src/entry.mjs` (worker-build's own shim), which the
-/// benchmark's A/B runs still start.
+/// The files of a build made before `src/entry.mjs` (worker-build's shim was the entry), which
+/// the benchmark's A/B runs still start.
 pub const EARLIER_MODULES: [(&str, &str); 3] =
     [("worker/shim.mjs", "esModule"), ("index.js", "esModule"), ("index_bg.wasm", "wasm")];
 
 /// The files of the build in `build`: this layout, or the earlier one where that is what it holds.
 pub fn modules(build: &Path) -> &'static [(&'static str, &'static str)] {
-    match build.join(MODULES[1].0).exists() || !build.join(EARLIER_MODULES[2].0).exists() {
+    match build.join(MODULES[0].0).exists() || !build.join(EARLIER_MODULES[0].0).exists() {
         true => &MODULES,
         false => &EARLIER_MODULES,
     }
-}
-
-/// The built Worker's `.wasm` in `build`.
-pub fn wasm(build: &Path) -> PathBuf {
-    let modules = modules(build);
-    build.join(modules[modules.len() - 1].0)
 }
 
 /// The workerd binary itself, from the npm platform package, so that the process started (and
@@ -170,7 +165,8 @@ mod tests {
         assert!(c.contains(r#"(name = "HANDOFF_BENCH_FLOOR", text = "1")"#));
         assert!(c.contains(r#"(name = "HANDOFF_ENV", text = "local")"#), "the generated configuration is a local run");
         assert!(c.contains(r#"(name = "HANDOFF_SIGNING_KEY", text = "k\"ey")"#));
-        assert!(c.contains(r#"wasm = embed "worker/index.wasm""#));
+        assert!(c.contains(r#"esModule = embed "worker/entry.mjs""#));
+        assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
         assert!(c.contains(r#"address = "127.0.0.1:8802""#));
         assert!(c.contains(r#"path = "/tmp/x/do""#));
     }
@@ -180,12 +176,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("handoff-it-layout-{}", std::process::id()));
         fs::create_dir_all(dir.join("worker")).unwrap();
         assert_eq!(modules(&dir), &MODULES, "nothing built yet: the error names this layout's files");
-        fs::write(dir.join("index_bg.wasm"), b"").unwrap();
+        fs::write(dir.join("worker/shim.mjs"), b"").unwrap();
         assert_eq!(modules(&dir), &EARLIER_MODULES);
-        assert_eq!(wasm(&dir), dir.join("index_bg.wasm"));
-        fs::write(dir.join("worker/index.wasm"), b"").unwrap();
+        fs::write(dir.join("worker/entry.mjs"), b"").unwrap();
         assert_eq!(modules(&dir), &MODULES);
-        assert_eq!(wasm(&dir), dir.join("worker/index.wasm"));
         fs::remove_dir_all(&dir).unwrap();
     }
 }
