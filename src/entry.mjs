@@ -22,6 +22,5 @@ export class HandoffObject extends DurableObject {
 export class OwnerIndex extends DurableObject {
   constructor(ctx, env) { super(ctx, env); this.rs = new rs.OwnerIndex(ctx, env); }
   fetch(request) { return this.rs.fetch(request); }
-  put(ask) { return this.rs.put(ask); }
   alarm() { return this.rs.alarm(); }
 }

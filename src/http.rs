@@ -202,9 +202,6 @@ extern "C" {
     /// `stub.handle(ask)`: a hand-off object's answer to one encoded ask, as a value.
     #[wasm_bindgen(method, catch, js_name = handle)]
     fn handle(this: &RpcStub, ask: &str) -> Result<Promise, JsValue>;
-    /// `stub.put(ask)`: the owner index's status for one encoded `IndexAsk::Put`.
-    #[wasm_bindgen(method, catch, js_name = put)]
-    fn put(this: &RpcStub, ask: &str) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(js_name = Response)]
     type BodyResponse;
@@ -217,12 +214,6 @@ extern "C" {
 /// ([`answer_value`]).
 pub fn handle(stub: &worker::worker_sys::DurableObject, wire: &str) -> Result<Promise, Failed> {
     Ok(stub.unchecked_ref::<RpcStub>().handle(wire)?)
-}
-
-/// Sends an encoded `IndexAsk::Put` to an owner's index over RPC: its status.
-pub async fn put(stub: &worker::worker_sys::DurableObject, wire: &str) -> Result<u16, Failed> {
-    let status = JsFuture::from(stub.unchecked_ref::<RpcStub>().put(wire)?).await?;
-    status.as_f64().map(|s| s as u16).ok_or_else(|| Failed("the index answered a put without a status".into()))
 }
 
 /// An object's answer as the value RPC carries: `[status, body or null, Content-Type or null,

@@ -125,23 +125,6 @@ impl OwnerIndex {
         self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
     }
 
-    /// A hand-off's row over RPC (`src/entry.mjs`): the status of its `IndexAsk::Put`. An ask
-    /// this build cannot read is a deploy that mixes versions, which the sender's retry outlives.
-    #[wasm_bindgen(js_name = put)]
-    pub fn put_ask(&self, ask: &str) -> u16 {
-        match handoff_api::protocol::decode::<IndexAsk>(ask) {
-            Ok(IndexAsk::Put { row }) => self.put(&row).map(|r| r.status()).unwrap_or_else(|e| {
-                console_error!("owner index: {e}");
-                503
-            }),
-            Ok(_) => 400,
-            Err(e) => {
-                console_error!("unreadable index ask: {e}");
-                503
-            }
-        }
-    }
-
     /// Sends the webhook deliveries that are due.
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
         self.send_due().map_err(JsValue::from)?;

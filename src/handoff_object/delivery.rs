@@ -68,6 +68,9 @@ impl Object {
         let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))) else {
             return false;
         };
-        matches!(crate::http::put(&crate::http::raw_stub(stub), &payload).await, Ok(200))
+        let Ok(answer) = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload) else {
+            return false;
+        };
+        matches!(crate::http::await_answer(answer).await, Ok(r) if r.status() == 200)
     }
 }
