@@ -124,14 +124,14 @@ impl HandoffObject {
     /// to publish), so the runtime gets it with no promise of ours; a promise of it otherwise.
     pub fn fetch(&self, req: web_sys::Request) -> JsValue {
         match crate::http::ask_in_header(&req) {
-            Ok(Some(decoded)) => self.object.serve(decoded),
+            Ok(Some(decoded)) => self.object.serve(decoded, Form::Response),
             Ok(None) => {
                 let object = self.object.clone();
                 // A long ask is the body, which only a promise reads.
                 let read = async move {
                     let decoded = crate::http::ask_in_body(&req).await;
                     Ok(match decoded {
-                        Ok(decoded) => object.serve(decoded),
+                        Ok(decoded) => object.serve(decoded, Form::Response),
                         Err(e) => settled(store_failed("unreadable internal ask", &e)),
                     })
                 };
@@ -139,6 +139,13 @@ impl HandoffObject {
             }
             Err(e) => settled(store_failed("unreadable internal ask", &e)),
         }
+    }
+
+    /// One ask over RPC (`src/entry.mjs`): the answer as a value (`http::answer_value`), at
+    /// once when nothing waits, else a promise of it. A held wait and a watch come by `fetch`
+    /// (a streamed body, a 101).
+    pub fn handle(&self, ask: &str) -> JsValue {
+        self.object.serve(protocol::decode(ask), Form::Value)
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
@@ -176,6 +183,48 @@ fn settled(answer: Result<web_sys::Response>) -> JsValue {
     }
 }
 
+/// How the caller reads an answer: a `Response` (`fetch`) or a value (RPC's `handle`).
+#[derive(Clone, Copy)]
+enum Form {
+    Response,
+    Value,
+}
+
+/// An answer before it takes its caller's form.
+enum Out {
+    Plain { status: u16, content_type: &'static str, body: Vec<u8>, replayed: bool },
+    /// A held wait's streamed body or a watch's 101, which only `fetch` carries.
+    Response(web_sys::Response),
+}
+
+impl Out {
+    fn js(self, form: Form) -> Result<JsValue> {
+        Ok(match (self, form) {
+            (Out::Response(response), _) => response.into(),
+            (Out::Plain { status, content_type, body, replayed }, Form::Response) => {
+                let replayed: &[(&str, &str)] = if replayed { &[("Idempotent-Replayed", "true")] } else { &[] };
+                crate::http::respond(status, Some(content_type), body, replayed)?.into()
+            }
+            (Out::Plain { status, content_type, body, replayed }, Form::Value) => crate::http::answer_value(status, Some(content_type), &body, replayed),
+        })
+    }
+
+    /// 503 `store.unavailable`, what failed going to the log only (`bindings::store_failed`).
+    fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Out {
+        console_error!("{what}: {cause}");
+        let error = handoff_api::error::ApiError::new(handoff_api::error::Code::StoreUnavailable, "the hand-off store is unavailable; try again");
+        respond(handoff_api::wire::refusal(&error))
+    }
+}
+
+/// An answer in its caller's form, or a rejection the runtime reports.
+fn settled_as(form: Form, answer: Result<Out>) -> JsValue {
+    match answer.and_then(|out| out.js(form)) {
+        Ok(value) => value,
+        Err(e) => js_sys::Promise::reject(&JsValue::from(e)).into(),
+    }
+}
+
 /// What planning an ask has come to: the plan, or the admission it needs first.
 enum Step {
     Planned(Plan),
@@ -184,7 +233,7 @@ enum Step {
 
 /// What carrying out a plan has come to once nothing more can be done without an await.
 enum Carried {
-    Answered(web_sys::Response),
+    Answered(Out),
     /// Its writes are committed; its publication and delivery are owed.
     Owing(Plan),
 }
@@ -192,10 +241,10 @@ enum Carried {
 impl Object {
     /// Serves a decoded ask. An ask this build cannot read is a deploy that mixes versions,
     /// which a retry outlives: 503, not the client's 400.
-    fn serve(self: &Rc<Self>, decoded: std::result::Result<Ask, protocol::Unreadable>) -> JsValue {
+    fn serve(self: &Rc<Self>, decoded: std::result::Result<Ask, protocol::Unreadable>, form: Form) -> JsValue {
         let ask = match decoded {
             Ok(ask) => ask,
-            Err(e) => return settled(store_failed("unreadable internal ask", &e)),
+            Err(e) => return settled_as(form, Ok(Out::store_failed("unreadable internal ask", &e))),
         };
         let now = now_ms();
         let step = match self.plan(ask, Feed::default(), now) {
@@ -205,10 +254,10 @@ impl Object {
                 let object = self.clone();
                 let admitted = async move {
                     let answer = match object.admitted(*ask, *feed, &owner, &row, now).await {
-                        Ok(response) => Ok(response),
+                        Ok(out) => out,
                         Err(e) => object.failed("hand-off object", &e),
                     };
-                    answer.map(JsValue::from).map_err(JsValue::from)
+                    answer.js(form).map_err(JsValue::from)
                 };
                 return worker::wasm_bindgen_futures::future_to_promise(admitted).into();
             }
@@ -216,27 +265,27 @@ impl Object {
         };
         let carried = step.and_then(|plan| self.carry_out_now(plan));
         match carried {
-            Ok(Carried::Answered(response)) => response.into(),
+            Ok(Carried::Answered(out)) => settled_as(form, Ok(out)),
             Ok(Carried::Owing(plan)) => {
                 let object = self.clone();
                 let finish = async move {
                     let answer = match object.finish(plan).await {
-                        Ok(response) => Ok(response),
+                        Ok(out) => out,
                         Err(e) => object.failed("hand-off object", &e),
                     };
-                    answer.map(JsValue::from).map_err(JsValue::from)
+                    answer.js(form).map_err(JsValue::from)
                 };
                 worker::wasm_bindgen_futures::future_to_promise(finish).into()
             }
-            Err(e) => settled(self.failed("hand-off object", &e)),
+            Err(e) => settled_as(form, Ok(self.failed("hand-off object", &e))),
         }
     }
 
     /// What failed was storage (or the runtime under it): forget what this object holds in
     /// memory, so that the next request reads what was really committed, and answer 503.
-    fn failed(&self, what: &str, e: &Error) -> Result<web_sys::Response> {
+    fn failed(&self, what: &str, e: &Error) -> Out {
         self.inner.forget();
-        store_failed(what, e)
+        Out::store_failed(what, e)
     }
 
     /// Reads what the session asks for, then lets it decide; stops at the one read that needs
@@ -264,14 +313,14 @@ impl Object {
 
     /// Asks the owner's index to admit a new hand-off's row, then plans and carries out the
     /// create with its answer, at the same moment the row was made.
-    async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<web_sys::Response> {
+    async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<Out> {
         feed.admission = Some(self.admission(owner, row).await?);
         let plan = match self.plan(ask, feed, now)? {
             Step::Planned(plan) => plan,
             Step::Admit { .. } => return Err(Error::RustError("the session asked for a second admission".into())),
         };
         match self.carry_out_now(plan)? {
-            Carried::Answered(response) => Ok(response),
+            Carried::Answered(out) => Ok(out),
             Carried::Owing(plan) => self.finish(plan).await,
         }
     }
@@ -312,7 +361,11 @@ impl Object {
             drop(self.state.storage().as_raw().set_alarm(now, js_sys::Object::new())?);
         }
         if !plan.writes.is_empty() {
-            store::commit(&self.state.storage(), store::Batch::of(&plan.writes), self.inner.fault.take())?;
+            let fault = self.inner.fault.take();
+            if fault == Some(Fault::Panic) {
+                panic!("test hook: a panic between a change and its commit");
+            }
+            store::commit(&self.state.storage(), store::Batch::of(&plan.writes), fault)?;
         }
         if let Some(at) = plan.alarm_at {
             // Not awaited on purpose: an un-awaited storage write joins this event's implicit
@@ -327,7 +380,7 @@ impl Object {
     }
 
     /// The rest of a plan: its publication, then its delivery, then its answer.
-    async fn finish(&self, plan: Plan) -> Result<web_sys::Response> {
+    async fn finish(&self, plan: Plan) -> Result<Out> {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }
@@ -361,19 +414,19 @@ impl Object {
         Ok(())
     }
 
-    fn reply(&self, reply: Reply) -> Result<web_sys::Response> {
+    fn reply(&self, reply: Reply) -> Result<Out> {
         match reply {
-            Reply::Rendered(rendered) => respond(rendered),
+            Reply::Rendered(rendered) => Ok(respond(rendered)),
             Reply::Record { role } => {
                 let h = self.inner.session.borrow().handoff().cloned();
                 let Some(h) = h else {
                     return Err(Error::RustError("a record answer without a hand-off".into()));
                 };
                 let frame = self.inner.frame(&h, role);
-                Ok(crate::http::respond(200, Some("application/json"), frame.as_bytes().to_vec(), &[])?)
+                Ok(Out::Plain { status: 200, content_type: "application/json", body: frame.as_bytes().to_vec(), replayed: false })
             }
-            Reply::Hold { waiter, role, timeout_ms } => waits::hold(&self.inner, waiter, role, timeout_ms),
-            Reply::Watch { role, after, valid_until_s, subprotocol } => self.accept_watch(role, after, valid_until_s, subprotocol),
+            Reply::Hold { waiter, role, timeout_ms } => waits::hold(&self.inner, waiter, role, timeout_ms).map(Out::Response),
+            Reply::Watch { role, after, valid_until_s, subprotocol } => self.accept_watch(role, after, valid_until_s, subprotocol).map(Out::Response),
         }
     }
 
@@ -407,11 +460,10 @@ impl Object {
     }
 }
 
-/// A rendered answer as the runtime's response.
-fn respond(r: Rendered) -> Result<web_sys::Response> {
-    let replayed: &[(&str, &str)] = if r.replayed { &[("Idempotent-Replayed", "true")] } else { &[] };
+/// A rendered answer.
+fn respond(r: Rendered) -> Out {
     let body = if r.status == 204 { Vec::new() } else { r.body.into_bytes() };
-    Ok(crate::http::respond(r.status, Some(r.content_type), body, replayed)?)
+    Out::Plain { status: r.status, content_type: r.content_type, body, replayed: r.replayed }
 }
 
 impl Object {

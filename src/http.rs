@@ -157,6 +157,14 @@ extern "C" {
     /// `promise.catch(onRejected)`: the promise then resolves to the handler's value.
     #[wasm_bindgen(method, js_name = catch)]
     fn catch_with(this: &Rejectable, on_rejected: &worker::js_sys::Function) -> Promise;
+    /// `promise.then(onFulfilled)`.
+    #[wasm_bindgen(method, js_name = then)]
+    fn then_call(this: &Rejectable, on_fulfilled: &worker::js_sys::Function) -> Promise;
+}
+
+/// What `on_fulfilled` makes of `answer`.
+pub fn and_then(answer: &Promise, on_fulfilled: &worker::js_sys::Function) -> Promise {
+    answer.unchecked_ref::<Rejectable>().then_call(on_fulfilled)
 }
 
 /// `answer`, or what `on_rejected` answers when it rejects.
@@ -184,6 +192,57 @@ pub fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> R
         None => init.set_body(&JsValue::from_str(wire)),
     }
     fetch(stub, &web_sys::Request::new_with_str_and_init(url, &init)?)
+}
+
+#[worker::wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// An object's stub, for its RPC methods (`src/entry.mjs` declares them).
+    #[wasm_bindgen(extends = worker::js_sys::Object)]
+    type RpcStub;
+    /// `stub.handle(ask)`: a hand-off object's answer to one encoded ask, as a value.
+    #[wasm_bindgen(method, catch, js_name = handle)]
+    fn handle(this: &RpcStub, ask: &str) -> Result<Promise, JsValue>;
+
+    #[wasm_bindgen(js_name = Response)]
+    type BodyResponse;
+    /// `new Response(body, init)` with a body that is already the runtime's (no copy of ours).
+    #[wasm_bindgen(constructor, catch, js_class = "Response")]
+    fn new_with_body(body: &JsValue, init: &web_sys::ResponseInit) -> Result<BodyResponse, JsValue>;
+}
+
+/// Sends an encoded ask to a hand-off object over RPC: the promise of its answer as a value
+/// ([`answer_value`]).
+pub fn handle(stub: &worker::worker_sys::DurableObject, wire: &str) -> Result<Promise, Failed> {
+    Ok(stub.unchecked_ref::<RpcStub>().handle(wire)?)
+}
+
+/// An object's answer as the value RPC carries: `[status, body or null, Content-Type or null,
+/// replayed]`, the body as bytes the runtime copies once.
+pub fn answer_value(status: u16, content_type: Option<&str>, body: &[u8], replayed: bool) -> JsValue {
+    let body = if body.is_empty() { JsValue::NULL } else { Uint8Array::from(body).into() };
+    let content_type = content_type.map_or(JsValue::NULL, JsValue::from_str);
+    worker::js_sys::Array::of4(&JsValue::from(status), &body, &content_type, &JsValue::from(replayed)).into()
+}
+
+/// An [`answer_value`] as the client's response, its body passed on as the runtime holds it.
+pub fn response_of_value(value: &JsValue) -> Result<web_sys::Response, Failed> {
+    let parts = value.dyn_ref::<worker::js_sys::Array>().ok_or_else(|| Failed("an object's answer is not an answer value".into()))?;
+    let status = parts.get(0).as_f64().ok_or_else(|| Failed("an answer value without a status".into()))?;
+    let init = web_sys::ResponseInit::new();
+    init.set_status(status as u16);
+    let content_type = parts.get(2).as_string();
+    let replayed = parts.get(3).is_truthy();
+    if content_type.is_some() || replayed {
+        let headers = web_sys::Headers::new()?;
+        if let Some(content_type) = content_type {
+            headers.set("Content-Type", &content_type)?;
+        }
+        if replayed {
+            headers.set("Idempotent-Replayed", "true")?;
+        }
+        init.set_headers(&headers);
+    }
+    Ok(BodyResponse::new_with_body(&parts.get(1), &init)?.unchecked_into())
 }
 
 /// The ask an object was sent by [`ask`] (or by a watch's forwarded upgrade) when it came in

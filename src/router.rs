@@ -370,6 +370,14 @@ thread_local! {
     });
 }
 
+thread_local! {
+    /// Makes a hand-off object's answer value (`http::answer_value`) the client's response;
+    /// made once per isolate.
+    static AS_RESPONSE: Closure<dyn FnMut(JsValue) -> std::result::Result<JsValue, JsValue>> = Closure::new(|value: JsValue| {
+        http::response_of_value(&value).map(JsValue::from).map_err(|e| JsValue::from_str(&e.0))
+    });
+}
+
 /// The object's answer as it comes, or 503 when it never does.
 fn unavailable_on_rejection(answer: js_sys::Promise) -> js_sys::Promise {
     UNAVAILABLE.with(|on_rejection| http::or_else(&answer, on_rejection.as_ref().unchecked_ref()))
@@ -497,10 +505,15 @@ async fn conditional(req: &Incoming, page: js_sys::Promise) -> Routed {
     response.map_err(|e| unavailable("building the answer", &e))
 }
 
-/// Sends one ask to a hand-off's object; its answer goes back to the client as it is.
+/// Sends one ask to a hand-off's object: over RPC, its answer a value made the client's
+/// response; a held wait (a streamed body) by `fetch`, its answer passed on as it is.
 fn send(stub: &DurableObjectStub, ask: &Ask) -> std::result::Result<js_sys::Promise, ApiError> {
     let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    http::ask(stub, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e))
+    if let Op::Wait { .. } = ask.op {
+        return http::ask(stub, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e));
+    }
+    let answer = http::handle(stub, &payload).map_err(|e| unavailable("the object's handle", &e))?;
+    Ok(AS_RESPONSE.with(|as_response| http::and_then(&answer, as_response.as_ref().unchecked_ref())))
 }
 
 fn json_response(status: u16, body: &impl Serialize) -> Routed {

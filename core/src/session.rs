@@ -147,6 +147,9 @@ pub enum Fault {
     Statement { statement: usize },
     /// The change's commit is lost: its writes roll back and the change is answered 503.
     Sync,
+    /// The object panics between deciding the change (which memory then holds) and storing
+    /// it: the release build traps there, as it would on a bug.
+    Panic,
 }
 
 /// What a hand-off's object is asked.

@@ -4,7 +4,7 @@
 //! Worker open after the client has gone, so a disconnect never reaches the Worker).
 //!
 //! The configuration is a local run of wrangler.toml's top level: the modules worker-build
-//! writes (`build/worker/shim.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
+//! writes and our entry (`build/worker/entry.mjs`, `build/index.js`, `build/index_bg.wasm`), both Durable
 //! Object classes SQLite-backed on a disk folder, `HANDOFF_ENV=local` (which the top level
 //! leaves out, since a deploy with no `--env` deploys it), and the Worker's variables.
 
@@ -25,9 +25,23 @@ pub const EVICTED_AFTER_CHANGE: Duration = Duration::from_millis(OUTBOX_SAFETY_A
 pub const ENV_VAR: &str = "HANDOFF_ENV";
 pub const LOCAL: &str = "local";
 
-/// The files of the built Worker, as the configuration names them (relative to `build/`).
+/// The files of the built Worker, as the configuration names them (relative to `build/`): our
+/// entry (`src/entry.mjs`, copied by scripts/build), worker-build's module and the `.wasm`.
 pub const MODULES: [(&str, &str); 3] =
+    [("worker/entry.mjs", "esModule"), ("index.js", "esModule"), ("index_bg.wasm", "wasm")];
+
+/// The files of a build made before `src/entry.mjs` (worker-build's shim was the entry), which
+/// the benchmark's A/B runs still start.
+pub const EARLIER_MODULES: [(&str, &str); 3] =
     [("worker/shim.mjs", "esModule"), ("index.js", "esModule"), ("index_bg.wasm", "wasm")];
+
+/// The files of the build in `build`: this layout, or the earlier one where that is what it holds.
+pub fn modules(build: &Path) -> &'static [(&'static str, &'static str)] {
+    match build.join(MODULES[0].0).exists() || !build.join(EARLIER_MODULES[0].0).exists() {
+        true => &MODULES,
+        false => &EARLIER_MODULES,
+    }
+}
 
 /// The workerd binary itself, from the npm platform package, so that the process started (and
 /// whose memory is read) is workerd and not a launcher; `.bin/workerd` where that is absent.
@@ -47,7 +61,7 @@ pub fn binary(repo: &Path) -> PathBuf {
 /// Copies the build into `dir` (so that a rebuild meanwhile does not change what runs) and
 /// writes `dir/config.capnp`, whose objects keep their state in `dir/do`.
 pub fn lay_out(repo: &Path, build: &Path, dir: &Path, port: u16, vars: &[(&str, &str)]) -> Result<(), String> {
-    lay_out_modules(repo, build, dir, port, vars, &MODULES)
+    lay_out_modules(repo, build, dir, port, vars, modules(build))
 }
 
 /// [`lay_out`] for another Worker with the same bindings and classes (the benchmark's
@@ -177,8 +191,21 @@ mod tests {
         assert!(c.contains(r#"(name = "HANDOFF_BENCH_FLOOR", text = "1")"#));
         assert!(c.contains(r#"(name = "HANDOFF_ENV", text = "local")"#), "the generated configuration is a local run");
         assert!(c.contains(r#"(name = "HANDOFF_SIGNING_KEY", text = "k\"ey")"#));
+        assert!(c.contains(r#"esModule = embed "worker/entry.mjs""#));
         assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
         assert!(c.contains(r#"address = "127.0.0.1:8802""#));
         assert!(c.contains(r#"path = "/tmp/x/do""#));
+    }
+
+    #[test]
+    fn a_build_is_laid_out_as_what_it_holds_and_a_missing_one_as_this_layout() {
+        let dir = std::env::temp_dir().join(format!("handoff-it-layout-{}", std::process::id()));
+        fs::create_dir_all(dir.join("worker")).unwrap();
+        assert_eq!(modules(&dir), &MODULES, "nothing built yet: the error names this layout's files");
+        fs::write(dir.join("worker/shim.mjs"), b"").unwrap();
+        assert_eq!(modules(&dir), &EARLIER_MODULES);
+        fs::write(dir.join("worker/entry.mjs"), b"").unwrap();
+        assert_eq!(modules(&dir), &MODULES);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

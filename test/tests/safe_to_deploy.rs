@@ -248,6 +248,43 @@ fn a_lost_commit_is_seen_by_no_waiter_and_no_list_and_the_next_change_takes_its_
     assert_eq!(next.handoff()["summary"], "kept");
 }
 
+/// Issue 28: a panic between a change and its commit (the release build traps there, as it
+/// would on a bug). The change fails, and no hand-off then answers from memory: the one that
+/// held the unstored change, and another made before the panic, both answer what is stored
+/// (the objects reset, `src/trap.rs`: the entry module has no guard of its own).
+#[test]
+fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_memory() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let (other, other_machine, _) = c.create(&alice);
+    let stored = c.report(&other, &other_machine, 1, "needs-you", Some("stored"));
+    assert_eq!((stored.status, stored.version()), (200, 2), "{}", stored.text);
+    arm(&c, &id, &alice, json!({"fail": "panic"}));
+    let trapped = c.report(&id, &machine, 1, "needs-you", Some("never stored"));
+    assert!(trapped.status >= 500, "a change that panicked before its commit was answered: {}", trapped.text);
+    // A reset object may answer the first call after the panic with 503, which clients retry.
+    let read = |id: &str| {
+        let mut answer = c.get(&format!("/v1/handoffs/{id}"), &alice);
+        for _ in 0..5 {
+            if answer.status != 503 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+            answer = c.get(&format!("/v1/handoffs/{id}"), &alice);
+        }
+        answer
+    };
+    let after = read(&id);
+    assert_eq!((after.status, after.version()), (200, 1), "the hand-off answered from memory that held a change never stored: {}", after.text);
+    assert_ne!(after.handoff()["summary"], "never stored");
+    let next = c.report(&id, &machine, 1, "needs-you", Some("kept"));
+    assert_eq!((next.status, next.version()), (200, 2), "{}", next.text);
+    let other_after = read(&other);
+    assert_eq!((other_after.status, other_after.version()), (200, 2), "{}", other_after.text);
+    assert_eq!(other_after.handoff()["summary"], "stored");
+}
+
 #[test]
 fn a_key_first_used_on_a_dry_run_never_replays_the_preview_over_the_real_compile() {
     let c = Client::shared();

@@ -700,3 +700,13 @@ fn the_clock_test_hook_is_the_owners() {
     let (plan, _, status) = d.ask(ask(owner(), Op::TestClock { advance_ms: 1_000 }));
     assert_eq!((status, plan.advance_clock_ms), (204, Some(1_000)));
 }
+
+#[test]
+fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_other() {
+    let panic: Fault = serde_json::from_str(r#"{"fail": "panic"}"#).unwrap();
+    assert_eq!(panic, Fault::Panic);
+    assert_eq!(serde_json::to_string(&Fault::Panic).unwrap(), r#"{"fail":"panic"}"#);
+    let mut d = created();
+    let (plan, _, status) = d.ask(ask(owner(), Op::TestFault { fault: Fault::Panic }));
+    assert_eq!((status, plan.arm), (200, Some(Fault::Panic)));
+}
