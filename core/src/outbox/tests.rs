@@ -23,7 +23,7 @@ fn plain_changes_that_commit_during_a_send_go_together_in_the_next_one() {
 #[test]
 fn a_failed_send_waits_for_the_retry_alarm_or_the_next_change() {
     let mut o = Outbox::default();
-    o.on_commit(1, "r1", false, T0).alarm_at;
+    o.on_commit(1, "r1", false, T0);
     o.poll_send();
     assert_eq!(o.on_sent(false, T0 + 5).retry_at, Some(T0 + 5 + OUTBOX_RETRY_MS_MIN));
     assert_eq!(o.poll_send(), None, "paused until the alarm");
@@ -46,7 +46,7 @@ fn a_change_after_the_alarm_came_due_sets_a_new_one() {
 #[test]
 fn a_restored_row_never_replaces_a_newer_one() {
     let mut o = Outbox::default();
-    o.on_commit(5, "r5", true, T0).alarm_at;
+    o.on_commit(5, "r5", true, T0);
     o.restore(Owed { version: 4, row: "r4", attempts: 3, entered: true });
     assert_eq!(o.owed(), Some(&Owed { version: 5, row: "r5", attempts: 0, entered: true }));
     o.restore(Owed { version: 6, row: "r6", attempts: 2, entered: true });
@@ -59,10 +59,10 @@ fn a_restored_row_never_replaces_a_newer_one() {
 #[test]
 fn a_row_already_held_for_a_version_keeps_its_attempt_count() {
     let mut o = Outbox::default();
-    o.on_commit(1, "r1", true, T0).alarm_at;
+    o.on_commit(1, "r1", true, T0);
     o.poll_send();
-    o.on_sent(false, T0).retry_at;
-    o.on_commit(1, "again", true, T0 + 1).alarm_at;
+    o.on_sent(false, T0);
+    o.on_commit(1, "again", true, T0 + 1);
     assert_eq!(o.owed(), Some(&Owed { version: 1, row: "r1", attempts: 1, entered: true }), "the same version is not owed twice");
     // Storage may lag memory by an attempt: the count held in memory stands.
     o.restore(Owed { version: 1, row: "r1", attempts: 0, entered: true });
@@ -72,7 +72,7 @@ fn a_row_already_held_for_a_version_keeps_its_attempt_count() {
 #[test]
 fn a_send_that_ends_twice_counts_once() {
     let mut o = Outbox::default();
-    o.on_commit(1, "r1", true, T0).alarm_at;
+    o.on_commit(1, "r1", true, T0);
     o.poll_send();
     assert_eq!(o.on_sent(false, T0).retry_at, Some(T0 + OUTBOX_RETRY_MS_MIN));
     assert_eq!(o.on_sent(false, T0).retry_at, None, "no send was on its way");
@@ -202,7 +202,7 @@ proptest! {
         }
         // Liveness: from here on every send succeeds; the alarm fires once; the newest arrives.
         if o.is_sending() {
-            o.on_sent(true, m.now).retry_at;
+            o.on_sent(true, m.now);
             m.acknowledged = m.acknowledged.max(m.in_flight.take().unwrap_or(0));
         }
         let mut next = o.on_alarm();
