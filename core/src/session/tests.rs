@@ -498,8 +498,13 @@ fn a_failed_delivery_stores_its_attempts_and_asks_for_the_retry_alarm() {
     d.restart();
     d.index_up = true;
     d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(1), "the backoff goes on from the stored count");
     let send = d.session.on_alarm().expect("the alarm sends what is owed");
     assert_eq!(send.version, 2);
+    d.restart();
+    d.db.attempts = Some((1, 5));
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(0), "another version's attempts are not this row's");
 }
 
 #[test]
