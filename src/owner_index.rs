@@ -141,7 +141,7 @@ impl OwnerIndex {
             Err(e) => return store_failed("unreadable index ask", &e),
         };
         let answered = match ask {
-            IndexAsk::Put { row } => self.put(&row),
+            IndexAsk::Put { row, passed } => self.put(&row, &passed),
             IndexAsk::List { query } => self.list(&query),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
@@ -229,7 +229,9 @@ impl OwnerIndex {
         Ok(format!("INSERT OR IGNORE INTO list (id, updated_at, state, version, row) SELECT id, updated_at, state, version, json_object({}) FROM rows", fields.join(", ")))
     }
 
-    fn put(&self, row: &Row) -> Result<web_sys::Response> {
+    /// Stores `row` when it is newer than the row held, with the notices owed along the chain
+    /// from the row held through the rows it `passed` to it (only `row` is listed).
+    fn put(&self, row: &Row, passed: &[Row]) -> Result<web_sys::Response> {
         if self.refusing.get() {
             return crate::http::refusal(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
@@ -239,9 +241,10 @@ impl OwnerIndex {
         let sql = self.state.storage().sql();
         let owed = if self.has_webhooks()? {
             let (held, now) = (self.held(row)?, now_ms());
-            let mut owed = webhooks::owed(&sql, held.as_ref(), row, self.pending_max, now)?;
+            let notices = handoff_core::notice::owed_chain(held.as_ref(), passed, row);
+            let mut owed = webhooks::owed(&sql, &notices, self.pending_max, now)?;
             if self.sender.is_some() {
-                owed.extend(push::owed(&sql, held.as_ref(), row, now)?);
+                owed.extend(push::owed(&sql, &notices, now)?);
             }
             owed
         } else {

@@ -208,7 +208,7 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
         }
         Kind::TestIndexPut => {
             let row = input::parse_json(&body)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row }).map(Outgoing::Object)
+            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row, passed: vec![] }).map(Outgoing::Object)
         }
         Kind::TestIndexPutUnreadable => {
             let id = input::parse_json::<UnreadableRow>(&body)?.id;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,8 +95,15 @@ pub use handoff_core::session::{Ask, Caller, Fault, Idempotency, Op, Reaching};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IndexAsk {
-    /// A hand-off's row, delivered from its outbox; kept only if its version is higher.
-    Put { row: handoff_core::index::Row },
+    /// A hand-off's row, delivered from its outbox; kept only if its version is higher. `passed`
+    /// are older rows of it that entered something a notice names and that the index may not
+    /// hold yet, oldest first: notices are owed along the chain (`notice::owed_chain`), and
+    /// only `row` is stored.
+    Put {
+        row: handoff_core::index::Row,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        passed: Vec<handoff_core::index::Row>,
+    },
     List { query: handoff_core::index::ListQuery },
     /// Test hook (only where test hooks are on): refuse deliveries while on.
     RefuseDeliveries { on: bool },
@@ -140,6 +147,35 @@ mod tests {
         assert_eq!(decode::<Ask>(&text).unwrap(), ask());
         let put = IndexAsk::RefuseDeliveries { on: true };
         assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
+    }
+
+    #[test]
+    fn a_put_carries_its_passed_rows_oldest_first_and_names_none_when_there_are_none() {
+        use handoff_core::time::Timestamp;
+        use handoff_core::turn::{State, Status};
+        let row = |version: u64, status: Status| handoff_core::index::Row {
+            id: "ho_1".into(),
+            session: "s1".into(),
+            machine: "m".into(),
+            size: "l".into(),
+            turn: 1,
+            state: State::Open,
+            status,
+            summary: None,
+            version,
+            updated_at: Timestamp::from_ms(0),
+            suggestion: None,
+            runtime: None,
+            package_version: None,
+            package_hash: None,
+            question: None,
+        };
+        let put = IndexAsk::Put { row: row(3, Status::Done), passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)] };
+        assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
+        let alone = IndexAsk::Put { row: row(3, Status::Done), passed: vec![] };
+        let text = encode(&alone).unwrap();
+        assert!(!text.contains("passed"), "{text}");
+        assert_eq!(decode::<IndexAsk>(&text).unwrap(), alone);
     }
 
     #[test]

@@ -135,6 +135,12 @@ pub const BRIEFING_BUDGET_BYTES_MAX: usize = 64 * 1024;
 pub const OUTBOX_RETRY_MS_MIN: i64 = 250;
 /// The longest wait between two deliveries of an undelivered index row.
 pub const OUTBOX_RETRY_MS_MAX: i64 = 60_000;
+/// Rows a hand-off's outbox keeps beside the newest while the owner's index has not taken
+/// them, each one that entered a turn, a status or a close (so a notice may be owed for it):
+/// a send carries them all. Past it the oldest is dropped first, and a notice it was owed is
+/// lost (counted by the outbox, not told). 32 is 16 turns of running and then needs-you or
+/// done while the index is unreachable; a send then carries at most 33 rows.
+pub const OUTBOX_PASSED_MAX: usize = 32;
 
 /// How long an `Idempotency-Key` answers its first answer again (the contract: at least 24 h).
 pub const IDEMPOTENCY_TTL_MS: i64 = 25 * 60 * 60 * 1000;

@@ -84,6 +84,32 @@ pub fn owed(held: Option<&Row>, row: &Row) -> Vec<Notice> {
     notices
 }
 
+/// Whether `row` entered anything [`owed`] reads, relative to the row before it (`None` for a
+/// first row): its turn, its status or its state. A row that entered nothing is owed nothing
+/// and, as the row before another, reads as the one before it, so a chain of rows may skip it
+/// without changing what [`owed_chain`] finds; a row that entered something may not be skipped.
+pub fn entered(before: Option<&Row>, row: &Row) -> bool {
+    before.is_none_or(|b| b.turn != row.turn || b.status != row.status || b.state != row.state)
+}
+
+/// The notices owed along a chain of one hand-off's rows, in order, each with the row (and so
+/// the version) it is owed for: [`owed`] between each row and the one before it, starting
+/// from the row the index `held`. `passed` are the rows a send carries before its newest,
+/// `row`, oldest first; any that is not newer than the row before it (already held, out of
+/// order) or is another hand-off's is skipped, so a replay owes nothing twice.
+pub fn owed_chain<'a>(held: Option<&'a Row>, passed: &'a [Row], row: &'a Row) -> Vec<(&'a Row, Notice)> {
+    let mut before = held;
+    let mut notices = Vec::new();
+    for next in passed.iter().filter(|p| p.id == row.id).chain(std::iter::once(row)) {
+        if before.is_some_and(|b| b.version >= next.version) {
+            continue;
+        }
+        notices.extend(owed(before, next).into_iter().map(|n| (next, n)));
+        before = Some(next);
+    }
+    notices
+}
+
 /// Whether one more webhook fits beside the `held` ones.
 pub fn admit_webhook(held: usize) -> Result<(), Refusal> {
     if held >= WEBHOOKS_PER_OWNER_MAX {

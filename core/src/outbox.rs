@@ -7,6 +7,12 @@
 //! Rules:
 //! - one send at a time, and it carries the newest row owed: changes that commit while a send
 //!   is on its way are delivered together by the next one (coalescing);
+//! - coalescing never loses a notice: a row that *entered* something a notice names (a turn, a
+//!   status, a close: `notice::entered`, decided by the caller) and is passed undelivered by a
+//!   newer one is kept in [`Outbox::passed`] and travels with every send until one is
+//!   acknowledged, so the index can walk the chain (`notice::owed_chain`); rows that entered
+//!   nothing are coalesced away, as a chain that skips them owes the same notices. At most
+//!   [`OUTBOX_PASSED_MAX`] are kept, the oldest dropped first (counted in [`Outbox::dropped`]);
 //! - a row is owed until a send of it (or of a newer one) succeeds; `delivered` only rises;
 //! - whenever something is owed and undelivered, an alarm is pending or a send is on its way,
 //!   so a Worker that dies between a change and its delivery is covered
@@ -15,7 +21,7 @@
 //!   the retry waits `OUTBOX_RETRY_MS_MIN · 2^(attempts-1)`, capped at [`OUTBOX_RETRY_MS_MAX`];
 //! - a change that finds an alarm pending schedules none (an alarm write saved per change).
 
-use crate::limits::{OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS};
+use crate::limits::{OUTBOX_PASSED_MAX, OUTBOX_RETRY_MS_MAX, OUTBOX_RETRY_MS_MIN, OUTBOX_SAFETY_ALARM_MS};
 use crate::time::EpochMs;
 
 /// The row owed to the index, as of one version.
@@ -25,13 +31,45 @@ pub struct Owed<R> {
     pub row: R,
     /// Failed sends of this row so far.
     pub attempts: u32,
+    /// The row entered something a notice names, relative to the row before it: passed
+    /// undelivered, it must still reach the index.
+    pub entered: bool,
 }
 
-/// One send to carry out: the row of `version`.
+/// A row of one version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<R> {
+    pub version: u64,
+    pub row: R,
+}
+
+/// One send to carry out: the row of `version`, after the rows it passed (oldest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Send<R> {
     pub version: u64,
     pub row: R,
+    pub passed: Vec<Entry<R>>,
+}
+
+/// What a commit asks of storage, in the change's own transaction, so that the passed rows
+/// outlive an eviction as the owed row does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed<R> {
+    /// Set the safety alarm then, unless `None` (one is pending).
+    pub alarm_at: Option<EpochMs>,
+    /// Store this passed row.
+    pub pass: Option<Entry<R>>,
+    /// Delete the stored passed rows up to this version (dropped past the cap).
+    pub unpass_through: Option<u64>,
+}
+
+/// What the end of a send asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ended {
+    /// After a failure: set the retry alarm then (replacing any pending alarm).
+    pub retry_at: Option<EpochMs>,
+    /// After a success: delete the stored passed rows up to this version (now delivered).
+    pub unpass_through: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +77,10 @@ pub struct Outbox<R> {
     /// The highest version the index acknowledged (in this object's lifetime).
     delivered: u64,
     owed: Option<Owed<R>>,
+    /// Rows older than `owed` that entered something and are not known delivered, oldest first.
+    passed: Vec<Entry<R>>,
+    /// Passed rows dropped past [`OUTBOX_PASSED_MAX`] in this object's lifetime.
+    dropped: u64,
     /// The version of the send on its way.
     in_flight: Option<u64>,
     /// A send failed: hold further sends until the retry alarm or a new change.
@@ -49,7 +91,7 @@ pub struct Outbox<R> {
 
 impl<R> Default for Outbox<R> {
     fn default() -> Self {
-        Outbox { delivered: 0, owed: None, in_flight: None, paused: false, alarm_at: None }
+        Outbox { delivered: 0, owed: None, passed: Vec::new(), dropped: 0, in_flight: None, paused: false, alarm_at: None }
     }
 }
 
@@ -60,19 +102,32 @@ pub fn backoff_ms(attempts: u32) -> EpochMs {
 }
 
 impl<R: Clone> Outbox<R> {
-    /// A change of `version` committed, owing `row`. Answers when to set the safety alarm,
-    /// or `None` when one is already pending.
-    pub fn on_commit(&mut self, version: u64, row: R, now: EpochMs) -> Option<EpochMs> {
+    /// A change of `version` committed, owing `row`, which `entered` something a notice names
+    /// relative to the row owed before it. The row it replaces is kept as passed when it is
+    /// undelivered and entered something itself. Answers the safety alarm and what to store.
+    pub fn on_commit(&mut self, version: u64, row: R, entered: bool, now: EpochMs) -> Committed<R> {
+        let mut committed = Committed { alarm_at: None, pass: None, unpass_through: None };
         if self.owed.as_ref().is_none_or(|o| version > o.version) {
-            self.owed = Some(Owed { version, row, attempts: 0 });
+            let replaced = self.owed.replace(Owed { version, row, attempts: 0, entered });
+            if let Some(o) = replaced.filter(|o| o.entered && o.version > self.delivered) {
+                let entry = Entry { version: o.version, row: o.row };
+                committed.pass = Some(entry.clone());
+                self.passed.push(entry);
+                if self.passed.len() > OUTBOX_PASSED_MAX {
+                    let oldest = self.passed.remove(0);
+                    self.dropped += 1;
+                    committed.unpass_through = Some(oldest.version);
+                }
+            }
         }
         self.paused = false;
         if self.alarm_at.is_some_and(|at| at > now) {
-            return None;
+            return committed;
         }
         let at = now + OUTBOX_SAFETY_ALARM_MS;
         self.alarm_at = Some(at);
-        Some(at)
+        committed.alarm_at = Some(at);
+        committed
     }
 
     /// The row storage holds, read back by an object that may have forgotten it (after an
@@ -83,9 +138,20 @@ impl<R: Clone> Outbox<R> {
         }
     }
 
-    /// Forgets the row held in memory (a failed commit: storage is the truth).
+    /// A passed row storage holds, read back with the owed row (after [`Outbox::restore`]).
+    /// One no older than the owed row, delivered, or already held is ignored; the rest stay in order.
+    pub fn restore_passed(&mut self, entry: Entry<R>) {
+        let older = self.owed.as_ref().is_none_or(|o| entry.version < o.version) && entry.version > self.delivered;
+        let position = self.passed.binary_search_by_key(&entry.version, |e| e.version);
+        if let (true, Err(at)) = (older, position) {
+            self.passed.insert(at, entry);
+        }
+    }
+
+    /// Forgets the rows held in memory (a failed commit: storage is the truth).
     pub fn forget(&mut self) {
         self.owed = None;
+        self.passed.clear();
     }
 
     /// The send to make now, if any: the newest row, when it is undelivered, no send is on
@@ -97,25 +163,32 @@ impl<R: Clone> Outbox<R> {
         }
         let owed = self.owed.as_ref().filter(|o| o.version > self.delivered)?;
         self.in_flight = Some(owed.version);
-        Some(Send { version: owed.version, row: owed.row.clone() })
+        Some(Send { version: owed.version, row: owed.row.clone(), passed: self.passed.clone() })
     }
 
-    /// The send on its way ended. Answers when to set the retry alarm after a failure
-    /// (replacing any pending alarm), or `None`.
-    pub fn on_sent(&mut self, ok: bool, now: EpochMs) -> Option<EpochMs> {
-        let version = self.in_flight.take()?;
+    /// The send on its way ended: after a success the rows it carried are delivered (and their
+    /// stored copies may go); after a failure, the retry alarm.
+    pub fn on_sent(&mut self, ok: bool, now: EpochMs) -> Ended {
+        let Some(version) = self.in_flight.take() else {
+            return Ended::default();
+        };
         if ok {
             self.delivered = self.delivered.max(version);
-            return None;
+            let delivered = self.delivered;
+            let unpass_through = self.passed.iter().rev().map(|e| e.version).find(|v| *v <= delivered);
+            self.passed.retain(|e| e.version > delivered);
+            return Ended { retry_at: None, unpass_through };
         }
-        let owed = self.owed.as_mut()?;
+        let Some(owed) = self.owed.as_mut() else {
+            return Ended::default();
+        };
         if owed.version == version {
             owed.attempts = owed.attempts.saturating_add(1);
         }
         self.paused = true;
         let at = now + backoff_ms(owed.attempts.max(1));
         self.alarm_at = Some(at);
-        Some(at)
+        Ended { retry_at: Some(at), unpass_through: None }
     }
 
     /// The alarm ran: sends may resume. Answers the send to make, if any.
@@ -136,6 +209,16 @@ impl<R: Clone> Outbox<R> {
     /// The row owed, if any (delivered or not).
     pub fn owed(&self) -> Option<&Owed<R>> {
         self.owed.as_ref()
+    }
+
+    /// The passed rows held, oldest first.
+    pub fn passed(&self) -> &[Entry<R>] {
+        &self.passed
+    }
+
+    /// Passed rows dropped past [`OUTBOX_PASSED_MAX`] (their notices are lost).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Whether something is owed and not yet delivered.

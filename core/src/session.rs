@@ -29,6 +29,7 @@ use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
 use crate::index::{Admission, Row, TooManyOpen};
+use crate::notice;
 use crate::retention::Retention;
 use crate::limits::{
     events_trimmed_through, IDEMPOTENCY_ANSWER_BYTES_MAX, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, MACHINE_WATCHERS_PER_HANDOFF_MAX,
@@ -227,6 +228,10 @@ pub struct Stored {
     pub turns: Vec<String>,
     /// The failed deliveries stored for a version: `(version, attempts)`.
     pub attempts: Option<(u64, u32)>,
+    /// Whether the record's row entered something a notice names (`notice::entered`).
+    pub entered: bool,
+    /// The passed rows the owner's index is still owed: `(version, row)`.
+    pub passed: Vec<(u64, String)>,
 }
 
 /// What storage holds of one hand-off, for the test hook that shows it.
@@ -335,7 +340,9 @@ pub trait Wire {
 pub enum Write {
     /// The object's schema: the first write of a create.
     Schema,
-    Record(String),
+    /// The record, and whether its row entered something a notice names (read back by
+    /// [`Session::restore`] for the outbox).
+    Record { json: String, entered: bool },
     Part { name: Part, json: String },
     Turn { turn: u64, entry: String },
     /// Deletes lineage entries of turns up to `through`.
@@ -349,6 +356,10 @@ pub enum Write {
     Forget { key: String },
     /// The failed deliveries of the row of `version`, so that the backoff outlives an eviction.
     Attempts { owner: String, version: u64, row: String, attempts: u32 },
+    /// A row the owner's index is owed that a newer one passed before its delivery.
+    Pass { version: u64, row: String },
+    /// Deletes the passed rows up to version `through` (delivered, or dropped past the cap).
+    Unpass { through: u64 },
 }
 
 /// The parts of a hand-off stored apart from its record.
@@ -447,7 +458,8 @@ pub struct Wake {
 pub struct Sent {
     /// Set the alarm then, to try again.
     pub retry_at: Option<EpochMs>,
-    /// Write this first (the attempts so far), outside any change's transaction.
+    /// Write this first (the attempts so far, or the passed rows delivered), outside any
+    /// change's transaction.
     pub write: Option<Write>,
 }
 
@@ -573,7 +585,11 @@ impl Session {
         }
         let h = Rc::new(h);
         let attempts = stored.attempts.filter(|(version, _)| *version == h.record.version).map_or(0, |(_, n)| n);
-        self.outbox.restore(Owed { version: h.record.version, row: Delivery::of(&h.record), attempts });
+        self.outbox.restore(Owed { version: h.record.version, row: Delivery::of(&h.record), attempts, entered: stored.entered });
+        for (version, row) in &stored.passed {
+            let row: Row = read_json("passed row", row)?;
+            self.outbox.restore_passed(outbox::Entry { version: *version, row: Delivery { owner: h.record.owner.clone(), row } });
+        }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);
         self.restored = true;
@@ -921,7 +937,8 @@ impl Session {
         fits("the change would store a value", largest, STORED_VALUE_BYTES_MAX)?;
 
         let version = record.version;
-        let mut writes = vec![Write::Record(record_json)];
+        let entered = notice::entered(self.outbox.owed().map(|o| &o.row.row), &delivery.row);
+        let mut writes = vec![Write::Record { json: record_json, entered }];
         for (name, json) in parts {
             if let Some(json) = json {
                 writes.push(Write::Part { name, json });
@@ -937,7 +954,14 @@ impl Session {
         if let Some(through) = events_trimmed_through(version) {
             writes.push(Write::TrimEvents { through });
         }
-        let alarm_at = self.outbox.on_commit(version, delivery, now);
+        let committed = self.outbox.on_commit(version, delivery, entered, now);
+        if let Some(pass) = committed.pass {
+            writes.push(Write::Pass { version: pass.version, row: to_json(&pass.row.row) });
+        }
+        if let Some(through) = committed.unpass_through {
+            writes.push(Write::Unpass { through });
+        }
+        let alarm_at = committed.alarm_at;
         if let Some(before) = self.handoff() {
             assert_eq!(version, before.record.version + 1, "a stored change moves the version by exactly one");
         }
@@ -986,10 +1010,11 @@ impl Session {
     }
 
     /// The send on its way ended (`ok`: the index holds its row). After a failure the attempts
-    /// are stored and the alarm tries again.
+    /// are stored and the alarm tries again; after a success the passed rows it delivered go.
     pub fn on_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
-        let Some(retry_at) = self.outbox.on_sent(ok, now) else {
-            return Sent::default();
+        let ended = self.outbox.on_sent(ok, now);
+        let Some(retry_at) = ended.retry_at else {
+            return Sent { retry_at: None, write: ended.unpass_through.map(|through| Write::Unpass { through }) };
         };
         let write = self.outbox.owed().filter(|o| o.version == version).map(|o| Write::Attempts {
             owner: o.row.owner.clone(),

@@ -44,7 +44,7 @@ impl Object {
     /// Carries out one send, tells the session how it went, wakes the changes that waited for
     /// it, and carries out what a failure leads to (the attempts stored, the retry alarm).
     pub(super) async fn send(&self, send: Send<Delivery>) -> Result<()> {
-        let ok = self.send_row(&send.row).await;
+        let ok = self.send_row(&send).await;
         let sent = self.inner.session.borrow_mut().on_sent(send.version, ok, now_ms());
         for done in self.inner.delivering.borrow_mut().drain(..) {
             let _gone = done.send(());
@@ -59,10 +59,12 @@ impl Object {
         Ok(())
     }
 
-    /// Whether the owner's index took the row; any failure to reach it is a `false` the session
-    /// retries.
-    async fn send_row(&self, delivery: &Delivery) -> bool {
-        let Ok(payload) = protocol::encode(&IndexAsk::Put { row: delivery.row.clone() }) else {
+    /// Whether the owner's index took the row (and the rows it passed, for their notices); any
+    /// failure to reach it is a `false` the session retries.
+    async fn send_row(&self, send: &Send<Delivery>) -> bool {
+        let delivery = &send.row;
+        let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
+        let Ok(payload) = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed }) else {
             return false;
         };
         let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))) else {

@@ -9,8 +9,8 @@ use handoff_core::session::{Part, StorageFacts, StorageRows, Stored, WatcherCoun
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
-const SCHEMA: [&str; 8] = [
-    "CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL)",
+const SCHEMA: [&str; 9] = [
+    "CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL, entered INTEGER NOT NULL DEFAULT 1)",
     "CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (version INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL)",
@@ -18,14 +18,19 @@ const SCHEMA: [&str; 8] = [
     "CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0, slim INTEGER NOT NULL DEFAULT 0, digest TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS idempotency_at ON idempotency (at)",
     "CREATE TABLE IF NOT EXISTS meta (k INTEGER PRIMARY KEY CHECK (k = 0), schema INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS passed (version INTEGER PRIMARY KEY, row TEXT NOT NULL)",
 ];
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 /// From schema 1 (no `meta` table; idempotency rows without sizes) to 2. Additive.
 const MIGRATE_1_TO_2: [&str; 3] = [
     "ALTER TABLE idempotency ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE idempotency ADD COLUMN slim INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE idempotency ADD COLUMN digest TEXT NOT NULL DEFAULT ''",
 ];
+/// From schema 2 to 3: the record's `entered` flag (an earlier build's rows read as entered,
+/// which at worst passes one row more) and the `passed` table (created by [`SCHEMA`]). Additive:
+/// an earlier build still reads and writes a schema-3 database.
+const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEGER NOT NULL DEFAULT 1"];
 const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";
 
 #[derive(serde::Deserialize)]
@@ -92,7 +97,9 @@ impl Batch {
                 }
                 self.push(SET_SCHEMA_VERSION, vec![SCHEMA_VERSION.into()]);
             }
-            Write::Record(json) => self.push("INSERT OR REPLACE INTO handoff (k, record) VALUES (0, ?)", vec![json.as_str().into()]),
+            Write::Record { json, entered } => {
+                self.push("INSERT OR REPLACE INTO handoff (k, record, entered) VALUES (0, ?, ?)", vec![json.as_str().into(), i64::from(*entered).into()])
+            }
             Write::Part { name, json } => self.push("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![part(*name).into(), json.as_str().into()]),
             Write::Turn { turn, entry } => self.push("INSERT OR REPLACE INTO turns (turn, entry) VALUES (?, ?)", vec![(*turn as i64).into(), entry.as_str().into()]),
             Write::TrimTurns { through } => self.push("DELETE FROM turns WHERE turn <= ?", vec![(*through as i64).into()]),
@@ -120,6 +127,10 @@ impl Batch {
                 "INSERT OR REPLACE INTO outbox (k, owner, version, row, attempts) VALUES (0, ?, ?, ?, ?)",
                 vec![owner.as_str().into(), (*version as i64).into(), row.as_str().into(), i64::from(*attempts).into()],
             ),
+            Write::Pass { version, row } => {
+                self.push("INSERT OR REPLACE INTO passed (version, row) VALUES (?, ?)", vec![(*version as i64).into(), row.as_str().into()])
+            }
+            Write::Unpass { through } => self.push("DELETE FROM passed WHERE version <= ?", vec![(*through as i64).into()]),
         }
     }
 }
@@ -156,49 +167,58 @@ pub(super) fn commit(storage: &Storage, batch: Batch, fault: Option<Fault>) -> R
     transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map(|_| ()).map_err(Error::from)
 }
 
-/// Brings a schema written by an earlier build up to [`SCHEMA_VERSION`], in one transaction.
-fn migrate(storage: &Storage) -> Result<()> {
+/// Brings a schema of version `from`, written by an earlier build, up to [`SCHEMA_VERSION`],
+/// in one transaction.
+fn migrate(storage: &Storage, from: i64) -> Result<()> {
     let mut batch = Batch::default();
     for statement in SCHEMA {
         batch.push(statement, vec![]);
     }
-    for statement in MIGRATE_1_TO_2 {
-        batch.push(statement, vec![]);
+    if from < 2 {
+        for statement in MIGRATE_1_TO_2 {
+            batch.push(statement, vec![]);
+        }
+    }
+    if from < 3 {
+        for statement in MIGRATE_2_TO_3 {
+            batch.push(statement, vec![]);
+        }
     }
     batch.push(SET_SCHEMA_VERSION, vec![SCHEMA_VERSION.into()]);
     commit(storage, batch, None)
 }
 
 /// The stored hand-off in two queries: the catalogue (does it exist, is its schema this
-/// build's), then the schema's version, the record, its parts, the newest `lineage` entries and
-/// the failed deliveries together. An object starts again after every eviction, so this runs
+/// build's), then the record, its parts, the newest `lineage` entries, the failed deliveries
+/// and the passed rows together. An object starts again after every eviction, so this runs
 /// on the first request of most sessions' bursts. `None` (and nothing written) for a hand-off
 /// never created.
 pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> {
     let sql = storage.sql();
     let tables: Vec<NameRow> =
-        sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta')", None)?.to_array()?;
+        sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed')", None)?.to_array()?;
     let exists = |table: &str| tables.iter().any(|t| t.name == table);
     if !exists("handoff") {
         return Ok(None);
     }
+    // Schema 1 had no `meta`, schema 2 no `passed` (which the rows below read); migrating
+    // writes them.
     if !exists("meta") {
-        // Schema 1 had no `meta`; migrating writes it.
-        migrate(storage)?;
+        migrate(storage, 1)?;
+    } else if !exists("passed") {
+        migrate(storage, 2)?;
     }
-    let mut rows = load_rows(&sql, lineage)?;
-    if rows.iter().find(|r| r.kind == "schema").and_then(|r| r.n).unwrap_or(1) < SCHEMA_VERSION {
-        migrate(storage)?;
-        rows = load_rows(&sql, lineage)?;
-    }
+    let rows = load_rows(&sql, lineage)?;
     let mut stored = Stored::default();
     let mut found = false;
     for row in rows {
         match (row.kind.as_str(), row.name, row.json) {
             ("record", _, Some(json)) => {
                 stored.record = json;
+                stored.entered = row.n != Some(0);
                 found = true;
             }
+            ("passed", _, Some(json)) => stored.passed.push((row.n.unwrap_or(0) as u64, json)),
             ("part", Some(name), Some(json)) => stored.parts.push((name, json)),
             ("turn", _, Some(json)) => stored.turns.push(json),
             ("attempts", _, _) => stored.attempts = Some((row.n.unwrap_or(0) as u64, row.m.unwrap_or(0) as u32)),
@@ -210,8 +230,8 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
 
 fn load_rows(sql: &SqlStorage, lineage: usize) -> Result<Vec<LoadRow>> {
     sql.exec(
-        "SELECT 'schema' AS kind, NULL AS name, NULL AS json, schema AS n, NULL AS m FROM meta WHERE k = 0
-         UNION ALL SELECT 'record', NULL, record, NULL, NULL FROM handoff WHERE k = 0
+        "SELECT 'record' AS kind, NULL AS name, record AS json, entered AS n, NULL AS m FROM handoff WHERE k = 0
+         UNION ALL SELECT 'passed', NULL, row, version, NULL FROM passed
          UNION ALL SELECT 'part', name, json, NULL, NULL FROM parts
          UNION ALL SELECT 'attempts', NULL, NULL, version, attempts FROM outbox WHERE k = 0
          UNION ALL SELECT * FROM (SELECT 'turn', NULL, entry, turn, NULL FROM turns ORDER BY turn DESC LIMIT ?)",

@@ -77,15 +77,15 @@ fn store(e: Error) -> ApiError {
     ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
 }
 
-/// The statements that store the messages a row owes the owner's subscriptions.
-pub fn owed(sql: &SqlStorage, held: Option<&Row>, row: &Row, now: i64) -> Result<Vec<Statement>> {
-    let notices = notice::owed(held, row);
+/// The statements that store the messages a delivery owes the owner's subscriptions, one per
+/// notice [`notice::owed_chain`] found, with the row it is owed for.
+pub fn owed(sql: &SqlStorage, notices: &[(&Row, Notice)], now: i64) -> Result<Vec<Statement>> {
     if notices.is_empty() {
         return Ok(Vec::new());
     }
     let subscriptions: Vec<Subscribed> = sql.exec("SELECT id, events, console FROM push_subscriptions ORDER BY created_at, id", None)?.to_array()?;
     let mut statements = Vec::new();
-    for notice in notices {
+    for &(row, notice) in notices {
         for s in subscriptions.iter().filter(|s| events_of(&s.events).contains(&notice)) {
             let payload = serde_json::to_string(&PushPayload::of(notice, row, &s.console)).map_err(internal)?;
             let args = vec![

@@ -114,17 +114,17 @@ pub fn has_schema(sql: &SqlStorage) -> Result<bool> {
     Ok(!found.is_empty())
 }
 
-/// The statements that store what a row owes the owner's webhooks: one delivery per webhook
-/// subscribed to each notice [`notice::owed`] names, then the owner's pending cap applied.
-/// Empty when nothing is owed (or the owner has no webhook).
-pub fn owed(sql: &SqlStorage, held: Option<&Row>, row: &Row, pending_max: usize, now: i64) -> Result<Vec<Statement>> {
-    let notices = notice::owed(held, row);
+/// The statements that store what a delivery owes the owner's webhooks: one delivery per
+/// webhook subscribed to each notice [`notice::owed_chain`] found, in its order, with the row it
+/// is owed for; then the owner's pending cap applied. Empty when nothing is owed (or the owner
+/// has no webhook).
+pub fn owed(sql: &SqlStorage, notices: &[(&Row, Notice)], pending_max: usize, now: i64) -> Result<Vec<Statement>> {
     if notices.is_empty() {
         return Ok(Vec::new());
     }
     let hooks: Vec<Subscribed> = sql.exec("SELECT id, events FROM webhooks ORDER BY created_at, id", None)?.to_array()?;
     let mut statements = Vec::new();
-    for notice in notices {
+    for &(row, notice) in notices {
         let body = WebhookBody { kind: notice.message_type().into(), timestamp: Timestamp::from_ms(now), data: row.clone() };
         let body = serde_json::to_string(&body).map_err(internal)?;
         for hook in hooks.iter().filter(|h| events_of(&h.events).contains(&notice)) {

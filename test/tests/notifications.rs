@@ -194,6 +194,41 @@ fn one_event_per_status_entered_on_a_turn_none_for_a_summary_update_or_a_no_op_a
     assert!(all.deliveries().iter().all(|d| d.verified));
 }
 
+/// The owner's index refuses every row delivered to it (test hook) while `on`.
+fn refuse_index(c: &Client, token: &str, on: bool) {
+    let a = c.post("/v1/test/refuse-index", token, json!({"on": on}));
+    assert_eq!(a.status, 200, "{}", a.text);
+}
+
+#[test]
+fn a_needs_you_passed_while_the_index_was_unreachable_is_still_told_before_the_done() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (r, _) = receiver(&c, &alice, None);
+    let (id, machine, _) = c.create(&alice);
+    // The hand-off's outbox sends one row at a time, the newest: while the index is
+    // unreachable the needs-you is passed by a summary update and by the done before any
+    // delivery, and must still be told, once, before the done.
+    refuse_index(&c, &alice, true);
+    let asked = c.report(&id, &machine, 1, "needs-you", Some("Postgres or SQLite?"));
+    assert_eq!(asked.status, 200, "a change is answered while its row waits for the index: {}", asked.text);
+    c.report(&id, &machine, 1, "needs-you", Some("Postgres or SQLite? It must run on a laptop."));
+    let done = c.report(&id, &machine, 1, "done", Some("SQLite"));
+    assert_eq!(done.status, 200, "{}", done.text);
+    refuse_index(&c, &alice, false);
+
+    let got = r.wait_for(2, DELIVERED_WITHIN);
+    assert_eq!(types(&got), ["handoff.needs_you", "handoff.done"], "both, in version order");
+    let versions: Vec<u64> = got.iter().map(|d| d.json()["data"]["version"].as_u64().unwrap()).collect();
+    assert_eq!(versions, [asked.version(), done.version()], "each told with the row at the version that entered it");
+    assert_eq!(got[0].json()["data"]["summary"], "Postgres or SQLite?");
+    assert!(got.iter().all(|d| d.verified));
+    let listed = c.get("/v1/handoffs", &alice).body["handoffs"][0].clone();
+    assert_eq!(listed["version"].as_u64(), Some(done.version()), "the list holds the newest row only");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.deliveries().len(), 2, "nothing more arrives");
+}
+
 #[test]
 fn a_failed_attempt_is_retried_with_the_same_webhook_id_until_a_2xx() {
     let c = Client::shared();

@@ -181,3 +181,85 @@ fn retries_start_within_ten_seconds_and_go_on_for_at_least_a_day_as_the_contract
     assert!(WEBHOOK_RETRY_WINDOW_MS >= 24 * 60 * 60 * 1000);
     assert!(WEBHOOK_BACKOFF_MAX_MS <= WEBHOOK_RETRY_WINDOW_MS, "a delivery is tried more than once within the window");
 }
+
+#[test]
+fn a_row_entered_something_when_its_turn_status_or_state_moved() {
+    let asked = open(2, 1, Status::NeedsYou);
+    assert!(entered(None, &asked), "a first row");
+    assert!(!entered(Some(&asked), &row(3, 1, Status::NeedsYou, State::Open, "other summary")), "a summary-only update");
+    assert!(entered(Some(&asked), &open(3, 2, Status::NeedsYou)), "a new turn");
+    assert!(entered(Some(&asked), &open(3, 1, Status::Running)), "a new status");
+    assert!(entered(Some(&asked), &row(3, 1, Status::NeedsYou, State::Closed, "s")), "a close");
+}
+
+#[test]
+fn a_chain_owes_each_row_what_it_entered_after_the_one_before_it() {
+    let running = open(1, 1, Status::Running);
+    let (asked, done) = (open(2, 1, Status::NeedsYou), open(3, 1, Status::Done));
+    let chain = owed_chain(Some(&running), std::slice::from_ref(&asked), &done);
+    assert_eq!(chain, vec![(&asked, Notice::NeedsYou), (&done, Notice::Done)], "needs-you then done: both, in version order");
+    assert_eq!(owed(Some(&running), &done), vec![Notice::Done], "(what the newest row alone would owe)");
+
+    // Needs-you on turn 1, then turn 2 opened and running before any delivery.
+    let (next, later) = (open(3, 2, Status::Running), row(4, 2, Status::Running, State::Open, "more"));
+    assert_eq!(owed_chain(Some(&running), &[asked.clone(), next.clone()], &later), vec![(&asked, Notice::NeedsYou)]);
+    assert_eq!(owed_chain(None, &[asked.clone(), next.clone()], &later), vec![(&asked, Notice::NeedsYou)], "no row held");
+
+    // A replay: whatever the index already holds is owed nothing again.
+    assert_eq!(owed_chain(Some(&next), &[asked.clone(), next.clone()], &later), vec![]);
+    assert_eq!(owed_chain(Some(&later), &[asked.clone(), next.clone()], &later), vec![]);
+    let closed = row(5, 2, Status::Running, State::Closed, "s");
+    assert_eq!(owed_chain(Some(&asked), &[asked.clone(), next.clone()], &closed), vec![(&closed, Notice::Closed)]);
+}
+
+#[test]
+fn a_passed_row_out_of_order_or_of_another_hand_off_is_skipped() {
+    let running = open(1, 1, Status::Running);
+    let done = open(4, 1, Status::Done);
+    let mut other = open(2, 1, Status::NeedsYou);
+    other.id = "ho_2".into();
+    assert_eq!(owed_chain(Some(&running), &[other], &done), vec![(&done, Notice::Done)], "another hand-off's row");
+    let (late, early) = (open(3, 1, Status::Failed), open(2, 1, Status::NeedsYou));
+    assert_eq!(
+        owed_chain(Some(&running), &[late.clone(), early], &done),
+        vec![(&late, Notice::Failed), (&done, Notice::Done)],
+        "a row older than the one before it"
+    );
+    assert_eq!(owed_chain(Some(&running), &[late.clone()], &open(3, 1, Status::Failed)), vec![(&late, Notice::Failed)], "the newest no newer than a passed row");
+    // A second row of a version already walked is skipped, not walked from.
+    let (asked, twin, again) = (open(3, 1, Status::NeedsYou), open(3, 1, Status::Running), open(4, 1, Status::NeedsYou));
+    assert_eq!(owed_chain(Some(&running), &[asked.clone(), twin], &again), vec![(&asked, Notice::NeedsYou)]);
+}
+
+proptest! {
+    /// Over any run of one hand-off's rows and any row the index holds from it: the chain of
+    /// only the rows that entered something (and the newest) owes exactly what every row owes
+    /// after the one before it. So a sender may coalesce the rest away.
+    #[test]
+    fn skipping_rows_that_entered_nothing_changes_no_notice(
+        steps in proptest::collection::vec((0u64..2, any_status(), proptest::bool::weighted(0.1), "[a-b]{0,1}"), 2..30),
+        held_at in 0usize..30,
+    ) {
+        let (mut turn, mut closed) = (1u64, false);
+        let mut rows: Vec<Row> = Vec::new();
+        for (i, (next_turn, status, close, summary)) in steps.into_iter().enumerate() {
+            turn += next_turn;
+            closed |= close;
+            rows.push(row(i as u64 + 1, turn, status, if closed { State::Closed } else { State::Open }, &summary));
+        }
+        let held_at = held_at.min(rows.len() - 1);
+        let held = (held_at > 0).then(|| rows[held_at - 1].clone());
+        let newest = rows.last().unwrap().clone();
+        let mut every = Vec::new();
+        for i in held_at..rows.len() {
+            let before = i.checked_sub(1).map(|b| &rows[b]);
+            every.extend(owed(before, &rows[i]).into_iter().map(|n| (rows[i].version, n)));
+        }
+        let passed: Vec<Row> = (0..rows.len() - 1)
+            .filter(|i| entered(i.checked_sub(1).map(|b| &rows[b]), &rows[*i]))
+            .map(|i| rows[i].clone())
+            .collect();
+        let chain: Vec<(u64, Notice)> = owed_chain(held.as_ref(), &passed, &newest).into_iter().map(|(r, n)| (r.version, n)).collect();
+        prop_assert_eq!(chain, every);
+    }
+}

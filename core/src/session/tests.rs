@@ -76,20 +76,25 @@ struct Db {
     events: BTreeMap<u64, EventKind>,
     keys: BTreeMap<String, (Remembered, EpochMs, usize)>,
     attempts: Option<(u64, u32)>,
+    entered: bool,
+    passed: BTreeMap<u64, String>,
 }
 
 impl Db {
     fn apply(&mut self, writes: &[Write]) {
         for w in writes {
             let stored_value = match w {
-                Write::Record(v) | Write::Part { json: v, .. } | Write::Turn { entry: v, .. } => Some(v.len()),
+                Write::Record { json: v, .. } | Write::Part { json: v, .. } | Write::Turn { entry: v, .. } => Some(v.len()),
                 Write::Remember { remembered, .. } => Some(remembered.body.len()),
                 _ => None,
             };
             assert!(stored_value.is_none_or(|n| n <= STORED_VALUE_BYTES_MAX), "a value over the cap reached the store: {w:?}");
             match w {
                 Write::Schema => self.schema = true,
-                Write::Record(json) => self.record = Some(json.clone()),
+                Write::Record { json, entered } => {
+                    self.record = Some(json.clone());
+                    self.entered = *entered;
+                }
                 Write::Part { name, json } => {
                     self.parts.insert(name.as_str(), json.clone());
                 }
@@ -109,6 +114,10 @@ impl Db {
                     self.keys.remove(key);
                 }
                 Write::Attempts { version, attempts, .. } => self.attempts = Some((*version, *attempts)),
+                Write::Pass { version, row } => {
+                    self.passed.insert(*version, row.clone());
+                }
+                Write::Unpass { through } => self.passed.retain(|v, _| v > through),
             }
         }
     }
@@ -121,6 +130,8 @@ impl Db {
             parts: self.parts.iter().map(|(n, j)| (n.to_string(), j.clone())).collect(),
             turns: self.turns.values().rev().take(lineage).cloned().collect(),
             attempts: self.attempts,
+            entered: self.entered,
+            passed: self.passed.iter().map(|(v, r)| (*v, r.clone())).collect(),
         })
     }
 }
@@ -487,8 +498,60 @@ fn a_failed_delivery_stores_its_attempts_and_asks_for_the_retry_alarm() {
     d.restart();
     d.index_up = true;
     d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(1), "the backoff goes on from the stored count");
     let send = d.session.on_alarm().expect("the alarm sends what is owed");
     assert_eq!(send.version, 2);
+    d.restart();
+    d.db.attempts = Some((1, 5));
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(0), "another version's attempts are not this row's");
+}
+
+#[test]
+fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_eviction() {
+    let mut d = created();
+    d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
+    let held = d.session.outbox.owed().map(|o| o.row.row.clone());
+    assert!(d.session.is_delivered(2));
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch? main")));
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 3, .. })), "stored with the change that passed it: {:?}", plan.writes);
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::Done, "merged")));
+    assert!(!plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })), "a summary-only update is coalesced away");
+    assert_eq!(d.db.passed.keys().copied().collect::<Vec<_>>(), [3]);
+
+    d.restart();
+    d.index_up = true;
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
+    let told: Vec<(u64, notice::Notice)> = notice::owed_chain(held.as_ref(), &passed, &send.row.row).into_iter().map(|(r, n)| (r.version, n)).collect();
+    assert_eq!(told, [(3, notice::Notice::NeedsYou), (5, notice::Notice::Done)]);
+    assert_eq!(passed[0].summary.as_deref(), Some("which branch?"), "the row at the version that entered needs-you");
+    let sent = d.session.on_sent(send.version, true, d.now);
+    assert_eq!(sent.write, Some(Write::Unpass { through: 3 }));
+    d.db.apply(&[sent.write.unwrap()]);
+    assert!(d.db.passed.is_empty(), "delivered: gone from storage");
+}
+
+#[test]
+fn a_restored_row_that_entered_something_is_passed_by_the_next_change() {
+    let mut d = created();
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
+    assert!(d.db.entered, "stored with its record");
+    d.restart();
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, again")));
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 2, .. })), "{:?}", plan.writes);
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::Record { entered: false, .. })), "a summary-only update entered nothing");
+    d.restart();
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, once more")));
+    assert!(!plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })), "a restored row that entered nothing is not kept: {:?}", plan.writes);
+    let send = d.session.on_alarm().expect("owed");
+    assert_eq!(send.passed.iter().map(|e| e.version).collect::<Vec<_>>(), [2]);
 }
 
 #[test]
@@ -587,7 +650,7 @@ proptest! {
             let key = matches!(s, Step::Report(_, _, true)).then(|| format!("key-{n}"));
             let a = Ask { caller, op, idempotency: key.map(|key| Idempotency { key, fingerprint: "f".into() }) };
             let (plan, _, status) = d.ask(a);
-            let wrote_record = plan.writes.iter().any(|w| matches!(w, Write::Record(_)));
+            let wrote_record = plan.writes.iter().any(|w| matches!(w, Write::Record { .. }));
             prop_assert_eq!(d.stored_version(), before + u64::from(wrote_record), "step {}: {:?}", n, s);
             prop_assert_eq!(d.version(), d.stored_version(), "the session holds what storage holds");
             prop_assert_eq!(plan.publish.is_some(), wrote_record);
