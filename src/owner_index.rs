@@ -202,19 +202,12 @@ impl OwnerIndex {
     fn transaction(&self, statements: Vec<webhooks::Statement>) -> Result<()> {
         let storage = self.state.storage();
         let sql = storage.sql();
-        let run = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
+        crate::sqlite::transaction_sync(&storage, move || {
             for (statement, args) in statements {
                 sql.exec(&statement, args).map_err(JsValue::from)?;
             }
-            Ok(JsValue::UNDEFINED)
-        });
-        let raw: &JsValue = storage.as_raw().as_ref();
-        let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
-            .map_err(Error::from)?
-            .dyn_into()
-            .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
-        transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map_err(Error::from)?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The statement that copies an earlier build's `rows` into `list`.

@@ -146,7 +146,7 @@ fn part(name: Part) -> &'static str {
 pub(super) fn commit(storage: &Storage, batch: Batch, fault: Option<Fault>) -> Result<()> {
     let sql = storage.sql();
     let lost = fault == Some(Fault::Sync);
-    let run = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
+    crate::sqlite::transaction_sync(storage, move || {
         for (i, (statement, args)) in batch.statements.into_iter().enumerate() {
             if fault == Some(Fault::Statement { statement: i + 1 }) {
                 // A real failure of the runtime's SQLite, not a pretend one.
@@ -157,14 +157,8 @@ pub(super) fn commit(storage: &Storage, batch: Batch, fault: Option<Fault>) -> R
         if lost {
             return Err(JsValue::from_str("commit lost (test hook)"));
         }
-        Ok(JsValue::UNDEFINED)
-    });
-    let raw: &JsValue = storage.as_raw().as_ref();
-    let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
-        .map_err(Error::from)?
-        .dyn_into()
-        .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
-    transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map(|_| ()).map_err(Error::from)
+        Ok(())
+    })
 }
 
 /// Brings a schema of version `from`, written by an earlier build, up to [`SCHEMA_VERSION`],
