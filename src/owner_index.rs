@@ -18,9 +18,8 @@ use handoff_core::index::{ListQuery, Page, Row};
 use handoff_core::turn::State as HandoffState;
 use serde::Serialize;
 use std::cell::Cell;
-use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use worker::*;
 
 /// Exported to the runtime directly, not through `#[durable_object]`, for the reason
