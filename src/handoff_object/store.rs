@@ -27,8 +27,10 @@ const MIGRATE_1_TO_2: [&str; 3] = [
     "ALTER TABLE idempotency ADD COLUMN slim INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE idempotency ADD COLUMN digest TEXT NOT NULL DEFAULT ''",
 ];
-/// From schema 2 to 3: the record's `entered` flag (an earlier build's rows read as entered,
-/// which at worst passes one row more) and the `passed` table (created by [`SCHEMA`]). Additive:
+/// From schema 2 to 3: the record's `entered` flag (an earlier build's rows read as entered)
+/// and the `passed` table (created by [`SCHEMA`]). A restored row that entered something is
+/// passed again by the next change after every eviction, delivered or not: one row more to
+/// store and send, which the index skips by its version. Additive:
 /// an earlier build still reads and writes a schema-3 database.
 const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEGER NOT NULL DEFAULT 1"];
 const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";

@@ -566,6 +566,23 @@ fn a_watch_is_admitted_within_its_roles_cap() {
 }
 
 #[test]
+fn a_passed_row_this_build_cannot_read_is_skipped_and_the_hand_off_still_restores() {
+    let mut d = created();
+    d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
+    d.ask(ask(machine(), report(1, ReportStatus::Done, "merged")));
+    assert_eq!(d.db.passed.keys().copied().collect::<Vec<_>>(), [3]);
+    d.db.passed.insert(3, "{broken".into());
+    d.restart();
+    d.index_up = true;
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    assert!(send.passed.is_empty(), "the unreadable row is not sent: {:?}", send.passed);
+    assert_eq!(send.version, 4, "the newest row still is");
+}
+
+#[test]
 fn a_stored_value_this_build_cannot_read_is_refused_as_unreadable() {
     let mut s = Session::new(Caps::default());
     let stored = Stored { record: "{\"not\": \"a record\"}".into(), ..Stored::default() };
