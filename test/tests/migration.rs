@@ -1,0 +1,94 @@
+//! A hand-off stored by an earlier build keeps serving after a deploy: the object brings a
+//! database of schema 1 or 2 up to this build's (3) the first time it loads it, in one
+//! transaction, and answers from what was stored. The earlier schema is made from this build's
+//! by taking away what each later schema added, in the object's own SQLite file, while workerd
+//! is stopped.
+
+use handoff_it::{owner, temp_state, unique, Server};
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+
+/// What schema 3 added to schema 2, taken away again.
+const BACK_TO_2: &[&str] = &["DROP TABLE passed", "ALTER TABLE handoff DROP COLUMN entered", "UPDATE meta SET schema = 2"];
+/// What schema 2 added to schema 1, taken away again (after [`BACK_TO_2`]).
+const BACK_TO_1: &[&str] = &[
+    "DROP TABLE meta",
+    "ALTER TABLE idempotency DROP COLUMN bytes",
+    "ALTER TABLE idempotency DROP COLUMN slim",
+    "ALTER TABLE idempotency DROP COLUMN digest",
+];
+
+/// Every Durable Object database under `dir` that holds a hand-off.
+fn handoff_databases(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(handoff_databases(&path));
+        } else if path.extension().is_some_and(|x| x == "sqlite") && has_table(&path, "handoff") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn has_table(db: &Path, table: &str) -> bool {
+    let db = Connection::open(db).unwrap();
+    db.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| r.get::<_, i64>(0)).unwrap() == 1
+}
+
+fn has_column(db: &Path, table: &str, column: &str) -> bool {
+    let db = Connection::open(db).unwrap();
+    let mut statement = db.prepare(&format!("SELECT name FROM pragma_table_info('{table}')")).unwrap();
+    let names: Vec<String> = statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    names.iter().any(|n| n == column)
+}
+
+fn stored_by_schema(schema: i64) {
+    let state = temp_state(&format!("schema-{schema}"));
+    let mut server = Server::start_workerd(&state, &[]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let asked = c.report(&id, &machine, 1, "needs-you", Some("which branch?"));
+    assert_eq!(asked.status, 200, "{}", asked.text);
+    server.stop();
+
+    let databases = handoff_databases(&state);
+    assert_eq!(databases.len(), 1, "one hand-off's database: {databases:?}");
+    let db = &databases[0];
+    let earlier = Connection::open(db).unwrap();
+    for statement in BACK_TO_2.iter().chain(if schema == 1 { BACK_TO_1 } else { &[] }) {
+        earlier.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    drop(earlier);
+    assert!(!has_table(db, "passed") && !has_column(db, "handoff", "entered"), "the database is of schema {schema} now");
+
+    server.restart();
+    let c = server.client();
+    let read = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    assert_eq!(read.status, 200, "{}", read.text);
+    assert_eq!((read.version(), read.handoff()["summary"].as_str()), (asked.version(), Some("which branch?")), "what was stored");
+    let done = c.report(&id, &machine, 1, "done", Some("merged"));
+    assert_eq!((done.status, done.version()), (200, asked.version() + 1), "{}", done.text);
+    let listed = c.get("/v1/handoffs", &alice);
+    let row = listed.body["handoffs"].as_array().unwrap().iter().find(|h| h["id"] == id.as_str()).cloned();
+    assert_eq!(row.map(|r| r["status"].clone()), Some("done".into()), "{}", listed.text);
+    server.stop();
+
+    assert!(has_table(db, "passed") && has_column(db, "handoff", "entered") && has_table(db, "meta"), "brought up to schema 3");
+    let schema_now: i64 = Connection::open(db).unwrap().query_row("SELECT schema FROM meta", [], |r| r.get(0)).unwrap();
+    assert_eq!(schema_now, 3);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn a_hand_off_stored_by_schema_2_is_brought_up_to_3_and_keeps_serving() {
+    stored_by_schema(2);
+}
+
+#[test]
+fn a_hand_off_stored_by_schema_1_is_brought_up_to_3_and_keeps_serving() {
+    stored_by_schema(1);
+}
