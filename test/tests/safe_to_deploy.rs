@@ -252,10 +252,15 @@ fn a_lost_commit_is_seen_by_no_waiter_and_no_list_and_the_next_change_takes_its_
 /// would on a bug). The change fails, and no hand-off then answers from memory: the one that
 /// held the unstored change, and another made before the panic, both answer what is stored
 /// (worker-build's module, which `src/entry.mjs` forwards to, starts a fresh instance after a
-/// trap and makes each object again from storage).
+/// trap and makes each object again from storage). The trapped request's future never settles,
+/// so the runtime answers it with its own "code had hung" error (a 5xx), and so it does every
+/// request in flight in that isolate at the trap: this test runs on a workerd of its own, not on
+/// the shared Worker other tests are using at the same time.
 #[test]
 fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_memory() {
-    let c = Client::shared();
+    let state = temp_state("trap");
+    let server = Server::start_workerd(&state, &[]);
+    let c = server.client();
     let alice = owner(&unique("alice"));
     let (id, machine, _) = c.create(&alice);
     let (other, other_machine, _) = c.create(&alice);
@@ -263,7 +268,7 @@ fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_mem
     assert_eq!((stored.status, stored.version()), (200, 2), "{}", stored.text);
     arm(&c, &id, &alice, json!({"fail": "panic"}));
     let trapped = c.report(&id, &machine, 1, "needs-you", Some("never stored"));
-    assert_eq!(trapped.status, 503, "a change that panicked before its commit is refused as unavailable: {}", trapped.text);
+    assert!(trapped.status >= 500, "a change that panicked before its commit was answered: {}", trapped.text);
     // A reset object may answer the first call after the panic with 503, which clients retry.
     let read = |id: &str| {
         let mut answer = c.get(&format!("/v1/handoffs/{id}"), &alice);
@@ -284,6 +289,8 @@ fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_mem
     let other_after = read(&other);
     assert_eq!((other_after.status, other_after.version()), (200, 2), "{}", other_after.text);
     assert_eq!(other_after.handoff()["summary"], "stored");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
 }
 
 #[test]
