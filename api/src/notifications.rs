@@ -7,6 +7,7 @@ use handoff_core::index::Row;
 use handoff_core::json::parse_json;
 use handoff_core::notice::Notice;
 use handoff_core::question::Choice;
+use handoff_core::text::clip;
 use handoff_core::time::Timestamp;
 use handoff_notify::endpoint::{Endpoint, Environment};
 use serde::{Deserialize, Serialize};
@@ -305,7 +306,7 @@ pub struct PushPayload {
 
 impl PushPayload {
     pub fn of(notice: Notice, row: &Row, console: &str) -> PushPayload {
-        let summary = row.summary.as_deref().map(|s| cut(s, handoff_core::limits::PUSH_SUMMARY_BYTES_MAX).to_string());
+        let summary = row.summary.as_deref().map(|s| clip(s, handoff_core::limits::PUSH_SUMMARY_BYTES_MAX).to_string());
         PushPayload {
             kind: notice.message_type().to_string(),
             handoff: PushHandoff { id: row.id.clone(), session: row.session.clone(), turn: row.turn, status: row.status, summary },
@@ -315,20 +316,11 @@ impl PushPayload {
                 options: q
                     .options
                     .iter()
-                    .map(|o| Choice { id: o.id.clone(), label: cut(&o.label, handoff_core::limits::PUSH_OPTION_LABEL_BYTES_MAX).to_string() })
+                    .map(|o| Choice { id: o.id.clone(), label: clip(&o.label, handoff_core::limits::PUSH_OPTION_LABEL_BYTES_MAX).to_string() })
                     .collect(),
             }),
         }
     }
-}
-
-/// `text` cut to at most `max` bytes at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The sender of this environment's push messages, or `None` where push is misconfigured: no
@@ -485,14 +477,6 @@ mod tests {
         for bad in ["ps_", "ps_AAAA", "wh_AAAAAAAAAAAAAAAAAAAA-_", "ps_AAAAAAAAAAAAAAAAAAAA/_", "ps_AAAAAAAAAAAAAAAAAAAA-_A"] {
             assert!(!is_subscription_id(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_label_is_cut_at_a_character_boundary_within_its_bytes() {
-        assert_eq!(cut("abc", 5), "abc");
-        assert_eq!(cut("abc", 2), "ab");
-        assert_eq!(cut("éé", 3), "é", "never half a character");
-        assert_eq!(cut("éé", 1), "");
     }
 
     #[test]
