@@ -156,27 +156,29 @@ fn capnp_string(s: &str) -> String {
 /// SQLite's page size in workerd's databases: a database of one page holds no table.
 pub const EMPTY_DATABASE_BYTES: u64 = 4096;
 
+/// Every Durable Object's database under `dir` (workerd's `metadata.sqlite` is not one).
+pub fn object_databases(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.is_dir() {
+            found.extend(object_databases(&path));
+        } else if path.extension().is_some_and(|x| x == "sqlite") && !path.ends_with("metadata.sqlite") {
+            found.push(path);
+        }
+    }
+    found
+}
+
 /// The Durable Object databases under `dir` that hold anything: more than their first page, or
 /// pages still in their write-ahead log. workerd opens an empty database for every object it
 /// instantiates, even one that never touches storage (the bench floor's shows it); what the
 /// service must not do is write into it.
 pub fn databases_holding_data(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    entries
-        .flatten()
-        .map(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                return databases_holding_data(&path);
-            }
-            let is_object = path.extension().is_some_and(|x| x == "sqlite") && !path.ends_with("metadata.sqlite");
-            let wal = path.with_extension("sqlite-wal");
-            usize::from(is_object && (size(&path) > EMPTY_DATABASE_BYTES || size(&wal) > 0))
-        })
-        .sum()
+    object_databases(dir).iter().filter(|db| size(db) > EMPTY_DATABASE_BYTES || size(&db.with_extension("sqlite-wal")) > 0).count()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! by taking away what each later schema added, in the object's own SQLite file, while workerd
 //! is stopped.
 
+use handoff_it::workerd::object_databases;
 use handoff_it::{owner, temp_state, unique, Server};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -20,16 +21,7 @@ const BACK_TO_1: &[&str] = &[
 
 /// Every Durable Object database under `dir` that holds a hand-off.
 fn handoff_databases(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(handoff_databases(&path));
-        } else if path.extension().is_some_and(|x| x == "sqlite") && has_table(&path, "handoff") {
-            found.push(path);
-        }
-    }
-    found
+    object_databases(dir).into_iter().filter(|db| has_table(db, "handoff")).collect()
 }
 
 fn has_table(db: &Path, table: &str) -> bool {
