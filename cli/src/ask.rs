@@ -56,6 +56,8 @@ pub fn wait_for_answer(client: &Client, hid: &str, id: &str, after: u64, deadlin
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left < Duration::from_millis(100) {
+            // Too little left for another request: wait it out, so the wait is never cut short.
+            std::thread::sleep(left);
             return Waited::TimedOut;
         }
         let cut = client.clone().with_retry(Retry::none()).with_request_timeout(left);
