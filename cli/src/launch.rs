@@ -5,7 +5,7 @@
 //!
 //! | runtime | program | network | print mode | interactive |
 //! |---|---|---|---|---|
-//! | `claude-code` | `claude` | yes | `claude -p PROMPT --allowedTools Bash(handoff:*)` | `claude PROMPT --allowedTools Bash(handoff:*)` |
+//! | `claude-code` | `claude` | yes | `claude -p PROMPT --permission-mode default --allowedTools Bash(handoff:*)` | `claude PROMPT --permission-mode default --allowedTools Bash(handoff:*)` |
 //! | `codex` | `codex` | no (`workspace-write`) | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request PROMPT` |
 //!
 //! **Invariants:**
@@ -45,6 +45,11 @@ pub const ENV_NAMES: [&str; 3] = [ENV_URL, ENV_ID, ENV_TOKEN];
 /// Claude Code's permission rule that lets the session run `handoff` (and only that) without
 /// asking: a prefix rule on the Bash tool, in the `:*` form every version reads.
 pub const CLAUDE_CODE_ALLOW_RULE: &str = "Bash(handoff:*)";
+/// Claude Code's permission mode for a launched session: the one where the allow rule decides
+/// and any other tool call is asked (of the owner through the `PermissionRequest` hook, then at
+/// the terminal). Claude Code 2.1.328 starts an interactive session in `auto` otherwise, which
+/// asks nothing; an `--permission-mode` among the extra arguments comes later and wins.
+pub const CLAUDE_CODE_PERMISSION_MODE: &str = "default";
 /// Codex's sandbox: the workspace is writable, the network is not reachable.
 pub const CODEX_SANDBOX: &str = "workspace-write";
 /// Codex's approvals in interactive mode (exec never asks).
@@ -346,6 +351,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
             }
             prompt_at = args.len();
             args.push(prompt.into());
+            args.extend(["--permission-mode".to_string(), CLAUDE_CODE_PERMISSION_MODE.to_string()]);
             args.extend(extra.iter().cloned());
             args.extend(["--allowedTools".to_string(), CLAUDE_CODE_ALLOW_RULE.to_string()]);
         }

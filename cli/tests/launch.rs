@@ -242,7 +242,7 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
         "recorded done for turn 2",
         "accepted package v2",
         "briefed from package v2",
-        "started claude -p <prompt> --allowedTools 'Bash(handoff:*)'",
+        "started claude -p <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'",
         "claude exited 0",
     ] {
         i = line_after(&log, i + 1, needle);
@@ -273,7 +273,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
     let expected = format!(
         "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN\n\
-         command: claude <prompt> --allowedTools 'Bash(handoff:*)'\nprompt:\n{prompt}\n",
+         command: claude <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'\nprompt:\n{prompt}\n",
         &hash[..8]
     );
     assert_eq!(human.stdout, expected);
@@ -282,7 +282,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["command", "env_names", "package", "prompt"], "{json}");
     assert_eq!(json["prompt"], prompt.as_str());
-    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--allowedTools", "Bash(handoff:*)"]));
+    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--permission-mode", "default", "--allowedTools", "Bash(handoff:*)"]));
     assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN"]));
     assert_eq!(json["package"], json!({"version": 1, "hash": hash}));
 

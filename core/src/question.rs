@@ -1,7 +1,8 @@
 //! A question a needs-you report carries, and its answer: what the agent waits on, the options
 //! the owner may pick from, and the one answer the owner gave. The turn machine keeps at most
-//! one on the record (`turn::Record::question`); any later report of the turn, a new question,
-//! a cancel or a close withdraws it.
+//! one on the record (`turn::Record::question`); a running, done or failed report of the turn, a
+//! new question, a cancel or a close withdraws it. A needs-you without a question leaves an
+//! unanswered one open: the turn still waits on it.
 
 use crate::error::Refusal;
 use crate::json::Checked;

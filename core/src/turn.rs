@@ -294,6 +294,9 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         return Err(Code::TurnOutOfOrder);
     }
     let status = Status::from(status);
+    if still_waiting(record, status, question) {
+        return Ok(None);
+    }
     // The open question asked again is the same question; no question where none is open is
     // no question: anything else asks a new one or withdraws the one there was.
     let same_question = match (question, &record.question) {
@@ -316,6 +319,14 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     let asked = question.filter(|_| status == Status::NeedsYou);
     next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, Timestamp::from_ms(now)));
     Ok(Some(next))
+}
+
+/// A needs-you without a question while the turn waits on an unanswered one says nothing new:
+/// the question stays open, answerable until the turn moves on (a running, done or failed
+/// report, a new question, a cancel, a close). A harness reminds the person of its own waiting
+/// prompt this way (Claude Code's `permission_prompt` notification, seconds after it asked).
+fn still_waiting(record: &Record, status: Status, question: Option<&QuestionInput>) -> bool {
+    status == Status::NeedsYou && question.is_none() && record.status == Status::NeedsYou && record.question.as_ref().is_some_and(Question::is_open)
 }
 
 fn cancel(record: &Record, turn: Option<u64>) -> Result<Option<Record>, Code> {

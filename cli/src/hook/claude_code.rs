@@ -29,7 +29,8 @@ pub fn permission_text(doc: &Value) -> Option<String> {
 }
 
 /// `Notification` types that mean the agent is waiting for the person.
-pub const WAITING_NOTIFICATIONS: [&str; 3] = ["permission_prompt", "idle_prompt", "elicitation_dialog"];
+/// `elicitation_url_dialog` is an MCP server asking the person to open a link (sign-in).
+pub const WAITING_NOTIFICATIONS: [&str; 4] = ["permission_prompt", "idle_prompt", "elicitation_dialog", "elicitation_url_dialog"];
 
 /// The `StopFailure` errors that are a provider's usage limit.
 const LIMIT_ERRORS: [&str; 1] = ["rate_limit"];
@@ -131,6 +132,8 @@ mod tests {
             assert_eq!(report(intent(&doc, &no_tail, None)).0, ReportStatus::NeedsYou, "{kind}");
             assert_eq!(report(intent(&doc, &no_tail, None)).1.as_deref(), Some("Claude needs your permission to use Bash"));
         }
+        let url = json!({"hook_event_name": "Notification", "notification_type": "elicitation_url_dialog", "message": "Open the link to sign in"});
+        assert_eq!(report(intent(&url, &no_tail, None)).0, ReportStatus::NeedsYou, "an MCP server's link for the person waits for them");
         let done = json!({"hook_event_name": "Notification", "notification_type": "auth_success", "message": "ok"});
         assert!(matches!(intent(&done, &no_tail, None), Intent::Nothing(_)));
     }

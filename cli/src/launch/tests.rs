@@ -162,12 +162,12 @@ fn a_work_record_briefing_never_exceeds_its_budget_and_marks_the_cut() {
 #[test]
 fn claude_code_takes_the_prompt_after_p_and_the_allow_rule_last() {
     let print = command_line(Runtime::ClaudeCode, Mode::Print, "PROMPT", None, &[]);
-    assert_eq!(print.argv(), ["claude", "-p", "PROMPT", "--allowedTools", "Bash(handoff:*)"]);
+    assert_eq!(print.argv(), ["claude", "-p", "PROMPT", "--permission-mode", "default", "--allowedTools", "Bash(handoff:*)"]);
     assert_eq!(print.args[print.prompt_at], "PROMPT");
-    assert_eq!(print.display(), "claude -p <prompt> --allowedTools 'Bash(handoff:*)'");
+    assert_eq!(print.display(), "claude -p <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'");
     let extra = ["--output-format".to_string(), "json".to_string()];
     let interactive = command_line(Runtime::ClaudeCode, Mode::Interactive, "PROMPT", None, &extra);
-    assert_eq!(interactive.argv(), ["claude", "PROMPT", "--output-format", "json", "--allowedTools", "Bash(handoff:*)"]);
+    assert_eq!(interactive.argv(), ["claude", "PROMPT", "--permission-mode", "default", "--output-format", "json", "--allowedTools", "Bash(handoff:*)"]);
     assert!(!interactive.argv().iter().any(|a| a.contains("dangerously") || a == "--permission-mode"), "no blanket mode");
 }
 

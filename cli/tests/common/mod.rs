@@ -5,6 +5,8 @@
 //! skipped itself would report a pass for a client nobody ran.
 #![allow(dead_code)]
 
+pub mod harness;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

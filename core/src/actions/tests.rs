@@ -64,10 +64,11 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
         Action::Cancel => vec![turn(TurnCommand::Cancel { turn: None }), turn(TurnCommand::Cancel { turn: Some(r.turn) })],
         Action::Close => vec![turn(TurnCommand::Close)],
         Action::Report => {
-            // A summary unlike the current one, so that a report of any status is news.
+            // A summary unlike the current one, so that a report of any status is news (but a
+            // needs-you while a question waits, which leaves it waiting: not the first).
             let fresh_summary = format!("{}+", r.summary.as_deref().unwrap_or(""));
             let mut all = Vec::new();
-            for status in [ReportStatus::NeedsYou, ReportStatus::Running, ReportStatus::Done, ReportStatus::Failed] {
+            for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
                 for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
                     all.push(turn(TurnCommand::Report { turn: r.turn, status, summary, question: None }));
                 }

@@ -228,6 +228,11 @@ proptest! {
             if before.state == State::Closed {
                 prop_assert_eq!(&r, &before);
             }
+            // An open question goes only as the turn moves on, never by a needs-you without one.
+            if before.question.as_ref().is_some_and(|q| q.is_open()) && r.question != before.question {
+                let reminder = matches!(c, Command::Report { status: ReportStatus::NeedsYou, question: None, .. });
+                prop_assert!(!reminder, "withdrawn by {:?}", c);
+            }
             // An unanswered question is open only while its turn needs the owner; none
             // outlives its turn or the hand-off.
             if let Some(q) = &r.question {
@@ -296,7 +301,7 @@ fn a_needs_you_report_with_a_question_puts_it_on_the_record_unanswered() {
 #[test]
 fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
     let r = asking();
-    for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
+    for status in [ReportStatus::Running, ReportStatus::Done, ReportStatus::Failed] {
         let next = ok(&r, report(1, status, Some("waiting"))).next;
         assert_eq!(next.question, None, "a {status:?} report withdraws it");
     }
@@ -304,6 +309,21 @@ fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
     assert_eq!(newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())), Some(("q_3", "Bash: rm -rf build")));
     assert_eq!(ok(&r, Command::Cancel { turn: None }).next.question, None);
     assert_eq!(ok(&r, Command::Close).next.question, None);
+}
+
+#[test]
+fn a_needs_you_without_a_question_leaves_the_open_question_answerable() {
+    // Claude Code's `permission_prompt` notification, about 6 s after its hook asked.
+    let r = asking();
+    let reminded = ok(&r, report(1, ReportStatus::NeedsYou, Some("Claude needs your permission to use Bash")));
+    assert!(!reminded.moved, "the turn still waits on the question: nothing moves");
+    assert_eq!(reminded.next, r);
+    let answered = ok(&reminded.next, answer("q_2", "allow", None));
+    assert!(answered.moved, "the owner's answer still counts");
+    // Once answered (the turn runs again), a needs-you is a new wait and the answered question goes.
+    let again = ok(&answered.next, report(1, ReportStatus::NeedsYou, Some("idle")));
+    assert!(again.moved);
+    assert_eq!((again.next.status, again.next.question), (Status::NeedsYou, None));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The peers' one server: every request read whole, handed to the peer's handler on its own
+//! The peers' one server: every request read whole (up to a cap), handed to the peer's handler on its own
 //! thread (so a hung answer delays no other request), and answered as the handler says.
 
 use std::collections::VecDeque;
@@ -92,11 +92,26 @@ pub struct Server {
     stopping: Arc<AtomicBool>,
 }
 
+/// A handler's answer: how, the headers to add, and the body (sent only with a status).
+pub type Answer = (Reply, Vec<(&'static str, String)>, Vec<u8>);
+
 impl Server {
-    /// Serves every request with `handle`, which records it and says how to answer.
+    /// Serves every request with `handle`, which records it and says how to answer (with an
+    /// empty body); bodies past [`PEER_BODY_BYTES_MAX`] are answered 413.
     pub fn start<H>(handle: H) -> Server
     where
         H: Fn(Received) -> (Reply, Vec<(&'static str, String)>) + Send + Sync + 'static,
+    {
+        Server::start_with_bodies(PEER_BODY_BYTES_MAX, move |received| {
+            let (reply, headers) = handle(received);
+            (reply, headers, Vec::new())
+        })
+    }
+
+    /// [`Server::start`] for a peer that answers with bodies and reads up to `body_max`.
+    pub fn start_with_bodies<H>(body_max: usize, handle: H) -> Server
+    where
+        H: Fn(Received) -> Answer + Send + Sync + 'static,
     {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("a peer binds 127.0.0.1:0"));
         let port = server.server_addr().to_ip().expect("a peer listens on IP").port();
@@ -108,20 +123,20 @@ impl Server {
             // `incoming_requests` ends when `unblock` is called on drop.
             for request in accepting.incoming_requests() {
                 let (handle, stop) = (Arc::clone(&handle), Arc::clone(&stop));
-                std::thread::spawn(move || serve(request, &*handle, &stop));
+                std::thread::spawn(move || serve(request, body_max, &*handle, &stop));
             }
         });
         Server { server, port, accept: Some(accept), stopping }
     }
 }
 
-fn serve<H>(mut request: tiny_http::Request, handle: &H, stopping: &AtomicBool)
+fn serve<H>(mut request: tiny_http::Request, body_max: usize, handle: &H, stopping: &AtomicBool)
 where
-    H: Fn(Received) -> (Reply, Vec<(&'static str, String)>),
+    H: Fn(Received) -> Answer,
 {
     let mut body = Vec::new();
-    let read = request.as_reader().take(PEER_BODY_BYTES_MAX as u64 + 1).read_to_end(&mut body);
-    if read.is_err() || body.len() > PEER_BODY_BYTES_MAX {
+    let read = request.as_reader().take(body_max as u64 + 1).read_to_end(&mut body);
+    if read.is_err() || body.len() > body_max {
         let _ = request.respond(tiny_http::Response::empty(413));
         return;
     }
@@ -133,8 +148,8 @@ where
         at: Instant::now(),
     };
     match handle(received) {
-        (Reply::Status(status), headers) => {
-            let mut response = tiny_http::Response::empty(status);
+        (Reply::Status(status), headers, body) => {
+            let mut response = tiny_http::Response::from_data(body).with_status_code(status);
             for (name, value) in headers {
                 if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
                     response.add_header(header);
@@ -142,7 +157,7 @@ where
             }
             let _ = request.respond(response);
         }
-        (Reply::Hang(how_long), _) => {
+        (Reply::Hang(how_long), _, _) => {
             let until = Instant::now() + how_long.min(Duration::from_secs(PEER_HANG_S_MAX));
             while Instant::now() < until && !stopping.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));

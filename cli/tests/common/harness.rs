@@ -1,0 +1,239 @@
+//! The real agent harnesses as the tests run them: Claude Code and Codex from the repository's
+//! npm lockfile (`scripts/install`), on a machine of their own (a home for their settings, the
+//! hooks' state, a workspace), talking to a [`ScriptedModel`] and to the real local Worker.
+//! Nothing leaves this machine: the model is on 127.0.0.1, and the harnesses' telemetry, error
+//! reports and update checks are off by their own settings.
+//!
+//! An interactive session runs under tmux, on a tmux server of its own ([`Tmux`]), killed with
+//! every process in it when the test ends, however it ends.
+#![allow(dead_code)]
+
+use super::{command, unique, Run};
+pub use handoff_it::peers::scripted_model::{ScriptedModel, Step};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The API key the harnesses are given: any value does for the scripted model.
+pub const MODEL_KEY: &str = "sk-scripted-model-key-0123456789";
+/// The longest one harness run of these tests may take before the test fails, naming it.
+pub const HARNESS_RUN_S_MAX: u64 = 120;
+
+/// The harness's program as `scripts/install` put it, at the version of the lockfile.
+pub fn harness_bin(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../node_modules/.bin").join(name);
+    assert!(path.exists(), "{} is missing: scripts/install installs the pinned harnesses from package-lock.json", path.display());
+    path
+}
+
+/// One cloud machine: its folders, the session it serves and the model it talks to.
+pub struct Machine {
+    pub root: PathBuf,
+    pub id: String,
+    pub token: String,
+    pub model_anthropic: String,
+    pub model_openai: String,
+}
+
+impl Machine {
+    pub fn new(id: &str, token: &str, model: &ScriptedModel) -> Machine {
+        let root = std::env::temp_dir().join(unique("handoff-harness"));
+        for dir in ["home", "state", "work", "codex"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let m = Machine { root, id: id.into(), token: token.into(), model_anthropic: model.anthropic_url(), model_openai: model.openai_url() };
+        // A repository, as a session's workspace is (Codex's exec refuses a folder outside Git).
+        let git = Command::new("git").args(["init", "-q"]).current_dir(m.work()).output().expect("git runs");
+        assert!(git.status.success(), "git init: {}", String::from_utf8_lossy(&git.stderr));
+        m.onboard_claude_code();
+        m.configure_codex();
+        m
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    pub fn codex_home(&self) -> PathBuf {
+        self.root.join("codex")
+    }
+
+    /// `PATH`: the harnesses, then `handoff` itself (the session's own commands), then the system.
+    pub fn path(&self) -> String {
+        let handoff_dir = Path::new(env!("CARGO_BIN_EXE_handoff")).parent().unwrap().to_path_buf();
+        let harnesses = harness_bin("claude").parent().unwrap().to_path_buf();
+        format!("{}:{}:/usr/local/bin:/usr/bin:/bin", harnesses.display(), handoff_dir.display())
+    }
+
+    /// Every variable a harness on this machine runs with, the session's included.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let pairs = [
+            ("HOME", self.home().display().to_string()),
+            ("PATH", self.path()),
+            ("HANDOFF_URL", super::url()),
+            ("HANDOFF_ID", self.id.clone()),
+            ("HANDOFF_TOKEN", self.token.clone()),
+            ("HANDOFF_STATE_DIR", self.root.join("state").display().to_string()),
+            ("ANTHROPIC_BASE_URL", self.model_anthropic.clone()),
+            ("ANTHROPIC_API_KEY", MODEL_KEY.into()),
+            ("SCRIPTED_MODEL_KEY", MODEL_KEY.into()),
+            ("CODEX_HOME", self.codex_home().display().to_string()),
+            // Claude Code's own switches: no telemetry, error reports, update checks or other
+            // traffic than the model's.
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_ERROR_REPORTING", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("TERM", "xterm-256color".into()),
+        ];
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// A `handoff` command on this machine, with the machine token and these variables.
+    pub fn handoff(&self, args: &[&str]) -> Command {
+        let mut cmd = command(Some(&self.token), args);
+        cmd.env_clear().envs(self.vars()).current_dir(self.work());
+        cmd
+    }
+
+    /// Runs `handoff ARGS` to its end within [`HARNESS_RUN_S_MAX`].
+    pub fn run(&self, what: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.handoff(args);
+        cmd.envs(extra_env.iter().copied());
+        run_bounded(what, cmd)
+    }
+
+    /// What the hooks and the launcher logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("state/hook.log")).unwrap_or_default()
+    }
+
+    /// What a provisioned machine has done once: Claude Code's first-run screens passed, the
+    /// workspace trusted and the API key approved (`~/.claude.json`); a first run stops at
+    /// each of them otherwise.
+    fn onboard_claude_code(&self) {
+        let key_tail = &MODEL_KEY[MODEL_KEY.len() - 20..];
+        let mut projects = serde_json::Map::new();
+        projects.insert(self.work().display().to_string(), serde_json::json!({"hasTrustDialogAccepted": true, "allowedTools": []}));
+        let state = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "lastOnboardingVersion": "2.1.328",
+            "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
+            "projects": projects,
+        });
+        std::fs::write(self.home().join(".claude.json"), state.to_string()).unwrap();
+    }
+
+    /// Codex's provider: the scripted model over the Responses API, and no update check.
+    fn configure_codex(&self) {
+        let config = format!(
+            "model = \"gpt-scripted\"\nmodel_provider = \"scripted\"\ncheck_for_update_on_startup = false\n\n\
+             [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}\"\nwire_api = \"responses\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n\n\
+             [analytics]\nenabled = false\n",
+            self.model_openai
+        );
+        std::fs::write(self.codex_home().join("config.toml"), config).unwrap();
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Runs `cmd` to its end within [`HARNESS_RUN_S_MAX`], killing it (and failing, naming `what`)
+/// if it does not end.
+pub fn run_bounded(what: &str, mut cmd: Command) -> Run {
+    use std::io::Read;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn().unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(HARNESS_RUN_S_MAX);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {HARNESS_RUN_S_MAX} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Run { code: status.code().unwrap_or(-1), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// Waits up to `timeout` for `check` to answer something; fails with `what` and the last
+/// `context` otherwise.
+pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>, context: impl Fn() -> String) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {} s\n{}", timeout.as_secs(), context());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// An interactive session: one program in a tmux pane, on a tmux server of its own.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `argv` in `dir` with exactly `vars`, in a 200×50 pane.
+    pub fn start(dir: &Path, vars: &[(String, String)], argv: &[String]) -> Tmux {
+        let tmux = Tmux { socket: unique("handoff-tmux") };
+        let mut cmd = tmux.tmux();
+        cmd.args(["new-session", "-d", "-x", "200", "-y", "50", "-c"]).arg(dir).arg("--").arg("env").arg("-i");
+        cmd.args(vars.iter().map(|(k, v)| format!("{k}={v}")));
+        cmd.args(argv);
+        let out = cmd.output().expect("tmux runs (scripts/install installs it)");
+        assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+        tmux
+    }
+
+    fn tmux(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &self.socket, "-f", "/dev/null"]).stdin(Stdio::null());
+        cmd
+    }
+
+    /// What the pane shows now ("" once the program has ended and the pane is gone).
+    pub fn screen(&self) -> String {
+        let out = self.tmux().args(["capture-pane", "-p", "-t", "0"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Types `keys` (tmux key names: `Enter`, `Escape`, or literal text).
+    pub fn keys(&self, keys: &[&str]) {
+        let out = self.tmux().args(["send-keys", "-t", "0"]).args(keys).output().unwrap();
+        assert!(out.status.success(), "tmux send-keys: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Waits until the screen shows `text`; fails with the screen otherwise.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> String {
+        eventually(&format!("the screen shows {text:?}"), timeout, || Some(self.screen()).filter(|s| s.contains(text)), || self.screen())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+    }
+}
