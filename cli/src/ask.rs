@@ -28,6 +28,54 @@ pub fn permission_question(text: &str) -> QuestionInput {
     QuestionInput { kind: Kind::Permission, text: text.to_string(), options }
 }
 
+/// What a harness's `PermissionRequest` asks the owner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// May the tool run? The question's text: the tool and a line of its input.
+    Permission(String),
+    /// Claude Code's `AskUserQuestion` with one question: its text, its options' labels, and
+    /// the tool's input, given back with the answer in it.
+    Choice { text: String, labels: Vec<String>, input: serde_json::Value },
+}
+
+impl Prompt {
+    pub fn text(&self) -> &str {
+        match self {
+            Prompt::Permission(text) | Prompt::Choice { text, .. } => text,
+        }
+    }
+
+    /// The question the needs-you carries: allow/deny, or the options as `1`, `2`, … with
+    /// their labels.
+    pub fn question(&self) -> QuestionInput {
+        match self {
+            Prompt::Permission(text) => permission_question(text),
+            Prompt::Choice { text, labels, .. } => {
+                let options = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
+                QuestionInput { kind: Kind::Choice, text: text.clone(), options }
+            }
+        }
+    }
+
+    /// The decision document for the owner's `answer`: for a permission, allow or deny; for a
+    /// choice, allow with the tool's input carrying `answers` (the question's text to the
+    /// chosen label), the form Claude Code's `AskUserQuestion` takes its answers in.
+    pub fn decision(&self, answer: &Answer) -> String {
+        match self {
+            Prompt::Permission(_) => permission_decision(answer),
+            Prompt::Choice { text, labels, input } => {
+                let chosen = answer.option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))).cloned().unwrap_or_default();
+                let mut updated = input.clone();
+                if let Some(map) = updated.as_object_mut() {
+                    map.insert("answers".into(), serde_json::json!({ text.as_str(): chosen }));
+                }
+                let document = serde_json::json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow", "updatedInput": updated}}});
+                document.to_string()
+            }
+        }
+    }
+}
+
 /// How a wait for an answer ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
@@ -103,6 +151,22 @@ mod tests {
         let parsed: serde_json::Value = serde_json::from_str(&deny).unwrap();
         assert_eq!(parsed["hookSpecificOutput"]["decision"]["message"], "not on \"main\"");
         assert_eq!(permission_decision(&answer("deny", None)), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny"}}}"#);
+    }
+
+    #[test]
+    fn a_choice_is_asked_with_its_labels_and_answered_in_the_tools_own_input() {
+        let input = serde_json::json!({"questions": [{"question": "Which database?", "header": "DB", "multiSelect": false, "options": [{"label": "Postgres", "description": "a server"}, {"label": "SQLite", "description": "a file"}]}]});
+        let prompt = Prompt::Choice { text: "Which database?".into(), labels: vec!["Postgres".into(), "SQLite".into()], input: input.clone() };
+        let q = prompt.question();
+        assert_eq!((q.kind, q.text.as_str()), (Kind::Choice, "Which database?"));
+        let options: Vec<(&str, &str)> = q.options.iter().map(|o| (o.id.as_str(), o.label.as_str())).collect();
+        assert_eq!(options, [("1", "Postgres"), ("2", "SQLite")]);
+        let decided: serde_json::Value = serde_json::from_str(&prompt.decision(&answer("2", None))).unwrap();
+        let decision = &decided["hookSpecificOutput"]["decision"];
+        assert_eq!(decision["behavior"], "allow");
+        assert_eq!(decision["updatedInput"]["answers"], serde_json::json!({"Which database?": "SQLite"}));
+        assert_eq!(decision["updatedInput"]["questions"], input["questions"], "the tool's own input goes back with the answer");
+        assert_eq!(Prompt::Permission("Bash: ls".into()).decision(&answer("deny", None)), permission_decision(&answer("deny", None)));
     }
 
     #[test]

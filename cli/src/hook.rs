@@ -24,6 +24,7 @@ pub mod spool;
 pub mod transcript;
 
 use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
+use crate::ask::Prompt;
 use crate::client::new_idempotency_key;
 use crate::detect;
 use handoff_core::limits::{RUNTIMES_FRESH_MS, SUMMARY_BYTES_MAX};
@@ -92,7 +93,7 @@ pub const PERMISSION_INPUT_BYTES_MAX: usize = 300;
 /// a file path, a URL or a query where the input has one, else the input as compact JSON;
 /// whitespace runs become one space, and a long summary is cut with `…`.
 pub fn permission_text(tool: &str, input: &serde_json::Value) -> String {
-    let named = ["command", "file_path", "notebook_path", "path", "url", "query", "pattern"].into_iter().find_map(|k| input[k].as_str());
+    let named = ["command", "file_path", "notebook_path", "path", "url", "query", "pattern", "plan"].into_iter().find_map(|k| input[k].as_str());
     let summary = named.map_or_else(|| if input.is_null() { String::new() } else { input.to_string() }, str::to_string);
     let line = summary.split_whitespace().collect::<Vec<_>>().join(" ");
     let line = if line.len() > PERMISSION_INPUT_BYTES_MAX { format!("{}…", clip(&line, PERMISSION_INPUT_BYTES_MAX - '…'.len_utf8())) } else { line };
@@ -216,12 +217,12 @@ impl Hook {
     /// the budget. Answers the question's id and the version that asked it, when the service
     /// holds it now; `None` (logged) when the report is not delivered (it stays spooled) or
     /// not for a turn seen open.
-    pub fn ask(&self, event: &str, text: &str) -> std::io::Result<Option<(String, u64)>> {
+    pub fn ask(&self, event: &str, prompt: &Prompt) -> std::io::Result<Option<(String, u64)>> {
         let spool = Spool::open(&self.dir, &self.id)?;
         self.deliver(&spool)?;
         let seen = seen::load(&self.dir, &self.id).or_else(|| self.refresh(None));
-        let question = crate::ask::permission_question(text);
-        if !self.spool_asking(&spool, event, seen, text.to_string(), Some(question))? {
+        let text = prompt.text();
+        if !self.spool_asking(&spool, event, seen, text.to_string(), Some(prompt.question()))? {
             return Ok(None);
         }
         let (done, last) = self.deliver_keeping(&spool)?;
@@ -442,6 +443,7 @@ pub fn within_budget_then<T: std::marker::Send + 'static>(work: impl FnOnce() ->
 /// version that asked it.
 pub struct Asked {
     hook: Hook,
+    prompt: Prompt,
     question: String,
     version: u64,
     /// When the hook started: the wait for the answer counts from then.
@@ -452,12 +454,12 @@ pub struct Asked {
 /// every report is), then waits for the answer until `HANDOFF_ANSWER_WAIT_S` after the hook
 /// started. Answers the decision document to print, or `None`: nothing to print, the harness
 /// asks at its terminal.
-fn permission(source: &'static str, url: String, token: Option<String>, event: String, text: String) -> Option<String> {
+fn permission(source: &'static str, url: String, token: Option<String>, event: String, prompt: Prompt) -> Option<String> {
     let started = Instant::now();
     let asked = within_budget_then(move || {
         let hook = session(source, &url, token.as_deref(), None)?;
-        match hook.ask(&event, &text) {
-            Ok(Some((question, version))) => Some(Asked { hook, question, version, started }),
+        match hook.ask(&event, &prompt) {
+            Ok(Some((question, version))) => Some(Asked { hook, prompt, question, version, started }),
             Ok(None) => None,
             Err(e) => {
                 hook.log.line(&format!("{event}: the spool could not be used: {e}"));
@@ -466,13 +468,13 @@ fn permission(source: &'static str, url: String, token: Option<String>, event: S
         }
     })?;
     let wait = Duration::from_secs(crate::ask::answer_wait_s(&|k| std::env::var(k).ok()));
-    let Asked { hook, question, version, started } = asked;
+    let Asked { hook, prompt, question, version, started } = asked;
     let client = hook.client.clone();
     match crate::ask::wait_for_answer(&client, &hook.id, &question, version, started + wait) {
         crate::ask::Waited::Answered(answer, record) => {
             hook.answered(&record);
             hook.log.line(&format!("{question} answered {} (version {})", answer.option, record.version));
-            Some(crate::ask::permission_decision(&answer))
+            Some(prompt.decision(&answer))
         }
         crate::ask::Waited::Withdrawn => {
             hook.log.line(&format!("{question} was withdrawn before an answer"));
@@ -551,8 +553,15 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     let (url, token) = (url.to_string(), token.map(str::to_string));
     // Read within the budget too: a harness that never closes standard input holds nothing up.
     let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
-    if let Some(text) = claude_code::permission_text(&doc) {
-        return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), text));
+    match claude_code::prompt(&doc) {
+        Some(Ok(prompt)) => return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), prompt)),
+        Some(Err(why)) => {
+            if let Some(hook) = session("claude-code", &url, token.as_deref(), None) {
+                hook.log.line(&format!("PermissionRequest: not asking: {why}"));
+            }
+            return;
+        }
+        None => {}
     }
     within_budget(move || {
         let Some(hook) = session("claude-code", &url, token.as_deref(), None) else { return };
@@ -572,7 +581,7 @@ pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
     if argument.is_none() {
         let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
         if let Some(text) = codex::permission_text(&doc) {
-            return print_decision(permission("codex", url, token, "PermissionRequest".into(), text));
+            return print_decision(permission("codex", url, token, "PermissionRequest".into(), Prompt::Permission(text)));
         }
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
         if let Some(hook) = session("codex", &url, token.as_deref(), None) {

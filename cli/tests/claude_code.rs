@@ -54,8 +54,122 @@ fn a_print_mode_turn_launched_by_handoff_launch_reports_records_and_ends_done() 
     let log = m.log();
     assert!(log.contains("delivered runtimes (") && log.contains("from SessionStart"), "{log}");
     assert!(log.contains("delivered running for turn 2 from UserPromptSubmit"), "{log}");
-    let (_, runtimes) = api_get(&owner_token, &format!("/v1/handoffs/{id}/runtimes"));
+    let runtimes = r["machine_runtimes"].clone();
     let claude = runtimes["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "claude-code").cloned()).unwrap_or_default();
     assert_eq!(claude["version"].as_str().map(|v| v.starts_with("2.1.328")), Some(true), "{runtimes}");
+    // `claude auth status` counts the API key in the environment as signed in.
+    assert_eq!(claude["signed_in"], true, "{runtimes}");
     assert!(!log.contains(&machine_token), "the log never holds the token");
+}
+
+/// An interactive Claude Code under tmux on a fresh hand-off (turn 1 running), its hooks
+/// installed by `handoff hook install claude-code` with `answer_wait_s` as the owner's wait,
+/// in the default permission mode (the launcher's), asked to go on.
+struct Interactive {
+    owner: String,
+    id: String,
+    model: ScriptedModel,
+    machine: Machine,
+    tmux: Tmux,
+}
+
+impl Interactive {
+    fn start(steps: Vec<Step>, answer_wait_s: u64) -> Interactive {
+        let owner = owner();
+        let (id, machine_token) = create(&owner);
+        let model = ScriptedModel::start(steps);
+        let machine = Machine::new(&id, &machine_token, &model);
+        let wait = answer_wait_s.to_string();
+        let installed = machine.run("hook install", &["hook", "install", "claude-code"], &[("HANDOFF_ANSWER_WAIT_S", &wait)]);
+        assert_eq!(installed.code, 0, "{installed:?}");
+        let mut vars = machine.vars();
+        vars.push(("HANDOFF_ANSWER_WAIT_S".into(), wait));
+        let argv = [harness_bin("claude").display().to_string(), "--permission-mode".into(), "default".into(), "Go on with the work.".into()];
+        let tmux = Tmux::start(&machine.work(), &vars, &argv);
+        Interactive { owner, id, model, machine, tmux }
+    }
+
+    fn record(&self) -> Value {
+        record(&self.owner, &self.id)
+    }
+
+    /// Waits for the hook's question to be on the record, open; answers its id.
+    fn question(&self) -> String {
+        let open = |r: &Value| r["question"]["id"].as_str().filter(|_| r["question"]["answer"].is_null()).map(str::to_string);
+        eventually("the hook asks the owner", Duration::from_secs(60), || open(&self.record()), || self.context())
+    }
+
+    fn context(&self) -> String {
+        format!("record: {}\nscreen:\n{}\nlog:\n{}", self.record(), self.tmux.screen(), self.machine.log())
+    }
+
+    /// Waits for the turn's status to be `status`.
+    fn status(&self, status: &str) -> Value {
+        eventually(&format!("the turn is {status}"), Duration::from_secs(60), || Some(self.record()).filter(|r| r["status"] == status), || self.context())
+    }
+}
+
+#[test]
+fn a_permission_prompt_left_unanswered_at_the_terminal_for_30_s_is_answered_allow_from_the_api_and_the_tool_runs() {
+    let s = Interactive::start(vec![Step::bash("touch proof.txt"), Step::text("Made the proof.")], 90);
+    let q = s.question();
+    let r = s.record();
+    assert_eq!((r["status"].as_str(), r["question"]["kind"].as_str(), r["question"]["text"].as_str()), (Some("needs-you"), Some("permission"), Some("Bash: touch proof.txt")), "{r}");
+    s.tmux.wait_for("Do you want to proceed?", Duration::from_secs(30));
+    // Past Claude Code's own notification of the waiting prompt: the question is still open.
+    std::thread::sleep(Duration::from_secs(30));
+    let log = s.machine.log();
+    assert!(log.contains("from Notification"), "Claude Code notified of its waiting prompt: {log}");
+    assert_eq!(s.record()["question"]["id"].as_str(), Some(q.as_str()), "{}", s.context());
+
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let result = s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(!result.to_string().contains("needs approval") && !result.to_string().contains("denied"), "the tool ran: {result}");
+    assert!(s.machine.work().join("proof.txt").exists(), "touch ran: {}", s.context());
+    let done = s.status("done");
+    assert_eq!(done["summary"], "Made the proof.", "{done}");
+}
+
+#[test]
+fn a_permission_prompt_denied_from_the_api_with_a_note_gives_the_model_the_note() {
+    let s = Interactive::start(vec![Step::bash("touch proof.txt"), Step::text("Left the folder alone.")], 90);
+    let q = s.question();
+    std::thread::sleep(Duration::from_secs(10));
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", "not in this folder"]);
+    let result = s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(result.to_string().contains("not in this folder"), "the model reads the owner's note: {result}");
+    assert!(!s.machine.work().join("proof.txt").exists(), "touch did not run");
+    assert_eq!(s.status("done")["summary"], "Left the folder alone.");
+}
+
+#[test]
+fn with_no_answer_in_time_the_person_answers_at_the_terminal_and_the_turn_runs_again() {
+    let s = Interactive::start(vec![Step::bash("touch proof.txt"), Step::text("Made the proof.")], 3);
+    s.question();
+    let log = eventually("the hook gives the prompt back to the terminal", Duration::from_secs(30), || Some(s.machine.log()).filter(|l| l.contains("no answer within 3 s")), || s.context());
+    assert!(log.contains("the harness asks at its terminal"), "{log}");
+    s.tmux.wait_for("Do you want to proceed?", Duration::from_secs(10));
+    s.tmux.keys(&["Enter"]);
+    s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(s.machine.work().join("proof.txt").exists(), "the person let touch run: {}", s.context());
+    let log = eventually("PostToolUse reports running", Duration::from_secs(30), || Some(s.machine.log()).filter(|l| l.contains("delivered running for turn 1 from PostToolUse")), || s.context());
+    assert!(!log.contains(&s.machine.token));
+    assert_eq!(s.status("done")["summary"], "Made the proof.");
+}
+
+#[test]
+fn ask_user_question_asks_the_owner_its_own_question_and_the_model_receives_the_choice() {
+    let question = serde_json::json!({"questions": [{"question": "Which database?", "header": "Database", "multiSelect": false,
+        "options": [{"label": "Postgres", "description": "a server"}, {"label": "SQLite", "description": "one file"}]}]});
+    let s = Interactive::start(vec![Step::Call { name: "AskUserQuestion".into(), input: question }, Step::text("SQLite it is.")], 90);
+    let q = s.question();
+    let asked = s.record()["question"].clone();
+    assert_eq!((asked["kind"].as_str(), asked["text"].as_str()), (Some("choice"), Some("Which database?")), "{asked}");
+    let labels: Vec<&str> = asked["options"].as_array().unwrap().iter().map(|o| o["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["Postgres", "SQLite"], "{asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "2", "--question", &q]);
+    let result = s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    let text = result.as_str().map_or_else(|| result.to_string(), str::to_string);
+    assert!(text.contains("\"Which database?\"=\"SQLite\""), "the model receives the person's choice, not a bare allow: {text}");
+    assert_eq!(s.status("done")["summary"], "SQLite it is.");
 }

@@ -156,6 +156,20 @@ fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
 }
 
 #[test]
+fn a_needs_you_without_a_question_leaves_the_open_question_answerable() {
+    // What Claude Code's hooks send a few seconds after its permission prompt appears.
+    let (c, alice, id, machine, q) = asking();
+    let before = c.get(&format!("/v1/handoffs/{id}"), &alice).handoff()["version"].clone();
+    let reminded = c.report(&id, &machine, 1, "needs-you", Some("Claude needs your permission to use Bash"));
+    assert_eq!(reminded.status, 200, "{}", reminded.text);
+    assert_eq!(reminded.handoff()["question"]["id"].as_str(), Some(q.as_str()), "still open: {}", reminded.text);
+    assert_eq!(reminded.handoff()["version"], before, "nothing moved");
+    let given = answer(&c, &id, &alice, json!({"question": q, "option": "allow"}));
+    assert_eq!(given.status, 200, "the owner's answer still counts: {}", given.text);
+    assert_eq!(given.handoff()["status"], "running");
+}
+
+#[test]
 fn a_question_withdrawn_by_a_later_question_leaves_the_old_id_stale() {
     let (c, alice, id, machine, old) = asking();
     ask(&c, &id, &machine, 1, "Bash: rm -rf build");

@@ -15,6 +15,9 @@
 //! Anything else reports nothing.
 
 use super::transcript::{self, Tail};
+use crate::ask::Prompt;
+use handoff_core::limits::{QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
+use handoff_core::text::clip;
 use super::{clip_summary, Intent};
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
@@ -26,6 +29,30 @@ use std::path::Path;
 /// other event.
 pub fn permission_text(doc: &Value) -> Option<String> {
     (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+}
+
+/// What a `PermissionRequest` asks the owner. `AskUserQuestion` (which Claude Code puts through
+/// the permission dialog) with one single-choice question of 1 to [`QUESTION_OPTIONS_MAX`]
+/// options is that question; with more questions, or several answers to pick, it is left to
+/// the terminal (`None`, logged by the caller). Any other tool is a permission.
+pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
+    let text = permission_text(doc)?;
+    if doc["tool_name"] != "AskUserQuestion" {
+        return Some(Ok(Prompt::Permission(text)));
+    }
+    let questions = doc["tool_input"]["questions"].as_array().cloned().unwrap_or_default();
+    let [one] = questions.as_slice() else {
+        return Some(Err(format!("AskUserQuestion with {} questions is answered at the terminal", questions.len())));
+    };
+    if one["multiSelect"] == true {
+        return Some(Err("AskUserQuestion with several answers to pick is answered at the terminal".into()));
+    }
+    let labels: Vec<String> = one["options"].as_array().into_iter().flatten().filter_map(|o| o["label"].as_str()).map(|l| clip(l.trim(), QUESTION_LABEL_BYTES_MAX).to_string()).collect();
+    let text = one["question"].as_str().unwrap_or("").trim().to_string();
+    if labels.is_empty() || labels.len() > QUESTION_OPTIONS_MAX || text.is_empty() || text.len() > QUESTION_TEXT_BYTES_MAX {
+        return Some(Err("AskUserQuestion's question does not fit a question of the service: answered at the terminal".into()));
+    }
+    Some(Ok(Prompt::Choice { text, labels, input: doc["tool_input"].clone() }))
 }
 
 /// `Notification` types that mean the agent is waiting for the person.
@@ -117,6 +144,28 @@ mod tests {
         let text = permission_text(&long).unwrap();
         assert!(text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX && text.ends_with('…'), "{}", text.len());
         assert_eq!(permission_text(&json!({"hook_event_name": "PreToolUse", "tool_name": "Bash"})), None);
+    }
+
+    #[test]
+    fn ask_user_question_with_one_single_choice_question_is_that_question_and_anything_else_a_permission() {
+        let one = json!({"hook_event_name": "PermissionRequest", "tool_name": "AskUserQuestion", "tool_input": {"questions": [
+            {"question": "Which database?", "header": "DB", "multiSelect": false, "options": [{"label": "Postgres", "description": ""}, {"label": "SQLite", "description": ""}]}]}});
+        match prompt(&one) {
+            Some(Ok(Prompt::Choice { text, labels, input })) => {
+                assert_eq!((text.as_str(), labels), ("Which database?", vec!["Postgres".to_string(), "SQLite".to_string()]));
+                assert_eq!(input, one["tool_input"]);
+            }
+            other => panic!("not a choice: {other:?}"),
+        }
+        let mut two = one.clone();
+        two["tool_input"]["questions"] = json!([one["tool_input"]["questions"][0], one["tool_input"]["questions"][0]]);
+        assert!(matches!(prompt(&two), Some(Err(_))), "two questions are left to the terminal");
+        let mut many = one.clone();
+        many["tool_input"]["questions"][0]["multiSelect"] = json!(true);
+        assert!(matches!(prompt(&many), Some(Err(_))), "several answers are left to the terminal");
+        let plan = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {"plan": "1. Parse\n2. Test"}});
+        assert_eq!(prompt(&plan), Some(Ok(Prompt::Permission("ExitPlanMode: 1. Parse 2. Test".into()))), "a plan is approved or denied with a note");
+        assert_eq!(prompt(&json!({"hook_event_name": "Stop"})), None);
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn claude_code_takes_the_prompt_after_p_and_the_allow_rule_last() {
     let extra = ["--output-format".to_string(), "json".to_string()];
     let interactive = command_line(Runtime::ClaudeCode, Mode::Interactive, "PROMPT", None, &extra);
     assert_eq!(interactive.argv(), ["claude", "PROMPT", "--permission-mode", "default", "--output-format", "json", "--allowedTools", "Bash(handoff:*)"]);
-    assert!(!interactive.argv().iter().any(|a| a.contains("dangerously") || a == "--permission-mode"), "no blanket mode");
+    assert!(!interactive.argv().iter().any(|a| a.contains("dangerously") || a == "bypassPermissions" || a == "auto"), "no mode that asks nothing");
 }
 
 #[test]

@@ -153,8 +153,9 @@ export interface paths {
          *     signed in, within the last 24 h) other than the current turn's; with none, nothing.
          *     A needs-you may carry a `question` for the owner (1 to 6 options): the record shows it
          *     as `question` with its id (`q_…`) and a null `answer`, and the list row's `summary` is
-         *     its text. A later report of the turn (any status), a new question, a cancel or a close
-         *     withdraws it (`question` null again); the same report with the same question again
+         *     its text. A running, done or failed report of the turn, a new question, a cancel or a
+         *     close withdraws it (`question` null again); a needs-you without a question leaves an
+         *     unanswered one open and moves nothing; the same report with the same question again
          *     moves nothing. A question on any other status: 400 `request.invalid`.
          */
         post: operations["report"];
@@ -1160,7 +1161,7 @@ export interface components {
              */
             unmet?: number[] | null;
             usage?: components["schemas"]["Usage"] | null;
-            /** @description Only on needs-you (400 otherwise); withdraws any earlier question. */
+            /** @description Only on needs-you (400 otherwise); replaces any earlier question. */
             question?: components["schemas"]["QuestionInput"] | null;
         };
         Usage: {
@@ -1583,8 +1584,9 @@ export interface components {
             options: components["schemas"]["QuestionOption"][];
         };
         /**
-         * @description The question the current needs-you asks, on the record until a later report of the
-         *     turn, a new question, a cancel or a close withdraws it (then null). `answer` is null
+         * @description The question the current needs-you asks, on the record until a running, done or
+         *     failed report of the turn, a new question, a cancel or a close withdraws it (then
+         *     null); a needs-you without a question leaves it. `answer` is null
          *     until the owner answers (`POST …/answer`).
          */
         Question: {
