@@ -54,6 +54,10 @@ pub const CLAUDE_CODE_PERMISSION_MODE: &str = "default";
 pub const CODEX_SANDBOX: &str = "workspace-write";
 /// Codex's approvals in interactive mode (exec never asks).
 pub const CODEX_APPROVAL_INTERACTIVE: &str = "on-request";
+/// Codex's flag that runs enabled hooks without their persisted trust, for this run: the
+/// launcher has just installed its own hook, and an interactive Codex would otherwise stop at
+/// "Hooks need review" and never run it (Codex 0.169.0).
+pub const CODEX_BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
 /// Codex's config override for an exec run: no `notify` program. The launcher reports that
 /// turn from the final message after recording what the session left; the hook would end the
 /// turn first, and what the session left would land after its end.
@@ -364,7 +368,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                     }
                 }
                 Mode::Interactive => {
-                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE].map(String::from));
+                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_BYPASS_HOOK_TRUST].map(String::from));
                 }
             }
             args.extend(extra.iter().cloned());

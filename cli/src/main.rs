@@ -520,6 +520,9 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
                     println!("nothing to change in {}", path.display());
                 }
             }
+            if let (hook::install::Harness::Codex, false) = (harness, *uninstall) {
+                println!("{}", hook::install::CODEX_TRUST_STEP);
+            }
         }
     }
     Ok(())

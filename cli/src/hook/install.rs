@@ -29,6 +29,13 @@
 //!   another program, is refused with an [`InstallError`].
 //! - When nothing changes, the answer is `text` itself, byte for byte.
 
+/// What `hook install codex` prints: Codex runs a hook it does not manage only once its hash is
+/// trusted in `[hooks.state]` (`codex-rs/hooks/src/engine/discovery.rs`: an unmanaged handler
+/// runs when trusted, or with `bypass_hook_trust`), and until then shows "Hooks need review"
+/// (seen with Codex 0.169.0). The hash is Codex's own; the step is the person's, or the flag's.
+pub const CODEX_TRUST_STEP: &str = "Codex runs these hooks once you trust them: answer its \"Hooks need review\" screen (or /hooks) \
+in the next session, or start it with --dangerously-bypass-hook-trust, as `handoff launch` does";
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -133,8 +133,9 @@ impl Machine {
         let config = format!(
             "model = \"gpt-scripted\"\nmodel_provider = \"scripted\"\ncheck_for_update_on_startup = false\n\n\
              [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}\"\nwire_api = \"responses\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n\n\
-             [analytics]\nenabled = false\n",
-            self.model_openai
+             [analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            self.model_openai,
+            self.work().display()
         );
         std::fs::write(self.codex_home().join("config.toml"), config).unwrap();
     }

@@ -1,0 +1,73 @@
+//! The real Codex (the lockfile's version) against the real local Worker, its model scripted
+//! over the Responses API: a turn launched by `handoff launch` in `codex exec` with no network,
+//! which the launcher records from what the session left.
+
+mod common;
+use common::harness::*;
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn an_exec_turn_launched_by_handoff_launch_is_briefed_recorded_by_the_launcher_and_ends_done() {
+    let owner_token = owner();
+    let owner = Some(owner_token.as_str());
+    let (id, machine_token) = create(&owner_token);
+    ok(owner, &["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included"]);
+    ok(Some(&machine_token), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
+    ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
+    let model = ScriptedModel::start(vec![
+        Step::exec("printf 'Decision: Parse in one pass over the input\\n' >> NOTES.md && printf 'fn parse() {}\\n' > parser.rs"),
+        Step::text("Wrote the parser.\nArtifact: parser.rs\nStatus: done"),
+    ]);
+    let m = Machine::new(&id, &machine_token, &model);
+
+    let launched = m.run("handoff launch for codex", &["launch", &id, "--print"], &[]);
+    assert_eq!(launched.code, 0, "{launched:?}\nlog:\n{}", m.log());
+    let first = model.agent_requests().into_iter().next().expect("Codex asked the model");
+    let prompt = first.text();
+    assert!(prompt.contains("Write the parser") && prompt.contains("This sandbox has no network"), "the briefing is the prompt: {prompt}");
+    let result = model.result_of("call_1", Duration::from_secs(1)).expect("the command's output reached the model");
+    assert!(std::fs::read_to_string(m.work().join("NOTES.md")).unwrap_or_default().contains("Decision: Parse in one pass"), "the command ran in the sandbox: {result}");
+
+    let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
+    let decisions = work["work"]["decisions"].clone();
+    assert_eq!(decisions[0]["statement"], "Parse in one pass over the input", "{work}");
+    assert_eq!(work["work"]["artifacts"][0]["title"], "parser.rs", "{work}");
+    let r = record(&owner_token, &id);
+    assert_eq!((r["turn"].as_u64(), r["status"].as_str()), (Some(2), Some("done")), "{r}");
+    assert!(r["summary"].as_str().unwrap_or("").starts_with("Wrote the parser."), "{r}");
+    let log = m.log();
+    assert!(log.contains("recorded decision dec_1") && log.contains("recorded done for turn 2"), "{log}");
+}
+
+#[test]
+fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_decides() {
+    let owner_token = owner();
+    let owner = Some(owner_token.as_str());
+    let (id, machine_token) = create(&owner_token);
+    ok(owner, &["work", &id, "--title", "Proof", "--goal", "Make the proof file"]);
+    let escalated = serde_json::json!({"cmd": "touch proof.txt", "sandbox_permissions": "require_escalated", "justification": "Make the proof file"});
+    let model = ScriptedModel::start(vec![Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Made the proof.")]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let mut vars = m.vars();
+    vars.push(("HANDOFF_ANSWER_WAIT_S".into(), "90".into()));
+
+    // Installed by hand, the hook is not trusted yet: Codex stops at its review screen.
+    let installed = m.run("hook install codex", &["hook", "install", "codex"], &[("HANDOFF_ANSWER_WAIT_S", "90")]);
+    assert!(installed.code == 0 && installed.stdout.contains("--dangerously-bypass-hook-trust"), "install says the trust step: {installed:?}");
+    let untrusted = Tmux::start(&m.work(), &vars, &[harness_bin("codex").display().to_string(), "Make the proof.".into()]);
+    untrusted.wait_for("Hooks need review", Duration::from_secs(60));
+    drop(untrusted);
+
+    // Launched, it runs the hook the launcher installed.
+    let handoff = env!("CARGO_BIN_EXE_handoff").to_string();
+    let tmux = Tmux::start(&m.work(), &vars, &[handoff, "launch".into(), id.clone(), "--runtime".into(), "codex".into()]);
+    let context = || format!("record: {}\nscreen:\n{}\nlog:\n{}", record(&owner_token, &id), tmux.screen(), m.log());
+    let q = eventually("the hook asks the owner", Duration::from_secs(60), || record(&owner_token, &id)["question"]["id"].as_str().map(str::to_string), context);
+    let asked = record(&owner_token, &id)["question"].clone();
+    assert_eq!((asked["kind"].as_str(), asked["text"].as_str()), (Some("permission"), Some("Bash: touch proof.txt")), "{asked}");
+    ok(owner, &["answer", &id, "allow", "--question", &q]);
+    model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the command's result reached the model\n{}", context()));
+    assert!(m.work().join("proof.txt").exists(), "the owner's allow let it run: {}", context());
+    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust <prompt>"), "{}", context());
+}
