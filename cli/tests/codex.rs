@@ -66,7 +66,8 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
     let q = eventually("the hook asks the owner", Duration::from_secs(60), || record(&owner_token, &id)["question"]["id"].as_str().map(str::to_string), context);
     let asked = record(&owner_token, &id)["question"].clone();
     assert_eq!((asked["kind"].as_str(), asked["text"].as_str()), (Some("permission"), Some("Bash: touch proof.txt")), "{asked}");
-    ok(owner, &["answer", &id, "allow", "--question", &q]);
+    let answered = run(owner, &["answer", &id, "allow", "--question", &q]);
+    assert_eq!(answered.code, 0, "{answered:?}\n{}\nmodel requests: {}", context(), model.requests().len());
     model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the command's result reached the model\n{}", context()));
     assert!(m.work().join("proof.txt").exists(), "the owner's allow let it run: {}", context());
     assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust <prompt>"), "{}", context());
