@@ -58,6 +58,10 @@ pub const CODEX_APPROVAL_INTERACTIVE: &str = "on-request";
 /// launcher has just installed its own hook, and an interactive Codex would otherwise stop at
 /// "Hooks need review" and never run it (Codex 0.169.0).
 pub const CODEX_BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
+/// Codex's flag that keeps an interactive session off the shared background server: Codex
+/// 0.169.0's TUI otherwise starts a `codex app-server` daemon that outlives the session and is
+/// shared by the next one on the machine.
+pub const CODEX_NO_DAEMON: &str = "--no-daemon";
 /// Codex's config override for an exec run: no `notify` program. The launcher reports that
 /// turn from the final message after recording what the session left; the hook would end the
 /// turn first, and what the session left would land after its end.
@@ -368,7 +372,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                     }
                 }
                 Mode::Interactive => {
-                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_BYPASS_HOOK_TRUST].map(String::from));
+                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_BYPASS_HOOK_TRUST, CODEX_NO_DAEMON].map(String::from));
                 }
             }
             args.extend(extra.iter().cloned());

@@ -141,8 +141,35 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// The processes still running from this machine's folders (a harness's helpers live there),
+    /// as their command lines.
+    pub fn processes(&self) -> Vec<String> {
+        let root = self.root.display().to_string();
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            if pid == std::process::id() {
+                continue;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(&root) {
+                found.push(format!("{pid} {}", cmdline.trim()));
+            }
+        }
+        found
+    }
+}
+
 impl Drop for Machine {
     fn drop(&mut self) {
+        // Whatever a harness left running from here ends with its machine.
+        for p in self.processes() {
+            if let Some(pid) = p.split(' ').next().and_then(|p| p.parse::<i32>().ok()) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
