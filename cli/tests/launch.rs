@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use handoff_cli::launch::{self, Runtime};
 use serde_json::{json, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,32 +64,7 @@ impl Machine {
 
     /// Runs `handoff ARGS` to its end within [`LAUNCH_S_MAX`]; `what` names it if it does not end.
     fn run(&self, what: &str, args: &[&str]) -> Run {
-        let mut child = self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
-        let deadline = Instant::now() + Duration::from_secs(LAUNCH_S_MAX);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what} did not end within {LAUNCH_S_MAX} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Run { code: status.code().unwrap_or(-1), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+        common::harness::run_bounded(what, self.command(args), LAUNCH_S_MAX)
     }
 
     /// Runs and insists on exit 0.

@@ -9,6 +9,8 @@
 #![allow(dead_code)]
 
 use super::{command, unique, Run};
+// Re-exported for the harness tests; the other tests that share `common` use neither.
+#[allow(unused_imports)]
 pub use handoff_it::peers::scripted_model::{ScriptedModel, Step};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -104,7 +106,7 @@ impl Machine {
     pub fn run(&self, what: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
         let mut cmd = self.handoff(args);
         cmd.envs(extra_env.iter().copied());
-        run_bounded(what, cmd)
+        run_bounded(what, cmd, HARNESS_RUN_S_MAX)
     }
 
     /// What the hooks and the launcher logged.
@@ -174,9 +176,9 @@ impl Drop for Machine {
     }
 }
 
-/// Runs `cmd` to its end within [`HARNESS_RUN_S_MAX`], killing it (and failing, naming `what`)
-/// if it does not end.
-pub fn run_bounded(what: &str, mut cmd: Command) -> Run {
+/// Runs `cmd` to its end within `limit_s`, killing it (and failing, naming `what`) if it does
+/// not end.
+pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
     use std::io::Read;
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn().unwrap();
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
@@ -190,7 +192,7 @@ pub fn run_bounded(what: &str, mut cmd: Command) -> Run {
         let _ = err.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(HARNESS_RUN_S_MAX);
+    let deadline = Instant::now() + Duration::from_secs(limit_s);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -198,7 +200,7 @@ pub fn run_bounded(what: &str, mut cmd: Command) -> Run {
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{what} did not end within {HARNESS_RUN_S_MAX} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
+            panic!("{what} did not end within {limit_s} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
         }
         std::thread::sleep(Duration::from_millis(50));
     };
