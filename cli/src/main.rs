@@ -520,8 +520,10 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
                     println!("nothing to change in {}", path.display());
                 }
             }
-            if let (hook::install::Harness::Codex, false) = (harness, *uninstall) {
-                println!("{}", hook::install::CODEX_TRUST_STEP);
+            match (harness, *uninstall) {
+                (hook::install::Harness::Codex, false) => println!("{}", hook::install::CODEX_TRUST_STEP),
+                (hook::install::Harness::ClaudeCode, false) => println!("{}", hook::install::CLAUDE_CODE_MODE_STEP),
+                (_, true) => {}
             }
         }
     }

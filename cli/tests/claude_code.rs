@@ -71,12 +71,21 @@ struct Interactive {
     model: ScriptedModel,
     machine: Machine,
     tmux: Tmux,
+    /// The owner's `wait --follow`, from before the session started.
+    watch: std::cell::RefCell<Follower>,
 }
 
 impl Interactive {
     fn start(steps: Vec<Step>, answer_wait_s: u64) -> Interactive {
+        Interactive::start_in(steps, answer_wait_s, Some("default"))
+    }
+
+    /// [`Interactive::start`] in permission mode `mode` (`None`: Claude Code's own default).
+    fn start_in(steps: Vec<Step>, answer_wait_s: u64, mode: Option<&str>) -> Interactive {
         let owner = owner();
         let (id, machine_token) = create(&owner);
+        let mut watch = Follower::start(&owner, &["wait", &id, "--follow"]);
+        watch.expect("v1");
         let model = ScriptedModel::start(steps);
         let machine = Machine::new(&id, &machine_token, &model);
         let wait = answer_wait_s.to_string();
@@ -84,9 +93,13 @@ impl Interactive {
         assert_eq!(installed.code, 0, "{installed:?}");
         let mut vars = machine.vars();
         vars.push(("HANDOFF_ANSWER_WAIT_S".into(), wait));
-        let argv = [harness_bin("claude").display().to_string(), "--permission-mode".into(), "default".into(), "Go on with the work.".into()];
+        let mut argv = vec![harness_bin("claude").display().to_string()];
+        if let Some(mode) = mode {
+            argv.extend(["--permission-mode".to_string(), mode.to_string()]);
+        }
+        argv.push("Go on with the work.".into());
         let tmux = Tmux::start(&machine.work(), &vars, &argv);
-        Interactive { owner, id, model, machine, tmux }
+        Interactive { owner, id, model, machine, tmux, watch: std::cell::RefCell::new(watch) }
     }
 
     fn record(&self) -> Value {
@@ -172,4 +185,18 @@ fn ask_user_question_asks_the_owner_its_own_question_and_the_model_receives_the_
     let text = result.as_str().map_or_else(|| result.to_string(), str::to_string);
     assert!(text.contains("\"Which database?\"=\"SQLite\""), "the model receives the person's choice, not a bare allow: {text}");
     assert_eq!(s.status("done")["summary"], "SQLite it is.");
+}
+
+#[test]
+fn in_its_own_default_mode_claude_code_asks_nothing_and_the_record_says_so() {
+    // Claude Code 2.1.328 starts interactive sessions in `auto`: the touch runs unasked.
+    let s = Interactive::start_in(vec![Step::bash("touch proof.txt"), Step::text("Made the proof.")], 90, None);
+    // The runtimes' report (SessionStart) is one version, the prompt's running report the next.
+    let mut watch = s.watch.borrow_mut();
+    let running = (0..4).map(|_| watch.expect("v")).find(|line| line.contains("turn 1 running:")).unwrap_or_else(|| panic!("{:#?}", watch.seen));
+    assert!(running.contains("permission mode auto") && running.contains("no question will come"), "{running}");
+    drop(watch);
+    assert_eq!(s.status("done")["summary"], "Made the proof.");
+    assert!(s.machine.work().join("proof.txt").exists(), "auto ran the command: {}", s.context());
+    assert!(!s.machine.log().contains("PermissionRequest"), "nothing was asked: {}", s.machine.log());
 }

@@ -5,7 +5,7 @@
 //! | event | reports |
 //! |---|---|
 //! | `SessionStart` | the runtimes this machine can run (`PUT …/runtimes`) |
-//! | `UserPromptSubmit` | `running`, for the turn the service says is current |
+//! | `UserPromptSubmit` | `running`, for the turn the service says is current; in a permission mode that never asks, saying so as its summary |
 //! | `Notification` whose `notification_type` means the agent waits for the person | `needs-you`, with its `message` |
 //! | `PostToolUse` after a `needs-you` (the person let the tool run) | `running` |
 //! | `Stop` | `done`, with the last assistant message and the context used; on a usage limit, `failed` with `limit: provider-limit` |
@@ -59,6 +59,18 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
 /// `elicitation_url_dialog` is an MCP server asking the person to open a link (sign-in).
 pub const WAITING_NOTIFICATIONS: [&str; 4] = ["permission_prompt", "idle_prompt", "elicitation_dialog", "elicitation_url_dialog"];
 
+/// Permission modes in which Claude Code asks the person nothing: `auto` decides by itself and
+/// blocks what it judges risky (2.1.328's interactive default), `bypassPermissions` runs
+/// everything, `dontAsk` denies what no rule allows.
+pub const NEVER_ASKING_MODES: [&str; 3] = ["auto", "bypassPermissions", "dontAsk"];
+
+/// The running report's summary for a prompt whose `permission_mode` never asks, so that the
+/// owner knows no question will come; `None` in a mode that asks.
+pub fn mode_note(doc: &Value) -> Option<String> {
+    let mode = doc["permission_mode"].as_str().filter(|m| NEVER_ASKING_MODES.contains(m))?;
+    Some(format!("Claude Code runs in permission mode {mode}, which asks nothing: no question will come"))
+}
+
 /// The `StopFailure` errors that are a provider's usage limit.
 const LIMIT_ERRORS: [&str; 1] = ["rate_limit"];
 
@@ -68,7 +80,7 @@ pub fn intent(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_set
     let event = doc["hook_event_name"].as_str().unwrap_or("");
     match event {
         "SessionStart" => Intent::Runtimes,
-        "UserPromptSubmit" => Intent::Report { status: ReportStatus::Running, summary: None, usage: None, refresh: true },
+        "UserPromptSubmit" => Intent::Report { status: ReportStatus::Running, summary: mode_note(doc), usage: None, refresh: true },
         "Notification" => {
             let kind = doc["notification_type"].as_str().unwrap_or("");
             if WAITING_NOTIFICATIONS.contains(&kind) {
@@ -171,7 +183,17 @@ mod tests {
     #[test]
     fn a_prompt_is_running_and_refreshes_the_turn() {
         let i = intent(&json!({"hook_event_name": "UserPromptSubmit", "prompt": "go"}), &no_tail, None);
-        assert!(matches!(i, Intent::Report { status: ReportStatus::Running, refresh: true, .. }));
+        assert!(matches!(i, Intent::Report { status: ReportStatus::Running, refresh: true, summary: None, .. }));
+        for asks in ["default", "acceptEdits", "plan"] {
+            let doc = json!({"hook_event_name": "UserPromptSubmit", "prompt": "go", "permission_mode": asks});
+            assert!(matches!(intent(&doc, &no_tail, None), Intent::Report { summary: None, .. }), "{asks} asks");
+        }
+        for never in NEVER_ASKING_MODES {
+            let doc = json!({"hook_event_name": "UserPromptSubmit", "prompt": "go", "permission_mode": never});
+            let (status, summary, _) = report(intent(&doc, &no_tail, None));
+            assert_eq!(status, ReportStatus::Running);
+            assert!(summary.is_some_and(|s| s.contains(never) && s.contains("no question will come")), "{never}");
+        }
     }
 
     #[test]

@@ -29,6 +29,12 @@
 //!   another program, is refused with an [`InstallError`].
 //! - When nothing changes, the answer is `text` itself, byte for byte.
 
+/// What `hook install claude-code` prints: the hooks ask the owner only in a permission mode
+/// that asks (Claude Code 2.1.328 starts an interactive session in `auto`, which asks nothing).
+pub const CLAUDE_CODE_MODE_STEP: &str = "Claude Code asks the owner through these hooks only in a permission mode that asks (default, \
+acceptEdits, plan): start it with --permission-mode default, as `handoff launch` does; in auto, bypassPermissions or dontAsk \
+the session's running report says no question will come";
+
 /// What `hook install codex` prints: Codex runs a hook it does not manage only once its hash is
 /// trusted in `[hooks.state]` (`codex-rs/hooks/src/engine/discovery.rs`: an unmanaged handler
 /// runs when trusted, or with `bypass_hook_trust`), and until then shows "Hooks need review"
