@@ -58,6 +58,9 @@ pub const CODEX_APPROVAL_INTERACTIVE: &str = "on-request";
 /// launcher has just installed its own hook, and an interactive Codex would otherwise stop at
 /// "Hooks need review" and never run it (Codex 0.169.0).
 pub const CODEX_BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
+/// Codex's hooks feature, asked for by name: on by default in 0.169.0, where the older
+/// `codex_hooks` is deprecated in its favour; a version that has it off runs no hook without it.
+pub const CODEX_ENABLE_HOOKS: [&str; 2] = ["--enable", "hooks"];
 /// Codex's flag that keeps an interactive session off the shared background server: Codex
 /// 0.169.0's TUI otherwise starts a `codex app-server` daemon that outlives the session and is
 /// shared by the next one on the machine.
@@ -373,6 +376,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                 }
                 Mode::Interactive => {
                     args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_BYPASS_HOOK_TRUST, CODEX_NO_DAEMON].map(String::from));
+                    args.extend(CODEX_ENABLE_HOOKS.map(String::from));
                 }
             }
             args.extend(extra.iter().cloned());

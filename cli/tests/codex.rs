@@ -70,7 +70,7 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
     assert_eq!(answered.code, 0, "{answered:?}\n{}\nmodel requests: {}", context(), model.requests().len());
     model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the command's result reached the model\n{}", context()));
     assert!(m.work().join("proof.txt").exists(), "the owner's allow let it run: {}", context());
-    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon <prompt>"), "{}", context());
+    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks <prompt>"), "{}", context());
     drop(tmux);
     let left = |_: ()| Some(m.processes()).filter(|p| p.is_empty());
     eventually("the session leaves no process behind (no background server)", Duration::from_secs(15), || left(()), || format!("{:#?}", m.processes()));

@@ -184,7 +184,7 @@ fn codex_runs_in_its_workspace_sandbox_with_the_prompt_last() {
     let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, &extra);
     assert_eq!(
         interactive.argv(),
-        ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--dangerously-bypass-hook-trust", "--no-daemon", "-m", "gpt-5-codex", "PROMPT"]
+        ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--dangerously-bypass-hook-trust", "--no-daemon", "--enable", "hooks", "-m", "gpt-5-codex", "PROMPT"]
     );
     assert_eq!(interactive.args[interactive.prompt_at], "PROMPT");
 }
