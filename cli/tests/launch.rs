@@ -1,93 +1,26 @@
-//! `handoff launch` against the real local Worker, with the stand-ins of
-//! `cli/tests/fixtures/bin` as `claude` and `codex` first on `PATH`: a Codex turn with no
-//! network, recorded by the launcher, then a Claude Code turn that records itself, briefed
-//! from the package compiled from what Codex left.
+//! `handoff launch` against the real local Worker, with the real Claude Code and Codex of the
+//! lockfile on `PATH` and a scripted model (`common::harness`): a Codex turn with no network,
+//! recorded by the launcher, then a Claude Code turn that records itself, briefed from the
+//! package compiled from what Codex left; dry runs, refusals and an interrupt.
 
 mod common;
+use common::harness::*;
 use common::*;
 use handoff_cli::launch::{self, Runtime};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The longest one launch of a stand-in may take: two processes and a dozen requests.
+/// The longest one launch may take: a harness, a dozen requests and the model's few answers.
 const LAUNCH_S_MAX: u64 = 60;
 
-fn stand_ins() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin")
-}
-
-/// One cloud machine: a home where the harnesses keep their settings, the hooks' state, the
-/// workspace the runtime starts in, and a `PATH` with the stand-ins first.
-struct Machine {
-    root: PathBuf,
-    token: String,
-    path: String,
-}
-
-impl Machine {
-    fn new(token: &str) -> Machine {
-        let root = std::env::temp_dir().join(unique("handoff-launch"));
-        for dir in ["home", "state", "work"] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-        }
-        let path = format!("{}:/usr/bin:/bin", stand_ins().display());
-        Machine { root, token: token.into(), path }
-    }
-
-    /// A machine whose `PATH` has no runtime at all.
-    fn bare(token: &str) -> Machine {
-        let mut m = Machine::new(token);
-        m.path = "/usr/bin:/bin".into();
-        m
-    }
-
-    fn home(&self) -> PathBuf {
-        self.root.join("home")
-    }
-
-    fn work(&self) -> PathBuf {
-        self.root.join("work")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = command(Some(&self.token), args);
-        cmd.env("HOME", self.home())
-            .env("HANDOFF_STATE_DIR", self.root.join("state"))
-            .env("PATH", &self.path)
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env_remove("CODEX_HOME")
-            .current_dir(self.work());
-        cmd
-    }
-
-    /// Runs `handoff ARGS` to its end within [`LAUNCH_S_MAX`]; `what` names it if it does not end.
-    fn run(&self, what: &str, args: &[&str]) -> Run {
-        common::harness::run_bounded(what, self.command(args), LAUNCH_S_MAX)
-    }
-
-    /// Runs and insists on exit 0.
-    fn ok(&self, what: &str, args: &[&str]) -> Run {
-        let r = self.run(what, args);
-        assert_eq!(r.code, 0, "{what} failed: {r:?}");
-        assert!(!r.stdout.contains(&self.token) && !r.stderr.contains(&self.token), "{what} printed the token: {r:?}");
-        r
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("state/hook.log")).unwrap_or_default()
-    }
-
-    fn file(&self, name: &str) -> String {
-        std::fs::read_to_string(self.work().join(name)).unwrap_or_default()
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
+/// What the Codex of these tests does for `objective`: a decision in `NOTES.md`, a plan in
+/// `plan.md`, and a final message naming it, as a session without network is told to.
+fn codex_plans(objective: &str) -> Vec<Step> {
+    let decision = format!("Do \\\"{objective}\\\" in one pass over the input");
+    vec![
+        Step::exec(&format!("printf 'Decision: {decision}\\n' >> NOTES.md && printf '1. read the input\\n2. parse it\\n' > plan.md")),
+        Step::text(&format!("Planned \"{objective}\" in plan.md.\nArtifact: plan.md\nStatus: done")),
+    ]
 }
 
 /// The position of the first line of `text` after `from` that contains `needle`; names what
@@ -122,7 +55,20 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let owner = Some(owner_token.as_str());
     let mut watch = Follower::start(&owner_token, &["wait", &id, "--follow"]);
     watch.expect("v");
-    let m = Machine::new(&machine_token);
+    // Claude Code's model reviews what Codex decided and records through `handoff` (the
+    // launcher's allow rule lets exactly that run).
+    let decision = "Do \"Write the parser\" in one pass over the input";
+    let verdict = format!("Verdict: {decision} holds");
+    let reviewed = format!("Reviewed the work; {decision} holds.");
+    let quoted = |s: &str| s.replace('"', "\\\"");
+    let claude_steps = vec![
+        Step::bash(&format!("handoff decide {id} \"{}\" --rationale \"checked against the briefing\"", quoted(&verdict))),
+        Step::bash(&format!("handoff artifact {id} --type report --title \"Review\" --uri review.md")),
+        Step::bash(&format!("handoff report {id} --turn 3 --status done --summary \"{}\"", quoted(&reviewed))),
+        Step::text(&reviewed),
+    ];
+    let model = ScriptedModel::start_per_api(claude_steps, codex_plans("Write the parser"));
+    let m = Machine::new(&id, &machine_token, &model);
 
     // Turn 2 goes to Codex, whose sandbox has no network: the launcher records what it left.
     ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
@@ -131,12 +77,11 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let codex = m.ok("the launch of codex for turn 2", &["launch", &id, "--print"]);
     let lines: Vec<&str> = codex.stdout.lines().collect();
     assert_eq!(lines[0], format!("briefed from package v{v1} ({}…)", &h1[..8]), "{codex:?}");
-    let decision = "Do \"Write the parser\" in one pass over the input";
     assert!(codex.stdout.contains(&format!("recorded decision dec_1: {decision}")), "{codex:?}");
     assert!(codex.stdout.contains("recorded artifact art_1: plan.md"), "{codex:?}");
     assert!(codex.stdout.contains("recorded done for turn 2"), "{codex:?}");
-    assert!(m.file("NOTES.md").contains(&format!("Decision: {decision}")), "the stand-in left its decision in NOTES.md");
-    let codex_config = std::fs::read_to_string(m.home().join(".codex/config.toml")).unwrap();
+    assert!(m.file("NOTES.md").contains(&format!("Decision: {decision}")), "Codex left its decision in NOTES.md");
+    let codex_config = std::fs::read_to_string(m.codex_home().join("config.toml")).unwrap();
     assert!(codex_config.contains("notify") && codex_config.contains("\"hook\", \"codex\""), "hooks installed: {codex_config}");
     let after_codex = record(&owner_token, &id);
     assert_eq!((after_codex["turn"].as_u64(), after_codex["status"].as_str()), (Some(2), Some("done")), "{after_codex}");
@@ -157,8 +102,9 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let claude = m.ok("the launch of claude-code for turn 3", &["launch", &id, "--print"]);
     let lines: Vec<&str> = claude.stdout.lines().collect();
     assert_eq!(lines[0], format!("briefed from package v{v2} ({}…)", &h2[..8]), "{claude:?}");
-    let verdict = format!("Verdict: {decision} holds");
-    assert!(claude.stdout.contains(&format!("Reviewed the work; {decision} holds.")), "the stand-in ran: {claude:?}");
+    assert!(claude.stdout.contains(&reviewed), "Claude Code ran: {claude:?}");
+    let prompt = model.agent_requests().into_iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages).expect("Claude Code asked the model").text();
+    assert!(prompt.contains("in one pass over the input"), "the package compiled from Codex's turn briefed Claude Code: {prompt}");
     let settings = std::fs::read_to_string(m.home().join(".claude/settings.json")).unwrap();
     assert!(settings.contains("hook claude-code") && settings.contains("\"Stop\""), "hooks installed: {settings}");
     let moved = run(owner, &request);
@@ -240,7 +186,8 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
     let handed = record(&owner_token, &id);
     let hash = handed["package_hash"].as_str().unwrap().to_string();
-    let m = Machine::new(&machine_token);
+    let model = ScriptedModel::start(vec![]);
+    let m = Machine::new(&id, &machine_token, &model);
 
     let human = m.ok("a dry run", &["launch", &id, "--dry-run"]);
     let briefing = ok(Some(&machine_token), &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"]);
@@ -265,7 +212,9 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
     assert_eq!(latest["state"], "offered", "nothing accepted");
     assert!(!m.home().join(".claude").exists(), "no hooks installed");
-    assert!(m.log().is_empty() && std::fs::read_dir(m.work()).unwrap().next().is_none(), "nothing written, nothing started");
+    let written: Vec<_> = std::fs::read_dir(m.work()).unwrap().flatten().filter(|e| e.file_name() != ".git").collect();
+    assert!(m.log().is_empty() && written.is_empty(), "nothing written, nothing started: {written:?}");
+    assert!(model.requests().is_empty(), "no harness ran");
 }
 
 #[test]
@@ -273,9 +222,10 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
     let owner_token = owner();
     let (id, machine_token) = create(&owner_token);
     ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
-    let m = Machine::new(&machine_token);
+    let model = ScriptedModel::start(codex_plans("Config parser"));
+    let m = Machine::new(&id, &machine_token, &model);
 
-    let refused = m.run("a launch naming no runtime", &["launch", &id]);
+    let refused = m.run("a launch naming no runtime", &["launch", &id], &[]);
     assert_eq!(refused.code, 2, "{refused:?}");
     assert!(refused.stderr.contains("--runtime claude-code or --runtime codex"), "{refused:?}");
 
@@ -313,7 +263,8 @@ fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_
     let error = launch::run::accept(&client, &read).unwrap_err();
     assert_eq!(error.code().map(|c| c.as_str()), Some("package.stale"), "{error:?}");
 
-    let m = Machine::new(&machine_token);
+    let model = ScriptedModel::start(vec![]);
+    let m = Machine::new(&id, &machine_token, &model);
     let dry = m.ok("a dry run after the recompile", &["launch", &id, "--dry-run"]);
     assert!(dry.stdout.starts_with("briefed from package v2 ("), "{dry:?}");
 }
@@ -322,62 +273,69 @@ fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_
 fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_an_owner_token_or_no_work() {
     let (owner_token, id, machine_token) = started();
     ok(Some(&owner_token), &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
-    let m = Machine::new(&machine_token);
-    let other = m.run("a launch of another runtime", &["launch", &id, "--runtime", "claude-code"]);
+    let model = ScriptedModel::start(vec![]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let other = m.run("a launch of another runtime", &["launch", &id, "--runtime", "claude-code"], &[]);
     assert_eq!(other.code, 2, "{other:?}");
     assert!(other.stderr.contains("turn 2 was handed to codex, not claude-code"), "{other:?}");
 
-    let bare = Machine::bare(&machine_token);
-    let missing = bare.run("a launch on a machine without codex", &["launch", &id, "--print"]);
+    let bare = Machine::new(&id, &machine_token, &model).bare();
+    let missing = bare.run("a launch on a machine without codex", &["launch", &id, "--print"], &[]);
     assert_eq!(missing.code, 2, "{missing:?}");
     assert!(missing.stderr.contains("codex is not on PATH"), "{missing:?}");
 
-    let as_owner = Machine::new(&owner_token);
-    let owner_run = as_owner.run("a launch with the owner's token", &["launch", &id, "--print"]);
+    let as_owner = Machine::new(&id, &owner_token, &model);
+    let owner_run = as_owner.run("a launch with the owner's token", &["launch", &id, "--print"], &[]);
     assert_eq!(owner_run.code, 2, "{owner_run:?}");
     assert!(owner_run.stderr.contains("owner's token"), "{owner_run:?}");
     let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
     assert_eq!(latest["state"], "offered", "nothing was accepted by the refused launches");
 
     ok(Some(&machine_token), &["report", &id, "--turn", "2", "--status", "done", "--summary", "done by hand"]);
-    let ended = m.run("a launch of an ended turn", &["launch", &id]);
+    let ended = m.run("a launch of an ended turn", &["launch", &id], &[]);
     assert_eq!(ended.code, 2, "{ended:?}");
     assert!(ended.stderr.contains("turn 2 is done"), "{ended:?}");
 
     let owner_token = owner();
     let (bare_id, bare_machine) = create(&owner_token);
-    let fresh = Machine::new(&bare_machine);
-    let nothing = fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"]);
+    let fresh = Machine::new(&bare_id, &bare_machine, &model);
+    let nothing = fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"], &[]);
     assert_eq!(nothing.code, 2, "{nothing:?}");
     assert!(nothing.stderr.contains("set it with `handoff work` first"), "{nothing:?}");
-    assert!(!fresh.home().join(".codex").exists() && fresh.file("NOTES.md").is_empty(), "nothing installed, nothing started");
+    assert!(!fresh.codex_home().join("hooks.json").exists() && fresh.file("NOTES.md").is_empty(), "nothing installed, nothing started");
+    assert!(model.requests().is_empty(), "no harness ran");
 }
 
-#[cfg(unix)]
 #[test]
-fn a_ctrl_c_ends_an_interactive_runtime_and_the_launcher_still_records_what_it_left() {
-    use std::os::unix::process::CommandExt;
+fn an_interrupted_interactive_codex_still_has_what_it_left_recorded_by_the_launcher() {
     let owner_token = owner();
     let (id, machine_token) = create(&owner_token);
     ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
-    let m = Machine::new(&machine_token);
-    // The launcher leads its own process group, as a terminal's foreground job does, so that
-    // the interrupt reaches it and the runtime together.
-    let mut cmd = m.command(&["launch", &id, "--runtime", "codex"]);
-    cmd.env("STAND_IN_SLEEP_S", "30").stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(LAUNCH_S_MAX);
-    while !m.file("NOTES.md").contains("Decision:") {
-        assert!(Instant::now() < deadline, "the interactive codex launch did not start within {LAUNCH_S_MAX} s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // SAFETY: a signal to the process group this test just started.
-    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "the runtime's end, as a shell says it: {stdout} {stderr}");
-    assert!(stdout.contains("recorded decision dec_1"), "the launcher outlived the interrupt: {stdout} {stderr}");
+    // The session decides, then waits for the person, who presses Ctrl-C at the terminal.
+    let model = ScriptedModel::start(vec![Step::exec("printf 'Decision: Parse line by line\\n' >> NOTES.md"), Step::text("Noted the decision. What next?")]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let exit_file = m.root.join("launch.exit");
+    let line = format!("{} launch {id} --runtime codex; echo $? > {}", env!("CARGO_BIN_EXE_handoff"), exit_file.display());
+    let tmux = Tmux::start(&m.work(), &m.vars(), &["sh".into(), "-c".into(), line]);
+    tmux.wait_for("What next?", Duration::from_secs(LAUNCH_S_MAX));
+    assert!(m.file("NOTES.md").contains("Decision: Parse line by line"), "{}", tmux.screen());
+    // Interactive, Codex's notify hook reports each of its turns done, with its last message.
+    let done = |_: ()| Some(record(&owner_token, &id)).filter(|r| r["status"] == "done");
+    let r = eventually("the notify hook reports the turn done", Duration::from_secs(30), || done(()), || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()));
+    assert_eq!(r["summary"], "Noted the decision. What next?", "{r}");
+    let ended = || std::fs::read_to_string(&exit_file).ok().map(|c| c.trim().to_string());
+    let code = eventually("the launch ends after Ctrl-C", Duration::from_secs(30), || {
+        if ended().is_none() {
+            tmux.keys(&["C-c"]);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        ended()
+    }, || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()));
+    let log = m.log();
+    assert!(log.contains("recorded decision dec_1: Parse line by line from what codex left"), "the launcher outlived the interrupt (exit {code}): {log}");
+    let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
+    assert_eq!(work["work"]["decisions"][0]["statement"], "Parse line by line", "{work}");
+    // The turn keeps the hook's report: the launcher's own comes after the turn ended.
     let r = record(&owner_token, &id);
-    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("failed"), Some("codex left no final message")), "{r}");
+    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Noted the decision. What next?")), "{r}\n{log}");
 }
-

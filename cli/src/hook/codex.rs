@@ -1,7 +1,10 @@
 //! What a Codex `notify` call reports. Codex runs its configured `notify` program with one
 //! JSON argument after each turn: `type` (`agent-turn-complete`, the only type), `thread-id`,
 //! `turn-id`, `cwd`, `input-messages` and `last-assistant-message` (which may be null).
-//! A completed turn is `done`, with the last assistant message as the summary.
+//! A completed turn is `done`, with the last assistant message as the summary. An interactive
+//! Codex (0.169.0) also runs a side thread that names the task and fires `notify` for it too,
+//! with the same `cwd` and client: its first input message is Codex's title request
+//! ([`CODEX_TITLE_REQUEST`]), and it reports nothing, or it would end the turn with a title.
 //!
 //! Codex's hooks (`[hooks]` in `config.toml`, or `hooks.json`, read by `codex-rs/hooks`) run
 //! `handoff hook codex` with no argument and one JSON document on standard input; its
@@ -19,8 +22,16 @@ pub fn permission_text(doc: &Value) -> Option<String> {
     (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
+/// How Codex's side thread that names the task starts its only input message (read off the
+/// `notify` documents of Codex 0.169.0; the interactive tests fail if it changes).
+pub const CODEX_TITLE_REQUEST: &str = "Generate a concise, single-line task title";
+
 pub fn intent(doc: &Value) -> Intent {
+    let first_input = doc["input-messages"][0].as_str().unwrap_or("");
     match doc["type"].as_str() {
+        Some("agent-turn-complete") if first_input.starts_with(CODEX_TITLE_REQUEST) => {
+            Intent::Nothing("the turn of Codex's thread that names the task is not the session's".into())
+        }
         Some("agent-turn-complete") => {
             let summary = doc["last-assistant-message"].as_str().map(clip_summary);
             Intent::Report { status: ReportStatus::Done, summary, usage: None, refresh: true }
@@ -53,5 +64,7 @@ mod tests {
         let silent = json!({"type": "agent-turn-complete", "last-assistant-message": null});
         assert!(matches!(intent(&silent), Intent::Report { summary: None, .. }));
         assert!(matches!(intent(&json!({"type": "approval-requested"})), Intent::Nothing(_)));
+        let title = json!({"type": "agent-turn-complete", "input-messages": [format!("{CODEX_TITLE_REQUEST} of at most 36 characters.\n\nUser prompt:\nsay hi")], "last-assistant-message": "Say hi"});
+        assert!(matches!(intent(&title), Intent::Nothing(_)), "the title thread's turn is not the session's");
     }
 }

@@ -35,6 +35,8 @@ pub struct Machine {
     pub token: String,
     pub model_anthropic: String,
     pub model_openai: String,
+    /// With the harnesses on `PATH` (false: a machine where neither is installed).
+    pub harnesses: bool,
 }
 
 impl Machine {
@@ -43,7 +45,7 @@ impl Machine {
         for dir in ["home", "state", "work", "codex"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
-        let m = Machine { root, id: id.into(), token: token.into(), model_anthropic: model.anthropic_url(), model_openai: model.openai_url() };
+        let m = Machine { root, id: id.into(), token: token.into(), model_anthropic: model.anthropic_url(), model_openai: model.openai_url(), harnesses: true };
         // A repository, as a session's workspace is (Codex's exec refuses a folder outside Git).
         let git = Command::new("git").args(["init", "-q"]).current_dir(m.work()).output().expect("git runs");
         assert!(git.status.success(), "git init: {}", String::from_utf8_lossy(&git.stderr));
@@ -64,11 +66,33 @@ impl Machine {
         self.root.join("codex")
     }
 
+    /// The same machine with neither harness installed.
+    pub fn bare(mut self) -> Machine {
+        self.harnesses = false;
+        self
+    }
+
     /// `PATH`: the harnesses, then `handoff` itself (the session's own commands), then the system.
     pub fn path(&self) -> String {
         let handoff_dir = Path::new(env!("CARGO_BIN_EXE_handoff")).parent().unwrap().to_path_buf();
-        let harnesses = harness_bin("claude").parent().unwrap().to_path_buf();
-        format!("{}:{}:/usr/local/bin:/usr/bin:/bin", harnesses.display(), handoff_dir.display())
+        let system = format!("{}:/usr/local/bin:/usr/bin:/bin", handoff_dir.display());
+        if !self.harnesses {
+            return system;
+        }
+        format!("{}:{system}", harness_bin("claude").parent().unwrap().display())
+    }
+
+    /// A file of the workspace ("" when there is none).
+    pub fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.work().join(name)).unwrap_or_default()
+    }
+
+    /// [`Machine::run`], insisting on exit 0 and on the token printed nowhere.
+    pub fn ok(&self, what: &str, args: &[&str]) -> Run {
+        let r = self.run(what, args, &[]);
+        assert_eq!(r.code, 0, "{what} failed: {r:?}\nlog:\n{}", self.log());
+        assert!(!r.stdout.contains(&self.token) && !r.stderr.contains(&self.token), "{what} printed the token: {r:?}");
+        r
     }
 
     /// Every variable a harness on this machine runs with, the session's included.

@@ -54,6 +54,24 @@ impl Step {
     pub fn exec(command: &str) -> Step {
         Step::Call { name: "exec_command".into(), input: json!({"cmd": command}) }
     }
+
+    /// A step written as JSON: `{"text": T}`, `{"bash": COMMAND}`, `{"exec": COMMAND}` or
+    /// `{"call": NAME, "input": {…}}`.
+    pub fn from_json(v: &Value) -> Result<Step, String> {
+        if let Some(t) = v["text"].as_str() {
+            return Ok(Step::text(t));
+        }
+        if let Some(c) = v["bash"].as_str() {
+            return Ok(Step::bash(c));
+        }
+        if let Some(c) = v["exec"].as_str() {
+            return Ok(Step::exec(c));
+        }
+        match (v["call"].as_str(), v.get("input")) {
+            (Some(name), Some(input)) => Ok(Step::Call { name: name.into(), input: input.clone() }),
+            _ => Err(format!("not a step: {v}")),
+        }
+    }
 }
 
 /// Which API a request spoke.
@@ -94,17 +112,32 @@ fn collect_text(v: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The steps still to send, one queue per API, so that one model can serve a chain of
+/// harnesses (Codex's turn, then Claude Code's).
+#[derive(Debug, Default)]
+struct Script {
+    messages: VecDeque<Step>,
+    responses: VecDeque<Step>,
+}
+
 pub struct ScriptedModel {
     server: Server,
     requests: Arc<Log<ModelRequest>>,
-    script: Arc<Mutex<VecDeque<Step>>>,
+    script: Arc<Mutex<Script>>,
 }
 
 impl ScriptedModel {
-    /// Starts a model that answers the agent's loop with `steps`, in order.
+    /// Starts a model that answers the agent's loop with `steps`, in order, over whichever API
+    /// the harness speaks.
     pub fn start(steps: Vec<Step>) -> ScriptedModel {
+        ScriptedModel::start_per_api(steps.clone(), steps)
+    }
+
+    /// Starts a model that answers Claude Code's loop (the Messages API) with `messages` and
+    /// Codex's (the Responses API) with `responses`.
+    pub fn start_per_api(messages: Vec<Step>, responses: Vec<Step>) -> ScriptedModel {
         let requests = Arc::new(Log::new());
-        let script = Arc::new(Mutex::new(VecDeque::from(steps)));
+        let script = Arc::new(Mutex::new(Script { messages: messages.into(), responses: responses.into() }));
         let calls = Arc::new(Mutex::new(0u64));
         let (log, steps) = (Arc::clone(&requests), Arc::clone(&script));
         let server = Server::start_with_bodies(MODEL_BODY_BYTES_MAX, move |r: Received| answer(r, &log, &steps, &calls));
@@ -131,9 +164,10 @@ impl ScriptedModel {
         self.requests().into_iter().filter(|r| r.agent).collect()
     }
 
-    /// The steps not yet sent.
+    /// The steps not yet sent, of both APIs.
     pub fn left(&self) -> usize {
-        self.script.lock().unwrap().len()
+        let script = self.script.lock().unwrap();
+        script.messages.len() + script.responses.len()
     }
 
     /// The result the harness sent back for call `call_id` (Claude Code's `tool_result`
@@ -161,7 +195,7 @@ pub fn find_result(body: &Value, call_id: &str) -> Option<Value> {
     })
 }
 
-fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<VecDeque<Step>>, calls: &Mutex<u64>) -> Answer {
+fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<Script>, calls: &Mutex<u64>) -> Answer {
     let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
     let path = r.path.split('?').next().unwrap_or("").to_string();
     let api = match (r.method.as_str(), path.as_str()) {
@@ -182,7 +216,8 @@ fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<VecDeque<Step>>, 
         Api::Other if path == "/v1/messages/count_tokens" => json_answer(200, json!({"input_tokens": body.to_string().len() / 4})),
         Api::Other => json_answer(404, json!({"type": "error", "error": {"type": "not_found_error", "message": format!("the scripted model serves no {} {}", r.method, r.path)}})),
         Api::Messages | Api::Responses => {
-            let step = if agent { script.lock().unwrap().pop_front().unwrap_or_else(|| Step::text(DONE_TEXT)) } else { Step::text(SIDE_TEXT) };
+            let next = |script: &mut Script| if api == Api::Messages { script.messages.pop_front() } else { script.responses.pop_front() };
+            let step = if agent { next(&mut script.lock().unwrap()).unwrap_or_else(|| Step::text(DONE_TEXT)) } else { Step::text(SIDE_TEXT) };
             let id = match &step {
                 Step::Call { .. } => {
                     let mut n = calls.lock().unwrap();
