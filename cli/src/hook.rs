@@ -531,7 +531,7 @@ pub fn install_settings(harness: install::Harness, project: Option<&Path>, unins
 
 /// Reads `path` (an absent file is `""`), edits its text and writes it back when it changed;
 /// answers whether it did.
-fn edit_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, install::InstallError>) -> Result<bool, String> {
+pub(crate) fn edit_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, install::InstallError>) -> Result<bool, String> {
     let before = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

@@ -24,6 +24,7 @@ pub mod detect;
 pub mod git;
 pub mod hook;
 pub mod launch;
+pub mod mcp;
 pub mod output;
 
 pub use client::{Client, Error, Refusal};

@@ -255,6 +255,13 @@ enum Command {
         #[command(flatten)]
         key: Key,
     },
+    /// (machine) The session's MCP server on standard input and output, for the harness to
+    /// start: it records, asks and briefs for the hand-off HANDOFF_URL, HANDOFF_ID and
+    /// HANDOFF_TOKEN name. `mcp install claude-code|codex` adds it to the harness's settings.
+    Mcp {
+        #[command(subcommand)]
+        command: Option<McpCommand>,
+    },
     /// (machine) The reporters an agent harness runs: `hook claude-code`, `hook codex`, and
     /// `hook install` to add them to the harness's settings.
     #[command(subcommand)]
@@ -405,6 +412,22 @@ enum HookCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum McpCommand {
+    /// Adds the server to a harness's own MCP settings, keeping every other entry (or
+    /// --uninstall): Claude Code's ~/.claude.json (--project DIR: DIR/.mcp.json), Codex's
+    /// config.toml.
+    Install {
+        #[arg(value_parser = parse_harness)]
+        harness: hook::install::Harness,
+        #[arg(long, value_name = "DIR")]
+        project: Option<std::path::PathBuf>,
+        /// Remove exactly what install added.
+        #[arg(long)]
+        uninstall: bool,
+    },
+}
+
 fn parse_harness(word: &str) -> Result<hook::install::Harness, String> {
     match word {
         "claude-code" => Ok(hook::install::Harness::ClaudeCode),
@@ -530,6 +553,28 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
     Ok(())
 }
 
+fn mcp_command(command: Option<&McpCommand>) -> Result<(), Failure> {
+    match command {
+        None => {
+            let (url, id, token) = handoff_cli::mcp::from_env(&|k| std::env::var(k).ok()).map_err(Failure::Usage)?;
+            let code = handoff_cli::mcp::serve(&url, &id, &token);
+            if code != 0 {
+                std::process::exit(code);
+            }
+        }
+        Some(McpCommand::Install { harness, project, uninstall }) => {
+            let (path, changed) = handoff_cli::mcp::install::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
+            let verb = if *uninstall { "removed from" } else { "installed in" };
+            if changed {
+                println!("the handoff MCP server {verb} {}", path.display());
+            } else {
+                println!("nothing to change in {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     let out = Out { json: cli.json };
     if let Command::Token { owner, machine, ttl } = &cli.command {
@@ -537,6 +582,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     if let Command::Hook(command) = &cli.command {
         return hook_command(command, &cli.url, cli.token.as_deref());
+    }
+    if let Command::Mcp { command } = &cli.command {
+        return mcp_command(command.as_ref());
     }
     let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) else {
         return Err(Failure::Credential("no token: set HANDOFF_TOKEN or pass --token (see `handoff token`)".into()));
@@ -669,7 +717,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 std::process::exit(code);
             }
         }
-        Command::Hook(_) => unreachable!("answered above"),
+        Command::Hook(_) | Command::Mcp { .. } => unreachable!("answered above"),
         Command::Package(p) => package(&out, &client, p)?,
         Command::Ask { id, turn, text, options, kind, wait, key } => {
             let wait_s = wait.unwrap_or_else(|| handoff_cli::ask::answer_wait_s(&|k| std::env::var(k).ok()));

@@ -302,7 +302,7 @@ fn remove_ours(groups: &mut Vec<Value>, args: &str) -> bool {
 }
 
 /// Parses a settings.json; blank text is a file not written yet, `{}`.
-fn parse_json(text: &str) -> Result<Value, InstallError> {
+pub(crate) fn parse_json(text: &str) -> Result<Value, InstallError> {
     if text.trim().is_empty() {
         return Ok(json!({}));
     }
@@ -311,11 +311,11 @@ fn parse_json(text: &str) -> Result<Value, InstallError> {
 
 /// `serde_json::to_string_pretty`'s text and a final newline. `{:#}` writes the same text
 /// (two-space indent) and, unlike `to_string_pretty`, cannot fail.
-fn pretty(settings: Map<String, Value>) -> String {
+pub(crate) fn pretty(settings: Map<String, Value>) -> String {
     format!("{:#}\n", Value::Object(settings))
 }
 
-fn shape(at: &str, expected: &'static str, found: &Value) -> InstallError {
+pub(crate) fn shape(at: &str, expected: &'static str, found: &Value) -> InstallError {
     let found = match found {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -381,14 +381,14 @@ fn as_written(notify: &Item) -> String {
     }
 }
 
-fn parse_toml(text: &str) -> Result<DocumentMut, InstallError> {
+pub(crate) fn parse_toml(text: &str) -> Result<DocumentMut, InstallError> {
     text.parse().map_err(|e: toml_edit::TomlError| InstallError::Unreadable { format: "TOML", reason: e.to_string() })
 }
 
 /// `toml_edit` ends every key-value line with `\n`, also the last one and in a CRLF file. So
 /// that the lines it did not touch stay byte for byte: a file whose line breaks are all `\r\n`
 /// gets `\r\n` throughout, and a non-empty file without a final line break keeps none.
-fn keep_line_endings(original: &str, mut edited: String) -> String {
+pub(crate) fn keep_line_endings(original: &str, mut edited: String) -> String {
     let crlf = original.contains("\r\n") && !original.replace("\r\n", "").contains('\n');
     if crlf {
         edited = edited.replace("\r\n", "\n").replace('\n', "\r\n");
@@ -403,7 +403,7 @@ fn keep_line_endings(original: &str, mut edited: String) -> String {
 // ---- both ----
 
 /// Whether `program`'s file name (after the last `/` or `\`) is `handoff` or `handoff.exe`.
-fn is_handoff(program: &str) -> bool {
+pub(crate) fn is_handoff(program: &str) -> bool {
     let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
     PROGRAM_NAMES.contains(&name)
 }
@@ -419,7 +419,7 @@ fn unquote(program: &str) -> &str {
 }
 
 /// Install writes only entries uninstall can find: the program must be named `handoff`.
-fn check_program_name(program: &str) -> Result<(), InstallError> {
+pub(crate) fn check_program_name(program: &str) -> Result<(), InstallError> {
     if is_handoff(program) {
         return Ok(());
     }

@@ -1,0 +1,419 @@
+//! `handoff mcp`: the session's own MCP server on standard input and output, so that any
+//! harness that speaks the Model Context Protocol records its turn, asks its owner and reads
+//! its briefing through typed tools instead of shell commands. Built on the official Rust SDK
+//! (`rmcp`): its `#[tool]` router, its stdio transport, its lifecycle, cancellation and errors.
+//!
+//! It serves the one hand-off its environment names (`HANDOFF_URL`, `HANDOFF_ID`,
+//! `HANDOFF_TOKEN`, as the launcher sets them) and refuses to start without them. Every tool
+//! answers a short text and the same facts as structured content; an API refusal is a tool
+//! error naming the API's code (`{"code", "message"}`), never a protocol error, so the server
+//! keeps serving. Each change carries a fresh `Idempotency-Key`, kept across the client's own
+//! retries, so a call whose answer was lost applies once.
+
+pub mod install;
+
+use crate::ask::{wait_for_answer, Waited};
+use crate::client::{new_idempotency_key, Client, Error, Handoff, QuestionInput, Reach, ReportInput};
+use crate::ask::ANSWER_WAIT_S_MAX;
+use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN};
+use handoff_core::question::{Choice, Kind};
+use handoff_core::turn::ReportStatus;
+use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, Severity};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The variables the server reads, as the launcher names them.
+pub const MCP_ENV: [&str; 3] = [crate::launch::ENV_URL, crate::launch::ENV_ID, crate::launch::ENV_TOKEN];
+/// How long `ask_owner` waits for the answer unless its `wait_s` says.
+pub const ASK_WAIT_S_DEFAULT: u64 = 300;
+/// The URIs of the current turn's briefing and package.
+pub const BRIEFING_URI: &str = "handoff://briefing";
+pub const PACKAGE_MARKDOWN_URI: &str = "handoff://package.md";
+pub const PACKAGE_JSON_URI: &str = "handoff://package.json";
+
+/// The hand-off the server serves, and its client.
+struct Session {
+    client: Client,
+    id: String,
+}
+
+#[derive(Clone)]
+pub struct HandoffServer {
+    session: Arc<Session>,
+    tool_router: ToolRouter<HandoffServer>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BriefingArgs {
+    /// The most bytes the briefing may take (1024 to 65536); the service's default without it.
+    pub budget_bytes: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DecisionArgs {
+    /// What was decided, in one line.
+    pub statement: String,
+    /// Why.
+    pub rationale: Option<String>,
+    /// URIs that back it (a file, a commit, a page).
+    pub evidence: Option<Vec<String>>,
+    /// The id of an earlier decision (`dec_N`) this one replaces.
+    pub supersedes: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ArtifactArgs {
+    /// What kind of thing: file, report, pr, commit, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    /// Where it is: a path in the workspace or a URL.
+    pub uri: String,
+    /// Its SHA-256, 64 hex digits, when it is a file.
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SeverityArg {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BlockerArgs {
+    pub severity: SeverityArg,
+    /// What blocks the work, in one line.
+    pub title: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+pub enum StatusArg {
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "needs-you")]
+    NeedsYou,
+    #[serde(rename = "done")]
+    Done,
+    #[serde(rename = "failed")]
+    Failed,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReportArgs {
+    /// running, needs-you (the session waits for its owner), done or failed (both end the turn).
+    pub status: StatusArg,
+    /// What was done, or what is needed, in a few lines.
+    pub summary: Option<String>,
+    /// On done or failed: the indices of the acceptance criteria not met.
+    pub unmet: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskArgs {
+    /// The question for the owner.
+    pub question: String,
+    /// The answers the owner may pick from (1 to 6 labels).
+    pub options: Vec<String>,
+    /// How long to wait for the answer, in seconds (at most 3600; 300 without it).
+    pub wait_s: Option<u64>,
+}
+
+/// A tool's answer: its text, and the same facts as structured content.
+fn answered(text: String, facts: Value) -> CallToolResult {
+    let mut result = CallToolResult::structured(facts);
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+/// A failure as a tool error: the API's code and message, or what went wrong on the way.
+fn refused(error: &Error) -> CallToolResult {
+    let (code, message) = match error {
+        Error::Refused(r) => (r.code.as_str().to_string(), r.message.clone()),
+        Error::Network { message, .. } => ("network".to_string(), message.clone()),
+        Error::Unexpected { status, message } => (format!("unexpected.{status}"), message.clone()),
+    };
+    let mut result = CallToolResult::structured_error(json!({"code": code, "message": message}));
+    result.content = vec![ContentBlock::text(format!("refused: {code}: {message}"))];
+    result
+}
+
+/// Runs a blocking client call off the async runtime.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))
+}
+
+fn item_facts(item: &crate::client::Item) -> Value {
+    json!({item.kind: item.item, "version": item.handoff.version})
+}
+
+fn record_facts(h: &Handoff) -> Value {
+    json!({"handoff": h})
+}
+
+#[tool_router]
+impl HandoffServer {
+    fn new(session: Session) -> HandoffServer {
+        HandoffServer { session: Arc::new(session), tool_router: Self::tool_router() }
+    }
+
+    fn client(&self, keyed: bool) -> Client {
+        let key = keyed.then(new_idempotency_key);
+        self.session.client.clone().with_idempotency_key(key.as_deref())
+    }
+
+    /// The hand-off as it stands: its turn, status, summary, open question and the actions
+    /// this session may take.
+    #[tool(annotations(read_only_hint = true))]
+    async fn get_handoff(&self) -> Result<CallToolResult, ErrorData> {
+        let (client, id) = (self.client(false), self.session.id.clone());
+        Ok(match blocking(move || client.get(&id)).await? {
+            Ok(reply) => {
+                let h = reply.value;
+                let text = format!("{} turn {} {} (v{}); actions: {}", h.id, h.turn, h.status.as_str(), h.version, h.actions.join(", "));
+                answered(text, record_facts(&h))
+            }
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// The briefing of the current turn: goal, decisions, artifacts, blockers, files and the
+    /// next objective, within a budget, saying what it left out.
+    #[tool(annotations(read_only_hint = true))]
+    async fn get_briefing(&self, Parameters(args): Parameters<BriefingArgs>) -> Result<CallToolResult, ErrorData> {
+        if let Some(b) = args.budget_bytes.filter(|b| !(BRIEFING_BUDGET_BYTES_MIN as u32..=BRIEFING_BUDGET_BYTES_MAX as u32).contains(b)) {
+            return Err(ErrorData::invalid_params(format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"), None));
+        }
+        let (client, id) = (self.client(false), self.session.id.clone());
+        Ok(match blocking(move || client.briefing(&id, args.budget_bytes, Some(Reach::Api))).await? {
+            Ok(reply) => answered(reply.value.clone(), json!({"briefing": reply.value})),
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// Records a decision on the hand-off's work record, as it is made.
+    #[tool]
+    async fn record_decision(&self, Parameters(args): Parameters<DecisionArgs>) -> Result<CallToolResult, ErrorData> {
+        let input = DecisionInput { statement: args.statement, rationale: args.rationale, evidence: args.evidence.unwrap_or_default(), supersedes: args.supersedes };
+        let (client, id) = (self.client(true), self.session.id.clone());
+        Ok(match blocking(move || client.decide(&id, &input)).await? {
+            Ok(reply) => answered(format!("recorded decision {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// Records an artifact the session produced (a file, a report, a pull request).
+    #[tool]
+    async fn add_artifact(&self, Parameters(args): Parameters<ArtifactArgs>) -> Result<CallToolResult, ErrorData> {
+        let input = ArtifactInput { kind: args.kind, title: args.title, uri: args.uri, sha256: args.sha256 };
+        let (client, id) = (self.client(true), self.session.id.clone());
+        Ok(match blocking(move || client.artifact(&id, &input)).await? {
+            Ok(reply) => answered(format!("recorded artifact {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// Raises a blocker: something the session cannot get past by itself.
+    #[tool]
+    async fn raise_blocker(&self, Parameters(args): Parameters<BlockerArgs>) -> Result<CallToolResult, ErrorData> {
+        let severity = match args.severity {
+            SeverityArg::Low => Severity::Low,
+            SeverityArg::Medium => Severity::Medium,
+            SeverityArg::High => Severity::High,
+        };
+        let input = BlockerInput { severity, title: args.title };
+        let (client, id) = (self.client(true), self.session.id.clone());
+        Ok(match blocking(move || client.block(&id, &input)).await? {
+            Ok(reply) => answered(format!("raised blocker {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// Reports on the current turn: running, needs-you, or done or failed to end it (with the
+    /// acceptance criteria not met).
+    #[tool]
+    async fn report(&self, Parameters(args): Parameters<ReportArgs>) -> Result<CallToolResult, ErrorData> {
+        let status = match args.status {
+            StatusArg::Running => ReportStatus::Running,
+            StatusArg::NeedsYou => ReportStatus::NeedsYou,
+            StatusArg::Done => ReportStatus::Done,
+            StatusArg::Failed => ReportStatus::Failed,
+        };
+        let (reader, client, id) = (self.client(false), self.client(true), self.session.id.clone());
+        let sent = blocking(move || {
+            let turn = reader.get(&id)?.value.turn;
+            client.report(&id, &ReportInput { turn, status, summary: args.summary, unmet: args.unmet, usage: None, question: None })
+        })
+        .await?;
+        Ok(match sent {
+            Ok(reply) => {
+                let h = reply.value;
+                answered(format!("reported: v{} turn {} {}", h.version, h.turn, h.status.as_str()), record_facts(&h))
+            }
+            Err(e) => refused(&e),
+        })
+    }
+
+    /// Asks the owner a question and waits for the answer (the owner answers from anywhere).
+    /// Answers the chosen option, or says that no answer came, and the session goes on or
+    /// stops as it sees fit.
+    #[tool]
+    async fn ask_owner(&self, Parameters(args): Parameters<AskArgs>, cancelled: CancellationToken) -> Result<CallToolResult, ErrorData> {
+        let wait_s = args.wait_s.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX);
+        let options: Vec<Choice> = args.options.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
+        let question = QuestionInput { kind: Kind::Choice, text: args.question, options };
+        let (reader, client, id) = (self.client(false), self.client(true), self.session.id.clone());
+        let asked = blocking(move || {
+            let turn = reader.get(&id)?.value.turn;
+            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question) })
+        })
+        .await?;
+        let asked = match asked {
+            Ok(reply) => reply.value,
+            Err(e) => return Ok(refused(&e)),
+        };
+        let Some(q) = asked.question.clone() else {
+            return Ok(CallToolResult::structured_error(json!({"code": "question.none", "message": "the service did not keep the question"})));
+        };
+        let (client, id, qid) = (self.session.client.clone(), self.session.id.clone(), q.id.clone());
+        let deadline = Instant::now() + Duration::from_secs(wait_s);
+        let waiting = blocking(move || wait_for_answer(&client, &id, &qid, asked.version, deadline));
+        let waited = tokio::select! {
+            w = waiting => w?,
+            _ = cancelled.cancelled() => {
+                // Nobody waits for the answer any more: the turn runs on without the question.
+                let (client, id) = (self.client(true), self.session.id.clone());
+                let turn = q.turn;
+                let _ = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None })).await;
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+        };
+        Ok(match waited {
+            Waited::Answered(answer, _) => {
+                let label = q.options.iter().find(|o| o.id == answer.option).map(|o| o.label.clone()).unwrap_or_default();
+                let note = answer.note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default();
+                answered(format!("The owner answered: {label}{note}"), json!({"answered": true, "option": answer.option, "label": label, "note": answer.note}))
+            }
+            Waited::Withdrawn => answered(format!("No answer: {} was withdrawn. Go on or stop as you see fit.", q.id), json!({"answered": false, "why": "withdrawn"})),
+            Waited::TimedOut => answered(format!("No answer within {wait_s} s. Go on or stop as you see fit."), json!({"answered": false, "why": "timeout"})),
+        })
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for HandoffServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build());
+        config.instructions = Some(format!(
+            "This session's hand-off record ({}). Record decisions, artifacts and blockers as you work, ask the owner with \
+             ask_owner when you need them, and end the turn with report (done or failed).",
+            self.session.id
+        ));
+        config
+    }
+
+    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+        let resources = [
+            (BRIEFING_URI, "briefing", "The current turn's briefing", "text/markdown"),
+            (PACKAGE_MARKDOWN_URI, "package.md", "The current turn's package, as Markdown", "text/markdown"),
+            (PACKAGE_JSON_URI, "package.json", "The current turn's package, as JSON", "application/json"),
+        ];
+        Ok(ListResourcesResult::with_all_items(resources.into_iter().map(|(uri, name, title, mime)| Resource::new(uri, name).with_title(title).with_mime_type(mime)).collect()))
+    }
+
+    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        let (client, id, uri) = (self.client(false), self.session.id.clone(), request.uri.clone());
+        let read = blocking(move || match uri.as_str() {
+            BRIEFING_URI => Some(client.briefing(&id, None, Some(Reach::Api)).map(|r| (r.value, "text/markdown"))),
+            PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
+            PACKAGE_JSON_URI => Some(client.package_latest(&id).map(|r| (serde_json::to_string(&r.value).unwrap_or_default(), "application/json"))),
+            _ => None,
+        })
+        .await?;
+        match read {
+            None => Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None)),
+            Some(Err(e)) => Err(ErrorData::invalid_request(format!("refused: {e}"), None)),
+            Some(Ok((text, mime))) => Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri).with_mime_type(mime)]).into()),
+        }
+    }
+}
+
+/// The server's session from `env`, or the message naming what is missing.
+pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<(String, String, String), String> {
+    let value = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let missing: Vec<&str> = MCP_ENV.into_iter().filter(|k| value(k).is_none()).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "handoff mcp: {} not set: the server serves the hand-off that HANDOFF_URL, HANDOFF_ID and HANDOFF_TOKEN (its machine token) name",
+            missing.join(", ")
+        ));
+    }
+    Ok((value(MCP_ENV[0]).unwrap_or_default(), value(MCP_ENV[1]).unwrap_or_default(), value(MCP_ENV[2]).unwrap_or_default()))
+}
+
+/// `handoff mcp`: serves until the client closes standard input. Answers the exit code.
+pub fn serve(url: &str, id: &str, token: &str) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("handoff mcp: no runtime: {e}");
+            return 1;
+        }
+    };
+    let server = HandoffServer::new(Session { client: Client::new(url, Some(token)), id: id.to_string() });
+    runtime.block_on(async move {
+        match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => match running.waiting().await {
+                Ok(_) => 0,
+                Err(e) => {
+                    eprintln!("handoff mcp: {e}");
+                    1
+                }
+            },
+            Err(e) => {
+                eprintln!("handoff mcp: could not start: {e}");
+                1
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_names_each_variable_it_misses() {
+        let none = |_: &str| None;
+        let message = from_env(&none).unwrap_err();
+        assert!(message.contains("HANDOFF_URL, HANDOFF_ID, HANDOFF_TOKEN not set"), "{message}");
+        let some = |k: &str| (k != "HANDOFF_TOKEN").then(|| "x".to_string());
+        assert!(from_env(&some).unwrap_err().contains("HANDOFF_TOKEN not set"));
+        let all = |k: &str| Some(format!("{k}-value"));
+        assert_eq!(from_env(&all).unwrap(), ("HANDOFF_URL-value".into(), "HANDOFF_ID-value".into(), "HANDOFF_TOKEN-value".into()));
+    }
+
+    #[test]
+    fn read_only_tools_say_so_and_the_rest_do_not() {
+        let tools = HandoffServer::tool_router().list_all();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names.len(), 7, "{names:?}");
+        for t in &tools {
+            let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            assert_eq!(read_only, matches!(t.name.as_ref(), "get_handoff" | "get_briefing"), "{}", t.name);
+        }
+    }
+}
