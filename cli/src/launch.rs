@@ -41,10 +41,19 @@ pub const ENV_ID: &str = "HANDOFF_ID";
 pub const ENV_TOKEN: &str = "HANDOFF_TOKEN";
 /// Every variable the launcher sets in the runtime's environment, as the prompt names them.
 pub const ENV_NAMES: [&str; 3] = [ENV_URL, ENV_ID, ENV_TOKEN];
+/// The variable naming the hooks' (and the MCP server's) state folder, when set.
+pub const ENV_STATE_DIR: &str = "HANDOFF_STATE_DIR";
+/// What Codex passes its stdio MCP server by name (it passes only an allowlist of the
+/// environment, `codex-rs/rmcp-client/src/utils.rs`): the session's three, and the state folder
+/// where the server notes that it served.
+pub const CODEX_MCP_ENV_NAMES: [&str; 4] = [ENV_URL, ENV_ID, ENV_TOKEN, ENV_STATE_DIR];
 
-/// Claude Code's permission rule that lets the session run `handoff` (and only that) without
-/// asking: a prefix rule on the Bash tool, in the `:*` form every version reads.
-pub const CLAUDE_CODE_ALLOW_RULE: &str = "Bash(handoff:*)";
+/// The session's MCP server, as the harnesses name it (Claude Code's tools are
+/// `mcp__handoff__<tool>`).
+pub use crate::mcp::install::SERVER_NAME as MCP_SERVER;
+/// Claude Code's permission rule that lets the session use the `handoff` server's tools (and
+/// only those) without asking.
+pub const CLAUDE_CODE_ALLOW_RULE: &str = "mcp__handoff";
 /// Claude Code's permission mode for a launched session: the one where the allow rule decides
 /// and any other tool call is asked (of the owner through the `PermissionRequest` hook, then at
 /// the terminal). Claude Code 2.1.328 starts an interactive session in `auto` otherwise, which
@@ -284,31 +293,34 @@ pub fn work_briefing(h: &Handoff, work: &WorkRecord, budget_bytes: u32) -> Resul
     Ok(text)
 }
 
-/// The launcher's paragraph after the briefing: how this session records its turn. The two
-/// wordings are `test/fixtures/launch/access-api.txt` and `access-none.txt`.
+/// The tools of `handoff mcp` a session records with, as the paragraph lists them.
+const TOOL_LINES: &str = "\x20 record_decision: what you decided, and why\n\
+     \x20 add_artifact: a file, report or pull request you produced\n\
+     \x20 raise_blocker: something you cannot get past by yourself\n\
+     \x20 ask_owner: a question for the owner with the answers they may pick; it waits for the answer\n\
+     \x20 report: done or failed before you stop (unmet: the indices of the acceptance criteria you did not meet)\n";
+
+/// The launcher's paragraph after the briefing: how this session records its turn, through the
+/// `handoff` MCP server the launcher starts it with. Codex's adds what to leave for the launcher
+/// when the server cannot start. The two wordings are `test/fixtures/launch/access-api.txt` and
+/// `access-none.txt`.
 pub fn access_paragraph(runtime: Runtime, id: &str, turn: u64) -> String {
+    let server = format!(
+        "The MCP server `{MCP_SERVER}` this session was started with records on hand-off {id} for you: it reads \
+         {ENV_URL}, {ENV_ID} and {ENV_TOKEN} itself, so never print them and never pass them anywhere. Record with its \
+         tools as you work, not only at the end:\n{TOOL_LINES}\
+         get_briefing and get_handoff read the briefing and the hand-off again. A session that stops without a report \
+         leaves turn {turn} open.\n"
+    );
     if runtime.has_network() {
-        format!(
-            "## Recording this turn\n\
-             You can reach the hand-off service. Its address is in the environment variable {ENV_URL}, this \
-             hand-off's id in {ENV_ID} and your machine token in {ENV_TOKEN}. The `handoff` command reads all \
-             three by itself, so never print them and never expand them on a command line: type the commands \
-             below as they are written, with the id in place, and they run without asking for permission. Use \
-             them rather than sending HTTP requests yourself, and record as you work, not only at the end:\n\
-             \x20 handoff decide {id} \"WHAT YOU DECIDED\" --rationale \"WHY\"\n\
-             \x20 handoff artifact {id} --type TYPE --title \"TITLE\" --uri URI\n\
-             \x20 handoff block {id} --severity low|medium|high \"WHAT BLOCKS YOU\"\n\
-             \x20 handoff report {id} --turn {turn} --status done --summary \"WHAT YOU DID\"\n\
-             Before you stop, report done or failed (add --unmet 0,2 for the acceptance criteria you did not \
-             meet): a session that stops without a report leaves nothing on the record.\n"
-        )
+        format!("## Recording this turn\n{server}")
     } else {
         format!(
             "## Recording this turn\n\
-             This sandbox has no network: do not try to reach the hand-off service, and raise no blocker about \
-             that. The environment variables {ENV_URL}, {ENV_ID} and {ENV_TOKEN} name this session, but nothing \
-             you run here can use them. The launcher that started you records turn {turn} after you stop, from \
-             what you leave:\n\
+             This sandbox has no network: do not try to reach the hand-off service, and raise no blocker about that. \
+             {server}\
+             Only if the {MCP_SERVER} tools are not there, the launcher that started you records turn {turn} after you \
+             stop, from what you leave:\n\
              \x20 in {NOTES_FILE}, one line for each decision: Decision: WHAT YOU DECIDED\n\
              \x20 in {NOTES_FILE} or your final message, one line for each file you produced: Artifact: PATH\n\
              \x20 and one for each thing that blocks you: Blocker (low|medium|high): WHAT BLOCKS YOU\n\
@@ -352,7 +364,7 @@ impl CommandLine {
 ///
 /// Claude Code takes the prompt right after `-p` and the rules of `--allowedTools` last, since
 /// that flag takes every word after it as a rule. Codex takes the prompt as its last operand.
-pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Option<&str>, extra: &[String]) -> CommandLine {
+pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Option<&str>, server: &str, extra: &[String]) -> CommandLine {
     let mut args: Vec<String> = Vec::new();
     let prompt_at;
     match runtime {
@@ -363,6 +375,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
             prompt_at = args.len();
             args.push(prompt.into());
             args.extend(["--permission-mode".to_string(), CLAUDE_CODE_PERMISSION_MODE.to_string()]);
+            args.extend(["--mcp-config".to_string(), claude_code_mcp_config(server), "--strict-mcp-config".to_string()]);
             args.extend(extra.iter().cloned());
             args.extend(["--allowedTools".to_string(), CLAUDE_CODE_ALLOW_RULE.to_string()]);
         }
@@ -379,12 +392,36 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                     args.extend(CODEX_ENABLE_HOOKS.map(String::from));
                 }
             }
+            for setting in codex_mcp_settings(server) {
+                args.extend(["-c".to_string(), setting]);
+            }
             args.extend(extra.iter().cloned());
             prompt_at = args.len();
             args.push(prompt.into());
         }
     }
     CommandLine { program: runtime.program().to_string(), args, prompt_at }
+}
+
+/// Claude Code's `--mcp-config`: the `handoff` server run by `server` (this program), in the
+/// `mcpServers` form of its settings; the server inherits the session's variables, so no value
+/// of theirs is in it.
+pub fn claude_code_mcp_config(server: &str) -> String {
+    serde_json::json!({"mcpServers": {MCP_SERVER: {"type": "stdio", "command": server, "args": crate::mcp::install::SERVER_ARGS}}}).to_string()
+}
+
+/// Codex's `-c` overrides that declare the `handoff` server: the program, its arguments, the
+/// variables Codex passes it by name (its stdio servers get only an allowlist of the
+/// environment), and its tools approved, since `codex exec` cancels a tool call that waits
+/// for an approval.
+pub fn codex_mcp_settings(server: &str) -> Vec<String> {
+    let list = |items: &[&str]| items.iter().map(|i| toml_edit::Value::from(*i).to_string()).collect::<Vec<_>>().join(", ");
+    vec![
+        format!("mcp_servers.{MCP_SERVER}.command={}", toml_edit::Value::from(server)),
+        format!("mcp_servers.{MCP_SERVER}.args=[{}]", list(&crate::mcp::install::SERVER_ARGS)),
+        format!("mcp_servers.{MCP_SERVER}.env_vars=[{}]", list(&CODEX_MCP_ENV_NAMES)),
+        format!("mcp_servers.{MCP_SERVER}.default_tools_approval_mode={}", toml_edit::Value::from(crate::mcp::install::CODEX_APPROVAL)),
+    ]
 }
 
 /// `word` as a POSIX shell reads it back: bare when it is plain, else in single quotes.

@@ -38,6 +38,9 @@ use tokio_util::sync::CancellationToken;
 pub const MCP_ENV: [&str; 3] = [crate::launch::ENV_URL, crate::launch::ENV_ID, crate::launch::ENV_TOKEN];
 /// How long `ask_owner` waits for the answer unless its `wait_s` says.
 pub const ASK_WAIT_S_DEFAULT: u64 = 300;
+/// The longest message (one line of standard input) the server reads; a longer one is answered
+/// with a JSON-RPC error and skipped, so that no client makes it hold more.
+pub const MCP_MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The URIs of the current turn's briefing and package.
 pub const BRIEFING_URI: &str = "handoff://briefing";
 pub const PACKAGE_MARKDOWN_URI: &str = "handoff://package.md";
@@ -317,6 +320,7 @@ impl HandoffServer {
 impl ServerHandler for HandoffServer {
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build());
+        config.server_info = rmcp::model::Implementation::new("handoff", env!("CARGO_PKG_VERSION"));
         config.instructions = Some(format!(
             "This session's hand-off record ({}). Record decisions, artifacts and blockers as you work, ask the owner with \
              ask_owner when you need them, and end the turn with report (done or failed).",
@@ -364,6 +368,95 @@ pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<(String, String,
     Ok((value(MCP_ENV[0]).unwrap_or_default(), value(MCP_ENV[1]).unwrap_or_default(), value(MCP_ENV[2]).unwrap_or_default()))
 }
 
+/// What the server makes of one line of standard input: a message for the SDK, or the
+/// JSON-RPC error to answer at once (JSON-RPC 2.0: an unparsable message is answered
+/// `-32700` with a null id; one too long is refused unread).
+pub fn check_line(line: &[u8]) -> Result<(), String> {
+    let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string();
+    if line.len() > MCP_MESSAGE_BYTES_MAX {
+        return Err(error(-32600, &format!("a message is at most {MCP_MESSAGE_BYTES_MAX} bytes")));
+    }
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(_)) | Ok(Value::Array(_)) => Ok(()),
+        Ok(_) => Err(error(-32600, "a message is a JSON object")),
+        Err(e) => Err(error(-32700, &format!("parse error: {e}"))),
+    }
+}
+
+/// Standard input and output for the SDK, with every line checked first ([`check_line`]): a
+/// malformed one is answered with its error and the server reads on.
+fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let (sdk_in, mut feed) = tokio::io::duplex(64 * 1024);
+    let (sdk_out, mut drain) = tokio::io::duplex(64 * 1024);
+    let (lines, mut to_write) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let errors = lines.clone();
+    tokio::spawn(async move {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        loop {
+            let mut line = Vec::new();
+            // One byte past the cap is enough to know a line is too long; the rest is skipped.
+            let read = (&mut stdin).take(MCP_MESSAGE_BYTES_MAX as u64 + 1).read_until(b'\n', &mut line).await;
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if !line.ends_with(b"\n") && line.len() > MCP_MESSAGE_BYTES_MAX {
+                // Skip the rest of the line a piece at a time, holding no more of it.
+                loop {
+                    let mut piece = Vec::new();
+                    match (&mut stdin).take(64 * 1024).read_until(b'\n', &mut piece).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if piece.ends_with(b"\n") => break,
+                        Ok(_) => {}
+                    }
+                }
+            }
+            let body = line.strip_suffix(b"\n").unwrap_or(&line);
+            let body = body.strip_suffix(b"\r").unwrap_or(body);
+            if body.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match check_line(body) {
+                Ok(()) => {
+                    if feed.write_all(body).await.is_err() || feed.write_all(b"\n").await.is_err() {
+                        break;
+                    }
+                }
+                Err(answer) => {
+                    let _ = errors.send(answer.into_bytes()).await;
+                }
+            }
+        }
+        // Dropping `feed` is the end of input for the SDK, which then stops.
+    });
+    tokio::spawn(async move {
+        let mut out = tokio::io::BufReader::new(&mut drain);
+        loop {
+            let mut line = Vec::new();
+            match out.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let body = line.strip_suffix(b"\n").unwrap_or(&line).to_vec();
+                    if lines.send(body).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(mut line) = to_write.recv().await {
+            line.push(b'\n');
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    (sdk_in, sdk_out)
+}
+
 /// `handoff mcp`: serves until the client closes standard input. Answers the exit code.
 pub fn serve(url: &str, id: &str, token: &str) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -374,21 +467,50 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
         }
     };
     let server = HandoffServer::new(Session { client: Client::new(url, Some(token)), id: id.to_string() });
+    let dir = crate::hook::state_dir(&|k| std::env::var(k).ok());
+    let log = crate::hook::Log::new(&dir, "mcp", Some(id));
     runtime.block_on(async move {
-        match server.serve(rmcp::transport::stdio()).await {
-            Ok(running) => match running.waiting().await {
-                Ok(_) => 0,
-                Err(e) => {
-                    eprintln!("handoff mcp: {e}");
-                    1
-                }
-            },
+        match server.serve(checked_stdio()).await {
+            Ok(running) => {
+                let client = running.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
+                log.line(&format!("serving {client}"));
+                mark_served(&dir, id, &log);
+                let code = match running.waiting().await {
+                    Ok(_) => 0,
+                    Err(e) => {
+                        eprintln!("handoff mcp: {e}");
+                        1
+                    }
+                };
+                log.line("the client closed the session");
+                code
+            }
             Err(e) => {
+                log.line(&format!("could not start: {e}"));
                 eprintln!("handoff mcp: could not start: {e}");
                 1
             }
         }
     })
+}
+
+/// Where the server notes when it last began serving hand-off `id`: the launcher reads it to
+/// tell a session that recorded through the server from one that could not start it.
+pub fn served_marker(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    dir.join("mcp").join(format!("{id}.served"))
+}
+
+fn mark_served(dir: &std::path::Path, id: &str, log: &crate::hook::Log) {
+    let path = served_marker(dir, id);
+    let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, crate::hook::now_ms().to_string()));
+    if let Err(e) = written {
+        log.line(&format!("could not note that it serves, in {}: {e}", path.display()));
+    }
+}
+
+/// When the server last began serving `id` (ms since the epoch), as [`mark_served`] noted.
+pub fn served_since(dir: &std::path::Path, id: &str) -> Option<i64> {
+    std::fs::read_to_string(served_marker(dir, id)).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]
@@ -404,6 +526,18 @@ mod tests {
         assert!(from_env(&some).unwrap_err().contains("HANDOFF_TOKEN not set"));
         let all = |k: &str| Some(format!("{k}-value"));
         assert_eq!(from_env(&all).unwrap(), ("HANDOFF_URL-value".into(), "HANDOFF_ID-value".into(), "HANDOFF_TOKEN-value".into()));
+    }
+
+    #[test]
+    fn a_malformed_or_overlong_line_is_answered_with_its_json_rpc_error() {
+        assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Ok(()));
+        let parse: Value = serde_json::from_str(&check_line(b"garbage{").unwrap_err()).unwrap();
+        assert_eq!((parse["error"]["code"].as_i64(), parse["id"].is_null()), (Some(-32700), true));
+        let scalar: Value = serde_json::from_str(&check_line(b"42").unwrap_err()).unwrap();
+        assert_eq!(scalar["error"]["code"], -32600);
+        let long = vec![b' '; MCP_MESSAGE_BYTES_MAX + 1];
+        let long: Value = serde_json::from_str(&check_line(&long).unwrap_err()).unwrap();
+        assert_eq!(long["error"]["code"], -32600);
     }
 
     #[test]

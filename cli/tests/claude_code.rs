@@ -29,7 +29,8 @@ fn a_print_mode_turn_launched_by_handoff_launch_reports_records_and_ends_done() 
     ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
     let decision = "Keep the recursive descent parser";
     let model = ScriptedModel::start(vec![
-        Step::bash(&format!("handoff decide {id} \"{decision}\" --rationale \"the grammar is small\"")),
+        Step::load_tools(&["mcp__handoff__record_decision"]),
+        Step::Call { name: "mcp__handoff__record_decision".into(), input: serde_json::json!({"statement": decision, "rationale": "the grammar is small"}) },
         Step::text("Reviewed the parser: it holds."),
     ]);
     let m = Machine::new(&id, &machine_token, &model);
@@ -40,10 +41,15 @@ fn a_print_mode_turn_launched_by_handoff_launch_reports_records_and_ends_done() 
     // The briefing was the model's prompt.
     let first = model.agent_requests().into_iter().next().expect("Claude Code asked the model");
     let prompt = first.text();
-    assert!(prompt.contains("Review the parser") && prompt.contains(&format!("handoff report {id} --turn 2")), "the briefing is the prompt: {prompt}");
-    // The scripted `handoff decide` ran under the launcher's allow rule, and is on the record.
-    let result = model.result_of("call_1", Duration::from_secs(1)).expect("the Bash call's result reached the model");
-    assert!(result.to_string().contains("dec_1"), "handoff decide ran and printed its id: {result}");
+    assert!(prompt.contains("Review the parser") && prompt.contains("record_decision"), "the briefing is the prompt: {prompt}");
+    // Claude Code lists the server's tools as deferred, by name, and loads them on request.
+    assert!(first.body.to_string().contains("mcp__handoff__record_decision"), "Claude Code offered the server's tools");
+    let loaded = model.result_of("call_1", Duration::from_secs(1)).expect("ToolSearch answered");
+    assert!(loaded.to_string().contains("mcp__handoff__record_decision"), "{loaded}");
+    // The scripted call of the server's tool ran under the launcher's allow rule, and is on the record.
+    let result = model.result_of("call_2", Duration::from_secs(1)).expect("the tool's result reached the model");
+    // Claude Code hands the model a tool's structured content when it has one, not its text.
+    assert!(result.to_string().contains("dec_1") && result.to_string().contains(decision), "the server recorded it: {result}");
     let decisions = work(&owner_token, &id)["decisions"].clone();
     assert_eq!(decisions[0]["statement"], decision, "{decisions}");
     assert_eq!(decisions[0]["by"], "machine", "{decisions}");
@@ -60,6 +66,10 @@ fn a_print_mode_turn_launched_by_handoff_launch_reports_records_and_ends_done() 
     // `claude auth status` counts the API key in the environment as signed in.
     assert_eq!(claude["signed_in"], true, "{runtimes}");
     assert!(!log.contains(&machine_token), "the log never holds the token");
+    // The decision was on the record while the session ran: before the turn ended.
+    let (_, turns) = api_get(&owner_token, &format!("/v1/handoffs/{id}/turns"));
+    let ended = turns["turns"][1]["ended_at"].as_str().unwrap_or_default().to_string();
+    assert!(decisions[0]["recorded_at"].as_str().is_some_and(|at| at < ended.as_str()), "{decisions} {turns}");
 }
 
 /// An interactive Claude Code under tmux on a fresh hand-off (turn 1 running), its hooks

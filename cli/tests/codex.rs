@@ -8,7 +8,7 @@ use common::*;
 use std::time::Duration;
 
 #[test]
-fn an_exec_turn_launched_by_handoff_launch_is_briefed_recorded_by_the_launcher_and_ends_done() {
+fn an_exec_turn_whose_mcp_server_cannot_start_is_briefed_recorded_by_the_launcher_and_ends_done() {
     let owner_token = owner();
     let owner = Some(owner_token.as_str());
     let (id, machine_token) = create(&owner_token);
@@ -21,7 +21,8 @@ fn an_exec_turn_launched_by_handoff_launch_is_briefed_recorded_by_the_launcher_a
     ]);
     let m = Machine::new(&id, &machine_token, &model);
 
-    let launched = m.run("handoff launch for codex", &["launch", &id, "--print"], &[]);
+    // A Codex without the server (its entry switched off after the launcher's): the fallback.
+    let launched = m.run("handoff launch for codex", &["launch", &id, "--print", "--", "-c", "mcp_servers.handoff.enabled=false"], &[]);
     assert_eq!(launched.code, 0, "{launched:?}\nlog:\n{}", m.log());
     let first = model.agent_requests().into_iter().next().expect("Codex asked the model");
     let prompt = first.text();
@@ -38,6 +39,7 @@ fn an_exec_turn_launched_by_handoff_launch_is_briefed_recorded_by_the_launcher_a
     assert!(r["summary"].as_str().unwrap_or("").starts_with("Wrote the parser."), "{r}");
     let log = m.log();
     assert!(log.contains("recorded decision dec_1") && log.contains("recorded done for turn 2"), "{log}");
+    assert!(log.contains("codex did not start the handoff MCP server: recording what it left in NOTES.md"), "{log}");
 }
 
 #[test]
@@ -70,8 +72,35 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
     assert_eq!(answered.code, 0, "{answered:?}\n{}\nmodel requests: {}", context(), model.requests().len());
     model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the command's result reached the model\n{}", context()));
     assert!(m.work().join("proof.txt").exists(), "the owner's allow let it run: {}", context());
-    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks <prompt>"), "{}", context());
+    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks -c 'mcp_servers.handoff.command="), "{}", context());
     drop(tmux);
     let left = |_: ()| Some(m.processes()).filter(|p| p.is_empty());
     eventually("the session leaves no process behind (no background server)", Duration::from_secs(15), || left(()), || format!("{:#?}", m.processes()));
+}
+
+#[test]
+fn an_exec_turn_in_workspace_write_records_live_and_reports_done_through_the_mcp_server() {
+    let owner_token = owner();
+    let owner = Some(owner_token.as_str());
+    let (id, machine_token) = create(&owner_token);
+    ok(owner, &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
+    ok(Some(&machine_token), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up"]);
+    ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
+    let model = ScriptedModel::start(vec![
+        Step::codex_mcp("handoff", "record_decision", serde_json::json!({"statement": "Parse line by line"})),
+        Step::codex_mcp("handoff", "report", serde_json::json!({"status": "done", "summary": "Wrote the parser through MCP"})),
+        Step::text("Done."),
+    ]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let launched = m.run("handoff launch for codex", &["launch", &id, "--print"], &[]);
+    assert_eq!(launched.code, 0, "{launched:?}\nlog:\n{}", m.log());
+    let first = model.agent_requests().into_iter().next().expect("Codex asked the model");
+    assert!(first.body["tools"].as_array().unwrap().iter().any(|t| t["type"] == "namespace" && t["name"] == "mcp__handoff"), "Codex offered the server's tools");
+    let decided = model.result_of("call_1", Duration::from_secs(1)).unwrap_or_default();
+    assert!(decided.to_string().contains("dec_1"), "the server recorded the decision from the sandbox: {decided}");
+    let r = record(&owner_token, &id);
+    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Wrote the parser through MCP")), "{r}");
+    let log = m.log();
+    assert!(log.contains("codex recorded through the handoff MCP server") && log.contains("mcp ho_") && log.contains("serving codex"), "{log}");
+    assert!(!log.contains("from what codex left"), "the launcher recorded nothing itself: {log}");
 }

@@ -60,27 +60,36 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let decision = "Do \"Write the parser\" in one pass over the input";
     let verdict = format!("Verdict: {decision} holds");
     let reviewed = format!("Reviewed the work; {decision} holds.");
-    let quoted = |s: &str| s.replace('"', "\\\"");
+    // Both record through the `handoff` MCP server: Codex from inside its sandbox, Claude Code
+    // once it has loaded the server's deferred tools.
+    let tool = |name: &str| format!("mcp__handoff__{name}");
     let claude_steps = vec![
-        Step::bash(&format!("handoff decide {id} \"{}\" --rationale \"checked against the briefing\"", quoted(&verdict))),
-        Step::bash(&format!("handoff artifact {id} --type report --title \"Review\" --uri review.md")),
-        Step::bash(&format!("handoff report {id} --turn 3 --status done --summary \"{}\"", quoted(&reviewed))),
+        Step::load_tools(&[&tool("record_decision"), &tool("add_artifact"), &tool("report")]),
+        Step::Call { name: tool("record_decision"), input: json!({"statement": verdict, "rationale": "checked against the briefing"}) },
+        Step::Call { name: tool("add_artifact"), input: json!({"type": "report", "title": "Review", "uri": "review.md"}) },
+        Step::Call { name: tool("report"), input: json!({"status": "done", "summary": reviewed}) },
         Step::text(&reviewed),
     ];
-    let model = ScriptedModel::start_per_api(claude_steps, codex_plans("Write the parser"));
+    let planned = "Planned \"Write the parser\" in plan.md.";
+    let codex_steps = vec![
+        Step::exec("printf '1. read the input\\n2. parse it\\n' > plan.md"),
+        Step::codex_mcp("handoff", "record_decision", json!({"statement": decision})),
+        Step::codex_mcp("handoff", "add_artifact", json!({"type": "file", "title": "plan.md", "uri": "plan.md"})),
+        Step::codex_mcp("handoff", "report", json!({"status": "done", "summary": planned})),
+        Step::text(planned),
+    ];
+    let model = ScriptedModel::start_per_api(claude_steps, codex_steps);
     let m = Machine::new(&id, &machine_token, &model);
 
-    // Turn 2 goes to Codex, whose sandbox has no network: the launcher records what it left.
+    // Turn 2 goes to Codex, whose sandbox has no network: it records through the server.
     ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
     let handed = record(&owner_token, &id);
     let (h1, v1) = (handed["package_hash"].as_str().unwrap().to_string(), handed["package_version"].as_u64().unwrap());
     let codex = m.ok("the launch of codex for turn 2", &["launch", &id, "--print"]);
     let lines: Vec<&str> = codex.stdout.lines().collect();
     assert_eq!(lines[0], format!("briefed from package v{v1} ({}…)", &h1[..8]), "{codex:?}");
-    assert!(codex.stdout.contains(&format!("recorded decision dec_1: {decision}")), "{codex:?}");
-    assert!(codex.stdout.contains("recorded artifact art_1: plan.md"), "{codex:?}");
-    assert!(codex.stdout.contains("recorded done for turn 2"), "{codex:?}");
-    assert!(m.file("NOTES.md").contains(&format!("Decision: {decision}")), "Codex left its decision in NOTES.md");
+    assert!(!codex.stdout.contains("recorded "), "the launcher recorded nothing itself: {codex:?}");
+    assert!(m.file("plan.md").contains("parse it"), "Codex wrote its plan in the sandbox");
     let codex_config = std::fs::read_to_string(m.codex_home().join("config.toml")).unwrap();
     assert!(codex_config.contains("notify") && codex_config.contains("\"hook\", \"codex\""), "hooks installed: {codex_config}");
     let after_codex = record(&owner_token, &id);
@@ -135,7 +144,6 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     assert_eq!(decisions, [(decision, "machine"), (verdict.as_str(), "machine")], "{work}");
     let artifacts = work["artifacts"].as_array().unwrap();
     assert_eq!((artifacts[0]["title"].as_str(), artifacts[0]["type"].as_str()), (Some("plan.md"), Some("file")), "{work}");
-    assert_eq!(artifacts[0]["sha256"], sha256_hex(m.file("plan.md").as_bytes()), "the launcher hashed the file Codex named");
     assert_eq!((artifacts[1]["title"].as_str(), artifacts[1]["uri"].as_str()), (Some("Review"), Some("review.md")), "{work}");
 
     // Events in order: each turn's record was made while it ran, before it ended and the next began.
@@ -156,13 +164,13 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     for needle in [
         "briefed from package v1",
         "started codex exec --sandbox workspace-write -c 'notify=[]' --output-last-message",
+        "mcp ho_",
         "codex exited 0",
-        "recorded decision dec_1",
-        "recorded artifact art_1: plan.md",
-        "recorded done for turn 2",
+        "codex recorded through the handoff MCP server",
         "accepted package v2",
         "briefed from package v2",
-        "started claude -p <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'",
+        "started claude -p <prompt> --permission-mode default --mcp-config",
+        "mcp ho_",
         "claude exited 0",
     ] {
         i = line_after(&log, i + 1, needle);
@@ -192,9 +200,10 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let human = m.ok("a dry run", &["launch", &id, "--dry-run"]);
     let briefing = ok(Some(&machine_token), &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"]);
     let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
+    let config = launch::claude_code_mcp_config(env!("CARGO_BIN_EXE_handoff"));
     let expected = format!(
         "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN\n\
-         command: claude <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'\nprompt:\n{prompt}\n",
+         command: claude <prompt> --permission-mode default --mcp-config '{config}' --strict-mcp-config --allowedTools mcp__handoff\nprompt:\n{prompt}\n",
         &hash[..8]
     );
     assert_eq!(human.stdout, expected);
@@ -203,7 +212,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["command", "env_names", "package", "prompt"], "{json}");
     assert_eq!(json["prompt"], prompt.as_str());
-    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--permission-mode", "default", "--allowedTools", "Bash(handoff:*)"]));
+    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--permission-mode", "default", "--mcp-config", config, "--strict-mcp-config", "--allowedTools", "mcp__handoff"]));
     assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN"]));
     assert_eq!(json["package"], json!({"version": 1, "hash": hash}));
 
@@ -238,12 +247,19 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
     assert_eq!(plan["prompt"], launch::prompt(&briefing, &launch::access_paragraph(Runtime::Codex, &id, 1)).as_str());
     assert!(plan["prompt"].as_str().unwrap().contains("## Next objective\nConfig parser\n"), "{plan}");
 
-    let run = m.ok("the launch of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print"]);
+    // A Codex without the server (its entry switched off after the launcher's): the launcher
+    // records what it left, hashing the file it named.
+    let run = m.ok("the launch of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print", "--", "-c", "mcp_servers.handoff.enabled=false"]);
     assert!(run.stdout.starts_with("briefed from the work record\n"), "{run:?}");
+    assert!(run.stdout.contains("recorded decision dec_1: Do \"Config parser\" in one pass over the input"), "{run:?}");
     assert!(run.stdout.contains("recorded done for turn 1"), "{run:?}");
     assert!(m.log().contains("briefed from the work record for codex on turn 1"), "{}", m.log());
     let r = record(&owner_token, &id);
     assert_eq!((r["turn"].as_u64(), r["status"].as_str()), (Some(1), Some("done")), "{r}");
+    let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
+    let artifact = &work["work"]["artifacts"][0];
+    assert_eq!((artifact["title"].as_str(), artifact["type"].as_str()), (Some("plan.md"), Some("file")), "{work}");
+    assert_eq!(artifact["sha256"], sha256_hex(m.file("plan.md").as_bytes()), "the launcher hashed the file Codex named");
 }
 
 #[test]
@@ -315,7 +331,8 @@ fn an_interrupted_interactive_codex_still_has_what_it_left_recorded_by_the_launc
     let model = ScriptedModel::start(vec![Step::exec("printf 'Decision: Parse line by line\\n' >> NOTES.md"), Step::text("Noted the decision. What next?")]);
     let m = Machine::new(&id, &machine_token, &model);
     let exit_file = m.root.join("launch.exit");
-    let line = format!("{} launch {id} --runtime codex; echo $? > {}", env!("CARGO_BIN_EXE_handoff"), exit_file.display());
+    // A Codex without the server (its entry switched off after the launcher's): the fallback.
+    let line = format!("{} launch {id} --runtime codex -- -c mcp_servers.handoff.enabled=false; echo $? > {}", env!("CARGO_BIN_EXE_handoff"), exit_file.display());
     let tmux = Tmux::start(&m.work(), &m.vars(), &["sh".into(), "-c".into(), line]);
     tmux.wait_for("What next?", Duration::from_secs(LAUNCH_S_MAX));
     assert!(m.file("NOTES.md").contains("Decision: Parse line by line"), "{}", tmux.screen());

@@ -144,11 +144,14 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     let last_message = (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| last_message_path(&state_dir, &id, turn));
     let last_message_arg = last_message.as_ref().map(|p| p.to_string_lossy().into_owned());
     let paragraph = access_paragraph(runtime, &id, turn);
+    // The `handoff mcp` server the session records through is this program.
+    let server = std::env::current_exe().map_err(|e| LaunchError::Setup(format!("where is this program? {e}")))?;
+    let server = server.to_string_lossy().into_owned();
     let briefed = briefed_line(prepared.package());
 
     if request.dry_run {
         let prompt = prompt(&briefing(&client, &prepared)?, &paragraph);
-        let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &request.extra);
+        let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
         if json_out {
             println!("{}", plan_json(&prompt, &command, prepared.package()));
         } else {
@@ -183,7 +186,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         None => briefing(&client, &prepared)?,
     };
     let prompt = prompt(&text, &paragraph);
-    let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &request.extra);
+    let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
     log.line(&format!("{briefed} for {} on turn {turn}", runtime.name()));
     if json_out {
         eprintln!("{briefed}");
@@ -201,6 +204,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
             std::fs::create_dir_all(dir).map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
         }
     }
+    let started_ms = hook::now_ms();
     log.line(&format!("started {}", command.display()));
     let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token)])
         .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
@@ -208,9 +212,23 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
 
     if !runtime.has_network() {
+        // The session recorded through the MCP server (outside its sandbox) when the server
+        // served it during this run; otherwise the launcher records what it left.
         let final_message = last_message.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
         let left = read_left(&notes_before, &read_or_empty(&notes), final_message.as_deref());
-        record_left(&client, &log, &id, turn, runtime, &left, status.success(), &cwd)?;
+        let served = crate::mcp::served_since(&state_dir, &id).is_some_and(|at| at >= started_ms);
+        if served {
+            log.line(&format!("{} recorded through the {MCP_SERVER} MCP server", runtime.program()));
+            let open = client.get(&id).is_ok_and(|r| r.value.turn == turn && !r.value.status.has_ended());
+            if open {
+                log.line(&format!("{} left turn {turn} open: its report is the launcher's, from its final message", runtime.program()));
+                let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
+                record_left(&client, &log, &id, turn, runtime, &report_only, status.success(), &cwd)?;
+            }
+        } else {
+            log.line(&format!("{} did not start the {MCP_SERVER} MCP server: recording what it left in {NOTES_FILE} and its final message", runtime.program()));
+            record_left(&client, &log, &id, turn, runtime, &left, status.success(), &cwd)?;
+        }
     }
     if code != 0 {
         eprintln!("{} exited {}", runtime.program(), describe_exit(status));

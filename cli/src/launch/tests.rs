@@ -51,23 +51,22 @@ fn the_work_record_briefing_is_its_fixture() {
 }
 
 #[test]
-fn the_access_paragraph_names_the_variables_and_the_commands_of_this_turn() {
-    let with = access_paragraph(Runtime::ClaudeCode, ID, 5);
-    for name in ENV_NAMES {
-        assert!(with.contains(name), "{name} is named");
+fn the_access_paragraph_names_the_server_its_tools_and_the_variables_but_no_value() {
+    for runtime in Runtime::ALL {
+        let p = access_paragraph(runtime, ID, 5);
+        for name in ENV_NAMES {
+            assert!(p.contains(name), "{name} is named");
+        }
+        for tool in ["record_decision", "add_artifact", "raise_blocker", "ask_owner", "report", "get_briefing"] {
+            assert!(p.contains(tool), "{tool}: {p}");
+        }
+        assert!(p.contains("`handoff`") && p.contains(ID) && p.contains("turn 5"), "{p}");
+        assert!(!p.contains('$') && !p.contains("handoff decide"), "no shell command to type: {p}");
     }
-    for command in ["decide", "artifact", "block", "report"] {
-        assert!(with.contains(&format!("handoff {command} {ID}")), "{command}: {with}");
-    }
-    assert!(with.contains("--turn 5 --status done"), "{with}");
-    assert!(!with.contains('$'), "no command expands a variable: {with}");
     let without = access_paragraph(Runtime::Codex, ID, 5);
-    for name in ENV_NAMES {
-        assert!(without.contains(name), "{name} is named");
-    }
     assert!(without.contains("no network") && without.contains("raise no blocker"), "{without}");
-    assert!(!without.contains("handoff decide"), "a sandbox without network is not told to run handoff");
-    assert!(without.contains("turn 5"), "{without}");
+    assert!(without.contains("Only if the handoff tools are not there") && without.contains("Decision: WHAT YOU DECIDED"), "the fallback: {without}");
+    assert!(!access_paragraph(Runtime::ClaudeCode, ID, 5).contains("NOTES.md"), "a session with network needs no fallback");
 }
 
 #[test]
@@ -159,33 +158,40 @@ fn a_work_record_briefing_never_exceeds_its_budget_and_marks_the_cut() {
     }
 }
 
+const SERVER: &str = "/opt/bin/handoff";
+
 #[test]
-fn claude_code_takes_the_prompt_after_p_and_the_allow_rule_last() {
-    let print = command_line(Runtime::ClaudeCode, Mode::Print, "PROMPT", None, &[]);
-    assert_eq!(print.argv(), ["claude", "-p", "PROMPT", "--permission-mode", "default", "--allowedTools", "Bash(handoff:*)"]);
+fn claude_code_takes_the_prompt_after_p_the_handoff_server_and_the_allow_rule_last() {
+    let config = r#"{"mcpServers":{"handoff":{"args":["mcp"],"command":"/opt/bin/handoff","type":"stdio"}}}"#;
+    assert_eq!(claude_code_mcp_config(SERVER), config);
+    let print = command_line(Runtime::ClaudeCode, Mode::Print, "PROMPT", None, SERVER, &[]);
+    let expected = ["claude", "-p", "PROMPT", "--permission-mode", "default", "--mcp-config", config, "--strict-mcp-config", "--allowedTools", "mcp__handoff"];
+    assert_eq!(print.argv(), expected);
     assert_eq!(print.args[print.prompt_at], "PROMPT");
-    assert_eq!(print.display(), "claude -p <prompt> --permission-mode default --allowedTools 'Bash(handoff:*)'");
+    assert_eq!(print.display(), format!("claude -p <prompt> --permission-mode default --mcp-config '{config}' --strict-mcp-config --allowedTools mcp__handoff"));
     let extra = ["--output-format".to_string(), "json".to_string()];
-    let interactive = command_line(Runtime::ClaudeCode, Mode::Interactive, "PROMPT", None, &extra);
-    assert_eq!(interactive.argv(), ["claude", "PROMPT", "--permission-mode", "default", "--output-format", "json", "--allowedTools", "Bash(handoff:*)"]);
+    let interactive = command_line(Runtime::ClaudeCode, Mode::Interactive, "PROMPT", None, SERVER, &extra);
+    assert_eq!(interactive.argv()[..2], ["claude", "PROMPT"]);
+    assert_eq!(interactive.argv()[7..], ["--output-format", "json", "--allowedTools", "mcp__handoff"]);
     assert!(!interactive.argv().iter().any(|a| a.contains("dangerously") || a == "bypassPermissions" || a == "auto"), "no mode that asks nothing");
+    assert!(!print.argv().iter().any(|a| a.contains("TOKEN=") || a.contains("Bearer")), "no token value on the command line");
 }
 
 #[test]
-fn codex_runs_in_its_workspace_sandbox_with_the_prompt_last() {
-    let print = command_line(Runtime::Codex, Mode::Print, "PROMPT", Some("/s/last.txt"), &[]);
-    assert_eq!(
-        print.argv(),
-        ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt", "PROMPT"],
-        "exec reports nothing through notify: the launcher reports the turn after recording what it left"
-    );
-    assert_eq!(print.display(), "codex exec --sandbox workspace-write -c 'notify=[]' --output-last-message /s/last.txt <prompt>");
+fn codex_runs_in_its_workspace_sandbox_with_the_handoff_server_and_the_prompt_last() {
+    let mcp = [
+        "-c", r#"mcp_servers.handoff.command="/opt/bin/handoff""#,
+        "-c", r#"mcp_servers.handoff.args=["mcp"]"#,
+        "-c", r#"mcp_servers.handoff.env_vars=["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN", "HANDOFF_STATE_DIR"]"#,
+        "-c", r#"mcp_servers.handoff.default_tools_approval_mode="approve""#,
+    ];
+    let print = command_line(Runtime::Codex, Mode::Print, "PROMPT", Some("/s/last.txt"), SERVER, &[]);
+    let exec = ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt"];
+    assert_eq!(print.argv(), [&exec[..], &mcp[..], &["PROMPT"]].concat(), "exec reports nothing through notify");
     let extra = ["-m".to_string(), "gpt-5-codex".to_string()];
-    let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, &extra);
-    assert_eq!(
-        interactive.argv(),
-        ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--dangerously-bypass-hook-trust", "--no-daemon", "--enable", "hooks", "-m", "gpt-5-codex", "PROMPT"]
-    );
+    let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, SERVER, &extra);
+    let tui = ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--dangerously-bypass-hook-trust", "--no-daemon", "--enable", "hooks"];
+    assert_eq!(interactive.argv(), [&tui[..], &mcp[..], &["-m", "gpt-5-codex", "PROMPT"]].concat());
     assert_eq!(interactive.args[interactive.prompt_at], "PROMPT");
 }
 

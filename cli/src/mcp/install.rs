@@ -12,7 +12,7 @@
 //! | Codex       | `config.toml`, as the hooks'                            | `[mcp_servers.handoff]`: `command`, `args`, `env_vars`, `default_tools_approval_mode = "approve"` |
 
 use crate::hook::install::{check_program_name, is_handoff, keep_line_endings, parse_json, parse_toml, pretty, settings_path, shape, Harness, InstallError};
-use crate::launch::ENV_NAMES;
+use crate::launch::CODEX_MCP_ENV_NAMES;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use toml_edit::{value, Array, Item, Table};
@@ -111,7 +111,7 @@ fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
     let mut table = Table::new();
     table.insert("command", value(program));
     table.insert("args", value(SERVER_ARGS.iter().copied().collect::<Array>()));
-    table.insert("env_vars", value(ENV_NAMES.iter().copied().collect::<Array>()));
+    table.insert("env_vars", value(CODEX_MCP_ENV_NAMES.iter().copied().collect::<Array>()));
     table.insert("default_tools_approval_mode", value(CODEX_APPROVAL));
     servers.insert(SERVER_NAME, Item::Table(table));
     Ok(keep_line_endings(text, doc.to_string()))
@@ -166,7 +166,7 @@ mod tests {
         let doc: toml_edit::DocumentMut = once.parse().unwrap();
         let ours = doc["mcp_servers"]["handoff"].as_table().unwrap();
         assert_eq!(ours["command"].as_str(), Some(PROGRAM));
-        assert_eq!(ours["env_vars"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect::<Vec<_>>(), ENV_NAMES);
+        assert_eq!(ours["env_vars"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect::<Vec<_>>(), CODEX_MCP_ENV_NAMES);
         assert_eq!(ours["default_tools_approval_mode"].as_str(), Some("approve"));
         assert!(once.starts_with(before), "every byte before it stays: {once}");
         assert_eq!(apply(Harness::Codex, &once, PROGRAM, false).unwrap(), once);

@@ -50,6 +50,17 @@ impl Step {
         Step::Call { name: "Bash".into(), input: json!({"command": command, "description": "Scripted command"}) }
     }
 
+    /// Claude Code's `ToolSearch` loading the schemas of `tools`: Claude Code 2.1.328 defers
+    /// MCP tools ("calling them directly will fail"), and a model loads them first.
+    pub fn load_tools(tools: &[&str]) -> Step {
+        Step::Call { name: "ToolSearch".into(), input: json!({"query": format!("select:{}", tools.join(",")), "max_results": tools.len().max(1)}) }
+    }
+
+    /// Codex's call of `tool` of the MCP server `server`, which it offers as a namespace.
+    pub fn codex_mcp(server: &str, tool: &str, input: Value) -> Step {
+        Step::Call { name: format!("mcp__{server}/{tool}"), input }
+    }
+
     /// Codex's `exec_command` running `command`.
     pub fn exec(command: &str) -> Step {
         Step::Call { name: "exec_command".into(), input: json!({"cmd": command}) }
@@ -269,7 +280,12 @@ fn whole_message(step: &Step, id: &str, model: &str) -> Value {
 fn responses_events(step: &Step, id: &str) -> Vec<(&'static str, Value)> {
     let item = match step {
         Step::Text(text) => json!({"type": "message", "role": "assistant", "id": "msg_scripted", "content": [{"type": "output_text", "text": text}]}),
-        Step::Call { name, input } => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name, "arguments": input.to_string()}),
+        // A tool of a namespace (Codex offers an MCP server's tools as the namespace
+        // `mcp__<server>`), written `namespace/tool`.
+        Step::Call { name, input } => match name.split_once('/') {
+            Some((namespace, tool)) => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "namespace": namespace, "name": tool, "arguments": input.to_string()}),
+            None => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name, "arguments": input.to_string()}),
+        },
     };
     let usage = json!({"input_tokens": 100, "input_tokens_details": null, "output_tokens": 10, "output_tokens_details": null, "total_tokens": 110});
     vec![
