@@ -159,6 +159,26 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
     tokio::task::spawn_blocking(work).await.map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))
 }
 
+/// The current turn's briefing within `budget`: the package's, or, for a turn with no package,
+/// the work record's alone, as `handoff launch` briefs it.
+fn briefing(client: &Client, id: &str, budget: Option<u32>) -> Result<String, Error> {
+    match client.briefing(id, budget, Some(Reach::Api)) {
+        Err(Error::Refused(r)) if r.code.is(handoff_core::error::Code::PackageNotFound) => {
+            let h = client.get(id)?.value;
+            let work = client.work(id)?.value;
+            let budget = budget.unwrap_or(crate::launch::CLAUDE_CODE_BUDGET_BYTES);
+            crate::launch::work_briefing(&h, &work, budget).map_err(|refused| Error::Refused(Box::new(crate::client::Refusal {
+                status: 409,
+                code: r.code.clone(),
+                message: refused.to_string(),
+                handoff: Some(h),
+                body: Value::Null,
+            })))
+        }
+        other => other.map(|r| r.value),
+    }
+}
+
 fn item_facts(item: &crate::client::Item) -> Value {
     json!({item.kind: item.item, "version": item.handoff.version})
 }
@@ -201,8 +221,8 @@ impl HandoffServer {
             return Err(ErrorData::invalid_params(format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"), None));
         }
         let (client, id) = (self.client(false), self.session.id.clone());
-        Ok(match blocking(move || client.briefing(&id, args.budget_bytes, Some(Reach::Api))).await? {
-            Ok(reply) => answered(reply.value.clone(), json!({"briefing": reply.value})),
+        Ok(match blocking(move || briefing(&client, &id, args.budget_bytes)).await? {
+            Ok(text) => answered(text.clone(), json!({"briefing": text})),
             Err(e) => refused(&e),
         })
     }
@@ -341,7 +361,7 @@ impl ServerHandler for HandoffServer {
     async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
         let (client, id, uri) = (self.client(false), self.session.id.clone(), request.uri.clone());
         let read = blocking(move || match uri.as_str() {
-            BRIEFING_URI => Some(client.briefing(&id, None, Some(Reach::Api)).map(|r| (r.value, "text/markdown"))),
+            BRIEFING_URI => Some(briefing(&client, &id, None).map(|text| (text, "text/markdown"))),
             PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
             PACKAGE_JSON_URI => Some(client.package_latest(&id).map(|r| (serde_json::to_string(&r.value).unwrap_or_default(), "application/json"))),
             _ => None,

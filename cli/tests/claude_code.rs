@@ -210,3 +210,30 @@ fn in_its_own_default_mode_claude_code_asks_nothing_and_the_record_says_so() {
     assert!(s.machine.work().join("proof.txt").exists(), "auto ran the command: {}", s.context());
     assert!(!s.machine.log().contains("PermissionRequest"), "nothing was asked: {}", s.machine.log());
 }
+
+#[test]
+fn ask_owner_answered_from_the_api_reaches_the_model_as_the_tools_result() {
+    let (owner_token, id, machine_token) = started();
+    ok(Some(&owner_token), &["turn", &id, "--to", "claude-code", "--objective", "Pick a database", "--purpose", "the owner decides"]);
+    let ask = serde_json::json!({"question": "Postgres or SQLite?", "options": ["Postgres", "SQLite"], "wait_s": 60});
+    let model = ScriptedModel::start(vec![
+        Step::load_tools(&["mcp__handoff__ask_owner"]),
+        Step::Call { name: "mcp__handoff__ask_owner".into(), input: ask },
+        Step::text("SQLite, as the owner chose."),
+    ]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let mut cmd = m.handoff(&["launch", &id, "--print"]);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut launched = cmd.spawn().unwrap();
+    let asked = eventually("the session asks its owner", Duration::from_secs(60), || Some(record(&owner_token, &id)).filter(|r| r["question"]["kind"] == "choice"), || m.log());
+    assert_eq!(asked["question"]["text"], "Postgres or SQLite?", "{asked}");
+    let q = asked["question"]["id"].as_str().unwrap().to_string();
+    ok(Some(&owner_token), &["answer", &id, "2", "--question", &q, "--note", "one file is enough"]);
+    let result = model.result_of("call_2", Duration::from_secs(30)).unwrap_or_else(|| panic!("the answer reached the model\n{}", m.log()));
+    // Claude Code hands the model the structured content: the chosen option, its label, the note.
+    let answer: Value = serde_json::from_str(result.as_str().unwrap_or("null")).unwrap_or_default();
+    assert_eq!(answer, serde_json::json!({"answered": true, "option": "2", "label": "SQLite", "note": "one file is enough"}), "{result}");
+    let status = launched.wait().unwrap();
+    assert!(status.success(), "{status:?}\n{}", m.log());
+    assert_eq!(record(&owner_token, &id)["summary"], "SQLite, as the owner chose.");
+}
