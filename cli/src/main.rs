@@ -398,18 +398,22 @@ enum HookCommand {
         #[arg(long, env = "HANDOFF_ID")]
         id: String,
     },
-    /// Adds the hooks to a harness's settings, keeping every other entry (or --uninstall).
-    Install {
-        #[arg(value_parser = parse_harness)]
-        harness: hook::install::Harness,
-        /// The project's settings (DIR/.claude/settings.json, DIR/.codex/config.toml)
-        /// instead of the user's.
-        #[arg(long, value_name = "DIR")]
-        project: Option<std::path::PathBuf>,
-        /// Remove exactly what install added.
-        #[arg(long)]
-        uninstall: bool,
-    },
+    /// Adds the hooks to a harness's settings, keeping every other entry (or --uninstall);
+    /// --project DIR: DIR/.claude/settings.json, DIR/.codex/config.toml.
+    Install(InstallArgs),
+}
+
+/// What `hook install` and `mcp install` take.
+#[derive(clap::Args, Debug)]
+struct InstallArgs {
+    #[arg(value_parser = parse_harness)]
+    harness: hook::install::Harness,
+    /// The project's settings instead of the user's.
+    #[arg(long, value_name = "DIR")]
+    project: Option<std::path::PathBuf>,
+    /// Remove exactly what install added.
+    #[arg(long)]
+    uninstall: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -417,15 +421,7 @@ enum McpCommand {
     /// Adds the server to a harness's own MCP settings, keeping every other entry (or
     /// --uninstall): Claude Code's ~/.claude.json (--project DIR: DIR/.mcp.json), Codex's
     /// config.toml.
-    Install {
-        #[arg(value_parser = parse_harness)]
-        harness: hook::install::Harness,
-        #[arg(long, value_name = "DIR")]
-        project: Option<std::path::PathBuf>,
-        /// Remove exactly what install added.
-        #[arg(long)]
-        uninstall: bool,
-    },
+    Install(InstallArgs),
 }
 
 fn parse_harness(word: &str) -> Result<hook::install::Harness, String> {
@@ -533,7 +529,7 @@ fn hook_command(command: &HookCommand, url: &str, token: Option<&str>) -> Result
                 std::process::exit(EXIT_AUTH_OR_NETWORK);
             }
         }
-        HookCommand::Install { harness, project, uninstall } => {
+        HookCommand::Install(InstallArgs { harness, project, uninstall }) => {
             let files = hook::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
             for (path, changed) in files {
@@ -562,7 +558,7 @@ fn mcp_command(command: Option<&McpCommand>) -> Result<(), Failure> {
                 std::process::exit(code);
             }
         }
-        Some(McpCommand::Install { harness, project, uninstall }) => {
+        Some(McpCommand::Install(InstallArgs { harness, project, uninstall })) => {
             let (path, changed) = handoff_cli::mcp::install::install_settings(*harness, project.as_deref(), *uninstall).map_err(Failure::Usage)?;
             let verb = if *uninstall { "removed from" } else { "installed in" };
             if changed {

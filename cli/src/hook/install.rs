@@ -191,14 +191,8 @@ pub fn uninstall_codex_hooks(text: &str) -> Result<String, InstallError> {
 /// Adds a handler running `command` to each of `events` (with its timeout) that has none of
 /// ours (a handler whose command ends with `args`) yet.
 fn install_json_hooks(text: &str, command: &str, args: &str, events: &[(&str, u64)]) -> Result<String, InstallError> {
-    let mut settings = match parse_json(text)? {
-        Value::Object(settings) => settings,
-        other => return Err(shape("top level", "an object", &other)),
-    };
-    let hooks = match settings.entry("hooks").or_insert_with(|| json!({})) {
-        Value::Object(hooks) => hooks,
-        other => return Err(shape("`hooks`", "an object", other)),
-    };
+    let mut settings = json_object(text)?;
+    let hooks = object_at(&mut settings, "hooks")?;
     let mut added = false;
     for (event, timeout_s) in events {
         let groups = match hooks.entry(event.to_string()).or_insert_with(|| json!([])) {
@@ -299,6 +293,22 @@ fn remove_ours(groups: &mut Vec<Value>, args: &str) -> bool {
         !handlers.is_empty()
     });
     removed
+}
+
+/// A settings file's top-level object; blank text is a file not written yet, `{}`.
+pub(crate) fn json_object(text: &str) -> Result<Map<String, Value>, InstallError> {
+    match parse_json(text)? {
+        Value::Object(settings) => Ok(settings),
+        other => Err(shape("top level", "an object", &other)),
+    }
+}
+
+/// The object under `key` of `settings`, made empty when absent; another value is refused.
+pub(crate) fn object_at<'a>(settings: &'a mut Map<String, Value>, key: &str) -> Result<&'a mut Map<String, Value>, InstallError> {
+    match settings.entry(key).or_insert_with(|| json!({})) {
+        Value::Object(inner) => Ok(inner),
+        other => Err(shape(&format!("`{key}`"), "an object", other)),
+    }
 }
 
 /// Parses a settings.json; blank text is a file not written yet, `{}`.

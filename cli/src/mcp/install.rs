@@ -11,7 +11,7 @@
 //! | Claude Code | `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`; `--project`: `DIR/.mcp.json`) | `mcpServers.handoff`: `{"type": "stdio", "command", "args": ["mcp"]}` |
 //! | Codex       | `config.toml`, as the hooks'                            | `[mcp_servers.handoff]`: `command`, `args`, `env_vars`, `default_tools_approval_mode = "approve"` |
 
-use crate::hook::install::{check_program_name, is_handoff, keep_line_endings, parse_json, parse_toml, pretty, settings_path, shape, Harness, InstallError};
+use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Harness, InstallError};
 use crate::launch::CODEX_MCP_ENV_NAMES;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -53,14 +53,8 @@ fn is_ours_json(entry: &Value) -> bool {
 
 fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError> {
     check_program_name(program)?;
-    let mut settings = match parse_json(text)? {
-        Value::Object(map) => map,
-        other => return Err(shape("top level", "an object", &other)),
-    };
-    let servers = match settings.entry("mcpServers").or_insert_with(|| json!({})) {
-        Value::Object(servers) => servers,
-        other => return Err(shape("`mcpServers`", "an object", other)),
-    };
+    let mut settings = json_object(text)?;
+    let servers = object_at(&mut settings, "mcpServers")?;
     match servers.get(SERVER_NAME) {
         Some(entry) if is_ours_json(entry) => return Ok(text.to_string()),
         Some(other) => return Err(shape("`mcpServers.handoff`", "handoff's own server", other)),
@@ -71,10 +65,7 @@ fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError
 }
 
 fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
-    let mut settings = match parse_json(text)? {
-        Value::Object(map) => map,
-        other => return Err(shape("top level", "an object", &other)),
-    };
+    let mut settings = json_object(text)?;
     let Some(Value::Object(servers)) = settings.get_mut("mcpServers") else { return Ok(text.to_string()) };
     if !servers.get(SERVER_NAME).is_some_and(is_ours_json) {
         return Ok(text.to_string());
