@@ -237,3 +237,16 @@ fn ask_owner_answered_from_the_api_reaches_the_model_as_the_tools_result() {
     assert!(status.success(), "{status:?}\n{}", m.log());
     assert_eq!(record(&owner_token, &id)["summary"], "SQLite, as the owner chose.");
 }
+
+#[test]
+fn exit_plan_mode_asks_the_owner_to_approve_leaving_plan_mode_and_the_model_reads_a_deny_note() {
+    let plan = serde_json::json!({"plan": "1. Parse the header\n2. Parse the body"});
+    let s = Interactive::start_in(vec![Step::Call { name: "ExitPlanMode".into(), input: plan }, Step::text("Planning on.")], 90, Some("plan"));
+    let q = s.question();
+    let asked = s.record()["question"].clone();
+    assert_eq!((asked["kind"].as_str(), asked["text"].as_str()), (Some("permission"), Some(handoff_cli::hook::claude_code::EXIT_PLAN_TEXT)), "{asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", "parse the footer too"]);
+    let result = s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(result.to_string().contains("parse the footer too"), "the model reads the owner's note: {result}");
+    assert_eq!(s.status("done")["summary"], "Planning on.");
+}

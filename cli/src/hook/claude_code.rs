@@ -31,12 +31,20 @@ pub fn permission_text(doc: &Value) -> Option<String> {
     (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
+/// The question of an `ExitPlanMode` request that carries no plan.
+pub const EXIT_PLAN_TEXT: &str = "ExitPlanMode: Claude wants to leave plan mode and start on its plan (shown at the terminal)";
+
 /// What a `PermissionRequest` asks the owner. `AskUserQuestion` (which Claude Code puts through
 /// the permission dialog) with one single-choice question of 1 to [`QUESTION_OPTIONS_MAX`]
 /// options is that question; with more questions, or several answers to pick, it is left to
 /// the terminal (`None`, logged by the caller). Any other tool is a permission.
 pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
     let text = permission_text(doc)?;
+    // Claude Code 2.1.328 sends ExitPlanMode's request with an empty `tool_input`: its plan is
+    // on the terminal, so the question says what is asked.
+    if doc["tool_name"] == "ExitPlanMode" && doc["tool_input"]["plan"].as_str().is_none_or(|p| p.trim().is_empty()) {
+        return Some(Ok(Prompt::Permission(EXIT_PLAN_TEXT.to_string())));
+    }
     if doc["tool_name"] != "AskUserQuestion" {
         return Some(Ok(Prompt::Permission(text)));
     }
@@ -177,6 +185,8 @@ mod tests {
         assert!(matches!(prompt(&many), Some(Err(_))), "several answers are left to the terminal");
         let plan = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {"plan": "1. Parse\n2. Test"}});
         assert_eq!(prompt(&plan), Some(Ok(Prompt::Permission("ExitPlanMode: 1. Parse 2. Test".into()))), "a plan is approved or denied with a note");
+        let empty = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {}});
+        assert_eq!(prompt(&empty), Some(Ok(Prompt::Permission(EXIT_PLAN_TEXT.into()))), "as Claude Code 2.1.328 sends it");
         assert_eq!(prompt(&json!({"hook_event_name": "Stop"})), None);
     }
 
