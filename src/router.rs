@@ -182,9 +182,9 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
         let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0 }, op: Op::Floor, idempotency: None };
         return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).map(Outgoing::Object);
     };
-    // A token without `inc` was not minted by a create (every create's carries one): it is
-    // bound to no life of the hand-off.
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(u64::MAX) };
+    // Every machine token carries `inc` (a token without it is refused as it is verified); an
+    // owner's acts on every life of its hand-offs.
+    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0) };
     match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
         Kind::List => {

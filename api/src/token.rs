@@ -44,6 +44,9 @@ pub enum TokenError {
     Expired,
     NotYetValid,
     MissingHandoff,
+    /// A machine token without `inc`: it would be bound to no life of its hand-off, and so
+    /// outlive an erasure and a re-create. Every mint sets it.
+    MissingIncarnation,
     /// `HANDOFF_TOKEN_ISSUER` is set and the token's `iss` is missing or another.
     Issuer,
     /// `HANDOFF_TOKEN_AUDIENCE` is set and the token's `aud` does not name it.
@@ -60,6 +63,7 @@ impl TokenError {
             TokenError::Expired => "the token has expired",
             TokenError::NotYetValid => "the token is not valid yet",
             TokenError::MissingHandoff => "a machine token must name its hand-off (hid)",
+            TokenError::MissingIncarnation => "a machine token must name the life of its hand-off (inc)",
             TokenError::Issuer => "the token's issuer (iss) is not the one this service accepts",
             TokenError::Audience => "the token's audience (aud) does not name this service",
         }
@@ -160,6 +164,9 @@ pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Resu
     }
     if claims.role == Role::Machine && claims.hid.is_none() {
         return Err(TokenError::MissingHandoff);
+    }
+    if claims.role == Role::Machine && claims.inc.is_none() {
+        return Err(TokenError::MissingIncarnation);
     }
     if expect.issuer.is_some() || expect.audience.is_some() {
         let registered: Registered = decode_json(payload_b64)?;
@@ -287,6 +294,9 @@ mod tests {
         assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
         let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None, inc: None };
         assert_eq!(verify(&mint(&m, KEY), KEY, NOW), Err(TokenError::MissingHandoff));
+        let no_life = Claims { hid: Some("ho_1".into()), ..m };
+        assert_eq!(verify(&mint(&no_life, KEY), KEY, NOW), Err(TokenError::MissingIncarnation), "bound to no life, it would outlive an erasure");
+        assert!(verify(&mint(&Claims { inc: Some(1), ..no_life }, KEY), KEY, NOW).is_ok());
     }
 
     fn signed(payload: &str) -> String {
@@ -349,7 +359,7 @@ mod tests {
     #[test]
     fn every_refusal_says_why_in_words_of_its_own() {
         use TokenError::*;
-        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, Issuer, Audience];
+        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, MissingIncarnation, Issuer, Audience];
         let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
         assert_eq!(messages.len(), all.len(), "one message per reason");
         assert!(Expired.message().contains("expired"));

@@ -33,6 +33,20 @@ fn an_expired_forged_or_malformed_token_is_401_auth_invalid() {
 }
 
 #[test]
+fn a_machine_token_without_the_life_of_its_hand_off_is_401_auth_invalid_and_changes_nothing() {
+    // Bound to no life (no `inc`), it would act on the hand-off after an erasure and a re-create.
+    let c = Client::shared();
+    let name = unique("alice");
+    let alice = owner(&name);
+    let (id, _, _) = c.create(&alice);
+    let lifeless = token(Claims { sub: name, role: Role::Machine, hid: Some(id.clone()), exp: now_s() + 600, nbf: None, inc: None }, &key());
+    let a = c.report(&id, &lifeless, 1, "done", Some("should not land"));
+    assert_eq!((a.status, a.code()), (401, "auth.invalid"), "{}", a.text);
+    assert!(a.text.contains("(inc)"), "the refusal says what is missing: {}", a.text);
+    assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), 1, "nothing changed");
+}
+
+#[test]
 fn a_token_of_the_wrong_role_is_403_and_another_owners_hand_off_is_404() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
