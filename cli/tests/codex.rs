@@ -103,4 +103,9 @@ fn an_exec_turn_in_workspace_write_records_live_and_reports_done_through_the_mcp
     let log = m.log();
     assert!(log.contains("codex recorded through the handoff MCP server") && log.contains("mcp ho_") && log.contains("serving codex"), "{log}");
     assert!(!log.contains("from what codex left"), "the launcher recorded nothing itself: {log}");
+    // Recorded while the session ran: the decision is older than the turn's end.
+    let (_, turns) = api_get(&owner_token, &format!("/v1/handoffs/{id}/turns"));
+    let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
+    let decided_at = work["work"]["decisions"][0]["recorded_at"].as_str().unwrap_or_default().to_string();
+    assert!(decided_at.as_str() < turns["turns"][1]["ended_at"].as_str().unwrap_or_default(), "{work} {turns}");
 }

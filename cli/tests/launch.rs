@@ -176,6 +176,8 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
         i = line_after(&log, i + 1, needle);
     }
     assert!(!log.contains(&machine_token), "the log never holds the token");
+    let leaked = model.requests().into_iter().filter(|r| r.body.to_string().contains(&machine_token)).count();
+    assert_eq!(leaked, 0, "no request to either model carries the token (prompt, tool results, settings)");
 
     ok(owner, &["close", &id]);
     let (code, seen) = watch.finish();
