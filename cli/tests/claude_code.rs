@@ -60,6 +60,7 @@ fn a_print_mode_turn_launched_by_handoff_launch_reports_records_and_ends_done() 
     let log = m.log();
     assert!(log.contains("delivered runtimes (") && log.contains("from SessionStart"), "{log}");
     assert!(log.contains("delivered running for turn 2 from UserPromptSubmit"), "{log}");
+    assert!(log.contains("claude-code runs in permission mode default"), "the launcher says which mode and why: {log}");
     let runtimes = r["machine_runtimes"].clone();
     let claude = runtimes["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "claude-code").cloned()).unwrap_or_default();
     assert_eq!(claude["version"].as_str().map(|v| v.starts_with("2.1.328")), Some(true), "{runtimes}");

@@ -40,7 +40,8 @@ the session's running report says no question will come";
 /// runs when trusted, or with `bypass_hook_trust`), and until then shows "Hooks need review"
 /// (seen with Codex 0.169.0). The hash is Codex's own; the step is the person's, or the flag's.
 pub const CODEX_TRUST_STEP: &str = "Codex runs these hooks once you trust them: answer its \"Hooks need review\" screen (or /hooks) \
-in the next session, or start it with --dangerously-bypass-hook-trust, as `handoff launch` does";
+in the next session, or start it with --dangerously-bypass-hook-trust, as `handoff launch` does (a Codex whose hooks feature \
+is off needs --enable hooks as well)";
 
 use std::fmt;
 use std::path::{Path, PathBuf};

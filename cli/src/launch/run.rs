@@ -204,6 +204,12 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
             std::fs::create_dir_all(dir).map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
         }
     }
+    if runtime == Runtime::ClaudeCode {
+        log.line(&format!(
+            "claude-code runs in permission mode {CLAUDE_CODE_PERMISSION_MODE}: the {CLAUDE_CODE_ALLOW_RULE} rule lets the session record, \
+             and any other tool that needs permission is asked (of the owner through the hooks, then at the terminal)"
+        ));
+    }
     let started_ms = hook::now_ms();
     log.line(&format!("started {}", command.display()));
     let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token)])
