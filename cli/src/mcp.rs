@@ -38,6 +38,10 @@ use tokio_util::sync::CancellationToken;
 pub const MCP_ENV: [&str; 3] = [crate::launch::ENV_URL, crate::launch::ENV_ID, crate::launch::ENV_TOKEN];
 /// How long `ask_owner` waits for the answer unless its `wait_s` says.
 pub const ASK_WAIT_S_DEFAULT: u64 = 300;
+/// The most tool calls and reads the server has at the service at once; more wait their turn.
+pub const MCP_CALLS_IN_FLIGHT_MAX: usize = 4;
+/// How long the server waits, once its client has gone, for calls still at the service.
+pub const MCP_SHUTDOWN_MS: u64 = 2_000;
 /// The longest message (one line of standard input) the server reads; a longer one is answered
 /// with a JSON-RPC error and skipped, so that no client makes it hold more.
 pub const MCP_MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
@@ -50,6 +54,24 @@ pub const PACKAGE_JSON_URI: &str = "handoff://package.json";
 struct Session {
     client: Client,
     id: String,
+    /// The turn this server reports on: the one current when it began serving (or at its first
+    /// report, when the service could not be read then). A report or question for a turn that
+    /// has moved on since is refused by the service (`handoff.stale`), never moved to the next
+    /// turn, which may belong to another runtime.
+    turn: std::sync::OnceLock<u64>,
+    /// At most [`MCP_CALLS_IN_FLIGHT_MAX`] calls reach the service at once; the others wait.
+    calls: tokio::sync::Semaphore,
+}
+
+impl Session {
+    /// The turn of [`Session::turn`], read from the service the first time.
+    fn turn(&self, client: &Client) -> Result<u64, Error> {
+        if let Some(turn) = self.turn.get() {
+            return Ok(*turn);
+        }
+        let current = client.get(&self.id)?.value.turn;
+        Ok(*self.turn.get_or_init(|| current))
+    }
 }
 
 #[derive(Clone)]
@@ -193,6 +215,12 @@ impl HandoffServer {
         HandoffServer { session: Arc::new(session), tool_router: Self::tool_router() }
     }
 
+    /// Runs a blocking client call off the async runtime, within [`MCP_CALLS_IN_FLIGHT_MAX`].
+    async fn blocking<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
+        let _permit = self.session.calls.acquire().await.map_err(|e| ErrorData::internal_error(format!("the server is stopping: {e}"), None))?;
+        blocking(work).await
+    }
+
     fn client(&self, keyed: bool) -> Client {
         let key = keyed.then(new_idempotency_key);
         self.session.client.clone().with_idempotency_key(key.as_deref())
@@ -203,7 +231,7 @@ impl HandoffServer {
     #[tool(annotations(read_only_hint = true))]
     async fn get_handoff(&self) -> Result<CallToolResult, ErrorData> {
         let (client, id) = (self.client(false), self.session.id.clone());
-        Ok(match blocking(move || client.get(&id)).await? {
+        Ok(match self.blocking(move || client.get(&id)).await? {
             Ok(reply) => {
                 let h = reply.value;
                 let text = format!("{} turn {} {} (v{}); actions: {}", h.id, h.turn, h.status.as_str(), h.version, h.actions.join(", "));
@@ -221,7 +249,7 @@ impl HandoffServer {
             return Err(ErrorData::invalid_params(format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"), None));
         }
         let (client, id) = (self.client(false), self.session.id.clone());
-        Ok(match blocking(move || briefing(&client, &id, args.budget_bytes)).await? {
+        Ok(match self.blocking(move || briefing(&client, &id, args.budget_bytes)).await? {
             Ok(text) => answered(text.clone(), json!({"briefing": text})),
             Err(e) => refused(&e),
         })
@@ -232,7 +260,7 @@ impl HandoffServer {
     async fn record_decision(&self, Parameters(args): Parameters<DecisionArgs>) -> Result<CallToolResult, ErrorData> {
         let input = DecisionInput { statement: args.statement, rationale: args.rationale, evidence: args.evidence.unwrap_or_default(), supersedes: args.supersedes };
         let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match blocking(move || client.decide(&id, &input)).await? {
+        Ok(match self.blocking(move || client.decide(&id, &input)).await? {
             Ok(reply) => answered(format!("recorded decision {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
             Err(e) => refused(&e),
         })
@@ -243,7 +271,7 @@ impl HandoffServer {
     async fn add_artifact(&self, Parameters(args): Parameters<ArtifactArgs>) -> Result<CallToolResult, ErrorData> {
         let input = ArtifactInput { kind: args.kind, title: args.title, uri: args.uri, sha256: args.sha256 };
         let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match blocking(move || client.artifact(&id, &input)).await? {
+        Ok(match self.blocking(move || client.artifact(&id, &input)).await? {
             Ok(reply) => answered(format!("recorded artifact {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
             Err(e) => refused(&e),
         })
@@ -259,7 +287,7 @@ impl HandoffServer {
         };
         let input = BlockerInput { severity, title: args.title };
         let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match blocking(move || client.block(&id, &input)).await? {
+        Ok(match self.blocking(move || client.block(&id, &input)).await? {
             Ok(reply) => answered(format!("raised blocker {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
             Err(e) => refused(&e),
         })
@@ -275,9 +303,9 @@ impl HandoffServer {
             StatusArg::Done => ReportStatus::Done,
             StatusArg::Failed => ReportStatus::Failed,
         };
-        let (reader, client, id) = (self.client(false), self.client(true), self.session.id.clone());
-        let sent = blocking(move || {
-            let turn = reader.get(&id)?.value.turn;
+        let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
+        let sent = self.blocking(move || {
+            let turn = session.turn(&reader)?;
             client.report(&id, &ReportInput { turn, status, summary: args.summary, unmet: args.unmet, usage: None, question: None })
         })
         .await?;
@@ -298,9 +326,9 @@ impl HandoffServer {
         let wait_s = args.wait_s.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX);
         let options: Vec<Choice> = args.options.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
         let question = QuestionInput { kind: Kind::Choice, text: args.question, options };
-        let (reader, client, id) = (self.client(false), self.client(true), self.session.id.clone());
-        let asked = blocking(move || {
-            let turn = reader.get(&id)?.value.turn;
+        let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
+        let asked = self.blocking(move || {
+            let turn = session.turn(&reader)?;
             client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question) })
         })
         .await?;
@@ -313,6 +341,7 @@ impl HandoffServer {
         };
         let (client, id, qid) = (self.session.client.clone(), self.session.id.clone(), q.id.clone());
         let deadline = Instant::now() + Duration::from_secs(wait_s);
+        // The wait holds no permit: a newer question withdraws this one, which ends its wait.
         let waiting = blocking(move || wait_for_answer(&client, &id, &qid, asked.version, deadline));
         let waited = tokio::select! {
             w = waiting => w?,
@@ -320,7 +349,10 @@ impl HandoffServer {
                 // Nobody waits for the answer any more: the turn runs on without the question.
                 let (client, id) = (self.client(true), self.session.id.clone());
                 let turn = q.turn;
-                let _ = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None })).await;
+                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None })).await;
+                if !matches!(withdrawn, Ok(Ok(_))) {
+                    eprintln!("handoff mcp: a cancelled question could not be taken back: {withdrawn:?}");
+                }
                 return Err(ErrorData::internal_error("cancelled", None));
             }
         };
@@ -360,7 +392,7 @@ impl ServerHandler for HandoffServer {
 
     async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
         let (client, id, uri) = (self.client(false), self.session.id.clone(), request.uri.clone());
-        let read = blocking(move || match uri.as_str() {
+        let read = self.blocking(move || match uri.as_str() {
             BRIEFING_URI => Some(briefing(&client, &id, None).map(|text| (text, "text/markdown"))),
             PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
             PACKAGE_JSON_URI => Some(client.package_latest(&id).map(|r| (serde_json::to_string(&r.value).unwrap_or_default(), "application/json"))),
@@ -486,10 +518,14 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
             return 1;
         }
     };
-    let server = HandoffServer::new(Session { client: Client::new(url, Some(token)), id: id.to_string() });
+    let client = Client::new(url, Some(token));
+    let session = Session { client: client.clone(), id: id.to_string(), turn: std::sync::OnceLock::new(), calls: tokio::sync::Semaphore::new(MCP_CALLS_IN_FLIGHT_MAX) };
+    // The turn the session was started for, when the service can say so now.
+    let _ = session.turn(&client.clone().with_retry(crate::client::Retry::none()));
+    let server = HandoffServer::new(session);
     let dir = crate::hook::state_dir(&|k| std::env::var(k).ok());
     let log = crate::hook::Log::new(&dir, "mcp", Some(id));
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match server.serve(checked_stdio()).await {
             Ok(running) => {
                 let client = running.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
@@ -511,7 +547,10 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
                 1
             }
         }
-    })
+    });
+    // A call still at the service (an ask's wait) is not waited for once the client has gone.
+    runtime.shutdown_timeout(Duration::from_millis(MCP_SHUTDOWN_MS));
+    code
 }
 
 /// Where the server notes when it last began serving hand-off `id`: the launcher reads it to

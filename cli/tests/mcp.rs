@@ -262,3 +262,20 @@ fn the_briefing_and_the_package_are_resources_of_the_current_turn() {
     let missing = s.request(5, "resources/read", json!({"uri": "handoff://nothing"}));
     assert!(missing["error"].is_object(), "{missing}");
 }
+
+#[test]
+fn a_report_for_a_turn_that_moved_on_is_refused_stale_and_lands_on_no_other_turn() {
+    // The server reports on the turn its session was started for, never on a later one (which
+    // may have been handed to another runtime).
+    let (owner, id, machine) = session();
+    let mut s = Server::start(&id, &machine);
+    assert_eq!(s.call(1, "get_handoff", json!({}))["isError"], false);
+    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "by hand"]);
+    ok(Some(&owner), &["turn", &id]);
+    let late = s.call(2, "report", json!({"status": "done", "summary": "late"}));
+    assert_eq!((late["isError"].as_bool(), late["structuredContent"]["code"].as_str()), (Some(true), Some("handoff.stale")), "{late}");
+    let asked = s.call(3, "ask_owner", json!({"question": "q?", "options": ["a"], "wait_s": 1}));
+    assert_eq!(asked["structuredContent"]["code"], "handoff.stale", "{asked}");
+    let r = record(&owner, &id);
+    assert_eq!((r["turn"].as_u64(), r["status"].as_str(), r["question"].is_null()), (Some(2), Some("running"), true), "{r}");
+}

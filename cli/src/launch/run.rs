@@ -212,7 +212,10 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     }
     let started_ms = hook::now_ms();
     log.line(&format!("started {}", command.display()));
-    let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token)])
+    // The state folder goes down by name too, so that the hooks and the MCP server (which Codex
+    // passes only named variables) keep their state, and its marker, where this launcher reads.
+    let state = state_dir.to_string_lossy().into_owned();
+    let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token), (ENV_STATE_DIR, &state)])
         .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
     let code = exit_code_of(status);
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
@@ -225,7 +228,14 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         let served = crate::mcp::served_since(&state_dir, &id).is_some_and(|at| at >= started_ms);
         if served {
             log.line(&format!("{} recorded through the {MCP_SERVER} MCP server", runtime.program()));
-            let open = client.get(&id).is_ok_and(|r| r.value.turn == turn && !r.value.status.has_ended());
+            let open = match client.get(&id) {
+                Ok(r) => r.value.turn == turn && !r.value.status.has_ended(),
+                Err(e) => {
+                    // Not known to have ended: the report is sent, and a refusal is logged as one.
+                    log.line(&format!("could not read turn {turn} after {} exited ({e}): reporting it anyway", runtime.program()));
+                    true
+                }
+            };
             if open {
                 log.line(&format!("{} left turn {turn} open: its report is the launcher's, from its final message", runtime.program()));
                 let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
