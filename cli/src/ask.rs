@@ -64,7 +64,12 @@ impl Prompt {
         match self {
             Prompt::Permission(_) => permission_decision(answer),
             Prompt::Choice { text, labels, input } => {
-                let chosen = answer.option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))).cloned().unwrap_or_default();
+                let label = answer.option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))).cloned().unwrap_or_default();
+                // The owner's note travels with the label, as a person's own words would.
+                let chosen = match &answer.note {
+                    Some(note) if !note.trim().is_empty() => format!("{label} (note: {note})"),
+                    _ => label,
+                };
                 let mut updated = input.clone();
                 if let Some(map) = updated.as_object_mut() {
                     map.insert("answers".into(), serde_json::json!({ text.as_str(): chosen }));
@@ -167,6 +172,8 @@ mod tests {
         assert_eq!(decision["updatedInput"]["answers"], serde_json::json!({"Which database?": "SQLite"}));
         assert_eq!(decision["updatedInput"]["questions"], input["questions"], "the tool's own input goes back with the answer");
         assert_eq!(Prompt::Permission("Bash: ls".into()).decision(&answer("deny", None)), permission_decision(&answer("deny", None)));
+        let noted: serde_json::Value = serde_json::from_str(&prompt.decision(&answer("1", Some("it is there already")))).unwrap();
+        assert_eq!(noted["hookSpecificOutput"]["decision"]["updatedInput"]["answers"], serde_json::json!({"Which database?": "Postgres (note: it is there already)"}));
     }
 
     #[test]

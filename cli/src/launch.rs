@@ -5,15 +5,16 @@
 //!
 //! | runtime | program | network | print mode | interactive |
 //! |---|---|---|---|---|
-//! | `claude-code` | `claude` | yes | `claude -p PROMPT --permission-mode default --allowedTools Bash(handoff:*)` | `claude PROMPT --permission-mode default --allowedTools Bash(handoff:*)` |
-//! | `codex` | `codex` | no (`workspace-write`) | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request PROMPT` |
+//! | `claude-code` | `claude` | yes | `claude -p PROMPT --permission-mode default --mcp-config JSON --strict-mcp-config --allowedTools mcp__handoff` | the same without `-p` |
+//! | `codex` | `codex` | no (`workspace-write`); its MCP server has | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE -c mcp_servers.handoff.… PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks -c mcp_servers.handoff.… PROMPT` |
 //!
 //! **Invariants:**
-//! - The prompt names the session's variables ([`ENV_NAMES`]) and never holds the token:
-//!   nothing here is ever given it. Of their values the paragraph writes only the hand-off's
-//!   id, into the commands it gives, since a command that expands a variable may be refused.
-//! - A session with network records itself through `handoff`; one without is told to leave
-//!   its record in `NOTES.md` and its final message, which [`read_left`] reads back.
+//! - The prompt and the command line name the session's variables ([`ENV_NAMES`]) and never
+//!   hold the token: nothing here is ever given it. Of their values the paragraph writes only
+//!   the hand-off's id.
+//! - Both runtimes record through the `handoff` MCP server ([`MCP_SERVER`], `handoff mcp`),
+//!   which reads the variables itself; a Codex whose server did not start is told to leave its
+//!   record in `NOTES.md` and its final message, which [`read_left`] reads back.
 
 pub mod run;
 
@@ -26,7 +27,8 @@ use handoff_core::work::Severity;
 use std::fmt;
 
 /// The briefing budget Claude Code gets unless `--budget` says: it can read the whole package
-/// with `handoff package show` whenever the briefing leaves something out.
+/// (the `handoff://package.md` resource of its MCP server) whenever the briefing leaves
+/// something out.
 pub const CLAUDE_CODE_BUDGET_BYTES: u32 = 16 * 1024;
 /// The briefing budget Codex gets unless `--budget` says: twice Claude Code's, because in its
 /// sandbox, with no network, the briefing is all of the package it will ever see.

@@ -191,10 +191,10 @@ fn ask_user_question_asks_the_owner_its_own_question_and_the_model_receives_the_
     assert_eq!((asked["kind"].as_str(), asked["text"].as_str()), (Some("choice"), Some("Which database?")), "{asked}");
     let labels: Vec<&str> = asked["options"].as_array().unwrap().iter().map(|o| o["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["Postgres", "SQLite"], "{asked}");
-    ok(Some(&s.owner), &["answer", &s.id, "2", "--question", &q]);
+    ok(Some(&s.owner), &["answer", &s.id, "2", "--question", &q, "--note", "one file is enough"]);
     let result = s.model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
     let text = result.as_str().map_or_else(|| result.to_string(), str::to_string);
-    assert!(text.contains("\"Which database?\"=\"SQLite\""), "the model receives the person's choice, not a bare allow: {text}");
+    assert!(text.contains("\"Which database?\"=\"SQLite (note: one file is enough)\""), "the model receives the person's choice and note, not a bare allow: {text}");
     assert_eq!(s.status("done")["summary"], "SQLite it is.");
 }
 

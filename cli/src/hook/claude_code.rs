@@ -17,7 +17,6 @@
 use super::transcript::{self, Tail};
 use crate::ask::Prompt;
 use handoff_core::limits::{QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
-use handoff_core::text::clip;
 use super::{clip_summary, Intent};
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
@@ -55,9 +54,12 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
     if one["multiSelect"] == true {
         return Some(Err("AskUserQuestion with several answers to pick is answered at the terminal".into()));
     }
-    let labels: Vec<String> = one["options"].as_array().into_iter().flatten().filter_map(|o| o["label"].as_str()).map(|l| clip(l.trim(), QUESTION_LABEL_BYTES_MAX).to_string()).collect();
-    let text = one["question"].as_str().unwrap_or("").trim().to_string();
-    if labels.is_empty() || labels.len() > QUESTION_OPTIONS_MAX || text.is_empty() || text.len() > QUESTION_TEXT_BYTES_MAX {
+    // The labels and the question exactly as Claude Code sent them: the answer names them back,
+    // so a question that does not fit the service's limits is left to the terminal, never cut.
+    let labels: Vec<String> = one["options"].as_array().into_iter().flatten().filter_map(|o| o["label"].as_str()).map(str::to_string).collect();
+    let text = one["question"].as_str().unwrap_or("").to_string();
+    let fits = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
+    if labels.is_empty() || labels.len() > QUESTION_OPTIONS_MAX || !labels.iter().all(|l| fits(l, QUESTION_LABEL_BYTES_MAX)) || !fits(&text, QUESTION_TEXT_BYTES_MAX) {
         return Some(Err("AskUserQuestion's question does not fit a question of the service: answered at the terminal".into()));
     }
     Some(Ok(Prompt::Choice { text, labels, input: doc["tool_input"].clone() }))
@@ -183,6 +185,12 @@ mod tests {
         let mut many = one.clone();
         many["tool_input"]["questions"][0]["multiSelect"] = json!(true);
         assert!(matches!(prompt(&many), Some(Err(_))), "several answers are left to the terminal");
+        let mut long = one.clone();
+        long["tool_input"]["questions"][0]["options"][0]["label"] = json!("x".repeat(QUESTION_LABEL_BYTES_MAX + 1));
+        assert!(matches!(prompt(&long), Some(Err(_))), "a label the service cannot hold whole is left to the terminal, never cut");
+        let mut padded = one.clone();
+        padded["tool_input"]["questions"][0]["question"] = json!(" Which database? ");
+        assert!(matches!(prompt(&padded), Some(Ok(Prompt::Choice { text, .. })) if text == " Which database? "), "the question is kept as sent");
         let plan = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {"plan": "1. Parse\n2. Test"}});
         assert_eq!(prompt(&plan), Some(Ok(Prompt::Permission("ExitPlanMode: 1. Parse 2. Test".into()))), "a plan is approved or denied with a note");
         let empty = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {}});

@@ -168,8 +168,9 @@ impl Machine {
 }
 
 impl Machine {
-    /// The processes still running from this machine's folders (a harness's helpers live there),
-    /// as their command lines.
+    /// The processes still running of this machine: every one whose command line or
+    /// environment names its folder (all its programs inherit `HOME` and `HANDOFF_STATE_DIR`
+    /// from it, Codex's MCP server and background server included), as their command lines.
     pub fn processes(&self) -> Vec<String> {
         let root = self.root.display().to_string();
         let mut found = Vec::new();
@@ -178,9 +179,9 @@ impl Machine {
             if pid == std::process::id() {
                 continue;
             }
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(&root) {
+            let read = |name: &str| String::from_utf8_lossy(&std::fs::read(entry.path().join(name)).unwrap_or_default()).replace('\0', " ");
+            let cmdline = read("cmdline");
+            if cmdline.contains(&root) || read("environ").contains(&root) {
                 found.push(format!("{pid} {}", cmdline.trim()));
             }
         }
@@ -204,7 +205,10 @@ impl Drop for Machine {
 /// not end.
 pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
     use std::io::Read;
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn().unwrap();
+    use std::os::unix::process::CommandExt;
+    // A group of its own: on a timeout the whole group goes, so that nothing it started keeps
+    // the pipes open and the readers below end.
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).process_group(0).spawn().unwrap();
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let out = std::thread::spawn(move || {
         let mut s = String::new();
@@ -222,7 +226,8 @@ pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
             break status;
         }
         if Instant::now() >= deadline {
-            let _ = child.kill();
+            // SAFETY: a signal to the process group this function just started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             panic!("{what} did not end within {limit_s} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
         }
@@ -250,12 +255,22 @@ pub struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `argv` in `dir` with exactly `vars`, in a 200×50 pane.
+    /// Starts `argv` in `dir` with exactly `vars`, in a 200×50 pane. The variables go through
+    /// a file that only the pane's shell reads, so that no value (the token) is on a command line.
     pub fn start(dir: &Path, vars: &[(String, String)], argv: &[String]) -> Tmux {
         let tmux = Tmux { socket: unique("handoff-tmux") };
+        let env_file = std::env::temp_dir().join(format!("{}.env", tmux.socket));
+        let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
+        let exports: String = vars.iter().map(|(k, v)| format!("export {k}={}\n", quote(v))).collect();
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&env_file).unwrap();
+            f.write_all(exports.as_bytes()).unwrap();
+        }
+        let script = format!(". {}; rm -f {}; exec \"$@\"", quote(&env_file.display().to_string()), quote(&env_file.display().to_string()));
         let mut cmd = tmux.tmux();
-        cmd.args(["new-session", "-d", "-x", "200", "-y", "50", "-c"]).arg(dir).arg("--").arg("env").arg("-i");
-        cmd.args(vars.iter().map(|(k, v)| format!("{k}={v}")));
+        cmd.args(["new-session", "-d", "-x", "200", "-y", "50", "-c"]).arg(dir).arg("--").arg("env").arg("-i").arg("/bin/sh").arg("-c").arg(script).arg("sh");
         cmd.args(argv);
         let out = cmd.output().expect("tmux runs (scripts/install installs it)");
         assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
