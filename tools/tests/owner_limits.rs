@@ -1,6 +1,6 @@
 //! The owner-level limits are stated where they take effect and where they are promised:
 //! every deployable part of wrangler.toml binds the create rate limiter at exactly the named
-//! limit and window, and the contract and the README name each new limit with its value.
+//! limit and window, and the contract and the API guide name each new limit with its value.
 
 use handoff_core::limits::{
     CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT, HANDOFF_RETENTION_DAYS_MAX,
@@ -10,7 +10,7 @@ use toml_edit::{DocumentMut, Item};
 
 const WRANGLER: &str = include_str!("../../wrangler.toml");
 const OPENAPI: &str = include_str!("../../docs/openapi.yaml");
-const README: &str = include_str!("../../README.md");
+const API_GUIDE: &str = include_str!("../../docs/api.md");
 
 /// `(limit, period)` of the `CREATE_LIMITER` in `ratelimits`, if bound there.
 fn create_limiter(ratelimits: Option<&Item>) -> Option<(i64, i64)> {
@@ -33,13 +33,13 @@ fn every_deployable_part_binds_the_create_rate_limiter_at_the_named_limit() {
 }
 
 #[test]
-fn the_contract_and_the_readme_name_every_owner_limit_with_its_value() {
+fn the_contract_and_the_api_guide_name_every_owner_limit_with_its_value() {
     for (name, value) in [
         ("OPEN_HANDOFFS_PER_OWNER_MAX", OPEN_HANDOFFS_PER_OWNER_MAX.to_string()),
         ("CREATES_PER_OWNER_PER_MINUTE_MAX", CREATES_PER_OWNER_PER_MINUTE_MAX.to_string()),
         ("HANDOFF_RETENTION_DAYS_DEFAULT", HANDOFF_RETENTION_DAYS_DEFAULT.to_string()),
     ] {
-        for (doc, text) in [("docs/openapi.yaml", OPENAPI), ("README.md", README)] {
+        for (doc, text) in [("docs/openapi.yaml", OPENAPI), ("docs/api.md", API_GUIDE)] {
             let at = text.find(name).unwrap_or_else(|| panic!("{doc} does not name {name}"));
             let around = &text[at.saturating_sub(200)..(at + 200).min(text.len())];
             assert!(around.contains(&value), "{doc} names {name} without its value {value}: {around}");
