@@ -31,6 +31,8 @@ pub const SCHEMA: [&str; 3] = [
 ];
 
 const INSERT: &str = "INSERT OR IGNORE INTO push_deliveries (subscription, type, handoff, version, payload, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)";
+/// The most draws of fresh entropy one message makes before it counts as not made.
+const ENTROPY_DRAWS_MAX: usize = 8;
 /// Past the owner's cap the oldest messages owed are dropped: a notification that old is stale.
 const DROP_OLDEST: &str = "DELETE FROM push_deliveries WHERE seq IN (SELECT seq FROM push_deliveries ORDER BY seq DESC LIMIT -1 OFFSET ?1)";
 
@@ -198,12 +200,12 @@ async fn attempt(d: &Due, sender: &Sender) -> Option<u16> {
     let endpoint = Endpoint::parse("endpoint", &d.endpoint, Environment::Local).ok()?;
     let keys = SubscriptionKeys::parse(&d.p256dh, &d.auth).ok()?;
     let event = Event::ALL.into_iter().find(|e| e.message_type() == d.kind)?;
-    let entropy = loop {
+    // A draw is refused only when it is no valid scalar (about once in 2^32): a few draws are
+    // always enough, and the bound keeps a broken source of randomness from looping forever.
+    let entropy = (0..ENTROPY_DRAWS_MAX).find_map(|_| {
         let bytes = crate::webcrypto::bytes::<{ MessageEntropy::BYTES }>().ok()?;
-        if let Ok(entropy) = MessageEntropy::from_bytes(&bytes) {
-            break entropy;
-        }
-    };
+        MessageEntropy::from_bytes(&bytes).ok()
+    })?;
     let to = Subscription { endpoint, keys };
     // Everything of RFC 8291 and 8292 but the AES-128-GCM and the ECDSA, which the runtime does.
     let unsealed = ece::prepare(d.payload.as_bytes(), 0, &to.keys, &entropy).ok()?;

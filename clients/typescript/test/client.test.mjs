@@ -344,11 +344,12 @@ test("429, 503 and network errors are retried with the same key, and give up aft
   assert.equal(tries.length, 3, "three attempts, then the refusal");
 });
 
-test("the README's From TypeScript example runs as written", async () => {
-  const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8");
-  const section = readme.slice(readme.indexOf("## From TypeScript"));
-  const code = section.match(/```js\n([\s\S]*?)```/)?.[1]?.replace(/^import .*$/gm, "");
-  assert.ok(code, "the README has a js example under From TypeScript");
+test("the guide's From TypeScript example runs as written", async () => {
+  const guide = readFileSync(new URL("../../../docs/console.md", import.meta.url), "utf8");
+  const at = guide.indexOf("## From TypeScript");
+  assert.ok(at >= 0, "docs/console.md has its From TypeScript section");
+  const code = guide.slice(at).match(/```js\n([\s\S]*?)```/)?.[1]?.replace(/^import .*$/gm, "");
+  assert.ok(code, "docs/console.md has a js example under From TypeScript");
   const run = new Function("HandoffClient", "HANDOFF_URL", "OWNER_TOKEN", `return (async () => {\n${code}\nreturn log;\n})();`);
   const log = await run(HandoffClient, URL_, ownerToken(`ts-readme-${randomUUID().slice(0, 8)}`));
   assert.deepEqual(log.at(-1), "closed");
