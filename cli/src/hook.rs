@@ -521,10 +521,31 @@ pub fn install_settings(harness: install::Harness, project: Option<&Path>, unins
     let mut changed = vec![(path.clone(), settings)];
     if harness == install::Harness::Codex {
         let hooks = path.with_file_name("hooks.json");
+        // Codex keys its trust by the hooks file's absolute path and our handler's place in it.
+        let hooks_key_path = std::path::absolute(&hooks).unwrap_or_else(|_| hooks.clone()).to_string_lossy().into_owned();
+        let trust_before = install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
         let edited = edit_file(&hooks, |before| {
             if uninstall { install::uninstall_codex_hooks(before) } else { install::install_codex_hooks(before, &program, wait_s) }
         })?;
-        changed.push((hooks, edited));
+        changed.push((hooks.clone(), edited));
+        // The user's own install is the person's trust in this one hook; a project's hooks are
+        // left for the person to review in Codex.
+        if project.is_none() {
+            let trust_after = install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
+            let trusted = edit_file(&path, |before| {
+                let mut text = before.to_string();
+                if let Some((key, _)) = trust_before.as_ref().filter(|_| uninstall || trust_before.as_ref().map(|t| &t.0) != trust_after.as_ref().map(|t| &t.0)) {
+                    text = install::untrust_codex_hook(&text, key)?;
+                }
+                match (&trust_after, uninstall) {
+                    (Some((key, hash)), false) => install::trust_codex_hook(&text, key, hash),
+                    _ => Ok(text),
+                }
+            })?;
+            if let Some(first) = changed.first_mut() {
+                first.1 |= trusted;
+            }
+        }
     }
     Ok(changed)
 }

@@ -6,7 +6,7 @@
 //! | runtime | program | network | print mode | interactive |
 //! |---|---|---|---|---|
 //! | `claude-code` | `claude` | yes | `claude -p PROMPT --permission-mode default --mcp-config JSON --strict-mcp-config --allowedTools mcp__handoff` | the same without `-p` |
-//! | `codex` | `codex` | no (`workspace-write`); its MCP server has | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE -c mcp_servers.handoff.… PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks -c mcp_servers.handoff.… PROMPT` |
+//! | `codex` | `codex` | no (`workspace-write`); its MCP server has | `codex exec --sandbox workspace-write -c notify=[] --output-last-message FILE -c mcp_servers.handoff.… PROMPT` | `codex --sandbox workspace-write --ask-for-approval on-request --no-daemon --enable hooks -c mcp_servers.handoff.… PROMPT` |
 //!
 //! **Invariants:**
 //! - The prompt and the command line name the session's variables ([`ENV_NAMES`]) and never
@@ -65,10 +65,6 @@ pub const CLAUDE_CODE_PERMISSION_MODE: &str = "default";
 pub const CODEX_SANDBOX: &str = "workspace-write";
 /// Codex's approvals in interactive mode (exec never asks).
 pub const CODEX_APPROVAL_INTERACTIVE: &str = "on-request";
-/// Codex's flag that runs enabled hooks without their persisted trust, for this run: the
-/// launcher has just installed its own hook, and an interactive Codex would otherwise stop at
-/// "Hooks need review" and never run it (Codex 0.169.0).
-pub const CODEX_BYPASS_HOOK_TRUST: &str = "--dangerously-bypass-hook-trust";
 /// Codex's hooks feature, asked for by name: on by default in 0.169.0, where the older
 /// `codex_hooks` is deprecated in its favour; a version that has it off runs no hook without it.
 pub const CODEX_ENABLE_HOOKS: [&str; 2] = ["--enable", "hooks"];
@@ -390,7 +386,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                     }
                 }
                 Mode::Interactive => {
-                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_BYPASS_HOOK_TRUST, CODEX_NO_DAEMON].map(String::from));
+                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_NO_DAEMON].map(String::from));
                     args.extend(CODEX_ENABLE_HOOKS.map(String::from));
                 }
             }

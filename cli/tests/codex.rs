@@ -54,14 +54,20 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
     let mut vars = m.vars();
     vars.push(("HANDOFF_ANSWER_WAIT_S".into(), "90".into()));
 
-    // Installed by hand, the hook is not trusted yet: Codex stops at its review screen.
+    // A hooks.json whose handler is not the one install trusted: Codex stops at its review
+    // screen (the hash Codex checks is of the handler's command and timeout).
     let installed = m.run("hook install codex", &["hook", "install", "codex"], &[("HANDOFF_ANSWER_WAIT_S", "90")]);
-    assert!(installed.code == 0 && installed.stdout.contains("--dangerously-bypass-hook-trust"), "install says the trust step: {installed:?}");
+    assert!(installed.code == 0 && installed.stdout.contains("[hooks.state]"), "install says the trust it recorded: {installed:?}");
+    let hooks_json = m.codex_home().join("hooks.json");
+    let trusted = std::fs::read_to_string(&hooks_json).unwrap();
+    std::fs::write(&hooks_json, trusted.replace("\"timeout\": 105", "\"timeout\": 106")).unwrap();
     let untrusted = Tmux::start(&m.work(), &vars, &[harness_bin("codex").display().to_string(), "--no-daemon".into(), "Make the proof.".into()]);
     untrusted.wait_for("Hooks need review", Duration::from_secs(60));
     drop(untrusted);
+    std::fs::write(&hooks_json, &trusted).unwrap();
 
-    // Launched, it runs the hook the launcher installed.
+    // Launched (which installs the same hook again), Codex runs it without a review: the
+    // launcher passes no flag that skips Codex's trust.
     let handoff = env!("CARGO_BIN_EXE_handoff").to_string();
     let tmux = Tmux::start(&m.work(), &vars, &[handoff, "launch".into(), id.clone(), "--runtime".into(), "codex".into()]);
     let context = || format!("record: {}\nscreen:\n{}\nlog:\n{}", record(&owner_token, &id), tmux.screen(), m.log());
@@ -72,7 +78,7 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
     assert_eq!(answered.code, 0, "{answered:?}\n{}\nmodel requests: {}", context(), model.requests().len());
     model.result_of("call_1", Duration::from_secs(30)).unwrap_or_else(|| panic!("the command's result reached the model\n{}", context()));
     assert!(m.work().join("proof.txt").exists(), "the owner's allow let it run: {}", context());
-    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --dangerously-bypass-hook-trust --no-daemon --enable hooks -c 'mcp_servers.handoff.command="), "{}", context());
+    assert!(m.log().contains("started codex --sandbox workspace-write --ask-for-approval on-request --no-daemon --enable hooks -c 'mcp_servers.handoff.command="), "{}", context());
     drop(tmux);
     let left = |_: ()| Some(m.processes()).filter(|p| p.is_empty());
     eventually("the session leaves no process behind (no background server)", Duration::from_secs(15), || left(()), || format!("{:#?}", m.processes()));

@@ -35,13 +35,13 @@ pub const CLAUDE_CODE_MODE_STEP: &str = "Claude Code asks the owner through thes
 acceptEdits, plan): start it with --permission-mode default, as `handoff launch` does; in auto, bypassPermissions or dontAsk \
 the session's running report says no question will come";
 
-/// What `hook install codex` prints: Codex runs a hook it does not manage only once its hash is
-/// trusted in `[hooks.state]` (`codex-rs/hooks/src/engine/discovery.rs`: an unmanaged handler
-/// runs when trusted, or with `bypass_hook_trust`), and until then shows "Hooks need review"
-/// (seen with Codex 0.169.0). The hash is Codex's own; the step is the person's, or the flag's.
-pub const CODEX_TRUST_STEP: &str = "Codex runs these hooks once you trust them: answer its \"Hooks need review\" screen (or /hooks) \
-in the next session, or start it with --dangerously-bypass-hook-trust, as `handoff launch` does (a Codex whose hooks feature \
-is off needs --enable hooks as well)";
+/// What `hook install codex` prints. Codex runs a hook it does not manage only once its hash is
+/// trusted in `[hooks.state]` (`codex-rs/hooks/src/engine/discovery.rs`) and until then shows
+/// "Hooks need review" (seen with Codex 0.169.0); a user's install records that trust for our
+/// one hook ([`codex_trust`]), a project's leaves it to the person.
+pub const CODEX_TRUST_STEP: &str = "Codex runs the PermissionRequest hook once it is trusted: install recorded that trust for this \
+one hook in config.toml ([hooks.state]); a hook installed with --project is reviewed in Codex (its \"Hooks need review\" \
+screen, or /hooks). A Codex whose hooks feature is off needs --enable hooks, as `handoff launch` passes";
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -409,6 +409,70 @@ pub(crate) fn keep_line_endings(original: &str, mut edited: String) -> String {
         edited = stripped.unwrap_or(edited);
     }
     edited
+}
+
+// ---- Codex: the trust of our hook ----
+
+/// Codex's key and hash for our `PermissionRequest` handler in `hooks_json` (the text of the
+/// `hooks.json` at `hooks_path`), as Codex records a hook the person trusted: the key
+/// `<hooks.json>:permission_request:<group>:<handler>`, the hash `sha256:` of the canonical
+/// JSON of `{"event_name", "hooks": [the handler with its defaults]}`
+/// (`codex-rs/hooks/src/engine/discovery.rs`, `command_hook_hash`; seen to match what Codex
+/// 0.169.0 writes when the person trusts the hook). `None` when ours is not there.
+pub fn codex_trust(hooks_path: &str, hooks_json: &str) -> Option<(String, String)> {
+    let doc: Value = serde_json::from_str(hooks_json).ok()?;
+    let groups = doc["hooks"][PERMISSION_EVENT].as_array()?;
+    for (g, group) in groups.iter().enumerate() {
+        for (h, handler) in group["hooks"].as_array().into_iter().flatten().enumerate() {
+            if !is_our_handler(handler, CODEX_HOOK_ARGS) || group.get("matcher").is_some_and(|m| !m.is_null()) {
+                continue;
+            }
+            let normalized = json!({"type": "command", "command": handler["command"], "timeout": handler["timeout"].as_u64().unwrap_or(600).max(1), "async": false});
+            // serde_json's maps are sorted, so this is the canonical form, compact.
+            let identity = json!({"event_name": "permission_request", "hooks": [normalized]}).to_string();
+            let hash = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(identity.as_bytes())));
+            return Some((format!("{hooks_path}:permission_request:{g}:{h}"), hash));
+        }
+    }
+    None
+}
+
+/// `config.toml` with `[hooks.state."<key>"] trusted_hash = "<hash>"`: Codex then runs the hook
+/// without asking the person to review it (the person asked for it by installing it).
+pub fn trust_codex_hook(text: &str, key: &str, hash: &str) -> Result<String, InstallError> {
+    let mut doc = parse_toml(text)?;
+    let implicit = || {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        Item::Table(t)
+    };
+    let shape_error = |at: &str| InstallError::Shape { at: at.into(), expected: "a table", found: "another value" };
+    let hooks = doc.entry("hooks").or_insert_with(implicit).as_table_mut().ok_or_else(|| shape_error("`hooks`"))?;
+    let state = hooks.entry("state").or_insert_with(implicit).as_table_mut().ok_or_else(|| shape_error("`hooks.state`"))?;
+    if state.get(key).and_then(|e| e.get("trusted_hash")).and_then(Item::as_str) == Some(hash) {
+        return Ok(text.to_string());
+    }
+    let entry = state.entry(key).or_insert_with(|| Item::Table(toml_edit::Table::new())).as_table_mut().ok_or_else(|| shape_error("the hook's state"))?;
+    entry.insert("trusted_hash", toml_edit::value(hash));
+    Ok(keep_line_endings(text, doc.to_string()))
+}
+
+/// `config.toml` without the state of `key` (and without the `hooks.state` and `hooks` tables
+/// install made for it, once empty).
+pub fn untrust_codex_hook(text: &str, key: &str) -> Result<String, InstallError> {
+    let mut doc = parse_toml(text)?;
+    let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) else { return Ok(text.to_string()) };
+    let Some(state) = hooks.get_mut("state").and_then(Item::as_table_mut) else { return Ok(text.to_string()) };
+    if state.remove(key).is_none() {
+        return Ok(text.to_string());
+    }
+    if state.is_empty() && state.is_implicit() {
+        hooks.remove("state");
+    }
+    if hooks.is_empty() && hooks.is_implicit() {
+        doc.remove("hooks");
+    }
+    Ok(keep_line_endings(text, doc.to_string()))
 }
 
 // ---- both ----

@@ -190,7 +190,7 @@ fn codex_runs_in_its_workspace_sandbox_with_the_handoff_server_and_the_prompt_la
     assert_eq!(print.argv(), [&exec[..], &mcp[..], &["PROMPT"]].concat(), "exec reports nothing through notify");
     let extra = ["-m".to_string(), "gpt-5-codex".to_string()];
     let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, SERVER, &extra);
-    let tui = ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--dangerously-bypass-hook-trust", "--no-daemon", "--enable", "hooks"];
+    let tui = ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--no-daemon", "--enable", "hooks"];
     assert_eq!(interactive.argv(), [&tui[..], &mcp[..], &["-m", "gpt-5-codex", "PROMPT"]].concat());
     assert_eq!(interactive.args[interactive.prompt_at], "PROMPT");
 }

@@ -461,3 +461,28 @@ fn codex_refuses_a_file_that_is_not_toml() {
         assert!(err.to_string().starts_with("the settings file is not valid TOML"), "{err}");
     }
 }
+
+#[test]
+fn codexs_trust_of_our_hook_is_the_key_and_hash_codex_itself_writes() {
+    // What Codex 0.169.0 wrote to config.toml when the person trusted this hooks.json.
+    let hooks = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"/work/main/target/debug/handoff hook codex","timeout":105,"type":"command"}]}]}}"#;
+    let (key, hash) = codex_trust("/tmp/tr/codex/hooks.json", hooks).unwrap();
+    assert_eq!(key, "/tmp/tr/codex/hooks.json:permission_request:0:0");
+    assert_eq!(hash, "sha256:9fe5ca528d19018a468428d3988b6ef0fd349523a2ffa3d75db7e32feb64ca17");
+    let others = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"audit","type":"command"}]},{"hooks":[{"command":"/usr/bin/handoff hook codex","timeout":30,"type":"command"}]}]}}"#;
+    assert!(codex_trust("/h/hooks.json", others).unwrap().0.ends_with(":permission_request:1:0"), "our handler's own place");
+    assert_eq!(codex_trust("/h/hooks.json", r#"{"hooks":{}}"#), None);
+}
+
+#[test]
+fn trusting_our_hook_and_taking_the_trust_back_gives_config_toml_back_byte_for_byte() {
+    let before = "model = \"o4\"\nnotify = [\"/usr/bin/handoff\", \"hook\", \"codex\"]\n";
+    let trusted = trust_codex_hook(before, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap();
+    let doc: toml_edit::DocumentMut = trusted.parse().unwrap();
+    assert_eq!(doc["hooks"]["state"]["/h/hooks.json:permission_request:0:0"]["trusted_hash"].as_str(), Some("sha256:ab"));
+    assert_eq!(trust_codex_hook(&trusted, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap(), trusted, "a second install changes nothing");
+    assert_eq!(untrust_codex_hook(&trusted, "/h/hooks.json:permission_request:0:0").unwrap(), before);
+    let codexs_own = "[hooks.state]\n\n[hooks.state.\"/h/other:stop:0:0\"]\ntrusted_hash = \"sha256:cd\"\n";
+    let both = trust_codex_hook(codexs_own, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap();
+    assert_eq!(untrust_codex_hook(&both, "/h/hooks.json:permission_request:0:0").unwrap(), codexs_own, "the person's other trust stays");
+}
