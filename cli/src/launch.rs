@@ -405,21 +405,13 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
 /// `mcpServers` form of its settings; the server inherits the session's variables, so no value
 /// of theirs is in it.
 pub fn claude_code_mcp_config(server: &str) -> String {
-    serde_json::json!({"mcpServers": {MCP_SERVER: {"type": "stdio", "command": server, "args": crate::mcp::install::SERVER_ARGS}}}).to_string()
+    serde_json::json!({"mcpServers": {MCP_SERVER: crate::mcp::install::claude_code_entry(server)}}).to_string()
 }
 
-/// Codex's `-c` overrides that declare the `handoff` server: the program, its arguments, the
-/// variables Codex passes it by name (its stdio servers get only an allowlist of the
-/// environment), and its tools approved, since `codex exec` cancels a tool call that waits
-/// for an approval.
+/// Codex's `-c` overrides that declare the `handoff` server, the same entry `mcp install codex`
+/// writes to `config.toml`.
 pub fn codex_mcp_settings(server: &str) -> Vec<String> {
-    let list = |items: &[&str]| items.iter().map(|i| toml_edit::Value::from(*i).to_string()).collect::<Vec<_>>().join(", ");
-    vec![
-        format!("mcp_servers.{MCP_SERVER}.command={}", toml_edit::Value::from(server)),
-        format!("mcp_servers.{MCP_SERVER}.args=[{}]", list(&crate::mcp::install::SERVER_ARGS)),
-        format!("mcp_servers.{MCP_SERVER}.env_vars=[{}]", list(&CODEX_MCP_ENV_NAMES)),
-        format!("mcp_servers.{MCP_SERVER}.default_tools_approval_mode={}", toml_edit::Value::from(crate::mcp::install::CODEX_APPROVAL)),
-    ]
+    crate::mcp::install::codex_entry(server).into_iter().map(|(key, entry)| format!("mcp_servers.{MCP_SERVER}.{key}={entry}")).collect()
 }
 
 /// `word` as a POSIX shell reads it back: bare when it is plain, else in single quotes.

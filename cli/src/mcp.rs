@@ -221,6 +221,16 @@ impl HandoffServer {
         blocking(work).await
     }
 
+    /// One change to the work record, under a fresh `Idempotency-Key`: answers `done` and the
+    /// item's id, with the item as structured content, or the refusal.
+    async fn record(&self, done: &str, send: impl FnOnce(&Client, &str) -> Result<crate::client::Reply<crate::client::Item>, Error> + Send + 'static) -> Result<CallToolResult, ErrorData> {
+        let (client, id) = (self.client(true), self.session.id.clone());
+        Ok(match self.blocking(move || send(&client, &id)).await? {
+            Ok(reply) => answered(format!("{done} {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
+            Err(e) => refused(&e),
+        })
+    }
+
     fn client(&self, keyed: bool) -> Client {
         let key = keyed.then(new_idempotency_key);
         self.session.client.clone().with_idempotency_key(key.as_deref())
@@ -259,22 +269,14 @@ impl HandoffServer {
     #[tool]
     async fn record_decision(&self, Parameters(args): Parameters<DecisionArgs>) -> Result<CallToolResult, ErrorData> {
         let input = DecisionInput { statement: args.statement, rationale: args.rationale, evidence: args.evidence.unwrap_or_default(), supersedes: args.supersedes };
-        let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match self.blocking(move || client.decide(&id, &input)).await? {
-            Ok(reply) => answered(format!("recorded decision {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
-            Err(e) => refused(&e),
-        })
+        self.record("recorded decision", move |client, id| client.decide(id, &input)).await
     }
 
     /// Records an artifact the session produced (a file, a report, a pull request).
     #[tool]
     async fn add_artifact(&self, Parameters(args): Parameters<ArtifactArgs>) -> Result<CallToolResult, ErrorData> {
         let input = ArtifactInput { kind: args.kind, title: args.title, uri: args.uri, sha256: args.sha256 };
-        let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match self.blocking(move || client.artifact(&id, &input)).await? {
-            Ok(reply) => answered(format!("recorded artifact {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
-            Err(e) => refused(&e),
-        })
+        self.record("recorded artifact", move |client, id| client.artifact(id, &input)).await
     }
 
     /// Raises a blocker: something the session cannot get past by itself.
@@ -286,11 +288,7 @@ impl HandoffServer {
             SeverityArg::High => Severity::High,
         };
         let input = BlockerInput { severity, title: args.title };
-        let (client, id) = (self.client(true), self.session.id.clone());
-        Ok(match self.blocking(move || client.block(&id, &input)).await? {
-            Ok(reply) => answered(format!("raised blocker {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
-            Err(e) => refused(&e),
-        })
+        self.record("raised blocker", move |client, id| client.block(id, &input)).await
     }
 
     /// Reports on the current turn: running, needs-you, or done or failed to end it (with the

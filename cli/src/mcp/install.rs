@@ -15,7 +15,7 @@ use crate::hook::install::{check_program_name, is_handoff, json_object, keep_lin
 use crate::launch::CODEX_MCP_ENV_NAMES;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use toml_edit::{value, Array, Item, Table};
+use toml_edit::{Array, Item, Table};
 
 /// The server's name in the harness: Claude Code's tools are `mcp__handoff__<tool>`.
 pub const SERVER_NAME: &str = "handoff";
@@ -24,6 +24,27 @@ pub const SERVER_ARGS: [&str; 1] = ["mcp"];
 /// Codex's approval for the server's tools: a tool call that needs approval is cancelled in
 /// `codex exec`, so ours are approved up front.
 pub const CODEX_APPROVAL: &str = "approve";
+
+/// Claude Code's entry for the server run by `program` (this program), in the `mcpServers` form
+/// of its settings and of `--mcp-config`: the server inherits the session's variables.
+pub fn claude_code_entry(program: &str) -> Value {
+    json!({"type": "stdio", "command": program, "args": SERVER_ARGS})
+}
+
+/// Codex's entry for the server run by `program`, key by key, as `config.toml`'s
+/// `[mcp_servers.handoff]` and the launcher's `-c mcp_servers.handoff.KEY=VALUE` write it: the
+/// program, its arguments, the variables Codex passes it by name (its stdio servers get only an
+/// allowlist of the environment), and its tools approved (`codex exec` cancels a call that waits
+/// for an approval).
+pub fn codex_entry(program: &str) -> [(&'static str, toml_edit::Value); 4] {
+    let list = |items: &[&str]| toml_edit::Value::Array(items.iter().copied().collect::<Array>());
+    [
+        ("command", program.into()),
+        ("args", list(&SERVER_ARGS)),
+        ("env_vars", list(&CODEX_MCP_ENV_NAMES)),
+        ("default_tools_approval_mode", CODEX_APPROVAL.into()),
+    ]
+}
 
 /// Where `harness` keeps its MCP servers.
 pub fn mcp_settings_path(harness: Harness, project: Option<&Path>, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -60,7 +81,7 @@ fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError
         Some(other) => return Err(shape("`mcpServers.handoff`", "handoff's own server", other)),
         None => {}
     }
-    servers.insert(SERVER_NAME.into(), json!({"type": "stdio", "command": program, "args": SERVER_ARGS}));
+    servers.insert(SERVER_NAME.into(), claude_code_entry(program));
     Ok(pretty(settings))
 }
 
@@ -100,10 +121,9 @@ fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
         None => {}
     }
     let mut table = Table::new();
-    table.insert("command", value(program));
-    table.insert("args", value(SERVER_ARGS.iter().copied().collect::<Array>()));
-    table.insert("env_vars", value(CODEX_MCP_ENV_NAMES.iter().copied().collect::<Array>()));
-    table.insert("default_tools_approval_mode", value(CODEX_APPROVAL));
+    for (key, entry) in codex_entry(program) {
+        table.insert(key, Item::Value(entry));
+    }
     servers.insert(SERVER_NAME, Item::Table(table));
     Ok(keep_line_endings(text, doc.to_string()))
 }
