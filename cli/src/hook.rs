@@ -531,15 +531,18 @@ pub fn install_settings(harness: install::Harness, project: Option<&Path>, unins
         // The user's own install is the person's trust in this one hook; a project's hooks are
         // left for the person to review in Codex.
         if project.is_none() {
+            // Uninstalled, nothing of ours is left in hooks.json to trust.
             let trust_after = install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
+            // The trust recorded for our handler where it was, when it is no longer there.
+            let stale = trust_before.filter(|(key, _)| trust_after.as_ref().map(|(k, _)| k) != Some(key));
             let trusted = edit_file(&path, |before| {
-                let mut text = before.to_string();
-                if let Some((key, _)) = trust_before.as_ref().filter(|_| uninstall || trust_before.as_ref().map(|t| &t.0) != trust_after.as_ref().map(|t| &t.0)) {
-                    text = install::untrust_codex_hook(&text, key)?;
-                }
-                match (&trust_after, uninstall) {
-                    (Some((key, hash)), false) => install::trust_codex_hook(&text, key, hash),
-                    _ => Ok(text),
+                let text = match &stale {
+                    Some((key, _)) => install::untrust_codex_hook(before, key)?,
+                    None => before.to_string(),
+                };
+                match &trust_after {
+                    Some((key, hash)) => install::trust_codex_hook(&text, key, hash),
+                    None => Ok(text),
                 }
             })?;
             if let Some(first) = changed.first_mut() {

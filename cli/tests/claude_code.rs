@@ -9,15 +9,6 @@ use common::*;
 use serde_json::Value;
 use std::time::Duration;
 
-/// A hand-off whose turn 1 was done by hand, with the work set; answers (owner, id, machine).
-fn started() -> (String, String, String) {
-    let owner = owner();
-    let (id, machine) = create(&owner);
-    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included", "--criterion", "empty input parses"]);
-    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
-    (owner, id, machine)
-}
-
 fn work(owner: &str, id: &str) -> Value {
     api_get(owner, &format!("/v1/handoffs/{id}/work")).1["work"].clone()
 }

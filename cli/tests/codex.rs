@@ -9,11 +9,8 @@ use std::time::Duration;
 
 #[test]
 fn an_exec_turn_whose_mcp_server_cannot_start_is_briefed_recorded_by_the_launcher_and_ends_done() {
-    let owner_token = owner();
+    let (owner_token, id, machine_token) = started();
     let owner = Some(owner_token.as_str());
-    let (id, machine_token) = create(&owner_token);
-    ok(owner, &["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included"]);
-    ok(Some(&machine_token), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
     ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
     let model = ScriptedModel::start(vec![
         Step::exec("printf 'Decision: Parse in one pass over the input\\n' >> NOTES.md && printf 'fn parse() {}\\n' > parser.rs"),
@@ -86,11 +83,8 @@ fn an_interactive_codex_launched_with_its_hooks_asks_the_owner_and_the_answer_de
 
 #[test]
 fn an_exec_turn_in_workspace_write_records_live_and_reports_done_through_the_mcp_server() {
-    let owner_token = owner();
+    let (owner_token, id, machine_token) = started();
     let owner = Some(owner_token.as_str());
-    let (id, machine_token) = create(&owner_token);
-    ok(owner, &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
-    ok(Some(&machine_token), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up"]);
     ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
     let model = ScriptedModel::start(vec![
         Step::codex_mcp("handoff", "record_decision", serde_json::json!({"statement": "Parse line by line"})),

@@ -36,19 +36,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// A hand-off whose turn 1 was done by hand, with the work set: the start of every test.
-fn started() -> (String, String, String) {
-    let owner = owner();
-    let (id, machine) = create(&owner);
-    ok(
-        Some(&owner),
-        &["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included",
-          "--constraint", "no new dependencies", "--criterion", "empty input parses"],
-    );
-    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
-    (owner, id, machine)
-}
-
 #[test]
 fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and_recorded_in_order() {
     let (owner_token, id, machine_token) = started();

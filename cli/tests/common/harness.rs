@@ -28,6 +28,16 @@ pub fn harness_bin(name: &str) -> PathBuf {
     path
 }
 
+/// A hand-off whose turn 1 was done by hand, with the work set: (owner, id, machine token).
+pub fn started() -> (String, String, String) {
+    let owner = super::owner();
+    let (id, machine) = super::create(&owner);
+    let work = ["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included", "--constraint", "no new dependencies", "--criterion", "empty input parses"];
+    super::ok(Some(&owner), &work);
+    super::ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
+    (owner, id, machine)
+}
+
 /// One cloud machine: its folders, the session it serves and the model it talks to.
 pub struct Machine {
     pub root: PathBuf,
