@@ -22,8 +22,15 @@ pub mod rng;
 pub mod watch;
 pub mod workerd;
 
-/// How long a Worker may take to answer its first health check.
+/// How long a Worker may take to answer its first health check, counted from when its start
+/// got one of the [`SERVER_STARTS_AT_ONCE_MAX`] slots.
 pub const SERVER_START_S_MAX: u64 = 90;
+/// Workers one test process starts at once: a wrangler start is seconds of CPU, and four at
+/// once on a 2-core machine took one past [`SERVER_START_S_MAX`].
+pub const SERVER_STARTS_AT_ONCE_MAX: usize = 2;
+/// Starts tried on fresh ports when the Worker exits before its first answer (a port another
+/// process took between [`free_port`] and the bind).
+pub const SERVER_START_TRIES_MAX: u32 = 3;
 /// No single request of a test waits longer than this.
 pub const REQUEST_TIMEOUT_S: u64 = 60;
 
@@ -237,9 +244,33 @@ impl Server {
     /// Starts the Worker again on the same state (a new port).
     pub fn restart(&mut self) {
         self.stop();
+        let _slot = StartSlot::take();
+        for _ in 1..SERVER_START_TRIES_MAX {
+            match self.spawn_and_wait() {
+                Started::Healthy => return,
+                Started::Exited(why) => eprintln!("the Worker on port {} exited before answering ({why}); trying a new port", self.port),
+            }
+        }
+        if let Started::Exited(why) = self.spawn_and_wait() {
+            panic!("the Worker on port {} exited before answering, {SERVER_START_TRIES_MAX} tries: {why}\n{}", self.port, self.log_tail());
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.state_dir.with_extension(format!("{}.log", self.port))
+    }
+
+    /// The last lines of this start's log, for a failure's message.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    fn spawn_and_wait(&mut self) -> Started {
         self.port = free_port();
         let top = repo_top();
-        let log = std::fs::File::create(self.state_dir.with_extension(format!("{}.log", self.port))).unwrap();
+        let log = std::fs::File::create(self.log_path()).unwrap();
         if self.direct {
             let key = String::from_utf8(key()).unwrap();
             let mut vars = vec![("HANDOFF_SIGNING_KEY", key.as_str()), ("HANDOFF_TEST_HOOKS", "1")];
@@ -272,21 +303,25 @@ impl Server {
             cmd.args(["--env", env]);
         }
         self.child = Some(cmd.spawn().expect("wrangler starts"));
-        self.wait_healthy();
+        self.wait_healthy()
     }
 
-    fn wait_healthy(&self) {
+    fn wait_healthy(&mut self) -> Started {
         let deadline = Instant::now() + Duration::from_secs(SERVER_START_S_MAX);
         let client = Client::new(&self.url());
         while Instant::now() < deadline {
             let ok = std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
                 && ureq::get(format!("{}/v1/health", client.base)).call().is_ok();
             if ok {
-                return;
+                return Started::Healthy;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Started::Exited(format!("{status}"));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("the Worker on port {} did not start in {SERVER_START_S_MAX} s", self.port);
+        panic!("the Worker on port {} did not start in {SERVER_START_S_MAX} s; its log ends:\n{}", self.port, self.log_tail());
     }
 
     /// Stops the whole process group (wrangler and its workerd) with `signal`.
@@ -325,6 +360,36 @@ impl Server {
             i += 1;
         }
         rows.iter().find(|r| family.contains(&r.0) && r.2.starts_with("workerd")).map(|r| r.0)
+    }
+}
+
+enum Started {
+    Healthy,
+    Exited(String),
+}
+
+/// One of the [`SERVER_STARTS_AT_ONCE_MAX`] slots for starting a Worker, held until it answers.
+struct StartSlot;
+
+static STARTING: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+impl StartSlot {
+    fn take() -> StartSlot {
+        let (count, freed) = &STARTING;
+        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *n >= SERVER_STARTS_AT_ONCE_MAX {
+            n = freed.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += 1;
+        StartSlot
+    }
+}
+
+impl Drop for StartSlot {
+    fn drop(&mut self) {
+        let (count, freed) = &STARTING;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
     }
 }
 
