@@ -356,8 +356,7 @@ impl Object {
         }
         if let Some(ahead_ms) = plan.advance_clock_ms {
             self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
-            let now = js_sys::Date::new(&JsValue::from_f64(now_ms() as f64));
-            drop(self.state.storage().as_raw().set_alarm(now, js_sys::Object::new())?);
+            crate::alarm::set(self.state.storage().as_raw(), now_ms(), "a test's clock moved ahead")?;
         }
         if !plan.writes.is_empty() {
             let fault = self.inner.fault.take();
@@ -367,10 +366,9 @@ impl Object {
             store::commit(&self.state.storage(), store::Batch::of(&plan.writes), fault)?;
         }
         if let Some(at) = plan.alarm_at {
-            // Not awaited on purpose: an un-awaited storage write joins this event's implicit
-            // transaction, after the change's own.
-            let at = js_sys::Date::new(&JsValue::from_f64(at as f64));
-            drop(self.state.storage().as_raw().set_alarm(at, js_sys::Object::new())?);
+            // Issued without an await: it joins this event's implicit transaction, after the
+            // change's own.
+            crate::alarm::set(self.state.storage().as_raw(), at, "a hand-off's plan")?;
         }
         if plan.waits() {
             return Ok(Carried::Owing(plan));
@@ -467,9 +465,7 @@ fn respond(r: Rendered) -> Out {
 
 impl Object {
     fn set_alarm_at(&self, at: i64) -> Result<()> {
-        let at = js_sys::Date::new(&JsValue::from_f64(at as f64));
-        drop(self.state.storage().as_raw().set_alarm(at, js_sys::Object::new())?);
-        Ok(())
+        crate::alarm::set(self.state.storage().as_raw(), at, "a hand-off's next alarm")
     }
 
     /// Erases the hand-off: its row in the owner's index first (so that no row outlives it),

@@ -3,6 +3,8 @@
 //! is `handoff-api`. Compiled only for wasm32 (natively this crate is empty).
 
 #[cfg(target_arch = "wasm32")]
+mod alarm;
+#[cfg(target_arch = "wasm32")]
 mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod clock;

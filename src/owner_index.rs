@@ -325,8 +325,7 @@ impl OwnerIndex {
         }
         let storage = self.state.storage();
         if self.holding.get() {
-            let at = js_sys::Date::new(&JsValue::from_f64((now_ms() + 1_000) as f64));
-            drop(storage.as_raw().set_alarm(at, js_sys::Object::new())?);
+            crate::alarm::set(storage.as_raw(), now_ms() + 1_000, "held webhook deliveries (test hook)")?;
             return Ok(());
         }
         match &self.sender {

@@ -65,20 +65,48 @@ impl Object {
         Ok(())
     }
 
-    /// Whether the owner's index took the row (and the rows it passed, for their notices); any
-    /// failure to reach it is a `false` the session retries.
+    /// Whether the owner's index took the row (and the rows it passed, for their notices); a
+    /// failure to reach it is logged once here, and the session retries it.
     async fn send_row(&self, send: &Send<Delivery>) -> bool {
+        match self.put_row(send).await {
+            Ok(()) => true,
+            Err(failure) => {
+                console_log!("the owner's index did not take {} v{}: {failure}", send.row.row.id, send.version);
+                false
+            }
+        }
+    }
+
+    async fn put_row(&self, send: &Send<Delivery>) -> std::result::Result<(), NotTaken> {
         let delivery = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let Ok(payload) = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed }) else {
-            return false;
-        };
-        let Ok(stub) = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))) else {
-            return false;
-        };
-        let Ok(answer) = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload) else {
-            return false;
-        };
-        matches!(crate::http::await_answer(answer).await, Ok(r) if r.status() == 200)
+        let payload = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed }).map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let stub = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))).map_err(|e| NotTaken::Stub(e.to_string()))?;
+        let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).map_err(|e| NotTaken::Ask(e.to_string()))?;
+        match crate::http::await_answer(answer).await {
+            Ok(r) if r.status() == 200 => Ok(()),
+            Ok(r) => Err(NotTaken::Answered(r.status())),
+            Err(e) => Err(NotTaken::Ask(e.to_string())),
+        }
+    }
+}
+
+/// Why the owner's index did not take a row.
+#[derive(Debug)]
+enum NotTaken {
+    Encode(String),
+    Stub(String),
+    Ask(String),
+    Answered(u16),
+}
+
+impl std::fmt::Display for NotTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotTaken::Encode(why) => write!(f, "the ask could not be written: {why}"),
+            NotTaken::Stub(why) => write!(f, "no stub for the index: {why}"),
+            NotTaken::Ask(why) => write!(f, "the ask failed: {why}"),
+            NotTaken::Answered(status) => write!(f, "the index answered {status}"),
+        }
     }
 }

@@ -82,12 +82,19 @@ impl Object {
     }
 }
 
-/// The socket's watcher, from its attachment; `None` for a socket this build did not accept.
+/// The socket's watcher, from its attachment; `None`, logged, for a socket whose attachment
+/// this build cannot read (one it did not accept: it is left alone).
 fn attachment(ws: &WebSocket) -> Option<Watcher> {
-    match ws.deserialize_attachment::<String>() {
-        Ok(Some(text)) => Watcher::decode(&text),
-        _ => None,
-    }
+    let unreadable = match ws.deserialize_attachment::<String>() {
+        Ok(Some(text)) => match Watcher::decode(&text) {
+            Some(w) => return Some(w),
+            None => format!("not a watcher: {text:.64}"),
+        },
+        Ok(None) => "none".to_string(),
+        Err(e) => e.to_string(),
+    };
+    console_log!("a watching socket's attachment is unreadable ({unreadable}); it is left alone");
+    None
 }
 
 /// Keeps `w` as the socket's attachment when it differs from `before` (what the attachment

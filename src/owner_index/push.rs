@@ -21,6 +21,7 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::*;
 
+use super::send::{refused, NotSent};
 use super::webhooks::Statement;
 
 /// Created with the webhook tables (`webhooks::SCHEMA`).
@@ -184,8 +185,11 @@ pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, se
         let (sql, storage): (SqlStorage, worker_sys::DurableObjectStorage) = (sql.clone(), raw.clone().unchecked_into());
         let sender = Rc::clone(sender);
         wasm_bindgen_futures::spawn_local(async move {
-            let status = attempt(&d, &sender).await;
-            if let Err(e) = record(&sql, &d, attempts, status).and_then(|_| super::webhooks::arm(&sql, &storage)) {
+            let sent = attempt(&d, &sender).await;
+            if let Err(e) = &sent {
+                console_log!("push message {} to subscription {} (attempt {attempts}): {e}", d.seq, d.subscription);
+            }
+            if let Err(e) = record(&sql, &d, attempts, sent.ok()).and_then(|_| super::webhooks::arm(&sql, &storage)) {
                 console_error!("a push message's outcome: {e}");
             }
         });
@@ -193,31 +197,32 @@ pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, se
     Ok(())
 }
 
-/// One push: the push service's status, or `None` when none came within the timeout (or the
-/// message could not be made).
-async fn attempt(d: &Due, sender: &Sender) -> Option<u16> {
+/// One push: the push service's status, or why there is none.
+async fn attempt(d: &Due, sender: &Sender) -> std::result::Result<u16, NotSent> {
     // Checked when it was registered, under this environment's rule; `Local` admits both forms.
-    let endpoint = Endpoint::parse("endpoint", &d.endpoint, Environment::Local).ok()?;
-    let keys = SubscriptionKeys::parse(&d.p256dh, &d.auth).ok()?;
-    let event = Event::ALL.into_iter().find(|e| e.message_type() == d.kind)?;
+    let endpoint = Endpoint::parse("endpoint", &d.endpoint, Environment::Local).map_err(|_| NotSent::Unreadable("endpoint"))?;
+    let keys = SubscriptionKeys::parse(&d.p256dh, &d.auth).map_err(|_| NotSent::Unreadable("subscription keys"))?;
+    let event = Event::ALL.into_iter().find(|e| e.message_type() == d.kind).ok_or(NotSent::Unreadable("event type"))?;
     // A draw is refused only when it is no valid scalar (about once in 2^32): a few draws are
     // always enough, and the bound keeps a broken source of randomness from looping forever.
-    let entropy = (0..ENTROPY_DRAWS_MAX).find_map(|_| {
-        let bytes = crate::webcrypto::bytes::<{ MessageEntropy::BYTES }>().ok()?;
-        MessageEntropy::from_bytes(&bytes).ok()
-    })?;
+    let entropy = (0..ENTROPY_DRAWS_MAX)
+        .find_map(|_| {
+            let bytes = crate::webcrypto::bytes::<{ MessageEntropy::BYTES }>().ok()?;
+            MessageEntropy::from_bytes(&bytes).ok()
+        })
+        .ok_or(NotSent::Refused("drawing the message's entropy", format!("{ENTROPY_DRAWS_MAX} draws")))?;
     let to = Subscription { endpoint, keys };
     // Everything of RFC 8291 and 8292 but the AES-128-GCM and the ECDSA, which the runtime does.
-    let unsealed = ece::prepare(d.payload.as_bytes(), 0, &to.keys, &entropy).ok()?;
-    let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record()).await.ok()?;
+    let unsealed = ece::prepare(d.payload.as_bytes(), 0, &to.keys, &entropy).map_err(|e| NotSent::Refused("deriving the message's keys", format!("{e:?}")))?;
+    let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record()).await.map_err(refused("sealing the message"))?;
     let body = unsealed.finish(&sealed);
     let url = to.endpoint.url();
     let input = vapid::signing_input(&to.endpoint, &sender.subject, now_ms(), VAPID_TOKEN_TTL_S);
     let (jwk_d, jwk_x, jwk_y) = sender.key.jwk();
-    let signature = crate::webcrypto::sign_es256(&jwk_d, &jwk_x, &jwk_y, input.as_bytes()).await.ok()?;
+    let signature = crate::webcrypto::sign_es256(&jwk_d, &jwk_x, &jwk_y, input.as_bytes()).await.map_err(refused("signing the VAPID token"))?;
     let request_headers = push::headers_signed(sender.key.authorization_signed(&input, &signature), event, &d.handoff);
     let headers: Vec<(&str, &str)> = request_headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    super::send::post(&url, &headers, &body).await
+    Ok(super::send::post(&url, &headers, &body).await?)
 }
 
 /// Delivered: forgotten. Gone (404, 410): the subscription deleted. Otherwise retried as a

@@ -7,6 +7,7 @@
 //! are the core's.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use super::send::NotSent;
 use crate::clock::now_ms;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::notifications::{
@@ -242,12 +243,11 @@ fn next_due(sql: &SqlStorage) -> Result<Option<i64>> {
     Ok(next.first().and_then(|n| n.at))
 }
 
-/// Sets the alarm for the next pending delivery of either kind (one alarm serves both). Not
-/// awaited: within an event it joins that event's implicit transaction, after its writes.
+/// Sets the alarm for the next pending delivery of either kind (one alarm serves both), with
+/// no await: within an event it joins that event's implicit transaction, after its writes.
 pub fn arm(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) -> Result<()> {
     if let Some(at) = next_due(sql)? {
-        let at = js_sys::Date::new(&JsValue::from_f64(at.max(now_ms()) as f64));
-        drop(storage.set_alarm(at, js_sys::Object::new())?);
+        crate::alarm::set(storage, at.max(now_ms()), "the owner's next notification")?;
     }
     Ok(())
 }
@@ -278,8 +278,11 @@ pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) ->
         let raw: &JsValue = storage.as_ref();
         let (sql, storage): (SqlStorage, worker_sys::DurableObjectStorage) = (sql.clone(), raw.clone().unchecked_into());
         wasm_bindgen_futures::spawn_local(async move {
-            let status = attempt(&d.url, &d.secret, &d.id, &d.body).await;
-            if let Err(e) = record(&sql, &d, attempts, status).and_then(|_| arm(&sql, &storage)) {
+            let sent = attempt(&d.url, &d.secret, &d.id, &d.body).await;
+            if let Err(e) = &sent {
+                console_log!("webhook delivery {} (attempt {attempts}): {e}", d.id);
+            }
+            if let Err(e) = record(&sql, &d, attempts, sent.ok()).and_then(|_| arm(&sql, &storage)) {
                 console_error!("a webhook delivery's outcome: {e}");
             }
         });
@@ -287,15 +290,14 @@ pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) ->
     arm(sql, storage)
 }
 
-/// One attempt: the receiver's status, or `None` when none came within `WEBHOOK_TIMEOUT_MS`
-/// (or the request could not be made).
-async fn attempt(url: &str, secret: &str, id: &str, body: &str) -> Option<u16> {
-    let secret = WebhookSecret::parse(secret).ok()?;
-    let id = MessageId::parse(id)?;
+/// One attempt: the receiver's status, or why there is none.
+async fn attempt(url: &str, secret: &str, id: &str, body: &str) -> std::result::Result<u16, NotSent> {
+    let secret = WebhookSecret::parse(secret).map_err(|_| NotSent::Unreadable("webhook secret"))?;
+    let id = MessageId::parse(id).ok_or(NotSent::Unreadable("message id"))?;
     let signed = webhook::sign(&secret, &id, now_ms(), body.as_bytes());
     let mut headers = vec![("content-type", "application/json")];
     headers.extend(signed.pairs());
-    super::send::post(url, &headers, body.as_bytes()).await
+    Ok(super::send::post(url, &headers, body.as_bytes()).await?)
 }
 
 /// Stores how an attempt went: delivered on 2xx; otherwise retried when the core says, or failed.
