@@ -27,6 +27,7 @@ pub mod outbox;
 pub mod session;
 pub mod question;
 pub mod notice;
+pub mod owner;
 pub mod retention;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;

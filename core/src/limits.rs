@@ -205,8 +205,9 @@ pub const QUESTION_LABEL_BYTES_MAX: usize = 200;
 pub const ANSWER_NOTE_BYTES_MAX: usize = 1024;
 /// Webhooks one owner may register (`POST /v1/webhooks` past it: 409 `webhook.too_many`).
 pub const WEBHOOKS_PER_OWNER_MAX: usize = 10;
-/// Deliveries one owner's index holds waiting to be sent, over all its webhooks; past it the
-/// oldest pending one is dropped, and counted on its webhook.
+/// Deliveries one owner's index holds waiting to be sent, over all its webhooks and push
+/// subscriptions together; past it the oldest pending one is dropped, and counted on its
+/// receiver.
 pub const WEBHOOK_PENDING_PER_OWNER_MAX: usize = 1_000;
 /// Finished deliveries (delivered or failed) kept per webhook for its deliveries list; older
 /// ones are forgotten.
@@ -224,6 +225,9 @@ pub const WEBHOOK_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// which follows at once.
 pub const WEBHOOK_SENDS_PER_ALARM_MAX: usize = 32;
 
+/// How long after its event a push message may still be attempted: the TTL its push service is
+/// given (`handoff_notify::limits::PUSH_TTL_S`, held equal by the Worker at compile time).
+pub const PUSH_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// Push subscriptions (browsers, phones) one owner may register (past it: 409
 /// `subscription.too_many`).
 pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
