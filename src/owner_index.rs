@@ -5,6 +5,7 @@
 //! writes them.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod deliveries;
 mod push;
 mod send;
 mod webhooks;
@@ -31,7 +32,8 @@ pub struct OwnerIndex {
     refusing: Cell<bool>,
     /// The schema is known to be written (by this build) in this object's lifetime.
     schema_ready: Cell<bool>,
-    /// Whether the webhook tables exist, once read (they are never dropped).
+    /// Whether the notification tables are this build's, once read or written (they are
+    /// never dropped).
     webhooks_ready: Cell<Option<bool>>,
     /// Test hook: while on, webhook deliveries are stored but not sent.
     holding: Cell<bool>,
@@ -72,6 +74,9 @@ const EARLIER_COLUMNS: [(&str, &str); 14] = [
     ("package_version", "package_version"),
     ("package_hash", "package_hash"),
 ];
+
+/// A statement and its arguments, to run in a transaction.
+type Statement = (String, Vec<SqlStorageValue>);
 
 #[derive(serde::Deserialize)]
 struct NameRow {
@@ -198,7 +203,7 @@ impl OwnerIndex {
     }
 
     /// Runs `statements` in one `transactionSync`: all of them, or none.
-    fn transaction(&self, statements: Vec<webhooks::Statement>) -> Result<()> {
+    fn transaction(&self, statements: Vec<Statement>) -> Result<()> {
         let storage = self.state.storage();
         let sql = storage.sql();
         crate::sqlite::transaction_sync(&storage, move || {
@@ -234,11 +239,7 @@ impl OwnerIndex {
         let owed = if self.has_webhooks()? {
             let (held, now) = (self.held(row)?, now_ms());
             let notices = handoff_core::notice::owed_chain(held.as_ref(), passed, row);
-            let mut owed = webhooks::owed(&sql, &notices, self.pending_max, now)?;
-            if self.sender.is_some() {
-                owed.extend(push::owed(&sql, &notices, now)?);
-            }
-            owed
+            deliveries::owe(&sql, &notices, self.sender.is_some(), self.pending_max, now)?
         } else {
             vec![]
         };
@@ -249,7 +250,7 @@ impl OwnerIndex {
             let mut statements = vec![(UPSERT.to_string(), bindings)];
             statements.extend(owed);
             self.transaction(statements)?;
-            webhooks::arm(&sql, self.state.storage().as_raw())?;
+            deliveries::arm(&sql, self.state.storage().as_raw())?;
         }
         answer(200, &Ok_ { ok: true })
     }
@@ -261,11 +262,20 @@ impl OwnerIndex {
         Ok(stored.first().and_then(|r| serde_json::from_str::<Row>(&r.row).ok()))
     }
 
+    /// Whether the owner has notification tables, brought to this build's the first time an
+    /// earlier build's are found (in one transaction).
     fn has_webhooks(&self) -> Result<bool> {
         if let Some(ready) = self.webhooks_ready.get() {
             return Ok(ready);
         }
-        let ready = webhooks::has_schema(&self.state.storage().sql())?;
+        let ready = match deliveries::tables(&self.state.storage().sql())? {
+            deliveries::Tables::None => false,
+            deliveries::Tables::Current => true,
+            earlier => {
+                self.transaction(deliveries::schema(earlier).into_iter().map(|s| (s, vec![])).collect())?;
+                true
+            }
+        };
         self.webhooks_ready.set(Some(ready));
         Ok(ready)
     }
@@ -274,7 +284,7 @@ impl OwnerIndex {
         if self.has_webhooks()? {
             return Ok(());
         }
-        self.transaction(webhooks::SCHEMA.iter().map(|s| (s.to_string(), vec![])).collect())?;
+        self.transaction(deliveries::schema(deliveries::Tables::None).into_iter().map(|s| (s, vec![])).collect())?;
         self.webhooks_ready.set(Some(true));
         Ok(())
     }
@@ -328,13 +338,10 @@ impl OwnerIndex {
             crate::alarm::set(storage.as_raw(), now_ms() + 1_000, "held webhook deliveries (test hook)")?;
             return Ok(());
         }
-        match &self.sender {
-            Some(sender) => push::send_due(&storage.sql(), storage.as_raw(), sender)?,
-            // Push was configured when these were owed and is not now: they can never be sent,
-            // and left pending they would keep the alarm firing.
-            None => push::forget_all(&storage.sql())?,
+        if self.sender.is_none() {
+            deliveries::forget_push(&storage.sql())?;
         }
-        webhooks::send_due(&storage.sql(), storage.as_raw())
+        deliveries::send_due(&storage.sql(), storage.as_raw(), self.sender.as_ref())
     }
 
     fn subscribe(&self, subscription: handoff_api::notifications::StoredSubscription) -> Result<web_sys::Response> {

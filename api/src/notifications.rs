@@ -232,6 +232,9 @@ pub struct PushSubscription {
     pub origin: String,
     pub events: Vec<String>,
     pub created_at: Timestamp,
+    /// Messages to it dropped past the owner's pending cap.
+    #[serde(default)]
+    pub dropped: u64,
 }
 
 /// `POST /v1/push/subscriptions` → 201.
@@ -263,7 +266,7 @@ pub struct StoredSubscription {
 
 impl StoredSubscription {
     pub fn listed(&self) -> PushSubscription {
-        PushSubscription { id: self.id.clone(), origin: self.origin.clone(), events: self.events.clone(), created_at: self.created_at }
+        PushSubscription { id: self.id.clone(), origin: self.origin.clone(), events: self.events.clone(), created_at: self.created_at, dropped: 0 }
     }
 }
 

@@ -4,8 +4,12 @@
 //! by taking away what each later schema added, in the object's own SQLite file, while workerd
 //! is stopped.
 
+use handoff_it::peers::{PushService, WebhookReceiver};
 use handoff_it::workerd::object_databases;
 use handoff_it::{owner, temp_state, unique, Server};
+use handoff_notify::{DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
+use serde_json::json;
+use std::time::Duration;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
@@ -83,4 +87,59 @@ fn a_hand_off_stored_by_schema_2_is_brought_up_to_3_and_keeps_serving() {
 #[test]
 fn a_hand_off_stored_by_schema_1_is_brought_up_to_3_and_keeps_serving() {
     stored_by_schema(1);
+}
+
+/// An owner's notification tables as the build before one deliveries table wrote them: a
+/// deliveries table per kind, and push subscriptions counting no drops.
+const NOTIFICATIONS_BACK: &[&str] = &[
+    "CREATE TABLE webhook_deliveries (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, webhook TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, last_attempt_at INTEGER, next_attempt_at INTEGER, created_at INTEGER NOT NULL)",
+    "INSERT INTO webhook_deliveries SELECT seq, id, receiver, type, handoff, version, body, state, attempts, last_status, last_attempt_at, next_attempt_at, created_at FROM deliveries WHERE kind = 'webhook'",
+    "CREATE TABLE push_deliveries (seq INTEGER PRIMARY KEY, subscription TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at INTEGER NOT NULL, created_at INTEGER NOT NULL, UNIQUE (subscription, handoff, version, type))",
+    "INSERT INTO push_deliveries SELECT seq, receiver, type, handoff, version, body, attempts, next_attempt_at, created_at FROM deliveries WHERE kind = 'push'",
+    "DROP TABLE deliveries",
+    "ALTER TABLE push_subscriptions DROP COLUMN dropped",
+];
+
+#[test]
+fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table_and_are_sent() {
+    let state = temp_state("notifications-earlier");
+    let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY)]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let hook = WebhookReceiver::start("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    let created = c.post("/v1/webhooks", &alice, json!({"url": hook.url()}));
+    assert_eq!(created.status, 201, "{}", created.text);
+    let webhook = created.body["webhook"]["id"].as_str().unwrap().to_string();
+    hook.set_secret(created.body["secret"].as_str().unwrap());
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
+    let (id, machine, _) = c.create(&alice);
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("which branch?")).status, 200);
+    let pending = c.get(&format!("/v1/webhooks/{webhook}/deliveries"), &alice);
+    assert_eq!(pending.body["deliveries"][0]["state"], "pending", "{}", pending.text);
+    server.stop();
+
+    let index: Vec<_> = object_databases(&state).into_iter().filter(|db| has_table(db, "deliveries")).collect();
+    assert_eq!(index.len(), 1, "one owner's index: {index:?}");
+    let earlier = Connection::open(&index[0]).unwrap();
+    for statement in NOTIFICATIONS_BACK {
+        earlier.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    drop(earlier);
+
+    server.restart();
+    let c = server.client();
+    let listed = c.get("/v1/push/subscriptions", &alice);
+    assert_eq!(listed.body["subscriptions"][0]["dropped"], 0, "{}", listed.text);
+    let got = hook.wait_for(1, Duration::from_secs(60));
+    assert_eq!(got[0].id.as_deref(), pending.body["deliveries"][0]["id"].as_str(), "the stored delivery, under its id");
+    assert_eq!(got[0].json()["data"]["id"], json!(id));
+    let pushed = service.wait_for(1, Duration::from_secs(60));
+    assert_eq!(pushed[0].json()["handoff"]["id"], json!(id));
+    server.stop();
+    assert!(has_table(&index[0], "deliveries") && !has_table(&index[0], "webhook_deliveries") && !has_table(&index[0], "push_deliveries"));
+    assert!(has_column(&index[0], "push_subscriptions", "dropped"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
 }

@@ -311,6 +311,38 @@ fn the_pending_cap_drops_the_oldest_delivery_first_and_counts_it() {
 }
 
 #[test]
+fn one_pending_cap_holds_webhooks_and_push_together_and_each_drop_is_counted_on_its_receiver() {
+    let state = temp_state("notify-cap-both");
+    let vars = [("HANDOFF_TEST_WEBHOOK_PENDING_MAX", "2"), ("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY)];
+    let server = Server::start_with_vars(&state, None, &vars);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (r, hook) = receiver(&c, &alice, None);
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (id, machine, _) = c.create(&alice);
+        c.report(&id, &machine, 1, "needs-you", None);
+        ids.push(id);
+    }
+    // Four owed, two held: the newest hand-off's webhook delivery and push message.
+    let held = deliveries(&c, &alice, &hook);
+    let handoffs: Vec<_> = held["deliveries"].as_array().unwrap().iter().map(|d| d["handoff"].clone()).collect();
+    assert_eq!(handoffs, [json!(ids[1])], "{held}");
+    assert_eq!(held["dropped"], 1, "{held}");
+    assert_eq!(subscriptions(&c, &alice)[0]["dropped"], 1, "the push message dropped is counted on its subscription");
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": false})).status, 200);
+    let got = r.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(got[0].json()["data"]["id"], json!(ids[1]));
+    let pushed = service.wait_for(1, DELIVERED_WITHIN);
+    assert_eq!(pushed[0].json()["handoff"]["id"], json!(ids[1]));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!((r.deliveries().len(), service.messages().len()), (1, 1), "nothing dropped is sent");
+}
+
+#[test]
 fn a_sigkill_between_the_commit_and_the_send_loses_no_delivery() {
     let state = temp_state("notify-crash");
     let mut server = Server::start(&state, None);

@@ -1540,6 +1540,8 @@ export interface components {
             origin: string;
             events: components["schemas"]["WebhookEvent"][];
             created_at: components["schemas"]["Time"];
+            /** @description Messages to it dropped past the owner's pending cap. */
+            dropped: number;
         };
         /** @description The decrypted body of a push message (at most 4 KiB with its encryption). */
         PushPayload: {

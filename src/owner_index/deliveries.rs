@@ -1,0 +1,315 @@
+//! Every notification an owner is owed, to a webhook or a push subscription alike, in one table
+//! written only here: a row the index stores writes the deliveries it owes in the same
+//! transaction (so one survives the runtime dying between the commit and the send), and the
+//! index's alarm sends what is due, each send on its own so that one slow receiver delays no
+//! other. What is owed, the one cap over both kinds, the lease, the retry schedule, what an
+//! answer leads to and what is kept are `handoff_core::owner::receiver`'s; this file turns them
+//! into SQL. `webhooks.rs` and `push.rs` hold the receivers and make one attempt each.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use super::send::NotSent;
+use super::Statement;
+use crate::clock::now_ms;
+use handoff_api::notifications::{DeliveryState, PushPayload, WebhookBody};
+use handoff_core::index::Row;
+use handoff_core::limits::WEBHOOK_SENDS_PER_ALARM_MAX;
+use handoff_core::notice::Notice;
+use handoff_core::owner::receiver::{self, Lease, Next, Receiver, Subscriber};
+use handoff_core::time::Timestamp;
+use handoff_notify::webhook::MessageId;
+use std::rc::Rc;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::*;
+
+/// The receivers (`webhooks.rs`, `push.rs`) and the deliveries to them (`seq` orders them,
+/// oldest lowest); `kind` says which table `receiver` is in.
+pub const SCHEMA: [&str; 5] = [
+    super::webhooks::SCHEMA,
+    super::push::SCHEMA,
+    "CREATE TABLE IF NOT EXISTS deliveries (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, receiver TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, last_attempt_at INTEGER, next_attempt_at INTEGER, created_at INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at)",
+    "CREATE INDEX IF NOT EXISTS deliveries_of ON deliveries (receiver, seq)",
+];
+
+/// What the notification tables are, from the catalogue alone (reading writes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// The owner never registered a receiver.
+    None,
+    /// An earlier build's: a deliveries table per kind (and push maybe not yet).
+    Earlier { push: bool, push_counts_drops: bool },
+    Current,
+}
+
+#[derive(serde::Deserialize)]
+struct Name {
+    name: String,
+}
+
+pub fn tables(sql: &SqlStorage) -> Result<Tables> {
+    let found: Vec<Name> = sql
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('webhooks', 'push_subscriptions', 'deliveries')", None)?
+        .to_array()?;
+    let has = |t: &str| found.iter().any(|n| n.name == t);
+    if has("deliveries") {
+        return Ok(Tables::Current);
+    }
+    if !has("webhooks") {
+        return Ok(Tables::None);
+    }
+    let push = has("push_subscriptions");
+    let columns: Vec<Name> = sql.exec("SELECT name FROM pragma_table_info('push_subscriptions')", None)?.to_array()?;
+    Ok(Tables::Earlier { push, push_counts_drops: columns.iter().any(|c| c.name == "dropped") })
+}
+
+/// The statements that bring `tables` to this build's: the one deliveries table, filled from
+/// an earlier build's two in their order (a push message had no id: it gets one of its own).
+pub fn schema(tables: Tables) -> Vec<String> {
+    let mut statements: Vec<String> = SCHEMA.iter().map(|s| s.to_string()).collect();
+    if let Tables::Earlier { push, push_counts_drops } = tables {
+        if push && !push_counts_drops {
+            statements.push("ALTER TABLE push_subscriptions ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0".into());
+        }
+        statements.push(
+            "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, last_status, last_attempt_at, next_attempt_at, created_at)
+             SELECT id, 'webhook', webhook, type, handoff, version, body, state, attempts, last_status, last_attempt_at, next_attempt_at, created_at FROM webhook_deliveries ORDER BY seq"
+                .into(),
+        );
+        statements.push("DROP TABLE webhook_deliveries".into());
+        if push {
+            statements.push(
+                "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at)
+                 SELECT 'earlier-push-' || seq, 'push', subscription, type, handoff, version, payload, 'pending', attempts, next_attempt_at, created_at FROM push_deliveries ORDER BY seq"
+                    .into(),
+            );
+            statements.push("DROP TABLE push_deliveries".into());
+        }
+    }
+    statements
+}
+
+const INSERT: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
+/// The `?1` oldest pending deliveries: counted on their receivers of either kind, then dropped.
+const OLDEST: &str = "SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1";
+const COUNT_DROPPED: [&str; 2] = [
+    "UPDATE webhooks SET dropped = dropped + (SELECT COUNT(*) FROM deliveries d WHERE d.kind = 'webhook' AND d.receiver = webhooks.id AND d.seq IN (SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1))",
+    "UPDATE push_subscriptions SET dropped = dropped + (SELECT COUNT(*) FROM deliveries d WHERE d.kind = 'push' AND d.receiver = push_subscriptions.id AND d.seq IN (SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1))",
+];
+
+#[derive(serde::Deserialize)]
+struct Subscribed {
+    id: String,
+    events: String,
+    #[serde(default)]
+    console: String,
+}
+
+fn events_of(stored: &str) -> Vec<Notice> {
+    stored.split(',').filter_map(Notice::parse).collect()
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::RustError(e.to_string())
+}
+
+/// The statements that store what a delivery owes the owner's receivers (push subscriptions
+/// only where push is configured: `push`), then the owner's one cap over them all. Empty when
+/// nothing is owed.
+pub fn owe(sql: &SqlStorage, notices: &[(&Row, Notice)], push: bool, pending_max: usize, now: i64) -> Result<Vec<Statement>> {
+    if notices.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hooks: Vec<Subscribed> = sql.exec("SELECT id, events FROM webhooks ORDER BY created_at, id", None)?.to_array()?;
+    let subscriptions: Vec<Subscribed> = if push {
+        sql.exec("SELECT id, events, console FROM push_subscriptions ORDER BY created_at, id", None)?.to_array()?
+    } else {
+        Vec::new()
+    };
+    let events: Vec<Vec<Notice>> = hooks.iter().chain(&subscriptions).map(|s| events_of(&s.events)).collect();
+    let kinds = std::iter::repeat_n(Receiver::Webhook, hooks.len()).chain(std::iter::repeat_n(Receiver::Push, subscriptions.len()));
+    let receivers: Vec<(&Subscribed, Receiver)> = hooks.iter().chain(&subscriptions).zip(kinds).collect();
+    let subscribers: Vec<Subscriber> =
+        receivers.iter().zip(&events).map(|((s, kind), events)| Subscriber { receiver: *kind, id: &s.id, events }).collect();
+    let owed = receiver::owed(notices, &subscribers);
+    if owed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut statements = Vec::with_capacity(owed.len() + 3);
+    for o in &owed {
+        let body = match o.receiver {
+            Receiver::Webhook => serde_json::to_string(&WebhookBody { kind: o.notice.message_type().into(), timestamp: Timestamp::from_ms(now), data: o.row.clone() }),
+            Receiver::Push => {
+                let console = receivers.iter().find(|(s, _)| s.id == o.to).map_or("", |(s, _)| s.console.as_str());
+                serde_json::to_string(&PushPayload::of(o.notice, o.row, console))
+            }
+        }
+        .map_err(internal)?;
+        let args = vec![
+            MessageId::from_random(o.key).as_str().into(),
+            o.receiver.as_str().into(),
+            o.to.into(),
+            o.notice.message_type().into(),
+            o.row.id.as_str().into(),
+            (o.row.version as i64).into(),
+            body.into(),
+            now.into(),
+            now.into(),
+        ];
+        statements.push((INSERT.to_string(), args));
+    }
+    let pending = crate::sqlite::count(sql, "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'pending'", vec![])?;
+    // A replay's insert is ignored, so this may drop one more than needed: never one too few.
+    let drop = receiver::over_cap(pending.max(0) as usize + owed.len(), pending_max);
+    if drop > 0 {
+        let n: SqlStorageValue = (drop as i64).into();
+        for count in COUNT_DROPPED {
+            statements.push((count.to_string(), vec![n.clone()]));
+        }
+        statements.push((format!("DELETE FROM deliveries WHERE seq IN ({OLDEST})"), vec![n]));
+    }
+    Ok(statements)
+}
+
+/// Every pending push message dropped: where push is not configured they cannot be sent, and
+/// left pending they would keep the alarm firing.
+pub fn forget_push(sql: &SqlStorage) -> Result<()> {
+    sql.exec("DELETE FROM deliveries WHERE kind = 'push' AND state = 'pending'", None)?;
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct Next_ {
+    at: Option<i64>,
+}
+
+/// When the next pending delivery is due, if any is: only the oldest of each hand-off's
+/// deliveries to one receiver counts, as only it is sent (a later one waiting behind a failing
+/// one would otherwise have the alarm fire again and again for nothing).
+fn next_due(sql: &SqlStorage) -> Result<Option<i64>> {
+    let next: Vec<Next_> = sql
+        .exec(
+            "SELECT MIN(d.next_attempt_at) AS at FROM deliveries d WHERE d.state = 'pending'
+             AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.receiver = d.receiver AND e.handoff = d.handoff AND e.state = 'pending' AND e.seq < d.seq)",
+            None,
+        )?
+        .to_array()?;
+    Ok(next.first().and_then(|n| n.at))
+}
+
+/// Sets the alarm for the next pending delivery, with no await: within an event it joins that
+/// event's implicit transaction, after its writes.
+pub fn arm(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) -> Result<()> {
+    if let Some(at) = next_due(sql)? {
+        crate::alarm::set(storage, at.max(now_ms()), "the owner's next notification")?;
+    }
+    Ok(())
+}
+
+/// A due delivery with its receiver's address (the columns of its kind's table).
+#[derive(serde::Deserialize)]
+pub struct Due {
+    seq: i64,
+    pub id: String,
+    kind: String,
+    pub receiver: String,
+    #[serde(rename = "type")]
+    pub message_type: String,
+    pub handoff: String,
+    pub body: String,
+    attempts: i64,
+    created_at: i64,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+    pub endpoint: Option<String>,
+    pub p256dh: Option<String>,
+    pub auth: Option<String>,
+}
+
+/// The alarm: starts every due delivery (up to `WEBHOOK_SENDS_PER_ALARM_MAX`), each on its own,
+/// leased first, and sets the alarm for the next. Of one hand-off's deliveries to one receiver
+/// only the oldest pending one is sent, so that they arrive in version order.
+pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, sender: Option<&Rc<handoff_notify::Sender>>) -> Result<()> {
+    let now = now_ms();
+    let due: Vec<Due> = sql
+        .exec(
+            "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, w.url, w.secret, s.endpoint, s.p256dh, s.auth
+             FROM deliveries d
+             LEFT JOIN webhooks w ON d.kind = 'webhook' AND w.id = d.receiver
+             LEFT JOIN push_subscriptions s ON d.kind = 'push' AND s.id = d.receiver
+             WHERE d.state = 'pending' AND d.next_attempt_at <= ?
+             AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.receiver = d.receiver AND e.handoff = d.handoff AND e.state = 'pending' AND e.seq < d.seq)
+             ORDER BY d.next_attempt_at, d.seq LIMIT ?",
+            vec![now.into(), (WEBHOOK_SENDS_PER_ALARM_MAX as i64).into()],
+        )?
+        .to_array()?;
+    for d in due {
+        let Some(kind) = Receiver::parse(&d.kind) else {
+            console_error!("delivery {}: a kind this build does not know ({}); it ends failed", d.id, d.kind);
+            finish(sql, &d, Receiver::Webhook, DeliveryState::Failed, None)?;
+            continue;
+        };
+        let Some(Lease { attempts, next_attempt_at }) = kind.lease(d.created_at, d.attempts.max(0) as u32, now) else {
+            console_log!("delivery {} expired before it was sent", d.id);
+            finish(sql, &d, kind, DeliveryState::Failed, None)?;
+            continue;
+        };
+        sql.exec(
+            "UPDATE deliveries SET attempts = ?, last_attempt_at = ?, next_attempt_at = ? WHERE seq = ?",
+            vec![(attempts as i64).into(), now.into(), next_attempt_at.into(), d.seq.into()],
+        )?;
+        let raw: &JsValue = storage.as_ref();
+        let (sql, storage): (SqlStorage, worker_sys::DurableObjectStorage) = (sql.clone(), raw.clone().unchecked_into());
+        let sender = sender.cloned();
+        wasm_bindgen_futures::spawn_local(async move {
+            let sent = match kind {
+                Receiver::Webhook => super::webhooks::attempt(&d).await,
+                Receiver::Push => match &sender {
+                    Some(sender) => super::push::attempt(&d, sender).await,
+                    None => Err(NotSent::Unreadable("push configuration")),
+                },
+            };
+            if let Err(e) = &sent {
+                console_log!("{} delivery {} to {} (attempt {attempts}): {e}", kind.as_str(), d.id, d.receiver);
+            }
+            if let Err(e) = record(&sql, &d, kind, attempts, sent.ok()).and_then(|_| arm(&sql, &storage)) {
+                console_error!("a {} delivery's outcome: {e}", kind.as_str());
+            }
+        });
+    }
+    arm(sql, storage)
+}
+
+/// Stores what an attempt led to (`handoff_core::owner::receiver::Receiver::after_attempt`).
+fn record(sql: &SqlStorage, d: &Due, kind: Receiver, attempts: u32, status: Option<u16>) -> Result<()> {
+    match kind.after_attempt(d.created_at, attempts, status, now_ms()) {
+        Next::Delivered => finish(sql, d, kind, DeliveryState::Delivered, status),
+        Next::Failed => finish(sql, d, kind, DeliveryState::Failed, status),
+        Next::Retry { at } => {
+            let status: Option<i64> = status.map(i64::from);
+            sql.exec("UPDATE deliveries SET last_status = ?, next_attempt_at = ? WHERE seq = ?", vec![status.into(), at.into(), d.seq.into()])?;
+            Ok(())
+        }
+        Next::Gone => {
+            for (statement, args) in super::push::forget(&d.receiver) {
+                sql.exec(&statement, args)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A delivery finished: its state stored, then the receiver's finished deliveries trimmed to
+/// the newest its kind keeps.
+fn finish(sql: &SqlStorage, d: &Due, kind: Receiver, state: DeliveryState, status: Option<u16>) -> Result<()> {
+    let status: Option<i64> = status.map(i64::from);
+    sql.exec(
+        "UPDATE deliveries SET state = ?, last_status = ?, next_attempt_at = NULL WHERE seq = ?",
+        vec![state.as_str().into(), status.into(), d.seq.into()],
+    )?;
+    sql.exec(
+        "DELETE FROM deliveries WHERE state != 'pending' AND receiver = ?1
+         AND seq NOT IN (SELECT seq FROM deliveries WHERE state != 'pending' AND receiver = ?1 ORDER BY seq DESC LIMIT ?2)",
+        vec![d.receiver.as_str().into(), (kind.kept_finished() as i64).into()],
+    )?;
+    Ok(())
+}
