@@ -166,9 +166,7 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     let offered = if upgrade { Some(watch::offered(req.header("Sec-WebSocket-Protocol").as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(req, bearer, key, &config.expect)?;
-    if route.role.is_some_and(|role| role != claims.role) {
-        return Err(ApiError::new(Code::AuthForbidden, "this route is not for this token's role"));
-    }
+    handoff_core::session::admit_role(route.role, claims.role)?;
     Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: Some(claims), offered })))
 }
 
@@ -179,12 +177,12 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
     // Each namespace is looked up only by a route that asks its objects.
     let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
     let Some(claims) = &admitted.claims else {
-        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0 }, op: Op::Floor, idempotency: None };
+        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Floor, idempotency: None };
         return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).map(Outgoing::Object);
     };
     // Every machine token carries `inc` (a token without it is refused as it is verified); an
     // owner's acts on every life of its hand-offs.
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0) };
+    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0), hid: claims.hid.clone() };
     match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
         Kind::List => {
@@ -260,7 +258,8 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
         }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();
-            if !input::is_handoff_id(id) || (claims.role == Role::Machine && claims.hid.as_deref() != Some(id)) {
+            // Checked again by the hand-off; here it spares waking an object a token cannot reach.
+            if !input::is_handoff_id(id) || !caller.reaches(id) {
                 return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
             }
             let given = Input {

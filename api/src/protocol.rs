@@ -137,7 +137,7 @@ mod tests {
     use handoff_core::role::Role;
 
     fn ask() -> Ask {
-        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0 }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
+        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
     }
 
     #[test]
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn an_ask_in_a_header_reads_back_as_itself_and_is_a_valid_header_value() {
         let watch = Ask {
-            caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine, incarnation: 0 },
+            caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine, incarnation: 0, hid: None },
             op: Op::Watch { after: 7, valid_until_s: 1_700_000_000, subprotocol: true },
             idempotency: None,
         };
@@ -222,7 +222,7 @@ mod tests {
         let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
-        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0 }, op: Op::Change { change }, idempotency };
+        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0, hid: None }, op: Op::Change { change }, idempotency };
         assert!(header_of(&encode(&ask).unwrap()).is_some(), "every report a reporter sends costs the object no await");
     }
 }

@@ -61,6 +61,25 @@ pub struct Caller {
     /// token carries none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub incarnation: u64,
+    /// A machine token's `hid`: the one hand-off it acts on (an owner's token has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hid: Option<String>,
+}
+
+impl Caller {
+    /// Whether this caller may reach the hand-off `id` at all: an owner's token reaches any id
+    /// (the hand-off then checks its owner), a machine's only the one it was minted for.
+    pub fn reaches(&self, id: &str) -> bool {
+        self.role == Role::Owner || self.hid.as_deref() == Some(id)
+    }
+}
+
+/// Whether a token of role `token` may take a route for `route` (`None`: either role).
+pub fn admit_role(route: Option<Role>, token: Role) -> Result<(), Refusal> {
+    match route {
+        Some(needed) if needed != token => Err(Refusal::new(Code::AuthForbidden, "this route is not for this token's role")),
+        _ => Ok(()),
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -613,11 +632,15 @@ impl Session {
     }
 
     /// The hand-off, if it exists and `caller` may see it; anything else is `handoff.not_found`.
-    /// A machine token minted for an earlier life of the hand-off (one erased since) is
-    /// refused as if the hand-off were not there.
+    /// A machine token minted for another hand-off, or for an earlier life of this one (erased
+    /// since), is refused as if the hand-off were not there.
     fn owned(&self, caller: &Caller) -> Result<Rc<Handoff>, Refusal> {
         match &self.handoff {
-            Known::Present(h) if h.record.owner == caller.owner && (caller.role == Role::Owner || caller.incarnation >= h.record.incarnation) => {
+            Known::Present(h)
+                if h.record.owner == caller.owner
+                    && caller.reaches(&h.record.id)
+                    && (caller.role == Role::Owner || caller.incarnation >= h.record.incarnation) =>
+            {
                 Ok(h.clone())
             }
             _ => Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),

@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 const T0: EpochMs = 1_796_040_000_000;
+/// The hand-off these tests create, and the one a machine token here is minted for.
+const ID: &str = "ho_1";
 
 /// The HTTP contract as these tests need it: a refusal's code, a change's version.
 struct TestWire;
@@ -222,12 +224,12 @@ impl Driver {
 }
 
 fn owner() -> Caller {
-    Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0 }
+    Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0, hid: None }
 }
 
 fn machine() -> Caller {
     // A token minted after the create: any life of the hand-off up to now accepts it.
-    Caller { owner: "alice".into(), role: Role::Machine, incarnation: u64::MAX }
+    Caller { owner: "alice".into(), role: Role::Machine, incarnation: u64::MAX, hid: Some(ID.into()) }
 }
 
 fn ask(caller: Caller, op: Op) -> Ask {
@@ -284,7 +286,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
 #[test]
 fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_not_see_it() {
     let mut d = created();
-    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0 };
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
     for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::TestStorage] {
         let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
         assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
@@ -716,7 +718,7 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idemp
     let mut d = created();
     let (_, _, status) = d.ask(ask(machine(), Op::Erase));
     assert_eq!(status, 403, "the owner's alone");
-    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0 };
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
     let (plan, _, status) = d.ask(ask(stranger, Op::Erase));
     assert_eq!((status, plan.erase), (404, false));
     let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
@@ -770,7 +772,33 @@ fn a_callers_incarnation_travels_with_its_ask_and_none_is_written_as_none() {
     let text = serde_json::to_string(&token).unwrap();
     assert!(text.contains("\"incarnation\":100"), "{text}");
     assert_eq!(serde_json::from_str::<Caller>(&text).unwrap(), token);
+    assert!(text.contains("\"hid\":\"ho_1\""), "{text}");
     assert!(!serde_json::to_string(&owner()).unwrap().contains("incarnation"));
+    assert!(!serde_json::to_string(&owner()).unwrap().contains("hid"));
+}
+
+#[test]
+fn a_machine_token_minted_for_another_hand_off_is_refused_as_if_this_one_were_not_there() {
+    let mut d = created();
+    let elsewhere = Caller { hid: Some("ho_2".into()), ..machine() };
+    assert!(!elsewhere.reaches(ID) && machine().reaches(ID) && owner().reaches("ho_2"));
+    let (_, body, status) = d.ask(ask(elsewhere.clone(), Op::Get));
+    assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")));
+    let (plan, _, status) = d.ask(ask(elsewhere, report(1, ReportStatus::Running, "not mine")));
+    assert_eq!((status, plan.writes.len()), (404, 0), "and changes nothing");
+    let unbound = Caller { hid: None, ..machine() };
+    assert_eq!(d.ask(ask(unbound, Op::Get)).2, 404, "a machine token names its hand-off or reaches none");
+    assert_eq!(d.ask(ask(machine(), Op::Get)).2, 200);
+}
+
+#[test]
+fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_both() {
+    assert_eq!(admit_role(Some(Role::Owner), Role::Machine).map_err(|r| r.code), Err(Code::AuthForbidden));
+    assert_eq!(admit_role(Some(Role::Machine), Role::Owner).map_err(|r| r.code), Err(Code::AuthForbidden));
+    for role in Role::ALL {
+        assert_eq!(admit_role(Some(role), role), Ok(()));
+        assert_eq!(admit_role(None, role), Ok(()));
+    }
 }
 
 #[test]
