@@ -3,7 +3,7 @@
 //! no deployed environment can open them whatever its variables say.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use handoff_api::error::{ApiError, Code};
+use handoff_api::error::ApiError;
 use handoff_api::token::{self, Expect};
 use handoff_core::role::PerRole;
 use handoff_core::session::Caps;
@@ -173,12 +173,15 @@ pub fn owner_index_name(owner: &str) -> String {
     format!("owner:{owner}")
 }
 
-/// 503 `store.unavailable` with a fixed message; what the runtime said goes to the log only,
-/// since it can carry SQL and internal names.
-pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys::Response> {
+/// The one 503 (`Refusal::unavailable`), with what failed and what the runtime said logged.
+pub fn unavailable(what: &str, cause: &dyn std::fmt::Display) -> ApiError {
     console_error!("{what}: {cause}");
-    let error = ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
-    crate::http::refusal(&error)
+    ApiError::unavailable()
+}
+
+/// [`unavailable`], answered.
+pub fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Result<web_sys::Response> {
+    crate::http::refusal(&unavailable(what, cause))
 }
 
 /// The cap on one owner's open hand-offs: the named limit, or the one a local test (with test

@@ -210,9 +210,7 @@ impl Out {
 
     /// 503 `store.unavailable`, what failed going to the log only (`bindings::store_failed`).
     fn store_failed(what: &str, cause: &dyn std::fmt::Display) -> Out {
-        console_error!("{what}: {cause}");
-        let error = handoff_api::error::ApiError::new(handoff_api::error::Code::StoreUnavailable, "the hand-off store is unavailable; try again");
-        respond(handoff_api::wire::refusal(&error))
+        respond(handoff_api::wire::refusal(&crate::bindings::unavailable(what, cause)))
     }
 }
 

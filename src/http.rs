@@ -119,8 +119,13 @@ pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_s
 
 /// A refusal: its code's status and the error body.
 pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
-    let r = handoff_api::wire::refusal(error);
-    Ok(respond(r.status, Some(r.content_type), r.body.into_bytes(), &[])?)
+    rendered(handoff_api::wire::refusal(error), &handoff_api::wire::refusal_headers(error.code))
+}
+
+/// An answer the wire rendered, with the headers it named.
+pub fn rendered(r: handoff_core::session::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    Ok(respond(r.status, Some(r.content_type), r.body.into_bytes(), &headers)?)
 }
 
 /// The whole body of an answer, as bytes.

@@ -469,11 +469,7 @@ async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8
     Ok(body)
 }
 
-/// 503 `store.unavailable` with a fixed message; what failed goes to the log only.
-fn unavailable(what: &str, cause: &dyn std::fmt::Display) -> ApiError {
-    console_error!("{what}: {cause}");
-    ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
-}
+use crate::bindings::unavailable;
 
 fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<DurableObjectStub, ApiError> {
     namespace.get_by_name(name).map(http::raw_stub).map_err(|e| unavailable("reaching the object", &e))
@@ -493,15 +489,10 @@ async fn conditional(req: &Incoming, page: js_sys::Promise) -> Routed {
         return Ok(page);
     }
     let body = http::bytes(&page).await.map_err(|e| unavailable("reading the index's answer", &e))?;
-    let etag = handoff_api::conditional::etag(&body);
-    let not_modified = handoff_api::conditional::not_modified(req.header("If-None-Match").as_deref(), &etag);
-    // A cache may keep the page, but asks each time whether it moved.
-    let headers = [("ETag", etag.as_str()), ("Cache-Control", "private, no-cache")];
-    let response = match not_modified {
-        true => http::respond(304, None, Vec::new(), &headers),
-        false => http::respond(200, Some("application/json"), body, &headers),
-    };
-    response.map_err(|e| unavailable("building the answer", &e))
+    let answer = handoff_api::conditional::answer(body, req.header("If-None-Match").as_deref());
+    let headers: Vec<(&str, &str)> = answer.headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let content_type = (answer.status == 200).then_some("application/json");
+    http::respond(answer.status, content_type, answer.body, &headers).map_err(|e| unavailable("building the answer", &e))
 }
 
 /// Sends one ask to a hand-off's object: over RPC, its answer a value made the client's
@@ -521,19 +512,10 @@ fn json_response(status: u16, body: &impl Serialize) -> Routed {
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
 fn method_not_allowed(method: &str, allowed: &[&str]) -> std::result::Result<web_sys::Response, ApiError> {
-    let allow = allowed.join(", ");
-    let error = ApiError::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {allow}"));
-    let r = handoff_api::wire::refusal(&error);
-    http::respond(r.status, Some(r.content_type), r.body.into_bytes(), &[("Allow", &allow)]).map_err(|e| unavailable("encoding the answer", &e))
+    let (r, headers) = handoff_api::wire::method_not_allowed(method, allowed);
+    http::rendered(r, &headers).map_err(|e| unavailable("encoding the answer", &e))
 }
 
 fn error_response(error: &ApiError) -> Result<web_sys::Response> {
-    let retry_after = CREATES_PER_OWNER_PERIOD_S.to_string();
-    let extra: &[(&str, &str)] = match error.code {
-        _ if handoff_api::error::status(error.code) == 401 => &[("WWW-Authenticate", "Bearer")],
-        Code::OwnerRateLimited => &[("Retry-After", &retry_after)],
-        _ => &[],
-    };
-    let r = handoff_api::wire::refusal(error);
-    Ok(http::respond(r.status, Some(r.content_type), r.body.into_bytes(), extra)?)
+    http::refusal(error)
 }

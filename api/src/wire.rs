@@ -71,6 +71,23 @@ fn refused(refusal: &Refusal, handoff: Option<Handoff<'_>>, current_package: Opt
     json(status(refusal.code), &body)
 }
 
+/// The headers a refusal carries beside its body: `WWW-Authenticate: Bearer` on every 401
+/// (RFC 6750 §3), and `Retry-After` with the rate limit's period on `owner.rate_limited`.
+pub fn refusal_headers(code: Code) -> Vec<(&'static str, String)> {
+    match code {
+        _ if status(code) == 401 => vec![("WWW-Authenticate", "Bearer".to_string())],
+        Code::OwnerRateLimited => vec![("Retry-After", handoff_core::limits::CREATES_PER_OWNER_PERIOD_S.to_string())],
+        _ => Vec::new(),
+    }
+}
+
+/// 405 `request.method_not_allowed`, naming in `Allow` the methods the route does take (RFC 9110 §15.5.6).
+pub fn method_not_allowed(method: &str, allowed: &[&str]) -> (Rendered, Vec<(&'static str, String)>) {
+    let allow = allowed.join(", ");
+    let error = Refusal::new(Code::MethodNotAllowed, format!("{method} is not allowed here; allowed: {allow}"));
+    (refusal(&error), vec![("Allow", allow)])
+}
+
 /// 429 `owner.too_many_open`, carrying the count and the cap.
 pub fn too_many_open(crowded: TooManyOpen) -> Rendered {
     let message = format!("this owner holds {} open hand-offs, the cap is {}: close one first", crowded.open, crowded.cap);
@@ -153,6 +170,32 @@ mod tests {
     use handoff_core::role::Role;
     use handoff_core::turn::Record;
     use handoff_core::work::{self, WorkInput};
+
+    #[test]
+    fn every_401_asks_for_a_bearer_token_a_rate_limit_says_when_to_retry_and_nothing_else_carries_either() {
+        for code in [Code::AuthRequired, Code::AuthInvalid] {
+            assert_eq!(refusal_headers(code), [("WWW-Authenticate", "Bearer".to_string())], "{code:?}");
+        }
+        assert_eq!(refusal_headers(Code::OwnerRateLimited), [("Retry-After", handoff_core::limits::CREATES_PER_OWNER_PERIOD_S.to_string())]);
+        for code in [Code::AuthForbidden, Code::StoreUnavailable, Code::RequestInvalid, Code::OwnerTooManyOpen] {
+            assert!(refusal_headers(code).is_empty(), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_405_names_the_methods_the_route_takes() {
+        let (rendered, headers) = method_not_allowed("PUT", &["GET", "POST"]);
+        assert_eq!(rendered.status, 405);
+        assert!(rendered.body.contains("request.method_not_allowed") && rendered.body.contains("PUT"), "{}", rendered.body);
+        assert_eq!(headers, [("Allow", "GET, POST".to_string())]);
+    }
+
+    #[test]
+    fn the_one_503_says_to_try_again_and_names_nothing_inside() {
+        let r = refusal(&Refusal::unavailable());
+        assert_eq!(r.status, 503);
+        assert_eq!(r.body, r#"{"error":{"code":"store.unavailable","message":"the hand-off store is unavailable; try again"}}"#);
+    }
 
     fn compiled() -> (core_handoff::Handoff, Effect) {
         let h = core_handoff::Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0));

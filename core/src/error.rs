@@ -134,6 +134,12 @@ impl Refusal {
     pub fn invalid(message: impl Into<String>) -> Self {
         Refusal::new(Code::RequestInvalid, message)
     }
+
+    /// The one 503: storage, an object or the runtime failed, and a retry may succeed. What
+    /// failed goes to the log only (it can carry SQL and internal names), never to the client.
+    pub fn unavailable() -> Self {
+        Refusal::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
+    }
 }
 
 #[cfg(test)]

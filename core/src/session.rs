@@ -763,7 +763,7 @@ impl Session {
     }
 
     fn unreadable(&mut self, e: Unreadable, wire: &impl Wire) -> Plan {
-        let refusal = Refusal::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again");
+        let refusal = Refusal::unavailable();
         let mut plan = Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         plan.log = Some(e.to_string());
         plan
@@ -791,7 +791,7 @@ impl Session {
         match admission {
             Some(Admission::Yes) => {}
             Some(Admission::No(crowded)) => return Plan::rendered(wire.render(Answer::TooManyOpen(crowded))),
-            None => return refused(&Refusal::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")),
+            None => return refused(&Refusal::unavailable()),
         }
         let Some(record) = new_record(caller, &op, now) else {
             unreachable!("an owner's create always makes a record");

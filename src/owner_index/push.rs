@@ -42,8 +42,7 @@ fn events_of(stored: &str) -> Vec<Notice> {
 }
 
 fn store(e: Error) -> ApiError {
-    console_error!("owner index push: {e}");
-    ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
+    crate::bindings::unavailable("owner index push", &e)
 }
 
 /// `POST /v1/push/subscriptions`, within the owner's cap.

@@ -64,8 +64,7 @@ pub fn add(sql: &SqlStorage, hook: Webhook, secret: String) -> std::result::Resu
 
 /// A storage failure under a webhook route: 503, its cause logged.
 fn store(e: Error) -> ApiError {
-    console_error!("owner index webhooks: {e}");
-    ApiError::new(Code::StoreUnavailable, "the hand-off store is unavailable; try again")
+    crate::bindings::unavailable("owner index webhooks", &e)
 }
 
 fn not_found() -> ApiError {
