@@ -12,15 +12,12 @@ use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::input;
 use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
-use handoff_api::routes::{self, Found, Gate, Input, Kind, Route, Transport};
+use handoff_api::routes::{self, Found, Gate, IndexInput, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::time::Timestamp;
 use handoff_core::limits::{BODY_BYTES_MAX, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::watch;
 use handoff_api::notifications;
-use handoff_notify::endpoint::Environment;
-use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
-use handoff_notify::webhook::WebhookSecret;
 use crate::webcrypto as random;
 use serde::Serialize;
 use wasm_bindgen::closure::Closure;
@@ -83,18 +80,6 @@ struct Health {
 #[derive(Serialize)]
 struct ObjectStarts {
     handoff_objects: u64,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefuseIndex {
-    on: bool,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UnreadableRow {
-    id: String,
 }
 
 /// What a request has come to once it is routed and authenticated.
@@ -185,9 +170,22 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
     let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0), hid: claims.hid.clone() };
     match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
-        Kind::List => {
-            let query = input::parse_list_query(url.query)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::List { query }).map(Outgoing::Page)
+        Kind::Index { read, page } => {
+            let config = bindings::config(env);
+            let draw = |buf: &mut [u8]| random::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
+            let given = IndexInput {
+                query: url.query,
+                body: &body,
+                id: admitted.id.as_deref(),
+                origin: url.origin,
+                environment: bindings::endpoints(env),
+                push: config.push_key.is_some(),
+                now: Timestamp::from_ms(crate::clock::now_ms()),
+                draw: &draw,
+            };
+            let ask = read(&given)?;
+            let answer = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &ask)?;
+            Ok(if page { Outgoing::Page(answer) } else { Outgoing::Object(answer) })
         }
         Kind::Create => {
             let Some(create) = create else { return Err(ApiError::invalid("body: expected a JSON object")) };
@@ -200,61 +198,17 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64 };
             send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).map(Outgoing::Object)
         }
-        Kind::TestRefuseIndex => {
-            let on = input::parse_json::<RefuseIndex>(&body)?.on;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::RefuseDeliveries { on }).map(Outgoing::Object)
-        }
-        Kind::TestIndexPut => {
-            let row = input::parse_json(&body)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::Put { row, passed: vec![] }).map(Outgoing::Object)
-        }
-        Kind::TestIndexPutUnreadable => {
-            let id = input::parse_json::<UnreadableRow>(&body)?.id;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestPutUnreadable { id }).map(Outgoing::Object)
-        }
-        Kind::TestIndexStorage => {
-            no_query(url.query)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestStorage).map(Outgoing::Object)
-        }
         Kind::TestObjectStarts => {
             no_query(url.query)?;
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
             json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
         }
-        Kind::WebhookCreate => {
-            let env_kind = if bindings::is_local(env) { Environment::Local } else { Environment::Deployed };
-            let new = notifications::parse_webhook_create(&body, env_kind)?;
-            let id = random::bytes().map_err(|e| unavailable("drawing a webhook id", &Error::from(e)))?;
-            let secret = random::bytes::<{ WEBHOOK_SECRET_BYTES }>().map_err(|e| unavailable("drawing a webhook secret", &Error::from(e)))?;
-            let secret = WebhookSecret::from_random(&secret).map_err(|e| unavailable("a webhook secret", &e))?.reveal();
-            let webhook = notifications::Webhook {
-                id: notifications::webhook_id(id),
-                url: new.url,
-                events: notifications::event_names(&new.events),
-                created_at: Timestamp::from_ms(crate::clock::now_ms()),
+        Kind::PushKey => {
+            let Some(public_key) = bindings::config(env).push_key.clone() else {
+                return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
             };
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookAdd { webhook, secret }).map(Outgoing::Object)
-        }
-        Kind::WebhookList => {
             no_query(url.query)?;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::WebhookList).map(Outgoing::Object)
-        }
-        Kind::WebhookDelete | Kind::WebhookDeliveries => {
-            no_query(url.query)?;
-            let id = admitted.id.clone().unwrap_or_default();
-            if !notifications::is_webhook_id(&id) {
-                return Err(ApiError::new(Code::WebhookNotFound, "no such webhook"));
-            }
-            let ask = match admitted.route.kind {
-                Kind::WebhookDelete => IndexAsk::WebhookDelete { id },
-                _ => IndexAsk::WebhookDeliveries { id },
-            };
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &ask).map(Outgoing::Object)
-        }
-        Kind::PushKey | Kind::PushSubscribe | Kind::PushSubscriptions | Kind::PushUnsubscribe => push(env, url, admitted, claims, &body),
-        Kind::TestHoldWebhooks => {
-            let on = input::parse_json::<RefuseIndex>(&body)?.on;
-            ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &IndexAsk::TestHoldWebhooks { on }).map(Outgoing::Object)
+            json_response(200, &notifications::PushKey { public_key }).map(Outgoing::Answer)
         }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();
@@ -284,49 +238,6 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             }
         }
     }
-}
-
-/// The push routes: 503 `push.misconfigured` where this environment has no usable VAPID key.
-fn push(env: &Env, url: input::RequestUrl<'_>, admitted: &Route_, claims: &Claims, body: &[u8]) -> std::result::Result<Outgoing, ApiError> {
-    let config = bindings::config(env);
-    let Some(public_key) = config.push_key.clone() else {
-        return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
-    };
-    let index = env.durable_object(OWNER_INDEX).map_err(|e| unavailable("the store's binding", &e))?;
-    let ask = match admitted.route.kind {
-        Kind::PushKey => {
-            no_query(url.query)?;
-            return json_response(200, &notifications::PushKey { public_key }).map(Outgoing::Answer);
-        }
-        Kind::PushSubscribe => {
-            let new = notifications::parse_subscription_create(body, bindings::endpoints(env))?;
-            let id = random::bytes().map_err(|e| unavailable("drawing a subscription id", &Error::from(e)))?;
-            let subscription = notifications::StoredSubscription {
-                id: notifications::subscription_id(id),
-                endpoint: new.endpoint,
-                origin: new.origin,
-                p256dh: new.p256dh,
-                auth: new.auth,
-                events: notifications::event_names(&new.events),
-                created_at: Timestamp::from_ms(crate::clock::now_ms()),
-                console: url.origin.to_string(),
-            };
-            IndexAsk::PushSubscribe { subscription }
-        }
-        Kind::PushSubscriptions => {
-            no_query(url.query)?;
-            IndexAsk::PushSubscriptions
-        }
-        _ => {
-            no_query(url.query)?;
-            let id = admitted.id.clone().unwrap_or_default();
-            if !notifications::is_subscription_id(&id) {
-                return Err(ApiError::new(Code::SubscriptionNotFound, "no such push subscription"));
-            }
-            IndexAsk::PushUnsubscribe { id }
-        }
-    };
-    ask_index(&index, &claims.sub, &ask).map(Outgoing::Object)
 }
 
 /// A create counts against its owner's creations per minute, which the runtime's rate-limiting

@@ -19,12 +19,18 @@ fn method(this: &JsValue, name: &str) -> Result<js_sys::Function, JsValue> {
 
 /// `N` random bytes, or the runtime's error.
 pub fn bytes<const N: usize>() -> Result<[u8; N], JsValue> {
-    let crypto = crypto()?;
-    let array = Uint8Array::new_with_length(N as u32);
-    method(&crypto, "getRandomValues")?.call1(&crypto, &array)?;
     let mut out = [0u8; N];
-    array.copy_to(&mut out);
+    fill(&mut out)?;
     Ok(out)
+}
+
+/// `out` filled with random bytes (`crypto.getRandomValues`), or the runtime's error.
+pub fn fill(out: &mut [u8]) -> Result<(), JsValue> {
+    let crypto = crypto()?;
+    let array = Uint8Array::new_with_length(out.len() as u32);
+    method(&crypto, "getRandomValues")?.call1(&crypto, &array)?;
+    array.copy_to(out);
+    Ok(())
 }
 
 /// AES-128-GCM of `plaintext` under `key` and `nonce`, no associated data: the ciphertext

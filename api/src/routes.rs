@@ -7,6 +7,12 @@
 
 use crate::error::{ApiError, Code};
 use crate::input::{self, query_pairs};
+use crate::notifications::{self, WEBHOOK_ID_BYTES};
+use crate::protocol::IndexAsk;
+use handoff_core::time::Timestamp;
+use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
+use handoff_notify::webhook::WebhookSecret;
+use handoff_notify::Environment;
 use handoff_core::briefing::ReachKind;
 use handoff_core::handoff::Change;
 use handoff_core::package;
@@ -21,43 +27,20 @@ use handoff_core::work;
 pub enum Kind {
     /// `GET /v1/health`: no token needed.
     Health,
-    /// `GET /v1/handoffs`: the caller's list, from the owner's index.
-    List,
     /// `POST /v1/handoffs`: the session's hand-off, created if new.
     Create,
     /// An operation on the hand-off named by `{id}`, read from the request by `read`; who may
     /// send it is the core's to decide.
     Handoff { read: Reader, change: bool, transport: Transport },
-    /// Test hook: an owner's index refuses (or accepts again) deliveries.
-    TestRefuseIndex,
-    /// Test hook: a row delivered to the caller's own index, as an outbox would.
-    TestIndexPut,
-    /// Test hook: a row no build can read, stored in the caller's own index.
-    TestIndexPutUnreadable,
+    /// An ask of the caller's own index, read from the request by `read`; `page`: its answer
+    /// is a page, sent with its `ETag` (`conditional`).
+    Index { read: IndexReader, page: bool },
     /// Test hook: how many hand-off objects this isolate has started.
     TestObjectStarts,
     /// The benchmark's floor: a Durable Object round trip, no token, no storage.
     BenchFloor,
-    /// `POST /v1/webhooks`.
-    WebhookCreate,
-    /// `GET /v1/webhooks`.
-    WebhookList,
-    /// `DELETE /v1/webhooks/{id}`.
-    WebhookDelete,
-    /// `GET /v1/webhooks/{id}/deliveries`.
-    WebhookDeliveries,
-    /// Test hook: the caller's index holds its webhook deliveries unsent while on.
-    TestHoldWebhooks,
     /// `GET /v1/push/key`: the VAPID public key (`applicationServerKey`).
     PushKey,
-    /// `POST /v1/push/subscriptions`.
-    PushSubscribe,
-    /// `GET /v1/push/subscriptions`.
-    PushSubscriptions,
-    /// `DELETE /v1/push/subscriptions/{id}`.
-    PushUnsubscribe,
-    /// Test hook: the bytes the caller's own index stores.
-    TestIndexStorage,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -85,6 +68,27 @@ pub struct Input<'a> {
     pub valid_until_s: i64,
     /// A watch offered the `handoff.v1` subprotocol.
     pub subprotocol: bool,
+}
+
+/// Reads a top-level route's ask of the caller's own index from its request.
+pub type IndexReader = fn(&IndexInput<'_>) -> Result<IndexAsk, ApiError>;
+
+/// What an index route's reader sees of its request and of the environment.
+#[derive(Clone, Copy)]
+pub struct IndexInput<'a> {
+    pub query: &'a str,
+    pub body: &'a [u8],
+    /// `{id}` of the path, where it has one.
+    pub id: Option<&'a str>,
+    /// `scheme://host[:port]` of the request: the console a push notification opens.
+    pub origin: &'a str,
+    /// Which URLs a webhook or a push endpoint may have here.
+    pub environment: Environment,
+    /// This environment has a usable VAPID key, so push can be sent.
+    pub push: bool,
+    pub now: Timestamp,
+    /// Fills its buffer with fresh randomness (ids, secrets), or fails with the one 503.
+    pub draw: &'a dyn Fn(&mut [u8]) -> Result<(), ApiError>,
 }
 
 /// Which switch a route needs: a test or bench route exists only where `bindings` says so.
@@ -122,13 +126,17 @@ const fn test_hook(method: &'static str, path: &'static str, read: Reader) -> Ro
     Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::TestHooks }
 }
 
+const fn index(method: &'static str, path: &'static str, read: IndexReader, gate: Gate) -> Route {
+    Route { method, path, kind: Kind::Index { read, page: false }, role: OWNER, gate }
+}
+
 const OWNER: Option<Role> = Some(Role::Owner);
 
 /// Every route. Paths under `/v1/test/` and `/v1/bench/` exist only where their switch is on,
 /// and are the only ones `docs/openapi.yaml` leaves out.
 pub const ROUTES: &[Route] = &[
     top("GET", "/v1/health", Kind::Health, None, Gate::Always),
-    top("GET", "/v1/handoffs", Kind::List, OWNER, Gate::Always),
+    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list, page: true }, role: OWNER, gate: Gate::Always },
     top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always),
     read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
     change("POST", "/v1/handoffs/{id}/turns", open_turn),
@@ -184,29 +192,107 @@ pub const ROUTES: &[Route] = &[
         let a = input::parse_body::<question::AnswerInput>(i.body)?;
         Ok(turn(Command::Answer { question: a.question, option: a.option, note: a.note }))
     }),
-    top("POST", "/v1/webhooks", Kind::WebhookCreate, OWNER, Gate::Always),
-    top("GET", "/v1/webhooks", Kind::WebhookList, OWNER, Gate::Always),
-    top("DELETE", "/v1/webhooks/{id}", Kind::WebhookDelete, OWNER, Gate::Always),
-    top("GET", "/v1/webhooks/{id}/deliveries", Kind::WebhookDeliveries, OWNER, Gate::Always),
+    index("POST", "/v1/webhooks", webhook_create, Gate::Always),
+    index("GET", "/v1/webhooks", |i| no_query(i.query).map(|_| IndexAsk::WebhookList), Gate::Always),
+    index("DELETE", "/v1/webhooks/{id}", |i| webhook(i).map(|id| IndexAsk::WebhookDelete { id }), Gate::Always),
+    index("GET", "/v1/webhooks/{id}/deliveries", |i| webhook(i).map(|id| IndexAsk::WebhookDeliveries { id }), Gate::Always),
     top("GET", "/v1/push/key", Kind::PushKey, OWNER, Gate::Always),
-    top("POST", "/v1/push/subscriptions", Kind::PushSubscribe, OWNER, Gate::Always),
-    top("GET", "/v1/push/subscriptions", Kind::PushSubscriptions, OWNER, Gate::Always),
-    top("DELETE", "/v1/push/subscriptions/{id}", Kind::PushUnsubscribe, OWNER, Gate::Always),
-    top("POST", "/v1/test/refuse-index", Kind::TestRefuseIndex, OWNER, Gate::TestHooks),
-    top("POST", "/v1/test/index-rows", Kind::TestIndexPut, OWNER, Gate::TestHooks),
-    top("POST", "/v1/test/index-rows/unreadable", Kind::TestIndexPutUnreadable, OWNER, Gate::TestHooks),
+    index("POST", "/v1/push/subscriptions", push_subscribe, Gate::Always),
+    index("GET", "/v1/push/subscriptions", |i| push(i).and_then(|_| no_query(i.query)).map(|_| IndexAsk::PushSubscriptions), Gate::Always),
+    index("DELETE", "/v1/push/subscriptions/{id}", push_unsubscribe, Gate::Always),
+    index("POST", "/v1/test/refuse-index", |i| Ok(IndexAsk::RefuseDeliveries { on: input::parse_json::<Switch>(i.body)?.on }), Gate::TestHooks),
+    index("POST", "/v1/test/index-rows", |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![] }), Gate::TestHooks),
+    index("POST", "/v1/test/index-rows/unreadable", |i| Ok(IndexAsk::TestPutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id }), Gate::TestHooks),
     top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
     test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
-    top("POST", "/v1/test/hold-webhooks", Kind::TestHoldWebhooks, OWNER, Gate::TestHooks),
+    index("POST", "/v1/test/hold-webhooks", |i| Ok(IndexAsk::TestHoldWebhooks { on: input::parse_json::<Switch>(i.body)?.on }), Gate::TestHooks),
     change("DELETE", "/v1/handoffs/{id}", |i| {
         no_query(i.query)?;
         input::parse_close(i.body).map(|_| Op::Erase)
     }),
     test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::TestClock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms })),
-    top("GET", "/v1/test/index-storage", Kind::TestIndexStorage, OWNER, Gate::TestHooks),
+    index("GET", "/v1/test/index-storage", |i| no_query(i.query).map(|_| IndexAsk::TestStorage), Gate::TestHooks),
 ];
+
+/// A test hook's switch: `{"on": true}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Switch {
+    on: bool,
+}
+
+/// The unreadable-row test hook's body: the id it is stored under.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Unreadable {
+    id: String,
+}
+
+/// `GET /v1/handoffs`: a page of the caller's list.
+fn list(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+    Ok(IndexAsk::List { query: input::parse_list_query(i.query)? })
+}
+
+/// `POST /v1/webhooks`: the webhook with a fresh id and secret, for the index to add if it fits.
+fn webhook_create(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+    let new = notifications::parse_webhook_create(i.body, i.environment)?;
+    let mut id = [0u8; WEBHOOK_ID_BYTES];
+    (i.draw)(&mut id)?;
+    let mut secret = [0u8; WEBHOOK_SECRET_BYTES];
+    (i.draw)(&mut secret)?;
+    let secret = WebhookSecret::from_random(&secret).map_err(|_| ApiError::unavailable())?.reveal();
+    let webhook = notifications::Webhook { id: notifications::webhook_id(id), url: new.url, events: notifications::event_names(&new.events), created_at: i.now };
+    Ok(IndexAsk::WebhookAdd { webhook, secret })
+}
+
+/// The `{id}` of a webhook route: a webhook's id, or no such webhook.
+fn webhook(i: &IndexInput<'_>) -> Result<String, ApiError> {
+    no_query(i.query)?;
+    let id = i.id.unwrap_or_default();
+    if !notifications::is_webhook_id(id) {
+        return Err(ApiError::new(Code::WebhookNotFound, "no such webhook"));
+    }
+    Ok(id.to_string())
+}
+
+/// Every push route but the key's needs push to be configured here.
+fn push(i: &IndexInput<'_>) -> Result<(), ApiError> {
+    if !i.push {
+        return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
+    }
+    Ok(())
+}
+
+/// `POST /v1/push/subscriptions`: the subscription with a fresh id, for the index to add if it fits.
+fn push_subscribe(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+    push(i)?;
+    let new = notifications::parse_subscription_create(i.body, i.environment)?;
+    let mut id = [0u8; WEBHOOK_ID_BYTES];
+    (i.draw)(&mut id)?;
+    let subscription = notifications::StoredSubscription {
+        id: notifications::subscription_id(id),
+        endpoint: new.endpoint,
+        origin: new.origin,
+        p256dh: new.p256dh,
+        auth: new.auth,
+        events: notifications::event_names(&new.events),
+        created_at: i.now,
+        console: i.origin.to_string(),
+    };
+    Ok(IndexAsk::PushSubscribe { subscription })
+}
+
+fn push_unsubscribe(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+    push(i)?;
+    no_query(i.query)?;
+    let id = i.id.unwrap_or_default();
+    if !notifications::is_subscription_id(id) {
+        return Err(ApiError::new(Code::SubscriptionNotFound, "no such push subscription"));
+    }
+    Ok(IndexAsk::PushUnsubscribe { id: id.to_string() })
+}
 
 /// The clock test hook's body: how far to move the object's clock ahead.
 #[derive(serde::Deserialize)]
@@ -336,5 +422,69 @@ mod tests {
                 assert_eq!(change, r.method != "GET" && r.gate == Gate::Always, "{} {}", r.method, r.path);
             }
         }
+    }
+
+    fn asked(method: &str, path: &str, body: &[u8], push: bool, draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>) -> Result<IndexAsk, ApiError> {
+        let Ok(Found::Route(route, params)) = find(method, path, |_| true) else { panic!("{method} {path} is a route") };
+        let Kind::Index { read, .. } = route.kind else { panic!("{method} {path} asks the index") };
+        let given = IndexInput {
+            query: "",
+            body,
+            id: params.id,
+            origin: "https://handoff.example",
+            environment: Environment::Local,
+            push,
+            now: Timestamp::from_ms(1_700_000_000_000),
+            draw,
+        };
+        read(&given)
+    }
+
+    fn ones(buf: &mut [u8]) -> Result<(), ApiError> {
+        buf.fill(1);
+        Ok(())
+    }
+
+    #[test]
+    fn every_top_level_route_of_the_owner_but_the_key_and_a_create_is_one_ask_of_the_owners_index() {
+        for r in ROUTES.iter().filter(|r| r.role == OWNER) {
+            let own = matches!(r.kind, Kind::PushKey | Kind::TestObjectStarts);
+            assert_eq!(matches!(r.kind, Kind::Index { .. }), !own, "{} {}", r.method, r.path);
+        }
+        let pages: Vec<_> = ROUTES.iter().filter(|r| matches!(r.kind, Kind::Index { page: true, .. })).map(|r| (r.method, r.path)).collect();
+        assert_eq!(pages, [("GET", "/v1/handoffs")], "only the list is a page sent with its ETag");
+    }
+
+    #[test]
+    fn a_new_webhook_gets_its_id_and_secret_from_fresh_randomness_and_its_time_from_now() {
+        let ask = asked("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, false, &ones).unwrap();
+        let IndexAsk::WebhookAdd { webhook, secret } = ask else { panic!("{ask:?}") };
+        assert_eq!(webhook.id, notifications::webhook_id([1; WEBHOOK_ID_BYTES]));
+        assert_eq!(secret, WebhookSecret::from_random(&[1; WEBHOOK_SECRET_BYTES]).unwrap().reveal());
+        assert_eq!(webhook.created_at, Timestamp::from_ms(1_700_000_000_000));
+        let failing = |_: &mut [u8]| Err(ApiError::unavailable());
+        let refused = asked("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, false, &failing).unwrap_err();
+        assert_eq!(refused.code, Code::StoreUnavailable, "no randomness: the one 503");
+    }
+
+    #[test]
+    fn an_id_of_the_wrong_kind_is_not_found_before_the_index_is_asked() {
+        for (method, path, code) in [
+            ("DELETE", "/v1/webhooks/ps_AAAAAAAAAAAAAAAAAAAA-_", Code::WebhookNotFound),
+            ("GET", "/v1/webhooks/nope/deliveries", Code::WebhookNotFound),
+            ("DELETE", "/v1/push/subscriptions/wh_AAAAAAAAAAAAAAAAAAAA-_", Code::SubscriptionNotFound),
+        ] {
+            assert_eq!(asked(method, path, b"", true, &ones).unwrap_err().code, code, "{method} {path}");
+        }
+        let id = "wh_AAAAAAAAAAAAAAAAAAAA-_";
+        assert!(matches!(asked("DELETE", &format!("/v1/webhooks/{id}"), b"", true, &ones), Ok(IndexAsk::WebhookDelete { id: i }) if i == id));
+    }
+
+    #[test]
+    fn every_push_route_of_the_index_is_push_misconfigured_where_push_cannot_be_sent() {
+        for (method, path) in [("POST", "/v1/push/subscriptions"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAA-_")] {
+            assert_eq!(asked(method, path, b"{}", false, &ones).unwrap_err().code, Code::PushMisconfigured, "{method} {path}");
+        }
+        assert!(matches!(asked("GET", "/v1/push/subscriptions", b"", true, &ones), Ok(IndexAsk::PushSubscriptions)));
     }
 }
