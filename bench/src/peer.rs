@@ -159,9 +159,9 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
     let reference_hash_is_cores = package_hash(&theirs) == hash;
     let mut same_input = ours_package;
     for (d, t) in same_input.decisions.iter_mut().zip(&theirs.decisions) {
-        d.recorded_at = t.recorded_at.clone();
+        d.recorded_at = t.recorded_at;
     }
-    same_input.generated_at = theirs.generated_at.clone();
+    same_input.generated_at = theirs.generated_at;
     let same_package = same_input == theirs && package_hash(&same_input) == hash;
     let text = reference["briefing"].as_str().unwrap_or_default();
     let latest = Latest {
