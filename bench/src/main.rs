@@ -14,6 +14,7 @@ mod micro;
 mod peer;
 mod profile;
 mod report;
+mod rounds;
 mod server;
 mod service;
 mod stats;
@@ -66,6 +67,8 @@ struct Args {
     peer_build: PathBuf,
     /// `--profile` the TypeScript reference instead of this Worker, with its hops made this way.
     profile_peer: Option<server::Hops>,
+    /// Rounds of phase 7, the Workers in rotated order.
+    rounds: usize,
 }
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
@@ -83,10 +86,12 @@ fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
          \x20                    [--phases floor,get,report,spread,fanout,watch,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
+         \x20                    [--rounds N]\n\
          \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
-         (default bench/results/latest.json)."
+         (default bench/results/latest.json). Phase 7 (peer) measures its\n\
+         Workers in N rounds (default 3, at least 3, at most 25), in rotated order."
     );
     std::process::exit(2)
 }
@@ -114,6 +119,7 @@ fn parse_args() -> Args {
         requests: profile::REQUESTS_DEFAULT,
         peer_build: repo.join("build-peer"),
         profile_peer: None,
+        rounds: rounds::ROUNDS_DEFAULT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -133,6 +139,9 @@ fn parse_args() -> Args {
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
             "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
             "--linger" => args.linger = seconds(value()),
+            "--rounds" => {
+                args.rounds = value().parse().ok().filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n)).unwrap_or_else(|| usage())
+            }
             "--waiters" => {
                 args.waiters = value().split(',').map(|n| n.parse().unwrap_or_else(|_| usage())).collect();
                 if args.waiters.iter().any(|&n| n == 0 || n > FANOUT_WAITERS_MAX) {
@@ -391,11 +400,14 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
 
     let peer = match args.runs("peer") {
         true => {
-            eprintln!("bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd");
+            eprintln!(
+                "bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd, {} rounds in rotated order",
+                args.rounds
+            );
             let rust = Options { port: free_port(), ..args.options.clone() };
             let reference = |hops| Options { port: free_port(), peer: Some(hops), build: args.peer_build.clone(), ..args.options.clone() };
             let sides = [rust, reference(server::Hops::Fetch), reference(server::Hops::Rpc)];
-            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window).await?)
+            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window, args.rounds).await?)
         }
         false => None,
     };
@@ -434,5 +446,18 @@ async fn spread(
 ) -> Result<stats::Throughput, String> {
     let handoffs = service::create_many(api, SPREAD_HANDOFFS, CONNECTIONS, prefix, key, owner_of).await?;
     let shape = Shape { connections: CONNECTIONS, warmup, window };
-    Ok(load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
+    Ok(spread_load(api, server, shape, std::sync::Arc::new(handoffs), 0).await)
+}
+
+/// Reports over `handoffs`, each on the next in turn, their summaries numbered from `offset`
+/// (a run over the same hand-offs again starts past the last one's numbers: every report is a
+/// change).
+pub(crate) async fn spread_load(
+    api: &Api,
+    server: &Server,
+    shape: Shape,
+    handoffs: std::sync::Arc<Vec<service::Handoff>>,
+    offset: u64,
+) -> stats::Throughput {
+    load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], offset + n)).await
 }
