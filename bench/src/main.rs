@@ -67,8 +67,10 @@ struct Args {
     peer_build: PathBuf,
     /// `--profile` the TypeScript reference instead of this Worker, with its hops made this way.
     profile_peer: Option<server::Hops>,
-    /// Rounds of phase 7, the Workers in rotated order.
+    /// Rounds of phase 7 and of a before/after profile, the Workers in rotated order.
     rounds: usize,
+    /// `--profile` this build too (`--before-build DIR`), against `--build`, in rounds.
+    before_build: Option<PathBuf>,
 }
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
@@ -88,10 +90,11 @@ fn usage() -> ! {
          \x20                    [--phases floor,get,report,spread,fanout,watch,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
          \x20                    [--rounds N]\n\
          \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
-         (default bench/results/latest.json). Phase 7 (peer) measures its\n\
-         Workers in N rounds (default 3, at least 3, at most 25), in rotated order."
+         (default bench/results/latest.json). Phase 7 (peer), and a profile with --before-build,\n\
+         measure their Workers in N rounds (default 3, at least 3, at most 25), in rotated order."
     );
     std::process::exit(2)
 }
@@ -120,6 +123,7 @@ fn parse_args() -> Args {
         peer_build: repo.join("build-peer"),
         profile_peer: None,
         rounds: rounds::ROUNDS_DEFAULT,
+        before_build: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -142,6 +146,7 @@ fn parse_args() -> Args {
             "--rounds" => {
                 args.rounds = value().parse().ok().filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n)).unwrap_or_else(|| usage())
             }
+            "--before-build" => args.before_build = Some(PathBuf::from(value())),
             "--waiters" => {
                 args.waiters = value().split(',').map(|n| n.parse().unwrap_or_else(|_| usage())).collect();
                 if args.waiters.iter().any(|&n| n == 0 || n > FANOUT_WAITERS_MAX) {
@@ -156,6 +161,9 @@ fn parse_args() -> Args {
             }
             _ => usage(),
         }
+    }
+    if args.before_build.is_some() && (args.profile.is_none() || args.profile_peer.is_some()) {
+        usage()
     }
     if args.options.port == 0 {
         args.options.port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
@@ -212,6 +220,9 @@ fn main() {
 
 /// `--profile`: one workerd with its inspector on, one route, one table.
 fn profile_route(args: &Args, route: profile::Route) {
+    if let Some(before) = &args.before_build {
+        return profile_before_after(args, route, before);
+    }
     let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
     let mut options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
     if let Some(hops) = args.profile_peer {
@@ -225,6 +236,38 @@ fn profile_route(args: &Args, route: profile::Route) {
     });
     let _ = std::fs::remove_dir_all(&run_dir);
     print!("{}", profile::table(&outcome.unwrap_or_else(|e| fail(&e))));
+}
+
+/// `--profile ROUTE --before-build DIR`: the before build and `--build` on a workerd each, both
+/// started first and then profiled in `--rounds` rounds, round r in the order
+/// `rounds::rotation(r, 2)`, so that neither build is always the one measured first.
+fn profile_before_after(args: &Args, route: profile::Route, before: &std::path::Path) {
+    let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
+    let builds = [("before", before.to_path_buf()), ("after", args.options.build.clone())];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let outcome = runtime.block_on(async {
+        let mut servers = Vec::new();
+        for (name, build) in &builds {
+            let options = Options { port: free_port(), inspector_port: Some(free_port()), build: build.clone(), ..args.options.clone() };
+            eprintln!("profile: starting workerd for the {name} build ({}) on 127.0.0.1:{}", build.display(), options.port);
+            let server = Server::start(&options, &run_dir.join(name))?;
+            let key = args.options.signing_key.as_bytes();
+            let session = profile::Session::start(&server, options.inspector_port.unwrap_or_default(), route, key).await?;
+            servers.push((server, session));
+        }
+        let mut profiles: [Vec<profile::Profile>; 2] = Default::default();
+        for round in 0..args.rounds {
+            for side in rounds::rotation(round, builds.len()) {
+                eprintln!("profile: round {round}, the {} build", builds[side].0);
+                profiles[side].push(servers[side].1.profile(args.requests).await?);
+            }
+        }
+        let [before, after] = profiles;
+        let builds = builds.map(|(_, build)| build.display().to_string());
+        Ok::<_, String>(profile::Compared { route, requests: args.requests, builds, before, after })
+    });
+    let _ = std::fs::remove_dir_all(&run_dir);
+    print!("{}", profile::compare_table(&outcome.unwrap_or_else(|e| fail(&e))));
 }
 
 /// The tmpfs folder of the diagnostic server whose objects store in memory (no fsync).

@@ -100,6 +100,14 @@ pub fn range(s: Spread) -> String {
     format!("{:.2}–{:.2}", s.min, s.max)
 }
 
+/// `1.23 0.98–1.40` (the median, then the range), or `-` with no ratio.
+pub fn show(ratio: Option<Spread>) -> String {
+    match ratio {
+        Some(s) => format!("{:.2} {}", s.median, range(s)),
+        None => "-".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +193,7 @@ mod tests {
     #[test]
     fn a_range_is_the_lowest_then_the_highest() {
         assert_eq!(range(Spread { median: 1.0, min: 0.876, max: 1.25 }), "0.88–1.25");
+        assert_eq!(show(Some(Spread { median: 1.0, min: 0.876, max: 1.25 })), "1.00 0.88–1.25");
+        assert_eq!(show(None), "-");
     }
 }
