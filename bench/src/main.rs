@@ -14,6 +14,7 @@ mod micro;
 mod peer;
 mod profile;
 mod report;
+mod rounds;
 mod server;
 mod service;
 mod stats;
@@ -66,6 +67,10 @@ struct Args {
     peer_build: PathBuf,
     /// `--profile` the TypeScript reference instead of this Worker, with its hops made this way.
     profile_peer: Option<server::Hops>,
+    /// Rounds of phase 7 and of a before/after profile, the Workers in rotated order.
+    rounds: usize,
+    /// `--profile` this build too (`--before-build DIR`), against `--build`, in rounds.
+    before_build: Option<PathBuf>,
 }
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
@@ -83,10 +88,13 @@ fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
          \x20                    [--phases floor,get,report,spread,fanout,watch,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
+         \x20                    [--rounds N]\n\
          \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
-         (default bench/results/latest.json)."
+         (default bench/results/latest.json). Phase 7 (peer), and a profile with --before-build,\n\
+         measure their Workers in N rounds (default 3, at least 3, at most 25), in rotated order."
     );
     std::process::exit(2)
 }
@@ -114,6 +122,8 @@ fn parse_args() -> Args {
         requests: profile::REQUESTS_DEFAULT,
         peer_build: repo.join("build-peer"),
         profile_peer: None,
+        rounds: rounds::ROUNDS_DEFAULT,
+        before_build: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -133,6 +143,10 @@ fn parse_args() -> Args {
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
             "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
             "--linger" => args.linger = seconds(value()),
+            "--rounds" => {
+                args.rounds = value().parse().ok().filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n)).unwrap_or_else(|| usage())
+            }
+            "--before-build" => args.before_build = Some(PathBuf::from(value())),
             "--waiters" => {
                 args.waiters = value().split(',').map(|n| n.parse().unwrap_or_else(|_| usage())).collect();
                 if args.waiters.iter().any(|&n| n == 0 || n > FANOUT_WAITERS_MAX) {
@@ -147,6 +161,9 @@ fn parse_args() -> Args {
             }
             _ => usage(),
         }
+    }
+    if args.before_build.is_some() && (args.profile.is_none() || args.profile_peer.is_some()) {
+        usage()
     }
     if args.options.port == 0 {
         args.options.port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
@@ -203,6 +220,9 @@ fn main() {
 
 /// `--profile`: one workerd with its inspector on, one route, one table.
 fn profile_route(args: &Args, route: profile::Route) {
+    if let Some(before) = &args.before_build {
+        return profile_before_after(args, route, before);
+    }
     let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
     let mut options = Options { inspector_port: Some(free_port()), ..args.options.clone() };
     if let Some(hops) = args.profile_peer {
@@ -216,6 +236,38 @@ fn profile_route(args: &Args, route: profile::Route) {
     });
     let _ = std::fs::remove_dir_all(&run_dir);
     print!("{}", profile::table(&outcome.unwrap_or_else(|e| fail(&e))));
+}
+
+/// `--profile ROUTE --before-build DIR`: the before build and `--build` on a workerd each, both
+/// started first and then profiled in `--rounds` rounds, round r in the order
+/// `rounds::rotation(r, 2)`, so that neither build is always the one measured first.
+fn profile_before_after(args: &Args, route: profile::Route, before: &std::path::Path) {
+    let run_dir = std::env::temp_dir().join(format!("handoff-profile-{}", std::process::id()));
+    let builds = [("before", before.to_path_buf()), ("after", args.options.build.clone())];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let outcome = runtime.block_on(async {
+        let mut servers = Vec::new();
+        for (name, build) in &builds {
+            let options = Options { port: free_port(), inspector_port: Some(free_port()), build: build.clone(), ..args.options.clone() };
+            eprintln!("profile: starting workerd for the {name} build ({}) on 127.0.0.1:{}", build.display(), options.port);
+            let server = Server::start(&options, &run_dir.join(name))?;
+            let key = args.options.signing_key.as_bytes();
+            let session = profile::Session::start(&server, options.inspector_port.unwrap_or_default(), route, key).await?;
+            servers.push((server, session));
+        }
+        let mut profiles: [Vec<profile::Profile>; 2] = Default::default();
+        for round in 0..args.rounds {
+            for side in rounds::rotation(round, builds.len()) {
+                eprintln!("profile: round {round}, the {} build", builds[side].0);
+                profiles[side].push(servers[side].1.profile(args.requests).await?);
+            }
+        }
+        let [before, after] = profiles;
+        let builds = builds.map(|(_, build)| build.display().to_string());
+        Ok::<_, String>(profile::Compared { route, requests: args.requests, builds, before, after })
+    });
+    let _ = std::fs::remove_dir_all(&run_dir);
+    print!("{}", profile::compare_table(&outcome.unwrap_or_else(|e| fail(&e))));
 }
 
 /// The tmpfs folder of the diagnostic server whose objects store in memory (no fsync).
@@ -391,11 +443,14 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
 
     let peer = match args.runs("peer") {
         true => {
-            eprintln!("bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd");
+            eprintln!(
+                "bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd, {} rounds in rotated order",
+                args.rounds
+            );
             let rust = Options { port: free_port(), ..args.options.clone() };
             let reference = |hops| Options { port: free_port(), peer: Some(hops), build: args.peer_build.clone(), ..args.options.clone() };
             let sides = [rust, reference(server::Hops::Fetch), reference(server::Hops::Rpc)];
-            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window).await?)
+            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window, args.rounds).await?)
         }
         false => None,
     };
@@ -434,5 +489,18 @@ async fn spread(
 ) -> Result<stats::Throughput, String> {
     let handoffs = service::create_many(api, SPREAD_HANDOFFS, CONNECTIONS, prefix, key, owner_of).await?;
     let shape = Shape { connections: CONNECTIONS, warmup, window };
-    Ok(load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], n)).await)
+    Ok(spread_load(api, server, shape, std::sync::Arc::new(handoffs), 0).await)
+}
+
+/// Reports over `handoffs`, each on the next in turn, their summaries numbered from `offset`
+/// (a run over the same hand-offs again starts past the last one's numbers: every report is a
+/// change).
+pub(crate) async fn spread_load(
+    api: &Api,
+    server: &Server,
+    shape: Shape,
+    handoffs: std::sync::Arc<Vec<service::Handoff>>,
+    offset: u64,
+) -> stats::Throughput {
+    load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], offset + n)).await
 }

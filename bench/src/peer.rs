@@ -1,15 +1,18 @@
 //! Beside the TypeScript reference: the measured routes written as a Workers team would write
 //! them by default in TypeScript (`bench/reference/`), once with both hops (Worker → hand-off
 //! object → owner index) over `fetch` and once over RPC, run on the same workerd from the same
-//! configuration and driven by the same load generator. Each row is measured on this Worker,
-//! then on the reference over fetch, then over RPC, one right after the other, each on a
-//! workerd of its own started fresh for this phase, so that the three see the same machine.
+//! configuration and driven by the same load generator. Each of the three runs on a workerd of
+//! its own, started fresh for this phase. Each row is measured in rounds, the three in rotated
+//! order (`rounds::rotation`: round 0 ours, fetch, RPC; round 1 fetch, RPC, ours; …), because
+//! the order alone moved a ratio by up to 40 %; the table quotes the median of the per-round
+//! ratios with their lowest and highest.
 //!
 //! Before anything is measured, the package row's answers are checked against handoff-core:
 //! the reference must compile the same package, hash it to what the core's canonical JSON and
 //! SHA-256 give, and render the same briefing, or the run stops.
 
 use crate::load::{self, Api, Req, Shape};
+use crate::rounds::{self, Versus};
 use crate::server::{Options, Server};
 use crate::service;
 use crate::stats::Throughput;
@@ -20,17 +23,66 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
-/// One route on the three Workers, sequential and at `connections` (or at 32 only).
+/// The three Workers, in the order of round 0 (and of `run`'s `sides`).
+pub const WORKERS: [&str; 3] = ["ours", "fetch", "rpc"];
+
+/// One route at one number of connections, measured on the three Workers once per round.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub name: &'static str,
+pub struct Rounds {
+    pub connections: usize,
+    /// Round by round, the Workers in the order that round measured them.
+    pub order: Vec<[&'static str; 3]>,
+    /// Each Worker's figures round by round: `ours[r]` is round r's, whatever its place in it.
     pub ours: Vec<Throughput>,
     pub fetch: Vec<Throughput>,
     pub rpc: Vec<Throughput>,
+    /// Ours over the reference with the higher median throughput, round by round.
+    pub throughput: Versus,
+    /// Ours over the reference with the lower median CPU per request, round by round.
+    pub cpu: Versus,
+}
+
+impl Rounds {
+    /// `measured`: ours, fetch and RPC's figures, each round by round.
+    pub fn of(connections: usize, measured: [Vec<Throughput>; 3]) -> Rounds {
+        let count = measured[0].len();
+        assert!(measured.iter().all(|m| m.len() == count), "every round measures each of the three once");
+        let order = (0..count)
+            .map(|r| {
+                let places = rounds::rotation(r, WORKERS.len());
+                std::array::from_fn(|place| WORKERS[places[place]])
+            })
+            .collect();
+        let [ours, fetch, rpc] = measured;
+        let rps = |t: &[Throughput]| t.iter().map(|t| t.requests_per_s).collect::<Vec<f64>>();
+        let cpu = |t: &[Throughput]| t.iter().map(|t| t.workerd_cpu_us_per_request).collect::<Vec<f64>>();
+        Rounds {
+            connections,
+            order,
+            throughput: rounds::against_better(&rps(&ours), [("fetch", &rps(&fetch)), ("rpc", &rps(&rpc))], true),
+            cpu: rounds::against_better(&cpu(&ours), [("fetch", &cpu(&fetch)), ("rpc", &cpu(&rpc))], false),
+            ours,
+            fetch,
+            rpc,
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Throughput> {
+        self.ours.iter().chain(&self.fetch).chain(&self.rpc)
+    }
+}
+
+/// One route on the three Workers, sequential and at 32 connections (or at 32 only).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: &'static str,
+    pub shapes: Vec<Rounds>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Peer {
+    /// Rounds per row and shape.
+    pub rounds: usize,
     pub rows: Vec<Row>,
     /// The package row's check, one per reference: `[fetch, rpc]`.
     pub agreement: Vec<Agreement>,
@@ -89,8 +141,15 @@ async fn side(options: &Options, dir: &Path, key: &[u8]) -> Result<Side, String>
     Ok(Side { server, api, handoffs: Handoffs { one, package } })
 }
 
-/// `sides`: this Worker, the reference over fetch, the reference over RPC.
-pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Duration, window: Duration) -> Result<Peer, String> {
+/// Summaries of the reports of one (shape, round) are numbered from `offset(shape, round)`, so
+/// that no report repeats an earlier one's summary: every report is a change.
+fn offset(shape: usize, round: usize, rounds: usize) -> u64 {
+    (shape * rounds + round) as u64 * 1_000_000_000
+}
+
+/// `sides`: this Worker, the reference over fetch, the reference over RPC. Every row and shape
+/// is measured in `rounds` rounds, round r in the order `rounds::rotation(r, 3)`.
+pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Duration, window: Duration, rounds: usize) -> Result<Peer, String> {
     let mut started = Vec::new();
     for (options, dir) in sides.iter().zip(["peer-rust", "peer-ts-fetch", "peer-ts-rpc"]) {
         started.push(side(options, &run_dir.join(dir), key).await?);
@@ -106,26 +165,41 @@ pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Durat
     ];
     let mut rows = Vec::new();
     for (name, make) in routes {
-        let mut measured: [Vec<Throughput>; 3] = Default::default();
+        let mut row = Row { name, shapes: Vec::new() };
         for (i, connections) in shapes.into_iter().enumerate() {
+            eprintln!("bench:   {name}, {connections} connection(s), {rounds} rounds");
             let shape = Shape { connections, warmup, window };
-            // Summaries numbered apart per shape: every report is a change.
-            let offset = i as u64 * 1_000_000_000;
-            for (s, out) in started.iter().zip(measured.iter_mut()) {
-                let handoffs = s.handoffs.clone();
-                out.push(load::run(&s.api, &s.server, shape, 200, move |n| make(&handoffs, offset + n)).await);
+            let mut measured: [Vec<Throughput>; 3] = Default::default();
+            for round in 0..rounds {
+                let offset = offset(i, round, rounds);
+                for w in rounds::rotation(round, started.len()) {
+                    let s = &started[w];
+                    let handoffs = s.handoffs.clone();
+                    measured[w].push(load::run(&s.api, &s.server, shape, 200, move |n| make(&handoffs, offset + n)).await);
+                }
             }
+            row.shapes.push(Rounds::of(connections, measured));
         }
-        let [ours, fetch, rpc] = measured;
-        rows.push(Row { name, ours, fetch, rpc });
+        rows.push(row);
     }
+    // The spread row's hand-offs are made once per Worker, before its rounds (not timed).
+    let name = "reports over 1,000 hand-offs, one owner";
+    eprintln!("bench:   {name}, {} connections, {rounds} rounds", crate::CONNECTIONS);
+    let mut spread = Vec::new();
+    for s in &started {
+        let owner = |_| "peer-spread-owner".to_string();
+        spread.push(std::sync::Arc::new(service::create_many(&s.api, crate::SPREAD_HANDOFFS, crate::CONNECTIONS, "peer-spread", key, owner).await?));
+    }
+    let shape = Shape { connections: crate::CONNECTIONS, warmup, window };
     let mut measured: [Vec<Throughput>; 3] = Default::default();
-    for (s, out) in started.iter().zip(measured.iter_mut()) {
-        out.push(crate::spread(&s.api, &s.server, (warmup, window), key, "peer-spread", |_| "peer-spread-owner".into()).await?);
+    for round in 0..rounds {
+        for w in rounds::rotation(round, started.len()) {
+            let s = &started[w];
+            measured[w].push(crate::spread_load(&s.api, &s.server, shape, spread[w].clone(), offset(0, round, rounds)).await);
+        }
     }
-    let [ours, fetch, rpc] = measured;
-    rows.push(Row { name: "reports over 1,000 hand-offs, one owner", ours, fetch, rpc });
-    Ok(Peer { rows, agreement })
+    rows.push(Row { name, shapes: vec![Rounds::of(crate::CONNECTIONS, measured)] });
+    Ok(Peer { rounds, rows, agreement })
 }
 
 /// One dry run on each side, each reference's answer judged against this Worker's.
@@ -159,9 +233,9 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
     let reference_hash_is_cores = package_hash(&theirs) == hash;
     let mut same_input = ours_package;
     for (d, t) in same_input.decisions.iter_mut().zip(&theirs.decisions) {
-        d.recorded_at = t.recorded_at.clone();
+        d.recorded_at = t.recorded_at;
     }
-    same_input.generated_at = theirs.generated_at.clone();
+    same_input.generated_at = theirs.generated_at;
     let same_package = same_input == theirs && package_hash(&same_input) == hash;
     let text = reference["briefing"].as_str().unwrap_or_default();
     let latest = Latest {
@@ -186,53 +260,64 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
     })
 }
 
-/// `part / whole` to two places, or "-" with no whole.
-fn ratio(part: f64, whole: f64) -> String {
-    if whole > 0.0 {
-        format!("{:.2}", part / whole)
-    } else {
-        "-".into()
+/// The median of one figure of a Worker over the rounds (0 with no rounds).
+fn median_of(t: &[Throughput], figure: fn(&Throughput) -> f64) -> f64 {
+    rounds::median(&t.iter().map(figure).collect::<Vec<f64>>()).unwrap_or(0.0)
+}
+
+/// ` 1.23 0.98–1.40 rpc  `: ours over the reference named, the median of the rounds' ratios,
+/// their lowest–highest, and the reference.
+fn against(v: &Versus) -> String {
+    match v.ratio {
+        Some(r) => format!("{:>5.2} {:>9} {:<5}", r.median, rounds::range(r), v.reference),
+        None => format!("{:>5} {:>9} {:<5}", "-", "", v.reference),
     }
 }
 
-/// This Worker's figure over the better reference's for one metric: the higher throughput or
-/// the lower CPU, named.
-fn against_best(ours: f64, fetch: f64, rpc: f64, higher_is_better: bool) -> String {
-    let fetch_wins = if higher_is_better { fetch >= rpc } else { fetch <= rpc };
-    let (best, which) = if fetch_wins { (fetch, "fetch") } else { (rpc, "rpc") };
-    format!("{} {which:<5}", ratio(ours, best))
-}
-
-/// The rows, each shape with the three Workers' figures and this Worker's over the better
-/// reference's.
+/// The rows, each shape with the three Workers' medians over the rounds and this Worker's over
+/// the better reference's, with the range of the rounds' ratios.
 pub fn table(p: &Peer) -> String {
-    let mut out = String::from(
-        "7 beside the TypeScript reference (bench/reference/), its hops over fetch and over RPC; each row measured on the three, one after another\n\
-         \x20                                           conns |   ours  fetch    rpc  ×best       | ours µs fetch µs rpc µs  ×best\n",
+    let mut out = format!(
+        "7 beside the TypeScript reference (bench/reference/), its hops over fetch and over RPC, each on a workerd of its own; every row\n\
+         \x20 measured in {} rounds, the three in rotated order (round 0: ours, fetch, rpc; 1: fetch, rpc, ours; 2: rpc, ours, fetch; …)\n\
+         \x20 req/s: throughput; µs: workerd's CPU per request (all its threads, from schedstat); each the Worker's median over the rounds\n\
+         \x20 vs: the reference compared against, the one whose median is the better (throughput: the higher; CPU: the lower)\n\
+         \x20 ×best: the median over the rounds of ours ÷ vs's, the two as measured in the same round (throughput: above 1 is faster;\n\
+         \x20 CPU: below 1 is cheaper); min–max: the lowest and highest of those per-round ratios (wide: the order or the machine moved it)\n\
+         \x20 {:<42} {:>5} | {:>6} {:>6} {:>6}  {} | {:>7} {:>8} {:>6}  {}\n",
+        p.rounds,
+        "",
+        "conns",
+        "ours",
+        "fetch",
+        "rpc",
+        format_args!("{:>5} {:>9} {:<5}", "×best", "min–max", "vs"),
+        "ours µs",
+        "fetch µs",
+        "rpc µs",
+        format_args!("{:>5} {:>9} {:<5}", "×best", "min–max", "vs"),
     );
+    let rps: fn(&Throughput) -> f64 = |t| t.requests_per_s;
+    let cpu: fn(&Throughput) -> f64 = |t| t.workerd_cpu_us_per_request;
     for row in &p.rows {
-        for ((o, f), r) in row.ours.iter().zip(&row.fetch).zip(&row.rpc) {
+        for s in &row.shapes {
             out.push_str(&format!(
                 "  {:<42} {:>5} | {:>6.0} {:>6.0} {:>6.0}  {} | {:>7.0} {:>8.0} {:>6.0}  {}\n",
                 row.name,
-                o.connections,
-                o.requests_per_s,
-                f.requests_per_s,
-                r.requests_per_s,
-                against_best(o.requests_per_s, f.requests_per_s, r.requests_per_s, true),
-                o.workerd_cpu_us_per_request,
-                f.workerd_cpu_us_per_request,
-                r.workerd_cpu_us_per_request,
-                against_best(o.workerd_cpu_us_per_request, f.workerd_cpu_us_per_request, r.workerd_cpu_us_per_request, false),
+                s.connections,
+                median_of(&s.ours, rps),
+                median_of(&s.fetch, rps),
+                median_of(&s.rpc, rps),
+                against(&s.throughput),
+                median_of(&s.ours, cpu),
+                median_of(&s.fetch, cpu),
+                median_of(&s.rpc, cpu),
+                against(&s.cpu),
             ));
         }
     }
-    let errors: u64 = p.rows.iter().flat_map(|r| r.ours.iter().chain(&r.fetch).chain(&r.rpc)).map(|t| t.errors).sum();
-    out.push_str(
-        "  req/s: throughput; µs: workerd's CPU per request (all its threads, from schedstat). ×best: ours over the better\n\
-         \x20 reference for that figure, named (throughput: the higher, above 1 is faster; CPU: the lower, below 1 is cheaper)\n",
-    );
-    out.push_str(&format!("  errors (non-200 or failed requests) over this phase: {errors}\n"));
+    let errors: u64 = p.rows.iter().flat_map(|r| &r.shapes).flat_map(Rounds::all).map(|t| t.errors).sum();
+    out.push_str(&format!("  errors (non-200 or failed requests) over this phase: {errors}; each round's figures: the results file (peer.rows)\n"));
     for a in &p.agreement {
         out.push_str(&format!(
             "  package row, reference over {:<5}: hash = handoff-core's of its package {}; same package as ours (times aside) {}; \
@@ -332,11 +417,38 @@ mod tests {
         assert!(agreement("rpc", &ours, &unknown_field, BASE).is_err(), "a package the core cannot read is an error");
     }
 
+    fn measured(rps: f64, cpu_us: f64) -> Throughput {
+        let mut t = Throughput::of(1, vec![1_000; rps as usize], 0, Duration::from_secs(1), rps as u64);
+        t.workerd_cpu_us_per_request = cpu_us;
+        t
+    }
+
     #[test]
-    fn the_ratio_is_against_the_better_reference_of_each_figure() {
-        assert_eq!(against_best(120.0, 100.0, 80.0, true), "1.20 fetch");
-        assert_eq!(against_best(120.0, 80.0, 100.0, true), "1.20 rpc  ");
-        assert_eq!(against_best(300.0, 400.0, 600.0, false), "0.75 fetch");
-        assert_eq!(against_best(300.0, 600.0, 400.0, false), "0.75 rpc  ");
+    fn each_round_names_its_order_and_the_ratios_are_of_the_rounds() {
+        let ours = vec![measured(120.0, 300.0), measured(90.0, 300.0), measured(100.0, 300.0)];
+        let fetch = vec![measured(80.0, 400.0), measured(200.0, 400.0), measured(60.0, 400.0)];
+        let rpc = vec![measured(100.0, 600.0), measured(100.0, 200.0), measured(100.0, 700.0)];
+        let r = Rounds::of(32, [ours, fetch, rpc]);
+        assert_eq!(r.order, [["ours", "fetch", "rpc"], ["fetch", "rpc", "ours"], ["rpc", "ours", "fetch"]]);
+        assert_eq!((r.throughput.reference, r.throughput.per_round.clone()), ("rpc", vec![1.2, 0.9, 1.0]));
+        assert_eq!((r.cpu.reference, r.cpu.per_round.clone()), ("fetch", vec![0.75, 0.75, 0.75]));
+        let p = Peer { rounds: 3, rows: vec![Row { name: "floor", shapes: vec![r] }], agreement: Vec::new() };
+        let t = table(&p);
+        assert!(t.contains("100   1.00 0.90–1.20 rpc   |"), "{t}");
+        assert!(t.contains("  0.75 0.75–0.75 fetch\n"), "{t}");
+        assert!(t.contains("in 3 rounds"), "{t}");
+        // The medians: ours 100 req/s, fetch 80, rpc 100; CPU 300, 400, 600.
+        assert!(t.contains("|    100     80    100"), "{t}");
+        assert!(t.contains("|     300      400    600"), "{t}");
+    }
+
+    #[test]
+    fn no_two_shapes_or_rounds_number_their_reports_alike() {
+        let rounds = 3;
+        let mut starts: Vec<u64> = (0..2).flat_map(|shape| (0..rounds).map(move |round| offset(shape, round, rounds))).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(starts.len(), 6);
+        assert!(starts.windows(2).all(|w| w[1] - w[0] >= 1_000_000_000), "room for a billion reports each: {starts:?}");
     }
 }

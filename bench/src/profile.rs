@@ -13,8 +13,13 @@
 //! - **program**: time V8 attributes to no JavaScript frame (workerd's C++ outside a call).
 //!
 //! Idle time is left out: the shares are of the time the isolate was busy.
+//!
+//! With `--before-build DIR`, two builds are profiled on a workerd each, in rounds whose order
+//! alternates (`rounds::rotation`), and each group is quoted before → after as the median over
+//! the rounds, with the range, and after ÷ before as the median of the rounds' ratios.
 
 use crate::load::{Api, Req};
+use crate::rounds::{self, Spread};
 use crate::server::Server;
 use crate::service;
 use serde_json::{json, Value};
@@ -31,6 +36,8 @@ pub const WARMUP_REQUESTS: usize = 200;
 pub const REQUESTS_DEFAULT: usize = 2_000;
 /// Functions listed under the categories.
 const TOP_FUNCTIONS: usize = 25;
+/// Functions listed under a before → after comparison.
+const TOP_FUNCTIONS_COMPARED: usize = 15;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -80,6 +87,20 @@ pub enum Category {
 }
 
 impl Category {
+    /// The groups a profile's busy time is made of, in the tables' order.
+    pub const BUSY: [Category; 5] = [Category::Wasm, Category::Glue, Category::Runtime, Category::Gc, Category::Program];
+
+    fn short(self) -> &'static str {
+        match self {
+            Category::Wasm => "wasm",
+            Category::Glue => "glue",
+            Category::Runtime => "runtime",
+            Category::Gc => "gc",
+            Category::Program => "program",
+            Category::Idle => "idle",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Category::Wasm => "the Worker's own code",
@@ -222,16 +243,116 @@ pub fn table(p: &Profile) -> String {
     }
     out.push_str(&format!("  top {TOP_FUNCTIONS} functions by self time\n"));
     for f in p.functions.iter().take(TOP_FUNCTIONS) {
-        let group = match f.category {
-            Category::Wasm => "wasm",
-            Category::Glue => "glue",
-            Category::Runtime => "runtime",
-            Category::Gc => "gc",
-            Category::Program => "program",
-            Category::Idle => "idle",
-        };
         let name: String = f.name.chars().take(90).collect();
-        out.push_str(&format!("  {:>8.1} µs {:>5.1}%  {:<7} {name}\n", per(f.self_us), share(f.self_us), group));
+        out.push_str(&format!("  {:>8.1} µs {:>5.1}%  {:<7} {name}\n", per(f.self_us), share(f.self_us), f.category.short()));
+    }
+    out
+}
+
+/// µs per request of one profile: of one group, or of the whole busy time (`None`).
+pub fn per_request(p: &Profile, group: Option<Category>) -> f64 {
+    let us = match group {
+        None => p.busy_us,
+        Some(group) => p.categories.iter().find(|(c, _)| *c == group).map_or(0, |(_, us)| *us),
+    };
+    us as f64 / p.requests.max(1) as f64
+}
+
+/// Two builds of one route, profiled in rounds: `before[r]` and `after[r]` are round r's.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    pub route: Route,
+    pub requests: usize,
+    /// Where each build was: `[before, after]`.
+    pub builds: [String; 2],
+    pub before: Vec<Profile>,
+    pub after: Vec<Profile>,
+}
+
+/// One figure before → after over the rounds: each side's median with its range, and after ÷
+/// before, the median of the rounds' ratios (each of one round's two profiles) with its range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Change {
+    pub before: Option<Spread>,
+    pub after: Option<Spread>,
+    pub ratio: Option<Spread>,
+}
+
+impl Change {
+    pub fn of(before: &[f64], after: &[f64]) -> Change {
+        Change { before: Spread::of(before), after: Spread::of(after), ratio: Spread::of(&rounds::ratios(after, before)) }
+    }
+}
+
+/// A function's name as two builds can share it: wasm-bindgen suffixes each import of its glue
+/// with a hash of the build (`__wbg_handle_d47f161f9b04574c`), which is dropped here.
+pub fn comparable_name(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((stem, hash)) if name.starts_with("__wbg") && hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => stem,
+        _ => name,
+    }
+}
+
+/// Each function's self time in µs per request, round by round (0 in a round it was not
+/// sampled in), keyed by its comparable name and group.
+pub fn functions_by_round(profiles: &[Profile]) -> HashMap<(String, Category), Vec<f64>> {
+    let mut out: HashMap<(String, Category), Vec<f64>> = HashMap::new();
+    for (round, p) in profiles.iter().enumerate() {
+        for f in &p.functions {
+            let rounds = out.entry((comparable_name(&f.name).to_string(), f.category)).or_insert_with(|| vec![0.0; profiles.len()]);
+            rounds[round] += f.self_us as f64 / p.requests.max(1) as f64;
+        }
+    }
+    out
+}
+
+fn show_spread(s: Option<Spread>) -> String {
+    match s {
+        Some(s) => format!("{:>7.1} ({:.1}–{:.1})", s.median, s.min, s.max),
+        None => "-".into(),
+    }
+}
+
+/// The before → after table of one route.
+pub fn compare_table(c: &Compared) -> String {
+    let rounds = c.before.len().min(c.after.len());
+    let wall = |ps: &[Profile]| rounds::median(&ps.iter().map(|p| p.wall.as_secs_f64()).collect::<Vec<_>>()).unwrap_or(0.0);
+    let mut out = format!(
+        "profile of {}, before → after: {rounds} rounds of {} requests one after another on each build, {:.1} s / {:.1} s each (median)\n\
+         \x20 before: {}\n\
+         \x20 after:  {}\n\
+         \x20 the rounds alternate which build goes first: round 0 before, after; round 1 after, before; and so on\n\
+         \x20 µs/req: µs of busy isolate per request, the build's median over the rounds (its lowest–highest)\n\
+         \x20 after ÷ before: the median over the rounds of (after's ÷ before's, both of that round), then the lowest–highest of those ratios\n",
+        c.route.name(),
+        c.requests,
+        wall(&c.before),
+        wall(&c.after),
+        c.builds[0],
+        c.builds[1],
+    );
+    out.push_str(&format!("  {:<26} {:>24}    {:>24}  {:>16}\n", "self time by group", "before µs/req", "after µs/req", "after ÷ before"));
+    let groups = Category::BUSY.iter().map(|&g| (g.name(), Some(g))).chain([("busy per request", None)]);
+    for (name, group) in groups {
+        let figure = |ps: &[Profile]| ps.iter().take(rounds).map(|p| per_request(p, group)).collect::<Vec<f64>>();
+        let change = Change::of(&figure(&c.before), &figure(&c.after));
+        out.push_str(&format!(
+            "  {:<26} {:>24} →  {:>24}  {:>16}\n",
+            name,
+            show_spread(change.before),
+            show_spread(change.after),
+            rounds::show(change.ratio)
+        ));
+    }
+    let (before, after) = (functions_by_round(&c.before[..rounds]), functions_by_round(&c.after[..rounds]));
+    let median = |v: Option<&Vec<f64>>| v.and_then(|v| rounds::median(v)).unwrap_or(0.0);
+    let mut top: Vec<(&(String, Category), f64, f64)> =
+        after.iter().map(|(key, a)| (key, median(before.get(key)), median(Some(a)))).collect();
+    top.sort_by(|x, y| y.2.total_cmp(&x.2).then(x.0.cmp(y.0)));
+    out.push_str(&format!("  top {TOP_FUNCTIONS_COMPARED} functions by the after build's median self time, µs/req before → after\n"));
+    for ((name, group), b, a) in top.into_iter().take(TOP_FUNCTIONS_COMPARED) {
+        let name: String = name.chars().take(90).collect();
+        out.push_str(&format!("  {b:>8.1} → {a:>8.1}  {:<7} {name}\n", group.short()));
     }
     out
 }
@@ -282,51 +403,68 @@ impl Inspector {
 
 /// Profiles `requests` requests of `route` against `server`, whose inspector is on `inspector_port`.
 pub async fn run(server: &Server, inspector_port: u16, route: Route, requests: usize, key: &[u8]) -> Result<Profile, String> {
-    let api = Api::new(&server.base(), Duration::from_secs(30));
-    let owner = service::owner_token("profile-owner", key);
-    let handoff = match route {
-        Route::Package => service::create_with_work(&api, &owner, "profile-session").await?,
-        _ => service::create(&api, &owner, "profile-session").await?,
-    };
-    let request = |n: u64| -> Req {
-        match route {
+    Session::start(server, inspector_port, route, key).await?.profile(requests).await
+}
+
+/// One route on one workerd, profiled as many times as asked: its hand-off is made once, and
+/// its requests are numbered across the profiles (each report a change).
+pub struct Session {
+    api: Api,
+    inspector_port: u16,
+    route: Route,
+    handoff: service::Handoff,
+    sent: u64,
+}
+
+impl Session {
+    pub async fn start(server: &Server, inspector_port: u16, route: Route, key: &[u8]) -> Result<Session, String> {
+        let api = Api::new(&server.base(), Duration::from_secs(30));
+        let owner = service::owner_token("profile-owner", key);
+        let handoff = match route {
+            Route::Package => service::create_with_work(&api, &owner, "profile-session").await?,
+            _ => service::create(&api, &owner, "profile-session").await?,
+        };
+        Ok(Session { api, inspector_port, route, handoff, sent: 0 })
+    }
+
+    fn request(&self, n: u64) -> Req {
+        match self.route {
             Route::Health => Req::get("/v1/health", None),
             Route::Floor => service::floor(),
-            Route::Get => service::get(&handoff),
-            Route::Report => service::report(&handoff, n),
-            Route::Package => service::preview(&handoff),
+            Route::Get => service::get(&self.handoff),
+            Route::Report => service::report(&self.handoff, n),
+            Route::Package => service::preview(&self.handoff),
         }
-    };
-    let mut n = 0;
-    let mut send = |count: usize| {
-        let reqs: Vec<Req> = (0..count)
-            .map(|_| {
-                n += 1;
-                request(n)
-            })
-            .collect();
-        let api = api.clone();
-        async move {
-            for req in &reqs {
-                let (status, body) = api.send(req).await?;
-                if status != 200 {
-                    return Err(format!("{} answered {status}: {body}", req.path));
-                }
+    }
+
+    /// Sends `count` requests one after another, each answered 200.
+    async fn send(&mut self, count: usize) -> Result<(), String> {
+        for _ in 0..count {
+            self.sent += 1;
+            let req = self.request(self.sent);
+            let (status, body) = self.api.send(&req).await?;
+            if status != 200 {
+                return Err(format!("{} answered {status}: {body}", req.path));
             }
-            Ok::<(), String>(())
         }
-    };
-    send(WARMUP_REQUESTS).await?;
-    let mut inspector = Inspector::connect(&api, inspector_port).await?;
-    inspector.call("Profiler.enable", json!({}))?;
-    inspector.call("Profiler.setSamplingInterval", json!({"interval": SAMPLING_INTERVAL_US}))?;
-    inspector.call("Profiler.start", json!({}))?;
-    let started = Instant::now();
-    let sent = send(requests).await;
-    let wall = started.elapsed();
-    let stopped = inspector.call("Profiler.stop", json!({}))?;
-    sent?;
-    Ok(summarise(&stopped["profile"], route, requests, wall))
+        Ok(())
+    }
+
+    /// Warms the isolate ([`WARMUP_REQUESTS`]: after another workerd ran, as on the first
+    /// call), then profiles `requests` requests.
+    pub async fn profile(&mut self, requests: usize) -> Result<Profile, String> {
+        self.send(WARMUP_REQUESTS).await?;
+        let mut inspector = Inspector::connect(&self.api, self.inspector_port).await?;
+        inspector.call("Profiler.enable", json!({}))?;
+        inspector.call("Profiler.setSamplingInterval", json!({"interval": SAMPLING_INTERVAL_US}))?;
+        inspector.call("Profiler.start", json!({}))?;
+        let started = Instant::now();
+        let sent = self.send(requests).await;
+        let wall = started.elapsed();
+        let stopped = inspector.call("Profiler.stop", json!({}))?;
+        sent?;
+        Ok(summarise(&stopped["profile"], self.route, requests, wall))
+    }
 }
 
 #[cfg(test)]
@@ -363,8 +501,63 @@ mod tests {
             "timeDeltas": [0, 100, 300, 50, 1000],
         });
         let p = summarise(&profile, Route::Floor, 2, Duration::from_millis(1));
-        assert_eq!(p.busy_us, 100 + 300 + 50 + 0, "the last sample has no interval after it; idle is out");
+        assert_eq!(p.busy_us, 100 + 300 + 50, "the last sample has no interval after it; idle is out");
         assert_eq!(p.categories, vec![(Category::Wasm, 400), (Category::Gc, 50)]);
         assert_eq!(p.functions[0].name, "handoff::router::handle");
+    }
+
+    fn profile(wasm_us: u64, glue_us: u64, requests: usize, functions: &[(&str, Category, u64)]) -> Profile {
+        Profile {
+            route: Route::Floor,
+            requests,
+            categories: vec![(Category::Wasm, wasm_us), (Category::Glue, glue_us)],
+            functions: functions.iter().map(|&(name, category, self_us)| Function { name: name.into(), category, self_us }).collect(),
+            busy_us: wasm_us + glue_us,
+            wall: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn a_group_per_request_is_its_time_over_the_requests_and_an_absent_group_is_zero() {
+        let p = profile(1_000, 500, 10, &[]);
+        assert_eq!(per_request(&p, Some(Category::Wasm)), 100.0);
+        assert_eq!(per_request(&p, Some(Category::Gc)), 0.0);
+        assert_eq!(per_request(&p, None), 150.0);
+    }
+
+    #[test]
+    fn before_and_after_are_medians_and_their_ratio_is_the_median_of_the_rounds() {
+        let change = Change::of(&[100.0, 200.0, 120.0], &[50.0, 220.0, 60.0]);
+        assert_eq!(change.before, Some(Spread { median: 120.0, min: 100.0, max: 200.0 }));
+        assert_eq!(change.after, Some(Spread { median: 60.0, min: 50.0, max: 220.0 }));
+        // Round by round 0.5, 1.1, 0.5: the round where both were slow does not move the median.
+        assert_eq!(change.ratio.map(|r| (r.median, r.min)), Some((0.5, 0.5)));
+        assert!((change.ratio.unwrap().max - 1.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn glue_names_lose_the_builds_hash_so_two_builds_line_up() {
+        assert_eq!(comparable_name("__wbg_handle_d47f161f9b04574c"), "__wbg_handle");
+        assert_eq!(comparable_name("__wbg___wbindgen_number_get_934b640d0889af78"), "__wbg___wbindgen_number_get");
+        assert_eq!(comparable_name("handoff::router::handle"), "handoff::router::handle");
+        assert_eq!(comparable_name("__wbg_handle_short"), "__wbg_handle_short");
+        let before = [profile(0, 0, 10, &[("__wbg_handle_0123456789abcdef", Category::Glue, 100)]), profile(0, 0, 10, &[])];
+        let by_round = functions_by_round(&before);
+        assert_eq!(by_round[&("__wbg_handle".to_string(), Category::Glue)], [10.0, 0.0], "absent from a round: 0 there");
+    }
+
+    #[test]
+    fn the_comparison_table_quotes_each_group_and_the_busy_time() {
+        let before = vec![profile(1_000, 1_000, 10, &[]), profile(2_000, 1_000, 10, &[]), profile(1_200, 1_000, 10, &[])];
+        let after = vec![profile(500, 1_000, 10, &[]), profile(2_200, 1_000, 10, &[]), profile(600, 1_000, 10, &[])];
+        let c = Compared { route: Route::Floor, requests: 10, builds: ["b".into(), "a".into()], before, after };
+        let t = compare_table(&c);
+        let line = |start: &str| t.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_default().to_string();
+        let wasm = line("the Worker's own code");
+        assert!(wasm.contains("120.0 (100.0–200.0) →") && wasm.contains("→         60.0 (50.0–220.0)"), "{t}");
+        assert!(line("the Worker's own code").ends_with("0.50 0.50–1.10"), "{t}");
+        assert!(line("glue").ends_with("1.00 1.00–1.00"), "{t}");
+        assert!(line("busy per request").contains("220.0 (200.0–300.0)"), "{t}");
+        assert!(t.contains("3 rounds"), "{t}");
     }
 }
