@@ -24,7 +24,7 @@ use handoff_api::wire::Json;
 use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
 use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
-use handoff_core::session::{AfterAlarm, Answer, Fault};
+use handoff_core::session::{AfterAlarm, Answer, EraseStep, Erasing, Fault};
 use handoff_core::index::{Admission, Row};
 use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
@@ -383,7 +383,8 @@ impl Object {
             self.deliver_through(version).await?;
         }
         if plan.erase {
-            self.erase().await?;
+            // A failed DELETE answers 503 and the owner asks again; the hand-off stays whole.
+            self.erase().await.map_err(|(e, _)| e)?;
         }
         self.reply(plan.reply)
     }
@@ -443,11 +444,11 @@ impl Object {
             AfterAlarm::Nothing => {}
             AfterAlarm::At(at) => self.set_alarm_at(at.saturating_sub(ahead_ms))?,
             AfterAlarm::Erase => {
-                if let Err(e) = self.erase().await {
-                    // The index or storage failed: forget, and try again later.
+                if let Err((e, retry_at)) = self.erase().await {
+                    // The index or storage failed: forget, and try again then.
                     self.inner.forget();
                     console_error!("erasing a hand-off past its retention: {e}");
-                    self.set_alarm_at(now_ms().saturating_add(handoff_core::limits::OUTBOX_RETRY_MS_MAX))?;
+                    self.set_alarm_at(retry_at)?;
                 }
             }
         }
@@ -466,26 +467,47 @@ impl Object {
         crate::alarm::set(self.state.storage().as_raw(), at, "a hand-off's next alarm")
     }
 
-    /// Erases the hand-off: its row in the owner's index first (so that no row outlives it),
-    /// then every row it stored and its alarm; then the session forgets it and every watching
-    /// socket is closed. A failure leaves the hand-off whole, to be erased again.
-    async fn erase(&self) -> Result<()> {
-        let held = self.inner.session.borrow().handoff().map(|h| (h.record.owner.clone(), h.record.id.clone()));
-        let Some((owner, id)) = held else {
+    /// Carries out the session's erase of the hand-off held, one step at a time, each outcome
+    /// fed back (`Session::on_erase_step`). A failure leaves the hand-off whole; the error says
+    /// which step failed, and the time to erase again is the alarm's to set.
+    async fn erase(&self) -> std::result::Result<(), (Error, i64)> {
+        let Some(mut erasure) = self.inner.session.borrow().erasure() else {
             return Ok(());
         };
-        let dropped = self.ask_index(&owner, &IndexAsk::Drop { id }).await?;
-        if dropped.status() != 200 {
-            return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
+        let mut next = erasure.first().cloned();
+        while let Some(step) = next {
+            let done = self.erase_step(&step).await;
+            let progress = self.inner.session.borrow_mut().on_erase_step(&mut erasure, done.is_ok(), now_ms());
+            next = match (progress, done) {
+                (Erasing::Next(step), _) => Some(step),
+                (Erasing::Done, _) => None,
+                (Erasing::Failed { retry_at }, Err(e)) => return Err((e, retry_at)),
+                (Erasing::Failed { retry_at }, Ok(())) => return Err((Error::RustError(format!("{step:?} was refused")), retry_at)),
+            };
         }
-        let storage = self.state.storage();
-        storage.delete_alarm().await?;
-        storage.delete_all().await?;
-        self.inner.session.borrow_mut().erased();
-        self.inner.frames.replace(PerRole::default());
-        for socket in self.state.get_websockets() {
-            // A socket already closing needs nothing more.
-            let _closing = socket.close(Some(1000), Some("erased"));
+        Ok(())
+    }
+
+    async fn erase_step(&self, step: &EraseStep) -> Result<()> {
+        match step {
+            EraseStep::DropRow { owner, id } => {
+                let dropped = self.ask_index(owner, &IndexAsk::Drop { id: id.clone() }).await?;
+                if dropped.status() != 200 {
+                    return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
+                }
+            }
+            EraseStep::DeleteStorage => {
+                let storage = self.state.storage();
+                storage.delete_alarm().await?;
+                storage.delete_all().await?;
+            }
+            EraseStep::CloseSockets => {
+                self.inner.frames.replace(PerRole::default());
+                for socket in self.state.get_websockets() {
+                    // A socket already closing needs nothing more.
+                    let _closing = socket.close(Some(1000), Some("erased"));
+                }
+            }
         }
         Ok(())
     }

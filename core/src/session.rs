@@ -1128,5 +1128,8 @@ impl Staged {
     }
 }
 
+mod erase;
+pub use erase::{EraseStep, Erasing, Erasure};
+
 #[cfg(test)]
 mod tests;

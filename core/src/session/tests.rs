@@ -802,6 +802,36 @@ fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_bo
 }
 
 #[test]
+fn an_erase_drops_the_owners_row_first_then_the_storage_then_the_sockets_and_forgets_the_hand_off_with_its_storage() {
+    let mut d = created();
+    let mut erasure = d.session.erasure().expect("a hand-off to erase");
+    assert_eq!(erasure.first(), Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into() }), "no row outlives the hand-off");
+    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::DeleteStorage));
+    assert!(d.session.handoff().is_some(), "the row alone went: the hand-off is whole");
+    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::CloseSockets));
+    assert!(d.session.handoff().is_none(), "forgotten with its storage");
+    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Done);
+    assert_eq!(d.session.erasure(), None, "nothing left to erase");
+}
+
+#[test]
+fn a_failed_erase_step_stops_the_erase_with_the_hand_off_whole_and_says_when_to_try_again() {
+    for failing in 0..2 {
+        let mut d = created();
+        let mut erasure = d.session.erasure().unwrap();
+        for _ in 0..failing {
+            d.session.on_erase_step(&mut erasure, true, d.now);
+        }
+        let failed = d.session.on_erase_step(&mut erasure, false, d.now);
+        assert_eq!(failed, Erasing::Failed { retry_at: d.now + crate::limits::OUTBOX_RETRY_MS_MAX }, "step {failing}");
+        assert!(d.session.handoff().is_some(), "step {failing}: nothing after the failure ran");
+        assert_eq!(erasure.first(), None);
+        assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Done, "an ended erase does nothing more");
+        assert!(d.session.erasure().is_some(), "to be erased again");
+    }
+}
+
+#[test]
 fn the_clock_test_hook_is_the_owners() {
     let mut d = created();
     assert_eq!(d.ask(ask(machine(), Op::TestClock { advance_ms: 1_000 })).2, 403);
