@@ -4,34 +4,26 @@
 use crate::question::Question;
 use crate::suggestion::Suggestion;
 use crate::time::{EpochMs, Timestamp};
-use crate::turn::{Record, State, Status};
+use crate::turn::{Briefed, Listed, Record, State};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-/// One session in its owner's list: stored as it is sent, and served as it is stored.
+/// One session in its owner's list: stored as it is sent, and served as it is stored. Made by
+/// [`Row::of`] from its record's [`Listed`] and [`Briefed`] parts, flattened, so the row's JSON
+/// keeps its own field order (its suggestion comes before the briefing, the record's after).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
     pub id: String,
-    pub session: String,
-    pub machine: String,
-    pub size: String,
-    pub turn: u64,
-    pub state: State,
-    pub status: Status,
-    pub summary: Option<String>,
-    pub version: u64,
+    /// The record's, but for the summary: an unanswered question's text wins.
+    #[serde(flatten)]
+    pub listed: Listed,
     pub updated_at: Timestamp,
     /// A hand-off the owner may choose to make, shown in the list too.
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
-    /// The runtime the current turn was handed to, and the package that briefed it.
-    #[serde(default)]
-    pub runtime: Option<String>,
-    #[serde(default)]
-    pub package_version: Option<u64>,
-    #[serde(default)]
-    pub package_hash: Option<String>,
+    #[serde(flatten)]
+    pub briefed: Briefed,
     /// The question the session waits on, as the record shows it (its text is the summary
     /// while it is unanswered).
     #[serde(default)]
@@ -40,23 +32,27 @@ pub struct Row {
 
 impl Row {
     pub fn of(record: &Record) -> Row {
+        let mut listed = record.listed.clone();
+        if let Some(open) = record.question.as_ref().filter(|q| q.is_open()) {
+            listed.summary = Some(open.text.clone());
+        }
         Row {
             id: record.id.clone(),
-            session: record.session.clone(),
-            machine: record.machine.clone(),
-            size: record.size.clone(),
-            turn: record.turn,
-            state: record.state,
-            status: record.status,
-            summary: record.question.as_ref().filter(|q| q.is_open()).map(|q| q.text.clone()).or_else(|| record.summary.clone()),
-            version: record.version,
+            listed,
             updated_at: record.updated_at,
             suggestion: record.suggestion.clone(),
-            runtime: record.runtime.clone(),
-            package_version: record.package_version,
-            package_hash: record.package_hash.clone(),
+            briefed: record.briefed.clone(),
             question: record.question.clone().map(Box::new),
         }
+    }
+}
+
+/// `row.status` and the like read the [`Listed`] part; a row is derived from its record, so is
+/// not written through it.
+impl std::ops::Deref for Row {
+    type Target = Listed;
+    fn deref(&self) -> &Listed {
+        &self.listed
     }
 }
 
@@ -141,6 +137,7 @@ pub enum Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::turn::Status;
 
     #[test]
     fn a_cursor_round_trips_and_a_forged_one_is_refused() {
@@ -193,8 +190,7 @@ mod tests {
         use crate::turn::ContinuedFrom;
         let mut r = record();
         (r.turn, r.version, r.status) = (2, 7, Status::NeedsYou);
-        r.runtime = Some("codex".into());
-        (r.package_version, r.package_hash) = (Some(3), Some("ab".repeat(32)));
+        r.briefed = Briefed { runtime: Some("codex".into()), package_version: Some(3), package_hash: Some("ab".repeat(32)) };
         r.continued_from = Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) });
         r.suggestion = Some(Suggestion { reason: Reason::ContextThreshold, turn: 2, runtimes: vec!["codex".into()], command: "handoff open".into() });
         r.machine_runtimes = Some(MachineRuntimes { runtimes: vec![], reported_at: Timestamp::from_ms(3) });
@@ -249,7 +245,7 @@ mod tests {
         let old_row = r#"{"id":"ho_1","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":null,"version":1,"updated_at":1700000000123}"#;
         let row: Row = serde_json::from_str(old_row).unwrap();
         let mut expected = Row::of(&record());
-        expected.summary = None;
+        expected.listed.summary = None;
         assert_eq!(row, expected);
         let old_record = r#"{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"created_at":0,"updated_at":1700000000123}"#;
         let read: Record = serde_json::from_str(old_record).unwrap();
@@ -262,7 +258,13 @@ mod tests {
     #[test]
     fn a_page_cuts_at_its_limit_and_names_the_next_page_only_when_there_is_one() {
         let query = ListQuery { state: None, limit: 2, cursor: None };
-        let rows: Vec<Row> = (0..3).map(|i| Row { version: i, ..Row::of(&record()) }).collect();
+        let rows: Vec<Row> = (0..3)
+            .map(|i| {
+                let mut row = Row::of(&record());
+                row.listed.version = i;
+                row
+            })
+            .collect();
         let full = Page::of(rows.clone(), &query);
         assert_eq!(full.handoffs.len(), 2);
         assert_eq!(full.cursor, Some(Cursor::after(&rows[1]).encode()));
