@@ -207,6 +207,9 @@ pub struct Phase {
     pub status: Status,
 }
 
+/// A standing decision as handed on. Its own type, not a part of [`crate::work::Decision`]: a
+/// package writes `recorded_at` before `evidence` and the record after it, and both orders are
+/// served and stored (the package's is in its Markdown goldens), so one declaration cannot keep both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PackageDecision {
