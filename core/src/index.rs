@@ -236,6 +236,10 @@ mod tests {
         }
         let row = Row::of(&full);
         assert_eq!(serde_json::from_str::<Row>(&serde_json::to_string(&row).unwrap()).unwrap(), row);
+        // The flattened parts are read through serde's buffer: numbers past i64 still read back.
+        let mut big = row;
+        (big.listed.turn, big.listed.version, big.briefed.package_version) = (u64::MAX, u64::MAX, Some(u64::MAX));
+        assert_eq!(serde_json::from_str::<Row>(&serde_json::to_string(&big).unwrap()).unwrap(), big);
     }
 
     /// Rows and records stored by earlier builds, before their later fields existed, still read:
