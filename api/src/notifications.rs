@@ -350,6 +350,7 @@ pub const LOCAL_VAPID_SUBJECT: &str = "mailto:handoff-dev@example.com";
 mod tests {
     use super::*;
     use handoff_core::error::Code;
+    use handoff_core::turn::{Briefed, Listed};
 
     #[test]
     fn a_registration_defaults_to_every_event_and_reads_the_named_ones_once_in_order() {
@@ -390,19 +391,19 @@ mod tests {
     fn a_push_payload_names_the_hand_off_and_its_console_page_and_fits_a_push_message() {
         let row = Row {
             id: "ho_1".into(),
-            session: "s1".into(),
-            machine: "m".into(),
-            size: "l".into(),
-            turn: 2,
-            state: handoff_core::turn::State::Open,
-            status: handoff_core::turn::Status::NeedsYou,
-            summary: Some("é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2)),
-            version: 5,
+            listed: Listed {
+                session: "s1".into(),
+                machine: "m".into(),
+                size: "l".into(),
+                turn: 2,
+                state: handoff_core::turn::State::Open,
+                status: handoff_core::turn::Status::NeedsYou,
+                summary: Some("é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2)),
+                version: 5,
+            },
             updated_at: Timestamp::from_ms(0),
             suggestion: None,
-            runtime: None,
-            package_version: None,
-            package_hash: None,
+            briefed: Briefed::default(),
             question: None,
         };
         let payload = PushPayload::of(Notice::NeedsYou, &row, "https://handoff.example.com");
@@ -424,19 +425,19 @@ mod tests {
         let input = QuestionInput { kind: Kind::Choice, text: "\\".repeat(QUESTION_TEXT_BYTES_MAX), options };
         let mut row = Row {
             id: format!("ho_{}", "f".repeat(32)),
-            session: "s".repeat(ID_CHARS_MAX),
-            machine: "m".into(),
-            size: "l".into(),
-            turn: u64::MAX,
-            state: handoff_core::turn::State::Open,
-            status: handoff_core::turn::Status::NeedsYou,
-            summary: Some("\"".repeat(handoff_core::limits::SUMMARY_BYTES_MAX)),
-            version: u64::MAX,
+            listed: Listed {
+                session: "s".repeat(ID_CHARS_MAX),
+                machine: "m".into(),
+                size: "l".into(),
+                turn: u64::MAX,
+                state: handoff_core::turn::State::Open,
+                status: handoff_core::turn::Status::NeedsYou,
+                summary: Some("\"".repeat(handoff_core::limits::SUMMARY_BYTES_MAX)),
+                version: u64::MAX,
+            },
             updated_at: Timestamp::from_ms(0),
             suggestion: None,
-            runtime: None,
-            package_version: None,
-            package_hash: None,
+            briefed: Briefed::default(),
             question: Some(Box::new(Question::asked(&input, u64::MAX, u64::MAX, Timestamp::from_ms(0)))),
         };
         let console = format!("https://{}.example.com:65535", "c".repeat(63));

@@ -152,22 +152,22 @@ mod tests {
     #[test]
     fn a_put_carries_its_passed_rows_oldest_first_and_names_none_when_there_are_none() {
         use handoff_core::time::Timestamp;
-        use handoff_core::turn::{State, Status};
+        use handoff_core::turn::{Briefed, Listed, State, Status};
         let row = |version: u64, status: Status| handoff_core::index::Row {
             id: "ho_1".into(),
-            session: "s1".into(),
-            machine: "m".into(),
-            size: "l".into(),
-            turn: 1,
-            state: State::Open,
-            status,
-            summary: None,
-            version,
+            listed: Listed {
+                session: "s1".into(),
+                machine: "m".into(),
+                size: "l".into(),
+                turn: 1,
+                state: State::Open,
+                status,
+                summary: None,
+                version,
+            },
             updated_at: Timestamp::from_ms(0),
             suggestion: None,
-            runtime: None,
-            package_version: None,
-            package_hash: None,
+            briefed: Briefed::default(),
             question: None,
         };
         let put = IndexAsk::Put { row: row(3, Status::Done), passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)] };

@@ -216,13 +216,13 @@ pub fn target(h: &Handoff, asked: Option<&str>) -> Result<Target, Refused> {
     if h.status.has_ended() {
         return Err(Refused::TurnEnded { turn: h.turn, status: h.status });
     }
-    let handed_to = h.runtime.as_deref();
+    let handed_to = h.briefed.runtime.as_deref();
     let name = asked.or(handed_to).ok_or(Refused::NoRuntime { turn: h.turn })?;
     let runtime = Runtime::parse(name).ok_or_else(|| Refused::UnknownRuntime { name: name.to_string() })?;
     if let Some(handed_to) = handed_to.filter(|r| *r != name) {
         return Err(Refused::OtherRuntime { turn: h.turn, handed_to: handed_to.to_string(), asked: name.to_string() });
     }
-    Ok(Target { runtime, turn: h.turn, from_package: handed_to.is_some() && h.package_hash.is_some() })
+    Ok(Target { runtime, turn: h.turn, from_package: handed_to.is_some() && h.briefed.package_hash.is_some() })
 }
 
 /// The budget of a launch: `--budget`, else the runtime's.

@@ -106,7 +106,7 @@ pub fn short_hash(hash: &str) -> String {
 /// `v5 turn 2 needs-you on codex, closed: Which database?` — one version of a hand-off.
 pub fn version_line(h: &Handoff) -> String {
     let mut line = format!("v{} turn {} {}", h.version, h.turn, h.status.as_str());
-    if let Some(runtime) = &h.runtime {
+    if let Some(runtime) = &h.briefed.runtime {
         line.push_str(&format!(" on {runtime}"));
     }
     if h.state == State::Closed {
@@ -121,7 +121,7 @@ pub fn version_line(h: &Handoff) -> String {
 /// Every line of `show`: the id and session, the version line, the package, the suggestion.
 pub fn show_lines(h: &Handoff) -> Vec<String> {
     let mut lines = vec![format!("{} session {} on {} ({})", h.id, h.session, h.machine, h.size), version_line(h)];
-    if let (Some(v), Some(hash)) = (h.package_version, &h.package_hash) {
+    if let (Some(v), Some(hash)) = (h.briefed.package_version, &h.briefed.package_hash) {
         lines.push(format!("briefed by package v{v} ({})", short_hash(hash)));
     }
     if let Some(from) = &h.continued_from {
@@ -211,10 +211,10 @@ pub fn created_lines(c: &Created) -> Vec<String> {
 
 pub fn opened_line(h: &Handoff) -> String {
     let mut line = format!("opened turn {} (v{})", h.turn, h.version);
-    if let Some(runtime) = &h.runtime {
+    if let Some(runtime) = &h.briefed.runtime {
         line = format!("opened turn {} on {runtime} (v{})", h.turn, h.version);
     }
-    if let (Some(v), Some(hash)) = (h.package_version, &h.package_hash) {
+    if let (Some(v), Some(hash)) = (h.briefed.package_version, &h.briefed.package_hash) {
         line.push_str(&format!(", package v{v} ({})", short_hash(hash)));
     }
     line

@@ -344,14 +344,14 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
     runtimes::check_handoff(next.record.machine_runtimes.as_ref(), &request.runtime, now)?;
     let last = next.lineage.len() - 1;
     next.lineage[last].runtime = Some(request.runtime.clone());
-    next.record.runtime = Some(request.runtime.clone());
+    next.record.briefed.runtime = Some(request.runtime.clone());
     let sources = Sources { record: &next.record, work: &next.work, lineage: &next.lineage };
     let applied = next.ledger.compile(&sources, request, false, now)?;
     let Compiled { package_version, package_hash, .. } = applied.effect;
     next.ledger = applied.next;
     dirty.ledger = dirty.ledger || applied.moved;
-    next.record.package_version = Some(package_version);
-    next.record.package_hash = Some(package_hash.clone());
+    next.record.briefed.package_version = Some(package_version);
+    next.record.briefed.package_hash = Some(package_hash.clone());
     next.lineage[last].package_version = Some(package_version);
     next.lineage[last].package_hash = Some(package_hash);
     Ok(())
@@ -366,7 +366,7 @@ fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usa
             continue;
         }
         let r = &next.record;
-        let at = suggestion::Context { id: &r.id, turn, current_runtime: r.runtime.as_deref(), machine: r.machine_runtimes.as_ref(), now };
+        let at = suggestion::Context { id: &r.id, turn, current_runtime: r.briefed.runtime.as_deref(), machine: r.machine_runtimes.as_ref(), now };
         if let Some(s) = suggestion::suggest(&at, reason.clone(), policy) {
             next.record.suggestion = Some(s);
             next.extras.raised.push((turn, reason));

@@ -4,34 +4,26 @@
 use crate::question::Question;
 use crate::suggestion::Suggestion;
 use crate::time::{EpochMs, Timestamp};
-use crate::turn::{Record, State, Status};
+use crate::turn::{Briefed, Listed, Record, State};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-/// One session in its owner's list: stored as it is sent, and served as it is stored.
+/// One session in its owner's list: stored as it is sent, and served as it is stored. Made by
+/// [`Row::of`] from its record's [`Listed`] and [`Briefed`] parts, flattened, so the row's JSON
+/// keeps its own field order (its suggestion comes before the briefing, the record's after).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
     pub id: String,
-    pub session: String,
-    pub machine: String,
-    pub size: String,
-    pub turn: u64,
-    pub state: State,
-    pub status: Status,
-    pub summary: Option<String>,
-    pub version: u64,
+    /// The record's, but for the summary: an unanswered question's text wins.
+    #[serde(flatten)]
+    pub listed: Listed,
     pub updated_at: Timestamp,
     /// A hand-off the owner may choose to make, shown in the list too.
     #[serde(default)]
     pub suggestion: Option<Suggestion>,
-    /// The runtime the current turn was handed to, and the package that briefed it.
-    #[serde(default)]
-    pub runtime: Option<String>,
-    #[serde(default)]
-    pub package_version: Option<u64>,
-    #[serde(default)]
-    pub package_hash: Option<String>,
+    #[serde(flatten)]
+    pub briefed: Briefed,
     /// The question the session waits on, as the record shows it (its text is the summary
     /// while it is unanswered).
     #[serde(default)]
@@ -40,23 +32,27 @@ pub struct Row {
 
 impl Row {
     pub fn of(record: &Record) -> Row {
+        let mut listed = record.listed.clone();
+        if let Some(open) = record.question.as_ref().filter(|q| q.is_open()) {
+            listed.summary = Some(open.text.clone());
+        }
         Row {
             id: record.id.clone(),
-            session: record.session.clone(),
-            machine: record.machine.clone(),
-            size: record.size.clone(),
-            turn: record.turn,
-            state: record.state,
-            status: record.status,
-            summary: record.question.as_ref().filter(|q| q.is_open()).map(|q| q.text.clone()).or_else(|| record.summary.clone()),
-            version: record.version,
+            listed,
             updated_at: record.updated_at,
             suggestion: record.suggestion.clone(),
-            runtime: record.runtime.clone(),
-            package_version: record.package_version,
-            package_hash: record.package_hash.clone(),
+            briefed: record.briefed.clone(),
             question: record.question.clone().map(Box::new),
         }
+    }
+}
+
+/// `row.status` and the like read the [`Listed`] part; a row is derived from its record, so is
+/// not written through it.
+impl std::ops::Deref for Row {
+    type Target = Listed;
+    fn deref(&self) -> &Listed {
+        &self.listed
     }
 }
 
@@ -141,6 +137,7 @@ pub enum Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::turn::Status;
 
     #[test]
     fn a_cursor_round_trips_and_a_forged_one_is_refused() {
@@ -185,10 +182,93 @@ mod tests {
         assert_eq!(Row::of(&r).summary.as_deref(), Some("built it"), "answered: the report's summary again");
     }
 
+    /// A record with every optional field set, and its question still open.
+    fn full_record() -> Record {
+        use crate::question::{Choice, Kind, Question, QuestionInput};
+        use crate::runtimes::MachineRuntimes;
+        use crate::suggestion::{Reason, Suggestion};
+        use crate::turn::ContinuedFrom;
+        let mut r = record();
+        (r.turn, r.version, r.status) = (2, 7, Status::NeedsYou);
+        r.briefed = Briefed { runtime: Some("codex".into()), package_version: Some(3), package_hash: Some("ab".repeat(32)) };
+        r.continued_from = Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) });
+        r.suggestion = Some(Suggestion { reason: Reason::ContextThreshold, turn: 2, runtimes: vec!["codex".into()], command: "handoff open".into() });
+        r.machine_runtimes = Some(MachineRuntimes { runtimes: vec![], reported_at: Timestamp::from_ms(3) });
+        let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), options: vec![Choice { id: "a".into(), label: "A".into() }] };
+        r.question = Some(Question::asked(&input, 2, 7, Timestamp::from_ms(4)));
+        r.incarnation = 9;
+        r
+    }
+
+    /// The stored and served bytes of a record and of its row, field order and nulls included:
+    /// a change to how either type is declared must leave these strings as they are.
+    #[test]
+    fn a_record_and_its_row_serialise_to_exactly_these_bytes() {
+        let bare = record();
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            r#"{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":null,"package_version":null,"package_hash":null,"continued_from":null,"suggestion":null,"question":null}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Row::of(&bare)).unwrap(),
+            r#"{"id":"ho_1","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"updated_at":"2023-11-14T22:13:20.123Z","suggestion":null,"runtime":null,"package_version":null,"package_hash":null,"question":null}"#
+        );
+        let full = full_record();
+        let hash = "ab".repeat(32);
+        let question = r#"{"id":"q_7","turn":2,"kind":"choice","text":"Which?","options":[{"id":"a","label":"A"}],"asked_at":"1970-01-01T00:00:00.004Z","answer":null}"#;
+        let suggestion = r#"{"reason":"context-threshold","turn":2,"runtimes":["codex"],"command":"handoff open"}"#;
+        assert_eq!(
+            serde_json::to_string(&full).unwrap(),
+            format!(
+                r#"{{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":2,"state":"open","status":"needs-you","summary":"built it","version":7,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":"codex","package_version":3,"package_hash":"{hash}","continued_from":{{"turn":1,"runtime":"claude-code"}},"suggestion":{suggestion},"machine_runtimes":{{"runtimes":[],"reported_at":"1970-01-01T00:00:00.003Z"}},"question":{question},"incarnation":9}}"#
+            ),
+            "machine_runtimes and incarnation written only when set"
+        );
+        assert_eq!(
+            serde_json::to_string(&Row::of(&full)).unwrap(),
+            format!(
+                r#"{{"id":"ho_1","session":"s1","machine":"m1","size":"large","turn":2,"state":"open","status":"needs-you","summary":"Which?","version":7,"updated_at":"2023-11-14T22:13:20.123Z","suggestion":{suggestion},"runtime":"codex","package_version":3,"package_hash":"{hash}","question":{question}}}"#
+            )
+        );
+        for text in [serde_json::to_string(&bare).unwrap(), serde_json::to_string(&full).unwrap()] {
+            let back: Record = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), text, "a record reads back as itself");
+        }
+        let row = Row::of(&full);
+        assert_eq!(serde_json::from_str::<Row>(&serde_json::to_string(&row).unwrap()).unwrap(), row);
+        // The flattened parts are read through serde's buffer: numbers past i64 still read back.
+        let mut big = row;
+        (big.listed.turn, big.listed.version, big.briefed.package_version) = (u64::MAX, u64::MAX, Some(u64::MAX));
+        assert_eq!(serde_json::from_str::<Row>(&serde_json::to_string(&big).unwrap()).unwrap(), big);
+    }
+
+    /// Rows and records stored by earlier builds, before their later fields existed, still read:
+    /// those fields read as unset.
+    #[test]
+    fn a_row_and_a_record_stored_before_their_later_fields_read_with_them_unset() {
+        let old_row = r#"{"id":"ho_1","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":null,"version":1,"updated_at":1700000000123}"#;
+        let row: Row = serde_json::from_str(old_row).unwrap();
+        let mut expected = Row::of(&record());
+        expected.listed.summary = None;
+        assert_eq!(row, expected);
+        let old_record = r#"{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"created_at":0,"updated_at":1700000000123}"#;
+        let read: Record = serde_json::from_str(old_record).unwrap();
+        assert_eq!(read, Record { incarnation: 0, ..record() });
+        // A field every build wrote is still required.
+        assert!(serde_json::from_str::<Row>(&old_row.replace(r#""turn":1,"#, "")).is_err());
+        assert!(serde_json::from_str::<Record>(&old_record.replace(r#""session":"s1","#, "")).is_err());
+    }
+
     #[test]
     fn a_page_cuts_at_its_limit_and_names_the_next_page_only_when_there_is_one() {
         let query = ListQuery { state: None, limit: 2, cursor: None };
-        let rows: Vec<Row> = (0..3).map(|i| Row { version: i, ..Row::of(&record()) }).collect();
+        let rows: Vec<Row> = (0..3)
+            .map(|i| {
+                let mut row = Row::of(&record());
+                row.listed.version = i;
+                row
+            })
+            .collect();
         let full = Page::of(rows.clone(), &query);
         assert_eq!(full.handoffs.len(), 2);
         assert_eq!(full.cursor, Some(Cursor::after(&rows[1]).encode()));

@@ -26,7 +26,7 @@ use crate::limits::*;
 use crate::applied::Applied;
 use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
-use crate::work::{multi_line, single_line, uri_kind, Role, UriKind, Work};
+use crate::work::{multi_line, single_line, uri_kind, HandedArtifact, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -167,7 +167,8 @@ pub struct Package {
     pub acceptance_criteria: Vec<String>,
     pub state: PackageState,
     pub decisions: Vec<PackageDecision>,
-    pub artifacts: Vec<PackageArtifact>,
+    /// The work record's artifacts as handed on: without who recorded them and when.
+    pub artifacts: Vec<HandedArtifact>,
     pub blockers: Vec<PackageBlocker>,
     pub relevant_files: Vec<String>,
     pub next: Next,
@@ -206,6 +207,9 @@ pub struct Phase {
     pub status: Status,
 }
 
+/// A standing decision as handed on. Its own type, not a part of [`crate::work::Decision`]: a
+/// package writes `recorded_at` before `evidence` and the record after it, and both orders are
+/// served and stored (the package's is in its Markdown goldens), so one declaration cannot keep both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PackageDecision {
@@ -214,18 +218,6 @@ pub struct PackageDecision {
     pub rationale: Option<String>,
     pub recorded_at: Timestamp,
     pub evidence: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PackageArtifact {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub version: u64,
-    pub uri: String,
-    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,18 +298,7 @@ pub fn compile(
         .collect();
 
     let latest = work.latest_artifacts();
-    let artifacts: Vec<PackageArtifact> = latest
-        .iter()
-        .take(PACKAGE_ARTIFACTS_MAX)
-        .map(|a| PackageArtifact {
-            id: a.id.clone(),
-            kind: a.kind.clone(),
-            title: a.title.clone(),
-            version: a.version,
-            uri: a.uri.clone(),
-            sha256: a.sha256.clone(),
-        })
-        .collect();
+    let artifacts: Vec<HandedArtifact> = latest.iter().take(PACKAGE_ARTIFACTS_MAX).map(|a| a.handed.clone()).collect();
 
     let open = work.open_blockers();
     let blockers: Vec<PackageBlocker> = open

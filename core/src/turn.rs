@@ -100,11 +100,11 @@ pub struct ContinuedFrom {
     pub runtime: Option<String>,
 }
 
-/// One hand-off: one cloud chat session, turn after turn. Serialised as it is stored.
+/// A hand-off at a glance: its session, where it runs, and where its turn stands. The record
+/// keeps it and the owner's list repeats it ([`crate::index::Row`], whose summary is the open
+/// question's text while it waits), flattened into each, so both stay flat JSON objects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub id: String,
-    pub owner: String,
+pub struct Listed {
     pub session: String,
     pub machine: String,
     pub size: String,
@@ -113,16 +113,34 @@ pub struct Record {
     pub status: Status,
     pub summary: Option<String>,
     pub version: u64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    /// The runtime the current turn was handed to, when it was.
+}
+
+/// How the current turn was handed on: the runtime it was handed to, when it was, and the
+/// package that briefed it, if one did. On the record and its list row, flattened into each.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Briefed {
     #[serde(default)]
     pub runtime: Option<String>,
-    /// The package that briefed the current turn, if one did.
     #[serde(default)]
     pub package_version: Option<u64>,
     #[serde(default)]
     pub package_hash: Option<String>,
+}
+
+/// One hand-off: one cloud chat session, turn after turn. Serialised as it is stored.
+///
+/// The fields it shares with its list row are two flattened parts, [`Listed`] (read through
+/// `Deref`) and [`Briefed`]: two, because the row orders its fields otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub owner: String,
+    #[serde(flatten)]
+    pub listed: Listed,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(flatten)]
+    pub briefed: Briefed,
     #[serde(default)]
     pub continued_from: Option<ContinuedFrom>,
     /// A hand-off the owner may choose to make; never acted on by the service.
@@ -147,6 +165,20 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// `record.status` and the like read and write the [`Listed`] part.
+impl std::ops::Deref for Record {
+    type Target = Listed;
+    fn deref(&self) -> &Listed {
+        &self.listed
+    }
+}
+
+impl std::ops::DerefMut for Record {
+    fn deref_mut(&mut self) -> &mut Listed {
+        &mut self.listed
+    }
+}
+
 impl Record {
     /// Whether the hand-off is closed: terminal, nothing changes it again.
     pub fn is_closed(&self) -> bool {
@@ -167,19 +199,10 @@ impl Record {
         Record {
             id,
             owner,
-            session,
-            machine,
-            size,
-            turn: 1,
-            state: State::Open,
-            status: Status::Running,
-            summary: None,
-            version: 1,
+            listed: Listed { session, machine, size, turn: 1, state: State::Open, status: Status::Running, summary: None, version: 1 },
             created_at: Timestamp::from_ms(now),
             updated_at: Timestamp::from_ms(now),
-            runtime: None,
-            package_version: None,
-            package_hash: None,
+            briefed: Briefed::default(),
             continued_from: None,
             suggestion: None,
             machine_runtimes: None,
@@ -274,10 +297,8 @@ fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
     next.status = Status::Running;
     next.summary = None;
     // A new turn starts unbriefed and unsuggested; a hand-off to a runtime fills these in.
-    next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.runtime.clone() });
-    next.runtime = None;
-    next.package_version = None;
-    next.package_hash = None;
+    next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.briefed.runtime.clone() });
+    next.briefed = Briefed::default();
     next.suggestion = None;
     next.question = None;
     Ok(Some(next))

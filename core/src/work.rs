@@ -331,9 +331,12 @@ impl Decision {
 
 }
 
-/// One version of one artifact. Every title has one id; its versions count from 1.
+/// One version of one artifact as a package hands it on: all of [`Artifact`] but who
+/// recorded it and when. Every title has one id; its versions count from 1. A package refuses
+/// any other field; flattened into [`Artifact`], it is given only its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Artifact {
+#[serde(deny_unknown_fields)]
+pub struct HandedArtifact {
     pub id: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -341,8 +344,24 @@ pub struct Artifact {
     pub version: u64,
     pub uri: String,
     pub sha256: Option<String>,
+}
+
+/// One version of one artifact as the record keeps it: what a package hands on (flattened, so
+/// the JSON is flat), then when and by whom it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    #[serde(flatten)]
+    pub handed: HandedArtifact,
     pub recorded_at: Timestamp,
     pub by: Role,
+}
+
+/// `artifact.title` and the like read the handed-on part.
+impl std::ops::Deref for Artifact {
+    type Target = HandedArtifact;
+    fn deref(&self) -> &HandedArtifact {
+        &self.handed
+    }
 }
 
 
@@ -556,12 +575,7 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
         }
     };
     let artifact = Artifact {
-        id,
-        kind: input.kind.clone(),
-        title: input.title.clone(),
-        version,
-        uri: input.uri.clone(),
-        sha256,
+        handed: HandedArtifact { id, kind: input.kind.clone(), title: input.title.clone(), version, uri: input.uri.clone(), sha256 },
         recorded_at: Timestamp::from_ms(now),
         by,
     };

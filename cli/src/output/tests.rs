@@ -111,7 +111,7 @@ fn a_version_line_names_version_turn_status_runtime_and_one_line_summary() {
     let mut h = handoff(2, "needs-you", 5);
     assert_eq!(version_line(&h), "v5 turn 2 needs-you");
     h.summary = Some("Which database\nshould I use?".into());
-    h.runtime = Some("codex".into());
+    h.briefed.runtime = Some("codex".into());
     assert_eq!(version_line(&h), "v5 turn 2 needs-you on codex: Which database should I use?");
     h.state = State::Closed;
     h.status = Status::Cancelled;
@@ -122,9 +122,9 @@ fn a_version_line_names_version_turn_status_runtime_and_one_line_summary() {
 #[test]
 fn show_prints_the_package_lineage_and_any_suggestion() {
     let mut h = handoff(2, "running", 6);
-    h.runtime = Some("codex".into());
-    h.package_version = Some(1);
-    h.package_hash = Some("1d07e2c4".repeat(8));
+    h.briefed.runtime = Some("codex".into());
+    h.briefed.package_version = Some(1);
+    h.briefed.package_hash = Some("1d07e2c4".repeat(8));
     h.continued_from = Some(ContinuedFrom { turn: 1, runtime: None });
     assert_eq!(
         show_lines(&h),

@@ -1,11 +1,11 @@
 use super::*;
 use crate::package::tests::{check_golden, rich_package};
 use crate::package::{
-    package_hash, Latest, Next, OfferState, Package, PackageArtifact, PackageBlocker, PackageDecision, PackageState,
+    package_hash, Latest, Next, OfferState, Package, PackageBlocker, PackageDecision, PackageState,
     PackageWork, Phase, Source, Truncation,
 };
 use crate::turn::{State, Status};
-use crate::work::{BlockerStatus, Severity};
+use crate::work::{BlockerStatus, HandedArtifact, Severity};
 use proptest::prelude::*;
 
 const BASE_URL: &str = "https://handoff.example.com";
@@ -162,7 +162,7 @@ prop_compose! {
         p.decisions = decisions.into_iter().enumerate().map(|(i, s)| PackageDecision {
             id: format!("dec_{i}"), statement: s, rationale: None, recorded_at: crate::time::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap().into(), evidence: vec![],
         }).collect();
-        p.artifacts = artifacts.into_iter().enumerate().map(|(i, t)| PackageArtifact {
+        p.artifacts = artifacts.into_iter().enumerate().map(|(i, t)| HandedArtifact {
             id: format!("art_{i}"), kind: "doc".into(), title: t, version: 1, uri: "https://a.example".into(), sha256: None,
         }).collect();
         p.blockers = blockers.into_iter().enumerate().map(|(i, t)| PackageBlocker {

@@ -68,14 +68,14 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
     let out = ok(&h, open(1, Some(request("codex"))), Role::Owner);
     let r = &out.next.record;
     assert_eq!(r.version, before + 1, "one version move for the turn and its package");
-    assert_eq!((r.turn, r.runtime.as_deref(), r.package_version), (2, Some("codex"), Some(1)));
-    assert_eq!(r.package_hash, out.next.ledger.current.as_ref().map(|o| o.hash.clone()));
+    assert_eq!((r.turn, r.briefed.runtime.as_deref(), r.briefed.package_version), (2, Some("codex"), Some(1)));
+    assert_eq!(r.briefed.package_hash, out.next.ledger.current.as_ref().map(|o| o.hash.clone()));
     assert_eq!(out.next.lineage[1].runtime.as_deref(), Some("codex"));
     // The next plain turn continues from the handed-off one.
     let h = ok(&out.next, report(2, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(2, None), Role::Owner).next;
     assert_eq!(h.record.continued_from.as_ref().and_then(|c| c.runtime.as_deref()), Some("codex"));
-    assert_eq!((h.record.runtime.clone(), h.record.package_hash.clone()), (None, None));
+    assert_eq!((h.record.briefed.runtime.clone(), h.record.briefed.package_hash.clone()), (None, None));
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
     let unreported = ok(&h, open(1, Some(request("aider"))), Role::Owner);
-    assert_eq!(unreported.next.record.runtime.as_deref(), Some("aider"), "an unreported machine may be handed anything");
+    assert_eq!(unreported.next.record.briefed.runtime.as_deref(), Some("aider"), "an unreported machine may be handed anything");
     let h = ok(&h, runtimes(&[("codex", Some(false)), ("claude-code", Some(true)), ("gemini", None)]), Role::Machine).next;
     for absent_or_signed_out in ["aider", "codex"] {
         let refused = apply(&h, &open(1, Some(request(absent_or_signed_out))), Role::Owner, 5_000).unwrap_err();
@@ -161,7 +161,7 @@ fn a_suggestion_is_raised_once_per_turn_and_reason_and_opens_nothing() {
     assert!(out.moved, "a suggestion is a version move even on an unchanged status");
     let s = out.next.record.suggestion.clone().unwrap();
     assert_eq!((s.reason, s.turn, s.runtimes.len()), (Reason::ContextThreshold, 1, 2));
-    assert_eq!((out.next.record.turn, out.next.record.runtime.clone()), (1, None), "nothing switched");
+    assert_eq!((out.next.record.turn, out.next.record.briefed.runtime.clone()), (1, None), "nothing switched");
     let again = ok(&out.next, report_usage(1, ReportStatus::Running, hot), Role::Machine);
     assert!(!again.moved, "raised once per turn and reason");
     let capped = Usage { limit: Some(Limit::ProviderLimit), ..Usage::default() };

@@ -1,24 +1,16 @@
 use super::*;
 use crate::limits::{WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_RETRY_WINDOW_MS};
 use crate::time::Timestamp;
+use crate::turn::{Briefed, Listed};
 use proptest::prelude::*;
 
 fn row(version: u64, turn: u64, status: Status, state: State, summary: &str) -> Row {
     Row {
         id: "ho_1".into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        turn,
-        state,
-        status,
-        summary: Some(summary.into()),
-        version,
+        listed: Listed { session: "s1".into(), machine: "m1".into(), size: "large".into(), turn, state, status, summary: Some(summary.into()), version },
         updated_at: Timestamp::from_ms(1_700_000_000_000 + version as i64),
         suggestion: None,
-        runtime: None,
-        package_version: None,
-        package_hash: None,
+        briefed: Briefed::default(),
         question: None,
     }
 }

@@ -68,12 +68,7 @@ fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> 
     let mut next = w.clone();
     next.counters.artifacts += 1;
     next.artifacts.push(work::Artifact {
-        id: format!("art_{}", next.counters.artifacts),
-        kind: "doc".into(),
-        title: title.into(),
-        version: 1,
-        uri: uri.into(),
-        sha256: None,
+        handed: work::HandedArtifact { id: format!("art_{}", next.counters.artifacts), kind: "doc".into(), title: title.into(), version: 1, uri: uri.into(), sha256: None },
         recorded_at: at.into(),
         by: Role::Machine,
     });
@@ -154,12 +149,7 @@ fn hostile_work() -> Work {
         by: Role::Machine,
     };
     let artifact = |n: u64, kind: &str, title: &str, uri: &str| work::Artifact {
-        id: format!("art_{n}"),
-        kind: kind.into(),
-        title: title.into(),
-        version: 1,
-        uri: uri.into(),
-        sha256: None,
+        handed: work::HandedArtifact { id: format!("art_{n}"), kind: kind.into(), title: title.into(), version: 1, uri: uri.into(), sha256: None },
         recorded_at: (T0 + 10_000 + n as i64 * 1_000).into(),
         by: Role::Machine,
     };

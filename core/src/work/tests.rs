@@ -122,6 +122,37 @@ fn the_same_artifact_title_is_the_next_version_unless_nothing_differs() {
     assert_eq!(latest, [("art_2", 1), ("art_1", 2)]);
 }
 
+/// The bytes of an artifact as the work record keeps and serves it, and as a package hands it
+/// on (the same fields but who recorded it and when), field order and nulls included.
+#[test]
+fn an_artifact_serialises_to_exactly_these_bytes_on_the_record_and_in_a_package() {
+    let sha = "ab".repeat(32);
+    let w = run(&Work::default(), artifact("Design", "https://x/1", Some(&sha)), Role::Machine).next;
+    let w = run(&w, artifact("Plan", "docs/plan.md", None), Role::Owner).next;
+    let kept = r#"[{"id":"art_1","type":"doc","title":"Design","version":1,"uri":"https://x/1","sha256":"SHA","recorded_at":"1970-01-01T00:00:05.000Z","by":"machine"},{"id":"art_2","type":"doc","title":"Plan","version":1,"uri":"docs/plan.md","sha256":null,"recorded_at":"1970-01-01T00:00:05.000Z","by":"owner"}]"#
+        .replace("SHA", &sha);
+    assert_eq!(serde_json::to_string(&w.artifacts).unwrap(), kept);
+    assert_eq!(serde_json::from_str::<Vec<Artifact>>(&kept).unwrap(), w.artifacts);
+    // As first stored, with times in epoch milliseconds.
+    let stored = kept.replace(r#""1970-01-01T00:00:05.000Z""#, "5000");
+    assert_eq!(serde_json::from_str::<Vec<Artifact>>(&stored).unwrap(), w.artifacts);
+    let mut spec = work_input(&[]);
+    spec.task_type = None;
+    let w = Work { spec: Some(spec), ..w };
+    let request = crate::package::PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None };
+    let h = handoff();
+    let sources = crate::package::Sources { record: &h, work: &w, lineage: &[] };
+    let package = crate::package::compile(&sources, &request, None, 0).unwrap();
+    let handed = r#"[{"id":"art_2","type":"doc","title":"Plan","version":1,"uri":"docs/plan.md","sha256":null},{"id":"art_1","type":"doc","title":"Design","version":1,"uri":"https://x/1","sha256":"SHA"}]"#
+        .replace("SHA", &sha);
+    assert_eq!(serde_json::to_string(&package.artifacts).unwrap(), handed);
+    let package_json = serde_json::to_value(&package).unwrap();
+    assert_eq!(serde_json::from_value::<crate::package::Package>(package_json.clone()).unwrap(), package);
+    let mut with_who = package_json;
+    with_who["artifacts"][0]["by"] = json!("owner");
+    assert!(serde_json::from_value::<crate::package::Package>(with_who).is_err(), "a package's artifact has no `by`");
+}
+
 #[test]
 fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     let add = |sev| Command::AddBlocker(BlockerInput { severity: sev, title: "no creds".into() });
