@@ -478,11 +478,11 @@ impl Object {
         while let Some(step) = next {
             let done = self.erase_step(&step).await;
             let progress = self.inner.session.borrow_mut().on_erase_step(&mut erasure, done.is_ok(), now_ms());
-            next = match (progress, done) {
-                (Erasing::Next(step), _) => Some(step),
-                (Erasing::Done, _) => None,
-                (Erasing::Failed { retry_at }, Err(e)) => return Err((e, retry_at)),
-                (Erasing::Failed { retry_at }, Ok(())) => return Err((Error::RustError(format!("{step:?} was refused")), retry_at)),
+            next = match progress {
+                Erasing::Next(step) => Some(step),
+                Erasing::Done => None,
+                // Only a failed step fails the erase.
+                Erasing::Failed { retry_at } => return Err((done.err().unwrap_or_else(|| Error::RustError("an erase step failed".into())), retry_at)),
             };
         }
         Ok(())

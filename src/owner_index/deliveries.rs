@@ -89,8 +89,8 @@ pub fn schema(tables: Tables) -> Vec<String> {
 }
 
 const INSERT: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
-/// The `?1` oldest pending deliveries: counted on their receivers of either kind, then dropped.
-const OLDEST: &str = "SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1";
+/// The `?1` oldest pending deliveries go, after they are counted on their receivers of either kind.
+const DROP_OLDEST: &str = "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1)";
 const COUNT_DROPPED: [&str; 2] = [
     "UPDATE webhooks SET dropped = dropped + (SELECT COUNT(*) FROM deliveries d WHERE d.kind = 'webhook' AND d.receiver = webhooks.id AND d.seq IN (SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1))",
     "UPDATE push_subscriptions SET dropped = dropped + (SELECT COUNT(*) FROM deliveries d WHERE d.kind = 'push' AND d.receiver = push_subscriptions.id AND d.seq IN (SELECT seq FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?1))",
@@ -165,7 +165,7 @@ pub fn owe(sql: &SqlStorage, notices: &[(&Row, Notice)], push: bool, pending_max
         for count in COUNT_DROPPED {
             statements.push((count.to_string(), vec![n.clone()]));
         }
-        statements.push((format!("DELETE FROM deliveries WHERE seq IN ({OLDEST})"), vec![n]));
+        statements.push((DROP_OLDEST.to_string(), vec![n]));
     }
     Ok(statements)
 }
