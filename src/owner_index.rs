@@ -16,6 +16,7 @@ use crate::http::answer;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::IndexAsk;
 use handoff_core::index::{ListQuery, Page, Row};
+use handoff_core::owner::list::Held;
 use handoff_core::turn::State as HandoffState;
 use serde::Serialize;
 use std::cell::Cell;
@@ -51,11 +52,6 @@ const SCHEMA: [&str; 2] = [
     "CREATE INDEX IF NOT EXISTS list_newest ON list (updated_at DESC, id DESC)",
 ];
 
-/// Kept only when it is newer than the row held.
-const UPSERT: &str = "INSERT INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state, version = excluded.version, row = excluded.row
-WHERE excluded.version > list.version";
-
 /// The columns of an earlier build's `rows` table (one column per field), as a row's JSON, in
 /// the order `Row` declares them; a column that build did not have yet reads as null.
 const EARLIER_COLUMNS: [(&str, &str); 14] = [
@@ -85,6 +81,12 @@ struct NameRow {
 
 #[derive(serde::Deserialize)]
 struct ListRow {
+    row: String,
+}
+
+#[derive(serde::Deserialize)]
+struct HeldRow {
+    version: i64,
     row: String,
 }
 
@@ -226,40 +228,34 @@ impl OwnerIndex {
         Ok(format!("INSERT OR IGNORE INTO list (id, updated_at, state, version, row) SELECT id, updated_at, state, version, json_object({}) FROM rows", fields.join(", ")))
     }
 
-    /// Stores `row` when it is newer than the row held, with the notices owed along the chain
-    /// from the row held through the rows it `passed` to it (only `row` is listed).
+    /// Stores `row` when the core says (`owner::list::put`: newer than the row held), with the
+    /// deliveries of the notices it owes along the chain from the row held through the rows it
+    /// `passed` (only `row` is listed), in one transaction, then the alarm that sends them.
     fn put(&self, row: &Row, passed: &[Row]) -> Result<web_sys::Response> {
         if self.refusing.get() {
             return crate::http::refusal(&ApiError::new(Code::StoreUnavailable, "deliveries are refused (test hook)"));
         }
-        let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         self.ensure_schema()?;
-        let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
         let sql = self.state.storage().sql();
-        let owed = if self.has_webhooks()? {
-            let (held, now) = (self.held(row)?, now_ms());
-            let notices = handoff_core::notice::owed_chain(held.as_ref(), passed, row);
-            deliveries::owe(&sql, &notices, self.sender.is_some(), self.pending_max, now)?
-        } else {
-            vec![]
-        };
+        let stored: Vec<HeldRow> = sql.exec("SELECT version, row FROM list WHERE id = ?", vec![row.id.as_str().into()])?.to_array()?;
+        let readable = stored.first().and_then(|h| serde_json::from_str::<Row>(&h.row).ok());
+        let held = stored.first().map(|h| Held { version: h.version.max(0) as u64, row: readable.as_ref() });
+        let put = handoff_core::owner::list::put(held, passed, row, self.has_webhooks()?);
+        if !put.store {
+            return answer(200, &Ok_ { ok: true });
+        }
+        let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
+        let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
+        let owed = deliveries::owe(&sql, &put.notices, self.sender.is_some(), self.pending_max, now_ms())?;
         if owed.is_empty() {
-            sql.exec(UPSERT, bindings)?;
+            sql.exec(STORE_ROW, bindings)?;
         } else {
-            // The row and the deliveries it owes in one transaction, then the alarm that sends them.
-            let mut statements = vec![(UPSERT.to_string(), bindings)];
+            let mut statements = vec![(STORE_ROW.to_string(), bindings)];
             statements.extend(owed);
             self.transaction(statements)?;
             deliveries::arm(&sql, self.state.storage().as_raw())?;
         }
         answer(200, &Ok_ { ok: true })
-    }
-
-    /// The row held for `row`'s hand-off, where it is older (a newer or equal one owes nothing,
-    /// and an unreadable one is read as none: at least once, never less).
-    fn held(&self, row: &Row) -> Result<Option<Row>> {
-        let stored: Vec<ListRow> = self.state.storage().sql().exec("SELECT row FROM list WHERE id = ?", vec![row.id.as_str().into()])?.to_array()?;
-        Ok(stored.first().and_then(|r| serde_json::from_str::<Row>(&r.row).ok()))
     }
 
     /// Whether the owner has notification tables, brought to this build's the first time an
@@ -376,7 +372,7 @@ impl OwnerIndex {
     fn put_unreadable(&self, id: &str) -> Result<web_sys::Response> {
         self.ensure_schema()?;
         let bindings = vec![id.into(), i64::MAX.into(), "open".into(), i64::MAX.into(), "{\"not\": \"a row\"".into()];
-        self.state.storage().sql().exec(UPSERT, bindings)?;
+        self.state.storage().sql().exec(STORE_ROW, bindings)?;
         answer(200, &Ok_ { ok: true })
     }
 
@@ -425,9 +421,10 @@ struct Count {
 const DROP_EXPIRED: &str = "DELETE FROM list WHERE state = ? AND updated_at < ?";
 /// Open rows other than the one being added.
 const COUNT_OPEN: &str = "SELECT count(*) AS n FROM list WHERE state = ? AND id != ?";
-/// A new hand-off's first row: it replaces any row left under its id (a create whose commit
-/// failed after its admission), since the hand-off is starting now at version 1.
-const ADD_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
+/// A row stored under its id, in place of any held: a delivered row the core found newer, or
+/// a new hand-off's first row (which replaces a row left by a create whose commit failed after
+/// its admission, since the hand-off is starting now at version 1).
+const STORE_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
 
 impl OwnerIndex {
     /// Admits a new hand-off's first row against the open cap and adds it, in one step with
@@ -445,7 +442,7 @@ impl OwnerIndex {
         }
         let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
-        sql.exec(ADD_ROW, bindings)?;
+        sql.exec(STORE_ROW, bindings)?;
         answer(200, &Admission::Yes)
     }
 

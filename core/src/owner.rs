@@ -2,4 +2,5 @@
 //! `OwnerIndex` Durable Object (`src/owner_index/`) stores what these decide and sends what
 //! they say is due.
 
+pub mod list;
 pub mod receiver;
