@@ -71,6 +71,7 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
     assert_eq!((r.turn, r.briefed.runtime.as_deref(), r.briefed.package_version), (2, Some("codex"), Some(1)));
     assert_eq!(r.briefed.package_hash, out.next.ledger.current.as_ref().map(|o| o.hash.clone()));
     assert_eq!(out.next.lineage[1].runtime.as_deref(), Some("codex"));
+    assert!(out.dirty.ledger, "the package compiled with the open is written with it");
     // The next plain turn continues from the handed-off one.
     let h = ok(&out.next, report(2, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(2, None), Role::Owner).next;
