@@ -1,5 +1,5 @@
 //! Every notification an owner is owed, to a webhook or a push subscription alike, in one table
-//! written only here: a row the index stores writes the deliveries it owes in the same
+//! written here (and where a receiver is removed, in `webhooks.rs` and `push.rs`): a row the index stores writes the deliveries it owes in the same
 //! transaction (so one survives the runtime dying between the commit and the send), and the
 //! index's alarm sends what is due, each send on its own so that one slow receiver delays no
 //! other. What is owed, the one cap over both kinds, the lease, the retry schedule, what an

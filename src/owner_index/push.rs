@@ -1,5 +1,5 @@
-//! An owner's Web Push subscriptions, in the owner's index: the table of them, written only
-//! here, and one attempt of a message to one. What each is owed, and when, is `deliveries.rs`'s.
+//! An owner's Web Push subscriptions, in the owner's index: the table of them, written here (but
+//! for its `dropped` counts, which `deliveries.rs` raises), and one attempt of a message to one. What each is owed, and when, is `deliveries.rs`'s.
 //! A message is encrypted when it is sent (RFC 8291, fresh key pair and salt each time;
 //! `handoff-notify` derives the keys and frames the record, the runtime's WebCrypto seals it)
 //! and carries a VAPID token (RFC 8292).

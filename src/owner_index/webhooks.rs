@@ -1,5 +1,5 @@
-//! An owner's webhooks, in the owner's index: the table of them, written only here, and one
-//! signed attempt of a delivery to one. What each is owed, and when, is `deliveries.rs`'s.
+//! An owner's webhooks, in the owner's index: the table of them, written here (but for its
+//! `dropped` counts, which `deliveries.rs` raises), and one signed attempt of a delivery to one. What each is owed, and when, is `deliveries.rs`'s.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use super::deliveries::Due;
