@@ -237,10 +237,12 @@ impl OwnerIndex {
         }
         self.ensure_schema()?;
         let sql = self.state.storage().sql();
+        let notify = self.has_webhooks()?;
+        // The row held is parsed only where it can owe a notice.
         let stored: Vec<HeldRow> = sql.exec("SELECT version, row FROM list WHERE id = ?", vec![row.id.as_str().into()])?.to_array()?;
-        let readable = stored.first().and_then(|h| serde_json::from_str::<Row>(&h.row).ok());
+        let readable = stored.first().filter(|_| notify).and_then(|h| serde_json::from_str::<Row>(&h.row).ok());
         let held = stored.first().map(|h| Held { version: h.version.max(0) as u64, row: readable.as_ref() });
-        let put = handoff_core::owner::list::put(held, passed, row, self.has_webhooks()?);
+        let put = handoff_core::owner::list::put(held, passed, row, notify);
         if !put.store {
             return answer(200, &Ok_ { ok: true });
         }
