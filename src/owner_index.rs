@@ -270,7 +270,7 @@ impl OwnerIndex {
             deliveries::Tables::None => false,
             deliveries::Tables::Current => true,
             earlier => {
-                self.transaction(deliveries::schema(earlier).into_iter().map(|s| (s, vec![])).collect())?;
+                self.transaction(deliveries::schema(earlier))?;
                 true
             }
         };
@@ -282,7 +282,7 @@ impl OwnerIndex {
         if self.has_webhooks()? {
             return Ok(());
         }
-        self.transaction(deliveries::schema(deliveries::Tables::None).into_iter().map(|s| (s, vec![])).collect())?;
+        self.transaction(deliveries::schema(deliveries::Tables::None))?;
         self.webhooks_ready.set(Some(true));
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Every notification an owner is owed, to a webhook or a push subscription alike, in one table
-//! written here (and where a receiver is removed, in `webhooks.rs` and `push.rs`): a row the index stores writes the deliveries it owes in the same
-//! transaction (so one survives the runtime dying between the commit and the send), and the
-//! index's alarm sends what is due, each send on its own so that one slow receiver delays no
+//! written here (and where a receiver is removed, in `webhooks.rs` and `push.rs`): a row the
+//! index stores writes the deliveries it owes in the same transaction (so one survives the
+//! runtime dying between the commit and the send), and the index's alarm sends what is due, each send on its own so that one slow receiver delays no
 //! other. What is owed, the one cap over both kinds, the lease, the retry schedule, what an
 //! answer leads to and what is kept are `handoff_core::owner::receiver`'s; this file turns them
 //! into SQL. `webhooks.rs` and `push.rs` hold the receivers and make one attempt each.
@@ -36,8 +36,9 @@ pub const SCHEMA: [&str; 5] = [
 pub enum Tables {
     /// The owner never registered a receiver.
     None,
-    /// An earlier build's: a deliveries table per kind (and push maybe not yet).
-    Earlier { push: bool, push_counts_drops: bool },
+    /// An earlier build's: a deliveries table per kind (push's maybe not yet), and push
+    /// subscriptions that counted no drops.
+    Earlier { push: bool },
     Current,
 }
 
@@ -57,17 +58,15 @@ pub fn tables(sql: &SqlStorage) -> Result<Tables> {
     if !has("webhooks") {
         return Ok(Tables::None);
     }
-    let push = has("push_subscriptions");
-    let columns: Vec<Name> = sql.exec("SELECT name FROM pragma_table_info('push_subscriptions')", None)?.to_array()?;
-    Ok(Tables::Earlier { push, push_counts_drops: columns.iter().any(|c| c.name == "dropped") })
+    Ok(Tables::Earlier { push: has("push_subscriptions") })
 }
 
 /// The statements that bring `tables` to this build's: the one deliveries table, filled from
 /// an earlier build's two in their order (a push message had no id: it gets one of its own).
-pub fn schema(tables: Tables) -> Vec<String> {
+pub fn schema(tables: Tables) -> Vec<Statement> {
     let mut statements: Vec<String> = SCHEMA.iter().map(|s| s.to_string()).collect();
-    if let Tables::Earlier { push, push_counts_drops } = tables {
-        if push && !push_counts_drops {
+    if let Tables::Earlier { push } = tables {
+        if push {
             statements.push("ALTER TABLE push_subscriptions ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0".into());
         }
         statements.push(
@@ -85,7 +84,7 @@ pub fn schema(tables: Tables) -> Vec<String> {
             statements.push("DROP TABLE push_deliveries".into());
         }
     }
-    statements
+    statements.into_iter().map(|s| (s, Vec::new())).collect()
 }
 
 const INSERT: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
@@ -104,7 +103,8 @@ struct Subscribed {
     console: String,
 }
 
-fn events_of(stored: &str) -> Vec<Notice> {
+/// A receiver's events as its table stores them: their names, comma-separated.
+pub fn events_of(stored: &str) -> Vec<Notice> {
     stored.split(',').filter_map(Notice::parse).collect()
 }
 
@@ -125,11 +125,11 @@ pub fn owe(sql: &SqlStorage, notices: &[(&Row, Notice)], push: bool, pending_max
     } else {
         Vec::new()
     };
-    let events: Vec<Vec<Notice>> = hooks.iter().chain(&subscriptions).map(|s| events_of(&s.events)).collect();
-    let kinds = std::iter::repeat_n(Receiver::Webhook, hooks.len()).chain(std::iter::repeat_n(Receiver::Push, subscriptions.len()));
-    let receivers: Vec<(&Subscribed, Receiver)> = hooks.iter().chain(&subscriptions).zip(kinds).collect();
-    let subscribers: Vec<Subscriber> =
-        receivers.iter().zip(&events).map(|((s, kind), events)| Subscriber { receiver: *kind, id: &s.id, events }).collect();
+    let receivers: Vec<(Receiver, &Subscribed, Vec<Notice>)> = (hooks.iter().map(|s| (Receiver::Webhook, s)))
+        .chain(subscriptions.iter().map(|s| (Receiver::Push, s)))
+        .map(|(kind, s)| (kind, s, events_of(&s.events)))
+        .collect();
+    let subscribers: Vec<Subscriber> = receivers.iter().map(|(kind, s, events)| Subscriber { receiver: *kind, id: &s.id, events }).collect();
     let owed = receiver::owed(notices, &subscribers);
     if owed.is_empty() {
         return Ok(Vec::new());
@@ -139,7 +139,7 @@ pub fn owe(sql: &SqlStorage, notices: &[(&Row, Notice)], push: bool, pending_max
         let body = match o.receiver {
             Receiver::Webhook => serde_json::to_string(&WebhookBody { kind: o.notice.message_type().into(), timestamp: Timestamp::from_ms(now), data: o.row.clone() }),
             Receiver::Push => {
-                let console = receivers.iter().find(|(s, _)| s.id == o.to).map_or("", |(s, _)| s.console.as_str());
+                let console = receivers.iter().find(|(_, s, _)| s.id == o.to).map_or("", |(_, s, _)| s.console.as_str());
                 serde_json::to_string(&PushPayload::of(o.notice, o.row, console))
             }
         }

@@ -5,13 +5,13 @@
 //! and carries a VAPID token (RFC 8292).
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use super::deliveries::Due;
+use super::deliveries::{events_of, Due};
 use super::send::{refused, NotSent};
 use super::Statement;
 use crate::clock::now_ms;
 use handoff_api::error::{ApiError, Code};
-use handoff_api::notifications::{PushSubscription, PushSubscriptions, StoredSubscription, SubscriptionCreated};
-use handoff_core::notice::{self, Notice};
+use handoff_api::notifications::{event_names, PushSubscription, PushSubscriptions, StoredSubscription, SubscriptionCreated};
+use handoff_core::notice;
 use handoff_core::time::Timestamp;
 use handoff_notify::limits::VAPID_TOKEN_TTL_S;
 use handoff_notify::push::{self, Event, Sender, Subscription};
@@ -35,10 +35,6 @@ struct Listed {
     events: String,
     created_at: i64,
     dropped: i64,
-}
-
-fn events_of(stored: &str) -> Vec<Notice> {
-    stored.split(',').filter_map(Notice::parse).collect()
 }
 
 fn store(e: Error) -> ApiError {
@@ -70,7 +66,7 @@ pub fn list(sql: &SqlStorage) -> Result<PushSubscriptions> {
         .map(|r| PushSubscription {
             id: r.id,
             origin: r.origin,
-            events: events_of(&r.events).iter().map(|e| e.name().to_string()).collect(),
+            events: event_names(&events_of(&r.events)),
             created_at: Timestamp::from_ms(r.created_at),
             dropped: r.dropped.max(0) as u64,
         })

@@ -2,14 +2,14 @@
 //! `dropped` counts, which `deliveries.rs` raises), and one signed attempt of a delivery to one. What each is owed, and when, is `deliveries.rs`'s.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use super::deliveries::Due;
+use super::deliveries::{events_of, Due};
 use super::send::NotSent;
 use super::Statement;
 use crate::clock::now_ms;
 use handoff_api::error::{ApiError, Code};
-use handoff_api::notifications::{Deliveries, Delivery, DeliveryState, Webhook, WebhookCreated, Webhooks};
+use handoff_api::notifications::{event_names, Deliveries, Delivery, DeliveryState, Webhook, WebhookCreated, Webhooks};
 use handoff_core::limits::WEBHOOK_DELIVERIES_KEPT;
-use handoff_core::notice::{self, Notice};
+use handoff_core::notice;
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::{self, MessageId, WebhookSecret};
 use worker::*;
@@ -44,14 +44,6 @@ struct DeliveryRow {
     next_attempt_at: Option<i64>,
 }
 
-fn events_of(stored: &str) -> Vec<Notice> {
-    stored.split(',').filter_map(Notice::parse).collect()
-}
-
-fn names(events: &[Notice]) -> Vec<String> {
-    events.iter().map(|e| e.name().to_string()).collect()
-}
-
 /// `POST /v1/webhooks`, within the owner's cap.
 pub fn add(sql: &SqlStorage, hook: Webhook, secret: String) -> std::result::Result<WebhookCreated, ApiError> {
     let count = crate::sqlite::count(sql, "SELECT COUNT(*) AS n FROM webhooks", vec![]).map_err(store)?;
@@ -75,7 +67,7 @@ pub fn list(sql: &SqlStorage) -> Result<Webhooks> {
     let rows: Vec<WebhookRow> = sql.exec("SELECT id, url, events, created_at FROM webhooks ORDER BY created_at, id", None)?.to_array()?;
     let webhooks = rows
         .into_iter()
-        .map(|r| Webhook { id: r.id, url: r.url, events: names(&events_of(&r.events)), created_at: Timestamp::from_ms(r.created_at) })
+        .map(|r| Webhook { id: r.id, url: r.url, events: event_names(&events_of(&r.events)), created_at: Timestamp::from_ms(r.created_at) })
         .collect();
     Ok(Webhooks { webhooks })
 }
