@@ -205,7 +205,7 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
         }
         Kind::PushKey => {
             let Some(public_key) = bindings::config(env).push_key.clone() else {
-                return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
+                return Err(routes::push_misconfigured());
             };
             no_query(url.query)?;
             json_response(200, &notifications::PushKey { public_key }).map(Outgoing::Answer)

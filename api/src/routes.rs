@@ -257,10 +257,14 @@ fn webhook(i: &IndexInput<'_>) -> Result<String, ApiError> {
     Ok(id.to_string())
 }
 
-/// Every push route but the key's needs push to be configured here.
+/// What every push route, the key's too, answers where push is not configured here.
+pub fn push_misconfigured() -> ApiError {
+    ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair")
+}
+
 fn push(i: &IndexInput<'_>) -> Result<(), ApiError> {
     if !i.push {
-        return Err(ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair"));
+        return Err(push_misconfigured());
     }
     Ok(())
 }
