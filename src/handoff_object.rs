@@ -102,7 +102,9 @@ impl Inner {
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl HandoffObject {
     #[wasm_bindgen(constructor)]
-    pub fn new(state: worker_sys::DurableObjectState, env: Env) -> HandoffObject {
+    /// `create_hash`: `node:crypto`'s, for the package hash (`crate::digest`).
+    pub fn new(state: worker_sys::DurableObjectState, env: Env, create_hash: Option<js_sys::Function>) -> HandoffObject {
+        crate::digest::install(create_hash);
         let state = State::from(state);
         STARTS.fetch_add(1, Ordering::Relaxed);
         watch::answer_pings(&state);

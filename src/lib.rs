@@ -9,6 +9,8 @@ mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod clock;
 #[cfg(target_arch = "wasm32")]
+mod digest;
+#[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]
 mod http;

@@ -10,7 +10,7 @@
 
 use handoff_core::actions;
 use handoff_core::handoff as core_handoff;
-use handoff_core::package::{Latest, TurnEntry};
+use handoff_core::package::{Latest, OfferState, TurnEntry};
 use handoff_core::role::Role;
 use handoff_core::suggestion::Policy;
 use handoff_core::turn::Record;
@@ -157,16 +157,48 @@ impl<'a> ItemView<'a> {
     }
 }
 
-/// What a change answers beside the record. A package is the last member of its answer, so
-/// that an answer kept without it can be given it back (`crate::wire`).
+/// What a change answers beside the record. A package is the last member of its answer,
+/// written apart from its canonical document (`crate::wire`), so that it is escaped once and an
+/// answer kept without it can be given it back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Beside<'a> {
     Nothing {},
     Item(ItemView<'a>),
     Policy { policy: &'a Policy },
-    Compiled(&'a Compiled),
-    Package(&'a Latest),
+    Compiled(CompiledHead<'a>),
+    Package(LatestHead<'a>),
+}
+
+/// A compile's answer without its package: `{"package_version", "package_hash", "changed"}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompiledHead<'a> {
+    pub package_version: u64,
+    pub package_hash: &'a str,
+    pub changed: bool,
+}
+
+impl<'a> CompiledHead<'a> {
+    pub fn of(c: &'a Compiled) -> CompiledHead<'a> {
+        CompiledHead { package_version: c.package_version, package_hash: &c.package_hash, changed: c.changed }
+    }
+}
+
+/// The current package's answer without its document: `{"package_version", "package_hash",
+/// "state", "rejection"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatestHead<'a> {
+    pub package_version: u64,
+    pub package_hash: &'a str,
+    pub state: OfferState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<&'a Rejection>,
+}
+
+impl<'a> LatestHead<'a> {
+    pub fn of(l: &'a Latest) -> LatestHead<'a> {
+        LatestHead { package_version: l.package_version, package_hash: &l.package_hash, state: l.state, rejection: l.rejection.as_ref() }
+    }
 }
 
 /// A change's answer: `{"handoff": record, …what it answers beside}`.
@@ -178,14 +210,15 @@ pub struct Changed<'a> {
 }
 
 /// `POST …/turns?dry_run=true`: the record as it is, the turn the open would start, that
-/// package's briefing, and the package it would compile (version, hash, state, document).
+/// package's briefing, and the package it would compile (version, hash, state, then the
+/// document, written apart).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Preview<'a> {
     pub handoff: Handoff<'a>,
     pub turn: u64,
     pub briefing: &'a str,
     #[serde(flatten)]
-    pub latest: &'a Latest,
+    pub latest: LatestHead<'a>,
 }
 
 /// A compile's or a package read's answer as a client reads it: the document stays JSON (it is

@@ -2,11 +2,11 @@
 //! answer and the shape of its body are decided here and nowhere else.
 
 use crate::error::status;
-use crate::view::{Beside, Changed, Created, Handoff, ItemView, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
+use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
 use handoff_core::error::{Code, Refusal};
 use handoff_core::index::TooManyOpen;
 use handoff_core::handoff::Effect;
-use handoff_core::package::Package;
+use handoff_core::package::Document;
 use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -107,20 +107,30 @@ fn beside<'a>(id: &'a str, effect: &'a Effect) -> Beside<'a> {
         Effect::Nothing => Beside::Nothing {},
         Effect::Item(item) => Beside::Item(ItemView::of(id, item)),
         Effect::Policy(policy) => Beside::Policy { policy },
-        Effect::Compiled(c) => Beside::Compiled(c),
-        Effect::Package(l) => Beside::Package(l),
+        Effect::Compiled(c) => Beside::Compiled(CompiledHead::of(c)),
+        Effect::Package(l) => Beside::Package(LatestHead::of(l)),
     }
 }
 
-/// The package member that ends an answer which carries one.
-fn package_member(package: &Package) -> String {
-    format!(",\"package\":{}}}", serde_json::to_string(package).expect("a package always serialises"))
+/// The package member that ends an answer which carries one: the canonical document, as the
+/// compile wrote it (or as it is written now, for a package loaded from storage).
+fn package_member(document: &Document) -> String {
+    format!(",\"package\":{}}}", document.json())
 }
 
-fn package_of<'a>(answer: &Answer<'a>) -> Option<&'a Package> {
+/// `head` (an object) with the package member after its last.
+fn json_with_package(status: u16, head: &impl Serialize, document: &Document) -> Rendered {
+    let mut body = serde_json::to_string(head).expect("an answer is plain data: it always serialises");
+    body.pop();
+    body.push_str(&package_member(document));
+    Rendered { status, content_type: JSON, body, replayed: false }
+}
+
+fn document_of(answer: &Answer<'_>) -> Option<Document> {
     match answer {
-        Answer::Changed { effect: Effect::Compiled(c), .. } => Some(&c.package),
-        Answer::Changed { effect: Effect::Package(l), .. } => Some(&l.package),
+        Answer::Changed { effect: Effect::Compiled(c), .. } => Some(c.document.of(&c.package)),
+        Answer::Changed { effect: Effect::Package(l), .. } => Some(l.document.of(&l.package)),
+        Answer::Preview { latest, .. } => Some(latest.document.of(&latest.package)),
         _ => None,
     }
 }
@@ -132,8 +142,18 @@ impl Wire for Json {
             Answer::Created { h, role, machine_token, new } => {
                 json(if new { 201 } else { 200 }, &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) })
             }
-            Answer::Changed { h, role, effect } => json(200, &Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) }),
-            Answer::Preview { h, role, turn, latest, briefing } => json(200, &Preview { handoff: Handoff::of(h, role), turn, briefing, latest }),
+            Answer::Changed { h, role, effect } => {
+                let head = Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) };
+                match effect {
+                    Effect::Compiled(c) => json_with_package(200, &head, &c.document.of(&c.package)),
+                    Effect::Package(l) => json_with_package(200, &head, &l.document.of(&l.package)),
+                    _ => json(200, &head),
+                }
+            }
+            Answer::Preview { h, role, turn, latest, briefing } => {
+                let head = Preview { handoff: Handoff::of(h, role), turn, briefing, latest: LatestHead::of(latest) };
+                json_with_package(200, &head, &latest.document.of(&latest.package))
+            }
             Answer::Turns { h, role, turns, next_before } => {
                 json(200, &Turns { turns: Cow::Borrowed(turns), next_before, handoff: Handoff::of(h, role) })
             }
@@ -150,15 +170,15 @@ impl Wire for Json {
     }
 
     fn without_package(&self, answer: Answer<'_>) -> Option<String> {
-        let package = package_of(&answer)?;
+        let document = document_of(&answer)?;
         let whole = self.render(answer).body;
-        let head = whole.strip_suffix(&package_member(package))?;
+        let head = whole.strip_suffix(&package_member(&document))?;
         Some(format!("{head}}}"))
     }
 
-    fn with_package(&self, slim: &str, package: &Package) -> Option<String> {
+    fn with_package(&self, slim: &str, document: &Document) -> Option<String> {
         let head = slim.strip_suffix('}')?;
-        Some(format!("{head}{}", package_member(package)))
+        Some(format!("{head}{}", package_member(document)))
     }
 }
 
@@ -215,7 +235,9 @@ mod tests {
         let slim_value: serde_json::Value = serde_json::from_str(&slim).unwrap();
         assert!(slim_value.get("package").is_none() && slim_value["package_hash"].is_string(), "{slim}");
         let Effect::Compiled(c) = &effect else { panic!("{effect:?}") };
-        assert_eq!(Json.with_package(&slim, &c.package).as_deref(), Some(whole.as_str()), "byte for byte the first");
+        // Put back as a loaded package's is: its document written again, the same bytes.
+        let loaded = handoff_core::package::Document::of(&c.package);
+        assert_eq!(Json.with_package(&slim, &loaded).as_deref(), Some(whole.as_str()), "byte for byte the first");
         assert_eq!(Json.without_package(Answer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
     }
 

@@ -244,6 +244,7 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
         state: OfferState::Offered,
         rejection: None,
         package: theirs,
+        document: Default::default(),
     };
     let briefing::Briefing { text: rendered, left_out, .. } = briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base_url));
     let briefing_differs_at = (rendered != text)
@@ -376,7 +377,7 @@ mod tests {
     fn answer(recorded_at: &str, base: &str) -> Value {
         let p: Package = serde_json::from_value(package(recorded_at)).unwrap();
         let hash = package_hash(&p);
-        let latest = Latest { package_version: 1, package_hash: hash.clone(), state: OfferState::Offered, rejection: None, package: p };
+        let latest = Latest { package_version: 1, package_hash: hash.clone(), state: OfferState::Offered, rejection: None, package: p, document: Default::default() };
         let text = briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base)).text;
         json!({"package_version": 1, "package_hash": hash, "package": package(recorded_at), "briefing": text})
     }

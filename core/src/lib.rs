@@ -18,6 +18,7 @@ pub mod runtimes;
 pub mod handoff;
 pub mod actions;
 pub mod work;
+pub mod digest;
 pub mod package;
 pub mod briefing;
 pub mod waiters;

@@ -29,8 +29,9 @@ use crate::turn::{Record, State, Status};
 use crate::work::{multi_line, single_line, uri_kind, HandedArtifact, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::rc::Rc;
 use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------------------------
@@ -417,58 +418,138 @@ fn milestones(handoff: &Record, lineage: &[TurnEntry]) -> (Vec<String>, u64) {
 /// `serde_json` escapes them (`"`, `\` and control characters; everything else raw UTF-8).
 /// Numbers are integers only.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    let mut out = Vec::new();
+    write_canonical(value, &mut out, None);
+    String::from_utf8(out).expect("canonical JSON is written from strings")
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes `value` canonically to `out`; where `cut` is given and `value` is an object with a
+/// `generated_at` member, sets it to the bytes of that member and of one comma beside it.
+fn write_canonical(value: &Value, out: &mut Vec<u8>, cut: Option<&mut Option<Range<usize>>>) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Number(n) => {
             assert!(n.is_i64() || n.is_u64(), "the package holds integers only");
-            out.push_str(&n.to_string());
+            serde_json::to_writer(&mut *out, n).expect("a number writes");
         }
-        Value::String(s) => out.push_str(&serde_json::to_string(s).expect("a string serializes")),
+        Value::String(s) => serde_json::to_writer(&mut *out, s).expect("a string writes"),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_canonical(item, out);
+                write_canonical(item, out, None);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
             // UTF-8 byte order is code-point order.
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            let mut cut = cut;
+            out.push(b'{');
+            for (i, key) in keys.iter().enumerate() {
+                let start = out.len();
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&serde_json::to_string(key).expect("a key serializes"));
-                out.push(':');
-                write_canonical(&map[key], out);
+                serde_json::to_writer(&mut *out, key).expect("a key writes");
+                out.push(b':');
+                write_canonical(&map[key.as_str()], out, None);
+                if key.as_str() == "generated_at" {
+                    if let Some(cut) = cut.take() {
+                        // The first member takes the comma after it; any other, the one before.
+                        let end = if i == 0 && keys.len() > 1 { out.len() + 1 } else { out.len() };
+                        *cut = Some(start..end);
+                    }
+                }
             }
-            out.push('}');
+            out.push(b'}');
         }
+    }
+}
+
+/// A package's canonical JSON as an answer carries it (with `generated_at`), written once: the
+/// text that is hashed is the same bytes without that member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    json: Rc<str>,
+    /// The `generated_at` member, with one comma beside it.
+    cut: Range<usize>,
+}
+
+impl Document {
+    pub fn of(package: &Package) -> Document {
+        Document::of_value(&serde_json::to_value(package).expect("a package serializes"))
+    }
+
+    fn of_value(value: &Value) -> Document {
+        let mut out = Vec::with_capacity(4096);
+        let mut cut = None;
+        write_canonical(value, &mut out, Some(&mut cut));
+        let json: Rc<str> = String::from_utf8(out).expect("canonical JSON is written from strings").into();
+        let cut = cut.expect("a package has generated_at");
+        Document { json, cut }
+    }
+
+    /// The whole document, `generated_at` included.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The hashed text, in the two parts either side of `generated_at`.
+    fn hashed(&self) -> [&str; 2] {
+        [&self.json[..self.cut.start], &self.json[self.cut.end..]]
+    }
+
+    /// Lowercase hex SHA-256 of the hashed text ([`crate::digest`]).
+    pub fn hash(&self) -> String {
+        let [before, after] = self.hashed();
+        hex::encode(crate::digest::sha256(&[before.as_bytes(), after.as_bytes()]))
     }
 }
 
 /// The exact text that is hashed: the canonical JSON of the package without `generated_at`.
 pub fn hashed_json(package: &Package) -> String {
-    let mut value = serde_json::to_value(package).expect("a package serializes");
-    value.as_object_mut().expect("a package is an object").remove("generated_at");
-    canonical_json(&value)
+    Document::of(package).hashed().concat()
 }
 
 /// Lowercase hex SHA-256 of [`hashed_json`].
 pub fn package_hash(package: &Package) -> String {
-    hex::encode(Sha256::digest(hashed_json(package).as_bytes()))
+    Document::of(package).hash()
+}
+
+/// The document written when the package was compiled, kept beside it for its answer: a cache
+/// of the package next to it, so it is equal to any other (and none after a load: the answer
+/// writes it then).
+#[derive(Clone, Default)]
+pub struct Written(Option<Document>);
+
+impl Written {
+    pub fn new(document: Document) -> Written {
+        Written(Some(document))
+    }
+
+    /// The document of `package`, as written at its compile or written now.
+    pub fn of(&self, package: &Package) -> Document {
+        self.0.clone().unwrap_or_else(|| Document::of(package))
+    }
+}
+
+impl PartialEq for Written {
+    fn eq(&self, _: &Written) -> bool {
+        true
+    }
+}
+
+impl Eq for Written {}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Written(kept)" } else { "Written(none)" })
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -507,6 +588,8 @@ pub struct Offer {
     pub offered_at: Timestamp,
     /// When and by whom it was accepted.
     pub accepted: Option<(Timestamp, Role)>,
+    #[serde(skip)]
+    pub document: Written,
 }
 
 /// Every package rule of one hand-off, as a value: store it whole, change it only through its
@@ -525,6 +608,8 @@ pub struct Compiled<P = Package> {
     pub package_hash: String,
     pub changed: bool,
     pub package: P,
+    #[serde(skip)]
+    pub document: Written,
 }
 
 /// The current package and what its destination said of it, `{"package_version",
@@ -537,6 +622,8 @@ pub struct Latest<P = Package> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<Rejection>,
     pub package: P,
+    #[serde(skip)]
+    pub document: Written,
 }
 
 fn not_found() -> Refusal {
@@ -552,6 +639,7 @@ impl Offer {
             state: self.state,
             rejection: self.rejection.clone(),
             package: self.package.clone(),
+            document: self.document.clone(),
         }
     }
 }
@@ -585,7 +673,8 @@ impl Ledger {
         }
         let rejection = current.filter(|c| c.state == OfferState::Rejected).and_then(|c| c.rejection.as_ref());
         let package = compile(sources, request, rejection, now)?;
-        let hash = package_hash(&package);
+        let document = Document::of(&package);
+        let hash = document.hash();
 
         if let Some(c) = current.filter(|c| c.hash == hash) {
             let answer = Compiled {
@@ -593,11 +682,12 @@ impl Ledger {
                 package_hash: c.hash.clone(),
                 changed: false,
                 package: c.package.clone(),
+                document: c.document.clone(),
             };
             return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
         let version = current.map_or(1, |c| c.version + 1);
-        let answer = Compiled { package_version: version, package_hash: hash.clone(), changed: true, package };
+        let answer = Compiled { package_version: version, package_hash: hash.clone(), changed: true, package, document: Written::new(document) };
         if dry_run {
             return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
@@ -610,6 +700,7 @@ impl Ledger {
             rejection: None,
             offered_at: Timestamp::from_ms(now),
             accepted: None,
+            document: answer.document.clone(),
         };
         let next = Ledger { current: Some(offer) };
         assert_eq!(next.current.as_ref().map(|c| c.version), Some(current.map_or(0, |c| c.version) + 1));

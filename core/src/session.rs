@@ -37,7 +37,7 @@ use crate::limits::{
     WORK_RECORD_BYTES_MAX,
 };
 use crate::outbox::{self, Outbox, Owed};
-use crate::package::{Latest, Ledger, Package, TurnEntry};
+use crate::package::{Document, Latest, Ledger, TurnEntry};
 use crate::role::{PerRole, Role};
 use crate::time::EpochMs;
 use crate::turn::{self, Record};
@@ -350,7 +350,7 @@ pub trait Wire {
     /// The body of `answer` without its package, for an answer that has one.
     fn without_package(&self, answer: Answer<'_>) -> Option<String>;
     /// The whole answer from what [`Wire::without_package`] kept and the package put back.
-    fn with_package(&self, slim: &str, package: &Package) -> Option<String>;
+    fn with_package(&self, slim: &str, document: &Document) -> Option<String>;
 }
 
 /// One write of a plan; the object's store turns each into its SQL. Values are the texts to
@@ -883,7 +883,7 @@ impl Session {
                     // The digest proves a rebuilt answer the first, so the current package is
                     // simply tried: a later package fails the digest and the slim answer stands.
                     let current = h.ledger.current.as_ref();
-                    let body = idempotency::replay(r, |slim| wire.with_package(slim, &current?.package));
+                    let body = idempotency::replay(r, |slim| current.and_then(|c| wire.with_package(slim, &c.document.of(&c.package))));
                     return Plan::rendered(Rendered { status: r.status, content_type: JSON, body, replayed: true });
                 }
             }

@@ -74,7 +74,8 @@ pub fn lay_out_modules(repo: &Path, build: &Path, dir: &Path, port: u16, vars: &
         fs::copy(&from, dir.join(name)).map_err(|e| format!("{}: {e} (has the Worker been built?)", from.display()))?;
     }
     let compatibility_date = compatibility_date(&repo.join("wrangler.toml"))?;
-    let config = config_with_modules(&compatibility_date, port, &dir.join("do"), vars, modules);
+    let flags = compatibility_flags(&repo.join("wrangler.toml"))?;
+    let config = config_with_modules(&compatibility_date, &flags, port, &dir.join("do"), vars, modules);
     fs::write(dir.join("config.capnp"), config).map_err(|e| e.to_string())
 }
 
@@ -89,14 +90,24 @@ pub fn compatibility_date(wrangler_toml: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{}: no compatibility_date", wrangler_toml.display()))
 }
 
+/// The top level's `compatibility_flags` of wrangler.toml (none where it names none).
+pub fn compatibility_flags(wrangler_toml: &Path) -> Result<Vec<String>, String> {
+    let text = fs::read_to_string(wrangler_toml).map_err(|e| format!("{}: {e}", wrangler_toml.display()))?;
+    let line = text.lines().take_while(|l| !l.trim_start().starts_with('[')).find_map(|l| l.trim().strip_prefix("compatibility_flags"));
+    let Some(rest) = line else { return Ok(Vec::new()) };
+    let list = rest.trim().strip_prefix('=').map(str::trim).and_then(|v| v.strip_prefix('[')).and_then(|v| v.strip_suffix(']'));
+    let list = list.ok_or_else(|| format!("{}: compatibility_flags is not a one-line list", wrangler_toml.display()))?;
+    Ok(list.split(',').map(|f| f.trim().trim_matches('"').to_string()).filter(|f| !f.is_empty()).collect())
+}
+
 /// The workerd configuration (Cap'n Proto text): both objects bound and SQLite-backed on
 /// `storage`, `HANDOFF_ENV=local`, and `vars` as text bindings. Module paths are relative to
 /// the folder the configuration is written in.
-pub fn config(compatibility_date: &str, port: u16, storage: &Path, vars: &[(&str, &str)]) -> String {
-    config_with_modules(compatibility_date, port, storage, vars, &MODULES)
+pub fn config(compatibility_date: &str, flags: &[String], port: u16, storage: &Path, vars: &[(&str, &str)]) -> String {
+    config_with_modules(compatibility_date, flags, port, storage, vars, &MODULES)
 }
 
-pub fn config_with_modules(compatibility_date: &str, port: u16, storage: &Path, vars: &[(&str, &str)], modules: &[(&str, &str)]) -> String {
+pub fn config_with_modules(compatibility_date: &str, flags: &[String], port: u16, storage: &Path, vars: &[(&str, &str)], modules: &[(&str, &str)]) -> String {
     let modules: Vec<String> =
         modules.iter().map(|(name, kind)| format!("    (name = \"{name}\", {kind} = embed \"{name}\"),")).collect();
     let mut bindings = vec![
@@ -122,6 +133,7 @@ const handoff :Workerd.Worker = (
 {modules}
   ],
   compatibilityDate = "{compatibility_date}",
+  compatibilityFlags = [{flags}],
   bindings = [
 {bindings}
   ],
@@ -134,6 +146,7 @@ const handoff :Workerd.Worker = (
 "#,
         storage = capnp_string(&storage.display().to_string()),
         modules = modules.join("\n"),
+        flags = flags.iter().map(|f| capnp_string(f)).collect::<Vec<_>>().join(", "),
         bindings = bindings.join("\n"),
     )
 }
@@ -187,7 +200,8 @@ mod tests {
 
     #[test]
     fn the_configuration_binds_both_objects_sqlite_backed_with_the_variables_quoted() {
-        let c = config("2025-11-01", 8802, Path::new("/tmp/x/do"), &[("HANDOFF_SIGNING_KEY", "k\"ey"), ("HANDOFF_BENCH_FLOOR", "1")]);
+        let c = config("2025-11-01", &["nodejs_compat".into()], 8802, Path::new("/tmp/x/do"), &[("HANDOFF_SIGNING_KEY", "k\"ey"), ("HANDOFF_BENCH_FLOOR", "1")]);
+        assert!(c.contains(r#"compatibilityFlags = ["nodejs_compat"],"#));
         assert!(c.contains(r#"(name = "HANDOFFS", durableObjectNamespace = "HandoffObject")"#));
         assert!(c.contains(r#"(className = "OwnerIndex", uniqueKey = "handoff-OwnerIndex", enableSql = true)"#));
         assert!(c.contains(r#"(name = "HANDOFF_BENCH_FLOOR", text = "1")"#));
@@ -197,6 +211,12 @@ mod tests {
         assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
         assert!(c.contains(r#"address = "127.0.0.1:8802""#));
         assert!(c.contains(r#"path = "/tmp/x/do""#));
+    }
+
+    #[test]
+    fn the_flags_are_wrangler_tomls_top_level_ones_as_wrangler_dev_runs_them() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        assert_eq!(compatibility_flags(&repo.join("wrangler.toml")).unwrap(), ["nodejs_compat"], "src/entry.mjs imports node:crypto");
     }
 
     #[test]

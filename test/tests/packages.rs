@@ -307,3 +307,45 @@ fn the_work_record_reads_whole_for_the_owner_and_the_machine() {
     }
     assert_eq!(s.c.get(&s.path("/work?x=1"), &s.owner).code(), "request.invalid");
 }
+
+/// An independent writing of canonical JSON: keys in `BTreeMap` order, no whitespace.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<&String, &Value> = map.iter().collect();
+            let members: Vec<String> = sorted.into_iter().map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), canonical(v))).collect();
+            format!("{{{}}}", members.join(","))
+        }
+        Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+/// The Worker hashes with the runtime's SHA-256 and writes the document once: every answer that
+/// carries a package ends with it in canonical form, and its hash is an independent SHA-256 of
+/// that form without `generated_at`.
+#[test]
+fn every_package_answer_ends_with_its_canonical_document_whose_hash_is_an_independent_sha256() {
+    use sha2::{Digest, Sha256};
+    let s = Session::new();
+    assert_eq!(s.set_work().status, 200);
+    let statement = "quote \" backslash \\ slash / é 漢字 😀 <b>&amp;";
+    assert_eq!(s.machine_post("/decisions", json!({"statement": statement, "evidence": []})).status, 200);
+    let body = json!({"after": 0, "handoff": {"runtime": "codex", "objective": "Ship", "purpose": "test"}});
+    let answers = [
+        ("a compile", s.compile("codex")),
+        ("a compile that changed nothing", s.compile("codex")),
+        ("a read of the package", s.c.get(&s.path("/package"), &s.owner)),
+        ("a preview", s.owner_post("/turns?dry_run=true", body)),
+    ];
+    for (what, answer) in answers {
+        assert_eq!(answer.status, 200, "{what}: {}", answer.text);
+        let package = &answer.body["package"];
+        assert!(package["decisions"].to_string().contains("漢字"), "{what}: {package}");
+        assert!(answer.text.ends_with(&format!(",\"package\":{}}}", canonical(package))), "{what}: {}", answer.text);
+        let mut hashed = package.clone();
+        hashed.as_object_mut().unwrap().remove("generated_at");
+        let independent: String = Sha256::digest(canonical(&hashed).as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(answer.body["package_hash"], independent.as_str(), "{what}");
+    }
+}

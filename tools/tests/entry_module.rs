@@ -43,7 +43,8 @@ fn problems(text: &str) -> Vec<String> {
             || trimmed == r#"export { default } from "../index.js";"#
             || (trimmed.starts_with("export class ") && trimmed.ends_with(" extends DurableObject {"))
             || trimmed == "}"
-            || (trimmed.starts_with("constructor(ctx, env) { super(ctx, env); this.rs = new rs.") && trimmed.ends_with("(ctx, env); }"))
+            || (trimmed.starts_with("constructor(ctx, env) { super(ctx, env); this.rs = new rs.")
+                && (trimmed.ends_with("(ctx, env); }") || trimmed.ends_with("(ctx, env, createHash); }")))
             || is_forward(trimmed);
         if !allowed {
             problems.push(format!("line {}: {line}", i + 1));

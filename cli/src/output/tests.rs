@@ -185,6 +185,7 @@ fn package_lines_say_unchanged_or_recompiled_with_version_and_short_hash() {
         package_hash: if v == 3 { "9f2c1a8b".repeat(8) } else { "1d07e2c4".repeat(8) },
         changed,
         package: json!({}),
+        document: Default::default(),
     };
     assert_eq!(compiled_line(&c(false, 3), false), "package unchanged (v3, 9f2c1a8b…)");
     assert_eq!(compiled_line(&c(true, 4), false), "package recompiled (v4, 1d07e2c4…)");
@@ -207,6 +208,7 @@ fn package_show_gives_the_whole_hash_and_what_is_asked() {
             by: handoff_core::role::Role::Machine,
         }),
         package: json!({"next": {"objective": "Ship it", "purpose": "Because", "runtime": "codex"}}),
+        document: Default::default(),
     };
     assert_eq!(
         latest_lines(&l),

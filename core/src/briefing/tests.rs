@@ -11,7 +11,7 @@ use proptest::prelude::*;
 const BASE_URL: &str = "https://handoff.example.com";
 
 fn latest(package: Package) -> Latest {
-    Latest { package_version: 3, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package }
+    Latest { package_version: 3, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package, document: Default::default() }
 }
 
 /// The body under `heading`, up to the next block, or `None` when the heading is absent.

@@ -306,6 +306,34 @@ fn golden_vectors_compile_a_committed_record_to_its_exact_canonical_json_and_has
 }
 
 #[test]
+fn the_document_an_answer_carries_is_the_package_and_the_hashed_text_is_it_without_generated_at() {
+    for (name, _) in golden_inputs() {
+        let package = golden_package(name);
+        let document = Document::of(&package);
+        let read: Package = serde_json::from_str(document.json()).expect("the document reads back");
+        assert_eq!(read, package, "{name}");
+        let mut value = serde_json::to_value(&package).unwrap();
+        value.as_object_mut().unwrap().remove("generated_at");
+        assert_eq!(hashed_json(&package), canonical_json(&value), "{name}: the cut document is the package written without it");
+        let hashed = document.json().replacen(&format!(",\"generated_at\":{}", serde_json::to_string(&package.generated_at).unwrap()), "", 1);
+        assert_eq!(hashed, hashed_json(&package), "{name}: one member and one comma less");
+        assert_eq!(document.hash(), package_hash(&package), "{name}");
+    }
+}
+
+#[test]
+fn the_cut_takes_one_comma_wherever_generated_at_sorts() {
+    for (value, hashed) in [
+        (json!({"generated_at": "t", "z": 1}), r#"{"z":1}"#),
+        (json!({"a": 1, "generated_at": "t", "z": 2}), r#"{"a":1,"z":2}"#),
+        (json!({"a": 1, "generated_at": "t"}), r#"{"a":1}"#),
+        (json!({"generated_at": "t"}), "{}"),
+    ] {
+        assert_eq!(Document::of_value(&value).hashed().concat(), hashed, "{value}");
+    }
+}
+
+#[test]
 fn canonical_json_sorts_keys_by_code_point_and_has_no_whitespace() {
     let v = json!({"b": [1, {"z": null, "a": true}], "a": "x\"y\\\n", "é": 1, "Z": -2});
     assert_eq!(canonical_json(&v), r#"{"Z":-2,"a":"x\"y\\\n","b":[1,{"a":true,"z":null}],"é":1}"#);
@@ -503,7 +531,7 @@ fn the_hash_covers_the_kept_turns_only_so_a_change_in_a_left_out_turn_changes_no
 fn the_markdown_and_the_briefing_count_the_left_out_turns() {
     let lineage = long_lineage(200, |_| Status::Done);
     let package = compile_turns(&lineage, &lineage[199]);
-    let latest = Latest { package_version: 1, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package };
+    let latest = Latest { package_version: 1, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package, document: Default::default() };
     let md = render_markdown(&latest);
     assert!(md.contains("## Left out by the compiler's bounds\n\n"), "{md}");
     assert!(md.contains("- Turns: 180 (Completed lists the newest 20)\n"), "{md}");
@@ -847,7 +875,7 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
 
 fn md_of(name: &str, state: OfferState, rejection: Option<Rejection>) -> (String, Package) {
     let package = golden_package(name);
-    let latest = Latest { package_version: 2, package_hash: package_hash(&package), state, rejection, package: package.clone() };
+    let latest = Latest { package_version: 2, package_hash: package_hash(&package), state, rejection, package: package.clone(), document: Default::default() };
     (render_markdown(&latest), package)
 }
 

@@ -61,9 +61,9 @@ impl Wire for TestWire {
         Some(body.to_string())
     }
 
-    fn with_package(&self, slim: &str, package: &Package) -> Option<String> {
+    fn with_package(&self, slim: &str, document: &Document) -> Option<String> {
         let mut body: Value = serde_json::from_str(slim).ok()?;
-        body.as_object_mut()?.insert("package".into(), serde_json::to_value(package).ok()?);
+        body.as_object_mut()?.insert("package".into(), serde_json::from_str(document.json()).ok()?);
         Some(body.to_string())
     }
 }
