@@ -255,7 +255,7 @@ impl OwnerIndex {
             let mut statements = vec![(STORE_ROW.to_string(), bindings)];
             statements.extend(owed);
             self.transaction(statements)?;
-            deliveries::arm(&sql, self.state.storage().as_raw())?;
+            deliveries::arm(self.state.storage().as_raw())?;
         }
         answer(200, &Ok_ { ok: true })
     }
@@ -335,9 +335,6 @@ impl OwnerIndex {
         if self.holding.get() {
             crate::alarm::set(storage.as_raw(), now_ms() + 1_000, "held webhook deliveries (test hook)")?;
             return Ok(());
-        }
-        if self.sender.is_none() {
-            deliveries::forget_push(&storage.sql())?;
         }
         deliveries::send_due(&storage.sql(), storage.as_raw(), self.sender.as_ref())
     }

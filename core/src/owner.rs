@@ -3,4 +3,5 @@
 //! they say is due.
 
 pub mod list;
+pub mod sending;
 pub mod receiver;

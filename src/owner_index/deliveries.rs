@@ -1,10 +1,12 @@
 //! Every notification an owner is owed, to a webhook or a push subscription alike, in one table
 //! written here (and where a receiver is removed, in `webhooks.rs` and `push.rs`): a row the
 //! index stores writes the deliveries it owes in the same transaction (so one survives the
-//! runtime dying between the commit and the send), and the index's alarm sends what is due, each send on its own so that one slow receiver delays no
-//! other. What is owed, the one cap over both kinds, the lease, the retry schedule, what an
-//! answer leads to and what is kept are `handoff_core::owner::receiver`'s; this file turns them
-//! into SQL. `webhooks.rs` and `push.rs` hold the receivers and make one attempt each.
+//! runtime dying between the commit and the send), and the index's alarm sends what is due,
+//! each send on its own so that one slow receiver delays no other. What is owed, the one cap
+//! over both kinds, the lease, the retry schedule, what an answer leads to and what is kept are
+//! `handoff_core::owner::receiver`'s, and what one alarm sends is `handoff_core::owner::
+//! sending`'s; this file turns them into SQL. `webhooks.rs` and `push.rs` hold the receivers
+//! and make one attempt each.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use super::send::NotSent;
@@ -12,9 +14,10 @@ use super::Statement;
 use crate::clock::now_ms;
 use handoff_api::notifications::{DeliveryState, PushPayload, WebhookBody};
 use handoff_core::index::Row;
-use handoff_core::limits::WEBHOOK_SENDS_PER_ALARM_MAX;
+use handoff_core::limits::WEBHOOK_PENDING_PER_OWNER_MAX;
 use handoff_core::notice::Notice;
 use handoff_core::owner::receiver::{self, Lease, Next, Receiver, Subscriber};
+use handoff_core::owner::sending::{self, Pending};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use std::rc::Rc;
@@ -170,53 +173,61 @@ pub fn owe(sql: &SqlStorage, notices: &[(&Row, Notice)], push: bool, pending_max
     Ok(statements)
 }
 
-/// Every pending push message dropped: where push is not configured they cannot be sent, and
-/// left pending they would keep the alarm firing.
-pub fn forget_push(sql: &SqlStorage) -> Result<()> {
-    sql.exec("DELETE FROM deliveries WHERE kind = 'push' AND state = 'pending'", None)?;
-    Ok(())
+/// Every pending delivery, oldest first, with its body and its receiver's address: at most
+/// the owner's cap of them are ever held, each body bounded by its kind's limit.
+fn pending_rows(sql: &SqlStorage) -> Result<Vec<Due>> {
+    sql.exec(
+        "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, d.next_attempt_at,
+                w.url, w.secret, s.endpoint, s.p256dh, s.auth
+         FROM deliveries d
+         LEFT JOIN webhooks w ON d.kind = 'webhook' AND w.id = d.receiver
+         LEFT JOIN push_subscriptions s ON d.kind = 'push' AND s.id = d.receiver
+         WHERE d.state = 'pending' ORDER BY d.seq LIMIT ?",
+        vec![(WEBHOOK_PENDING_PER_OWNER_MAX as i64).into()],
+    )?
+    .to_array()
 }
 
-#[derive(serde::Deserialize)]
-struct Next_ {
-    at: Option<i64>,
+/// The rows as the core reads them, and the seqs of those of a kind this build does not know.
+fn pending_of(rows: &[Due]) -> (Vec<Pending<'_>>, Vec<i64>) {
+    let mut unknown = Vec::new();
+    let pending = rows
+        .iter()
+        .filter_map(|r| {
+            let Some(receiver) = Receiver::parse(&r.kind) else {
+                unknown.push(r.seq);
+                return None;
+            };
+            let next_attempt_at = r.next_attempt_at?;
+            let attempts = r.attempts.max(0) as u32;
+            Some(Pending { seq: r.seq, receiver, to: &r.receiver, handoff: &r.handoff, created_at: r.created_at, attempts, next_attempt_at })
+        })
+        .collect();
+    (pending, unknown)
 }
 
-/// When the next pending delivery is due, if any is: only the oldest of each hand-off's
-/// deliveries to one receiver counts, as only it is sent (a later one waiting behind a failing
-/// one would otherwise have the alarm fire again and again for nothing).
-fn next_due(sql: &SqlStorage) -> Result<Option<i64>> {
-    let next: Vec<Next_> = sql
-        .exec(
-            "SELECT MIN(d.next_attempt_at) AS at FROM deliveries d WHERE d.state = 'pending'
-             AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.receiver = d.receiver AND e.handoff = d.handoff AND e.state = 'pending' AND e.seq < d.seq)",
-            None,
-        )?
-        .to_array()?;
-    Ok(next.first().and_then(|n| n.at))
+/// Has the alarm fire at once, with no await (within an event it joins that event's implicit
+/// transaction, after its writes): a delivery was owed or an attempt ended, and the alarm's
+/// round (`sending::round`) says what is sent now and when it fires next.
+pub fn arm(storage: &worker_sys::DurableObjectStorage) -> Result<()> {
+    crate::alarm::set(storage, now_ms(), "the owner's notifications")
 }
 
-/// Sets the alarm for the next pending delivery, with no await: within an event it joins that
-/// event's implicit transaction, after its writes.
-pub fn arm(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage) -> Result<()> {
-    if let Some(at) = next_due(sql)? {
-        crate::alarm::set(storage, at.max(now_ms()), "the owner's next notification")?;
-    }
-    Ok(())
-}
-
-/// A due delivery with its receiver's address (the columns of its kind's table).
+/// A pending delivery as the alarm reads it: what decides when it is sent (`kind`, `attempts`,
+/// `created_at`, `next_attempt_at`), its body, and its receiver's address (the columns of its
+/// kind's table).
 #[derive(serde::Deserialize)]
 pub struct Due {
     seq: i64,
     pub id: String,
     kind: String,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
     pub receiver: String,
     #[serde(rename = "type")]
     pub message_type: String,
     pub handoff: String,
     pub body: String,
-    attempts: i64,
     created_at: i64,
     pub url: Option<String>,
     pub secret: Option<String>,
@@ -225,37 +236,37 @@ pub struct Due {
     pub auth: Option<String>,
 }
 
-/// The alarm: starts every due delivery (up to `WEBHOOK_SENDS_PER_ALARM_MAX`), each on its own,
-/// leased first, and sets the alarm for the next. Of one hand-off's deliveries to one receiver
-/// only the oldest pending one is sent, so that they arrive in version order.
+/// The alarm: what `sending::round` says (push messages that cannot be sent dropped, expired
+/// ones ended, each due one leased and started on its own), then the alarm for the next.
 pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, sender: Option<&Rc<handoff_notify::Sender>>) -> Result<()> {
     let now = now_ms();
-    let due: Vec<Due> = sql
-        .exec(
-            "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, w.url, w.secret, s.endpoint, s.p256dh, s.auth
-             FROM deliveries d
-             LEFT JOIN webhooks w ON d.kind = 'webhook' AND w.id = d.receiver
-             LEFT JOIN push_subscriptions s ON d.kind = 'push' AND s.id = d.receiver
-             WHERE d.state = 'pending' AND d.next_attempt_at <= ?
-             AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.receiver = d.receiver AND e.handoff = d.handoff AND e.state = 'pending' AND e.seq < d.seq)
-             ORDER BY d.next_attempt_at, d.seq LIMIT ?",
-            vec![now.into(), (WEBHOOK_SENDS_PER_ALARM_MAX as i64).into()],
-        )?
-        .to_array()?;
-    for d in due {
-        let Some(kind) = Receiver::parse(&d.kind) else {
-            console_error!("delivery {}: a kind this build does not know ({}); it ends failed", d.id, d.kind);
-            finish(sql, &d, Receiver::Webhook, DeliveryState::Failed, None)?;
-            continue;
-        };
-        let Some(Lease { attempts, next_attempt_at }) = kind.lease(d.created_at, d.attempts.max(0) as u32, now) else {
-            console_log!("delivery {} expired before it was sent", d.id);
-            finish(sql, &d, kind, DeliveryState::Failed, None)?;
-            continue;
-        };
+    let rows = pending_rows(sql)?;
+    let (pending, unknown) = pending_of(&rows);
+    let round = sending::round(&pending, now, sender.is_some());
+    let row = |seq: i64| rows.iter().find(|r| r.seq == seq);
+    for seq in unknown {
+        if let Some(r) = row(seq) {
+            console_error!("delivery {}: a kind this build does not know ({}); it ends failed", r.id, r.kind);
+            finish(sql, seq, &r.receiver, Receiver::Webhook, DeliveryState::Failed, None)?;
+        }
+    }
+    if !round.forget.is_empty() {
+        console_log!("{} push messages dropped: push is not configured", round.forget.len());
+    }
+    for seq in round.forget {
+        sql.exec("DELETE FROM deliveries WHERE seq = ?", vec![seq.into()])?;
+    }
+    for p in pending.iter().filter(|p| round.expire.contains(&p.seq)) {
+        console_log!("delivery {} expired before it was sent", p.seq);
+        finish(sql, p.seq, p.to, p.receiver, DeliveryState::Failed, None)?;
+    }
+    let mut rows = rows;
+    for (seq, Lease { attempts, next_attempt_at }) in round.send {
+        let Some(d) = rows.iter().position(|d| d.seq == seq).map(|i| rows.swap_remove(i)) else { continue };
+        let Some(kind) = Receiver::parse(&d.kind) else { continue };
         sql.exec(
             "UPDATE deliveries SET attempts = ?, last_attempt_at = ?, next_attempt_at = ? WHERE seq = ?",
-            vec![(attempts as i64).into(), now.into(), next_attempt_at.into(), d.seq.into()],
+            vec![(attempts as i64).into(), now.into(), next_attempt_at.into(), seq.into()],
         )?;
         let raw: &JsValue = storage.as_ref();
         let (sql, storage): (SqlStorage, worker_sys::DurableObjectStorage) = (sql.clone(), raw.clone().unchecked_into());
@@ -271,19 +282,22 @@ pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, se
             if let Err(e) = &sent {
                 console_log!("{} delivery {} to {} (attempt {attempts}): {e}", kind.as_str(), d.id, d.receiver);
             }
-            if let Err(e) = record(&sql, &d, kind, attempts, sent.ok()).and_then(|_| arm(&sql, &storage)) {
+            if let Err(e) = record(&sql, &d, kind, attempts, sent.ok()).and_then(|_| arm(&storage)) {
                 console_error!("a {} delivery's outcome: {e}", kind.as_str());
             }
         });
     }
-    arm(sql, storage)
+    if let Some(at) = round.next_alarm {
+        crate::alarm::set(storage, at, "the owner's next notification")?;
+    }
+    Ok(())
 }
 
 /// Stores what an attempt led to (`handoff_core::owner::receiver::Receiver::after_attempt`).
 fn record(sql: &SqlStorage, d: &Due, kind: Receiver, attempts: u32, status: Option<u16>) -> Result<()> {
     match kind.after_attempt(d.created_at, attempts, status, now_ms()) {
-        Next::Delivered => finish(sql, d, kind, DeliveryState::Delivered, status),
-        Next::Failed => finish(sql, d, kind, DeliveryState::Failed, status),
+        Next::Delivered => finish(sql, d.seq, &d.receiver, kind, DeliveryState::Delivered, status),
+        Next::Failed => finish(sql, d.seq, &d.receiver, kind, DeliveryState::Failed, status),
         Next::Retry { at } => {
             let status: Option<i64> = status.map(i64::from);
             sql.exec("UPDATE deliveries SET last_status = ?, next_attempt_at = ? WHERE seq = ?", vec![status.into(), at.into(), d.seq.into()])?;
@@ -300,16 +314,16 @@ fn record(sql: &SqlStorage, d: &Due, kind: Receiver, attempts: u32, status: Opti
 
 /// A delivery finished: its state stored, then the receiver's finished deliveries trimmed to
 /// the newest its kind keeps.
-fn finish(sql: &SqlStorage, d: &Due, kind: Receiver, state: DeliveryState, status: Option<u16>) -> Result<()> {
+fn finish(sql: &SqlStorage, seq: i64, receiver: &str, kind: Receiver, state: DeliveryState, status: Option<u16>) -> Result<()> {
     let status: Option<i64> = status.map(i64::from);
     sql.exec(
         "UPDATE deliveries SET state = ?, last_status = ?, next_attempt_at = NULL WHERE seq = ?",
-        vec![state.as_str().into(), status.into(), d.seq.into()],
+        vec![state.as_str().into(), status.into(), seq.into()],
     )?;
     sql.exec(
         "DELETE FROM deliveries WHERE state != 'pending' AND receiver = ?1
          AND seq NOT IN (SELECT seq FROM deliveries WHERE state != 'pending' AND receiver = ?1 ORDER BY seq DESC LIMIT ?2)",
-        vec![d.receiver.as_str().into(), (kind.kept_finished() as i64).into()],
+        vec![receiver.into(), (kind.kept_finished() as i64).into()],
     )?;
     Ok(())
 }
