@@ -140,8 +140,9 @@ pub struct Config {
     pub expect: Expect,
     pub test_hooks: bool,
     pub bench_floor: bool,
-    /// The VAPID public key, where push is configured.
-    pub push_key: Option<String>,
+    /// The VAPID private key as PKCS#8, where push is configured (its public key is derived
+    /// by the runtime's WebCrypto when it is asked for: `crate::webcrypto::vapid_key`).
+    pub push_key: Option<Vec<u8>>,
 }
 
 impl Config {
@@ -154,7 +155,7 @@ impl Config {
             expect: token_expect(env),
             test_hooks: test_hooks_on(env),
             bench_floor: bench_floor_on(env),
-            push_key: push_sender(env).map(|sender| sender.key.public_key().to_string()),
+            push_key: push_sender(env).map(|sender| sender.key.pkcs8()),
         }
     }
 }

@@ -159,7 +159,10 @@ impl OwnerIndex {
             IndexAsk::WebhookList => self.list_webhooks(),
             IndexAsk::WebhookDelete { id } => self.delete_webhook(&id),
             IndexAsk::WebhookDeliveries { id } => self.webhook_deliveries(&id),
-            IndexAsk::PushSubscribe { subscription } => self.subscribe(subscription),
+            IndexAsk::PushSubscribe { subscription } => match push::check_curve(&subscription).await {
+                Ok(()) => self.subscribe(subscription),
+                Err(refused) => crate::http::refusal(&refused),
+            },
             IndexAsk::PushSubscriptions => self.subscriptions(),
             IndexAsk::PushUnsubscribe { id } => self.unsubscribe(&id),
             IndexAsk::TestHoldWebhooks { on } => {

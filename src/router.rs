@@ -204,11 +204,22 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
         }
         Kind::PushKey => {
-            let Some(public_key) = bindings::config(env).push_key.clone() else {
+            let Some(pkcs8) = bindings::config(env).push_key.clone() else {
                 return Err(routes::push_misconfigured());
             };
             no_query(url.query)?;
-            json_response(200, &notifications::PushKey { public_key }).map(Outgoing::Answer)
+            // The runtime derives the public key (WebCrypto is asynchronous): an answer on its way.
+            let answer = async move {
+                let answered = match random::vapid_key(&pkcs8).await {
+                    Ok((_, public_key)) => json_response(200, &notifications::PushKey { public_key }),
+                    Err(e) => {
+                        console_error!("the VAPID key did not import: {}", e.as_string().unwrap_or_default());
+                        Err(routes::push_misconfigured())
+                    }
+                };
+                Ok(settle(answered))
+            };
+            Ok(Outgoing::Object(future_to_promise(answer)))
         }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();

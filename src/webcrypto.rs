@@ -1,7 +1,8 @@
 //! The runtime's WebCrypto, for what the Worker does not link an implementation of: random
-//! bytes (`crypto.getRandomValues`) for what must not be guessed, and AES-128-GCM and ES256
-//! signing (`crypto.subtle`) for Web Push, which keeps an AES and ECDSA signing out of the
-//! `.wasm` (the pure crate's own, tested against the RFCs, stay for native use and its tests).
+//! bytes (`crypto.getRandomValues`) for what must not be guessed, and for Web Push AES-128-GCM,
+//! P-256 ECDH, ES256 signing and the VAPID public key (`crypto.subtle`), which keeps an AES,
+//! ECDSA and P-256 point arithmetic out of the `.wasm` (the pure crate's own, tested against the
+//! RFCs, stay for native use and its tests).
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use js_sys::{Object, Reflect, Uint8Array};
@@ -50,24 +51,81 @@ pub async fn seal_aes128gcm(key: &[u8; 16], nonce: &[u8; 12], plaintext: &[u8]) 
     Ok(Uint8Array::new(&JsFuture::from(sealed).await?).to_vec())
 }
 
-/// An ES256 signature (`r || s`, as a JWT carries it) of `data` under the P-256 key whose JWK
-/// members `d`, `x`, `y` are given (base64url).
-pub async fn sign_es256(d: &str, x: &str, y: &str, data: &[u8]) -> Result<[u8; 64], JsValue> {
-    let subtle = Reflect::get(&crypto()?, &JsValue::from_str("subtle"))?;
-    let set = |object: &Object, name: &str, value: &JsValue| Reflect::set(object, &JsValue::from_str(name), value).map(|_| ());
-    let jwk = Object::new();
-    for (name, value) in [("kty", "EC"), ("crv", "P-256"), ("d", d), ("x", x), ("y", y)] {
-        set(&jwk, name, &JsValue::from_str(value))?;
-    }
+fn subtle() -> Result<JsValue, JsValue> {
+    Reflect::get(&crypto()?, &JsValue::from_str("subtle"))
+}
+
+fn set(object: &Object, name: &str, value: &JsValue) -> Result<(), JsValue> {
+    Reflect::set(object, &JsValue::from_str(name), value).map(|_| ())
+}
+
+/// `{name, namedCurve: "P-256"}`.
+fn p256(name: &str) -> Result<Object, JsValue> {
+    let algorithm = Object::new();
+    set(&algorithm, "name", &JsValue::from_str(name))?;
+    set(&algorithm, "namedCurve", &JsValue::from_str("P-256"))?;
+    Ok(algorithm)
+}
+
+fn p256_value(name: &str) -> Result<JsValue, JsValue> {
+    p256(name).map(JsValue::from)
+}
+
+/// Awaits `subtle.<name>(args…)`.
+async fn call(name: &str, args: &js_sys::Array) -> Result<JsValue, JsValue> {
+    let subtle = subtle()?;
+    let promise: js_sys::Promise = method(&subtle, name)?.apply(&subtle, args)?.dyn_into()?;
+    JsFuture::from(promise).await
+}
+
+fn bytes_of(value: &JsValue) -> Vec<u8> {
+    Uint8Array::new(value).to_vec()
+}
+
+/// One message's ECDH with a subscription's key `ua_public` (uncompressed P-256): a fresh
+/// key pair, its public key (uncompressed) and the shared secret (32 bytes).
+pub async fn ecdh_p256(ua_public: &[u8; 65]) -> Result<([u8; 65], [u8; 32]), JsValue> {
+    let usages = js_sys::Array::of1(&JsValue::from_str("deriveBits"));
+    let pair = call("generateKey", &js_sys::Array::of3(&p256_value("ECDH")?, &JsValue::TRUE, &usages)).await?;
+    let private = Reflect::get(&pair, &JsValue::from_str("privateKey"))?;
+    let public = Reflect::get(&pair, &JsValue::from_str("publicKey"))?;
+    let as_public = bytes_of(&call("exportKey", &js_sys::Array::of2(&JsValue::from_str("raw"), &public)).await?);
+    let peer_args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&ua_public[..]), &p256_value("ECDH")?, &JsValue::FALSE, &js_sys::Array::new());
+    let peer = call("importKey", &peer_args).await?;
+    let derive = p256("ECDH")?;
+    set(&derive, "public", &peer)?;
+    let secret = bytes_of(&call("deriveBits", &js_sys::Array::of3(&derive, &private, &JsValue::from_f64(256.0))).await?);
+    let as_public = as_public.try_into().map_err(|_| JsValue::from_str("an exported P-256 public key is 65 bytes"))?;
+    let secret = secret.try_into().map_err(|_| JsValue::from_str("a P-256 ECDH secret is 32 bytes"))?;
+    Ok((as_public, secret))
+}
+
+/// Whether `point` (uncompressed) is on P-256: the runtime imports no other.
+pub async fn is_p256_point(point: &[u8; 65]) -> bool {
+    let Ok(algorithm) = p256_value("ECDH") else { return false };
+    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&point[..]), &algorithm, &JsValue::FALSE, &js_sys::Array::new());
+    call("importKey", &args).await.is_ok()
+}
+
+/// The VAPID private key (PKCS#8, `VapidKey::pkcs8`) imported for signing, and its public key
+/// (base64url of the uncompressed point), which the runtime derives.
+pub async fn vapid_key(pkcs8: &[u8]) -> Result<(JsValue, String), JsValue> {
+    let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
+    let args = js_sys::Array::of5(&JsValue::from_str("pkcs8"), &Uint8Array::from(pkcs8), &p256_value("ECDSA")?, &JsValue::TRUE, &usages);
+    let key = call("importKey", &args).await?;
+    let jwk = call("exportKey", &js_sys::Array::of2(&JsValue::from_str("jwk"), &key)).await?;
+    let coordinate = |name: &str| Reflect::get(&jwk, &JsValue::from_str(name)).ok().and_then(|v| v.as_string());
+    let (Some(x), Some(y)) = (coordinate("x"), coordinate("y")) else {
+        return Err(JsValue::from_str("the exported VAPID key has no x or y"));
+    };
+    Ok((key, handoff_notify::vapid::public_key_of_jwk(&x, &y).ok_or_else(|| JsValue::from_str("the exported VAPID key's x or y is not 32 bytes"))?))
+}
+
+/// An ES256 signature (`r || s`, as a JWT carries it) of `data` under `key` ([`vapid_key`]).
+pub async fn sign_es256(key: &JsValue, data: &[u8]) -> Result<[u8; 64], JsValue> {
     let algorithm = Object::new();
     set(&algorithm, "name", &JsValue::from_str("ECDSA"))?;
-    set(&algorithm, "namedCurve", &JsValue::from_str("P-256"))?;
-    let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
-    let args = js_sys::Array::of5(&JsValue::from_str("jwk"), &jwk, &algorithm, &JsValue::FALSE, &usages);
-    let imported: js_sys::Promise = method(&subtle, "importKey")?.apply(&subtle, &args)?.dyn_into()?;
-    let key = JsFuture::from(imported).await?;
     set(&algorithm, "hash", &JsValue::from_str("SHA-256"))?;
-    let signed: js_sys::Promise = method(&subtle, "sign")?.call3(&subtle, &algorithm, &key, &Uint8Array::from(data))?.dyn_into()?;
-    let signature = Uint8Array::new(&JsFuture::from(signed).await?).to_vec();
+    let signature = bytes_of(&call("sign", &js_sys::Array::of3(&algorithm, key, &Uint8Array::from(data))).await?);
     signature.try_into().map_err(|_| JsValue::from_str("an ES256 signature is 64 bytes"))
 }

@@ -203,8 +203,7 @@ pub struct NewSubscription {
 pub fn parse_subscription_create(body: &[u8], env: Environment) -> Result<NewSubscription, ApiError> {
     let input: SubscriptionInput = parse_json(body)?;
     let endpoint = Endpoint::parse("endpoint", &input.endpoint, env).map_err(|refusal| ApiError::invalid(refusal.to_string()))?;
-    let keys = handoff_notify::SubscriptionKeys::parse(&input.keys.p256dh, &input.keys.auth)
-        .map_err(|refusal| ApiError::invalid(format!("keys: {refusal}")))?;
+    let keys = handoff_notify::SubscriptionKeys::parse(&input.keys.p256dh, &input.keys.auth).map_err(refuse_keys)?;
     Ok(NewSubscription {
         endpoint: endpoint.url(),
         origin: endpoint.origin().to_string(),
@@ -212,6 +211,12 @@ pub fn parse_subscription_create(body: &[u8], env: Environment) -> Result<NewSub
         auth: keys.auth(),
         events: parse_events(input.events)?,
     })
+}
+
+/// The 400 of a subscription's keys that are refused: read here, or (the curve, in the Worker)
+/// by the runtime's WebCrypto.
+pub fn refuse_keys(refusal: handoff_notify::ece::KeyRefusal) -> ApiError {
+    ApiError::invalid(format!("keys: {refusal}"))
 }
 
 /// A new push subscription's id, from `WEBHOOK_ID_BYTES` random bytes the caller drew.

@@ -7,10 +7,14 @@
 
 use crate::b64;
 use crate::limits::{PUSH_HEADER_BYTES, PUSH_PLAINTEXT_BYTES_MAX, PUSH_RECORD_BYTES, PUSH_TAG_BYTES};
+#[cfg(feature = "software")]
 use aes_gcm::aead::{Aead, KeyInit};
+#[cfg(feature = "software")]
 use aes_gcm::{Aes128Gcm, Nonce};
 use hkdf::Hkdf;
+#[cfg(feature = "software")]
 use p256::elliptic_curve::sec1::ToEncodedPoint;
+#[cfg(feature = "software")]
 use p256::{PublicKey, SecretKey};
 use sha2::Sha256;
 use std::fmt;
@@ -28,10 +32,12 @@ pub const CONTENT_ENCODING: &str = "aes128gcm";
 
 const DELIMITER_LAST: u8 = 0x02;
 
-/// The keys of a browser's `PushSubscription` (`keys.p256dh`, `keys.auth`), checked.
+/// The keys of a browser's `PushSubscription` (`keys.p256dh`, `keys.auth`), checked: an
+/// uncompressed point and 16 bytes. That the point is on the curve is checked here with the
+/// `software` feature, and by the Worker's WebCrypto without it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionKeys {
-    p256dh: PublicKey,
+    p256dh: [u8; P256_POINT_BYTES],
     auth: [u8; AUTH_SECRET_BYTES],
 }
 
@@ -71,21 +77,32 @@ impl SubscriptionKeys {
 
     /// Reads the two keys as a browser's `PushSubscription.toJSON()` gives them.
     pub fn parse(p256dh: &str, auth: &str) -> Result<SubscriptionKeys, KeyRefusal> {
-        let point = decode_fixed::<P256_POINT_BYTES>(Self::P256DH_FIELD, p256dh)?;
-        let p256dh = public_key(&point)
-            .ok_or(KeyRefusal { field: Self::P256DH_FIELD, problem: KeyProblem::NotOnCurve })?;
+        let p256dh = decode_fixed::<P256_POINT_BYTES>(Self::P256DH_FIELD, p256dh)?;
+        if p256dh[0] != 0x04 || !on_curve(&p256dh) {
+            return Err(SubscriptionKeys::not_on_curve());
+        }
         let auth = decode_fixed::<AUTH_SECRET_BYTES>(Self::AUTH_FIELD, auth)?;
         Ok(SubscriptionKeys { p256dh, auth })
     }
 
+    /// The refusal of a `keys.p256dh` that is not an uncompressed point on P-256.
+    pub fn not_on_curve() -> KeyRefusal {
+        KeyRefusal { field: Self::P256DH_FIELD, problem: KeyProblem::NotOnCurve }
+    }
+
     /// `keys.p256dh` in its normal form (unpadded URL-safe base64).
     pub fn p256dh(&self) -> String {
-        b64::url_encode(uncompressed(&self.p256dh).as_ref())
+        b64::url_encode(&self.p256dh)
     }
 
     /// `keys.auth` in its normal form.
     pub fn auth(&self) -> String {
         b64::url_encode(&self.auth)
+    }
+
+    /// `keys.p256dh` as its uncompressed point, for an ECDH made elsewhere ([`prepare_with`]).
+    pub fn p256dh_point(&self) -> [u8; P256_POINT_BYTES] {
+        self.p256dh
     }
 }
 
@@ -94,11 +111,24 @@ fn decode_fixed<const N: usize>(field: &'static str, text: &str) -> Result<[u8; 
     bytes.try_into().map_err(|_| KeyRefusal { field, problem: KeyProblem::Length { expected: N } })
 }
 
+#[cfg(feature = "software")]
+fn on_curve(point: &[u8; P256_POINT_BYTES]) -> bool {
+    public_key(point).is_some()
+}
+
+/// Without the `software` feature the Worker checks the curve with WebCrypto.
+#[cfg(not(feature = "software"))]
+fn on_curve(_: &[u8; P256_POINT_BYTES]) -> bool {
+    true
+}
+
 /// An uncompressed point only: RFC 8291 puts that form into the key derivation.
+#[cfg(feature = "software")]
 fn public_key(point: &[u8; P256_POINT_BYTES]) -> Option<PublicKey> {
     (point[0] == 0x04).then(|| PublicKey::from_sec1_bytes(point).ok()).flatten()
 }
 
+#[cfg(feature = "software")]
 fn uncompressed(key: &PublicKey) -> [u8; P256_POINT_BYTES] {
     let point = key.to_encoded_point(false);
     let mut out = [0u8; P256_POINT_BYTES];
@@ -106,6 +136,7 @@ fn uncompressed(key: &PublicKey) -> [u8; P256_POINT_BYTES] {
     out
 }
 
+#[cfg(feature = "software")]
 /// The randomness one message needs: the sender's ephemeral private key and the salt. Draw
 /// `MessageEntropy::BYTES` fresh random bytes per message; never reuse them.
 #[derive(Clone)]
@@ -127,6 +158,7 @@ impl fmt::Display for KeyOutOfRange {
 
 impl std::error::Error for KeyOutOfRange {}
 
+#[cfg(feature = "software")]
 impl MessageEntropy {
     /// 32 bytes of private key, then 16 of salt.
     pub const BYTES: usize = 32 + SALT_BYTES;
@@ -140,6 +172,7 @@ impl MessageEntropy {
     }
 }
 
+#[cfg(feature = "software")]
 impl fmt::Debug for MessageEntropy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("MessageEntropy(..)")
@@ -165,11 +198,13 @@ impl fmt::Display for EncryptError {
 
 impl std::error::Error for EncryptError {}
 
+#[cfg(feature = "software")]
 /// The body of one push message to `to`, with no padding beyond the delimiter.
 pub fn encrypt(plaintext: &[u8], to: &SubscriptionKeys, entropy: &MessageEntropy) -> Result<Vec<u8>, EncryptError> {
     encrypt_padded(plaintext, 0, to, entropy)
 }
 
+#[cfg(feature = "software")]
 /// As [`encrypt`], with `padding_bytes` zero octets after the delimiter, so that the length
 /// of the body says less about the plaintext.
 pub fn encrypt_padded(
@@ -218,6 +253,7 @@ impl Unsealed {
     }
 }
 
+#[cfg(feature = "software")]
 /// As [`encrypt_padded`], up to the sealing, which the caller does (see [`Unsealed`]).
 pub fn prepare(
     plaintext: &[u8],
@@ -225,14 +261,31 @@ pub fn prepare(
     to: &SubscriptionKeys,
     entropy: &MessageEntropy,
 ) -> Result<Unsealed, EncryptError> {
+    let as_public = uncompressed(&entropy.key.public_key());
+    let Some(ua) = public_key(&to.p256dh) else { unreachable!("the point was checked on the curve when it was read") };
+    let shared = p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), ua.as_affine());
+    let mut secret = [0u8; 32];
+    secret.copy_from_slice(shared.raw_secret_bytes());
+    prepare_with(plaintext, padding_bytes, to, &Exchanged { as_public, secret, salt: entropy.salt })
+}
+
+/// What one message's ECDH gave, made elsewhere (the Worker uses the runtime's WebCrypto,
+/// which keeps P-256 point arithmetic out of its `.wasm`): the sender's ephemeral public key
+/// (uncompressed), the shared secret (the x-coordinate), and a fresh random salt.
+pub struct Exchanged {
+    pub as_public: [u8; P256_POINT_BYTES],
+    pub secret: [u8; 32],
+    pub salt: [u8; SALT_BYTES],
+}
+
+/// As [`prepare`], from an ECDH made elsewhere.
+pub fn prepare_with(plaintext: &[u8], padding_bytes: usize, to: &SubscriptionKeys, exchanged: &Exchanged) -> Result<Unsealed, EncryptError> {
     let bytes = plaintext.len().saturating_add(padding_bytes);
     if bytes > PUSH_PLAINTEXT_BYTES_MAX {
         return Err(EncryptError::TooLong { bytes });
     }
-    let as_public = uncompressed(&entropy.key.public_key());
-    let ua_public = uncompressed(&to.p256dh);
-    let shared = p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), to.p256dh.as_affine());
-    let keys = ContentKeys::derive(shared.raw_secret_bytes(), &to.auth, &ua_public, &as_public, &entropy.salt);
+    let Exchanged { as_public, secret, salt } = exchanged;
+    let keys = ContentKeys::derive(secret, &to.auth, &to.p256dh, as_public, salt);
 
     let mut record = Vec::with_capacity(bytes + 1 + PUSH_TAG_BYTES);
     record.extend_from_slice(plaintext);
@@ -240,10 +293,10 @@ pub fn prepare(
     record.resize(record.len() + padding_bytes, 0);
 
     let mut header = Vec::with_capacity(PUSH_HEADER_BYTES + record.len() + PUSH_TAG_BYTES);
-    header.extend_from_slice(&entropy.salt);
+    header.extend_from_slice(salt);
     header.extend_from_slice(&PUSH_RECORD_BYTES.to_be_bytes());
     header.push(P256_POINT_BYTES as u8);
-    header.extend_from_slice(&as_public);
+    header.extend_from_slice(as_public);
     Ok(Unsealed { keys, record, header })
 }
 
@@ -276,10 +329,12 @@ impl ContentKeys {
         keys
     }
 
+#[cfg(feature = "software")]
     fn cipher(&self) -> Aes128Gcm {
         Aes128Gcm::new(&self.cek.into())
     }
 
+    #[cfg(feature = "software")]
     fn seal(&self, record: &[u8]) -> Vec<u8> {
         match self.cipher().encrypt(Nonce::from_slice(&self.nonce), record) {
             Ok(sealed) => sealed,
@@ -288,6 +343,7 @@ impl ContentKeys {
         }
     }
 
+    #[cfg(feature = "software")]
     fn open(&self, sealed: &[u8]) -> Option<Vec<u8>> {
         self.cipher().decrypt(Nonce::from_slice(&self.nonce), sealed).ok()
     }
@@ -302,6 +358,7 @@ fn expand(prk: &Hkdf<Sha256>, info: &[u8], out: &mut [u8]) {
 
 /// A browser's side of a subscription: its private key and authentication secret. The push
 /// service stand-in and the tests decrypt with it; the Worker never holds one.
+#[cfg(feature = "software")]
 #[derive(Clone)]
 pub struct UserAgent {
     key: SecretKey,
@@ -337,6 +394,7 @@ impl fmt::Display for DecryptError {
 
 impl std::error::Error for DecryptError {}
 
+#[cfg(feature = "software")]
 impl UserAgent {
     /// From a 32-byte private key and a 16-byte authentication secret.
     pub fn from_bytes(private_key: &[u8; 32], auth: [u8; AUTH_SECRET_BYTES]) -> Result<UserAgent, KeyOutOfRange> {
@@ -346,7 +404,7 @@ impl UserAgent {
 
     /// The keys this user agent would hand to the application in its `PushSubscription`.
     pub fn subscription_keys(&self) -> SubscriptionKeys {
-        SubscriptionKeys { p256dh: self.key.public_key(), auth: self.auth }
+        SubscriptionKeys { p256dh: uncompressed(&self.key.public_key()), auth: self.auth }
     }
 
     /// Decrypts a push message body sent to this user agent.
@@ -388,6 +446,7 @@ impl UserAgent {
     }
 }
 
+#[cfg(feature = "software")]
 impl fmt::Debug for UserAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("UserAgent(..)")

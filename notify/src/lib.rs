@@ -21,7 +21,9 @@ pub mod push;
 pub mod vapid;
 pub mod webhook;
 
-pub use ece::{MessageEntropy, SubscriptionKeys, UserAgent};
+pub use ece::SubscriptionKeys;
+#[cfg(feature = "software")]
+pub use ece::{MessageEntropy, UserAgent};
 pub use endpoint::{Endpoint, EndpointProblem, EndpointRefusal, Environment};
 pub use push::{Event, PushOutcome, PushRequest, Sender, Subscription, Topic, Urgency};
 pub use vapid::{VapidKey, VapidSubject, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};

@@ -2,7 +2,9 @@
 //! the encrypted body, and what the push service's answer means.
 
 use crate::b64;
-use crate::ece::{self, EncryptError, MessageEntropy, SubscriptionKeys};
+use crate::ece::{self, SubscriptionKeys};
+#[cfg(feature = "software")]
+use crate::ece::{EncryptError, MessageEntropy};
 use crate::endpoint::Endpoint;
 use crate::limits::{PUSH_TTL_S, TOPIC_CHARS_MAX};
 use crate::vapid::{VapidKey, VapidSubject};
@@ -124,6 +126,7 @@ pub struct Sender {
     pub subject: VapidSubject,
 }
 
+#[cfg(feature = "software")]
 /// The push of `plaintext` (the notification's JSON) about `handoff_id`'s `event`, at `now_ms`,
 /// encrypted with `entropy` (fresh for this message).
 pub fn request(
@@ -141,12 +144,13 @@ pub fn request(
 
 /// The headers of a push to `to` about `handoff_id`'s `event` at `now_ms`, for a body
 /// encrypted apart ([`ece::prepare`]); [`request`] sends exactly these.
+#[cfg(feature = "software")]
 pub fn headers(to: &Subscription, from: &Sender, event: Event, handoff_id: &str, now_ms: i64) -> Vec<(&'static str, String)> {
     headers_signed(from.key.authorization(&to.endpoint, &from.subject, now_ms), event, handoff_id)
 }
 
 /// As [`headers`], with the `Authorization` value made apart
-/// ([`VapidKey::authorization_signed`]).
+/// ([`crate::vapid::authorization_signed`]).
 pub fn headers_signed(authorization: String, event: Event, handoff_id: &str) -> Vec<(&'static str, String)> {
     vec![
         (HEADER_AUTHORIZATION, authorization),

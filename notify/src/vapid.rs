@@ -7,8 +7,12 @@
 
 use crate::b64;
 use crate::endpoint::Endpoint;
-use crate::limits::{VAPID_SUBJECT_BYTES_MAX, VAPID_TOKEN_TTL_S, VAPID_TOKEN_TTL_S_MAX};
+use crate::limits::{VAPID_SUBJECT_BYTES_MAX, VAPID_TOKEN_TTL_S_MAX};
+#[cfg(feature = "software")]
+use crate::limits::VAPID_TOKEN_TTL_S;
+#[cfg(feature = "software")]
 use p256::ecdsa::signature::{Signer, Verifier};
+#[cfg(feature = "software")]
 use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -24,11 +28,15 @@ pub const DEV_VAPID_PUBLIC_KEY: &str =
 /// The JOSE header of every token: `{"typ":"JWT","alg":"ES256"}`.
 const JWT_HEADER: &str = r#"{"typ":"JWT","alg":"ES256"}"#;
 
-/// The application server's key pair.
+/// The application server's key pair: the private scalar, checked in range, and its public
+/// key, derived in software the first time it is asked for. The Worker never asks: it derives
+/// it with the runtime's WebCrypto from [`VapidKey::pkcs8`], which keeps P-256 point
+/// arithmetic out of its `.wasm`.
 #[derive(Clone)]
 pub struct VapidKey {
-    signing: SigningKey,
-    public: String,
+    secret: [u8; 32],
+    #[cfg(feature = "software")]
+    public: std::cell::OnceCell<String>,
 }
 
 /// Why a VAPID private key was refused.
@@ -64,55 +72,113 @@ impl VapidKey {
 
     /// A key from 32 random bytes (to make a new pair), or from the stored scalar.
     pub fn from_bytes(bytes: &[u8; 32]) -> Result<VapidKey, VapidKeyError> {
-        let signing = SigningKey::from_slice(bytes).map_err(|_| VapidKeyError::OutOfRange)?;
-        let public = b64::url_encode(signing.verifying_key().to_encoded_point(false).as_bytes());
-        Ok(VapidKey { signing, public })
+        if !is_private_scalar(bytes) {
+            return Err(VapidKeyError::OutOfRange);
+        }
+        Ok(VapidKey {
+            secret: *bytes,
+            #[cfg(feature = "software")]
+            public: std::cell::OnceCell::new(),
+        })
+    }
+
+    #[cfg(feature = "software")]
+    fn signing(&self) -> SigningKey {
+        match SigningKey::from_slice(&self.secret) {
+            Ok(key) => key,
+            Err(_) => unreachable!("the scalar was checked in range when the key was read"),
+        }
     }
 
     /// The secret's normal form: unpadded base64url of the scalar.
     pub fn reveal(&self) -> String {
-        b64::url_encode(&self.signing.to_bytes())
+        b64::url_encode(&self.secret)
+    }
+
+    /// The private key as PKCS#8 (RFC 5915's `ECPrivateKey` without its optional public key),
+    /// for importing it elsewhere: WebCrypto derives the public key from it.
+    pub fn pkcs8(&self) -> Vec<u8> {
+        let mut der = PKCS8_P256_PREFIX.to_vec();
+        der.extend_from_slice(&self.secret);
+        der
     }
 
     /// The public key, base64url of the uncompressed point: `applicationServerKey`, and the
     /// `k=` of every header.
+    #[cfg(feature = "software")]
     pub fn public_key(&self) -> &str {
-        &self.public
+        self.public.get_or_init(|| b64::url_encode(self.signing().verifying_key().to_encoded_point(false).as_bytes()))
     }
 
     /// Whether this is the public development pair, which only `local` may use.
     pub fn is_development(&self) -> bool {
-        self.public == DEV_VAPID_PUBLIC_KEY
+        b64::url_decode(DEV_VAPID_PRIVATE_KEY).is_some_and(|dev| dev == self.secret)
     }
 
+    #[cfg(feature = "software")]
     /// An ES256 JWT for a push to `endpoint`: `aud` its origin, `exp` `ttl_s` after `now_ms`
     /// (1..=`VAPID_TOKEN_TTL_S_MAX`, clamped into that range), `sub` the contact.
     pub fn token(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
         let signing_input = signing_input(endpoint, subject, now_ms, ttl_s);
-        let signature: Signature = self.signing.sign(signing_input.as_bytes());
+        let signature: Signature = self.signing().sign(signing_input.as_bytes());
         signed_token(&signing_input, &signature.to_bytes().into())
     }
 
+    #[cfg(feature = "software")]
     /// The `Authorization` header's value for a push to `endpoint`, with a token that lives
     /// `VAPID_TOKEN_TTL_S`: `vapid t=<JWT>, k=<public key>`.
     pub fn authorization(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64) -> String {
-        format!("vapid t={}, k={}", self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public)
-    }
-
-    /// The `Authorization` header's value from a token's signing input ([`signing_input`]) and
-    /// its ES256 signature (`r || s`) made elsewhere: the Worker signs with the runtime's
-    /// WebCrypto, which keeps ECDSA signing out of its `.wasm`.
-    pub fn authorization_signed(&self, signing_input: &str, signature: &[u8; 64]) -> String {
-        format!("vapid t={}, k={}", signed_token(signing_input, signature), self.public)
+        format!("vapid t={}, k={}", self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public_key())
     }
 
     /// The private key as a JWK's `d`, `x` and `y` (base64url), for importing it elsewhere.
+    #[cfg(feature = "software")]
     pub fn jwk(&self) -> (String, String, String) {
-        let point = self.signing.verifying_key().to_encoded_point(false);
+        let point = self.signing().verifying_key().to_encoded_point(false);
         let bytes = point.as_bytes();
-        (b64::url_encode(&self.signing.to_bytes()), b64::url_encode(&bytes[1..33]), b64::url_encode(&bytes[33..65]))
+        (b64::url_encode(&self.secret), b64::url_encode(&bytes[1..33]), b64::url_encode(&bytes[33..65]))
     }
 }
+
+/// The `Authorization` header's value from a token's signing input ([`signing_input`]), its
+/// ES256 signature (`r || s`) and the public key (base64url), both made elsewhere: the Worker
+/// signs and derives with the runtime's WebCrypto, which keeps ECDSA and point arithmetic out
+/// of its `.wasm`.
+pub fn authorization_signed(signing_input: &str, signature: &[u8; 64], public_key: &str) -> String {
+    format!("vapid t={}, k={public_key}", signed_token(signing_input, signature))
+}
+
+/// The public key (base64url of the uncompressed point) from a JWK's `x` and `y`, or `None`
+/// where either is not 32 bytes of base64url.
+pub fn public_key_of_jwk(x: &str, y: &str) -> Option<String> {
+    let (x, y) = (b64::url_decode(x)?, b64::url_decode(y)?);
+    (x.len() == 32 && y.len() == 32).then(|| {
+        let mut point = vec![0x04];
+        point.extend_from_slice(&x);
+        point.extend_from_slice(&y);
+        b64::url_encode(&point)
+    })
+}
+
+/// The order of P-256's group, big-endian (SEC 2, section 2.4.2).
+const P256_ORDER: [u8; 32] = [
+    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84,
+    0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+];
+
+/// Whether 32 big-endian bytes are a P-256 private key: not zero, and below the group order.
+fn is_private_scalar(bytes: &[u8; 32]) -> bool {
+    *bytes != [0; 32] && bytes.as_slice() < P256_ORDER.as_slice()
+}
+
+/// The DER of a P-256 PKCS#8 `PrivateKeyInfo` up to the 32 bytes of its scalar: version 0,
+/// `id-ecPublicKey` with `prime256v1`, then an `ECPrivateKey` (version 1) with no parameters
+/// and no public key.
+const PKCS8_P256_PREFIX: [u8; 35] = [
+    0x30, 0x41, 0x02, 0x01, 0x00, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
+    0x03, 0x01, 0x07, 0x04, 0x27, 0x30, 0x25, 0x02, 0x01, 0x01, 0x04, 0x20,
+];
+
 
 /// The signing input of an ES256 JWT for a push to `endpoint` (see [`VapidKey::token`]):
 /// the base64url header and claims, joined by a dot.
@@ -136,7 +202,7 @@ fn signed_token(signing_input: &str, signature: &[u8; 64]) -> String {
 
 impl fmt::Debug for VapidKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "VapidKey(public {})", self.public)
+        f.write_str("VapidKey(..)")
     }
 }
 
@@ -194,6 +260,7 @@ struct Claims {
     sub: Option<String>,
 }
 
+#[cfg(feature = "software")]
 #[derive(Deserialize)]
 struct JoseHeader {
     alg: String,
@@ -241,6 +308,7 @@ impl fmt::Display for VapidRejection {
 
 impl std::error::Error for VapidRejection {}
 
+#[cfg(feature = "software")]
 /// A push service's check of an `Authorization` header (RFC 8292 sections 3 and 4.2): the
 /// scheme and both parameters, `k=` equal to `expected_key` when one is given, the ES256
 /// signature, `aud` equal to `origin`, and `exp` in the future but within 24 hours of `now_ms`.
@@ -278,12 +346,14 @@ pub fn verify(
     Ok(VapidClaims { aud: claims.aud, exp: claims.exp, sub: claims.sub, public_key: key.to_string() })
 }
 
+#[cfg(feature = "software")]
 fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Option<T> {
     serde_json::from_slice(&b64::url_decode(part)?).ok()
 }
 
 /// `vapid t=…, k=…` with the parameters in either order, separated by a comma and optional
 /// spaces; `None` for any other shape.
+#[cfg(feature = "software")]
 fn parse_header(value: &str) -> Option<(&str, &str)> {
     let (scheme, params) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("vapid") {

@@ -188,22 +188,17 @@ fn pending_rows(sql: &SqlStorage) -> Result<Vec<Due>> {
     .to_array()
 }
 
-/// The rows as the core reads them, and the seqs of those of a kind this build does not know.
-fn pending_of(rows: &[Due]) -> (Vec<Pending<'_>>, Vec<i64>) {
-    let mut unknown = Vec::new();
-    let pending = rows
-        .iter()
-        .filter_map(|r| {
-            let Some(receiver) = Receiver::parse(&r.kind) else {
-                unknown.push(r.seq);
-                return None;
-            };
-            let next_attempt_at = r.next_attempt_at?;
-            let attempts = r.attempts.max(0) as u32;
-            Some(Pending { seq: r.seq, receiver, to: &r.receiver, handoff: &r.handoff, created_at: r.created_at, attempts, next_attempt_at })
-        })
-        .collect();
-    (pending, unknown)
+/// A row as the core reads it (`None`: of a kind this build does not know, or not scheduled).
+fn pending_of(r: &Due) -> Option<Pending<'_>> {
+    Some(Pending {
+        seq: r.seq,
+        receiver: Receiver::parse(&r.kind)?,
+        to: &r.receiver,
+        handoff: &r.handoff,
+        created_at: r.created_at,
+        attempts: r.attempts.max(0) as u32,
+        next_attempt_at: r.next_attempt_at?,
+    })
 }
 
 /// Has the alarm fire at once, with no await (within an event it joins that event's implicit
@@ -241,20 +236,16 @@ pub struct Due {
 pub fn send_due(sql: &SqlStorage, storage: &worker_sys::DurableObjectStorage, sender: Option<&Rc<handoff_notify::Sender>>) -> Result<()> {
     let now = now_ms();
     let rows = pending_rows(sql)?;
-    let (pending, unknown) = pending_of(&rows);
+    let pending: Vec<Pending> = rows.iter().filter_map(pending_of).collect();
     let round = sending::round(&pending, now, sender.is_some());
-    let row = |seq: i64| rows.iter().find(|r| r.seq == seq);
-    for seq in unknown {
-        if let Some(r) = row(seq) {
-            console_error!("delivery {}: a kind this build does not know ({}); it ends failed", r.id, r.kind);
-            finish(sql, seq, &r.receiver, Receiver::Webhook, DeliveryState::Failed, None)?;
-        }
+    for r in rows.iter().filter(|r| Receiver::parse(&r.kind).is_none()) {
+        console_error!("delivery {}: a kind this build does not know ({}); it ends failed", r.id, r.kind);
+        finish(sql, r.seq, &r.receiver, Receiver::Webhook, DeliveryState::Failed, None)?;
     }
+    // The round forgets every pending push message or none.
     if !round.forget.is_empty() {
         console_log!("{} push messages dropped: push is not configured", round.forget.len());
-    }
-    for seq in round.forget {
-        sql.exec("DELETE FROM deliveries WHERE seq = ?", vec![seq.into()])?;
+        sql.exec("DELETE FROM deliveries WHERE kind = 'push' AND state = 'pending'", None)?;
     }
     for p in pending.iter().filter(|p| round.expire.contains(&p.seq)) {
         console_log!("delivery {} expired before it was sent", p.seq);

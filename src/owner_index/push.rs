@@ -1,8 +1,8 @@
 //! An owner's Web Push subscriptions, in the owner's index: the table of them, written here (but
 //! for its `dropped` counts, which `deliveries.rs` raises), and one attempt of a message to one. What each is owed, and when, is `deliveries.rs`'s.
-//! A message is encrypted when it is sent (RFC 8291, fresh key pair and salt each time;
-//! `handoff-notify` derives the keys and frames the record, the runtime's WebCrypto seals it)
-//! and carries a VAPID token (RFC 8292).
+//! A message is encrypted when it is sent (RFC 8291, fresh key pair and salt each time: the
+//! runtime's WebCrypto makes the ECDH, `handoff-notify` derives the keys and frames the record,
+//! WebCrypto seals it) and carries a VAPID token (RFC 8292) that WebCrypto signs.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use super::deliveries::{events_of, Due};
@@ -16,7 +16,7 @@ use handoff_core::time::Timestamp;
 use handoff_notify::limits::VAPID_TOKEN_TTL_S;
 use handoff_notify::push::{self, Event, Sender, Subscription};
 use handoff_notify::vapid;
-use handoff_notify::{ece, Endpoint, Environment, MessageEntropy, SubscriptionKeys};
+use handoff_notify::{ece, Endpoint, Environment, SubscriptionKeys};
 use worker::*;
 
 /// The subscriptions; `dropped` counts their messages dropped past the owner's pending cap.
@@ -24,9 +24,6 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS push_subscriptions (id TEXT
 
 /// The message retry window is the TTL the push service is told.
 const _: () = assert!(handoff_core::limits::PUSH_RETRY_WINDOW_MS == handoff_notify::limits::PUSH_TTL_S as i64 * 1000);
-
-/// The most draws of fresh entropy one message makes before it counts as not made.
-const ENTROPY_DRAWS_MAX: usize = 8;
 
 #[derive(serde::Deserialize)]
 struct Listed {
@@ -42,6 +39,17 @@ fn store(e: Error) -> ApiError {
 }
 
 /// `POST /v1/push/subscriptions`, within the owner's cap.
+/// The curve check of a subscription's key, which the api's reader leaves to the runtime: a
+/// point off P-256 is refused as the reader refuses any other key (400 `request.invalid`).
+pub async fn check_curve(s: &StoredSubscription) -> std::result::Result<(), ApiError> {
+    let keys = SubscriptionKeys::parse(&s.p256dh, &s.auth).map_err(handoff_api::notifications::refuse_keys)?;
+    if crate::webcrypto::is_p256_point(&keys.p256dh_point()).await {
+        Ok(())
+    } else {
+        Err(handoff_api::notifications::refuse_keys(SubscriptionKeys::not_on_curve()))
+    }
+}
+
 pub fn subscribe(sql: &SqlStorage, s: StoredSubscription) -> std::result::Result<SubscriptionCreated, ApiError> {
     let count = crate::sqlite::count(sql, "SELECT COUNT(*) AS n FROM push_subscriptions", vec![]).map_err(store)?;
     notice::admit_subscription(count as usize)?;
@@ -100,24 +108,19 @@ pub async fn attempt(d: &Due, sender: &Sender) -> std::result::Result<u16, NotSe
     let endpoint = Endpoint::parse("endpoint", endpoint, Environment::Local).map_err(|_| NotSent::Unreadable("endpoint"))?;
     let keys = SubscriptionKeys::parse(p256dh, auth).map_err(|_| NotSent::Unreadable("subscription keys"))?;
     let event = Event::ALL.into_iter().find(|e| e.message_type() == d.message_type).ok_or(NotSent::Unreadable("event type"))?;
-    // A draw is refused only when it is no valid scalar (about once in 2^32): a few draws are
-    // always enough, and the bound keeps a broken source of randomness from looping forever.
-    let entropy = (0..ENTROPY_DRAWS_MAX)
-        .find_map(|_| {
-            let bytes = crate::webcrypto::bytes::<{ MessageEntropy::BYTES }>().ok()?;
-            MessageEntropy::from_bytes(&bytes).ok()
-        })
-        .ok_or(NotSent::Refused("drawing the message's entropy", format!("{ENTROPY_DRAWS_MAX} draws")))?;
     let to = Subscription { endpoint, keys };
-    // Everything of RFC 8291 and 8292 but the AES-128-GCM and the ECDSA, which the runtime does.
-    let unsealed = ece::prepare(d.body.as_bytes(), 0, &to.keys, &entropy).map_err(|e| NotSent::Refused("deriving the message's keys", format!("{e:?}")))?;
+    // Everything of RFC 8291 and 8292 but the ECDH, the AES-128-GCM and the ECDSA, which the runtime does.
+    let (as_public, secret) = crate::webcrypto::ecdh_p256(&to.keys.p256dh_point()).await.map_err(refused("the message's ECDH"))?;
+    let salt = crate::webcrypto::bytes::<{ ece::SALT_BYTES }>().map_err(refused("drawing the message's salt"))?;
+    let exchanged = ece::Exchanged { as_public, secret, salt };
+    let unsealed = ece::prepare_with(d.body.as_bytes(), 0, &to.keys, &exchanged).map_err(|e| NotSent::Refused("deriving the message's keys", e.to_string()))?;
     let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record()).await.map_err(refused("sealing the message"))?;
     let body = unsealed.finish(&sealed);
     let url = to.endpoint.url();
     let input = vapid::signing_input(&to.endpoint, &sender.subject, now_ms(), VAPID_TOKEN_TTL_S);
-    let (jwk_d, jwk_x, jwk_y) = sender.key.jwk();
-    let signature = crate::webcrypto::sign_es256(&jwk_d, &jwk_x, &jwk_y, input.as_bytes()).await.map_err(refused("signing the VAPID token"))?;
-    let request_headers = push::headers_signed(sender.key.authorization_signed(&input, &signature), event, &d.handoff);
+    let (key, public_key) = crate::webcrypto::vapid_key(&sender.key.pkcs8()).await.map_err(refused("importing the VAPID key"))?;
+    let signature = crate::webcrypto::sign_es256(&key, input.as_bytes()).await.map_err(refused("signing the VAPID token"))?;
+    let request_headers = push::headers_signed(vapid::authorization_signed(&input, &signature, &public_key), event, &d.handoff);
     let headers: Vec<(&str, &str)> = request_headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
     Ok(super::send::post(&url, &headers, &body).await?)
 }

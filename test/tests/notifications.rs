@@ -405,6 +405,15 @@ fn a_browsers_subscription_is_registered_listed_by_its_origin_alone_and_deleted(
     bad["keys"]["p256dh"] = json!("AAAA");
     let refused = c.post("/v1/push/subscriptions", &alice, bad);
     assert!(refused.body["error"]["message"].as_str().unwrap().starts_with("keys"), "{}", refused.text);
+    // An uncompressed point of the right length that is not on P-256 (the runtime checks it).
+    let mut off_curve = [1u8; 65];
+    off_curve[0] = 0x04;
+    let mut bad = browser.json();
+    bad["keys"]["p256dh"] = json!(base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, off_curve));
+    let refused = c.post("/v1/push/subscriptions", &alice, bad);
+    assert_eq!((refused.status, refused.code()), (400, "request.invalid"), "{}", refused.text);
+    assert_eq!(refused.body["error"]["message"], "keys: keys.p256dh is not an uncompressed P-256 public key");
+    assert!(subscriptions(&c, &alice).is_empty(), "a refused key stores nothing");
 }
 
 #[test]

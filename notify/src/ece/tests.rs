@@ -54,6 +54,25 @@ fn a_message_prepared_and_sealed_apart_is_the_rfc_8291_example_byte_for_byte() {
 }
 
 #[test]
+fn a_message_from_an_ecdh_made_apart_is_the_rfc_8291_example_byte_for_byte() {
+    // The Worker's ECDH is WebCrypto's; RustCrypto's, on the example's keys, stands in for it.
+    let keys = SubscriptionKeys::parse(rfc8291::UA_PUBLIC, rfc8291::AUTH).unwrap();
+    assert_eq!(b64::url_encode(&keys.p256dh_point()), rfc8291::UA_PUBLIC);
+    let entropy = rfc_entropy();
+    let shared = p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), public_key(&keys.p256dh).unwrap().as_affine());
+    let exchanged = Exchanged {
+        as_public: decode::<P256_POINT_BYTES>(rfc8291::AS_PUBLIC),
+        secret: shared.raw_secret_bytes().as_slice().try_into().unwrap(),
+        salt: decode::<SALT_BYTES>(rfc8291::SALT),
+    };
+    let unsealed = prepare_with(rfc8291::PLAINTEXT, 0, &keys, &exchanged).unwrap();
+    let sealed = unsealed.keys.seal(unsealed.record());
+    assert_eq!(b64::url_encode(&unsealed.finish(&sealed)), rfc8291::BODY);
+    let too_long = vec![0u8; PUSH_PLAINTEXT_BYTES_MAX + 1];
+    assert!(matches!(prepare_with(&too_long, 0, &keys, &exchanged), Err(EncryptError::TooLong { .. })));
+}
+
+#[test]
 fn the_rfc_8291_example_decrypts_with_the_user_agents_keys() {
     let body = b64::url_decode(rfc8291::BODY).unwrap();
     assert_eq!(rfc_user_agent().decrypt(&body).unwrap(), rfc8291::PLAINTEXT);

@@ -41,7 +41,7 @@ fn the_public_key_is_the_base64url_uncompressed_point() {
     assert_eq!(public.len(), 65);
     assert_eq!(public[0], 0x04);
     assert!(!key(1).public_key().contains('='));
-    assert_eq!(VerifyingKey::from_sec1_bytes(&public).unwrap(), *key(1).signing.verifying_key());
+    assert_eq!(VerifyingKey::from_sec1_bytes(&public).unwrap(), *key(1).signing().verifying_key());
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn a_push_service_accepts_the_header_and_reads_its_claims() {
 /// A token with claims of the test's choosing, signed by `vapid`.
 fn forged(vapid: &VapidKey, header: &str, claims: &str) -> String {
     let input = format!("{}.{}", b64::url_encode(header.as_bytes()), b64::url_encode(claims.as_bytes()));
-    let signature: Signature = vapid.signing.sign(input.as_bytes());
+    let signature: Signature = vapid.signing().sign(input.as_bytes());
     format!("vapid t={input}.{}, k={}", b64::url_encode(&signature.to_bytes()), vapid.public_key())
 }
 
@@ -188,18 +188,43 @@ proptest! {
     }
 }
 
+proptest::proptest! {
+    #[test]
+    fn a_private_scalar_is_what_rustcrypto_takes_for_one(bytes in proptest::array::uniform32(proptest::prelude::any::<u8>()), high in 0usize..4) {
+        // Mostly near the order and zero, where the rule can break.
+        let mut b = bytes;
+        match high { 0 => b[..4].fill(0xff), 1 => b[..31].fill(0), 2 => b.copy_from_slice(&P256_ORDER), _ => {} }
+        proptest::prop_assert_eq!(is_private_scalar(&b), p256::SecretKey::from_slice(&b).is_ok(), "{:?}", b);
+    }
+}
+
+#[test]
+fn the_pkcs8_document_is_the_scalar_under_rfc_5915_and_reads_back_as_the_same_key() {
+    use p256::elliptic_curve::sec1::ToEncodedPoint;
+    use p256::pkcs8::DecodePrivateKey;
+    for byte in [1u8, 5, 200] {
+        let key = key(byte);
+        let read = p256::SecretKey::from_pkcs8_der(&key.pkcs8()).expect("a PKCS#8 P-256 private key");
+        assert_eq!(read.to_bytes().as_slice(), b64::url_decode(&key.reveal()).unwrap().as_slice());
+        let public = read.public_key().to_encoded_point(false);
+        assert_eq!(b64::url_encode(public.as_bytes()), key.public_key(), "the public key a reader derives is ours");
+    }
+}
+
 #[test]
 fn a_token_signed_apart_from_its_signing_input_verifies_and_the_jwk_is_the_pair() {
     // The Worker signs with WebCrypto from the JWK; a signer of RustCrypto's built from the JWK's
     // `d` alone stands in for it here.
     let key = key(5);
     let (d, x, y) = key.jwk();
+    assert_eq!(public_key_of_jwk(&x, &y).as_deref(), Some(key.public_key()));
+    assert_eq!(public_key_of_jwk(&x, "AAAA"), None);
     let public = b64::url_decode(key.public_key()).unwrap();
     assert_eq!((b64::url_decode(&x).unwrap(), b64::url_decode(&y).unwrap()), (public[1..33].to_vec(), public[33..].to_vec()));
     let signer = SigningKey::from_slice(&b64::url_decode(&d).unwrap()).unwrap();
     let input = signing_input(&endpoint(), &subject(), 1_796_000_000_000, VAPID_TOKEN_TTL_S);
     let signature: Signature = signer.sign(input.as_bytes());
-    let header = key.authorization_signed(&input, &signature.to_bytes().into());
+    let header = authorization_signed(&input, &signature.to_bytes().into(), key.public_key());
     assert_eq!(header, key.authorization(&endpoint(), &subject(), 1_796_000_000_000), "RFC 6979 signs deterministically: the same header");
     let claims = verify(&header, Some(key.public_key()), endpoint().origin(), 1_796_000_000_000).unwrap();
     assert_eq!(claims.sub.as_deref(), Some(subject().as_str()));
