@@ -112,11 +112,6 @@ pub fn json(status: u16, body: &impl serde::Serialize, extra: &[(&str, &str)]) -
     respond(status, Some("application/json"), text, extra)
 }
 
-/// An object's JSON answer (what can fail in building it is the runtime).
-pub fn answer(status: u16, body: &impl serde::Serialize) -> worker::Result<web_sys::Response> {
-    Ok(json(status, body, &[])?)
-}
-
 /// A refusal: its code's status and the error body.
 pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
     rendered(handoff_api::wire::refusal(error), &handoff_api::wire::refusal_headers(error.code))

@@ -12,13 +12,12 @@ mod webhooks;
 
 use crate::bindings::store_failed;
 use crate::clock::now_ms;
-use crate::http::answer;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::protocol::IndexAsk;
+use handoff_api::wire::IndexAnswer;
 use handoff_core::index::{ListQuery, Page, Row};
 use handoff_core::owner::list::Held;
 use handoff_core::turn::State as HandoffState;
-use serde::Serialize;
 use std::cell::Cell;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
@@ -90,24 +89,9 @@ struct HeldRow {
     row: String,
 }
 
-#[derive(Serialize)]
-struct Ok_ {
-    ok: bool,
-}
-
-#[derive(Serialize)]
-struct Refusing {
-    refusing: bool,
-}
-
-#[derive(Serialize)]
-struct Holding {
-    holding: bool,
-}
-
-#[derive(Serialize)]
-struct Bytes {
-    bytes: usize,
+/// The index's answer, rendered by the api's wire (`handoff_api::wire::index`: its status).
+fn answered(answer: IndexAnswer<'_>) -> Result<web_sys::Response> {
+    crate::http::rendered(handoff_api::wire::index(answer), &[])
 }
 
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
@@ -151,9 +135,9 @@ impl OwnerIndex {
             IndexAsk::List { query } => self.list(&query),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
-                answer(200, &Refusing { refusing: on })
+                answered(IndexAnswer::Refusing(on))
             }
-            IndexAsk::TestStorage => answer(200, &Bytes { bytes: self.state.storage().sql().database_size() }),
+            IndexAsk::TestStorage => answered(IndexAnswer::StorageBytes(self.state.storage().sql().database_size())),
             IndexAsk::TestPutUnreadable { id } => self.put_unreadable(&id),
             IndexAsk::WebhookAdd { webhook, secret } => self.add_webhook(webhook, secret),
             IndexAsk::WebhookList => self.list_webhooks(),
@@ -167,7 +151,7 @@ impl OwnerIndex {
             IndexAsk::PushUnsubscribe { id } => self.unsubscribe(&id),
             IndexAsk::TestHoldWebhooks { on } => {
                 self.holding.set(on);
-                answer(200, &Holding { holding: on })
+                answered(IndexAnswer::Holding(on))
             }
             IndexAsk::Open { row } => self.open(&row),
             IndexAsk::Drop { id } => self.drop_row(&id),
@@ -247,7 +231,7 @@ impl OwnerIndex {
         let held = stored.first().map(|h| Held { version: h.version.max(0) as u64, row: readable.as_ref() });
         let put = handoff_core::owner::list::put(held, passed, row, notify);
         if !put.store {
-            return answer(200, &Ok_ { ok: true });
+            return answered(IndexAnswer::Done);
         }
         let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
@@ -260,7 +244,7 @@ impl OwnerIndex {
             self.transaction(statements)?;
             deliveries::arm(self.state.storage().as_raw())?;
         }
-        answer(200, &Ok_ { ok: true })
+        answered(IndexAnswer::Done)
     }
 
     /// Whether the owner has notification tables, brought to this build's the first time an
@@ -293,16 +277,16 @@ impl OwnerIndex {
     fn add_webhook(&self, webhook: handoff_api::notifications::Webhook, secret: String) -> Result<web_sys::Response> {
         self.ensure_webhooks()?;
         match webhooks::add(&self.state.storage().sql(), webhook, secret) {
-            Ok(created) => answer(201, &created),
+            Ok(created) => answered(IndexAnswer::WebhookCreated(&created)),
             Err(refused) => crate::http::refusal(&refused),
         }
     }
 
     fn list_webhooks(&self) -> Result<web_sys::Response> {
         if !self.has_webhooks()? {
-            return answer(200, &handoff_api::notifications::Webhooks { webhooks: vec![] });
+            return answered(IndexAnswer::Webhooks(&handoff_api::notifications::Webhooks { webhooks: vec![] }));
         }
-        answer(200, &webhooks::list(&self.state.storage().sql())?)
+        answered(IndexAnswer::Webhooks(&webhooks::list(&self.state.storage().sql())?))
     }
 
     fn delete_webhook(&self, id: &str) -> Result<web_sys::Response> {
@@ -313,7 +297,7 @@ impl OwnerIndex {
         match webhooks::delete(&self.state.storage().sql(), id) {
             Ok(statements) => {
                 self.transaction(statements)?;
-                Ok(crate::http::respond(204, None, vec![], &[])?)
+                answered(IndexAnswer::Removed)
             }
             Err(refused) => crate::http::refusal(&refused),
         }
@@ -324,7 +308,7 @@ impl OwnerIndex {
             return crate::http::refusal(&ApiError::new(Code::WebhookNotFound, "no such webhook"));
         }
         match webhooks::deliveries(&self.state.storage().sql(), id) {
-            Ok(deliveries) => answer(200, &deliveries),
+            Ok(deliveries) => answered(IndexAnswer::WebhookDeliveries(&deliveries)),
             Err(refused) => crate::http::refusal(&refused),
         }
     }
@@ -345,16 +329,16 @@ impl OwnerIndex {
     fn subscribe(&self, subscription: handoff_api::notifications::StoredSubscription) -> Result<web_sys::Response> {
         self.ensure_webhooks()?;
         match push::subscribe(&self.state.storage().sql(), subscription) {
-            Ok(created) => answer(201, &created),
+            Ok(created) => answered(IndexAnswer::SubscriptionCreated(&created)),
             Err(refused) => crate::http::refusal(&refused),
         }
     }
 
     fn subscriptions(&self) -> Result<web_sys::Response> {
         if !self.has_webhooks()? {
-            return answer(200, &handoff_api::notifications::PushSubscriptions { subscriptions: vec![] });
+            return answered(IndexAnswer::Subscriptions(&handoff_api::notifications::PushSubscriptions { subscriptions: vec![] }));
         }
-        answer(200, &push::list(&self.state.storage().sql())?)
+        answered(IndexAnswer::Subscriptions(&push::list(&self.state.storage().sql())?))
     }
 
     fn unsubscribe(&self, id: &str) -> Result<web_sys::Response> {
@@ -364,7 +348,7 @@ impl OwnerIndex {
         match push::unsubscribe(&self.state.storage().sql(), id) {
             Ok(statements) => {
                 self.transaction(statements)?;
-                Ok(crate::http::respond(204, None, vec![], &[])?)
+                answered(IndexAnswer::Removed)
             }
             Err(refused) => crate::http::refusal(&refused),
         }
@@ -375,12 +359,12 @@ impl OwnerIndex {
         self.ensure_schema()?;
         let bindings = vec![id.into(), i64::MAX.into(), "open".into(), i64::MAX.into(), "{\"not\": \"a row\"".into()];
         self.state.storage().sql().exec(STORE_ROW, bindings)?;
-        answer(200, &Ok_ { ok: true })
+        answered(IndexAnswer::Done)
     }
 
     fn list(&self, query: &ListQuery) -> Result<web_sys::Response> {
         if !self.has_schema()? {
-            return answer(200, &Page { handoffs: vec![], cursor: None });
+            return answered(IndexAnswer::Page(&Page { handoffs: vec![], cursor: None }));
         }
         let sql = self.state.storage().sql();
         let state = query.state.map(HandoffState::as_str);
@@ -401,7 +385,7 @@ impl OwnerIndex {
             .iter()
             .map(|r| serde_json::from_str::<Row>(&r.row).map_err(|e| Error::RustError(format!("a stored list row is unreadable: {e}"))))
             .collect::<Result<Vec<Row>>>()?;
-        answer(200, &Page::of(rows, query))
+        answered(IndexAnswer::Page(&Page::of(rows, query)))
     }
 }
 
@@ -440,12 +424,12 @@ impl OwnerIndex {
         let counted: Vec<Count> = sql.exec(COUNT_OPEN, vec![HandoffState::Open.as_str().into(), row.id.as_str().into()])?.to_array()?;
         let open = counted.first().map_or(0, |c| c.n.max(0) as u64);
         if let Err(crowded) = admit_open(open, self.bounds.open_cap) {
-            return answer(200, &Admission::No(crowded));
+            return answered(IndexAnswer::Admission(&Admission::No(crowded)));
         }
         let json = serde_json::to_string(row).map_err(|e| Error::RustError(e.to_string()))?;
         let bindings = vec![row.id.as_str().into(), row.updated_at.ms().into(), row.state.as_str().into(), (row.version as i64).into(), json.into()];
         sql.exec(STORE_ROW, bindings)?;
-        answer(200, &Admission::Yes)
+        answered(IndexAnswer::Admission(&Admission::Yes))
     }
 
     /// The hand-off `id` was erased: its row goes (an index without a list has none).
@@ -453,7 +437,7 @@ impl OwnerIndex {
         if self.has_schema()? {
             self.state.storage().sql().exec("DELETE FROM list WHERE id = ?", vec![id.into()])?;
         }
-        answer(200, &Ok_ { ok: true })
+        answered(IndexAnswer::Done)
     }
 }
 

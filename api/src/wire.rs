@@ -4,7 +4,8 @@
 use crate::error::status;
 use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
 use handoff_core::error::{Code, Refusal};
-use handoff_core::index::TooManyOpen;
+use crate::notifications::{Deliveries, PushSubscriptions, SubscriptionCreated, WebhookCreated, Webhooks};
+use handoff_core::index::{Admission, Page, TooManyOpen};
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
 use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
@@ -135,6 +136,60 @@ fn document_of(answer: &Answer<'_>) -> Option<Document> {
     }
 }
 
+/// What the owner's index answers an ask with; [`index`] renders each with its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexAnswer<'a> {
+    /// A delivered row taken (stored, or older than the one held), or a row dropped: `{"ok": true}`.
+    Done,
+    Page(&'a Page),
+    /// Whether a new hand-off's first row was admitted against the open cap.
+    Admission(&'a Admission),
+    WebhookCreated(&'a WebhookCreated),
+    Webhooks(&'a Webhooks),
+    WebhookDeliveries(&'a Deliveries),
+    SubscriptionCreated(&'a SubscriptionCreated),
+    Subscriptions(&'a PushSubscriptions),
+    /// A webhook or a subscription deleted: 204, no body.
+    Removed,
+    /// The test hooks' switches, and the object's database size.
+    Refusing(bool),
+    Holding(bool),
+    StorageBytes(usize),
+}
+
+#[derive(Serialize)]
+struct Refusing {
+    refusing: bool,
+}
+
+#[derive(Serialize)]
+struct Holding {
+    holding: bool,
+}
+
+#[derive(Serialize)]
+struct Bytes {
+    bytes: usize,
+}
+
+/// The owner index's answer: 201 for what it created, 204 for what it removed, 200 for the rest.
+pub fn index(answer: IndexAnswer<'_>) -> Rendered {
+    match answer {
+        IndexAnswer::Done => json(200, &Ok_ { ok: true }),
+        IndexAnswer::Page(page) => json(200, page),
+        IndexAnswer::Admission(admission) => json(200, admission),
+        IndexAnswer::WebhookCreated(created) => json(201, created),
+        IndexAnswer::Webhooks(webhooks) => json(200, webhooks),
+        IndexAnswer::WebhookDeliveries(deliveries) => json(200, deliveries),
+        IndexAnswer::SubscriptionCreated(created) => json(201, created),
+        IndexAnswer::Subscriptions(subscriptions) => json(200, subscriptions),
+        IndexAnswer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+        IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing }),
+        IndexAnswer::Holding(holding) => json(200, &Holding { holding }),
+        IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes }),
+    }
+}
+
 impl Wire for Json {
     fn render(&self, answer: Answer<'_>) -> Rendered {
         match answer {
@@ -208,6 +263,35 @@ mod tests {
         assert_eq!(rendered.status, 405);
         assert!(rendered.body.contains("request.method_not_allowed") && rendered.body.contains("PUT"), "{}", rendered.body);
         assert_eq!(headers, [("Allow", "GET, POST".to_string())]);
+    }
+
+    #[test]
+    fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_and_200_for_the_rest() {
+        let created = crate::notifications::SubscriptionCreated {
+            subscription: crate::notifications::PushSubscription {
+                id: "ps_1".into(),
+                origin: "https://push.example".into(),
+                events: vec![],
+                created_at: handoff_core::time::Timestamp::from_ms(0),
+                dropped: 0,
+            },
+        };
+        let page = Page { handoffs: vec![], cursor: None };
+        let listed = crate::notifications::PushSubscriptions { subscriptions: vec![] };
+        for (answer, status, body) in [
+            (IndexAnswer::Done, 200, r#"{"ok":true}"#.to_string()),
+            (IndexAnswer::Page(&page), 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (IndexAnswer::Admission(&Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
+            (IndexAnswer::SubscriptionCreated(&created), 201, serde_json::to_string(&created).unwrap()),
+            (IndexAnswer::Subscriptions(&listed), 200, r#"{"subscriptions":[]}"#.to_string()),
+            (IndexAnswer::Removed, 204, String::new()),
+            (IndexAnswer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
+            (IndexAnswer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
+            (IndexAnswer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
+        ] {
+            let r = index(answer);
+            assert_eq!((r.status, r.body.as_str()), (status, body.as_str()), "{answer:?}");
+        }
     }
 
     #[test]
