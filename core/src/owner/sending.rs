@@ -57,11 +57,6 @@ where
     heads
 }
 
-/// When the alarm must fire for `pending`: at the earliest head's next attempt.
-pub fn next_alarm(pending: &[Pending]) -> Option<EpochMs> {
-    heads(pending.iter()).into_iter().map(|p| p.next_attempt_at).min()
-}
-
 /// The alarm at `now` over every `pending` delivery (`push`: whether push is configured).
 pub fn round(pending: &[Pending], now: EpochMs, push: bool) -> Round {
     let mut round = Round::default();
