@@ -34,23 +34,6 @@ pub fn fill(out: &mut [u8]) -> Result<(), JsValue> {
     Ok(())
 }
 
-/// AES-128-GCM of `plaintext` under `key` and `nonce`, no associated data: the ciphertext
-/// followed by the 16-byte tag.
-pub async fn seal_aes128gcm(key: &[u8; 16], nonce: &[u8; 12], plaintext: &[u8]) -> Result<Vec<u8>, JsValue> {
-    let subtle = Reflect::get(&crypto()?, &JsValue::from_str("subtle"))?;
-    let algorithm = Object::new();
-    Reflect::set(&algorithm, &JsValue::from_str("name"), &JsValue::from_str("AES-GCM"))?;
-    let usages = js_sys::Array::of1(&JsValue::from_str("encrypt"));
-    let import = method(&subtle, "importKey")?;
-    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&key[..]), &algorithm, &JsValue::FALSE, &usages);
-    let imported: js_sys::Promise = import.apply(&subtle, &args)?.dyn_into()?;
-    let crypto_key = JsFuture::from(imported).await?;
-    Reflect::set(&algorithm, &JsValue::from_str("iv"), &Uint8Array::from(&nonce[..]))?;
-    let encrypt = method(&subtle, "encrypt")?;
-    let sealed: js_sys::Promise = encrypt.call3(&subtle, &algorithm, &crypto_key, &Uint8Array::from(plaintext))?.dyn_into()?;
-    Ok(Uint8Array::new(&JsFuture::from(sealed).await?).to_vec())
-}
-
 fn subtle() -> Result<JsValue, JsValue> {
     Reflect::get(&crypto()?, &JsValue::from_str("subtle"))
 }
@@ -67,10 +50,6 @@ fn p256(name: &str) -> Result<Object, JsValue> {
     Ok(algorithm)
 }
 
-fn p256_value(name: &str) -> Result<JsValue, JsValue> {
-    p256(name).map(JsValue::from)
-}
-
 /// Awaits `subtle.<name>(args…)`.
 async fn call(name: &str, args: &js_sys::Array) -> Result<JsValue, JsValue> {
     let subtle = subtle()?;
@@ -82,19 +61,37 @@ fn bytes_of(value: &JsValue) -> Vec<u8> {
     Uint8Array::new(value).to_vec()
 }
 
+/// AES-128-GCM of `plaintext` under `key` and `nonce`, no associated data: the ciphertext
+/// followed by the 16-byte tag.
+pub async fn seal_aes128gcm(key: &[u8; 16], nonce: &[u8; 12], plaintext: &[u8]) -> Result<Vec<u8>, JsValue> {
+    let algorithm = Object::new();
+    set(&algorithm, "name", &JsValue::from_str("AES-GCM"))?;
+    let usages = js_sys::Array::of1(&JsValue::from_str("encrypt"));
+    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&key[..]), &algorithm, &JsValue::FALSE, &usages);
+    let crypto_key = call("importKey", &args).await?;
+    set(&algorithm, "iv", &Uint8Array::from(&nonce[..]))?;
+    Ok(bytes_of(&call("encrypt", &js_sys::Array::of3(&algorithm, &crypto_key, &Uint8Array::from(plaintext))).await?))
+}
+
+/// A P-256 public key (uncompressed) imported for ECDH; the runtime refuses a point off the curve.
+async fn import_p256_public(point: &[u8; 65]) -> Result<JsValue, JsValue> {
+    let algorithm = p256("ECDH")?;
+    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&point[..]), &algorithm, &JsValue::FALSE, &js_sys::Array::new());
+    call("importKey", &args).await
+}
+
 /// One message's ECDH with a subscription's key `ua_public` (uncompressed P-256): a fresh
 /// key pair, its public key (uncompressed) and the shared secret (32 bytes).
 pub async fn ecdh_p256(ua_public: &[u8; 65]) -> Result<([u8; 65], [u8; 32]), JsValue> {
     let usages = js_sys::Array::of1(&JsValue::from_str("deriveBits"));
-    let pair = call("generateKey", &js_sys::Array::of3(&p256_value("ECDH")?, &JsValue::TRUE, &usages)).await?;
+    let algorithm = p256("ECDH")?;
+    let pair = call("generateKey", &js_sys::Array::of3(&algorithm, &JsValue::TRUE, &usages)).await?;
     let private = Reflect::get(&pair, &JsValue::from_str("privateKey"))?;
     let public = Reflect::get(&pair, &JsValue::from_str("publicKey"))?;
     let as_public = bytes_of(&call("exportKey", &js_sys::Array::of2(&JsValue::from_str("raw"), &public)).await?);
-    let peer_args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&ua_public[..]), &p256_value("ECDH")?, &JsValue::FALSE, &js_sys::Array::new());
-    let peer = call("importKey", &peer_args).await?;
-    let derive = p256("ECDH")?;
-    set(&derive, "public", &peer)?;
-    let secret = bytes_of(&call("deriveBits", &js_sys::Array::of3(&derive, &private, &JsValue::from_f64(256.0))).await?);
+    let peer = import_p256_public(ua_public).await?;
+    set(&algorithm, "public", &peer)?;
+    let secret = bytes_of(&call("deriveBits", &js_sys::Array::of3(&algorithm, &private, &JsValue::from_f64(256.0))).await?);
     let as_public = as_public.try_into().map_err(|_| JsValue::from_str("an exported P-256 public key is 65 bytes"))?;
     let secret = secret.try_into().map_err(|_| JsValue::from_str("a P-256 ECDH secret is 32 bytes"))?;
     Ok((as_public, secret))
@@ -102,16 +99,15 @@ pub async fn ecdh_p256(ua_public: &[u8; 65]) -> Result<([u8; 65], [u8; 32]), JsV
 
 /// Whether `point` (uncompressed) is on P-256: the runtime imports no other.
 pub async fn is_p256_point(point: &[u8; 65]) -> bool {
-    let Ok(algorithm) = p256_value("ECDH") else { return false };
-    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&point[..]), &algorithm, &JsValue::FALSE, &js_sys::Array::new());
-    call("importKey", &args).await.is_ok()
+    import_p256_public(point).await.is_ok()
 }
 
 /// The VAPID private key (PKCS#8, `VapidKey::pkcs8`) imported for signing, and its public key
 /// (base64url of the uncompressed point), which the runtime derives.
 pub async fn vapid_key(pkcs8: &[u8]) -> Result<(JsValue, String), JsValue> {
     let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
-    let args = js_sys::Array::of5(&JsValue::from_str("pkcs8"), &Uint8Array::from(pkcs8), &p256_value("ECDSA")?, &JsValue::TRUE, &usages);
+    let algorithm = p256("ECDSA")?;
+    let args = js_sys::Array::of5(&JsValue::from_str("pkcs8"), &Uint8Array::from(pkcs8), &algorithm, &JsValue::TRUE, &usages);
     let key = call("importKey", &args).await?;
     let jwk = call("exportKey", &js_sys::Array::of2(&JsValue::from_str("jwk"), &key)).await?;
     let coordinate = |name: &str| Reflect::get(&jwk, &JsValue::from_str(name)).ok().and_then(|v| v.as_string());

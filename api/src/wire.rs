@@ -199,10 +199,9 @@ impl Wire for Json {
             }
             Answer::Changed { h, role, effect } => {
                 let head = Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) };
-                match effect {
-                    Effect::Compiled(c) => json_with_package(200, &head, &c.document.of(&c.package)),
-                    Effect::Package(l) => json_with_package(200, &head, &l.document.of(&l.package)),
-                    _ => json(200, &head),
+                match document_of(&answer) {
+                    Some(document) => json_with_package(200, &head, &document),
+                    None => json(200, &head),
                 }
             }
             Answer::Preview { h, role, turn, latest, briefing } => {

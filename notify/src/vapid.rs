@@ -115,20 +115,20 @@ impl VapidKey {
         b64::url_decode(DEV_VAPID_PRIVATE_KEY).is_some_and(|dev| dev == self.secret)
     }
 
-    #[cfg(feature = "software")]
     /// An ES256 JWT for a push to `endpoint`: `aud` its origin, `exp` `ttl_s` after `now_ms`
     /// (1..=`VAPID_TOKEN_TTL_S_MAX`, clamped into that range), `sub` the contact.
+    #[cfg(feature = "software")]
     pub fn token(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64, ttl_s: i64) -> String {
         let signing_input = signing_input(endpoint, subject, now_ms, ttl_s);
         let signature: Signature = self.signing().sign(signing_input.as_bytes());
         signed_token(&signing_input, &signature.to_bytes().into())
     }
 
-    #[cfg(feature = "software")]
     /// The `Authorization` header's value for a push to `endpoint`, with a token that lives
     /// `VAPID_TOKEN_TTL_S`: `vapid t=<JWT>, k=<public key>`.
+    #[cfg(feature = "software")]
     pub fn authorization(&self, endpoint: &Endpoint, subject: &VapidSubject, now_ms: i64) -> String {
-        format!("vapid t={}, k={}", self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public_key())
+        header(&self.token(endpoint, subject, now_ms, VAPID_TOKEN_TTL_S), self.public_key())
     }
 
     /// The private key as a JWK's `d`, `x` and `y` (base64url), for importing it elsewhere.
@@ -145,7 +145,12 @@ impl VapidKey {
 /// signs and derives with the runtime's WebCrypto, which keeps ECDSA and point arithmetic out
 /// of its `.wasm`.
 pub fn authorization_signed(signing_input: &str, signature: &[u8; 64], public_key: &str) -> String {
-    format!("vapid t={}, k={public_key}", signed_token(signing_input, signature))
+    header(&signed_token(signing_input, signature), public_key)
+}
+
+/// `vapid t=<JWT>, k=<public key>`.
+fn header(token: &str, public_key: &str) -> String {
+    format!("vapid t={token}, k={public_key}")
 }
 
 /// The public key (base64url of the uncompressed point) from a JWK's `x` and `y`, or `None`

@@ -38,7 +38,6 @@ fn store(e: Error) -> ApiError {
     crate::bindings::unavailable("owner index push", &e)
 }
 
-/// `POST /v1/push/subscriptions`, within the owner's cap.
 /// The curve check of a subscription's key, which the api's reader leaves to the runtime: a
 /// point off P-256 is refused as the reader refuses any other key (400 `request.invalid`).
 pub async fn check_curve(s: &StoredSubscription) -> std::result::Result<(), ApiError> {
@@ -50,6 +49,7 @@ pub async fn check_curve(s: &StoredSubscription) -> std::result::Result<(), ApiE
     }
 }
 
+/// `POST /v1/push/subscriptions`, within the owner's cap.
 pub fn subscribe(sql: &SqlStorage, s: StoredSubscription) -> std::result::Result<SubscriptionCreated, ApiError> {
     let count = crate::sqlite::count(sql, "SELECT COUNT(*) AS n FROM push_subscriptions", vec![]).map_err(store)?;
     notice::admit_subscription(count as usize)?;
