@@ -1,15 +1,33 @@
-// The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It has
-// no logic: the runtime offers RPC only to a class that extends DurableObject, which a
-// wasm-bindgen export cannot, so each class here extends it and forwards every call to the
-// Rust object in one line. worker-build's module (../index.js) keeps its guard: after a trap
-// it starts a fresh instance and each object is made again from storage. A test
-// (handoff-tools, entry_module) holds this file to that. The hand-off object is handed
-// node:crypto's createHash for the package hash (src/digest.rs).
+// The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It
+// decides nothing. Its fetch hands each request to Rust in one call, as plain values
+// (src/router.rs, Edge.route), and carries out the step it gets back, by the step's first
+// element: 0 an answer; 1 an ask of an object over RPC, whose answer value is the response;
+// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step.
+// A step's answer is [status, headers, body]; an object's answer that never comes is the
+// one 503 (Edge.unavailable). The runtime offers RPC only to a class that extends
+// DurableObject, which a wasm-bindgen export cannot, so each object's class here extends it
+// and forwards every call to the Rust object in one line; worker-build's module (../index.js)
+// guards those: after a trap it starts a fresh instance and each object is made again from
+// storage. The hand-off object is handed node:crypto's createHash for the package hash
+// (src/digest.rs). A test (handoff-tools, entry_module) holds this file to all that.
 import { DurableObject } from "cloudflare:workers";
 import { createHash } from "node:crypto";
 import * as rs from "../index.js";
 
-export { default } from "../index.js";
+const respond = (answer) => new Response(answer[2], { status: answer[0], headers: answer[1] });
+const unavailable = (cause) => respond(rs.Edge.unavailable(cause));
+const steps = [
+  (step) => respond(step[1]),
+  (step, env) => env[step[1]].getByName(step[2]).handle(step[3]).then(respond, unavailable),
+  (step, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
+  (step, env) => step[1].then((next) => run(next, env)),
+];
+const run = (step, env) => steps[step[0]](step, env);
+const route = (request, env, h) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"));
+
+export default {
+  fetch(request, env) { return run(route(request, env, request.headers), env); },
+};
 
 export class HandoffObject extends DurableObject {
   constructor(ctx, env) { super(ctx, env); this.rs = new rs.HandoffObject(ctx, env, createHash); }

@@ -142,7 +142,7 @@ impl HandoffObject {
         }
     }
 
-    /// One ask over RPC (`src/entry.mjs`): the answer as a value (`http::answer_value`), at
+    /// One ask over RPC (`src/entry.mjs`): the answer as a value (`http::Plain`), at
     /// once when nothing waits, else a promise of it. A held wait and a watch come by `fetch`
     /// (a streamed body, a 101).
     pub fn handle(&self, ask: &str) -> JsValue {
@@ -206,7 +206,7 @@ impl Out {
                 let replayed: &[(&str, &str)] = if replayed { &[("Idempotent-Replayed", "true")] } else { &[] };
                 crate::http::respond(status, Some(content_type), body, replayed)?.into()
             }
-            (Out::Plain { status, content_type, body, replayed }, Form::Value) => crate::http::answer_value(status, Some(content_type), &body, replayed),
+            (Out::Plain { status, content_type, body, replayed }, Form::Value) => crate::http::Plain::new(status, content_type, body, replayed, Vec::new()).value(),
         })
     }
 

@@ -13,7 +13,7 @@
 use handoff_api::error::ApiError;
 use handoff_api::protocol;
 use serde::de::DeserializeOwned;
-use worker::js_sys::{Promise, Uint8Array};
+use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
@@ -39,29 +39,29 @@ impl From<JsValue> for Failed {
     }
 }
 
-/// A client's request: its headers are fetched from the runtime once and read one by one.
+/// The request headers the service reads, handed over by the JavaScript edge
+/// (`src/entry.mjs`) with the request, so that reading one costs no crossing.
+pub struct Heads {
+    pub authorization: Option<String>,
+    pub content_length: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub if_none_match: Option<String>,
+    pub upgrade: Option<String>,
+    pub websocket_protocol: Option<String>,
+}
+
+/// A client's request: its method, URL and the headers read as the edge handed them, and the
+/// runtime's request for its body.
 pub struct Incoming {
     raw: web_sys::Request,
-    headers: web_sys::Headers,
+    pub method: String,
+    pub url: String,
+    pub heads: Heads,
 }
 
 impl Incoming {
-    pub fn new(raw: web_sys::Request) -> Incoming {
-        let headers = raw.headers();
-        Incoming { raw, headers }
-    }
-
-    pub fn url(&self) -> String {
-        self.raw.url()
-    }
-
-    pub fn method(&self) -> String {
-        self.raw.method()
-    }
-
-    /// One header's value, if the request has it.
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).ok().flatten()
+    pub fn new(raw: web_sys::Request, method: String, url: String, heads: Heads) -> Incoming {
+        Incoming { raw, method, url, heads }
     }
 
     pub fn has_body(&self) -> bool {
@@ -77,6 +77,44 @@ impl Incoming {
     pub fn to_worker(&self) -> worker::Request {
         // `Clone::clone`, not the method of the same name, which would copy the body.
         worker::Request::from(<web_sys::Request as Clone>::clone(&self.raw))
+    }
+}
+
+/// An answer as a plain value the JavaScript edge makes a `Response` of, in one constructor
+/// call: `[status, [[name, value], …] or undefined, body bytes or null]`. An empty body is null
+/// and has no `Content-Type` (the runtime refuses a body on 204 and 304).
+pub struct Plain {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Plain {
+    /// An answer with its `Content-Type` (kept only with a body), whether it is a replay, and
+    /// any further headers.
+    pub fn new(status: u16, content_type: &str, body: Vec<u8>, replayed: bool, mut headers: Vec<(&'static str, String)>) -> Plain {
+        if !body.is_empty() {
+            headers.insert(0, ("Content-Type", content_type.to_string()));
+        }
+        if replayed {
+            headers.push(("Idempotent-Replayed", "true".to_string()));
+        }
+        Plain { status, headers, body }
+    }
+
+    /// An answer the wire rendered, with the headers it named.
+    pub fn rendered(r: handoff_core::session::Rendered, headers: Vec<(&'static str, String)>) -> Plain {
+        Plain::new(r.status, r.content_type, r.body.into_bytes(), r.replayed, headers)
+    }
+
+    pub fn value(&self) -> JsValue {
+        let headers = if self.headers.is_empty() {
+            JsValue::UNDEFINED
+        } else {
+            self.headers.iter().map(|(name, value)| JsValue::from(Array::of2(&JsValue::from_str(name), &JsValue::from_str(value)))).collect::<Array>().into()
+        };
+        let body = if self.body.is_empty() { JsValue::NULL } else { Uint8Array::from(self.body.as_slice()).into() };
+        Array::of3(&JsValue::from(self.status), &headers, &body).into()
     }
 }
 
@@ -106,12 +144,6 @@ pub fn plain(text: &str) -> worker::Result<web_sys::Response> {
     Ok(respond(200, Some("text/plain; charset=utf-8"), text.as_bytes().to_vec(), &[])?)
 }
 
-/// A JSON answer.
-pub fn json(status: u16, body: &impl serde::Serialize, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
-    let text = serde_json::to_vec(body).map_err(|e| Failed(e.to_string()))?;
-    respond(status, Some("application/json"), text, extra)
-}
-
 /// A refusal: its code's status and the error body.
 pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
     rendered(handoff_api::wire::refusal(error), &handoff_api::wire::refusal_headers(error.code))
@@ -120,7 +152,8 @@ pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
 /// An answer the wire rendered, with the headers it named.
 pub fn rendered(r: handoff_core::session::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
     let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    Ok(respond(r.status, Some(r.content_type), r.body.into_bytes(), &headers)?)
+    let content_type = (!r.body.is_empty()).then_some(r.content_type);
+    Ok(respond(r.status, content_type, r.body.into_bytes(), &headers)?)
 }
 
 /// The whole body of an answer, as bytes.
@@ -149,29 +182,6 @@ pub fn fetch(stub: &worker::worker_sys::DurableObject, request: &web_sys::Reques
     Ok(stub.fetch_with_request(request)?)
 }
 
-#[worker::wasm_bindgen::prelude::wasm_bindgen]
-extern "C" {
-    /// A promise whose rejection is handed to a function that answers in its place.
-    #[wasm_bindgen(extends = Promise)]
-    type Rejectable;
-    /// `promise.catch(onRejected)`: the promise then resolves to the handler's value.
-    #[wasm_bindgen(method, js_name = catch)]
-    fn catch_with(this: &Rejectable, on_rejected: &worker::js_sys::Function) -> Promise;
-    /// `promise.then(onFulfilled)`.
-    #[wasm_bindgen(method, js_name = then)]
-    fn then_call(this: &Rejectable, on_fulfilled: &worker::js_sys::Function) -> Promise;
-}
-
-/// What `on_fulfilled` makes of `answer`.
-pub fn and_then(answer: &Promise, on_fulfilled: &worker::js_sys::Function) -> Promise {
-    answer.unchecked_ref::<Rejectable>().then_call(on_fulfilled)
-}
-
-/// `answer`, or what `on_rejected` answers when it rejects.
-pub fn or_else(answer: &Promise, on_rejected: &worker::js_sys::Function) -> Promise {
-    answer.unchecked_ref::<Rejectable>().catch_with(on_rejected)
-}
-
 /// An object's answer, awaited where the Worker reads it.
 pub async fn await_answer(answer: Promise) -> Result<web_sys::Response, Failed> {
     let answer = JsFuture::from(answer).await?;
@@ -194,57 +204,6 @@ pub fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> R
     fetch(stub, &web_sys::Request::new_with_str_and_init(url, &init)?)
 }
 
-#[worker::wasm_bindgen::prelude::wasm_bindgen]
-extern "C" {
-    /// An object's stub, for its RPC methods (`src/entry.mjs` declares them).
-    #[wasm_bindgen(extends = worker::js_sys::Object)]
-    type RpcStub;
-    /// `stub.handle(ask)`: a hand-off object's answer to one encoded ask, as a value.
-    #[wasm_bindgen(method, catch, js_name = handle)]
-    fn handle(this: &RpcStub, ask: &str) -> Result<Promise, JsValue>;
-
-    #[wasm_bindgen(js_name = Response)]
-    type BodyResponse;
-    /// `new Response(body, init)` with a body that is already the runtime's (no copy of ours).
-    #[wasm_bindgen(constructor, catch, js_class = "Response")]
-    fn new_with_body(body: &JsValue, init: &web_sys::ResponseInit) -> Result<BodyResponse, JsValue>;
-}
-
-/// Sends an encoded ask to a hand-off object over RPC: the promise of its answer as a value
-/// ([`answer_value`]).
-pub fn handle(stub: &worker::worker_sys::DurableObject, wire: &str) -> Result<Promise, Failed> {
-    Ok(stub.unchecked_ref::<RpcStub>().handle(wire)?)
-}
-
-/// An object's answer as the value RPC carries: `[status, body or null, Content-Type or null,
-/// replayed]`, the body as bytes the runtime copies once.
-pub fn answer_value(status: u16, content_type: Option<&str>, body: &[u8], replayed: bool) -> JsValue {
-    let body = if body.is_empty() { JsValue::NULL } else { Uint8Array::from(body).into() };
-    let content_type = content_type.map_or(JsValue::NULL, JsValue::from_str);
-    worker::js_sys::Array::of4(&JsValue::from(status), &body, &content_type, &JsValue::from(replayed)).into()
-}
-
-/// An [`answer_value`] as the client's response, its body passed on as the runtime holds it.
-pub fn response_of_value(value: &JsValue) -> Result<web_sys::Response, Failed> {
-    let parts = value.dyn_ref::<worker::js_sys::Array>().ok_or_else(|| Failed("an object's answer is not an answer value".into()))?;
-    let status = parts.get(0).as_f64().ok_or_else(|| Failed("an answer value without a status".into()))?;
-    let init = web_sys::ResponseInit::new();
-    init.set_status(status as u16);
-    let content_type = parts.get(2).as_string();
-    let replayed = parts.get(3).is_truthy();
-    if content_type.is_some() || replayed {
-        let headers = web_sys::Headers::new()?;
-        if let Some(content_type) = content_type {
-            headers.set("Content-Type", &content_type)?;
-        }
-        if replayed {
-            headers.set("Idempotent-Replayed", "true")?;
-        }
-        init.set_headers(&headers);
-    }
-    Ok(BodyResponse::new_with_body(&parts.get(1), &init)?.unchecked_into())
-}
-
 /// The ask an object was sent by [`ask`] (or by a watch's forwarded upgrade) when it came in
 /// [`protocol::ASK_HEADER`], read with no await; `None` when it is the body. The outer error is
 /// the runtime's; the inner one an ask this build cannot read.
@@ -263,16 +222,4 @@ pub async fn read_ask<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Res
         Some(decoded) => Ok(decoded),
         None => ask_in_body(req).await,
     }
-}
-
-/// A `GET` to an object's internal URL with these headers (a watch's forwarded upgrade).
-pub fn get_with(url: &str, headers: &[(&str, &str)]) -> Result<web_sys::Request, Failed> {
-    let init = web_sys::RequestInit::new();
-    init.set_method("GET");
-    let set = web_sys::Headers::new()?;
-    for (name, value) in headers {
-        set.set(name, value)?;
-    }
-    init.set_headers(&set);
-    Ok(web_sys::Request::new_with_str_and_init(url, &init)?)
 }

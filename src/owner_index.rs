@@ -91,7 +91,8 @@ struct HeldRow {
 
 /// The index's answer, rendered by the api's wire (`handoff_api::wire::index`: its status).
 fn answered(answer: IndexAnswer<'_>) -> Result<web_sys::Response> {
-    crate::http::rendered(handoff_api::wire::index(answer), &[])
+    let (rendered, headers) = handoff_api::wire::index(answer);
+    crate::http::rendered(rendered, &headers)
 }
 
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
@@ -132,7 +133,7 @@ impl OwnerIndex {
         };
         let answered = match ask {
             IndexAsk::Put { row, passed } => self.put(&row, &passed),
-            IndexAsk::List { query } => self.list(&query),
+            IndexAsk::List { query, if_none_match } => self.list(&query, if_none_match.as_deref()),
             IndexAsk::RefuseDeliveries { on } => {
                 self.refusing.set(on);
                 answered(IndexAnswer::Refusing(on))
@@ -362,9 +363,9 @@ impl OwnerIndex {
         answered(IndexAnswer::Done)
     }
 
-    fn list(&self, query: &ListQuery) -> Result<web_sys::Response> {
+    fn list(&self, query: &ListQuery, if_none_match: Option<&str>) -> Result<web_sys::Response> {
         if !self.has_schema()? {
-            return answered(IndexAnswer::Page(&Page { handoffs: vec![], cursor: None }));
+            return answered(IndexAnswer::Page { page: &Page { handoffs: vec![], cursor: None }, if_none_match });
         }
         let sql = self.state.storage().sql();
         let state = query.state.map(HandoffState::as_str);
@@ -385,7 +386,7 @@ impl OwnerIndex {
             .iter()
             .map(|r| serde_json::from_str::<Row>(&r.row).map_err(|e| Error::RustError(format!("a stored list row is unreadable: {e}"))))
             .collect::<Result<Vec<Row>>>()?;
-        answered(IndexAnswer::Page(&Page::of(rows, query)))
+        answered(IndexAnswer::Page { page: &Page::of(rows, query), if_none_match })
     }
 }
 

@@ -11,42 +11,121 @@ use crate::http::{self, Incoming};
 use futures::StreamExt;
 use handoff_api::error::{ApiError, Code};
 use handoff_api::input;
-use handoff_api::protocol::{self, Ask, Caller, Idempotency, IndexAsk, Op};
+use handoff_api::notifications;
+use handoff_api::protocol::{self, Ask, Caller, Idempotency, Op};
 use handoff_api::routes::{self, Found, Gate, IndexInput, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
-use handoff_core::time::Timestamp;
 use handoff_core::limits::{BODY_BYTES_MAX, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::session::JSON;
+use handoff_core::time::Timestamp;
 use handoff_core::watch;
-use handoff_api::notifications;
 use crate::webcrypto as random;
 use serde::Serialize;
-use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::future_to_promise;
-use worker::worker_sys::DurableObject as DurableObjectStub;
 use worker::*;
 
-/// The Worker's `fetch`. A request with no body is routed with no await: what it asks an
-/// object goes to the runtime as the object's own promise, untouched; a request with a body
-/// (or the list, whose `ETag` is its body's) is one promise of ours.
-#[wasm_bindgen(js_name = fetch)]
-pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context) -> JsValue {
-    let req = Incoming::new(req);
+/// The Rust side of the Worker's `fetch`: `src/entry.mjs` hands each request over in one call,
+/// as plain values, and carries out the [`Step`] it gets back. Its static methods are called
+/// with no per-request wrapper; a trap still resets the instance (the `worker` crate's panic
+/// hook and wasm-bindgen's reinitialisation), and each object's guard makes it again.
+#[wasm_bindgen]
+pub struct Edge;
+
+#[wasm_bindgen]
+impl Edge {
+    /// One request: the runtime's `request` (read only for its body), `env`, and the method,
+    /// URL and headers the service reads. A request with no body is routed with no await.
+    #[allow(clippy::too_many_arguments)]
+    pub fn route(
+        request: web_sys::Request,
+        env: Env,
+        method: String,
+        url: String,
+        authorization: Option<String>,
+        content_length: Option<String>,
+        idempotency_key: Option<String>,
+        if_none_match: Option<String>,
+        upgrade: Option<String>,
+        websocket_protocol: Option<String>,
+    ) -> JsValue {
+        let heads = http::Heads { authorization, content_length, idempotency_key, if_none_match, upgrade, websocket_protocol };
+        route(Incoming::new(request, method, url, heads), env).value()
+    }
+
+    /// The one 503, for an object's answer that never came (its promise rejected: the object
+    /// reset under it, the runtime failing), with the cause logged.
+    pub fn unavailable(cause: JsValue) -> JsValue {
+        Step::refusal(&unavailable("the object's answer", &Error::from(cause))).value()
+    }
+}
+
+/// What the edge does next with a request, as the router decided it.
+enum Step {
+    /// Answer this.
+    Answer(http::Plain),
+    /// Ask a hand-off over RPC (`handle(ask)`), its answer value made the response.
+    Ask { namespace: &'static str, name: String, ask: String },
+    /// Send an object a request and pass its answer on as it is: a held wait's stream, a
+    /// watch's 101, the owner's index.
+    Fetch { namespace: &'static str, name: String, url: &'static str, method: &'static str, headers: Vec<(&'static str, String)>, body: Option<String> },
+    /// The step that follows once this promise settles (a body read, a create's rate limit,
+    /// the runtime's WebCrypto); it never rejects.
+    Later(js_sys::Promise),
+}
+
+impl Step {
+    fn refusal(error: &ApiError) -> Step {
+        Step::Answer(http::Plain::rendered(handoff_api::wire::refusal(error), handoff_api::wire::refusal_headers(error.code)))
+    }
+
+    fn json(status: u16, body: &impl Serialize) -> Step {
+        match serde_json::to_vec(body) {
+            Ok(body) => Step::Answer(http::Plain::new(status, JSON, body, false, Vec::new())),
+            Err(e) => Step::refusal(&unavailable("encoding the answer", &e)),
+        }
+    }
+
+    /// An encoded ask (`protocol::encode`) sent by `fetch`: in [`protocol::ASK_HEADER`] when it
+    /// fits, where the object reads it with no await, or else as the body.
+    fn fetch_ask(namespace: &'static str, name: String, wire: String) -> Step {
+        let (headers, body) = match protocol::header_of(&wire) {
+            Some(value) => (vec![(protocol::ASK_HEADER, value)], None),
+            None => (Vec::new(), Some(wire)),
+        };
+        Step::Fetch { namespace, name, url: "https://handoff/ask", method: "POST", headers, body }
+    }
+
+    /// `[0, answer]`, `[1, namespace, name, ask]`, `[2, namespace, name, url, method, headers,
+    /// body]` or `[3, promise of a step]`: the plain value `src/entry.mjs` reads.
+    fn value(self) -> JsValue {
+        let s = |s: &str| JsValue::from_str(s);
+        match self {
+            Step::Answer(answer) => js_sys::Array::of2(&JsValue::from(0), &answer.value()).into(),
+            Step::Ask { namespace, name, ask } => js_sys::Array::of4(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask)).into(),
+            Step::Fetch { namespace, name, url, method, headers, body } => {
+                let headers: js_sys::Array = headers.iter().map(|(n, v)| JsValue::from(js_sys::Array::of2(&s(n), &s(v)))).collect();
+                let body = body.as_deref().map_or(JsValue::NULL, s);
+                let parts = [JsValue::from(2), s(namespace), s(&name), s(url), s(method), headers.into(), body];
+                parts.iter().collect::<js_sys::Array>().into()
+            }
+            Step::Later(promise) => js_sys::Array::of2(&JsValue::from(3), &promise).into(),
+        }
+    }
+}
+
+/// Routes one request to its step. A create is read (and counted) before it is routed, and
+/// any request with a body is read first, so both take a promise.
+fn route(req: Incoming, env: Env) -> Step {
     let admitted = match admit(&req, &env) {
-        Ok(Admitted::Answered(response)) => return response.into(),
+        Ok(Admitted::Answered(step)) => return step,
         Ok(Admitted::Route(admitted)) => admitted,
-        Err(error) => return error_value(&error),
+        Err(error) => return Step::refusal(&error),
     };
-    // A create is read (and counted) before it is routed, so it always takes the async path.
     let creates = matches!(admitted.route.kind, Kind::Create);
     if !req.has_body() && !creates {
-        return match dispatch(&req, &env, &admitted, Vec::new(), None) {
-            Ok(Outgoing::Answer(response)) => response.into(),
-            Ok(Outgoing::Object(answer)) => unavailable_on_rejection(answer).into(),
-            Ok(Outgoing::Page(page)) => future_to_promise(async move { Ok(settle(conditional(&req, page).await)) }).into(),
-            Err(error) => error_value(&error),
-        };
+        return dispatch(&req, &env, &admitted, Vec::new(), None).unwrap_or_else(|e| Step::refusal(&e));
     }
     let routed = async move {
         let routed = async {
@@ -56,18 +135,10 @@ pub fn fetch(req: web_sys::Request, env: Env, _ctx: worker::worker_sys::Context)
             dispatch(&req, &env, &admitted, body, create)
         }
         .await;
-        Ok(match routed {
-            Ok(Outgoing::Answer(response)) => response.into(),
-            Ok(Outgoing::Object(answer)) => settle(http::await_answer(answer).await.map_err(|e| unavailable("the object's fetch", &e))),
-            Ok(Outgoing::Page(page)) => settle(conditional(&req, page).await),
-            Err(error) => error_value(&error),
-        })
+        Ok(routed.unwrap_or_else(|e| Step::refusal(&e)).value())
     };
-    future_to_promise(routed).into()
+    Step::Later(future_to_promise(routed))
 }
-
-/// What a route ends in: a response, or a refusal that `fetch` turns into the error body.
-type Routed = std::result::Result<web_sys::Response, ApiError>;
 
 #[derive(Serialize)]
 struct Health {
@@ -85,7 +156,7 @@ struct ObjectStarts {
 /// What a request has come to once it is routed and authenticated.
 enum Admitted {
     /// Answered by the Worker alone (`/v1/health`, 405).
-    Answered(web_sys::Response),
+    Answered(Step),
     Route(Box<Route_>),
 }
 
@@ -101,35 +172,26 @@ struct Route_ {
     offered: Option<watch::Offered>,
 }
 
-/// What dispatching a request produced.
-enum Outgoing {
-    Answer(web_sys::Response),
-    /// An object's answer on its way, to go back as it is.
-    Object(js_sys::Promise),
-    /// The owner index's page, to be answered with its `ETag`.
-    Page(js_sys::Promise),
-}
-
 /// Finds the route, checks the store and the key, authenticates.
 fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     let config = bindings::config(env);
-    let url = req.url();
+    let url = req.url.clone();
     let split = input::RequestUrl::split(&url);
     let on = |gate: Gate| match gate {
         Gate::Always => true,
         Gate::TestHooks => config.test_hooks,
         Gate::BenchFloor => config.bench_floor,
     };
-    let method = req.method();
+    let method = req.method.clone();
     let (route, params) = match routes::find(&method, split.path, on)? {
         Found::Route(route, params) => (route, params),
-        Found::MethodNotAllowed(allowed) => return method_not_allowed(&method, &allowed).map(Admitted::Answered),
+        Found::MethodNotAllowed(allowed) => return Ok(Admitted::Answered(method_not_allowed(&method, &allowed))),
     };
     if let Kind::Health = route.kind {
         let store = if config.store_bound { "bound" } else { "unbound" };
         let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
         let push = if config.push_key.is_some() { "ok" } else { "misconfigured" };
-        return json_response(200, &Health { ok: true, store, auth, push }).map(Admitted::Answered);
+        return Ok(Admitted::Answered(Step::json(200, &Health { ok: true, store, auth, push })));
     }
     // The store is bound only when both of its objects are.
     if !config.store_bound {
@@ -148,7 +210,7 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     };
     // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
     let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
-    let offered = if upgrade { Some(watch::offered(req.header("Sec-WebSocket-Protocol").as_deref())?) } else { None };
+    let offered = if upgrade { Some(watch::offered(req.heads.websocket_protocol.as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(req, bearer, key, &config.expect)?;
     handoff_core::session::admit_role(route.role, claims.role)?;
@@ -157,20 +219,18 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
 
 /// Reads the operation the route says from the query and `body`, and sends it where it goes.
 /// `create` is a create's body, already read.
-fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create: Option<input::CreateInput>) -> std::result::Result<Outgoing, ApiError> {
+fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create: Option<input::CreateInput>) -> std::result::Result<Step, ApiError> {
     let url = input::RequestUrl::split(&admitted.url);
-    // Each namespace is looked up only by a route that asks its objects.
-    let namespace = |name: &str| env.durable_object(name).map_err(|e| unavailable("the store's binding", &e));
     let Some(claims) = &admitted.claims else {
         let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Floor, idempotency: None };
-        return send(&stub(&namespace(HANDOFFS)?, "bench-floor")?, &floor).map(Outgoing::Object);
+        return send("bench-floor".into(), &floor);
     };
     // Every machine token carries `inc` (a token without it is refused as it is verified); an
     // owner's acts on every life of its hand-offs.
     let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0), hid: claims.hid.clone() };
     match admitted.route.kind {
         Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
-        Kind::Index { read, page } => {
+        Kind::Index { read } => {
             let config = bindings::config(env);
             let draw = |buf: &mut [u8]| random::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
             let given = IndexInput {
@@ -182,10 +242,11 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
                 push: config.push_key.is_some(),
                 now: Timestamp::from_ms(crate::clock::now_ms()),
                 draw: &draw,
+                if_none_match: req.heads.if_none_match.as_deref(),
             };
             let ask = read(&given)?;
-            let answer = ask_index(&namespace(OWNER_INDEX)?, &claims.sub, &ask)?;
-            Ok(if page { Outgoing::Page(answer) } else { Outgoing::Object(answer) })
+            let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the index ask", &e))?;
+            Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(&claims.sub), wire))
         }
         Kind::Create => {
             let Some(create) = create else { return Err(ApiError::invalid("body: expected a JSON object")) };
@@ -196,12 +257,12 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation);
             let (session, machine, size) = (create.session, create.machine, create.size);
             let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64 };
-            send(&stub(&namespace(HANDOFFS)?, &id)?, &Ask { caller, op, idempotency: None }).map(Outgoing::Object)
+            send(id, &Ask { caller, op, idempotency: None })
         }
         Kind::TestObjectStarts => {
             no_query(url.query)?;
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
-            json_response(200, &ObjectStarts { handoff_objects: starts }).map(Outgoing::Answer)
+            Ok(Step::json(200, &ObjectStarts { handoff_objects: starts }))
         }
         Kind::PushKey => {
             let Some(pkcs8) = bindings::config(env).push_key.clone() else {
@@ -211,15 +272,15 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             // The runtime derives the public key (WebCrypto is asynchronous): an answer on its way.
             let answer = async move {
                 let answered = match random::vapid_key(&pkcs8).await {
-                    Ok((_, public_key)) => json_response(200, &notifications::PushKey { public_key }),
+                    Ok((_, public_key)) => Step::json(200, &notifications::PushKey { public_key }),
                     Err(e) => {
                         console_error!("the VAPID key did not import: {}", e.as_string().unwrap_or_default());
-                        Err(routes::push_misconfigured())
+                        Step::refusal(&routes::push_misconfigured())
                     }
                 };
-                Ok(settle(answered))
+                Ok(answered.value())
             };
-            Ok(Outgoing::Object(future_to_promise(answer)))
+            Ok(Step::Later(future_to_promise(answer)))
         }
         Kind::Handoff { read, change, transport } => {
             let id = admitted.id.as_deref().unwrap_or_default();
@@ -238,13 +299,12 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             let op = read(&given)?;
             let idempotency = if change { idempotency(req, admitted.route, url.path, url.query, claims, &body)? } else { None };
             let ask = Ask { caller, op, idempotency };
-            let object = stub(&namespace(HANDOFFS)?, id)?;
             match transport {
-                Transport::Ask => send(&object, &ask).map(Outgoing::Object),
+                Transport::Ask => send(id.to_string(), &ask),
                 Transport::Upgrade => {
                     // Every other refusal first: a watch asked for without the upgrade is 426.
                     require_upgrade(req)?;
-                    forward_upgrade(&object, &ask).map(Outgoing::Object)
+                    forward_upgrade(id.to_string(), &ask)
                 }
             }
         }
@@ -267,46 +327,9 @@ async fn rate_limit(env: &Env, admitted: &Route_) -> std::result::Result<(), Api
     ))
 }
 
-/// An answer of ours as what `fetch` gives the runtime.
-fn settle(routed: Routed) -> JsValue {
-    match routed {
-        Ok(response) => response.into(),
-        Err(error) => error_value(&error),
-    }
-}
-
-fn error_value(error: &ApiError) -> JsValue {
-    match error_response(error) {
-        Ok(response) => response.into(),
-        // Building a JSON error cannot fail short of the runtime failing.
-        Err(e) => js_sys::Promise::reject(&JsValue::from(e)).into(),
-    }
-}
-
-thread_local! {
-    /// Turns a rejected object answer (the object reset under it, the runtime failing) into
-    /// 503 `store.unavailable`, which clients retry; made once per isolate.
-    static UNAVAILABLE: Closure<dyn FnMut(JsValue) -> JsValue> = Closure::new(|cause: JsValue| {
-        settle(Err(unavailable("the object's fetch", &Error::from(cause))))
-    });
-}
-
-thread_local! {
-    /// Makes a hand-off object's answer value (`http::answer_value`) the client's response;
-    /// made once per isolate.
-    static AS_RESPONSE: Closure<dyn FnMut(JsValue) -> std::result::Result<JsValue, JsValue>> = Closure::new(|value: JsValue| {
-        http::response_of_value(&value).map(JsValue::from).map_err(|e| JsValue::from_str(&e.0))
-    });
-}
-
-/// The object's answer as it comes, or 503 when it never does.
-fn unavailable_on_rejection(answer: js_sys::Promise) -> js_sys::Promise {
-    UNAVAILABLE.with(|on_rejection| http::or_else(&answer, on_rejection.as_ref().unchecked_ref()))
-}
-
 /// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
 fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
-    let upgrade = req.header("Upgrade");
+    let upgrade = req.heads.upgrade.as_deref();
     if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
         return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
     }
@@ -314,11 +337,10 @@ fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
 }
 
 /// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
-fn forward_upgrade(stub: &DurableObjectStub, ask: &Ask) -> std::result::Result<js_sys::Promise, ApiError> {
+fn forward_upgrade(id: String, ask: &Ask) -> std::result::Result<Step, ApiError> {
     let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    let request = http::get_with("https://handoff/watch", &[("Upgrade", "websocket"), (protocol::ASK_HEADER, &header)])
-        .map_err(|e| unavailable("building the upgrade", &e))?;
-    http::fetch(stub, &request).map_err(|e| unavailable("the object's fetch", &e))
+    let headers = vec![("Upgrade", "websocket".to_string()), (protocol::ASK_HEADER, header)];
+    Ok(Step::Fetch { namespace: HANDOFFS, name: id, url: "https://handoff/watch", method: "GET", headers, body: None })
 }
 
 fn no_query(query: &str) -> std::result::Result<(), ApiError> {
@@ -329,7 +351,7 @@ fn no_query(query: &str) -> std::result::Result<(), ApiError> {
 }
 
 fn idempotency(req: &Incoming, route: &Route, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
-    let Some(key) = req.header("Idempotency-Key") else {
+    let Some(key) = req.heads.idempotency_key.clone() else {
         return Ok(None);
     };
     if !input::is_idempotency_key(&key) {
@@ -342,7 +364,7 @@ fn idempotency(req: &Incoming, route: &Route, path: &str, query: &str, claims: &
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
 /// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
 fn authenticate(req: &Incoming, subprotocol_bearer: Option<&str>, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
-    let header = req.header("Authorization");
+    let header = req.heads.authorization.as_deref();
     let bearer = match (&header, subprotocol_bearer) {
         (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
         (None, Some(bearer)) => bearer,
@@ -357,7 +379,7 @@ fn authenticate(req: &Incoming, subprotocol_bearer: Option<&str>, key: &str, exp
 async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"));
     let no_body = || ApiError::invalid("body: this route takes no body");
-    let declared = req.header("Content-Length").and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = req.heads.content_length.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
         return Err(too_large());
     }
@@ -393,51 +415,18 @@ async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8
 
 use crate::bindings::unavailable;
 
-fn stub(namespace: &ObjectNamespace, name: &str) -> std::result::Result<DurableObjectStub, ApiError> {
-    namespace.get_by_name(name).map(http::raw_stub).map_err(|e| unavailable("reaching the object", &e))
-}
-
-/// Asks the owner's index object.
-fn ask_index(owners: &ObjectNamespace, owner: &str, ask: &IndexAsk) -> std::result::Result<js_sys::Promise, ApiError> {
-    let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the index ask", &e))?;
-    http::ask(&stub(owners, &owner_index_name(owner))?, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e))
-}
-
-/// A page answered with its `ETag`, or 304 with no body when the request's `If-None-Match`
-/// names it: a client that polls the list pays one small exchange while nothing moves.
-async fn conditional(req: &Incoming, page: js_sys::Promise) -> Routed {
-    let page = http::await_answer(page).await.map_err(|e| unavailable("the index's answer", &e))?;
-    if page.status() != 200 {
-        return Ok(page);
-    }
-    let body = http::bytes(&page).await.map_err(|e| unavailable("reading the index's answer", &e))?;
-    let answer = handoff_api::conditional::answer(body, req.header("If-None-Match").as_deref());
-    let headers: Vec<(&str, &str)> = answer.headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    let content_type = (answer.status == 200).then_some("application/json");
-    http::respond(answer.status, content_type, answer.body, &headers).map_err(|e| unavailable("building the answer", &e))
-}
-
-/// Sends one ask to a hand-off's object: over RPC, its answer a value made the client's
-/// response; a held wait (a streamed body) by `fetch`, its answer passed on as it is.
-fn send(stub: &DurableObjectStub, ask: &Ask) -> std::result::Result<js_sys::Promise, ApiError> {
-    let payload = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    if let Op::Wait { .. } = ask.op {
-        return http::ask(stub, "https://handoff/ask", &payload).map_err(|e| unavailable("the object's fetch", &e));
-    }
-    let answer = http::handle(stub, &payload).map_err(|e| unavailable("the object's handle", &e))?;
-    Ok(AS_RESPONSE.with(|as_response| http::and_then(&answer, as_response.as_ref().unchecked_ref())))
-}
-
-fn json_response(status: u16, body: &impl Serialize) -> Routed {
-    http::json(status, body, &[]).map_err(|e| unavailable("encoding the answer", &e))
+/// One ask of a hand-off's object: over RPC, its answer a value made the client's response;
+/// a held wait (a streamed body) by `fetch`, its answer passed on as it is.
+fn send(id: String, ask: &Ask) -> std::result::Result<Step, ApiError> {
+    let wire = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
+    Ok(match ask.op {
+        Op::Wait { .. } => Step::fetch_ask(HANDOFFS, id, wire),
+        _ => Step::Ask { namespace: HANDOFFS, name: id, ask: wire },
+    })
 }
 
 /// 405, naming the methods the route does allow in `Allow` (RFC 9110).
-fn method_not_allowed(method: &str, allowed: &[&str]) -> std::result::Result<web_sys::Response, ApiError> {
+fn method_not_allowed(method: &str, allowed: &[&str]) -> Step {
     let (r, headers) = handoff_api::wire::method_not_allowed(method, allowed);
-    http::rendered(r, &headers).map_err(|e| unavailable("encoding the answer", &e))
-}
-
-fn error_response(error: &ApiError) -> Result<web_sys::Response> {
-    http::refusal(error)
+    Step::Answer(http::Plain::rendered(r, headers))
 }

@@ -104,7 +104,13 @@ pub enum IndexAsk {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         passed: Vec<handoff_core::index::Row>,
     },
-    List { query: handoff_core::index::ListQuery },
+    /// A page of the list; `if_none_match` is the client's header, so that a page it holds
+    /// is answered 304 (`wire::index`).
+    List {
+        query: handoff_core::index::ListQuery,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        if_none_match: Option<String>,
+    },
     /// Test hook (only where test hooks are on): refuse deliveries while on.
     RefuseDeliveries { on: bool },
     /// Test hook: what this index's storage holds.

@@ -32,9 +32,8 @@ pub enum Kind {
     /// An operation on the hand-off named by `{id}`, read from the request by `read`; who may
     /// send it is the core's to decide.
     Handoff { read: Reader, change: bool, transport: Transport },
-    /// An ask of the caller's own index, read from the request by `read`; `page`: its answer
-    /// is a page, sent with its `ETag` (`conditional`).
-    Index { read: IndexReader, page: bool },
+    /// An ask of the caller's own index, read from the request by `read`.
+    Index { read: IndexReader },
     /// Test hook: how many hand-off objects this isolate has started.
     TestObjectStarts,
     /// The benchmark's floor: a Durable Object round trip, no token, no storage.
@@ -89,6 +88,8 @@ pub struct IndexInput<'a> {
     pub now: Timestamp,
     /// Fills its buffer with fresh randomness (ids, secrets), or fails with the one 503.
     pub draw: &'a dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+    /// The request's `If-None-Match`, which a page is answered against.
+    pub if_none_match: Option<&'a str>,
 }
 
 /// Which switch a route needs: a test or bench route exists only where `bindings` says so.
@@ -127,7 +128,7 @@ const fn test_hook(method: &'static str, path: &'static str, read: Reader) -> Ro
 }
 
 const fn index(method: &'static str, path: &'static str, read: IndexReader, gate: Gate) -> Route {
-    Route { method, path, kind: Kind::Index { read, page: false }, role: OWNER, gate }
+    Route { method, path, kind: Kind::Index { read }, role: OWNER, gate }
 }
 
 const OWNER: Option<Role> = Some(Role::Owner);
@@ -136,7 +137,7 @@ const OWNER: Option<Role> = Some(Role::Owner);
 /// and are the only ones `docs/openapi.yaml` leaves out.
 pub const ROUTES: &[Route] = &[
     top("GET", "/v1/health", Kind::Health, None, Gate::Always),
-    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list, page: true }, role: OWNER, gate: Gate::Always },
+    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list }, role: OWNER, gate: Gate::Always },
     top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always),
     read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
     change("POST", "/v1/handoffs/{id}/turns", open_turn),
@@ -232,7 +233,7 @@ struct Unreadable {
 
 /// `GET /v1/handoffs`: a page of the caller's list.
 fn list(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
-    Ok(IndexAsk::List { query: input::parse_list_query(i.query)? })
+    Ok(IndexAsk::List { query: input::parse_list_query(i.query)?, if_none_match: i.if_none_match.map(str::to_string) })
 }
 
 /// `POST /v1/webhooks`: the webhook with a fresh id and secret, for the index to add if it fits.
@@ -440,6 +441,7 @@ mod tests {
             push,
             now: Timestamp::from_ms(1_700_000_000_000),
             draw,
+            if_none_match: Some("\"held\""),
         };
         read(&given)
     }
@@ -455,8 +457,12 @@ mod tests {
             let own = matches!(r.kind, Kind::PushKey | Kind::TestObjectStarts);
             assert_eq!(matches!(r.kind, Kind::Index { .. }), !own, "{} {}", r.method, r.path);
         }
-        let pages: Vec<_> = ROUTES.iter().filter(|r| matches!(r.kind, Kind::Index { page: true, .. })).map(|r| (r.method, r.path)).collect();
-        assert_eq!(pages, [("GET", "/v1/handoffs")], "only the list is a page sent with its ETag");
+    }
+
+    #[test]
+    fn the_list_is_asked_with_the_clients_if_none_match_so_that_the_index_can_answer_304() {
+        let ask = asked("GET", "/v1/handoffs", b"", true, &ones).unwrap();
+        assert!(matches!(&ask, IndexAsk::List { if_none_match: Some(tag), .. } if tag == "\"held\""), "{ask:?}");
     }
 
     #[test]

@@ -141,7 +141,8 @@ fn document_of(answer: &Answer<'_>) -> Option<Document> {
 pub enum IndexAnswer<'a> {
     /// A delivered row taken (stored, or older than the one held), or a row dropped: `{"ok": true}`.
     Done,
-    Page(&'a Page),
+    /// A page of the list, answered against the client's `If-None-Match` (`conditional`).
+    Page { page: &'a Page, if_none_match: Option<&'a str> },
     /// Whether a new hand-off's first row was admitted against the open cap.
     Admission(&'a Admission),
     WebhookCreated(&'a WebhookCreated),
@@ -172,11 +173,17 @@ struct Bytes {
     bytes: usize,
 }
 
-/// The owner index's answer: 201 for what it created, 204 for what it removed, 200 for the rest.
-pub fn index(answer: IndexAnswer<'_>) -> Rendered {
-    match answer {
+/// The owner index's answer: 201 for what it created, 204 for what it removed, 200 for the
+/// rest, and a page with its `ETag` and `Cache-Control`, 304 with no body when the client
+/// holds it already.
+pub fn index(answer: IndexAnswer<'_>) -> (Rendered, Vec<(&'static str, String)>) {
+    let rendered = match answer {
+        IndexAnswer::Page { page, if_none_match } => {
+            let answer = crate::conditional::answer(json(200, page).body.into_bytes(), if_none_match);
+            let body = String::from_utf8(answer.body).unwrap_or_default();
+            return (Rendered { status: answer.status, content_type: JSON, body, replayed: false }, answer.headers.to_vec());
+        }
         IndexAnswer::Done => json(200, &Ok_ { ok: true }),
-        IndexAnswer::Page(page) => json(200, page),
         IndexAnswer::Admission(admission) => json(200, admission),
         IndexAnswer::WebhookCreated(created) => json(201, created),
         IndexAnswer::Webhooks(webhooks) => json(200, webhooks),
@@ -187,7 +194,8 @@ pub fn index(answer: IndexAnswer<'_>) -> Rendered {
         IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing }),
         IndexAnswer::Holding(holding) => json(200, &Holding { holding }),
         IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes }),
-    }
+    };
+    (rendered, Vec::new())
 }
 
 impl Wire for Json {
@@ -279,7 +287,8 @@ mod tests {
         let listed = crate::notifications::PushSubscriptions { subscriptions: vec![] };
         for (answer, status, body) in [
             (IndexAnswer::Done, 200, r#"{"ok":true}"#.to_string()),
-            (IndexAnswer::Page(&page), 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (IndexAnswer::Page { page: &page, if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (IndexAnswer::Page { page: &page, if_none_match: Some("\"other\"") }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
             (IndexAnswer::Admission(&Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
             (IndexAnswer::SubscriptionCreated(&created), 201, serde_json::to_string(&created).unwrap()),
             (IndexAnswer::Subscriptions(&listed), 200, r#"{"subscriptions":[]}"#.to_string()),
@@ -288,9 +297,23 @@ mod tests {
             (IndexAnswer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
             (IndexAnswer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
         ] {
-            let r = index(answer);
+            let (r, headers) = index(answer);
             assert_eq!((r.status, r.body.as_str()), (status, body.as_str()), "{answer:?}");
+            let paged = matches!(answer, IndexAnswer::Page { .. });
+            assert_eq!(headers.iter().any(|(name, _)| *name == "ETag"), paged, "{answer:?}");
         }
+    }
+
+    #[test]
+    fn a_page_the_client_holds_is_304_with_no_body_and_its_etag_and_every_page_asks_caches_to_check() {
+        let page = Page { handoffs: vec![], cursor: None };
+        let (fresh, headers) = index(IndexAnswer::Page { page: &page, if_none_match: None });
+        let tag = headers.iter().find(|(name, _)| *name == "ETag").map(|(_, v)| v.clone()).unwrap();
+        assert_eq!(tag, crate::conditional::etag(fresh.body.as_bytes()));
+        assert!(headers.contains(&("Cache-Control", "private, no-cache".to_string())), "{headers:?}");
+        let (held, again) = index(IndexAnswer::Page { page: &page, if_none_match: Some(&tag) });
+        assert_eq!((held.status, held.body.as_str()), (304, ""));
+        assert_eq!(again, headers);
     }
 
     #[test]

@@ -1,8 +1,13 @@
-//! `src/entry.mjs`, the Worker's entry, has no logic (issue 28): it stays under
-//! [`LINES_MAX`] lines, and outside its comments, imports and exports it is only class
-//! declarations whose constructor makes the Rust object and whose every method is a one-line
-//! forward to the Rust method of the same name with the same arguments. A branch, a loop, a
-//! `try`, a conditional or a method that does anything else fails here.
+//! `src/entry.mjs`, the Worker's entry, has no logic (issues 28 and 40): it stays under
+//! [`LINES_MAX`] lines, and outside its comments, imports and exports it is:
+//! - the edge: one-expression arrow functions that read the request's method, URL and headers
+//!   for `rs.Edge.route`, and carry out the step it answers by indexing a table of them, with a
+//!   `fetch` that is one line of `run(route(…))`;
+//! - class declarations whose constructor makes the Rust object and whose every method is a
+//!   one-line forward to the Rust method of the same name with the same arguments.
+//!
+//! A branch, a loop, a `try`, a conditional, a comparison, or a method that does anything else
+//! fails here.
 
 use std::path::PathBuf;
 
@@ -27,6 +32,28 @@ fn is_forward(line: &str) -> bool {
     plain(name) && args_ok && body == format!("{name}({args}); }}")
 }
 
+/// What the JavaScript may never hold: a branch, a loop, a `try`, a conditional (`?`, `??`,
+/// `&&`, `||`), a comparison, an assignment outside a declaration.
+const DECIDES: &[&str] = &["if ", "if(", "else", "for ", "for(", "while", "switch", "try", "throw", "?", "&&", "||", "==", "!=", "<=", ">=", " < ", " > ", "+=", "++"];
+
+/// A line of the edge: one declared arrow function of one expression, one entry of the steps
+/// table, its brackets, or the default export's `fetch`, which runs the route's step.
+fn is_edge(line: &str) -> bool {
+    if DECIDES.iter().any(|d| line.contains(d)) {
+        return false;
+    }
+    let arrow = |l: &str| l.starts_with('(') && l.contains(") => ");
+    let declared = line.strip_prefix("const ").and_then(|rest| rest.split_once(" = ")).is_some_and(|(name, value)| {
+        name.chars().all(|c| c.is_ascii_alphanumeric()) && (arrow(value) || value == "[") && (value == "[" || value.ends_with(';'))
+    });
+    declared
+        || (arrow(line) && line.ends_with("),"))
+        || line == "];"
+        || line == "export default {"
+        || line == "fetch(request, env) { return run(route(request, env, request.headers), env); },"
+        || line == "};"
+}
+
 /// Every line that is not a comment, an import, an export of the default, a blank, a class's
 /// opening or closing line, or its constructor, is a one-line forward.
 fn problems(text: &str) -> Vec<String> {
@@ -45,7 +72,8 @@ fn problems(text: &str) -> Vec<String> {
             || trimmed == "}"
             || (trimmed.starts_with("constructor(ctx, env) { super(ctx, env); this.rs = new rs.")
                 && (trimmed.ends_with("(ctx, env); }") || trimmed.ends_with("(ctx, env, createHash); }")))
-            || is_forward(trimmed);
+            || is_forward(trimmed)
+            || is_edge(trimmed);
         if !allowed {
             problems.push(format!("line {}: {line}", i + 1));
         }
@@ -76,6 +104,13 @@ fn a_branch_a_guard_or_a_method_that_does_more_is_caught() {
         "  if (broken) reset();",
         "  x = 1;",
         "import { x } from (y);",
+        "const run = (step, env) => step[0] === 1 ? a : b;",
+        "const run = (step, env) => step && steps[step[0]](step, env);",
+        "const run = (step) => { if (step) return 1; };",
+        "  (step) => respond(step[1]) ?? fallback,",
+        "  fetch(request, env) { return run(route(request, env, request.headers), env) || other; },",
+        "  fetch(request, env) { console.log(request); return run(route(request, env, request.headers), env); },",
+        "let state = 1;",
     ] {
         let text = format!("export class A extends DurableObject {{\n{bad}\n}}\n");
         assert!(!problems(&text).is_empty(), "not caught: {bad}");
