@@ -2,9 +2,10 @@
 // decides nothing. Its fetch hands each request to Rust in one call, as plain values
 // (src/router.rs, Edge.route), and carries out the step it gets back, by the step's first
 // element: 0 an answer; 1 an ask of an object over RPC, whose answer value is the response;
-// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step.
-// A step's answer is [status, headers, body]; an object's answer that never comes is the
-// one 503 (Edge.unavailable). The runtime offers RPC only to a class that extends
+// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step;
+// 4 read the body and route the request again with it. An answer is [status, headers,
+// body]; an object's answer that never comes is the one 503 (Edge.unavailable), a body that
+// cannot be read a 400 (Edge.unreadable). The runtime offers RPC only to a class that extends
 // DurableObject, which a wasm-bindgen export cannot, so each object's class here extends it
 // and forwards every call to the Rust object in one line; worker-build's module (../index.js)
 // guards those: after a trap it starts a fresh instance and each object is made again from
@@ -16,17 +17,19 @@ import * as rs from "../index.js";
 
 const respond = (answer) => new Response(answer[2], { status: answer[0], headers: answer[1] });
 const unavailable = (cause) => respond(rs.Edge.unavailable(cause));
+const unreadable = (cause) => respond(rs.Edge.unreadable(cause));
 const steps = [
   (step) => respond(step[1]),
-  (step, env) => env[step[1]].getByName(step[2]).handle(step[3]).then(respond, unavailable),
-  (step, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
-  (step, env) => step[1].then((next) => run(next, env)),
+  (step, request, env) => env[step[1]].getByName(step[2]).handle(step[3]).then(respond, unavailable),
+  (step, request, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
+  (step, request, env, h) => step[1].then((next) => run(next, request, env, h)),
+  (step, request, env, h) => request.arrayBuffer().then((body) => run(route(request, env, h, new Uint8Array(body)), request, env, h), unreadable),
 ];
-const run = (step, env) => steps[step[0]](step, env);
-const route = (request, env, h) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"));
+const run = (step, request, env, h) => steps[step[0]](step, request, env, h);
+const route = (request, env, h, body) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"), body);
 
 export default {
-  fetch(request, env) { return run(route(request, env, request.headers), env); },
+  fetch(request, env) { return run(route(request, env, request.headers), request, env, request.headers); },
 };
 
 export class HandoffObject extends DurableObject {

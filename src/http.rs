@@ -50,27 +50,23 @@ pub struct Heads {
     pub websocket_protocol: Option<String>,
 }
 
-/// A client's request: its method, URL and the headers read as the edge handed them, and the
-/// runtime's request for its body.
+/// A client's request: its method, URL and the headers read as the edge handed them, its body
+/// once the edge has read it, and the runtime's request for a body still to stream.
 pub struct Incoming {
     raw: web_sys::Request,
     pub method: String,
     pub url: String,
     pub heads: Heads,
+    pub body: Option<Vec<u8>>,
 }
 
 impl Incoming {
-    pub fn new(raw: web_sys::Request, method: String, url: String, heads: Heads) -> Incoming {
-        Incoming { raw, method, url, heads }
+    pub fn new(raw: web_sys::Request, method: String, url: String, heads: Heads, body: Option<Vec<u8>>) -> Incoming {
+        Incoming { raw, method, url, heads, body }
     }
 
     pub fn has_body(&self) -> bool {
         self.raw.body().is_some()
-    }
-
-    /// The whole body in one call (for a body whose length was declared and checked).
-    pub async fn bytes(&self) -> Result<Vec<u8>, Failed> {
-        read_bytes(self.raw.array_buffer()?).await
     }
 
     /// The `worker` crate's request, for reading a body of undeclared length chunk by chunk.

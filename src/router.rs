@@ -35,8 +35,9 @@ pub struct Edge;
 
 #[wasm_bindgen]
 impl Edge {
-    /// One request: the runtime's `request` (read only for its body), `env`, and the method,
-    /// URL and headers the service reads. A request with no body is routed with no await.
+    /// One request: the runtime's `request` (read only for its body), `env`, the method, URL
+    /// and headers the service reads, and its body once the edge has read it ([`Step::ReadBody`]).
+    /// A request is routed with no await but for a create and a body of undeclared length.
     #[allow(clippy::too_many_arguments)]
     pub fn route(
         request: web_sys::Request,
@@ -49,15 +50,23 @@ impl Edge {
         if_none_match: Option<String>,
         upgrade: Option<String>,
         websocket_protocol: Option<String>,
+        body: Option<Vec<u8>>,
     ) -> JsValue {
         let heads = http::Heads { authorization, content_length, idempotency_key, if_none_match, upgrade, websocket_protocol };
-        route(Incoming::new(request, method, url, heads), env).value()
+        route(Incoming::new(request, method, url, heads, body), env).value()
     }
 
     /// The one 503, for an object's answer that never came (its promise rejected: the object
     /// reset under it, the runtime failing), with the cause logged.
     pub fn unavailable(cause: JsValue) -> JsValue {
         Step::refusal(&unavailable("the object's answer", &Error::from(cause))).value()
+    }
+
+    /// 400 for a body the runtime could not read (the client sent less than it declared, or
+    /// went away), with the cause logged.
+    pub fn unreadable(cause: JsValue) -> JsValue {
+        console_log!("a request's body was unreadable: {}", Error::from(cause));
+        Step::refusal(&ApiError::invalid("body: unreadable")).value()
     }
 }
 
@@ -70,9 +79,12 @@ enum Step {
     /// Send an object a request and pass its answer on as it is: a held wait's stream, a
     /// watch's 101, the owner's index.
     Fetch { namespace: &'static str, name: String, url: &'static str, method: &'static str, headers: Vec<(&'static str, String)>, body: Option<String> },
-    /// The step that follows once this promise settles (a body read, a create's rate limit,
-    /// the runtime's WebCrypto); it never rejects.
+    /// The step that follows once this promise settles (a body of undeclared length, a
+    /// create's rate limit, the runtime's WebCrypto); it never rejects.
     Later(js_sys::Promise),
+    /// Read the whole body, whose declared length is within the limit, and route the request
+    /// again with it.
+    ReadBody,
 }
 
 impl Step {
@@ -98,7 +110,7 @@ impl Step {
     }
 
     /// `[0, answer]`, `[1, namespace, name, ask]`, `[2, namespace, name, url, method, headers,
-    /// body]` or `[3, promise of a step]`: the plain value `src/entry.mjs` reads.
+    /// body]`, `[3, promise of a step]` or `[4]`: the plain value `src/entry.mjs` reads.
     fn value(self) -> JsValue {
         let s = |s: &str| JsValue::from_str(s);
         match self {
@@ -111,25 +123,34 @@ impl Step {
                 parts.iter().collect::<js_sys::Array>().into()
             }
             Step::Later(promise) => js_sys::Array::of2(&JsValue::from(3), &promise).into(),
+            Step::ReadBody => js_sys::Array::of1(&JsValue::from(4)).into(),
         }
     }
 }
 
-/// Routes one request to its step. A create is read (and counted) before it is routed, and
-/// any request with a body is read first, so both take a promise.
-fn route(req: Incoming, env: Env) -> Step {
+/// Routes one request to its step. A body is read before the request is routed: the edge
+/// reads one of declared length, and a promise of ours one of undeclared length; a create is
+/// counted against its owner's rate first, which takes a promise too.
+fn route(mut req: Incoming, env: Env) -> Step {
     let admitted = match admit(&req, &env) {
         Ok(Admitted::Answered(step)) => return step,
         Ok(Admitted::Route(admitted)) => admitted,
         Err(error) => return Step::refusal(&error),
     };
     let creates = matches!(admitted.route.kind, Kind::Create);
-    if !req.has_body() && !creates {
-        return dispatch(&req, &env, &admitted, Vec::new(), None).unwrap_or_else(|e| Step::refusal(&e));
-    }
+    let bodiless = admitted.method == "GET";
+    let body = match body_of(&mut req, bodiless) {
+        Ok(Body::Declared) => return Step::ReadBody,
+        Ok(Body::Read(body)) if !creates => return dispatch(&req, &env, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e)),
+        Ok(body) => body,
+        Err(error) => return Step::refusal(&error),
+    };
     let routed = async move {
         let routed = async {
-            let body = read_body(&req, admitted.method == "GET").await?;
+            let body = match body {
+                Body::Read(body) => body,
+                _ => stream_body(&req, bodiless).await?,
+            };
             let create = if creates { Some(input::parse_create(&body)?) } else { None };
             rate_limit(&env, &admitted).await?;
             dispatch(&req, &env, &admitted, body, create)
@@ -373,12 +394,20 @@ fn authenticate(req: &Incoming, subprotocol_bearer: Option<&str>, key: &str, exp
     token::verify_with(bearer.trim(), key.as_bytes(), now_s(), expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }
 
-/// The body, read as a stream and given up as soon as it passes [`BODY_BYTES_MAX`] (with or
-/// without `Content-Length`), so that no request makes the isolate hold more than that. A GET
-/// takes no body: one that carries any is refused.
-async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
-    let too_large = || ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"));
-    let no_body = || ApiError::invalid("body: this route takes no body");
+/// What a request's body comes to before it is streamed.
+enum Body {
+    /// Read already: none, or what the edge read and handed over.
+    Read(Vec<u8>),
+    /// Of a declared length within the limit, for the edge to read in one call.
+    Declared,
+    /// Of no declared length: [`stream_body`] reads it.
+    Undeclared,
+}
+
+/// The checks a body passes before any of it is read: a declared length over
+/// [`BODY_BYTES_MAX`] is refused unread, and a GET takes no body. A body the edge read must
+/// have the length declared.
+fn body_of(req: &mut Incoming, bodiless: bool) -> std::result::Result<Body, ApiError> {
     let declared = req.heads.content_length.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
         return Err(too_large());
@@ -386,18 +415,30 @@ async fn read_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8
     if bodiless && declared.is_some_and(|n| n > 0) {
         return Err(no_body());
     }
-    if !req.has_body() {
-        return Ok(Vec::new());
-    }
-    // A declared length bounds the body (HTTP frames it by that length): read it in one call
-    // rather than chunk by chunk, each chunk an await and a crossing into JavaScript.
-    if let Some(n) = declared.filter(|n| *n > 0) {
-        let body = req.bytes().await.map_err(|_| ApiError::invalid("body: unreadable"))?;
-        if body.len() as u64 != n {
+    if let Some(body) = req.body.take() {
+        if declared != Some(body.len() as u64) {
             return Err(ApiError::invalid("body: its length is not the Content-Length declared"));
         }
-        return Ok(body);
+        return Ok(Body::Read(body));
     }
+    Ok(match declared {
+        _ if !req.has_body() => Body::Read(Vec::new()),
+        Some(n) if n > 0 => Body::Declared,
+        _ => Body::Undeclared,
+    })
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"))
+}
+
+fn no_body() -> ApiError {
+    ApiError::invalid("body: this route takes no body")
+}
+
+/// A body of undeclared length, read as a stream and given up as soon as it passes
+/// [`BODY_BYTES_MAX`], so that no request makes the isolate hold more than that.
+async fn stream_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
     let mut stream = req.to_worker().stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {

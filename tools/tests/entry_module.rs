@@ -50,7 +50,7 @@ fn is_edge(line: &str) -> bool {
         || (arrow(line) && line.ends_with("),"))
         || line == "];"
         || line == "export default {"
-        || line == "fetch(request, env) { return run(route(request, env, request.headers), env); },"
+        || line == "fetch(request, env) { return run(route(request, env, request.headers), request, env, request.headers); },"
         || line == "};"
 }
 
@@ -108,8 +108,8 @@ fn a_branch_a_guard_or_a_method_that_does_more_is_caught() {
         "const run = (step, env) => step && steps[step[0]](step, env);",
         "const run = (step) => { if (step) return 1; };",
         "  (step) => respond(step[1]) ?? fallback,",
-        "  fetch(request, env) { return run(route(request, env, request.headers), env) || other; },",
-        "  fetch(request, env) { console.log(request); return run(route(request, env, request.headers), env); },",
+        "  fetch(request, env) { return run(route(request, env, request.headers), request, env, request.headers) || other; },",
+        "  fetch(request, env) { console.log(request); return run(route(request, env, request.headers), request, env, request.headers); },",
         "let state = 1;",
     ] {
         let text = format!("export class A extends DurableObject {{\n{bad}\n}}\n");
