@@ -63,6 +63,8 @@ struct Args {
     profile: Option<profile::Route>,
     /// Requests profiled.
     requests: usize,
+    /// Requests sent before each profile starts.
+    warmup_requests: usize,
     /// The TypeScript peer's bundle (`worker.js`), for phase 7.
     peer_build: PathBuf,
     /// `--profile` the TypeScript reference instead of this Worker, with its hops made this way.
@@ -91,6 +93,7 @@ fn usage() -> ! {
          \x20                    [--rounds N]\n\
          \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
          \x20      handoff-bench --profile health|floor|get|report|package --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
+         \x20      either --profile also takes [--warmup-requests N] [--v8-flag FLAG]... (workerd's config.v8Flags, e.g. --no-liftoff)\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
          (default bench/results/latest.json). Phase 7 (peer), and a profile with --before-build,\n\
@@ -109,6 +112,7 @@ fn parse_args() -> Args {
             signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
             inspector_port: None,
             peer: None,
+            v8_flags: Vec::new(),
             repo: repo.clone(),
         },
         out: repo.join("bench/results/latest.json"),
@@ -120,6 +124,7 @@ fn parse_args() -> Args {
         linger: Duration::ZERO,
         profile: None,
         requests: profile::REQUESTS_DEFAULT,
+        warmup_requests: profile::WARMUP_REQUESTS,
         peer_build: repo.join("build-peer"),
         profile_peer: None,
         rounds: rounds::ROUNDS_DEFAULT,
@@ -142,6 +147,12 @@ fn parse_args() -> Args {
             "--peer-hops" => args.profile_peer = Some(server::Hops::parse(&value()).unwrap_or_else(|| usage())),
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
             "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
+            "--warmup-requests" => {
+                args.warmup_requests = value().parse().ok().filter(|n| *n <= profile::WARMUP_REQUESTS_MAX).unwrap_or_else(|| usage())
+            }
+            // `--v8-flag=--no-liftoff` as well as `--v8-flag --no-liftoff`.
+            "--v8-flag" => args.options.v8_flags.push(value()),
+            v8_flag if v8_flag.starts_with("--v8-flag=") => args.options.v8_flags.push(v8_flag["--v8-flag=".len()..].to_string()),
             "--linger" => args.linger = seconds(value()),
             "--rounds" => {
                 args.rounds = value().parse().ok().filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n)).unwrap_or_else(|| usage())
@@ -163,6 +174,11 @@ fn parse_args() -> Args {
         }
     }
     if args.before_build.is_some() && (args.profile.is_none() || args.profile_peer.is_some()) {
+        usage()
+    }
+    // The bench's figures are of workerd as deployed: its V8 flags are left alone.
+    let profiling_only = !args.options.v8_flags.is_empty() || args.warmup_requests != profile::WARMUP_REQUESTS;
+    if profiling_only && args.profile.is_none() {
         usage()
     }
     if args.options.port == 0 {
@@ -232,9 +248,10 @@ fn profile_route(args: &Args, route: profile::Route) {
     let outcome = runtime.block_on(async {
         let server = Server::start(&options, &run_dir)?;
         let inspector = options.inspector_port.unwrap_or_default();
-        profile::run(&server, inspector, route, args.requests, args.options.signing_key.as_bytes()).await
+        profile::run(&server, inspector, route, (args.warmup_requests, args.requests), args.options.signing_key.as_bytes()).await
     });
     let _ = std::fs::remove_dir_all(&run_dir);
+    print_v8_flags(args);
     print!("{}", profile::table(&outcome.unwrap_or_else(|e| fail(&e))));
 }
 
@@ -259,7 +276,7 @@ fn profile_before_after(args: &Args, route: profile::Route, before: &std::path::
         for round in 0..args.rounds {
             for side in rounds::rotation(round, builds.len()) {
                 eprintln!("profile: round {round}, the {} build", builds[side].0);
-                profiles[side].push(servers[side].1.profile(args.requests).await?);
+                profiles[side].push(servers[side].1.profile(args.warmup_requests, args.requests).await?);
             }
         }
         let [before, after] = profiles;
@@ -267,7 +284,15 @@ fn profile_before_after(args: &Args, route: profile::Route, before: &std::path::
         Ok::<_, String>(profile::Compared { route, requests: args.requests, builds, before, after })
     });
     let _ = std::fs::remove_dir_all(&run_dir);
+    print_v8_flags(args);
     print!("{}", profile::compare_table(&outcome.unwrap_or_else(|e| fail(&e))));
+}
+
+/// Above a profile's table: the V8 flags its workerd ran with, where it was given any.
+fn print_v8_flags(args: &Args) {
+    if !args.options.v8_flags.is_empty() {
+        println!("workerd ran with V8 flags {}", args.options.v8_flags.join(" "));
+    }
 }
 
 /// The tmpfs folder of the diagnostic server whose objects store in memory (no fsync).

@@ -30,8 +30,11 @@ use tungstenite::{Message, WebSocket};
 
 /// Sampling interval asked of V8 (µs).
 pub const SAMPLING_INTERVAL_US: u64 = 100;
-/// Requests sent before the profile starts, so that it sees a warm isolate.
+/// Requests sent before the profile starts, so that it sees a warm isolate, unless
+/// `--warmup-requests` says (more, to see whether V8 has yet optimised the code it runs).
 pub const WARMUP_REQUESTS: usize = 200;
+/// The most `--warmup-requests` takes: a few minutes of reports.
+pub const WARMUP_REQUESTS_MAX: usize = 100_000;
 /// Requests profiled unless `--requests` says.
 pub const REQUESTS_DEFAULT: usize = 2_000;
 /// Functions listed under the categories.
@@ -146,6 +149,8 @@ pub struct Function {
 pub struct Profile {
     pub route: Route,
     pub requests: usize,
+    /// Requests sent before the profile started.
+    pub warmup: usize,
     /// Busy time (all but idle) per category, µs.
     pub categories: Vec<(Category, u64)>,
     pub functions: Vec<Function>,
@@ -164,7 +169,7 @@ pub fn clean_symbol(name: &str) -> String {
 
 /// Sums self time per function from a `Profiler.stop` profile: sample `i` lasts until sample
 /// `i + 1` (`timeDeltas[i + 1]`).
-pub fn summarise(profile: &Value, route: Route, requests: usize, wall: Duration) -> Profile {
+pub fn summarise(profile: &Value, route: Route, warmup: usize, requests: usize, wall: Duration) -> Profile {
     let nodes: Vec<&Value> = profile["nodes"].as_array().into_iter().flatten().collect();
     // An anonymous function is named by its caller, the nearest one with a name.
     let mut parent: HashMap<u64, u64> = HashMap::new();
@@ -224,17 +229,18 @@ pub fn summarise(profile: &Value, route: Route, requests: usize, wall: Duration)
         .map(|((name, category), self_us)| Function { name, category, self_us })
         .collect();
     functions.sort_by(|a, b| b.self_us.cmp(&a.self_us).then(a.name.cmp(&b.name)));
-    Profile { route, requests, categories, functions, busy_us, wall }
+    Profile { route, requests, warmup, categories, functions, busy_us, wall }
 }
 
 pub fn table(p: &Profile) -> String {
     let per = |us: u64| us as f64 / p.requests.max(1) as f64;
     let share = |us: u64| 100.0 * us as f64 / p.busy_us.max(1) as f64;
     let mut out = format!(
-        "profile of {}: {} requests one after another in {:.1} s; the isolate was busy {:.0} µs per request\n",
+        "profile of {}: {} requests one after another in {:.1} s, after {} to warm up; the isolate was busy {:.0} µs per request\n",
         p.route.name(),
         p.requests,
         p.wall.as_secs_f64(),
+        p.warmup,
         per(p.busy_us)
     );
     out.push_str(&format!("  {:<26} {:>10} {:>7}\n", "self time by group", "µs/req", "share"));
@@ -318,7 +324,7 @@ pub fn compare_table(c: &Compared) -> String {
     let rounds = c.before.len().min(c.after.len());
     let wall = |ps: &[Profile]| rounds::median(&ps.iter().map(|p| p.wall.as_secs_f64()).collect::<Vec<_>>()).unwrap_or(0.0);
     let mut out = format!(
-        "profile of {}, before → after: {rounds} rounds of {} requests one after another on each build, {:.1} s / {:.1} s each (median)\n\
+        "profile of {}, before → after: {rounds} rounds of {} requests one after another on each build, each after {} to warm up, {:.1} s / {:.1} s each (median)\n\
          \x20 before: {}\n\
          \x20 after:  {}\n\
          \x20 the rounds alternate which build goes first: round 0 before, after; round 1 after, before; and so on\n\
@@ -326,6 +332,7 @@ pub fn compare_table(c: &Compared) -> String {
          \x20 after ÷ before: the median over the rounds of (after's ÷ before's, both of that round), then the lowest–highest of those ratios\n",
         c.route.name(),
         c.requests,
+        c.before.first().map_or(WARMUP_REQUESTS, |p| p.warmup),
         wall(&c.before),
         wall(&c.after),
         c.builds[0],
@@ -401,9 +408,10 @@ impl Inspector {
     }
 }
 
-/// Profiles `requests` requests of `route` against `server`, whose inspector is on `inspector_port`.
-pub async fn run(server: &Server, inspector_port: u16, route: Route, requests: usize, key: &[u8]) -> Result<Profile, String> {
-    Session::start(server, inspector_port, route, key).await?.profile(requests).await
+/// Profiles `requests` requests of `route` against `server`, whose inspector is on
+/// `inspector_port`, after `warmup` requests.
+pub async fn run(server: &Server, inspector_port: u16, route: Route, (warmup, requests): (usize, usize), key: &[u8]) -> Result<Profile, String> {
+    Session::start(server, inspector_port, route, key).await?.profile(warmup, requests).await
 }
 
 /// One route on one workerd, profiled as many times as asked: its hand-off is made once, and
@@ -450,10 +458,10 @@ impl Session {
         Ok(())
     }
 
-    /// Warms the isolate ([`WARMUP_REQUESTS`]: after another workerd ran, as on the first
+    /// Warms the isolate with `warmup` requests (after another workerd ran, as on the first
     /// call), then profiles `requests` requests.
-    pub async fn profile(&mut self, requests: usize) -> Result<Profile, String> {
-        self.send(WARMUP_REQUESTS).await?;
+    pub async fn profile(&mut self, warmup: usize, requests: usize) -> Result<Profile, String> {
+        self.send(warmup).await?;
         let mut inspector = Inspector::connect(&self.api, self.inspector_port).await?;
         inspector.call("Profiler.enable", json!({}))?;
         inspector.call("Profiler.setSamplingInterval", json!({"interval": SAMPLING_INTERVAL_US}))?;
@@ -463,7 +471,7 @@ impl Session {
         let wall = started.elapsed();
         let stopped = inspector.call("Profiler.stop", json!({}))?;
         sent?;
-        Ok(summarise(&stopped["profile"], self.route, requests, wall))
+        Ok(summarise(&stopped["profile"], self.route, warmup, requests, wall))
     }
 }
 
@@ -500,7 +508,7 @@ mod tests {
             "samples": [2, 2, 3, 4, 2],
             "timeDeltas": [0, 100, 300, 50, 1000],
         });
-        let p = summarise(&profile, Route::Floor, 2, Duration::from_millis(1));
+        let p = summarise(&profile, Route::Floor, WARMUP_REQUESTS, 2, Duration::from_millis(1));
         assert_eq!(p.busy_us, 100 + 300 + 50, "the last sample has no interval after it; idle is out");
         assert_eq!(p.categories, vec![(Category::Wasm, 400), (Category::Gc, 50)]);
         assert_eq!(p.functions[0].name, "handoff::router::handle");
@@ -510,6 +518,7 @@ mod tests {
         Profile {
             route: Route::Floor,
             requests,
+            warmup: WARMUP_REQUESTS,
             categories: vec![(Category::Wasm, wasm_us), (Category::Glue, glue_us)],
             functions: functions.iter().map(|&(name, category, self_us)| Function { name: name.into(), category, self_us }).collect(),
             busy_us: wasm_us + glue_us,

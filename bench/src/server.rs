@@ -28,6 +28,8 @@ pub struct Options {
     /// Run the TypeScript reference (`build` holds its bundle, `worker.js`) instead of this
     /// Worker, with its hops made this way.
     pub peer: Option<Hops>,
+    /// V8's command-line flags, in workerd's configuration (`--v8-flag`, for `--profile`).
+    pub v8_flags: Vec<String>,
 }
 
 /// How the TypeScript reference makes its two hops (Worker → hand-off object → owner index):
@@ -87,6 +89,11 @@ impl Server {
                 workerd::lay_out_modules(&options.repo, &options.build, dir, options.port, &vars, &PEER_MODULES)?
             }
             None => workerd::lay_out(&options.repo, &options.build, dir, options.port, &vars)?,
+        }
+        if !options.v8_flags.is_empty() {
+            let path = dir.join("config.capnp");
+            let config = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            fs::write(&path, workerd::with_v8_flags(&config, &options.v8_flags)).map_err(|e| format!("{}: {e}", path.display()))?;
         }
 
         let log = fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;

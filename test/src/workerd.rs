@@ -151,6 +151,16 @@ const handoff :Workerd.Worker = (
     )
 }
 
+/// `config` with V8's command-line flags (`Config.v8Flags`, which workerd hands V8 before it
+/// starts): for profiling how V8 compiles the Worker; none leaves the configuration as it was.
+pub fn with_v8_flags(config: &str, flags: &[String]) -> String {
+    if flags.is_empty() {
+        return config.to_string();
+    }
+    let list = flags.iter().map(|f| capnp_string(f)).collect::<Vec<_>>().join(", ");
+    config.replacen("  sockets = [", &format!("  v8Flags = [{list}],\n  sockets = ["), 1)
+}
+
 /// A Cap'n Proto text string literal.
 fn capnp_string(s: &str) -> String {
     let mut out = String::from("\"");
@@ -211,6 +221,17 @@ mod tests {
         assert!(c.contains(r#"wasm = embed "index_bg.wasm""#));
         assert!(c.contains(r#"address = "127.0.0.1:8802""#));
         assert!(c.contains(r#"path = "/tmp/x/do""#));
+    }
+
+    #[test]
+    fn v8_flags_go_into_the_config_struct_quoted_and_none_change_nothing() {
+        let c = config("2025-11-01", &[], 8802, Path::new("/tmp/x/do"), &[]);
+        assert_eq!(with_v8_flags(&c, &[]), c);
+        let flagged = with_v8_flags(&c, &["--no-liftoff".into(), "--wasm-tiering-budget=1".into()]);
+        assert!(flagged.contains("  v8Flags = [\"--no-liftoff\", \"--wasm-tiering-budget=1\"],\n  sockets = ["), "{flagged}");
+        assert_eq!(flagged.matches("v8Flags").count(), 1);
+        let config_struct = flagged.find("const config :Workerd.Config").unwrap();
+        assert!(flagged.find("v8Flags").unwrap() > config_struct && flagged.find("v8Flags").unwrap() < flagged.find("const handoff").unwrap());
     }
 
     #[test]
