@@ -200,13 +200,13 @@ enum Out {
 
 impl Out {
     fn js(self, form: Form) -> Result<JsValue> {
-        Ok(match (self, form) {
-            (Out::Response(response), _) => response.into(),
-            (Out::Plain { status, content_type, body, replayed }, Form::Response) => {
-                let replayed: &[(&str, &str)] = if replayed { &[("Idempotent-Replayed", "true")] } else { &[] };
-                crate::http::respond(status, Some(content_type), body, replayed)?.into()
-            }
-            (Out::Plain { status, content_type, body, replayed }, Form::Value) => crate::http::Plain::new(status, content_type, body, replayed, Vec::new()).value(),
+        let plain = match self {
+            Out::Response(response) => return Ok(response.into()),
+            Out::Plain { status, content_type, body, replayed } => crate::http::Plain::new(status, content_type, body, replayed, Vec::new()),
+        };
+        Ok(match form {
+            Form::Response => plain.response()?.into(),
+            Form::Value => plain.value(),
         })
     }
 

@@ -103,6 +103,17 @@ impl Plain {
         Plain::new(r.status, r.content_type, r.body.into_bytes(), r.replayed, headers)
     }
 
+    /// A refusal: its code's status, the error body and the headers its code names.
+    pub fn refusal(error: &ApiError) -> Plain {
+        Plain::rendered(handoff_api::wire::refusal(error), handoff_api::wire::refusal_headers(error.code))
+    }
+
+    /// The runtime's `Response` of this answer, for an object's `fetch`.
+    pub fn response(self) -> Result<web_sys::Response, Failed> {
+        let headers: Vec<(&str, &str)> = self.headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+        respond(self.status, self.body, &headers)
+    }
+
     pub fn value(&self) -> JsValue {
         let headers = if self.headers.is_empty() {
             JsValue::UNDEFINED
@@ -119,21 +130,17 @@ impl Plain {
     }
 }
 
-/// A whole answer built in one call: its status, its `Content-Type` (none for an empty body)
-/// and any further headers. The body is taken, not borrowed: the runtime copies it from the
-/// wasm memory once, with no copy of ours before.
-pub fn respond(status: u16, content_type: Option<&str>, mut body: Vec<u8>, extra: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
+/// A whole answer built in one call: its status, its headers and its body. The body is taken,
+/// not borrowed: the runtime copies it from the wasm memory once, with no copy of ours before.
+fn respond(status: u16, mut body: Vec<u8>, headers: &[(&str, &str)]) -> Result<web_sys::Response, Failed> {
     let init = web_sys::ResponseInit::new();
     init.set_status(status);
-    if content_type.is_some() || !extra.is_empty() {
-        let headers = web_sys::Headers::new()?;
-        if let Some(content_type) = content_type {
-            headers.set("Content-Type", content_type)?;
+    if !headers.is_empty() {
+        let set = web_sys::Headers::new()?;
+        for (name, value) in headers {
+            set.set(name, value)?;
         }
-        for (name, value) in extra {
-            headers.set(name, value)?;
-        }
-        init.set_headers(&headers);
+        init.set_headers(&set);
     }
     // A null body for 304 and other bodiless answers: the runtime refuses a body on them.
     let body = (!body.is_empty()).then_some(body.as_mut_slice());
@@ -142,19 +149,17 @@ pub fn respond(status: u16, content_type: Option<&str>, mut body: Vec<u8>, extra
 
 /// A plain-text answer (an alarm's, which only the runtime reads).
 pub fn plain(text: &str) -> worker::Result<web_sys::Response> {
-    Ok(respond(200, Some("text/plain; charset=utf-8"), text.as_bytes().to_vec(), &[])?)
+    Ok(Plain::new(200, "text/plain; charset=utf-8", text.as_bytes().to_vec(), false, Vec::new()).response()?)
 }
 
 /// A refusal: its code's status and the error body.
 pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
-    rendered(handoff_api::wire::refusal(error), &handoff_api::wire::refusal_headers(error.code))
+    Ok(Plain::refusal(error).response()?)
 }
 
 /// An answer the wire rendered, with the headers it named.
 pub fn rendered(r: handoff_core::session::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    let content_type = (!r.body.is_empty()).then_some(r.content_type);
-    Ok(respond(r.status, content_type, r.body.into_bytes(), &headers)?)
+    Ok(Plain::rendered(r, headers.to_vec()).response()?)
 }
 
 /// The whole body of an answer, as bytes.

@@ -89,7 +89,7 @@ enum Step {
 
 impl Step {
     fn refusal(error: &ApiError) -> Step {
-        Step::Answer(http::Plain::rendered(handoff_api::wire::refusal(error), handoff_api::wire::refusal_headers(error.code)))
+        Step::Answer(http::Plain::refusal(error))
     }
 
     fn json(status: u16, body: &impl Serialize) -> Step {
