@@ -6,6 +6,7 @@ use crate::error::ApiError;
 use handoff_core::index::Row;
 use handoff_core::json::parse_json;
 use handoff_core::notice::Notice;
+use handoff_core::owner;
 use handoff_core::question::Choice;
 use handoff_core::text::clip;
 use handoff_core::time::Timestamp;
@@ -91,6 +92,23 @@ pub struct Webhook {
     pub created_at: Timestamp,
 }
 
+impl Webhook {
+    /// A stored webhook as listed.
+    pub fn of(entry: &owner::Entry) -> Webhook {
+        let url = match &entry.address {
+            owner::Address::Webhook { url, .. } => url.clone(),
+            owner::Address::Push { .. } => String::new(),
+        };
+        Webhook { id: entry.id.clone(), url, events: event_names(&entry.events), created_at: Timestamp::from_ms(entry.created_at) }
+    }
+
+    /// The index's receiver of this webhook and its `secret`.
+    pub fn entry(self, secret: String) -> owner::Entry {
+        let events = self.events.iter().filter_map(|e| Notice::parse(e)).collect();
+        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
+    }
+}
+
 /// `POST /v1/webhooks` → 201: the webhook and its secret, shown only here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookCreated {
@@ -104,47 +122,7 @@ pub struct Webhooks {
     pub webhooks: Vec<Webhook>,
 }
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryState {
-    Pending,
-    Delivered,
-    Failed,
-}
-
-impl DeliveryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Pending => "pending",
-            DeliveryState::Delivered => "delivered",
-            DeliveryState::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<DeliveryState> {
-        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed].into_iter().find(|s| s.as_str() == text)
-    }
-}
-
-/// One delivery of one event to one webhook, and its attempts so far.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Delivery {
-    /// The message id (`webhook-id`), the same on every attempt.
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub handoff: String,
-    pub version: u64,
-    pub state: DeliveryState,
-    pub attempts: u32,
-    /// The receiver's status on the last attempt; `null` before the first, or when none came
-    /// within the timeout.
-    pub last_status: Option<u16>,
-    pub last_attempt_at: Option<Timestamp>,
-    /// When a pending delivery is tried next; `null` once it is delivered or failed.
-    pub next_attempt_at: Option<Timestamp>,
-}
+pub use handoff_core::owner::receiver::{Delivery, DeliveryState};
 
 /// `GET /v1/webhooks/{id}/deliveries`: the newest first, and how many pending deliveries the
 /// owner's cap dropped before they were sent.
@@ -270,8 +248,22 @@ pub struct StoredSubscription {
 }
 
 impl StoredSubscription {
-    pub fn listed(&self) -> PushSubscription {
-        PushSubscription { id: self.id.clone(), origin: self.origin.clone(), events: self.events.clone(), created_at: self.created_at, dropped: 0 }
+    /// The index's receiver of this subscription.
+    pub fn entry(self) -> owner::Entry {
+        let events = self.events.iter().filter_map(|e| Notice::parse(e)).collect();
+        let address = owner::Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console };
+        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
+    }
+}
+
+impl PushSubscription {
+    /// A stored subscription as listed: its origin, never its endpoint or keys.
+    pub fn of(entry: &owner::Entry) -> PushSubscription {
+        let origin = match &entry.address {
+            owner::Address::Push { origin, .. } => origin.clone(),
+            owner::Address::Webhook { .. } => String::new(),
+        };
+        PushSubscription { id: entry.id.clone(), origin, events: event_names(&entry.events), created_at: Timestamp::from_ms(entry.created_at), dropped: entry.dropped }
     }
 }
 

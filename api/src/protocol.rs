@@ -4,6 +4,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use handoff_core::owner;
 
 /// The version of the asks below. Raise it with any change an older build would misread.
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
@@ -134,6 +135,30 @@ pub enum IndexAsk {
     Open { row: handoff_core::index::Row },
     /// The hand-off `id` was erased: its row goes.
     Drop { id: String },
+}
+
+impl IndexAsk {
+    /// The owner index's ask in the core's words (`handoff_core::owner::Index::handle`).
+    pub fn into_owner(self) -> owner::Ask {
+        use owner::receiver::Receiver;
+        match self {
+            IndexAsk::Put { row, passed } => owner::Ask::Put { row, passed },
+            IndexAsk::List { query, if_none_match } => owner::Ask::List { query, if_none_match },
+            IndexAsk::RefuseDeliveries { on } => owner::Ask::Refuse { on },
+            IndexAsk::TestStorage => owner::Ask::Storage,
+            IndexAsk::TestPutUnreadable { id } => owner::Ask::PutUnreadable { id },
+            IndexAsk::WebhookAdd { webhook, secret } => owner::Ask::AddReceiver(webhook.entry(secret)),
+            IndexAsk::WebhookList => owner::Ask::Receivers(Receiver::Webhook),
+            IndexAsk::WebhookDelete { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Webhook, id },
+            IndexAsk::WebhookDeliveries { id } => owner::Ask::Deliveries { id },
+            IndexAsk::TestHoldWebhooks { on } => owner::Ask::Hold { on },
+            IndexAsk::PushSubscribe { subscription } => owner::Ask::AddReceiver(subscription.entry()),
+            IndexAsk::PushSubscriptions => owner::Ask::Receivers(Receiver::Push),
+            IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
+            IndexAsk::Open { row } => owner::Ask::Open { row },
+            IndexAsk::Drop { id } => owner::Ask::Drop { id },
+        }
+    }
 }
 
 #[cfg(test)]

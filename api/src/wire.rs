@@ -4,8 +4,9 @@
 use crate::error::status;
 use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
 use handoff_core::error::{Code, Refusal};
-use crate::notifications::{Deliveries, PushSubscriptions, SubscriptionCreated, WebhookCreated, Webhooks};
-use handoff_core::index::{Admission, Page, TooManyOpen};
+use crate::notifications::{Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks};
+use handoff_core::owner::{self, receiver::Receiver};
+use handoff_core::index::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
 use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
@@ -136,28 +137,6 @@ fn document_of(answer: &Answer<'_>) -> Option<Document> {
     }
 }
 
-/// What the owner's index answers an ask with; [`index`] renders each with its status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexAnswer<'a> {
-    /// A delivered row taken (stored, or older than the one held), or a row dropped: `{"ok": true}`.
-    Done,
-    /// A page of the list, answered against the client's `If-None-Match` (`conditional`).
-    Page { page: &'a Page, if_none_match: Option<&'a str> },
-    /// Whether a new hand-off's first row was admitted against the open cap.
-    Admission(&'a Admission),
-    WebhookCreated(&'a WebhookCreated),
-    Webhooks(&'a Webhooks),
-    WebhookDeliveries(&'a Deliveries),
-    SubscriptionCreated(&'a SubscriptionCreated),
-    Subscriptions(&'a PushSubscriptions),
-    /// A webhook or a subscription deleted: 204, no body.
-    Removed,
-    /// The test hooks' switches, and the object's database size.
-    Refusing(bool),
-    Holding(bool),
-    StorageBytes(usize),
-}
-
 #[derive(Serialize)]
 struct Refusing {
     refusing: bool,
@@ -170,30 +149,37 @@ struct Holding {
 
 #[derive(Serialize)]
 struct Bytes {
-    bytes: usize,
+    bytes: u64,
 }
 
 /// The owner index's answer: 201 for what it created, 204 for what it removed, 200 for the
-/// rest, and a page with its `ETag` and `Cache-Control`, 304 with no body when the client
-/// holds it already.
-pub fn index(answer: IndexAnswer<'_>) -> (Rendered, Vec<(&'static str, String)>) {
+/// rest, a refusal with its code's status, and a page with its `ETag` and `Cache-Control`,
+/// 304 with no body when the client holds it already. A receiver is shown by its view: a
+/// webhook never with its secret but when it is created, a subscription by its origin alone.
+pub fn index(answer: &owner::Answer) -> (Rendered, Vec<(&'static str, String)>) {
     let rendered = match answer {
-        IndexAnswer::Page { page, if_none_match } => {
-            let answer = crate::conditional::answer(json(200, page).body.into_bytes(), if_none_match);
+        owner::Answer::Page { page, if_none_match } => {
+            let answer = crate::conditional::answer(json(200, page).body.into_bytes(), if_none_match.as_deref());
             let body = String::from_utf8(answer.body).unwrap_or_default();
             return (Rendered { status: answer.status, content_type: JSON, body, replayed: false }, answer.headers.to_vec());
         }
-        IndexAnswer::Done => json(200, &Ok_ { ok: true }),
-        IndexAnswer::Admission(admission) => json(200, admission),
-        IndexAnswer::WebhookCreated(created) => json(201, created),
-        IndexAnswer::Webhooks(webhooks) => json(200, webhooks),
-        IndexAnswer::WebhookDeliveries(deliveries) => json(200, deliveries),
-        IndexAnswer::SubscriptionCreated(created) => json(201, created),
-        IndexAnswer::Subscriptions(subscriptions) => json(200, subscriptions),
-        IndexAnswer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
-        IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing }),
-        IndexAnswer::Holding(holding) => json(200, &Holding { holding }),
-        IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes }),
+        owner::Answer::Refused(r) => return (refusal(r), refusal_headers(r.code)),
+        owner::Answer::Unavailable(_) => return (refusal(&Refusal::unavailable()), Vec::new()),
+        owner::Answer::Done => json(200, &Ok_ { ok: true }),
+        owner::Answer::Admission(admission) => json(200, admission),
+        owner::Answer::Created(entry) => match &entry.address {
+            owner::Address::Webhook { secret, .. } => json(201, &WebhookCreated { webhook: Webhook::of(entry), secret: secret.clone() }),
+            owner::Address::Push { .. } => json(201, &SubscriptionCreated { subscription: PushSubscription::of(entry) }),
+        },
+        owner::Answer::Receivers { of: Receiver::Webhook, entries } => json(200, &Webhooks { webhooks: entries.iter().map(Webhook::of).collect() }),
+        owner::Answer::Receivers { of: Receiver::Push, entries } => {
+            json(200, &PushSubscriptions { subscriptions: entries.iter().map(PushSubscription::of).collect() })
+        }
+        owner::Answer::Deliveries { deliveries, dropped } => json(200, &Deliveries { deliveries: deliveries.clone(), dropped: *dropped }),
+        owner::Answer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+        owner::Answer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
+        owner::Answer::Holding(holding) => json(200, &Holding { holding: *holding }),
+        owner::Answer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
     };
     (rendered, Vec::new())
 }
@@ -247,6 +233,7 @@ impl Wire for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handoff_core::index::{Admission, Page};
     use handoff_core::handoff::{self as core_handoff, apply, Change};
     use handoff_core::package::PackageRequest;
     use handoff_core::role::Role;
@@ -273,45 +260,47 @@ mod tests {
     }
 
     #[test]
-    fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_and_200_for_the_rest() {
-        let created = crate::notifications::SubscriptionCreated {
-            subscription: crate::notifications::PushSubscription {
-                id: "ps_1".into(),
-                origin: "https://push.example".into(),
-                events: vec![],
-                created_at: handoff_core::time::Timestamp::from_ms(0),
-                dropped: 0,
-            },
-        };
+    fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_a_refusal_its_status_and_200_for_the_rest() {
+        let address = owner::Address::Push { endpoint: "https://push.example/x".into(), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "c".into() };
+        let entry = owner::Entry { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
+        let hook = owner::Entry { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
         let page = Page { handoffs: vec![], cursor: None };
-        let listed = crate::notifications::PushSubscriptions { subscriptions: vec![] };
+        let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3}"#;
+        let listed_hook = r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;
+        let unavailable = refusal(&Refusal::unavailable()).body;
         for (answer, status, body) in [
-            (IndexAnswer::Done, 200, r#"{"ok":true}"#.to_string()),
-            (IndexAnswer::Page { page: &page, if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
-            (IndexAnswer::Page { page: &page, if_none_match: Some("\"other\"") }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
-            (IndexAnswer::Admission(&Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
-            (IndexAnswer::SubscriptionCreated(&created), 201, serde_json::to_string(&created).unwrap()),
-            (IndexAnswer::Subscriptions(&listed), 200, r#"{"subscriptions":[]}"#.to_string()),
-            (IndexAnswer::Removed, 204, String::new()),
-            (IndexAnswer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
-            (IndexAnswer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
-            (IndexAnswer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
+            (owner::Answer::Done, 200, r#"{"ok":true}"#.to_string()),
+            (owner::Answer::Page { page: page.clone(), if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (owner::Answer::Page { page: page.clone(), if_none_match: Some("\"other\"".into()) }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (owner::Answer::Admission(Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
+            (owner::Answer::Created(entry.clone()), 201, format!(r#"{{"subscription":{}}}"#, listed_push.replace(r#""dropped":3"#, r#""dropped":3"#))),
+            (owner::Answer::Created(hook.clone()), 201, format!(r#"{{"webhook":{listed_hook},"secret":"whsec_x"}}"#)),
+            (owner::Answer::Receivers { of: Receiver::Push, entries: vec![entry.clone()] }, 200, format!(r#"{{"subscriptions":[{listed_push}]}}"#)),
+            (owner::Answer::Receivers { of: Receiver::Webhook, entries: vec![hook.clone()] }, 200, format!(r#"{{"webhooks":[{listed_hook}]}}"#)),
+            (owner::Answer::Deliveries { deliveries: vec![], dropped: 2 }, 200, r#"{"deliveries":[],"dropped":2}"#.to_string()),
+            (owner::Answer::Removed, 204, String::new()),
+            (owner::Answer::Refused(Refusal::new(Code::WebhookNotFound, "no such webhook")), 404, r#"{"error":{"code":"webhook.not_found","message":"no such webhook"}}"#.to_string()),
+            (owner::Answer::Unavailable("a row: eof".into()), 503, unavailable),
+            (owner::Answer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
+            (owner::Answer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
+            (owner::Answer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
         ] {
-            let (r, headers) = index(answer);
+            let (r, headers) = index(&answer);
             assert_eq!((r.status, r.body.as_str()), (status, body.as_str()), "{answer:?}");
-            let paged = matches!(answer, IndexAnswer::Page { .. });
+            let paged = matches!(answer, owner::Answer::Page { .. });
             assert_eq!(headers.iter().any(|(name, _)| *name == "ETag"), paged, "{answer:?}");
+            assert!(!r.body.contains("a row: eof"), "the cause of a 503 is the log's, not the client's");
         }
     }
 
     #[test]
     fn a_page_the_client_holds_is_304_with_no_body_and_its_etag_and_every_page_asks_caches_to_check() {
         let page = Page { handoffs: vec![], cursor: None };
-        let (fresh, headers) = index(IndexAnswer::Page { page: &page, if_none_match: None });
+        let (fresh, headers) = index(&owner::Answer::Page { page: page.clone(), if_none_match: None });
         let tag = headers.iter().find(|(name, _)| *name == "ETag").map(|(_, v)| v.clone()).unwrap();
         assert_eq!(tag, crate::conditional::etag(fresh.body.as_bytes()));
         assert!(headers.contains(&("Cache-Control", "private, no-cache".to_string())), "{headers:?}");
-        let (held, again) = index(IndexAnswer::Page { page: &page, if_none_match: Some(&tag) });
+        let (held, again) = index(&owner::Answer::Page { page, if_none_match: Some(tag.clone()) });
         assert_eq!((held.status, held.body.as_str()), (304, ""));
         assert_eq!(again, headers);
     }

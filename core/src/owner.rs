@@ -1,7 +1,737 @@
-//! The owner's index: one owner's list and the notifications it owes, as pure rules. The
-//! `OwnerIndex` Durable Object (`src/owner_index/`) stores what these decide and sends what
-//! they say is due.
+//! The owner's index as a value that performs no I/O, in the session's shape: one owner's list
+//! and the notifications it owes. The `OwnerIndex` Durable Object (`src/owner_index.rs`) drives
+//! it as the hand-off object drives its [`Session`](crate::session::Session):
+//! 1. it asks [`Index::next_read`] what to read for the ask, reads it from SQLite into the
+//!    ask's [`Feed`], until nothing more is needed;
+//! 2. it calls [`Index::handle`] with the time, which answers a [`Plan`]: the answer, the typed
+//!    writes to run in one transaction, the alarm, and the deliveries to start;
+//! 3. it writes, sets the alarm, starts each delivery, and hands each attempt's outcome back as
+//!    [`Ask::Sent`] ([`Index::on_sent`]); the alarm is [`Ask::Alarm`] ([`Index::poll_send`]).
+//!
+//! Every rule of the index is decided here or in the modules below: newest-wins and the
+//! notices owed ([`list::put`]), the open cap and retention, paging, one cap over every
+//! receiver's pending deliveries (which go, and on whom each drop is counted), the lease and
+//! what an answer leads to ([`receiver`]), what one alarm sends ([`sending::round`]) and the
+//! trim of finished deliveries. The object's store only turns reads and writes into SQL.
+//!
+//! Invariants (property-tested in `owner/tests.rs`):
+//! - a refusal writes nothing;
+//! - a row is stored only when newer than the one held, and each notice is owed once;
+//! - the pending deliveries never exceed the owner's cap, and every one dropped is counted on
+//!   its receiver;
+//! - a receiver keeps at most [`Receiver::kept_finished`] finished deliveries.
 
 pub mod list;
-pub mod sending;
 pub mod receiver;
+pub mod sending;
+
+use crate::error::{Code, Refusal};
+use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
+use crate::notice::{self, Notice};
+use crate::retention::Retention;
+use crate::time::EpochMs;
+use crate::turn::State;
+use receiver::{DeliveryState, Lease, Next, Receiver, Subscriber};
+use sending::Pending;
+
+/// How long a test that holds deliveries has the alarm wait before it looks again.
+pub const HELD_ALARM_MS: i64 = 1_000;
+
+// ---------------------------------------------------------------------------------------
+// What comes in
+// ---------------------------------------------------------------------------------------
+
+/// What bounds one owner's index, read from the environment once per object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// At most this many open rows (`OPEN_HANDOFFS_PER_OWNER_MAX` unless a test lowers it).
+    pub open_cap: usize,
+    /// Closed rows are kept only within retention of their close.
+    pub retention: Retention,
+    /// At most this many pending deliveries over all receivers of both kinds.
+    pub pending_max: usize,
+    /// Whether Web Push is configured: without it no push message is owed or kept.
+    pub push: bool,
+}
+
+/// Where a receiver is reached: a webhook's URL and signing secret, or a push subscription's
+/// endpoint and keys (and the console its messages link to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    Webhook { url: String, secret: String },
+    Push { endpoint: String, origin: String, p256dh: String, auth: String, console: String },
+}
+
+impl Address {
+    pub fn receiver(&self) -> Receiver {
+        match self {
+            Address::Webhook { .. } => Receiver::Webhook,
+            Address::Push { .. } => Receiver::Push,
+        }
+    }
+
+    /// The console a push message links to (empty for a webhook).
+    fn console(&self) -> &str {
+        match self {
+            Address::Push { console, .. } => console,
+            Address::Webhook { .. } => "",
+        }
+    }
+}
+
+/// One receiver as stored: the events it is sent, and how many of its pending deliveries the
+/// owner's cap dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: String,
+    pub events: Vec<Notice>,
+    pub created_at: EpochMs,
+    pub dropped: u64,
+    pub address: Address,
+}
+
+impl Entry {
+    pub fn receiver(&self) -> Receiver {
+        self.address.receiver()
+    }
+}
+
+/// The outcome of one attempt, as the driver hands it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub seq: i64,
+    pub receiver: Receiver,
+    pub to: String,
+    pub created_at: EpochMs,
+    /// The attempt's number, from its lease.
+    pub attempts: u32,
+    /// The receiver's status; `None` when none came in time, or the attempt could not be made.
+    pub status: Option<u16>,
+}
+
+/// What the index is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ask {
+    /// A hand-off's row, and the older rows it passed (notices are owed along the chain).
+    Put { row: Row, passed: Vec<Row> },
+    /// A new hand-off's first row, admitted against the open cap.
+    Open { row: Row },
+    /// The hand-off was erased: its row goes.
+    Drop { id: String },
+    List { query: ListQuery, if_none_match: Option<String> },
+    /// A new receiver, within its kind's cap.
+    AddReceiver(Entry),
+    /// The receivers of one kind.
+    Receivers(Receiver),
+    /// A receiver and every delivery to it.
+    RemoveReceiver { receiver: Receiver, id: String },
+    /// A webhook's newest deliveries.
+    Deliveries { id: String },
+    /// The alarm: what is due is sent ([`Index::poll_send`]).
+    Alarm,
+    /// An attempt ended ([`Index::on_sent`]).
+    Sent(Outcome),
+    /// Test hooks: refuse rows while on; store deliveries without sending them while on; the
+    /// database's size; a row no build can read.
+    Refuse { on: bool },
+    Hold { on: bool },
+    Storage,
+    PutUnreadable { id: String },
+}
+
+// ---------------------------------------------------------------------------------------
+// What the object reads for the index
+// ---------------------------------------------------------------------------------------
+
+/// Which of the index's tables exist (an owner with no hand-off and no receiver has none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub list: bool,
+    pub receivers: bool,
+}
+
+/// One read the index needs before it can decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// Which tables exist ([`Feed::tables`]).
+    Tables,
+    /// The row held under `id`: its version and its text ([`Feed::held`]).
+    Held { id: String },
+    /// Every receiver of these kinds, oldest first ([`Feed::receivers`]).
+    Receivers { of: Vec<Receiver> },
+    /// How many deliveries are pending ([`Feed::pending_count`]).
+    PendingCount,
+    /// The `limit` oldest pending deliveries ([`Feed::oldest`]).
+    OldestPending { limit: usize },
+    /// How many open rows there are besides `except` ([`Feed::open`]).
+    OpenCount { except: String },
+    /// Up to `limit` rows' texts in newest-first order (`updated_at`, then `id`, descending),
+    /// of `state` where given, strictly after `after` where given ([`Feed::rows`]).
+    Rows { state: Option<State>, after: Option<Cursor>, limit: usize },
+    /// Up to `limit` deliveries to webhook `id`, newest first ([`Feed::deliveries`]).
+    Deliveries { id: String, limit: usize },
+    /// Every pending delivery, oldest first, at most `limit` ([`Feed::pending`]).
+    Pending { limit: usize },
+    /// The `limit` newest finished deliveries' `seq`s to receiver `to`, newest first
+    /// ([`Feed::finished`]).
+    Finished { to: String, limit: usize },
+    /// The database's size ([`Feed::storage_bytes`]).
+    StorageBytes,
+}
+
+/// The row held for a hand-off as stored: its version column and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRow {
+    pub version: u64,
+    pub text: String,
+}
+
+/// A pending delivery as the index reads it (`receiver`: `None` for a kind this build does
+/// not know).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub seq: i64,
+    pub receiver: Option<Receiver>,
+    pub to: String,
+    pub handoff: String,
+    pub created_at: EpochMs,
+    pub attempts: u32,
+    /// `None`: a row not scheduled (it is never sent).
+    pub next_attempt_at: Option<EpochMs>,
+}
+
+/// A pending delivery's place: enough to drop it and count the drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub seq: i64,
+    pub receiver: Receiver,
+    pub to: String,
+}
+
+/// The reads of one ask, as the object made them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Feed {
+    pub tables: Option<Tables>,
+    /// `Some` once read: the row held, if any.
+    pub held: Option<Option<HeldRow>>,
+    pub receivers: Option<Vec<Entry>>,
+    pub pending_count: Option<usize>,
+    pub oldest: Option<Vec<Place>>,
+    pub open: Option<u64>,
+    pub rows: Option<Vec<String>>,
+    pub deliveries: Option<Vec<receiver::Delivery>>,
+    pub pending: Option<Vec<Waiting>>,
+    /// Per receiver read: its newest finished deliveries' `seq`s.
+    pub finished: Vec<(String, Vec<i64>)>,
+    pub storage_bytes: Option<u64>,
+}
+
+impl Feed {
+    fn finished_of(&self, to: &str) -> Option<&[i64]> {
+        self.finished.iter().find(|(id, _)| id == to).map(|(_, seqs)| seqs.as_slice())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What goes out
+// ---------------------------------------------------------------------------------------
+
+/// One write of a plan; the object's store turns each into its SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// The list's table, before its first row.
+    ListSchema,
+    /// The receivers' and the deliveries' tables, before the first receiver.
+    ReceiverSchema,
+    /// `row` under its id, in place of any row held.
+    StoreRow(Row),
+    /// Test hook: a row under `id` that no build can read, newest of all.
+    StoreUnreadable { id: String },
+    DeleteRow { id: String },
+    /// Deletes the closed rows last changed before `before` (past retention).
+    DropClosedBefore { before: EpochMs },
+    AddReceiver(Entry),
+    /// Deletes the receiver and every delivery to it.
+    RemoveReceiver { receiver: Receiver, id: String },
+    /// A pending delivery of `notice` for `row` to receiver `to`, due at once; `key` makes its
+    /// message id, the same for a row delivered twice (the second is ignored); `console` is
+    /// where a push message links to.
+    Owe { receiver: Receiver, to: String, row: Row, notice: Notice, key: [u8; 16], at: EpochMs, console: String },
+    /// Deletes these pending deliveries.
+    DropPending { seqs: Vec<i64> },
+    /// Raises receiver `id`'s count of deliveries dropped by `n`.
+    CountDropped { receiver: Receiver, id: String, n: u64 },
+    /// An attempt starts at `at`: its number, and when it is tried again if it never ends.
+    Lease { seq: i64, lease: Lease, at: EpochMs },
+    /// The attempt was not taken: its status, and when it is tried again.
+    Retry { seq: i64, status: Option<u16>, at: EpochMs },
+    /// The delivery finished: delivered or failed.
+    Finish { seq: i64, state: DeliveryState, status: Option<u16> },
+    /// Deletes receiver `to`'s finished deliveries up to `seq` `through`.
+    TrimFinished { to: String, through: i64 },
+}
+
+/// What the index answers; the api's wire renders it (`handoff_api::wire::index`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A row taken (stored, or older than the one held), a row dropped, an alarm or an
+    /// outcome handled.
+    Done,
+    Page { page: Page, if_none_match: Option<String> },
+    Admission(Admission),
+    Created(Entry),
+    Receivers { of: Receiver, entries: Vec<Entry> },
+    Deliveries { deliveries: Vec<receiver::Delivery>, dropped: u64 },
+    /// A receiver removed.
+    Removed,
+    Refused(Refusal),
+    /// What is stored cannot be read: the one 503, its cause for the log.
+    Unavailable(String),
+    Refusing(bool),
+    Holding(bool),
+    StorageBytes(u64),
+}
+
+/// Everything one ask causes, decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub answer: Answer,
+    /// Run in order in one transaction: all of them or none.
+    pub writes: Vec<Write>,
+    /// After the commit: the alarm (at once, when deliveries were owed or an attempt ended).
+    pub alarm_at: Option<EpochMs>,
+    /// After the commit: start these deliveries (by `seq`), each on its own, under its lease.
+    pub send: Vec<(i64, Lease)>,
+    /// For the log: what the plan ended or dropped that nobody is answered about.
+    pub log: Vec<String>,
+}
+
+impl Plan {
+    fn answer(answer: Answer) -> Plan {
+        Plan { answer, writes: Vec::new(), alarm_at: None, send: Vec::new(), log: Vec::new() }
+    }
+
+    fn refused(code: Code, message: &str) -> Plan {
+        Plan::answer(Answer::Refused(Refusal::new(code, message)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The index
+// ---------------------------------------------------------------------------------------
+
+/// One owner's index: its bounds, which of its tables exist, and the test hooks' switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    bounds: Bounds,
+    /// Known once read, and kept as the plans write them (forgotten on a failed commit).
+    tables: Option<Tables>,
+    refusing: bool,
+    holding: bool,
+}
+
+fn not_found(receiver: Receiver) -> Plan {
+    match receiver {
+        Receiver::Webhook => Plan::refused(Code::WebhookNotFound, "no such webhook"),
+        Receiver::Push => Plan::refused(Code::SubscriptionNotFound, "no such push subscription"),
+    }
+}
+
+impl Index {
+    pub fn new(bounds: Bounds) -> Index {
+        Index { bounds, tables: None, refusing: false, holding: false }
+    }
+
+    /// A commit failed: what the index believed of its tables may be wrong.
+    pub fn failed(&mut self) {
+        self.tables = None;
+    }
+
+    /// The kinds of receiver notices go to: push only where it is configured.
+    fn notified(&self) -> Vec<Receiver> {
+        Receiver::ALL.into_iter().filter(|r| *r == Receiver::Webhook || self.bounds.push).collect()
+    }
+
+    /// The next read `ask` needs at `now`, given what `feed` holds; `None` once
+    /// [`Index::handle`] can decide.
+    pub fn next_read(&self, ask: &Ask, feed: &Feed, now: EpochMs) -> Option<Read> {
+        match ask {
+            Ask::Refuse { .. } | Ask::Hold { .. } => return None,
+            Ask::Storage => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
+            _ => {}
+        }
+        let Some(tables) = self.tables.or(feed.tables) else {
+            return Some(Read::Tables);
+        };
+        match ask {
+            Ask::Put { row, passed } if !self.refusing => {
+                if tables.list && feed.held.is_none() {
+                    return Some(Read::Held { id: row.id.clone() });
+                }
+                let readable = readable_held(tables, feed);
+                let put = list::put(held(feed, readable.as_ref()), passed, row, tables.receivers);
+                if put.notices.is_empty() {
+                    return None;
+                }
+                let Some(receivers) = &feed.receivers else {
+                    return Some(Read::Receivers { of: self.notified() });
+                };
+                self.cap_read(receiver::owed(&put.notices, &subscribers(receivers)).len(), feed)
+            }
+            Ask::Open { row } if tables.list && feed.open.is_none() => Some(Read::OpenCount { except: row.id.clone() }),
+            Ask::List { query, .. } if tables.list && feed.rows.is_none() => {
+                Some(Read::Rows { state: query.state, after: query.cursor.clone(), limit: query.limit as usize + 1 })
+            }
+            Ask::AddReceiver(_) | Ask::Receivers(_) | Ask::RemoveReceiver { .. } | Ask::Deliveries { .. }
+                if tables.receivers && feed.receivers.is_none() =>
+            {
+                let of = match ask {
+                    Ask::AddReceiver(entry) => entry.receiver(),
+                    Ask::Receivers(of) => *of,
+                    Ask::RemoveReceiver { receiver, .. } => *receiver,
+                    _ => Receiver::Webhook,
+                };
+                Some(Read::Receivers { of: vec![of] })
+            }
+            Ask::Deliveries { id } if tables.receivers && feed.deliveries.is_none() => {
+                let held = feed.receivers.iter().flatten().any(|e| e.id == *id);
+                held.then(|| Read::Deliveries { id: id.clone(), limit: Receiver::Webhook.kept_finished() })
+            }
+            Ask::Alarm if tables.receivers && !self.holding => {
+                let Some(pending) = &feed.pending else {
+                    return Some(Read::Pending { limit: self.bounds.pending_max });
+                };
+                let (round, _) = self.round(pending, now);
+                let mut expired = pending.iter().filter(|w| round.expire.contains(&w.seq));
+                expired.find_map(|w| Some((w.receiver?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
+            }
+            Ask::Sent(o) if tables.receivers => {
+                let finishes = matches!(o.receiver.after_attempt(o.created_at, o.attempts, o.status, now), Next::Delivered | Next::Failed);
+                (finishes && feed.finished_of(&o.to).is_none()).then(|| finished_read((o.receiver, &o.to)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The reads the owner's cap needs once `owed` deliveries are to be written.
+    fn cap_read(&self, owed: usize, feed: &Feed) -> Option<Read> {
+        if owed == 0 {
+            return None;
+        }
+        let Some(pending) = feed.pending_count else {
+            return Some(Read::PendingCount);
+        };
+        let from_stored = receiver::over_cap(pending + owed, self.bounds.pending_max).min(pending);
+        (from_stored > 0 && feed.oldest.is_none()).then_some(Read::OldestPending { limit: from_stored })
+    }
+
+    /// Decides what `ask` does, with every read [`Index::next_read`] asked for in `feed`.
+    pub fn handle(&mut self, ask: Ask, feed: Feed, now: EpochMs) -> Plan {
+        let known = self.tables.or(feed.tables);
+        let tables = known.unwrap_or_default();
+        let plan = match ask {
+            Ask::Put { row, passed } => self.put(tables, row, passed, &feed, now),
+            Ask::Open { row } => self.open(tables, row, &feed, now),
+            Ask::Drop { id } => {
+                let mut plan = Plan::answer(Answer::Done);
+                if tables.list {
+                    plan.writes.push(Write::DeleteRow { id });
+                }
+                plan
+            }
+            Ask::List { query, if_none_match } => list_page(&query, if_none_match, feed.rows.unwrap_or_default()),
+            Ask::AddReceiver(entry) => add_receiver(tables, entry, feed.receivers.unwrap_or_default()),
+            Ask::Receivers(of) => {
+                let entries = feed.receivers.unwrap_or_default().into_iter().filter(|e| e.receiver() == of).collect();
+                Plan::answer(Answer::Receivers { of, entries })
+            }
+            Ask::RemoveReceiver { receiver, id } => {
+                if !feed.receivers.unwrap_or_default().iter().any(|e| e.id == id && e.receiver() == receiver) {
+                    return not_found(receiver);
+                }
+                Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) }
+            }
+            Ask::Deliveries { id } => {
+                let receivers = feed.receivers.unwrap_or_default();
+                let Some(entry) = receivers.iter().find(|e| e.id == id && e.receiver() == Receiver::Webhook) else {
+                    return not_found(Receiver::Webhook);
+                };
+                Plan::answer(Answer::Deliveries { deliveries: feed.deliveries.unwrap_or_default(), dropped: entry.dropped })
+            }
+            Ask::Alarm => self.poll_send(tables, &feed, now),
+            Ask::Sent(outcome) => self.on_sent(tables, outcome, &feed, now),
+            Ask::Refuse { on } => {
+                self.refusing = on;
+                Plan::answer(Answer::Refusing(on))
+            }
+            Ask::Hold { on } => {
+                self.holding = on;
+                Plan::answer(Answer::Holding(on))
+            }
+            Ask::Storage => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
+            Ask::PutUnreadable { id } => {
+                let mut plan = Plan::answer(Answer::Done);
+                if !tables.list {
+                    plan.writes.push(Write::ListSchema);
+                }
+                plan.writes.push(Write::StoreUnreadable { id });
+                plan
+            }
+        };
+        if known.is_some() {
+            self.tables = Some(tables_after(tables, &plan.writes));
+        }
+        plan
+    }
+
+    /// A delivered row: stored when newer than the one held, with the deliveries its notices
+    /// owe the owner's receivers, within the owner's one cap, in one transaction.
+    fn put(&self, tables: Tables, row: Row, passed: Vec<Row>, feed: &Feed, now: EpochMs) -> Plan {
+        if self.refusing {
+            return Plan::refused(Code::StoreUnavailable, "deliveries are refused (test hook)");
+        }
+        let readable = readable_held(tables, feed);
+        let put = list::put(held(feed, readable.as_ref()), &passed, &row, tables.receivers);
+        if !put.store {
+            return Plan::answer(Answer::Done);
+        }
+        let mut plan = Plan::answer(Answer::Done);
+        if !tables.list {
+            plan.writes.push(Write::ListSchema);
+        }
+        let receivers = feed.receivers.clone().unwrap_or_default();
+        let owed = receiver::owed(&put.notices, &subscribers(&receivers));
+        let owes = !owed.is_empty();
+        let console = |to: &str| receivers.iter().find(|e| e.id == to).map_or("", |e| e.address.console()).to_string();
+        let owe: Vec<Write> = owed
+            .iter()
+            .map(|o| Write::Owe { receiver: o.receiver, to: o.to.to_string(), row: o.row.clone(), notice: o.notice, key: o.key, at: now, console: console(o.to) })
+            .collect();
+        let (drop, count, owe) = self.cap(feed, owe);
+        plan.writes.push(Write::StoreRow(row.clone()));
+        plan.writes.extend(owe);
+        plan.writes.extend(count);
+        if !drop.is_empty() {
+            plan.writes.push(Write::DropPending { seqs: drop });
+        }
+        if owes {
+            plan.alarm_at = Some(now);
+        }
+        plan
+    }
+
+    /// The owner's one cap over `owe` and what is pending: the oldest go first, stored ones
+    /// before new ones, each drop counted on its receiver. Answers the stored deliveries to
+    /// drop, the counts, and the new deliveries left to write.
+    fn cap(&self, feed: &Feed, owe: Vec<Write>) -> (Vec<i64>, Vec<Write>, Vec<Write>) {
+        let pending = feed.pending_count.unwrap_or(0);
+        // A replay's delivery is ignored as it is written, so this may drop one more than
+        // needed: never one too few.
+        let over = receiver::over_cap(pending + owe.len(), self.bounds.pending_max);
+        let oldest: Vec<&Place> = feed.oldest.iter().flatten().take(over.min(pending)).collect();
+        let unwritten = over.saturating_sub(oldest.len()).min(owe.len());
+        let mut counts: Vec<(Receiver, String, u64)> = Vec::new();
+        let mut count = |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
+            Some((_, _, n)) => *n += 1,
+            None => counts.push((receiver, id.to_string(), 1)),
+        };
+        for p in &oldest {
+            count(p.receiver, &p.to);
+        }
+        for w in &owe[..unwritten] {
+            if let Write::Owe { receiver, to, .. } = w {
+                count(*receiver, to);
+            }
+        }
+        let count = counts.into_iter().map(|(receiver, id, n)| Write::CountDropped { receiver, id, n }).collect();
+        (oldest.iter().map(|p| p.seq).collect(), count, owe.into_iter().skip(unwritten).collect())
+    }
+
+    /// A new hand-off's first row, admitted against the open cap and stored in one step; closed
+    /// rows past retention go first.
+    fn open(&self, tables: Tables, row: Row, feed: &Feed, now: EpochMs) -> Plan {
+        let mut writes = Vec::new();
+        if tables.list {
+            writes.push(Write::DropClosedBefore { before: self.bounds.retention.expired_before(now) });
+        } else {
+            writes.push(Write::ListSchema);
+        }
+        if let Err(crowded) = admit_open(feed.open.unwrap_or(0), self.bounds.open_cap) {
+            // Retention's drop is the index's own housekeeping: it holds whatever the answer.
+            return Plan { writes, ..Plan::answer(Answer::Admission(Admission::No(crowded))) };
+        }
+        writes.push(Write::StoreRow(row));
+        Plan { writes, ..Plan::answer(Answer::Admission(Admission::Yes)) }
+    }
+
+    /// The alarm: what [`sending::round`] says is due, leased and started; a delivery of a
+    /// kind this build does not know ends failed; each receiver's finished deliveries trimmed.
+    pub fn poll_send(&self, tables: Tables, feed: &Feed, now: EpochMs) -> Plan {
+        let mut plan = Plan::answer(Answer::Done);
+        if self.holding {
+            plan.alarm_at = Some(now.saturating_add(HELD_ALARM_MS));
+            return plan;
+        }
+        if !tables.receivers {
+            return plan;
+        }
+        let pending = feed.pending.clone().unwrap_or_default();
+        let (round, unknown) = self.round(&pending, now);
+        for w in pending.iter().filter(|w| unknown.contains(&w.seq)) {
+            plan.log.push(format!("delivery {} to {}: a kind this build does not know; it ends failed", w.seq, w.to));
+            plan.writes.push(Write::Finish { seq: w.seq, state: DeliveryState::Failed, status: None });
+        }
+        if !round.forget.is_empty() {
+            plan.log.push(format!("{} push messages dropped: push is not configured", round.forget.len()));
+            plan.writes.push(Write::DropPending { seqs: round.forget.clone() });
+        }
+        for &seq in &round.expire {
+            plan.log.push(format!("delivery {seq} expired before it was sent"));
+            plan.writes.push(Write::Finish { seq, state: DeliveryState::Failed, status: None });
+        }
+        let expired: Vec<(Receiver, &str, i64)> =
+            pending.iter().filter(|w| round.expire.contains(&w.seq)).filter_map(|w| Some((w.receiver?, w.to.as_str(), w.seq))).collect();
+        let mut trimmed: Vec<&str> = Vec::new();
+        for &(receiver, to, _) in &expired {
+            if trimmed.contains(&to) {
+                continue;
+            }
+            trimmed.push(to);
+            let finished: Vec<i64> = expired.iter().filter(|e| e.1 == to).map(|e| e.2).collect();
+            if let Some(through) = trim_through(receiver.kept_finished(), feed.finished_of(to).unwrap_or(&[]), &finished) {
+                plan.writes.push(Write::TrimFinished { to: to.to_string(), through });
+            }
+        }
+        for (seq, lease) in round.send {
+            plan.writes.push(Write::Lease { seq, lease, at: now });
+            plan.send.push((seq, lease));
+        }
+        plan.alarm_at = round.next_alarm;
+        plan
+    }
+
+    /// The round over `pending`, and the `seq`s of a kind this build does not know.
+    fn round(&self, pending: &[Waiting], now: EpochMs) -> (sending::Round, Vec<i64>) {
+        let unknown = pending.iter().filter(|w| w.receiver.is_none()).map(|w| w.seq).collect();
+        let known: Vec<Pending> = pending
+            .iter()
+            .filter_map(|w| {
+                Some(Pending {
+                    seq: w.seq,
+                    receiver: w.receiver?,
+                    to: &w.to,
+                    handoff: &w.handoff,
+                    created_at: w.created_at,
+                    attempts: w.attempts,
+                    next_attempt_at: w.next_attempt_at?,
+                })
+            })
+            .collect();
+        (sending::round(&known, now, self.bounds.push), unknown)
+    }
+
+    /// An attempt's outcome ([`Receiver::after_attempt`]): finished (and the receiver's
+    /// finished deliveries trimmed to what its kind keeps), retried, or the receiver gone; the
+    /// alarm then runs the next round.
+    pub fn on_sent(&self, tables: Tables, outcome: Outcome, feed: &Feed, now: EpochMs) -> Plan {
+        let mut plan = Plan { alarm_at: Some(now), ..Plan::answer(Answer::Done) };
+        if !tables.receivers {
+            return plan;
+        }
+        let Outcome { seq, receiver, to, created_at, attempts, status } = outcome;
+        let state = match receiver.after_attempt(created_at, attempts, status, now) {
+            Next::Retry { at } => {
+                plan.writes.push(Write::Retry { seq, status, at });
+                return plan;
+            }
+            Next::Gone => {
+                plan.writes.push(Write::RemoveReceiver { receiver, id: to });
+                return plan;
+            }
+            Next::Delivered => DeliveryState::Delivered,
+            Next::Failed => DeliveryState::Failed,
+        };
+        plan.writes.push(Write::Finish { seq, state, status });
+        if let Some(through) = trim_through(receiver.kept_finished(), feed.finished_of(&to).unwrap_or(&[]), &[seq]) {
+            plan.writes.push(Write::TrimFinished { to, through });
+        }
+        plan
+    }
+}
+
+/// Which finished deliveries of one receiver go once `finished` (just now) join `stored` (its
+/// newest finished ones, newest first): all up to the `seq` returned, so that `keep` remain.
+pub fn trim_through(keep: usize, stored: &[i64], finished: &[i64]) -> Option<i64> {
+    let mut all: Vec<i64> = stored.iter().chain(finished).copied().collect();
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    all.dedup();
+    all.get(keep).copied()
+}
+
+/// The read of receiver `to`'s newest finished deliveries: one more than its kind keeps.
+fn finished_read((receiver, to): (Receiver, &String)) -> Read {
+    Read::Finished { to: to.clone(), limit: receiver.kept_finished() + 1 }
+}
+
+/// The row held, parsed only where it can owe a notice (the owner has receivers); one that
+/// cannot be read counts as none: told at least once, never less.
+fn readable_held(tables: Tables, feed: &Feed) -> Option<Row> {
+    let text = &feed.held.as_ref()?.as_ref()?.text;
+    tables.receivers.then(|| serde_json::from_str(text).ok()).flatten()
+}
+
+/// The row held as newest-wins reads it.
+fn held<'a>(feed: &Feed, readable: Option<&'a Row>) -> Option<list::Held<'a>> {
+    feed.held.as_ref()?.as_ref().map(|h| list::Held { version: h.version, row: readable })
+}
+
+/// The subscribers the core's `owed` reads, from the receivers as stored.
+fn subscribers(receivers: &[Entry]) -> Vec<Subscriber<'_>> {
+    receivers.iter().map(|e| Subscriber { receiver: e.receiver(), id: &e.id, events: &e.events }).collect()
+}
+
+/// A page of the list from the rows read (one more than the page when a next page exists); a
+/// row that cannot be read makes the list unavailable rather than shorter.
+fn list_page(query: &ListQuery, if_none_match: Option<String>, texts: Vec<String>) -> Plan {
+    let mut rows = Vec::with_capacity(texts.len());
+    for text in &texts {
+        match serde_json::from_str::<Row>(text) {
+            Ok(row) => rows.push(row),
+            Err(e) => return Plan::answer(Answer::Unavailable(format!("a stored list row is unreadable: {e}"))),
+        }
+    }
+    Plan::answer(Answer::Page { page: Page::of(rows, query), if_none_match })
+}
+
+/// A new receiver, within its kind's cap (the tables written first where the owner has none).
+fn add_receiver(tables: Tables, entry: Entry, receivers: Vec<Entry>) -> Plan {
+    let held = receivers.iter().filter(|e| e.receiver() == entry.receiver()).count();
+    let admitted = match entry.receiver() {
+        Receiver::Webhook => notice::admit_webhook(held),
+        Receiver::Push => notice::admit_subscription(held),
+    };
+    if let Err(refusal) = admitted {
+        return Plan::answer(Answer::Refused(refusal));
+    }
+    let mut writes = Vec::new();
+    if !tables.receivers {
+        writes.push(Write::ReceiverSchema);
+    }
+    writes.push(Write::AddReceiver(entry.clone()));
+    Plan { writes, ..Plan::answer(Answer::Created(entry)) }
+}
+
+/// The tables once `writes` commit.
+fn tables_after(mut tables: Tables, writes: &[Write]) -> Tables {
+    for w in writes {
+        match w {
+            Write::ListSchema => tables.list = true,
+            Write::ReceiverSchema => tables.receivers = true,
+            _ => {}
+        }
+    }
+    tables
+}
+
+#[cfg(test)]
+mod tests;

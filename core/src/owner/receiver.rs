@@ -8,7 +8,8 @@
 use crate::index::Row;
 use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_TIMEOUT_MS};
 use crate::notice::{self, Notice};
-use crate::time::EpochMs;
+use crate::time::{EpochMs, Timestamp};
+use serde::{Deserialize, Serialize};
 
 /// The kind of receiver a delivery goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -163,6 +164,50 @@ pub fn owed<'a>(notices: &[(&'a Row, Notice)], subscribers: &[Subscriber<'a>]) -
 /// `pending_max`, over all the owner's receivers of both kinds.
 pub fn over_cap(pending: usize, pending_max: usize) -> usize {
     pending.saturating_sub(pending_max)
+}
+
+// ---- What a webhook's deliveries list shows (`GET /v1/webhooks/{id}/deliveries`). ----
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DeliveryState> {
+        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// One delivery of one event to one webhook, and its attempts so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The message id (`webhook-id`), the same on every attempt.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub handoff: String,
+    pub version: u64,
+    pub state: DeliveryState,
+    pub attempts: u32,
+    /// The receiver's status on the last attempt; `null` before the first, or when none came
+    /// within the timeout.
+    pub last_status: Option<u16>,
+    pub last_attempt_at: Option<Timestamp>,
+    /// When a pending delivery is tried next; `null` once it is delivered or failed.
+    pub next_attempt_at: Option<Timestamp>,
 }
 
 #[cfg(test)]

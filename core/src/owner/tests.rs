@@ -1,0 +1,611 @@
+use super::*;
+use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_PENDING_PER_OWNER_MAX, WEBHOOK_SENDS_PER_ALARM_MAX};
+use crate::turn::Status;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+const T0: EpochMs = 1_700_000_000_000;
+const MINUTE_MS: i64 = 60_000;
+
+fn bounds(pending_max: usize, push: bool) -> Bounds {
+    Bounds { open_cap: 3, retention: Retention::default(), pending_max, push }
+}
+
+/// A list row of hand-off `id` at `version`, in `status` and `state`, changed at `at`.
+fn row_at(id: &str, version: u64, status: Status, state: State, at: EpochMs) -> Row {
+    serde_json::from_value(serde_json::json!({
+        "id": id, "session": "s", "machine": "m", "size": "large", "turn": 1, "state": state,
+        "status": status, "summary": null, "version": version,
+        "updated_at": crate::time::Timestamp::from_ms(at),
+    }))
+    .expect("a list row")
+}
+
+fn row(id: &str, version: u64, status: Status) -> Row {
+    row_at(id, version, status, State::Open, T0 + version as i64)
+}
+
+fn webhook(id: &str, events: &[Notice], at: EpochMs) -> Entry {
+    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
+}
+
+fn subscription(id: &str, events: &[Notice], at: EpochMs) -> Entry {
+    let address = Address::Push { endpoint: format!("https://push.example/{id}"), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "https://console.example".into() };
+    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
+}
+
+/// One delivery as the in-memory store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    key: [u8; 16],
+    receiver: Receiver,
+    to: String,
+    handoff: String,
+    version: u64,
+    notice: Notice,
+    state: DeliveryState,
+    attempts: u32,
+    created_at: EpochMs,
+    next_attempt_at: Option<EpochMs>,
+    last_status: Option<u16>,
+}
+
+/// What the object's store does with SQL, in memory: it answers the reads and runs the writes
+/// exactly as they are typed, deciding nothing.
+#[derive(Debug, Default)]
+struct Mem {
+    tables: Tables,
+    list: BTreeMap<String, (u64, EpochMs, State, String)>,
+    receivers: Vec<Entry>,
+    deliveries: BTreeMap<i64, Stored>,
+    next_seq: i64,
+}
+
+impl Mem {
+    fn pending(&self) -> impl Iterator<Item = (&i64, &Stored)> {
+        self.deliveries.iter().filter(|(_, d)| d.state == DeliveryState::Pending)
+    }
+
+    fn read(&self, read: &Read, feed: &mut Feed) {
+        match read {
+            Read::Tables => feed.tables = Some(self.tables),
+            Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
+            Read::Receivers { of } => {
+                let mut entries: Vec<Entry> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
+                entries.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                feed.receivers = Some(entries);
+            }
+            Read::PendingCount => feed.pending_count = Some(self.pending().count()),
+            Read::OldestPending { limit } => {
+                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| Place { seq: *seq, receiver: d.receiver, to: d.to.clone() }).collect())
+            }
+            Read::OpenCount { except } => feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64),
+            Read::Rows { state, after, limit } => {
+                let mut rows: Vec<(&String, &(u64, EpochMs, State, String))> = self.list.iter().collect();
+                rows.sort_by(|a, b| (b.1 .1, b.0).cmp(&(a.1 .1, a.0)));
+                let after_cursor = |id: &String, at: EpochMs| after.as_ref().is_none_or(|c| at < c.updated_at || (at == c.updated_at && *id < c.id));
+                feed.rows = Some(
+                    rows.into_iter()
+                        .filter(|(id, r)| state.is_none_or(|s| r.2 == s) && after_cursor(id, r.1))
+                        .take(*limit)
+                        .map(|(_, r)| r.3.clone())
+                        .collect(),
+                );
+            }
+            Read::Deliveries { id, limit } => {
+                let of = self.deliveries.iter().rev().filter(|(_, d)| d.to == *id && d.receiver == Receiver::Webhook).take(*limit);
+                feed.deliveries = Some(
+                    of.map(|(_, d)| receiver::Delivery {
+                        id: hex::encode(d.key),
+                        kind: d.notice.message_type().into(),
+                        handoff: d.handoff.clone(),
+                        version: d.version,
+                        state: d.state,
+                        attempts: d.attempts,
+                        last_status: d.last_status,
+                        last_attempt_at: None,
+                        next_attempt_at: d.next_attempt_at.map(crate::time::Timestamp::from_ms),
+                    })
+                    .collect(),
+                );
+            }
+            Read::Pending { limit } => {
+                feed.pending = Some(
+                    self.pending()
+                        .take(*limit)
+                        .map(|(seq, d)| Waiting {
+                            seq: *seq,
+                            receiver: Some(d.receiver),
+                            to: d.to.clone(),
+                            handoff: d.handoff.clone(),
+                            created_at: d.created_at,
+                            attempts: d.attempts,
+                            next_attempt_at: d.next_attempt_at,
+                        })
+                        .collect(),
+                )
+            }
+            Read::Finished { to, limit } => {
+                let finished = self.deliveries.iter().rev().filter(|(_, d)| d.to == *to && d.state != DeliveryState::Pending).take(*limit);
+                feed.finished.push((to.clone(), finished.map(|(seq, _)| *seq).collect()));
+            }
+            Read::StorageBytes => feed.storage_bytes = Some(4096),
+        }
+    }
+
+    fn write(&mut self, write: &Write) {
+        match write {
+            Write::ListSchema => self.tables.list = true,
+            Write::ReceiverSchema => self.tables.receivers = true,
+            Write::StoreRow(row) => {
+                assert!(self.tables.list, "a row before the list's table");
+                let text = serde_json::to_string(row).expect("a row's JSON");
+                self.list.insert(row.id.clone(), (row.version, row.updated_at.ms(), row.state, text));
+            }
+            Write::StoreUnreadable { id } => {
+                self.list.insert(id.clone(), (u64::MAX, i64::MAX, State::Open, "{\"not\": \"a row\"".into()));
+            }
+            Write::DeleteRow { id } => {
+                self.list.remove(id);
+            }
+            Write::DropClosedBefore { before } => self.list.retain(|_, r| !(r.2 == State::Closed && r.1 < *before)),
+            Write::AddReceiver(entry) => {
+                assert!(self.tables.receivers, "a receiver before its table");
+                self.receivers.push(entry.clone());
+            }
+            Write::RemoveReceiver { receiver, id } => {
+                self.receivers.retain(|e| !(e.receiver() == *receiver && e.id == *id));
+                self.deliveries.retain(|_, d| !(d.receiver == *receiver && d.to == *id));
+            }
+            Write::Owe { receiver, to, row, notice, key, at, .. } => {
+                assert!(self.tables.receivers, "a delivery before its table");
+                if self.deliveries.values().any(|d| d.key == *key) {
+                    return; // INSERT OR IGNORE
+                }
+                self.next_seq += 1;
+                let stored = Stored {
+                    key: *key,
+                    receiver: *receiver,
+                    to: to.clone(),
+                    handoff: row.id.clone(),
+                    version: row.version,
+                    notice: *notice,
+                    state: DeliveryState::Pending,
+                    attempts: 0,
+                    created_at: *at,
+                    next_attempt_at: Some(*at),
+                    last_status: None,
+                };
+                self.deliveries.insert(self.next_seq, stored);
+            }
+            Write::DropPending { seqs } => self.deliveries.retain(|seq, _| !seqs.contains(seq)),
+            Write::CountDropped { receiver, id, n } => {
+                if let Some(e) = self.receivers.iter_mut().find(|e| e.receiver() == *receiver && e.id == *id) {
+                    e.dropped += n;
+                }
+            }
+            Write::Lease { seq, lease, .. } => {
+                if let Some(d) = self.deliveries.get_mut(seq) {
+                    d.attempts = lease.attempts;
+                    d.next_attempt_at = Some(lease.next_attempt_at);
+                }
+            }
+            Write::Retry { seq, status, at } => {
+                if let Some(d) = self.deliveries.get_mut(seq) {
+                    d.last_status = *status;
+                    d.next_attempt_at = Some(*at);
+                }
+            }
+            Write::Finish { seq, state, status } => {
+                if let Some(d) = self.deliveries.get_mut(seq) {
+                    d.state = *state;
+                    d.last_status = *status;
+                    d.next_attempt_at = None;
+                }
+            }
+            Write::TrimFinished { to, through } => self.deliveries.retain(|seq, d| !(d.to == *to && d.state != DeliveryState::Pending && *seq <= *through)),
+        }
+    }
+}
+
+/// The driver's loop: read what the index asks for, hand it over, carry out the plan's writes.
+fn run(index: &mut Index, mem: &mut Mem, ask: Ask, now: EpochMs) -> Plan {
+    let mut feed = Feed::default();
+    let mut reads = 0;
+    while let Some(read) = index.next_read(&ask, &feed, now) {
+        reads += 1;
+        assert!(reads <= 8, "an ask that keeps reading: {read:?}");
+        mem.read(&read, &mut feed);
+    }
+    let plan = index.handle(ask, feed, now);
+    for w in &plan.writes {
+        mem.write(w);
+    }
+    plan
+}
+
+fn owner(pending_max: usize, push: bool) -> (Index, Mem) {
+    (Index::new(bounds(pending_max, push)), Mem::default())
+}
+
+#[test]
+fn a_row_newer_than_the_one_held_is_stored_and_a_late_or_repeated_one_changes_nothing() {
+    let (mut index, mut mem) = owner(10, false);
+    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![] }, T0).answer, Answer::Done);
+    for late in [1, 2] {
+        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![] }, T0);
+        assert_eq!((plan.answer, plan.writes), (Answer::Done, vec![]), "version {late}");
+    }
+    assert_eq!(mem.list["ho_a"].0, 2);
+}
+
+#[test]
+fn a_row_that_enters_a_notice_owes_one_delivery_to_each_receiver_naming_it_and_arms_the_alarm_at_once() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_2", &[Notice::Done], T0 + 1)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 2)), T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0 + 5);
+    assert_eq!(plan.alarm_at, Some(T0 + 5));
+    let owed: Vec<(&str, Notice)> = mem.deliveries.values().map(|d| (d.to.as_str(), d.notice)).collect();
+    assert_eq!(owed, vec![("wh_1", Notice::NeedsYou), ("ps_1", Notice::NeedsYou)]);
+    let again = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0 + 6);
+    assert_eq!((again.writes, again.alarm_at), (vec![], None), "the same row twice owes nothing more");
+}
+
+#[test]
+fn without_push_configured_no_push_message_is_owed() {
+    let (mut index, mut mem) = owner(10, false);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert!(mem.deliveries.is_empty(), "{plan:?}");
+    assert_eq!(plan.alarm_at, None);
+}
+
+#[test]
+fn past_the_cap_the_oldest_pending_go_first_each_counted_on_its_receiver_and_new_ones_past_it_are_never_written() {
+    let (mut index, mut mem) = owner(2, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou, Notice::Done], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert_eq!(mem.pending().count(), 2);
+    // Three more owed (done to wh_1; needs-you of ho_b to both) against a cap of two.
+    let passed = vec![row("ho_a", 2, Status::Done)];
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 3, Status::Running), passed }, T0 + 1);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![] }, T0 + 2);
+    let pending: Vec<(&str, &str)> = mem.pending().map(|(_, d)| (d.to.as_str(), d.handoff.as_str())).collect();
+    assert_eq!(pending, vec![("wh_1", "ho_b"), ("ps_1", "ho_b")], "the newest two stay: {plan:?}");
+    let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
+    assert_eq!(dropped, vec![("wh_1", 2), ("ps_1", 1)]);
+    // One row owing more than the whole cap: only the newest are written.
+    let (mut index, mut mem) = owner(1, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert_eq!(plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(), 1, "{plan:?}");
+    assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["ps_1"]);
+    assert_eq!(mem.receivers[0].dropped, 1);
+}
+
+#[test]
+fn the_open_cap_counts_open_rows_besides_the_new_one_and_a_refused_create_stores_no_row() {
+    let (mut index, mut mem) = owner(10, false);
+    for (i, id) in ["ho_a", "ho_b", "ho_c"].iter().enumerate() {
+        let plan = run(&mut index, &mut mem, Ask::Open { row: row(id, 1, Status::Running) }, T0 + i as i64);
+        assert_eq!(plan.answer, Answer::Admission(Admission::Yes));
+    }
+    let again = run(&mut index, &mut mem, Ask::Open { row: row("ho_c", 1, Status::Running) }, T0 + 9);
+    assert_eq!(again.answer, Answer::Admission(Admission::Yes), "a create's row again, in place of its own");
+    let crowded = run(&mut index, &mut mem, Ask::Open { row: row("ho_d", 1, Status::Running) }, T0 + 10);
+    assert_eq!(crowded.answer, Answer::Admission(Admission::No(crate::index::TooManyOpen { open: 3, cap: 3 })));
+    assert!(!mem.list.contains_key("ho_d"));
+}
+
+#[test]
+fn a_create_drops_closed_rows_past_retention_and_keeps_those_within_it() {
+    let (mut index, mut mem) = owner(10, false);
+    let day_ms = 24 * 60 * MINUTE_MS;
+    let now = T0 + 400 * day_ms;
+    let expired_before = Retention::default().expired_before(now);
+    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_old", 2, Status::Done, State::Closed, expired_before - 1), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_kept", 2, Status::Done, State::Closed, expired_before), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Open { row: row_at("ho_new", 1, Status::Running, State::Open, now) }, now);
+    assert_eq!(mem.list.keys().collect::<Vec<_>>(), vec!["ho_kept", "ho_new"]);
+}
+
+#[test]
+fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_makes_the_list_unavailable() {
+    let (mut index, mut mem) = owner(10, false);
+    let ids: Vec<String> = (0..5).map(|i| crate::ids::handoff_id("alice", &format!("s{i}"))).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let state = if i == 2 { State::Closed } else { State::Open };
+        // Two rows share a time: the id breaks the tie.
+        run(&mut index, &mut mem, Ask::Put { row: row_at(id, 1, Status::Running, state, T0 + (i as i64 / 2)), passed: vec![] }, T0);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let query = ListQuery { state: Some(State::Open), limit: 2, cursor: cursor.as_deref().and_then(Cursor::decode) };
+        let Answer::Page { page, .. } = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer else { panic!("a page") };
+        seen.extend(page.handoffs.iter().map(|r| r.id.clone()));
+        assert!(seen.len() <= 5, "{seen:?} {:?}", page.cursor.as_deref().and_then(Cursor::decode));
+        cursor = page.cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    // Newest first, the later id first between rows of one time; the closed row is not listed.
+    let mut open = vec![(4, &ids[4]), (3, &ids[3]), (1, &ids[1]), (0, &ids[0])];
+    open.sort_by(|a, b| (b.0 / 2, b.1).cmp(&(a.0 / 2, a.1)));
+    assert_eq!(seen, open.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
+    run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    let query = ListQuery { state: None, limit: 10, cursor: None };
+    assert!(matches!(run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer, Answer::Unavailable(_)));
+}
+
+#[test]
+fn an_owner_with_no_tables_lists_nothing_and_finds_no_receiver_and_writes_nothing() {
+    let (mut index, mut mem) = owner(10, true);
+    let query = ListQuery { state: None, limit: 10, cursor: None };
+    let page = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0);
+    assert_eq!(page.answer, Answer::Page { page: Page { handoffs: vec![], cursor: None }, if_none_match: None });
+    for ask in [Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_1".into() }, Ask::Deliveries { id: "wh_1".into() }] {
+        let plan = run(&mut index, &mut mem, ask, T0);
+        assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::WebhookNotFound), "{plan:?}");
+    }
+    let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Push, id: "ps_1".into() }, T0);
+    assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::SubscriptionNotFound));
+    assert_eq!(run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer, Answer::Receivers { of: Receiver::Push, entries: vec![] });
+    assert_eq!(run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into() }, T0).writes, vec![]);
+    assert_eq!(mem.tables, Tables::default());
+}
+
+#[test]
+fn receivers_are_capped_per_kind_and_removing_one_removes_its_deliveries() {
+    let (mut index, mut mem) = owner(10, true);
+    for i in 0..crate::limits::WEBHOOKS_PER_OWNER_MAX {
+        let plan = run(&mut index, &mut mem, Ask::AddReceiver(webhook(&format!("wh_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
+        assert!(matches!(plan.answer, Answer::Created(_)));
+    }
+    let over = run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_x", &[Notice::NeedsYou], T0 + 99)), T0);
+    assert!(matches!(&over.answer, Answer::Refused(r) if r.code == Code::WebhookTooMany));
+    assert!(over.writes.is_empty(), "a refusal writes nothing");
+    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer, Answer::Created(_)));
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert_eq!(run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer, Answer::Removed);
+    assert!(mem.deliveries.values().all(|d| d.to != "wh_0"));
+    assert!(mem.deliveries.values().any(|d| d.to == "wh_1"));
+}
+
+/// Runs the alarm and answers each send it starts with `status`; answers the plans of the outcomes.
+fn alarm_and_answer(index: &mut Index, mem: &mut Mem, now: EpochMs, status: Option<u16>) -> Vec<Plan> {
+    let alarm = run(index, mem, Ask::Alarm, now);
+    let mut plans = vec![];
+    for (seq, _) in alarm.send.clone() {
+        let d = mem.deliveries[&seq].clone();
+        let outcome = Outcome { seq, receiver: d.receiver, to: d.to.clone(), created_at: d.created_at, attempts: d.attempts, status };
+        plans.push(run(index, mem, Ask::Sent(outcome), now));
+    }
+    plans.insert(0, alarm);
+    plans
+}
+
+#[test]
+fn a_webhook_keeps_its_newest_finished_deliveries_and_a_push_subscription_none() {
+    let (mut index, mut mem) = owner(WEBHOOK_PENDING_PER_OWNER_MAX, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    let mut now = T0;
+    for i in 0..(WEBHOOK_DELIVERIES_KEPT + 7) {
+        now += MINUTE_MS;
+        run(&mut index, &mut mem, Ask::Put { row: row(&format!("ho_{i:03}"), 1, Status::NeedsYou), passed: vec![] }, now);
+        let plans = alarm_and_answer(&mut index, &mut mem, now, Some(200));
+        assert!(plans.iter().skip(1).all(|p| p.alarm_at == Some(now)), "an outcome has the alarm run the next round");
+    }
+    let finished: Vec<&Stored> = mem.deliveries.values().filter(|d| d.to == "wh_1").collect();
+    assert_eq!(finished.len(), WEBHOOK_DELIVERIES_KEPT);
+    assert!(finished.iter().all(|d| d.state == DeliveryState::Delivered));
+    assert_eq!(finished[0].handoff, "ho_007", "the oldest went");
+    assert!(mem.deliveries.values().all(|d| d.to != "ps_1"), "push keeps none");
+    let Answer::Deliveries { deliveries, dropped } = run(&mut index, &mut mem, Ask::Deliveries { id: "wh_1".into() }, now).answer else { panic!() };
+    assert_eq!((deliveries.len(), deliveries[0].handoff.as_str(), dropped), (WEBHOOK_DELIVERIES_KEPT, "ho_056", 0));
+}
+
+#[test]
+fn a_failure_is_retried_a_gone_subscription_ends_with_its_messages_and_an_expired_push_ends_unsent() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let plans = alarm_and_answer(&mut index, &mut mem, T0, Some(503));
+    assert_eq!(plans[0].send.len(), 2);
+    assert!(mem.pending().all(|(_, d)| d.attempts == 1 && d.last_status == Some(503) && d.next_attempt_at > Some(T0)));
+    // The push service says the subscription is gone.
+    let due = mem.pending().filter_map(|(_, d)| d.next_attempt_at).max().unwrap_or(T0);
+    let plans = alarm_and_answer(&mut index, &mut mem, due, Some(410));
+    assert_eq!(plans[0].send.len(), 2);
+    assert!(mem.receivers.iter().all(|e| e.id != "ps_1"), "gone");
+    assert!(mem.deliveries.values().all(|d| d.to != "ps_1"));
+    // A push message whose attempt never ended, found past its TTL: failed unsent, and not kept.
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_2", &[Notice::Done], T0)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::Done), passed: vec![] }, T0);
+    let late = T0 + PUSH_RETRY_WINDOW_MS + 1;
+    let alarm = run(&mut index, &mut mem, Ask::Alarm, late);
+    assert!(alarm.send.iter().all(|(seq, _)| mem.deliveries[seq].receiver == Receiver::Webhook), "{alarm:?}");
+    assert!(mem.deliveries.values().all(|d| d.to != "ps_2"), "expired, finished, and trimmed to none");
+}
+
+#[test]
+fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm() {
+    let (mut with, mut mem) = owner(10, true);
+    run(&mut with, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut with, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert_eq!(mem.pending().count(), 1);
+    let mut without = Index::new(bounds(10, false));
+    let plan = run(&mut without, &mut mem, Ask::Alarm, T0);
+    assert_eq!((plan.send.len(), mem.pending().count()), (0, 0), "{plan:?}");
+}
+
+#[test]
+fn refused_rows_and_held_deliveries_are_the_test_hooks_and_a_refusal_writes_nothing() {
+    let (mut index, mut mem) = owner(10, false);
+    assert_eq!(run(&mut index, &mut mem, Ask::Refuse { on: true }, T0).answer, Answer::Refusing(true));
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![] }, T0);
+    assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::StoreUnavailable));
+    assert!(plan.writes.is_empty() && mem.list.is_empty());
+    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![] }, T0);
+    let held = run(&mut index, &mut mem, Ask::Alarm, T0);
+    assert_eq!((held.send.len(), held.alarm_at), (0, Some(T0 + HELD_ALARM_MS)));
+    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    assert_eq!(run(&mut index, &mut mem, Ask::Alarm, T0).send.len(), 1);
+    assert_eq!(run(&mut index, &mut mem, Ask::Storage, T0).answer, Answer::StorageBytes(4096));
+}
+
+#[test]
+fn trimming_keeps_the_newest_whatever_order_they_finish_in() {
+    assert_eq!(trim_through(2, &[9, 7], &[8]), Some(7));
+    assert_eq!(trim_through(2, &[9], &[3]), None);
+    assert_eq!(trim_through(0, &[], &[5]), Some(5));
+    assert_eq!(trim_through(1, &[4], &[6, 2]), Some(4));
+}
+
+/// One step of an owner's history.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Hand-off `h`'s row `v` delivered, with the rows from `from` it passed.
+    Deliver { h: usize, v: usize, from: usize },
+    AddWebhook { events: u8 },
+    AddPush { events: u8 },
+    Remove { i: usize },
+    /// Time moves on this many minutes, then the alarm rings and each send it starts is
+    /// answered `status` (`None`: no answer in time; `Some(0)`: the attempt never ends).
+    Alarm { minutes: i64, status: Option<u16> },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let status = prop_oneof![Just(Some(200)), Just(Some(500)), Just(None), Just(Some(410)), Just(Some(0))];
+    prop_oneof![
+        4 => (0usize..3, 0usize..6, 0usize..6).prop_map(|(h, v, from)| Step::Deliver { h, v, from }),
+        1 => (1u8..16).prop_map(|events| Step::AddWebhook { events }),
+        1 => (1u8..16).prop_map(|events| Step::AddPush { events }),
+        1 => (0usize..6).prop_map(|i| Step::Remove { i }),
+        3 => (prop_oneof![0i64..5, 60i64..180, Just(25 * 60)], status).prop_map(|(minutes, status)| Step::Alarm { minutes, status }),
+    ]
+}
+
+fn events_of(bits: u8) -> Vec<Notice> {
+    [Notice::NeedsYou, Notice::Done, Notice::Failed, Notice::Closed].into_iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| n).collect()
+}
+
+proptest! {
+    /// Over any history of rows arriving late, twice and out of order, receivers coming and
+    /// going, and attempts succeeding, failing, timing out, never ending, finding their
+    /// subscription gone or outliving their TTL: the list holds each hand-off's newest row;
+    /// no notice is owed twice; the pending deliveries stay within the one cap, the oldest
+    /// dropped first and each drop counted on its receiver; only the oldest pending delivery
+    /// of a receiver and hand-off is ever sent, never an expired push message; and a refusal
+    /// writes nothing.
+    #[test]
+    fn any_owner_history_keeps_the_newest_row_and_every_delivery_owed_within_one_cap(
+        statuses in prop::collection::vec(prop_oneof![Just(Status::Running), Just(Status::NeedsYou), Just(Status::Done), Just(Status::Failed)], 18),
+        steps in prop::collection::vec(step(), 1..60),
+        pending_max in 1usize..6,
+        push in any::<bool>(),
+    ) {
+        let handoffs = ["ho_a", "ho_b", "ho_c"];
+        let rows: Vec<Vec<Row>> = (0..3).map(|h| (0..6).map(|v| row(handoffs[h], v as u64 + 1, statuses[h * 6 + v])).collect()).collect();
+        let (mut index, mut mem) = owner(pending_max, push);
+        let mut now = T0;
+        let mut newest: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut owed_keys = BTreeSet::new();
+        let mut added = 0;
+        for step in steps {
+            match step {
+                Step::Deliver { h, v, from } => {
+                    let passed = rows[h][from.min(v)..v].to_vec();
+                    let pending_before: Vec<(i64, Stored)> = mem.pending().map(|(s, d)| (*s, d.clone())).collect();
+                    let dropped_before: BTreeMap<String, u64> = mem.receivers.iter().map(|e| (e.id.clone(), e.dropped)).collect();
+                    let plan = run(&mut index, &mut mem, Ask::Put { row: rows[h][v].clone(), passed }, now);
+                    let newer = newest.get(&h).is_none_or(|held| rows[h][v].version > *held);
+                    prop_assert_eq!(plan.writes.iter().any(|w| matches!(w, Write::StoreRow(_))), newer);
+                    if newer {
+                        newest.insert(h, rows[h][v].version);
+                    }
+                    let owe: Vec<&Write> = plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).collect();
+                    for w in &owe {
+                        if let Write::Owe { key, receiver, .. } = w {
+                            prop_assert!(owed_keys.insert(*key), "owed twice");
+                            prop_assert!(push || *receiver == Receiver::Webhook);
+                        }
+                    }
+                    // The cap: the stored ones dropped are the oldest, and every drop is counted.
+                    let dropped_stored: Vec<i64> = plan.writes.iter().filter_map(|w| if let Write::DropPending { seqs } = w { Some(seqs.clone()) } else { None }).flatten().collect();
+                    let oldest: Vec<i64> = pending_before.iter().take(dropped_stored.len()).map(|(s, _)| *s).collect();
+                    prop_assert_eq!(&dropped_stored, &oldest);
+                    let counted: u64 = mem.receivers.iter().map(|e| e.dropped - dropped_before.get(&e.id).copied().unwrap_or(0)).sum();
+                    let unwritten = counted as usize - dropped_stored.len();
+                    prop_assert!(unwritten == 0 || dropped_stored.len() == pending_before.len(), "new ones dropped while older ones stay");
+                    prop_assert_eq!(mem.pending().count(), (pending_before.len() + owe.len() + unwritten).min(pending_max));
+                    for seq in &dropped_stored {
+                        let to = &pending_before.iter().find(|(s, _)| s == seq).map(|(_, d)| d.to.clone());
+                        prop_assert!(mem.receivers.iter().any(|e| Some(&e.id) == to.as_ref() && e.dropped > dropped_before[&e.id]));
+                    }
+                }
+                Step::AddWebhook { events } | Step::AddPush { events } => {
+                    added += 1;
+                    let id = format!("r_{added}");
+                    let entry = if matches!(step, Step::AddWebhook { .. }) { webhook(&id, &events_of(events), now) } else { subscription(&id, &events_of(events), now) };
+                    let kind = entry.receiver();
+                    let held = mem.receivers.iter().filter(|e| e.receiver() == kind).count();
+                    let cap = if kind == Receiver::Webhook { crate::limits::WEBHOOKS_PER_OWNER_MAX } else { crate::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX };
+                    let plan = run(&mut index, &mut mem, Ask::AddReceiver(entry), now);
+                    if held < cap {
+                        prop_assert!(matches!(plan.answer, Answer::Created(_)));
+                    } else {
+                        prop_assert!(matches!(plan.answer, Answer::Refused(_)) && plan.writes.is_empty(), "past the cap: {:?}", plan);
+                    }
+                }
+                Step::Remove { i } => {
+                    let Some(e) = mem.receivers.get(i).cloned() else { continue };
+                    let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: e.receiver(), id: e.id.clone() }, now);
+                    prop_assert_eq!(plan.answer, Answer::Removed);
+                    prop_assert!(mem.deliveries.values().all(|d| d.to != e.id));
+                }
+                Step::Alarm { minutes, status } => {
+                    now += minutes * MINUTE_MS;
+                    let before = mem.deliveries.clone();
+                    let alarm = run(&mut index, &mut mem, Ask::Alarm, now);
+                    prop_assert!(alarm.send.len() <= WEBHOOK_SENDS_PER_ALARM_MAX);
+                    for (seq, _) in &alarm.send {
+                        let d = &before[seq];
+                        prop_assert!(d.next_attempt_at.is_some_and(|at| at <= now), "not due");
+                        let older = before.iter().any(|(s, o)| s < seq && o.state == DeliveryState::Pending && (o.receiver, &o.to, &o.handoff) == (d.receiver, &d.to, &d.handoff));
+                        prop_assert!(!older, "an older delivery of the same receiver and hand-off is pending");
+                        prop_assert!(d.receiver != Receiver::Push || (push && now - d.created_at <= PUSH_RETRY_WINDOW_MS), "an expired or unsendable push");
+                    }
+                    prop_assert!(push || mem.pending().all(|(_, d)| d.receiver == Receiver::Webhook));
+                    for (seq, _) in alarm.send {
+                        if status == Some(0) {
+                            continue;
+                        }
+                        let Some(d) = mem.deliveries.get(&seq).cloned() else { continue };
+                        let outcome = Outcome { seq, receiver: d.receiver, to: d.to, created_at: d.created_at, attempts: d.attempts, status };
+                        run(&mut index, &mut mem, Ask::Sent(outcome), now);
+                    }
+                }
+            }
+            prop_assert!(mem.pending().count() <= pending_max);
+            for e in &mem.receivers {
+                let finished = mem.deliveries.values().filter(|d| d.to == e.id && d.state != DeliveryState::Pending).count();
+                prop_assert!(finished <= e.receiver().kept_finished());
+            }
+            prop_assert!(mem.deliveries.values().all(|d| mem.receivers.iter().any(|e| e.id == d.to)), "a delivery outlived its receiver");
+        }
+        for (h, version) in newest {
+            prop_assert_eq!(mem.list[handoffs[h]].0, version);
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! Every SQL statement of the owner's index: its tables, the earlier layouts brought up to
+//! them, and the core's typed reads (`owner::Read`) and writes (`owner::Write`) as statements.
+//! It decides nothing: which rows, how many and in what order are the core's
+//! (`handoff_core::owner`); this file only says how SQLite is asked.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::sqlite::count;
+use handoff_api::notifications::{PushPayload, WebhookBody};
+use handoff_core::index::Row;
+use handoff_core::notice::Notice;
+use handoff_core::owner::receiver::{Delivery, DeliveryState, Receiver};
+use handoff_core::owner::{Address, Entry, Feed, HeldRow, Place, Read, Tables, Waiting, Write};
+use handoff_core::time::Timestamp;
+use handoff_notify::webhook::MessageId;
+use wasm_bindgen::JsValue;
+use worker::*;
+
+/// A statement and its arguments, to run in a transaction.
+pub type Statement = (String, Vec<SqlStorageValue>);
+
+/// The list: the columns it is ordered and filtered by, and the row itself.
+const LIST: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS list (id TEXT PRIMARY KEY, updated_at INTEGER NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL, row TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS list_newest ON list (updated_at DESC, id DESC)",
+];
+
+/// The receivers (`dropped` counts their deliveries dropped past the owner's cap) and the
+/// deliveries to them (`seq` orders them, oldest lowest; `kind` says which table `receiver`
+/// is in).
+const RECEIVERS: [&str; 5] = [
+    "CREATE TABLE IF NOT EXISTS webhooks (id TEXT PRIMARY KEY, url TEXT NOT NULL, events TEXT NOT NULL, secret TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS push_subscriptions (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, origin TEXT NOT NULL, p256dh TEXT NOT NULL, auth TEXT NOT NULL, events TEXT NOT NULL, console TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS deliveries (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, receiver TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, last_attempt_at INTEGER, next_attempt_at INTEGER, created_at INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at)",
+    "CREATE INDEX IF NOT EXISTS deliveries_of ON deliveries (receiver, seq)",
+];
+
+/// The columns of an earlier build's `rows` table (one column per field), as a row's JSON, in
+/// the order `Row` declares them; a column that build did not have yet reads as null.
+const EARLIER_COLUMNS: [(&str, &str); 14] = [
+    ("id", "id"),
+    ("session", "session"),
+    ("machine", "machine"),
+    ("size", "size"),
+    ("turn", "turn"),
+    ("state", "state"),
+    ("status", "status"),
+    ("summary", "summary"),
+    ("version", "version"),
+    ("updated_at", "updated_at"),
+    ("suggestion", "json(suggestion)"),
+    ("runtime", "runtime"),
+    ("package_version", "package_version"),
+    ("package_hash", "package_hash"),
+];
+
+const STORE_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
+const OWE: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
+
+#[derive(serde::Deserialize)]
+struct Name {
+    name: String,
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::RustError(e.to_string())
+}
+
+/// The table a receiver of `kind` is stored in.
+fn table(kind: Receiver) -> &'static str {
+    match kind {
+        Receiver::Webhook => "webhooks",
+        Receiver::Push => "push_subscriptions",
+    }
+}
+
+/// Runs `statements` in one `transactionSync`: all of them, or none.
+pub fn commit(storage: &Storage, statements: Vec<Statement>) -> Result<()> {
+    let sql = storage.sql();
+    crate::sqlite::transaction_sync(storage, move || {
+        for (statement, args) in statements {
+            sql.exec(&statement, args).map_err(JsValue::from)?;
+        }
+        Ok(())
+    })
+}
+
+fn unbound(statements: impl IntoIterator<Item = String>) -> Vec<Statement> {
+    statements.into_iter().map(|s| (s, Vec::new())).collect()
+}
+
+// ---- Tables, and an earlier build's brought up to this one's ----
+
+/// Which tables exist, after an earlier build's `rows`, or its two deliveries tables, are
+/// moved into this build's in one transaction each (the only statements not additive).
+pub fn tables(storage: &Storage) -> Result<Tables> {
+    let sql = storage.sql();
+    let found: Vec<Name> = sql
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries')", None)?
+        .to_array()?;
+    let has = |t: &str| found.iter().any(|n| n.name == t);
+    let mut tables = Tables { list: has("list"), receivers: has("deliveries") };
+    if !tables.list && has("rows") {
+        let mut statements = unbound(LIST.iter().map(|s| s.to_string()));
+        statements.push((move_earlier_rows(&sql)?, Vec::new()));
+        commit(storage, statements)?;
+        tables.list = true;
+    }
+    if !tables.receivers && has("webhooks") {
+        commit(storage, earlier_deliveries(has("push_subscriptions")))?;
+        tables.receivers = true;
+    }
+    Ok(tables)
+}
+
+/// The statement that copies an earlier build's `rows` into `list`.
+fn move_earlier_rows(sql: &SqlStorage) -> Result<String> {
+    let columns: Vec<Name> = sql.exec("SELECT name FROM pragma_table_info('rows')", None)?.to_array()?;
+    let has = |c: &str| columns.iter().any(|n| n.name == c);
+    let fields: Vec<String> =
+        EARLIER_COLUMNS.iter().map(|(field, expr)| if has(field) { format!("'{field}', {expr}") } else { format!("'{field}', NULL") }).collect();
+    Ok(format!("INSERT OR IGNORE INTO list (id, updated_at, state, version, row) SELECT id, updated_at, state, version, json_object({}) FROM rows", fields.join(", ")))
+}
+
+/// An earlier build's deliveries (a table per kind, push's maybe not yet, and subscriptions
+/// that counted no drops) moved into the one table in their order; a push message had no id:
+/// it gets one of its own.
+fn earlier_deliveries(push: bool) -> Vec<Statement> {
+    let mut statements: Vec<String> = RECEIVERS.iter().map(|s| s.to_string()).collect();
+    if push {
+        statements.push("ALTER TABLE push_subscriptions ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0".into());
+    }
+    statements.push(
+        "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, last_status, last_attempt_at, next_attempt_at, created_at)
+         SELECT id, 'webhook', webhook, type, handoff, version, body, state, attempts, last_status, last_attempt_at, next_attempt_at, created_at FROM webhook_deliveries ORDER BY seq"
+            .into(),
+    );
+    statements.push("DROP TABLE webhook_deliveries".into());
+    if push {
+        statements.push(
+            "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at)
+             SELECT 'earlier-push-' || seq, 'push', subscription, type, handoff, version, payload, 'pending', attempts, next_attempt_at, created_at FROM push_deliveries ORDER BY seq"
+                .into(),
+        );
+        statements.push("DROP TABLE push_deliveries".into());
+    }
+    unbound(statements)
+}
+
+// ---- Reads ----
+
+#[derive(serde::Deserialize)]
+struct HeldStored {
+    version: i64,
+    row: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Text {
+    row: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ReceiverStored {
+    id: String,
+    events: String,
+    created_at: i64,
+    dropped: i64,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    secret: String,
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    origin: String,
+    #[serde(default)]
+    p256dh: String,
+    #[serde(default)]
+    auth: String,
+    #[serde(default)]
+    console: String,
+}
+
+impl ReceiverStored {
+    fn entry(self, kind: Receiver) -> Entry {
+        let address = match kind {
+            Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
+            Receiver::Push => Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console },
+        };
+        Entry { id: self.id, events: events_of(&self.events), created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }
+    }
+}
+
+/// A receiver's events as its table stores them: their names, comma-separated.
+fn events_of(stored: &str) -> Vec<Notice> {
+    stored.split(',').filter_map(Notice::parse).collect()
+}
+
+#[derive(serde::Deserialize)]
+struct PlaceStored {
+    seq: i64,
+    kind: String,
+    receiver: String,
+}
+
+#[derive(serde::Deserialize)]
+struct DeliveryStored {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    handoff: String,
+    version: i64,
+    state: String,
+    attempts: i64,
+    last_status: Option<i64>,
+    last_attempt_at: Option<i64>,
+    next_attempt_at: Option<i64>,
+}
+
+#[derive(serde::Deserialize)]
+struct Seq {
+    seq: i64,
+}
+
+/// A pending delivery as the alarm reads it: what the core decides from, its body, and its
+/// receiver's address (the columns of its kind's table), which the sender needs.
+#[derive(serde::Deserialize)]
+pub struct Due {
+    pub seq: i64,
+    pub id: String,
+    pub kind: String,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
+    pub receiver: String,
+    #[serde(rename = "type")]
+    pub message_type: String,
+    pub handoff: String,
+    pub body: String,
+    pub created_at: i64,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+    pub endpoint: Option<String>,
+    pub p256dh: Option<String>,
+    pub auth: Option<String>,
+}
+
+impl Due {
+    fn waiting(&self) -> Waiting {
+        Waiting {
+            seq: self.seq,
+            receiver: Receiver::parse(&self.kind),
+            to: self.receiver.clone(),
+            handoff: self.handoff.clone(),
+            created_at: self.created_at,
+            attempts: self.attempts.clamp(0, u32::MAX as i64) as u32,
+            next_attempt_at: self.next_attempt_at,
+        }
+    }
+}
+
+/// Answers `read` into `feed` (and, for the alarm's read, keeps each pending delivery's body
+/// and address in `due`).
+pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>) -> Result<()> {
+    let sql = storage.sql();
+    match read {
+        Read::Tables => feed.tables = Some(tables(storage)?),
+        Read::Held { id } => {
+            let held: Vec<HeldStored> = sql.exec("SELECT version, row FROM list WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
+            feed.held = Some(held.into_iter().next().map(|h| HeldRow { version: h.version.max(0) as u64, text: h.row }));
+        }
+        Read::Receivers { of } => {
+            let mut entries = Vec::new();
+            for &kind in of {
+                let query = match kind {
+                    Receiver::Webhook => "SELECT id, url, secret, events, created_at, dropped FROM webhooks ORDER BY created_at, id",
+                    Receiver::Push => "SELECT id, endpoint, origin, p256dh, auth, events, console, created_at, dropped FROM push_subscriptions ORDER BY created_at, id",
+                };
+                let stored: Vec<ReceiverStored> = sql.exec(query, None)?.to_array()?;
+                entries.extend(stored.into_iter().map(|r| r.entry(kind)));
+            }
+            feed.receivers = Some(entries);
+        }
+        Read::PendingCount => feed.pending_count = Some(count(&sql, "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'pending'", vec![])?.max(0) as usize),
+        Read::OldestPending { limit } => {
+            let stored: Vec<PlaceStored> =
+                sql.exec("SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?", vec![(*limit as i64).into()])?.to_array()?;
+            let places = stored.into_iter().filter_map(|p| Some(Place { seq: p.seq, receiver: Receiver::parse(&p.kind)?, to: p.receiver }));
+            feed.oldest = Some(places.collect());
+        }
+        Read::OpenCount { except } => {
+            let open = count(&sql, "SELECT count(*) AS n FROM list WHERE state = 'open' AND id != ?", vec![except.as_str().into()])?;
+            feed.open = Some(open.max(0) as u64);
+        }
+        Read::Rows { state, after, limit } => {
+            let (at, id) = after.as_ref().map_or((i64::MAX, ""), |c| (c.updated_at, c.id.as_str()));
+            let stored: Vec<Text> = sql
+                .exec(
+                    "SELECT row FROM list
+                     WHERE (?1 IS NULL OR state = ?1) AND (updated_at < ?2 OR (updated_at = ?2 AND (?3 = '' OR id < ?3)))
+                     ORDER BY updated_at DESC, id DESC LIMIT ?4",
+                    vec![state.map(|s| s.as_str()).into(), at.into(), id.into(), (*limit as i64).into()],
+                )?
+                .to_array()?;
+            feed.rows = Some(stored.into_iter().map(|t| t.row).collect());
+        }
+        Read::Deliveries { id, limit } => {
+            let stored: Vec<DeliveryStored> = sql
+                .exec(
+                    "SELECT id, type, handoff, version, state, attempts, last_status, last_attempt_at, next_attempt_at FROM deliveries WHERE kind = 'webhook' AND receiver = ? ORDER BY seq DESC LIMIT ?",
+                    vec![id.as_str().into(), (*limit as i64).into()],
+                )?
+                .to_array()?;
+            let deliveries = stored.into_iter().map(|r| Delivery {
+                id: r.id,
+                kind: r.kind,
+                handoff: r.handoff,
+                version: r.version.max(0) as u64,
+                state: DeliveryState::parse(&r.state).unwrap_or(DeliveryState::Failed),
+                attempts: r.attempts.clamp(0, u32::MAX as i64) as u32,
+                last_status: r.last_status.and_then(|s| u16::try_from(s).ok()),
+                last_attempt_at: r.last_attempt_at.map(Timestamp::from_ms),
+                next_attempt_at: r.next_attempt_at.map(Timestamp::from_ms),
+            });
+            feed.deliveries = Some(deliveries.collect());
+        }
+        Read::Pending { limit } => {
+            let rows: Vec<Due> = sql
+                .exec(
+                    "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, d.next_attempt_at,
+                            w.url, w.secret, s.endpoint, s.p256dh, s.auth
+                     FROM deliveries d
+                     LEFT JOIN webhooks w ON d.kind = 'webhook' AND w.id = d.receiver
+                     LEFT JOIN push_subscriptions s ON d.kind = 'push' AND s.id = d.receiver
+                     WHERE d.state = 'pending' ORDER BY d.seq LIMIT ?",
+                    vec![(*limit as i64).into()],
+                )?
+                .to_array()?;
+            feed.pending = Some(rows.iter().map(Due::waiting).collect());
+            *due = rows;
+        }
+        Read::Finished { to, limit } => {
+            let stored: Vec<Seq> = sql
+                .exec("SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?", vec![to.as_str().into(), (*limit as i64).into()])?
+                .to_array()?;
+            feed.finished.push((to.clone(), stored.into_iter().map(|s| s.seq).collect()));
+        }
+        Read::StorageBytes => feed.storage_bytes = Some(sql.database_size() as u64),
+    }
+    Ok(())
+}
+
+// ---- Writes ----
+
+fn row_bindings(id: &str, updated_at: i64, state: &str, version: i64, json: String) -> Vec<SqlStorageValue> {
+    vec![id.into(), updated_at.into(), state.into(), version.into(), json.into()]
+}
+
+/// The body a delivery carries: a webhook's event, or a push message's payload.
+fn body(kind: Receiver, row: &Row, notice: Notice, at: i64, console: &str) -> Result<String> {
+    match kind {
+        Receiver::Webhook => serde_json::to_string(&WebhookBody { kind: notice.message_type().into(), timestamp: Timestamp::from_ms(at), data: row.clone() }),
+        Receiver::Push => serde_json::to_string(&PushPayload::of(notice, row, console)),
+    }
+    .map_err(internal)
+}
+
+/// The statements of `writes`, in order.
+pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
+    let mut out: Vec<Statement> = Vec::with_capacity(writes.len());
+    for w in writes {
+        match w {
+            Write::ListSchema => out.extend(unbound(LIST.iter().map(|s| s.to_string()))),
+            Write::ReceiverSchema => out.extend(unbound(RECEIVERS.iter().map(|s| s.to_string()))),
+            Write::StoreRow(row) => {
+                let json = serde_json::to_string(row).map_err(internal)?;
+                out.push((STORE_ROW.into(), row_bindings(&row.id, row.updated_at.ms(), row.state.as_str(), row.version as i64, json)));
+            }
+            Write::StoreUnreadable { id } => out.push((STORE_ROW.into(), row_bindings(id, i64::MAX, "open", i64::MAX, "{\"not\": \"a row\"".into()))),
+            Write::DeleteRow { id } => out.push(("DELETE FROM list WHERE id = ?".into(), vec![id.as_str().into()])),
+            Write::DropClosedBefore { before } => out.push(("DELETE FROM list WHERE state = 'closed' AND updated_at < ?".into(), vec![(*before).into()])),
+            Write::AddReceiver(entry) => out.push(add_receiver(entry)),
+            Write::RemoveReceiver { receiver, id } => {
+                out.push(("DELETE FROM deliveries WHERE kind = ? AND receiver = ?".into(), vec![receiver.as_str().into(), id.as_str().into()]));
+                out.push((format!("DELETE FROM {} WHERE id = ?", table(*receiver)), vec![id.as_str().into()]));
+            }
+            Write::Owe { receiver, to, row, notice, key, at, console } => {
+                let args = vec![
+                    MessageId::from_random(*key).as_str().into(),
+                    receiver.as_str().into(),
+                    to.as_str().into(),
+                    notice.message_type().into(),
+                    row.id.as_str().into(),
+                    (row.version as i64).into(),
+                    body(*receiver, row, *notice, *at, console)?.into(),
+                    (*at).into(),
+                    (*at).into(),
+                ];
+                out.push((OWE.into(), args));
+            }
+            Write::DropPending { seqs } => {
+                let seqs = serde_json::to_string(seqs).map_err(internal)?;
+                out.push(("DELETE FROM deliveries WHERE seq IN (SELECT value FROM json_each(?))".into(), vec![seqs.into()]));
+            }
+            Write::CountDropped { receiver, id, n } => {
+                out.push((format!("UPDATE {} SET dropped = dropped + ? WHERE id = ?", table(*receiver)), vec![(*n as i64).into(), id.as_str().into()]));
+            }
+            Write::Lease { seq, lease, at } => out.push((
+                "UPDATE deliveries SET attempts = ?, last_attempt_at = ?, next_attempt_at = ? WHERE seq = ?".into(),
+                vec![(lease.attempts as i64).into(), (*at).into(), lease.next_attempt_at.into(), (*seq).into()],
+            )),
+            Write::Retry { seq, status, at } => out.push((
+                "UPDATE deliveries SET last_status = ?, next_attempt_at = ? WHERE seq = ?".into(),
+                vec![status.map(i64::from).into(), (*at).into(), (*seq).into()],
+            )),
+            Write::Finish { seq, state, status } => out.push((
+                "UPDATE deliveries SET state = ?, last_status = ?, next_attempt_at = NULL WHERE seq = ?".into(),
+                vec![state.as_str().into(), status.map(i64::from).into(), (*seq).into()],
+            )),
+            Write::TrimFinished { to, through } => out.push((
+                "DELETE FROM deliveries WHERE receiver = ? AND state != 'pending' AND seq <= ?".into(),
+                vec![to.as_str().into(), (*through).into()],
+            )),
+        }
+    }
+    Ok(out)
+}
+
+fn add_receiver(entry: &Entry) -> Statement {
+    let events = entry.events.iter().map(|e| e.name()).collect::<Vec<_>>().join(",");
+    match &entry.address {
+        Address::Webhook { url, secret } => (
+            "INSERT INTO webhooks (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)".into(),
+            vec![entry.id.as_str().into(), url.as_str().into(), events.into(), secret.as_str().into(), entry.created_at.into()],
+        ),
+        Address::Push { endpoint, origin, p256dh, auth, console } => (
+            "INSERT INTO push_subscriptions (id, endpoint, origin, p256dh, auth, events, console, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)".into(),
+            vec![
+                entry.id.as_str().into(),
+                endpoint.as_str().into(),
+                origin.as_str().into(),
+                p256dh.as_str().into(),
+                auth.as_str().into(),
+                events.into(),
+                console.as_str().into(),
+                entry.created_at.into(),
+            ],
+        ),
+    }
+}
