@@ -405,7 +405,8 @@ impl Index {
                 let mut expired = pending.iter().filter(|w| round.expire.contains(&w.seq));
                 expired.find_map(|w| Some((w.receiver?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
             }
-            Ask::Sent(o) if tables.receivers => {
+            // An attempt was of a delivery, so its tables exist.
+            Ask::Sent(o) => {
                 let finishes = matches!(o.receiver.after_attempt(o.created_at, o.attempts, o.status, now), Next::Delivered | Next::Failed);
                 (finishes && feed.finished_of(&o.to).is_none()).then(|| finished_read((o.receiver, &o.to)))
             }
@@ -442,18 +443,19 @@ impl Index {
             Ask::List { query, if_none_match } => list_page(&query, if_none_match, feed.rows.unwrap_or_default()),
             Ask::AddReceiver(entry) => add_receiver(tables, entry, feed.receivers.unwrap_or_default()),
             Ask::Receivers(of) => {
-                let entries = feed.receivers.unwrap_or_default().into_iter().filter(|e| e.receiver() == of).collect();
-                Plan::answer(Answer::Receivers { of, entries })
+                // The read holds this kind's receivers only.
+                Plan::answer(Answer::Receivers { of, entries: feed.receivers.unwrap_or_default() })
             }
             Ask::RemoveReceiver { receiver, id } => {
-                if !feed.receivers.unwrap_or_default().iter().any(|e| e.id == id && e.receiver() == receiver) {
+                // The read holds this kind's receivers only.
+                if !feed.receivers.unwrap_or_default().iter().any(|e| e.id == id) {
                     return not_found(receiver);
                 }
                 Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) }
             }
             Ask::Deliveries { id } => {
                 let receivers = feed.receivers.unwrap_or_default();
-                let Some(entry) = receivers.iter().find(|e| e.id == id && e.receiver() == Receiver::Webhook) else {
+                let Some(entry) = receivers.iter().find(|e| e.id == id) else {
                     return not_found(Receiver::Webhook);
                 };
                 Plan::answer(Answer::Deliveries { deliveries: feed.deliveries.unwrap_or_default(), dropped: entry.dropped })
@@ -548,17 +550,17 @@ impl Index {
     }
 
     /// A new hand-off's first row, admitted against the open cap and stored in one step; closed
-    /// rows past retention go first.
+    /// rows past retention go with it (a refused create writes nothing).
     fn open(&self, tables: Tables, row: Row, feed: &Feed, now: EpochMs) -> Plan {
+        if let Err(crowded) = admit_open(feed.open.unwrap_or(0), self.bounds.open_cap) {
+            // Closed rows count against no cap: they wait for the next create admitted.
+            return Plan::answer(Answer::Admission(Admission::No(crowded)));
+        }
         let mut writes = Vec::new();
         if tables.list {
             writes.push(Write::DropClosedBefore { before: self.bounds.retention.expired_before(now) });
         } else {
             writes.push(Write::ListSchema);
-        }
-        if let Err(crowded) = admit_open(feed.open.unwrap_or(0), self.bounds.open_cap) {
-            // Retention's drop is the index's own housekeeping: it holds whatever the answer.
-            return Plan { writes, ..Plan::answer(Answer::Admission(Admission::No(crowded))) };
         }
         writes.push(Write::StoreRow(row));
         Plan { writes, ..Plan::answer(Answer::Admission(Admission::Yes)) }
@@ -668,9 +670,10 @@ pub fn trim_through(keep: usize, stored: &[i64], finished: &[i64]) -> Option<i64
     all.get(keep).copied()
 }
 
-/// The read of receiver `to`'s newest finished deliveries: one more than its kind keeps.
+/// The read of receiver `to`'s newest finished deliveries: as many as its kind keeps (with the
+/// ones finishing now, the oldest of those read marks where the trim goes through).
 fn finished_read((receiver, to): (Receiver, &String)) -> Read {
-    Read::Finished { to: to.clone(), limit: receiver.kept_finished() + 1 }
+    Read::Finished { to: to.clone(), limit: receiver.kept_finished() }
 }
 
 /// The row held, parsed only where it can owe a notice (the owner has receivers); one that

@@ -48,6 +48,7 @@ struct Stored {
     created_at: EpochMs,
     next_attempt_at: Option<EpochMs>,
     last_status: Option<u16>,
+    console: String,
 }
 
 /// What the object's store does with SQL, in memory: it answers the reads and runs the writes
@@ -67,6 +68,11 @@ impl Mem {
     }
 
     fn read(&self, read: &Read, feed: &mut Feed) {
+        // SQLite fails on a table that is not there.
+        let list = matches!(read, Read::Held { .. } | Read::OpenCount { .. } | Read::Rows { .. });
+        assert!(!list || self.tables.list, "{read:?} with no list table");
+        let receivers = matches!(read, Read::Receivers { .. } | Read::PendingCount | Read::OldestPending { .. } | Read::Deliveries { .. } | Read::Pending { .. } | Read::Finished { .. });
+        assert!(!receivers || self.tables.receivers, "{read:?} with no receivers' tables");
         match read {
             Read::Tables => feed.tables = Some(self.tables),
             Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
@@ -157,7 +163,7 @@ impl Mem {
                 self.receivers.retain(|e| !(e.receiver() == *receiver && e.id == *id));
                 self.deliveries.retain(|_, d| !(d.receiver == *receiver && d.to == *id));
             }
-            Write::Owe { receiver, to, row, notice, key, at, .. } => {
+            Write::Owe { receiver, to, row, notice, key, at, console } => {
                 assert!(self.tables.receivers, "a delivery before its table");
                 if self.deliveries.values().any(|d| d.key == *key) {
                     return; // INSERT OR IGNORE
@@ -175,6 +181,7 @@ impl Mem {
                     created_at: *at,
                     next_attempt_at: Some(*at),
                     last_status: None,
+                    console: console.clone(),
                 };
                 self.deliveries.insert(self.next_seq, stored);
             }
@@ -210,18 +217,23 @@ impl Mem {
 
 /// The driver's loop: read what the index asks for, hand it over, carry out the plan's writes.
 fn run(index: &mut Index, mem: &mut Mem, ask: Ask, now: EpochMs) -> Plan {
+    run_reading(index, mem, ask, now).0
+}
+
+/// [`run`], and the reads it made.
+fn run_reading(index: &mut Index, mem: &mut Mem, ask: Ask, now: EpochMs) -> (Plan, Vec<Read>) {
     let mut feed = Feed::default();
-    let mut reads = 0;
+    let mut reads = Vec::new();
     while let Some(read) = index.next_read(&ask, &feed, now) {
-        reads += 1;
-        assert!(reads <= 8, "an ask that keeps reading: {read:?}");
+        assert!(reads.len() < 8, "an ask that keeps reading: {read:?}");
         mem.read(&read, &mut feed);
+        reads.push(read);
     }
     let plan = index.handle(ask, feed, now);
     for w in &plan.writes {
         mem.write(w);
     }
-    plan
+    (plan, reads)
 }
 
 fn owner(pending_max: usize, push: bool) -> (Index, Mem) {
@@ -298,6 +310,7 @@ fn the_open_cap_counts_open_rows_besides_the_new_one_and_a_refused_create_stores
     assert_eq!(again.answer, Answer::Admission(Admission::Yes), "a create's row again, in place of its own");
     let crowded = run(&mut index, &mut mem, Ask::Open { row: row("ho_d", 1, Status::Running) }, T0 + 10);
     assert_eq!(crowded.answer, Answer::Admission(Admission::No(crate::index::TooManyOpen { open: 3, cap: 3 })));
+    assert_eq!(crowded.writes, vec![], "a refused create writes nothing");
     assert!(!mem.list.contains_key("ho_d"));
 }
 
@@ -608,4 +621,88 @@ proptest! {
             prop_assert_eq!(mem.list[handoffs[h]].0, version);
         }
     }
+}
+
+#[test]
+fn a_push_message_links_to_its_own_subscriptions_console_and_a_webhook_body_to_none() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    let mut other = subscription("ps_2", &[Notice::NeedsYou], T0 + 2);
+    if let Address::Push { console, .. } = &mut other.address {
+        *console = "https://other.example".into();
+    }
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(other), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let consoles: Vec<(&str, &str)> = mem.deliveries.values().map(|d| (d.to.as_str(), d.console.as_str())).collect();
+    assert_eq!(consoles, vec![("wh_1", ""), ("ps_1", "https://console.example"), ("ps_2", "https://other.example")]);
+}
+
+#[test]
+fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
+    let (mut index, mut mem) = owner(10, true);
+    for on in [true, false] {
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Refuse { on }, T0).1, vec![], "a switch needs no storage");
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hold { on }, T0).1, vec![]);
+    }
+    // Refused rows read nothing past the tables; a list with no table reads nothing more.
+    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert!(matches!(refused.answer, Answer::Refused(_)));
+    assert_eq!(reads, vec![Read::Tables]);
+    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
+    let query = ListQuery { state: None, limit: 5, cursor: None };
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::List { query: query.clone(), if_none_match: None }, T0).1, vec![], "the tables are known");
+    // Without receivers' tables, the alarm reads nothing; held, it reads nothing either.
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
+    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![Read::Pending { limit: 10 }]);
+    // A row owing a delivery reads the receivers and the count (no row is held before the
+    // list's first), and the oldest pending only when some must go.
+    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![] }, T0);
+    assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }, Read::PendingCount]);
+    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 2, Status::Done), passed: vec![] }, T0);
+    let no_count = vec![Read::Held { id: "ho_b".into() }, Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }];
+    assert_eq!(reads, no_count, "a notice no receiver is sent owes nothing to count");
+    // A listing reads its own kind.
+    let (listed, reads) = run_reading(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0);
+    assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Push] }]);
+    assert!(matches!(listed.answer, Answer::Receivers { entries, .. } if entries.len() == 1));
+    // A row with the list in place writes no schema; a failed commit has the tables read again.
+    let (mut index, mut mem) = owner(10, true);
+    let unreadable = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    assert_eq!(unreadable.writes, vec![Write::ListSchema, Write::StoreUnreadable { id: "ho_z".into() }]);
+    let again = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_y".into() }, T0);
+    assert_eq!(again.writes, vec![Write::StoreUnreadable { id: "ho_y".into() }]);
+    index.failed();
+    assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into() }, &Feed::default(), T0), Some(Read::Tables));
+}
+
+#[test]
+fn push_subscriptions_have_their_own_cap_beside_the_webhooks() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_0", &[Notice::NeedsYou], T0)), T0);
+    for i in 0..crate::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX {
+        let plan = run(&mut index, &mut mem, Ask::AddReceiver(subscription(&format!("ps_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
+        assert!(matches!(plan.answer, Answer::Created(_)), "{i}");
+    }
+    let over = run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_x", &[Notice::NeedsYou], T0)), T0);
+    assert!(matches!(&over.answer, Answer::Refused(r) if r.code == Code::SubscriptionTooMany), "{over:?}");
+    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::Done], T0)), T0).answer, Answer::Created(_)));
+}
+
+#[test]
+fn each_drop_is_counted_on_its_own_receiver_among_several_of_one_kind() {
+    let (mut index, mut mem) = owner(1, false);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_2", &[Notice::NeedsYou], T0 + 1)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_3", &[Notice::Done], T0 + 2)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Done), passed: vec![] }, T0);
+    let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
+    assert_eq!(dropped, vec![("wh_1", 1), ("wh_2", 1), ("wh_3", 0)]);
+    assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["wh_3"]);
 }
