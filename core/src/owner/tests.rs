@@ -671,6 +671,9 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let (listed, reads) = run_reading(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0);
     assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Push] }]);
     assert!(matches!(listed.answer, Answer::Receivers { entries, .. } if entries.len() == 1));
+    // Refused rows read nothing, whatever the index holds.
+    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![] }, T0).1, vec![]);
     // A row with the list in place writes no schema; a failed commit has the tables read again.
     let (mut index, mut mem) = owner(10, true);
     let unreadable = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
