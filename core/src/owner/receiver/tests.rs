@@ -230,3 +230,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_delivery_state_is_stored_and_listed_by_its_contract_name_and_read_back() {
+    let states = [(DeliveryState::Pending, "pending"), (DeliveryState::Delivered, "delivered"), (DeliveryState::Failed, "failed")];
+    for (state, name) in states {
+        assert_eq!(state.as_str(), name);
+        assert_eq!(DeliveryState::parse(name), Some(state));
+        assert_eq!(serde_json::to_string(&state).unwrap(), format!("\"{name}\""));
+    }
+    assert_eq!(DeliveryState::parse("sent"), None);
+}
