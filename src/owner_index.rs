@@ -118,8 +118,15 @@ impl Driver {
             crate::alarm::set(storage.as_raw(), at, "the owner's notifications")?;
         }
         for &(seq, lease) in &plan.send {
-            let Some(d) = due.iter().position(|d| d.seq == seq).map(|i| due.swap_remove(i)) else { continue };
-            let Some(kind) = Receiver::parse(&d.kind) else { continue };
+            // The core starts only deliveries of a known kind that the alarm's read returned.
+            let Some(d) = due.iter().position(|d| d.seq == seq).map(|i| due.swap_remove(i)) else {
+                console_error!("owner index: delivery {seq} was to start but was not read");
+                continue;
+            };
+            let Some(kind) = Receiver::parse(&d.kind) else {
+                console_error!("owner index: delivery {} was to start but is of a kind this build does not know ({})", d.id, d.kind);
+                continue;
+            };
             let driver = Rc::clone(this);
             wasm_bindgen_futures::spawn_local(async move {
                 let sent = send::attempt(&d, kind, driver.sender.as_ref()).await;
