@@ -33,6 +33,7 @@ use crate::time::EpochMs;
 use crate::turn::State;
 use receiver::{DeliveryState, Lease, Next, Receiver, Subscriber};
 use sending::Pending;
+use std::cell::OnceCell;
 
 /// How long a test that holds deliveries has the alarm wait before it looks again.
 pub const HELD_ALARM_MS: i64 = 1_000;
@@ -224,6 +225,18 @@ pub struct Feed {
     /// Per receiver read: its newest finished deliveries' `seq`s.
     pub finished: Vec<(String, Vec<i64>)>,
     pub storage_bytes: Option<u64>,
+    /// What the index derived from the reads, kept so that neither the next read nor the
+    /// decision derives it again.
+    derived: Derived,
+}
+
+/// Derived once per ask: the row held, parsed (where it can owe a notice); how many deliveries
+/// a row owes; the alarm's round at the ask's time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Derived {
+    held_row: OnceCell<Option<Row>>,
+    owed: OnceCell<usize>,
+    round: OnceCell<(EpochMs, sending::Round, Vec<i64>)>,
 }
 
 impl Feed {
@@ -368,15 +381,15 @@ impl Index {
                 if tables.list && feed.held.is_none() {
                     return Some(Read::Held { id: row.id.clone() });
                 }
-                let readable = readable_held(tables, feed);
-                let put = list::put(held(feed, readable.as_ref()), passed, row, tables.receivers);
+                let put = list::put(held(feed, readable_held(tables, feed)), passed, row, tables.receivers);
                 if put.notices.is_empty() {
                     return None;
                 }
                 let Some(receivers) = &feed.receivers else {
                     return Some(Read::Receivers { of: self.notified() });
                 };
-                self.cap_read(receiver::owed(&put.notices, &subscribers(receivers)).len(), feed)
+                let owed = *feed.derived.owed.get_or_init(|| receiver::owed(&put.notices, &subscribers(receivers)).len());
+                self.cap_read(owed, feed)
             }
             Ask::Open { row } if tables.list && feed.open.is_none() => Some(Read::OpenCount { except: row.id.clone() }),
             Ask::List { query, .. } if tables.list && feed.rows.is_none() => {
@@ -401,7 +414,7 @@ impl Index {
                 let Some(pending) = &feed.pending else {
                     return Some(Read::Pending { limit: self.bounds.pending_max });
                 };
-                let (round, _) = self.round(pending, now);
+                let (round, _) = self.round(feed, pending, now);
                 let mut expired = pending.iter().filter(|w| round.expire.contains(&w.seq));
                 expired.find_map(|w| Some((w.receiver?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
             }
@@ -492,8 +505,7 @@ impl Index {
         if self.refusing {
             return Plan::refused(Code::StoreUnavailable, "deliveries are refused (test hook)");
         }
-        let readable = readable_held(tables, feed);
-        let put = list::put(held(feed, readable.as_ref()), &passed, &row, tables.receivers);
+        let put = list::put(held(feed, readable_held(tables, feed)), &passed, &row, tables.receivers);
         if !put.store {
             return Plan::answer(Answer::Done);
         }
@@ -501,8 +513,8 @@ impl Index {
         if !tables.list {
             plan.writes.push(Write::ListSchema);
         }
-        let receivers = feed.receivers.clone().unwrap_or_default();
-        let owed = receiver::owed(&put.notices, &subscribers(&receivers));
+        let receivers = feed.receivers.as_deref().unwrap_or_default();
+        let owed = receiver::owed(&put.notices, &subscribers(receivers));
         let owes = !owed.is_empty();
         let console = |to: &str| receivers.iter().find(|e| e.id == to).map_or("", |e| e.address.console()).to_string();
         let owe: Vec<Write> = owed
@@ -510,7 +522,7 @@ impl Index {
             .map(|o| Write::Owe { receiver: o.receiver, to: o.to.to_string(), row: o.row.clone(), notice: o.notice, key: o.key, at: now, console: console(o.to) })
             .collect();
         let (drop, count, owe) = self.cap(feed, owe);
-        plan.writes.push(Write::StoreRow(row.clone()));
+        plan.writes.push(Write::StoreRow(row));
         plan.writes.extend(owe);
         plan.writes.extend(count);
         if !drop.is_empty() {
@@ -577,8 +589,8 @@ impl Index {
         if !tables.receivers {
             return plan;
         }
-        let pending = feed.pending.clone().unwrap_or_default();
-        let (round, unknown) = self.round(&pending, now);
+        let pending = feed.pending.as_deref().unwrap_or_default();
+        let (round, unknown) = self.round(feed, pending, now);
         for w in pending.iter().filter(|w| unknown.contains(&w.seq)) {
             plan.log.push(format!("delivery {} to {}: a kind this build does not know; it ends failed", w.seq, w.to));
             plan.writes.push(Write::Finish { seq: w.seq, state: DeliveryState::Failed, status: None });
@@ -604,7 +616,7 @@ impl Index {
                 plan.writes.push(Write::TrimFinished { to: to.to_string(), through });
             }
         }
-        for (seq, lease) in round.send {
+        for &(seq, lease) in &round.send {
             plan.writes.push(Write::Lease { seq, lease, at: now });
             plan.send.push((seq, lease));
         }
@@ -612,8 +624,18 @@ impl Index {
         plan
     }
 
-    /// The round over `pending`, and the `seq`s of a kind this build does not know.
-    fn round(&self, pending: &[Waiting], now: EpochMs) -> (sending::Round, Vec<i64>) {
+    /// The round over `pending` (the alarm's read of `feed`), and the `seq`s of a kind this
+    /// build does not know: made once per ask, whose reads and decision take one `now`.
+    fn round<'f>(&self, feed: &'f Feed, pending: &[Waiting], now: EpochMs) -> (&'f sending::Round, &'f [i64]) {
+        let (at, round, unknown) = feed.derived.round.get_or_init(|| {
+            let (round, unknown) = self.round_of(pending, now);
+            (now, round, unknown)
+        });
+        assert_eq!(*at, now, "one ask's reads and decision take one time");
+        (round, unknown)
+    }
+
+    fn round_of(&self, pending: &[Waiting], now: EpochMs) -> (sending::Round, Vec<i64>) {
         let unknown = pending.iter().filter(|w| w.receiver.is_none()).map(|w| w.seq).collect();
         let known: Vec<Pending> = pending
             .iter()
@@ -678,9 +700,13 @@ fn finished_read((receiver, to): (Receiver, &String)) -> Read {
 
 /// The row held, parsed only where it can owe a notice (the owner has receivers); one that
 /// cannot be read counts as none: told at least once, never less.
-fn readable_held(tables: Tables, feed: &Feed) -> Option<Row> {
-    let text = &feed.held.as_ref()?.as_ref()?.text;
-    tables.receivers.then(|| serde_json::from_str(text).ok()).flatten()
+/// Parsed once per ask.
+fn readable_held(tables: Tables, feed: &Feed) -> Option<&Row> {
+    let parse = || {
+        let text = &feed.held.as_ref()?.as_ref()?.text;
+        tables.receivers.then(|| serde_json::from_str(text).ok()).flatten()
+    };
+    feed.derived.held_row.get_or_init(parse).as_ref()
 }
 
 /// The row held as newest-wins reads it.
