@@ -83,6 +83,11 @@ pub fn event_names(events: &[Notice]) -> Vec<String> {
     events.iter().map(|e| e.name().to_string()).collect()
 }
 
+/// The events `names` (read and checked by the request's reader) stand for.
+fn events_named(names: &[String]) -> Vec<Notice> {
+    names.iter().filter_map(|name| Notice::parse(name)).collect()
+}
+
 /// A webhook as listed: never its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Webhook {
@@ -104,7 +109,7 @@ impl Webhook {
 
     /// The index's receiver of this webhook and its `secret`.
     pub fn entry(self, secret: String) -> owner::Entry {
-        let events = self.events.iter().filter_map(|e| Notice::parse(e)).collect();
+        let events = events_named(&self.events);
         owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
     }
 }
@@ -250,7 +255,7 @@ pub struct StoredSubscription {
 impl StoredSubscription {
     /// The index's receiver of this subscription.
     pub fn entry(self) -> owner::Entry {
-        let events = self.events.iter().filter_map(|e| Notice::parse(e)).collect();
+        let events = events_named(&self.events);
         let address = owner::Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console };
         owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
     }

@@ -172,6 +172,29 @@ mod tests {
     }
 
     #[test]
+    fn a_receiver_reaches_the_index_with_the_events_it_was_registered_for() {
+        use crate::notifications::{StoredSubscription, Webhook};
+        use handoff_core::notice::Notice;
+        use handoff_core::time::Timestamp;
+        let events = vec!["needs-you".to_string(), "done".to_string()];
+        let webhook = Webhook { id: "wh_1".into(), url: "https://h.example/".into(), events: events.clone(), created_at: Timestamp::from_ms(7) };
+        let owner::Ask::AddReceiver(entry) = (IndexAsk::WebhookAdd { webhook, secret: "whsec_x".into() }).into_owner() else { panic!("an add") };
+        assert_eq!((entry.events, entry.created_at), (vec![Notice::NeedsYou, Notice::Done], 7));
+        let subscription = StoredSubscription {
+            id: "ps_1".into(),
+            endpoint: "https://push.example/x".into(),
+            origin: "https://push.example".into(),
+            p256dh: "k".into(),
+            auth: "a".into(),
+            events,
+            created_at: Timestamp::from_ms(9),
+            console: "https://console.example".into(),
+        };
+        let owner::Ask::AddReceiver(entry) = (IndexAsk::PushSubscribe { subscription }).into_owner() else { panic!("an add") };
+        assert_eq!(entry.events, vec![Notice::NeedsYou, Notice::Done]);
+    }
+
+    #[test]
     fn an_ask_reads_back_as_itself_in_its_versioned_envelope() {
         let text = encode(&ask()).unwrap();
         assert!(text.starts_with(&format!("{{\"v\":{PROTOCOL_VERSION},\"ask\":")), "{text}");
