@@ -424,7 +424,7 @@ mod tests {
         let options = (0..QUESTION_OPTIONS_MAX)
             .map(|i| Choice { id: format!("{i}").repeat(QUESTION_OPTION_ID_CHARS_MAX), label: "\"".repeat(QUESTION_LABEL_BYTES_MAX) })
             .collect();
-        let input = QuestionInput { kind: Kind::Choice, text: "\\".repeat(QUESTION_TEXT_BYTES_MAX), options };
+        let input = QuestionInput { kind: Kind::Choice, text: "\\".repeat(QUESTION_TEXT_BYTES_MAX), input: None, options };
         let mut row = Row {
             id: format!("ho_{}", "f".repeat(32)),
             listed: Listed {

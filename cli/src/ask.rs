@@ -25,7 +25,7 @@ pub fn answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
 /// A permission question: the tool and a one-line summary of its input, `allow` or `deny`.
 pub fn permission_question(text: &str) -> QuestionInput {
     let options = [("allow", "Allow"), ("deny", "Deny")].map(|(id, label)| Choice { id: id.into(), label: label.into() }).to_vec();
-    QuestionInput { kind: Kind::Permission, text: text.to_string(), options }
+    QuestionInput { kind: Kind::Permission, text: text.to_string(), input: None, options }
 }
 
 /// What a harness's `PermissionRequest` asks the owner.
@@ -52,7 +52,7 @@ impl Prompt {
             Prompt::Permission(text) => permission_question(text),
             Prompt::Choice { text, labels, .. } => {
                 let options = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
-                QuestionInput { kind: Kind::Choice, text: text.clone(), options }
+                QuestionInput { kind: Kind::Choice, text: text.clone(), input: None, options }
             }
         }
     }

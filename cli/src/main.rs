@@ -717,7 +717,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Package(p) => package(&out, &client, p)?,
         Command::Ask { id, turn, text, options, kind, wait, key } => {
             let wait_s = wait.unwrap_or_else(|| handoff_cli::ask::answer_wait_s(&|k| std::env::var(k).ok()));
-            let question = QuestionInput { kind, text, options };
+            let question = QuestionInput { kind, text, input: None, options };
             let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question) };
             let asked = keyed(&key).report(&id, &report)?;
             let Some(q) = asked.value.question.clone() else {

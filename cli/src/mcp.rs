@@ -323,7 +323,7 @@ impl HandoffServer {
     async fn ask_owner(&self, Parameters(args): Parameters<AskArgs>, cancelled: CancellationToken) -> Result<CallToolResult, ErrorData> {
         let wait_s = args.wait_s.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX);
         let options: Vec<Choice> = args.options.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
-        let question = QuestionInput { kind: Kind::Choice, text: args.question, options };
+        let question = QuestionInput { kind: Kind::Choice, text: args.question, input: None, options };
         let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
         let asked = self.blocking(move || {
             let turn = session.turn(&reader)?;

@@ -174,7 +174,7 @@ mod tests {
     fn the_list_row_shows_an_unanswered_questions_text_as_its_summary() {
         use crate::question::{Answer, Choice, Kind, Question, QuestionInput};
         let mut r = record();
-        let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
+        let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), input: None, options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
         r.question = Some(Question::asked(&input, 1, 2, Timestamp::from_ms(5)));
         let row = Row::of(&r);
         assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2")));
@@ -194,7 +194,7 @@ mod tests {
         r.continued_from = Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) });
         r.suggestion = Some(Suggestion { reason: Reason::ContextThreshold, turn: 2, runtimes: vec!["codex".into()], command: "handoff open".into() });
         r.machine_runtimes = Some(MachineRuntimes { runtimes: vec![], reported_at: Timestamp::from_ms(3) });
-        let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), options: vec![Choice { id: "a".into(), label: "A".into() }] };
+        let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), input: None, options: vec![Choice { id: "a".into(), label: "A".into() }] };
         r.question = Some(Question::asked(&input, 2, 7, Timestamp::from_ms(4)));
         r.incarnation = 9;
         r

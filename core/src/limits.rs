@@ -195,6 +195,10 @@ pub const OUTBOX_SAFETY_ALARM_MS: i64 = 10_000;
 
 /// A question's text (a needs-you report's `question.text`).
 pub const QUESTION_TEXT_BYTES_MAX: usize = 1024;
+/// A question's `input`: the whole of what an Allow approves, as a person reads it (a command,
+/// a file's path and content, an edit's diff). 16 KiB holds real commands and most single-file
+/// edits; an asker whose input is larger says so in `text` and offers no Allow.
+pub const QUESTION_INPUT_BYTES_MAX: usize = 16 * 1024;
 /// Options one question offers (at least one).
 pub const QUESTION_OPTIONS_MAX: usize = 6;
 /// An option's id: 1..=this many characters of `[a-z0-9_-]`.

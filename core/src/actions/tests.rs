@@ -45,7 +45,7 @@ fn answer(question: &str, option: &str) -> Change {
 
 fn ask(turn_: u64, text: &str) -> Change {
     let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
-    let question = QuestionInput { kind: Kind::Permission, text: text.into(), options };
+    let question = QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options };
     turn(TurnCommand::Report { turn: turn_, status: ReportStatus::NeedsYou, summary: None, question: Some(question) })
 }
 

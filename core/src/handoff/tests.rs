@@ -224,7 +224,7 @@ fn each_change_names_its_kind_in_the_history() {
 fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_again() {
     use crate::question::{Choice, Kind, QuestionInput};
     let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
-    let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), options };
+    let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), input: None, options };
     let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question) };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));

@@ -270,7 +270,7 @@ use crate::question::{Choice, Kind, QuestionInput};
 
 fn permission(text: &str) -> QuestionInput {
     let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
-    QuestionInput { kind: Kind::Permission, text: text.into(), options }
+    QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options }
 }
 
 fn ask(turn: u64, text: &str) -> Command {
