@@ -682,7 +682,7 @@ fn classify(method: &str, url: &str, error: ureq::Error) -> Tried {
         | ureq::Error::Protocol(_)
         | ureq::Error::BodyStalled => Tried::Connection(message),
         ureq::Error::TlsRequired | ureq::Error::BadUri(_) => {
-            Tried::Final(format!("{message} (https needs a client built with `--features tls`)"))
+            Tried::Final(format!("{message} (https needs a client built with the `tls` feature, the default)"))
         }
         _ => Tried::Final(message),
     }

@@ -494,11 +494,11 @@ fn main() {
             output::exit_code(&error)
         }
         Err(Failure::Usage(message)) => {
-            eprintln!("usage: {message}");
+            eprintln!("usage: {}", output::escape(&message, false));
             EXIT_USAGE
         }
         Err(Failure::Credential(message)) => {
-            eprintln!("auth: {message}");
+            eprintln!("auth: {}", output::escape(&message, false));
             EXIT_AUTH_OR_NETWORK
         }
     };
