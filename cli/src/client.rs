@@ -822,6 +822,27 @@ mod tests {
         assert!(!insecure_http_from_env(&env("0")) && !insecure_http_from_env(&env("")) && !insecure_http_from_env(&|_| None));
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn the_token_file_is_0600_in_a_0700_folder_and_reads_back_trimmed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("handoff-token-file-{}", std::process::id())).join("tokens");
+        let file = dir.join("ho_1.token");
+        write_token_file(&file, "abc.def.ghi").unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&file)), (0o700, 0o600));
+        let path = file.to_string_lossy().into_owned();
+        let env = move |k: &str| (k == ENV_TOKEN_FILE).then(|| path.clone());
+        assert_eq!(token_from_env(&env), Ok(Some("abc.def.ghi".to_string())));
+        let both = |k: &str| match k {
+            "HANDOFF_TOKEN" => Some("direct".to_string()),
+            _ => Some("/nonexistent".to_string()),
+        };
+        assert_eq!(token_from_env(&both), Ok(Some("direct".to_string())), "the variable wins over the file");
+        assert_eq!(token_from_env(&|_| None), Ok(None));
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+    }
+
     #[test]
     fn a_client_to_plain_http_off_this_machine_sends_nothing() {
         let client = Client::new("http://192.0.2.1:9", Some("secret")).with_retry(Retry::none());

@@ -148,6 +148,8 @@ fn answer_without_a_question_on_a_terminal_shows_the_open_question_whole_and_ans
     // A "no" answers nothing.
     let Some(first) = on_a_terminal(&owner_token, &["answer", &id, "allow"]) else {
         eprintln!("no tmux here: the prompt's logic is held by output::tests");
+        ok(Some(&owner_token), &["answer", &id, "deny", "--question", &q]);
+        let _ = asking.wait_with_output();
         return;
     };
     let shown = wait_for_screen(&first, "[y/N]");

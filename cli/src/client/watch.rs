@@ -214,7 +214,9 @@ fn tcp(socket: &Socket) -> &TcpStream {
     }
 }
 
+// The handshake's error is tungstenite's own, matched once by the caller; boxing it buys nothing.
 #[cfg(feature = "tls")]
+#[allow(clippy::result_large_err)]
 fn handshake(request: tungstenite::handshake::client::Request, stream: TcpStream) -> Result<(Socket, tungstenite::handshake::client::Response), HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>> {
     tungstenite::client_tls(request, stream)
 }
