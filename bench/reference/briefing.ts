@@ -210,11 +210,11 @@ function closing(p: Package, reach: Reach): string {
     );
   }
   return (
-    `Keep the hand-off record as you work. The hand-off API is at ${reach.baseUrl} (also in the environment ` +
-    `variable HANDOFF_URL); HANDOFF_TOKEN holds your bearer token: send it as "Authorization: Bearer <token>" ` +
-    `and never print it. Under /v1/handoffs/${id}: POST decisions, artifacts and blockers as you make, ` +
-    `produce or meet them, and POST report {"turn", "status", "summary"} with running or ` +
-    `needs-you while you work and done or failed when you finish; a final report adds "unmet": the ` +
-    `indices of the acceptance criteria you did not meet. GET /v1/handoffs/${id} shows the current turn.`
+    `Keep the hand-off record of ${id} as you work, through the hand-off tools this session was given ` +
+    `(the handoff MCP server, which reaches the hand-off API at ${reach.baseUrl}, also in the environment ` +
+    `variable HANDOFF_URL): they hold its credential, so never look for a token, print one or send one ` +
+    `yourself. Record decisions, artifacts and blockers as you make, produce or meet them, and report ` +
+    `running or needs-you while you work and done or failed when you finish; a final report adds ` +
+    `unmet: the indices of the acceptance criteria you did not meet. get_handoff shows the current turn.`
   );
 }

@@ -3,6 +3,7 @@
 //! the answer comes back as any other version does, through `/wait`.
 
 use crate::client::{Client, Handoff, Retry};
+use handoff_core::limits::QUESTION_INPUT_BYTES_MAX;
 use handoff_core::question::{Answer, Choice, Kind, QuestionInput};
 use handoff_core::turn::State;
 use std::time::{Duration, Instant};
@@ -22,17 +23,32 @@ pub fn answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
     env("HANDOFF_ANSWER_WAIT_S").and_then(|v| v.trim().parse::<u64>().ok()).map_or(ANSWER_WAIT_S_DEFAULT, |s| s.min(ANSWER_WAIT_S_MAX))
 }
 
-/// A permission question: the tool and a one-line summary of its input, `allow` or `deny`.
-pub fn permission_question(text: &str) -> QuestionInput {
-    let options = [("allow", "Allow"), ("deny", "Deny")].map(|(id, label)| Choice { id: id.into(), label: label.into() }).to_vec();
-    QuestionInput { kind: Kind::Permission, text: text.to_string(), input: None, options }
+/// A permission question: its title (the tool and a line of its input) and the whole input,
+/// `allow` or `deny`. An input over [`QUESTION_INPUT_BYTES_MAX`] cannot be shown, so it cannot
+/// be allowed: the question says so, with its size and SHA-256, and offers `deny` alone.
+pub fn permission_question(text: &str, input: Option<&str>) -> QuestionInput {
+    let allow = Choice { id: "allow".into(), label: "Allow".into() };
+    let deny = Choice { id: "deny".into(), label: "Deny".into() };
+    match input {
+        Some(whole) if whole.len() > QUESTION_INPUT_BYTES_MAX => {
+            use sha2::{Digest, Sha256};
+            let text = format!(
+                "{text} (its input is {} bytes, SHA-256 {}, over the {QUESTION_INPUT_BYTES_MAX} bytes a question can show: it can only be denied here; allow it at the terminal)",
+                whole.len(),
+                hex::encode(Sha256::digest(whole.as_bytes()))
+            );
+            QuestionInput { kind: Kind::Permission, text, input: None, options: vec![deny] }
+        }
+        _ => QuestionInput { kind: Kind::Permission, text: text.to_string(), input: input.map(str::to_string), options: vec![allow, deny] },
+    }
 }
 
 /// What a harness's `PermissionRequest` asks the owner.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
-    /// May the tool run? The question's text: the tool and a line of its input.
-    Permission(String),
+    /// May the tool run? The question's title (the tool and a line of its input) and the
+    /// tool's whole input as a person reads it.
+    Permission { text: String, input: Option<String> },
     /// Claude Code's `AskUserQuestion` with one question: its text, its options' labels, and
     /// the tool's input, given back with the answer in it.
     Choice { text: String, labels: Vec<String>, input: serde_json::Value },
@@ -41,7 +57,7 @@ pub enum Prompt {
 impl Prompt {
     pub fn text(&self) -> &str {
         match self {
-            Prompt::Permission(text) | Prompt::Choice { text, .. } => text,
+            Prompt::Permission { text, .. } | Prompt::Choice { text, .. } => text,
         }
     }
 
@@ -49,7 +65,7 @@ impl Prompt {
     /// their labels.
     pub fn question(&self) -> QuestionInput {
         match self {
-            Prompt::Permission(text) => permission_question(text),
+            Prompt::Permission { text, input } => permission_question(text, input.as_deref()),
             Prompt::Choice { text, labels, .. } => {
                 let options = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
                 QuestionInput { kind: Kind::Choice, text: text.clone(), input: None, options }
@@ -62,7 +78,7 @@ impl Prompt {
     /// chosen label), the form Claude Code's `AskUserQuestion` takes its answers in.
     pub fn decision(&self, answer: &Answer) -> String {
         match self {
-            Prompt::Permission(_) => permission_decision(answer),
+            Prompt::Permission { .. } => permission_decision(answer),
             Prompt::Choice { text, labels, input } => {
                 let label = answer.option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))).cloned().unwrap_or_default();
                 // The owner's note travels with the label, as a person's own words would.
@@ -171,9 +187,28 @@ mod tests {
         assert_eq!(decision["behavior"], "allow");
         assert_eq!(decision["updatedInput"]["answers"], serde_json::json!({"Which database?": "SQLite"}));
         assert_eq!(decision["updatedInput"]["questions"], input["questions"], "the tool's own input goes back with the answer");
-        assert_eq!(Prompt::Permission("Bash: ls".into()).decision(&answer("deny", None)), permission_decision(&answer("deny", None)));
+        assert_eq!(Prompt::Permission { text: "Bash: ls".into(), input: None }.decision(&answer("deny", None)), permission_decision(&answer("deny", None)));
         let noted: serde_json::Value = serde_json::from_str(&prompt.decision(&answer("1", Some("it is there already")))).unwrap();
         assert_eq!(noted["hookSpecificOutput"]["decision"]["updatedInput"]["answers"], serde_json::json!({"Which database?": "Postgres (note: it is there already)"}));
+    }
+
+    #[test]
+    fn an_input_over_the_limit_is_said_with_its_size_and_sha256_and_offers_no_allow() {
+        let fits = "x".repeat(QUESTION_INPUT_BYTES_MAX);
+        let q = permission_question("Bash: x…", Some(&fits));
+        assert_eq!((q.input.as_deref(), q.options.len()), (Some(fits.as_str()), 2));
+        assert_eq!(q.options[0].id, "allow");
+        let over = "x".repeat(QUESTION_INPUT_BYTES_MAX + 1);
+        let q = permission_question("Bash: x…", Some(&over));
+        let ids: Vec<&str> = q.options.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!((q.input.as_deref(), ids), (None, vec!["deny"]), "no Allow for what cannot be shown");
+        use sha2::{Digest, Sha256};
+        let sha = hex::encode(Sha256::digest(over.as_bytes()));
+        assert!(q.text.starts_with("Bash: x…") && q.text.contains(&format!("{} bytes", over.len())) && q.text.contains(&sha), "{}", q.text);
+        assert!(q.text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX);
+        let two = permission_question("Bash: a", Some("a; b"));
+        assert_ne!(two.input, permission_question("Bash: a", Some("a; c")).input, "two inputs under one title are two questions");
+        assert!(permission_question("ExitPlanMode", None).input.is_none());
     }
 
     #[test]

@@ -203,6 +203,65 @@ pub struct Client {
     idempotency_key: Option<String>,
     /// The longest any one request may take, when shorter than the route's own timeout.
     request_timeout: Option<Duration>,
+    /// Why no request may be sent to `base` (plain http to a host off this machine), if so.
+    refused: Option<String>,
+}
+
+/// The variable holding a token directly.
+pub const ENV_TOKEN: &str = "HANDOFF_TOKEN";
+/// The variable naming a file that holds the token (0600, as the launcher writes it): what a
+/// harness hands its hooks and MCP server in place of the token itself.
+pub const ENV_TOKEN_FILE: &str = "HANDOFF_TOKEN_FILE";
+
+/// The token `HANDOFF_TOKEN` holds, else the one in the file `HANDOFF_TOKEN_FILE` names
+/// (trimmed); `Ok(None)` when neither is set, an error naming the file when it cannot be read.
+pub fn token_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+    if let Some(token) = env(ENV_TOKEN).filter(|t| !t.trim().is_empty()) {
+        return Ok(Some(token));
+    }
+    let Some(path) = env(ENV_TOKEN_FILE).filter(|p| !p.trim().is_empty()) else { return Ok(None) };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{ENV_TOKEN_FILE} {path}: {e}"))?;
+    Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
+}
+
+/// Writes `token` to `path`, 0600 in a 0700 folder, for the hooks and the MCP server.
+pub fn write_token_file(path: &std::path::Path, token: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        crate::private::dir(dir)?;
+    }
+    crate::private::write(path, token.as_bytes())
+}
+
+/// The variable that lets the token go over plain `http://` to a host off this machine, as
+/// `--insecure-http` does (the hooks and the MCP server read it from the harness's environment).
+pub const ENV_INSECURE_HTTP: &str = "HANDOFF_INSECURE_HTTP";
+
+/// Whether `HANDOFF_INSECURE_HTTP` is set to something other than empty, `0`, `false`, `no`
+/// or `off`.
+pub fn insecure_http_from_env(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env(ENV_INSECURE_HTTP).is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off"))
+}
+
+/// A bearer token goes in the clear only to this machine: `http://` is refused for any host
+/// but loopback (`127.0.0.0/8`, `::1`, `localhost`) unless `insecure` says otherwise. On the
+/// path, the token could be read, and a forged answer could allow a tool.
+pub fn check_url(url: &str, insecure: bool) -> Result<(), String> {
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.get(..7).filter(|p| p.eq_ignore_ascii_case("http://")).map(|_| &url[7..])) else {
+        return Ok(());
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback || insecure {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to send the token over plain http to {host}: use https://, or pass --insecure-http (or set {ENV_INSECURE_HTTP}=1) if this network is yours"
+    ))
 }
 
 impl Client {
@@ -219,7 +278,21 @@ impl Client {
             retry: Retry::default(),
             idempotency_key: None,
             request_timeout: None,
+            refused: check_url(base, insecure_http_from_env(&|k| std::env::var(k).ok())).err(),
         }
+    }
+
+    /// With `insecure`, plain `http://` to any host is allowed (`--insecure-http`).
+    pub fn with_insecure_http(mut self, insecure: bool) -> Client {
+        if insecure {
+            self.refused = None;
+        }
+        self
+    }
+
+    /// Why this client sends nothing, if it does not ([`check_url`]).
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// Caps every request's time, connecting included (a hook has a budget to keep).
@@ -519,6 +592,9 @@ impl Client {
         idempotency_key: Option<&str>,
         timeout_s: u64,
     ) -> Result<Raw, Error> {
+        if let Some(message) = &self.refused {
+            return Err(Error::Unexpected { status: 0, message: message.clone() });
+        }
         let url = url_of(&self.base, path, query);
         let payload = body.map(|b| b.to_string().into_bytes());
         let mut attempt = 0;
@@ -606,7 +682,7 @@ fn classify(method: &str, url: &str, error: ureq::Error) -> Tried {
         | ureq::Error::Protocol(_)
         | ureq::Error::BodyStalled => Tried::Connection(message),
         ureq::Error::TlsRequired | ureq::Error::BadUri(_) => {
-            Tried::Final(format!("{message} (https needs a client built with `--features tls`)"))
+            Tried::Final(format!("{message} (https needs a client built with the `tls` feature, the default)"))
         }
         _ => Tried::Final(message),
     }
@@ -730,6 +806,52 @@ pub fn new_idempotency_key() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_goes_only_to_loopback_unless_insecure_http_is_given() {
+        for ok in ["http://127.0.0.1:8787", "http://127.9.9.9/x", "http://localhost:8787/", "http://LOCALHOST", "http://[::1]:8787", "http://user@127.0.0.1:1", "https://handoff.example.com", "https://10.0.0.1"] {
+            assert!(check_url(ok, false).is_ok(), "{ok}");
+        }
+        for refused in ["http://handoff.example.com", "http://10.0.0.1:8787", "http://[::2]/", "HTTP://example.com", "http://127.0.0.1.evil.example/", "http://localhost.evil.example", "http://127.0.0.1@evil.example/"] {
+            let message = check_url(refused, false).unwrap_err();
+            assert!(message.contains("--insecure-http") && message.contains(ENV_INSECURE_HTTP), "{refused}: {message}");
+            assert!(check_url(refused, true).is_ok(), "{refused} with --insecure-http");
+        }
+        let env = |v: &'static str| move |k: &str| (k == ENV_INSECURE_HTTP).then(|| v.to_string());
+        assert!(insecure_http_from_env(&env("1")) && insecure_http_from_env(&env("true")));
+        assert!(!insecure_http_from_env(&env("0")) && !insecure_http_from_env(&env("")) && !insecure_http_from_env(&|_| None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_token_file_is_0600_in_a_0700_folder_and_reads_back_trimmed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("handoff-token-file-{}", std::process::id())).join("tokens");
+        let file = dir.join("ho_1.token");
+        write_token_file(&file, "abc.def.ghi").unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&file)), (0o700, 0o600));
+        let path = file.to_string_lossy().into_owned();
+        let env = move |k: &str| (k == ENV_TOKEN_FILE).then(|| path.clone());
+        assert_eq!(token_from_env(&env), Ok(Some("abc.def.ghi".to_string())));
+        let both = |k: &str| match k {
+            "HANDOFF_TOKEN" => Some("direct".to_string()),
+            _ => Some("/nonexistent".to_string()),
+        };
+        assert_eq!(token_from_env(&both), Ok(Some("direct".to_string())), "the variable wins over the file");
+        assert_eq!(token_from_env(&|_| None), Ok(None));
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_client_to_plain_http_off_this_machine_sends_nothing() {
+        let client = Client::new("http://192.0.2.1:9", Some("secret")).with_retry(Retry::none());
+        match client.get("ho_0123456789abcdef0123456789abcdef") {
+            Err(Error::Unexpected { status: 0, message }) => assert!(message.contains("--insecure-http"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(Client::new("http://192.0.2.1:9", None).with_insecure_http(true).refused().is_none());
+    }
 
     #[test]
     fn only_connection_errors_429_and_503_are_tried_again() {

@@ -39,16 +39,21 @@ const _: () = assert!(CODEX_BUDGET_BYTES > CLAUDE_CODE_BUDGET_BYTES, "the runtim
 pub const ENV_URL: &str = "HANDOFF_URL";
 /// The variable holding the hand-off's id.
 pub const ENV_ID: &str = "HANDOFF_ID";
-/// The variable holding the machine token.
+/// The variable holding the machine token; the launcher takes it out of the runtime's
+/// environment, whose shell would hand it to every command the model runs.
 pub const ENV_TOKEN: &str = "HANDOFF_TOKEN";
+/// The variable naming the 0600 file that holds the machine token, which the hooks and the
+/// MCP server read (and `handoff serve`).
+pub use crate::client::ENV_TOKEN_FILE;
 /// Every variable the launcher sets in the runtime's environment, as the prompt names them.
-pub const ENV_NAMES: [&str; 3] = [ENV_URL, ENV_ID, ENV_TOKEN];
+pub const ENV_NAMES: [&str; 3] = [ENV_URL, ENV_ID, ENV_TOKEN_FILE];
 /// The variable naming the hooks' (and the MCP server's) state folder, when set.
 pub const ENV_STATE_DIR: &str = "HANDOFF_STATE_DIR";
 /// What Codex passes its stdio MCP server by name (it passes only an allowlist of the
-/// environment, `codex-rs/rmcp-client/src/utils.rs`): the session's three, and the state folder
-/// where the server notes that it served.
-pub const CODEX_MCP_ENV_NAMES: [&str; 4] = [ENV_URL, ENV_ID, ENV_TOKEN, ENV_STATE_DIR];
+/// environment, `codex-rs/rmcp-client/src/utils.rs`): the session's address and id, its token
+/// (in a file when launched, in the variable for a session started by hand), and the state
+/// folder where the server notes that it served.
+pub const CODEX_MCP_ENV_NAMES: [&str; 5] = [ENV_URL, ENV_ID, ENV_TOKEN_FILE, ENV_TOKEN, ENV_STATE_DIR];
 
 /// The session's MCP server, as the harnesses name it (Claude Code's tools are
 /// `mcp__handoff__<tool>`).
@@ -76,6 +81,18 @@ pub const CODEX_NO_DAEMON: &str = "--no-daemon";
 /// turn from the final message after recording what the session left; the hook would end the
 /// turn first, and what the session left would land after its end.
 pub const CODEX_EXEC_NO_NOTIFY: &str = "notify=[]";
+/// The 0600 file in the state folder that holds hand-off `id`'s machine token for the hooks
+/// and the MCP server of a launched runtime (its path goes down as [`ENV_TOKEN_FILE`]).
+pub fn token_file(state_dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    state_dir.join("tokens").join(format!("{id}.token"))
+}
+
+/// Codex's override that keeps the session's token variables out of every command the model
+/// runs: its `shell_environment_policy` passes the whole environment by default
+/// (`inherit = "all"`, with its own `*KEY*`/`*SECRET*`/`*TOKEN*` excludes ignored), while its
+/// hooks and `notify` get Codex's own environment and its MCP servers the names they list.
+pub const CODEX_SHELL_EXCLUDE: &str = r#"shell_environment_policy.exclude=["HANDOFF_TOKEN", "HANDOFF_TOKEN_FILE"]"#;
+
 /// Where a session without network writes its decisions, in the folder it was started in.
 pub const NOTES_FILE: &str = "NOTES.md";
 
@@ -305,7 +322,7 @@ const TOOL_LINES: &str = "\x20 record_decision: what you decided, and why\n\
 pub fn access_paragraph(runtime: Runtime, id: &str, turn: u64) -> String {
     let server = format!(
         "The MCP server `{MCP_SERVER}` this session was started with records on hand-off {id} for you: it reads \
-         {ENV_URL}, {ENV_ID} and {ENV_TOKEN} itself, so never print them and never pass them anywhere. Record with its \
+         {ENV_URL}, {ENV_ID} and the token in {ENV_TOKEN_FILE} itself, so never read, print or pass them anywhere. Record with its \
          tools as you work, not only at the end:\n{TOOL_LINES}\
          get_briefing and get_handoff read the briefing and the hand-off again. A session that stops without a report \
          leaves turn {turn} open.\n"
@@ -393,6 +410,7 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
             for setting in codex_mcp_settings(server) {
                 args.extend(["-c".to_string(), setting]);
             }
+            args.extend(["-c".to_string(), CODEX_SHELL_EXCLUDE.to_string()]);
             args.extend(extra.iter().cloned());
             prompt_at = args.len();
             args.push(prompt.into());

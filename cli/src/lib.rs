@@ -26,6 +26,7 @@ pub mod hook;
 pub mod launch;
 pub mod mcp;
 pub mod output;
+pub mod private;
 
 pub use client::{Client, Error, Refusal};
 pub use code::ErrorCode;

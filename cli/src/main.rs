@@ -35,6 +35,10 @@ struct Cli {
     /// Print the API's JSON instead of short lines.
     #[arg(long, global = true)]
     json: bool,
+    /// Send the token over plain http:// to a host other than this machine (loopback needs
+    /// no flag). The hooks and the MCP server read HANDOFF_INSECURE_HTTP.
+    #[arg(long, global = true, env = "HANDOFF_INSECURE_HTTP", value_parser = clap::builder::FalseyValueParser::new())]
+    insecure_http: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,7 +80,12 @@ enum Command {
         state: Option<State>,
     },
     /// Show one hand-off.
-    Show { id: String },
+    Show {
+        id: String,
+        /// Print the question's whole input (what an Allow approves), nothing else.
+        #[arg(long)]
+        question: bool,
+    },
     /// Open the next turn (after the current one unless --after), or hand it to another runtime.
     Turn {
         id: String,
@@ -317,7 +326,8 @@ enum Command {
         #[command(flatten)]
         key: Key,
     },
-    /// (owner) Answer the open question with one of its options.
+    /// (owner) Answer the open question with one of its options. Without --question, on a
+    /// terminal, the question is shown whole and answered only once you confirm.
     Answer {
         id: String,
         option: String,
@@ -478,17 +488,17 @@ fn main() {
         Ok(()) => EXIT_OK,
         Err(Failure::Api(error)) => {
             if let (true, Error::Refused(r)) = (json, &error) {
-                println!("{}", r.body);
+                println!("{}", output::escape_json(&r.body.to_string()));
             }
-            eprintln!("{}", output::error_line(&error));
+            eprintln!("{}", output::escape(&output::error_line(&error), false));
             output::exit_code(&error)
         }
         Err(Failure::Usage(message)) => {
-            eprintln!("usage: {message}");
+            eprintln!("usage: {}", output::escape(&message, false));
             EXIT_USAGE
         }
         Err(Failure::Credential(message)) => {
-            eprintln!("auth: {message}");
+            eprintln!("auth: {}", output::escape(&message, false));
             EXIT_AUTH_OR_NETWORK
         }
     };
@@ -503,12 +513,26 @@ struct Out {
 impl Out {
     fn emit<T>(&self, reply: &Reply<T>, lines: impl IntoIterator<Item = String>) {
         if self.json {
-            println!("{}", reply.body);
+            println!("{}", output::escape_json(&reply.body.to_string()));
         } else {
-            for line in lines {
-                println!("{line}");
-            }
+            say(lines);
         }
+    }
+}
+
+/// Prints human lines, each escaped (nothing from the service reaches the terminal raw).
+fn say(lines: impl IntoIterator<Item = String>) {
+    for line in lines {
+        println!("{}", output::escape(&line, false));
+    }
+}
+
+/// Prints a multi-line text from the service (a briefing, a package), escaped as a block.
+fn say_block(text: &str) {
+    let text = output::escape(text, true);
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
     }
 }
 
@@ -576,16 +600,28 @@ fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Token { owner, machine, ttl } = &cli.command {
         return token(&out, owner, machine.as_deref(), *ttl);
     }
+    let env = |k: &str| std::env::var(k).ok();
     if let Command::Hook(command) = &cli.command {
-        return hook_command(command, &cli.url, cli.token.as_deref());
+        // A hook never fails out loud: a token file it cannot read is no token, and it logs so.
+        let token = cli.token.clone().filter(|t| !t.is_empty()).or_else(|| handoff_cli::client::token_from_env(&env).ok().flatten());
+        return hook_command(command, &cli.url, token.as_deref());
     }
     if let Command::Mcp { command } = &cli.command {
         return mcp_command(command.as_ref());
     }
-    let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) else {
-        return Err(Failure::Credential("no token: set HANDOFF_TOKEN or pass --token (see `handoff token`)".into()));
+    handoff_cli::client::check_url(&cli.url, cli.insecure_http).map_err(Failure::Usage)?;
+    if cli.insecure_http {
+        // The hooks and the MCP server a launched harness starts read the same permission.
+        std::env::set_var(handoff_cli::client::ENV_INSECURE_HTTP, "1");
+    }
+    let token = match cli.token.clone().filter(|t| !t.is_empty()) {
+        Some(token) => Some(token),
+        None => handoff_cli::client::token_from_env(&env).map_err(Failure::Credential)?,
     };
-    let client = Client::new(&cli.url, Some(token));
+    let Some(token) = token.as_deref() else {
+        return Err(Failure::Credential("no token: set HANDOFF_TOKEN or HANDOFF_TOKEN_FILE, or pass --token (see `handoff token`)".into()));
+    };
+    let client = Client::new(&cli.url, Some(token)).with_insecure_http(cli.insecure_http);
     let keyed = |key: &Key| client.clone().with_idempotency_key(key.idempotency_key.as_deref());
     match cli.command {
         Command::Token { .. } => unreachable!("answered above"),
@@ -600,7 +636,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             out.emit(&reply, reply.value.iter().flat_map(output::row_lines));
         }
-        Command::Show { id } => {
+        Command::Show { id, question: true } => {
+            let reply = client.get(&id)?;
+            match output::question_whole(&reply.value) {
+                Some(whole) if !out.json => say_block(&whole),
+                Some(_) => out.emit(&reply, []),
+                None => return Err(Failure::Usage(format!("show --question: {id} has no question"))),
+            }
+        }
+        Command::Show { id, question: false } => {
             let reply = client.get(&id)?;
             out.emit(&reply, output::show_lines(&reply.value));
         }
@@ -728,11 +772,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             match handoff_cli::ask::wait_for_answer(&client, &id, &q.id, asked.value.version, deadline) {
                 handoff_cli::ask::Waited::Answered(answer, record) => {
                     if out.json {
-                        println!("{}", json!({ "handoff": record }));
+                        println!("{}", output::escape_json(&json!({ "handoff": record }).to_string()));
                     } else {
-                        println!("{}", answer.option);
+                        say([answer.option.clone()]);
                         if let Some(note) = &answer.note {
-                            eprintln!("note: {note}");
+                            eprintln!("{}", output::escape(&format!("note: {note}"), false));
                         }
                     }
                 }
@@ -749,8 +793,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Answer { id, option, note, question, key } => {
             let question = match question {
                 Some(q) => q,
-                // No question open: the service answers question.none, with the hand-off.
-                None => client.get(&id)?.value.question.clone().map(|q| q.id).unwrap_or_default(),
+                None => confirm_answer(&client, &id, &option)?,
             };
             let reply = keyed(&key).answer(&id, &AnswerInput { question, option, note })?;
             out.emit(&reply, [output::answered_line(&reply.value)]);
@@ -758,13 +801,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Briefing { id, budget, reach } => {
             let reply = client.briefing(&id, budget, reach)?;
             // Plain text is what the API sends; --json has no JSON to print and prints it as is.
-            print!("{}", reply.value);
-            if !reply.value.ends_with('\n') {
-                println!();
-            }
+            say_block(&reply.value);
         }
     }
     Ok(())
+}
+
+/// `answer` without `--question`: on a terminal, the open question whole and a yes to answer
+/// exactly it; with no terminal, a refusal naming the flag (the question open when the
+/// answer arrives may not be the one the person read).
+fn confirm_answer(client: &Client, id: &str, option: &str) -> Result<String, Failure> {
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(Failure::Usage(output::answer_needs_question(id)));
+    }
+    let record = client.get(id)?.value;
+    // No question open: the service answers question.none (or that it was answered).
+    let Some(q) = record.question.clone().filter(|q| q.is_open()) else { return Ok(String::new()) };
+    let mut lines = output::confirm_answer_lines(&q, option);
+    let ask = lines.pop().unwrap_or_default();
+    for line in lines {
+        eprintln!("{}", output::escape(&line, false));
+    }
+    eprint!("{}", output::escape(&ask, false));
+    let _ = std::io::stderr().flush();
+    let mut reply = String::new();
+    std::io::stdin().read_line(&mut reply).map_err(|e| Failure::Usage(format!("answer: {e}")))?;
+    if !output::is_yes(&reply) {
+        return Err(Failure::Usage(format!("answer: not confirmed; {} is not answered", q.id)));
+    }
+    Ok(q.id)
 }
 
 fn token(out: &Out, owner: &str, machine: Option<&str>, ttl_s: i64) -> Result<(), Failure> {
@@ -810,10 +875,7 @@ fn package(out: &Out, client: &Client, p: PackageCommand) -> Result<(), Failure>
         }
         Some(PackageAction::Show { id, markdown: true }) => {
             let reply = client.package_markdown(&id)?;
-            print!("{}", reply.value);
-            if !reply.value.ends_with('\n') {
-                println!();
-            }
+            say_block(&reply.value);
         }
         Some(PackageAction::Show { id, markdown: false }) => {
             let reply = client.package_latest(&id)?;
@@ -827,7 +889,7 @@ fn package(out: &Out, client: &Client, p: PackageCommand) -> Result<(), Failure>
                     // exactly that hash (a newer one in between is refused as package.stale).
                     let latest = client.package_latest(&id)?;
                     if !out.json {
-                        output::latest_lines(&latest.value).into_iter().for_each(|l| println!("{l}"));
+                        say(output::latest_lines(&latest.value));
                     }
                     (Some(latest.value.package_version), latest.value.package_hash)
                 }

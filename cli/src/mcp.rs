@@ -3,8 +3,9 @@
 //! its briefing through typed tools instead of shell commands. Built on the official Rust SDK
 //! (`rmcp`): its `#[tool]` router, its stdio transport, its lifecycle, cancellation and errors.
 //!
-//! It serves the one hand-off its environment names (`HANDOFF_URL`, `HANDOFF_ID`,
-//! `HANDOFF_TOKEN`, as the launcher sets them) and refuses to start without them. Every tool
+//! It serves the one hand-off its environment names (`HANDOFF_URL`, `HANDOFF_ID`, and
+//! `HANDOFF_TOKEN` or `HANDOFF_TOKEN_FILE`, the file the launcher writes) and refuses to start
+//! without them. Every tool
 //! answers a short text and the same facts as structured content; an API refusal is a tool
 //! error naming the API's code (`{"code", "message"}`), never a protocol error, so the server
 //! keeps serving. Each change carries a fresh `Idempotency-Key`, kept across the client's own
@@ -15,7 +16,7 @@ pub mod install;
 use crate::ask::{wait_for_answer, Waited};
 use crate::client::{new_idempotency_key, Client, Error, Handoff, QuestionInput, Reach, ReportInput};
 use crate::ask::ANSWER_WAIT_S_MAX;
-use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN};
+use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, QUESTION_INPUT_BYTES_MAX, QUESTION_TEXT_BYTES_MAX};
 use handoff_core::question::{Choice, Kind};
 use handoff_core::turn::ReportStatus;
 use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, Severity};
@@ -156,6 +157,26 @@ pub struct AskArgs {
     /// How long to wait for the answer, in seconds (at most 3600; 300 without it).
     pub wait_s: Option<u64>,
 }
+
+/// The question `ask_owner` asks, never cut: [`crate::hook::sendable`], whole in its text when
+/// it fits [`QUESTION_TEXT_BYTES_MAX`], else its first line as the text and the whole as the
+/// question's `input`; one over [`QUESTION_INPUT_BYTES_MAX`] is refused to the model, saying so.
+pub fn owner_question(question: &str, labels: &[String]) -> Result<QuestionInput, String> {
+    let options: Vec<Choice> = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: crate::hook::sendable(label) }).collect();
+    let text = crate::hook::sendable(question);
+    if text.len() <= QUESTION_TEXT_BYTES_MAX {
+        return Ok(QuestionInput { kind: Kind::Choice, text, input: None, options });
+    }
+    if text.len() > QUESTION_INPUT_BYTES_MAX {
+        return Err(format!("the question is {} bytes; the owner can be asked at most {QUESTION_INPUT_BYTES_MAX}: ask it shorter", text.len()));
+    }
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let title = format!("{}… (the whole question is below)", handoff_core::text::clip(first, OWNER_QUESTION_TITLE_BYTES_MAX));
+    Ok(QuestionInput { kind: Kind::Choice, text: title, input: Some(text), options })
+}
+
+/// The most of a long question's first line its title shows.
+pub const OWNER_QUESTION_TITLE_BYTES_MAX: usize = 200;
 
 /// A tool's answer: its text, and the same facts as structured content.
 fn answered(text: String, facts: Value) -> CallToolResult {
@@ -304,7 +325,8 @@ impl HandoffServer {
         let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
         let sent = self.blocking(move || {
             let turn = session.turn(&reader)?;
-            client.report(&id, &ReportInput { turn, status, summary: args.summary, unmet: args.unmet, usage: None, question: None })
+            let summary = args.summary.as_deref().map(crate::hook::sendable);
+            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None })
         })
         .await?;
         Ok(match sent {
@@ -322,8 +344,10 @@ impl HandoffServer {
     #[tool]
     async fn ask_owner(&self, Parameters(args): Parameters<AskArgs>, cancelled: CancellationToken) -> Result<CallToolResult, ErrorData> {
         let wait_s = args.wait_s.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX);
-        let options: Vec<Choice> = args.options.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
-        let question = QuestionInput { kind: Kind::Choice, text: args.question, input: None, options };
+        let question = match owner_question(&args.question, &args.options) {
+            Ok(q) => q,
+            Err(message) => return Ok(CallToolResult::structured_error(json!({"code": "request.invalid", "message": message}))),
+        };
         let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
         let asked = self.blocking(move || {
             let turn = session.turn(&reader)?;
@@ -408,14 +432,18 @@ impl ServerHandler for HandoffServer {
 /// The server's session from `env`, or the message naming what is missing.
 pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<(String, String, String), String> {
     let value = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-    let missing: Vec<&str> = MCP_ENV.into_iter().filter(|k| value(k).is_none()).collect();
+    let token = crate::client::token_from_env(env).map_err(|e| format!("handoff mcp: {e}"))?;
+    let mut missing: Vec<&str> = MCP_ENV[..2].iter().copied().filter(|k| value(k).is_none()).collect();
+    if token.is_none() {
+        missing.push(MCP_ENV[2]);
+    }
     if !missing.is_empty() {
         return Err(format!(
-            "handoff mcp: {} not set: the server serves the hand-off that HANDOFF_URL, HANDOFF_ID and HANDOFF_TOKEN (its machine token) name",
+            "handoff mcp: {} not set: the server serves the hand-off that HANDOFF_URL, HANDOFF_ID and HANDOFF_TOKEN (its machine token, or HANDOFF_TOKEN_FILE naming a file that holds it) name",
             missing.join(", ")
         ));
     }
-    Ok((value(MCP_ENV[0]).unwrap_or_default(), value(MCP_ENV[1]).unwrap_or_default(), value(MCP_ENV[2]).unwrap_or_default()))
+    Ok((value(MCP_ENV[0]).unwrap_or_default(), value(MCP_ENV[1]).unwrap_or_default(), token.unwrap_or_default()))
 }
 
 /// What the server makes of one line of standard input: a message for the SDK, or the
@@ -559,7 +587,8 @@ pub fn served_marker(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 
 fn mark_served(dir: &std::path::Path, id: &str, log: &crate::hook::Log) {
     let path = served_marker(dir, id);
-    let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, crate::hook::now_ms().to_string()));
+    let private_dirs = |p: &std::path::Path| crate::private::dir(p.parent().unwrap_or(p)).and_then(|()| crate::private::dir(p));
+    let written = path.parent().map_or(Ok(()), private_dirs).and_then(|()| crate::private::write(&path, crate::hook::now_ms().to_string().as_bytes()));
     if let Err(e) = written {
         log.line(&format!("could not note that it serves, in {}: {e}", path.display()));
     }
@@ -575,14 +604,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ask_owner_never_cuts_the_models_question_silently() {
+        let labels = vec!["Yes".to_string(), "No".to_string()];
+        let short = owner_question("Deploy?\r\nIt is Friday.", &labels).unwrap();
+        assert_eq!((short.text.as_str(), short.input), ("Deploy?\nIt is Friday.", None));
+        let long = format!("Which migration?\n{}\nThe last line matters.", "detail ".repeat(400));
+        let asked = owner_question(&long, &labels).unwrap();
+        assert!(asked.text.starts_with("Which migration?…") && asked.text.len() <= QUESTION_TEXT_BYTES_MAX, "{}", asked.text);
+        assert_eq!(asked.input.as_deref(), Some(long.as_str()), "the whole question travels as its input");
+        let huge = "x".repeat(QUESTION_INPUT_BYTES_MAX + 1);
+        let refused = owner_question(&huge, &labels).unwrap_err();
+        assert!(refused.contains(&format!("{} bytes", huge.len())), "{refused}");
+    }
+
+    #[test]
     fn the_server_names_each_variable_it_misses() {
         let none = |_: &str| None;
         let message = from_env(&none).unwrap_err();
         assert!(message.contains("HANDOFF_URL, HANDOFF_ID, HANDOFF_TOKEN not set"), "{message}");
-        let some = |k: &str| (k != "HANDOFF_TOKEN").then(|| "x".to_string());
+        let some = |k: &str| (!k.starts_with("HANDOFF_TOKEN")).then(|| "x".to_string());
         assert!(from_env(&some).unwrap_err().contains("HANDOFF_TOKEN not set"));
         let all = |k: &str| Some(format!("{k}-value"));
         assert_eq!(from_env(&all).unwrap(), ("HANDOFF_URL-value".into(), "HANDOFF_ID-value".into(), "HANDOFF_TOKEN-value".into()));
+        let file = std::env::temp_dir().join(format!("handoff-mcp-token-{}", std::process::id()));
+        crate::client::write_token_file(&file, "from-the-file\n").unwrap();
+        let path = file.to_string_lossy().into_owned();
+        let by_file = move |k: &str| match k {
+            "HANDOFF_TOKEN" => None,
+            "HANDOFF_TOKEN_FILE" => Some(path.clone()),
+            other => Some(format!("{other}-value")),
+        };
+        assert_eq!(from_env(&by_file).unwrap().2, "from-the-file", "the token file stands in for the variable");
+        std::fs::remove_file(&file).unwrap();
+        let gone = |k: &str| (k == "HANDOFF_TOKEN_FILE").then(|| "/nonexistent/handoff.token".to_string()).or_else(|| (k != "HANDOFF_TOKEN").then(|| "x".into()));
+        assert!(from_env(&gone).unwrap_err().contains("HANDOFF_TOKEN_FILE /nonexistent/handoff.token"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::client::{Error, Refusal};
 use crate::client::*;
 use handoff_api::error::Code;
+use handoff_core::question::Question;
 use handoff_core::turn::{State, Status};
 use std::time::Duration;
 
@@ -135,14 +136,67 @@ pub fn show_lines(h: &Handoff) -> Vec<String> {
         lines.extend(runtimes_lines(h).into_iter().skip(1));
     }
     if let Some(q) = &h.question {
-        let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
-        lines.push(format!("question {} (turn {}): {}; options: {}", q.id, q.turn, q.text, options.join(", ")));
-        if let Some(a) = &q.answer {
-            let note = a.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-            lines.push(format!("answered {}{note} at {}", a.option, a.answered_at));
-        }
+        lines.extend(question_lines(&h.id, q));
     }
     lines
+}
+
+/// Lines of a question's input `show` prints before saying where the rest is.
+pub const QUESTION_HEAD_LINES: usize = 12;
+/// Bytes of a question's input `show` prints at most, on a character boundary.
+pub const QUESTION_HEAD_BYTES: usize = 1024;
+
+/// A question: its id, turn, text and options; the head of its input, each line marked `| `,
+/// and where to read the rest; its answer.
+pub fn question_lines(id: &str, q: &Question) -> Vec<String> {
+    let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
+    let mut lines = vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
+    if let Some(input) = &q.input {
+        let head = handoff_core::text::clip(input, QUESTION_HEAD_BYTES);
+        let shown: Vec<&str> = head.lines().take(QUESTION_HEAD_LINES).collect();
+        // Where the last line shown ends in the input (the lines are slices of it).
+        let shown_end = shown.last().map_or(0, |l| l.as_ptr() as usize - input.as_ptr() as usize + l.len());
+        let rest = input[shown_end..].strip_prefix('\n').unwrap_or(&input[shown_end..]).len();
+        lines.extend(shown.iter().map(|l| format!("  | {l}")));
+        if rest > 0 {
+            lines.push(format!("  … {rest} more bytes of {} ({} lines in all): `handoff show {id} --question` prints it whole", input.len(), input.lines().count()));
+        }
+    }
+    if let Some(a) = &q.answer {
+        let note = a.note.as_deref().map(|n| format!(" ({})", one_line(n))).unwrap_or_default();
+        lines.push(format!("answered {}{note} at {}", a.option, a.answered_at));
+    }
+    lines
+}
+
+/// What `answer` without `--question` shows on a terminal before it answers: the open
+/// question whole (every line of its input), then the ask; nothing is answered unless the
+/// person says yes ([`is_yes`]).
+pub fn confirm_answer_lines(q: &Question, option: &str) -> Vec<String> {
+    let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
+    let mut lines = vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
+    if let Some(input) = &q.input {
+        lines.extend(input.lines().map(|l| format!("  | {l}")));
+    }
+    lines.push(format!("answer {} with {option}? [y/N] ", q.id));
+    lines
+}
+
+/// Whether a person's reply to [`confirm_answer_lines`] says yes: `y` or `yes`, any case.
+pub fn is_yes(reply: &str) -> bool {
+    matches!(reply.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// Why `answer` without `--question` and with no terminal to confirm on answers nothing.
+pub fn answer_needs_question(id: &str) -> String {
+    format!("answer: no --question and no terminal to confirm on: pass --question with the id of the question you read (`handoff show {id}`)")
+}
+
+/// What `show --question` prints: the open or last question's whole input (its text when it
+/// has none), as a block.
+pub fn question_whole(h: &Handoff) -> Option<String> {
+    let q = h.question.as_ref()?;
+    Some(q.input.clone().unwrap_or_else(|| q.text.clone()))
 }
 
 /// What `runtimes` prints: the version line, then one line per runtime the machine reported.
@@ -352,6 +406,57 @@ pub fn waiting_line(version: u64, waited: Duration) -> String {
 /// Summaries may hold newlines; a human line must not.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `c` must never reach a terminal as it is: a C0 control, DEL, a C1 control (CSI
+/// and OSC among them), or a bidi mark, embedding, override or isolate, which reorder what a
+/// person reads. `\t` is kept, `\n` only in a block.
+pub fn is_unprintable(c: char, block: bool) -> bool {
+    match c {
+        '\t' => false,
+        '\n' => !block,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
+        '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
+        _ => false,
+    }
+}
+
+/// Text from the service as a terminal may show it: every character [`is_unprintable`] is
+/// written as `\u{…}`, visibly, and `\r\n` as `\n` in a block. The one function every
+/// human line the command prints goes through (a line with `block` false; a multi-line text,
+/// a briefing or a question's input, with `block` true).
+pub fn escape(s: &str, block: bool) -> String {
+    let s = if block { s.replace("\r\n", "\n") } else { s.to_string() };
+    if !s.chars().any(|c| is_unprintable(c, block)) {
+        return s;
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unprintable(c, block) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The API's JSON as `--json` prints it: the same document, with DEL, C1 controls and bidi
+/// marks written as `\uXXXX` (JSON writers escape only C0). Those characters can stand only
+/// inside strings, where the escape means the same character.
+pub fn escape_json(text: &str) -> String {
+    if !text.chars().any(|c| c != '\n' && is_unprintable(c, false)) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c != '\n' && c != '\r' && is_unprintable(c, false) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

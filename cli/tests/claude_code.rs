@@ -242,3 +242,28 @@ fn exit_plan_mode_asks_the_owner_to_approve_leaving_plan_mode_and_the_model_read
     assert!(result.to_string().contains("parse the footer too"), "the model reads the owner's note: {result}");
     assert_eq!(s.status("done")["summary"], "Planning on.");
 }
+
+#[test]
+fn the_models_shell_in_a_launched_claude_code_has_no_token_only_the_files_path() {
+    let (owner_token, id, machine_token) = started();
+    ok(Some(&owner_token), &["turn", &id, "--to", "claude-code", "--objective", "Look around", "--purpose", "the token's reach"]);
+    let command = "echo \"TOKEN=[${HANDOFF_TOKEN:-}] FILE=[${HANDOFF_TOKEN_FILE:-}]\"";
+    let model = ScriptedModel::start(vec![Step::bash(command), Step::text("Looked.")]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let launch = m.handoff(&["launch", &id, "--print"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // Claude Code asks before a command that expands variables: the owner is shown it whole.
+    let q = eventually("the permission question", Duration::from_secs(60), || {
+        let r = record(&owner_token, &id);
+        (r["question"]["answer"].is_null() && r["question"]["input"] == command).then(|| r["question"]["id"].as_str().map(str::to_string)).flatten()
+    }, || m.log());
+    ok(Some(&owner_token), &["answer", &id, "allow", "--question", &q]);
+    let out = launch.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}\nlog:\n{}", m.log());
+    let seen = model.result_of("call_1", Duration::from_secs(1)).expect("the command's output reached the model").to_string();
+    assert!(seen.contains("TOKEN=[]") && !seen.contains(&machine_token), "the launcher took HANDOFF_TOKEN out of Claude Code's environment: {seen}");
+    // Claude Code hands its whole environment to Bash: the file's path is there, and a model
+    // running as the same user could read it (docs/cloud-machine.md says so).
+    assert!(seen.contains("FILE=[/") && seen.contains(".token]"), "{seen}");
+    // The hooks and the MCP server found the token through the file.
+    assert_eq!(record(&owner_token, &id)["status"], "done", "log:\n{}", m.log());
+}

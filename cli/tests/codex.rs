@@ -109,3 +109,22 @@ fn an_exec_turn_in_workspace_write_records_live_and_reports_done_through_the_mcp
     let decided_at = work["work"]["decisions"][0]["recorded_at"].as_str().unwrap_or_default().to_string();
     assert!(decided_at.as_str() < turns["turns"][1]["ended_at"].as_str().unwrap_or_default(), "{work} {turns}");
 }
+
+#[test]
+fn the_models_commands_in_a_launched_codex_see_neither_the_token_nor_its_file() {
+    let (owner_token, id, machine_token) = started();
+    ok(Some(&owner_token), &["turn", &id, "--to", "codex", "--objective", "Look around", "--purpose", "the token's reach"]);
+    let model = ScriptedModel::start(vec![
+        Step::exec("echo \"TOKEN=[${HANDOFF_TOKEN:-}] FILE=[${HANDOFF_TOKEN_FILE:-}] ID=[${HANDOFF_ID:-}]\""),
+        Step::codex_mcp("handoff", "report", serde_json::json!({"status": "done", "summary": "Looked"})),
+        Step::text("Done."),
+    ]);
+    let m = Machine::new(&id, &machine_token, &model);
+    let launched = m.run("handoff launch for codex", &["launch", &id, "--print"], &[]);
+    assert_eq!(launched.code, 0, "{launched:?}\nlog:\n{}", m.log());
+    let seen = model.result_of("call_1", Duration::from_secs(1)).expect("the command's output reached the model").to_string();
+    assert!(seen.contains("TOKEN=[] FILE=[]") && seen.contains(&format!("ID=[{id}]")), "shell_environment_policy.exclude keeps both out: {seen}");
+    assert!(!seen.contains(&machine_token));
+    let r = record(&owner_token, &id);
+    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Looked")), "the MCP server read the token's file: {r}");
+}

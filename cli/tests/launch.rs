@@ -191,7 +191,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
     let config = launch::claude_code_mcp_config(env!("CARGO_BIN_EXE_handoff"));
     let expected = format!(
-        "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN\n\
+        "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN_FILE\n\
          command: claude <prompt> --permission-mode default --mcp-config '{config}' --strict-mcp-config --allowedTools mcp__handoff\nprompt:\n{prompt}\n",
         &hash[..8]
     );
@@ -202,7 +202,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     assert_eq!(keys, ["command", "env_names", "package", "prompt"], "{json}");
     assert_eq!(json["prompt"], prompt.as_str());
     assert_eq!(json["command"], json!(["claude", "-p", prompt, "--permission-mode", "default", "--mcp-config", config, "--strict-mcp-config", "--allowedTools", "mcp__handoff"]));
-    assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN"]));
+    assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"]));
     assert_eq!(json["package"], json!({"version": 1, "hash": hash}));
 
     let after = record(&owner_token, &id);

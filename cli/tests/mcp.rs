@@ -279,3 +279,59 @@ fn a_report_for_a_turn_that_moved_on_is_refused_stale_and_lands_on_no_other_turn
     let r = record(&owner, &id);
     assert_eq!((r["turn"].as_u64(), r["status"].as_str(), r["question"].is_null()), (Some(2), Some("running"), true), "{r}");
 }
+
+#[test]
+fn ask_owner_never_cuts_a_long_question_the_owner_reads_it_whole_as_its_input() {
+    let (owner, id, machine) = session();
+    let mut s = Server::start(&id, &machine);
+    let question = format!("Which migration should run first?\r\n{}\nThe last line decides it.", "Some context on the tables. ".repeat(60));
+    s.send_line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask_owner", "arguments": {"question": question, "options": ["users", "orders"], "wait_s": 30}}}).to_string());
+    let deadline = Instant::now() + Duration::from_secs(ANSWER_S_MAX);
+    let asked = loop {
+        let r = record(&owner, &id);
+        if r["question"]["kind"] == "choice" {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the question was not asked: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = asked["question"]["text"].as_str().unwrap();
+    assert!(text.starts_with("Which migration should run first?…") && text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX, "{text}");
+    assert_eq!(asked["question"]["input"], question.replace("\r\n", "\n"), "the whole question, CRLF as LF");
+    let shown = ok(Some(&owner), &["show", &id, "--question"]);
+    assert!(shown.ends_with("The last line decides it.\n"), "{shown}");
+    ok(Some(&owner), &["answer", &id, "2", "--question", asked["question"]["id"].as_str().unwrap()]);
+    let answered = s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == 1).expect("the answer")["result"].clone();
+    assert_eq!(answered["structuredContent"]["label"], "orders", "{answered}");
+    let huge = s.call(2, "ask_owner", json!({"question": "x".repeat(handoff_core::limits::QUESTION_INPUT_BYTES_MAX + 1), "options": ["yes"], "wait_s": 1}));
+    assert_eq!(huge["isError"], true, "{huge}");
+    assert!(huge["structuredContent"]["message"].as_str().unwrap().contains("bytes"), "the model is told why: {huge}");
+}
+
+#[test]
+fn the_server_reads_its_token_from_the_file_handoff_token_file_names() {
+    let (owner, id, machine) = session();
+    let file = std::env::temp_dir().join(unique("handoff-mcp-token")).join("ho.token");
+    handoff_cli::client::write_token_file(&file, &machine).unwrap();
+    let mut child = command(None, &["mcp"])
+        .env("HANDOFF_ID", &id)
+        .env("HANDOFF_TOKEN_FILE", &file)
+        .env("HANDOFF_STATE_DIR", std::env::temp_dir().join(unique("handoff-mcp-state")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "report", "arguments": {"status": "done", "summary": "through the file"}}});
+    writeln!(stdin, "{init}\n{}\n{call}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(ANSWER_S_MAX);
+    while record(&owner, &id)["summary"] != "through the file" {
+        assert!(Instant::now() < deadline, "the server did not report with the file's token: {}", record(&owner, &id));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}

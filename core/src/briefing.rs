@@ -393,13 +393,15 @@ fn join_and(items: &[&str]) -> String {
 pub fn closing(p: &Package, reach: &Reach) -> String {
     let id = &p.work.id;
     match reach {
-        Reach::Api { base_url, url_var, token_var } => format!(
-            "Keep the hand-off record as you work. The hand-off API is at {base_url} (also in the environment \
-             variable {url_var}); {token_var} holds your bearer token: send it as \"Authorization: Bearer <token>\" \
-             and never print it. Under /v1/handoffs/{id}: POST decisions, artifacts and blockers as you make, \
-             produce or meet them, and POST report {{\"turn\", \"status\", \"summary\"}} with running or \
-             needs-you while you work and done or failed when you finish; a final report adds \"unmet\": the \
-             indices of the acceptance criteria you did not meet. GET /v1/handoffs/{id} shows the current turn."
+        // The credential stays with the tools the session was started with (the `handoff` MCP
+        // server and the hooks): the model is never told to read or send a token.
+        Reach::Api { base_url, url_var, .. } => format!(
+            "Keep the hand-off record of {id} as you work, through the hand-off tools this session was given \
+             (the handoff MCP server, which reaches the hand-off API at {base_url}, also in the environment \
+             variable {url_var}): they hold its credential, so never look for a token, print one or send one \
+             yourself. Record decisions, artifacts and blockers as you make, produce or meet them, and report \
+             running or needs-you while you work and done or failed when you finish; a final report adds \
+             unmet: the indices of the acceptance criteria you did not meet. get_handoff shows the current turn."
         ),
         Reach::None => "You have no network here: do not try to reach the hand-off service, and raise no \
              blocker about it. Your record travels through your final report and the files you leave: in \

@@ -198,7 +198,8 @@ fn the_briefing_is_plain_text_within_its_budget() {
         assert!(b.text.len() <= budget, "{} > {budget}", b.text.len());
     }
     let api = s.c.get(&s.path("/briefing"), &s.machine).text;
-    assert!(api.contains("HANDOFF_TOKEN") && api.contains(&s.c.base), "api reach names the API and the variable");
+    assert!(api.contains("HANDOFF_URL") && api.contains(&s.c.base), "api reach names the API and its variable");
+    assert!(!api.contains("HANDOFF_TOKEN") && !api.contains("Bearer"), "and never tells the model to send the token");
     let none = s.c.get(&s.path("/briefing?reach=none"), &s.machine).text;
     assert!(!none.contains("HANDOFF_TOKEN"));
     for bad in ["?budget=255", "?budget=65537", "?reach=web", "?colour=red"] {

@@ -84,6 +84,9 @@ impl Client {
     /// upgrade refused (final: an error, or [`Watched::Unserved`]).
     fn watch_connect(&self, id: &str, after: u64) -> Result<Socket, Dropped> {
         let failed = |e: &dyn std::fmt::Display| Dropped::Reconnect(e.to_string());
+        if let Some(message) = self.refused() {
+            return Err(Dropped::Done(Err(Error::Unexpected { status: 0, message: message.to_string() })));
+        }
         let url = url_of(&self.base, &handoff_path(id, "/watch"), &[("after", after.to_string())]);
         let Some(ws_url) = url.strip_prefix("http").map(|rest| format!("ws{rest}")) else {
             return Err(Dropped::Done(Ok(Watched::Unserved)));
@@ -211,7 +214,9 @@ fn tcp(socket: &Socket) -> &TcpStream {
     }
 }
 
+// The handshake's error is tungstenite's own, matched once by the caller; boxing it buys nothing.
 #[cfg(feature = "tls")]
+#[allow(clippy::result_large_err)]
 fn handshake(request: tungstenite::handshake::client::Request, stream: TcpStream) -> Result<(Socket, tungstenite::handshake::client::Response), HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>> {
     tungstenite::client_tls(request, stream)
 }

@@ -42,10 +42,10 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
     // Claude Code 2.1.328 sends ExitPlanMode's request with an empty `tool_input`: its plan is
     // on the terminal, so the question says what is asked.
     if doc["tool_name"] == "ExitPlanMode" && doc["tool_input"]["plan"].as_str().is_none_or(|p| p.trim().is_empty()) {
-        return Some(Ok(Prompt::Permission(EXIT_PLAN_TEXT.to_string())));
+        return Some(Ok(Prompt::Permission { text: EXIT_PLAN_TEXT.to_string(), input: None }));
     }
     if doc["tool_name"] != "AskUserQuestion" {
-        return Some(Ok(Prompt::Permission(text)));
+        return Some(Ok(Prompt::Permission { text, input: super::permission_input(&doc["tool_input"]) }));
     }
     let questions = doc["tool_input"]["questions"].as_array().cloned().unwrap_or_default();
     let [one] = questions.as_slice() else {
@@ -192,9 +192,10 @@ mod tests {
         padded["tool_input"]["questions"][0]["question"] = json!(" Which database? ");
         assert!(matches!(prompt(&padded), Some(Ok(Prompt::Choice { text, .. })) if text == " Which database? "), "the question is kept as sent");
         let plan = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {"plan": "1. Parse\n2. Test"}});
-        assert_eq!(prompt(&plan), Some(Ok(Prompt::Permission("ExitPlanMode: 1. Parse 2. Test".into()))), "a plan is approved or denied with a note");
+        let asked = Prompt::Permission { text: "ExitPlanMode: 1. Parse 2. Test".into(), input: Some("1. Parse\n2. Test".into()) };
+        assert_eq!(prompt(&plan), Some(Ok(asked)), "a plan is approved or denied, whole, with a note");
         let empty = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {}});
-        assert_eq!(prompt(&empty), Some(Ok(Prompt::Permission(EXIT_PLAN_TEXT.into()))), "as Claude Code 2.1.328 sends it");
+        assert_eq!(prompt(&empty), Some(Ok(Prompt::Permission { text: EXIT_PLAN_TEXT.into(), input: None })), "as Claude Code 2.1.328 sends it");
         assert_eq!(prompt(&json!({"hook_event_name": "Stop"})), None);
     }
 

@@ -65,10 +65,11 @@ pub fn load(dir: &Path, id: &str) -> Option<Seen> {
 pub fn store(dir: &Path, id: &str, seen: &Seen) -> std::io::Result<()> {
     let file = path(dir, id);
     if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent)?;
+        crate::private::dir(parent.parent().unwrap_or(parent))?;
+        crate::private::dir(parent)?;
     }
     let tmp = file.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(seen).map_err(std::io::Error::other)?)?;
+    crate::private::write(&tmp, &serde_json::to_vec(seen).map_err(std::io::Error::other)?)?;
     std::fs::rename(&tmp, &file)
 }
 

@@ -47,7 +47,8 @@ impl Spool {
     /// The spool of hand-off `id` under `dir` (created when missing).
     pub fn open(dir: &Path, id: &str) -> std::io::Result<Spool> {
         let dir = dir.join("spool");
-        std::fs::create_dir_all(&dir)?;
+        crate::private::dir(dir.parent().unwrap_or(&dir))?;
+        crate::private::dir(&dir)?;
         Ok(Spool { path: dir.join(format!("{id}.jsonl")), lock_path: dir.join(format!("{id}.lock")) })
     }
 
@@ -66,7 +67,7 @@ impl Spool {
             // starts a line of its own.
             let torn = std::fs::read(&self.path).is_ok_and(|b| b.last().is_some_and(|c| *c != b'\n'));
             let line = if torn { format!("\n{line}") } else { line };
-            let mut file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+            let mut file = crate::private::open(&self.path, OpenOptions::new().create(true).append(true))?;
             file.write_all(line.as_bytes())?;
             file.sync_data()?;
             return Ok(Vec::new());
@@ -96,7 +97,7 @@ impl Spool {
     }
 
     fn lock(&self) -> std::io::Result<File> {
-        let file = OpenOptions::new().create(true).truncate(false).write(true).open(&self.lock_path)?;
+        let file = crate::private::open(&self.lock_path, OpenOptions::new().create(true).truncate(false).write(true))?;
         file.lock()?;
         Ok(file)
     }
@@ -124,7 +125,7 @@ impl Spool {
             text.push_str(&line_of(e)?);
         }
         let tmp = self.path.with_extension("jsonl.tmp");
-        let mut file = File::create(&tmp)?;
+        let mut file = crate::private::open(&tmp, OpenOptions::new().create(true).write(true).truncate(true))?;
         file.write_all(text.as_bytes())?;
         file.sync_data()?;
         std::fs::rename(&tmp, &self.path)

@@ -153,13 +153,13 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         let prompt = prompt(&briefing(&client, &prepared)?, &paragraph);
         let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
         if json_out {
-            println!("{}", plan_json(&prompt, &command, prepared.package()));
+            println!("{}", crate::output::escape_json(&plan_json(&prompt, &command, prepared.package()).to_string()));
         } else {
             println!("{briefed}");
             println!("dry run: nothing accepted, nothing started");
             println!("env: {}", ENV_NAMES.join(" "));
-            println!("command: {}", command.display());
-            println!("prompt:\n{prompt}");
+            println!("command: {}", crate::output::escape(&command.display(), false));
+            println!("prompt:\n{}", crate::output::escape(&prompt, true));
         }
         return Ok(crate::output::EXIT_OK);
     }
@@ -190,7 +190,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     log.line(&format!("{briefed} for {} on turn {turn}", runtime.name()));
     if json_out {
         eprintln!("{briefed}");
-        println!("{}", plan_json(&prompt, &command, prepared.package()));
+        println!("{}", crate::output::escape_json(&plan_json(&prompt, &command, prepared.package()).to_string()));
     } else {
         println!("{briefed}");
     }
@@ -201,7 +201,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     if let Some(file) = &last_message {
         let _ = std::fs::remove_file(file);
         if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
+            crate::private::dir(dir.parent().unwrap_or(dir)).and_then(|()| crate::private::dir(dir)).map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
         }
     }
     if runtime == Runtime::ClaudeCode {
@@ -215,7 +215,12 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     // The state folder goes down by name too, so that the hooks and the MCP server (which Codex
     // passes only named variables) keep their state, and its marker, where this launcher reads.
     let state = state_dir.to_string_lossy().into_owned();
-    let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN, token), (ENV_STATE_DIR, &state)])
+    // The token goes down as a 0600 file, never as a variable: the harness's shell would hand
+    // a variable to every command the model runs.
+    let token_path = token_file(&state_dir, &id);
+    crate::client::write_token_file(&token_path, token).map_err(|e| LaunchError::Setup(format!("{}: {e}", token_path.display())))?;
+    let token_path = token_path.to_string_lossy().into_owned();
+    let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN_FILE, &token_path), (ENV_STATE_DIR, &state)])
         .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
     let code = exit_code_of(status);
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
@@ -262,11 +267,11 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
     let mut outcome = |what: &str, result: Result<String, Error>| match result {
         Ok(line) => {
             log.line(&format!("recorded {line} from what {} left", runtime.program()));
-            println!("recorded {line}");
+            println!("recorded {}", crate::output::escape(&line, false));
         }
         Err(e) => {
             log.line(&format!("could not record {what}: {e}"));
-            eprintln!("could not record {what}: {e}");
+            eprintln!("could not record {what}: {}", crate::output::escape(&e.to_string(), false));
             first_error.get_or_insert(e);
         }
     };
@@ -292,7 +297,7 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
         Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
             let line = format!("turn {turn} had ended already, so its report stays as it was ({})", crate::output::refusal_line(&r));
             log.line(&line);
-            println!("{line}");
+            println!("{}", crate::output::escape(&line, false));
         }
         Err(e) => outcome("the report", Err(e)),
     }
@@ -338,6 +343,7 @@ fn describe_exit(status: ExitStatus) -> String {
 fn start(program: &Path, command: &CommandLine, mode: Mode, vars: &[(&str, &str)]) -> std::io::Result<ExitStatus> {
     let mut cmd = Command::new(program);
     cmd.args(&command.args);
+    cmd.env_remove(ENV_TOKEN);
     for (name, value) in vars {
         cmd.env(name, value);
     }

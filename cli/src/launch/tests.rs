@@ -79,7 +79,7 @@ fn each_runtime_has_its_program_budget_network_and_harness() {
     assert_eq!(Runtime::Codex.budget_bytes_default(), CODEX_BUDGET_BYTES);
     assert_eq!((Runtime::ClaudeCode.reach(), Runtime::Codex.reach()), (Reach::Api, Reach::None));
     assert_eq!((Runtime::ClaudeCode.harness(), Runtime::Codex.harness()), (Harness::ClaudeCode, Harness::Codex));
-    assert_eq!(ENV_NAMES, ["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN"]);
+    assert_eq!(ENV_NAMES, ["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"], "the token itself is never in the runtime's environment");
 }
 
 #[test]
@@ -182,8 +182,9 @@ fn codex_runs_in_its_workspace_sandbox_with_the_handoff_server_and_the_prompt_la
     let mcp = [
         "-c", r#"mcp_servers.handoff.command="/opt/bin/handoff""#,
         "-c", r#"mcp_servers.handoff.args=["mcp"]"#,
-        "-c", r#"mcp_servers.handoff.env_vars=["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN", "HANDOFF_STATE_DIR"]"#,
+        "-c", r#"mcp_servers.handoff.env_vars=["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE", "HANDOFF_TOKEN", "HANDOFF_STATE_DIR"]"#,
         "-c", r#"mcp_servers.handoff.default_tools_approval_mode="approve""#,
+        "-c", r#"shell_environment_policy.exclude=["HANDOFF_TOKEN", "HANDOFF_TOKEN_FILE"]"#,
     ];
     let print = command_line(Runtime::Codex, Mode::Print, "PROMPT", Some("/s/last.txt"), SERVER, &[]);
     let exec = ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt"];

@@ -3,8 +3,9 @@
 //! same rules as the hooks' install (`crate::hook::install`): every other entry is kept, a
 //! second install changes nothing, uninstall removes exactly what install added, a file of
 //! another shape (or a server named `handoff` that is not ours) is refused, never rewritten.
-//! No token is written: the server reads `HANDOFF_URL`, `HANDOFF_ID` and `HANDOFF_TOKEN` from
-//! the harness's environment, which Codex passes on by name (`env_vars`).
+//! No token is written: the server reads `HANDOFF_URL`, `HANDOFF_ID` and `HANDOFF_TOKEN` (or
+//! `HANDOFF_TOKEN_FILE`) from the harness's environment, which Codex passes on by name
+//! (`env_vars`).
 //!
 //! | harness     | file                                                    | entry |
 //! |-------------|---------------------------------------------------------|-------|

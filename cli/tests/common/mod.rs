@@ -63,6 +63,8 @@ pub fn command(token: Option<&str>, args: &[&str]) -> Command {
         .env("HANDOFF_URL", url())
         .env("HANDOFF_SIGNING_KEY", signing_key())
         .env_remove("HANDOFF_TOKEN")
+        .env_remove("HANDOFF_TOKEN_FILE")
+        .env_remove("HANDOFF_INSECURE_HTTP")
         .stdin(Stdio::null());
     if let Some(t) = token {
         cmd.env("HANDOFF_TOKEN", t);

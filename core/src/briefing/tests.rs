@@ -41,11 +41,12 @@ fn both_closing_wordings_match_their_fixtures() {
 }
 
 #[test]
-fn the_api_closing_names_the_variables_and_the_none_closing_says_no_network_and_no_blocker() {
+fn the_api_closing_names_the_address_but_never_tells_the_model_to_send_the_token_and_the_none_closing_says_no_network() {
     let p = rich_package();
     let api = closing(&p, &Reach::api(BASE_URL));
-    assert!(api.contains(BASE_URL) && api.contains(URL_VAR) && api.contains(TOKEN_VAR));
-    assert!(api.contains("Under /v1/handoffs/ho_0123456789abcdef0123456789abcdef: POST decisions, artifacts and blockers"));
+    assert!(api.contains(BASE_URL) && api.contains(URL_VAR) && api.contains("ho_0123456789abcdef0123456789abcdef"));
+    assert!(!api.contains(TOKEN_VAR) && !api.contains("Bearer"), "the credential stays with the session's tools: {api}");
+    assert!(api.contains("never look for a token, print one or send one yourself"));
     let none = closing(&p, &Reach::None);
     assert!(none.contains("no network") && none.contains("raise no blocker"));
     assert!(none.contains("final report") && none.contains("files you leave"));
