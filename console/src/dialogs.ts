@@ -74,11 +74,12 @@ function onSubmit(formId: string, fn: () => Promise<void>): void {
 let confirmAnswer: ((yes: boolean) => void) | null = null;
 
 /** Asks before a command that cannot be taken back; true for yes. */
-export function confirmDialog(title: string, text: string, yes: string): Promise<boolean> {
+export function confirmDialog(title: string, text: string, yes: string, no = "Keep it"): Promise<boolean> {
   const dialog = byId<HTMLDialogElement>("confirm");
   byId("confirm-title").textContent = title;
   byId("confirm-text").textContent = text;
   byId("confirm-yes").textContent = yes;
+  byId("confirm-no").textContent = no;
   confirmAnswer?.(false);
   return new Promise((resolve) => {
     confirmAnswer = resolve;

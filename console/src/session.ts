@@ -7,7 +7,7 @@ import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
 import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
-import type { Action, Handoff, TurnEntry, WorkRecord } from "./types.js";
+import type { Action, Handoff, Question, TurnEntry, WorkRecord } from "./types.js";
 import { coalesced, fail, Page } from "./ui.js";
 
 interface Loaded {
@@ -135,9 +135,14 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
 /** The question the session waits on: its text, and one button per option when `actions` lists
  * `answer` (never otherwise); once answered, the answer. */
 function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] {
-  const q = r.question;
+  const q: Question | null | undefined = r.question;
   if (!q) return [];
   const parts: Node[] = [h("h2", { id: "question-heading" }, q.kind === "permission" ? "Permission asked" : "Question"), h("p", { class: "question-text" }, q.text)];
+  if (q.input != null) {
+    // The whole of what an Allow approves, as text, wrapped so that nothing hides past the
+    // right edge; a long one scrolls (and takes the keyboard focus to scroll).
+    parts.push(h("pre", { id: "question-input", class: "question-input", tabindex: 0, "aria-label": "What an answer approves, whole" }, q.input));
+  }
   if (q.answer) {
     const label = q.options.find((o) => o.id === q.answer?.option)?.label ?? q.answer.option;
     parts.push(h("p", { class: "question-answer" }, "Answered ", h("strong", null, label), q.answer.note ? ` (${q.answer.note})` : "", " ", timeEl(q.answer.answered_at)));

@@ -24,5 +24,7 @@ export type LatestPackage = Schemas["LatestPackage"];
 export type Rejection = NonNullable<LatestPackage["rejection"]>;
 export type RejectReason = Rejection["reason"];
 export type CompileAnswer = Schemas["CompileAnswer"];
-export type Question = Schemas["Question"];
+/** `input` (the whole of what an Allow approves) is read as optional, whether or not the
+ * generated types carry it yet. */
+export type Question = Schemas["Question"] & { input?: string | null };
 export type ReportInput = Schemas["ReportInput"];
