@@ -35,7 +35,7 @@ def test_axe_finds_no_serious_violation_on_any_page(pages, api, cli):
     expect(page.locator("section#work")).to_be_visible()
     found["session"] = axe_serious(page, "session")
 
-    page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)').click()
+    page.locator('main#session button#hand-off-next').click()
     expect(page.locator("dialog#handoff-dialog")).to_be_visible()
     found["hand-off dialog"] = axe_serious(page, "hand-off dialog")
     page.keyboard.press("Escape")

@@ -83,7 +83,7 @@ def test_screenshots_of_every_page(pages, api, cli):
         shutil.copyfile(session_png, target)
         log("browser", f"README screenshot written to {target}")
 
-    page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)').click()
+    page.locator('main#session button#hand-off-next').click()
     dialog = page.locator("dialog#handoff-dialog")
     expect(dialog).to_be_visible()
     dialog.locator("input#purpose").fill("Context nearly full")
