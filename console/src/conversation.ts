@@ -40,13 +40,12 @@ export class Memory {
  * open question's section (with its buttons), drawn by the session page. */
 export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | undefined, live: Node[]): HTMLLIElement {
   const status = current?.status ?? t.status;
-  const head = h("p", { class: "turn-head" }, h("strong", null, `Turn ${t.turn}`), " · ", timeEl(t.opened_at));
+  const head = h("p", { class: "turn-head" }, h("strong", null, `Turn ${t.turn}`), " · ", shortTime(t.opened_at));
   if (t.package_version) {
     head.append(` · handed to ${t.runtime ?? "?"} with package v${t.package_version} (${short(t.package_hash)})`);
   } else if (t.runtime) {
     head.append(` · on ${t.runtime}`);
   }
-  if (t.continued_from && !t.package_version) head.append(` · continued from turn ${t.continued_from.turn}`);
 
   const words = t.prompt ?? current?.prompt ?? null;
   const prompt = words
@@ -62,8 +61,18 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
     if (q.id !== open) outcome.append(pastQuestion(q));
   }
   outcome.append(...live);
-  if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", timeEl(t.ended_at)));
+  if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
   return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, outcome);
+}
+
+/** A time as a conversation shows it: the time of day when it is today, else the date too;
+ * the whole timestamp on hover. */
+function shortTime(iso: string): Node {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return timeEl(iso);
+  const today = d.toDateString() === new Date().toDateString();
+  const text = today ? d.toLocaleTimeString(undefined, { timeStyle: "short" }) : d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return h("time", { datetime: iso, title: iso }, text);
 }
 
 /** A question the turn asked that is no longer open: its words, its input and its answer. */
@@ -93,7 +102,7 @@ export class Composer {
   private sending = false;
 
   constructor(private readonly ctx: CommandContext) {
-    this.text = h("textarea", { id: "prompt", rows: 3, spellcheck: "true", "aria-describedby": "composer-hint", placeholder: "The next turn's prompt" });
+    this.text = h("textarea", { id: "prompt", rows: 2, spellcheck: "true", "aria-describedby": "composer-hint", placeholder: "The next turn's prompt" });
     this.hint = h("p", { id: "composer-hint", class: "hint" });
     this.conflict = h("div", { id: "composer-conflict", class: "conflict", role: "alert", hidden: true });
     this.bar = h("div", { class: "composer-buttons", role: "group", "aria-label": "Send or stop" });
@@ -102,8 +111,8 @@ export class Composer {
       { id: "composer", class: "composer", novalidate: true, "aria-label": "Next prompt" },
       this.conflict,
       h("label", { for: "prompt", class: "visually-hidden" }, "Next prompt"),
-      this.text,
-      h("div", { class: "composer-bar" }, this.hint, this.bar),
+      h("div", { class: "composer-row" }, this.text, this.bar),
+      this.hint,
     );
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -132,7 +141,7 @@ export class Composer {
     this.hint.textContent = canSend
       ? "Enter sends, Shift+Enter starts a new line."
       : allowed.includes("cancel")
-        ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends; Stop ends it now.`
+        ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends.`
         : `Turn ${record.turn} is ${record.status}.`;
   }
 
