@@ -52,6 +52,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   let newest: Handoff | null = null;
   let workServed = true;
   const memory = new Memory();
+  let turnDrawn = 0;
 
   const ctx: CommandContext = {
     role,
@@ -136,6 +137,10 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
       ),
     );
     lineageNote.hidden = !olderTurns;
+    // A turn just sent from the composer is brought into view above it.
+    const grew = turnDrawn > 0 && record.turn > turnDrawn;
+    turnDrawn = record.turn;
+    if (grew && composer && document.activeElement === composer.text) lineage.lastElementChild?.scrollIntoView({ block: "nearest" });
     if (composer && composes(record, role)) {
       composer.draw(record);
       if (!composer.form.isConnected) composerSlot.replaceChildren(composer.form);
