@@ -233,6 +233,8 @@ fn item_and_turn_lines() {
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),
         opened_at: "2025-01-01T00:00:00.000Z".parse().unwrap(),
         ended_at: None,
+        prompt: None,
+        prompt_dropped: false,
     };
     assert_eq!(lineage_line(&t), "turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened 2025-01-01T00:00:00.000Z");
     let h = handoff(2, "cancelled", 8);
