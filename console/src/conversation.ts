@@ -9,26 +9,32 @@
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext } from "./commands.js";
 import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
-import type { Handoff, OpenTurnInput, Question, TurnEntry } from "./types.js";
+import type { Handoff, Question, TurnEntry } from "./types.js";
 import { busy, fail, say } from "./ui.js";
 
 /** What the page saw of one turn on the records it was shown. */
 interface Seen {
+  /** The version of the newest record seen on this turn: an older one, read late, changes nothing. */
+  version: number;
   summary: string | null;
   /** Every question the turn asked, by id, as last seen (with its answer once given). */
   questions: Map<string, Question>;
 }
 
-/** What the page remembers of each turn, from every record it hears of. */
+/** What the page remembers of each turn, from every record it hears of, in whatever order. */
 export class Memory {
   private turns = new Map<number, Seen>();
 
   see(record: Handoff): void {
-    const seen = this.turns.get(record.turn) ?? { summary: null, questions: new Map() };
-    seen.summary = record.summary ?? null;
-    const q: Question | null | undefined = record.question;
-    if (q) seen.questions.set(q.id, q);
+    const seen = this.turns.get(record.turn) ?? { version: 0, summary: null, questions: new Map() };
     this.turns.set(record.turn, seen);
+    const q: Question | null | undefined = record.question;
+    const known = q ? seen.questions.get(q.id) : undefined;
+    // A question keeps its answer once seen answered, whatever the order records come in.
+    if (q && !(known?.answer && !q.answer)) seen.questions.set(q.id, q);
+    if (record.version < seen.version) return;
+    seen.version = record.version;
+    seen.summary = record.summary ?? null;
   }
 
   of(turn: number): Seen | undefined {
@@ -50,7 +56,7 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   const words = t.prompt ?? current?.prompt ?? null;
   const prompt = words
     ? h("div", { class: "bubble prompt" }, h("p", { class: "who" }, "You"), h("p", { class: "prompt-text" }, words))
-    : h("p", { class: "no-prompt" }, "Opened without a prompt");
+    : h("p", { class: "no-prompt" }, t.prompt_dropped ? "Its prompt is no longer kept (only the newest turns' are)" : "Opened without a prompt");
 
   const outcome = h("div", { class: "bubble outcome", "data-status": status }, h("p", { class: "who" }, t.runtime ? `The agent, on ${t.runtime} · ` : "The agent · ", statusBadge(status, current ? "status" : undefined)));
   const summary = current ? current.summary ?? "" : seen?.summary ?? "";
@@ -63,6 +69,18 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   outcome.append(...live);
   if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
   return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, outcome);
+}
+
+/** A question's input, whole, as text: one numbered block per line of it, so that a line the
+ * screen wraps (indented under its number) is never mistaken for two (a newline in a command
+ * runs a second one); nothing runs past the right edge, and a long input scrolls, taking the
+ * keyboard focus to do so. Its text is exactly the input. */
+export function inputBlock(input: string, attrs: Record<string, string>): HTMLPreElement {
+  const lines = input.split("\n");
+  const block = h("pre", { class: "question-input", tabindex: 0, ...attrs }, ...lines.map((line, i) => h("span", { class: "line" }, i < lines.length - 1 ? `${line}\n` : line)));
+  // The numbers' gutter is as wide as the last number (set through the CSSOM, which the CSP allows).
+  block.style.setProperty("--gutter", `${String(lines.length).length}ch`);
+  return block;
 }
 
 /** A time as a conversation shows it: the time of day when it is today, else the date too;
@@ -82,7 +100,7 @@ function pastQuestion(q: Question): HTMLElement {
     "div",
     { class: "past-question", "data-question": q.id },
     h("p", { class: "question-text" }, q.kind === "permission" ? "Asked permission: " : "Asked: ", q.text),
-    q.input != null ? h("pre", { class: "question-input", tabindex: 0, "aria-label": `What ${q.id} asked to approve, whole` }, q.input) : null,
+    q.input != null ? inputBlock(q.input, { "aria-label": `What ${q.id} asked to approve, whole` }) : null,
     label
       ? h("p", { class: "question-answer" }, "Answered ", h("strong", null, label), q.answer?.note ? ` (${q.answer.note})` : "")
       : h("p", { class: "question-answer" }, "Not answered."),
@@ -170,7 +188,7 @@ export class Composer {
     const after = record.turn;
     this.conflict.hidden = true;
     try {
-      const opened = await api.openTurn(record.id, { after, prompt } as OpenTurnInput);
+      const opened = await api.openTurn(record.id, { after, prompt });
       // Only what was sent is cleared: the person may have typed on meanwhile.
       if (this.text.value.trim() === prompt) this.text.value = "";
       say(`sent: turn ${opened.turn} opened`);
@@ -187,12 +205,12 @@ export class Composer {
   /** Another device opened the turn first: its prompt is shown, the text typed here is kept,
    * and the page moves to the turn it opened. */
   private async showConflict(id: string, after: number, error: HandoffError): Promise<void> {
-    const record = error.handoff as Handoff | undefined;
+    const record = error.handoff;
     let theirs: string | null | undefined = record && record.turn === after + 1 ? record.prompt : undefined;
     if (theirs === undefined) {
       try {
         const page = await api.turns(id, { before: after + 2, limit: 1 });
-        theirs = (page.turns as TurnEntry[]).find((t) => t.turn === after + 1)?.prompt ?? null;
+        theirs = page.turns.find((t) => t.turn === after + 1)?.prompt ?? null;
       } catch (readError) {
         fail(readError);
         theirs = null;

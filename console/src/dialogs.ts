@@ -182,7 +182,7 @@ async function dryRun(): Promise<void> {
   try {
     // The same open, carried out on a copy by the service and stored nowhere: the package and
     // the briefing the next runtime would get if the turn opened now.
-    const body = { after: current.record.turn, handoff: request, ...promptOf() } as OpenTurnInput;
+    const body: OpenTurnInput = { after: current.record.turn, handoff: request, ...promptOf() };
     const answer = await api.previewTurn(current.record.id, body);
     const head = `Dry run, nothing written: turn ${answer.turn} would open with package v${answer.package_version} (${short(answer.package_hash)}).`;
     preview.textContent = `${head}\n\n${answer.briefing}`;
@@ -198,7 +198,7 @@ async function submitHandoff(): Promise<void> {
   try {
     const request = packageRequest("");
     const prompt = promptOf();
-    const body = { after: current.record.turn, ...(request ? { handoff: request } : {}), ...prompt } as OpenTurnInput;
+    const body: OpenTurnInput = { after: current.record.turn, ...(request ? { handoff: request } : {}), ...prompt };
     const r = await api.openTurn(current.record.id, body);
     hide(dialog);
     // The composer's text went with the turn: it is not sent twice.

@@ -6,7 +6,7 @@
 
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
-import { Composer, composes, Memory, turnItem } from "./conversation.js";
+import { Composer, composes, inputBlock, Memory, turnItem } from "./conversation.js";
 import { h, replaceKeepingFocus, safeLink, short, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
 import type { Action, Handoff, Question, TurnEntry, WorkRecord } from "./types.js";
@@ -155,6 +155,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     await refresh();
     const first = shown as Loaded | null;
     if (!page.alive || !first) return;
+    toLatestTurn(lineage);
     if (first.record.state === "closed") {
       setLive("ended");
       return;
@@ -170,9 +171,8 @@ function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] 
   if (!q) return [];
   const parts: Node[] = [h("h3", { id: "question-heading" }, q.kind === "permission" ? "Permission asked" : "Question"), h("p", { class: "question-text" }, q.text)];
   if (q.input != null) {
-    // The whole of what an Allow approves, as text, wrapped so that nothing hides past the
-    // right edge; a long one scrolls (and takes the keyboard focus to scroll).
-    parts.push(h("pre", { id: "question-input", class: "question-input", tabindex: 0, "aria-label": "What an answer approves, whole" }, q.input));
+    // The whole of what an Allow approves.
+    parts.push(inputBlock(q.input, { id: "question-input", "aria-label": "What an answer approves, whole" }));
   }
   if (q.answer) {
     const label = q.options.find((o) => o.id === q.answer?.option)?.label ?? q.answer.option;
@@ -192,6 +192,17 @@ function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] 
     );
   }
   return [h("section", { id: "question", "data-question": q.id, "aria-labelledby": "question-heading" }, ...parts)];
+}
+
+/** A chat opens at its latest turn: unless the reader has scrolled already, the last turn is
+ * brought into view above the composer (its top, when it is taller than the screen). */
+function toLatestTurn(lineage: HTMLElement): void {
+  const last = lineage.lastElementChild;
+  if (!(last instanceof HTMLElement) || window.scrollY > 0) return;
+  const box = last.getBoundingClientRect();
+  if (box.bottom <= window.innerHeight) return;
+  const roomPx = window.innerHeight * 0.75;
+  last.scrollIntoView({ block: box.height > roomPx ? "start" : "end" });
 }
 
 /** The actions drawn where they act rather than in the session's row of buttons. */

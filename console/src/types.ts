@@ -6,16 +6,14 @@ import type { components } from "../../clients/typescript/src/schema.js";
 
 type Schemas = components["schemas"];
 
-/** `prompt` (the current turn's words) is read as optional, whether or not the generated
- * types carry it yet; so is each lineage entry's. */
-export type Handoff = Schemas["Handoff"] & { prompt?: string | null };
+export type Handoff = Schemas["Handoff"];
 export type Action = Handoff["actions"][number];
 export type Status = Schemas["Status"];
 export type Suggestion = Schemas["Suggestion"];
 export type Policy = Schemas["PolicyInput"];
 export type MachineRuntime = Schemas["MachineRuntime"];
 export type ListRow = Schemas["ListRow"];
-export type TurnEntry = Schemas["TurnEntry"] & { prompt?: string | null };
+export type TurnEntry = Schemas["TurnEntry"];
 export type OpenTurnInput = Schemas["OpenTurnInput"];
 export type Decision = Schemas["Decision"];
 export type Artifact = Schemas["Artifact"];

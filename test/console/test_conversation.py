@@ -303,16 +303,21 @@ def test_screenshots_of_a_three_turn_conversation_on_a_phone_and_a_desktop(pages
         expect(page.locator('li.turn[data-turn="2"] .past-question')).to_contain_text("Answered Postgres 16")
         page.locator("textarea#prompt").fill("If it fails, roll back and tell me.")
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        page.locator("#lineage").scroll_into_view_if_needed()
-        for full in (False, True):
-            path = shot(page, f"conversation-{name}{'-full' if full else ''}", full_page=full)
-            if out:
-                os.makedirs(out, exist_ok=True)
-                shutil.copyfile(path, os.path.join(out, path.name))
-        page.locator("form#composer").scroll_into_view_if_needed()
-        path = shot(page, f"conversation-{name}-composer", full_page=False)
+        # The composer stays in view over the conversation, wherever the reader is in it.
+        composer_top = lambda: page.locator("form#composer").bounding_box()["y"]  # noqa: E731
+        page.evaluate("() => window.scrollTo(0, 0)")
+        shots = [shot(page, f"conversation-{name}-top", full_page=False)]
+        assert composer_top() < views[name]["height"], f"{name}: the composer is in view at the top"
+        page.evaluate("() => document.querySelector('#lineage > li.turn:last-child').scrollIntoView({block: 'start'})")
+        shots.append(shot(page, f"conversation-{name}-latest", full_page=False))
+        buttons = page.locator('li.turn[data-turn="3"] section#question button[data-action="answer"]').first.bounding_box()
+        assert buttons["y"] + buttons["height"] <= composer_top() or page.evaluate("() => window.scrollY") > 0, \
+            f"{name}: the question's buttons can be scrolled clear of the composer"
+        shots.append(shot(page, f"conversation-{name}-full", full_page=True))
         if out:
-            shutil.copyfile(path, os.path.join(out, path.name))
+            os.makedirs(out, exist_ok=True)
+            for path in shots:
+                shutil.copyfile(path, os.path.join(out, path.name))
         # No control leaves the viewport sideways.
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), f"{name}: the page scrolls sideways"
         log("browser", f"conversation screenshots of {name} in {RUN_DIR / 'screenshots'}")
