@@ -216,12 +216,18 @@ export class Composer {
         theirs = null;
       }
     }
+    const dismiss = h("button", { type: "button", id: "conflict-dismiss", class: "small" }, "Dismiss");
+    dismiss.addEventListener("click", () => {
+      this.conflict.hidden = true;
+      this.text.focus();
+    });
     const heading = h("p", null, h("strong", null, `Another device spoke first: turn ${after + 1} opened`), theirs ? " with its prompt:" : " without a prompt.");
     replaceKeepingFocus(
       this.conflict,
       heading,
       theirs ? h("blockquote", { class: "their-prompt" }, theirs) : null,
       h("p", null, "Your text is kept below: send it as the next turn when Send is offered again."),
+      dismiss,
     );
     this.conflict.hidden = false;
     fail(error);

@@ -150,6 +150,9 @@ def test_a_turn_conflict_shows_the_other_devices_prompt_and_keeps_the_text(pages
     assert (rec["turn"], rec["prompt"]) == (2, theirs), "the other device's turn stands, and only it"
     assert_actions(page, api, hid, owner_token, "after the conflict")
     shot(page, "conversation-conflict", full_page=False)
+    page.locator("button#conflict-dismiss").click()
+    expect(conflict).to_be_hidden()
+    expect(page.locator("textarea#prompt")).to_be_focused()
 
     # The one console error expected: Chromium logs the 409.
     expected = [e for e in w.console_errors if "409" in e]
