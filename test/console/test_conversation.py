@@ -252,6 +252,12 @@ def test_the_hand_off_dialog_takes_the_prompt(pages, api, cli):
     dialog.locator("#target-runtime").select_option("codex")
     dialog.locator("input#purpose").fill("a fresh context")
     dialog.locator("textarea#objective").fill("Finish the parser")
+    # The dry run's briefing carries the prompt after the briefing, as the next runtime gets it.
+    version = api.record(hid, owner_token)["version"]
+    dialog.locator("button#dry-run").click()
+    preview = dialog.locator("pre#dry-run-preview")
+    expect(preview).to_contain_text("Finish the parser, then the docs")
+    assert api.record(hid, owner_token)["version"] == version, "a dry run writes nothing"
     dialog.locator("button#submit-handoff").click()
     expect(page.locator("#message")).to_contain_text("opened turn 2 on codex")
     rec = api.record(hid, owner_token)
