@@ -405,7 +405,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
 /// Drops the prompt of the turn that has just left the newest [`PROMPT_TURNS_KEPT_MAX`], so
 /// that a hand-off keeps at most that many turns' words in its lineage, whatever its turns.
 fn drop_old_prompt(next: &mut Handoff, dirty: &mut Dirty) {
-    let Some(old) = next.record.turn.checked_sub(PROMPT_TURNS_KEPT_MAX).filter(|t| *t > 0) else {
+    let Some(old) = next.record.turn.checked_sub(PROMPT_TURNS_KEPT_MAX) else {
         return;
     };
     let Some(at) = next.lineage.iter().position(|e| e.turn == old) else {

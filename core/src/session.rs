@@ -958,7 +958,8 @@ impl Session {
             (Part::Extras, dirty.extras.then(|| to_json(&h.extras))),
         ];
         let from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
-        let dropped = dirty.lineage_dropped.filter(|at| *at < from).and_then(|at| h.lineage.get(at));
+        // The entry whose prompt was dropped is always older than the ones written from `from`.
+        let dropped = dirty.lineage_dropped.and_then(|at| h.lineage.get(at));
         let entries: Vec<(u64, String)> = dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
         let delivery = Delivery::of(record);
         let row_bytes = to_json(&delivery.row).len();

@@ -285,6 +285,10 @@ fn a_repeated_open_is_the_same_turn_only_with_the_prompt_and_the_hand_off_taken(
         assert_eq!(refusal.code, Code::TurnConflict, "{prompt:?} {package:?}");
         assert!(refusal.message.starts_with("turn 2 was opened already"), "{}", refusal.message);
     }
+    // A package compiled later leaves the runtime to compare: the same request is the same turn.
+    let recompiled = ok(&h, Change::Compile { request: PackageRequest { objective: "later".into(), ..request("codex") }, dry_run: false }, Role::Owner).next;
+    assert!(!ok(&recompiled, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).moved);
+    assert_eq!(apply(&recompiled, &open_saying(1, Some("write the docs"), Some(request("gemini"))), Role::Owner, 6_000).unwrap_err().code, Code::TurnConflict);
     // A plain turn repeated with a hand-off is another request too.
     let plain = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let plain = ok(&plain, open_saying(1, Some("go on"), None), Role::Owner).next;
