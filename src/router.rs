@@ -15,7 +15,7 @@ use handoff_api::notifications;
 use handoff_api::protocol::{self, Ask, Caller, Idempotency, Op};
 use handoff_api::routes::{self, Found, Gate, IndexInput, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
-use handoff_core::limits::{BODY_BYTES_MAX, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
 use handoff_core::session::JSON;
 use handoff_core::time::Timestamp;
 use handoff_core::watch;
@@ -139,7 +139,8 @@ fn route(mut req: Incoming, env: Env) -> Step {
     };
     let creates = matches!(admitted.route.kind, Kind::Create);
     let bodiless = admitted.method == "GET";
-    let body = match body_of(&mut req, bodiless) {
+    let cap = admitted.route.body_bytes_max;
+    let body = match body_of(&mut req, bodiless, cap) {
         Ok(Body::Declared) => return Step::ReadBody,
         Ok(Body::Read(body)) if !creates => return dispatch(&req, &env, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e)),
         Ok(body) => body,
@@ -149,7 +150,7 @@ fn route(mut req: Incoming, env: Env) -> Step {
         let routed = async {
             let body = match body {
                 Body::Read(body) => body,
-                _ => stream_body(&req, bodiless).await?,
+                _ => stream_body(&req, bodiless, cap).await?,
             };
             let create = if creates { Some(input::parse_create(&body)?) } else { None };
             rate_limit(&env, &admitted).await?;
@@ -276,8 +277,8 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
             // The token's `inc` is the moment a new hand-off takes as its life.
             let incarnation = now_ms();
             let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation);
-            let (session, machine, size) = (create.session, create.machine, create.size);
-            let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64 };
+            let (session, machine, size, prompt) = (create.session, create.machine, create.size, create.prompt);
+            let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64, prompt };
             send(id, &Ask { caller, op, idempotency: None })
         }
         Kind::TestObjectStarts => {
@@ -404,13 +405,13 @@ enum Body {
     Undeclared,
 }
 
-/// The checks a body passes before any of it is read: a declared length over
-/// [`BODY_BYTES_MAX`] is refused unread, and a GET takes no body. A body the edge read must
-/// have the length declared.
-fn body_of(req: &mut Incoming, bodiless: bool) -> std::result::Result<Body, ApiError> {
+/// The checks a body passes before any of it is read: a declared length over the route's
+/// `cap` (its `body_bytes_max`: [`handoff_core::limits::BODY_BYTES_MAX`] but on the words' routes) is refused unread,
+/// and a GET takes no body. A body the edge read must have the length declared.
+fn body_of(req: &mut Incoming, bodiless: bool, cap: usize) -> std::result::Result<Body, ApiError> {
     let declared = req.heads.content_length.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
-        return Err(too_large());
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(too_large(cap));
     }
     if bodiless && declared.is_some_and(|n| n > 0) {
         return Err(no_body());
@@ -428,23 +429,23 @@ fn body_of(req: &mut Incoming, bodiless: bool) -> std::result::Result<Body, ApiE
     })
 }
 
-fn too_large() -> ApiError {
-    ApiError::new(Code::RequestTooLarge, format!("the body is over {BODY_BYTES_MAX} bytes"))
+fn too_large(cap: usize) -> ApiError {
+    ApiError::new(Code::RequestTooLarge, format!("the body is over {cap} bytes"))
 }
 
 fn no_body() -> ApiError {
     ApiError::invalid("body: this route takes no body")
 }
 
-/// A body of undeclared length, read as a stream and given up as soon as it passes
-/// [`BODY_BYTES_MAX`], so that no request makes the isolate hold more than that.
-async fn stream_body(req: &Incoming, bodiless: bool) -> std::result::Result<Vec<u8>, ApiError> {
+/// A body of undeclared length, read as a stream and given up as soon as it passes the
+/// route's `cap`, so that no request makes the isolate hold more than that.
+async fn stream_body(req: &Incoming, bodiless: bool, cap: usize) -> std::result::Result<Vec<u8>, ApiError> {
     let mut stream = req.to_worker().stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| ApiError::invalid("body: unreadable"))?;
-        if body.len() + chunk.len() > BODY_BYTES_MAX {
-            return Err(too_large());
+        if body.len() + chunk.len() > cap {
+            return Err(too_large(cap));
         }
         body.extend_from_slice(&chunk);
     }

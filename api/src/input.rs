@@ -13,7 +13,7 @@ use handoff_core::limits::{
 use handoff_core::package::PackageRequest;
 use handoff_core::question::QuestionInput;
 use handoff_core::suggestion::Usage;
-use handoff_core::turn::{ReportStatus, State};
+use handoff_core::turn::{check_prompt, ReportStatus, State};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -41,6 +41,9 @@ pub struct CreateInput {
     pub session: String,
     pub machine: String,
     pub size: String,
+    /// Turn 1's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
 }
 
 pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
@@ -48,6 +51,9 @@ pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
     check_id("session", &input.session)?;
     check_id("machine", &input.machine)?;
     check_id("size", &input.size)?;
+    if let Some(prompt) = &input.prompt {
+        check_prompt(prompt)?;
+    }
     Ok(input)
 }
 
@@ -55,6 +61,9 @@ pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct OpenTurnInput {
     pub after: u64,
+    /// The owner's words for the new turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// Hands the new turn to a runtime, compiling its package in the same change (the body's
     /// `handoff`).
     #[serde(default, rename = "handoff", skip_serializing_if = "Option::is_none")]
@@ -63,6 +72,9 @@ pub struct OpenTurnInput {
 
 pub fn parse_open_turn(body: &[u8]) -> Result<OpenTurnInput, ApiError> {
     let input: OpenTurnInput = parse_json(body)?;
+    if let Some(prompt) = &input.prompt {
+        check_prompt(prompt)?;
+    }
     if let Some(request) = &input.package {
         request.validate().map_err(|e| ApiError::invalid(format!("handoff.{}", e.message)))?;
     }
@@ -460,6 +472,28 @@ mod tests {
         assert!(e.message.starts_with("usage.context_used:"), "{}", e.message);
         let r = parse_report(br#"{"turn":1,"status":"failed","usage":{"limit":"provider-limit"}}"#).unwrap();
         assert!(r.usage.is_some());
+    }
+
+    /// A prompt on a create or an open turn: text of at most `PROMPT_BYTES_MAX` bytes, not
+    /// empty, `\n` and `\t` but no other control character; a refusal names `prompt`.
+    #[test]
+    fn a_prompt_on_a_create_or_a_turn_is_read_and_a_bad_one_is_refused_naming_prompt() {
+        use handoff_core::limits::PROMPT_BYTES_MAX;
+        let t = parse_open_turn(br#"{"after":1,"prompt":"now the tests\n\tplease"}"#).unwrap();
+        assert_eq!(t.prompt.as_deref(), Some("now the tests\n\tplease"));
+        assert_eq!(parse_open_turn(br#"{"after":1,"prompt":null}"#).unwrap().prompt, None);
+        let c = parse_create(br#"{"session":"s","machine":"m","size":"l","prompt":"fix it"}"#).unwrap();
+        assert_eq!(c.prompt.as_deref(), Some("fix it"));
+        let longest = "é".repeat(PROMPT_BYTES_MAX / 2);
+        assert!(parse_open_turn(serde_json::json!({"after": 1, "prompt": longest}).to_string().as_bytes()).is_ok());
+        for bad in ["".to_string(), "   ".into(), "x".repeat(PROMPT_BYTES_MAX + 1), "a\u{1b}]0;title\u{7}".into()] {
+            let turn = serde_json::json!({"after": 1, "prompt": bad}).to_string();
+            let create = serde_json::json!({"session": "s", "machine": "m", "size": "l", "prompt": bad}).to_string();
+            for e in [parse_open_turn(turn.as_bytes()).unwrap_err(), parse_create(create.as_bytes()).unwrap_err()] {
+                assert_eq!(e.code, Code::RequestInvalid);
+                assert!(e.message.starts_with("prompt:"), "{}", e.message);
+            }
+        }
     }
 
     #[test]

@@ -263,8 +263,16 @@ mod tests {
         assert!(header_of(&at_cap).is_some(), "an ask of exactly the cap is a header");
         let past = format!("{wire:<width$}", width = ASK_HEADER_BYTES_MAX + 1);
         assert_eq!(header_of(&past), None, "one byte past the cap is the body");
-        // The body a client may send (16 KiB) does not fit: the body path stays in use.
+        // The bodies a client may send (16 KiB, and 64 KiB on the words' routes) do not fit:
+        // the body path stays in use, and an ask carrying a prompt travels by it.
         assert!(handoff_core::limits::BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
+        assert!(handoff_core::limits::WORDS_BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
+        let prompt = "x".repeat(handoff_core::limits::PROMPT_BYTES_MAX);
+        let open = Change::Turn { command: handoff_core::turn::Command::OpenTurn { after: 1, prompt: Some(prompt) }, unmet: None, usage: None, package: None };
+        let ask = Ask { caller: Caller { owner: "o".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Change { change: open.clone() }, idempotency: None };
+        let wire = encode(&ask).unwrap();
+        assert_eq!(header_of(&wire), None, "the longest prompt travels as the body");
+        assert_eq!(decode::<Ask>(&wire).unwrap(), ask);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::error::{ApiError, Code};
 use crate::input::{self, query_pairs};
 use crate::notifications::{self, WEBHOOK_ID_BYTES};
 use crate::protocol::IndexAsk;
+use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
 use handoff_core::time::Timestamp;
 use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
 use handoff_notify::webhook::WebhookSecret;
@@ -109,26 +110,36 @@ pub struct Route {
     /// Who may call a top-level route; `None` where no token is needed or the core decides.
     pub role: Option<Role>,
     pub gate: Gate,
+    /// The largest body the route reads: [`BODY_BYTES_MAX`], or [`WORDS_BODY_BYTES_MAX`] for the
+    /// routes that carry a person's words or a tool's whole input ([`words`]). Past it, 413
+    /// `request.too_large`, before the body is read on.
+    pub body_bytes_max: usize,
+}
+
+/// A route whose body carries a person's words (a prompt) or a tool's whole input (a
+/// question's `input`): it takes bodies up to [`WORDS_BODY_BYTES_MAX`].
+const fn words(route: Route) -> Route {
+    Route { body_bytes_max: WORDS_BODY_BYTES_MAX, ..route }
 }
 
 const fn top(method: &'static str, path: &'static str, kind: Kind, role: Option<Role>, gate: Gate) -> Route {
-    Route { method, path, kind, role, gate }
+    Route { method, path, kind, role, gate, body_bytes_max: BODY_BYTES_MAX }
 }
 
 const fn read(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::Always }
+    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX }
 }
 
 const fn change(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: true, transport: Transport::Ask }, role: None, gate: Gate::Always }
+    Route { method, path, kind: Kind::Handoff { read, change: true, transport: Transport::Ask }, role: None, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX }
 }
 
 const fn test_hook(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::TestHooks }
+    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::TestHooks, body_bytes_max: BODY_BYTES_MAX }
 }
 
 const fn index(method: &'static str, path: &'static str, read: IndexReader, gate: Gate) -> Route {
-    Route { method, path, kind: Kind::Index { read }, role: OWNER, gate }
+    Route { method, path, kind: Kind::Index { read }, role: OWNER, gate, body_bytes_max: BODY_BYTES_MAX }
 }
 
 const OWNER: Option<Role> = Some(Role::Owner);
@@ -137,19 +148,19 @@ const OWNER: Option<Role> = Some(Role::Owner);
 /// and are the only ones `docs/openapi.yaml` leaves out.
 pub const ROUTES: &[Route] = &[
     top("GET", "/v1/health", Kind::Health, None, Gate::Always),
-    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list }, role: OWNER, gate: Gate::Always },
-    top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always),
+    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list }, role: OWNER, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX },
+    words(top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always)),
     read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
-    change("POST", "/v1/handoffs/{id}/turns", open_turn),
+    words(change("POST", "/v1/handoffs/{id}/turns", open_turn)),
     read("GET", "/v1/handoffs/{id}/turns", |i| {
         let q = input::parse_turns_query(i.query)?;
         Ok(Op::Turns { before: q.before, limit: q.limit })
     }),
-    change("POST", "/v1/handoffs/{id}/report", |i| {
+    words(change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
         let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: r.question };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
-    }),
+    })),
     change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),
     change("POST", "/v1/handoffs/{id}/close", |i| input::parse_close(i.body).map(|_| turn(Command::Close))),
     read("GET", "/v1/handoffs/{id}/wait", |i| {
@@ -162,6 +173,7 @@ pub const ROUTES: &[Route] = &[
         kind: Kind::Handoff { read: watch, change: false, transport: Transport::Upgrade },
         role: None,
         gate: Gate::Always,
+        body_bytes_max: BODY_BYTES_MAX,
     },
     read("GET", "/v1/handoffs/{id}/work", |i| no_query(i.query).map(|_| Op::Work)),
     change("PUT", "/v1/handoffs/{id}/work", |i| work_change(work::Command::SetWork(input::parse_body(i.body)?))),
@@ -327,7 +339,7 @@ fn open_turn(i: &Input<'_>) -> Result<Op, ApiError> {
     let preview = input::parse_open_turn_query(i.query)?;
     let t = input::parse_open_turn(i.body)?;
     let handing_off = t.package.is_some();
-    let open = Change::Turn { command: Command::OpenTurn { after: t.after }, unmet: None, usage: None, package: t.package };
+    let open = Change::Turn { command: Command::OpenTurn { after: t.after, prompt: t.prompt }, unmet: None, usage: None, package: t.package };
     match preview {
         None => Ok(turn_change(open)),
         Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),
@@ -418,6 +430,15 @@ mod tests {
         assert!(matches!(find("DELETE", "/v1/handoffs", all), Ok(Found::MethodNotAllowed(m)) if m == ["GET", "POST"]));
         assert_eq!(find("GET", "/v2/handoffs", all).unwrap_err().code, Code::RouteNotFound);
         assert!(matches!(find("POST", "/v1/test/refuse-index", |g| g == Gate::Always), Err(e) if e.code == Code::RouteNotFound));
+    }
+
+    /// The body cap is the route table's: the three routes that carry a person's words or a
+    /// tool's whole input take 64 KiB, every other route 16 KiB.
+    #[test]
+    fn only_create_open_turn_and_report_take_the_words_body_cap() {
+        let words: Vec<(&str, &str)> = ROUTES.iter().filter(|r| r.body_bytes_max == WORDS_BODY_BYTES_MAX).map(|r| (r.method, r.path)).collect();
+        assert_eq!(words, [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/report")]);
+        assert!(ROUTES.iter().all(|r| r.body_bytes_max == BODY_BYTES_MAX || r.body_bytes_max == WORDS_BODY_BYTES_MAX));
     }
 
     #[test]

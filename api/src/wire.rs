@@ -336,6 +336,33 @@ mod tests {
         assert_eq!(Json.without_package(Answer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
     }
 
+    /// A turn's answer carries its prompt, so the remembered answers of maximal prompts are
+    /// the largest a key keeps (no package to leave out): the 2 MiB of remembered answers still
+    /// hold dozens of them (62 of 33,350 bytes with every byte of the longest prompt escaped as two).
+    #[test]
+    fn the_largest_turn_answer_leaves_room_for_dozens_of_remembered_answers() {
+        use handoff_core::limits::{IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, PROMPT_BYTES_MAX};
+        let (h, _) = compiled();
+        let h = apply(&h, &report_done(), Role::Machine, 3).unwrap().next;
+        let open = Change::Turn {
+            command: handoff_core::turn::Command::OpenTurn { after: 1, prompt: Some("\"".repeat(PROMPT_BYTES_MAX)) },
+            unmet: None,
+            usage: None,
+            package: None,
+        };
+        let out = apply(&h, &open, Role::Owner, 4).unwrap();
+        let answer = Answer::Changed { h: &out.next, role: Role::Owner, effect: &out.effect };
+        let r = handoff_core::idempotency::remember(&"f".repeat(64), 200, &Json.render(answer).body, || Json.without_package(answer));
+        assert!(r.body.len() > 2 * PROMPT_BYTES_MAX, "the whole prompt, escaped, is kept: {}", r.body.len());
+        let kept = IDEMPOTENCY_BYTES_PER_HANDOFF_MAX / r.bytes();
+        assert!((32..=64).contains(&kept), "{kept} maximal turn answers fit the remembered bytes ({} bytes each)", r.bytes());
+    }
+
+    fn report_done() -> Change {
+        let command = handoff_core::turn::Command::Report { turn: 1, status: handoff_core::turn::ReportStatus::Done, summary: None, question: None };
+        Change::Turn { command, unmet: None, usage: None, package: None }
+    }
+
     #[test]
     fn a_stale_refusal_carries_the_current_package_and_a_plain_one_only_its_error() {
         let (h, _) = compiled();

@@ -320,7 +320,12 @@ impl Client {
 
     /// `POST /v1/handoffs`: one hand-off per session; a second create answers the same one.
     pub fn create(&self, session: &str, machine: &str, size: &str) -> Result<Reply<Created>, Error> {
-        let body = CreateInput { session: session.into(), machine: machine.into(), size: size.into() };
+        self.create_saying(session, machine, size, None)
+    }
+
+    /// `POST /v1/handoffs` with turn 1's words (`prompt`).
+    pub fn create_saying(&self, session: &str, machine: &str, size: &str, prompt: Option<&str>) -> Result<Reply<Created>, Error> {
+        let body = CreateInput { session: session.into(), machine: machine.into(), size: size.into(), prompt: prompt.map(str::to_string) };
         let raw = self.change("POST", "/v1/handoffs", &to_value(&body))?;
         read_json(raw)
     }
@@ -334,7 +339,12 @@ impl Client {
     /// `POST …/turns {"after"}`; with `handoff`, the turn is handed to a runtime and its
     /// package compiled in the same write.
     pub fn open_turn(&self, id: &str, after: u64, handoff: Option<&PackageRequest>) -> Result<Reply<Handoff>, Error> {
-        let body = OpenTurnInput { after, package: handoff.cloned() };
+        self.open_turn_saying(id, after, None, handoff)
+    }
+
+    /// `POST …/turns` with the owner's words for the new turn (`prompt`).
+    pub fn open_turn_saying(&self, id: &str, after: u64, prompt: Option<&str>, handoff: Option<&PackageRequest>) -> Result<Reply<Handoff>, Error> {
+        let body = OpenTurnInput { after, prompt: prompt.map(str::to_string), package: handoff.cloned() };
         read_handoff(self.change("POST", &handoff_path(id, "/turns"), &to_value(&body))?)
     }
 

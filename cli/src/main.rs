@@ -51,6 +51,35 @@ struct Key {
     idempotency_key: Option<String>,
 }
 
+/// The owner's words for the turn a command opens.
+#[derive(Args, Debug, Default)]
+struct Prompt {
+    /// The owner's words for the turn (at most 16 KiB; newlines and tabs allowed).
+    #[arg(long, short = 'm', value_name = "TEXT", conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// Read the words from a file, or from standard input with `-` (one trailing newline is
+    /// dropped).
+    #[arg(long, value_name = "PATH")]
+    prompt_file: Option<std::path::PathBuf>,
+}
+
+impl Prompt {
+    /// The words given, read from their file or standard input where they are.
+    fn words(self) -> Result<Option<String>, Failure> {
+        let Some(path) = self.prompt_file else {
+            return Ok(self.prompt);
+        };
+        let read = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(&path)
+        };
+        let text = read.map_err(|e| Failure::Usage(format!("--prompt-file {}: {e}", path.display())))?;
+        let text = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text);
+        Ok(Some(text.to_string()))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Mint a development token from HANDOFF_SIGNING_KEY (an owner's, or with --machine a machine's).
@@ -71,6 +100,8 @@ enum Command {
         machine: String,
         #[arg(long)]
         size: String,
+        #[command(flatten)]
+        prompt: Prompt,
         #[command(flatten)]
         key: Key,
     },
@@ -100,6 +131,8 @@ enum Command {
         purpose: Option<String>,
         #[arg(long, requires = "to")]
         note: Option<String>,
+        #[command(flatten)]
+        prompt: Prompt,
         #[command(flatten)]
         key: Key,
     },
@@ -625,8 +658,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
     let keyed = |key: &Key| client.clone().with_idempotency_key(key.idempotency_key.as_deref());
     match cli.command {
         Command::Token { .. } => unreachable!("answered above"),
-        Command::Create { session, machine, size, key } => {
-            let reply = keyed(&key).create(&session, &machine, &size)?;
+        Command::Create { session, machine, size, prompt, key } => {
+            let reply = keyed(&key).create_saying(&session, &machine, &size, prompt.words()?.as_deref())?;
             out.emit(&reply, output::created_lines(&reply.value));
         }
         Command::List { state } => {
@@ -648,7 +681,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let reply = client.get(&id)?;
             out.emit(&reply, output::show_lines(&reply.value));
         }
-        Command::Turn { id, after, to, objective, purpose, note, key } => {
+        Command::Turn { id, after, to, objective, purpose, note, prompt, key } => {
+            let words = prompt.words()?;
             let after = match after {
                 Some(n) => n,
                 None => client.get(&id)?.value.turn,
@@ -659,7 +693,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 purpose: purpose.unwrap_or_default(),
                 note,
             });
-            let reply = keyed(&key).open_turn(&id, after, handoff.as_ref())?;
+            let reply = keyed(&key).open_turn_saying(&id, after, words.as_deref(), handoff.as_ref())?;
             out.emit(&reply, [output::opened_line(&reply.value)]);
         }
         Command::Cancel { id, turn, key } => {
@@ -677,7 +711,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Wait { id, after, follow, timeout } => wait(&out, &client, &id, after, follow, timeout)?,
         Command::Turns { id } => {
             let reply = client.turns(&id)?;
-            out.emit(&reply, reply.value.iter().map(output::lineage_line));
+            out.emit(&reply, reply.value.iter().flat_map(output::lineage_lines));
         }
         Command::Report {
             id,

@@ -122,6 +122,7 @@ pub fn version_line(h: &Handoff) -> String {
 /// Every line of `show`: the id and session, the version line, the package, the suggestion.
 pub fn show_lines(h: &Handoff) -> Vec<String> {
     let mut lines = vec![format!("{} session {} on {} ({})", h.id, h.session, h.machine, h.size), version_line(h)];
+    lines.extend(prompt_lines(h.prompt.as_deref(), false));
     if let (Some(v), Some(hash)) = (h.briefed.package_version, &h.briefed.package_hash) {
         lines.push(format!("briefed by package v{v} ({})", short_hash(hash)));
     }
@@ -366,6 +367,23 @@ pub fn accepted_line(version: u64, hash: &str) -> String {
 
 pub fn rejected_line(version: u64, hash: &str, reason: RejectReason) -> String {
     format!("package rejected ({}): v{version}, {}", reason.as_str(), short_hash(hash))
+}
+
+/// The owner's words for a turn, each line under `> ` so that they read apart from ours;
+/// `(prompt dropped)` where the service no longer keeps them, nothing where there were none.
+pub fn prompt_lines(prompt: Option<&str>, dropped: bool) -> Vec<String> {
+    match prompt {
+        Some(words) => words.lines().map(|line| format!("  > {line}").trim_end().to_string()).collect(),
+        None if dropped => vec!["  (prompt dropped)".to_string()],
+        None => Vec::new(),
+    }
+}
+
+/// What `turns` prints for one turn: its [`lineage_line`], then its prompt's lines.
+pub fn lineage_lines(t: &Turn) -> Vec<String> {
+    let mut lines = vec![lineage_line(t)];
+    lines.extend(prompt_lines(t.prompt.as_deref(), t.prompt_dropped));
+    lines
 }
 
 /// `turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened …`

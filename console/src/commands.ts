@@ -11,7 +11,7 @@ import { busy, say } from "./ui.js";
 
 export const LABELS: Record<Action, string> = {
   open_turn: "Hand off next turn…",
-  cancel: "Cancel turn",
+  cancel: "Stop",
   close: "Close session",
   report: "Report…",
   compile: "Recompile package",
@@ -113,14 +113,17 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
   switch (action) {
     case "open_turn": {
       const prefill = await handoffPrefill(record, button.id === "use-suggestion");
+      // What the composer holds goes with the hand-off, as the turn's prompt.
+      const typed = document.getElementById("prompt");
+      if (typed instanceof HTMLTextAreaElement) prefill.prompt = typed.value.trim();
       openHandoffDialog(record, prefill, ctx.apply);
       return;
     }
     case "cancel": {
       const yes = await confirmDialog(
-        `Cancel turn ${record.turn}?`,
-        `Turn ${record.turn} (${record.status}) stops and is marked cancelled; the machine's later reports on it are refused. The session stays open, and you can hand off the next turn.`,
-        "Cancel the turn",
+        `Stop turn ${record.turn}?`,
+        `Turn ${record.turn} (${record.status}) stops and is marked cancelled; the machine's later reports on it are refused. The session stays open, and you can send the next prompt.`,
+        "Stop the turn",
       );
       if (!yes || !stillAllowed(action, ctx)) return;
       const cancelled = await api.cancel(id, { turn: record.turn });

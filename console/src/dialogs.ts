@@ -4,7 +4,7 @@
 
 import { api, HandoffError } from "./api.js";
 import { byId, h, short } from "./dom.js";
-import type { CompileAnswer, Handoff, LatestPackage, RejectReason, ReportInput } from "./types.js";
+import type { CompileAnswer, Handoff, LatestPackage, OpenTurnInput, RejectReason, ReportInput } from "./types.js";
 import { fail, guard, say } from "./ui.js";
 
 let opener: Element | null = null;
@@ -74,11 +74,12 @@ function onSubmit(formId: string, fn: () => Promise<void>): void {
 let confirmAnswer: ((yes: boolean) => void) | null = null;
 
 /** Asks before a command that cannot be taken back; true for yes. */
-export function confirmDialog(title: string, text: string, yes: string): Promise<boolean> {
+export function confirmDialog(title: string, text: string, yes: string, no = "Keep it"): Promise<boolean> {
   const dialog = byId<HTMLDialogElement>("confirm");
   byId("confirm-title").textContent = title;
   byId("confirm-text").textContent = text;
   byId("confirm-yes").textContent = yes;
+  byId("confirm-no").textContent = no;
   confirmAnswer?.(false);
   return new Promise((resolve) => {
     confirmAnswer = resolve;
@@ -97,6 +98,8 @@ function answerConfirm(yes: boolean): void {
 // ---- hand-off ------------------------------------------------------------------------------
 
 export interface HandoffPrefill {
+  /** The turn's prompt: the person's words, which the next runtime gets after its briefing. */
+  prompt?: string | null;
   runtime?: string | null;
   purpose?: string | null;
   objective?: string | null;
@@ -131,6 +134,7 @@ export function openHandoffDialog(record: Handoff, prefill: HandoffPrefill, done
     input.value = prefill.runtime ?? "";
     slot.replaceChildren(input);
   }
+  setValue("handoff-prompt", prefill.prompt);
   setValue("purpose", prefill.purpose);
   setValue("objective", prefill.objective);
   setValue("note", prefill.note);
@@ -152,6 +156,12 @@ function packageRequest(prefix: "" | "compile-"): { runtime: string; purpose: st
   return { runtime, purpose, objective, note: note || null };
 }
 
+/** The dialog's prompt, or nothing when it was left empty. */
+function promptOf(): { prompt?: string } {
+  const prompt = value("handoff-prompt");
+  return prompt ? { prompt } : {};
+}
+
 async function dryRun(): Promise<void> {
   const current = handoffFor;
   if (!current) return;
@@ -165,14 +175,14 @@ async function dryRun(): Promise<void> {
     return;
   }
   if (!request) {
-    preview.textContent = "A plain turn carries no package: there is no briefing to preview.";
+    preview.textContent = "A turn with no runtime carries no package: there is no briefing to preview.";
     return;
   }
   preview.textContent = "Previewing…";
   try {
     // The same open, carried out on a copy by the service and stored nowhere: the package and
     // the briefing the next runtime would get if the turn opened now.
-    const body = { after: current.record.turn, handoff: request };
+    const body: OpenTurnInput = { after: current.record.turn, handoff: request, ...promptOf() };
     const answer = await api.previewTurn(current.record.id, body);
     const head = `Dry run, nothing written: turn ${answer.turn} would open with package v${answer.package_version} (${short(answer.package_hash)}).`;
     preview.textContent = `${head}\n\n${answer.briefing}`;
@@ -187,9 +197,13 @@ async function submitHandoff(): Promise<void> {
   const dialog = byId<HTMLDialogElement>("handoff-dialog");
   try {
     const request = packageRequest("");
-    const body = request ? { after: current.record.turn, handoff: request } : { after: current.record.turn };
+    const prompt = promptOf();
+    const body: OpenTurnInput = { after: current.record.turn, ...(request ? { handoff: request } : {}), ...prompt };
     const r = await api.openTurn(current.record.id, body);
     hide(dialog);
+    // The composer's text went with the turn: it is not sent twice.
+    const typed = document.getElementById("prompt");
+    if (typed instanceof HTMLTextAreaElement && prompt.prompt !== undefined && typed.value.trim() === prompt.prompt) typed.value = "";
     say(
       r.package_hash
         ? `opened turn ${r.turn} on ${r.runtime ?? "?"}, package v${r.package_version ?? "?"} (${short(r.package_hash, 12)})`

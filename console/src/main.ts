@@ -2,18 +2,19 @@
 //   #/              the owner's sessions
 //   #/s/<id>        one session, live
 //   #/s/<id>/package  its package
-//   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/
+//   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/; while
+//                   signed in with another token, only after a confirmation naming both
 // A machine token sees its one hand-off, with the machine's own actions.
 
 import { HandoffError } from "./api.js";
 import { claims, clearToken, expired, getToken, setToken, type Claims } from "./auth.js";
-import { closeDialogs, wireDialogs } from "./dialogs.js";
+import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
 import { renderList } from "./list.js";
 import { renderPackage } from "./package.js";
 import { renderSession } from "./session.js";
 import { notifySwitch, wireNotify } from "./notify.js";
-import { clearNotices, fail, guard, Page, whenUnauthorized } from "./ui.js";
+import { clearNotices, fail, guard, Page, say, whenUnauthorized } from "./ui.js";
 
 let page: Page | null = null;
 
@@ -83,9 +84,19 @@ function route(): void {
     } catch {
       // not percent-encoded: a JWT is URL-safe as it is
     }
-    setToken(token);
     history.replaceState(null, "", `${location.pathname}${location.search}#/`);
-    return route();
+    const held = getToken();
+    const heldClaims = held ? claims(held) : null;
+    if (!held || !heldClaims || expired(heldClaims) || held === token) {
+      // A first sign-in (or the same token again): nothing is replaced, nothing to ask.
+      setToken(token);
+      return route();
+    }
+    // A link must never swap the signed-in token silently (a link in a package could sign the
+    // owner into another account): the page stays as it is until the owner says yes.
+    route();
+    void switchFromLink(heldClaims, token);
+    return;
   }
 
   const token = getToken();
@@ -127,6 +138,34 @@ function route(): void {
   }
   document.title = "Sessions · Hand-off console";
   renderList(current, main);
+}
+
+/** Who a token signs in as, in words: `alice (owner)`, or a machine token's hand-off and owner. */
+function subject(c: Claims): string {
+  return c.role === "owner" ? `${c.sub} (owner)` : `the machine of ${c.hid ?? "?"} (owner ${c.sub})`;
+}
+
+/** A sign-in link while signed in: the token is replaced only after a confirmation naming
+ * both subjects; a link whose token the console cannot read replaces nothing. */
+async function switchFromLink(held: Claims, token: string): Promise<void> {
+  const next = claims(token);
+  if (!next) {
+    fail(new HandoffError(400, "auth.invalid", `the sign-in link's token is not one this service issues; still signed in as ${subject(held)}`));
+    return;
+  }
+  const yes = await confirmDialog(
+    `Sign in as ${subject(next)}?`,
+    `A sign-in link asks to replace this tab's token. You are signed in as ${subject(held)}; the link signs in as ${subject(next)}. Switch only if you opened this link to do so.`,
+    `Sign in as ${next.sub}`,
+    `Stay ${held.sub}`,
+  );
+  if (!yes) {
+    say(`still signed in as ${subject(held)}: the link's token was not used`);
+    return;
+  }
+  setToken(token);
+  clearNotices();
+  route();
 }
 
 function start(): void {

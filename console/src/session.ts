@@ -1,13 +1,15 @@
-// One session: the record live over the watch, the turns as a lineage, the work record, the
-// suggestion, and the buttons of the record's actions. A new version (from the watch or from
-// an answer) reads the lineage and the work record again, and the page is drawn once they are
-// in, so that the record, its buttons and its blockers always show the same version.
+// One session: the record live over the watch, the turns as a conversation with a composer at
+// its foot (conversation.ts), the suggestion, the work record, and the buttons of the record's
+// actions. A new version (from the watch or from an answer) reads the lineage and the work
+// record again, and the page is drawn once they are in, so that the record, its buttons and its
+// blockers always show the same version.
 
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
-import { h, replaceKeepingFocus, safeLink, short, statusBadge, timeEl } from "./dom.js";
+import { Composer, composes, inputBlock, Memory, turnItem } from "./conversation.js";
+import { h, replaceKeepingFocus, safeLink, short, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
-import type { Action, Handoff, TurnEntry, WorkRecord } from "./types.js";
+import type { Action, Handoff, Question, TurnEntry, WorkRecord } from "./types.js";
 import { coalesced, fail, Page } from "./ui.js";
 
 interface Loaded {
@@ -26,24 +28,31 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   const facts = h("dl", { class: "facts" });
   const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
   const suggestion = h("div", { class: "suggestion-slot" });
-  const question = h("div", { class: "question-slot" });
-  const lineage = h("ol", { id: "lineage", class: "lineage" });
+  const lineage = h("ol", { id: "lineage", class: "conversation" });
   const lineageNote = h("p", { class: "muted", hidden: true }, "Older turns are not shown.");
+  const composerSlot = h("div", { class: "composer-slot" });
   const work = h("section", { id: "work", "aria-labelledby": "work-heading" });
   main.replaceChildren(
     h("div", { class: "page-head" }, title, h("p", { class: "live-line" }, "Updates: ", live)),
     sub,
-    facts,
-    question,
-    actions,
-    suggestion,
-    h("section", { "aria-labelledby": "lineage-heading" }, h("h2", { id: "lineage-heading" }, "Turns"), lineage, lineageNote),
+    h(
+      "section",
+      { id: "conversation", "aria-labelledby": "lineage-heading" },
+      h("h2", { id: "lineage-heading", class: "visually-hidden" }, "Conversation"),
+      lineageNote,
+      lineage,
+      suggestion,
+      composerSlot,
+    ),
+    h("section", { id: "details", "aria-labelledby": "details-heading" }, h("h2", { id: "details-heading" }, "Session"), facts, actions),
     work,
   );
 
   let shown: Loaded | null = null;
   let newest: Handoff | null = null;
   let workServed = true;
+  const memory = new Memory();
+  let turnDrawn = 0;
 
   const ctx: CommandContext = {
     role,
@@ -52,10 +61,12 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     turns: () => shown?.turns ?? null,
     newest: () => newest,
   };
+  const composer = role === "owner" ? new Composer(ctx) : null;
 
   /** A record from anywhere: a newer version than the page shows is read in full and drawn. */
   const offer = (record: Handoff): void => {
     if (!page.alive) return;
+    memory.see(record);
     if (!newest || record.version > newest.version) newest = record;
     if (!shown || newest.version > shown.record.version) void refresh();
   };
@@ -87,9 +98,12 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     const record = workAnswer?.handoff ?? turnsAnswer.handoff ?? recordAnswer?.handoff ?? newest;
     if (!record) return;
     if (!newest || record.version > newest.version) newest = record;
+    memory.see(record);
     shown = { record, turns: turnsAnswer.turns, olderTurns: turnsAnswer.next_before !== null, work: workAnswer?.work ?? null };
     draw(shown);
-    if (newest.version > record.version) void refresh();
+    // A lineage read before the record drawn (a turn opened between the reads) is read again.
+    const lineageBehind = turnsAnswer.handoff !== undefined && turnsAnswer.handoff.version < record.version;
+    if (newest.version > record.version || lineageBehind) void refresh();
   };
 
   const refresh = coalesced(once, () => page.alive, fail);
@@ -109,13 +123,30 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     replaceKeepingFocus(facts, ...factsOf(record));
     replaceKeepingFocus(
       actions,
-      ...allowed.filter((a) => a !== "resolve_blocker" && a !== "answer").map((a) => actionButton(a, record, ctx)),
+      // Open a turn, stop one and answer are the conversation's own buttons; a blocker's, its row's.
+      ...allowed.filter((a) => !IN_PLACE.has(a)).map((a) => actionButton(a, record, ctx)),
       ...(role === "owner" ? [eraseButton(record)] : []),
     );
-    replaceKeepingFocus(question, ...questionOf(record, allowed, ctx));
     replaceKeepingFocus(suggestion, ...suggestionOf(record, allowed, ctx));
-    replaceKeepingFocus(lineage, ...(turns ?? []).map(turnItem));
+    const entries = [...(turns ?? [])];
+    if (!entries.some((t) => t.turn === record.turn)) entries.push(currentEntry(record));
+    replaceKeepingFocus(
+      lineage,
+      ...entries.map((t) =>
+        t.turn === record.turn ? turnItem(t, record, memory.of(t.turn), questionOf(record, allowed, ctx)) : turnItem(t, null, memory.of(t.turn), []),
+      ),
+    );
     lineageNote.hidden = !olderTurns;
+    // A turn just sent from the composer is brought into view above it.
+    const grew = turnDrawn > 0 && record.turn > turnDrawn;
+    turnDrawn = record.turn;
+    if (grew && composer && document.activeElement === composer.text) lineage.lastElementChild?.scrollIntoView({ block: "nearest" });
+    if (composer && composes(record, role)) {
+      composer.draw(record);
+      if (!composer.form.isConnected) composerSlot.replaceChildren(composer.form);
+    } else {
+      composerSlot.replaceChildren();
+    }
     drawWork(work, w, workServed, record, allowed, ctx);
     if (record.state === "closed") setLive("ended");
   };
@@ -124,6 +155,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     await refresh();
     const first = shown as Loaded | null;
     if (!page.alive || !first) return;
+    toLatestTurn(lineage);
     if (first.record.state === "closed") {
       setLive("ended");
       return;
@@ -135,9 +167,13 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
 /** The question the session waits on: its text, and one button per option when `actions` lists
  * `answer` (never otherwise); once answered, the answer. */
 function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] {
-  const q = r.question;
+  const q: Question | null | undefined = r.question;
   if (!q) return [];
-  const parts: Node[] = [h("h2", { id: "question-heading" }, q.kind === "permission" ? "Permission asked" : "Question"), h("p", { class: "question-text" }, q.text)];
+  const parts: Node[] = [h("h3", { id: "question-heading" }, q.kind === "permission" ? "Permission asked" : "Question"), h("p", { class: "question-text" }, q.text)];
+  if (q.input != null) {
+    // The whole of what an Allow approves.
+    parts.push(inputBlock(q.input, { id: "question-input", "aria-label": "What an answer approves, whole" }));
+  }
   if (q.answer) {
     const label = q.options.find((o) => o.id === q.answer?.option)?.label ?? q.answer.option;
     parts.push(h("p", { class: "question-answer" }, "Answered ", h("strong", null, label), q.answer.note ? ` (${q.answer.note})` : "", " ", timeEl(q.answer.answered_at)));
@@ -158,6 +194,35 @@ function questionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[] 
   return [h("section", { id: "question", "data-question": q.id, "aria-labelledby": "question-heading" }, ...parts)];
 }
 
+/** A chat opens at its latest turn: unless the reader has scrolled already, the last turn is
+ * brought into view above the composer (its top, when it is taller than the screen). */
+function toLatestTurn(lineage: HTMLElement): void {
+  const last = lineage.lastElementChild;
+  if (!(last instanceof HTMLElement) || window.scrollY > 0) return;
+  const box = last.getBoundingClientRect();
+  if (box.bottom <= window.innerHeight) return;
+  const roomPx = window.innerHeight * 0.75;
+  last.scrollIntoView({ block: box.height > roomPx ? "start" : "end" });
+}
+
+/** The actions drawn where they act rather than in the session's row of buttons. */
+const IN_PLACE = new Set<Action>(["open_turn", "cancel", "answer", "resolve_blocker"]);
+
+/** The current turn as a lineage entry, for a record newer than the lineage read with it. */
+function currentEntry(r: Handoff): TurnEntry {
+  return {
+    turn: r.turn,
+    status: r.status,
+    runtime: r.runtime ?? null,
+    package_version: r.package_version ?? null,
+    package_hash: r.package_hash ?? null,
+    continued_from: r.continued_from ?? null,
+    opened_at: r.updated_at,
+    ended_at: null,
+    prompt: r.prompt ?? null,
+  };
+}
+
 function fact(label: string, ...value: (Node | string)[]): Node[] {
   return [h("dt", null, label), h("dd", null, ...value)];
 }
@@ -167,8 +232,7 @@ function factsOf(r: Handoff): Node[] {
     ? `v${r.package_version} (${short(r.package_hash, 12)})`
     : "none for this turn";
   return [
-    ...fact("Status", statusBadge(r.status, "status"), r.state === "closed" ? h("span", { class: "mark mark-closed" }, "closed") : ""),
-    ...fact("Summary", h("span", { id: "summary", class: "summary-text" }, r.summary ?? "")),
+    ...fact("State", r.state === "closed" ? h("span", { class: "mark mark-closed" }, "closed") : "open"),
     ...fact("Turn", h("span", { id: "turn" }, String(r.turn)), r.continued_from ? ` (continued from turn ${r.continued_from.turn}${r.continued_from.runtime ? ` on ${r.continued_from.runtime}` : ""})` : ""),
     ...fact("Runtime", h("span", { id: "runtime", class: "placeholder-none" }, r.runtime ?? "")),
     ...fact("Package", pkg, " · ", h("a", { id: "package-link", href: `#/s/${r.id}/package`, "data-key": "package-link" }, "Package page")),
@@ -194,16 +258,6 @@ function suggestionOf(r: Handoff, allowed: Action[], ctx: CommandContext): Node[
       button,
     ),
   ];
-}
-
-function turnItem(t: TurnEntry): HTMLLIElement {
-  const parts: (Node | string)[] = [h("strong", null, `Turn ${t.turn}`), " ", statusBadge(t.status)];
-  if (t.runtime) parts.push(` on ${t.runtime}`);
-  if (t.package_version) parts.push(`, package v${t.package_version} (${short(t.package_hash)})`);
-  if (t.continued_from) parts.push(`, continued from turn ${t.continued_from.turn}${t.continued_from.runtime ? ` (${t.continued_from.runtime})` : ""}`);
-  const times = h("span", { class: "times" }, "opened ", timeEl(t.opened_at));
-  if (t.ended_at) times.append(", ended ", timeEl(t.ended_at));
-  return h("li", { class: "turn", "data-turn": t.turn }, ...parts, h("br"), times);
 }
 
 function list(id: string, items: Node[], empty: string, tag: "ul" | "ol" = "ul", attrs: Record<string, string | number> = {}): HTMLElement {

@@ -14,6 +14,7 @@ export type Policy = Schemas["PolicyInput"];
 export type MachineRuntime = Schemas["MachineRuntime"];
 export type ListRow = Schemas["ListRow"];
 export type TurnEntry = Schemas["TurnEntry"];
+export type OpenTurnInput = Schemas["OpenTurnInput"];
 export type Decision = Schemas["Decision"];
 export type Artifact = Schemas["Artifact"];
 export type Blocker = Schemas["Blocker"];
@@ -24,5 +25,7 @@ export type LatestPackage = Schemas["LatestPackage"];
 export type Rejection = NonNullable<LatestPackage["rejection"]>;
 export type RejectReason = Rejection["reason"];
 export type CompileAnswer = Schemas["CompileAnswer"];
-export type Question = Schemas["Question"];
+/** `input` (the whole of what an Allow approves) is read as optional, whether or not the
+ * generated types carry it yet. */
+export type Question = Schemas["Question"] & { input?: string | null };
 export type ReportInput = Schemas["ReportInput"];

@@ -148,6 +148,42 @@ pub struct Briefing {
     pub clipped: bool,
 }
 
+/// Heads the owner's words, after the briefing.
+pub const WORDS_HEADING: &str = "## The owner's words for this turn";
+
+/// The owner's words a briefing of `latest` ends with: the current turn's prompt, when the
+/// current turn was handed off with that package (a package compiled on its own briefs no
+/// turn's words).
+pub fn owners_words<'a>(record: &'a crate::turn::Record, latest: &Latest) -> Option<&'a str> {
+    let briefs_current = record.briefed.package_version == Some(latest.package_version);
+    record.prompt.as_deref().filter(|_| briefs_current)
+}
+
+/// The briefing of `latest` followed by the owner's `words`, whole, under [`WORDS_HEADING`].
+///
+/// The words count against the budget first and are never cut: the package's part fits what
+/// they leave, but never less than [`BRIEFING_BUDGET_BYTES_MIN`], so the text is at most
+/// `max(budget, BRIEFING_BUDGET_BYTES_MIN + the words' block)` bytes; it passes the budget only
+/// when the owner's words alone leave the package less than that minimum. Without words it is
+/// [`render`].
+pub fn render_with(latest: &Latest, words: Option<&str>, budget_bytes: usize, reach: &Reach) -> Briefing {
+    let Some(words) = words else {
+        return render(latest, budget_bytes, reach);
+    };
+    let block = words_block(words);
+    let budget = budget_bytes.clamp(BRIEFING_BUDGET_BYTES_MIN, BRIEFING_BUDGET_BYTES_MAX);
+    let left = budget.saturating_sub(block.len()).max(BRIEFING_BUDGET_BYTES_MIN);
+    let mut briefing = render(latest, left, reach);
+    briefing.text.push_str(&block);
+    assert!(briefing.text.len() <= budget.max(BRIEFING_BUDGET_BYTES_MIN + block.len()), "the owner's words pass the budget only by themselves");
+    briefing
+}
+
+/// The owner's words as they follow a briefing: a blank line, the heading, the words whole.
+pub fn words_block(words: &str) -> String {
+    format!("\n{WORDS_HEADING}\n{words}\n")
+}
+
 /// Renders the briefing of `latest` for `reach` in at most `budget_bytes` (clamped to
 /// [`BRIEFING_BUDGET_BYTES_MIN`]..=[`BRIEFING_BUDGET_BYTES_MAX`]).
 pub fn render(latest: &Latest, budget_bytes: usize, reach: &Reach) -> Briefing {

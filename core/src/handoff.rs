@@ -14,7 +14,7 @@
 use crate::actions::Action;
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
-use crate::limits::LINEAGE_TAIL_MAX;
+use crate::limits::{LINEAGE_TAIL_MAX, PROMPT_TURNS_KEPT_MAX};
 use crate::package::{Compiled, Latest, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::runtimes::{self, MachineRuntimes, RuntimesInput};
 use crate::suggestion::{self, Policy, Reason, Usage};
@@ -39,6 +39,10 @@ pub struct Extras {
     pub policy: Option<Policy>,
     /// `(turn, reason)` of every suggestion raised in the current turn.
     pub raised: Vec<(u64, Reason)>,
+    /// SHA-256 (hex) of turn 1's prompt, when the create carried one: what a repeated create is
+    /// compared with, long after turn 1's words left the lineage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening_prompt_sha256: Option<String>,
 }
 
 /// What a parts-wise store must write after a change.
@@ -49,6 +53,8 @@ pub struct Dirty {
     pub extras: bool,
     /// The lineage entries from this index on changed (the current one, or a new one).
     pub lineage_from: Option<usize>,
+    /// One older entry changed too: the one whose prompt was just dropped.
+    pub lineage_dropped: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +185,7 @@ pub struct Outcome {
 }
 
 impl Handoff {
+    /// A new hand-off; turn 1's prompt, if any, is the record's.
     pub fn create(record: Record) -> Handoff {
         let first = TurnEntry {
             turn: record.turn,
@@ -189,9 +196,27 @@ impl Handoff {
             continued_from: None,
             opened_at: record.created_at,
             ended_at: None,
+            prompt: record.prompt.clone(),
+            prompt_dropped: false,
         };
-        Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras: Extras::default() }
+        let extras = Extras { opening_prompt_sha256: record.prompt.as_deref().map(prompt_digest), ..Extras::default() };
+        Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras }
     }
+
+    /// A second create for the same session answers the same hand-off, unless it names another
+    /// machine or size, or carries other words than turn 1's (`None`: it carries none, as a
+    /// create that only mints a fresh machine token).
+    pub fn check_create_again(&self, machine: &str, size: &str, prompt: Option<&str>) -> Result<(), Code> {
+        self.record.check_create_again(machine, size)?;
+        match prompt {
+            Some(words) if self.extras.opening_prompt_sha256.as_deref() != Some(prompt_digest(words).as_str()) => Err(Code::HandoffConflict),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn prompt_digest(words: &str) -> String {
+    hex::encode(crate::digest::sha256(&[words.as_bytes()]))
 }
 
 /// Applies `change`, sent by `by` at `now`.
@@ -265,6 +290,7 @@ fn keep_lineage_tail(next: &mut Handoff, dirty: &mut Dirty) {
     };
     next.lineage.drain(..over);
     dirty.lineage_from = dirty.lineage_from.map(|from| from.saturating_sub(over));
+    dirty.lineage_dropped = dirty.lineage_dropped.and_then(|at| at.checked_sub(over));
 }
 
 /// Keeps a ledger command's ledger; answers whether it moved.
@@ -285,7 +311,20 @@ fn turn_change(
     package: Option<&PackageRequest>,
     now: EpochMs,
 ) -> Result<bool, Refusal> {
-    let applied = turn::apply(&h.record, command, now).map_err(|code| Refusal::new(code, refusal_message(code, &h.record)))?;
+    // An open repeated for the turn it opened: its words and its hand-off must be the ones taken.
+    let repeat = matches!(command, TurnCommand::OpenTurn { after, .. } if after.checked_add(1) == Some(h.record.turn));
+    let conflict = |what: &str| {
+        let r = &h.record;
+        let message = format!("turn {} was opened already, with {what}; the hand-off shows what was taken ({}, version {})", r.turn, r.status.as_str(), r.version);
+        Refusal::new(Code::TurnConflict, message)
+    };
+    let applied = turn::apply(&h.record, command, now).map_err(|code| match code {
+        Code::TurnConflict if repeat => conflict("other words"),
+        code => Refusal::new(code, refusal_message(code, &h.record)),
+    })?;
+    if repeat && !applied.moved && !same_hand_off(h, package) {
+        return Err(conflict("another hand-off"));
+    }
     next.record = applied.next;
     let mut moved = applied.moved;
     if applied.moved {
@@ -313,6 +352,28 @@ fn turn_change(
     Ok(moved)
 }
 
+/// Whether an open repeated for the current turn asks for the hand-off that turn was given:
+/// none for a plain turn; for a handed-off one, the same runtime, objective, purpose and note
+/// as the package that briefs it.
+fn same_hand_off(h: &Handoff, package: Option<&PackageRequest>) -> bool {
+    let briefed = h.record.briefed.package_version;
+    let Some(asked) = package else {
+        return briefed.is_none();
+    };
+    if h.record.briefed.runtime.as_deref() != Some(asked.runtime.as_str()) {
+        return false;
+    }
+    // The package that briefed the turn, while it is the current one; a later compile leaves
+    // only the runtime to compare.
+    match h.ledger.current.as_ref().filter(|offer| Some(offer.version) == briefed) {
+        Some(offer) => {
+            let (next, notes) = (&offer.package.next, &offer.package.notes);
+            next.objective == asked.objective && next.purpose == asked.purpose && *notes == asked.note
+        }
+        None => true,
+    }
+}
+
 /// Keeps the lineage in step with the record after a turn command moved it.
 fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: EpochMs) {
     let last = next.lineage.len() - 1;
@@ -326,8 +387,11 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             continued_from: next.record.continued_from.clone(),
             opened_at: Timestamp::from_ms(now),
             ended_at: None,
+            prompt: next.record.prompt.clone(),
+            prompt_dropped: false,
         });
         dirty.lineage_from = Some(last + 1);
+        drop_old_prompt(next, dirty);
         return;
     }
     let entry = &mut next.lineage[last];
@@ -336,6 +400,22 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
         entry.ended_at = Some(Timestamp::from_ms(now));
     }
     dirty.lineage_from = Some(last);
+}
+
+/// Drops the prompt of the turn that has just left the newest [`PROMPT_TURNS_KEPT_MAX`], so
+/// that a hand-off keeps at most that many turns' words in its lineage, whatever its turns.
+fn drop_old_prompt(next: &mut Handoff, dirty: &mut Dirty) {
+    let Some(old) = next.record.turn.checked_sub(PROMPT_TURNS_KEPT_MAX) else {
+        return;
+    };
+    let Some(at) = next.lineage.iter().position(|e| e.turn == old) else {
+        return;
+    };
+    let entry = &mut next.lineage[at];
+    if entry.prompt.take().is_some() {
+        entry.prompt_dropped = true;
+        dirty.lineage_dropped = Some(at);
+    }
 }
 
 /// Compiles the package that briefs the turn just opened, in the same change; refused when

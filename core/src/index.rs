@@ -197,6 +197,7 @@ mod tests {
         let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), input: None, options: vec![Choice { id: "a".into(), label: "A".into() }] };
         r.question = Some(Question::asked(&input, 2, 7, Timestamp::from_ms(4)));
         r.incarnation = 9;
+        r.prompt = Some("now the tests".into());
         r
     }
 
@@ -207,7 +208,7 @@ mod tests {
         let bare = record();
         assert_eq!(
             serde_json::to_string(&bare).unwrap(),
-            r#"{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":null,"package_version":null,"package_hash":null,"continued_from":null,"suggestion":null,"question":null}"#
+            r#"{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":1,"state":"open","status":"running","summary":"built it","version":1,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":null,"package_version":null,"package_hash":null,"prompt":null,"continued_from":null,"suggestion":null,"question":null}"#
         );
         assert_eq!(
             serde_json::to_string(&Row::of(&bare)).unwrap(),
@@ -220,7 +221,7 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&full).unwrap(),
             format!(
-                r#"{{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":2,"state":"open","status":"needs-you","summary":"built it","version":7,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":"codex","package_version":3,"package_hash":"{hash}","continued_from":{{"turn":1,"runtime":"claude-code"}},"suggestion":{suggestion},"machine_runtimes":{{"runtimes":[],"reported_at":"1970-01-01T00:00:00.003Z"}},"question":{question},"incarnation":9}}"#
+                r#"{{"id":"ho_1","owner":"alice","session":"s1","machine":"m1","size":"large","turn":2,"state":"open","status":"needs-you","summary":"built it","version":7,"created_at":"1970-01-01T00:00:00.000Z","updated_at":"2023-11-14T22:13:20.123Z","runtime":"codex","package_version":3,"package_hash":"{hash}","prompt":"now the tests","continued_from":{{"turn":1,"runtime":"claude-code"}},"suggestion":{suggestion},"machine_runtimes":{{"runtimes":[],"reported_at":"1970-01-01T00:00:00.003Z"}},"question":{question},"incarnation":9}}"#
             ),
             "machine_runtimes and incarnation written only when set"
         );

@@ -3,10 +3,26 @@
 /// Largest request body accepted; past it the answer is 413 `request.too_large`, given as soon
 /// as the limit is passed: the body is read as a stream and never held beyond this.
 pub const BODY_BYTES_MAX: usize = 16 * 1024;
+/// Largest body of the three routes that carry a person's words or a tool's whole input: a
+/// create and an open turn (a `prompt`), and a report (a question's `input`). Every other
+/// route keeps [`BODY_BYTES_MAX`]; the route table (`api/src/routes.rs`) says which cap each
+/// route has. 64 KiB holds the largest of those bodies with every byte escaped (asserted below).
+pub const WORDS_BODY_BYTES_MAX: usize = 64 * 1024;
 /// The shortest signing key a deployed environment (any `HANDOFF_ENV` but `local`) accepts;
 /// under it, or with the public development key, every authenticated route answers 503
 /// `auth.misconfigured`.
 pub const SIGNING_KEY_BYTES_MIN: usize = 32;
+/// Longest prompt a turn may carry: the owner's words that open it (UTF-8 bytes; `\n` and
+/// `\t` allowed, no other control character).
+pub const PROMPT_BYTES_MAX: usize = 16 * 1024;
+/// Turns whose prompts a hand-off keeps: the newest ones. An older lineage entry keeps its
+/// place with `"prompt": null` and `"prompt_dropped": true`. Within the lineage tail the object
+/// holds in memory, so that the entry whose prompt goes is at hand to be written again.
+pub const PROMPT_TURNS_KEPT_MAX: u64 = 32;
+/// The prompt bytes one hand-off keeps, whatever its turns: the newest
+/// [`PROMPT_TURNS_KEPT_MAX`] turns' prompts in the lineage, and the current one's copy on the
+/// record (512 KiB + 16 KiB).
+pub const PROMPT_BYTES_KEPT_PER_HANDOFF_MAX: usize = (PROMPT_TURNS_KEPT_MAX as usize + 1) * PROMPT_BYTES_MAX;
 /// Longest turn summary a report may carry (UTF-8 bytes).
 pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
 /// Rows an owner's list page holds when `limit` is not given.
@@ -264,6 +280,30 @@ pub const HANDOFF_RETENTION_DAYS_MIN: u32 = 1;
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);
+// The entry whose prompt is dropped is one the object holds in memory.
+const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PROMPT_TURNS_KEPT_MAX);
+// Room for what escaping adds to a JSON body beside its text: keys, numbers, punctuation.
+const BODY_FRAME_BYTES: usize = 1024;
+// The largest open turn fits its route's cap with every byte of its texts escaped as two: the
+// prompt, and the hand-off's objective, purpose, note and runtime.
+const _: () = assert!(
+    2 * (PROMPT_BYTES_MAX + OBJECTIVE_BYTES_MAX + PURPOSE_BYTES_MAX + NOTE_BYTES_MAX + RUNTIME_BYTES_MAX) + BODY_FRAME_BYTES
+        <= WORDS_BODY_BYTES_MAX
+);
+// The largest report fits too: its summary, and its question's text, input, six options of
+// the longest id and label.
+const _: () = assert!(
+    2 * (SUMMARY_BYTES_MAX
+        + QUESTION_TEXT_BYTES_MAX
+        + QUESTION_INPUT_BYTES_MAX
+        + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX))
+        + BODY_FRAME_BYTES
+        <= WORDS_BODY_BYTES_MAX
+);
+// A create with the longest prompt and the longest ids fits too.
+const _: () = assert!(2 * (PROMPT_BYTES_MAX + 3 * ID_CHARS_MAX) + BODY_FRAME_BYTES <= WORDS_BODY_BYTES_MAX);
+// The words' routes take more than the others, never less.
+const _: () = assert!(WORDS_BODY_BYTES_MAX > BODY_BYTES_MAX);
 
 #[cfg(test)]
 mod tests {

@@ -140,6 +140,17 @@ pub struct TurnEntry {
     pub continued_from: Option<ContinuedFrom>,
     pub opened_at: Timestamp,
     pub ended_at: Option<Timestamp>,
+    /// The owner's words that opened the turn; `None` when it had none, or once they were
+    /// dropped (then [`TurnEntry::prompt_dropped`]).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The turn had words, dropped when it left the newest `PROMPT_TURNS_KEPT_MAX` turns.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub prompt_dropped: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What the compiler reads: the hand-off, its work record and its lineage.

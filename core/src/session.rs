@@ -128,6 +128,9 @@ pub enum Op {
         /// [`Record::incarnation`].
         #[serde(default)]
         incarnation: u64,
+        /// Turn 1's words, checked by the contract.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
     },
     Get,
     Change { change: Change },
@@ -723,15 +726,20 @@ impl Session {
             },
             Op::Briefing { budget_bytes, reach } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
-                Ok(latest) => Plan::rendered(wire.render(Answer::Text(&briefing::render(&latest, budget_bytes, &reach.reach()).text))),
+                Ok(latest) => {
+                    let words = briefing::owners_words(&h.record, &latest);
+                    Plan::rendered(wire.render(Answer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
+                }
             },
             Op::Work => Plan::rendered(wire.render(Answer::Work { h: &h, role })),
             Op::Preview { change, budget_bytes, reach } => {
-                let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record.turn, out.next.ledger.latest()?)));
+                let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
                 match opened {
                     Err(refusal) => refused_with(refusal),
-                    Ok((turn, latest)) => {
-                        let text = briefing::render(&latest, budget_bytes, &reach.reach()).text;
+                    Ok((next, latest)) => {
+                        let turn = next.turn;
+                        let words = briefing::owners_words(&next, &latest);
+                        let text = briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text;
                         Plan::rendered(wire.render(Answer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
                     }
                 }
@@ -774,14 +782,14 @@ impl Session {
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
-        let Op::Create { machine, size, machine_token, .. } = &op else {
+        let Op::Create { machine, size, machine_token, prompt, .. } = &op else {
             unreachable!("create handles only Op::Create");
         };
         if let Some(existing) = self.handoff().cloned() {
-            let answer = match existing.record.check_create_again(machine, size) {
+            let answer = match existing.check_create_again(machine, size, prompt.as_deref()) {
                 Ok(()) => wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }),
                 Err(code) => {
-                    let refusal = Refusal::new(code, "this session already has a hand-off with another machine or size");
+                    let refusal = Refusal::new(code, "this session already has a hand-off with another machine, size or turn-1 prompt");
                     refusal_of(wire, &refusal, &existing, caller.role)
                 }
             };
@@ -798,7 +806,7 @@ impl Session {
         };
         let h = Handoff::create(record);
         let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token, new: true });
-        let dirty = Dirty { lineage_from: Some(0), ..Dirty::default() };
+        let dirty = Dirty { lineage_from: Some(0), extras: h.extras != Extras::default(), ..Dirty::default() };
         match self.store(h, dirty, EventKind::Create, caller.role, now) {
             Err(refusal) => refused(&refusal),
             Ok(stored) => {
@@ -950,7 +958,9 @@ impl Session {
             (Part::Extras, dirty.extras.then(|| to_json(&h.extras))),
         ];
         let from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
-        let entries: Vec<(u64, String)> = h.lineage[from..].iter().map(|e| (e.turn, to_json(e))).collect();
+        // The entry whose prompt was dropped is always older than the ones written from `from`.
+        let dropped = dirty.lineage_dropped.and_then(|at| h.lineage.get(at));
+        let entries: Vec<(u64, String)> = dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
         let delivery = Delivery::of(record);
         let row_bytes = to_json(&delivery.row).len();
         let largest = [record_json.len(), row_bytes]
@@ -1069,10 +1079,11 @@ pub enum AfterAlarm {
 /// The record an owner's create makes when the hand-off is new, its life the create's
 /// `incarnation` (or `now` when the ask carries none).
 fn new_record(caller: &Caller, op: &Op, now: EpochMs) -> Option<Record> {
-    let Op::Create { id, session, machine, size, incarnation, .. } = op else {
+    let Op::Create { id, session, machine, size, incarnation, prompt, .. } = op else {
         return None;
     };
     let mut record = Record::create(id.clone(), caller.owner.clone(), session.clone(), machine.clone(), size.clone(), now);
+    record.prompt = prompt.clone();
     if *incarnation > 0 {
         record.incarnation = *incarnation;
     }

@@ -14,6 +14,7 @@ use crate::question::{Answer, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
+use crate::limits::PROMPT_BYTES_MAX;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +142,10 @@ pub struct Record {
     pub updated_at: Timestamp,
     #[serde(flatten)]
     pub briefed: Briefed,
+    /// The owner's words that opened the current turn (`prompt` of the create or the open), or
+    /// `None` when it was opened without any.
+    #[serde(default)]
+    pub prompt: Option<String>,
     #[serde(default)]
     pub continued_from: Option<ContinuedFrom>,
     /// A hand-off the owner may choose to make; never acted on by the service.
@@ -203,6 +208,7 @@ impl Record {
             created_at: Timestamp::from_ms(now),
             updated_at: Timestamp::from_ms(now),
             briefed: Briefed::default(),
+            prompt: None,
             continued_from: None,
             suggestion: None,
             machine_runtimes: None,
@@ -225,8 +231,12 @@ impl Record {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Command {
-    /// The owner opens turn `after + 1`.
-    OpenTurn { after: u64 },
+    /// The owner opens turn `after + 1`, with their words for it, if any.
+    OpenTurn {
+        after: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+    },
     /// The machine reports on `turn`; a needs-you may ask the owner a question.
     Report {
         turn: u64,
@@ -270,7 +280,7 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
 /// (version and time are stamped by [`apply`]).
 fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Record>, Code> {
     match command {
-        Command::OpenTurn { after } => open_turn(record, *after),
+        Command::OpenTurn { after, prompt } => open_turn(record, *after, prompt),
         Command::Report { turn, status, summary, question } => report(record, *turn, *status, summary, question.as_ref(), now),
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
@@ -278,13 +288,15 @@ fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Rec
     }
 }
 
-fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
+fn open_turn(record: &Record, after: u64, prompt: &Option<String>) -> Result<Option<Record>, Code> {
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }
     if after.checked_add(1) == Some(record.turn) {
-        // The same call again: the turn it opened is the current one.
-        return Ok(None);
+        // The same call again, with the same words, answers the turn it opened; other words
+        // are another device's, which spoke first: a conflict, so neither is lost silently.
+        // (Whether the hand-off it asks for is the one taken is the hand-off's to check.)
+        return if record.prompt == *prompt { Ok(None) } else { Err(Code::TurnConflict) };
     }
     if after != record.turn {
         return Err(Code::TurnConflict);
@@ -299,9 +311,16 @@ fn open_turn(record: &Record, after: u64) -> Result<Option<Record>, Code> {
     // A new turn starts unbriefed and unsuggested; a hand-off to a runtime fills these in.
     next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.briefed.runtime.clone() });
     next.briefed = Briefed::default();
+    next.prompt = prompt.clone();
     next.suggestion = None;
     next.question = None;
     Ok(Some(next))
+}
+
+/// A prompt's rule: 1..=[`PROMPT_BYTES_MAX`] bytes of text, not only blanks, no control
+/// character but the multi-line fields' (400 `request.invalid` naming `prompt`).
+pub fn check_prompt(prompt: &str) -> Result<(), Refusal> {
+    crate::work::multi_line("prompt", prompt, PROMPT_BYTES_MAX)
 }
 
 fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, now: EpochMs) -> Result<Option<Record>, Code> {

@@ -35,7 +35,7 @@ def test_axe_finds_no_serious_violation_on_any_page(pages, api, cli):
     expect(page.locator("section#work")).to_be_visible()
     found["session"] = axe_serious(page, "session")
 
-    page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)').click()
+    page.locator('main#session button#hand-off-next').click()
     expect(page.locator("dialog#handoff-dialog")).to_be_visible()
     found["hand-off dialog"] = axe_serious(page, "hand-off dialog")
     page.keyboard.press("Escape")
@@ -45,6 +45,23 @@ def test_axe_finds_no_serious_violation_on_any_page(pages, api, cli):
     expect(page.locator("main#package")).to_have_attribute("data-state", "offered")
     expect(page.locator("#package-markdown")).to_contain_text("Write the migrations")
     found["package"] = axe_serious(page, "package")
+
+    # A conversation: prompts, an answered question, and an open permission question with its
+    # whole input, above the composer.
+    asked = api.call("POST", "/v1/handoffs", owner_token, {
+        "session": unique("axe-chat"), "machine": "vm-1", "size": "large", "prompt": "Fix the build"})
+    chat, machine = asked["handoff"]["id"], asked["machine_token"]
+    api.call("POST", f"/v1/handoffs/{chat}/report", machine, {"turn": 1, "status": "done", "summary": "Built"})
+    api.call("POST", f"/v1/handoffs/{chat}/turns", owner_token, {"after": 1, "prompt": "Now deploy it\nto staging"})
+    page.goto(f"{BASE}/#/s/{chat}")
+    expect(page.locator("#live")).to_have_text("live")
+    api.call("POST", f"/v1/handoffs/{chat}/report", machine, {
+        "turn": 2, "status": "needs-you", "summary": "Bash: deploy",
+        "question": {"kind": "permission", "text": "Bash: deploy", "input": "make deploy \\\n  ENV=staging",
+                     "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]}})
+    expect(page.locator("pre#question-input")).to_be_visible()
+    page.locator("textarea#prompt").fill("Then tell me")
+    found["conversation"] = axe_serious(page, "conversation")
 
     bad = {name: v for name, v in found.items() if v}
     assert not bad, "axe-core: serious or critical violations: " + "; ".join(

@@ -89,8 +89,7 @@ def test_keyboard_only(pages, api, cli):
     assert reached == set(rec["actions"]), f"Tab reaches {sorted(reached)}, the actions are {rec['actions']}"
 
     # --- the hand-off dialog: Enter opens it, Tab stays in it, Escape closes it --------------
-    tab_until(page, lambda f: f.get("action") == "open_turn" and f.get("id") != "use-suggestion",
-              "the Hand off next turn… button")
+    tab_until(page, lambda f: f.get("id") == "hand-off-next", "the composer's Hand off… button")
     page.keyboard.press("Enter")
     dialog = page.locator("dialog#handoff-dialog")
     expect(dialog).to_be_visible()
@@ -99,7 +98,7 @@ def test_keyboard_only(pages, api, cli):
     assert inside.get("inDialog") == "handoff-dialog", f"focus moved into the dialog, not to {inside}"
     assert_named(page, "hand-off dialog", "dialog#handoff-dialog")
     ids = {f.get("id") for f in tab_cycle(page, 20) if f.get("inDialog") == "handoff-dialog"}
-    wanted = {"target-runtime", "purpose", "objective", "note", "dry-run", "submit-handoff"}
+    wanted = {"handoff-prompt", "target-runtime", "purpose", "objective", "note", "dry-run", "submit-handoff"}
     assert wanted <= ids, f"Tab in the dialog reaches {sorted(i for i in ids if i)}; missing {sorted(wanted - ids)}"
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()

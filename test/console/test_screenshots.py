@@ -1,7 +1,7 @@
 """Screenshots of each page of the console (sign-in, list, session, package, the hand-off
 dialog) at 1280x800, into the run's folder; with CONSOLE_SCREENSHOT_README set, the session
 page's also to docs/console-session.png for the README. The session shown is a full one: two
-turns, the package offered to the second, a work record with decisions, artifacts, a blocker and files, the
+turns, each opened with a prompt, the package offered to the second, a work record with decisions, artifacts, a blocker and files, the
 machine's runtimes, and a suggestion."""
 
 import os
@@ -26,8 +26,10 @@ def test_screenshots_of_every_page(pages, api, cli):
     closed, _ = api.create(owner_token, "chat-docs", machine="vm-2", size="small")
     api.call("POST", f"/v1/handoffs/{closed['id']}/close", owner_token, {})
 
-    record, machine = api.create(owner_token, "chat-billing", machine="vm-7", size="large")
-    hid = record["id"]
+    created = api.call("POST", "/v1/handoffs", owner_token, {
+        "session": "chat-billing", "machine": "vm-7", "size": "large",
+        "prompt": "Invoices vanish when the billing service restarts. Make them survive it."})
+    hid, machine = created["handoff"]["id"], created["machine_token"]
     api.call("PUT", f"/v1/handoffs/{hid}/work", owner_token, {
         "title": "Billing schema", "goal": "Invoices survive a restart of the billing service",
         "task_type": "feature", "priority": "high",
@@ -48,8 +50,9 @@ def test_screenshots_of_every_page(pages, api, cli):
         {"path": "src/billing/store.rs", "insertions": 118, "deletions": 17}]})
     api.call("POST", f"/v1/handoffs/{hid}/report", machine,
              {"turn": 1, "status": "done", "summary": "Schema drafted on Postgres"})
-    opened = api.call("POST", f"/v1/handoffs/{hid}/turns", owner_token, {"after": 1, "handoff": {
-        "runtime": "codex", "objective": "Write the migrations", "purpose": "Ship billing"}})
+    opened = api.call("POST", f"/v1/handoffs/{hid}/turns", owner_token, {
+        "after": 1, "prompt": "Good. Now write the migrations, and keep the old rows.", "handoff": {
+            "runtime": "codex", "objective": "Write the migrations", "purpose": "Ship billing"}})
     assert opened["handoff"]["package_version"] == 1
     api.call("POST", f"/v1/handoffs/{hid}/blockers", machine,
              {"severity": "medium", "title": "Staging database credentials expire Friday"})
@@ -73,6 +76,7 @@ def test_screenshots_of_every_page(pages, api, cli):
     expect(page.locator("main#session")).to_have_attribute("data-status", "done")
     expect(page.locator("#live")).to_have_text("live")
     expect(page.locator("ol#lineage > li.turn")).to_have_count(2)
+    expect(page.locator('ol#lineage > li.turn[data-turn="2"] .prompt-text')).to_contain_text("write the migrations")
     expect(page.locator("#decisions")).to_contain_text("Use Postgres")
     expect(page.locator("#files")).to_contain_text("migrations/0001_invoices.sql")
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
@@ -83,7 +87,7 @@ def test_screenshots_of_every_page(pages, api, cli):
         shutil.copyfile(session_png, target)
         log("browser", f"README screenshot written to {target}")
 
-    page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)').click()
+    page.locator('main#session button#hand-off-next').click()
     dialog = page.locator("dialog#handoff-dialog")
     expect(dialog).to_be_visible()
     dialog.locator("input#purpose").fill("Context nearly full")

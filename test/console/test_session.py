@@ -120,8 +120,8 @@ def test_a_whole_session_while_the_machine_reports_through_the_cli(pages, api, c
     assert "open_turn" in rec["actions"]
 
     # --- the hand-off dialog: runtime from the policy, a dry run, then the next turn ---------
-    handoff_button = page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)')
-    expect(handoff_button).to_have_text(re.compile(r"^\s*Hand off next turn…\s*$"))
+    handoff_button = page.locator('main#session button#hand-off-next')
+    expect(handoff_button).to_have_text(re.compile(r"^\s*Hand off…\s*$"))
     handoff_button.click()
     dialog = page.locator("dialog#handoff-dialog")
     expect(dialog).to_be_visible()
@@ -262,7 +262,7 @@ def test_handing_off_again_after_an_accepted_package(pages, api, cli):
     rec = assert_actions(page, api, hid, owner_token, "turn 2 done, its package accepted (owner)")
     assert "open_turn" in rec["actions"] and "compile" not in rec["actions"], rec["actions"]
 
-    page.locator('main#session button[data-action="open_turn"]:not(#use-suggestion)').click()
+    page.locator('main#session button#hand-off-next').click()
     dialog = page.locator("dialog#handoff-dialog")
     expect(dialog).to_be_visible()
     dialog.locator("#target-runtime").select_option("claude-code")

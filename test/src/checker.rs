@@ -80,7 +80,7 @@ impl Handoff {
 /// A service command in the model's terms.
 pub fn model_command(command: &Command) -> model::Command {
     match command {
-        Command::OpenTurn { after } => model::Command::OpenTurn { after: *after },
+        Command::OpenTurn { after, .. } => model::Command::OpenTurn { after: *after },
         Command::Report { turn: t, status, summary, .. } => {
             let status = match status {
                 turn::ReportStatus::Running => model::ReportStatus::Running,

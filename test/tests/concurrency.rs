@@ -46,7 +46,7 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
     if rng.below(LATER_TURN_ONE_IN) == 0 {
         let steps = [
             (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()), question: None }),
-            (c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})), Command::OpenTurn { after: 1 }),
+            (c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})), Command::OpenTurn { after: 1, prompt: None }),
             (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()), question: None }),
         ];
         for (answer, command) in steps {

@@ -69,7 +69,7 @@ fn model_record(id: &str, session: &str) -> Record {
 /// A change that moves the version of `r` (open and not closed).
 fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
     if r.status.has_ended() {
-        return Command::OpenTurn { after: r.turn };
+        return Command::OpenTurn { after: r.turn, prompt: None };
     }
     let summary = Some(format!("step {step}"));
     match rng.below(100) {
@@ -85,7 +85,7 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
 
 fn send_command(c: &Client, t: &Tracked, command: &Command) -> Result<handoff_it::Answer, String> {
     let (path, token, body) = match command {
-        Command::OpenTurn { after } => ("turns", &t.owner_token, json!({"after": after})),
+        Command::OpenTurn { after, .. } => ("turns", &t.owner_token, json!({"after": after})),
         Command::Report { turn, status, summary, .. } => ("report", &t.machine, json!({"turn": turn, "status": status, "summary": summary})),
         Command::Cancel { turn: Some(n) } => ("cancel", &t.owner_token, json!({"turn": n})),
         Command::Cancel { turn: None } => ("cancel", &t.owner_token, json!({})),

@@ -256,7 +256,7 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
                 1 => format!(r#"{{"turn":{}1{},"status":"done"}}"#, "[".repeat(depth), "]".repeat(depth)),
                 _ => format!("{}1{}", r#"{"a":"#.repeat(depth / 5), "}".repeat(depth / 5)),
             };
-            let expect = if body_len_over(&body) { TOO_LARGE } else { INVALID };
+            let expect = if body_len_over(&body, &route) { TOO_LARGE } else { INVALID };
             ("deeply nested", body.into_bytes(), expect)
         }
         3 => {
@@ -323,7 +323,7 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
             ("not one JSON object", body.into_bytes(), INVALID)
         }
         9 => {
-            let n = handoff_core::limits::BODY_BYTES_MAX + 1 + rng.below(200_000) as usize;
+            let n = body_cap(&route) + 1 + rng.below(200_000) as usize;
             let body = if rng.chance(50) { format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(n)) } else { " ".repeat(n) };
             ("huge body", body.into_bytes(), TOO_LARGE)
         }
@@ -344,8 +344,16 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
     post(kind, change.path, token, body, expect)
 }
 
-fn body_len_over(body: &str) -> bool {
-    body.len() > handoff_core::limits::BODY_BYTES_MAX
+fn body_len_over(body: &str, route: &str) -> bool {
+    body.len() > body_cap(route)
+}
+
+/// The body cap of a change route: the words' routes (an open turn, a report) take more.
+fn body_cap(route: &str) -> usize {
+    match route {
+        "report" | "turns" => handoff_core::limits::WORDS_BODY_BYTES_MAX,
+        _ => handoff_core::limits::BODY_BYTES_MAX,
+    }
 }
 
 /// Create bodies with ids outside 1-128 characters of `[A-Za-z0-9._:-]`.

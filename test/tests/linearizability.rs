@@ -86,7 +86,7 @@ impl Role<'_> {
 
     fn apply(&mut self, command: Command) -> Outcome {
         let (path, body) = match &command {
-            Command::OpenTurn { after } => ("/turns", json!({"after": after})),
+            Command::OpenTurn { after, .. } => ("/turns", json!({"after": after})),
             Command::Report { turn, status, summary, .. } => ("/report", json!({"turn": turn, "status": status, "summary": summary})),
             Command::Cancel { turn: Some(t) } => ("/cancel", json!({"turn": t})),
             Command::Cancel { turn: None } => ("/cancel", json!({})),
@@ -129,7 +129,7 @@ impl Role<'_> {
             let roll = self.rng.below(100);
             if roll < 40 {
                 let after = self.near_turn();
-                self.apply(Command::OpenTurn { after });
+                self.apply(Command::OpenTurn { after, prompt: None });
             } else if roll < 65 {
                 let turn = match self.rng.below(3) {
                     0 => None,

@@ -332,12 +332,15 @@ fn every_package_answer_ends_with_its_canonical_document_whose_hash_is_an_indepe
     assert_eq!(s.set_work().status, 200);
     let statement = "quote \" backslash \\ slash / é 漢字 😀 <b>&amp;";
     assert_eq!(s.machine_post("/decisions", json!({"statement": statement, "evidence": []})).status, 200);
-    let body = json!({"after": 0, "handoff": {"runtime": "codex", "objective": "Ship", "purpose": "test"}});
+    let body = json!({"after": 1, "handoff": {"runtime": "codex", "objective": "Ship", "purpose": "test"}});
     let answers = [
         ("a compile", s.compile("codex")),
         ("a compile that changed nothing", s.compile("codex")),
         ("a read of the package", s.c.get(&s.path("/package"), &s.owner)),
-        ("a preview", s.owner_post("/turns?dry_run=true", body)),
+        ("a preview", {
+            assert_eq!(s.machine_post("/report", json!({"turn": 1, "status": "done"})).status, 200);
+            s.owner_post("/turns?dry_run=true", body)
+        }),
     ];
     for (what, answer) in answers {
         assert_eq!(answer.status, 200, "{what}: {}", answer.text);

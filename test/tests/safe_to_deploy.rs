@@ -2,7 +2,7 @@
 //! every write is all-or-nothing, and no configuration of a deployed environment opens the
 //! test routes or accepts a key anyone can sign with.
 
-use handoff_core::limits::{BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
+use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
 use handoff_api::token::{owner_token, DEV_SIGNING_KEY};
 use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
@@ -138,8 +138,11 @@ fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runti
     assert_eq!(status, 413, "{}", &text[..text.len().min(400)]);
     assert!(text.contains("request.too_large"), "{text}");
     assert!(growth < BODY_PEAK_GROWTH_BYTES_MAX, "the runtime grew {growth} bytes while refusing the body");
-    // A body a little over the limit, chunked, is refused the same way; one under it is read.
-    let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, BODY_BYTES_MAX + 1);
+    // A body a little over its route's cap, chunked, is refused the same way: 64 KiB on the
+    // words' routes (a report), 16 KiB elsewhere (a cancel).
+    let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, WORDS_BODY_BYTES_MAX + 1);
+    assert_eq!(over, 413);
+    let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/cancel"), &alice, BODY_BYTES_MAX + 1);
     assert_eq!(over, 413);
     let after = c.get(&format!("/v1/handoffs/{id}"), &alice);
     assert_eq!((after.version(), after.handoff()["status"].as_str()), (1, Some("running")), "nothing changed");

@@ -53,8 +53,15 @@ fn a_turn_lists_with_its_lineage_fields() {
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),
         opened_at: Timestamp::from_ms(1_796_040_013_000),
         ended_at: None,
+        prompt: Some("now the tests".into()),
+        prompt_dropped: false,
     };
     let v = serde_json::to_value(&entry).unwrap();
+    assert_eq!(v["prompt"], "now the tests");
+    assert!(v.get("prompt_dropped").is_none(), "the marker only where the words were dropped");
+    let dropped = TurnEntry { prompt: None, prompt_dropped: true, ..entry.clone() };
+    let d = serde_json::to_value(&dropped).unwrap();
+    assert_eq!((&d["prompt"], &d["prompt_dropped"]), (&Value::Null, &json!(true)));
     assert_eq!(v["continued_from"], json!({"turn": 1, "runtime": "codex"}));
     assert_eq!(v["package_version"], 1);
     assert_eq!(v["ended_at"], Value::Null);

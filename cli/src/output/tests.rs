@@ -142,6 +142,13 @@ fn show_prints_the_package_lineage_and_any_suggestion() {
 }
 
 #[test]
+fn show_prints_the_current_turns_prompt_under_the_version_line() {
+    let mut h = handoff(2, "running", 6);
+    h.prompt = Some("Add the export.\nThen the tests.".into());
+    assert_eq!(show_lines(&h)[1..], ["v6 turn 2 running", "  > Add the export.", "  > Then the tests."]);
+}
+
+#[test]
 fn each_suggestion_reason_reads_as_advice() {
     let want = [
         ("context-threshold", "the context crossed its threshold"),
@@ -233,8 +240,15 @@ fn item_and_turn_lines() {
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),
         opened_at: "2025-01-01T00:00:00.000Z".parse().unwrap(),
         ended_at: None,
+        prompt: None,
+        prompt_dropped: false,
     };
     assert_eq!(lineage_line(&t), "turn 2 running on codex, package v1 (1d07e2c4…), from turn 1 (claude-code), opened 2025-01-01T00:00:00.000Z");
+    assert_eq!(lineage_lines(&t), [lineage_line(&t)], "no words, no more lines");
+    let said = Turn { prompt: Some("Now the tests.\n\n\tKeep it small.".into()), ..t.clone() };
+    assert_eq!(lineage_lines(&said)[1..], ["  > Now the tests.", "  >", "  > \tKeep it small."]);
+    let dropped = Turn { prompt: None, prompt_dropped: true, ..t.clone() };
+    assert_eq!(lineage_lines(&dropped)[1..], ["  (prompt dropped)"]);
     let h = handoff(2, "cancelled", 8);
     assert_eq!(cancelled_line(&h), "turn 2 cancelled (v8)");
     assert_eq!(opened_line(&handoff(2, "running", 7)), "opened turn 2 (v7)");

@@ -274,7 +274,8 @@ export class HandoffClient {
   // ------------------------------------------------------------------ the hand-off and its turns
 
   /** `POST /v1/handoffs` (owner): the session's hand-off, made or found (`created` says which),
-   * and the machine token for it. */
+   * and the machine token for it. `input.prompt` is turn 1's words: found again with the same
+   * words or none, it answers the hand-off as it is; other words are `handoff.conflict`. */
   async create(input: CreateInput, options?: ChangeOptions) {
     const answer = await this.#api.POST("/v1/handoffs", { body: input, ...this.#change(options) });
     const data = take(answer);
@@ -304,7 +305,10 @@ export class HandoffClient {
     return take(await this.#api.GET("/v1/handoffs/{id}", { params: this.#id(id), headers: this.#headers(), signal })).handoff;
   }
 
-  /** `POST …/turns` (owner): opens the next turn after `after`, optionally handing it to a runtime. */
+  /** `POST …/turns` (owner): opens the next turn after `after` with the owner's words
+   * (`input.prompt`), optionally handing it to a runtime. Sent again for the same `after`, it
+   * answers the same turn only with the same words and hand-off; otherwise it throws
+   * `handoff.turn_conflict`, whose `handoff.prompt` is the words that were taken. */
   async openTurn(id: string, input: OpenTurnInput, options?: ChangeOptions): Promise<Handoff> {
     const answer = await this.#api.POST("/v1/handoffs/{id}/turns", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;

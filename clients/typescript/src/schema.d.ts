@@ -42,7 +42,11 @@ export interface paths {
          * @description One hand-off per session: the id derives from the owner and the session, so a second
          *     create for the same session answers the same hand-off (200) and needs no
          *     Idempotency-Key. The first answers 201: turn 1, state open, status running, version 1.
-         *     Another machine or size for that session: 409 `handoff.conflict` with the hand-off.
+         *     `prompt` is turn 1's words (at most 16 KiB, `PROMPT_BYTES_MAX`; `\n` and `\t` allowed,
+         *     no other control character; empty or blank, or longer: 400 `request.invalid` naming
+         *     `prompt`). A repeat with turn 1's prompt, or with none (how a fresh machine token is
+         *     minted), answers the hand-off as it is. Another machine, size or prompt for that
+         *     session: 409 `handoff.conflict` with the hand-off.
          */
         post: operations["createHandoff"];
         delete?: never;
@@ -96,20 +100,29 @@ export interface paths {
          * @description The newest `limit` turns before turn `before` (the newest turns without it), oldest
          *     first within the page; `next_before` is the `before` of the page of older turns, or
          *     null when this page reaches the oldest turn kept. A hand-off keeps its newest 1,000
-         *     turns; older entries are forgotten.
+         *     turns; older entries are forgotten. Each entry carries its turn's `prompt`; the newest
+         *     32 turns keep theirs (`PROMPT_TURNS_KEPT_MAX`), and an older entry whose words were
+         *     dropped shows `"prompt": null` and `"prompt_dropped": true`.
          */
         get: operations["listTurns"];
         put?: never;
         /**
          * Open turn `after + 1` (owner), optionally handing it to a runtime.
          * @description When turn `after` is current and has ended (done, failed or cancelled), opens turn
-         *     `after + 1`: status running, summary null, version +1. Repeating the call for the turn
-         *     already opened from `after` answers that turn with no version move.
+         *     `after + 1`: status running, summary null, version +1, and `prompt` the owner's words
+         *     for it (or null without any; the rules of a create's `prompt`). Repeating the call for
+         *     the turn already opened from `after` answers that turn with no version move only when
+         *     its `prompt` and its `handoff` are the ones that turn was opened with; another prompt
+         *     or another hand-off is 409 `handoff.turn_conflict`, whose hand-off shows the prompt
+         *     that was taken (two devices that spoke at once: the second learns the first spoke).
+         *     The prompt is part of the request an `Idempotency-Key` covers: the same key with
+         *     another prompt is 422 `idempotency.mismatch`.
          *     With `handoff`, the package is compiled in the same transaction as the turn opens; the
          *     record then carries the turn's `runtime`, `package_version`, `package_hash` and
          *     `continued_from`. Opening a turn clears any `suggestion`.
          *     Refusals (409, with the hand-off): `handoff.turn_conflict` for a caller that saw an
-         *     older turn or claims a future one; `handoff.turn_running` while the current turn is
+         *     older turn or claims a future one, or repeats an open with other words or another
+         *     hand-off; `handoff.turn_running` while the current turn is
          *     still going; `handoff.closed`; `runtime.unavailable` when `handoff.runtime` is one the
          *     session's machine reported (within the last 24 h, `PUT …/runtimes`) as not installed
          *     or signed out. A runtime the machine never reported, reported without a credential
@@ -846,7 +859,8 @@ export interface components {
          * @description A hand-off record. `status` is the current turn's. The fields after `updated_at`
          *     arrive with issues 4 and 6: `runtime`, `package_version` and `package_hash` describe
          *     the current turn (null when it was not handed to a runtime), `continued_from` the turn
-         *     before, and `suggestion` is present while the current turn has one. `actions` lists the
+         *     before, and `suggestion` is present while the current turn has one. `prompt` is the
+         *     owner's words that opened the current turn, or null. `actions` lists the
          *     commands the caller's role may send now, and `policy` is the owner's policy (null
          *     until set).
          * @example {
@@ -870,6 +884,7 @@ export interface components {
          *         "turn": 1,
          *         "runtime": "claude-code"
          *       },
+         *       "prompt": "Now finish the parser; keep the old API.",
          *       "suggestion": null,
          *       "actions": [
          *         "cancel",
@@ -920,6 +935,7 @@ export interface components {
             runtime?: string | null;
             package_version?: number | null;
             package_hash?: components["schemas"]["Sha256"] | null;
+            prompt: components["schemas"]["PromptOrNull"];
             continued_from?: components["schemas"]["ContinuedFrom"] | null;
             suggestion?: components["schemas"]["Suggestion"] | null;
             /** @description What the session's machine last reported it can run; absent until it reports. */
@@ -1017,6 +1033,7 @@ export interface components {
          *         "runtime": null,
          *         "package_version": null,
          *         "package_hash": null,
+         *         "prompt": "Add a CSV export to the reports page.",
          *         "continued_from": null,
          *         "suggestion": null,
          *         "question": null,
@@ -1126,7 +1143,8 @@ export interface components {
          *         "runtime": "claude-code"
          *       },
          *       "opened_at": "2026-11-30T12:03:00.000Z",
-         *       "ended_at": null
+         *       "ended_at": null,
+         *       "prompt": "Now finish the parser; keep the old API."
          *     }
          */
         TurnEntry: {
@@ -1138,15 +1156,32 @@ export interface components {
             continued_from: components["schemas"]["ContinuedFrom"] | null;
             opened_at: components["schemas"]["Time"];
             ended_at: components["schemas"]["Time"] | null;
+            prompt: components["schemas"]["PromptOrNull"];
+            /**
+             * @description Present, and true, only when the turn had words that were dropped because it left
+             *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null.
+             */
+            prompt_dropped?: boolean;
         };
+        /**
+         * @description The owner's words for a turn: 1 to 16 KiB of UTF-8 (`PROMPT_BYTES_MAX`), not blank;
+         *     `\n` and `\t` allowed, no other control character.
+         */
+        Prompt: string;
+        /** @description The owner's words that opened the turn, or null (none, or dropped). */
+        PromptOrNull: string | null;
         CreateInput: {
             session: components["schemas"]["Id"];
             machine: components["schemas"]["Id"];
             size: components["schemas"]["Id"];
+            /** @description Turn 1's words. */
+            prompt?: components["schemas"]["Prompt"] | null;
         };
         OpenTurnInput: {
             /** @description The turn the caller saw as current; turn `after + 1` opens. */
             after: number;
+            /** @description The owner's words for the new turn. */
+            prompt?: components["schemas"]["Prompt"] | null;
             /** @description Hand the new turn to a runtime; its package compiles as the turn opens. */
             handoff?: components["schemas"]["PackageRequest"] | null;
         };
@@ -1786,7 +1821,7 @@ export interface components {
                 };
             };
         };
-        /** @description `request.too_large`: a body over 16 KiB, or past a collection a hand-off keeps. */
+        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create, an open turn and a report), or past a collection a hand-off keeps. */
         TooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -1976,7 +2011,8 @@ export interface operations {
                  * @example {
                  *       "session": "chat-42",
                  *       "machine": "m1",
-                 *       "size": "large"
+                 *       "size": "large",
+                 *       "prompt": "Add a CSV export to the reports page."
                  *     }
                  */
                 "application/json": components["schemas"]["CreateInput"];
@@ -2138,6 +2174,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "after": 1,
+                 *       "prompt": "Now finish the parser; keep the old API.",
                  *       "handoff": {
                  *         "runtime": "codex",
                  *         "objective": "Finish the parser",

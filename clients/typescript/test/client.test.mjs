@@ -64,6 +64,31 @@ test("a whole session through the client: create, report, hand the next turn off
   assert.deepEqual(lineage.turns.map((t) => [t.turn, t.runtime]), [[1, null], [2, "codex"]]);
 });
 
+test("a prompt travels with create and openTurn, reads back on the record and in the lineage, and other words for the same turn are a turn_conflict carrying the words taken", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large", prompt: "Add a CSV export.\nKeep the old one." });
+  assert.equal(handoff.prompt, "Add a CSV export.\nKeep the old one.");
+  const again = await me.create({ session: handoff.session, machine: "m1", size: "large" });
+  assert.equal(again.created, false, "no prompt: the hand-off as it is, with a fresh machine token");
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  await machine.report(handoff.id, { turn: 1, status: "done" });
+  const h = await me.openTurn(handoff.id, { after: 1, prompt: "Now the tests." });
+  assert.equal(h.prompt, "Now the tests.");
+  assert.equal((await machine.get(handoff.id)).prompt, "Now the tests.", "the machine reads it");
+  const { turns } = await machine.turns(handoff.id);
+  assert.deepEqual(turns.map((t) => t.prompt), ["Add a CSV export.\nKeep the old one.", "Now the tests."]);
+  assert.equal((await me.openTurn(handoff.id, { after: 1, prompt: "Now the tests." })).version, h.version, "the same words: the same turn");
+  const error = await me.openTurn(handoff.id, { after: 1, prompt: "Now the docs." }).then(
+    () => assert.fail("answered"),
+    (e) => e,
+  );
+  assert.ok(error instanceof HandoffError, String(error));
+  assert.equal(error.code, "handoff.turn_conflict");
+  assert.equal(error.handoff?.prompt, "Now the tests.", "the words that were taken");
+  const empty = await me.openTurn(handoff.id, { after: 1, prompt: "" }).then(() => assert.fail("answered"), (e) => e);
+  assert.equal(empty.code, "request.invalid");
+});
+
 test("the machine asks, the owner answers with answer(), and the machine's follow sees the answer", async () => {
   const me = owner();
   const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });

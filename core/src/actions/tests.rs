@@ -60,7 +60,7 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
     let r = &h.record;
     let current_hash = h.ledger.current.as_ref().map(|c| c.hash.clone());
     match action {
-        Action::OpenTurn => vec![turn(TurnCommand::OpenTurn { after: r.turn })],
+        Action::OpenTurn => vec![turn(TurnCommand::OpenTurn { after: r.turn, prompt: None })],
         Action::Cancel => vec![turn(TurnCommand::Cancel { turn: None }), turn(TurnCommand::Cancel { turn: Some(r.turn) })],
         Action::Close => vec![turn(TurnCommand::Close)],
         Action::Report => {
@@ -195,7 +195,7 @@ fn step() -> impl Strategy<Value = Step> {
 fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
     let r = &h.record;
     match step {
-        Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn }), Role::Owner),
+        Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn, prompt: None }), Role::Owner),
         Step::Report(status, n) => {
             let summary = (*n > 0).then(|| format!("summary {n}"));
             (turn(TurnCommand::Report { turn: r.turn, status: *status, summary, question: None }), Role::Machine)

@@ -219,3 +219,45 @@ proptest! {
         prop_assert_eq!(b.text.contains("The package itself leaves out"), latest.package.truncation.any());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The owner's words follow the briefing whole, under their heading, and count against the
+    /// budget first: the text fits the budget unless the words alone leave the package less
+    /// than the smallest budget, and then it passes the budget by no more than the words.
+    #[test]
+    fn the_owners_words_follow_the_briefing_whole_and_count_against_the_budget_first(
+        package in package_strategy(),
+        budget in BRIEFING_BUDGET_BYTES_MIN..=BRIEFING_BUDGET_BYTES_MAX,
+        words in "[a-zé \n\t]{1,400}",
+        repeat in 1usize..60,
+    ) {
+        let words = words.repeat(repeat).chars().take(PROMPT_BYTES_MAX / 2).collect::<String>();
+        let latest = latest(package);
+        let reach = Reach::api(BASE_URL);
+        let b = render_with(&latest, Some(&words), budget, &reach);
+        let block = words_block(&words);
+        prop_assert!(b.text.ends_with(&block), "the words, whole, last");
+        let room = budget.saturating_sub(block.len());
+        if room >= BRIEFING_BUDGET_BYTES_MIN {
+            prop_assert!(b.text.len() <= budget);
+            prop_assert_eq!(&b.text[..b.text.len() - block.len()], render(&latest, room, &reach).text);
+        } else {
+            prop_assert!(b.text.len() <= BRIEFING_BUDGET_BYTES_MIN + block.len());
+        }
+        prop_assert_eq!(render_with(&latest, None, budget, &reach), render(&latest, budget, &reach), "no words: the briefing alone");
+    }
+}
+
+#[test]
+fn the_words_are_the_current_turns_only_when_the_package_briefs_it() {
+    let latest = latest(rich_package());
+    let mut r = crate::turn::Record::create("ho_1".into(), "alice".into(), "s".into(), "m".into(), "l".into(), 0);
+    r.prompt = Some("now add the tests".into());
+    assert_eq!(owners_words(&r, &latest), None, "a package compiled on its own briefs no turn's words");
+    r.briefed.package_version = Some(latest.package_version);
+    assert_eq!(owners_words(&r, &latest), Some("now add the tests"));
+    r.briefed.package_version = Some(latest.package_version + 1);
+    assert_eq!(owners_words(&r, &latest), None, "another package's turn");
+}

@@ -18,7 +18,7 @@ fn report(turn: u64, status: ReportStatus) -> Change {
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
-    Change::Turn { command: TurnCommand::OpenTurn { after }, unmet: None, usage: None, package }
+    Change::Turn { command: TurnCommand::OpenTurn { after, prompt: None }, unmet: None, usage: None, package }
 }
 
 fn set_work() -> Change {
@@ -257,4 +257,64 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     let refused = apply(&fresh(), &answer("allow"), Role::Owner, 5_000).unwrap_err();
     assert_eq!(refused.code, Code::QuestionNone);
     assert!(refused.message.starts_with("no question is open"), "{}", refused.message);
+}
+
+fn open_saying(after: u64, prompt: Option<&str>, package: Option<PackageRequest>) -> Change {
+    Change::Turn { command: TurnCommand::OpenTurn { after, prompt: prompt.map(str::to_string) }, unmet: None, usage: None, package }
+}
+
+#[test]
+fn a_repeated_open_is_the_same_turn_only_with_the_prompt_and_the_hand_off_taken() {
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let h = ok(&h, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).next;
+    assert_eq!(h.record.prompt.as_deref(), Some("write the docs"));
+    assert_eq!(h.lineage.last().map(|e| e.prompt.as_deref()), Some(Some("write the docs")), "the lineage carries the turn's words");
+    assert!(!ok(&h, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).moved);
+    let other_objective = PackageRequest { objective: "something else".into(), ..request("codex") };
+    let noted = PackageRequest { note: Some("n".into()), ..request("codex") };
+    for (prompt, package) in [
+        (Some("write the tests"), Some(request("codex"))),
+        (None, Some(request("codex"))),
+        (Some("write the docs"), None),
+        (Some("write the docs"), Some(request("claude-code"))),
+        (Some("write the docs"), Some(other_objective)),
+        (Some("write the docs"), Some(noted)),
+    ] {
+        let refusal = apply(&h, &open_saying(1, prompt, package.clone()), Role::Owner, 6_000).unwrap_err();
+        assert_eq!(refusal.code, Code::TurnConflict, "{prompt:?} {package:?}");
+        assert!(refusal.message.starts_with("turn 2 was opened already"), "{}", refusal.message);
+    }
+    // A package compiled later leaves the runtime to compare: the same request is the same turn.
+    let recompiled = ok(&h, Change::Compile { request: PackageRequest { objective: "later".into(), ..request("codex") }, dry_run: false }, Role::Owner).next;
+    assert!(!ok(&recompiled, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).moved);
+    assert_eq!(apply(&recompiled, &open_saying(1, Some("write the docs"), Some(request("gemini"))), Role::Owner, 6_000).unwrap_err().code, Code::TurnConflict);
+    // A plain turn repeated with a hand-off is another request too.
+    let plain = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
+    let plain = ok(&plain, open_saying(1, Some("go on"), None), Role::Owner).next;
+    assert!(!ok(&plain, open_saying(1, Some("go on"), None), Role::Owner).moved);
+    assert_eq!(apply(&plain, &open_saying(1, Some("go on"), Some(request("codex"))), Role::Owner, 6_000).unwrap_err().code, Code::TurnConflict);
+}
+
+#[test]
+fn the_package_carries_none_of_the_owners_words() {
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let with = ok(&h, open_saying(1, Some("the owner's words"), Some(request("codex"))), Role::Owner).next;
+    let without = ok(&h, open_saying(1, None, Some(request("codex"))), Role::Owner).next;
+    let (a, b) = (with.ledger.current.unwrap(), without.ledger.current.unwrap());
+    assert_eq!((a.hash, a.package), (b.hash, b.package), "the package and its hash do not depend on the prompt");
+}
+
+#[test]
+fn a_create_with_a_prompt_gives_turn_one_its_words_and_remembers_them_for_a_repeat() {
+    let mut r = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000);
+    r.prompt = Some("fix the login bug".into());
+    let h = Handoff::create(r);
+    assert_eq!(h.lineage[0].prompt.as_deref(), Some("fix the login bug"));
+    assert_eq!(h.check_create_again("m1", "large", Some("fix the login bug")), Ok(()));
+    assert_eq!(h.check_create_again("m1", "large", None), Ok(()), "no prompt: a fresh machine token");
+    assert_eq!(h.check_create_again("m1", "large", Some("fix the logout bug")), Err(Code::HandoffConflict));
+    assert_eq!(h.check_create_again("m2", "large", None), Err(Code::HandoffConflict));
+    assert_eq!(fresh().check_create_again("m1", "large", Some("words")), Err(Code::HandoffConflict), "turn 1 had none");
 }

@@ -184,8 +184,8 @@ fn hostile_work() -> Work {
 
 pub(crate) fn lineage() -> Vec<TurnEntry> {
     vec![
-        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), package_version: None, package_hash: None, continued_from: None, opened_at: T0.into(), ended_at: Some((T0 + 12_000).into()) },
-        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: (T0 + 13_000).into(), ended_at: None },
+        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), package_version: None, package_hash: None, continued_from: None, opened_at: T0.into(), ended_at: Some((T0 + 12_000).into()), prompt: None, prompt_dropped: false },
+        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: (T0 + 13_000).into(), ended_at: None, prompt: None, prompt_dropped: false },
     ]
 }
 
@@ -466,6 +466,8 @@ fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
             continued_from: (turn > 1).then(|| ContinuedFrom { turn: turn - 1, runtime: None }),
             opened_at: (T0 + turn as i64 * 1_000).into(),
             ended_at: (turn < turns).then_some((T0 + turn as i64 * 1_000 + 500).into()),
+            prompt: Some(format!("turn {turn}'s words")),
+            prompt_dropped: false,
         })
         .collect()
 }

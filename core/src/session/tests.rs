@@ -27,13 +27,13 @@ impl Wire for TestWire {
     fn render(&self, answer: Answer<'_>) -> Rendered {
         let (status, body) = match answer {
             Answer::Record { h, .. } => (200, json!({"version": h.record.version})),
-            Answer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token})),
+            Answer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
             Answer::Changed { h, effect, .. } => {
                 let package = match effect {
                     Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
                     _ => None,
                 };
-                (200, json!({"version": h.record.version, "package": package}))
+                (200, json!({"version": h.record.version, "package": package, "prompt": h.record.prompt}))
             }
             Answer::Refused { refusal, handoff, .. } => {
                 let status = match refusal.code {
@@ -45,7 +45,7 @@ impl Wire for TestWire {
                     Code::StoreUnavailable => 503,
                     _ => 409,
                 };
-                (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version)}))
+                (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version), "prompt": handoff.and_then(|(h, _)| h.record.prompt.clone())}))
             }
             Answer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
             Answer::Erased => (204, json!({})),
@@ -241,7 +241,7 @@ fn keyed(caller: Caller, op: Op, key: &str, fingerprint: &str) -> Ask {
 }
 
 fn create() -> Op {
-    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0 }
+    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: None }
 }
 
 fn change(change: Change) -> Op {
@@ -276,7 +276,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
     assert_eq!((d.version(), d.db.events.get(&1)), (1, Some(&EventKind::Create)));
     let (plan, body, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
-    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0 };
+    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: None };
     let (plan, body, status) = d.ask(ask(owner(), other));
     assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
     let (_, body, status) = d.ask(ask(machine(), create()));
@@ -378,7 +378,7 @@ fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
     let turns = TURNS_KEPT_PER_HANDOFF_MAX as u64 + 3;
     for turn in 1..turns {
         d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
-        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, package: None })));
+        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn, prompt: None }, unmet: None, usage: None, package: None })));
         assert_eq!(status, 200);
     }
     assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
@@ -647,7 +647,7 @@ proptest! {
             let (closed, turn) = (stored.is_closed(), stored.turn);
             let op = match s {
                 Step::Report(status, k, _) => report(turn, *status, &format!("summary {k}")),
-                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn }, unmet: None, usage: None, package: None }),
+                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn, prompt: None }, unmet: None, usage: None, package: None }),
                 Step::Cancel => change(Change::Turn { command: Command::Cancel { turn: None }, unmet: None, usage: None, package: None }),
                 Step::Close => change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None }),
                 Step::SetWork => set_work(),
@@ -737,12 +737,12 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idemp
 #[test]
 fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_the_earlier_lifes_machine_token() {
     let mut d = Driver::new();
-    let first = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 100 };
+    let first = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 100, prompt: None };
     assert_eq!(d.ask(ask(owner(), first)).2, 201);
     let old_token = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(old_token.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
     assert_eq!(d.ask(ask(owner(), Op::Erase)).2, 204);
-    let again = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 200 };
+    let again = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 200, prompt: None };
     let (_, body, status) = d.ask(ask(owner(), again));
     assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
     assert_eq!(body["version"].as_u64(), Some(1));
@@ -847,4 +847,72 @@ fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_o
     let mut d = created();
     let (plan, _, status) = d.ask(ask(owner(), Op::TestFault { fault: Fault::Panic }));
     assert_eq!((status, plan.arm), (200, Some(Fault::Panic)));
+}
+
+fn open_with(after: u64, prompt: Option<&str>) -> Op {
+    change(Change::Turn { command: Command::OpenTurn { after, prompt: prompt.map(str::to_string) }, unmet: None, usage: None, package: None })
+}
+
+fn create_with(prompt: Option<&str>) -> Op {
+    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: prompt.map(str::to_string) }
+}
+
+/// Storage stays bounded whatever a client repeats: turn after turn opened with the longest
+/// prompt, across restarts, the record and the stored lineage together never hold more than
+/// `PROMPT_BYTES_KEPT_PER_HANDOFF_MAX` bytes of prompts; the newest `PROMPT_TURNS_KEPT_MAX`
+/// turns keep their words whole, and an older entry shows `prompt: null` and `prompt_dropped`.
+#[test]
+fn any_number_of_turns_with_the_longest_prompts_keeps_within_the_prompt_bytes_named() {
+    use crate::limits::{PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, PROMPT_BYTES_MAX, PROMPT_TURNS_KEPT_MAX};
+    let words = |turn: u64| format!("{turn:>width$}", width = PROMPT_BYTES_MAX);
+    let mut d = Driver::new();
+    let (_, _, status) = d.ask(ask(owner(), create_with(Some(&words(1)))));
+    assert_eq!(status, 201);
+    let last = 3 * LINEAGE_TAIL_MAX as u64 + 7;
+    for turn in 1..last {
+        d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
+        let (_, body, status) = d.ask(ask(owner(), open_with(turn, Some(&words(turn + 1)))));
+        assert_eq!(status, 200, "{body}");
+        if turn % 50 == 0 {
+            d.restart();
+            d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+        }
+        let current = turn + 1;
+        let record: Record = serde_json::from_str(d.db.record.as_deref().unwrap()).unwrap();
+        assert_eq!(record.prompt.as_deref(), Some(words(current).as_str()), "the record carries the current turn's words");
+        let entries: Vec<TurnEntry> = d.db.turns.values().map(|t| serde_json::from_str(t).unwrap()).collect();
+        let kept: usize = entries.iter().filter_map(|e| e.prompt.as_ref()).map(String::len).sum::<usize>() + PROMPT_BYTES_MAX;
+        assert!(kept <= PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, "{kept} prompt bytes kept at turn {current}");
+        for e in &entries {
+            if e.turn + PROMPT_TURNS_KEPT_MAX > current {
+                assert_eq!((e.prompt.as_deref(), e.prompt_dropped), (Some(words(e.turn).as_str()), false), "turn {} keeps its words", e.turn);
+            } else {
+                assert_eq!((e.prompt.as_deref(), e.prompt_dropped), (None, true), "turn {}'s words are dropped, and it says so", e.turn);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_create_repeated_with_turn_ones_prompt_or_none_answers_the_hand_off_and_another_prompt_conflicts() {
+    let mut d = Driver::new();
+    let (_, body, status) = d.ask(ask(owner(), create_with(Some("fix the login bug"))));
+    assert_eq!((status, body["prompt"].as_str()), (201, Some("fix the login bug")));
+    let (_, body, _) = d.ask(ask(owner(), Op::Turns { before: None, limit: 10 }));
+    assert_eq!(body["turns"], json!([1]), "turn 1 is listed");
+    for again in [Some("fix the login bug"), None] {
+        let (plan, body, status) = d.ask(ask(owner(), create_with(again)));
+        assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)), "{again:?}");
+    }
+    let (plan, body, status) = d.ask(ask(owner(), create_with(Some("something else"))));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
+    // Long after turn 1, the same words still answer, other words still conflict.
+    d.ask(ask(machine(), report(1, ReportStatus::Done, "ok")));
+    d.ask(ask(owner(), open_with(1, Some("and now the tests"))));
+    d.restart();
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let (_, body, status) = d.ask(ask(owner(), create_with(Some("fix the login bug"))));
+    assert_eq!((status, body["prompt"].as_str()), (200, Some("and now the tests")), "the hand-off as it is");
+    let (_, body, status) = d.ask(ask(owner(), create_with(Some("and now the tests"))));
+    assert_eq!((status, body["code"].as_str()), (409, Some("handoff.conflict")), "turn 1's words, not the current turn's");
 }

@@ -24,7 +24,7 @@ fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
 fn at_turn_two() -> Record {
     let r = ok(&fresh(), report(1, ReportStatus::Done, Some("built it"))).next;
-    ok(&r, Command::OpenTurn { after: 1 }).next
+    ok(&r, Command::OpenTurn { after: 1, prompt: None }).next
 }
 
 #[test]
@@ -57,31 +57,31 @@ fn a_report_for_a_turn_not_yet_opened_is_out_of_order() {
 #[test]
 fn a_turn_cannot_be_skipped_nor_opened_from_an_older_turn() {
     let r = ok(&fresh(), report(1, ReportStatus::Done, None)).next;
-    assert_eq!(apply(&r, &Command::OpenTurn { after: 2 }, 2), Err(Code::TurnConflict));
+    assert_eq!(apply(&r, &Command::OpenTurn { after: 2, prompt: None }, 2), Err(Code::TurnConflict));
     let r2 = at_turn_two();
     let r2 = ok(&r2, report(2, ReportStatus::Done, None)).next;
-    assert_eq!(apply(&r2, &Command::OpenTurn { after: 0 }, 2), Err(Code::TurnConflict));
+    assert_eq!(apply(&r2, &Command::OpenTurn { after: 0, prompt: None }, 2), Err(Code::TurnConflict));
 }
 
 #[test]
 fn no_turn_opens_while_one_is_running_or_needs_you() {
-    assert_eq!(apply(&fresh(), &Command::OpenTurn { after: 1 }, 2), Err(Code::TurnRunning));
+    assert_eq!(apply(&fresh(), &Command::OpenTurn { after: 1, prompt: None }, 2), Err(Code::TurnRunning));
     let r = ok(&fresh(), report(1, ReportStatus::NeedsYou, None)).next;
-    assert_eq!(apply(&r, &Command::OpenTurn { after: 1 }, 2), Err(Code::TurnRunning));
+    assert_eq!(apply(&r, &Command::OpenTurn { after: 1, prompt: None }, 2), Err(Code::TurnRunning));
 }
 
 #[test]
 fn a_turn_opens_after_done_failed_or_cancelled() {
     for end in [report(1, ReportStatus::Done, None), report(1, ReportStatus::Failed, None), Command::Cancel { turn: None }] {
         let r = ok(&fresh(), end).next;
-        assert_eq!(ok(&r, Command::OpenTurn { after: 1 }).next.turn, 2);
+        assert_eq!(ok(&r, Command::OpenTurn { after: 1, prompt: None }).next.turn, 2);
     }
 }
 
 #[test]
 fn a_repeat_of_the_open_turn_call_answers_the_same_turn_without_moving() {
     let r = at_turn_two();
-    let again = ok(&r, Command::OpenTurn { after: 1 });
+    let again = ok(&r, Command::OpenTurn { after: 1, prompt: None });
     assert!(!again.moved);
     assert_eq!(again.next, r);
 }
@@ -129,7 +129,7 @@ fn close_is_terminal_cancels_a_running_turn_and_repeats_without_moving() {
     assert!(closed.moved);
     assert_eq!((closed.next.state, closed.next.status), (State::Closed, Status::Cancelled));
     assert!(!ok(&closed.next, Command::Close).moved);
-    for c in [Command::OpenTurn { after: 1 }, report(1, ReportStatus::Done, None), Command::Cancel { turn: None }] {
+    for c in [Command::OpenTurn { after: 1, prompt: None }, report(1, ReportStatus::Done, None), Command::Cancel { turn: None }] {
         assert_eq!(apply(&closed.next, &c, 3), Err(Code::HandoffClosed));
     }
     let done = ok(&fresh(), report(1, ReportStatus::Done, Some("x"))).next;
@@ -174,7 +174,7 @@ fn any_command() -> impl Strategy<Value = Command> {
     ];
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
-        (0u64..6).prop_map(|after| Command::OpenTurn { after }),
+        (0u64..6).prop_map(|after| Command::OpenTurn { after, prompt: None }),
         (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None }),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
@@ -370,7 +370,39 @@ fn an_answer_with_no_question_to_another_question_or_with_an_option_not_offered_
 #[test]
 fn a_question_does_not_outlive_its_turn() {
     let r = ok(&asking(), report(1, ReportStatus::Done, None)).next;
-    let r = ok(&r, Command::OpenTurn { after: 1 }).next;
+    let r = ok(&r, Command::OpenTurn { after: 1, prompt: None }).next;
     assert_eq!((r.turn, r.question.clone()), (2, None));
     assert_eq!(apply(&r, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+}
+
+#[test]
+fn a_prompt_opens_the_turn_and_a_repeat_is_the_same_turn_only_with_the_same_words() {
+    let r = ok(&fresh(), report(1, ReportStatus::Done, None)).next;
+    let said = |p: Option<&str>| Command::OpenTurn { after: 1, prompt: p.map(str::to_string) };
+    let two = ok(&r, said(Some("now the tests"))).next;
+    assert_eq!((two.turn, two.prompt.as_deref()), (2, Some("now the tests")));
+    let again = ok(&two, said(Some("now the tests")));
+    assert!(!again.moved, "the same words again: the same turn");
+    for other in [Some("now the docs"), None] {
+        assert_eq!(apply(&two, &said(other), 3_000), Err(Code::TurnConflict), "{other:?}: another device spoke first");
+    }
+    let plain = ok(&r, said(None)).next;
+    assert_eq!(plain.prompt, None);
+    assert!(!ok(&plain, said(None)).moved);
+    assert_eq!(apply(&plain, &said(Some("late words")), 3_000), Err(Code::TurnConflict));
+    // The next turn starts with its own words, or none.
+    let done = ok(&two, report(2, ReportStatus::Done, None)).next;
+    assert_eq!(ok(&done, Command::OpenTurn { after: 2, prompt: None }).next.prompt, None);
+}
+
+#[test]
+fn a_prompt_is_text_of_at_most_its_limit_not_empty_and_without_control_characters() {
+    use crate::limits::PROMPT_BYTES_MAX;
+    assert!(check_prompt("fix it\n\twith tests").is_ok());
+    assert!(check_prompt(&"é".repeat(PROMPT_BYTES_MAX / 2)).is_ok(), "exactly the limit");
+    for bad in [String::new(), " \n".into(), "x".repeat(PROMPT_BYTES_MAX + 1), "a\u{1b}[2Jb".into(), "a\u{7}".into()] {
+        let refusal = check_prompt(&bad).unwrap_err();
+        assert_eq!(refusal.code, Code::RequestInvalid);
+        assert!(refusal.message.starts_with("prompt: "), "{}", refusal.message);
+    }
 }

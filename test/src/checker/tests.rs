@@ -36,7 +36,7 @@ fn done() -> Call {
 }
 
 fn open_turn(after: u64) -> Call {
-    Call::Apply(Command::OpenTurn { after })
+    Call::Apply(Command::OpenTurn { after, prompt: None })
 }
 
 fn cancel(turn: Option<u64>) -> Call {

@@ -82,7 +82,7 @@ fn any_move() -> impl Strategy<Value = Move> {
 fn command(m: &Move, current: u64) -> turn::Command {
     let near = |back: i64| current.saturating_add_signed(-back);
     match m {
-        Move::OpenTurn { back } => turn::Command::OpenTurn { after: near(*back) },
+        Move::OpenTurn { back } => turn::Command::OpenTurn { after: near(*back), prompt: None },
         Move::Report { back, status, summary } => {
             turn::Command::Report { turn: near(*back), status: *status, summary: summary.map(str::to_string), question: None }
         }

@@ -1,0 +1,242 @@
+// The session as a conversation: each turn, oldest first, shows the person's prompt and then
+// what came back (the status, the summary, the questions and their answers, the package when
+// the turn was handed on), and a composer at the bottom sends the next turn's prompt.
+//
+// The lineage (GET …/turns) carries each turn's prompt and status; a summary and a question
+// live only on the record while their turn is current, so the page keeps what it saw of each
+// turn (the last summary, every question) for as long as it is open.
+
+import { api, HandoffError } from "./api.js";
+import { actionButton, actionsOf, type CommandContext } from "./commands.js";
+import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
+import type { Handoff, Question, TurnEntry } from "./types.js";
+import { busy, fail, say } from "./ui.js";
+
+/** What the page saw of one turn on the records it was shown. */
+interface Seen {
+  /** The version of the newest record seen on this turn: an older one, read late, changes nothing. */
+  version: number;
+  summary: string | null;
+  /** Every question the turn asked, by id, as last seen (with its answer once given). */
+  questions: Map<string, Question>;
+}
+
+/** What the page remembers of each turn, from every record it hears of, in whatever order. */
+export class Memory {
+  private turns = new Map<number, Seen>();
+
+  see(record: Handoff): void {
+    const seen = this.turns.get(record.turn) ?? { version: 0, summary: null, questions: new Map() };
+    this.turns.set(record.turn, seen);
+    const q: Question | null | undefined = record.question;
+    const known = q ? seen.questions.get(q.id) : undefined;
+    // A question keeps its answer once seen answered, whatever the order records come in.
+    if (q && !(known?.answer && !q.answer)) seen.questions.set(q.id, q);
+    if (record.version < seen.version) return;
+    seen.version = record.version;
+    seen.summary = record.summary ?? null;
+  }
+
+  of(turn: number): Seen | undefined {
+    return this.turns.get(turn);
+  }
+}
+
+/** One turn of the conversation. `current` is the record when this is its turn; `live` is the
+ * open question's section (with its buttons), drawn by the session page. */
+export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | undefined, live: Node[]): HTMLLIElement {
+  const status = current?.status ?? t.status;
+  const head = h("p", { class: "turn-head" }, h("strong", null, `Turn ${t.turn}`), " · ", shortTime(t.opened_at));
+  if (t.package_version) {
+    head.append(` · handed to ${t.runtime ?? "?"} with package v${t.package_version} (${short(t.package_hash)})`);
+  } else if (t.runtime) {
+    head.append(` · on ${t.runtime}`);
+  }
+
+  const words = t.prompt ?? current?.prompt ?? null;
+  const prompt = words
+    ? h("div", { class: "bubble prompt" }, h("p", { class: "who" }, "You"), h("p", { class: "prompt-text" }, words))
+    : h("p", { class: "no-prompt" }, t.prompt_dropped ? "Its prompt is no longer kept (only the newest turns' are)" : "Opened without a prompt");
+
+  const outcome = h("div", { class: "bubble outcome", "data-status": status }, h("p", { class: "who" }, t.runtime ? `The agent, on ${t.runtime} · ` : "The agent · ", statusBadge(status, current ? "status" : undefined)));
+  const summary = current ? current.summary ?? "" : seen?.summary ?? "";
+  if (current) outcome.append(h("p", { id: "summary", class: "turn-summary summary-text" }, summary));
+  else if (summary) outcome.append(h("p", { class: "turn-summary" }, summary));
+  const open = current?.question?.id;
+  for (const q of seen?.questions.values() ?? []) {
+    if (q.id !== open) outcome.append(pastQuestion(q));
+  }
+  outcome.append(...live);
+  if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
+  return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, outcome);
+}
+
+/** A question's input, whole, as text: one numbered block per line of it, so that a line the
+ * screen wraps (indented under its number) is never mistaken for two (a newline in a command
+ * runs a second one); nothing runs past the right edge, and a long input scrolls, taking the
+ * keyboard focus to do so. Its text is exactly the input. */
+export function inputBlock(input: string, attrs: Record<string, string>): HTMLPreElement {
+  const lines = input.split("\n");
+  const block = h("pre", { class: "question-input", tabindex: 0, ...attrs }, ...lines.map((line, i) => h("span", { class: "line" }, i < lines.length - 1 ? `${line}\n` : line)));
+  // The numbers' gutter is as wide as the last number (set through the CSSOM, which the CSP allows).
+  block.style.setProperty("--gutter", `${String(lines.length).length}ch`);
+  return block;
+}
+
+/** A time as a conversation shows it: the time of day when it is today, else the date too;
+ * the whole timestamp on hover. */
+function shortTime(iso: string): Node {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return timeEl(iso);
+  const today = d.toDateString() === new Date().toDateString();
+  const text = today ? d.toLocaleTimeString(undefined, { timeStyle: "short" }) : d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return h("time", { datetime: iso, title: iso }, text);
+}
+
+/** A question the turn asked that is no longer open: its words, its input and its answer. */
+function pastQuestion(q: Question): HTMLElement {
+  const label = q.answer ? (q.options.find((o) => o.id === q.answer?.option)?.label ?? q.answer.option) : null;
+  return h(
+    "div",
+    { class: "past-question", "data-question": q.id },
+    h("p", { class: "question-text" }, q.kind === "permission" ? "Asked permission: " : "Asked: ", q.text),
+    q.input != null ? inputBlock(q.input, { "aria-label": `What ${q.id} asked to approve, whole` }) : null,
+    label
+      ? h("p", { class: "question-answer" }, "Answered ", h("strong", null, label), q.answer?.note ? ` (${q.answer.note})` : "")
+      : h("p", { class: "question-answer" }, "Not answered."),
+  );
+}
+
+/** The composer: the next turn's prompt. It is made once per page, so what the person types
+ * and the keyboard focus survive every redraw; `draw` offers Send exactly when `actions` holds
+ * `open_turn`, Stop exactly when it holds `cancel`. Enter sends, Shift+Enter starts a line. */
+export class Composer {
+  readonly form: HTMLFormElement;
+  readonly text: HTMLTextAreaElement;
+  private readonly bar: HTMLElement;
+  private readonly hint: HTMLElement;
+  private readonly conflict: HTMLElement;
+  private record: Handoff | null = null;
+  private sending = false;
+
+  constructor(private readonly ctx: CommandContext) {
+    this.text = h("textarea", { id: "prompt", rows: 2, spellcheck: "true", "aria-describedby": "composer-hint", placeholder: "The next turn's prompt" });
+    this.hint = h("p", { id: "composer-hint", class: "hint" });
+    this.conflict = h("div", { id: "composer-conflict", class: "conflict", role: "alert", hidden: true });
+    this.bar = h("div", { class: "composer-buttons", role: "group", "aria-label": "Send or stop" });
+    this.form = h(
+      "form",
+      { id: "composer", class: "composer", novalidate: true, "aria-label": "Next prompt" },
+      this.conflict,
+      h("label", { for: "prompt", class: "visually-hidden" }, "Next prompt"),
+      h("div", { class: "composer-row" }, this.text, this.bar),
+      this.hint,
+    );
+    this.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    this.text.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.altKey || event.ctrlKey || event.metaKey) return;
+      event.preventDefault();
+      this.send();
+    });
+  }
+
+  /** The buttons and the hint for `record`. */
+  draw(record: Handoff): void {
+    this.record = record;
+    const allowed = actionsOf(record, this.ctx.role);
+    const canSend = allowed.includes("open_turn");
+    const buttons: HTMLButtonElement[] = [];
+    if (canSend) buttons.push(actionButton("open_turn", record, this.ctx, "Hand off…", { id: "hand-off-next", "data-key": "hand-off-next", class: "" }));
+    if (allowed.includes("cancel")) buttons.push(actionButton("cancel", record, this.ctx, "Stop", { id: "stop", "data-key": "stop" }));
+    if (canSend) {
+      const send = h("button", { type: "submit", id: "send", class: "primary", "data-action": "open_turn", "data-key": "send" }, "Send");
+      buttons.push(send);
+    }
+    replaceKeepingFocus(this.bar, ...buttons);
+    this.hint.textContent = canSend
+      ? "Enter sends, Shift+Enter starts a new line."
+      : allowed.includes("cancel")
+        ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends.`
+        : `Turn ${record.turn} is ${record.status}.`;
+  }
+
+  private send(): void {
+    const record = this.record;
+    if (!record || !actionsOf(record, this.ctx.role).includes("open_turn")) return;
+    const prompt = this.text.value.trim();
+    if (!prompt) {
+      say("write the prompt first: Send opens the next turn with it");
+      this.text.focus();
+      return;
+    }
+    const button = this.bar.querySelector<HTMLButtonElement>("#send");
+    if (!button || this.sending) return;
+    this.sending = true;
+    busy(button, async () => {
+      try {
+        await this.open(record, prompt);
+      } finally {
+        this.sending = false;
+      }
+    })();
+  }
+
+  private async open(record: Handoff, prompt: string): Promise<void> {
+    const after = record.turn;
+    this.conflict.hidden = true;
+    try {
+      const opened = await api.openTurn(record.id, { after, prompt });
+      // Only what was sent is cleared: the person may have typed on meanwhile.
+      if (this.text.value.trim() === prompt) this.text.value = "";
+      say(`sent: turn ${opened.turn} opened`);
+      this.ctx.apply(opened);
+    } catch (error) {
+      if (error instanceof HandoffError && error.code === "handoff.turn_conflict") {
+        await this.showConflict(record.id, after, error);
+        return;
+      }
+      throw error;
+    }
+  }
+
+  /** Another device opened the turn first: its prompt is shown, the text typed here is kept,
+   * and the page moves to the turn it opened. */
+  private async showConflict(id: string, after: number, error: HandoffError): Promise<void> {
+    const record = error.handoff;
+    let theirs: string | null | undefined = record && record.turn === after + 1 ? record.prompt : undefined;
+    if (theirs === undefined) {
+      try {
+        const page = await api.turns(id, { before: after + 2, limit: 1 });
+        theirs = page.turns.find((t) => t.turn === after + 1)?.prompt ?? null;
+      } catch (readError) {
+        fail(readError);
+        theirs = null;
+      }
+    }
+    const dismiss = h("button", { type: "button", id: "conflict-dismiss", class: "small" }, "Dismiss");
+    dismiss.addEventListener("click", () => {
+      this.conflict.hidden = true;
+      this.text.focus();
+    });
+    const heading = h("p", null, h("strong", null, `Another device spoke first: turn ${after + 1} opened`), theirs ? " with its prompt:" : " without a prompt.");
+    replaceKeepingFocus(
+      this.conflict,
+      heading,
+      theirs ? h("blockquote", { class: "their-prompt" }, theirs) : null,
+      h("p", null, "Your text is kept below: send it as the next turn when Send is offered again."),
+      dismiss,
+    );
+    this.conflict.hidden = false;
+    fail(error);
+    if (record) this.ctx.apply(record);
+    else this.ctx.refresh();
+  }
+}
+
+/** Whether the composer belongs on the page: an owner's open hand-off. */
+export function composes(record: Handoff, role: "owner" | "machine"): boolean {
+  return role === "owner" && record.state !== "closed";
+}
