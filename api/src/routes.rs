@@ -502,6 +502,15 @@ mod tests {
     }
 
     #[test]
+    fn the_index_storage_hook_asks_about_a_hand_offs_id_and_nothing_else() {
+        let id = format!("ho_{}", "ab".repeat(16));
+        assert!(matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::TestStorageOf { id: i }) if i == id));
+        for bad in ["wh_AAAAAAAAAAAAAAAAAAAA-_", "ho_nope"] {
+            assert_eq!(asked("GET", &format!("/v1/test/index-storage/{bad}"), b"", true, &ones).unwrap_err().code, Code::HandoffNotFound, "{bad}");
+        }
+    }
+
+    #[test]
     fn every_push_route_of_the_index_is_push_misconfigured_where_push_cannot_be_sent() {
         for (method, path) in [("POST", "/v1/push/subscriptions"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAA-_")] {
             assert_eq!(asked(method, path, b"{}", false, &ones).unwrap_err().code, Code::PushMisconfigured, "{method} {path}");
