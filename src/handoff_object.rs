@@ -492,8 +492,8 @@ impl Object {
 
     async fn erase_step(&self, step: &EraseStep) -> Result<()> {
         match step {
-            EraseStep::DropRow { owner, id } => {
-                let dropped = self.ask_index(owner, &IndexAsk::Drop { id: id.clone() }).await?;
+            EraseStep::DropRow { owner, id, incarnation } => {
+                let dropped = self.ask_index(owner, &IndexAsk::Drop { id: id.clone(), incarnation: *incarnation }).await?;
                 if dropped.status() != 200 {
                     return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
                 }

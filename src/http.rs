@@ -95,6 +95,10 @@ impl Plain {
         if replayed {
             headers.push(("Idempotent-Replayed", "true".to_string()));
         }
+        // Every 401 says how to authenticate (RFC 6750 §3), an object's too (`auth.revoked`).
+        if status == 401 && !headers.iter().any(|(name, _)| *name == "WWW-Authenticate") {
+            headers.push(("WWW-Authenticate", "Bearer".to_string()));
+        }
         Plain { status, headers, body }
     }
 

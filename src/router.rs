@@ -273,10 +273,12 @@ fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create:
         Kind::Create => {
             let Some(create) = create else { return Err(ApiError::invalid("body: expected a JSON object")) };
             let id = input::handoff_id(&claims.sub, &create.session);
-            let key = bindings::config(env).key.clone().unwrap_or_default();
-            // The token's `inc` is the moment a new hand-off takes as its life.
+            let config = bindings::config(env);
+            let key = config.key.clone().unwrap_or_default();
+            // The token's `inc` is the moment a new hand-off takes as its life, and the one
+            // below which this create ends the machine tokens minted before.
             let incarnation = now_ms();
-            let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation);
+            let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation, &config.expect);
             let (session, machine, size, prompt) = (create.session, create.machine, create.size, create.prompt);
             let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64, prompt };
             send(id, &Ask { caller, op, idempotency: None })

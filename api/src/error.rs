@@ -10,7 +10,7 @@ pub type ApiError = Refusal;
 /// The one HTTP status of a code.
 pub fn status(code: Code) -> u16 {
     match code {
-        Code::AuthRequired | Code::AuthInvalid => 401,
+        Code::AuthRequired | Code::AuthInvalid | Code::AuthRevoked => 401,
         Code::AuthForbidden => 403,
         Code::HandoffNotFound
         | Code::RouteNotFound
@@ -57,7 +57,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 38] = [
+        let contract: [(&str, u16); 39] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -96,6 +96,7 @@ mod tests {
             ("push.misconfigured", 503),
             ("owner.too_many_open", 429),
             ("owner.rate_limited", 429),
+            ("auth.revoked", 401),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -7,7 +7,7 @@ use handoff_core::index::{Cursor, ListQuery};
 use handoff_core::json::Checked;
 use handoff_core::limits::{
     ACCEPTANCE_CRITERIA_MAX, BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, ID_CHARS_MAX,
-    IDEMPOTENCY_KEY_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, SUMMARY_BYTES_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX,
+    IDEMPOTENCY_KEY_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX,
     WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
 };
 use handoff_core::package::PackageRequest;
@@ -100,8 +100,8 @@ pub struct ReportInput {
 
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     let input: ReportInput = parse_json(body)?;
-    if input.summary.as_ref().is_some_and(|s| s.len() > SUMMARY_BYTES_MAX) {
-        return Err(ApiError::invalid(format!("summary: longer than {SUMMARY_BYTES_MAX} bytes")));
+    if let Some(summary) = &input.summary {
+        handoff_core::turn::check_summary(summary)?;
     }
     let is_final = matches!(input.status, ReportStatus::Done | ReportStatus::Failed);
     if input.unmet.is_some() && !is_final {
@@ -365,6 +365,19 @@ pub fn parse_briefing_query(query: &str) -> Result<(usize, ReachKind), ApiError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handoff_core::limits::SUMMARY_BYTES_MAX;
+
+    #[test]
+    fn a_reports_summary_with_a_control_character_other_than_newline_and_tab_is_400_naming_summary() {
+        let report = |summary: &str| parse_report(format!(r#"{{"turn":1,"status":"done","summary":{}}}"#, serde_json::to_string(summary).unwrap()).as_bytes());
+        for bad in ["\u{1b}]0;owned\u{7}", "ok\u{1b}[2K", "line\r", "\u{9b}31m", "\u{7f}", "nul\u{0}"] {
+            let e = report(bad).unwrap_err();
+            assert_eq!(e.code, Code::RequestInvalid, "{bad:?}");
+            assert!(e.message.starts_with("summary:"), "{bad:?}: {}", e.message);
+        }
+        assert!(report("two lines\n\tand a tab").is_ok());
+        assert!(report("").is_ok(), "an empty last message is still a report");
+    }
 
     #[test]
     fn only_a_needs_you_report_carries_a_question_and_it_is_checked_as_it_is_read() {

@@ -104,6 +104,10 @@ pub enum IndexAsk {
         row: handoff_core::index::Row,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         passed: Vec<handoff_core::index::Row>,
+        /// The life of the hand-off that sent it (its record's `incarnation`): a row of a
+        /// life erased since is not taken.
+        #[serde(default)]
+        incarnation: u64,
     },
     /// A page of the list; `if_none_match` is the client's header, so that a page it holds
     /// is answered 304 (`wire::index`).
@@ -133,8 +137,14 @@ pub enum IndexAsk {
     /// A new hand-off's first row: admitted and added when the owner holds fewer open
     /// hand-offs than the cap (answers `Admission`), in one step.
     Open { row: handoff_core::index::Row },
-    /// The hand-off `id` was erased: its row goes.
-    Drop { id: String },
+    /// Life `incarnation` of the hand-off `id` was erased: its row and every delivery of it go.
+    Drop {
+        id: String,
+        #[serde(default)]
+        incarnation: u64,
+    },
+    /// Test hook: what the index stores of hand-off `id` (its row, its deliveries, its erased life).
+    TestStorageOf { id: String },
 }
 
 impl IndexAsk {
@@ -142,7 +152,7 @@ impl IndexAsk {
     pub fn into_owner(self) -> owner::Ask {
         use owner::receiver::Receiver;
         match self {
-            IndexAsk::Put { row, passed } => owner::Ask::Put { row, passed },
+            IndexAsk::Put { row, passed, incarnation } => owner::Ask::Put { row, passed, incarnation },
             IndexAsk::List { query, if_none_match } => owner::Ask::List { query, if_none_match },
             IndexAsk::RefuseDeliveries { on } => owner::Ask::Refuse { on },
             IndexAsk::TestStorage => owner::Ask::Storage,
@@ -156,7 +166,8 @@ impl IndexAsk {
             IndexAsk::PushSubscriptions => owner::Ask::Receivers(Receiver::Push),
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
-            IndexAsk::Drop { id } => owner::Ask::Drop { id },
+            IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
+            IndexAsk::TestStorageOf { id } => owner::Ask::StorageOf { id },
         }
     }
 }
@@ -224,9 +235,9 @@ mod tests {
             briefed: Briefed::default(),
             question: None,
         };
-        let put = IndexAsk::Put { row: row(3, Status::Done), passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)] };
+        let put = IndexAsk::Put { row: row(3, Status::Done), passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)], incarnation: 7 };
         assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
-        let alone = IndexAsk::Put { row: row(3, Status::Done), passed: vec![] };
+        let alone = IndexAsk::Put { row: row(3, Status::Done), passed: vec![], incarnation: 0 };
         let text = encode(&alone).unwrap();
         assert!(!text.contains("passed"), "{text}");
         assert_eq!(decode::<IndexAsk>(&text).unwrap(), alone);

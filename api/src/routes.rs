@@ -214,7 +214,7 @@ pub const ROUTES: &[Route] = &[
     index("GET", "/v1/push/subscriptions", |i| push(i).and_then(|_| no_query(i.query)).map(|_| IndexAsk::PushSubscriptions), Gate::Always),
     index("DELETE", "/v1/push/subscriptions/{id}", push_unsubscribe, Gate::Always),
     index("POST", "/v1/test/refuse-index", |i| Ok(IndexAsk::RefuseDeliveries { on: input::parse_json::<Switch>(i.body)?.on }), Gate::TestHooks),
-    index("POST", "/v1/test/index-rows", |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![] }), Gate::TestHooks),
+    index("POST", "/v1/test/index-rows", |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![], incarnation: 0 }), Gate::TestHooks),
     index("POST", "/v1/test/index-rows/unreadable", |i| Ok(IndexAsk::TestPutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id }), Gate::TestHooks),
     top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
     test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
@@ -227,6 +227,7 @@ pub const ROUTES: &[Route] = &[
     }),
     test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::TestClock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms })),
     index("GET", "/v1/test/index-storage", |i| no_query(i.query).map(|_| IndexAsk::TestStorage), Gate::TestHooks),
+    index("GET", "/v1/test/index-storage/{id}", |i| Ok(IndexAsk::TestStorageOf { id: test_handoff_id(i)? }), Gate::TestHooks),
 ];
 
 /// A test hook's switch: `{"on": true}`.
@@ -261,6 +262,16 @@ fn webhook_create(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
 }
 
 /// The `{id}` of a webhook route: a webhook's id, or no such webhook.
+/// The index-storage hook's `{id}`: a hand-off's id.
+fn test_handoff_id(i: &IndexInput<'_>) -> Result<String, ApiError> {
+    no_query(i.query)?;
+    let id = i.id.unwrap_or_default();
+    if !input::is_handoff_id(id) {
+        return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
+    }
+    Ok(id.to_string())
+}
+
 fn webhook(i: &IndexInput<'_>) -> Result<String, ApiError> {
     no_query(i.query)?;
     let id = i.id.unwrap_or_default();
@@ -509,6 +520,15 @@ mod tests {
         }
         let id = "wh_AAAAAAAAAAAAAAAAAAAA-_";
         assert!(matches!(asked("DELETE", &format!("/v1/webhooks/{id}"), b"", true, &ones), Ok(IndexAsk::WebhookDelete { id: i }) if i == id));
+    }
+
+    #[test]
+    fn the_index_storage_hook_asks_about_a_hand_offs_id_and_nothing_else() {
+        let id = format!("ho_{}", "ab".repeat(16));
+        assert!(matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::TestStorageOf { id: i }) if i == id));
+        for bad in ["wh_AAAAAAAAAAAAAAAAAAAA-_", "ho_nope"] {
+            assert_eq!(asked("GET", &format!("/v1/test/index-storage/{bad}"), b"", true, &ones).unwrap_err().code, Code::HandoffNotFound, "{bad}");
+        }
     }
 
     #[test]

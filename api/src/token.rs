@@ -3,6 +3,11 @@
 //! Only `{"alg":"HS256"}` is accepted (so `alg: none` and every other algorithm are refused),
 //! `exp` is required and honoured with [`TOKEN_CLOCK_SKEW_S`] of skew, and the signature is
 //! compared in constant time by `hmac`.
+//!
+//! Owner tokens are signed with the signing key itself, which an identity provider may share.
+//! Machine tokens are this service's own: signed with [`machine_key`], a key derived from the
+//! signing key, so that no other service holding the signing key accepts one (as an owner's or
+//! at all), and a token signed with the signing key is never a machine's here.
 
 use handoff_core::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -51,6 +56,9 @@ pub enum TokenError {
     Issuer,
     /// `HANDOFF_TOKEN_AUDIENCE` is set and the token's `aud` does not name it.
     Audience,
+    /// Signed with the key of the other role: a machine token with the signing key (so not
+    /// minted by this service), or an owner token with the machine key.
+    WrongKey,
 }
 
 impl TokenError {
@@ -66,6 +74,7 @@ impl TokenError {
             TokenError::MissingIncarnation => "a machine token must name the life of its hand-off (inc)",
             TokenError::Issuer => "the token's issuer (iss) is not the one this service accepts",
             TokenError::Audience => "the token's audience (aud) does not name this service",
+            TokenError::WrongKey => "the token's role does not match the key it is signed with: machine tokens are minted by this service only",
         }
     }
 }
@@ -85,15 +94,15 @@ pub struct Expect {
 }
 
 /// `iss` and `aud` as RFC 7519 defines them: `aud` is one string or an array of strings.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct Registered {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     iss: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     aud: Option<Audience>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(untagged)]
 enum Audience {
     One(String),
@@ -125,6 +134,26 @@ fn mac(key: &[u8]) -> HmacSha256 {
     HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length")
 }
 
+/// What the machine key is derived under: a label of this service's own.
+const MACHINE_KEY_LABEL: &[u8] = b"handoff machine token key v1";
+
+/// The key machine tokens are signed with: HMAC-SHA256 of a fixed label under the signing key.
+/// Whoever holds the signing key can derive it (this service, and tools that mint their own
+/// tokens); a service that verifies HS256 with the signing key alone can never verify a
+/// machine token, whatever claims it checks.
+pub fn machine_key(key: &[u8]) -> [u8; 32] {
+    let mut derive = mac(key);
+    derive.update(MACHINE_KEY_LABEL);
+    derive.finalize().into_bytes().into()
+}
+
+/// Whether `signature` signs `signed` under `key`, compared in constant time.
+fn signs(key: &[u8], signed: &str, signature: &[u8]) -> bool {
+    let mut check = mac(key);
+    check.update(signed.as_bytes());
+    check.verify_slice(signature).is_ok()
+}
+
 /// Verifies `token` at `now_s` (seconds since the epoch), requiring no issuer or audience.
 pub fn verify(token: &str, key: &[u8], now_s: i64) -> Result<Claims, TokenError> {
     verify_with(token, key, now_s, &Expect::default())
@@ -146,13 +175,19 @@ pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Resu
         return Err(TokenError::Algorithm);
     }
     let signature = URL_SAFE_NO_PAD.decode(signature_b64).map_err(|_| TokenError::Malformed)?;
-    let mut check = mac(key);
-    check.update(header_b64.as_bytes());
-    check.update(b".");
-    check.update(payload_b64.as_bytes());
-    check.verify_slice(&signature).map_err(|_| TokenError::Signature)?;
+    let signed = &token[..header_b64.len() + 1 + payload_b64.len()];
+    let role = if signs(key, signed, &signature) {
+        Role::Owner
+    } else if signs(&machine_key(key), signed, &signature) {
+        Role::Machine
+    } else {
+        return Err(TokenError::Signature);
+    };
 
     let claims: Claims = decode_json(payload_b64)?;
+    if claims.role != role {
+        return Err(TokenError::WrongKey);
+    }
     if !crate::input::is_id(&claims.sub) {
         return Err(TokenError::Malformed);
     }
@@ -189,10 +224,25 @@ fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Result<T, TokenError
     serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
 }
 
-/// Signs `claims` as an HS256 JWT.
+/// Signs `claims` as an HS256 JWT with `key` as it is (an owner token: give a machine token
+/// [`machine_key`], or mint it with [`machine_token_at`]).
 pub fn mint(claims: &Claims, key: &[u8]) -> String {
+    mint_with(claims, &Expect::default(), key)
+}
+
+/// [`mint`], carrying `expect`'s issuer and audience as `iss` and `aud` where they are set.
+fn mint_with(claims: &Claims, expect: &Expect, key: &[u8]) -> String {
+    #[derive(Serialize)]
+    struct Full<'a> {
+        #[serde(flatten)]
+        claims: &'a Claims,
+        #[serde(flatten)]
+        registered: Registered,
+    }
+    let registered = Registered { iss: expect.issuer.clone(), aud: expect.audience.clone().map(Audience::One) };
+    let full = Full { claims, registered };
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).expect("claims serialise"));
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&full).expect("claims serialise"));
     let mut signer = mac(key);
     signer.update(header.as_bytes());
     signer.update(b".");
@@ -204,12 +254,14 @@ pub fn mint(claims: &Claims, key: &[u8]) -> String {
 /// A machine token minted now (to the second), for tools that mint their own: it acts on the
 /// life of the hand-off current at `now_s` (its `inc` is the end of that second).
 pub fn machine_token(owner: &str, handoff_id: &str, key: &[u8], now_s: i64) -> String {
-    machine_token_at(owner, handoff_id, key, now_s.saturating_mul(1000).saturating_add(999))
+    machine_token_at(owner, handoff_id, key, now_s.saturating_mul(1000).saturating_add(999), &Expect::default())
 }
 
 /// The machine token every create answer carries, minted at `now_ms` (its `inc`, which a new
-/// hand-off takes as its life): valid [`MACHINE_TOKEN_TTL_S`].
-pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64) -> String {
+/// hand-off takes as its life, and below which a later create ends the tokens before it):
+/// valid [`MACHINE_TOKEN_TTL_S`], signed with [`machine_key`], with the deployment's `iss`
+/// and `aud` where it sets them.
+pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64, expect: &Expect) -> String {
     let claims = Claims {
         sub: owner.to_string(),
         role: Role::Machine,
@@ -218,7 +270,7 @@ pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64) 
         nbf: None,
         inc: Some(now_ms.max(0) as u64),
     };
-    mint(&claims, key)
+    mint_with(&claims, expect, &machine_key(key))
 }
 
 /// An owner token, for development tools and tests.
@@ -293,10 +345,11 @@ mod tests {
         };
         assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
         let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None, inc: None };
-        assert_eq!(verify(&mint(&m, KEY), KEY, NOW), Err(TokenError::MissingHandoff));
+        let machine = machine_key(KEY);
+        assert_eq!(verify(&mint(&m, &machine), KEY, NOW), Err(TokenError::MissingHandoff));
         let no_life = Claims { hid: Some("ho_1".into()), ..m };
-        assert_eq!(verify(&mint(&no_life, KEY), KEY, NOW), Err(TokenError::MissingIncarnation), "bound to no life, it would outlive an erasure");
-        assert!(verify(&mint(&Claims { inc: Some(1), ..no_life }, KEY), KEY, NOW).is_ok());
+        assert_eq!(verify(&mint(&no_life, &machine), KEY, NOW), Err(TokenError::MissingIncarnation), "bound to no life, it would outlive an erasure");
+        assert!(verify(&mint(&Claims { inc: Some(1), ..no_life }, &machine), KEY, NOW).is_ok());
     }
 
     fn signed(payload: &str) -> String {
@@ -322,6 +375,41 @@ mod tests {
         assert!(verify_with(&other_aud, KEY, NOW, &only_aud).is_ok(), "a single-string aud names its audience");
         let wrong_iss = Expect { issuer: Some("https://other".into()), audience: None };
         assert_eq!(verify_with(&with, KEY, NOW, &wrong_iss), Err(TokenError::Issuer));
+    }
+
+    /// What another service sharing the signing key does with a token: verify HS256 under the
+    /// key, then read `sub` and `exp` only.
+    fn accepted_elsewhere(token: &str, key: &[u8]) -> bool {
+        let (signed, signature) = token.rsplit_once('.').unwrap();
+        signs(key, signed, &URL_SAFE_NO_PAD.decode(signature).unwrap())
+    }
+
+    #[test]
+    fn a_machine_token_follows_the_issuer_settings_verifies_here_alone_and_never_passes_as_an_owners() {
+        let expect = Expect { issuer: Some("https://id.example".into()), audience: Some("handoff".into()) };
+        for settings in [Expect::default(), expect.clone()] {
+            let m = machine_token_at("alice", "ho_1", KEY, NOW * 1000, &settings);
+            let claims = verify_with(&m, KEY, NOW, &settings).expect("this service accepts its own machine token");
+            assert_eq!((claims.role, claims.hid.as_deref(), claims.inc), (Role::Machine, Some("ho_1"), Some(NOW as u64 * 1000)));
+            let payload: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(m.split('.').nth(1).unwrap()).unwrap()).unwrap();
+            assert_eq!(payload.get("iss").and_then(|v| v.as_str()), settings.issuer.as_deref(), "iss exactly where it is set");
+            assert_eq!(payload.get("aud").and_then(|v| v.as_str()), settings.audience.as_deref(), "aud exactly where it is set");
+            assert!(!accepted_elsewhere(&m, KEY), "a service verifying with the signing key alone never accepts it");
+            // Re-signed with the signing key, as an owner's token would be, it is refused here.
+            let (signed, _) = m.rsplit_once('.').unwrap();
+            let mut s = mac(KEY);
+            s.update(signed.as_bytes());
+            let forged = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(s.finalize().into_bytes()));
+            assert_eq!(verify_with(&forged, KEY, NOW, &settings), Err(TokenError::WrongKey));
+        }
+        // Minted without the settings, the deployment that sets them refuses it; owner tokens
+        // signed with the machine key are never an owner's.
+        let bare = machine_token_at("alice", "ho_1", KEY, NOW * 1000, &Expect::default());
+        assert_eq!(verify_with(&bare, KEY, NOW, &expect), Err(TokenError::Issuer));
+        let owner_with_machine_key = mint(&owner(NOW + 10), &machine_key(KEY));
+        assert_eq!(verify(&owner_with_machine_key, KEY, NOW), Err(TokenError::WrongKey));
+        assert_ne!(machine_key(KEY), machine_key(b"other"), "the machine key follows the signing key");
+        assert!(accepted_elsewhere(&owner_token("alice", 60, KEY, NOW), KEY), "owner tokens stay the identity provider's kind");
     }
 
     #[test]
@@ -359,7 +447,7 @@ mod tests {
     #[test]
     fn every_refusal_says_why_in_words_of_its_own() {
         use TokenError::*;
-        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, MissingIncarnation, Issuer, Audience];
+        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, MissingIncarnation, Issuer, Audience, WrongKey];
         let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
         assert_eq!(messages.len(), all.len(), "one message per reason");
         assert!(Expired.message().contains("expired"));

@@ -180,6 +180,7 @@ pub fn index(answer: &owner::Answer) -> (Rendered, Vec<(&'static str, String)>) 
         owner::Answer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
         owner::Answer::Holding(holding) => json(200, &Holding { holding: *holding }),
         owner::Answer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
+        owner::Answer::StorageOf(facts) => json(200, facts),
     };
     (rendered, Vec::new())
 }

@@ -95,7 +95,7 @@ function chosen(data: unknown): Choice | null {
   if (m.kind !== "handoff.answer") return null;
   const { handoff, question, option } = m;
   if (typeof handoff !== "string" || !/^ho_[0-9a-f]{32}$/.test(handoff)) return null;
-  if (typeof question !== "string" || !/^q_[0-9]+$/.test(question)) return null;
+  if (typeof question !== "string" || !/^q_[0-9]+(_[0-9]+)?$/.test(question)) return null;
   if (typeof option !== "string" || !/^[a-z0-9_-]{1,32}$/.test(option)) return null;
   return { handoff, question, option };
 }

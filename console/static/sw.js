@@ -6,6 +6,8 @@
 // and a notification that closes itself after some seconds (Chromium's popups do) is missed.
 // An open question's options become the notification's actions when all of them fit
 // (`Notification.maxActions`); otherwise none is offered, and the page shows every option.
+// The question's input (what an Allow approves) follows the summary; one the message carries
+// only as its head comes with no options at all, and the body says the whole is in the console.
 // This worker holds no token: an action's click opens the session's page and hands the choice to
 // it by `postMessage`, and the page answers through the API with the owner's token.
 "use strict";
@@ -30,7 +32,8 @@ self.addEventListener("push", (event) => {
   const handoff = message.handoff || {};
   const says = SAYS[message.type] || "changed";
   const title = typeof handoff.session === "string" ? handoff.session : "A session";
-  const body = typeof handoff.summary === "string" && handoff.summary ? handoff.summary : `This session ${says}.`;
+  const said = typeof handoff.summary === "string" && handoff.summary ? handoff.summary : `This session ${says}.`;
+  const body = said + inputLines(message.question);
   const tag = typeof handoff.id === "string" ? handoff.id : "handoff";
   const url = typeof message.url === "string" ? message.url : "/";
   const question = openQuestion(message.question, handoff.id);
@@ -40,6 +43,13 @@ self.addEventListener("push", (event) => {
   event.waitUntil(self.registration.showNotification(title, options));
 });
 
+// The question's input as the notification shows it: whole, or its head and where the rest is.
+function inputLines(question) {
+  if (!question || typeof question.input !== "string" || !question.input) return "";
+  if (typeof question.input_bytes !== "number") return `\n${question.input}`;
+  return `\n${question.input}…\nThe whole input (${question.input_bytes} bytes) is in the console: open it to read it and answer.`;
+}
+
 // The message's open question as the click will need it, or null when there is none, it is
 // malformed, or its options do not all fit as actions (offering some would hide the others).
 function openQuestion(question, handoff) {
@@ -47,7 +57,9 @@ function openQuestion(question, handoff) {
   const max = typeof Notification !== "undefined" && Notification.maxActions >= 0 ? Notification.maxActions : 0;
   const options = question.options.filter((o) => o && /^[a-z0-9_-]{1,32}$/.test(o.id) && typeof o.label === "string" && o.label);
   if (typeof handoff !== "string" || !/^ho_[0-9a-f]{32}$/.test(handoff)) return null;
-  if (typeof question.id !== "string" || !/^q_[0-9]+$/.test(question.id)) return null;
+  if (typeof question.id !== "string" || !/^q_[0-9]+(_[0-9]+)?$/.test(question.id)) return null;
+  // An input the message could not carry whole is never approved from the notification.
+  if (typeof question.input_bytes === "number") return null;
   if (options.length === 0 || options.length !== question.options.length || options.length > max) return null;
   return { handoff, id: question.id, options: options.map((o) => ({ id: o.id, label: o.label })) };
 }

@@ -61,6 +61,8 @@ crate::listed_enum! {
         OwnerTooManyOpen,
         /// A create past the owner's creations per minute.
         OwnerRateLimited,
+        /// A machine token that a newer one, minted for the same hand-off, has ended.
+        AuthRevoked,
     }
 }
 
@@ -70,6 +72,7 @@ impl Code {
             Code::AuthRequired => "auth.required",
             Code::AuthInvalid => "auth.invalid",
             Code::AuthForbidden => "auth.forbidden",
+            Code::AuthRevoked => "auth.revoked",
             Code::HandoffNotFound => "handoff.not_found",
             Code::HandoffConflict => "handoff.conflict",
             Code::HandoffClosed => "handoff.closed",

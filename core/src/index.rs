@@ -175,9 +175,9 @@ mod tests {
         use crate::question::{Answer, Choice, Kind, Question, QuestionInput};
         let mut r = record();
         let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), input: None, options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
-        r.question = Some(Question::asked(&input, 1, 2, Timestamp::from_ms(5)));
+        r.question = Some(Question::asked(&input, 1, 2, 0, Timestamp::from_ms(5)));
         let row = Row::of(&r);
-        assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2")));
+        assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2_0")));
         r.question.as_mut().unwrap().answer = Some(Answer { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
         assert_eq!(Row::of(&r).summary.as_deref(), Some("built it"), "answered: the report's summary again");
     }
@@ -195,7 +195,7 @@ mod tests {
         r.suggestion = Some(Suggestion { reason: Reason::ContextThreshold, turn: 2, runtimes: vec!["codex".into()], command: "handoff open".into() });
         r.machine_runtimes = Some(MachineRuntimes { runtimes: vec![], reported_at: Timestamp::from_ms(3) });
         let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), input: None, options: vec![Choice { id: "a".into(), label: "A".into() }] };
-        r.question = Some(Question::asked(&input, 2, 7, Timestamp::from_ms(4)));
+        r.question = Some(Question::asked(&input, 2, 7, 9, Timestamp::from_ms(4)));
         r.incarnation = 9;
         r.prompt = Some("now the tests".into());
         r
@@ -216,7 +216,7 @@ mod tests {
         );
         let full = full_record();
         let hash = "ab".repeat(32);
-        let question = r#"{"id":"q_7","turn":2,"kind":"choice","text":"Which?","options":[{"id":"a","label":"A"}],"asked_at":"1970-01-01T00:00:00.004Z","answer":null}"#;
+        let question = r#"{"id":"q_7_9","turn":2,"kind":"choice","text":"Which?","options":[{"id":"a","label":"A"}],"asked_at":"1970-01-01T00:00:00.004Z","answer":null}"#;
         let suggestion = r#"{"reason":"context-threshold","turn":2,"runtimes":["codex"],"command":"handoff open"}"#;
         assert_eq!(
             serde_json::to_string(&full).unwrap(),

@@ -252,14 +252,26 @@ pub const PUSH_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// `subscription.too_many`).
 pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
 /// The longest summary a push notification carries (bytes, cut at a character): the whole
-/// message must fit the 4 KiB a push service accepts.
-pub const PUSH_SUMMARY_BYTES_MAX: usize = 1024;
+/// message must fit the 4 KiB a push service accepts, beside an input of
+/// [`PUSH_INPUT_BYTES_MAX`].
+pub const PUSH_SUMMARY_BYTES_MAX: usize = 768;
+/// The longest question input a push notification shows (bytes). A longer input travels as its
+/// head cut at a character, with its size, and the notification offers no option to pick: an
+/// Allow is given only where the whole of what it approves was shown (the console shows it).
+pub const PUSH_INPUT_BYTES_MAX: usize = 256;
 /// The longest option label a push notification carries as an action's title (bytes, cut at a
 /// character): with six options and the longest summary the message still fits its 4 KiB.
 pub const PUSH_OPTION_LABEL_BYTES_MAX: usize = 64;
 
 // ---- What one owner can make the service hold (src/index.rs, src/retention.rs). ----
 
+/// How long an owner's index remembers an erased life of a hand-off, so that a row send of
+/// that life arriving after the erase cannot bring its row back: far past the last send its
+/// object could still have on its way (an erase's failed step is tried again within
+/// [`OUTBOX_RETRY_MS_MAX`]).
+pub const ERASED_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
+/// Erased lives one owner's index remembers at most; the oldest are forgotten first.
+pub const ERASED_KEPT_PER_OWNER_MAX: usize = 1_000;
 /// Open hand-offs one owner may hold at once; a create past it is 429 `owner.too_many_open`,
 /// decided by the owner's index as it adds the row, before the hand-off stores anything.
 pub const OPEN_HANDOFFS_PER_OWNER_MAX: usize = 100;

@@ -27,6 +27,7 @@ pub mod sending;
 
 use crate::error::{Code, Refusal};
 use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
+use crate::limits::{ERASED_KEPT_MS, ERASED_KEPT_PER_OWNER_MAX};
 use crate::notice::{self, Notice};
 use crate::retention::Retention;
 use crate::time::EpochMs;
@@ -113,12 +114,14 @@ pub struct Outcome {
 /// What the index is asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
-    /// A hand-off's row, and the older rows it passed (notices are owed along the chain).
-    Put { row: Row, passed: Vec<Row> },
+    /// A hand-off's row, and the older rows it passed (notices are owed along the chain), sent
+    /// by the life `incarnation` of the hand-off (its record's).
+    Put { row: Row, passed: Vec<Row>, incarnation: u64 },
     /// A new hand-off's first row, admitted against the open cap.
     Open { row: Row },
-    /// The hand-off was erased: its row goes.
-    Drop { id: String },
+    /// The life `incarnation` of the hand-off was erased: its row and every delivery of it go,
+    /// and a row of that life sent later is not taken.
+    Drop { id: String, incarnation: u64 },
     List { query: ListQuery, if_none_match: Option<String> },
     /// A new receiver, within its kind's cap.
     AddReceiver(Entry),
@@ -138,6 +141,8 @@ pub enum Ask {
     Hold { on: bool },
     Storage,
     PutUnreadable { id: String },
+    /// Test hook: what the index stores of one hand-off.
+    StorageOf { id: String },
 }
 
 // ---------------------------------------------------------------------------------------
@@ -149,6 +154,8 @@ pub enum Ask {
 pub struct Tables {
     pub list: bool,
     pub receivers: bool,
+    /// The erased lives' table ([`Write::Erased`]).
+    pub erased: bool,
 }
 
 /// One read the index needs before it can decide.
@@ -178,6 +185,25 @@ pub enum Read {
     Finished { to: String, limit: usize },
     /// The database's size ([`Feed::storage_bytes`]).
     StorageBytes,
+    /// The newest erased life of hand-off `id`, if one is kept ([`Feed::erased`]).
+    Erased { id: String },
+    /// What is stored of hand-off `id` ([`Feed::storage_of`]).
+    StorageOf { id: String },
+}
+
+/// What the index stores of one hand-off, for the test hook that shows it: its row, its
+/// deliveries (their state and the bytes of their body) and its erased life.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HandoffFacts {
+    pub rows: u64,
+    pub deliveries: Vec<DeliveryFacts>,
+    pub erased: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeliveryFacts {
+    pub state: String,
+    pub body_bytes: u64,
 }
 
 /// The row held for a hand-off as stored: its version column and its text.
@@ -225,6 +251,9 @@ pub struct Feed {
     /// Per receiver read: its newest finished deliveries' `seq`s.
     pub finished: Vec<(String, Vec<i64>)>,
     pub storage_bytes: Option<u64>,
+    /// `Some` once read: the erased life kept for the row's hand-off, if any.
+    pub erased: Option<Option<u64>>,
+    pub storage_of: Option<HandoffFacts>,
     /// What the index derived from the reads, kept so that neither the next read nor the
     /// decision derives it again.
     derived: Derived,
@@ -263,6 +292,15 @@ pub enum Write {
     DeleteRow { id: String },
     /// Deletes the closed rows last changed before `before` (past retention).
     DropClosedBefore { before: EpochMs },
+    /// Deletes every delivery of hand-off `handoff`, pending or finished.
+    DropDeliveriesOf { handoff: String },
+    /// The erased lives' table, before its first entry.
+    ErasedSchema,
+    /// Life `incarnation` of hand-off `id` was erased at `at` (a later life's entry is kept
+    /// where one is held).
+    Erased { id: String, incarnation: u64, at: EpochMs },
+    /// Deletes the erased lives kept since before `before`, and all but the `keep` newest.
+    TrimErased { before: EpochMs, keep: usize },
     AddReceiver(Entry),
     /// Deletes the receiver and every delivery to it.
     RemoveReceiver { receiver: Receiver, id: String },
@@ -278,7 +316,8 @@ pub enum Write {
     Lease { seq: i64, lease: Lease, at: EpochMs },
     /// The attempt was not taken: its status, and when it is tried again.
     Retry { seq: i64, status: Option<u16>, at: EpochMs },
-    /// The delivery finished: delivered or failed.
+    /// The delivery finished: delivered or failed. It keeps no body: what it said is gone
+    /// once it is sent or given up.
     Finish { seq: i64, state: DeliveryState, status: Option<u16> },
     /// Deletes receiver `to`'s finished deliveries up to `seq` `through`.
     TrimFinished { to: String, through: i64 },
@@ -303,6 +342,7 @@ pub enum Answer {
     Refusing(bool),
     Holding(bool),
     StorageBytes(u64),
+    StorageOf(HandoffFacts),
 }
 
 /// Everything one ask causes, decided.
@@ -371,13 +411,20 @@ impl Index {
         match ask {
             Ask::Refuse { .. } | Ask::Hold { .. } => return None,
             Ask::Storage => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
+            Ask::StorageOf { id } => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
             _ => {}
         }
         let Some(tables) = self.tables.or(feed.tables) else {
             return Some(Read::Tables);
         };
         match ask {
-            Ask::Put { row, passed } if !self.refusing => {
+            Ask::Put { row, passed, incarnation } if !self.refusing => {
+                if tables.erased && feed.erased.is_none() {
+                    return Some(Read::Erased { id: row.id.clone() });
+                }
+                if is_erased(feed, *incarnation) {
+                    return None;
+                }
                 if tables.list && feed.held.is_none() {
                     return Some(Read::Held { id: row.id.clone() });
                 }
@@ -444,15 +491,9 @@ impl Index {
         let known = self.tables.or(feed.tables);
         let tables = known.unwrap_or_default();
         let plan = match ask {
-            Ask::Put { row, passed } => self.put(tables, row, passed, &feed, now),
+            Ask::Put { row, passed, incarnation } => self.put(tables, row, passed, incarnation, &feed, now),
             Ask::Open { row } => self.open(tables, row, &feed, now),
-            Ask::Drop { id } => {
-                let mut plan = Plan::answer(Answer::Done);
-                if tables.list {
-                    plan.writes.push(Write::DeleteRow { id });
-                }
-                plan
-            }
+            Ask::Drop { id, incarnation } => drop_erased(tables, id, incarnation, now),
             Ask::List { query, if_none_match } => list_page(&query, if_none_match, feed.rows.unwrap_or_default()),
             Ask::AddReceiver(entry) => add_receiver(tables, entry, feed.receivers.unwrap_or_default()),
             Ask::Receivers(of) => {
@@ -484,6 +525,7 @@ impl Index {
                 Plan::answer(Answer::Holding(on))
             }
             Ask::Storage => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
+            Ask::StorageOf { .. } => Plan::answer(Answer::StorageOf(feed.storage_of.unwrap_or_default())),
             Ask::PutUnreadable { id } => {
                 let mut plan = Plan::answer(Answer::Done);
                 if !tables.list {
@@ -501,9 +543,14 @@ impl Index {
 
     /// A delivered row: stored when newer than the one held, with the deliveries its notices
     /// owe the owner's receivers, within the owner's one cap, in one transaction.
-    fn put(&self, tables: Tables, row: Row, passed: Vec<Row>, feed: &Feed, now: EpochMs) -> Plan {
+    fn put(&self, tables: Tables, row: Row, passed: Vec<Row>, incarnation: u64, feed: &Feed, now: EpochMs) -> Plan {
         if self.refusing {
             return Plan::refused(Code::StoreUnavailable, "deliveries are refused (test hook)");
+        }
+        if is_erased(feed, incarnation) {
+            // A row of an erased life, sent before the erase and arriving after it: taken, and
+            // nothing of it stored, so that it cannot bring the row back.
+            return Plan::answer(Answer::Done);
         }
         let put = list::put(held(feed, readable_held(tables, feed)), &passed, &row, tables.receivers);
         if !put.store {
@@ -683,6 +730,32 @@ impl Index {
     }
 }
 
+/// Whether a row of life `incarnation` comes from a life erased since (the read of its
+/// hand-off's erased life is in `feed`).
+fn is_erased(feed: &Feed, incarnation: u64) -> bool {
+    feed.erased.flatten().is_some_and(|erased| incarnation <= erased)
+}
+
+/// The erase of life `incarnation` of hand-off `id`: its row and every delivery of it, pending
+/// (never sent now) or finished, go in one transaction, and the life is kept as erased for
+/// [`ERASED_KEPT_MS`] (at most [`ERASED_KEPT_PER_OWNER_MAX`] of them), long past the last row
+/// send its object could still have on its way.
+fn drop_erased(tables: Tables, id: String, incarnation: u64, now: EpochMs) -> Plan {
+    let mut plan = Plan::answer(Answer::Done);
+    if tables.list {
+        plan.writes.push(Write::DeleteRow { id: id.clone() });
+    }
+    if tables.receivers {
+        plan.writes.push(Write::DropDeliveriesOf { handoff: id.clone() });
+    }
+    if !tables.erased {
+        plan.writes.push(Write::ErasedSchema);
+    }
+    plan.writes.push(Write::Erased { id, incarnation, at: now });
+    plan.writes.push(Write::TrimErased { before: now.saturating_sub(ERASED_KEPT_MS), keep: ERASED_KEPT_PER_OWNER_MAX });
+    plan
+}
+
 /// Which finished deliveries of one receiver go once `finished` (just now) join `stored` (its
 /// newest finished ones, newest first): all up to the `seq` returned, so that `keep` remain.
 pub fn trim_through(keep: usize, stored: &[i64], finished: &[i64]) -> Option<i64> {
@@ -756,6 +829,7 @@ fn tables_after(mut tables: Tables, writes: &[Write]) -> Tables {
         match w {
             Write::ListSchema => tables.list = true,
             Write::ReceiverSchema => tables.receivers = true,
+            Write::ErasedSchema => tables.erased = true,
             _ => {}
         }
     }

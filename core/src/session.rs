@@ -254,6 +254,9 @@ pub struct Stored {
     pub entered: bool,
     /// The passed rows the owner's index is still owed: `(version, row)`.
     pub passed: Vec<(u64, String)>,
+    /// The `inc` of the newest machine token a create minted: older ones are ended (0: none
+    /// stored, as before machine tokens could be ended).
+    pub machine_tokens_from: u64,
 }
 
 /// What storage holds of one hand-off, for the test hook that shows it.
@@ -330,7 +333,7 @@ pub enum Answer<'a> {
     Floor,
     Armed(Fault),
     Storage(&'a StorageFacts),
-    /// 204: erased (or never there).
+    /// 204: erased.
     Erased,
     /// 429 `owner.too_many_open`, with the count and the cap.
     TooManyOpen(TooManyOpen),
@@ -382,6 +385,9 @@ pub enum Write {
     Pass { version: u64, row: String },
     /// Deletes the passed rows up to version `through` (delivered, or dropped past the cap).
     Unpass { through: u64 },
+    /// Machine tokens minted before `from` (their `inc`) are ended: a create minted a newer
+    /// one. Not a change of the record: its version does not move.
+    MachineTokensFrom { from: u64 },
 }
 
 /// The parts of a hand-off stored apart from its record.
@@ -459,11 +465,13 @@ impl Plan {
 pub struct Delivery {
     pub owner: String,
     pub row: Row,
+    /// The life of the hand-off the row is of: the index takes no row of a life erased since.
+    pub incarnation: u64,
 }
 
 impl Delivery {
     pub fn of(record: &Record) -> Delivery {
-        Delivery { owner: record.owner.clone(), row: Row::of(record) }
+        Delivery { owner: record.owner.clone(), row: Row::of(record), incarnation: record.incarnation }
     }
 }
 
@@ -514,6 +522,8 @@ pub struct Session {
     unconfirmed: VecDeque<Rc<Handoff>>,
     /// The hand-off was just read from storage: the next plan catches every socket up.
     restored: bool,
+    /// Machine tokens with an `inc` below this are ended ([`Stored::machine_tokens_from`]).
+    machine_tokens_from: u64,
 }
 
 impl Session {
@@ -527,6 +537,7 @@ impl Session {
             published: None,
             unconfirmed: VecDeque::new(),
             restored: false,
+            machine_tokens_from: 0,
         }
     }
 
@@ -612,11 +623,12 @@ impl Session {
         // is lost), rather than refusing the whole hand-off as an unreadable record would.
         for (version, row) in &stored.passed {
             let Ok(row) = read_json::<Row>("passed row", row) else { continue };
-            self.outbox.restore_passed(outbox::Entry { version: *version, row: Delivery { owner: h.record.owner.clone(), row } });
+            self.outbox.restore_passed(outbox::Entry { version: *version, row: Delivery { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
         }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);
         self.restored = true;
+        self.machine_tokens_from = stored.machine_tokens_from;
         Ok(())
     }
 
@@ -634,20 +646,26 @@ impl Session {
         self.outbox.forget();
     }
 
-    /// The hand-off, if it exists and `caller` may see it; anything else is `handoff.not_found`.
-    /// A machine token minted for another hand-off, or for an earlier life of this one (erased
-    /// since), is refused as if the hand-off were not there.
+    /// The hand-off, if it exists and `caller` may see it. Absent and another owner's are one
+    /// answer, `handoff.not_found`, on every route, so that no owner learns whether another
+    /// has a session. A machine token minted for another hand-off, or for an earlier life of
+    /// this one (erased since), is refused as if the hand-off were not there; one that a newer
+    /// create ended is 401 `auth.revoked`.
     fn owned(&self, caller: &Caller) -> Result<Rc<Handoff>, Refusal> {
-        match &self.handoff {
+        let h = match &self.handoff {
             Known::Present(h)
                 if h.record.owner == caller.owner
                     && caller.reaches(&h.record.id)
                     && (caller.role == Role::Owner || caller.incarnation >= h.record.incarnation) =>
             {
-                Ok(h.clone())
+                h
             }
-            _ => Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),
+            _ => return Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),
+        };
+        if caller.role == Role::Machine && caller.incarnation < self.machine_tokens_from {
+            return Err(Refusal::new(Code::AuthRevoked, "this machine token was ended: the owner minted a newer one for this hand-off"));
         }
+        Ok(h.clone())
     }
 
     /// What to read before anything that is not an ask (the alarm, a watching socket's
@@ -782,18 +800,22 @@ impl Session {
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
-        let Op::Create { machine, size, machine_token, prompt, .. } = &op else {
+        let Op::Create { machine, size, machine_token, incarnation, prompt, .. } = &op else {
             unreachable!("create handles only Op::Create");
         };
+        let minted = *incarnation;
         if let Some(existing) = self.handoff().cloned() {
-            let answer = match existing.check_create_again(machine, size, prompt.as_deref()) {
-                Ok(()) => wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }),
-                Err(code) => {
-                    let refusal = Refusal::new(code, "this session already has a hand-off with another machine, size or turn-1 prompt");
-                    refusal_of(wire, &refusal, &existing, caller.role)
-                }
-            };
-            return Plan::rendered(answer);
+            if let Err(code) = existing.check_create_again(machine, size, prompt.as_deref()) {
+                let refusal = Refusal::new(code, "this session already has a hand-off with another machine, size or turn-1 prompt");
+                return Plan::rendered(refusal_of(wire, &refusal, &existing, caller.role));
+            }
+            // The fresh machine token ends the ones minted before it; the record does not move.
+            let mut plan = Plan::rendered(wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }));
+            if minted > self.machine_tokens_from {
+                self.machine_tokens_from = minted;
+                plan.writes.push(Write::MachineTokensFrom { from: minted });
+            }
+            return plan;
         }
         // The owner's index decided first, and holds the row when it admitted it.
         match admission {
@@ -812,20 +834,21 @@ impl Session {
             Ok(stored) => {
                 let mut plan = stored.plan(rendered);
                 plan.writes.insert(0, Write::Schema);
+                self.machine_tokens_from = minted;
+                plan.writes.push(Write::MachineTokensFrom { from: minted });
                 plan
             }
         }
     }
 
-    /// `DELETE`: the owner's. Absent is already erased (204); an open hand-off is closed first,
-    /// so that every waiter and watcher is told the close; then the plan erases it.
+    /// `DELETE`: the owner's. Absent and another owner's are both 404 `handoff.not_found`, as
+    /// on every other route (so a retried DELETE of an erased hand-off is 404 too: gone either
+    /// way); an open hand-off is closed first, so that every waiter and watcher is told the
+    /// close; then the plan erases it (204).
     fn erase(&mut self, caller: &Caller, now: EpochMs, wire: &impl Wire) -> Plan {
         let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only the owner erases a hand-off"));
-        }
-        if matches!(self.handoff, Known::Absent) {
-            return Plan::rendered(wire.render(Answer::Erased));
         }
         let h = match self.owned(caller) {
             Ok(h) => h,
@@ -857,6 +880,7 @@ impl Session {
         self.published = None;
         self.unconfirmed.clear();
         self.restored = false;
+        self.machine_tokens_from = 0;
     }
 
     /// After the alarm's deliveries: what the alarm leads to next (the hand-off must have been

@@ -14,7 +14,8 @@ use crate::question::{Answer, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
-use crate::limits::PROMPT_BYTES_MAX;
+use crate::limits::{PROMPT_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::work::lines_only;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -357,8 +358,19 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     next.summary = summary.clone();
     // Only a needs-you asks; the API refuses a question on any other status.
     let asked = question.filter(|_| status == Status::NeedsYou);
-    next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, Timestamp::from_ms(now)));
+    next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, record.incarnation, Timestamp::from_ms(now)));
     Ok(Some(next))
+}
+
+/// A report's summary, whatever machine sent it (a hook's last message, MCP `report`, a
+/// person): at most [`SUMMARY_BYTES_MAX`] bytes, under the rule of every text that may span
+/// lines ([`lines_only`]: `\n` and `\t`, no other control character). It may be empty, as a
+/// harness's last message can be: a final report is never refused for saying nothing.
+pub fn check_summary(summary: &str) -> Result<(), Refusal> {
+    if summary.len() > SUMMARY_BYTES_MAX {
+        return Err(Refusal::invalid(format!("summary: longer than {SUMMARY_BYTES_MAX} bytes")));
+    }
+    lines_only("summary", summary)
 }
 
 /// A needs-you without a question while the turn waits on an unanswered one says nothing new:

@@ -226,13 +226,19 @@ pub(crate) fn single_line(field: &str, value: &str, max_bytes: usize) -> Result<
     Ok(())
 }
 
-/// A required text that may span lines: not blank, no control characters but newlines and
-/// tabs, at most `max_bytes`.
+/// A required text that may span lines: not blank, [`lines_only`], at most `max_bytes`.
 pub(crate) fn multi_line(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
     text(field, value, max_bytes)?;
-    let allowed = |c: char| matches!(c, '\n' | '\r' | '\t');
+    lines_only(field, value)
+}
+
+/// The one rule for text that may span lines: `\n` and `\t` are its only control characters.
+/// Every other C0 or C1 control (`\r`, ESC, DEL, CSI…) is refused, so that no text the service
+/// hands on can move a terminal's cursor, rewrite a line, or set its title or clipboard.
+pub fn lines_only(field: &str, value: &str) -> Result<(), Refusal> {
+    let allowed = |c: char| matches!(c, '\n' | '\t');
     if value.chars().any(|c| c.is_control() && !allowed(c)) {
-        return Err(Refusal::invalid(format!("{field}: control characters other than newlines and tabs")));
+        return Err(Refusal::invalid(format!("{field}: control characters other than newlines (\\n) and tabs")));
     }
     Ok(())
 }

@@ -80,7 +80,7 @@ impl Object {
     async fn put_row(&self, send: &Send<Delivery>) -> std::result::Result<(), NotTaken> {
         let delivery = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let payload = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed }).map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let payload = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed, incarnation: delivery.incarnation }).map_err(|e| NotTaken::Encode(e.to_string()))?;
         let stub = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))).map_err(|e| NotTaken::Stub(e.to_string()))?;
         let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).map_err(|e| NotTaken::Ask(e.to_string()))?;
         match crate::http::await_answer(answer).await {

@@ -9,7 +9,7 @@ use handoff_core::session::{Part, StorageFacts, StorageRows, Stored, WatcherCoun
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
-const SCHEMA: [&str; 9] = [
+const SCHEMA: [&str; 10] = [
     "CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL, entered INTEGER NOT NULL DEFAULT 1)",
     "CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL)",
@@ -19,8 +19,9 @@ const SCHEMA: [&str; 9] = [
     "CREATE INDEX IF NOT EXISTS idempotency_at ON idempotency (at)",
     "CREATE TABLE IF NOT EXISTS meta (k INTEGER PRIMARY KEY CHECK (k = 0), schema INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS passed (version INTEGER PRIMARY KEY, row TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tokens (k INTEGER PRIMARY KEY CHECK (k = 0), machine_from INTEGER NOT NULL)",
 ];
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 /// From schema 1 (no `meta` table; idempotency rows without sizes) to 2. Additive.
 const MIGRATE_1_TO_2: [&str; 3] = [
     "ALTER TABLE idempotency ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
@@ -33,6 +34,9 @@ const MIGRATE_1_TO_2: [&str; 3] = [
 /// store and send, which the index skips by its version. Additive:
 /// an earlier build still reads and writes a schema-3 database.
 const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEGER NOT NULL DEFAULT 1"];
+/// From schema 3 to 4: the `tokens` table (created by [`SCHEMA`]), where the newest machine
+/// token's `inc` ends the ones before it; none stored ends none. Additive: an earlier build
+/// reads a schema-4 database and leaves the table alone.
 const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";
 
 #[derive(serde::Deserialize)]
@@ -133,6 +137,9 @@ impl Batch {
                 self.push("INSERT OR REPLACE INTO passed (version, row) VALUES (?, ?)", vec![(*version as i64).into(), row.as_str().into()])
             }
             Write::Unpass { through } => self.push("DELETE FROM passed WHERE version <= ?", vec![(*through as i64).into()]),
+            Write::MachineTokensFrom { from } => {
+                self.push("INSERT OR REPLACE INTO tokens (k, machine_from) VALUES (0, ?)", vec![(*from as i64).into()])
+            }
         }
     }
 }
@@ -192,17 +199,19 @@ fn migrate(storage: &Storage, from: i64) -> Result<()> {
 pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> {
     let sql = storage.sql();
     let tables: Vec<NameRow> =
-        sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed')", None)?.to_array()?;
+        sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens')", None)?.to_array()?;
     let exists = |table: &str| tables.iter().any(|t| t.name == table);
     if !exists("handoff") {
         return Ok(None);
     }
-    // Schema 1 had no `meta`, schema 2 no `passed` (which the rows below read); migrating
-    // writes them.
+    // Schema 1 had no `meta`, schema 2 no `passed`, schema 3 no `tokens` (which the rows
+    // below read); migrating writes them.
     if !exists("meta") {
         migrate(storage, 1)?;
     } else if !exists("passed") {
         migrate(storage, 2)?;
+    } else if !exists("tokens") {
+        migrate(storage, 3)?;
     }
     let rows = load_rows(&sql, lineage)?;
     let mut stored = Stored::default();
@@ -212,6 +221,9 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
             ("record", _, Some(json)) => {
                 stored.record = json;
                 stored.entered = row.n != Some(0);
+                // The runtime's SQLite takes at most five terms in a compound SELECT: the floor
+                // of machine tokens rides on the record's row.
+                stored.machine_tokens_from = row.m.unwrap_or(0).max(0) as u64;
                 found = true;
             }
             ("passed", _, Some(json)) => stored.passed.push((row.n.unwrap_or(0) as u64, json)),
@@ -226,7 +238,7 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
 
 fn load_rows(sql: &SqlStorage, lineage: usize) -> Result<Vec<LoadRow>> {
     sql.exec(
-        "SELECT 'record' AS kind, NULL AS name, record AS json, entered AS n, NULL AS m FROM handoff WHERE k = 0
+        "SELECT 'record' AS kind, NULL AS name, record AS json, entered AS n, (SELECT machine_from FROM tokens WHERE k = 0) AS m FROM handoff WHERE k = 0
          UNION ALL SELECT 'passed', NULL, row, version, NULL FROM passed
          UNION ALL SELECT 'part', name, json, NULL, NULL FROM parts
          UNION ALL SELECT 'attempts', NULL, NULL, version, attempts FROM outbox WHERE k = 0

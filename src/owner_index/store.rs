@@ -9,7 +9,7 @@ use handoff_api::notifications::{PushPayload, WebhookBody};
 use handoff_core::index::Row;
 use handoff_core::notice::Notice;
 use handoff_core::owner::receiver::{Delivery, DeliveryState, Receiver};
-use handoff_core::owner::{Address, Entry, Feed, HeldRow, Place, Read, Tables, Waiting, Write};
+use handoff_core::owner::{Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use wasm_bindgen::JsValue;
@@ -54,6 +54,9 @@ const EARLIER_COLUMNS: [(&str, &str); 14] = [
     ("package_hash", "package_hash"),
 ];
 
+/// The erased lives of hand-offs: a row of a life at or below `incarnation` is not taken.
+const ERASED: &str = "CREATE TABLE IF NOT EXISTS erased (id TEXT PRIMARY KEY, incarnation INTEGER NOT NULL, at INTEGER NOT NULL)";
+
 const STORE_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
 const OWE: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
 
@@ -96,10 +99,10 @@ fn unbound(statements: impl IntoIterator<Item = String>) -> Vec<Statement> {
 pub fn tables(storage: &Storage) -> Result<Tables> {
     let sql = storage.sql();
     let found: Vec<Name> = sql
-        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries')", None)?
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries', 'erased')", None)?
         .to_array()?;
     let has = |t: &str| found.iter().any(|n| n.name == t);
-    let mut tables = Tables { list: has("list"), receivers: has("deliveries") };
+    let mut tables = Tables { list: has("list"), receivers: has("deliveries"), erased: has("erased") };
     if !tables.list && has("rows") {
         let mut statements = unbound(LIST.iter().map(|s| s.to_string()));
         statements.push((move_earlier_rows(&sql)?, Vec::new()));
@@ -221,6 +224,17 @@ struct DeliveryStored {
 #[derive(serde::Deserialize)]
 struct Seq {
     seq: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct Life {
+    incarnation: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct DeliveryFactsStored {
+    state: String,
+    body_bytes: i64,
 }
 
 /// A pending delivery as the alarm reads it: what the core decides from, its body, and its
@@ -346,8 +360,33 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
             feed.finished.push((to.clone(), stored.into_iter().map(|s| s.seq).collect()));
         }
         Read::StorageBytes => feed.storage_bytes = Some(sql.database_size() as u64),
+        Read::Erased { id } => {
+            let lives: Vec<Life> = sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
+            feed.erased = Some(lives.into_iter().next().map(|l| l.incarnation.max(0) as u64));
+        }
+        Read::StorageOf { id } => feed.storage_of = Some(storage_of(&sql, id)?),
     }
     Ok(())
+}
+
+/// The test hook's facts of hand-off `id`, read-only: its row, its deliveries, its erased life.
+fn storage_of(sql: &SqlStorage, id: &str) -> Result<HandoffFacts> {
+    let found: Vec<Name> = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'deliveries', 'erased')", None)?.to_array()?;
+    let has = |t: &str| found.iter().any(|n| n.name == t);
+    let mut facts = HandoffFacts::default();
+    if has("list") {
+        facts.rows = count(sql, "SELECT COUNT(*) AS n FROM list WHERE id = ?", vec![id.into()])?.max(0) as u64;
+    }
+    if has("deliveries") {
+        let stored: Vec<DeliveryFactsStored> =
+            sql.exec("SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq", vec![id.into()])?.to_array()?;
+        facts.deliveries = stored.into_iter().map(|d| DeliveryFacts { state: d.state, body_bytes: d.body_bytes.max(0) as u64 }).collect();
+    }
+    if has("erased") {
+        let lives: Vec<Life> = sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.into()])?.to_array()?;
+        facts.erased = lives.into_iter().next().map(|l| l.incarnation.max(0) as u64);
+    }
+    Ok(facts)
 }
 
 // ---- Writes ----
@@ -379,6 +418,16 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
             Write::StoreUnreadable { id } => out.push((STORE_ROW.into(), row_bindings(id, i64::MAX, "open", i64::MAX, "{\"not\": \"a row\"".into()))),
             Write::DeleteRow { id } => out.push(("DELETE FROM list WHERE id = ?".into(), vec![id.as_str().into()])),
             Write::DropClosedBefore { before } => out.push(("DELETE FROM list WHERE state = 'closed' AND updated_at < ?".into(), vec![(*before).into()])),
+            Write::DropDeliveriesOf { handoff } => out.push(("DELETE FROM deliveries WHERE handoff = ?".into(), vec![handoff.as_str().into()])),
+            Write::ErasedSchema => out.push((ERASED.into(), Vec::new())),
+            Write::Erased { id, incarnation, at } => out.push((
+                "INSERT INTO erased (id, incarnation, at) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET incarnation = max(incarnation, ?2), at = ?3".into(),
+                vec![id.as_str().into(), (*incarnation as i64).into(), (*at).into()],
+            )),
+            Write::TrimErased { before, keep } => out.push((
+                "DELETE FROM erased WHERE at < ?1 OR id NOT IN (SELECT id FROM erased ORDER BY at DESC, id DESC LIMIT ?2)".into(),
+                vec![(*before).into(), (*keep as i64).into()],
+            )),
             Write::AddReceiver(entry) => out.push(add_receiver(entry)),
             Write::RemoveReceiver { receiver, id } => {
                 out.push(("DELETE FROM deliveries WHERE kind = ? AND receiver = ?".into(), vec![receiver.as_str().into(), id.as_str().into()]));
@@ -414,7 +463,7 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
                 vec![status.map(i64::from).into(), (*at).into(), (*seq).into()],
             )),
             Write::Finish { seq, state, status } => out.push((
-                "UPDATE deliveries SET state = ?, last_status = ?, next_attempt_at = NULL WHERE seq = ?".into(),
+                "UPDATE deliveries SET state = ?, last_status = ?, next_attempt_at = NULL, body = '' WHERE seq = ?".into(),
                 vec![state.as_str().into(), status.map(i64::from).into(), (*seq).into()],
             )),
             Write::TrimFinished { to, through } => out.push((

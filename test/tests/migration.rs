@@ -1,5 +1,5 @@
 //! A hand-off stored by an earlier build keeps serving after a deploy: the object brings a
-//! database of schema 1 or 2 up to this build's (3) the first time it loads it, in one
+//! database of schema 1, 2 or 3 up to this build's (4) the first time it loads it, in one
 //! transaction, and answers from what was stored. The earlier schema is made from this build's
 //! by taking away what each later schema added, in the object's own SQLite file, while workerd
 //! is stopped.
@@ -13,7 +13,9 @@ use std::time::Duration;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
-/// What schema 3 added to schema 2, taken away again.
+/// What schema 4 added to schema 3, taken away again.
+const BACK_TO_3: &[&str] = &["DROP TABLE tokens", "UPDATE meta SET schema = 3"];
+/// What schema 3 added to schema 2, taken away again (after [`BACK_TO_3`]).
 const BACK_TO_2: &[&str] = &["DROP TABLE passed", "ALTER TABLE handoff DROP COLUMN entered", "UPDATE meta SET schema = 2"];
 /// What schema 2 added to schema 1, taken away again (after [`BACK_TO_2`]).
 const BACK_TO_1: &[&str] = &[
@@ -54,11 +56,18 @@ fn stored_by_schema(schema: i64) {
     assert_eq!(databases.len(), 1, "one hand-off's database: {databases:?}");
     let db = &databases[0];
     let earlier = Connection::open(db).unwrap();
-    for statement in BACK_TO_2.iter().chain(if schema == 1 { BACK_TO_1 } else { &[] }) {
+    let back: Vec<&str> = BACK_TO_3
+        .iter()
+        .chain(if schema <= 2 { BACK_TO_2 } else { &[] })
+        .chain(if schema == 1 { BACK_TO_1 } else { &[] })
+        .copied()
+        .collect();
+    for statement in back {
         earlier.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
     drop(earlier);
-    assert!(!has_table(db, "passed") && !has_column(db, "handoff", "entered"), "the database is of schema {schema} now");
+    assert!(!has_table(db, "tokens"), "the database is of schema {schema} now");
+    assert!(schema == 3 || (!has_table(db, "passed") && !has_column(db, "handoff", "entered")), "the database is of schema {schema} now");
 
     server.restart();
     let c = server.client();
@@ -66,26 +75,31 @@ fn stored_by_schema(schema: i64) {
     assert_eq!(read.status, 200, "{}", read.text);
     assert_eq!((read.version(), read.handoff()["summary"].as_str()), (asked.version(), Some("which branch?")), "what was stored");
     let done = c.report(&id, &machine, 1, "done", Some("merged"));
-    assert_eq!((done.status, done.version()), (200, asked.version() + 1), "{}", done.text);
+    assert_eq!((done.status, done.version()), (200, asked.version() + 1), "the machine token minted before still works: {}", done.text);
     let listed = c.get("/v1/handoffs", &alice);
     let row = listed.body["handoffs"].as_array().unwrap().iter().find(|h| h["id"] == id.as_str()).cloned();
     assert_eq!(row.map(|r| r["status"].clone()), Some("done".into()), "{}", listed.text);
     server.stop();
 
-    assert!(has_table(db, "passed") && has_column(db, "handoff", "entered") && has_table(db, "meta"), "brought up to schema 3");
+    assert!(has_table(db, "passed") && has_column(db, "handoff", "entered") && has_table(db, "meta") && has_table(db, "tokens"), "brought up to schema 4");
     let schema_now: i64 = Connection::open(db).unwrap().query_row("SELECT schema FROM meta", [], |r| r.get(0)).unwrap();
-    assert_eq!(schema_now, 3);
+    assert_eq!(schema_now, 4);
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }
 
 #[test]
-fn a_hand_off_stored_by_schema_2_is_brought_up_to_3_and_keeps_serving() {
+fn a_hand_off_stored_by_schema_3_is_brought_up_to_4_and_keeps_serving() {
+    stored_by_schema(3);
+}
+
+#[test]
+fn a_hand_off_stored_by_schema_2_is_brought_up_to_4_and_keeps_serving() {
     stored_by_schema(2);
 }
 
 #[test]
-fn a_hand_off_stored_by_schema_1_is_brought_up_to_3_and_keeps_serving() {
+fn a_hand_off_stored_by_schema_1_is_brought_up_to_4_and_keeps_serving() {
     stored_by_schema(1);
 }
 

@@ -358,9 +358,13 @@ export class HandoffClient {
   }
 
   /** `DELETE /v1/handoffs/:id` (owner): closes it if open, then erases it and its list row;
-   * erasing one already gone answers the same. Its machine tokens are refused from then on. */
+   * its machine tokens are refused from then on. The API answers one already gone 404
+   * `handoff.not_found`, as it answers every id that is not the caller's: gone either way, so
+   * erasing again (a retry whose first answer was lost) resolves the same. */
   async erase(id: string, options?: ChangeOptions): Promise<void> {
-    done(await this.#api.DELETE("/v1/handoffs/{id}", { params: this.#id(id), ...this.#change(options) }));
+    const answer = await this.#api.DELETE("/v1/handoffs/{id}", { params: this.#id(id), ...this.#change(options) });
+    if (answer.response.status === 404 && (answer.error as { error?: { code?: string } } | undefined)?.error?.code === "handoff.not_found") return;
+    done(answer);
   }
 
   /** `GET …/wait`: the record once its version is above `after` (or it is closed), or the

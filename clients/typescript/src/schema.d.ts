@@ -47,6 +47,10 @@ export interface paths {
          *     `prompt`). A repeat with turn 1's prompt, or with none (how a fresh machine token is
          *     minted), answers the hand-off as it is. Another machine, size or prompt for that
          *     session: 409 `handoff.conflict` with the hand-off.
+         *     Each create answers a fresh `machine_token`, and ends the machine tokens minted for this
+         *     hand-off before it (401 `auth.revoked` from then on) without changing the record: its
+         *     version does not move and nobody is woken. So a launcher that creates again to mint a
+         *     token hands that new token to everything on the machine.
          */
         post: operations["createHandoff"];
         delete?: never;
@@ -70,14 +74,17 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Erase the hand-off now (owner); idempotent.
+         * Erase the hand-off now (owner).
          * @description Closes the hand-off if it is open (every waiter and watcher is told the close, as by
          *     `POST …/close`), then erases everything it stored (record, work record, packages,
-         *     lineage, history, remembered answers) and its row in the owner's list. Answers 204, and
-         *     204 again for a hand-off already erased or never created. From then on the hand-off
-         *     answers 404 `handoff.not_found`, its machine tokens included, and a create for the same
-         *     session starts a new hand-off at version 1. A machine token: 403 `auth.forbidden`. The
-         *     body may be empty.
+         *     lineage, history, remembered answers), its row in the owner's list and every
+         *     notification delivery of it, pending (never sent now) or finished. Answers 204. A
+         *     hand-off already erased, never created, or another owner's answers 404
+         *     `handoff.not_found`, alike, as every route does: a retried erase whose first answer was
+         *     lost sees 404, and either way the hand-off is gone. From then on the hand-off answers
+         *     404 `handoff.not_found`, its machine tokens included, and a create for the same session
+         *     starts a new hand-off at version 1. A machine token: 403 `auth.forbidden`. The body may
+         *     be empty.
          */
         delete: operations["eraseHandoff"];
         options?: never;
@@ -164,9 +171,10 @@ export interface paths {
          *     limit adds a `suggestion` to the record (once per turn and reason, as a version move)
          *     naming the policy's runtimes that the machine reported available (installed and
          *     signed in, within the last 24 h) other than the current turn's; with none, nothing.
-         *     A needs-you may carry a `question` for the owner (1 to 6 options): the record shows it
-         *     as `question` with its id (`q_…`) and a null `answer`, and the list row's `summary` is
-         *     its text. A running, done or failed report of the turn, a new question, a cancel or a
+         *     A needs-you may carry a `question` for the owner (1 to 6 options) and its `input`, the
+         *     whole of what an Allow approves: the record shows it as `question` with its id
+         *     (`q_{version}_{incarnation}`) and a null `answer`, and the list row's `summary` is its
+         *     text. The same text over another `input` is another question. A running, done or failed report of the turn, a new question, a cancel or a
          *     close withdraws it (`question` null again); a needs-you without a question leaves an
          *     unanswered one open and moves nothing; the same report with the same question again
          *     moves nothing. A question on any other status: 400 `request.invalid`.
@@ -799,7 +807,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
-         * @description Each code has one status: auth.required, auth.invalid 401; auth.forbidden 403;
+         * @description Each code has one status: auth.required, auth.invalid, auth.revoked 401; auth.forbidden 403;
          *     handoff.not_found, route.not_found, store.unbound, package.not_found,
          *     decision.not_found, blocker.not_found 404;
          *     request.method_not_allowed 405; handoff.conflict, handoff.closed, handoff.stale,
@@ -814,7 +822,7 @@ export interface components {
          *     question.answered 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -900,7 +908,7 @@ export interface components {
          *         "context_threshold_pct": 80
          *       },
          *       "question": {
-         *         "id": "q_7",
+         *         "id": "q_7_1796040000000",
          *         "turn": 2,
          *         "kind": "choice",
          *         "text": "Which database should I use?",
@@ -1048,7 +1056,11 @@ export interface components {
          */
         CreateAnswer: {
             handoff: components["schemas"]["Handoff"];
-            /** @description A machine token for this hand-off, valid 24 h. */
+            /**
+             * @description A machine token for this hand-off, valid 24 h, signed with this service's own key and
+             *     carrying `iss`/`aud` where the deployment sets them; it ends the machine tokens
+             *     minted for this hand-off before it (401 `auth.revoked`).
+             */
             machine_token: string;
         };
         /**
@@ -1188,7 +1200,10 @@ export interface components {
         ReportInput: {
             turn: number;
             status: components["schemas"]["ReportStatus"];
-            /** @description At most 4 KiB of UTF-8. */
+            /**
+             * @description At most 4 KiB of UTF-8; may be empty; no control character but `\n` and `\t`
+             *     (400 `request.invalid` naming `summary`).
+             */
             summary?: string | null;
             /**
              * @description Only on a final report (done or failed): indices of acceptance criteria left unmet.
@@ -1587,14 +1602,16 @@ export interface components {
                 session: components["schemas"]["Id"];
                 turn: components["schemas"]["Turn"];
                 status: components["schemas"]["Status"];
-                /** @description Cut at 1 KiB. */
+                /** @description Cut at 768 bytes. */
                 summary: string | null;
             };
             /** @description The console's page of the session. */
             url: string;
-            /** @description The question the session waits on while it is unanswered (its text is the summary), `null` otherwise: its id and options, each label cut at 64 bytes, to offer as the notification's actions; answered with `POST /v1/handoffs/{id}/answer`. */
+            /** @description The question the session waits on while it is unanswered (its text is the summary), `null` otherwise: its id and options, each label cut at 64 bytes, to offer as the notification's actions, answered with `POST /v1/handoffs/{id}/answer`; and its `input`. An input of at most 256 bytes is carried whole; a longer one only as its head, with `input_bytes` its whole size, and then `options` is empty: no action of a notification approves what it could not show whole, and the console's page (`url`) shows all of it. */
             question: {
                 id: string;
+                input?: string;
+                input_bytes?: number;
                 options: {
                     id: string;
                     label: string;
@@ -1617,6 +1634,14 @@ export interface components {
             kind: components["schemas"]["QuestionKind"];
             /** @description At most 1 KiB of UTF-8, not blank. */
             text: string;
+            /**
+             * @description What an Allow approves, whole, as a person reads it: a command whole; a file
+             *     write's path and content, or an edit's diff. At most 16 KiB of UTF-8
+             *     (`QUESTION_INPUT_BYTES_MAX`), not blank, no control character but `\n` and `\t`.
+             *     A report that asks again with the same text and options but another input asks
+             *     another question.
+             */
+            input?: string;
             /** @description 1 to 6 options, ids unique. */
             options: components["schemas"]["QuestionOption"][];
         };
@@ -1627,10 +1652,18 @@ export interface components {
          *     until the owner answers (`POST …/answer`).
          */
         Question: {
+            /**
+             * @description `q_{version}_{incarnation}`: the version that asked it and the hand-off's life (the
+             *     record's `incarnation`), so that no id repeats across an erasure and a create
+             *     again; an answer naming a question of an earlier life is 409 `question.stale`.
+             *     Questions asked before ids named their life read `q_{version}`.
+             */
             id: string;
             turn: components["schemas"]["Turn"];
             kind: components["schemas"]["QuestionKind"];
             text: string;
+            /** @description The whole of what an Allow approves, where the asker gave it (see `QuestionInput`). */
+            input?: string;
             options: components["schemas"]["QuestionOption"][];
             asked_at: components["schemas"]["Time"];
             answer: {
@@ -1756,7 +1789,7 @@ export interface components {
                 };
             };
         };
-        /** @description `auth.required` (no token) or `auth.invalid` (bad signature, algorithm, shape or expiry). */
+        /** @description `auth.required` (no token), `auth.invalid` (bad signature, algorithm, shape or expiry) or `auth.revoked` (a machine token a later create for its hand-off ended). */
         Unauthorized: {
             headers: {
                 "WWW-Authenticate": string;
@@ -1766,7 +1799,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"] & {
                     error?: {
                         /** @enum {unknown} */
-                        code?: "auth.required" | "auth.invalid";
+                        code?: "auth.required" | "auth.invalid" | "auth.revoked";
                     };
                 };
             };
@@ -3308,7 +3341,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "question": "q_7",
+                 *       "question": "q_7_1796040000000",
                  *       "option": "deny",
                  *       "note": "Not on main; open a branch first."
                  *     }

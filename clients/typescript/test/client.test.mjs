@@ -39,8 +39,11 @@ test("a whole session through the client: create, report, hand the next turn off
   const me = owner();
   const { handoff, machineToken, created } = await me.create({ session: session(), machine: "m1", size: "large" });
   assert.equal(created, true);
-  assert.equal((await me.create({ session: handoff.session, machine: "m1", size: "large" })).created, false, "the session's hand-off again");
-  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const again = await me.create({ session: handoff.session, machine: "m1", size: "large" });
+  assert.equal(again.created, false, "the session's hand-off again");
+  // The fresh machine token ends the one minted before it.
+  await assert.rejects(new HandoffClient({ baseUrl: URL_, token: machineToken }).get(handoff.id), (e) => e instanceof HandoffError && e.status === 401 && e.code === "auth.revoked");
+  const machine = new HandoffClient({ baseUrl: URL_, token: again.machineToken });
   let h = await machine.report(handoff.id, { turn: 1, status: "done", summary: "parsed half of it" });
   assert.equal(h.status, "done");
   await me.setWork(handoff.id, work);

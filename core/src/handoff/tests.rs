@@ -229,7 +229,7 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
     let answer = |option: &str| Change::Turn {
-        command: TurnCommand::Answer { question: "q_2".into(), option: option.into(), note: None },
+        command: TurnCommand::Answer { question: "q_2_1000".into(), option: option.into(), note: None },
         unmet: None,
         usage: None,
         package: None,
@@ -246,7 +246,7 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     assert!(refused.message.contains("\"allow\""), "{}", refused.message);
     // A stale id names the open question; with none open, the refusal says so.
     let stale = Change::Turn {
-        command: TurnCommand::Answer { question: "q_9".into(), option: "allow".into(), note: None },
+        command: TurnCommand::Answer { question: "q_9_1000".into(), option: "allow".into(), note: None },
         unmet: None,
         usage: None,
         package: None,

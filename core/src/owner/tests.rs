@@ -49,6 +49,8 @@ struct Stored {
     next_attempt_at: Option<EpochMs>,
     last_status: Option<u16>,
     console: String,
+    /// What the store would send: the row's JSON, until the delivery finishes.
+    body: String,
 }
 
 /// What the object's store does with SQL, in memory: it answers the reads and runs the writes
@@ -60,6 +62,8 @@ struct Mem {
     receivers: Vec<Entry>,
     deliveries: BTreeMap<i64, Stored>,
     next_seq: i64,
+    /// The erased lives: `id` → (life, when).
+    erased: BTreeMap<String, (u64, EpochMs)>,
 }
 
 impl Mem {
@@ -73,6 +77,7 @@ impl Mem {
         assert!(!list || self.tables.list, "{read:?} with no list table");
         let receivers = matches!(read, Read::Receivers { .. } | Read::PendingCount | Read::OldestPending { .. } | Read::Deliveries { .. } | Read::Pending { .. } | Read::Finished { .. });
         assert!(!receivers || self.tables.receivers, "{read:?} with no receivers' tables");
+        assert!(!matches!(read, Read::Erased { .. }) || self.tables.erased, "{read:?} with no erased lives' table");
         match read {
             Read::Tables => feed.tables = Some(self.tables),
             Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
@@ -136,6 +141,12 @@ impl Mem {
                 feed.finished.push((to.clone(), finished.map(|(seq, _)| *seq).collect()));
             }
             Read::StorageBytes => feed.storage_bytes = Some(4096),
+            Read::Erased { id } => feed.erased = Some(self.erased.get(id).map(|(life, _)| *life)),
+            Read::StorageOf { id } => {
+                let deliveries = self.deliveries.values().filter(|d| d.handoff == *id);
+                let facts = deliveries.map(|d| DeliveryFacts { state: d.state.as_str().into(), body_bytes: d.body.len() as u64 }).collect();
+                feed.storage_of = Some(HandoffFacts { rows: u64::from(self.list.contains_key(id)), deliveries: facts, erased: self.erased.get(id).map(|e| e.0) });
+            }
         }
     }
 
@@ -182,6 +193,7 @@ impl Mem {
                     next_attempt_at: Some(*at),
                     last_status: None,
                     console: console.clone(),
+                    body: serde_json::to_string(row).expect("a row's JSON"),
                 };
                 self.deliveries.insert(self.next_seq, stored);
             }
@@ -208,6 +220,22 @@ impl Mem {
                     d.state = *state;
                     d.last_status = *status;
                     d.next_attempt_at = None;
+                    d.body.clear();
+                }
+            }
+            Write::DropDeliveriesOf { handoff } => self.deliveries.retain(|_, d| d.handoff != *handoff),
+            Write::ErasedSchema => self.tables.erased = true,
+            Write::Erased { id, incarnation, at } => {
+                assert!(self.tables.erased, "an erased life before its table");
+                let kept = self.erased.get(id).map_or(0, |e| e.0);
+                self.erased.insert(id.clone(), ((*incarnation).max(kept), *at));
+            }
+            Write::TrimErased { before, keep } => {
+                self.erased.retain(|_, (_, at)| *at >= *before);
+                let mut newest: Vec<(EpochMs, String)> = self.erased.iter().map(|(id, (_, at))| (*at, id.clone())).collect();
+                newest.sort_by(|a, b| b.cmp(a));
+                for (_, id) in newest.into_iter().skip(*keep) {
+                    self.erased.remove(&id);
                 }
             }
             Write::TrimFinished { to, through } => self.deliveries.retain(|seq, d| !(d.to == *to && d.state != DeliveryState::Pending && *seq <= *through)),
@@ -243,9 +271,9 @@ fn owner(pending_max: usize, push: bool) -> (Index, Mem) {
 #[test]
 fn a_row_newer_than_the_one_held_is_stored_and_a_late_or_repeated_one_changes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![] }, T0).answer, Answer::Done);
+    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![], incarnation: 0 }, T0).answer, Answer::Done);
     for late in [1, 2] {
-        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![] }, T0);
+        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![], incarnation: 0 }, T0);
         assert_eq!((plan.answer, plan.writes), (Answer::Done, vec![]), "version {late}");
     }
     assert_eq!(mem.list["ho_a"].0, 2);
@@ -257,11 +285,11 @@ fn a_row_that_enters_a_notice_owes_one_delivery_to_each_receiver_naming_it_and_a
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_2", &[Notice::Done], T0 + 1)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 2)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0 + 5);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 5);
     assert_eq!(plan.alarm_at, Some(T0 + 5));
     let owed: Vec<(&str, Notice)> = mem.deliveries.values().map(|d| (d.to.as_str(), d.notice)).collect();
     assert_eq!(owed, vec![("wh_1", Notice::NeedsYou), ("ps_1", Notice::NeedsYou)]);
-    let again = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0 + 6);
+    let again = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 6);
     assert_eq!((again.writes, again.alarm_at), (vec![], None), "the same row twice owes nothing more");
 }
 
@@ -269,7 +297,7 @@ fn a_row_that_enters_a_notice_owes_one_delivery_to_each_receiver_naming_it_and_a
 fn without_push_configured_no_push_message_is_owed() {
     let (mut index, mut mem) = owner(10, false);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert!(mem.deliveries.is_empty(), "{plan:?}");
     assert_eq!(plan.alarm_at, None);
 }
@@ -279,12 +307,12 @@ fn past_the_cap_the_oldest_pending_go_first_each_counted_on_its_receiver_and_new
     let (mut index, mut mem) = owner(2, true);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou, Notice::Done], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert_eq!(mem.pending().count(), 2);
     // Three more owed (done to wh_1; needs-you of ho_b to both) against a cap of two.
     let passed = vec![row("ho_a", 2, Status::Done)];
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 3, Status::Running), passed }, T0 + 1);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![] }, T0 + 2);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 3, Status::Running), passed, incarnation: 0 }, T0 + 1);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 2);
     let pending: Vec<(&str, &str)> = mem.pending().map(|(_, d)| (d.to.as_str(), d.handoff.as_str())).collect();
     assert_eq!(pending, vec![("wh_1", "ho_b"), ("ps_1", "ho_b")], "the newest two stay: {plan:?}");
     let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
@@ -293,7 +321,7 @@ fn past_the_cap_the_oldest_pending_go_first_each_counted_on_its_receiver_and_new
     let (mut index, mut mem) = owner(1, true);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert_eq!(plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(), 1, "{plan:?}");
     assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["ps_1"]);
     assert_eq!(mem.receivers[0].dropped, 1);
@@ -320,8 +348,8 @@ fn a_create_drops_closed_rows_past_retention_and_keeps_those_within_it() {
     let day_ms = 24 * 60 * MINUTE_MS;
     let now = T0 + 400 * day_ms;
     let expired_before = Retention::default().expired_before(now);
-    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_old", 2, Status::Done, State::Closed, expired_before - 1), passed: vec![] }, T0);
-    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_kept", 2, Status::Done, State::Closed, expired_before), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_old", 2, Status::Done, State::Closed, expired_before - 1), passed: vec![], incarnation: 0 }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_kept", 2, Status::Done, State::Closed, expired_before), passed: vec![], incarnation: 0 }, T0);
     run(&mut index, &mut mem, Ask::Open { row: row_at("ho_new", 1, Status::Running, State::Open, now) }, now);
     assert_eq!(mem.list.keys().collect::<Vec<_>>(), vec!["ho_kept", "ho_new"]);
 }
@@ -333,7 +361,7 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     for (i, id) in ids.iter().enumerate() {
         let state = if i == 2 { State::Closed } else { State::Open };
         // Two rows share a time: the id breaks the tie.
-        run(&mut index, &mut mem, Ask::Put { row: row_at(id, 1, Status::Running, state, T0 + (i as i64 / 2)), passed: vec![] }, T0);
+        run(&mut index, &mut mem, Ask::Put { row: row_at(id, 1, Status::Running, state, T0 + (i as i64 / 2)), passed: vec![], incarnation: 0 }, T0);
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -369,8 +397,65 @@ fn an_owner_with_no_tables_lists_nothing_and_finds_no_receiver_and_writes_nothin
     let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Push, id: "ps_1".into() }, T0);
     assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::SubscriptionNotFound));
     assert_eq!(run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer, Answer::Receivers { of: Receiver::Push, entries: vec![] });
-    assert_eq!(run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into() }, T0).writes, vec![]);
     assert_eq!(mem.tables, Tables::default());
+    let dropped = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 1 }, T0).writes;
+    assert!(dropped.iter().all(|w| matches!(w, Write::ErasedSchema | Write::Erased { .. } | Write::TrimErased { .. })), "only the erased life: {dropped:?}");
+}
+
+#[test]
+fn an_erase_drops_the_row_and_every_pending_and_finished_delivery_of_the_hand_off_and_no_other() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou, Notice::Done], T0)), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 5 }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 5 }, T0);
+    // One of ho_a's deliveries is finished (its body goes), the other still pending.
+    let first = *mem.deliveries.iter().find(|(_, d)| d.handoff == "ho_a" && d.receiver == Receiver::Webhook).unwrap().0;
+    let (receiver, to, created_at) = { let d = &mem.deliveries[&first]; (d.receiver, d.to.clone(), d.created_at) };
+    run(&mut index, &mut mem, Ask::Sent(Outcome { seq: first, receiver, to, created_at, attempts: 1, status: Some(200) }), T0 + 1);
+    assert_eq!((mem.deliveries[&first].state, mem.deliveries[&first].body.as_str()), (DeliveryState::Delivered, ""), "a finished delivery keeps no body");
+    assert!(mem.deliveries.values().any(|d| d.handoff == "ho_a" && d.state == DeliveryState::Pending && !d.body.is_empty()));
+
+    let plan = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 5 }, T0 + 2);
+    assert_eq!(plan.answer, Answer::Done);
+    assert!(!mem.list.contains_key("ho_a"));
+    assert!(mem.deliveries.values().all(|d| d.handoff != "ho_a"), "nothing of ho_a is left to send or to read");
+    assert_eq!(mem.deliveries.values().filter(|d| d.handoff == "ho_b").count(), 2, "another hand-off's deliveries stay");
+    assert!(mem.list.contains_key("ho_b"));
+    let alarm = run(&mut index, &mut mem, Ask::Alarm, T0 + 3);
+    let sent: Vec<&str> = alarm.send.iter().map(|(seq, _)| mem.deliveries[seq].handoff.as_str()).collect();
+    assert!(!sent.is_empty() && sent.iter().all(|h| *h == "ho_b"), "an erased hand-off's pending deliveries are never sent: {sent:?}");
+}
+
+#[test]
+fn a_row_of_an_erased_life_arriving_after_the_drop_stores_nothing_and_owes_nothing_and_a_later_life_is_listed() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou, Notice::Done], T0)), T0);
+    run(&mut index, &mut mem, Ask::Open { row: row("ho_a", 1, Status::Running) }, T0);
+    run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 100 }, T0 + 1);
+    for late in [1, 7] {
+        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::NeedsYou), passed: vec![], incarnation: 100 }, T0 + 2);
+        assert_eq!((plan.answer, plan.writes, plan.alarm_at), (Answer::Done, vec![], None), "version {late} of the erased life");
+    }
+    assert!(!mem.list.contains_key("ho_a") && mem.deliveries.is_empty(), "the row is not brought back, and nobody is told");
+    // An earlier life's row too; a Drop repeated (an erase retried) keeps the life.
+    assert!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 9, Status::Done), passed: vec![], incarnation: 40 }, T0 + 3).writes.is_empty());
+    run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 40 }, T0 + 3);
+    assert_eq!(mem.erased["ho_a"].0, 100);
+    // The session created again: a later life, listed and notified as any other.
+    run(&mut index, &mut mem, Ask::Open { row: row("ho_a", 1, Status::Running) }, T0 + 4);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 200 }, T0 + 5);
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::StoreRow(r) if r.version == 2)));
+    assert_eq!(mem.deliveries.len(), 1, "the later life owes its notice");
+    // The erased lives are bounded: by age and by count.
+    let later = T0 + crate::limits::ERASED_KEPT_MS + 10;
+    run(&mut index, &mut mem, Ask::Drop { id: "ho_z".into(), incarnation: 1 }, later);
+    assert_eq!(mem.erased.keys().collect::<Vec<_>>(), vec!["ho_z"], "kept ERASED_KEPT_MS, then forgotten");
+    for i in 0..crate::limits::ERASED_KEPT_PER_OWNER_MAX + 3 {
+        run(&mut index, &mut mem, Ask::Drop { id: format!("ho_{i}"), incarnation: 1 }, later + 1 + i as i64);
+    }
+    assert_eq!(mem.erased.len(), crate::limits::ERASED_KEPT_PER_OWNER_MAX);
+    assert!(!mem.erased.contains_key("ho_z") && mem.erased.contains_key(&format!("ho_{}", crate::limits::ERASED_KEPT_PER_OWNER_MAX + 2)), "the oldest go first");
 }
 
 #[test]
@@ -384,7 +469,7 @@ fn receivers_are_capped_per_kind_and_removing_one_removes_its_deliveries() {
     assert!(matches!(&over.answer, Answer::Refused(r) if r.code == Code::WebhookTooMany));
     assert!(over.writes.is_empty(), "a refusal writes nothing");
     assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer, Answer::Created(_)));
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert_eq!(run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer, Answer::Removed);
     assert!(mem.deliveries.values().all(|d| d.to != "wh_0"));
     assert!(mem.deliveries.values().any(|d| d.to == "wh_1"));
@@ -411,7 +496,7 @@ fn a_webhook_keeps_its_newest_finished_deliveries_and_a_push_subscription_none()
     let mut now = T0;
     for i in 0..(WEBHOOK_DELIVERIES_KEPT + 7) {
         now += MINUTE_MS;
-        run(&mut index, &mut mem, Ask::Put { row: row(&format!("ho_{i:03}"), 1, Status::NeedsYou), passed: vec![] }, now);
+        run(&mut index, &mut mem, Ask::Put { row: row(&format!("ho_{i:03}"), 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, now);
         let plans = alarm_and_answer(&mut index, &mut mem, now, Some(200));
         assert!(plans.iter().skip(1).all(|p| p.alarm_at == Some(now)), "an outcome has the alarm run the next round");
     }
@@ -429,7 +514,7 @@ fn a_failure_is_retried_a_gone_subscription_ends_with_its_messages_and_an_expire
     let (mut index, mut mem) = owner(10, true);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     let plans = alarm_and_answer(&mut index, &mut mem, T0, Some(503));
     assert_eq!(plans[0].send.len(), 2);
     assert!(mem.pending().all(|(_, d)| d.attempts == 1 && d.last_status == Some(503) && d.next_attempt_at > Some(T0)));
@@ -441,7 +526,7 @@ fn a_failure_is_retried_a_gone_subscription_ends_with_its_messages_and_an_expire
     assert!(mem.deliveries.values().all(|d| d.to != "ps_1"));
     // A push message whose attempt never ended, found past its TTL: failed unsent, and not kept.
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_2", &[Notice::Done], T0)), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::Done), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::Done), passed: vec![], incarnation: 0 }, T0);
     let late = T0 + PUSH_RETRY_WINDOW_MS + 1;
     let alarm = run(&mut index, &mut mem, Ask::Alarm, late);
     assert!(alarm.send.iter().all(|(seq, _)| mem.deliveries[seq].receiver == Receiver::Webhook), "{alarm:?}");
@@ -452,7 +537,7 @@ fn a_failure_is_retried_a_gone_subscription_ends_with_its_messages_and_an_expire
 fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm() {
     let (mut with, mut mem) = owner(10, true);
     run(&mut with, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    run(&mut with, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut with, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert_eq!(mem.pending().count(), 1);
     let mut without = Index::new(bounds(10, false));
     let plan = run(&mut without, &mut mem, Ask::Alarm, T0);
@@ -463,13 +548,13 @@ fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm()
 fn refused_rows_and_held_deliveries_are_the_test_hooks_and_a_refusal_writes_nothing() {
     let (mut index, mut mem) = owner(10, false);
     assert_eq!(run(&mut index, &mut mem, Ask::Refuse { on: true }, T0).answer, Answer::Refusing(true));
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![] }, T0);
+    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![], incarnation: 0 }, T0);
     assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::StoreUnavailable));
     assert!(plan.writes.is_empty() && mem.list.is_empty());
     run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
     run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     let held = run(&mut index, &mut mem, Ask::Alarm, T0);
     assert_eq!((held.send.len(), held.alarm_at), (0, Some(T0 + HELD_ALARM_MS)));
     run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
@@ -541,7 +626,7 @@ proptest! {
                     let passed = rows[h][from.min(v)..v].to_vec();
                     let pending_before: Vec<(i64, Stored)> = mem.pending().map(|(s, d)| (*s, d.clone())).collect();
                     let dropped_before: BTreeMap<String, u64> = mem.receivers.iter().map(|e| (e.id.clone(), e.dropped)).collect();
-                    let plan = run(&mut index, &mut mem, Ask::Put { row: rows[h][v].clone(), passed }, now);
+                    let plan = run(&mut index, &mut mem, Ask::Put { row: rows[h][v].clone(), passed, incarnation: 0 }, now);
                     let newer = newest.get(&h).is_none_or(|held| rows[h][v].version > *held);
                     prop_assert_eq!(plan.writes.iter().any(|w| matches!(w, Write::StoreRow(_))), newer);
                     if newer {
@@ -633,7 +718,7 @@ fn a_push_message_links_to_its_own_subscriptions_console_and_a_webhook_body_to_n
     }
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(other), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     let consoles: Vec<(&str, &str)> = mem.deliveries.values().map(|d| (d.to.as_str(), d.console.as_str())).collect();
     assert_eq!(consoles, vec![("wh_1", ""), ("ps_1", "https://console.example"), ("ps_2", "https://other.example")]);
 }
@@ -647,7 +732,7 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     }
     // Refused rows read nothing past the tables; a list with no table reads nothing more.
     run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
-    let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert!(matches!(refused.answer, Answer::Refused(_)));
     assert_eq!(reads, vec![Read::Tables]);
     run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
@@ -662,9 +747,9 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![Read::Pending { limit: 10 }]);
     // A row owing a delivery reads the receivers and the count (no row is held before the
     // list's first), and the oldest pending only when some must go.
-    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![] }, T0);
+    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }, Read::PendingCount]);
-    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 2, Status::Done), passed: vec![] }, T0);
+    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 2, Status::Done), passed: vec![], incarnation: 0 }, T0);
     let no_count = vec![Read::Held { id: "ho_b".into() }, Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }];
     assert_eq!(reads, no_count, "a notice no receiver is sent owes nothing to count");
     // A listing reads its own kind.
@@ -673,7 +758,7 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     assert!(matches!(listed.answer, Answer::Receivers { entries, .. } if entries.len() == 1));
     // Refused rows read nothing, whatever the index holds.
     run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
-    assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![] }, T0).1, vec![]);
+    assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0).1, vec![]);
     // A row with the list in place writes no schema; a failed commit has the tables read again.
     let (mut index, mut mem) = owner(10, true);
     let unreadable = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
@@ -681,7 +766,7 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let again = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_y".into() }, T0);
     assert_eq!(again.writes, vec![Write::StoreUnreadable { id: "ho_y".into() }]);
     index.failed();
-    assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into() }, &Feed::default(), T0), Some(Read::Tables));
+    assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into(), incarnation: 0 }, &Feed::default(), T0), Some(Read::Tables));
 }
 
 #[test]
@@ -703,8 +788,8 @@ fn each_drop_is_counted_on_its_own_receiver_among_several_of_one_kind() {
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_2", &[Notice::NeedsYou], T0 + 1)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_3", &[Notice::Done], T0 + 2)), T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![] }, T0);
-    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Done), passed: vec![] }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Done), passed: vec![], incarnation: 0 }, T0);
     let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
     assert_eq!(dropped, vec![("wh_1", 1), ("wh_2", 1), ("wh_3", 0)]);
     assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["wh_3"]);

@@ -11,8 +11,9 @@ use crate::time::EpochMs;
 /// One effect of an erase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EraseStep {
-    /// Ask the owner's index to drop the hand-off's row.
-    DropRow { owner: String, id: String },
+    /// Ask the owner's index to drop the hand-off's row and every delivery of it, and to take
+    /// no later row of this life.
+    DropRow { owner: String, id: String, incarnation: u64 },
     /// Delete the object's alarm and every row it stored.
     DeleteStorage,
     /// Close every socket that watches the hand-off.
@@ -55,7 +56,8 @@ impl Session {
         let h = self.handoff()?;
         let owner = h.record.owner.clone();
         let id = h.record.id.clone();
-        Some(Erasure { steps: [EraseStep::DropRow { owner, id }, EraseStep::DeleteStorage, EraseStep::CloseSockets].into() })
+        let incarnation = h.record.incarnation;
+        Some(Erasure { steps: [EraseStep::DropRow { owner, id, incarnation }, EraseStep::DeleteStorage, EraseStep::CloseSockets].into() })
     }
 
     /// The first step left in `erasure` ended (`ok`) at `now`: after the storage went, the

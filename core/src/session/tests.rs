@@ -38,6 +38,7 @@ impl Wire for TestWire {
             Answer::Refused { refusal, handoff, .. } => {
                 let status = match refusal.code {
                     Code::AuthForbidden => 403,
+                    Code::AuthRevoked => 401,
                     Code::HandoffNotFound => 404,
                     Code::RequestTooLarge => 413,
                     Code::IdempotencyMismatch => 422,
@@ -80,6 +81,7 @@ struct Db {
     attempts: Option<(u64, u32)>,
     entered: bool,
     passed: BTreeMap<u64, String>,
+    machine_tokens_from: u64,
 }
 
 impl Db {
@@ -120,6 +122,7 @@ impl Db {
                     self.passed.insert(*version, row.clone());
                 }
                 Write::Unpass { through } => self.passed.retain(|v, _| v > through),
+                Write::MachineTokensFrom { from } => self.machine_tokens_from = *from,
             }
         }
     }
@@ -134,6 +137,7 @@ impl Db {
             attempts: self.attempts,
             entered: self.entered,
             passed: self.passed.iter().map(|(v, r)| (*v, r.clone())).collect(),
+            machine_tokens_from: self.machine_tokens_from,
         })
     }
 }
@@ -714,7 +718,7 @@ fn a_create_over_the_open_cap_is_refused_with_the_count_and_the_cap_and_stores_n
 }
 
 #[test]
-fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idempotent() {
+fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_a_retry_finds_it_gone() {
     let mut d = created();
     let (_, _, status) = d.ask(ask(machine(), Op::Erase));
     assert_eq!(status, 403, "the owner's alone");
@@ -730,8 +734,53 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_is_idemp
     assert!(d.db.record.is_none() && d.session.handoff().is_none(), "erased");
     let (_, body, status) = d.ask(ask(owner(), Op::Get));
     assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")));
-    let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
-    assert_eq!((status, plan.writes.len(), plan.erase), (204, 0, false), "erasing again answers the same");
+    let (plan, body, status) = d.ask(ask(owner(), Op::Erase));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len(), plan.erase), (404, Some("handoff.not_found"), 0, false), "gone: erasing again changes nothing");
+}
+
+#[test]
+fn delete_answers_not_yours_and_not_there_alike_404_handoff_not_found() {
+    // Ids derive from owner and session: a different answer would tell one owner whether
+    // another has a given session.
+    let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
+    let mut theirs = created();
+    let (plan, not_yours, status) = theirs.ask(ask(stranger.clone(), Op::Erase));
+    assert_eq!((status, plan.writes.len(), plan.erase), (404, 0, false));
+    let mut nothing = Driver::new();
+    let (plan, not_there, status) = nothing.ask(ask(stranger, Op::Erase));
+    assert_eq!((status, plan.writes.len(), plan.erase, nothing.db.schema), (404, 0, false, false));
+    assert_eq!(not_yours, not_there, "the same body too");
+    assert_eq!(not_there["code"], "handoff.not_found");
+    assert!(theirs.session.handoff().is_some(), "the owner's hand-off is untouched");
+}
+
+#[test]
+fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_moving_the_version() {
+    let mut d = Driver::new();
+    let at = |inc: u64| Op::Create { id: ID.into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: inc, prompt: None };
+    let (plan, _, status) = d.ask(ask(owner(), at(100)));
+    assert_eq!(status, 201);
+    assert!(plan.writes.contains(&Write::MachineTokensFrom { from: 100 }), "the first token is the newest");
+    let first = Caller { incarnation: 100, ..machine() };
+    assert_eq!(d.ask(ask(first.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
+    let (plan, body, status) = d.ask(ask(owner(), at(300)));
+    assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "answered as it is");
+    assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
+    assert!(plan.publish.is_none() && plan.deliver_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
+    assert_eq!(d.stored_version(), 2);
+    for op in [Op::Get, report(1, ReportStatus::Done, "b")] {
+        let (plan, body, status) = d.ask(ask(first.clone(), op));
+        assert_eq!((status, body["code"].as_str(), plan.writes.len()), (401, Some("auth.revoked"), 0));
+    }
+    let second = Caller { incarnation: 300, ..machine() };
+    assert_eq!(d.ask(ask(second.clone(), report(1, ReportStatus::Done, "b"))).2, 200);
+    // An older create arriving late does not bring an ended token back.
+    let (plan, _, _) = d.ask(ask(owner(), at(200)));
+    assert!(plan.writes.is_empty());
+    d.restart();
+    assert_eq!(d.ask(ask(first, Op::Get)).2, 401, "ended across an eviction: the floor is stored");
+    assert_eq!(d.ask(ask(second, Op::Get)).2, 200);
+    assert_eq!(d.ask(ask(owner(), Op::Get)).2, 200, "an owner's token is not a machine token");
 }
 
 #[test]
@@ -805,7 +854,7 @@ fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_bo
 fn an_erase_drops_the_owners_row_first_then_the_storage_then_the_sockets_and_forgets_the_hand_off_with_its_storage() {
     let mut d = created();
     let mut erasure = d.session.erasure().expect("a hand-off to erase");
-    assert_eq!(erasure.first(), Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into() }), "no row outlives the hand-off");
+    assert_eq!(erasure.first(), Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into(), incarnation: T0 as u64 }), "no row outlives the hand-off");
     assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::DeleteStorage));
     assert!(d.session.handoff().is_some(), "the row alone went: the hand-off is whole");
     assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::CloseSockets));

