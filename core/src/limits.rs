@@ -292,6 +292,8 @@ pub const HANDOFF_RETENTION_DAYS_MIN: u32 = 1;
 // The object holds enough of the lineage for the compiler, which reads the newest
 // PACKAGE_COMPLETED_TURNS_MAX turns (and the current one).
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);
+// A prompt holds at least 8 KiB of the owner's words, the contract's floor.
+const _: () = assert!(PROMPT_BYTES_MAX >= 8 * 1024);
 // The entry whose prompt is dropped is one the object holds in memory.
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PROMPT_TURNS_KEPT_MAX);
 // Room for what escaping adds to a JSON body beside its text: keys, numbers, punctuation.

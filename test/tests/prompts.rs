@@ -214,3 +214,21 @@ fn old_prompts_are_dropped_past_the_newest_turns_kept_and_their_entries_say_so()
         }
     }
 }
+
+#[test]
+fn the_largest_open_turn_every_byte_escaped_fits_its_routes_cap_and_is_taken() {
+    use handoff_core::limits::{NOTE_BYTES_MAX, OBJECTIVE_BYTES_MAX, PURPOSE_BYTES_MAX};
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let work = json!({"title": "Parser", "goal": "Parse the files", "constraints": [], "acceptance_criteria": []});
+    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
+    c.report(&id, &machine, 1, "done", None);
+    let escaped = |n: usize| "\"".repeat(n);
+    let handoff = json!({"runtime": "codex", "objective": escaped(OBJECTIVE_BYTES_MAX), "purpose": escaped(PURPOSE_BYTES_MAX), "note": escaped(NOTE_BYTES_MAX)});
+    let body = json!({"after": 1, "prompt": escaped(PROMPT_BYTES_MAX), "handoff": handoff}).to_string();
+    assert!(body.len() > 2 * BODY_BYTES_MAX && body.len() <= WORDS_BODY_BYTES_MAX, "{} bytes", body.len());
+    let a = c.send("POST", &format!("/v1/handoffs/{id}/turns"), Some(&alice), &[], Some(body.as_bytes()));
+    assert_eq!((a.status, a.handoff()["turn"].as_u64()), (200, Some(2)), "{}", &a.text[..a.text.len().min(300)]);
+    assert_eq!(a.handoff()["prompt"].as_str().map(str::len), Some(PROMPT_BYTES_MAX));
+}
