@@ -1,0 +1,203 @@
+//! `handoff serve` with the real Claude Code (the lockfile's version), its model scripted,
+//! against the real local Worker: the owner acts through the API alone, and the machine runs
+//! each turn.
+
+mod common;
+use common::harness::*;
+use common::*;
+use serde_json::Value;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any one wait of these tests takes before it fails.
+const STEP_S: u64 = 60;
+
+/// A hand-off created with turn 1's words, a machine for it, and `handoff serve` running there.
+struct Served {
+    owner: String,
+    id: String,
+    model: ScriptedModel,
+    machine: Machine,
+    serve: Option<Child>,
+}
+
+impl Served {
+    fn start(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)]) -> Served {
+        let owner = owner();
+        let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let mut lines = out.lines();
+        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+        let model = ScriptedModel::start(steps);
+        let machine = Machine::new(&id, &token, &model);
+        let mut s = Served { owner, id, model, machine, serve: None };
+        s.serve = Some(s.spawn(vars));
+        s
+    }
+
+    fn spawn(&self, vars: &[(&str, &str)]) -> Child {
+        let mut cmd = self.machine.handoff(&["serve", &self.id]);
+        cmd.envs(vars.iter().copied()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.spawn().expect("handoff serve starts")
+    }
+
+    fn record(&self) -> Value {
+        record(&self.owner, &self.id)
+    }
+
+    fn context(&self) -> String {
+        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
+    }
+
+    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
+    }
+
+    fn log_says(&self, what: &str) -> String {
+        eventually(&format!("the log says {what:?}"), Duration::from_secs(STEP_S), || Some(self.machine.log()).filter(|l| l.contains(what)), || self.context())
+    }
+
+    /// The machine's processes other than serve itself.
+    fn harness_processes(&self) -> Vec<String> {
+        let serve = self.serve.as_ref().map(|c| c.id().to_string());
+        self.machine.processes().into_iter().filter(|p| Some(p.split(' ').next().unwrap_or_default().to_string()) != serve).collect()
+    }
+
+    /// The open question's id.
+    fn question(&self) -> String {
+        let r = self.until("the harness asks the owner", |r| r["question"]["id"].is_string() && r["question"]["answer"].is_null());
+        r["question"]["id"].as_str().unwrap().to_string()
+    }
+
+    /// The owner closes the hand-off and serve exits 0, leaving nothing running.
+    fn close(&mut self) {
+        ok(Some(&self.owner), &["close", &self.id]);
+        let mut serve = self.serve.take().unwrap();
+        let until = Instant::now() + Duration::from_secs(STEP_S);
+        let status = loop {
+            if let Some(status) = serve.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < until, "serve did not exit on close\n{}", self.context());
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
+        let left = eventually("no process is left", Duration::from_secs(10), || Some(self.machine.processes()).filter(|p| p.is_empty()), || format!("{:?}", self.machine.processes()));
+        assert!(left.is_empty());
+        assert!(!self.machine.log().contains(&self.machine.token), "the log never holds the token");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_first_harness_session() {
+    let mut s = Served::start("Say hello to the parser.", vec![Step::text("Hello, parser."), Step::text("Second turn answered.")], &[]);
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], "Hello, parser.", "{done}");
+    let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
+    assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
+    let log = s.log_says("turn 1 started: claude-code session");
+    assert!(log.contains("(new)") && log.contains("ms after v"), "{log}");
+
+    // Words that would parse as a flag, were they an argument.
+    let words = "--help me with the second thing";
+    ok(Some(&s.owner), &["turn", &s.id, &format!("--prompt={words}")]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Second turn answered.", "{done}");
+    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains(words)).unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
+    let text = second.text();
+    assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
+    assert!(s.machine.log().contains("(resumed)"), "{}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_after() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    // The harness waits on the owner's permission question: it is busy in its turn.
+    s.question();
+    assert!(!s.harness_processes().is_empty(), "the harness runs");
+    let cancelled_at = Instant::now();
+    ok(Some(&s.owner), &["cancel", &s.id]);
+    let gone = eventually("the harness is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    assert!(gone.is_empty());
+    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
+    let log = s.log_says("because the owner cancelled it");
+    assert!(log.contains("ms after v"), "the log says how long the stop took: {log}");
+    let cancelled = s.record();
+    assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str()), (Some(1), Some("cancelled")), "{cancelled}");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = s.record();
+    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing moved the turn after its cancel: {after}");
+    assert!(!s.machine.work().join("proof.txt").exists());
+    s.close();
+}
+
+#[test]
+fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_note_the_model_reads() {
+    let steps = vec![Step::bash("touch allowed.txt"), Step::text("Made allowed.txt."), Step::bash("touch denied.txt"), Step::text("Left it.")];
+    let mut s = Served::start("Make the files.", steps, &[]);
+    let q = s.question();
+    assert_eq!(s.record()["question"]["text"], "Bash: touch allowed.txt");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let ran = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(!ran.to_string().contains("denied"), "{ran}");
+    assert_eq!(s.until("turn 1 is done", |r| r["status"] == "done")["summary"], "Made allowed.txt.");
+    assert!(s.machine.work().join("allowed.txt").exists());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Now the other file."]);
+    let q = eventually("turn 2's question", Duration::from_secs(STEP_S), || {
+        let r = s.record();
+        (r["turn"] == 2 && r["question"]["answer"].is_null()).then(|| r["question"]["id"].as_str().map(str::to_string)).flatten()
+    }, || s.context());
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", "not that file"]);
+    let denied = s.model.result_of("call_2", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    assert!(denied.to_string().contains("not that file"), "the model reads the owner's note: {denied}");
+    assert_eq!(s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done")["summary"], "Left it.");
+    assert!(!s.machine.work().join("denied.txt").exists());
+    s.close();
+}
+
+#[test]
+fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_and_runs_the_next() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")], &[]);
+    s.question();
+    let mut first = s.serve.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The parent-death signal took Claude Code with serve (its hook waiting for the answer is
+    // left for the next serve to end).
+    let claude = || s.machine.processes().into_iter().filter(|p| p.contains("--session-id")).collect::<Vec<_>>();
+    eventually("Claude Code went with serve", Duration::from_secs(5), || Some(claude()).filter(|p| p.is_empty()), || format!("{:?}", claude()));
+
+    s.serve = Some(s.spawn(&[]));
+    let failed = s.until("turn 1 is reported failed", |r| r["turn"] == 1 && r["status"] == "failed");
+    assert!(failed["summary"].as_str().is_some_and(|t| t.contains("handoff serve restarted")), "{failed}");
+    let log = s.machine.log();
+    assert_eq!(log.matches("turn 1 started:").count(), 1, "turn 1 ran once: {log}");
+    assert!(log.contains("process(es) left of turn 1's harness by the serve before"), "the hook left waiting was ended: {log}");
+    assert!(s.harness_processes().is_empty(), "nothing of the killed serve's harness is left: {:?}", s.harness_processes());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Try again."]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Second turn ran.", "{done}");
+    s.close();
+}
+
+#[test]
+fn a_second_serve_for_the_same_hand_off_refuses_naming_the_first_ones_pid() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    let second = run_bounded("a second serve", s.machine.handoff(&["serve", &s.id]), 30);
+    assert_eq!(second.code, 1, "{second:?}");
+    let pid = s.serve.as_ref().unwrap().id();
+    assert!(second.stderr.contains(&format!("pid {pid}")), "{second:?}");
+    s.close();
+}
