@@ -201,3 +201,43 @@ fn a_second_serve_for_the_same_hand_off_refuses_naming_the_first_ones_pid() {
     assert!(second.stderr.contains(&format!("pid {pid}")), "{second:?}");
     s.close();
 }
+
+#[test]
+fn a_served_question_left_unanswered_is_withdrawn_and_denied_with_a_note_the_model_reads() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Went on without it.")], &[("HANDOFF_SERVE_ANSWER_WAIT_S", "3")]);
+    s.question();
+    let denied = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    assert!(denied.to_string().contains("did not answer within 3 s"), "the model reads why: {denied}");
+    let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
+    assert_eq!(done["summary"], "Went on without it.", "{done}");
+    assert!(!s.machine.work().join("proof.txt").exists());
+    assert!(s.machine.log().contains("denied, and the question withdrawn"), "{}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn an_erased_hand_off_ends_serve_with_a_line_saying_so() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    ok(Some(&s.owner), &["erase", &s.id]);
+    let mut serve = s.serve.take().unwrap();
+    let status = eventually("serve ends", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || s.machine.log());
+    assert_eq!(status.code(), Some(1), "{}", s.machine.log());
+    assert!(s.machine.log().contains("was erased, or this token does not reach it (404)"), "{}", s.machine.log());
+    assert!(s.machine.processes().is_empty(), "{:?}", s.machine.processes());
+}
+
+#[test]
+fn a_refused_token_with_no_fresh_one_in_the_file_ends_serve_with_the_apis_code_and_what_to_do() {
+    let model = ScriptedModel::start(vec![]);
+    let owner = owner();
+    let (id, token) = create(&owner);
+    let m = Machine::new(&id, &token, &model);
+    let file = m.root.join("state/stale.token");
+    std::fs::write(&file, "not-a-token").unwrap();
+    let mut cmd = m.handoff(&["serve", &id]);
+    cmd.env_remove("HANDOFF_TOKEN").env("HANDOFF_TOKEN_FILE", &file);
+    let r = run_bounded("serve with a refused token", cmd, 30);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("mint a fresh one") && r.stderr.contains("stale.token"), "{r:?}");
+}

@@ -282,6 +282,11 @@ impl Serve {
             match decide::decide(&view, &self.local, alive, &self.args.runtime) {
                 Action::Nothing => {}
                 Action::Exit => {
+                    // An erase closes the hand-off first: a closed record that cannot be read
+                    // again was erased.
+                    if let Err(e @ Error::Refused(_)) = self.call(|c| c.get(&self.id)) {
+                        return self.ended(&e);
+                    }
                     self.say.line(&format!("{} is closed: serve exits", self.id));
                     return crate::output::EXIT_OK;
                 }
@@ -308,14 +313,18 @@ impl Serve {
         crate::output::exit_code(e)
     }
 
-    /// Reports the runtimes this machine can run, so the console offers only those.
+    /// Reports the runtimes this machine can run, so the console offers only those; on a
+    /// thread of its own, since asking each harness its version takes seconds.
     fn report_runtimes(&self) {
-        let runtimes = crate::detect::detect(std::env::var("PATH").ok().as_deref());
-        let names: Vec<String> = runtimes.iter().map(|r| r.name.clone()).collect();
-        match self.call(|c| c.put_runtimes(&self.id, &RuntimesInput { runtimes: runtimes.clone(), checked_at: None })) {
-            Ok(_) => self.say.line(&format!("reported runtimes: {}", names.join(", "))),
-            Err(e) => self.say.line(&format!("could not report the runtimes: {e}")),
-        }
+        let (client, id, say) = (self.client(), self.id.clone(), self.say.clone());
+        std::thread::spawn(move || {
+            let runtimes = crate::detect::detect(std::env::var("PATH").ok().as_deref());
+            let names: Vec<String> = runtimes.iter().map(|r| r.name.clone()).collect();
+            match client.put_runtimes(&id, &RuntimesInput { runtimes, checked_at: None }) {
+                Ok(_) => say.line(&format!("reported runtimes: {}", names.join(", "))),
+                Err(e) => say.line(&format!("could not report the runtimes: {e}")),
+            }
+        });
     }
 
     fn store(&self) {
