@@ -241,3 +241,93 @@ fn a_refused_token_with_no_fresh_one_in_the_file_ends_serve_with_the_apis_code_a
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("mint a fresh one") && r.stderr.contains("stale.token"), "{r:?}");
 }
+
+/// A TCP relay to the Worker that the test can take down (every connection cut, new ones
+/// dropped) and bring back on the same address: the Worker unreachable, then back.
+struct Relay {
+    port: u16,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped on each cut: a connection of an older generation ends.
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let relay = Relay { port, down: Default::default(), generation: Default::default() };
+        let (down, generation) = (relay.down.clone(), relay.generation.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                if down.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
+                let born = generation.load(Ordering::SeqCst);
+                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                    let generation = generation.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let (mut from, mut to) = (from, to);
+                        let _ = from.set_read_timeout(Some(Duration::from_millis(200)));
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if generation.load(Ordering::SeqCst) != born {
+                                break;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        relay
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn set_down(&self, down: bool) {
+        use std::sync::atomic::Ordering;
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_turn_opened_meanwhile() {
+    let relay = Relay::start(&url());
+    let relayed = relay.url();
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Ran the turn opened while away.")], &[("HANDOFF_URL", &relayed)]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    s.log_says(&format!("from {relayed}"));
+
+    relay.set_down(true);
+    s.log_says("lost the hand-off's watch");
+    // Opened while serve cannot reach the service.
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Run this when you are back."]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!s.machine.log().contains("turn 2 started:"), "{}", s.machine.log());
+    relay.set_down(false);
+    let done = s.until("turn 2 ran after the service came back", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Ran the turn opened while away.", "{done}");
+    let log = s.machine.log();
+    assert!(log.contains("reconnected at v") && log.contains("turn 2 started:"), "{log}");
+    s.close();
+}

@@ -127,6 +127,7 @@ pub enum Gone {
 impl Gone {
     pub fn summary(&self, runtime: &str) -> String {
         match self {
+            Gone::Exited(how) if how == "exit 0" => format!("{runtime} exited 0, but no final report of its hooks or its model reached the service"),
             Gone::Exited(how) => format!("{runtime} ended ({how}) without a final report: the harness crashed or was killed"),
             Gone::Restarted => format!("handoff serve restarted while {runtime} ran this turn: the harness was stopped with it and the turn is not run twice"),
         }
@@ -255,6 +256,13 @@ mod tests {
         assert_eq!(decide(&view(3, 1, Status::Done), &local, Harness::None, "x"), Action::Nothing);
         local.turns.get_mut(&1).unwrap().settled = true;
         assert_eq!(decide(&view(2, 1, Status::Running), &local, Harness::None, "x"), Action::Nothing);
+    }
+
+    #[test]
+    fn the_failed_summary_says_why_the_harness_is_gone() {
+        assert!(Gone::Restarted.summary("claude-code").contains("handoff serve restarted"));
+        assert!(Gone::Exited("signal 9".into()).summary("claude-code").contains("(signal 9) without a final report: the harness crashed or was killed"));
+        assert!(Gone::Exited("exit 0".into()).summary("claude-code").contains("exited 0, but no final report"));
     }
 
     #[test]
