@@ -27,6 +27,7 @@ pub mod launch;
 pub mod mcp;
 pub mod output;
 pub mod private;
+pub mod serve;
 
 pub use client::{Client, Error, Refusal};
 pub use code::ErrorCode;
