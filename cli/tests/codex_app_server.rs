@@ -378,3 +378,20 @@ fn an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent() {
     let _ = std::fs::remove_dir_all(&root);
     assert_eq!(left, None, "the child outlived its parent");
 }
+
+#[test]
+fn under_on_request_only_a_command_that_asks_to_leave_the_sandbox_asks_the_person() {
+    let escalated = serde_json::json!({"cmd": "printf out > escalated.txt", "sandbox_permissions": "require_escalated", "justification": "Write outside the rules"});
+    let model = ScriptedModel::start(vec![Step::exec("printf in > sandboxed.txt"), Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Both done.")]);
+    let m = machine(&model);
+    let mut server = AppServer::start(&config(&m, "on-request")).unwrap();
+    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
+    let thread = server.start_thread().unwrap();
+    let mut handler = Recorder::answering(Decision::Allow);
+    let outcome = server.run_turn(&thread, "Write both files.", &AtomicBool::new(false), &mut handler).unwrap();
+    guard.store(true, Ordering::SeqCst);
+    assert_eq!(outcome, TurnOutcome::Completed { message: "Both done.".into() });
+    let [asked] = handler.approvals.as_slice() else { panic!("only the escalated command asked: {:?}", handler.approvals) };
+    assert!(asked.text.contains("printf out > escalated.txt") && asked.reason.as_deref() == Some("Write outside the rules"), "{asked:?}");
+    assert_eq!((m.file("sandboxed.txt").as_str(), m.file("escalated.txt").as_str()), ("in", "out"));
+}

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 pub const SANDBOX: &str = "workspace-write";
 /// Codex's feature that offers the model its `request_user_input` tool outside Plan mode
 /// (0.169.0 lists it "under development", off; without it the tool answers the model
-/// "request_user_input is unavailable in Default mode").
-pub const ENABLE_QUESTIONS: [&str; 2] = ["--enable", "default_mode_request_user_input"];
+/// "request_user_input is unavailable in Default mode"). Set with `-c`, which a Codex that
+/// no longer knows the feature ignores, where `--enable` would refuse to start.
+pub const ENABLE_QUESTIONS: [&str; 2] = ["-c", "features.default_mode_request_user_input=true"];
 /// The longest line of the child's stdout read as a message; a longer one is skipped whole.
 pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Messages read ahead of the caller before the reader waits (and the child with it).
@@ -119,7 +120,8 @@ pub enum Answer {
     Deny { note: String },
 }
 
-/// What asks the person. It is called on the driver's thread, and the turn waits for it.
+/// What asks the person. It is called on the driver's thread, and the turn waits for it: a
+/// handler that waits for a person also watches the turn's cancel flag, and denies on it.
 pub trait Handler {
     fn approval(&mut self, approval: &Approval) -> Decision;
     fn question(&mut self, question: &Question) -> Answer;
