@@ -395,3 +395,36 @@ fn under_on_request_only_a_command_that_asks_to_leave_the_sandbox_asks_the_perso
     assert!(asked.text.contains("printf out > escalated.txt") && asked.reason.as_deref() == Some("Write outside the rules"), "{asked:?}");
     assert_eq!((m.file("sandboxed.txt").as_str(), m.file("escalated.txt").as_str()), ("in", "out"));
 }
+
+#[test]
+fn with_the_owners_hooks_installed_only_the_app_server_asks_about_a_command() {
+    let escalated = serde_json::json!({"cmd": "printf out > escalated.txt", "sandbox_permissions": "require_escalated", "justification": "Write outside"});
+    let model = ScriptedModel::start(vec![Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Done.")]);
+    let m = machine(&model);
+    // The hook as `hook install codex` sets it up; a closed port for the service, so the hook
+    // only logs what it would do.
+    let vars = [
+        ("HOME", m.home().display().to_string()),
+        ("CODEX_HOME", m.codex_home().display().to_string()),
+        ("PATH", m.path()),
+        ("HANDOFF_URL", "http://127.0.0.1:9".to_string()),
+        ("HANDOFF_ID", m.id.clone()),
+        ("HANDOFF_TOKEN", m.token.clone()),
+        ("HANDOFF_STATE_DIR", m.root.join("state").display().to_string()),
+    ];
+    let install = std::process::Command::new(env!("CARGO_BIN_EXE_handoff")).args(["hook", "install", "codex"]).env_clear().envs(vars.iter().cloned()).output().unwrap();
+    assert!(install.status.success() && m.codex_home().join("hooks.json").exists(), "{install:?}");
+    let mut config = config(&m, "on-request");
+    config.env.extend(vars.iter().filter(|(k, _)| k.starts_with("HANDOFF_")).map(|(k, v)| (k.to_string(), v.clone())));
+    config.env.push(("PATH".into(), m.path()));
+    let mut server = AppServer::start(&config).unwrap();
+    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
+    let thread = server.start_thread().unwrap();
+    let mut handler = Recorder::answering(Decision::Allow);
+    let outcome = server.run_turn(&thread, "Write.", &AtomicBool::new(false), &mut handler).unwrap();
+    guard.store(true, Ordering::SeqCst);
+    assert_eq!(outcome, TurnOutcome::Completed { message: "Done.".into() });
+    assert_eq!(handler.approvals.len(), 1, "the app-server asked: {:?}", handler.approvals);
+    assert!(!m.log().contains("PermissionRequest"), "the hook did not run too: {}", m.log());
+    assert_eq!(m.file("escalated.txt"), "out");
+}

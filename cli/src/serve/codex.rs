@@ -28,6 +28,11 @@ pub const SANDBOX: &str = "workspace-write";
 /// "request_user_input is unavailable in Default mode"). Set with `-c`, which a Codex that
 /// no longer knows the feature ignores, where `--enable` would refuse to start.
 pub const ENABLE_QUESTIONS: [&str; 2] = ["-c", "features.default_mode_request_user_input=true"];
+/// Codex's hooks off for a served run: app-server 0.169.0 runs a `PermissionRequest` hook
+/// (the one `handoff hook install codex` puts in the person's settings) before it sends its
+/// own approval request, and both would ask the owner about one command. Per run, so the
+/// person's interactive sessions keep theirs. `notify` is not a hook and still runs.
+pub const NO_HOOKS: [&str; 2] = ["-c", "features.hooks=false"];
 /// The longest line of the child's stdout read as a message; a longer one is skipped whole.
 pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Messages read ahead of the caller before the reader waits (and the child with it).
@@ -203,7 +208,7 @@ impl AppServer {
     /// Starts `codex app-server` as `config` says and initializes it.
     pub fn start(config: &Config) -> Result<AppServer, DriverError> {
         let mut cmd = Command::new(&config.program);
-        cmd.arg("app-server").args(ENABLE_QUESTIONS).args(&config.args).current_dir(&config.cwd);
+        cmd.arg("app-server").args(ENABLE_QUESTIONS).args(NO_HOOKS).args(&config.args).current_dir(&config.cwd);
         for name in &config.env_remove {
             cmd.env_remove(name);
         }
