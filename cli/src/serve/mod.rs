@@ -13,6 +13,7 @@
 //! server, which pins the turn it serves.
 
 pub mod child;
+pub mod codex;
 pub mod decide;
 pub mod state;
 
