@@ -19,23 +19,31 @@ struct Served {
     model: ScriptedModel,
     machine: Machine,
     serve: Option<Child>,
+    args: Vec<String>,
 }
 
 impl Served {
     fn start(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)]) -> Served {
+        Served::start_with(prompt, steps, vars, &[])
+    }
+
+    /// [`Served::start`], with more arguments for serve.
+    fn start_with(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)], args: &[&str]) -> Served {
         let owner = owner();
         let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
         let mut lines = out.lines();
         let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
         let model = ScriptedModel::start(steps);
         let machine = Machine::new(&id, &token, &model);
-        let mut s = Served { owner, id, model, machine, serve: None };
+        let mut s = Served { owner, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() };
         s.serve = Some(s.spawn(vars));
         s
     }
 
     fn spawn(&self, vars: &[(&str, &str)]) -> Child {
-        let mut cmd = self.machine.handoff(&["serve", &self.id]);
+        let mut argv = vec!["serve", self.id.as_str()];
+        argv.extend(self.args.iter().map(String::as_str));
+        let mut cmd = self.machine.handoff(&argv);
         cmd.envs(vars.iter().copied()).stdout(Stdio::null()).stderr(Stdio::null());
         cmd.spawn().expect("handoff serve starts")
     }
@@ -183,7 +191,8 @@ fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_
     let log = s.machine.log();
     assert_eq!(log.matches("turn 1 started:").count(), 1, "turn 1 ran once: {log}");
     assert!(log.contains("process(es) left of turn 1's harness by the serve before"), "the hook left waiting was ended: {log}");
-    assert!(s.harness_processes().is_empty(), "nothing of the killed serve's harness is left: {:?}", s.harness_processes());
+    let left: Vec<String> = s.harness_processes().into_iter().filter(|p| p.contains("--session-id") || p.contains("hook claude-code") || p.contains(" mcp")).collect();
+    assert!(left.is_empty(), "nothing of the killed serve's harness is left: {left:?}");
 
     ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Try again."]);
     let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
@@ -329,5 +338,29 @@ fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_tur
     assert_eq!(done["summary"], "Ran the turn opened while away.", "{done}");
     let log = s.machine.log();
     assert!(log.contains("reconnected at v") && log.contains("turn 2 started:"), "{log}");
+    s.close();
+}
+
+#[test]
+fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_and_the_next_resumes_its_thread() {
+    let steps = vec![Step::exec("printf made > proof.txt && echo proof-made"), Step::text("Made the proof."), Step::text("Still here.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question();
+    let asked = s.record()["question"].clone();
+    assert_eq!(asked["kind"], "permission", "{asked}");
+    assert!(asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")), "the owner is shown the whole command: {asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], "Made the proof.", "{done}");
+    assert_eq!(s.machine.file("proof.txt"), "made");
+    let first = s.model.agent_requests().into_iter().next().unwrap();
+    assert!(first.text().contains("Make a proof file."), "{}", first.text());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Are you still there?"]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Still here.", "{done}");
+    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains("Are you still there?")).expect("turn 2 reached the model");
+    assert!(second.text().contains("Make a proof file.") && second.text().contains("proof-made"), "turn 2 carries turn 1's exchange: {}", second.text());
+    assert!(s.machine.log().contains("codex thread"), "{}", s.machine.log());
     s.close();
 }

@@ -14,6 +14,7 @@
 
 pub mod child;
 pub mod codex;
+pub mod codex_run;
 pub mod decide;
 pub mod state;
 
@@ -141,18 +142,64 @@ impl Say {
     }
 }
 
-/// The served runtimes: Claude Code here; Codex plugs in beside it.
+/// The served runtimes: Claude Code in print mode, one process per turn; Codex through its
+/// app-server, one per turn, on a thread of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Driver {
     ClaudeCode,
+    Codex,
 }
 
 impl Driver {
     fn of(runtime: &str) -> Result<Driver, String> {
         match Runtime::parse(runtime) {
             Some(Runtime::ClaudeCode) => Ok(Driver::ClaudeCode),
-            Some(Runtime::Codex) => Err("this handoff serve does not run codex turns yet: run it with `handoff launch --runtime codex`".into()),
-            None => Err(format!("handoff serve runs claude-code, not {runtime}")),
+            Some(Runtime::Codex) => Ok(Driver::Codex),
+            None => Err(format!("handoff serve runs claude-code or codex, not {runtime}")),
+        }
+    }
+}
+
+/// A harness running a turn.
+enum Running {
+    Process { h: child::Harness },
+    Codex { run: codex_run::Run },
+}
+
+impl Running {
+    fn turn(&self) -> u64 {
+        match self {
+            Running::Process { h } => h.turn,
+            Running::Codex { run } => run.turn,
+        }
+    }
+
+    fn runtime(&self) -> &'static str {
+        match self {
+            Running::Process { .. } => Runtime::ClaudeCode.name(),
+            Running::Codex { .. } => Runtime::Codex.name(),
+        }
+    }
+
+    fn started(&self) -> Instant {
+        match self {
+            Running::Process { h } => h.started,
+            Running::Codex { run } => run.started,
+        }
+    }
+
+    /// How it ended, once it did.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Running::Process { h } => h.exited().map(child::describe),
+            Running::Codex { run } => run.exited(),
+        }
+    }
+
+    fn stop(&mut self) -> Option<String> {
+        match self {
+            Running::Process { h } => h.stop().map(child::describe),
+            Running::Codex { run } => run.stop(),
         }
     }
 }
@@ -204,7 +251,7 @@ struct Serve {
     say: Say,
     token: Token,
     local: Local,
-    harness: Option<child::Harness>,
+    harness: Option<Running>,
     /// When each version arrived (the newest few), for the latencies the log gives.
     arrivals: BTreeMap<u64, Instant>,
 }
@@ -279,7 +326,8 @@ impl Serve {
             }
             let Some(record) = latest.clone() else { continue };
             let view = View::of(&record);
-            let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn });
+            self.note_codex_thread();
+            let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
             match decide::decide(&view, &self.local, alive, &self.args.runtime) {
                 Action::Nothing => {}
                 Action::Exit => {
@@ -337,11 +385,12 @@ impl Serve {
     /// Notices the harness's exit: records how it ended, delivers the hooks' spool (so a
     /// spooled report is not taken for none), and answers the record read afresh.
     fn on_exit(&mut self) -> Option<Handoff> {
+        self.note_codex_thread();
         let h = self.harness.as_mut()?;
         let status = h.exited()?;
-        let (turn, runtime, ms) = (h.turn, h.runtime.clone(), h.started.elapsed().as_millis());
+        let (turn, runtime, ms) = (h.turn(), h.runtime(), h.started().elapsed().as_millis());
         self.harness = None;
-        let how = child::describe(status);
+        let how = status;
         self.say.line(&format!("{runtime} of turn {turn} ended ({how}) after {ms} ms"));
         if let Some(s) = self.local.turns.get_mut(&turn) {
             s.ended = Some(how);
@@ -349,6 +398,18 @@ impl Serve {
         self.store();
         self.flush_spool();
         self.call(|c| c.get(&self.id)).ok().map(|r| r.value)
+    }
+
+    /// Keeps the Codex thread a turn runs in, once Codex gave it, as the turn's session.
+    fn note_codex_thread(&mut self) {
+        let Some(Running::Codex { run }) = &mut self.harness else { return };
+        let turn = run.turn;
+        let Some(thread) = run.thread_id() else { return };
+        self.say.line(&format!("turn {turn}: codex thread {thread}"));
+        if let Some(s) = self.local.turns.get_mut(&turn) {
+            s.session = thread;
+        }
+        self.store();
     }
 
     fn flush_spool(&self) {
@@ -370,16 +431,18 @@ impl Serve {
         };
         self.local.turns.insert(turn, Started { runtime: runtime.to_string(), session: session_id.clone(), started_ms: hook::now_ms(), group: None, ended: None, settled: false });
         self.store();
-        if let Err(why) = Driver::of(runtime) {
-            return self.fail_saying(turn, &why);
-        }
+        let driver = match Driver::of(runtime) {
+            Ok(d) => d,
+            Err(why) => return self.fail_saying(turn, &why),
+        };
         let input = match self.input(record, turn, runtime, &session) {
             Ok(text) => text,
             Err(why) => return self.fail_saying(turn, &why),
         };
-        let program = match crate::detect::find(Runtime::ClaudeCode.program(), std::env::var("PATH").ok().as_deref()) {
+        let runtime_of = if driver == Driver::Codex { Runtime::Codex } else { Runtime::ClaudeCode };
+        let program = match crate::detect::find(runtime_of.program(), std::env::var("PATH").ok().as_deref()) {
             Some(p) => p,
-            None => return self.fail_saying(turn, "claude is not on PATH on the machine: install Claude Code there"),
+            None => return self.fail_saying(turn, &format!("{} is not on PATH on the machine: install {} there", runtime_of.program(), runtime_of.name())),
         };
         let token_path = launch::token_file(&self.state_dir, &self.id);
         if let Err(e) = crate::client::write_token_file(&token_path, &self.token.get()) {
@@ -391,7 +454,6 @@ impl Serve {
             Ok(s) => s,
             Err(e) => return self.fail_saying(turn, &format!("the hooks' settings: {e}")),
         };
-        let args = claude_args(&session, &session_id, &self.args.permission_mode, &settings, &launch::claude_code_mcp_config(&server));
         let mut vars = vec![
             (launch::ENV_URL, self.url.clone()),
             (launch::ENV_ID, self.id.clone()),
@@ -403,6 +465,26 @@ impl Serve {
         if let Some(path) = path_with_this_program() {
             vars.push(("PATH", path));
         }
+        if driver == Driver::Codex {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let config = codex::Config {
+                program,
+                args: codex::launcher_settings(&server),
+                env: vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+                env_remove: vec![launch::ENV_TOKEN.to_string()],
+                cwd,
+                approval_policy: codex_run::APPROVAL_POLICY.to_string(),
+            };
+            let resume = match &session {
+                Session::Resume(id) => Some(id.clone()),
+                Session::New(_) => None,
+            };
+            let start = codex_run::Start { config, resume, prompt: input, client: self.client(), id: self.id.clone(), turn, wait_s };
+            self.harness = Some(Running::Codex { run: codex_run::Run::spawn(start) });
+            self.say.line(&format!("turn {turn} started: codex app-server, {} ms after v{} arrived; the turn was opened {late_s} s before", arrived.elapsed().as_millis(), record.version));
+            return;
+        }
+        let args = claude_args(&session, &session_id, &self.args.permission_mode, &settings, &launch::claude_code_mcp_config(&server));
         match child::spawn(&program, &args, &vars, &[launch::ENV_TOKEN], &input, turn, runtime) {
             Ok(h) => {
                 if let Some(s) = self.local.turns.get_mut(&turn) {
@@ -419,7 +501,7 @@ impl Serve {
                     arrived.elapsed().as_millis(),
                     record.version
                 ));
-                self.harness = Some(h);
+                self.harness = Some(Running::Process { h });
             }
             Err(e) => self.fail_saying(turn, &format!("{} could not start: {e}", program.display())),
         }
@@ -454,14 +536,13 @@ impl Serve {
     fn stop(&mut self, turn: u64, why: StopWhy, version: u64) {
         let Some(mut h) = self.harness.take() else { return };
         let arrived = self.arrivals.get(&version).copied().unwrap_or_else(Instant::now);
-        let status = h.stop();
-        let how = status.map_or_else(|| "unknown".to_string(), child::describe);
+        let how = h.stop().unwrap_or_else(|| "unknown".to_string());
         let reason = match why {
             StopWhy::Cancelled => "the owner cancelled it",
             StopWhy::Closed => "the owner closed the hand-off",
             StopWhy::NextTurn => "a newer turn is open",
         };
-        self.say.line(&format!("turn {turn}: stopped {} because {reason} ({how}), {} ms after v{version} arrived", h.runtime, arrived.elapsed().as_millis()));
+        self.say.line(&format!("turn {turn}: stopped {} because {reason} ({how}), {} ms after v{version} arrived", h.runtime(), arrived.elapsed().as_millis()));
         if let Some(s) = self.local.turns.get_mut(&turn) {
             s.ended = Some(how);
             // The record already says why it ended: serve reports nothing after a cancel.
