@@ -190,7 +190,7 @@ fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_
     assert!(failed["summary"].as_str().is_some_and(|t| t.contains("handoff serve restarted")), "{failed}");
     let log = s.machine.log();
     assert_eq!(log.matches("turn 1 started:").count(), 1, "turn 1 ran once: {log}");
-    assert!(log.contains("process(es) left of turn 1's harness by the serve before"), "the hook left waiting was ended: {log}");
+    assert!(log.contains("process(es) left by the serve before's harness"), "the hook left waiting was ended: {log}");
     let left: Vec<String> = s.harness_processes().into_iter().filter(|p| p.contains("--session-id") || p.contains("hook claude-code") || p.contains(" mcp")).collect();
     assert!(left.is_empty(), "nothing of the killed serve's harness is left: {left:?}");
 

@@ -131,17 +131,18 @@ fn signal_group(group: i32, signal: i32) {
     }
 }
 
-/// Kills (SIGKILL) every process of group `group` that a served harness of hand-off `id`
-/// left: only those whose environment says so, so that a reused group id ends nothing else.
-/// Answers how many it ended.
-pub fn end_leftovers(group: i32, id: &str) -> usize {
+/// Kills (SIGKILL) every process left of a served harness of hand-off `id`: those whose
+/// environment names the hand-off and says it is served. Claude Code starts its hooks in
+/// process groups of their own, so a group's end does not reach a hook still waiting for an
+/// answer. Only the serve holding the hand-off's lock calls this. Answers how many it ended.
+pub fn end_leftovers(id: &str) -> usize {
     let mut ended = 0;
     let served = format!("{}=1", super::ENV_SERVED);
     let named = format!("HANDOFF_ID={id}");
+    let me = std::process::id() as i32;
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        // SAFETY: getpgid only reads.
-        if unsafe { libc::getpgid(pid) } != group {
+        if pid == me {
             continue;
         }
         let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();

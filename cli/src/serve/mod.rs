@@ -275,15 +275,8 @@ impl Serve {
     fn main(&mut self) -> i32 {
         self.say.line(&format!("serving {} from {} (pid {}), runtime {} for turns handed to none, permission mode {}", self.id, self.url, std::process::id(), self.args.runtime, self.args.permission_mode));
         // A serve killed with -9 took its harness with it (the parent-death signal), but not
-        // the harness's own children (a hook waiting for an answer): they end now.
-        for (turn, s) in self.local.turns.iter().filter(|(_, s)| s.ended.is_none()) {
-            if let Some(group) = s.group {
-                let ended = child::end_leftovers(group, &self.id);
-                if ended > 0 {
-                    self.say.line(&format!("ended {ended} process(es) left of turn {turn}'s harness by the serve before"));
-                }
-            }
-        }
+        // what the harness started in groups of its own (a hook waiting for an answer).
+        self.end_leftovers("the serve before");
         let first = match self.call(|c| c.get(&self.id)) {
             Ok(r) => r.value,
             Err(e) => return self.ended(&e),
@@ -397,6 +390,7 @@ impl Serve {
         }
         self.store();
         self.flush_spool();
+        self.end_leftovers(&format!("turn {turn}"));
         self.call(|c| c.get(&self.id)).ok().map(|r| r.value)
     }
 
@@ -410,6 +404,14 @@ impl Serve {
             s.session = thread;
         }
         self.store();
+    }
+
+    /// Ends what is left of a served harness of this hand-off, saying so when there was any.
+    fn end_leftovers(&self, whose: &str) {
+        let ended = child::end_leftovers(&self.id);
+        if ended > 0 {
+            self.say.line(&format!("ended {ended} process(es) left by {whose}'s harness"));
+        }
     }
 
     fn flush_spool(&self) {
@@ -537,6 +539,7 @@ impl Serve {
         let Some(mut h) = self.harness.take() else { return };
         let arrived = self.arrivals.get(&version).copied().unwrap_or_else(Instant::now);
         let how = h.stop().unwrap_or_else(|| "unknown".to_string());
+        self.end_leftovers(&format!("turn {turn}"));
         let reason = match why {
             StopWhy::Cancelled => "the owner cancelled it",
             StopWhy::Closed => "the owner closed the hand-off",
