@@ -364,3 +364,25 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     assert!(s.machine.log().contains("codex thread"), "{}", s.machine.log());
     s.close();
 }
+
+#[test]
+fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() {
+    let model = ScriptedModel::start(vec![Step::text("Served with the fresh token.")]);
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let m = Machine::new(&id, &token, &model);
+    let file = m.root.join("state/rotated.token");
+    std::fs::write(&file, &token).unwrap();
+    let mut cmd = m.handoff(&["serve", &id]);
+    // Started with a token the API refuses; the file holds the fresh one.
+    cmd.env("HANDOFF_TOKEN", "expired-token").env("HANDOFF_TOKEN_FILE", &file).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut serve = cmd.spawn().unwrap();
+    let done = eventually("turn 1 is done", Duration::from_secs(STEP_S), || Some(record(&owner, &id)).filter(|r| r["status"] == "done"), || m.log());
+    assert_eq!(done["summary"], "Served with the fresh token.", "{done}");
+    assert!(m.log().contains("read a fresh one from the token file"), "{}", m.log());
+    ok(Some(&owner), &["close", &id]);
+    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    assert_eq!(status.code(), Some(0));
+}
