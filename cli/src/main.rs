@@ -332,8 +332,9 @@ enum Command {
     },
     /// (machine) Run every turn the owner opens, on this machine, for the life of the session:
     /// each turn's runtime started (or its harness session resumed) with the owner's words,
-    /// its questions brought to the owner, a cancel or close stopping it. `--print-unit` prints
-    /// a systemd unit that keeps it running.
+    /// its questions brought to the owner (each waits HANDOFF_SERVE_ANSWER_WAIT_S, default
+    /// 900 s, then is denied with a note the model reads), a cancel or close stopping it.
+    /// `--print-unit` prints a systemd unit that keeps it running.
     Serve(handoff_cli::serve::Args),
     /// The plain-text briefing a runtime reads, within a byte budget.
     Briefing {
