@@ -113,6 +113,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
     let log = s.log_says("turn 1 started: claude-code session");
     assert!(log.contains("(new)") && log.contains("ms after v"), "{log}");
+    log.lines().filter(|l| l.contains("started:")).for_each(|l| eprintln!("measured: {l}"));
 
     // Words that would parse as a flag, were they an argument.
     let words = "--help me with the second thing";
@@ -138,7 +139,9 @@ fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_aft
     assert!(gone.is_empty());
     assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
     let log = s.log_says("because the owner cancelled it");
-    assert!(log.contains("ms after v"), "the log says how long the stop took: {log}");
+    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    assert!(line.contains("ms after v"), "the log says how long the stop took: {log}");
+    eprintln!("measured: {line}");
     let cancelled = s.record();
     assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str()), (Some(1), Some("cancelled")), "{cancelled}");
     std::thread::sleep(Duration::from_secs(3));
