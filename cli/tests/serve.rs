@@ -389,3 +389,37 @@ fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() 
     let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_back_to_claude_code_briefed_from_codexs() {
+    let model = ScriptedModel::start_per_api(vec![Step::text("Claude Code's first turn."), Step::text("Claude Code is back.")], vec![Step::text("Codex reviewed the parser.")]);
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    let machine = Machine::new(&id, &token, &model);
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[]));
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    s.log_says("reported runtimes");
+    // `codex login status` calls Codex signed out with the scripted provider's key: the machine
+    // says what it can run.
+    s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in", "--runtime", "claude-code=signed-in"]);
+
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser for edge cases", "--purpose", "a second pair of eyes"]);
+    let done = s.until("turn 2 is done by codex", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Codex reviewed the parser.", "{done}");
+    let codex = s.model.agent_requests().into_iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses).expect("codex asked the model");
+    assert!(codex.text().contains("Review the parser for edge cases") && codex.text().contains("# Hand-off briefing"), "codex was briefed from the package: {}", codex.text());
+    assert!(s.machine.log().contains("turn 2 started: codex"), "{}", s.machine.log());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "claude-code", "--objective", "Fix what the review found", "--purpose", "back to the author"]);
+    let done = s.until("turn 3 is done by claude-code", |r| r["turn"] == 3 && r["status"] == "done");
+    assert_eq!(done["summary"], "Claude Code is back.", "{done}");
+    let back = s.model.agent_requests().into_iter().rev().find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages).unwrap();
+    // The package compiled after Codex's turn: its milestones (the package carries no summaries).
+    let text = back.text();
+    assert!(text.contains("Fix what the review found") && text.contains("turn 2 finished (done)") && text.contains("Package version 2"), "claude-code was briefed from the package compiled after codex's turn: {text}");
+    s.close();
+}
