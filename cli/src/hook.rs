@@ -543,11 +543,34 @@ fn permission(source: &'static str, url: String, token: Option<String>, event: S
             hook.log.line(&format!("{question} was withdrawn before an answer"));
             None
         }
+        crate::ask::Waited::TimedOut if served(&|k| std::env::var(k).ok()) => {
+            // Nobody is at a served harness's terminal: the question is withdrawn (the turn
+            // back to running) and denied with a note the model reads.
+            hook.log.line(&format!("{question}: no answer within {} s in a served turn; denied, and the question withdrawn", wait.as_secs()));
+            if let Err(e) = hook.run("PermissionRequest", Intent::ResumeIfWaiting) {
+                hook.log.line(&format!("PermissionRequest: the spool could not be used: {e}"));
+            }
+            Some(served_timeout_decision(wait.as_secs()))
+        }
         crate::ask::Waited::TimedOut => {
             hook.log.line(&format!("{question}: no answer within {} s; the harness asks at its terminal", wait.as_secs()));
             None
         }
     }
+}
+
+/// Whether this hook runs in a harness `handoff serve` started (nobody at its terminal).
+pub fn served(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env(crate::serve::ENV_SERVED).is_some_and(|v| v == "1")
+}
+
+/// The deny a served turn's unanswered question gets, with the note its model reads.
+pub fn served_timeout_decision(wait_s: u64) -> String {
+    let note = format!(
+        "The owner did not answer within {wait_s} s and nobody is at this machine's terminal, so this was denied. \
+         Go on without it, or ask again later."
+    );
+    crate::ask::permission_decision(&handoff_core::question::Answer { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
 }
 
 /// Prints a decision document, the only thing a hook ever prints.

@@ -330,6 +330,12 @@ enum Command {
         #[arg(last = true, value_name = "RUNTIME_ARGS")]
         runtime_args: Vec<String>,
     },
+    /// (machine) Run every turn the owner opens, on this machine, for the life of the session:
+    /// each turn's runtime started (or its harness session resumed) with the owner's words,
+    /// its questions brought to the owner (each waits HANDOFF_SERVE_ANSWER_WAIT_S, default
+    /// 900 s, then is denied with a note the model reads), a cancel or close stopping it.
+    /// `--print-unit` prints a systemd unit that keeps it running.
+    Serve(handoff_cli::serve::Args),
     /// The plain-text briefing a runtime reads, within a byte budget.
     Briefing {
         id: String,
@@ -647,6 +653,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         // The hooks and the MCP server a launched harness starts read the same permission.
         std::env::set_var(handoff_cli::client::ENV_INSECURE_HTTP, "1");
     }
+    if let Command::Serve(args) = &cli.command {
+        let code = handoff_cli::serve::run(&cli.url, cli.token.clone().or_else(|| std::env::var("HANDOFF_TOKEN").ok()), args);
+        if code != EXIT_OK {
+            std::process::exit(code);
+        }
+        return Ok(());
+    }
     let token = match cli.token.clone().filter(|t| !t.is_empty()) {
         Some(token) => Some(token),
         None => handoff_cli::client::token_from_env(&env).map_err(Failure::Credential)?,
@@ -791,7 +804,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 std::process::exit(code);
             }
         }
-        Command::Hook(_) | Command::Mcp { .. } => unreachable!("answered above"),
+        Command::Hook(_) | Command::Mcp { .. } | Command::Serve(_) => unreachable!("answered above"),
         Command::Package(p) => package(&out, &client, p)?,
         Command::Ask { id, turn, text, options, kind, wait, key } => {
             let wait_s = wait.unwrap_or_else(|| handoff_cli::ask::answer_wait_s(&|k| std::env::var(k).ok()));

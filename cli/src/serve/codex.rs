@@ -1,0 +1,711 @@
+//! Codex through `codex app-server`: JSON-RPC over the child's stdio, one thread per hand-off,
+//! one `turn/start` per turn, its approval requests and questions handed to a [`Handler`].
+//!
+//! The protocol is Codex 0.169.0's, as its schema gives it (`codex app-server
+//! generate-json-schema`, kept in `cli/tests/fixtures/codex-app-server/`): messages are JSON
+//! objects one per line, without a `jsonrpc` member; a request has `id` and `method`, a
+//! response `id` and `result` or `error`, a notification `method` only.
+//!
+//! Synchronous: a reader thread turns the child's stdout into messages on a bounded channel,
+//! another drains its stderr into a bounded tail, and the caller's thread does the rest.
+//! The child runs in a process group of its own, with a parent-death signal on Linux, and the
+//! group is ended when the [`AppServer`] is dropped.
+
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The sandbox every served Codex thread runs in: the workspace writable, no network.
+pub const SANDBOX: &str = "workspace-write";
+/// Codex's feature that offers the model its `request_user_input` tool outside Plan mode
+/// (0.169.0 lists it "under development", off; without it the tool answers the model
+/// "request_user_input is unavailable in Default mode"). Set with `-c`, which a Codex that
+/// no longer knows the feature ignores, where `--enable` would refuse to start.
+pub const ENABLE_QUESTIONS: [&str; 2] = ["-c", "features.default_mode_request_user_input=true"];
+/// Codex's hooks off for a served run: app-server 0.169.0 runs a `PermissionRequest` hook
+/// (the one `handoff hook install codex` puts in the person's settings) before it sends its
+/// own approval request, and both would ask the owner about one command. Per run, so the
+/// person's interactive sessions keep theirs. `notify` is not a hook and still runs.
+pub const NO_HOOKS: [&str; 2] = ["-c", "features.hooks=false"];
+/// The longest line of the child's stdout read as a message; a longer one is skipped whole.
+pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Messages read ahead of the caller before the reader waits (and the child with it).
+pub const MESSAGES_QUEUED_MAX: usize = 1024;
+/// The end of the child's stderr that is kept, for the reason of a failure.
+pub const STDERR_TAIL_BYTES_MAX: usize = 16 * 1024;
+/// How long a request before the turn (`initialize`, `thread/start`, `thread/resume`) may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a turn may take to end after `turn/interrupt` before it is called interrupted anyway.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+/// How often the cancel flag is looked at while the turn runs.
+pub const CANCEL_POLL: Duration = Duration::from_millis(100);
+/// How long the child has to end on SIGTERM before its group gets SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_millis(1500);
+
+/// How to start `codex app-server`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The `codex` program.
+    pub program: PathBuf,
+    /// Arguments after `app-server`: the launcher's `-c` settings (the `handoff` MCP server,
+    /// the shell's environment policy), and any other.
+    pub args: Vec<String>,
+    /// Variables set for the child on top of this process's environment.
+    pub env: Vec<(String, String)>,
+    /// Variables removed from the child's environment (the machine token's).
+    pub env_remove: Vec<String>,
+    /// The workspace: the child's folder and the thread's `cwd`.
+    pub cwd: PathBuf,
+    /// The thread's `approvalPolicy`: `untrusted`, `on-request` or `never`.
+    pub approval_policy: String,
+}
+
+/// The `-c` settings `handoff launch` gives Codex, for [`Config::args`]: the `handoff` MCP
+/// server (`server` is this program) and the shell's environment policy that keeps the
+/// token's variables out of the model's commands.
+pub fn launcher_settings(server: &str) -> Vec<String> {
+    let mut args = Vec::new();
+    for setting in crate::launch::codex_mcp_settings(server) {
+        args.extend(["-c".to_string(), setting]);
+    }
+    args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
+    args
+}
+
+/// What an approval request asks, as a person reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub kind: ApprovalKind,
+    /// The whole input: the command with its folder, a file change's paths and diffs, the
+    /// permissions asked for.
+    pub text: String,
+    /// Codex's reason, when it gives one.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalKind {
+    Command,
+    FileChange,
+    Permissions,
+}
+
+/// The answer to an [`Approval`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Declined; the note (when there is one) reaches the model as the person's words.
+    Deny { note: Option<String> },
+}
+
+/// A question of the model's `request_user_input` tool that a choice form carries: one
+/// question, not secret, with options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub header: String,
+    pub text: String,
+    /// Each option's label and description.
+    pub options: Vec<(String, String)>,
+    /// The model accepts an answer outside the options.
+    pub other: bool,
+}
+
+/// The answer to a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// An option's label (or, where the question allows it, other words).
+    Chose(String),
+    /// Not answered; the note reaches the model as the tool's answer.
+    Deny { note: String },
+}
+
+/// What asks the person. It is called on the driver's thread, and the turn waits for it: a
+/// handler that waits for a person also watches the turn's cancel flag, and denies on it.
+pub trait Handler {
+    fn approval(&mut self, approval: &Approval) -> Decision;
+    fn question(&mut self, question: &Question) -> Answer;
+    /// Every `item/started` and `item/completed` notification's item, as it comes.
+    fn item(&mut self, _method: &str, _item: &Value) {}
+}
+
+/// A [`Handler`] made of two closures.
+pub struct Callbacks<A, Q> {
+    pub approval: A,
+    pub question: Q,
+}
+
+impl<A: FnMut(&Approval) -> Decision, Q: FnMut(&Question) -> Answer> Handler for Callbacks<A, Q> {
+    fn approval(&mut self, approval: &Approval) -> Decision {
+        (self.approval)(approval)
+    }
+    fn question(&mut self, question: &Question) -> Answer {
+        (self.question)(question)
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// With the agent's last message ("" when it sent none).
+    Completed { message: String },
+    Interrupted,
+    Failed { reason: String },
+}
+
+/// Why the driver could not go on with the child.
+#[derive(Debug)]
+pub enum DriverError {
+    /// It could not be started or written to.
+    Io(std::io::Error),
+    /// It ended, or closed its stdout; with the end of what it wrote to stderr.
+    Exited { stderr: String },
+    /// It answered a request with an error.
+    Rpc { method: String, error: Value },
+    /// It did not answer a request in time.
+    Timeout { method: String },
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DriverError::Io(e) => write!(f, "codex app-server: {e}"),
+            DriverError::Exited { stderr } => write!(f, "codex app-server ended: {}", stderr.trim()),
+            DriverError::Rpc { method, error } => write!(f, "codex app-server refused {method}: {}", error["message"].as_str().map_or_else(|| error.to_string(), str::to_string)),
+            DriverError::Timeout { method } => write!(f, "codex app-server did not answer {method} within {} s", REQUEST_TIMEOUT.as_secs()),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+impl From<std::io::Error> for DriverError {
+    fn from(e: std::io::Error) -> Self {
+        DriverError::Io(e)
+    }
+}
+
+/// A running `codex app-server`, initialized.
+pub struct AppServer {
+    child: Child,
+    stdin: ChildStdin,
+    messages: Receiver<Value>,
+    /// Messages read while waiting for a response, handled next.
+    stashed: VecDeque<Value>,
+    next_id: u64,
+    stderr: Arc<Mutex<Tail>>,
+    cwd: PathBuf,
+    approval_policy: String,
+    stopped: bool,
+}
+
+impl AppServer {
+    /// Starts `codex app-server` as `config` says and initializes it.
+    pub fn start(config: &Config) -> Result<AppServer, DriverError> {
+        let mut cmd = Command::new(&config.program);
+        cmd.arg("app-server").args(ENABLE_QUESTIONS).args(NO_HOOKS).args(&config.args).current_dir(&config.cwd);
+        for name in &config.env_remove {
+            cmd.env_remove(name);
+        }
+        cmd.envs(config.env.iter().map(|(k, v)| (k, v)));
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        own_group_dying_with_parent(&mut cmd);
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let (tx, messages) = sync_channel(MESSAGES_QUEUED_MAX);
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(line) = read_line_bounded(&mut reader, MESSAGE_BYTES_MAX) {
+                let Some(line) = line else { continue };
+                if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(Tail::default()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut pipe = stderr_pipe;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]);
+            }
+            sink.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        });
+        let mut server = AppServer { child, stdin, messages, stashed: VecDeque::new(), next_id: 0, stderr, cwd: config.cwd.clone(), approval_policy: config.approval_policy.clone(), stopped: false };
+        let info = json!({"clientInfo": {"name": "handoff", "title": "handoff serve", "version": env!("CARGO_PKG_VERSION")}, "capabilities": {"experimentalApi": false}});
+        server.request("initialize", info)?;
+        server.notify("initialized", None)?;
+        Ok(server)
+    }
+
+    /// The child's process id (its process group's too).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The end of what the child wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).text()
+    }
+
+    /// Starts a thread in the workspace, in [`SANDBOX`], with the configured approval policy;
+    /// answers its id.
+    pub fn start_thread(&mut self) -> Result<String, DriverError> {
+        let params = json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
+        let result = self.request("thread/start", params)?;
+        Ok(result["thread"]["id"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Resumes thread `id` (from Codex's own store), so its next turn carries the exchange so far.
+    pub fn resume_thread(&mut self, id: &str) -> Result<String, DriverError> {
+        let params = json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
+        let result = self.request("thread/resume", params)?;
+        Ok(result["thread"]["id"].as_str().unwrap_or(id).to_string())
+    }
+
+    /// Runs one turn of `thread` with `prompt` as the person's message, to its end. While it
+    /// runs, `cancel` is looked at every [`CANCEL_POLL`]: once set, the turn is interrupted
+    /// (`turn/interrupt`) and, once it ends, the app-server is stopped, since Codex 0.169.0
+    /// keeps the turn's running commands alive as background terminals. The next turn then
+    /// needs a new [`AppServer`] that resumes the thread.
+    pub fn run_turn(&mut self, thread: &str, prompt: &str, cancel: &AtomicBool, handler: &mut dyn Handler) -> Result<TurnOutcome, DriverError> {
+        let input = json!([{"type": "text", "text": prompt, "text_elements": []}]);
+        let started = self.request("turn/start", json!({"threadId": thread, "input": input}))?;
+        let turn = started["turn"]["id"].as_str().unwrap_or_default().to_string();
+        let mut file_changes: HashMap<String, Value> = HashMap::new();
+        let mut last_message = String::new();
+        let mut interrupted_at: Option<Instant> = None;
+        loop {
+            if interrupted_at.is_none() && cancel.load(Ordering::SeqCst) {
+                self.send_request("turn/interrupt", json!({"threadId": thread, "turnId": turn}))?;
+                interrupted_at = Some(Instant::now());
+            }
+            if interrupted_at.is_some_and(|at| at.elapsed() > INTERRUPT_GRACE) {
+                self.stop();
+                return Ok(TurnOutcome::Interrupted);
+            }
+            let Some(message) = self.next_message(CANCEL_POLL)? else { continue };
+            let method = message["method"].as_str().unwrap_or_default().to_string();
+            let params = &message["params"];
+            match (message.get("id"), method.as_str()) {
+                // A response to a request sent without waiting (`turn/interrupt`, `turn/steer`).
+                (Some(_), "") => {}
+                (Some(id), _) => {
+                    let id = id.clone();
+                    let reply = self.answer(&method, params, thread, &turn, &file_changes, cancel, handler)?;
+                    match reply {
+                        Ok(result) => self.write(&json!({"id": id, "result": result}))?,
+                        Err(error) => self.write(&json!({"id": id, "error": error}))?,
+                    }
+                }
+                (None, "item/started" | "item/completed") => {
+                    let item = &params["item"];
+                    match item["type"].as_str() {
+                        Some("fileChange") => {
+                            file_changes.insert(item["id"].as_str().unwrap_or_default().to_string(), item.clone());
+                        }
+                        Some("agentMessage") if method == "item/completed" => last_message = item["text"].as_str().unwrap_or_default().to_string(),
+                        _ => {}
+                    }
+                    handler.item(&method, item);
+                }
+                (None, "turn/completed") if params["turn"]["id"] == turn.as_str() => {
+                    let ended = outcome(&params["turn"], &last_message);
+                    if ended == TurnOutcome::Interrupted {
+                        self.stop();
+                    }
+                    return Ok(ended);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The result (or JSON-RPC error) of one request from the server.
+    #[allow(clippy::too_many_arguments)]
+    fn answer(&mut self, method: &str, params: &Value, thread: &str, turn: &str, file_changes: &HashMap<String, Value>, cancel: &AtomicBool, handler: &mut dyn Handler) -> Result<Result<Value, Value>, DriverError> {
+        let decided = |handler: &mut dyn Handler, approval: Approval| if cancel.load(Ordering::SeqCst) { Decision::Deny { note: None } } else { handler.approval(&approval) };
+        match method {
+            "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => {
+                let approval = if method == "item/commandExecution/requestApproval" {
+                    command_approval(params)
+                } else {
+                    file_change_approval(params, file_changes.get(params["itemId"].as_str().unwrap_or_default()))
+                };
+                let decision = decided(handler, approval);
+                if let Decision::Deny { note: Some(note) } = &decision {
+                    self.steer(thread, turn, note)?;
+                }
+                Ok(Ok(json!({"decision": if decision == Decision::Allow { "accept" } else { "decline" }})))
+            }
+            "item/permissions/requestApproval" => {
+                let decision = decided(handler, permissions_approval(params));
+                if let Decision::Deny { note: Some(note) } = &decision {
+                    self.steer(thread, turn, note)?;
+                }
+                // A grant is the profile asked for; a refusal grants nothing.
+                let granted = if decision == Decision::Allow { params["permissions"].clone() } else { json!({}) };
+                Ok(Ok(json!({"permissions": granted, "scope": "turn"})))
+            }
+            "item/tool/requestUserInput" => {
+                let questions = params["questions"].as_array().cloned().unwrap_or_default();
+                let answer = match question_of(&questions) {
+                    Ok(_) if cancel.load(Ordering::SeqCst) => Answer::Deny { note: "The turn was cancelled.".into() },
+                    Ok(q) => handler.question(&q),
+                    Err(note) => Answer::Deny { note },
+                };
+                let words = match answer {
+                    Answer::Chose(label) => label,
+                    Answer::Deny { note } => format!("The person did not answer: {note}"),
+                };
+                let answers: serde_json::Map<String, Value> = questions.iter().map(|q| (q["id"].as_str().unwrap_or_default().to_string(), json!({"answers": [words.clone()]}))).collect();
+                Ok(Ok(json!({"answers": answers})))
+            }
+            // The `handoff` MCP server asks nothing of the person through Codex.
+            "mcpServer/elicitation/request" => Ok(Ok(json!({"action": "decline", "content": null}))),
+            // The older names of the approvals, for a conversation of the first protocol.
+            "execCommandApproval" | "applyPatchApproval" => Ok(Ok(json!({"decision": "denied"}))),
+            _ => Ok(Err(json!({"code": -32601, "message": format!("handoff serve does not answer {method}")}))),
+        }
+    }
+
+    /// The person's words into the running turn: Codex's answer to a `decline` carries no
+    /// message, so a deny's note goes to the model as input added to the turn.
+    fn steer(&mut self, thread: &str, turn: &str, note: &str) -> Result<(), DriverError> {
+        let input = json!([{"type": "text", "text": note, "text_elements": []}]);
+        self.send_request("turn/steer", json!({"threadId": thread, "expectedTurnId": turn, "input": input}))?;
+        Ok(())
+    }
+
+    /// Sends a request and waits for its response, keeping whatever else comes meanwhile.
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, DriverError> {
+        let id = self.send_request(method, params)?;
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let mut kept = VecDeque::new();
+        let result = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Err(DriverError::Timeout { method: method.to_string() });
+            }
+            let message = match self.next_message(left) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => break Err(e),
+            };
+            if message.get("method").is_none() && message["id"] == id {
+                break match message.get("error") {
+                    Some(error) => Err(DriverError::Rpc { method: method.to_string(), error: error.clone() }),
+                    None => Ok(message["result"].clone()),
+                };
+            }
+            kept.push_back(message);
+        };
+        kept.append(&mut self.stashed);
+        self.stashed = kept;
+        result
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> Result<u64, DriverError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.write(&json!({"id": id, "method": method, "params": params}))?;
+        Ok(id)
+    }
+
+    fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), DriverError> {
+        let mut message = json!({"method": method});
+        if let Some(p) = params {
+            message["params"] = p;
+        }
+        self.write(&message)
+    }
+
+    fn write(&mut self, message: &Value) -> Result<(), DriverError> {
+        if self.stopped {
+            return Err(self.exited());
+        }
+        let mut line = message.to_string();
+        line.push('\n');
+        match self.stdin.write_all(line.as_bytes()).and_then(|()| self.stdin.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(self.exited()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The next message (a stashed one first), `None` when none came within `wait`.
+    fn next_message(&mut self, wait: Duration) -> Result<Option<Value>, DriverError> {
+        if let Some(m) = self.stashed.pop_front() {
+            return Ok(Some(m));
+        }
+        match self.messages.recv_timeout(wait) {
+            Ok(m) => Ok(Some(m)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(self.exited()),
+        }
+    }
+
+    /// Ends the child's whole process group: SIGTERM, then SIGKILL after [`STOP_GRACE`].
+    /// Once stopped, every call answers [`DriverError::Exited`].
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let group = -(self.child.id() as i32);
+        // SAFETY: signals to the process group this value started (its leader's pid).
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe { libc::kill(group, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    fn exited(&mut self) -> DriverError {
+        // Its end and the rest of its stderr have a moment to arrive (a grandchild may hold
+        // stderr open, hence the limit).
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let drained = |s: &Self| s.stderr.lock().unwrap_or_else(|e| e.into_inner()).closed;
+        while Instant::now() < deadline && (matches!(self.child.try_wait(), Ok(None)) || !drained(self)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => format!("({s}) "),
+            _ => String::new(),
+        };
+        DriverError::Exited { stderr: format!("{status}{}", self.stderr_tail()) }
+    }
+}
+
+impl Drop for AppServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The child leads a process group of its own, and on Linux is killed when this process dies.
+fn own_group_dying_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: `prctl` and `getppid` are async-signal-safe, as `pre_exec` requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent died before the signal was armed.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// One line (without its newline); `Some(None)` for a line longer than `max`, skipped; `None`
+/// at the end.
+fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Option<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf().ok()?;
+        if buf.is_empty() {
+            return if line.is_empty() && !too_long { None } else { Some((!too_long).then_some(line)) };
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !too_long {
+            if line.len() + chunk.len() > max {
+                too_long = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Some((!too_long).then_some(line));
+        }
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES_MAX`] bytes written, and whether the writer closed it.
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    closed: bool,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.bytes.extend(bytes);
+        let over = self.bytes.len().saturating_sub(STDERR_TAIL_BYTES_MAX);
+        self.bytes.drain(..over);
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes.iter().copied().collect::<Vec<u8>>()).into_owned()
+    }
+}
+
+/// A turn's end from its `turn/completed` turn: its status, error and agent's message (the
+/// last `agentMessage` of its items, else the last one seen streaming).
+pub fn outcome(turn: &Value, streamed_message: &str) -> TurnOutcome {
+    match turn["status"].as_str() {
+        Some("completed") => {
+            let items = turn["items"].as_array().into_iter().flatten();
+            let message = items.rev().filter(|i| i["type"] == "agentMessage").find_map(|i| i["text"].as_str()).unwrap_or(streamed_message);
+            TurnOutcome::Completed { message: message.to_string() }
+        }
+        Some("interrupted") => TurnOutcome::Interrupted,
+        other => {
+            let reason = turn["error"]["message"].as_str().map_or_else(|| format!("the turn ended {}", other.unwrap_or("without a status")), str::to_string);
+            TurnOutcome::Failed { reason }
+        }
+    }
+}
+
+/// `item/commandExecution/requestApproval`: the command whole, and the folder it runs in.
+pub fn command_approval(params: &Value) -> Approval {
+    let command = params["command"].as_str().unwrap_or("(no command given)");
+    let mut text = command.to_string();
+    if let Some(cwd) = params["cwd"].as_str() {
+        text.push_str(&format!("\nin {cwd}"));
+    }
+    Approval { kind: ApprovalKind::Command, text, reason: params["reason"].as_str().map(str::to_string) }
+}
+
+/// `item/fileChange/requestApproval`: the paths and diffs of its `fileChange` item (the
+/// request names the item; the changes come with the item's `item/started`).
+pub fn file_change_approval(params: &Value, item: Option<&Value>) -> Approval {
+    let changes = item.and_then(|i| i["changes"].as_array()).cloned().unwrap_or_default();
+    let mut text = String::new();
+    for change in &changes {
+        let kind = change["kind"]["type"].as_str().unwrap_or("change");
+        let path = change["path"].as_str().unwrap_or("?");
+        text.push_str(&format!("{kind} {path}"));
+        if let Some(to) = change["kind"]["move_path"].as_str() {
+            text.push_str(&format!(" → {to}"));
+        }
+        text.push('\n');
+        text.push_str(change["diff"].as_str().unwrap_or_default());
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    if changes.is_empty() {
+        text.push_str("a change of files (Codex did not say which)\n");
+    }
+    if let Some(root) = params["grantRoot"].as_str() {
+        text.push_str(&format!("and writes under {root} for the rest of the session\n"));
+    }
+    Approval { kind: ApprovalKind::FileChange, text: text.trim_end().to_string(), reason: params["reason"].as_str().map(str::to_string) }
+}
+
+/// `item/permissions/requestApproval`: the permissions asked for, and the folder.
+pub fn permissions_approval(params: &Value) -> Approval {
+    let mut text = format!("more permissions: {}", params["permissions"]);
+    if let Some(cwd) = params["cwd"].as_str() {
+        text.push_str(&format!("\nin {cwd}"));
+    }
+    Approval { kind: ApprovalKind::Permissions, text, reason: params["reason"].as_str().map(str::to_string) }
+}
+
+/// The one question a choice form carries, or the note that says why these cannot be asked.
+pub fn question_of(questions: &[Value]) -> Result<Question, String> {
+    let [q] = questions else {
+        return Err(format!("the person's form takes one question at a time, and {} were asked; ask them one by one", questions.len()));
+    };
+    if q["isSecret"] == true {
+        return Err("the person's form does not take secrets".into());
+    }
+    let options: Vec<(String, String)> = q["options"].as_array().into_iter().flatten().map(|o| (o["label"].as_str().unwrap_or_default().to_string(), o["description"].as_str().unwrap_or_default().to_string())).collect();
+    if options.is_empty() {
+        return Err("the person's form needs options to choose from".into());
+    }
+    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text: q["question"].as_str().unwrap_or_default().to_string(), options, other: q["isOther"] == true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_approval_reads_as_the_whole_command_and_its_folder() {
+        let a = command_approval(&json!({"command": "touch a && rm -rf b", "cwd": "/w", "itemId": "i", "threadId": "t", "turnId": "u", "startedAtMs": 1}));
+        assert_eq!((a.kind, a.text.as_str()), (ApprovalKind::Command, "touch a && rm -rf b\nin /w"));
+    }
+
+    #[test]
+    fn a_file_change_approval_carries_the_paths_and_diffs_of_its_item() {
+        let item = json!({"type": "fileChange", "id": "i", "status": "inProgress", "changes": [
+            {"path": "a.rs", "kind": {"type": "add"}, "diff": "+fn a() {}\n"},
+            {"path": "b.rs", "kind": {"type": "update", "move_path": "c.rs"}, "diff": "-x\n+y"},
+        ]});
+        let a = file_change_approval(&json!({"itemId": "i"}), Some(&item));
+        assert_eq!(a.text, "add a.rs\n+fn a() {}\nupdate b.rs → c.rs\n-x\n+y");
+        assert!(file_change_approval(&json!({"itemId": "i"}), None).text.contains("did not say which"));
+    }
+
+    #[test]
+    fn only_one_plain_question_with_options_goes_to_the_person() {
+        let q = json!({"id": "q1", "header": "Pick", "question": "Which?", "options": [{"label": "A", "description": "first"}]});
+        assert_eq!(question_of(std::slice::from_ref(&q)).unwrap().options, vec![("A".to_string(), "first".to_string())]);
+        assert!(question_of(&[q.clone(), q.clone()]).unwrap_err().contains("one question at a time"));
+        let mut secret = q.clone();
+        secret["isSecret"] = json!(true);
+        assert!(question_of(&[secret]).is_err());
+        let mut open = q;
+        open["options"] = Value::Null;
+        assert!(question_of(&[open]).is_err());
+    }
+
+    #[test]
+    fn a_turn_ends_as_its_status_says_with_the_agents_last_message() {
+        let done = json!({"id": "t", "status": "completed", "items": [{"type": "agentMessage", "id": "1", "text": "first"}, {"type": "agentMessage", "id": "2", "text": "last"}]});
+        assert_eq!(outcome(&done, "streamed"), TurnOutcome::Completed { message: "last".into() });
+        assert_eq!(outcome(&json!({"status": "completed", "items": []}), "streamed"), TurnOutcome::Completed { message: "streamed".into() });
+        assert_eq!(outcome(&json!({"status": "interrupted", "items": []}), ""), TurnOutcome::Interrupted);
+        assert_eq!(outcome(&json!({"status": "failed", "items": [], "error": {"message": "quota"}}), ""), TurnOutcome::Failed { reason: "quota".into() });
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_skipped_and_the_next_one_read() {
+        let mut r = std::io::Cursor::new(b"0123456789\nabc\nlast".to_vec());
+        assert_eq!(read_line_bounded(&mut r, 5), Some(None));
+        assert_eq!(read_line_bounded(&mut r, 5), Some(Some(b"abc".to_vec())));
+        assert_eq!(read_line_bounded(&mut r, 5), Some(Some(b"last".to_vec())));
+        assert_eq!(read_line_bounded(&mut r, 5), None);
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_only_the_end() {
+        let mut t = Tail::default();
+        t.push(&vec![b'a'; STDERR_TAIL_BYTES_MAX]);
+        t.push(b"end");
+        assert_eq!(t.bytes.len(), STDERR_TAIL_BYTES_MAX);
+        assert!(t.text().ends_with("aend"));
+    }
+}

@@ -1,0 +1,339 @@
+//! The pure core of `handoff serve`: from the record as last read and what this machine
+//! started (the state record), the one thing to do next. No I/O; [`super`] reads, writes and
+//! spawns.
+//!
+//! **Invariants** (property-tested below):
+//! - a turn is started at most once, whatever the order of records and restarts: a turn in
+//!   the state record is never started again, and the state record is written before the
+//!   harness starts;
+//! - a turn the record shows cancelled, or a closed hand-off, is never started;
+//! - a final report is sent only for a turn that is still open on the record, once.
+
+use handoff_core::turn::{State, Status};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The fields of the record the decision reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub version: u64,
+    pub turn: u64,
+    pub closed: bool,
+    pub status: Status,
+    /// The runtime the current turn was handed to, if any.
+    pub handed_to: Option<String>,
+    /// The turn was handed on with a package.
+    pub package: bool,
+    pub prompt: Option<String>,
+}
+
+impl View {
+    pub fn of(h: &crate::client::Handoff) -> View {
+        View {
+            version: h.version,
+            turn: h.turn,
+            closed: h.state == State::Closed,
+            status: h.status,
+            handed_to: h.briefed.runtime.clone(),
+            package: h.briefed.runtime.is_some() && h.briefed.package_hash.is_some(),
+            prompt: h.prompt.clone(),
+        }
+    }
+}
+
+/// One turn this machine started, as the state record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    pub runtime: String,
+    /// The harness's own session id (chosen up front, or resumed).
+    pub session: String,
+    pub started_ms: i64,
+    /// The harness's process group, once started (to end what a killed serve left of it).
+    #[serde(default)]
+    pub group: Option<i32>,
+    /// How the harness ended, once it did (`None`: running, or serve stopped before it saw).
+    #[serde(default)]
+    pub ended: Option<String>,
+    /// serve sent this turn's final report (or knows that it needs none).
+    #[serde(default)]
+    pub settled: bool,
+}
+
+/// What this machine started, per turn, and the newest version it acted on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Local {
+    pub turns: BTreeMap<u64, Started>,
+    #[serde(default)]
+    pub version: u64,
+}
+
+impl Local {
+    /// The runtime and harness session of the newest turn this machine started.
+    pub fn last(&self) -> Option<(&u64, &Started)> {
+        self.turns.iter().next_back()
+    }
+
+    /// The newest session of `runtime` this machine started.
+    pub fn session_of(&self, runtime: &str) -> Option<&str> {
+        self.turns.values().rev().find(|s| s.runtime == runtime).map(|s| s.session.as_str())
+    }
+}
+
+/// Whether the harness serve started is alive, for which turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    None,
+    Running { turn: u64 },
+}
+
+/// What briefs a new harness session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Brief {
+    /// The turn's package (the API's briefing, the owner's prompt after it).
+    Package,
+    /// The owner's prompt alone.
+    Prompt,
+    /// No prompt and no package: the work record's briefing.
+    Work,
+}
+
+/// How the harness session is had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Session {
+    /// A new session, briefed so.
+    New(Brief),
+    /// The harness's own session `id`, resumed with the owner's prompt as the new message.
+    Resume(String),
+}
+
+/// Why serve stops a running harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopWhy {
+    Cancelled,
+    Closed,
+    /// A newer turn is open: the harness of the previous one is stopped before it starts.
+    NextTurn,
+}
+
+/// Why a turn's harness is gone without a final report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gone {
+    /// It exited, as described (an exit code or a signal), in this serve's life.
+    Exited(String),
+    /// serve restarted while it ran (the parent-death signal ended it).
+    Restarted,
+}
+
+impl Gone {
+    pub fn summary(&self, runtime: &str) -> String {
+        match self {
+            Gone::Exited(how) if how == "exit 0" => format!("{runtime} exited 0, but no final report of its hooks or its model reached the service"),
+            Gone::Exited(how) => format!("{runtime} ended ({how}) without a final report: the harness crashed or was killed"),
+            Gone::Restarted => format!("handoff serve restarted while {runtime} ran this turn: the harness was stopped with it and the turn is not run twice"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Start { turn: u64, runtime: String, session: Session },
+    Stop { turn: u64, why: StopWhy },
+    /// Report the turn failed, the harness gone.
+    Fail { turn: u64, why: Gone },
+    Nothing,
+    /// The hand-off is closed and nothing runs: serve exits 0.
+    Exit,
+}
+
+/// The next action. `default_runtime` runs turns handed to none before any ran here.
+pub fn decide(view: &View, local: &Local, harness: Harness, default_runtime: &str) -> Action {
+    if view.version < local.version {
+        // An older record than one acted on: it decides nothing.
+        return Action::Nothing;
+    }
+    if let Harness::Running { turn } = harness {
+        if view.closed {
+            return Action::Stop { turn, why: StopWhy::Closed };
+        }
+        if turn == view.turn && view.status == Status::Cancelled {
+            return Action::Stop { turn, why: StopWhy::Cancelled };
+        }
+        if turn < view.turn {
+            return Action::Stop { turn, why: StopWhy::NextTurn };
+        }
+        return Action::Nothing;
+    }
+    // No harness runs: first settle a started turn that is still open on the record.
+    if let Some(started) = local.turns.get(&view.turn) {
+        if started.settled || view.status.has_ended() || view.closed {
+            return if view.closed { Action::Exit } else { Action::Nothing };
+        }
+        let why = match &started.ended {
+            Some(how) => Gone::Exited(how.clone()),
+            None => Gone::Restarted,
+        };
+        return Action::Fail { turn: view.turn, why };
+    }
+    if view.closed {
+        return Action::Exit;
+    }
+    if view.status.has_ended() {
+        return Action::Nothing;
+    }
+    let runtime = match &view.handed_to {
+        Some(r) => r.clone(),
+        None => local.last().map_or_else(|| default_runtime.to_string(), |(_, s)| s.runtime.clone()),
+    };
+    let session = if view.package {
+        Session::New(Brief::Package)
+    } else if let Some(id) = local.session_of(&runtime) {
+        Session::Resume(id.to_string())
+    } else if view.prompt.is_some() {
+        Session::New(Brief::Prompt)
+    } else {
+        Session::New(Brief::Work)
+    };
+    Action::Start { turn: view.turn, runtime, session }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn view(version: u64, turn: u64, status: Status) -> View {
+        View { version, turn, closed: false, status, handed_to: None, package: false, prompt: Some("fix the tests".into()) }
+    }
+
+    fn started(runtime: &str, session: &str) -> Started {
+        Started { runtime: runtime.into(), session: session.into(), started_ms: 0, group: None, ended: None, settled: false }
+    }
+
+    #[test]
+    fn turn_1_with_a_prompt_starts_the_default_runtime_in_a_new_session_briefed_by_the_prompt() {
+        let a = decide(&view(1, 1, Status::Running), &Local::default(), Harness::None, "claude-code");
+        assert_eq!(a, Action::Start { turn: 1, runtime: "claude-code".into(), session: Session::New(Brief::Prompt) });
+        let mut v = view(1, 1, Status::Running);
+        v.prompt = None;
+        assert_eq!(decide(&v, &Local::default(), Harness::None, "codex"), Action::Start { turn: 1, runtime: "codex".into(), session: Session::New(Brief::Work) });
+    }
+
+    #[test]
+    fn a_turn_handed_to_none_resumes_the_harness_session_of_the_previous_turn() {
+        let mut local = Local::default();
+        local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
+        let a = decide(&view(5, 2, Status::Running), &local, Harness::None, "codex");
+        assert_eq!(a, Action::Start { turn: 2, runtime: "claude-code".into(), session: Session::Resume("s-1".into()) });
+    }
+
+    #[test]
+    fn a_turn_handed_on_with_a_package_starts_a_new_session_of_that_runtime_briefed_from_it() {
+        let mut local = Local::default();
+        local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
+        let v = View { handed_to: Some("codex".into()), package: true, ..view(5, 2, Status::Running) };
+        assert_eq!(decide(&v, &local, Harness::None, "claude-code"), Action::Start { turn: 2, runtime: "codex".into(), session: Session::New(Brief::Package) });
+    }
+
+    #[test]
+    fn the_owners_cancel_or_close_stops_the_running_harness_and_close_then_exits() {
+        let local = Local::default();
+        assert_eq!(decide(&view(3, 1, Status::Cancelled), &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::Cancelled });
+        let closed = View { closed: true, ..view(3, 1, Status::Cancelled) };
+        assert_eq!(decide(&closed, &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::Closed });
+        assert_eq!(decide(&closed, &local, Harness::None, "x"), Action::Exit);
+        assert_eq!(decide(&view(3, 1, Status::Running), &local, Harness::Running { turn: 1 }, "x"), Action::Nothing);
+        assert_eq!(decide(&view(3, 2, Status::Running), &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::NextTurn });
+    }
+
+    #[test]
+    fn a_started_turn_still_open_with_no_harness_is_failed_saying_why_and_only_once() {
+        let mut local = Local::default();
+        local.turns.insert(1, started("claude-code", "s-1"));
+        assert_eq!(decide(&view(2, 1, Status::Running), &local, Harness::None, "x"), Action::Fail { turn: 1, why: Gone::Restarted });
+        local.turns.get_mut(&1).unwrap().ended = Some("signal 9".into());
+        assert_eq!(decide(&view(2, 1, Status::NeedsYou), &local, Harness::None, "x"), Action::Fail { turn: 1, why: Gone::Exited("signal 9".into()) });
+        // Reported done by its hooks: nothing to say.
+        assert_eq!(decide(&view(3, 1, Status::Done), &local, Harness::None, "x"), Action::Nothing);
+        local.turns.get_mut(&1).unwrap().settled = true;
+        assert_eq!(decide(&view(2, 1, Status::Running), &local, Harness::None, "x"), Action::Nothing);
+    }
+
+    #[test]
+    fn the_failed_summary_says_why_the_harness_is_gone() {
+        assert!(Gone::Restarted.summary("claude-code").contains("handoff serve restarted"));
+        assert!(Gone::Exited("signal 9".into()).summary("claude-code").contains("(signal 9) without a final report: the harness crashed or was killed"));
+        assert!(Gone::Exited("exit 0".into()).summary("claude-code").contains("exited 0, but no final report"));
+    }
+
+    #[test]
+    fn an_older_record_than_one_acted_on_decides_nothing() {
+        let local = Local { version: 7, ..Local::default() };
+        assert_eq!(decide(&view(6, 1, Status::Running), &local, Harness::None, "x"), Action::Nothing);
+    }
+
+    /// A scripted world: records arrive in any order, serve restarts (the harness dies, the
+    /// state record stays), harnesses end. The state record is applied as serve applies it.
+    fn replay(events: &[(u8, u64, u8)]) -> (Vec<u64>, Vec<(u64, Status, bool)>) {
+        let mut local = Local::default();
+        let mut harness = Harness::None;
+        let mut starts = Vec::new();
+        let mut start_views = Vec::new();
+        for &(kind, n, s) in events {
+            match kind % 4 {
+                0 => {
+                    // serve restarts: the harness is gone, serve's memory too; the file stays.
+                    harness = Harness::None;
+                    continue;
+                }
+                1 => {
+                    if let Harness::Running { turn } = harness {
+                        local.turns.get_mut(&turn).unwrap().ended = Some("0".into());
+                        harness = Harness::None;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let status = [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled][s as usize % 5];
+            let closed = s % 7 == 6;
+            let turn = 1 + n % 4;
+            let v = View { version: n, turn, closed, status, handed_to: None, package: false, prompt: None };
+            match decide(&v, &local, harness, "claude-code") {
+                Action::Start { turn, runtime, .. } => {
+                    starts.push(turn);
+                    start_views.push((turn, status, closed));
+                    local.turns.insert(turn, Started { runtime, session: format!("s{turn}"), started_ms: 0, group: None, ended: None, settled: false });
+                    harness = Harness::Running { turn };
+                }
+                Action::Stop { turn, .. } => {
+                    local.turns.get_mut(&turn).unwrap().ended = Some("stopped".into());
+                    local.turns.get_mut(&turn).unwrap().settled = true;
+                    harness = Harness::None;
+                }
+                Action::Fail { turn, .. } => local.turns.get_mut(&turn).unwrap().settled = true,
+                Action::Nothing | Action::Exit => {}
+            }
+            local.version = local.version.max(v.version);
+        }
+        (starts, start_views)
+    }
+
+    proptest! {
+        #[test]
+        fn a_turn_runs_at_most_once_whatever_the_order_of_records_and_restarts(events in proptest::collection::vec((0u8..8, 0u64..12, 0u8..14), 0..60)) {
+            let (starts, _) = replay(&events);
+            let mut seen = std::collections::BTreeSet::new();
+            for t in starts {
+                prop_assert!(seen.insert(t), "turn {t} started twice");
+            }
+        }
+
+        #[test]
+        fn a_cancelled_turn_or_a_closed_hand_off_never_starts(events in proptest::collection::vec((0u8..8, 0u64..12, 0u8..14), 0..60)) {
+            let (_, views) = replay(&events);
+            for (turn, status, closed) in views {
+                prop_assert!(!closed && !status.has_ended(), "turn {turn} started on a record {status:?} closed={closed}");
+            }
+        }
+    }
+}

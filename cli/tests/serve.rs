@@ -1,0 +1,425 @@
+//! `handoff serve` with the real Claude Code (the lockfile's version), its model scripted,
+//! against the real local Worker: the owner acts through the API alone, and the machine runs
+//! each turn.
+
+mod common;
+use common::harness::*;
+use common::*;
+use serde_json::Value;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any one wait of these tests takes before it fails.
+const STEP_S: u64 = 60;
+
+/// A hand-off created with turn 1's words, a machine for it, and `handoff serve` running there.
+struct Served {
+    owner: String,
+    id: String,
+    model: ScriptedModel,
+    machine: Machine,
+    serve: Option<Child>,
+    args: Vec<String>,
+}
+
+impl Served {
+    fn start(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)]) -> Served {
+        Served::start_with(prompt, steps, vars, &[])
+    }
+
+    /// [`Served::start`], with more arguments for serve.
+    fn start_with(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)], args: &[&str]) -> Served {
+        let owner = owner();
+        let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let mut lines = out.lines();
+        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+        let model = ScriptedModel::start(steps);
+        let machine = Machine::new(&id, &token, &model);
+        let mut s = Served { owner, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() };
+        s.serve = Some(s.spawn(vars));
+        s
+    }
+
+    fn spawn(&self, vars: &[(&str, &str)]) -> Child {
+        let mut argv = vec!["serve", self.id.as_str()];
+        argv.extend(self.args.iter().map(String::as_str));
+        let mut cmd = self.machine.handoff(&argv);
+        cmd.envs(vars.iter().copied()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.spawn().expect("handoff serve starts")
+    }
+
+    fn record(&self) -> Value {
+        record(&self.owner, &self.id)
+    }
+
+    fn context(&self) -> String {
+        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
+    }
+
+    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
+    }
+
+    fn log_says(&self, what: &str) -> String {
+        eventually(&format!("the log says {what:?}"), Duration::from_secs(STEP_S), || Some(self.machine.log()).filter(|l| l.contains(what)), || self.context())
+    }
+
+    /// The machine's processes other than serve itself.
+    fn harness_processes(&self) -> Vec<String> {
+        let serve = self.serve.as_ref().map(|c| c.id().to_string());
+        self.machine.processes().into_iter().filter(|p| Some(p.split(' ').next().unwrap_or_default().to_string()) != serve).collect()
+    }
+
+    /// The open question's id.
+    fn question(&self) -> String {
+        let r = self.until("the harness asks the owner", |r| r["question"]["id"].is_string() && r["question"]["answer"].is_null());
+        r["question"]["id"].as_str().unwrap().to_string()
+    }
+
+    /// The owner closes the hand-off and serve exits 0, leaving nothing running.
+    fn close(&mut self) {
+        ok(Some(&self.owner), &["close", &self.id]);
+        let mut serve = self.serve.take().unwrap();
+        let until = Instant::now() + Duration::from_secs(STEP_S);
+        let status = loop {
+            if let Some(status) = serve.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < until, "serve did not exit on close\n{}", self.context());
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
+        let left = eventually("no process is left", Duration::from_secs(10), || Some(self.machine.processes()).filter(|p| p.is_empty()), || format!("{:?}", self.machine.processes()));
+        assert!(left.is_empty());
+        assert!(!self.machine.log().contains(&self.machine.token), "the log never holds the token");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_first_harness_session() {
+    let mut s = Served::start("Say hello to the parser.", vec![Step::text("Hello, parser."), Step::text("Second turn answered.")], &[]);
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], "Hello, parser.", "{done}");
+    let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
+    assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
+    let log = s.log_says("turn 1 started: claude-code session");
+    assert!(log.contains("(new)") && log.contains("ms after v"), "{log}");
+    log.lines().filter(|l| l.contains("started:")).for_each(|l| eprintln!("measured: {l}"));
+
+    // Words that would parse as a flag, were they an argument.
+    let words = "--help me with the second thing";
+    ok(Some(&s.owner), &["turn", &s.id, &format!("--prompt={words}")]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Second turn answered.", "{done}");
+    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains(words)).unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
+    let text = second.text();
+    assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
+    assert!(s.machine.log().contains("(resumed)"), "{}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_after() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    // The harness waits on the owner's permission question: it is busy in its turn.
+    s.question();
+    assert!(!s.harness_processes().is_empty(), "the harness runs");
+    let cancelled_at = Instant::now();
+    ok(Some(&s.owner), &["cancel", &s.id]);
+    let gone = eventually("the harness is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    assert!(gone.is_empty());
+    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
+    let log = s.log_says("because the owner cancelled it");
+    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    assert!(line.contains("ms after v"), "the log says how long the stop took: {log}");
+    eprintln!("measured: {line}");
+    let cancelled = s.record();
+    assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str()), (Some(1), Some("cancelled")), "{cancelled}");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = s.record();
+    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing moved the turn after its cancel: {after}");
+    assert!(!s.machine.work().join("proof.txt").exists());
+    s.close();
+}
+
+#[test]
+fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_note_the_model_reads() {
+    let steps = vec![Step::bash("touch allowed.txt"), Step::text("Made allowed.txt."), Step::bash("touch denied.txt"), Step::text("Left it.")];
+    let mut s = Served::start("Make the files.", steps, &[]);
+    let q = s.question();
+    assert_eq!(s.record()["question"]["text"], "Bash: touch allowed.txt");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let ran = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    assert!(!ran.to_string().contains("denied"), "{ran}");
+    assert_eq!(s.until("turn 1 is done", |r| r["status"] == "done")["summary"], "Made allowed.txt.");
+    assert!(s.machine.work().join("allowed.txt").exists());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Now the other file."]);
+    let q = eventually("turn 2's question", Duration::from_secs(STEP_S), || {
+        let r = s.record();
+        (r["turn"] == 2 && r["question"]["answer"].is_null()).then(|| r["question"]["id"].as_str().map(str::to_string)).flatten()
+    }, || s.context());
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", "not that file"]);
+    let denied = s.model.result_of("call_2", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    assert!(denied.to_string().contains("not that file"), "the model reads the owner's note: {denied}");
+    assert_eq!(s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done")["summary"], "Left it.");
+    assert!(!s.machine.work().join("denied.txt").exists());
+    s.close();
+}
+
+#[test]
+fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_and_runs_the_next() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")], &[]);
+    s.question();
+    let mut first = s.serve.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The parent-death signal took Claude Code with serve (its hook waiting for the answer is
+    // left for the next serve to end).
+    let claude = || s.machine.processes().into_iter().filter(|p| p.contains("--session-id")).collect::<Vec<_>>();
+    eventually("Claude Code went with serve", Duration::from_secs(5), || Some(claude()).filter(|p| p.is_empty()), || format!("{:?}", claude()));
+
+    s.serve = Some(s.spawn(&[]));
+    let failed = s.until("turn 1 is reported failed", |r| r["turn"] == 1 && r["status"] == "failed");
+    assert!(failed["summary"].as_str().is_some_and(|t| t.contains("handoff serve restarted")), "{failed}");
+    let log = s.machine.log();
+    assert_eq!(log.matches("turn 1 started:").count(), 1, "turn 1 ran once: {log}");
+    assert!(log.contains("process(es) left by the serve before's harness"), "the hook left waiting was ended: {log}");
+    let left: Vec<String> = s.harness_processes().into_iter().filter(|p| p.contains("--session-id") || p.contains("hook claude-code") || p.contains(" mcp")).collect();
+    assert!(left.is_empty(), "nothing of the killed serve's harness is left: {left:?}");
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Try again."]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Second turn ran.", "{done}");
+    s.close();
+}
+
+#[test]
+fn a_second_serve_for_the_same_hand_off_refuses_naming_the_first_ones_pid() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    let second = run_bounded("a second serve", s.machine.handoff(&["serve", &s.id]), 30);
+    assert_eq!(second.code, 1, "{second:?}");
+    let pid = s.serve.as_ref().unwrap().id();
+    assert!(second.stderr.contains(&format!("pid {pid}")), "{second:?}");
+    s.close();
+}
+
+#[test]
+fn a_served_question_left_unanswered_is_withdrawn_and_denied_with_a_note_the_model_reads() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Went on without it.")], &[("HANDOFF_SERVE_ANSWER_WAIT_S", "3")]);
+    s.question();
+    let denied = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    assert!(denied.to_string().contains("did not answer within 3 s"), "the model reads why: {denied}");
+    let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
+    assert_eq!(done["summary"], "Went on without it.", "{done}");
+    assert!(!s.machine.work().join("proof.txt").exists());
+    assert!(s.machine.log().contains("denied, and the question withdrawn"), "{}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn an_erased_hand_off_ends_serve_with_a_line_saying_so() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    ok(Some(&s.owner), &["erase", &s.id]);
+    let mut serve = s.serve.take().unwrap();
+    let status = eventually("serve ends", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || s.machine.log());
+    assert_eq!(status.code(), Some(1), "{}", s.machine.log());
+    assert!(s.machine.log().contains("was erased, or this token does not reach it (404)"), "{}", s.machine.log());
+    assert!(s.machine.processes().is_empty(), "{:?}", s.machine.processes());
+}
+
+#[test]
+fn a_refused_token_with_no_fresh_one_in_the_file_ends_serve_with_the_apis_code_and_what_to_do() {
+    let model = ScriptedModel::start(vec![]);
+    let owner = owner();
+    let (id, token) = create(&owner);
+    let m = Machine::new(&id, &token, &model);
+    let file = m.root.join("state/stale.token");
+    std::fs::write(&file, "not-a-token").unwrap();
+    let mut cmd = m.handoff(&["serve", &id]);
+    cmd.env_remove("HANDOFF_TOKEN").env("HANDOFF_TOKEN_FILE", &file);
+    let r = run_bounded("serve with a refused token", cmd, 30);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("mint a fresh one") && r.stderr.contains("stale.token"), "{r:?}");
+}
+
+/// A TCP relay to the Worker that the test can take down (every connection cut, new ones
+/// dropped) and bring back on the same address: the Worker unreachable, then back.
+struct Relay {
+    port: u16,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped on each cut: a connection of an older generation ends.
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let relay = Relay { port, down: Default::default(), generation: Default::default() };
+        let (down, generation) = (relay.down.clone(), relay.generation.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                if down.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
+                let born = generation.load(Ordering::SeqCst);
+                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                    let generation = generation.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let (mut from, mut to) = (from, to);
+                        let _ = from.set_read_timeout(Some(Duration::from_millis(200)));
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if generation.load(Ordering::SeqCst) != born {
+                                break;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        relay
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn set_down(&self, down: bool) {
+        use std::sync::atomic::Ordering;
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_turn_opened_meanwhile() {
+    let relay = Relay::start(&url());
+    let relayed = relay.url();
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Ran the turn opened while away.")], &[("HANDOFF_URL", &relayed)]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    s.log_says(&format!("from {relayed}"));
+
+    relay.set_down(true);
+    s.log_says("lost the hand-off's watch");
+    // Opened while serve cannot reach the service.
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Run this when you are back."]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!s.machine.log().contains("turn 2 started:"), "{}", s.machine.log());
+    relay.set_down(false);
+    let done = s.until("turn 2 ran after the service came back", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Ran the turn opened while away.", "{done}");
+    let log = s.machine.log();
+    assert!(log.contains("reconnected at v") && log.contains("turn 2 started:"), "{log}");
+    s.close();
+}
+
+#[test]
+fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_and_the_next_resumes_its_thread() {
+    let steps = vec![Step::exec("printf made > proof.txt && echo proof-made"), Step::text("Made the proof."), Step::text("Still here.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question();
+    let asked = s.record()["question"].clone();
+    assert_eq!(asked["kind"], "permission", "{asked}");
+    assert!(asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")), "the owner is shown the whole command: {asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], "Made the proof.", "{done}");
+    assert_eq!(s.machine.file("proof.txt"), "made");
+    let first = s.model.agent_requests().into_iter().next().unwrap();
+    assert!(first.text().contains("Make a proof file."), "{}", first.text());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Are you still there?"]);
+    let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Still here.", "{done}");
+    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains("Are you still there?")).expect("turn 2 reached the model");
+    assert!(second.text().contains("Make a proof file.") && second.text().contains("proof-made"), "turn 2 carries turn 1's exchange: {}", second.text());
+    assert!(s.machine.log().contains("codex thread"), "{}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() {
+    let model = ScriptedModel::start(vec![Step::text("Served with the fresh token.")]);
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let m = Machine::new(&id, &token, &model);
+    let file = m.root.join("state/rotated.token");
+    std::fs::write(&file, &token).unwrap();
+    let mut cmd = m.handoff(&["serve", &id]);
+    // Started with a token the API refuses; the file holds the fresh one.
+    cmd.env("HANDOFF_TOKEN", "expired-token").env("HANDOFF_TOKEN_FILE", &file).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut serve = cmd.spawn().unwrap();
+    let done = eventually("turn 1 is done", Duration::from_secs(STEP_S), || Some(record(&owner, &id)).filter(|r| r["status"] == "done"), || m.log());
+    assert_eq!(done["summary"], "Served with the fresh token.", "{done}");
+    assert!(m.log().contains("read a fresh one from the token file"), "{}", m.log());
+    ok(Some(&owner), &["close", &id]);
+    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_back_to_claude_code_briefed_from_codexs() {
+    let model = ScriptedModel::start_per_api(vec![Step::text("Claude Code's first turn."), Step::text("Claude Code is back.")], vec![Step::text("Codex reviewed the parser.")]);
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    let machine = Machine::new(&id, &token, &model);
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[]));
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    s.log_says("reported runtimes");
+    // `codex login status` calls Codex signed out with the scripted provider's key: the machine
+    // says what it can run.
+    s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in", "--runtime", "claude-code=signed-in"]);
+
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser for edge cases", "--purpose", "a second pair of eyes"]);
+    let done = s.until("turn 2 is done by codex", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Codex reviewed the parser.", "{done}");
+    let codex = s.model.agent_requests().into_iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses).expect("codex asked the model");
+    assert!(codex.text().contains("Review the parser for edge cases") && codex.text().contains("# Hand-off briefing"), "codex was briefed from the package: {}", codex.text());
+    assert!(s.machine.log().contains("turn 2 started: codex"), "{}", s.machine.log());
+
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "claude-code", "--objective", "Fix what the review found", "--purpose", "back to the author"]);
+    let done = s.until("turn 3 is done by claude-code", |r| r["turn"] == 3 && r["status"] == "done");
+    assert_eq!(done["summary"], "Claude Code is back.", "{done}");
+    let back = s.model.agent_requests().into_iter().rev().find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages).unwrap();
+    // The package compiled after Codex's turn: its milestones (the package carries no summaries).
+    let text = back.text();
+    assert!(text.contains("Fix what the review found") && text.contains("turn 2 finished (done)") && text.contains("Package version 2"), "claude-code was briefed from the package compiled after codex's turn: {text}");
+    s.close();
+}
