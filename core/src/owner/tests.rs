@@ -447,15 +447,18 @@ fn a_row_of_an_erased_life_arriving_after_the_drop_stores_nothing_and_owes_nothi
     let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 200 }, T0 + 5);
     assert!(plan.writes.iter().any(|w| matches!(w, Write::StoreRow(r) if r.version == 2)));
     assert_eq!(mem.deliveries.len(), 1, "the later life owes its notice");
+    // Kept a day: a drop 23 hours later forgets nothing.
+    run(&mut index, &mut mem, Ask::Drop { id: "ho_y".into(), incarnation: 1 }, T0 + 23 * 60 * MINUTE_MS);
+    assert!(mem.erased.contains_key("ho_a"), "an erased life is remembered for a day");
     // The erased lives are bounded: by age and by count.
-    let later = T0 + crate::limits::ERASED_KEPT_MS + 10;
+    let later = T0 + 24 * 60 * MINUTE_MS + 60 * MINUTE_MS;
     run(&mut index, &mut mem, Ask::Drop { id: "ho_z".into(), incarnation: 1 }, later);
-    assert_eq!(mem.erased.keys().collect::<Vec<_>>(), vec!["ho_z"], "kept ERASED_KEPT_MS, then forgotten");
+    assert_eq!(mem.erased.keys().collect::<Vec<_>>(), vec!["ho_y", "ho_z"], "kept ERASED_KEPT_MS, then forgotten");
     for i in 0..crate::limits::ERASED_KEPT_PER_OWNER_MAX + 3 {
         run(&mut index, &mut mem, Ask::Drop { id: format!("ho_{i}"), incarnation: 1 }, later + 1 + i as i64);
     }
     assert_eq!(mem.erased.len(), crate::limits::ERASED_KEPT_PER_OWNER_MAX);
-    assert!(!mem.erased.contains_key("ho_z") && mem.erased.contains_key(&format!("ho_{}", crate::limits::ERASED_KEPT_PER_OWNER_MAX + 2)), "the oldest go first");
+    assert!(!mem.erased.contains_key("ho_y") && !mem.erased.contains_key("ho_z") && mem.erased.contains_key(&format!("ho_{}", crate::limits::ERASED_KEPT_PER_OWNER_MAX + 2)), "the oldest go first");
 }
 
 #[test]
