@@ -717,10 +717,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let reply = keyed(&key).close(&id)?;
             out.emit(&reply, [output::closed_line(&reply.value)]);
         }
-        Command::Erase { id, key } => {
-            let reply = keyed(&key).erase(&id)?;
-            out.emit(&reply, [format!("erased {id}")]);
-        }
+        Command::Erase { id, key } => match keyed(&key).erase(&id) {
+            Ok(reply) => out.emit(&reply, [format!("erased {id}")]),
+            // The service answers "not there" and "not yours" alike, so a retried erase whose
+            // first answer was lost ends here too: nothing is left to erase either way.
+            Err(e) if e.code().map(handoff_cli::ErrorCode::as_str) == Some("handoff.not_found") => {
+                let reply = Reply { status: 404, body: e.refusal().map_or(serde_json::Value::Null, |r| r.body.clone()), value: () };
+                out.emit(&reply, [format!("nothing to erase: {id} is not there (erased already, or not yours)")]);
+            }
+            Err(e) => return Err(e.into()),
+        },
         Command::Wait { id, after, follow, timeout } => wait(&out, &client, &id, after, follow, timeout)?,
         Command::Turns { id } => {
             let reply = client.turns(&id)?;
