@@ -238,6 +238,7 @@ proptest! {
         let reach = Reach::api(BASE_URL);
         let b = render_with(&latest, Some(&words), budget, &reach);
         let block = words_block(&words);
+        prop_assert_eq!(&block, &format!("\n{WORDS_HEADING}\n{words}\n"));
         prop_assert!(b.text.ends_with(&block), "the words, whole, last");
         let room = budget.saturating_sub(block.len());
         if room >= BRIEFING_BUDGET_BYTES_MIN {

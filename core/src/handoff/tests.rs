@@ -318,3 +318,14 @@ fn a_create_with_a_prompt_gives_turn_one_its_words_and_remembers_them_for_a_repe
     assert_eq!(h.check_create_again("m2", "large", None), Err(Code::HandoffConflict));
     assert_eq!(fresh().check_create_again("m1", "large", Some("words")), Err(Code::HandoffConflict), "turn 1 had none");
 }
+
+#[test]
+fn an_open_that_names_another_turn_is_a_turn_conflict_saying_so_not_a_repeat() {
+    let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
+    let h = ok(&h, open_saying(1, Some("go on"), None), Role::Owner).next;
+    for after in [0, 5] {
+        let refusal = apply(&h, &open_saying(after, Some("go on"), None), Role::Owner, 6_000).unwrap_err();
+        assert_eq!(refusal.code, Code::TurnConflict);
+        assert!(refusal.message.starts_with("the request names another turn"), "{after}: {}", refusal.message);
+    }
+}

@@ -1044,3 +1044,15 @@ fn a_code_span_turns_line_breaks_into_spaces_and_other_control_characters_into_r
     assert_eq!(code_span("a\nb\rc"), "`a b c`");
     assert_eq!(code_span("bell\u{7}tab\tesc\u{1b}"), "`bell\u{FFFD}tab\u{FFFD}esc\u{FFFD}`");
 }
+
+/// A lineage entry says its prompt was dropped only where it was: `prompt_dropped` is absent
+/// otherwise, and `prompt` always there (null without words).
+#[test]
+fn a_lineage_entry_marks_only_a_dropped_prompt() {
+    let entry = long_lineage(1, |_| Status::Done).remove(0);
+    let kept = serde_json::to_value(&entry).unwrap();
+    assert_eq!(kept["prompt"], "turn 1's words");
+    assert!(kept.get("prompt_dropped").is_none(), "{kept}");
+    let dropped = serde_json::to_value(TurnEntry { prompt: None, prompt_dropped: true, ..entry }).unwrap();
+    assert_eq!((&dropped["prompt"], &dropped["prompt_dropped"]), (&serde_json::Value::Null, &serde_json::json!(true)));
+}
