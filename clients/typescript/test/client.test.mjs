@@ -69,11 +69,12 @@ test("a whole session through the client: create, report, hand the next turn off
 
 test("a prompt travels with create and openTurn, reads back on the record and in the lineage, and other words for the same turn are a turn_conflict carrying the words taken", async () => {
   const me = owner();
-  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large", prompt: "Add a CSV export.\nKeep the old one." });
+  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large", prompt: "Add a CSV export.\nKeep the old one." });
   assert.equal(handoff.prompt, "Add a CSV export.\nKeep the old one.");
   const again = await me.create({ session: handoff.session, machine: "m1", size: "large" });
   assert.equal(again.created, false, "no prompt: the hand-off as it is, with a fresh machine token");
-  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  // The fresh token ends the one minted before it: the machine works with the newest.
+  const machine = new HandoffClient({ baseUrl: URL_, token: again.machineToken });
   await machine.report(handoff.id, { turn: 1, status: "done" });
   const h = await me.openTurn(handoff.id, { after: 1, prompt: "Now the tests." });
   assert.equal(h.prompt, "Now the tests.");
