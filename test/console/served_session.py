@@ -65,10 +65,13 @@ def main() -> None:
         desktop = open_session(browser, viewport={"width": 1280, "height": 800})
         phone = open_session(browser, viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True)
 
-        def both(step: str, ready) -> None:
-            """Waits until `ready(page)` holds on both pages, then shoots each."""
+        def both(step: str, n: int, ready) -> None:
+            """Waits until `ready(page)` holds on both pages, then shoots each (the phone's
+            screen scrolled to turn `n`'s end)."""
             for name, page in (("desktop", desktop), ("phone", phone)):
                 ready(page)
+                if name == "phone":
+                    turn(page, n).evaluate("e => e.scrollIntoView({block: 'end'})")
                 path = SHOTS / f"served-{step}-{name}.png"
                 page.screenshot(path=str(path), full_page=name == "desktop")
                 say(f"screenshot {path}")
@@ -76,14 +79,14 @@ def main() -> None:
         # Turn 1, opened with its prompt at create: serve runs it and Claude Code asks.
         def asks_1(page):
             expect(turn(page, 1).locator("section#question pre#question-input")).to_contain_text("touch proof.txt", timeout=MACHINE_MS)
-        both("1-turn1-asks", asks_1)
+        both("1-turn1-asks", 1, asks_1)
         assert record()["question"]["kind"] == "permission"
         desktop.locator("section#question button[data-option='allow']").click()
         say("answered turn 1's question: allow")
 
         def done_1(page):
             expect(turn(page, 1).locator("#summary, .summary").first).to_have_text("Made proof.txt.", timeout=MACHINE_MS)
-        both("2-turn1-done", done_1)
+        both("2-turn1-done", 1, done_1)
         r = record()
         assert (r["turn"], r["status"], r["summary"]) == (1, "done", "Made proof.txt."), r
 
@@ -95,7 +98,7 @@ def main() -> None:
         def done_2(page):
             expect(turn(page, 2).locator(".prompt-text")).to_have_text("Now make the parser read empty input.")
             expect(turn(page, 2).locator("#summary, .summary").first).to_have_text("Turn 2: the parser reads empty input now.", timeout=MACHINE_MS)
-        both("3-turn2-done", done_2)
+        both("3-turn2-done", 2, done_2)
         r = record()
         assert (r["turn"], r["status"]) == (2, "done"), r
         say(f"turn 2's record names runtime {r.get('runtime')!r}")
@@ -121,7 +124,7 @@ def main() -> None:
         def done_3(page):
             expect(turn(page, 3).locator(".turn-head")).to_contain_text("codex")
             expect(turn(page, 3).locator("#summary, .summary").first).to_have_text("Codex reviewed the parser: two edge cases left.", timeout=MACHINE_MS)
-        both("5-turn3-codex-done", done_3)
+        both("5-turn3-codex-done", 3, done_3)
         r = record()
         assert (r["turn"], r["status"], r.get("runtime")) == (3, "done", "codex"), r
 
@@ -131,7 +134,7 @@ def main() -> None:
 
         def asks_4(page):
             expect(turn(page, 4).locator("section#question pre#question-input")).to_contain_text("rm -rf build", timeout=MACHINE_MS)
-        both("6-turn4-asks", asks_4)
+        both("6-turn4-asks", 4, asks_4)
         phone.locator("form#composer button#stop").click()
         expect(phone.locator("dialog#confirm")).to_be_visible()
         phone.locator("button#confirm-yes").click()
@@ -139,7 +142,7 @@ def main() -> None:
 
         def cancelled_4(page):
             expect(page.locator("main#session")).to_have_attribute("data-status", "cancelled", timeout=MACHINE_MS)
-        both("7-turn4-cancelled", cancelled_4)
+        both("7-turn4-cancelled", 4, cancelled_4)
         r = record()
         assert (r["turn"], r["status"]) == (4, "cancelled"), r
         # Nothing the machine does after the cancel moves the turn.
@@ -149,7 +152,7 @@ def main() -> None:
         for page in (desktop, phone):
             page.reload()
             expect(page.locator("#live")).to_have_text("live")
-        both("8-after-reload", cancelled_4)
+        both("8-after-reload", 4, cancelled_4)
         browser.close()
     say("the session went as the owner asked")
 
