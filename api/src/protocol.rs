@@ -292,7 +292,7 @@ mod tests {
         let summary = "é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2);
         let body = serde_json::json!({"turn": 1, "status": "needs-you", "summary": summary}).to_string();
         let r = crate::input::parse_report(body.as_bytes()).unwrap();
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None };
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None, runtime: None };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
         let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0, hid: None }, op: Op::Change { change }, idempotency };
