@@ -109,6 +109,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let mut s = Served::start("Say hello to the parser.", vec![Step::text("Hello, parser."), Step::text("Second turn answered.")], &[]);
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Hello, parser.", "{done}");
+    assert_eq!(done["runtime"], "claude-code", "the record names the runtime of a plain turn: {done}");
     let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
     assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
     let log = s.log_says("turn 1 started: claude-code session");
@@ -120,6 +121,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     ok(Some(&s.owner), &["turn", &s.id, &format!("--prompt={words}")]);
     let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
     assert_eq!(done["summary"], "Second turn answered.", "{done}");
+    assert_eq!((done["runtime"].as_str(), done["continued_from"]["runtime"].as_str()), (Some("claude-code"), Some("claude-code")), "{done}");
     let second = s.model.agent_requests().into_iter().find(|r| r.text().contains(words)).unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
     let text = second.text();
     assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
@@ -355,6 +357,7 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Made the proof.", "{done}");
+    assert_eq!(done["runtime"], "codex", "the record names the runtime of a plain turn: {done}");
     assert_eq!(s.machine.file("proof.txt"), "made");
     let first = s.model.agent_requests().into_iter().next().unwrap();
     assert!(first.text().contains("Make a proof file."), "{}", first.text());
@@ -423,3 +426,4 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
     assert!(text.contains("Fix what the review found") && text.contains("turn 2 finished (done)") && text.contains("Package version 2"), "claude-code was briefed from the package compiled after codex's turn: {text}");
     s.close();
 }
+
