@@ -427,3 +427,18 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
     s.close();
 }
 
+#[test]
+fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    s.question();
+    let before = s.record();
+    let launch = run_bounded("a launch by hand", s.machine.handoff(&["launch", &s.id, "--runtime", "claude-code"]), 30);
+    assert_ne!(launch.code, 0, "{launch:?}");
+    let pid = s.serve.as_ref().unwrap().id();
+    assert!(launch.stderr.contains(&format!("pid {pid}")), "the refusal names serve's pid: {launch:?}");
+    let after = s.record();
+    assert_eq!(after["version"], before["version"], "the launch changed nothing: {after}");
+    assert_eq!(s.model.agent_requests().len(), 1, "no second harness asked the model");
+    s.close();
+}
+
