@@ -442,3 +442,27 @@ fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() 
     s.close();
 }
 
+#[test]
+fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_nothing_is_reported_after() {
+    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Made the proof.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    // Codex waits on the owner's approval: its app-server is busy in the turn.
+    s.question();
+    assert!(s.harness_processes().iter().any(|p| p.contains("app-server")), "{:?}", s.harness_processes());
+    let cancelled_at = Instant::now();
+    ok(Some(&s.owner), &["cancel", &s.id]);
+    let gone = eventually("the app-server is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    assert!(gone.is_empty());
+    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
+    let log = s.log_says("because the owner cancelled it");
+    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    assert!(line.contains("stopped codex") && line.contains("(interrupted)"), "the app-server's turn was interrupted: {log}");
+    eprintln!("measured: {line}");
+    let cancelled = s.record();
+    assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str(), cancelled["runtime"].as_str()), (Some(1), Some("cancelled"), Some("codex")), "{cancelled}");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = s.record();
+    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing was reported after the cancel: {after}");
+    assert!(!s.machine.work().join("proof.txt").exists(), "the declined command never ran");
+    s.close();
+}
