@@ -471,3 +471,14 @@ fn a_runtime_is_named_as_the_machines_runtimes_are() {
         assert!(check_runtime(bad).unwrap_err().message.starts_with("runtime:"), "{bad:?}");
     }
 }
+
+#[test]
+fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
+    let r = asking();
+    let reminder = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: None, runtime: Some("claude-code".into()) };
+    let named = ok(&r, reminder.clone());
+    assert!(named.moved);
+    assert_eq!((named.next.briefed.runtime.as_deref(), named.next.status, named.next.summary.clone()), (Some("claude-code"), Status::NeedsYou, r.summary.clone()));
+    assert_eq!(named.next.question, r.question, "the question stays open");
+    assert!(!ok(&named.next, reminder).moved);
+}
