@@ -96,6 +96,9 @@ pub struct ReportInput {
     /// A needs-you's question for the owner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<QuestionInput>,
+    /// A running report's runtime: the one running the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
@@ -109,6 +112,12 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     }
     if input.unmet.as_ref().is_some_and(|u| u.len() > ACCEPTANCE_CRITERIA_MAX) {
         return Err(ApiError::invalid(format!("unmet: at most {ACCEPTANCE_CRITERIA_MAX} indices")));
+    }
+    if let Some(runtime) = &input.runtime {
+        if input.status != ReportStatus::Running {
+            return Err(ApiError::invalid("runtime: only a running report names the runtime running the turn"));
+        }
+        handoff_core::turn::check_runtime(runtime)?;
     }
     let mut input = input;
     if let Some(question) = input.question.take() {
@@ -390,6 +399,21 @@ mod tests {
         let empty = r#"{"turn":1,"status":"needs-you","question":{"kind":"choice","text":"t","options":[]}}"#;
         assert!(parse_report(empty.as_bytes()).unwrap_err().message.starts_with("question.options"));
         assert_eq!(parse_report(br#"{"turn":1,"status":"running","question":null}"#).unwrap().question, None);
+    }
+
+    #[test]
+    fn only_a_running_report_names_the_runtime_and_it_is_checked_as_it_is_read() {
+        let named = parse_report(br#"{"turn":1,"status":"running","runtime":"claude-code"}"#).unwrap();
+        assert_eq!(named.runtime.as_deref(), Some("claude-code"));
+        for status in ["needs-you", "done", "failed"] {
+            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","runtime":"codex"}}"#).as_bytes()).unwrap_err();
+            assert!(refused.message.starts_with("runtime: only a running report"), "{status}: {}", refused.message);
+        }
+        for bad in ["", "two words", "x/y"] {
+            let refused = parse_report(format!(r#"{{"turn":1,"status":"running","runtime":"{bad}"}}"#).as_bytes()).unwrap_err();
+            assert!(refused.message.starts_with("runtime: 1-"), "{bad:?}: {}", refused.message);
+        }
+        assert_eq!(parse_report(br#"{"turn":1,"status":"done","runtime":null}"#).unwrap().runtime, None);
     }
 
     #[test]

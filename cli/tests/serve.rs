@@ -109,6 +109,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let mut s = Served::start("Say hello to the parser.", vec![Step::text("Hello, parser."), Step::text("Second turn answered.")], &[]);
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Hello, parser.", "{done}");
+    assert_eq!(done["runtime"], "claude-code", "the record names the runtime of a plain turn: {done}");
     let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
     assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
     let log = s.log_says("turn 1 started: claude-code session");
@@ -120,6 +121,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     ok(Some(&s.owner), &["turn", &s.id, &format!("--prompt={words}")]);
     let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
     assert_eq!(done["summary"], "Second turn answered.", "{done}");
+    assert_eq!((done["runtime"].as_str(), done["continued_from"]["runtime"].as_str()), (Some("claude-code"), Some("claude-code")), "{done}");
     let second = s.model.agent_requests().into_iter().find(|r| r.text().contains(words)).unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
     let text = second.text();
     assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
@@ -355,6 +357,7 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Made the proof.", "{done}");
+    assert_eq!(done["runtime"], "codex", "the record names the runtime of a plain turn: {done}");
     assert_eq!(s.machine.file("proof.txt"), "made");
     let first = s.model.agent_requests().into_iter().next().unwrap();
     assert!(first.text().contains("Make a proof file."), "{}", first.text());
@@ -421,5 +424,45 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
     // The package compiled after Codex's turn: its milestones (the package carries no summaries).
     let text = back.text();
     assert!(text.contains("Fix what the review found") && text.contains("turn 2 finished (done)") && text.contains("Package version 2"), "claude-code was briefed from the package compiled after codex's turn: {text}");
+    s.close();
+}
+
+#[test]
+fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() {
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    s.question();
+    let before = s.record();
+    let launch = run_bounded("a launch by hand", s.machine.handoff(&["launch", &s.id, "--runtime", "claude-code"]), 30);
+    assert_ne!(launch.code, 0, "{launch:?}");
+    let pid = s.serve.as_ref().unwrap().id();
+    assert!(launch.stderr.contains(&format!("pid {pid}")), "the refusal names serve's pid: {launch:?}");
+    let after = s.record();
+    assert_eq!(after["version"], before["version"], "the launch changed nothing: {after}");
+    assert_eq!(s.model.agent_requests().len(), 1, "no second harness asked the model");
+    s.close();
+}
+
+#[test]
+fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_nothing_is_reported_after() {
+    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Made the proof.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    // Codex waits on the owner's approval: its app-server is busy in the turn.
+    s.question();
+    assert!(s.harness_processes().iter().any(|p| p.contains("app-server")), "{:?}", s.harness_processes());
+    let cancelled_at = Instant::now();
+    ok(Some(&s.owner), &["cancel", &s.id]);
+    let gone = eventually("the app-server is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    assert!(gone.is_empty());
+    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
+    let log = s.log_says("because the owner cancelled it");
+    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    assert!(line.contains("stopped codex") && line.contains("(interrupted)"), "the app-server's turn was interrupted: {log}");
+    eprintln!("measured: {line}");
+    let cancelled = s.record();
+    assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str(), cancelled["runtime"].as_str()), (Some(1), Some("cancelled"), Some("codex")), "{cancelled}");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = s.record();
+    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing was reported after the cancel: {after}");
+    assert!(!s.machine.work().join("proof.txt").exists(), "the declined command never ran");
     s.close();
 }

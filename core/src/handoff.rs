@@ -320,6 +320,12 @@ fn turn_change(
     };
     let applied = turn::apply(&h.record, command, now).map_err(|code| match code {
         Code::TurnConflict if repeat => conflict("other words"),
+        Code::TurnConflict if matches!(command, TurnCommand::Report { .. }) => {
+            let r = &h.record;
+            let ran = r.briefed.runtime.as_deref().unwrap_or_default();
+            let message = format!("turn {} runs {ran}; a report cannot name another runtime ({}, version {})", r.turn, r.status.as_str(), r.version);
+            Refusal::new(Code::TurnConflict, message)
+        }
         code => Refusal::new(code, refusal_message(code, &h.record)),
     })?;
     if repeat && !applied.moved && !same_hand_off(h, package) {
@@ -396,6 +402,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     }
     let entry = &mut next.lineage[last];
     entry.status = next.record.status;
+    entry.runtime = next.record.briefed.runtime.clone();
     if next.record.status.has_ended() && entry.ended_at.is_none() {
         entry.ended_at = Some(Timestamp::from_ms(now));
     }

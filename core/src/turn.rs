@@ -14,7 +14,7 @@ use crate::question::{Answer, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
-use crate::limits::{PROMPT_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::limits::{PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
 use crate::work::lines_only;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -245,6 +245,10 @@ pub enum Command {
         summary: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         question: Option<QuestionInput>,
+        /// The runtime running the turn, as the machine says: named on the record and the
+        /// turn's lineage entry; another than the one the turn was handed to is refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runtime: Option<String>,
     },
     /// The owner stops the current turn (or names it, to be sure it is the one they saw).
     Cancel { turn: Option<u64> },
@@ -282,7 +286,7 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
 fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Record>, Code> {
     match command {
         Command::OpenTurn { after, prompt } => open_turn(record, *after, prompt),
-        Command::Report { turn, status, summary, question } => report(record, *turn, *status, summary, question.as_ref(), now),
+        Command::Report { turn, status, summary, question, runtime } => report(record, *turn, *status, summary, question.as_ref(), runtime.as_deref(), now),
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
         Command::Answer { question, option, note } => answer(record, question, option, note, now),
@@ -324,7 +328,7 @@ pub fn check_prompt(prompt: &str) -> Result<(), Refusal> {
     crate::work::multi_line("prompt", prompt, PROMPT_BYTES_MAX)
 }
 
-fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, now: EpochMs) -> Result<Option<Record>, Code> {
+fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, runtime: Option<&str>, now: EpochMs) -> Result<Option<Record>, Code> {
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }
@@ -334,8 +338,14 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     if turn > record.turn {
         return Err(Code::TurnOutOfOrder);
     }
+    // A turn runs one runtime: the one it was handed to, or the first one a report named.
+    let named = record.briefed.runtime.as_deref();
+    if runtime.is_some_and(|r| named.is_some_and(|n| n != r)) {
+        return Err(Code::TurnConflict);
+    }
+    let names_runtime = runtime.is_some() && named.is_none();
     let status = Status::from(status);
-    if still_waiting(record, status, question) {
+    if still_waiting(record, status, question) && !names_runtime {
         return Ok(None);
     }
     // The open question asked again is the same question; no question where none is open is
@@ -345,7 +355,7 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         (Some(input), Some(open)) => open.is_same_open(input),
         _ => false,
     };
-    let same_as_now = record.status == status && record.summary == *summary && same_question;
+    let same_as_now = record.status == status && record.summary == *summary && same_question && !names_runtime;
     if same_as_now {
         // An exact repeat (of a final report too): accepted, nothing moves.
         return Ok(None);
@@ -354,12 +364,27 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         return Err(Code::TurnFinished);
     }
     let mut next = record.clone();
+    if names_runtime {
+        next.briefed.runtime = runtime.map(str::to_string);
+    }
+    if still_waiting(record, status, question) {
+        return Ok(Some(next));
+    }
     next.status = status;
     next.summary = summary.clone();
     // Only a needs-you asks; the API refuses a question on any other status.
     let asked = question.filter(|_| status == Status::NeedsYou);
     next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, record.incarnation, Timestamp::from_ms(now)));
     Ok(Some(next))
+}
+
+/// A runtime a report names: 1..=[`RUNTIME_BYTES_MAX`] characters of `[A-Za-z0-9._:-]`, as
+/// the machine's runtimes are named (400 `request.invalid` naming `runtime`).
+pub fn check_runtime(runtime: &str) -> Result<(), Refusal> {
+    if runtime.len() > RUNTIME_BYTES_MAX || !crate::ids::is_id(runtime) {
+        return Err(Refusal::invalid(format!("runtime: 1-{RUNTIME_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
+    }
+    Ok(())
 }
 
 /// A report's summary, whatever machine sent it (a hook's last message, MCP `report`, a

@@ -294,3 +294,26 @@ fn a_close_racing_a_same_turn_final_report_has_one_whole_winner() {
         }
     }
 }
+
+#[test]
+fn a_running_report_names_the_runtime_of_a_plain_turn_on_the_record_and_its_lineage_entry_once() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    c.report(&id, &machine, 1, "done", None);
+    let before = open_turn(&c, &id, &alice, 1).version();
+    let report = |runtime: &str| c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": 2, "status": "running", "runtime": runtime}));
+    let named = report("claude-code");
+    assert_eq!((named.status, named.version(), named.handoff()["runtime"].as_str()), (200, before + 1, Some("claude-code")), "{}", named.text);
+    let again = report("claude-code");
+    assert_eq!((again.status, again.version()), (200, before + 1), "the same runtime again moves nothing");
+    let other = report("codex");
+    assert_eq!((other.status, other.code()), (409, "handoff.turn_conflict"), "{}", other.text);
+    assert_eq!(other.handoff()["runtime"], "claude-code");
+    let on_done = c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": 2, "status": "done", "runtime": "claude-code"}));
+    assert_eq!((on_done.status, on_done.code()), (400, "request.invalid"), "{}", on_done.text);
+    let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
+    let entries = turns.body["turns"].as_array().unwrap_or_else(|| panic!("{}", turns.text));
+    assert_eq!(entries.last().map(|t| (t["turn"].clone(), t["runtime"].clone())), Some((json!(2), json!("claude-code"))), "{}", turns.text);
+    assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), before + 1, "nothing else moved");
+}

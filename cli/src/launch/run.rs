@@ -164,6 +164,9 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         return Ok(crate::output::EXIT_OK);
     }
 
+    // The hand-off's lock on this machine, held for the turn: a running `handoff serve` (or
+    // another launch) and this one never run the same turn.
+    let _lock = crate::serve::state::lock(&state_dir, &id).map_err(LaunchError::Setup)?;
     let path_var = std::env::var("PATH").ok();
     let program = crate::detect::find(runtime.program(), path_var.as_deref())
         .ok_or_else(|| LaunchError::Setup(format!("{} is not on PATH: install {} first", runtime.program(), runtime.name())))?;
@@ -290,7 +293,7 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
     }
     let status = left.status.unwrap_or(if ran_ok { ReportStatus::Done } else { ReportStatus::Failed });
     let summary = left.summary.clone().unwrap_or_else(|| format!("{} left no final message", runtime.program()));
-    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None };
+    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None, runtime: None };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {
         Ok(reply) => outcome("the report", Ok(format!("{status_name} for turn {turn} (v{})", reply.value.version))),

@@ -450,6 +450,7 @@ impl Serve {
         if let Err(e) = crate::client::write_token_file(&token_path, &self.token.get()) {
             return self.fail_saying(turn, &format!("could not write the token file {}: {e}", token_path.display()));
         }
+        self.name_runtime(turn, runtime);
         let server = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into());
         let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
         let settings = match hook::install::install_claude_code_waiting("", &server, wait_s) {
@@ -506,6 +507,15 @@ impl Serve {
                 self.harness = Some(Running::Process { h });
             }
             Err(e) => self.fail_saying(turn, &format!("{} could not start: {e}", program.display())),
+        }
+    }
+
+    /// The turn's first report, before its harness starts (so no hook's report can come before
+    /// it): `running`, naming the runtime that runs it, which the record then shows.
+    fn name_runtime(&self, turn: u64, runtime: &str) {
+        let report = ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()) };
+        if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
+            self.say.line(&format!("turn {turn}: could not name its runtime {runtime}: {e}"));
         }
     }
 
@@ -569,7 +579,7 @@ impl Serve {
 
     /// Reports `turn` failed with `summary`, once.
     fn fail_saying(&mut self, turn: u64, summary: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None };
+        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
             Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {

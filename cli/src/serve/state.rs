@@ -12,7 +12,8 @@ pub fn record_path(state_dir: &Path, id: &str) -> PathBuf {
     state_dir.join("serve").join(format!("{id}.json"))
 }
 
-/// `STATE/serve/ID.lock`: held (`flock`, exclusive) for the life of a serve; holds its pid.
+/// `STATE/serve/ID.lock`: held (`flock`, exclusive) for the life of a serve, or a launch's
+/// turn; holds its pid.
 pub fn lock_path(state_dir: &Path, id: &str) -> PathBuf {
     state_dir.join("serve").join(format!("{id}.lock"))
 }
@@ -50,7 +51,7 @@ pub struct Lock {
     _file: File,
 }
 
-/// Takes the hand-off's lock, or answers the pid of the serve that holds it.
+/// Takes the hand-off's lock, or answers the pid of the serve (or launch) that holds it.
 #[cfg(unix)]
 pub fn lock(state_dir: &Path, id: &str) -> Result<Lock, String> {
     use std::os::unix::io::AsRawFd;
@@ -65,7 +66,7 @@ pub fn lock(state_dir: &Path, id: &str) -> Result<Lock, String> {
         let _ = file.read_to_string(&mut pid);
         let pid = pid.trim();
         let holder = if pid.is_empty() { "another process".to_string() } else { format!("pid {pid}") };
-        return Err(format!("another handoff serve ({holder}) serves {id} on this machine (lock {}): stop it first", path.display()));
+        return Err(format!("{holder} runs {id}'s turns on this machine, a handoff serve or launch (it holds the lock {}): stop it first", path.display()));
     }
     let _ = file.set_len(0);
     let _ = file.rewind();

@@ -178,6 +178,11 @@ export interface paths {
          *     close withdraws it (`question` null again); a needs-you without a question leaves an
          *     unanswered one open and moves nothing; the same report with the same question again
          *     moves nothing. A question on any other status: 400 `request.invalid`.
+         *     A running report may name the `runtime` running the turn: the record's `runtime` and
+         *     the turn's lineage entry then show it, for a plain turn too (one version move; the
+         *     same runtime again moves nothing). A turn runs one runtime: naming another than the
+         *     one it was handed to, or than the one named first, is 409 `handoff.turn_conflict`,
+         *     changing nothing. On any other status: 400 `request.invalid`.
          */
         post: operations["report"];
         delete?: never;
@@ -1213,6 +1218,11 @@ export interface components {
             usage?: components["schemas"]["Usage"] | null;
             /** @description Only on needs-you (400 otherwise); replaces any earlier question. */
             question?: components["schemas"]["QuestionInput"] | null;
+            /**
+             * @description Only on running (400 otherwise): the runtime running the turn, 1 to 64 characters
+             *     of `[A-Za-z0-9._:-]`. Another than the turn's runtime is 409 `handoff.turn_conflict`.
+             */
+            runtime?: string | null;
         };
         Usage: {
             /** @description Tokens of context in use. */

@@ -14,7 +14,7 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None }, unmet: None, usage: None, package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None }, unmet: None, usage: None, package: None }
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
@@ -80,6 +80,21 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
 }
 
 #[test]
+fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
+    let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
+    let h = ok(&h, open(1, None), Role::Owner).next;
+    let named = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()) };
+    let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
+    assert!(out.moved);
+    assert_eq!((out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()), (Some("codex"), Some("codex")));
+    assert_eq!(out.dirty.lineage_from, Some(1));
+    let other = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("claude-code".into()) };
+    let refused = apply(&out.next, &Change::Turn { command: other, unmet: None, usage: None, package: None }, Role::Machine, 6_000).unwrap_err();
+    assert_eq!(refused.code, Code::TurnConflict);
+    assert!(refused.message.contains("runs codex"), "{}", refused.message);
+}
+
+#[test]
 fn a_hand_off_that_cannot_compile_opens_no_turn() {
     let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let refused = apply(&h, &open(1, Some(request("codex"))), Role::Owner, 6_000).unwrap_err();
@@ -90,7 +105,7 @@ fn a_hand_off_that_cannot_compile_opens_no_turn() {
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let failed = Change::Turn {
-        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None },
+        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None, runtime: None },
         unmet: Some(vec![1]),
         usage: None,
         package: None,
@@ -151,7 +166,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None }, unmet: None, usage: Some(usage), package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None }, unmet: None, usage: Some(usage), package: None }
 }
 
 #[test]
@@ -225,7 +240,7 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     use crate::question::{Choice, Kind, QuestionInput};
     let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
     let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), input: None, options };
-    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question) };
+    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
     let answer = |option: &str| Change::Turn {

@@ -18,7 +18,7 @@ fn ok(record: &Record, command: Command) -> Applied<Record> {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
-    Command::Report { turn, status, summary: summary.map(str::to_string), question: None }
+    Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None }
 }
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
@@ -188,7 +188,7 @@ fn any_command() -> impl Strategy<Value = Command> {
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
         (0u64..6).prop_map(|after| Command::OpenTurn { after, prompt: None }),
-        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None }),
+        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None, runtime: None }),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
         (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
@@ -287,7 +287,7 @@ fn permission(text: &str) -> QuestionInput {
 }
 
 fn ask(turn: u64, text: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)) }
+    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)), runtime: None }
 }
 
 fn answer(question: &str, option: &str, note: Option<&str>) -> Command {
@@ -431,4 +431,54 @@ fn a_prompt_is_text_of_at_most_its_limit_not_empty_and_without_control_character
         assert_eq!(refusal.code, Code::RequestInvalid);
         assert!(refusal.message.starts_with("prompt: "), "{}", refusal.message);
     }
+}
+
+fn running_on(turn: u64, runtime: &str) -> Command {
+    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: Some(runtime.into()) }
+}
+
+#[test]
+fn a_running_report_naming_the_runtime_of_a_plain_turn_moves_the_version_once_and_a_repeat_not_at_all() {
+    let r = at_turn_two();
+    assert_eq!(r.briefed.runtime, None);
+    let named = ok(&r, running_on(2, "claude-code"));
+    assert!(named.moved);
+    assert_eq!((named.next.briefed.runtime.as_deref(), named.next.version, named.next.status), (Some("claude-code"), r.version + 1, Status::Running));
+    let again = ok(&named.next, running_on(2, "claude-code"));
+    assert!(!again.moved, "the same runtime again changes nothing");
+    // Reports that name no runtime leave it named; the next turn continues from it.
+    let done = ok(&named.next, report(2, ReportStatus::Done, Some("ok"))).next;
+    assert_eq!(done.briefed.runtime.as_deref(), Some("claude-code"));
+    let three = ok(&done, Command::OpenTurn { after: 2, prompt: None }).next;
+    assert_eq!(three.continued_from.as_ref().and_then(|c| c.runtime.as_deref()), Some("claude-code"));
+    assert_eq!(three.briefed.runtime, None, "a new plain turn names no runtime until one runs it");
+}
+
+#[test]
+fn a_report_naming_another_runtime_than_the_turns_is_refused_and_changes_nothing() {
+    let r = ok(&at_turn_two(), running_on(2, "codex")).next;
+    assert_eq!(apply(&r, &running_on(2, "claude-code"), 3_000).unwrap_err(), Code::TurnConflict);
+    let handed = Record { briefed: Briefed { runtime: Some("codex".into()), package_version: Some(1), package_hash: Some("h".into()) }, ..at_turn_two() };
+    assert_eq!(apply(&handed, &running_on(2, "claude-code"), 3_000).unwrap_err(), Code::TurnConflict);
+    assert!(!ok(&handed, running_on(2, "codex")).moved, "a hand-off turn's own runtime is already named");
+}
+
+#[test]
+fn a_runtime_is_named_as_the_machines_runtimes_are() {
+    assert!(check_runtime("claude-code").is_ok());
+    assert!(check_runtime(&"x".repeat(RUNTIME_BYTES_MAX)).is_ok());
+    for bad in ["", "two words", "-\u{1b}", &"x".repeat(RUNTIME_BYTES_MAX + 1)] {
+        assert!(check_runtime(bad).unwrap_err().message.starts_with("runtime:"), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
+    let r = asking();
+    let reminder = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: None, runtime: Some("claude-code".into()) };
+    let named = ok(&r, reminder.clone());
+    assert!(named.moved);
+    assert_eq!((named.next.briefed.runtime.as_deref(), named.next.status, named.next.summary.clone()), (Some("claude-code"), Status::NeedsYou, r.summary.clone()));
+    assert_eq!(named.next.question, r.question, "the question stays open");
+    assert!(!ok(&named.next, reminder).moved);
 }
