@@ -278,6 +278,7 @@ fn created() -> Driver {
 fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_answers_the_same_hand_off() {
     let mut d = created();
     assert_eq!((d.version(), d.db.events.get(&1)), (1, Some(&EventKind::Create)));
+    assert!(d.db.record.is_some() && d.db.turns.contains_key(&1), "the create writes the record and turn 1's lineage entry");
     let (plan, body, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
     let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: None };
