@@ -34,25 +34,7 @@ pub fn spawn(program: &Path, args: &[String], vars: &[(&str, String)], remove: &
         cmd.env(k, v);
     }
     #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        // SAFETY: prctl and getppid are async-signal-safe, run between fork and exec.
-        #[cfg(target_os = "linux")]
-        unsafe {
-            let parent = libc::getpid();
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The parent died before the signal was armed.
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-    }
+    own_group_dying_with_parent(&mut cmd);
     let mut child = cmd.spawn()?;
     let out = Arc::new(Mutex::new(Vec::new()));
     if let Some(stdout) = child.stdout.take() {
@@ -163,6 +145,30 @@ pub fn describe(status: ExitStatus) -> String {
         return format!("signal {signal}");
     }
     format!("exit {}", status.code().unwrap_or(-1))
+}
+
+/// The child leads a process group of its own, and on Linux is killed when this process dies
+/// (armed between fork and exec; a parent already gone by then ends the child at once).
+#[cfg(unix)]
+pub(crate) fn own_group_dying_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: `prctl` and `getppid` are async-signal-safe, as `pre_exec` requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]

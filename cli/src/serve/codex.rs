@@ -214,7 +214,7 @@ impl AppServer {
         }
         cmd.envs(config.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        own_group_dying_with_parent(&mut cmd);
+        super::child::own_group_dying_with_parent(&mut cmd);
         let mut child = cmd.spawn()?;
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -495,29 +495,6 @@ impl AppServer {
 impl Drop for AppServer {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The child leads a process group of its own, and on Linux is killed when this process dies.
-fn own_group_dying_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: `prctl` and `getppid` are async-signal-safe, as `pre_exec` requires.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The parent died before the signal was armed.
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
     }
 }
 
