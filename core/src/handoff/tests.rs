@@ -88,6 +88,7 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
     assert!(out.moved);
     assert_eq!((out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()), (Some("codex"), Some("codex")));
     assert_eq!(out.dirty.lineage_from, Some(1));
+    assert_eq!((out.next.lineage[0].ended_at.is_some(), out.next.lineage[1].ended_at), (true, None), "a running turn has not ended");
     let other = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("claude-code".into()) };
     let refused = apply(&out.next, &Change::Turn { command: other, unmet: None, usage: None, package: None }, Role::Machine, 6_000).unwrap_err();
     assert_eq!(refused.code, Code::TurnConflict);
