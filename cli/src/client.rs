@@ -220,7 +220,12 @@ pub fn token_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Str
         return Ok(Some(token));
     }
     let Some(path) = env(ENV_TOKEN_FILE).filter(|p| !p.trim().is_empty()) else { return Ok(None) };
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{ENV_TOKEN_FILE} {path}: {e}"))?;
+    read_token_file(std::path::Path::new(&path)).map_err(|e| format!("{ENV_TOKEN_FILE} {path}: {e}"))
+}
+
+/// The token a token file holds, trimmed; `None` when the file holds none.
+pub fn read_token_file(path: &std::path::Path) -> std::io::Result<Option<String>> {
+    let text = std::fs::read_to_string(path)?;
     Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
 }
 

@@ -117,10 +117,9 @@ impl Token {
     /// Reads the file again: answers whether it held another token than the one in use.
     fn refresh(&self) -> bool {
         let Some(file) = &self.file else { return false };
-        let Ok(text) = std::fs::read_to_string(file) else { return false };
-        let fresh = text.trim().to_string();
+        let Ok(Some(fresh)) = crate::client::read_token_file(file) else { return false };
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if fresh.is_empty() || *current == fresh {
+        if *current == fresh {
             return false;
         }
         *current = fresh;
@@ -213,7 +212,7 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         return crate::output::EXIT_OK;
     }
     let env = |k: &str| std::env::var(k).ok();
-    let from_file = args.token_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()).map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+    let from_file = args.token_file.as_ref().and_then(|f| crate::client::read_token_file(f).ok().flatten());
     let Some(token) = token.filter(|t| !t.is_empty()).or(from_file) else {
         eprintln!("serve: no token: pass --token-file PATH (or HANDOFF_TOKEN_FILE) naming a file that holds the hand-off's machine token");
         return crate::output::EXIT_AUTH_OR_NETWORK;
