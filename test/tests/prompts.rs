@@ -22,6 +22,17 @@ fn open_saying(c: &Client, id: &str, alice: &str, after: u64, prompt: Option<&st
 }
 
 /// The newest page of the lineage, its entries oldest first.
+/// A new hand-off with a work record set (a package can brief from it) and turn 1 done: the
+/// owner's token, the id and the machine's token.
+fn turn_one_done_with_work(c: &Client) -> (String, String, String) {
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let work = json!({"title": "Parser", "goal": "Parse the files", "constraints": [], "acceptance_criteria": []});
+    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
+    c.report(&id, &machine, 1, "done", None);
+    (alice, id, machine)
+}
+
 fn turns(c: &Client, id: &str, token: &str) -> Vec<Value> {
     let page = c.get(&format!("/v1/handoffs/{id}/turns?limit=1000"), token);
     assert_eq!(page.status, 200, "{}", page.text);
@@ -168,11 +179,7 @@ fn the_prompt_is_covered_by_the_idempotency_key_and_the_same_key_with_another_pr
 #[test]
 fn a_hand_off_turns_prompt_follows_its_briefing_as_the_owners_words() {
     let c = Client::shared();
-    let alice = owner(&unique("alice"));
-    let (id, machine, _) = c.create(&alice);
-    let work = json!({"title": "Parser", "goal": "Parse the files", "constraints": [], "acceptance_criteria": []});
-    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
-    c.report(&id, &machine, 1, "done", None);
+    let (alice, id, machine) = turn_one_done_with_work(&c);
     let handoff = json!({"runtime": "codex", "objective": "Finish the parser", "purpose": "context is full"});
     let preview = c.post(&format!("/v1/handoffs/{id}/turns?dry_run=true"), &alice, json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}));
     assert_eq!(preview.status, 200, "{}", preview.text);
@@ -219,11 +226,7 @@ fn old_prompts_are_dropped_past_the_newest_turns_kept_and_their_entries_say_so()
 fn the_largest_open_turn_every_byte_escaped_fits_its_routes_cap_and_is_taken() {
     use handoff_core::limits::{NOTE_BYTES_MAX, OBJECTIVE_BYTES_MAX, PURPOSE_BYTES_MAX};
     let c = Client::shared();
-    let alice = owner(&unique("alice"));
-    let (id, machine, _) = c.create(&alice);
-    let work = json!({"title": "Parser", "goal": "Parse the files", "constraints": [], "acceptance_criteria": []});
-    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
-    c.report(&id, &machine, 1, "done", None);
+    let (alice, id, _) = turn_one_done_with_work(&c);
     let escaped = |n: usize| "\"".repeat(n);
     let handoff = json!({"runtime": "codex", "objective": escaped(OBJECTIVE_BYTES_MAX), "purpose": escaped(PURPOSE_BYTES_MAX), "note": escaped(NOTE_BYTES_MAX)});
     let body = json!({"after": 1, "prompt": escaped(PROMPT_BYTES_MAX), "handoff": handoff}).to_string();
