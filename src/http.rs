@@ -124,7 +124,7 @@ impl Plain {
         } else {
             self.headers.iter().map(|(name, value)| JsValue::from(Array::of2(&JsValue::from_str(name), &JsValue::from_str(value)))).collect::<Array>().into()
         };
-        // Text goes as a string, which the runtime takes more cheaply than bytes (bench/README.md).
+        // Text goes as a string, which the runtime takes more cheaply than bytes (bench/HISTORY.md).
         let body = match std::str::from_utf8(&self.body) {
             _ if self.body.is_empty() => JsValue::NULL,
             Ok(text) => JsValue::from_str(text),
