@@ -170,12 +170,7 @@ impl Error {
     }
 }
 
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::output::error_line(self))
-    }
-}
-
+// Its `Display`, the line the command line prints, is written in `output.rs` with the others.
 impl std::error::Error for Error {}
 
 /// An answer: its status, its body as the API sent it (JSON, or a JSON string for the text
