@@ -145,16 +145,47 @@ impl fmt::Display for InstallError {
 
 impl std::error::Error for InstallError {}
 
-/// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
-/// settings file's content. `program` is the path of the `handoff` binary the hooks run; an
-/// uninstall does not need it.
-pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
-    match (harness, uninstall) {
-        (Harness::ClaudeCode, false) => install_claude_code(text, program),
-        (Harness::ClaudeCode, true) => uninstall_claude_code(text),
-        (Harness::Codex, false) => install_codex(text, program),
-        (Harness::Codex, true) => uninstall_codex(text),
+/// Adding an entry of ours to a settings file's text, running a program, and taking it out.
+#[derive(Clone, Copy)]
+pub struct Edit {
+    pub install: fn(&str, &str) -> Result<String, InstallError>,
+    pub uninstall: fn(&str) -> Result<String, InstallError>,
+}
+
+/// One kind of entry (the reporter hooks, [`HOOKS`]; the MCP server, `mcp install`'s) as each
+/// harness's file holds it.
+pub struct Edits {
+    pub claude_code: Edit,
+    pub codex: Edit,
+}
+
+impl Edits {
+    /// `text`, `harness`'s settings file, with the entry added (or, with `uninstall`,
+    /// removed). `program` is the path of the `handoff` binary it runs; an uninstall does not
+    /// need it.
+    pub fn apply(&self, harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+        let edit = match harness {
+            Harness::ClaudeCode => self.claude_code,
+            Harness::Codex => self.codex,
+        };
+        if uninstall {
+            (edit.uninstall)(text)
+        } else {
+            (edit.install)(text, program)
+        }
     }
+}
+
+/// The reporter hooks.
+pub const HOOKS: Edits = Edits {
+    claude_code: Edit { install: install_claude_code, uninstall: uninstall_claude_code },
+    codex: Edit { install: install_codex, uninstall: uninstall_codex },
+};
+
+/// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
+/// settings file's content ([`Edits::apply`]).
+pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+    HOOKS.apply(harness, text, program, uninstall)
 }
 
 // ---- Claude Code: settings.json ----

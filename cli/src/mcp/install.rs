@@ -12,7 +12,7 @@
 //! | Claude Code | `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`; `--project`: `DIR/.mcp.json`) | `mcpServers.handoff`: `{"type": "stdio", "command", "args": ["mcp"]}` |
 //! | Codex       | `config.toml`, as the hooks'                            | `[mcp_servers.handoff]`: `command`, `args`, `env_vars`, `default_tools_approval_mode = "approve"` |
 
-use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Harness, InstallError};
+use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Edit, Edits, Harness, InstallError};
 use crate::launch::{claude_code_entry, codex_entry, MCP_SERVER, MCP_SERVER_ARGS};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -30,14 +30,15 @@ pub fn mcp_settings_path(harness: Harness, project: Option<&Path>, home: &Path, 
     }
 }
 
+/// The server's entry in each harness's file.
+pub const SERVER: Edits = Edits {
+    claude_code: Edit { install: install_claude_code, uninstall: uninstall_claude_code },
+    codex: Edit { install: install_codex, uninstall: uninstall_codex },
+};
+
 /// `text` with the server added (or, with `uninstall`, removed).
 pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
-    match (harness, uninstall) {
-        (Harness::ClaudeCode, false) => install_claude_code(text, program),
-        (Harness::ClaudeCode, true) => uninstall_claude_code(text),
-        (Harness::Codex, false) => install_codex(text, program),
-        (Harness::Codex, true) => uninstall_codex(text),
-    }
+    SERVER.apply(harness, text, program, uninstall)
 }
 
 fn is_ours_json(entry: &Value) -> bool {
