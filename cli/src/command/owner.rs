@@ -147,7 +147,7 @@ impl EndArgs {
             Ok(reply) => out.emit(&reply, [format!("erased {id}")]),
             // The service answers "not there" and "not yours" alike, so a retried erase whose
             // first answer was lost ends here too: nothing is left to erase either way.
-            Err(e) if e.code().map(crate::ErrorCode::as_str) == Some("handoff.not_found") => {
+            Err(e) if e.code().map(crate::code::ErrorCode::as_str) == Some("handoff.not_found") => {
                 let reply = Reply { status: 404, body: e.refusal().map_or(serde_json::Value::Null, |r| r.body.clone()), value: () };
                 out.emit(&reply, [format!("nothing to erase: {id} is not there (erased already, or not yours)")]);
             }
