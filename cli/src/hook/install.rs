@@ -62,6 +62,9 @@ pub enum Harness {
 /// user, a tool that ran (the person let it), and a turn's end, with or without an error.
 pub const CLAUDE_CODE_EVENTS: [&str; 6] = ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
 
+/// A hook returns (exit 0) within this, whatever the network does.
+pub const HOOK_BUDGET_MS: u64 = 5_000;
+
 /// The `timeout` (seconds) written in each Claude Code handler: the reporter only queues a
 /// report, and a hook must never hold the agent up for long.
 pub const HOOK_TIMEOUT_S: u64 = 10;
@@ -73,7 +76,7 @@ pub const PERMISSION_EVENT: &str = "PermissionRequest";
 /// its budget to report, and a margin, so that the harness never kills a hook that is about
 /// to answer.
 pub fn permission_timeout_s(answer_wait_s: u64) -> u64 {
-    answer_wait_s + crate::hook::HOOK_BUDGET_MS / 1000 + 10
+    answer_wait_s + HOOK_BUDGET_MS / 1000 + 10
 }
 
 /// The subcommand Claude Code runs, after the program.
