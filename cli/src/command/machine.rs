@@ -320,15 +320,15 @@ pub enum HookCommand {
 impl HookCommand {
     /// A harness's hooks always exit 0 and print nothing; `flush` and `install` are run by a
     /// person and say what they did.
-    pub fn run(&self, url: &str, token: Option<&str>) -> Result<(), Failure> {
+    pub fn run(self, url: &str, token: Option<&str>) -> Result<(), Failure> {
         match self {
             HookCommand::ClaudeCode => hook::claude_code(url, token),
             HookCommand::Codex { notification } => hook::codex(url, token, notification.last().cloned()),
             HookCommand::Flush { id } => {
-                let Some(session) = hook::session("flush", url, token, Some(id)) else {
+                let Some(session) = hook::session("flush", url, token, Some(&id)) else {
                     return Err(Failure::Credential("no token: set HANDOFF_TOKEN to the session's machine token".into()));
                 };
-                let spool = hook::spool::Spool::open(&session.dir, id).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
+                let spool = hook::spool::Spool::open(&session.dir, &id).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
                 let done = session.deliver(&spool).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
                 println!("delivered {}, dropped {}, left {} (log: {})", done.sent, done.dropped, done.left, session.dir.join("hook.log").display());
                 if done.left > 0 {
@@ -357,8 +357,8 @@ pub enum McpCommand {
 
 impl McpArgs {
     /// The server on standard input and output until its client goes, or `mcp install`.
-    pub fn run(&self) -> Result<(), Failure> {
-        match &self.command {
+    pub fn run(self) -> Result<(), Failure> {
+        match self.command {
             None => {
                 let (url, id, token) = mcp::from_env(&|k| std::env::var(k).ok()).map_err(Failure::Usage)?;
                 Failure::unless_ok(mcp::serve(&url, &id, &token))

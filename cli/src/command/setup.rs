@@ -21,7 +21,7 @@ pub struct TokenArgs {
 }
 
 impl TokenArgs {
-    pub fn run(&self, out: &Out) -> Result<(), Failure> {
+    pub fn run(self, out: &Out) -> Result<(), Failure> {
         let (owner, ttl_s) = (self.owner.as_str(), self.ttl);
         let key = std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_default();
         if key.is_empty() {
