@@ -170,12 +170,7 @@ impl Error {
     }
 }
 
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::output::error_line(self))
-    }
-}
-
+// Its `Display`, the line the command line prints, is written in `output.rs` with the others.
 impl std::error::Error for Error {}
 
 /// An answer: its status, its body as the API sent it (JSON, or a JSON string for the text
@@ -390,50 +385,6 @@ impl Client {
         let query = [("after", after.to_string()), ("timeout", timeout_s.to_string())];
         let raw = self.read("GET", &handoff_path(id, "/wait"), &query, timeout_s + WAIT_MARGIN_S)?;
         read_handoff(raw)
-    }
-
-    /// Follows the hand-off's versions from `after`: calls `seen` once for each answer whose
-    /// version is above the last one seen, until `seen` breaks or the hand-off is closed.
-    /// Answers the last record.
-    ///
-    /// Over the watch (`GET …/watch`, one WebSocket sent every version) where the service
-    /// serves it, otherwise with `/wait` asked again and again (`timeout_s` each), where
-    /// versions that move while no wait is held are seen together, as the newest record.
-    pub fn follow(
-        &self,
-        id: &str,
-        after: u64,
-        timeout_s: u64,
-        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
-    ) -> Result<Handoff, Error> {
-        match self.watch_follow(id, after, &mut seen)? {
-            watch::Watched::Ended(last) => Ok(*last),
-            watch::Watched::Unserved => self.follow_waiting(id, after, timeout_s, seen),
-        }
-    }
-
-    /// [`Client::follow`] with `/wait` only.
-    pub fn follow_waiting(
-        &self,
-        id: &str,
-        after: u64,
-        timeout_s: u64,
-        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
-    ) -> Result<Handoff, Error> {
-        let mut after = after;
-        loop {
-            let reply = self.wait(id, after, timeout_s)?;
-            let record = &reply.value;
-            if record.version > after {
-                after = record.version;
-                if seen(&reply).is_break() {
-                    return Ok(reply.value);
-                }
-            }
-            if reply.value.state == State::Closed {
-                return Ok(reply.value);
-            }
-        }
     }
 
     // ---------------------------------------------------------------- issue 3: the list

@@ -8,6 +8,8 @@
 //!   Its request bodies and answers are the service's own types, from `handoff-api` and
 //!   `handoff-core`, re-exported there.
 //! - [`output`]: the human lines and exit codes, as pure functions of answers.
+//! - [`command`]: the `handoff` command line, one args type per command with the method that
+//!   runs it; `main.rs` only parses, dispatches and exits.
 //! - [`git`]: `git diff --numstat` read into paths and counts, nothing else.
 //! - [`hook`]: the machine reporters an agent harness runs (Claude Code's hooks, Codex's
 //!   `notify`), their spool and their settings; [`detect`]: the runtimes this machine has.
@@ -21,6 +23,7 @@
 pub mod ask;
 pub mod client;
 pub mod code;
+pub mod command;
 pub mod detect;
 pub mod git;
 pub mod hook;

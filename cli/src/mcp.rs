@@ -51,8 +51,8 @@ pub const BRIEFING_URI: &str = "handoff://briefing";
 pub const PACKAGE_MARKDOWN_URI: &str = "handoff://package.md";
 pub const PACKAGE_JSON_URI: &str = "handoff://package.json";
 
-/// The hand-off the server serves, and its client.
-struct Session {
+/// The hand-off the server serves, its client, and its calls in flight.
+struct ServedHandoff {
     client: Client,
     id: String,
     /// The turn this server reports on: the one current when it began serving (or at its first
@@ -64,8 +64,8 @@ struct Session {
     calls: tokio::sync::Semaphore,
 }
 
-impl Session {
-    /// The turn of [`Session::turn`], read from the service the first time.
+impl ServedHandoff {
+    /// The turn of [`ServedHandoff::turn`], read from the service the first time.
     fn turn(&self, client: &Client) -> Result<u64, Error> {
         if let Some(turn) = self.turn.get() {
             return Ok(*turn);
@@ -77,7 +77,7 @@ impl Session {
 
 #[derive(Clone)]
 pub struct HandoffServer {
-    session: Arc<Session>,
+    handoff: Arc<ServedHandoff>,
     tool_router: ToolRouter<HandoffServer>,
 }
 
@@ -232,20 +232,20 @@ fn record_facts(h: &Handoff) -> Value {
 
 #[tool_router]
 impl HandoffServer {
-    fn new(session: Session) -> HandoffServer {
-        HandoffServer { session: Arc::new(session), tool_router: Self::tool_router() }
+    fn new(handoff: ServedHandoff) -> HandoffServer {
+        HandoffServer { handoff: Arc::new(handoff), tool_router: Self::tool_router() }
     }
 
     /// Runs a blocking client call off the async runtime, within [`MCP_CALLS_IN_FLIGHT_MAX`].
     async fn blocking<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
-        let _permit = self.session.calls.acquire().await.map_err(|e| ErrorData::internal_error(format!("the server is stopping: {e}"), None))?;
+        let _permit = self.handoff.calls.acquire().await.map_err(|e| ErrorData::internal_error(format!("the server is stopping: {e}"), None))?;
         blocking(work).await
     }
 
     /// One change to the work record, under a fresh `Idempotency-Key`: answers `done` and the
     /// item's id, with the item as structured content, or the refusal.
     async fn record(&self, done: &str, send: impl FnOnce(&Client, &str) -> Result<crate::client::Reply<crate::client::Item>, Error> + Send + 'static) -> Result<CallToolResult, ErrorData> {
-        let (client, id) = (self.client(true), self.session.id.clone());
+        let (client, id) = (self.client(true), self.handoff.id.clone());
         Ok(match self.blocking(move || send(&client, &id)).await? {
             Ok(reply) => answered(format!("{done} {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
             Err(e) => refused(&e),
@@ -254,14 +254,14 @@ impl HandoffServer {
 
     fn client(&self, keyed: bool) -> Client {
         let key = keyed.then(new_idempotency_key);
-        self.session.client.clone().with_idempotency_key(key.as_deref())
+        self.handoff.client.clone().with_idempotency_key(key.as_deref())
     }
 
     /// The hand-off as it stands: its turn, status, summary, open question and the actions
     /// this session may take.
     #[tool(annotations(read_only_hint = true))]
     async fn get_handoff(&self) -> Result<CallToolResult, ErrorData> {
-        let (client, id) = (self.client(false), self.session.id.clone());
+        let (client, id) = (self.client(false), self.handoff.id.clone());
         Ok(match self.blocking(move || client.get(&id)).await? {
             Ok(reply) => {
                 let h = reply.value;
@@ -279,7 +279,7 @@ impl HandoffServer {
         if let Some(b) = args.budget_bytes.filter(|b| !(BRIEFING_BUDGET_BYTES_MIN as u32..=BRIEFING_BUDGET_BYTES_MAX as u32).contains(b)) {
             return Err(ErrorData::invalid_params(format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"), None));
         }
-        let (client, id) = (self.client(false), self.session.id.clone());
+        let (client, id) = (self.client(false), self.handoff.id.clone());
         Ok(match self.blocking(move || briefing(&client, &id, args.budget_bytes)).await? {
             Ok(text) => answered(text.clone(), json!({"briefing": text})),
             Err(e) => refused(&e),
@@ -322,9 +322,9 @@ impl HandoffServer {
             StatusArg::Done => ReportStatus::Done,
             StatusArg::Failed => ReportStatus::Failed,
         };
-        let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
+        let (reader, client, id, handoff) = (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
         let sent = self.blocking(move || {
-            let turn = session.turn(&reader)?;
+            let turn = handoff.turn(&reader)?;
             let summary = args.summary.as_deref().map(crate::hook::sendable);
             client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None })
         })
@@ -348,9 +348,9 @@ impl HandoffServer {
             Ok(q) => q,
             Err(message) => return Ok(CallToolResult::structured_error(json!({"code": "request.invalid", "message": message}))),
         };
-        let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
+        let (reader, client, id, handoff) = (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
         let asked = self.blocking(move || {
-            let turn = session.turn(&reader)?;
+            let turn = handoff.turn(&reader)?;
             client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None })
         })
         .await?;
@@ -361,7 +361,7 @@ impl HandoffServer {
         let Some(q) = asked.question.clone() else {
             return Ok(CallToolResult::structured_error(json!({"code": "question.none", "message": "the service did not keep the question"})));
         };
-        let (client, id, qid) = (self.session.client.clone(), self.session.id.clone(), q.id.clone());
+        let (client, id, qid) = (self.handoff.client.clone(), self.handoff.id.clone(), q.id.clone());
         let deadline = Instant::now() + Duration::from_secs(wait_s);
         // The wait holds no permit: a newer question withdraws this one, which ends its wait.
         let waiting = blocking(move || wait_for_answer(&client, &id, &qid, asked.version, deadline));
@@ -369,7 +369,7 @@ impl HandoffServer {
             w = waiting => w?,
             _ = cancelled.cancelled() => {
                 // Nobody waits for the answer any more: the turn runs on without the question.
-                let (client, id) = (self.client(true), self.session.id.clone());
+                let (client, id) = (self.client(true), self.handoff.id.clone());
                 let turn = q.turn;
                 let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None })).await;
                 if !matches!(withdrawn, Ok(Ok(_))) {
@@ -398,7 +398,7 @@ impl ServerHandler for HandoffServer {
         config.instructions = Some(format!(
             "This session's hand-off record ({}). Record decisions, artifacts and blockers as you work, ask the owner with \
              ask_owner when you need them, and end the turn with report (done or failed).",
-            self.session.id
+            self.handoff.id
         ));
         config
     }
@@ -413,7 +413,7 @@ impl ServerHandler for HandoffServer {
     }
 
     async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
-        let (client, id, uri) = (self.client(false), self.session.id.clone(), request.uri.clone());
+        let (client, id, uri) = (self.client(false), self.handoff.id.clone(), request.uri.clone());
         let read = self.blocking(move || match uri.as_str() {
             BRIEFING_URI => Some(briefing(&client, &id, None).map(|text| (text, "text/markdown"))),
             PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
@@ -545,10 +545,10 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
         }
     };
     let client = Client::new(url, Some(token));
-    let session = Session { client: client.clone(), id: id.to_string(), turn: std::sync::OnceLock::new(), calls: tokio::sync::Semaphore::new(MCP_CALLS_IN_FLIGHT_MAX) };
+    let handoff = ServedHandoff { client: client.clone(), id: id.to_string(), turn: std::sync::OnceLock::new(), calls: tokio::sync::Semaphore::new(MCP_CALLS_IN_FLIGHT_MAX) };
     // The turn the session was started for, when the service can say so now.
-    let _ = session.turn(&client.clone().with_retry(crate::client::Retry::none()));
-    let server = HandoffServer::new(session);
+    let _ = handoff.turn(&client.clone().with_retry(crate::client::Retry::none()));
+    let server = HandoffServer::new(handoff);
     let dir = crate::hook::state_dir(&|k| std::env::var(k).ok());
     let log = crate::hook::Log::new(&dir, "mcp", Some(id));
     let code = runtime.block_on(async move {

@@ -43,6 +43,13 @@ pub fn error_line(error: &Error) -> String {
     }
 }
 
+/// An error reads as the line the command line prints for it.
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&error_line(self))
+    }
+}
+
 /// `handoff.stale: turn 2 is current (version 7)`: the code, then the state of the hand-off
 /// that a turn or state refusal carries, which is what the caller needs to act on; for every
 /// other refusal the API's own message (`package.stale: … the current one is version 2 …`).

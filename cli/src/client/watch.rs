@@ -1,5 +1,5 @@
-//! `GET …/watch` for [`Client::follow`]: one WebSocket that is sent every version, instead of a
-//! wait asked again and again. Where the upgrade is not served (an older service, a proxy that
+//! [`Client::follow`], over `GET …/watch`: one WebSocket that is sent every version, instead of
+//! a wait asked again and again. Where the upgrade is not served (an older service, a proxy that
 //! does not pass WebSockets, the watch's cap reached), [`Watched::Unserved`] tells the caller to
 //! follow with `/wait` instead.
 //!
@@ -57,8 +57,52 @@ enum Dropped {
 }
 
 impl Client {
+    /// Follows the hand-off's versions from `after`: calls `seen` once for each answer whose
+    /// version is above the last one seen, until `seen` breaks or the hand-off is closed.
+    /// Answers the last record.
+    ///
+    /// Over the watch (`GET …/watch`, one WebSocket sent every version) where the service
+    /// serves it, otherwise with `/wait` asked again and again (`timeout_s` each), where
+    /// versions that move while no wait is held are seen together, as the newest record.
+    pub fn follow(
+        &self,
+        id: &str,
+        after: u64,
+        timeout_s: u64,
+        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
+    ) -> Result<Handoff, Error> {
+        match self.watch_follow(id, after, &mut seen)? {
+            Watched::Ended(last) => Ok(*last),
+            Watched::Unserved => self.follow_waiting(id, after, timeout_s, seen),
+        }
+    }
+
+    /// [`Client::follow`] with `/wait` only.
+    pub fn follow_waiting(
+        &self,
+        id: &str,
+        after: u64,
+        timeout_s: u64,
+        mut seen: impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
+    ) -> Result<Handoff, Error> {
+        let mut after = after;
+        loop {
+            let reply = self.wait(id, after, timeout_s)?;
+            let record = &reply.value;
+            if record.version > after {
+                after = record.version;
+                if seen(&reply).is_break() {
+                    return Ok(reply.value);
+                }
+            }
+            if reply.value.state == State::Closed {
+                return Ok(reply.value);
+            }
+        }
+    }
+
     /// Follows from `after` over the watch; see the module's description.
-    pub(super) fn watch_follow(&self, id: &str, after: u64, seen: &mut impl FnMut(&Reply<Handoff>) -> ControlFlow<()>) -> Result<Watched, Error> {
+    fn watch_follow(&self, id: &str, after: u64, seen: &mut impl FnMut(&Reply<Handoff>) -> ControlFlow<()>) -> Result<Watched, Error> {
         let mut after = after;
         let mut last: Option<Handoff> = None;
         let mut failures = 0u32;

@@ -17,7 +17,7 @@
 use super::transcript::{self, Tail};
 use crate::ask::Prompt;
 use handoff_core::limits::{QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
-use super::{clip_summary, Intent};
+use super::event::{self, clip_summary, Intent};
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
@@ -27,7 +27,7 @@ use std::path::Path;
 /// `tool_input` (Claude Code's hooks reference, "PermissionRequest input"); `None` for any
 /// other event.
 pub fn permission_text(doc: &Value) -> Option<String> {
-    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
 /// The question of an `ExitPlanMode` request that carries no plan.
@@ -45,7 +45,7 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
         return Some(Ok(Prompt::Permission { text: EXIT_PLAN_TEXT.to_string(), input: None }));
     }
     if doc["tool_name"] != "AskUserQuestion" {
-        return Some(Ok(Prompt::Permission { text, input: super::permission_input(&doc["tool_input"]) }));
+        return Some(Ok(Prompt::Permission { text, input: event::permission_input(&doc["tool_input"]) }));
     }
     let questions = doc["tool_input"]["questions"].as_array().cloned().unwrap_or_default();
     let [one] = questions.as_slice() else {

@@ -12,14 +12,14 @@
 //! `tool_input.command` and `.description`: `codex-rs/hooks/schema/generated/
 //! permission-request.command.input.schema.json`) asks the owner, as Claude Code's does.
 
-use super::{clip_summary, Intent};
+use super::event::{self, clip_summary, Intent};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
 
 /// A Codex `PermissionRequest` document's question text: its `tool_name` and a line of its
 /// `tool_input`; `None` for any other document.
 pub fn permission_text(doc: &Value) -> Option<String> {
-    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| super::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
 /// How Codex's side thread that names the task starts its only input message (read off the

@@ -62,6 +62,9 @@ pub enum Harness {
 /// user, a tool that ran (the person let it), and a turn's end, with or without an error.
 pub const CLAUDE_CODE_EVENTS: [&str; 6] = ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
 
+/// A hook returns (exit 0) within this, whatever the network does.
+pub const HOOK_BUDGET_MS: u64 = 5_000;
+
 /// The `timeout` (seconds) written in each Claude Code handler: the reporter only queues a
 /// report, and a hook must never hold the agent up for long.
 pub const HOOK_TIMEOUT_S: u64 = 10;
@@ -73,7 +76,7 @@ pub const PERMISSION_EVENT: &str = "PermissionRequest";
 /// its budget to report, and a margin, so that the harness never kills a hook that is about
 /// to answer.
 pub fn permission_timeout_s(answer_wait_s: u64) -> u64 {
-    answer_wait_s + crate::hook::HOOK_BUDGET_MS / 1000 + 10
+    answer_wait_s + HOOK_BUDGET_MS / 1000 + 10
 }
 
 /// The subcommand Claude Code runs, after the program.
@@ -145,16 +148,47 @@ impl fmt::Display for InstallError {
 
 impl std::error::Error for InstallError {}
 
-/// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
-/// settings file's content. `program` is the path of the `handoff` binary the hooks run; an
-/// uninstall does not need it.
-pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
-    match (harness, uninstall) {
-        (Harness::ClaudeCode, false) => install_claude_code(text, program),
-        (Harness::ClaudeCode, true) => uninstall_claude_code(text),
-        (Harness::Codex, false) => install_codex(text, program),
-        (Harness::Codex, true) => uninstall_codex(text),
+/// Adding an entry of ours to a settings file's text, running a program, and taking it out.
+#[derive(Clone, Copy)]
+pub struct Edit {
+    pub install: fn(&str, &str) -> Result<String, InstallError>,
+    pub uninstall: fn(&str) -> Result<String, InstallError>,
+}
+
+/// One kind of entry (the reporter hooks, [`HOOKS`]; the MCP server, `mcp install`'s) as each
+/// harness's file holds it.
+pub struct Edits {
+    pub claude_code: Edit,
+    pub codex: Edit,
+}
+
+impl Edits {
+    /// `text`, `harness`'s settings file, with the entry added (or, with `uninstall`,
+    /// removed). `program` is the path of the `handoff` binary it runs; an uninstall does not
+    /// need it.
+    pub fn apply(&self, harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+        let edit = match harness {
+            Harness::ClaudeCode => self.claude_code,
+            Harness::Codex => self.codex,
+        };
+        if uninstall {
+            (edit.uninstall)(text)
+        } else {
+            (edit.install)(text, program)
+        }
     }
+}
+
+/// The reporter hooks.
+pub const HOOKS: Edits = Edits {
+    claude_code: Edit { install: install_claude_code, uninstall: uninstall_claude_code },
+    codex: Edit { install: install_codex, uninstall: uninstall_codex },
+};
+
+/// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
+/// settings file's content ([`Edits::apply`]).
+pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+    HOOKS.apply(harness, text, program, uninstall)
 }
 
 // ---- Claude Code: settings.json ----

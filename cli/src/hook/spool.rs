@@ -15,7 +15,7 @@
 //! The lock is held only around reading and rewriting the file, never across a request: two
 //! hooks that deliver at once may both send an entry, and its key makes that one change.
 
-use super::Send;
+use crate::client::{ReportInput, RuntimesInput};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -25,6 +25,16 @@ use std::path::{Path, PathBuf};
 pub const SPOOL_BYTES_MAX: usize = 256 * 1024;
 /// How long an entry may wait for delivery: under the service's 25 h memory of a key.
 pub const SPOOL_ENTRY_AGE_MS_MAX: i64 = 24 * 60 * 60 * 1000;
+
+/// A change a hook sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "body", rename_all = "snake_case")]
+pub enum Send {
+    /// `POST …/report`.
+    Report(ReportInput),
+    /// `PUT …/runtimes`.
+    Runtimes(RuntimesInput),
+}
 
 /// One change waiting for delivery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

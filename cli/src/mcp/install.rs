@@ -12,40 +12,11 @@
 //! | Claude Code | `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`; `--project`: `DIR/.mcp.json`) | `mcpServers.handoff`: `{"type": "stdio", "command", "args": ["mcp"]}` |
 //! | Codex       | `config.toml`, as the hooks'                            | `[mcp_servers.handoff]`: `command`, `args`, `env_vars`, `default_tools_approval_mode = "approve"` |
 
-use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Harness, InstallError};
-use crate::launch::CODEX_MCP_ENV_NAMES;
+use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Edit, Edits, Harness, InstallError};
+use crate::launch::{claude_code_entry, codex_entry, MCP_SERVER, MCP_SERVER_ARGS};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use toml_edit::{Array, Item, Table};
-
-/// The server's name in the harness: Claude Code's tools are `mcp__handoff__<tool>`.
-pub const SERVER_NAME: &str = "handoff";
-/// The arguments that start the server.
-pub const SERVER_ARGS: [&str; 1] = ["mcp"];
-/// Codex's approval for the server's tools: a tool call that needs approval is cancelled in
-/// `codex exec`, so ours are approved up front.
-pub const CODEX_APPROVAL: &str = "approve";
-
-/// Claude Code's entry for the server run by `program` (this program), in the `mcpServers` form
-/// of its settings and of `--mcp-config`: the server inherits the session's variables.
-pub fn claude_code_entry(program: &str) -> Value {
-    json!({"type": "stdio", "command": program, "args": SERVER_ARGS})
-}
-
-/// Codex's entry for the server run by `program`, key by key, as `config.toml`'s
-/// `[mcp_servers.handoff]` and the launcher's `-c mcp_servers.handoff.KEY=VALUE` write it: the
-/// program, its arguments, the variables Codex passes it by name (its stdio servers get only an
-/// allowlist of the environment), and its tools approved (`codex exec` cancels a call that waits
-/// for an approval).
-pub fn codex_entry(program: &str) -> [(&'static str, toml_edit::Value); 4] {
-    let list = |items: &[&str]| toml_edit::Value::Array(items.iter().copied().collect::<Array>());
-    [
-        ("command", program.into()),
-        ("args", list(&SERVER_ARGS)),
-        ("env_vars", list(&CODEX_MCP_ENV_NAMES)),
-        ("default_tools_approval_mode", CODEX_APPROVAL.into()),
-    ]
-}
+use toml_edit::{Item, Table};
 
 /// Where `harness` keeps its MCP servers.
 pub fn mcp_settings_path(harness: Harness, project: Option<&Path>, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -59,40 +30,41 @@ pub fn mcp_settings_path(harness: Harness, project: Option<&Path>, home: &Path, 
     }
 }
 
+/// The server's entry in each harness's file.
+pub const SERVER: Edits = Edits {
+    claude_code: Edit { install: install_claude_code, uninstall: uninstall_claude_code },
+    codex: Edit { install: install_codex, uninstall: uninstall_codex },
+};
+
 /// `text` with the server added (or, with `uninstall`, removed).
 pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
-    match (harness, uninstall) {
-        (Harness::ClaudeCode, false) => install_claude_code(text, program),
-        (Harness::ClaudeCode, true) => uninstall_claude_code(text),
-        (Harness::Codex, false) => install_codex(text, program),
-        (Harness::Codex, true) => uninstall_codex(text),
-    }
+    SERVER.apply(harness, text, program, uninstall)
 }
 
 fn is_ours_json(entry: &Value) -> bool {
-    entry["command"].as_str().is_some_and(is_handoff) && entry["args"] == json!(SERVER_ARGS)
+    entry["command"].as_str().is_some_and(is_handoff) && entry["args"] == json!(MCP_SERVER_ARGS)
 }
 
 fn install_claude_code(text: &str, program: &str) -> Result<String, InstallError> {
     check_program_name(program)?;
     let mut settings = json_object(text)?;
     let servers = object_at(&mut settings, "mcpServers")?;
-    match servers.get(SERVER_NAME) {
+    match servers.get(MCP_SERVER) {
         Some(entry) if is_ours_json(entry) => return Ok(text.to_string()),
         Some(other) => return Err(shape("`mcpServers.handoff`", "handoff's own server", other)),
         None => {}
     }
-    servers.insert(SERVER_NAME.into(), claude_code_entry(program));
+    servers.insert(MCP_SERVER.into(), claude_code_entry(program));
     Ok(pretty(settings))
 }
 
 fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
     let mut settings = json_object(text)?;
     let Some(Value::Object(servers)) = settings.get_mut("mcpServers") else { return Ok(text.to_string()) };
-    if !servers.get(SERVER_NAME).is_some_and(is_ours_json) {
+    if !servers.get(MCP_SERVER).is_some_and(is_ours_json) {
         return Ok(text.to_string());
     }
-    servers.remove(SERVER_NAME);
+    servers.remove(MCP_SERVER);
     if servers.is_empty() {
         settings.remove("mcpServers");
     }
@@ -102,7 +74,7 @@ fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
 fn is_ours_toml(table: &Table) -> bool {
     let command = table.get("command").and_then(Item::as_str).is_some_and(is_handoff);
     let args: Option<Vec<&str>> = table.get("args").and_then(Item::as_array).map(|a| a.iter().filter_map(|v| v.as_str()).collect());
-    command && args.as_deref() == Some(&SERVER_ARGS[..])
+    command && args.as_deref() == Some(&MCP_SERVER_ARGS[..])
 }
 
 fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
@@ -116,7 +88,7 @@ fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
     let Some(servers) = servers.as_table_mut() else {
         return Err(InstallError::Shape { at: "`mcp_servers`".into(), expected: "a table", found: "another value" });
     };
-    match servers.get(SERVER_NAME).map(|i| i.as_table()) {
+    match servers.get(MCP_SERVER).map(|i| i.as_table()) {
         Some(Some(t)) if is_ours_toml(t) => return Ok(text.to_string()),
         Some(_) => return Err(InstallError::Shape { at: "`mcp_servers.handoff`".into(), expected: "handoff's own server", found: "another server" }),
         None => {}
@@ -125,17 +97,17 @@ fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
     for (key, entry) in codex_entry(program) {
         table.insert(key, Item::Value(entry));
     }
-    servers.insert(SERVER_NAME, Item::Table(table));
+    servers.insert(MCP_SERVER, Item::Table(table));
     Ok(keep_line_endings(text, doc.to_string()))
 }
 
 fn uninstall_codex(text: &str) -> Result<String, InstallError> {
     let mut doc = parse_toml(text)?;
     let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_mut) else { return Ok(text.to_string()) };
-    if !servers.get(SERVER_NAME).and_then(Item::as_table).is_some_and(is_ours_toml) {
+    if !servers.get(MCP_SERVER).and_then(Item::as_table).is_some_and(is_ours_toml) {
         return Ok(text.to_string());
     }
-    servers.remove(SERVER_NAME);
+    servers.remove(MCP_SERVER);
     if servers.is_empty() && servers.is_implicit() {
         doc.remove("mcp_servers");
     }
@@ -155,6 +127,7 @@ pub fn install_settings(harness: Harness, project: Option<&Path>, uninstall: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::CODEX_MCP_ENV_NAMES;
 
     const PROGRAM: &str = "/usr/local/bin/handoff";
 
