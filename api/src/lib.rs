@@ -3,6 +3,7 @@
 //! checked, which status each error code answers, and every answer's shape and bytes (`view`,
 //! `wire`). Depends on `handoff-core`, never on `worker`.
 
+pub mod admission;
 pub mod conditional;
 pub mod error;
 pub mod input;
