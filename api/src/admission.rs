@@ -89,7 +89,6 @@ pub struct Admission {
 struct Signed {
     claims: Claims,
     key: String,
-    expect: Expect,
 }
 
 /// Finds the route, answers health, checks the store and the key, authenticates at `now_s`
@@ -129,7 +128,7 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
     handoff_core::session::admit_role(route.role, claims.role)?;
-    let signed = Signed { claims, key: key.to_string(), expect: setting.expect.clone() };
+    let signed = Signed { claims, key: key.to_string() };
     admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1))
 }
 
@@ -294,7 +293,7 @@ impl Admission {
             }
             Kind::Create => {
                 let create = create.ok_or_else(|| ApiError::invalid("body: expected a JSON object"))?;
-                let (name, ask) = signed.create(create, now_ms());
+                let (name, ask) = signed.create(create, now_ms(), &setting.expect);
                 Ok(Next::Send { name, ask, carrier: Carrier::Rpc })
             }
             Kind::TestObjectStarts => routes::no_query(url.query).map(|_| Next::ObjectStarts),
@@ -334,15 +333,16 @@ impl Signed {
     }
 
     /// The session's hand-off, created if new, with a machine token minted at `now_ms` under
-    /// the key this request's token verified with: its `inc` is the moment a new hand-off
-    /// takes as its life, and the one below which this create ends the tokens minted before.
-    fn create(&self, create: CreateInput, now_ms: i64) -> (String, Ask) {
+    /// the key this request's token verified with (and `expect`'s issuer and audience): its
+    /// `inc` is the moment a new hand-off takes as its life, and the one below which this
+    /// create ends the tokens minted before.
+    fn create(&self, create: CreateInput, now_ms: i64, expect: &Expect) -> (String, Ask) {
         let owner = &self.claims.sub;
         let id = input::handoff_id(owner, &create.session);
-        let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, &self.expect);
+        let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, expect);
         let CreateInput { session, machine, size, prompt } = create;
         let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: now_ms.max(0) as u64, prompt };
-        (id.clone(), Ask { caller: self.caller(), op, idempotency: None })
+        (id, Ask { caller: self.caller(), op, idempotency: None })
     }
 }
 
