@@ -3,6 +3,7 @@
 //! no deployed environment can open them whatever its variables say.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use handoff_api::admission::Setting;
 use handoff_api::error::ApiError;
 use handoff_api::token::{self, Expect};
 use handoff_core::role::PerRole;
@@ -132,41 +133,29 @@ fn auth_ready(env: &Env, key: Option<&str>) -> bool {
 /// secret or variable is a new version of the Worker, which starts new isolates), so
 /// reading them again on each request only paid for crossings into JavaScript: seven of
 /// them on every request, which `scripts/profile` showed (issue 12).
-pub struct Config {
-    /// Both Durable Object namespaces are bound.
-    pub store_bound: bool,
-    /// The signing key, only where it is usable ([`auth_ready`]): `None` fails closed.
-    pub key: Option<String>,
-    pub expect: Expect,
-    pub test_hooks: bool,
-    pub bench_floor: bool,
-    /// The VAPID private key as PKCS#8, where push is configured (its public key is derived
-    /// by the runtime's WebCrypto when it is asked for: `crate::webcrypto::vapid_key`).
-    pub push_key: Option<Vec<u8>>,
-}
-
-impl Config {
-    fn read(env: &Env) -> Config {
-        let key = signing_key(env);
-        let ready = auth_ready(env, key.as_deref());
-        Config {
-            store_bound: env.durable_object(HANDOFFS).is_ok() && env.durable_object(OWNER_INDEX).is_ok(),
-            key: key.filter(|_| ready),
-            expect: token_expect(env),
-            test_hooks: test_hooks_on(env),
-            bench_floor: bench_floor_on(env),
-            push_key: push_sender(env).map(|sender| sender.key.pkcs8()),
-        }
+fn read_setting(env: &Env) -> Setting {
+    let key = signing_key(env);
+    let ready = auth_ready(env, key.as_deref());
+    Setting {
+        store_bound: env.durable_object(HANDOFFS).is_ok() && env.durable_object(OWNER_INDEX).is_ok(),
+        // Only a usable key ([`auth_ready`]): `None` fails closed.
+        key: key.filter(|_| ready),
+        expect: token_expect(env),
+        test_hooks: test_hooks_on(env),
+        bench_floor: bench_floor_on(env),
+        // Its public key is derived by the runtime's WebCrypto when asked: `crate::webcrypto::vapid_key`.
+        push_key: push_sender(env).map(|sender| sender.key.pkcs8()),
+        endpoints: endpoints(env),
     }
 }
 
 thread_local! {
-    static CONFIG: std::cell::OnceCell<std::rc::Rc<Config>> = const { std::cell::OnceCell::new() };
+    static SETTING: std::cell::OnceCell<std::rc::Rc<Setting>> = const { std::cell::OnceCell::new() };
 }
 
-/// This isolate's [`Config`], read from `env` the first time.
-pub fn config(env: &Env) -> std::rc::Rc<Config> {
-    CONFIG.with(|c| c.get_or_init(|| std::rc::Rc::new(Config::read(env))).clone())
+/// This isolate's [`Setting`], read from `env` the first time.
+pub fn setting(env: &Env) -> std::rc::Rc<Setting> {
+    SETTING.with(|c| c.get_or_init(|| std::rc::Rc::new(read_setting(env))).clone())
 }
 
 /// The name of an owner's index object.

@@ -7,9 +7,10 @@
 //! into, a `ResponseInit`) and, when it wraps an object's answer, is taken apart and built
 //! again on the way out. Here a route reads only what it needs, an answer is built in one
 //! constructor call, and an object's answer goes back to the client as the runtime gave it.
-//! Nothing else changes: the rules of each route stay in the router and in `handoff-api`.
+//! Nothing else changes: the rules of each route stay in `handoff-api`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+use handoff_api::admission::Head;
 use handoff_api::error::ApiError;
 use handoff_api::protocol;
 use serde::de::DeserializeOwned;
@@ -39,30 +40,18 @@ impl From<JsValue> for Failed {
     }
 }
 
-/// The request headers the service reads, handed over by the JavaScript edge
-/// (`src/entry.mjs`) with the request, so that reading one costs no crossing.
-pub struct Heads {
-    pub authorization: Option<String>,
-    pub content_length: Option<String>,
-    pub idempotency_key: Option<String>,
-    pub if_none_match: Option<String>,
-    pub upgrade: Option<String>,
-    pub websocket_protocol: Option<String>,
-}
-
-/// A client's request: its method, URL and the headers read as the edge handed them, its body
-/// once the edge has read it, and the runtime's request for a body still to stream.
+/// A client's request: its head (method, URL and the headers the service reads) as the edge
+/// handed them over, its body once the edge has read it, and the runtime's request for a body
+/// still to stream.
 pub struct Incoming {
     raw: web_sys::Request,
-    pub method: String,
-    pub url: String,
-    pub heads: Heads,
+    pub head: Head,
     pub body: Option<Vec<u8>>,
 }
 
 impl Incoming {
-    pub fn new(raw: web_sys::Request, method: String, url: String, heads: Heads, body: Option<Vec<u8>>) -> Incoming {
-        Incoming { raw, method, url, heads, body }
+    pub fn new(raw: web_sys::Request, head: Head, body: Option<Vec<u8>>) -> Incoming {
+        Incoming { raw, head, body }
     }
 
     pub fn has_body(&self) -> bool {

@@ -1,25 +1,22 @@
-//! The Worker's entry point: it finds the request's route in the table
-//! (`handoff_api::routes`), authenticates it, reads its body, and sends the operation the
-//! route reads to the hand-off's object (or the owner's index). Who may send a hand-off's
-//! operation is the core's to decide; the router holds no state and no rule of its own, and
-//! is the only place that reads HTTP requests.
+//! The Worker's entry point: `handoff_api::admission` finds the request's route, authenticates
+//! it, and says how its body is read and what its ask is and where it goes; the router reads
+//! the body, awaits what must be awaited, and sends the ask to the hand-off's object (or the
+//! owner's index). Who may send a hand-off's operation is the core's to decide; the router
+//! holds no state and no rule of its own, and is the only place that reads HTTP requests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::bindings::{self, owner_index_name, HANDOFFS, OWNER_INDEX};
+use crate::bindings::{self, owner_index_name, unavailable, HANDOFFS, OWNER_INDEX};
 use crate::clock::{now_ms, now_s};
 use crate::http::{self, Incoming};
+use crate::webcrypto;
 use futures::StreamExt;
-use handoff_api::error::{ApiError, Code};
-use handoff_api::input;
+use handoff_api::admission::{self, Admission, Admitted, Body, BodyRules, Carrier, Head, Next, Setting};
+use handoff_api::error::ApiError;
+use handoff_api::input::CreateInput;
 use handoff_api::notifications;
-use handoff_api::protocol::{self, Ask, Caller, Idempotency, Op};
-use handoff_api::routes::{self, Found, Gate, IndexInput, Input, Kind, Route, Transport};
-use handoff_api::token::{self, Claims, Role};
-use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_api::protocol::{self, Ask};
+use handoff_api::routes::Kind;
 use handoff_core::session::JSON;
-use handoff_core::time::Timestamp;
-use handoff_core::watch;
-use crate::webcrypto as random;
 use serde::Serialize;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
@@ -52,8 +49,8 @@ impl Edge {
         websocket_protocol: Option<String>,
         body: Option<Vec<u8>>,
     ) -> JsValue {
-        let heads = http::Heads { authorization, content_length, idempotency_key, if_none_match, upgrade, websocket_protocol };
-        route(Incoming::new(request, method, url, heads, body), env).value()
+        let head = Head { method, url, authorization, content_length, idempotency_key, if_none_match, upgrade, websocket_protocol };
+        route(Incoming::new(request, head, body), env).value()
     }
 
     /// The one 503, for an object's answer that never came (its promise rejected: the object
@@ -132,29 +129,35 @@ impl Step {
 /// reads one of declared length, and a promise of ours one of undeclared length; a create is
 /// counted against its owner's rate first, which takes a promise too.
 fn route(mut req: Incoming, env: Env) -> Step {
-    let admitted = match admit(&req, &env) {
-        Ok(Admitted::Answered(step)) => return step,
+    let setting = bindings::setting(&env);
+    let admitted = match admission::admit(&req.head, &setting, now_s()) {
+        Ok(Admitted::Health(health)) => return Step::json(200, &health),
+        Ok(Admitted::MethodNotAllowed(allowed)) => return method_not_allowed(&req.head.method, &allowed),
         Ok(Admitted::Route(admitted)) => admitted,
         Err(error) => return Step::refusal(&error),
     };
     let creates = matches!(admitted.route.kind, Kind::Create);
-    let bodiless = admitted.method == "GET";
-    let cap = admitted.route.body_bytes_max;
-    let body = match body_of(&mut req, bodiless, cap) {
+    let rules = admitted.body();
+    let given = req.body.take();
+    let read = match rules.before(req.head.content_length.as_deref(), given.as_ref().map(Vec::len), || req.has_body()) {
         Ok(Body::Declared) => return Step::ReadBody,
-        Ok(Body::Read(body)) if !creates => return dispatch(&req, &env, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e)),
-        Ok(body) => body,
+        // The body the edge read, or none at all.
+        Ok(Body::Given | Body::Empty) => Some(given.unwrap_or_default()),
+        Ok(Body::Undeclared) => None,
         Err(error) => return Step::refusal(&error),
     };
+    if let (Some(body), false) = (&read, creates) {
+        return dispatch(&req, &setting, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e));
+    }
     let routed = async move {
         let routed = async {
-            let body = match body {
-                Body::Read(body) => body,
-                _ => stream_body(&req, bodiless, cap).await?,
+            let body = match read {
+                Some(body) => body,
+                None => stream_body(&req, rules).await?,
             };
-            let create = if creates { Some(input::parse_create(&body)?) } else { None };
+            let create = admitted.create_input(&body)?;
             rate_limit(&env, &admitted).await?;
-            dispatch(&req, &env, &admitted, body, create)
+            dispatch(&req, &setting, &admitted, &body, create)
         }
         .await;
         Ok(routed.unwrap_or_else(|e| Step::refusal(&e)).value())
@@ -163,309 +166,79 @@ fn route(mut req: Incoming, env: Env) -> Step {
 }
 
 #[derive(Serialize)]
-struct Health {
-    ok: bool,
-    store: &'static str,
-    auth: &'static str,
-    push: &'static str,
-}
-
-#[derive(Serialize)]
 struct ObjectStarts {
     handoff_objects: u64,
 }
 
-/// What a request has come to once it is routed and authenticated.
-enum Admitted {
-    /// Answered by the Worker alone (`/v1/health`, 405).
-    Answered(Step),
-    Route(Box<Route_>),
-}
-
-/// A routed, authenticated request, owning what its dispatch reads.
-struct Route_ {
-    route: &'static Route,
-    method: String,
-    url: String,
-    id: Option<String>,
-    blocker: Option<String>,
-    /// `None` for the bench floor, which takes no token.
-    claims: Option<Claims>,
-    offered: Option<watch::Offered>,
-}
-
-/// Finds the route, checks the store and the key, authenticates.
-fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
-    let config = bindings::config(env);
-    let url = req.url.clone();
-    let split = input::RequestUrl::split(&url);
-    let on = |gate: Gate| match gate {
-        Gate::Always => true,
-        Gate::TestHooks => config.test_hooks,
-        Gate::BenchFloor => config.bench_floor,
-    };
-    let method = req.method.clone();
-    let (route, params) = match routes::find(&method, split.path, on)? {
-        Found::Route(route, params) => (route, params),
-        Found::MethodNotAllowed(allowed) => return Ok(Admitted::Answered(method_not_allowed(&method, &allowed))),
-    };
-    if let Kind::Health = route.kind {
-        let store = if config.store_bound { "bound" } else { "unbound" };
-        let auth = if config.key.is_some() { "ok" } else { "misconfigured" };
-        let push = if config.push_key.is_some() { "ok" } else { "misconfigured" };
-        return Ok(Admitted::Answered(Step::json(200, &Health { ok: true, store, auth, push })));
-    }
-    // The store is bound only when both of its objects are.
-    if !config.store_bound {
-        return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
-    }
-    let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
-    if let Kind::BenchFloor = route.kind {
-        return Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: None, offered: None })));
-    }
-    let Some(key) = config.key.as_deref() else {
-        // Fail closed: no token is accepted until the operator sets a usable key.
-        return Err(ApiError::new(
-            Code::AuthMisconfigured,
-            "this environment's signing key is missing, the public development key, or too short",
-        ));
-    };
-    // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
-    let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
-    let offered = if upgrade { Some(watch::offered(req.heads.websocket_protocol.as_deref())?) } else { None };
-    let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
-    let claims = authenticate(req, bearer, key, &config.expect)?;
-    handoff_core::session::admit_role(route.role, claims.role)?;
-    Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: Some(claims), offered })))
-}
-
-/// Reads the operation the route says from the query and `body`, and sends it where it goes.
-/// `create` is a create's body, already read.
-fn dispatch(req: &Incoming, env: &Env, admitted: &Route_, body: Vec<u8>, create: Option<input::CreateInput>) -> std::result::Result<Step, ApiError> {
-    let url = input::RequestUrl::split(&admitted.url);
-    let Some(claims) = &admitted.claims else {
-        let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Floor, idempotency: None };
-        return send("bench-floor".into(), &floor);
-    };
-    // Every machine token carries `inc` (a token without it is refused as it is verified); an
-    // owner's acts on every life of its hand-offs.
-    let caller = Caller { owner: claims.sub.clone(), role: claims.role, incarnation: claims.inc.unwrap_or(0), hid: claims.hid.clone() };
-    match admitted.route.kind {
-        Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
-        Kind::Index { read } => {
-            let config = bindings::config(env);
-            let draw = |buf: &mut [u8]| random::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
-            let given = IndexInput {
-                query: url.query,
-                body: &body,
-                id: admitted.id.as_deref(),
-                origin: url.origin,
-                environment: bindings::endpoints(env),
-                push: config.push_key.is_some(),
-                now: Timestamp::from_ms(crate::clock::now_ms()),
-                draw: &draw,
-                if_none_match: req.heads.if_none_match.as_deref(),
-            };
-            let ask = read(&given)?;
+/// Carries out what admission says comes next: the ask, where it goes and how.
+fn dispatch(req: &Incoming, setting: &Setting, admitted: &Admission, body: &[u8], create: Option<CreateInput>) -> std::result::Result<Step, ApiError> {
+    let draw = |buf: &mut [u8]| webcrypto::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
+    match admitted.next(&req.head, body, create, setting, now_ms, &draw)? {
+        Next::Send { name, ask, carrier } => send(name, &ask, carrier),
+        Next::Index { owner, ask } => {
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the index ask", &e))?;
-            Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(&claims.sub), wire))
+            Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(owner), wire))
         }
-        Kind::Create => {
-            let Some(create) = create else { return Err(ApiError::invalid("body: expected a JSON object")) };
-            let id = input::handoff_id(&claims.sub, &create.session);
-            let config = bindings::config(env);
-            let key = config.key.clone().unwrap_or_default();
-            // The token's `inc` is the moment a new hand-off takes as its life, and the one
-            // below which this create ends the machine tokens minted before.
-            let incarnation = now_ms();
-            let machine_token = token::machine_token_at(&claims.sub, &id, key.as_bytes(), incarnation, &config.expect);
-            let (session, machine, size, prompt) = (create.session, create.machine, create.size, create.prompt);
-            let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: incarnation.max(0) as u64, prompt };
-            send(id, &Ask { caller, op, idempotency: None })
-        }
-        Kind::TestObjectStarts => {
-            no_query(url.query)?;
+        Next::ObjectStarts => {
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
             Ok(Step::json(200, &ObjectStarts { handoff_objects: starts }))
         }
-        Kind::PushKey => {
-            let Some(pkcs8) = bindings::config(env).push_key.clone() else {
-                return Err(routes::push_misconfigured());
-            };
-            no_query(url.query)?;
+        Next::PushKey { pkcs8 } => {
             // The runtime derives the public key (WebCrypto is asynchronous): an answer on its way.
             let answer = async move {
-                let answered = match random::vapid_key(&pkcs8).await {
+                let answered = match webcrypto::vapid_key(&pkcs8).await {
                     Ok((_, public_key)) => Step::json(200, &notifications::PushKey { public_key }),
                     Err(e) => {
                         console_error!("the VAPID key did not import: {}", e.as_string().unwrap_or_default());
-                        Step::refusal(&routes::push_misconfigured())
+                        Step::refusal(&handoff_api::routes::push_misconfigured())
                     }
                 };
                 Ok(answered.value())
             };
             Ok(Step::Later(future_to_promise(answer)))
         }
-        Kind::Handoff { read, change, transport } => {
-            let id = admitted.id.as_deref().unwrap_or_default();
-            // Checked again by the hand-off; here it spares waking an object a token cannot reach.
-            if !input::is_handoff_id(id) || !caller.reaches(id) {
-                return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
-            }
-            let given = Input {
-                query: url.query,
-                body: &body,
-                blocker: admitted.blocker.as_deref(),
-                origin: url.origin,
-                valid_until_s: claims.exp.saturating_add(TOKEN_CLOCK_SKEW_S),
-                subprotocol: admitted.offered.as_ref().is_some_and(|o| o.handoff_v1),
-            };
-            let op = read(&given)?;
-            let idempotency = if change { idempotency(req, admitted.route, url.path, url.query, claims, &body)? } else { None };
-            let ask = Ask { caller, op, idempotency };
-            match transport {
-                Transport::Ask => send(id.to_string(), &ask),
-                Transport::Upgrade => {
-                    // Every other refusal first: a watch asked for without the upgrade is 426.
-                    require_upgrade(req)?;
-                    forward_upgrade(id.to_string(), &ask)
-                }
-            }
-        }
     }
 }
 
 /// A create counts against its owner's creations per minute, which the runtime's rate-limiting
-/// binding keeps: past them, 429 `owner.rate_limited` (with `Retry-After`). Bad input is
-/// refused as such first (the caller reads the body before this), and is not counted.
-async fn rate_limit(env: &Env, admitted: &Route_) -> std::result::Result<(), ApiError> {
-    let Some(claims) = admitted.claims.as_ref().filter(|c| matches!(admitted.route.kind, Kind::Create) && c.role == Role::Owner) else {
+/// binding keeps (`admission::rate_limited` past them).
+async fn rate_limit(env: &Env, admitted: &Admission) -> std::result::Result<(), ApiError> {
+    let Some(owner) = admitted.counted() else {
         return Ok(());
     };
-    if bindings::creation_allowed(env, &claims.sub).await {
+    if bindings::creation_allowed(env, owner).await {
         return Ok(());
     }
-    Err(ApiError::new(
-        Code::OwnerRateLimited,
-        format!("this owner may create {CREATES_PER_OWNER_PER_MINUTE_MAX} hand-offs per minute; try again in {CREATES_PER_OWNER_PERIOD_S} s"),
-    ))
-}
-
-/// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
-fn require_upgrade(req: &Incoming) -> std::result::Result<(), ApiError> {
-    let upgrade = req.heads.upgrade.as_deref();
-    if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
-        return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
-    }
-    Ok(())
-}
-
-/// Forwards a watch's upgrade to the hand-off's object, its ask in a header.
-fn forward_upgrade(id: String, ask: &Ask) -> std::result::Result<Step, ApiError> {
-    let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    let headers = vec![("Upgrade", "websocket".to_string()), (protocol::ASK_HEADER, header)];
-    Ok(Step::Fetch { namespace: HANDOFFS, name: id, url: "https://handoff/watch", method: "GET", headers, body: None })
-}
-
-fn no_query(query: &str) -> std::result::Result<(), ApiError> {
-    match input::query_pairs(query).next() {
-        Some((k, _)) => Err(ApiError::invalid(format!("{k}: unknown query parameter"))),
-        None => Ok(()),
-    }
-}
-
-fn idempotency(req: &Incoming, route: &Route, path: &str, query: &str, claims: &Claims, body: &[u8]) -> std::result::Result<Option<Idempotency>, ApiError> {
-    let Some(key) = req.heads.idempotency_key.clone() else {
-        return Ok(None);
-    };
-    if !input::is_idempotency_key(&key) {
-        return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
-    }
-    let fingerprint = input::request_fingerprint(route.method, path, query, claims.role.as_str(), body);
-    Ok(Some(Idempotency { key, fingerprint }))
-}
-
-/// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
-/// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
-fn authenticate(req: &Incoming, subprotocol_bearer: Option<&str>, key: &str, expect: &token::Expect) -> std::result::Result<Claims, ApiError> {
-    let header = req.heads.authorization.as_deref();
-    let bearer = match (&header, subprotocol_bearer) {
-        (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
-        (None, Some(bearer)) => bearer,
-        (None, None) => return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>")),
-    };
-    token::verify_with(bearer.trim(), key.as_bytes(), now_s(), expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
-}
-
-/// What a request's body comes to before it is streamed.
-enum Body {
-    /// Read already: none, or what the edge read and handed over.
-    Read(Vec<u8>),
-    /// Of a declared length within the limit, for the edge to read in one call.
-    Declared,
-    /// Of no declared length: [`stream_body`] reads it.
-    Undeclared,
-}
-
-/// The checks a body passes before any of it is read: a declared length over the route's
-/// `cap` (its `body_bytes_max`: [`handoff_core::limits::BODY_BYTES_MAX`] but on the words' routes) is refused unread,
-/// and a GET takes no body. A body the edge read must have the length declared.
-fn body_of(req: &mut Incoming, bodiless: bool, cap: usize) -> std::result::Result<Body, ApiError> {
-    let declared = req.heads.content_length.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > cap as u64) {
-        return Err(too_large(cap));
-    }
-    if bodiless && declared.is_some_and(|n| n > 0) {
-        return Err(no_body());
-    }
-    if let Some(body) = req.body.take() {
-        if declared != Some(body.len() as u64) {
-            return Err(ApiError::invalid("body: its length is not the Content-Length declared"));
-        }
-        return Ok(Body::Read(body));
-    }
-    Ok(match declared {
-        _ if !req.has_body() => Body::Read(Vec::new()),
-        Some(n) if n > 0 => Body::Declared,
-        _ => Body::Undeclared,
-    })
-}
-
-fn too_large(cap: usize) -> ApiError {
-    ApiError::new(Code::RequestTooLarge, format!("the body is over {cap} bytes"))
-}
-
-fn no_body() -> ApiError {
-    ApiError::invalid("body: this route takes no body")
+    Err(admission::rate_limited())
 }
 
 /// A body of undeclared length, read as a stream and given up as soon as it passes the
-/// route's `cap`, so that no request makes the isolate hold more than that.
-async fn stream_body(req: &Incoming, bodiless: bool, cap: usize) -> std::result::Result<Vec<u8>, ApiError> {
+/// route's cap, so that no request makes the isolate hold more than that.
+async fn stream_body(req: &Incoming, rules: BodyRules) -> std::result::Result<Vec<u8>, ApiError> {
     let mut stream = req.to_worker().stream().map_err(|_| ApiError::invalid("body: unreadable"))?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| ApiError::invalid("body: unreadable"))?;
-        if body.len() + chunk.len() > cap {
-            return Err(too_large(cap));
-        }
+        rules.chunk(body.len(), chunk.len())?;
         body.extend_from_slice(&chunk);
     }
-    if bodiless && !body.is_empty() {
-        return Err(no_body());
-    }
+    rules.streamed(body.len())?;
     Ok(body)
 }
 
-use crate::bindings::unavailable;
-
-/// One ask of a hand-off's object: over RPC, its answer a value made the client's response;
-/// a held wait (a streamed body) by `fetch`, its answer passed on as it is.
-fn send(id: String, ask: &Ask) -> std::result::Result<Step, ApiError> {
-    let wire = protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e))?;
-    Ok(match ask.op {
-        Op::Wait { .. } => Step::fetch_ask(HANDOFFS, id, wire),
-        _ => Step::Ask { namespace: HANDOFFS, name: id, ask: wire },
+/// One ask of a hand-off's object, as `carrier` says: over RPC, its answer a value made the
+/// client's response; by `fetch`, its answer passed on as it is; or as a watch's upgrade,
+/// forwarded with the ask in a header.
+fn send(name: String, ask: &Ask, carrier: Carrier) -> std::result::Result<Step, ApiError> {
+    let wire = || protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e));
+    Ok(match carrier {
+        Carrier::Rpc => Step::Ask { namespace: HANDOFFS, name, ask: wire()? },
+        Carrier::Fetch => Step::fetch_ask(HANDOFFS, name, wire()?),
+        Carrier::Upgrade => {
+            let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
+            let headers = vec![("Upgrade", "websocket".to_string()), (protocol::ASK_HEADER, header)];
+            Step::Fetch { namespace: HANDOFFS, name, url: "https://handoff/watch", method: "GET", headers, body: None }
+        }
     })
 }
 

@@ -53,35 +53,42 @@ pub enum Transport {
 }
 
 /// Reads a hand-off route's operation from its request.
-pub type Reader = fn(&Input<'_>) -> Result<Op, ApiError>;
+pub type Reader = fn(&Input<'_, Watching>) -> Result<Op, ApiError>;
 
-/// What a hand-off route's reader sees of its request.
+/// Reads a top-level route's ask of the caller's own index from its request.
+pub type IndexReader = fn(&Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError>;
+
+/// What a route's reader sees of its request, and `more`: what only its kind of route reads
+/// ([`Watching`] for a hand-off's, [`Making`] for the index's).
 #[derive(Debug, Clone, Copy)]
-pub struct Input<'a> {
+pub struct Input<'a, More> {
     pub query: &'a str,
     pub body: &'a [u8],
+    /// `{id}` of the path, where it has one.
+    pub id: Option<&'a str>,
     /// `{bid}` of the path, where it has one.
     pub blocker: Option<&'a str>,
-    /// `scheme://host[:port]` of the request: where the API is, for a briefing.
+    /// `scheme://host[:port]` of the request: where the API is, for a briefing, and the
+    /// console a push notification opens.
     pub origin: &'a str,
+    /// The request's `If-None-Match`, which a page is answered against.
+    pub if_none_match: Option<&'a str>,
+    pub more: More,
+}
+
+/// What a hand-off route's reader sees beyond its request: what a watch is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct Watching {
     /// A watch's token is accepted until then (its `exp` and the tolerated skew).
     pub valid_until_s: i64,
     /// A watch offered the `handoff.v1` subprotocol.
     pub subprotocol: bool,
 }
 
-/// Reads a top-level route's ask of the caller's own index from its request.
-pub type IndexReader = fn(&IndexInput<'_>) -> Result<IndexAsk, ApiError>;
-
-/// What an index route's reader sees of its request and of the environment.
+/// What an index route's reader sees beyond its request: what a new webhook or push
+/// subscription is made with.
 #[derive(Clone, Copy)]
-pub struct IndexInput<'a> {
-    pub query: &'a str,
-    pub body: &'a [u8],
-    /// `{id}` of the path, where it has one.
-    pub id: Option<&'a str>,
-    /// `scheme://host[:port]` of the request: the console a push notification opens.
-    pub origin: &'a str,
+pub struct Making<'a> {
     /// Which URLs a webhook or a push endpoint may have here.
     pub environment: Environment,
     /// This environment has a usable VAPID key, so push can be sent.
@@ -89,8 +96,6 @@ pub struct IndexInput<'a> {
     pub now: Timestamp,
     /// Fills its buffer with fresh randomness (ids, secrets), or fails with the one 503.
     pub draw: &'a dyn Fn(&mut [u8]) -> Result<(), ApiError>,
-    /// The request's `If-None-Match`, which a page is answered against.
-    pub if_none_match: Option<&'a str>,
 }
 
 /// Which switch a route needs: a test or bench route exists only where `bindings` says so.
@@ -245,25 +250,25 @@ struct Unreadable {
 }
 
 /// `GET /v1/handoffs`: a page of the caller's list.
-fn list(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+fn list(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     Ok(IndexAsk::List { query: input::parse_list_query(i.query)?, if_none_match: i.if_none_match.map(str::to_string) })
 }
 
 /// `POST /v1/webhooks`: the webhook with a fresh id and secret, for the index to add if it fits.
-fn webhook_create(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
-    let new = notifications::parse_webhook_create(i.body, i.environment)?;
+fn webhook_create(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
+    let new = notifications::parse_webhook_create(i.body, i.more.environment)?;
     let mut id = [0u8; WEBHOOK_ID_BYTES];
-    (i.draw)(&mut id)?;
+    (i.more.draw)(&mut id)?;
     let mut secret = [0u8; WEBHOOK_SECRET_BYTES];
-    (i.draw)(&mut secret)?;
+    (i.more.draw)(&mut secret)?;
     let secret = WebhookSecret::from_random(&secret).map_err(|_| ApiError::unavailable())?.reveal();
-    let webhook = notifications::Webhook { id: notifications::webhook_id(id), url: new.url, events: notifications::event_names(&new.events), created_at: i.now };
+    let webhook = notifications::Webhook { id: notifications::webhook_id(id), url: new.url, events: notifications::event_names(&new.events), created_at: i.more.now };
     Ok(IndexAsk::WebhookAdd { webhook, secret })
 }
 
 /// The `{id}` of a webhook route: a webhook's id, or no such webhook.
 /// The index-storage hook's `{id}`: a hand-off's id.
-fn test_handoff_id(i: &IndexInput<'_>) -> Result<String, ApiError> {
+fn test_handoff_id(i: &Input<'_, Making<'_>>) -> Result<String, ApiError> {
     no_query(i.query)?;
     let id = i.id.unwrap_or_default();
     if !input::is_handoff_id(id) {
@@ -272,7 +277,7 @@ fn test_handoff_id(i: &IndexInput<'_>) -> Result<String, ApiError> {
     Ok(id.to_string())
 }
 
-fn webhook(i: &IndexInput<'_>) -> Result<String, ApiError> {
+fn webhook(i: &Input<'_, Making<'_>>) -> Result<String, ApiError> {
     no_query(i.query)?;
     let id = i.id.unwrap_or_default();
     if !notifications::is_webhook_id(id) {
@@ -286,19 +291,19 @@ pub fn push_misconfigured() -> ApiError {
     ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair")
 }
 
-fn push(i: &IndexInput<'_>) -> Result<(), ApiError> {
-    if !i.push {
+fn push(i: &Input<'_, Making<'_>>) -> Result<(), ApiError> {
+    if !i.more.push {
         return Err(push_misconfigured());
     }
     Ok(())
 }
 
 /// `POST /v1/push/subscriptions`: the subscription with a fresh id, for the index to add if it fits.
-fn push_subscribe(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+fn push_subscribe(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     push(i)?;
-    let new = notifications::parse_subscription_create(i.body, i.environment)?;
+    let new = notifications::parse_subscription_create(i.body, i.more.environment)?;
     let mut id = [0u8; WEBHOOK_ID_BYTES];
-    (i.draw)(&mut id)?;
+    (i.more.draw)(&mut id)?;
     let subscription = notifications::StoredSubscription {
         id: notifications::subscription_id(id),
         endpoint: new.endpoint,
@@ -306,13 +311,13 @@ fn push_subscribe(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
         p256dh: new.p256dh,
         auth: new.auth,
         events: notifications::event_names(&new.events),
-        created_at: i.now,
+        created_at: i.more.now,
         console: i.origin.to_string(),
     };
     Ok(IndexAsk::PushSubscribe { subscription })
 }
 
-fn push_unsubscribe(i: &IndexInput<'_>) -> Result<IndexAsk, ApiError> {
+fn push_unsubscribe(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     push(i)?;
     no_query(i.query)?;
     let id = i.id.unwrap_or_default();
@@ -346,7 +351,7 @@ fn reaching(reach: ReachKind, origin: &str) -> Reaching {
 }
 
 /// `POST …/turns`: open the next turn, or with `dry_run=true` preview its hand-off.
-fn open_turn(i: &Input<'_>) -> Result<Op, ApiError> {
+fn open_turn(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
     let preview = input::parse_open_turn_query(i.query)?;
     let t = input::parse_open_turn(i.body)?;
     let handing_off = t.package.is_some();
@@ -358,11 +363,12 @@ fn open_turn(i: &Input<'_>) -> Result<Op, ApiError> {
     }
 }
 
-fn watch(i: &Input<'_>) -> Result<Op, ApiError> {
-    Ok(Op::Watch { after: input::parse_watch_query(i.query)?, valid_until_s: i.valid_until_s, subprotocol: i.subprotocol })
+fn watch(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
+    Ok(Op::Watch { after: input::parse_watch_query(i.query)?, valid_until_s: i.more.valid_until_s, subprotocol: i.more.subprotocol })
 }
 
-fn no_query(query: &str) -> Result<(), ApiError> {
+/// A route that takes no query: any parameter is an unknown one.
+pub fn no_query(query: &str) -> Result<(), ApiError> {
     match query_pairs(query).next() {
         Some((k, _)) => Err(ApiError::invalid(format!("{k}: unknown query parameter"))),
         None => Ok(()),
@@ -464,17 +470,8 @@ mod tests {
     fn asked(method: &str, path: &str, body: &[u8], push: bool, draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>) -> Result<IndexAsk, ApiError> {
         let Ok(Found::Route(route, params)) = find(method, path, |_| true) else { panic!("{method} {path} is a route") };
         let Kind::Index { read, .. } = route.kind else { panic!("{method} {path} asks the index") };
-        let given = IndexInput {
-            query: "",
-            body,
-            id: params.id,
-            origin: "https://handoff.example",
-            environment: Environment::Local,
-            push,
-            now: Timestamp::from_ms(1_700_000_000_000),
-            draw,
-            if_none_match: Some("\"held\""),
-        };
+        let making = Making { environment: Environment::Local, push, now: Timestamp::from_ms(1_700_000_000_000), draw };
+        let given = Input { query: "", body, id: params.id, blocker: None, origin: "https://handoff.example", if_none_match: Some("\"held\""), more: making };
         read(&given)
     }
 

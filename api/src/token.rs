@@ -231,7 +231,7 @@ pub fn mint(claims: &Claims, key: &[u8]) -> String {
 }
 
 /// [`mint`], carrying `expect`'s issuer and audience as `iss` and `aud` where they are set.
-fn mint_with(claims: &Claims, expect: &Expect, key: &[u8]) -> String {
+pub(crate) fn mint_with(claims: &Claims, expect: &Expect, key: &[u8]) -> String {
     #[derive(Serialize)]
     struct Full<'a> {
         #[serde(flatten)]

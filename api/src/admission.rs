@@ -1,0 +1,383 @@
+//! What the Worker decides of a request before any object sees it, as pure functions of the
+//! request's head and the environment's setting: the route and the Worker's own answers, who
+//! is asking (a watch's token may come as a subprotocol; `Authorization` wins), the body
+//! rules, the ask a route reads, the order of its refusals (426 after every other), and how
+//! each ask travels. The router (`src/router.rs`) reads the request, awaits and carries out.
+
+use crate::error::{ApiError, Code};
+use crate::input::{self, CreateInput, RequestUrl};
+use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::routes::{self, Found, Gate, Input, Kind, Making, Route, Transport, Watching};
+use crate::token::{self, Claims, Expect, Role};
+use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::time::Timestamp;
+use handoff_core::watch;
+use handoff_notify::Environment;
+use serde::Serialize;
+
+/// What the Worker knows of its environment, read once per isolate (`src/bindings.rs`).
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// Both Durable Object namespaces are bound.
+    pub store_bound: bool,
+    /// The signing key, only where it is usable: `None` fails closed.
+    pub key: Option<String>,
+    pub expect: Expect,
+    pub test_hooks: bool,
+    pub bench_floor: bool,
+    /// The VAPID private key as PKCS#8, where push is configured (its public key is derived
+    /// by the runtime's WebCrypto when it is asked for).
+    pub push_key: Option<Vec<u8>>,
+    /// Which URLs a webhook or a push endpoint may have here.
+    pub endpoints: Environment,
+}
+
+/// A request's method, URL and the headers the service reads, as the edge hands them over.
+#[derive(Debug, Clone, Default)]
+pub struct Head {
+    pub method: String,
+    pub url: String,
+    pub authorization: Option<String>,
+    pub content_length: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub if_none_match: Option<String>,
+    pub upgrade: Option<String>,
+    pub websocket_protocol: Option<String>,
+}
+
+/// `GET /v1/health`: whether the store is bound, and whether tokens and push can be used.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Health {
+    ok: bool,
+    store: &'static str,
+    auth: &'static str,
+    push: &'static str,
+}
+
+pub fn health(setting: &Setting) -> Health {
+    let configured = |set: bool| if set { "ok" } else { "misconfigured" };
+    let store = if setting.store_bound { "bound" } else { "unbound" };
+    Health { ok: true, store, auth: configured(setting.key.is_some()), push: configured(setting.push_key.is_some()) }
+}
+
+/// What a request comes to once it is routed and authenticated.
+#[derive(Debug)]
+pub enum Admitted {
+    /// Answered by the Worker alone, with no token.
+    Health(Health),
+    /// 405: the path is a route's, the method none of its; the methods it takes.
+    MethodNotAllowed(Vec<&'static str>),
+    Route(Box<Admission>),
+}
+
+/// A routed, authenticated request, owning what its dispatch reads.
+#[derive(Debug)]
+pub struct Admission {
+    pub route: &'static Route,
+    /// `{id}` of the path, where it has one.
+    pub id: Option<String>,
+    /// `{bid}` of the path, where it has one.
+    pub blocker: Option<String>,
+    /// `None` for the bench floor, which takes no token.
+    signed: Option<Signed>,
+    /// A watch offered the `handoff.v1` subprotocol.
+    subprotocol: bool,
+}
+
+/// A verified token's claims, with the key it verified under: a create mints with that key.
+#[derive(Debug)]
+struct Signed {
+    claims: Claims,
+    key: String,
+}
+
+/// Finds the route, answers health, checks the store and the key, authenticates at `now_s`
+/// and checks the role the route needs, in that order.
+pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, ApiError> {
+    let on = |gate: Gate| match gate {
+        Gate::Always => true,
+        Gate::TestHooks => setting.test_hooks,
+        Gate::BenchFloor => setting.bench_floor,
+    };
+    let (route, params) = match routes::find(&head.method, RequestUrl::split(&head.url).path, on)? {
+        Found::Route(route, params) => (route, params),
+        Found::MethodNotAllowed(allowed) => return Ok(Admitted::MethodNotAllowed(allowed)),
+    };
+    if let Kind::Health = route.kind {
+        return Ok(Admitted::Health(health(setting)));
+    }
+    // The store is bound only when both of its objects are.
+    if !setting.store_bound {
+        return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
+    }
+    let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
+    let admitted = |signed, subprotocol| Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol })));
+    if let Kind::BenchFloor = route.kind {
+        return admitted(None, false);
+    }
+    let Some(key) = setting.key.as_deref() else {
+        // Fail closed: no token is accepted until the operator sets a usable key.
+        return Err(ApiError::new(
+            Code::AuthMisconfigured,
+            "this environment's signing key is missing, the public development key, or too short",
+        ));
+    };
+    // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
+    let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
+    let offered = if upgrade { Some(watch::offered(head.websocket_protocol.as_deref())?) } else { None };
+    let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
+    let claims = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
+    handoff_core::session::admit_role(route.role, claims.role)?;
+    let signed = Signed { claims, key: key.to_string() };
+    admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1))
+}
+
+/// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
+/// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
+fn authenticate(header: Option<&str>, subprotocol_bearer: Option<&str>, key: &str, expect: &Expect, now_s: i64) -> Result<Claims, ApiError> {
+    let bearer = match (header, subprotocol_bearer) {
+        (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
+        (None, Some(bearer)) => bearer,
+        (None, None) => return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>")),
+    };
+    token::verify_with(bearer.trim(), key.as_bytes(), now_s, expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
+}
+
+/// What a request's body comes to before any of it is streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// The body the edge read and handed over, of the length declared.
+    Given,
+    /// None at all.
+    Empty,
+    /// Of a declared length within the cap, for the edge to read in one call.
+    Declared,
+    /// Of no declared length: streamed, and held to [`BodyRules::chunk`] as it comes.
+    Undeclared,
+}
+
+/// How a route's body is read: a declared length over `cap` (the route's `body_bytes_max`) is
+/// refused unread, a body streamed is given up as soon as it passes `cap`, and a GET takes
+/// no body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyRules {
+    pub cap: usize,
+    pub bodiless: bool,
+}
+
+impl BodyRules {
+    pub fn of(route: &Route) -> BodyRules {
+        BodyRules { cap: route.body_bytes_max, bodiless: route.method == "GET" }
+    }
+
+    /// The checks before any of the body is read: `content_length` as declared, `given` the
+    /// length of a body the edge read (which must be the one declared), and `has_body`
+    /// whether the request has a body at all (asked only where none was given).
+    pub fn before(&self, content_length: Option<&str>, given: Option<usize>, has_body: impl FnOnce() -> bool) -> Result<Body, ApiError> {
+        let declared = content_length.and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.cap as u64) {
+            return Err(self.too_large());
+        }
+        if self.bodiless && declared.is_some_and(|n| n > 0) {
+            return Err(no_body());
+        }
+        if let Some(given) = given {
+            if declared != Some(given as u64) {
+                return Err(ApiError::invalid("body: its length is not the Content-Length declared"));
+            }
+            return Ok(Body::Given);
+        }
+        Ok(match declared {
+            _ if !has_body() => Body::Empty,
+            Some(n) if n > 0 => Body::Declared,
+            _ => Body::Undeclared,
+        })
+    }
+
+    /// A streamed body's next `chunk` bytes after `read`: refused once the whole passes the cap.
+    pub fn chunk(&self, read: usize, chunk: usize) -> Result<(), ApiError> {
+        if read + chunk > self.cap {
+            return Err(self.too_large());
+        }
+        Ok(())
+    }
+
+    /// A streamed body of `read` bytes, whole.
+    pub fn streamed(&self, read: usize) -> Result<(), ApiError> {
+        if self.bodiless && read > 0 {
+            return Err(no_body());
+        }
+        Ok(())
+    }
+
+    fn too_large(&self) -> ApiError {
+        ApiError::new(Code::RequestTooLarge, format!("the body is over {} bytes", self.cap))
+    }
+}
+
+fn no_body() -> ApiError {
+    ApiError::invalid("body: this route takes no body")
+}
+
+/// How an ask travels to its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// Over RPC, its answer a value the router makes the response.
+    Rpc,
+    /// By `fetch`, its answer (a held wait's stream) passed on as it is.
+    Fetch,
+    /// As the watch's WebSocket upgrade, forwarded with the ask in a header.
+    Upgrade,
+}
+
+/// A held wait goes by `fetch`, a watch as its upgrade, every other ask over RPC.
+pub fn carrier(op: &Op, transport: Transport) -> Carrier {
+    match (transport, op) {
+        (Transport::Upgrade, _) => Carrier::Upgrade,
+        (Transport::Ask, Op::Wait { .. }) => Carrier::Fetch,
+        (Transport::Ask, _) => Carrier::Rpc,
+    }
+}
+
+/// The name of the object the bench floor's ask goes to.
+pub const BENCH_FLOOR_OBJECT: &str = "bench-floor";
+
+/// What the router does next with an admitted request.
+// One a request, matched as soon as it is made: boxing its ask would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Next<'a> {
+    /// Ask the hand-off object `name`, the ask travelling as `carrier` says.
+    Send { name: String, ask: Ask, carrier: Carrier },
+    /// Ask `owner`'s index.
+    Index { owner: &'a str, ask: IndexAsk },
+    /// The test hook's count of hand-off objects started.
+    ObjectStarts,
+    /// The VAPID public key, derived from this private key (PKCS#8).
+    PushKey { pkcs8: Vec<u8> },
+}
+
+impl Admission {
+    pub fn body(&self) -> BodyRules {
+        BodyRules::of(self.route)
+    }
+
+    /// The owner a request counts against for creations per minute: an owner's create.
+    pub fn counted(&self) -> Option<&str> {
+        let claims = &self.signed.as_ref()?.claims;
+        (matches!(self.route.kind, Kind::Create) && claims.role == Role::Owner).then_some(claims.sub.as_str())
+    }
+
+    /// A create's body, read before its owner is counted (bad input is refused as such, and
+    /// not counted); `None` on any other route.
+    pub fn create_input(&self, body: &[u8]) -> Result<Option<CreateInput>, ApiError> {
+        matches!(self.route.kind, Kind::Create).then(|| input::parse_create(body)).transpose()
+    }
+
+    /// What comes next: the ask the route reads from `head` and `body` (a create's body read
+    /// already as `create`), who it goes to and how. `now_ms` is asked only by a create and
+    /// the index's routes, `draw` (fresh randomness, or the one 503) only by the index's.
+    pub fn next(&self, head: &Head, body: &[u8], create: Option<CreateInput>, setting: &Setting, now_ms: impl FnOnce() -> i64, draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>) -> Result<Next<'_>, ApiError> {
+        let url = RequestUrl::split(&head.url);
+        let Some(signed) = &self.signed else {
+            let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Floor, idempotency: None };
+            return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), ask: floor, carrier: Carrier::Rpc });
+        };
+        match self.route.kind {
+            Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
+            Kind::Index { read } => {
+                let making = Making { environment: setting.endpoints, push: setting.push_key.is_some(), now: Timestamp::from_ms(now_ms()), draw };
+                let if_none_match = head.if_none_match.as_deref();
+                let given = Input { query: url.query, body, id: self.id.as_deref(), blocker: None, origin: url.origin, if_none_match, more: making };
+                Ok(Next::Index { owner: &signed.claims.sub, ask: read(&given)? })
+            }
+            Kind::Create => {
+                let create = create.ok_or_else(|| ApiError::invalid("body: expected a JSON object"))?;
+                let (name, ask) = signed.create(create, now_ms(), &setting.expect);
+                Ok(Next::Send { name, ask, carrier: Carrier::Rpc })
+            }
+            Kind::TestObjectStarts => routes::no_query(url.query).map(|_| Next::ObjectStarts),
+            Kind::PushKey => {
+                let pkcs8 = setting.push_key.clone().ok_or_else(routes::push_misconfigured)?;
+                routes::no_query(url.query)?;
+                Ok(Next::PushKey { pkcs8 })
+            }
+            Kind::Handoff { read, change, transport } => {
+                let id = self.id.as_deref().unwrap_or_default();
+                let caller = signed.caller();
+                // Checked again by the hand-off; here it spares waking an object a token cannot reach.
+                if !input::is_handoff_id(id) || !caller.reaches(id) {
+                    return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
+                }
+                let watching = Watching { valid_until_s: valid_until_s(&signed.claims), subprotocol: self.subprotocol };
+                let given = Input { query: url.query, body, id: Some(id), blocker: self.blocker.as_deref(), origin: url.origin, if_none_match: None, more: watching };
+                let op = read(&given)?;
+                let idempotency = if change { idempotency(head.idempotency_key.as_deref(), self.route, &url, &signed.claims, body)? } else { None };
+                let carrier = carrier(&op, transport);
+                // Every other refusal first: a watch asked for without the upgrade is 426.
+                if carrier == Carrier::Upgrade {
+                    require_upgrade(head.upgrade.as_deref())?;
+                }
+                Ok(Next::Send { name: id.to_string(), ask: Ask { caller, op, idempotency }, carrier })
+            }
+        }
+    }
+}
+
+impl Signed {
+    /// Every machine token carries `inc` (a token without it is refused as it is verified);
+    /// an owner's acts on every life of its hand-offs.
+    fn caller(&self) -> Caller {
+        let c = &self.claims;
+        Caller { owner: c.sub.clone(), role: c.role, incarnation: c.inc.unwrap_or(0), hid: c.hid.clone() }
+    }
+
+    /// The session's hand-off, created if new, with a machine token minted at `now_ms` under
+    /// the key this request's token verified with (and `expect`'s issuer and audience): its
+    /// `inc` is the moment a new hand-off takes as its life, and the one below which this
+    /// create ends the tokens minted before.
+    fn create(&self, create: CreateInput, now_ms: i64, expect: &Expect) -> (String, Ask) {
+        let owner = &self.claims.sub;
+        let id = input::handoff_id(owner, &create.session);
+        let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, expect);
+        let CreateInput { session, machine, size, prompt } = create;
+        let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: now_ms.max(0) as u64, prompt };
+        (id, Ask { caller: self.caller(), op, idempotency: None })
+    }
+}
+
+/// Until when a watch's token is accepted: its `exp` and the skew tolerated.
+pub fn valid_until_s(claims: &Claims) -> i64 {
+    claims.exp.saturating_add(TOKEN_CLOCK_SKEW_S)
+}
+
+/// A change's `Idempotency-Key`, where it sent one, with the fingerprint of the request.
+fn idempotency(key: Option<&str>, route: &Route, url: &RequestUrl<'_>, claims: &Claims, body: &[u8]) -> Result<Option<Idempotency>, ApiError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    if !input::is_idempotency_key(key) {
+        return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
+    }
+    let fingerprint = input::request_fingerprint(route.method, url.path, url.query, claims.role.as_str(), body);
+    Ok(Some(Idempotency { key: key.to_string(), fingerprint }))
+}
+
+/// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
+fn require_upgrade(upgrade: Option<&str>) -> Result<(), ApiError> {
+    if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
+        return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
+    }
+    Ok(())
+}
+
+/// Past an owner's creations per minute: 429 `owner.rate_limited` (with `Retry-After`).
+pub fn rate_limited() -> ApiError {
+    ApiError::new(
+        Code::OwnerRateLimited,
+        format!("this owner may create {CREATES_PER_OWNER_PER_MINUTE_MAX} hand-offs per minute; try again in {CREATES_PER_OWNER_PERIOD_S} s"),
+    )
+}
+
+#[cfg(test)]
+mod tests;
