@@ -346,6 +346,16 @@ impl PushPayload {
     }
 }
 
+/// The body a notification delivery of `notice` for `row`, owed at `at`, carries to a receiver
+/// of `kind`: a webhook's event, or a push message's payload linking to `console`.
+pub fn message_body(kind: owner::receiver::Receiver, notice: Notice, row: &Row, at: handoff_core::time::EpochMs, console: &str) -> String {
+    let body = match kind {
+        owner::receiver::Receiver::Webhook => serde_json::to_string(&WebhookBody { kind: notice.message_type().into(), timestamp: Timestamp::from_ms(at), data: row.clone() }),
+        owner::receiver::Receiver::Push => serde_json::to_string(&PushPayload::of(notice, row, console)),
+    };
+    body.expect("a message is plain data: it always serialises")
+}
+
 /// The sender of this environment's push messages, or `None` where push is misconfigured: no
 /// key, an unreadable one, the public development pair outside `local`, or a subject that is
 /// not a `mailto:` or `https:` URI (a local run without one names a placeholder).
@@ -371,6 +381,24 @@ mod tests {
     use super::*;
     use handoff_core::error::Code;
     use handoff_core::turn::{Briefed, Listed};
+
+    #[test]
+    fn a_webhook_is_sent_the_event_type_when_it_was_owed_and_the_row_and_a_push_subscription_its_payload() {
+        use owner::receiver::Receiver;
+        let row: Row = serde_json::from_value(serde_json::json!({
+            "id": "ho_1", "session": "s", "machine": "m", "size": "large", "turn": 2, "state": "open",
+            "status": "needs-you", "summary": "which branch?", "version": 7, "updated_at": "2023-11-14T22:13:20.000Z",
+        }))
+        .unwrap();
+        let at = 1_700_000_000_123;
+        let webhook = message_body(Receiver::Webhook, Notice::NeedsYou, &row, at, "https://console.example");
+        let expected = format!(r#"{{"type":"handoff.needs_you","timestamp":"2023-11-14T22:13:20.123Z","data":{}}}"#, serde_json::to_string(&row).unwrap());
+        assert_eq!(webhook, expected, "the webhook's bytes: its type, when it was owed, the row");
+        let push = message_body(Receiver::Push, Notice::Done, &row, at, "https://console.example");
+        assert_eq!(push, serde_json::to_string(&PushPayload::of(Notice::Done, &row, "https://console.example")).unwrap());
+        let payload: PushPayload = serde_json::from_str(&push).unwrap();
+        assert_eq!((payload.kind.as_str(), payload.url.as_str()), ("handoff.done", "https://console.example/#/s/ho_1"));
+    }
 
     #[test]
     fn a_registration_defaults_to_every_event_and_reads_the_named_ones_once_in_order() {

@@ -24,6 +24,7 @@
 pub mod list;
 pub mod receiver;
 pub mod sending;
+pub mod stored;
 
 use crate::error::{Code, Refusal};
 use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
@@ -34,6 +35,7 @@ use crate::time::EpochMs;
 use crate::turn::State;
 use receiver::{DeliveryState, Lease, Next, Receiver, Subscriber};
 use sending::Pending;
+use stored::Unknown;
 use std::cell::OnceCell;
 
 /// How long a test that holds deliveries has the alarm wait before it looks again.
@@ -213,12 +215,12 @@ pub struct HeldRow {
     pub text: String,
 }
 
-/// A pending delivery as the index reads it (`receiver`: `None` for a kind this build does
-/// not know).
+/// A pending delivery as the index reads it (`receiver`: an error for a kind this build does
+/// not know, which ends failed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
     pub seq: i64,
-    pub receiver: Option<Receiver>,
+    pub receiver: Result<Receiver, Unknown>,
     pub to: String,
     pub handoff: String,
     pub created_at: EpochMs,
@@ -227,11 +229,12 @@ pub struct Waiting {
     pub next_attempt_at: Option<EpochMs>,
 }
 
-/// A pending delivery's place: enough to drop it and count the drop.
+/// A pending delivery's place: enough to drop it and count the drop (`receiver`: an error for
+/// a kind this build does not know, which the cap drops like any other, counted on no receiver).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
     pub seq: i64,
-    pub receiver: Receiver,
+    pub receiver: Result<Receiver, Unknown>,
     pub to: String,
 }
 
@@ -242,11 +245,15 @@ pub struct Feed {
     /// `Some` once read: the row held, if any.
     pub held: Option<Option<HeldRow>>,
     pub receivers: Option<Vec<Entry>>,
+    /// The event names of the receivers read that this build does not know, with the
+    /// receiver's id: never sent, and logged once per object.
+    pub unknown_events: Vec<(String, Unknown)>,
     pub pending_count: Option<usize>,
     pub oldest: Option<Vec<Place>>,
     pub open: Option<u64>,
     pub rows: Option<Vec<String>>,
-    pub deliveries: Option<Vec<receiver::Delivery>>,
+    /// An error where a delivery's state is one this build does not know.
+    pub deliveries: Option<Result<Vec<receiver::Delivery>, Unknown>>,
     pub pending: Option<Vec<Waiting>>,
     /// Per receiver read: its newest finished deliveries' `seq`s.
     pub finished: Vec<(String, Vec<i64>)>,
@@ -265,7 +272,7 @@ pub struct Feed {
 struct Derived {
     held_row: OnceCell<Option<Row>>,
     owed: OnceCell<usize>,
-    round: OnceCell<(EpochMs, sending::Round, Vec<i64>)>,
+    round: OnceCell<(EpochMs, sending::Round)>,
 }
 
 impl Feed {
@@ -381,6 +388,8 @@ pub struct Index {
     tables: Option<Tables>,
     refusing: bool,
     holding: bool,
+    /// Whether a receiver's event this build does not know was logged: once per object.
+    told_unknown_events: bool,
 }
 
 fn not_found(receiver: Receiver) -> Plan {
@@ -392,7 +401,7 @@ fn not_found(receiver: Receiver) -> Plan {
 
 impl Index {
     pub fn new(bounds: Bounds) -> Index {
-        Index { bounds, tables: None, refusing: false, holding: false }
+        Index { bounds, tables: None, refusing: false, holding: false, told_unknown_events: false }
     }
 
     /// A commit failed: what the index believed of its tables may be wrong.
@@ -461,9 +470,9 @@ impl Index {
                 let Some(pending) = &feed.pending else {
                     return Some(Read::Pending { limit: self.bounds.pending_max });
                 };
-                let (round, _) = self.round(feed, pending, now);
+                let round = self.round(feed, pending, now);
                 let mut expired = pending.iter().filter(|w| round.expire.contains(&w.seq));
-                expired.find_map(|w| Some((w.receiver?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
+                expired.find_map(|w| Some((w.receiver.as_ref().ok().copied()?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
             }
             // An attempt was of a delivery, so its tables exist.
             Ask::Sent(o) => {
@@ -486,34 +495,42 @@ impl Index {
         (from_stored > 0 && feed.oldest.is_none()).then_some(Read::OldestPending { limit: from_stored })
     }
 
-    /// Decides what `ask` does, with every read [`Index::next_read`] asked for in `feed`.
-    pub fn handle(&mut self, ask: Ask, feed: Feed, now: EpochMs) -> Plan {
+    /// Decides what `ask` does, with every read [`Index::next_read`] asked for in `feed`; a
+    /// read it asked for and the driver skipped is a programmer's mistake, never an empty one.
+    pub fn handle(&mut self, ask: Ask, mut feed: Feed, now: EpochMs) -> Plan {
         let known = self.tables.or(feed.tables);
         let tables = known.unwrap_or_default();
-        let plan = match ask {
+        let told = self.tell_unknown_events(&feed.unknown_events);
+        // The receivers' reads are made where their tables exist; an owner with none has none.
+        let receivers = |feed: &mut Feed| if tables.receivers { made(feed.receivers.take(), "the receivers") } else { Vec::new() };
+        let mut plan = match ask {
             Ask::Put { row, passed, incarnation } => self.put(tables, row, passed, incarnation, &feed, now),
             Ask::Open { row } => self.open(tables, row, &feed, now),
             Ask::Drop { id, incarnation } => drop_erased(tables, id, incarnation, now),
-            Ask::List { query, if_none_match } => list_page(&query, if_none_match, feed.rows.unwrap_or_default()),
-            Ask::AddReceiver(entry) => add_receiver(tables, entry, feed.receivers.unwrap_or_default()),
+            Ask::List { query, if_none_match } => {
+                let texts = if tables.list { made(feed.rows, "the list's rows") } else { Vec::new() };
+                list_page(&query, if_none_match, texts)
+            }
+            Ask::AddReceiver(entry) => add_receiver(tables, entry, receivers(&mut feed)),
             Ask::Receivers(of) => {
                 // The read holds this kind's receivers only.
-                Plan::answer(Answer::Receivers { of, entries: feed.receivers.unwrap_or_default() })
+                Plan::answer(Answer::Receivers { of, entries: receivers(&mut feed) })
             }
             Ask::RemoveReceiver { receiver, id } => {
                 // The read holds this kind's receivers only.
-                if !feed.receivers.unwrap_or_default().iter().any(|e| e.id == id) {
-                    return not_found(receiver);
+                match receivers(&mut feed).iter().any(|e| e.id == id) {
+                    false => not_found(receiver),
+                    true => Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) },
                 }
-                Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) }
             }
-            Ask::Deliveries { id } => {
-                let receivers = feed.receivers.unwrap_or_default();
-                let Some(entry) = receivers.iter().find(|e| e.id == id) else {
-                    return not_found(Receiver::Webhook);
-                };
-                Plan::answer(Answer::Deliveries { deliveries: feed.deliveries.unwrap_or_default(), dropped: entry.dropped })
-            }
+            Ask::Deliveries { id } => match receivers(&mut feed).iter().find(|e| e.id == id) {
+                None => not_found(Receiver::Webhook),
+                Some(entry) => match made(feed.deliveries.take(), "the webhook's deliveries") {
+                    Ok(deliveries) => Plan::answer(Answer::Deliveries { deliveries, dropped: entry.dropped }),
+                    // Shown as another state, the list would say what no build did.
+                    Err(unknown) => Plan::answer(Answer::Unavailable(format!("a stored delivery to webhook {id}: {unknown}"))),
+                },
+            },
             Ask::Alarm => self.poll_send(tables, &feed, now),
             Ask::Sent(outcome) => self.on_sent(tables, outcome, &feed, now),
             Ask::Refuse { on } => {
@@ -524,8 +541,8 @@ impl Index {
                 self.holding = on;
                 Plan::answer(Answer::Holding(on))
             }
-            Ask::Storage => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
-            Ask::StorageOf { .. } => Plan::answer(Answer::StorageOf(feed.storage_of.unwrap_or_default())),
+            Ask::Storage => Plan::answer(Answer::StorageBytes(made(feed.storage_bytes, "the database's size"))),
+            Ask::StorageOf { .. } => Plan::answer(Answer::StorageOf(made(feed.storage_of, "the hand-off's storage"))),
             Ask::PutUnreadable { id } => {
                 let mut plan = Plan::answer(Answer::Done);
                 if !tables.list {
@@ -538,7 +555,20 @@ impl Index {
         if known.is_some() {
             self.tables = Some(tables_after(tables, &plan.writes));
         }
+        plan.log.extend(told);
         plan
+    }
+
+    /// The first receiver's event this build does not know that any read met, to log once in
+    /// the object's life: such an event is never owed here, and its name stays stored.
+    fn tell_unknown_events(&mut self, unknown_events: &[(String, Unknown)]) -> Option<String> {
+        if self.told_unknown_events {
+            return None;
+        }
+        let (id, unknown) = unknown_events.first()?;
+        self.told_unknown_events = true;
+        let more = unknown_events.len() - 1;
+        Some(format!("receiver {id}: {unknown}, never sent here (and {more} more; logged once)"))
     }
 
     /// A delivered row: stored when newer than the one held, with the deliveries its notices
@@ -560,7 +590,8 @@ impl Index {
         if !tables.list {
             plan.writes.push(Write::ListSchema);
         }
-        let receivers = feed.receivers.as_deref().unwrap_or_default();
+        // The receivers are read only where a notice is owed.
+        let receivers = if put.notices.is_empty() { &[] } else { made(feed.receivers.as_deref(), "the receivers") };
         let owed = receiver::owed(&put.notices, &subscribers(receivers));
         let owes = !owed.is_empty();
         let console = |to: &str| receivers.iter().find(|e| e.id == to).map_or("", |e| e.address.console()).to_string();
@@ -568,7 +599,7 @@ impl Index {
             .iter()
             .map(|o| Write::Owe { receiver: o.receiver, to: o.to.to_string(), row: o.row.clone(), notice: o.notice, key: o.key, at: now, console: console(o.to) })
             .collect();
-        let (drop, count, owe) = self.cap(feed, owe);
+        let (drop, count, owe) = self.cap(feed, owe, &mut plan.log);
         plan.writes.push(Write::StoreRow(row));
         plan.writes.extend(owe);
         plan.writes.extend(count);
@@ -582,14 +613,21 @@ impl Index {
     }
 
     /// The owner's one cap over `owe` and what is pending: the oldest go first, stored ones
-    /// before new ones, each drop counted on its receiver. Answers the stored deliveries to
-    /// drop, the counts, and the new deliveries left to write.
-    fn cap(&self, feed: &Feed, owe: Vec<Write>) -> (Vec<i64>, Vec<Write>, Vec<Write>) {
-        let pending = feed.pending_count.unwrap_or(0);
+    /// before new ones, each drop counted on its receiver. A stored delivery of a kind this
+    /// build does not know counts against the cap and is dropped in its turn like any other,
+    /// its drop logged, as no receiver's table is known to count it on. Answers the stored
+    /// deliveries to drop, the counts, and the new deliveries left to write.
+    fn cap(&self, feed: &Feed, owe: Vec<Write>, log: &mut Vec<String>) -> (Vec<i64>, Vec<Write>, Vec<Write>) {
+        if owe.is_empty() {
+            return (Vec::new(), Vec::new(), owe);
+        }
+        let pending = made(feed.pending_count, "the pending count");
         // A replay's delivery is ignored as it is written, so this may drop one more than
         // needed: never one too few.
         let over = receiver::over_cap(pending + owe.len(), self.bounds.pending_max);
-        let oldest: Vec<&Place> = feed.oldest.iter().flatten().take(over.min(pending)).collect();
+        let from_stored = over.min(pending);
+        let stored: &[Place] = if from_stored > 0 { made(feed.oldest.as_deref(), "the oldest pending") } else { &[] };
+        let oldest: Vec<&Place> = stored.iter().take(from_stored).collect();
         let unwritten = over.saturating_sub(oldest.len()).min(owe.len());
         let mut counts: Vec<(Receiver, String, u64)> = Vec::new();
         let mut count = |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
@@ -597,7 +635,10 @@ impl Index {
             None => counts.push((receiver, id.to_string(), 1)),
         };
         for p in &oldest {
-            count(p.receiver, &p.to);
+            match &p.receiver {
+                Ok(receiver) => count(*receiver, &p.to),
+                Err(unknown) => log.push(format!("delivery {} to {}: {unknown}; dropped by the owner's cap, counted on no receiver", p.seq, p.to)),
+            }
         }
         for w in &owe[..unwritten] {
             if let Write::Owe { receiver, to, .. } = w {
@@ -611,7 +652,9 @@ impl Index {
     /// A new hand-off's first row, admitted against the open cap and stored in one step; closed
     /// rows past retention go with it (a refused create writes nothing).
     fn open(&self, tables: Tables, row: Row, feed: &Feed, now: EpochMs) -> Plan {
-        if let Err(crowded) = admit_open(feed.open.unwrap_or(0), self.bounds.open_cap) {
+        // An owner with no list has no open row.
+        let open = if tables.list { made(feed.open, "the open count") } else { 0 };
+        if let Err(crowded) = admit_open(open, self.bounds.open_cap) {
             // Closed rows count against no cap: they wait for the next create admitted.
             return Plan::answer(Answer::Admission(Admission::No(crowded)));
         }
@@ -636,11 +679,13 @@ impl Index {
         if !tables.receivers {
             return plan;
         }
-        let pending = feed.pending.as_deref().unwrap_or_default();
-        let (round, unknown) = self.round(feed, pending, now);
-        for w in pending.iter().filter(|w| unknown.contains(&w.seq)) {
-            plan.log.push(format!("delivery {} to {}: a kind this build does not know; it ends failed", w.seq, w.to));
-            plan.writes.push(Write::Finish { seq: w.seq, state: DeliveryState::Failed, status: None });
+        let pending = made(feed.pending.as_deref(), "the pending deliveries");
+        let round = self.round(feed, pending, now);
+        for w in pending {
+            if let Err(unknown) = &w.receiver {
+                plan.log.push(format!("delivery {} to {}: {unknown}; it ends failed", w.seq, w.to));
+                plan.writes.push(Write::Finish { seq: w.seq, state: DeliveryState::Failed, status: None });
+            }
         }
         if !round.forget.is_empty() {
             plan.log.push(format!("{} push messages dropped: push is not configured", round.forget.len()));
@@ -651,7 +696,7 @@ impl Index {
             plan.writes.push(Write::Finish { seq, state: DeliveryState::Failed, status: None });
         }
         let expired: Vec<(Receiver, &str, i64)> =
-            pending.iter().filter(|w| round.expire.contains(&w.seq)).filter_map(|w| Some((w.receiver?, w.to.as_str(), w.seq))).collect();
+            pending.iter().filter(|w| round.expire.contains(&w.seq)).filter_map(|w| Some((w.receiver.as_ref().ok().copied()?, w.to.as_str(), w.seq))).collect();
         let mut trimmed: Vec<&str> = Vec::new();
         for &(receiver, to, _) in &expired {
             if trimmed.contains(&to) {
@@ -659,7 +704,7 @@ impl Index {
             }
             trimmed.push(to);
             let finished: Vec<i64> = expired.iter().filter(|e| e.1 == to).map(|e| e.2).collect();
-            if let Some(through) = trim_through(receiver.kept_finished(), feed.finished_of(to).unwrap_or(&[]), &finished) {
+            if let Some(through) = trim_through(receiver.kept_finished(), made(feed.finished_of(to), "a receiver's finished deliveries"), &finished) {
                 plan.writes.push(Write::TrimFinished { to: to.to_string(), through });
             }
         }
@@ -671,25 +716,21 @@ impl Index {
         plan
     }
 
-    /// The round over `pending` (the alarm's read of `feed`), and the `seq`s of a kind this
-    /// build does not know: made once per ask, whose reads and decision take one `now`.
-    fn round<'f>(&self, feed: &'f Feed, pending: &[Waiting], now: EpochMs) -> (&'f sending::Round, &'f [i64]) {
-        let (at, round, unknown) = feed.derived.round.get_or_init(|| {
-            let (round, unknown) = self.round_of(pending, now);
-            (now, round, unknown)
-        });
+    /// The round over `pending` (the alarm's read of `feed`), of the kinds this build knows:
+    /// made once per ask, whose reads and decision take one `now`.
+    fn round<'f>(&self, feed: &'f Feed, pending: &[Waiting], now: EpochMs) -> &'f sending::Round {
+        let (at, round) = feed.derived.round.get_or_init(|| (now, self.round_of(pending, now)));
         assert_eq!(*at, now, "one ask's reads and decision take one time");
-        (round, unknown)
+        round
     }
 
-    fn round_of(&self, pending: &[Waiting], now: EpochMs) -> (sending::Round, Vec<i64>) {
-        let unknown = pending.iter().filter(|w| w.receiver.is_none()).map(|w| w.seq).collect();
+    fn round_of(&self, pending: &[Waiting], now: EpochMs) -> sending::Round {
         let known: Vec<Pending> = pending
             .iter()
             .filter_map(|w| {
                 Some(Pending {
                     seq: w.seq,
-                    receiver: w.receiver?,
+                    receiver: w.receiver.as_ref().ok().copied()?,
                     to: &w.to,
                     handoff: &w.handoff,
                     created_at: w.created_at,
@@ -698,7 +739,7 @@ impl Index {
                 })
             })
             .collect();
-        (sending::round(&known, now, self.bounds.push), unknown)
+        sending::round(&known, now, self.bounds.push)
     }
 
     /// An attempt's outcome ([`Receiver::after_attempt`]): finished (and the receiver's
@@ -723,10 +764,19 @@ impl Index {
             Next::Failed => DeliveryState::Failed,
         };
         plan.writes.push(Write::Finish { seq, state, status });
-        if let Some(through) = trim_through(receiver.kept_finished(), feed.finished_of(&to).unwrap_or(&[]), &[seq]) {
+        if let Some(through) = trim_through(receiver.kept_finished(), made(feed.finished_of(&to), "the receiver's finished deliveries"), &[seq]) {
             plan.writes.push(Write::TrimFinished { to, through });
         }
         plan
+    }
+}
+
+/// A read [`Index::next_read`] asked for, as the driver made it. Skipped, it is a programmer's
+/// mistake in the driver: read as empty, it would answer a shorter page or a 404.
+fn made<T>(read: Option<T>, what: &str) -> T {
+    match read {
+        Some(read) => read,
+        None => panic!("the driver skipped the read of {what} that the index asked for"),
     }
 }
 

@@ -303,6 +303,15 @@ impl std::fmt::Display for Unreadable {
     }
 }
 
+/// A read [`Session::next_read`] asked for, as the driver made it. Skipped, it is a
+/// programmer's mistake in the driver: read as empty, it would answer an empty page or a 404.
+fn made<T>(read: Option<T>, what: &str) -> T {
+    match read {
+        Some(read) => read,
+        None => panic!("the driver skipped the read of {what} that the session asked for"),
+    }
+}
+
 fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Unreadable> {
     serde_json::from_str(text).map_err(|e| Unreadable(format!("{what}: {e}")))
 }
@@ -491,6 +500,29 @@ pub struct Sent {
     /// Write this first (the attempts so far, or the passed rows delivered), outside any
     /// change's transaction.
     pub write: Option<Write>,
+}
+
+/// What a failure of [`Sent::write`] leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteFailed {
+    /// Nothing fails: the failure is logged with this line, and what the write was to clean up
+    /// stays stored.
+    Logged(&'static str),
+    /// The send fails with the storage failure: stored attempts are what keeps the backoff
+    /// across an eviction.
+    Fails,
+}
+
+impl Sent {
+    /// What a failure of its write leads to. Delivered rows left in `passed` only ride along
+    /// with the next send once more, and the index skips them by version: a failed clean-up is
+    /// no failure of the change.
+    pub fn if_write_fails(&self) -> WriteFailed {
+        match self.write {
+            Some(Write::Unpass { .. }) => WriteFailed::Logged("could not forget delivered passed rows"),
+            _ => WriteFailed::Fails,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -719,13 +751,13 @@ impl Session {
             Op::Watch { after, valid_until_s, subprotocol } => {
                 let (cap_name, _) = watch::cap(role);
                 let cap = self.caps.watchers[role];
-                match watch::admit(feed.sockets.unwrap_or(usize::MAX), cap, cap_name) {
+                match watch::admit(made(feed.sockets, "the watching sockets"), cap, cap_name) {
                     Err(refusal) => refused(refusal),
                     Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol }),
                 }
             }
             Op::Turns { limit, .. } => {
-                let texts = feed.turns.unwrap_or_default();
+                let texts = made(feed.turns, "the lineage entries");
                 let entries: Result<Vec<TurnEntry>, Unreadable> = texts.iter().map(|t| read_json("lineage entry", t)).collect();
                 let mut entries = match entries {
                     Ok(entries) => entries,
@@ -774,7 +806,7 @@ impl Session {
                 if role != Role::Owner {
                     return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
                 }
-                let facts = feed.storage.unwrap_or_default();
+                let facts = made(feed.storage, "the storage facts");
                 Plan::rendered(wire.render(Answer::Storage(&facts)))
             }
             Op::TestClock { advance_ms } => {

@@ -6,7 +6,7 @@ use super::*;
 use crate::bindings::{owner_index_name, OWNER_INDEX};
 use handoff_api::protocol::{self, IndexAsk};
 use handoff_core::outbox::Send;
-use handoff_core::session::{Delivery, Write};
+use handoff_core::session::{Delivery, WriteFailed};
 use std::time::Duration;
 
 impl Object {
@@ -49,13 +49,12 @@ impl Object {
         for done in self.inner.delivering.borrow_mut().drain(..) {
             let _gone = done.send(());
         }
-        if let Some(write) = sent.write {
-            let tidy = matches!(write, Write::Unpass { .. });
-            match store::commit(&self.state.storage(), store::Batch::of(&[write]), None) {
-                // Delivered rows left in `passed` only ride along once more, and the index skips
-                // them by version: a failed clean-up is no failure of the change.
-                Err(e) if tidy => console_error!("could not forget delivered passed rows: {e}"),
-                other => other?,
+        if let Some(write) = &sent.write {
+            if let Err(e) = store::commit(&self.state.storage(), store::Batch::of(std::slice::from_ref(write)), None) {
+                match sent.if_write_fails() {
+                    WriteFailed::Logged(what) => console_error!("{what}: {e}"),
+                    WriteFailed::Fails => return Err(e),
+                }
             }
         }
         if let Some(at) = sent.retry_at {

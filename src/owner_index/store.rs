@@ -5,11 +5,9 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::sqlite::count;
-use handoff_api::notifications::{PushPayload, WebhookBody};
-use handoff_core::index::Row;
-use handoff_core::notice::Notice;
-use handoff_core::owner::receiver::{Delivery, DeliveryState, Receiver};
-use handoff_core::owner::{Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};
+use handoff_api::notifications::message_body;
+use handoff_core::owner::receiver::{Delivery, Receiver};
+use handoff_core::owner::{stored, Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use wasm_bindgen::JsValue;
@@ -186,18 +184,15 @@ struct ReceiverStored {
 }
 
 impl ReceiverStored {
-    fn entry(self, kind: Receiver) -> Entry {
+    /// The receiver, and the names of its events this build does not know (`stored::events`).
+    fn entry(self, kind: Receiver) -> (Entry, Vec<stored::Unknown>) {
         let address = match kind {
             Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
             Receiver::Push => Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console },
         };
-        Entry { id: self.id, events: events_of(&self.events), created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }
+        let (events, unknown) = stored::events(&self.events);
+        (Entry { id: self.id, events, created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }, unknown)
     }
-}
-
-/// A receiver's events as its table stores them: their names, comma-separated.
-fn events_of(stored: &str) -> Vec<Notice> {
-    stored.split(',').filter_map(Notice::parse).collect()
 }
 
 #[derive(serde::Deserialize)]
@@ -263,7 +258,7 @@ impl Due {
     fn waiting(&self) -> Waiting {
         Waiting {
             seq: self.seq,
-            receiver: Receiver::parse(&self.kind),
+            receiver: stored::kind(&self.kind),
             to: self.receiver.clone(),
             handoff: self.handoff.clone(),
             created_at: self.created_at,
@@ -290,17 +285,19 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                     Receiver::Webhook => "SELECT id, url, secret, events, created_at, dropped FROM webhooks ORDER BY created_at, id",
                     Receiver::Push => "SELECT id, endpoint, origin, p256dh, auth, events, console, created_at, dropped FROM push_subscriptions ORDER BY created_at, id",
                 };
-                let stored: Vec<ReceiverStored> = sql.exec(query, None)?.to_array()?;
-                entries.extend(stored.into_iter().map(|r| r.entry(kind)));
+                let rows: Vec<ReceiverStored> = sql.exec(query, None)?.to_array()?;
+                for (entry, unknown) in rows.into_iter().map(|r| r.entry(kind)) {
+                    feed.unknown_events.extend(unknown.into_iter().map(|u| (entry.id.clone(), u)));
+                    entries.push(entry);
+                }
             }
             feed.receivers = Some(entries);
         }
         Read::PendingCount => feed.pending_count = Some(count(&sql, "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'pending'", vec![])?.max(0) as usize),
         Read::OldestPending { limit } => {
-            let stored: Vec<PlaceStored> =
+            let rows: Vec<PlaceStored> =
                 sql.exec("SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?", vec![(*limit as i64).into()])?.to_array()?;
-            let places = stored.into_iter().filter_map(|p| Some(Place { seq: p.seq, receiver: Receiver::parse(&p.kind)?, to: p.receiver }));
-            feed.oldest = Some(places.collect());
+            feed.oldest = Some(rows.into_iter().map(|p| Place { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver }).collect());
         }
         Read::OpenCount { except } => {
             let open = count(&sql, "SELECT count(*) AS n FROM list WHERE state = 'open' AND id != ?", vec![except.as_str().into()])?;
@@ -319,22 +316,24 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
             feed.rows = Some(stored.into_iter().map(|t| t.row).collect());
         }
         Read::Deliveries { id, limit } => {
-            let stored: Vec<DeliveryStored> = sql
+            let rows: Vec<DeliveryStored> = sql
                 .exec(
                     "SELECT id, type, handoff, version, state, attempts, last_status, last_attempt_at, next_attempt_at FROM deliveries WHERE kind = 'webhook' AND receiver = ? ORDER BY seq DESC LIMIT ?",
                     vec![id.as_str().into(), (*limit as i64).into()],
                 )?
                 .to_array()?;
-            let deliveries = stored.into_iter().map(|r| Delivery {
-                id: r.id,
-                kind: r.kind,
-                handoff: r.handoff,
-                version: r.version.max(0) as u64,
-                state: DeliveryState::parse(&r.state).unwrap_or(DeliveryState::Failed),
-                attempts: r.attempts.clamp(0, u32::MAX as i64) as u32,
-                last_status: r.last_status.and_then(|s| u16::try_from(s).ok()),
-                last_attempt_at: r.last_attempt_at.map(Timestamp::from_ms),
-                next_attempt_at: r.next_attempt_at.map(Timestamp::from_ms),
+            let deliveries = rows.into_iter().map(|r| {
+                Ok(Delivery {
+                    id: r.id,
+                    kind: r.kind,
+                    handoff: r.handoff,
+                    version: r.version.max(0) as u64,
+                    state: stored::state(&r.state)?,
+                    attempts: r.attempts.clamp(0, u32::MAX as i64) as u32,
+                    last_status: r.last_status.and_then(|s| u16::try_from(s).ok()),
+                    last_attempt_at: r.last_attempt_at.map(Timestamp::from_ms),
+                    next_attempt_at: r.next_attempt_at.map(Timestamp::from_ms),
+                })
             });
             feed.deliveries = Some(deliveries.collect());
         }
@@ -395,15 +394,6 @@ fn row_bindings(id: &str, updated_at: i64, state: &str, version: i64, json: Stri
     vec![id.into(), updated_at.into(), state.into(), version.into(), json.into()]
 }
 
-/// The body a delivery carries: a webhook's event, or a push message's payload.
-fn body(kind: Receiver, row: &Row, notice: Notice, at: i64, console: &str) -> Result<String> {
-    match kind {
-        Receiver::Webhook => serde_json::to_string(&WebhookBody { kind: notice.message_type().into(), timestamp: Timestamp::from_ms(at), data: row.clone() }),
-        Receiver::Push => serde_json::to_string(&PushPayload::of(notice, row, console)),
-    }
-    .map_err(internal)
-}
-
 /// The statements of `writes`, in order.
 pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
     let mut out: Vec<Statement> = Vec::with_capacity(writes.len());
@@ -441,7 +431,7 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
                     notice.message_type().into(),
                     row.id.as_str().into(),
                     (row.version as i64).into(),
-                    body(*receiver, row, *notice, *at, console)?.into(),
+                    message_body(*receiver, *notice, row, *at, console).into(),
                     (*at).into(),
                     (*at).into(),
                 ];
@@ -476,7 +466,7 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
 }
 
 fn add_receiver(entry: &Entry) -> Statement {
-    let events = entry.events.iter().map(|e| e.name()).collect::<Vec<_>>().join(",");
+    let events = stored::events_text(&entry.events);
     match &entry.address {
         Address::Webhook { url, secret } => (
             "INSERT INTO webhooks (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)".into(),

@@ -157,3 +157,60 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// A later build's rows in an owner's deliveries table (a deploy rolled back): two pending
+/// deliveries of a kind this build does not know behind a webhook's one not due for long, over
+/// a cap of one, and a finished delivery in a state this build does not know; and an event
+/// this build does not know among the webhook's.
+const LATER_BUILD: &[&str] = &[
+    "UPDATE deliveries SET next_attempt_at = 9000000000000",
+    "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at)
+     SELECT d.id || '-later-' || n.value, 'email', 'em_1', d.type, d.handoff, d.version, d.body, 'pending', 0, 0, d.created_at FROM deliveries AS d, json_each('[1, 2]') AS n",
+    "INSERT INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, created_at)
+     SELECT id || '-expired', kind, receiver, type, handoff, version, '', 'expired', 1, created_at FROM deliveries WHERE kind = 'webhook'",
+    "UPDATE webhooks SET events = events || ',later-event'",
+];
+
+#[test]
+fn deliveries_a_later_build_stored_count_against_the_cap_and_one_in_an_unknown_state_makes_the_list_unavailable_not_failed() {
+    let state = temp_state("notifications-later");
+    let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_TEST_WEBHOOK_PENDING_MAX", "1")]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let hook = WebhookReceiver::start("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    let created = c.post("/v1/webhooks", &alice, json!({"url": hook.url()}));
+    assert_eq!(created.status, 201, "{}", created.text);
+    let webhook = created.body["webhook"]["id"].as_str().unwrap().to_string();
+    hook.set_secret(created.body["secret"].as_str().unwrap());
+    assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
+    let (id, machine, _) = c.create(&alice);
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("which branch?")).status, 200);
+    server.stop();
+
+    let index: Vec<_> = object_databases(&state).into_iter().filter(|db| has_table(db, "deliveries")).collect();
+    assert_eq!(index.len(), 1, "one owner's index: {index:?}");
+    let later = Connection::open(&index[0]).unwrap();
+    for statement in LATER_BUILD {
+        later.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    drop(later);
+
+    server.restart();
+    let c = server.client();
+    let listed = c.get("/v1/webhooks", &alice);
+    assert_eq!(listed.body["webhooks"][0]["events"], json!(["needs-you", "done", "failed", "closed"]), "the events it knows: {}", listed.text);
+    // Four pending over a cap of one: the three oldest go, the two of the unknown kind among
+    // them, and the new delivery is written and sent.
+    assert_eq!(c.report(&id, &machine, 1, "done", Some("merged")).status, 200);
+    let got = hook.wait_for(1, Duration::from_secs(60));
+    assert_eq!(got[0].json()["type"], "handoff.done", "{got:?}");
+    let stored = c.get(&format!("/v1/test/index-storage/{id}"), &alice);
+    let states: Vec<&str> = stored.body["deliveries"].as_array().unwrap().iter().map(|d| d["state"].as_str().unwrap()).collect();
+    assert_eq!(states.len(), 2, "the expired one, and the new one: {}", stored.text);
+    assert_eq!(states[0], "expired", "a state this build does not know is left as it is: {}", stored.text);
+    let deliveries = c.get(&format!("/v1/webhooks/{webhook}/deliveries"), &alice);
+    assert_eq!((deliveries.status, deliveries.body["error"]["code"].as_str()), (503, Some("store.unavailable")), "never shown as failed: {}", deliveries.text);
+    server.stop();
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}

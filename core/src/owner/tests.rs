@@ -88,7 +88,7 @@ impl Mem {
             }
             Read::PendingCount => feed.pending_count = Some(self.pending().count()),
             Read::OldestPending { limit } => {
-                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| Place { seq: *seq, receiver: d.receiver, to: d.to.clone() }).collect())
+                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| Place { seq: *seq, receiver: Ok(d.receiver), to: d.to.clone() }).collect())
             }
             Read::OpenCount { except } => feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64),
             Read::Rows { state, after, limit } => {
@@ -105,7 +105,7 @@ impl Mem {
             }
             Read::Deliveries { id, limit } => {
                 let of = self.deliveries.iter().rev().filter(|(_, d)| d.to == *id && d.receiver == Receiver::Webhook).take(*limit);
-                feed.deliveries = Some(
+                feed.deliveries = Some(Ok(
                     of.map(|(_, d)| receiver::Delivery {
                         id: hex::encode(d.key),
                         kind: d.notice.message_type().into(),
@@ -118,7 +118,7 @@ impl Mem {
                         next_attempt_at: d.next_attempt_at.map(crate::time::Timestamp::from_ms),
                     })
                     .collect(),
-                );
+                ));
             }
             Read::Pending { limit } => {
                 feed.pending = Some(
@@ -126,7 +126,7 @@ impl Mem {
                         .take(*limit)
                         .map(|(seq, d)| Waiting {
                             seq: *seq,
-                            receiver: Some(d.receiver),
+                            receiver: Ok(d.receiver),
                             to: d.to.clone(),
                             handoff: d.handoff.clone(),
                             created_at: d.created_at,
@@ -796,4 +796,143 @@ fn each_drop_is_counted_on_its_own_receiver_among_several_of_one_kind() {
     let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
     assert_eq!(dropped, vec![("wh_1", 1), ("wh_2", 1), ("wh_3", 0)]);
     assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["wh_3"]);
+}
+
+/// The reads of `ask`, answered by `answer` (a read it does not answer fails the test), then
+/// the plan: for what a store holds that the in-memory one cannot, a name no build of this
+/// one writes.
+fn run_fed(index: &mut Index, ask: Ask, mut answer: impl FnMut(&Read, &mut Feed)) -> Plan {
+    let mut feed = Feed::default();
+    while let Some(read) = index.next_read(&ask, &feed, T0) {
+        answer(&read, &mut feed);
+    }
+    index.handle(ask, feed, T0)
+}
+
+const BOTH_TABLES: Tables = Tables { list: true, receivers: true, erased: false };
+
+#[test]
+fn a_pending_delivery_of_an_unknown_kind_counts_against_the_cap_and_is_dropped_oldest_first_counted_on_no_receiver() {
+    // Three pending under a cap of two (the cap lowered since): the oldest, of a kind a later
+    // build wrote, and a webhook's go before the new one is written.
+    let mut index = Index::new(bounds(2, false));
+    let plan = run_fed(&mut index, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, |read, feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Held { .. } => feed.held = Some(None),
+        Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
+        Read::PendingCount => feed.pending_count = Some(3),
+        Read::OldestPending { limit } => {
+            assert_eq!(*limit, 2, "the unknown one is read among the oldest");
+            let unknown = Place { seq: 1, receiver: stored::kind("email"), to: "em_1".into() };
+            feed.oldest = Some(vec![unknown, Place { seq: 2, receiver: Ok(Receiver::Webhook), to: "wh_b".into() }]);
+        }
+        other => panic!("not read here: {other:?}"),
+    });
+    assert!(plan.writes.contains(&Write::DropPending { seqs: vec![1, 2] }), "{:?}", plan.writes);
+    let counted: Vec<&Write> = plan.writes.iter().filter(|w| matches!(w, Write::CountDropped { .. })).collect();
+    assert_eq!(counted, [&Write::CountDropped { receiver: Receiver::Webhook, id: "wh_b".into(), n: 1 }], "the unknown one is counted on no receiver");
+    assert_eq!(plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(), 1, "the new one is written: three, less two, plus one is the cap");
+    assert_eq!(plan.log, ["delivery 1 to em_1: a receiver kind this build does not know (\"email\"); dropped by the owner's cap, counted on no receiver"]);
+}
+
+#[test]
+fn a_pending_delivery_of_an_unknown_kind_at_the_cap_makes_room_for_the_new_one_in_its_turn() {
+    let mut index = Index::new(bounds(1, false));
+    let plan = run_fed(&mut index, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, |read, feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Held { .. } => feed.held = Some(None),
+        Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
+        Read::PendingCount => feed.pending_count = Some(1),
+        Read::OldestPending { .. } => feed.oldest = Some(vec![Place { seq: 7, receiver: stored::kind("email"), to: "em_1".into() }]),
+        other => panic!("not read here: {other:?}"),
+    });
+    assert!(plan.writes.contains(&Write::DropPending { seqs: vec![7] }), "the oldest goes, not the new one: {:?}", plan.writes);
+    assert!(plan.writes.iter().any(|w| matches!(w, Write::Owe { to, .. } if to == "wh_a")));
+    assert!(!plan.writes.iter().any(|w| matches!(w, Write::CountDropped { .. })), "{:?}", plan.writes);
+    assert_eq!(plan.log.len(), 1, "its drop is logged once");
+}
+
+#[test]
+fn a_pending_delivery_of_a_kind_this_build_does_not_know_ends_failed_unsent_and_is_logged_naming_the_kind() {
+    let mut index = Index::new(bounds(10, false));
+    let waiting = |seq, receiver| Waiting { seq, receiver, to: "to_1".into(), handoff: "ho_a".into(), created_at: T0, attempts: 0, next_attempt_at: Some(T0) };
+    let plan = run_fed(&mut index, Ask::Alarm, |read, feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Pending { .. } => feed.pending = Some(vec![waiting(1, stored::kind("email")), waiting(2, Ok(Receiver::Webhook))]),
+        other => panic!("not read here: {other:?}"),
+    });
+    assert!(plan.writes.contains(&Write::Finish { seq: 1, state: DeliveryState::Failed, status: None }), "{:?}", plan.writes);
+    assert_eq!(plan.send.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [2], "only the known one is sent");
+    assert_eq!(plan.log, ["delivery 1 to to_1: a receiver kind this build does not know (\"email\"); it ends failed"]);
+}
+
+#[test]
+fn a_webhooks_delivery_in_a_state_this_build_does_not_know_makes_its_deliveries_unavailable_rather_than_failed() {
+    let mut index = Index::new(bounds(10, false));
+    let plan = run_fed(&mut index, Ask::Deliveries { id: "wh_a".into() }, |read, feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
+        Read::Deliveries { .. } => feed.deliveries = Some(Err(stored::state("expired").expect_err("unknown"))),
+        other => panic!("not read here: {other:?}"),
+    });
+    assert_eq!(plan.answer, Answer::Unavailable("a stored delivery to webhook wh_a: a delivery state this build does not know (\"expired\")".into()));
+    assert!(plan.writes.is_empty());
+}
+
+#[test]
+fn a_receivers_event_this_build_does_not_know_is_logged_once_in_the_objects_life() {
+    let mut index = Index::new(bounds(10, false));
+    let ask = || Ask::Receivers(Receiver::Webhook);
+    let fed = |read: &Read, feed: &mut Feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Receivers { .. } => {
+            feed.receivers = Some(vec![webhook("wh_a", &[Notice::Done], T0)]);
+            let (_, unknown) = stored::events("done,later-event,other-event");
+            feed.unknown_events = unknown.into_iter().map(|u| ("wh_a".to_string(), u)).collect();
+        }
+        other => panic!("not read here: {other:?}"),
+    };
+    let first = run_fed(&mut index, ask(), fed);
+    assert_eq!(first.log, ["receiver wh_a: an event this build does not know (\"later-event\"), never sent here (and 1 more; logged once)"]);
+    assert!(matches!(&first.answer, Answer::Receivers { entries, .. } if entries[0].events == [Notice::Done]), "listed with the events it knows");
+    assert!(run_fed(&mut index, ask(), fed).log.is_empty(), "logged once");
+    let mut fresh = Index::new(bounds(10, false));
+    assert!(run_fed(&mut fresh, ask(), |read, feed| match read {
+        Read::Tables => feed.tables = Some(BOTH_TABLES),
+        Read::Receivers { .. } => feed.receivers = Some(vec![]),
+        other => panic!("not read here: {other:?}"),
+    })
+    .log
+    .is_empty(), "nothing unknown, nothing logged");
+}
+
+#[test]
+#[should_panic(expected = "the driver skipped the read of the list's rows")]
+fn a_list_whose_rows_the_driver_skipped_fails_an_assertion_rather_than_answering_an_empty_page() {
+    let mut index = Index::new(bounds(10, false));
+    let feed = Feed { tables: Some(BOTH_TABLES), ..Feed::default() };
+    index.handle(Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None }, feed, T0);
+}
+
+#[test]
+#[should_panic(expected = "the driver skipped the read of the receivers")]
+fn a_receiver_removed_whose_read_the_driver_skipped_fails_an_assertion_rather_than_answering_not_found() {
+    let mut index = Index::new(bounds(10, false));
+    let feed = Feed { tables: Some(BOTH_TABLES), ..Feed::default() };
+    index.handle(Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_a".into() }, feed, T0);
+}
+
+#[test]
+fn an_owner_with_no_tables_reads_nothing_and_answers_an_empty_list_and_no_receivers() {
+    let mut index = Index::new(bounds(10, false));
+    let none = |read: &Read, feed: &mut Feed| match read {
+        Read::Tables => feed.tables = Some(Tables::default()),
+        other => panic!("no table, nothing read: {other:?}"),
+    };
+    let page = run_fed(&mut index, Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None }, none);
+    assert!(matches!(&page.answer, Answer::Page { page, .. } if page.handoffs.is_empty()), "{page:?}");
+    let listed = run_fed(&mut index, Ask::Receivers(Receiver::Webhook), none);
+    assert!(matches!(&listed.answer, Answer::Receivers { entries, .. } if entries.is_empty()));
+    let gone = run_fed(&mut index, Ask::Deliveries { id: "wh_a".into() }, none);
+    assert!(matches!(&gone.answer, Answer::Refused(r) if r.code == Code::WebhookNotFound));
 }

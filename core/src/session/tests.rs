@@ -966,3 +966,62 @@ fn a_create_repeated_with_turn_ones_prompt_or_none_answers_the_hand_off_and_anot
     let (_, body, status) = d.ask(ask(owner(), create_with(Some("and now the tests"))));
     assert_eq!((status, body["code"].as_str()), (409, Some("handoff.conflict")), "turn 1's words, not the current turn's");
 }
+
+#[test]
+fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_they_ride_along_once_more_owing_nothing_twice() {
+    let mut d = created();
+    d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
+    d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch? main")));
+    d.ask(ask(machine(), report(1, ReportStatus::Done, "merged")));
+    assert_eq!(d.db.passed.keys().copied().collect::<Vec<_>>(), [3]);
+    d.restart();
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    let held = send.row.row.clone();
+    let sent = d.session.on_sent(send.version, true, d.now);
+    assert_eq!(sent.write, Some(Write::Unpass { through: 3 }));
+    assert_eq!(sent.if_write_fails(), WriteFailed::Logged("could not forget delivered passed rows"));
+    // The clean-up failed: the delivered passed row is still stored, and rides along once more.
+    d.restart();
+    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    let send = d.session.on_alarm().expect("owed while the index is down");
+    let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
+    assert!(passed.iter().any(|r| r.version == 3), "it rides along: {passed:?}");
+    let told: Vec<u64> = notice::owed_chain(Some(&held), &passed, &send.row.row).into_iter().map(|(r, _)| r.version).collect();
+    assert!(!told.contains(&3), "the index skips it by version: nothing is owed twice ({told:?})");
+}
+
+#[test]
+fn a_failed_store_of_a_sends_attempts_fails_the_send() {
+    let mut d = created();
+    d.index_up = false;
+    d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
+    let send = d.session.on_alarm().expect("owed");
+    let sent = d.session.on_sent(send.version, false, d.now);
+    assert!(matches!(sent.write, Some(Write::Attempts { .. })), "{sent:?}");
+    assert_eq!(sent.if_write_fails(), WriteFailed::Fails, "the backoff outlives an eviction only once stored");
+}
+
+#[test]
+#[should_panic(expected = "the driver skipped the read of the lineage entries")]
+fn turns_whose_read_the_driver_skipped_fail_an_assertion_rather_than_answering_an_empty_page() {
+    let mut d = created();
+    d.session.handle(ask(owner(), Op::Turns { before: None, limit: 10 }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+}
+
+#[test]
+#[should_panic(expected = "the driver skipped the read of the watching sockets")]
+fn a_watch_whose_sockets_the_driver_skipped_fails_an_assertion_rather_than_being_refused() {
+    let mut d = created();
+    d.session.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+}
+
+#[test]
+#[should_panic(expected = "the driver skipped the read of the storage facts")]
+fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none() {
+    let mut d = created();
+    d.session.handle(ask(owner(), Op::TestStorage), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+}
