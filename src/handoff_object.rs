@@ -24,7 +24,8 @@ use handoff_api::wire::Json;
 use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
 use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
-use handoff_core::session::{AfterAlarm, Answer, EraseStep, Erasing, Fault};
+use handoff_core::hooks::{Fault, PlanHook};
+use handoff_core::session::{AfterAlarm, Answer, EraseStep, Erasing};
 use handoff_core::index::{Admission, Row};
 use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
@@ -351,12 +352,13 @@ impl Object {
         if let Some(log) = &plan.log {
             console_error!("{log}");
         }
-        if let Some(fault) = plan.arm {
-            self.inner.fault.set(Some(fault));
-        }
-        if let Some(ahead_ms) = plan.advance_clock_ms {
-            self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
-            crate::alarm::set(self.state.storage().as_raw(), now_ms(), "a test's clock moved ahead")?;
+        match plan.hook {
+            None => {}
+            Some(PlanHook::Arm(fault)) => self.inner.fault.set(Some(fault)),
+            Some(PlanHook::AdvanceClockMs(ahead_ms)) => {
+                self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
+                crate::alarm::set(self.state.storage().as_raw(), now_ms(), "a test's clock moved ahead")?;
+            }
         }
         if !plan.writes.is_empty() {
             let fault = self.inner.fault.take();

@@ -88,7 +88,8 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
     Ok(envelope.ask)
 }
 
-pub use handoff_core::session::{Ask, Caller, Fault, Idempotency, Op, Reaching};
+pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
+pub use handoff_core::session::{Ask, Caller, Idempotency, Op, Reaching};
 
 /// What an owner's index object is asked. Externally tagged (`{"put": {…}}`): an internal tag
 /// makes serde buffer the whole ask and read each variant's fields a second way, which cost the
@@ -116,20 +117,11 @@ pub enum IndexAsk {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         if_none_match: Option<String>,
     },
-    /// Test hook (only where test hooks are on): refuse deliveries while on.
-    RefuseDeliveries { on: bool },
-    /// Test hook: what this index's storage holds.
-    TestStorage,
-    /// Test hook: store a row under `id` that no build can read, as a damaged value would be.
-    TestPutUnreadable { id: String },
     /// `POST /v1/webhooks`: the webhook (its id and secret drawn by the Worker), if it fits.
     WebhookAdd { webhook: crate::notifications::Webhook, secret: String },
     WebhookList,
     WebhookDelete { id: String },
     WebhookDeliveries { id: String },
-    /// Test hook: while on, deliveries owed are stored but not sent (as if the runtime died
-    /// between the commit and the send).
-    TestHoldWebhooks { on: bool },
     /// `POST /v1/push/subscriptions`: the subscription (its id drawn by the Worker), if it fits.
     PushSubscribe { subscription: crate::notifications::StoredSubscription },
     PushSubscriptions,
@@ -143,8 +135,8 @@ pub enum IndexAsk {
         #[serde(default)]
         incarnation: u64,
     },
-    /// Test hook: what the index stores of hand-off `id` (its row, its deliveries, its erased life).
-    TestStorageOf { id: String },
+    /// Test hooks (only where test hooks are on).
+    Hook(IndexHook),
 }
 
 impl IndexAsk {
@@ -154,20 +146,16 @@ impl IndexAsk {
         match self {
             IndexAsk::Put { row, passed, incarnation } => owner::Ask::Put { row, passed, incarnation },
             IndexAsk::List { query, if_none_match } => owner::Ask::List { query, if_none_match },
-            IndexAsk::RefuseDeliveries { on } => owner::Ask::Refuse { on },
-            IndexAsk::TestStorage => owner::Ask::Storage,
-            IndexAsk::TestPutUnreadable { id } => owner::Ask::PutUnreadable { id },
             IndexAsk::WebhookAdd { webhook, secret } => owner::Ask::AddReceiver(webhook.entry(secret)),
             IndexAsk::WebhookList => owner::Ask::Receivers(Receiver::Webhook),
             IndexAsk::WebhookDelete { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Webhook, id },
             IndexAsk::WebhookDeliveries { id } => owner::Ask::Deliveries { id },
-            IndexAsk::TestHoldWebhooks { on } => owner::Ask::Hold { on },
             IndexAsk::PushSubscribe { subscription } => owner::Ask::AddReceiver(subscription.entry()),
             IndexAsk::PushSubscriptions => owner::Ask::Receivers(Receiver::Push),
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
             IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
-            IndexAsk::TestStorageOf { id } => owner::Ask::StorageOf { id },
+            IndexAsk::Hook(hook) => owner::Ask::Hook(hook),
         }
     }
 }
@@ -210,7 +198,7 @@ mod tests {
         let text = encode(&ask()).unwrap();
         assert!(text.starts_with(&format!("{{\"v\":{PROTOCOL_VERSION},\"ask\":")), "{text}");
         assert_eq!(decode::<Ask>(&text).unwrap(), ask());
-        let put = IndexAsk::RefuseDeliveries { on: true };
+        let put = IndexAsk::Hook(IndexHook::RefuseRows { on: true });
         assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
     }
 
@@ -263,7 +251,7 @@ mod tests {
         assert!(value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{value}");
         assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
         assert!(decode_header::<Ask>("not base64!").is_err());
-        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::RefuseDeliveries { on: true }).unwrap()).is_err());
+        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::Hook(IndexHook::RefuseRows { on: true })).unwrap()).is_err());
     }
 
     #[test]

@@ -9,7 +9,8 @@ use handoff_core::owner::{self, receiver::Receiver};
 use handoff_core::index::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
-use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
+use handoff_core::hooks::Fault;
+use handoff_core::session::{Answer, Rendered, Wire, JSON};
 use serde::Serialize;
 use std::borrow::Cow;
 

@@ -26,6 +26,7 @@ pub mod watch;
 pub mod idempotency;
 pub mod outbox;
 pub mod session;
+pub mod hooks;
 pub mod question;
 pub mod notice;
 pub mod owner;

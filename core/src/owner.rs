@@ -26,6 +26,7 @@ pub mod receiver;
 pub mod sending;
 
 use crate::error::{Code, Refusal};
+use crate::hooks::IndexHook;
 use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::limits::{ERASED_KEPT_MS, ERASED_KEPT_PER_OWNER_MAX};
 use crate::notice::{self, Notice};
@@ -135,14 +136,8 @@ pub enum Ask {
     Alarm,
     /// An attempt ended ([`Index::on_sent`]).
     Sent(Outcome),
-    /// Test hooks: refuse rows while on; store deliveries without sending them while on; the
-    /// database's size; a row no build can read.
-    Refuse { on: bool },
-    Hold { on: bool },
-    Storage,
-    PutUnreadable { id: String },
-    /// Test hook: what the index stores of one hand-off.
-    StorageOf { id: String },
+    /// Test hooks (`crate::hooks`).
+    Hook(IndexHook),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -409,9 +404,9 @@ impl Index {
     /// [`Index::handle`] can decide.
     pub fn next_read(&self, ask: &Ask, feed: &Feed, now: EpochMs) -> Option<Read> {
         match ask {
-            Ask::Refuse { .. } | Ask::Hold { .. } => return None,
-            Ask::Storage => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
-            Ask::StorageOf { id } => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
+            Ask::Hook(IndexHook::RefuseRows { .. } | IndexHook::HoldDeliveries { .. }) => return None,
+            Ask::Hook(IndexHook::Storage) => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
+            Ask::Hook(IndexHook::StorageOf { id }) => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
             _ => {}
         }
         let Some(tables) = self.tables.or(feed.tables) else {
@@ -516,17 +511,17 @@ impl Index {
             }
             Ask::Alarm => self.poll_send(tables, &feed, now),
             Ask::Sent(outcome) => self.on_sent(tables, outcome, &feed, now),
-            Ask::Refuse { on } => {
+            Ask::Hook(IndexHook::RefuseRows { on }) => {
                 self.refusing = on;
                 Plan::answer(Answer::Refusing(on))
             }
-            Ask::Hold { on } => {
+            Ask::Hook(IndexHook::HoldDeliveries { on }) => {
                 self.holding = on;
                 Plan::answer(Answer::Holding(on))
             }
-            Ask::Storage => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
-            Ask::StorageOf { .. } => Plan::answer(Answer::StorageOf(feed.storage_of.unwrap_or_default())),
-            Ask::PutUnreadable { id } => {
+            Ask::Hook(IndexHook::Storage) => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
+            Ask::Hook(IndexHook::StorageOf { .. }) => Plan::answer(Answer::StorageOf(feed.storage_of.unwrap_or_default())),
+            Ask::Hook(IndexHook::PutUnreadable { id }) => {
                 let mut plan = Plan::answer(Answer::Done);
                 if !tables.list {
                     plan.writes.push(Write::ListSchema);

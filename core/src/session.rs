@@ -27,6 +27,7 @@
 use crate::briefing::{self, Reach};
 use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
+use crate::hooks::{Fault, HandoffHook, PlanHook};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
 use crate::index::{Admission, Row, TooManyOpen};
 use crate::notice;
@@ -151,28 +152,10 @@ pub enum Op {
     Preview { change: Change, budget_bytes: usize, reach: Reaching },
     /// The benchmark's floor: reach the object and answer, touching no storage.
     Floor,
-    /// Test hook: make the next change fail as a runtime would (see [`Fault`]).
-    TestFault { fault: Fault },
-    /// Test hook: what this hand-off's storage holds.
-    TestStorage,
+    /// Test hooks (`crate::hooks`), the owner's only.
+    Hook(HandoffHook),
     /// `DELETE /v1/handoffs/:id`: close it if open, then erase it and its row (the owner's).
     Erase,
-    /// Test hook: move this object's clock `advance_ms` ahead and ring its alarm now.
-    TestClock { advance_ms: i64 },
-}
-
-/// A failure a test arms for the next change of one hand-off (only where test hooks are on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fail", rename_all = "snake_case")]
-pub enum Fault {
-    /// The change's `statement`-th write (from 1) fails in the runtime's SQLite, so its
-    /// transaction rolls back.
-    Statement { statement: usize },
-    /// The change's commit is lost: its writes roll back and the change is answered 503.
-    Sync,
-    /// The object panics between deciding the change (which memory then holds) and storing
-    /// it: the release build traps there, as it would on a bug.
-    Panic,
 }
 
 /// What a hand-off's object is asked.
@@ -435,19 +418,17 @@ pub struct Plan {
     pub publish: Option<u64>,
     /// Then: deliver to the owner's index until it holds this version (read your writes).
     pub deliver_through: Option<u64>,
-    /// Test hook: arm this failure for the next change.
-    pub arm: Option<Fault>,
     /// For the log, when the plan answers a failure of storage.
     pub log: Option<String>,
     /// After the rest: erase the hand-off (its row in the owner's index, then all its storage).
     pub erase: bool,
-    /// Test hook: move the object's clock this far ahead and ring its alarm now.
-    pub advance_clock_ms: Option<i64>,
+    /// What a test hook asks of the object.
+    pub hook: Option<PlanHook>,
 }
 
 impl Plan {
     fn reply(reply: Reply) -> Plan {
-        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, arm: None, log: None, erase: false, advance_clock_ms: None }
+        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, log: None, erase: false, hook: None }
     }
 
     fn rendered(rendered: Rendered) -> Plan {
@@ -589,7 +570,7 @@ impl Session {
                 Some(Read::Turns { before, limit: limit + 1 })
             }
             Op::Watch { .. } if feed.sockets.is_none() => Some(Read::Sockets(ask.caller.role)),
-            Op::TestStorage if feed.storage.is_none() => Some(Read::Storage),
+            Op::Hook(HandoffHook::Storage) if feed.storage.is_none() => Some(Read::Storage),
             _ => None,
         }
     }
@@ -762,27 +743,19 @@ impl Session {
                     }
                 }
             }
-            Op::TestFault { fault } => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
+            Op::Hook(_) if role != Role::Owner => refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's")),
+            Op::Hook(HandoffHook::Fault { fault }) => {
                 let mut plan = Plan::rendered(wire.render(Answer::Armed(fault)));
-                plan.arm = Some(fault);
+                plan.hook = Some(PlanHook::Arm(fault));
                 plan
             }
-            Op::TestStorage => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
+            Op::Hook(HandoffHook::Storage) => {
                 let facts = feed.storage.unwrap_or_default();
                 Plan::rendered(wire.render(Answer::Storage(&facts)))
             }
-            Op::TestClock { advance_ms } => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
+            Op::Hook(HandoffHook::Clock { advance_ms }) => {
                 let mut plan = Plan::rendered(wire.render(Answer::Erased));
-                plan.advance_clock_ms = Some(advance_ms);
+                plan.hook = Some(PlanHook::AdvanceClockMs(advance_ms));
                 plan
             }
         }
@@ -1155,10 +1128,9 @@ impl Staged {
             alarm_at: self.alarm_at,
             publish: Some(self.version),
             deliver_through: Some(self.version),
-            arm: None,
             log: None,
             erase: false,
-            advance_clock_ms: None,
+            hook: None,
         }
     }
 }

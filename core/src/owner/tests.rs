@@ -379,7 +379,7 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     let mut open = vec![(4, &ids[4]), (3, &ids[3]), (1, &ids[1]), (0, &ids[0])];
     open.sort_by(|a, b| (b.0 / 2, b.1).cmp(&(a.0 / 2, a.1)));
     assert_eq!(seen, open.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
-    run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
     let query = ListQuery { state: None, limit: 10, cursor: None };
     assert!(matches!(run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer, Answer::Unavailable(_)));
 }
@@ -550,19 +550,19 @@ fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm()
 #[test]
 fn refused_rows_and_held_deliveries_are_the_test_hooks_and_a_refusal_writes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Refuse { on: true }, T0).answer, Answer::Refusing(true));
+    assert_eq!(run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0).answer, Answer::Refusing(true));
     let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![], incarnation: 0 }, T0);
     assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::StoreUnavailable));
     assert!(plan.writes.is_empty() && mem.list.is_empty());
-    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
-    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: true }), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     let held = run(&mut index, &mut mem, Ask::Alarm, T0);
     assert_eq!((held.send.len(), held.alarm_at), (0, Some(T0 + HELD_ALARM_MS)));
-    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: false }), T0);
     assert_eq!(run(&mut index, &mut mem, Ask::Alarm, T0).send.len(), 1);
-    assert_eq!(run(&mut index, &mut mem, Ask::Storage, T0).answer, Answer::StorageBytes(4096));
+    assert_eq!(run(&mut index, &mut mem, Ask::Hook(IndexHook::Storage), T0).answer, Answer::StorageBytes(4096));
 }
 
 #[test]
@@ -730,23 +730,23 @@ fn a_push_message_links_to_its_own_subscriptions_console_and_a_webhook_body_to_n
 fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let (mut index, mut mem) = owner(10, true);
     for on in [true, false] {
-        assert_eq!(run_reading(&mut index, &mut mem, Ask::Refuse { on }, T0).1, vec![], "a switch needs no storage");
-        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hold { on }, T0).1, vec![]);
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on }), T0).1, vec![], "a switch needs no storage");
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on }), T0).1, vec![]);
     }
     // Refused rows read nothing past the tables; a list with no table reads nothing more.
-    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
     let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     assert!(matches!(refused.answer, Answer::Refused(_)));
     assert_eq!(reads, vec![Read::Tables]);
-    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
     let query = ListQuery { state: None, limit: 5, cursor: None };
     assert_eq!(run_reading(&mut index, &mut mem, Ask::List { query: query.clone(), if_none_match: None }, T0).1, vec![], "the tables are known");
     // Without receivers' tables, the alarm reads nothing; held, it reads nothing either.
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: true }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
-    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: false }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![Read::Pending { limit: 10 }]);
     // A row owing a delivery reads the receivers and the count (no row is held before the
     // list's first), and the oldest pending only when some must go.
@@ -760,13 +760,13 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Push] }]);
     assert!(matches!(listed.answer, Answer::Receivers { entries, .. } if entries.len() == 1));
     // Refused rows read nothing, whatever the index holds.
-    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0).1, vec![]);
     // A row with the list in place writes no schema; a failed commit has the tables read again.
     let (mut index, mut mem) = owner(10, true);
-    let unreadable = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    let unreadable = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
     assert_eq!(unreadable.writes, vec![Write::ListSchema, Write::StoreUnreadable { id: "ho_z".into() }]);
-    let again = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_y".into() }, T0);
+    let again = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_y".into() }), T0);
     assert_eq!(again.writes, vec![Write::StoreUnreadable { id: "ho_y".into() }]);
     index.failed();
     assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into(), incarnation: 0 }, &Feed::default(), T0), Some(Read::Tables));

@@ -292,7 +292,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
 fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_not_see_it() {
     let mut d = created();
     let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
-    for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::TestStorage] {
+    for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::Hook(HandoffHook::Storage)] {
         let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
         assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
         assert!(plan.writes.is_empty() && !plan.waits());
@@ -310,7 +310,7 @@ fn who_may_send_each_change_is_decided_in_the_session_with_the_record_beside_the
     assert!(plan.writes.is_empty());
     let (_, _, status) = d.ask(ask(owner(), report(1, ReportStatus::Done, "x")));
     assert_eq!(status, 403, "a report is the machine's");
-    let (_, _, status) = d.ask(ask(machine(), Op::TestFault { fault: Fault::Sync }));
+    let (_, _, status) = d.ask(ask(machine(), Op::Hook(HandoffHook::Fault { fault: Fault::Sync })));
     assert_eq!(status, 403, "test hooks are the owner's");
     let (_, _, status) = d.ask(ask(machine(), report(1, ReportStatus::Running, "x")));
     assert_eq!(status, 200);
@@ -342,7 +342,7 @@ fn every_read_is_a_plan_with_nothing_to_await() {
         Op::Briefing { budget_bytes: 4096, reach: Reaching { api: true, base_url: "https://h".into() } },
         Op::Wait { after: 0, timeout_s: 30 },
         Op::Wait { after: 99, timeout_s: 0 },
-        Op::TestStorage,
+        Op::Hook(HandoffHook::Storage),
         Op::Floor,
         compile(true),
     ];
@@ -884,9 +884,9 @@ fn a_failed_erase_step_stops_the_erase_with_the_hand_off_whole_and_says_when_to_
 #[test]
 fn the_clock_test_hook_is_the_owners() {
     let mut d = created();
-    assert_eq!(d.ask(ask(machine(), Op::TestClock { advance_ms: 1_000 })).2, 403);
-    let (plan, _, status) = d.ask(ask(owner(), Op::TestClock { advance_ms: 1_000 }));
-    assert_eq!((status, plan.advance_clock_ms), (204, Some(1_000)));
+    assert_eq!(d.ask(ask(machine(), Op::Hook(HandoffHook::Clock { advance_ms: 1_000 }))).2, 403);
+    let (plan, _, status) = d.ask(ask(owner(), Op::Hook(HandoffHook::Clock { advance_ms: 1_000 })));
+    assert_eq!((status, plan.hook), (204, Some(PlanHook::AdvanceClockMs(1_000))));
 }
 
 #[test]
@@ -895,8 +895,8 @@ fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_o
     assert_eq!(panic, Fault::Panic);
     assert_eq!(serde_json::to_string(&Fault::Panic).unwrap(), r#"{"fail":"panic"}"#);
     let mut d = created();
-    let (plan, _, status) = d.ask(ask(owner(), Op::TestFault { fault: Fault::Panic }));
-    assert_eq!((status, plan.arm), (200, Some(Fault::Panic)));
+    let (plan, _, status) = d.ask(ask(owner(), Op::Hook(HandoffHook::Fault { fault: Fault::Panic })));
+    assert_eq!((status, plan.hook), (200, Some(PlanHook::Arm(Fault::Panic))));
 }
 
 fn open_with(after: u64, prompt: Option<&str>) -> Op {
