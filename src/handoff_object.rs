@@ -1,18 +1,18 @@
 //! `HandoffObject`: the Durable Object that holds one hand-off. It carries out what the core's
 //! [`Session`] decides: it reads what the session asks for, hands it the ask, writes the plan's
-//! rows in one transaction, and does the rest (publishes, wakes, delivers, answers). It checks
+//! rows in one transaction, and does the rest (publishes, wakes, sends rows, answers). It checks
 //! no role, caps nothing and trims nothing.
 //!
-//! - this file: the runtime's entry points (`fetch`, one ask; `alarm`, the delivery's retry;
+//! - this file: the runtime's entry points (`fetch`, one ask; `alarm`, the row send's retry;
 //!   the watch's three socket events), exported by `#[wasm_bindgen]` itself, and carrying out
 //!   a plan;
 //! - `store.rs`: the schema, the reads and one plan's writes;
-//! - `delivery.rs`: sending the owner's index what the session says it is owed;
+//! - `row_send.rs`: sending the owner's index what the session says it is owed;
 //! - `waits.rs`: a held wait's streamed answer and its place;
 //! - `watch.rs`: the hibernatable WebSockets of `GET …/watch`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-mod delivery;
+mod row_send;
 mod store;
 mod waits;
 mod watch;
@@ -68,8 +68,8 @@ pub(crate) struct Inner {
     frames: RefCell<PerRole<Option<Frame>>>,
     /// Each held wait's answer channel, under the place the session gave it.
     waiting: RefCell<BTreeMap<WaiterId, futures::channel::oneshot::Sender<Rc<str>>>>,
-    /// Changes waiting for the delivery on its way.
-    delivering: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
+    /// Changes waiting for the row send on its way.
+    awaiting_row_send: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     /// Test hook: the failure armed for the next change.
     fault: Cell<Option<Fault>>,
     /// Test hook: how far ahead of the runtime's clock the alarm judges retention.
@@ -114,7 +114,7 @@ impl HandoffObject {
             session: RefCell::new(Session::new(caps)),
             frames: RefCell::new(PerRole::default()),
             waiting: RefCell::new(BTreeMap::new()),
-            delivering: RefCell::new(Vec::new()),
+            awaiting_row_send: RefCell::new(Vec::new()),
             fault: Cell::new(None),
             clock_ahead_ms: Cell::new(0),
         };
@@ -151,7 +151,7 @@ impl HandoffObject {
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        self.object.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
+        self.object.retry_row_send().await.map(JsValue::from).map_err(JsValue::from)
     }
 
     #[wasm_bindgen(js_name = webSocketMessage)]
@@ -234,7 +234,7 @@ enum Step {
 /// What carrying out a plan has come to once nothing more can be done without an await.
 enum Carried {
     Answered(Out),
-    /// Its writes are committed; its publication and delivery are owed.
+    /// Its writes are committed; its publication and row send are owed.
     Owing(Plan),
 }
 
@@ -347,7 +347,7 @@ impl Object {
     }
 
     /// Carries out what of `plan` needs no await: its writes in one transaction and its alarm,
-    /// then its answer when it neither publishes nor delivers.
+    /// then its answer when it neither publishes nor sends rows.
     fn carry_out_now(&self, plan: Plan) -> Result<Carried> {
         if let Some(log) = &plan.log {
             console_error!("{log}");
@@ -378,13 +378,13 @@ impl Object {
         self.reply(plan.reply).map(Carried::Answered)
     }
 
-    /// The rest of a plan: its publication, then its delivery, then its answer.
+    /// The rest of a plan: its publication, then its row send, then its answer.
     async fn finish(&self, plan: Plan) -> Result<Out> {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }
-        if let Some(version) = plan.deliver_through {
-            self.deliver_through(version).await?;
+        if let Some(version) = plan.send_rows_through {
+            self.send_rows_through(version).await?;
         }
         if plan.erase {
             // A failed DELETE answers 503 and the owner asks again; the hand-off stays whole.
@@ -430,9 +430,9 @@ impl Object {
         }
     }
 
-    /// Retries what the owner's index is still owed: after a failed delivery, or after a
-    /// Worker that died between a change and its delivery (the safety alarm).
-    async fn retry_delivery(&self) -> Result<web_sys::Response> {
+    /// Retries what the owner's index is still owed: after a failed row send, or after a
+    /// Worker that died between a change and its row send (the safety alarm).
+    async fn retry_row_send(&self) -> Result<web_sys::Response> {
         if let Err(e) = self.ensure_restored() {
             self.inner.forget();
             return Err(e);
@@ -440,7 +440,7 @@ impl Object {
         let mut next = self.inner.session.borrow_mut().on_alarm();
         while let Some(send) = next {
             self.send(send).await?;
-            next = self.inner.session.borrow_mut().poll_send();
+            next = self.inner.session.borrow_mut().poll_row_send();
         }
         let ahead_ms = self.inner.clock_ahead_ms.get();
         let after = self.inner.session.borrow().after_alarm(now_ms().saturating_add(ahead_ms), self.retention);

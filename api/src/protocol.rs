@@ -97,7 +97,7 @@ pub use handoff_core::session::{Ask, Caller, Idempotency, Op, Reaching};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IndexAsk {
-    /// A hand-off's row, delivered from its outbox; kept only if its version is higher. `passed`
+    /// A hand-off's row, sent from its outbox; kept only if its version is higher. `passed`
     /// are older rows of it that entered something a notice names and that the index may not
     /// hold yet, oldest first: notices are owed along the chain (`notice::owed_chain`), and
     /// only `row` is stored.

@@ -8,13 +8,13 @@
 //!    nothing more is needed;
 //! 2. it calls [`Session::handle`] with the time, which answers a [`Plan`]: the answer, the
 //!    rows to write in one transaction (every size and cap already checked), the alarm, the
-//!    version to publish and the delivery owed to the owner's index;
+//!    version to publish and the row send owed to the owner's index;
 //! 3. it writes the rows in one `transactionSync` and carries out the rest: after the commit is
-//!    confirmed [`Session::confirm`] says which waiters wake, and [`Session::poll_send`] /
-//!    [`Session::on_sent`] say what to send to the index and when to try again.
+//!    confirmed [`Session::confirm`] says which waiters wake, and [`Session::poll_row_send`] /
+//!    [`Session::on_row_sent`] say what to send to the index and when to try again.
 //!
 //! The object checks no role, caps nothing, trims nothing and keeps no count of its own. A plan
-//! without [`Plan::publish`] or [`Plan::deliver_through`] needs no I/O beyond SQLite, and the
+//! without [`Plan::publish`] or [`Plan::send_rows_through`] needs no I/O beyond SQLite, and the
 //! object answers it without an `await`.
 //!
 //! Invariants (asserted here, property-tested in `session/tests.rs`):
@@ -231,7 +231,7 @@ pub struct Stored {
     pub parts: Vec<(String, String)>,
     /// The newest lineage entries, in any order.
     pub turns: Vec<String>,
-    /// The failed deliveries stored for a version: `(version, attempts)`.
+    /// The failed row sends stored for a version: `(version, attempts)`.
     pub attempts: Option<(u64, u32)>,
     /// Whether the record's row entered something a notice names (`notice::entered`).
     pub entered: bool,
@@ -362,11 +362,11 @@ pub enum Write {
     /// Deletes every remembered key older than `before`.
     ForgetExpired { before: EpochMs },
     Forget { key: String },
-    /// The failed deliveries of the row of `version`, so that the backoff outlives an eviction.
+    /// The failed sends of the row of `version`, so that the backoff outlives an eviction.
     Attempts { owner: String, version: u64, row: String, attempts: u32 },
-    /// A row the owner's index is owed that a newer one passed before its delivery.
+    /// A row the owner's index is owed that a newer one passed before its row send.
     Pass { version: u64, row: String },
-    /// Deletes the passed rows up to version `through` (delivered, or dropped past the cap).
+    /// Deletes the passed rows up to version `through` (taken, or dropped past the cap).
     Unpass { through: u64 },
     /// Machine tokens minted before `from` (their `inc`) are ended: a create minted a newer
     /// one. Not a change of the record: its version does not move.
@@ -394,7 +394,7 @@ impl Part {
 /// How the object answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    /// These bytes, once the plan's writes, publication and delivery are done.
+    /// These bytes, once the plan's writes, publication and row send are done.
     Rendered(Rendered),
     /// `{"handoff": record}` of the hand-off as it is now, as `role` is answered it (the object
     /// renders it once per version and role).
@@ -416,8 +416,8 @@ pub struct Plan {
     pub alarm_at: Option<EpochMs>,
     /// After the commit: once the runtime confirms it, [`Session::confirm`] this version.
     pub publish: Option<u64>,
-    /// Then: deliver to the owner's index until it holds this version (read your writes).
-    pub deliver_through: Option<u64>,
+    /// Then: send rows to the owner's index until it holds this version (read your writes).
+    pub send_rows_through: Option<u64>,
     /// For the log, when the plan answers a failure of storage.
     pub log: Option<String>,
     /// After the rest: erase the hand-off (its row in the owner's index, then all its storage).
@@ -428,31 +428,31 @@ pub struct Plan {
 
 impl Plan {
     fn reply(reply: Reply) -> Plan {
-        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, log: None, erase: false, hook: None }
+        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, send_rows_through: None, log: None, erase: false, hook: None }
     }
 
     fn rendered(rendered: Rendered) -> Plan {
         Plan::reply(Reply::Rendered(rendered))
     }
 
-    /// Whether carrying it out needs an `await`: a publication or a delivery does.
+    /// Whether carrying it out needs an `await`: a publication or a row send does.
     pub fn waits(&self) -> bool {
-        self.publish.is_some() || self.deliver_through.is_some() || self.erase
+        self.publish.is_some() || self.send_rows_through.is_some() || self.erase
     }
 }
 
 /// What the owner's index is owed for a record: the row, and whose index it goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
+pub struct RowSend {
     pub owner: String,
     pub row: Row,
     /// The life of the hand-off the row is of: the index takes no row of a life erased since.
     pub incarnation: u64,
 }
 
-impl Delivery {
-    pub fn of(record: &Record) -> Delivery {
-        Delivery { owner: record.owner.clone(), row: Row::of(record), incarnation: record.incarnation }
+impl RowSend {
+    pub fn of(record: &Record) -> RowSend {
+        RowSend { owner: record.owner.clone(), row: Row::of(record), incarnation: record.incarnation }
     }
 }
 
@@ -464,12 +464,12 @@ pub struct Wake {
     pub waiters: Vec<(WaiterId, Role)>,
 }
 
-/// What a finished delivery leads to.
+/// What a finished row send leads to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sent {
     /// Set the alarm then, to try again.
     pub retry_at: Option<EpochMs>,
-    /// Write this first (the attempts so far, or the passed rows delivered), outside any
+    /// Write this first (the attempts so far, or the passed rows taken), outside any
     /// change's transaction.
     pub write: Option<Write>,
 }
@@ -494,7 +494,7 @@ pub struct Session {
     handoff: Known,
     /// The remembered keys, once read.
     keys: Option<Keys>,
-    outbox: Outbox<Delivery>,
+    outbox: Outbox<RowSend>,
     waiters: Waiters,
     /// The newest version whose commit is confirmed: what waiters may be told.
     published: Option<Rc<Handoff>>,
@@ -599,12 +599,12 @@ impl Session {
         }
         let h = Rc::new(h);
         let attempts = stored.attempts.filter(|(version, _)| *version == h.record.version).map_or(0, |(_, n)| n);
-        self.outbox.restore(Owed { version: h.record.version, row: Delivery::of(&h.record), attempts, entered: stored.entered });
+        self.outbox.restore(Owed { version: h.record.version, row: RowSend::of(&h.record), attempts, entered: stored.entered });
         // A passed row only carries a notice: one this build cannot read is skipped (that notice
         // is lost), rather than refusing the whole hand-off as an unreadable record would.
         for (version, row) in &stored.passed {
             let Ok(row) = read_json::<Row>("passed row", row) else { continue };
-            self.outbox.restore_passed(outbox::Entry { version: *version, row: Delivery { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
+            self.outbox.restore_passed(outbox::Entry { version: *version, row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
         }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);
@@ -856,7 +856,7 @@ impl Session {
         self.machine_tokens_from = 0;
     }
 
-    /// After the alarm's deliveries: what the alarm leads to next (the hand-off must have been
+    /// After the alarm's row send: what the alarm leads to next (the hand-off must have been
     /// read). A closed hand-off past its retention is erased; one within it has its alarm set
     /// for then; while a row is still owed, the outbox's own retry comes first.
     pub fn after_alarm(&self, now: EpochMs, retention: Retention) -> AfterAlarm {
@@ -939,7 +939,7 @@ impl Session {
 
     /// The writes of the next hand-off `h` (what moved of it, the history event, the trims of
     /// the bounded tables), every value size-checked first; on success the session holds `h`,
-    /// and the plan publishes its version and delivers its row.
+    /// and the plan publishes its version and sends its row.
     fn store(&mut self, h: Handoff, dirty: Dirty, kind: EventKind, actor: Role, now: EpochMs) -> Result<Staged, Refusal> {
         let record = &h.record;
         let record_json = to_json(record);
@@ -958,8 +958,8 @@ impl Session {
         // The entry whose prompt was dropped is always older than the ones written from `from`.
         let dropped = dirty.lineage_dropped.and_then(|at| h.lineage.get(at));
         let entries: Vec<(u64, String)> = dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
-        let delivery = Delivery::of(record);
-        let row_bytes = to_json(&delivery.row).len();
+        let row_send = RowSend::of(record);
+        let row_bytes = to_json(&row_send.row).len();
         let largest = [record_json.len(), row_bytes]
             .into_iter()
             .chain(parts.iter().filter_map(|(_, j)| j.as_ref().map(String::len)))
@@ -969,7 +969,7 @@ impl Session {
         fits("the change would store a value", largest, STORED_VALUE_BYTES_MAX)?;
 
         let version = record.version;
-        let entered = notice::entered(self.outbox.owed().map(|o| &o.row.row), &delivery.row);
+        let entered = notice::entered(self.outbox.owed().map(|o| &o.row.row), &row_send.row);
         let mut writes = vec![Write::Record { json: record_json, entered }];
         for (name, json) in parts {
             if let Some(json) = json {
@@ -986,7 +986,7 @@ impl Session {
         if let Some(through) = events_trimmed_through(version) {
             writes.push(Write::TrimEvents { through });
         }
-        let committed = self.outbox.on_commit(version, delivery, entered, now);
+        let committed = self.outbox.on_commit(version, row_send, entered, now);
         if let Some(pass) = committed.pass {
             writes.push(Write::Pass { version: pass.version, row: to_json(&pass.row.row) });
         }
@@ -1029,12 +1029,12 @@ impl Session {
     }
 
     /// The send to the owner's index to make now, if any.
-    pub fn poll_send(&mut self) -> Option<outbox::Send<Delivery>> {
+    pub fn poll_row_send(&mut self) -> Option<outbox::Send<RowSend>> {
         self.outbox.poll_send()
     }
 
-    pub fn is_delivered(&self, version: u64) -> bool {
-        self.outbox.is_delivered(version)
+    pub fn is_taken(&self, version: u64) -> bool {
+        self.outbox.is_taken(version)
     }
 
     pub fn is_sending(&self) -> bool {
@@ -1042,8 +1042,8 @@ impl Session {
     }
 
     /// The send on its way ended (`ok`: the index holds its row). After a failure the attempts
-    /// are stored and the alarm tries again; after a success the passed rows it delivered go.
-    pub fn on_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
+    /// are stored and the alarm tries again; after a success the passed rows it carried go.
+    pub fn on_row_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
         let ended = self.outbox.on_sent(ok, now);
         let Some(retry_at) = ended.retry_at else {
             return Sent { retry_at: None, write: ended.unpass_through.map(|through| Write::Unpass { through }) };
@@ -1058,12 +1058,12 @@ impl Session {
     }
 
     /// The alarm rang: the send it owes now, if any (the hand-off must have been read).
-    pub fn on_alarm(&mut self) -> Option<outbox::Send<Delivery>> {
+    pub fn on_alarm(&mut self) -> Option<outbox::Send<RowSend>> {
         self.outbox.on_alarm()
     }
 }
 
-/// What an alarm leads to once its deliveries are done.
+/// What an alarm leads to once its row send is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterAlarm {
     Nothing,
@@ -1120,14 +1120,14 @@ struct Staged {
 }
 
 impl Staged {
-    /// The plan that answers `rendered` once the change is published and delivered.
+    /// The plan that answers `rendered` once the change is published and its row taken.
     fn plan(self, rendered: Rendered) -> Plan {
         Plan {
             reply: Reply::Rendered(rendered),
             writes: self.writes,
             alarm_at: self.alarm_at,
             publish: Some(self.version),
-            deliver_through: Some(self.version),
+            send_rows_through: Some(self.version),
             log: None,
             erase: false,
             hook: None,

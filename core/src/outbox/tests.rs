@@ -13,10 +13,10 @@ fn plain_changes_that_commit_during_a_send_go_together_in_the_next_one() {
     assert_eq!(o.on_commit(3, "r3", false, T0 + 2).alarm_at, None);
     assert_eq!(o.poll_send(), None, "one send at a time");
     assert_eq!(o.on_sent(true, T0 + 3).retry_at, None);
-    assert!(o.is_delivered(1) && !o.is_delivered(2));
+    assert!(o.is_taken(1) && !o.is_taken(2));
     assert_eq!(o.poll_send(), Some(Send { version: 3, row: "r3", passed: vec![] }), "the newest row, not the one after the last sent");
     assert_eq!(o.on_sent(true, T0 + 4).retry_at, None);
-    assert!(o.is_delivered(3));
+    assert!(o.is_taken(3));
     assert_eq!(o.poll_send(), None, "nothing left to send");
 }
 
@@ -195,7 +195,7 @@ proptest! {
                 }
             }
             for v in 0..=m.committed + 1 {
-                prop_assert_eq!(o.is_delivered(v), v <= m.acknowledged);
+                prop_assert_eq!(o.is_taken(v), v <= m.acknowledged);
             }
             prop_assert_eq!(o.is_sending(), m.in_flight.is_some());
             prop_assert_eq!(o.is_owing(), m.committed > m.acknowledged && o.owed().is_some());
@@ -211,7 +211,7 @@ proptest! {
             m.acknowledged = s.version;
             next = o.poll_send();
         }
-        prop_assert!(o.is_delivered(m.committed), "the newest change never arrived");
+        prop_assert!(o.is_taken(m.committed), "the newest change never arrived");
     }
 }
 

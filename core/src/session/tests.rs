@@ -195,10 +195,10 @@ impl Driver {
                 self.woken.push(wake.handoff.record.version);
             }
         }
-        if let Some(version) = plan.deliver_through {
-            while !self.session.is_delivered(version) {
-                let Some(send) = self.session.poll_send() else { break };
-                let sent = self.session.on_sent(send.version, self.index_up, self.now);
+        if let Some(version) = plan.send_rows_through {
+            while !self.session.is_taken(version) {
+                let Some(send) = self.session.poll_row_send() else { break };
+                let sent = self.session.on_row_sent(send.version, self.index_up, self.now);
                 if let Some(w) = sent.write {
                     self.db.apply(&[w]);
                 }
@@ -320,7 +320,7 @@ fn who_may_send_each_change_is_decided_in_the_session_with_the_record_beside_the
 fn every_stored_change_moves_the_version_by_one_publishes_it_and_delivers_it_and_a_no_op_writes_nothing() {
     let mut d = created();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
-    assert_eq!((plan.publish, plan.deliver_through, d.version()), (Some(2), Some(2), 2));
+    assert_eq!((plan.publish, plan.send_rows_through, d.version()), (Some(2), Some(2), 2));
     assert!(plan.waits(), "a publication and a delivery are carried out with an await");
     assert_eq!(d.db.events.get(&2), Some(&EventKind::Report));
     let (plan, _, status) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
@@ -519,7 +519,7 @@ fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_evi
     let mut d = created();
     d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
     let held = d.session.outbox.owed().map(|o| o.row.row.clone());
-    assert!(d.session.is_delivered(2));
+    assert!(d.session.is_taken(2));
     d.index_up = false;
     d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch? main")));
@@ -536,7 +536,7 @@ fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_evi
     let told: Vec<(u64, notice::Notice)> = notice::owed_chain(held.as_ref(), &passed, &send.row.row).into_iter().map(|(r, n)| (r.version, n)).collect();
     assert_eq!(told, [(3, notice::Notice::NeedsYou), (5, notice::Notice::Done)]);
     assert_eq!(passed[0].summary.as_deref(), Some("which branch?"), "the row at the version that entered needs-you");
-    let sent = d.session.on_sent(send.version, true, d.now);
+    let sent = d.session.on_row_sent(send.version, true, d.now);
     assert_eq!(sent.write, Some(Write::Unpass { through: 3 }));
     d.db.apply(&[sent.write.unwrap()]);
     assert!(d.db.passed.is_empty(), "delivered: gone from storage");
@@ -727,9 +727,9 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_a_retry_
     let (plan, _, status) = d.ask(ask(stranger, Op::Erase));
     assert_eq!((status, plan.erase), (404, false));
     let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
-    assert_eq!((status, plan.publish, plan.deliver_through, plan.erase), (204, Some(2), Some(2), true));
+    assert_eq!((status, plan.publish, plan.send_rows_through, plan.erase), (204, Some(2), Some(2), true));
     assert!(plan.waits());
-    let erase_alone = Plan { publish: None, deliver_through: None, ..plan };
+    let erase_alone = Plan { publish: None, send_rows_through: None, ..plan };
     assert!(erase_alone.waits(), "an erasure is carried out with an await, whatever else the plan holds");
     assert_eq!(d.woken.last(), Some(&2), "waiters and watchers are told the close");
     assert!(d.db.record.is_none() && d.session.handoff().is_none(), "erased");
@@ -767,7 +767,7 @@ fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_movin
     let (plan, body, status) = d.ask(ask(owner(), at(300)));
     assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "answered as it is");
     assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
-    assert!(plan.publish.is_none() && plan.deliver_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
+    assert!(plan.publish.is_none() && plan.send_rows_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
     assert_eq!(d.stored_version(), 2);
     for op in [Op::Get, report(1, ReportStatus::Done, "b")] {
         let (plan, body, status) = d.ask(ask(first.clone(), op));
