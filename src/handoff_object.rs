@@ -25,7 +25,7 @@ use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
 use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
 use handoff_core::hooks::{Fault, PlanHook};
-use handoff_core::session::{AfterAlarm, Answer, EraseStep, Erasing};
+use handoff_core::session::{AfterAlarm, HandoffAnswer, EraseStep, Erasing};
 use handoff_core::index::{Admission, Row};
 use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
@@ -86,7 +86,7 @@ impl Inner {
                 return frame.clone();
             }
         }
-        let frame: Rc<str> = Json.render(Answer::Record { h, role }).body.into();
+        let frame: Rc<str> = Json.render(HandoffAnswer::Record { h, role }).body.into();
         frames[role] = Some((version, frame.clone()));
         frame
     }

@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn a_push_for_an_open_question_carries_its_id_and_options_and_still_fits_with_six_maximal_labels_and_a_maximal_summary() {
         use handoff_core::limits::{ID_CHARS_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX};
-        use handoff_core::question::{Answer, Kind, Question, QuestionInput};
+        use handoff_core::question::{Pick, Kind, Question, QuestionInput};
         // `"` and `\` take two bytes each in JSON, the most any allowed character takes.
         let options = (0..QUESTION_OPTIONS_MAX)
             .map(|i| Choice { id: format!("{i}").repeat(QUESTION_OPTION_ID_CHARS_MAX), label: "\"".repeat(QUESTION_LABEL_BYTES_MAX) })
@@ -471,7 +471,7 @@ mod tests {
         assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
 
         // Answered, it offers nothing to answer.
-        row.question.as_mut().unwrap().answer = Some(Answer { option: "000".into(), note: None, answered_at: Timestamp::from_ms(1) });
+        row.question.as_mut().unwrap().answer = Some(Pick { option: "000".into(), note: None, answered_at: Timestamp::from_ms(1) });
         assert_eq!(PushPayload::of(Notice::NeedsYou, &row, &console).question, None);
     }
 

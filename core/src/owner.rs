@@ -320,7 +320,7 @@ pub enum Write {
 
 /// What the index answers; the api's wire renders it (`handoff_api::wire::index`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum IndexAnswer {
     /// A row taken (stored, or older than the one held), a row dropped, an alarm or an
     /// outcome handled.
     Done,
@@ -343,7 +343,7 @@ pub enum Answer {
 /// Everything one ask causes, decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    pub answer: Answer,
+    pub answer: IndexAnswer,
     /// Run in order in one transaction: all of them or none.
     pub writes: Vec<Write>,
     /// After the commit: the alarm (at once, when deliveries were owed or an attempt ended).
@@ -355,12 +355,12 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn answer(answer: Answer) -> Plan {
+    fn answer(answer: IndexAnswer) -> Plan {
         Plan { answer, writes: Vec::new(), alarm_at: None, send: Vec::new(), log: Vec::new() }
     }
 
     fn refused(code: Code, message: &str) -> Plan {
-        Plan::answer(Answer::Refused(Refusal::new(code, message)))
+        Plan::answer(IndexAnswer::Refused(Refusal::new(code, message)))
     }
 }
 
@@ -493,36 +493,36 @@ impl Index {
             Ask::AddReceiver(entry) => add_receiver(tables, entry, feed.receivers.unwrap_or_default()),
             Ask::Receivers(of) => {
                 // The read holds this kind's receivers only.
-                Plan::answer(Answer::Receivers { of, entries: feed.receivers.unwrap_or_default() })
+                Plan::answer(IndexAnswer::Receivers { of, entries: feed.receivers.unwrap_or_default() })
             }
             Ask::RemoveReceiver { receiver, id } => {
                 // The read holds this kind's receivers only.
                 if !feed.receivers.unwrap_or_default().iter().any(|e| e.id == id) {
                     return not_found(receiver);
                 }
-                Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) }
+                Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(IndexAnswer::Removed) }
             }
             Ask::Deliveries { id } => {
                 let receivers = feed.receivers.unwrap_or_default();
                 let Some(entry) = receivers.iter().find(|e| e.id == id) else {
                     return not_found(Receiver::Webhook);
                 };
-                Plan::answer(Answer::Deliveries { deliveries: feed.deliveries.unwrap_or_default(), dropped: entry.dropped })
+                Plan::answer(IndexAnswer::Deliveries { deliveries: feed.deliveries.unwrap_or_default(), dropped: entry.dropped })
             }
             Ask::Alarm => self.poll_send(tables, &feed, now),
             Ask::Sent(outcome) => self.on_sent(tables, outcome, &feed, now),
             Ask::Hook(IndexHook::RefuseRows { on }) => {
                 self.refusing = on;
-                Plan::answer(Answer::Refusing(on))
+                Plan::answer(IndexAnswer::Refusing(on))
             }
             Ask::Hook(IndexHook::HoldDeliveries { on }) => {
                 self.holding = on;
-                Plan::answer(Answer::Holding(on))
+                Plan::answer(IndexAnswer::Holding(on))
             }
-            Ask::Hook(IndexHook::Storage) => Plan::answer(Answer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
-            Ask::Hook(IndexHook::StorageOf { .. }) => Plan::answer(Answer::StorageOf(feed.storage_of.unwrap_or_default())),
+            Ask::Hook(IndexHook::Storage) => Plan::answer(IndexAnswer::StorageBytes(feed.storage_bytes.unwrap_or(0))),
+            Ask::Hook(IndexHook::StorageOf { .. }) => Plan::answer(IndexAnswer::StorageOf(feed.storage_of.unwrap_or_default())),
             Ask::Hook(IndexHook::PutUnreadable { id }) => {
-                let mut plan = Plan::answer(Answer::Done);
+                let mut plan = Plan::answer(IndexAnswer::Done);
                 if !tables.list {
                     plan.writes.push(Write::ListSchema);
                 }
@@ -545,13 +545,13 @@ impl Index {
         if is_erased(feed, incarnation) {
             // A row of an erased life, sent before the erase and arriving after it: taken, and
             // nothing of it stored, so that it cannot bring the row back.
-            return Plan::answer(Answer::Done);
+            return Plan::answer(IndexAnswer::Done);
         }
         let put = list::put(held(feed, readable_held(tables, feed)), &passed, &row, tables.receivers);
         if !put.store {
-            return Plan::answer(Answer::Done);
+            return Plan::answer(IndexAnswer::Done);
         }
-        let mut plan = Plan::answer(Answer::Done);
+        let mut plan = Plan::answer(IndexAnswer::Done);
         if !tables.list {
             plan.writes.push(Write::ListSchema);
         }
@@ -608,7 +608,7 @@ impl Index {
     fn open(&self, tables: Tables, row: Row, feed: &Feed, now: EpochMs) -> Plan {
         if let Err(crowded) = admit_open(feed.open.unwrap_or(0), self.bounds.open_cap) {
             // Closed rows count against no cap: they wait for the next create admitted.
-            return Plan::answer(Answer::Admission(Admission::No(crowded)));
+            return Plan::answer(IndexAnswer::Admission(Admission::No(crowded)));
         }
         let mut writes = Vec::new();
         if tables.list {
@@ -617,13 +617,13 @@ impl Index {
             writes.push(Write::ListSchema);
         }
         writes.push(Write::StoreRow(row));
-        Plan { writes, ..Plan::answer(Answer::Admission(Admission::Yes)) }
+        Plan { writes, ..Plan::answer(IndexAnswer::Admission(Admission::Yes)) }
     }
 
     /// The alarm: what [`sending::round`] says is due, leased and started; a delivery of a
     /// kind this build does not know ends failed; each receiver's finished deliveries trimmed.
     pub fn poll_send(&self, tables: Tables, feed: &Feed, now: EpochMs) -> Plan {
-        let mut plan = Plan::answer(Answer::Done);
+        let mut plan = Plan::answer(IndexAnswer::Done);
         if self.holding {
             plan.alarm_at = Some(now.saturating_add(HELD_ALARM_MS));
             return plan;
@@ -700,7 +700,7 @@ impl Index {
     /// finished deliveries trimmed to what its kind keeps), retried, or the receiver gone; the
     /// alarm then runs the next round.
     pub fn on_sent(&self, tables: Tables, outcome: Outcome, feed: &Feed, now: EpochMs) -> Plan {
-        let mut plan = Plan { alarm_at: Some(now), ..Plan::answer(Answer::Done) };
+        let mut plan = Plan { alarm_at: Some(now), ..Plan::answer(IndexAnswer::Done) };
         if !tables.receivers {
             return plan;
         }
@@ -736,7 +736,7 @@ fn is_erased(feed: &Feed, incarnation: u64) -> bool {
 /// [`ERASED_KEPT_MS`] (at most [`ERASED_KEPT_PER_OWNER_MAX`] of them), long past the last row
 /// send its object could still have on its way.
 fn drop_erased(tables: Tables, id: String, incarnation: u64, now: EpochMs) -> Plan {
-    let mut plan = Plan::answer(Answer::Done);
+    let mut plan = Plan::answer(IndexAnswer::Done);
     if tables.list {
         plan.writes.push(Write::DeleteRow { id: id.clone() });
     }
@@ -794,10 +794,10 @@ fn list_page(query: &ListQuery, if_none_match: Option<String>, texts: Vec<String
     for text in &texts {
         match serde_json::from_str::<Row>(text) {
             Ok(row) => rows.push(row),
-            Err(e) => return Plan::answer(Answer::Unavailable(format!("a stored list row is unreadable: {e}"))),
+            Err(e) => return Plan::answer(IndexAnswer::Unavailable(format!("a stored list row is unreadable: {e}"))),
         }
     }
-    Plan::answer(Answer::Page { page: Page::of(rows, query), if_none_match })
+    Plan::answer(IndexAnswer::Page { page: Page::of(rows, query), if_none_match })
 }
 
 /// A new receiver, within its kind's cap (the tables written first where the owner has none).
@@ -808,14 +808,14 @@ fn add_receiver(tables: Tables, entry: Entry, receivers: Vec<Entry>) -> Plan {
         Receiver::Push => notice::admit_subscription(held),
     };
     if let Err(refusal) = admitted {
-        return Plan::answer(Answer::Refused(refusal));
+        return Plan::answer(IndexAnswer::Refused(refusal));
     }
     let mut writes = Vec::new();
     if !tables.receivers {
         writes.push(Write::ReceiverSchema);
     }
     writes.push(Write::AddReceiver(entry.clone()));
-    Plan { writes, ..Plan::answer(Answer::Created(entry)) }
+    Plan { writes, ..Plan::answer(IndexAnswer::Created(entry)) }
 }
 
 /// The tables once `writes` commit.

@@ -297,7 +297,7 @@ fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 /// An answer the HTTP contract renders (`handoff_api::wire`): the session decides which
 /// answer, the contract its bytes and status.
 #[derive(Debug, Clone, Copy)]
-pub enum Answer<'a> {
+pub enum HandoffAnswer<'a> {
     /// `{"handoff": record}` as `role` is answered it.
     Record { h: &'a Handoff, role: Role },
     /// A create's answer; `new` when this call created the hand-off.
@@ -335,9 +335,9 @@ pub struct Rendered {
 /// The HTTP contract, as the session needs it: how an answer is written, and how a large
 /// answer is kept without its package and rebuilt with it.
 pub trait Wire {
-    fn render(&self, answer: Answer<'_>) -> Rendered;
+    fn render(&self, answer: HandoffAnswer<'_>) -> Rendered;
     /// The body of `answer` without its package, for an answer that has one.
-    fn without_package(&self, answer: Answer<'_>) -> Option<String>;
+    fn without_package(&self, answer: HandoffAnswer<'_>) -> Option<String>;
     /// The whole answer from what [`Wire::without_package`] kept and the package put back.
     fn with_package(&self, slim: &str, document: &Document) -> Option<String>;
 }
@@ -669,9 +669,9 @@ impl Session {
     pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
         let Ask { caller, op, idempotency } = ask;
         let role = caller.role;
-        let refused = |refusal: Refusal| Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let refused = |refusal: Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         match op {
-            Op::Floor => return Plan::rendered(wire.render(Answer::Floor)),
+            Op::Floor => return Plan::rendered(wire.render(HandoffAnswer::Floor)),
             Op::Create { .. } => return self.create(&caller, op, feed.admission, at.now, wire),
             Op::Erase => return self.erase(&caller, at.now, wire),
             _ => {}
@@ -716,21 +716,21 @@ impl Session {
                 entries.truncate(limit);
                 entries.reverse();
                 let next_before = if more { entries.first().map(|e| e.turn) } else { None };
-                Plan::rendered(wire.render(Answer::Turns { h: &h, role, turns: &entries, next_before }))
+                Plan::rendered(wire.render(HandoffAnswer::Turns { h: &h, role, turns: &entries, next_before }))
             }
             Op::Package { markdown } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
-                Ok(latest) if markdown => Plan::rendered(wire.render(Answer::Markdown(&crate::package::render_markdown(&latest)))),
-                Ok(latest) => Plan::rendered(wire.render(Answer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
+                Ok(latest) if markdown => Plan::rendered(wire.render(HandoffAnswer::Markdown(&crate::package::render_markdown(&latest)))),
+                Ok(latest) => Plan::rendered(wire.render(HandoffAnswer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
             },
             Op::Briefing { budget_bytes, reach } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
                 Ok(latest) => {
                     let words = briefing::owners_words(&h.record, &latest);
-                    Plan::rendered(wire.render(Answer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
+                    Plan::rendered(wire.render(HandoffAnswer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
                 }
             },
-            Op::Work => Plan::rendered(wire.render(Answer::Work { h: &h, role })),
+            Op::Work => Plan::rendered(wire.render(HandoffAnswer::Work { h: &h, role })),
             Op::Preview { change, budget_bytes, reach } => {
                 let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
                 match opened {
@@ -739,22 +739,22 @@ impl Session {
                         let turn = next.turn;
                         let words = briefing::owners_words(&next, &latest);
                         let text = briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text;
-                        Plan::rendered(wire.render(Answer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
+                        Plan::rendered(wire.render(HandoffAnswer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
                     }
                 }
             }
             Op::Hook(_) if role != Role::Owner => refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's")),
             Op::Hook(HandoffHook::Fault { fault }) => {
-                let mut plan = Plan::rendered(wire.render(Answer::Armed(fault)));
+                let mut plan = Plan::rendered(wire.render(HandoffAnswer::Armed(fault)));
                 plan.hook = Some(PlanHook::Arm(fault));
                 plan
             }
             Op::Hook(HandoffHook::Storage) => {
                 let facts = feed.storage.unwrap_or_default();
-                Plan::rendered(wire.render(Answer::Storage(&facts)))
+                Plan::rendered(wire.render(HandoffAnswer::Storage(&facts)))
             }
             Op::Hook(HandoffHook::Clock { advance_ms }) => {
-                let mut plan = Plan::rendered(wire.render(Answer::Erased));
+                let mut plan = Plan::rendered(wire.render(HandoffAnswer::Erased));
                 plan.hook = Some(PlanHook::AdvanceClockMs(advance_ms));
                 plan
             }
@@ -763,13 +763,13 @@ impl Session {
 
     fn unreadable(&mut self, e: Unreadable, wire: &impl Wire) -> Plan {
         let refusal = Refusal::unavailable();
-        let mut plan = Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let mut plan = Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         plan.log = Some(e.to_string());
         plan
     }
 
     fn create(&mut self, caller: &Caller, op: Op, admission: Option<Admission>, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
@@ -783,7 +783,7 @@ impl Session {
                 return Plan::rendered(refusal_of(wire, &refusal, &existing, caller.role));
             }
             // The fresh machine token ends the ones minted before it; the record does not move.
-            let mut plan = Plan::rendered(wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }));
+            let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created { h: &existing, role: caller.role, machine_token, new: false }));
             if minted > self.machine_tokens_from {
                 self.machine_tokens_from = minted;
                 plan.writes.push(Write::MachineTokensFrom { from: minted });
@@ -793,14 +793,14 @@ impl Session {
         // The owner's index decided first, and holds the row when it admitted it.
         match admission {
             Some(Admission::Yes) => {}
-            Some(Admission::No(crowded)) => return Plan::rendered(wire.render(Answer::TooManyOpen(crowded))),
+            Some(Admission::No(crowded)) => return Plan::rendered(wire.render(HandoffAnswer::TooManyOpen(crowded))),
             None => return refused(&Refusal::unavailable()),
         }
         let Some(record) = new_record(caller, &op, now) else {
             unreachable!("an owner's create always makes a record");
         };
         let h = Handoff::create(record);
-        let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token, new: true });
+        let rendered = wire.render(HandoffAnswer::Created { h: &h, role: caller.role, machine_token, new: true });
         let dirty = Dirty { lineage_from: Some(0), extras: h.extras != Extras::default(), ..Dirty::default() };
         match self.store(h, dirty, EventKind::Create, caller.role, now) {
             Err(refusal) => refused(&refusal),
@@ -819,7 +819,7 @@ impl Session {
     /// way); an open hand-off is closed first, so that every waiter and watcher is told the
     /// close; then the plan erases it (204).
     fn erase(&mut self, caller: &Caller, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only the owner erases a hand-off"));
         }
@@ -828,7 +828,7 @@ impl Session {
             Err(refusal) => return refused(&refusal),
         };
         let mut plan = if h.record.is_closed() {
-            Plan::rendered(wire.render(Answer::Erased))
+            Plan::rendered(wire.render(HandoffAnswer::Erased))
         } else {
             let close = Change::Turn { command: turn::Command::Close, unmet: None, usage: None, package: None };
             let out = match handoff::apply(&h, &close, Role::Owner, now) {
@@ -837,7 +837,7 @@ impl Session {
             };
             match self.store(out.next, out.dirty, close.kind(), Role::Owner, now) {
                 Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, Role::Owner)),
-                Ok(stored) => stored.plan(wire.render(Answer::Erased)),
+                Ok(stored) => stored.plan(wire.render(HandoffAnswer::Erased)),
             }
         };
         plan.erase = true;
@@ -882,7 +882,7 @@ impl Session {
                 Decision::Fresh => {}
                 Decision::Mismatch => {
                     let refusal = Refusal::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
-                    return Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+                    return Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
                 }
                 Decision::Replay(r) => {
                     // The digest proves a rebuilt answer the first, so the current package is
@@ -897,7 +897,7 @@ impl Session {
             Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
             Ok(out) => out,
         };
-        let answer = Answer::Changed { h: &out.next, role, effect: &out.effect };
+        let answer = HandoffAnswer::Changed { h: &out.next, role, effect: &out.effect };
         let rendered = wire.render(answer);
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let remember = idempotency.filter(|_| idempotency::keeps(rendered.status, dry_run)).map(|idem| {
@@ -1109,7 +1109,7 @@ fn refusal_of(wire: &impl Wire, refusal: &Refusal, h: &Handoff, role: Role) -> R
         (Code::PackageStale, Some(offer)) => Some((offer.version, offer.hash.as_str())),
         _ => None,
     };
-    wire.render(Answer::Refused { refusal, handoff: Some((h, role)), current_package })
+    wire.render(HandoffAnswer::Refused { refusal, handoff: Some((h, role)), current_package })
 }
 
 /// A stored change, before its answer: its writes, its alarm and its version.

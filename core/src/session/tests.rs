@@ -24,18 +24,18 @@ const ID: &str = "ho_1";
 struct TestWire;
 
 impl Wire for TestWire {
-    fn render(&self, answer: Answer<'_>) -> Rendered {
+    fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         let (status, body) = match answer {
-            Answer::Record { h, .. } => (200, json!({"version": h.record.version})),
-            Answer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
-            Answer::Changed { h, effect, .. } => {
+            HandoffAnswer::Record { h, .. } => (200, json!({"version": h.record.version})),
+            HandoffAnswer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
+            HandoffAnswer::Changed { h, effect, .. } => {
                 let package = match effect {
                     Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
                     _ => None,
                 };
                 (200, json!({"version": h.record.version, "package": package, "prompt": h.record.prompt}))
             }
-            Answer::Refused { refusal, handoff, .. } => {
+            HandoffAnswer::Refused { refusal, handoff, .. } => {
                 let status = match refusal.code {
                     Code::AuthForbidden => 403,
                     Code::AuthRevoked => 401,
@@ -48,15 +48,15 @@ impl Wire for TestWire {
                 };
                 (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version), "prompt": handoff.and_then(|(h, _)| h.record.prompt.clone())}))
             }
-            Answer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
-            Answer::Erased => (204, json!({})),
-            Answer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
+            HandoffAnswer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
+            HandoffAnswer::Erased => (204, json!({})),
+            HandoffAnswer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
             _ => (200, json!({})),
         };
         Rendered { status, content_type: JSON, body: body.to_string(), replayed: false }
     }
 
-    fn without_package(&self, answer: Answer<'_>) -> Option<String> {
+    fn without_package(&self, answer: HandoffAnswer<'_>) -> Option<String> {
         let mut body: Value = serde_json::from_str(&self.render(answer).body).ok()?;
         body.as_object_mut()?.remove("package")?;
         Some(body.to_string())
