@@ -291,7 +291,7 @@ fn a_map_that_names_what_is_gone_fails_naming_each_missing_item() {
         let (found, _) = problems(&format!("# Map\n\n{text}\n"), &top, &sources);
         assert!(found.len() == 1 && found[0].contains(problem), "{text}: {found:?}");
     }
-    let right = "`core/src/session.rs` `Delivery`, `Session::confirm`, `Caller::reaches`, `Record::incarnation`, \
+    let right = "`core/src/session.rs` `RowSend`, `Session::confirm`, `Caller::reaches`, `Record::incarnation`, \
                  `Op::Change`, `listed_enum!`, `src/owner_index/send.rs` and `store.rs`, `core/src/{turn,work}.rs`, \
                  `every_read_is_a_plan_with_nothing_to_await`, `GET …/watch`, `503`, `@handoff/client`, `store.unavailable`";
     let (found, checked) = problems(&format!("# Map\n\n{right}\n"), &top, &sources);
