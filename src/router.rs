@@ -16,7 +16,7 @@ use handoff_api::protocol::{self, Ask, Caller, Idempotency, Op};
 use handoff_api::routes::{self, Found, Gate, IndexInput, Input, Kind, Route, Transport};
 use handoff_api::token::{self, Claims, Role};
 use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
-use handoff_core::session::JSON;
+use handoff_core::decider::JSON;
 use handoff_core::time::Timestamp;
 use handoff_core::watch;
 use crate::webcrypto as random;
@@ -235,7 +235,7 @@ fn admit(req: &Incoming, env: &Env) -> std::result::Result<Admitted, ApiError> {
     let offered = if upgrade { Some(watch::offered(req.heads.websocket_protocol.as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(req, bearer, key, &config.expect)?;
-    handoff_core::session::admit_role(route.role, claims.role)?;
+    handoff_core::decider::admit_role(route.role, claims.role)?;
     Ok(Admitted::Route(Box::new(Route_ { route, method, url, id, blocker, claims: Some(claims), offered })))
 }
 

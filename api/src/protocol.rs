@@ -89,7 +89,7 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
 }
 
 pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
-pub use handoff_core::session::{Ask, Caller, Idempotency, Op, Reaching};
+pub use handoff_core::decider::{Ask, Caller, Idempotency, Op, Reaching};
 
 /// What an owner's index object is asked. Externally tagged (`{"put": {…}}`): an internal tag
 /// makes serde buffer the whole ask and read each variant's fields a second way, which cost the

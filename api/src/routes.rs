@@ -20,7 +20,7 @@ use handoff_core::hooks::{HandoffHook, IndexHook};
 use handoff_core::package;
 use handoff_core::question;
 use handoff_core::role::Role;
-use handoff_core::session::{Op, Reaching};
+use handoff_core::decider::{Op, Reaching};
 use handoff_core::turn::Command;
 use handoff_core::work;
 

@@ -1,4 +1,4 @@
-//! The session's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
+//! The decider's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
 //! answer and the shape of its body are decided here and nowhere else.
 
 use crate::error::status;
@@ -10,7 +10,7 @@ use handoff_core::index::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
 use handoff_core::hooks::Fault;
-use handoff_core::session::{HandoffAnswer, Rendered, Wire, JSON};
+use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
 use serde::Serialize;
 use std::borrow::Cow;
 

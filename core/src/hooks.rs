@@ -1,6 +1,6 @@
 //! The test hooks: what a test may ask a hand-off's object or an owner's index where test
 //! hooks are on (`HANDOFF_TEST_HOOKS`), each one variant of the product's asks
-//! ([`Op::Hook`](crate::session::Op::Hook), [`Ask::Hook`](crate::owner::Ask::Hook)), so that
+//! ([`Op::Hook`](crate::decider::Op::Hook), [`Ask::Hook`](crate::owner::Ask::Hook)), so that
 //! the product's vocabulary names none of them.
 
 use serde::{Deserialize, Serialize};

@@ -25,7 +25,7 @@ pub mod waiters;
 pub mod watch;
 pub mod idempotency;
 pub mod outbox;
-pub mod session;
+pub mod decider;
 pub mod hooks;
 pub mod question;
 pub mod notice;

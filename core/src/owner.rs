@@ -1,6 +1,6 @@
-//! The owner's index as a value that performs no I/O, in the session's shape: one owner's list
+//! The owner's index as a value that performs no I/O, in the decider's shape: one owner's list
 //! and the notifications it owes. The `OwnerIndex` Durable Object (`src/owner_index.rs`) drives
-//! it as the hand-off object drives its [`Session`](crate::session::Session):
+//! it as the hand-off object drives its [`Decider`](crate::decider::Decider):
 //! 1. it asks [`Index::next_read`] what to read for the ask, reads it from SQLite into the
 //!    ask's [`Feed`], until nothing more is needed;
 //! 2. it calls [`Index::handle`] with the time, which answers a [`Plan`]: the answer, the typed

@@ -1,4 +1,4 @@
-//! Carrying out what the session says the owner's index is owed: the send itself, the wait
+//! Carrying out what the decider says the owner's index is owed: the send itself, the wait
 //! for a send already on its way, the attempts stored and the retry alarm after a failure.
 //! No decision is made here.
 
@@ -6,24 +6,24 @@ use super::*;
 use crate::bindings::{owner_index_name, OWNER_INDEX};
 use handoff_api::protocol::{self, IndexAsk};
 use handoff_core::outbox::Send;
-use handoff_core::session::{RowSend, Write};
+use handoff_core::decider::{RowSend, Write};
 use std::time::Duration;
 
 impl Object {
     /// Returns once the owner's index holds `version` (or a later one), so that a list started
     /// after the answer shows the change. Changes that arrive while a row send is on its way
-    /// wait for it; the session then sends only the newest row, so under concurrent changes
+    /// wait for it; the decider then sends only the newest row, so under concurrent changes
     /// one index write carries many of them. After a failure the alarm retries and the change
     /// is answered.
     pub(super) async fn send_rows_through(&self, version: u64) -> Result<()> {
         loop {
             let (taken, send, sending) = {
-                let mut session = self.inner.session.borrow_mut();
-                if session.is_taken(version) {
+                let mut decider = self.inner.decider.borrow_mut();
+                if decider.is_taken(version) {
                     (true, None, false)
                 } else {
-                    let send = session.poll_row_send();
-                    let sending = send.is_none() && session.is_sending();
+                    let send = decider.poll_row_send();
+                    let sending = send.is_none() && decider.is_sending();
                     (false, send, sending)
                 }
             };
@@ -41,11 +41,11 @@ impl Object {
         }
     }
 
-    /// Carries out one send, tells the session how it went, wakes the changes that waited for
+    /// Carries out one send, tells the decider how it went, wakes the changes that waited for
     /// it, and carries out what a failure leads to (the attempts stored, the retry alarm).
     pub(super) async fn send(&self, send: Send<RowSend>) -> Result<()> {
         let ok = self.send_row(&send).await;
-        let sent = self.inner.session.borrow_mut().on_row_sent(send.version, ok, now_ms());
+        let sent = self.inner.decider.borrow_mut().on_row_sent(send.version, ok, now_ms());
         for done in self.inner.awaiting_row_send.borrow_mut().drain(..) {
             let _gone = done.send(());
         }
@@ -66,7 +66,7 @@ impl Object {
     }
 
     /// Whether the owner's index took the row (and the rows it passed, for their notices); a
-    /// failure to reach it is logged once here, and the session retries it.
+    /// failure to reach it is logged once here, and the decider retries it.
     async fn send_row(&self, send: &Send<RowSend>) -> bool {
         match self.put_row(send).await {
             Ok(()) => true,

@@ -1,11 +1,11 @@
-//! A hand-off object's SQLite: the schema and its migration, the reads the session asks for,
+//! A hand-off object's SQLite: the schema and its migration, the reads the decider asks for,
 //! and one plan's writes in one `transactionSync` (all of them or none). The only code that
 //! writes this object's tables' SQL; it decides nothing, it turns each `Write` into its
 //! statement.
 
 use super::*;
 use handoff_core::idempotency::{KeyEntry, Remembered};
-use handoff_core::session::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
+use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.

@@ -26,9 +26,9 @@ pub(super) fn close_as_asked(ws: &WebSocket, code: usize) {
 }
 
 impl Object {
-    /// Accepts a socket the session admitted for `role`, owed at once what [`Watcher::open`] says.
+    /// Accepts a socket the decider admitted for `role`, owed at once what [`Watcher::open`] says.
     pub(super) fn accept_watch(&self, role: Role, after: u64, valid_until_s: i64, subprotocol: bool) -> Result<web_sys::Response> {
-        let h = self.inner.session.borrow().handoff().cloned();
+        let h = self.inner.decider.borrow().handoff().cloned();
         let Some(h) = h else {
             return Err(Error::RustError("a watch admitted without a hand-off".into()));
         };
@@ -70,7 +70,7 @@ impl Object {
         let Some(before) = attachment(ws) else {
             return Ok(());
         };
-        let h = self.inner.session.borrow().handoff().cloned();
+        let h = self.inner.decider.borrow().handoff().cloned();
         let Some(h) = h else {
             return Ok(());
         };

@@ -2,7 +2,7 @@ use super::*;
 use crate::wire::Json;
 use handoff_core::handoff::{self as core_handoff, apply, Change, Effect};
 use handoff_core::package::{ContinuedFrom, PackageRequest, RejectInput, RejectReason};
-use handoff_core::session::{HandoffAnswer, Wire};
+use handoff_core::decider::{HandoffAnswer, Wire};
 use handoff_core::time::Timestamp;
 use handoff_core::turn::Status;
 use handoff_core::work::{Item, WorkInput};

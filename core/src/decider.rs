@@ -1,28 +1,28 @@
-//! One hand-off's object as a value that performs no I/O: the session. It owns everything the
+//! One hand-off's object as a value that performs no I/O: the decider. It owns everything the
 //! object holds (the hand-off, the keys it remembers, what the owner's index is owed, who
 //! waits, the version waiters may be told), and decides everything a request causes.
 //!
 //! The object drives it as quinn's endpoint drives a connection:
-//! 1. it asks [`Session::next_read`] what to read for the ask, reads it from SQLite and hands
-//!    it over ([`Session::restore`], [`Session::restore_keys`], or the ask's [`Feed`]), until
+//! 1. it asks [`Decider::next_read`] what to read for the ask, reads it from SQLite and hands
+//!    it over ([`Decider::restore`], [`Decider::restore_keys`], or the ask's [`Feed`]), until
 //!    nothing more is needed;
-//! 2. it calls [`Session::handle`] with the time, which answers a [`Plan`]: the answer, the
+//! 2. it calls [`Decider::handle`] with the time, which answers a [`Plan`]: the answer, the
 //!    rows to write in one transaction (every size and cap already checked), the alarm, the
 //!    version to publish and the row send owed to the owner's index;
 //! 3. it writes the rows in one `transactionSync` and carries out the rest: after the commit is
-//!    confirmed [`Session::confirm`] says which waiters wake, and [`Session::poll_row_send`] /
-//!    [`Session::on_row_sent`] say what to send to the index and when to try again.
+//!    confirmed [`Decider::confirm`] says which waiters wake, and [`Decider::poll_row_send`] /
+//!    [`Decider::on_row_sent`] say what to send to the index and when to try again.
 //!
 //! The object checks no role, caps nothing, trims nothing and keeps no count of its own. A plan
 //! without [`Plan::publish`] or [`Plan::send_rows_through`] needs no I/O beyond SQLite, and the
 //! object answers it without an `await`.
 //!
-//! Invariants (asserted here, property-tested in `session/tests.rs`):
+//! Invariants (asserted here, property-tested in `decider/tests.rs`):
 //! - the version moves by exactly one per stored change, and a plan that writes no record
 //!   moves nothing;
-//! - a refusal writes nothing and changes nothing the session holds;
+//! - a refusal writes nothing and changes nothing the decider holds;
 //! - every value a plan writes is at most [`STORED_VALUE_BYTES_MAX`] bytes;
-//! - waiters are only ever woken with a version [`Session::confirm`]ed.
+//! - waiters are only ever woken with a version [`Decider::confirm`]ed.
 
 use crate::briefing::{self, Reach};
 use crate::error::{Code, Refusal};
@@ -200,15 +200,15 @@ fn waiter_cap_name(role: Role) -> &'static str {
 }
 
 // ---------------------------------------------------------------------------------------
-// What the object reads for the session
+// What the object reads for the decider
 // ---------------------------------------------------------------------------------------
 
-/// One read the session needs before it can handle an ask.
+/// One read the decider needs before it can handle an ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Read {
-    /// The stored hand-off, with its newest `lineage` lineage entries ([`Session::restore`]).
+    /// The stored hand-off, with its newest `lineage` lineage entries ([`Decider::restore`]).
     Handoff { lineage: usize },
-    /// Every remembered key's time and size ([`Session::restore_keys`]).
+    /// Every remembered key's time and size ([`Decider::restore_keys`]).
     Keys,
     /// The remembered answer of `key`, if remembered at or after `since` ([`Feed::key`]).
     Key { key: String, since: EpochMs },
@@ -294,7 +294,7 @@ fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 // What goes out
 // ---------------------------------------------------------------------------------------
 
-/// An answer the HTTP contract renders (`handoff_api::wire`): the session decides which
+/// An answer the HTTP contract renders (`handoff_api::wire`): the decider decides which
 /// answer, the contract its bytes and status.
 #[derive(Debug, Clone, Copy)]
 pub enum HandoffAnswer<'a> {
@@ -332,7 +332,7 @@ pub struct Rendered {
     pub replayed: bool,
 }
 
-/// The HTTP contract, as the session needs it: how an answer is written, and how a large
+/// The HTTP contract, as the decider needs it: how an answer is written, and how a large
 /// answer is kept without its package and rebuilt with it.
 pub trait Wire {
     fn render(&self, answer: HandoffAnswer<'_>) -> Rendered;
@@ -349,7 +349,7 @@ pub enum Write {
     /// The object's schema: the first write of a create.
     Schema,
     /// The record, and whether its row entered something a notice names (read back by
-    /// [`Session::restore`] for the outbox).
+    /// [`Decider::restore`] for the outbox).
     Record { json: String, entered: bool },
     Part { name: Part, json: String },
     Turn { turn: u64, entry: String },
@@ -399,8 +399,8 @@ pub enum Reply {
     /// `{"handoff": record}` of the hand-off as it is now, as `role` is answered it (the object
     /// renders it once per version and role).
     Record { role: Role },
-    /// A long-poll: the headers now, the body when [`Session::confirm`] wakes `waiter` or at
-    /// `timeout_ms`, then the version [`Session::published`] holds.
+    /// A long-poll: the headers now, the body when [`Decider::confirm`] wakes `waiter` or at
+    /// `timeout_ms`, then the version [`Decider::published`] holds.
     Hold { waiter: WaiterId, role: Role, timeout_ms: u64 },
     /// Accept a watching socket for `role` ([`watch::Watcher::open`] says what it is sent).
     Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool },
@@ -414,7 +414,7 @@ pub struct Plan {
     pub writes: Vec<Write>,
     /// After the commit: set the object's alarm then, unless one is pending (never awaited).
     pub alarm_at: Option<EpochMs>,
-    /// After the commit: once the runtime confirms it, [`Session::confirm`] this version.
+    /// After the commit: once the runtime confirms it, [`Decider::confirm`] this version.
     pub publish: Option<u64>,
     /// Then: send rows to the owner's index until it holds this version (read your writes).
     pub send_rows_through: Option<u64>,
@@ -456,7 +456,7 @@ impl RowSend {
     }
 }
 
-/// Who [`Session::confirm`] wakes: the waiters the confirmed version answers, and the
+/// Who [`Decider::confirm`] wakes: the waiters the confirmed version answers, and the
 /// hand-off they (and every watching socket) are told.
 #[derive(Debug, Clone)]
 pub struct Wake {
@@ -475,10 +475,10 @@ pub struct Sent {
 }
 
 // ---------------------------------------------------------------------------------------
-// The session
+// The decider
 // ---------------------------------------------------------------------------------------
 
-/// What the session knows of its stored hand-off.
+/// What the decider knows of its stored hand-off.
 #[derive(Debug, Clone)]
 enum Known {
     /// Not read yet in this object's lifetime.
@@ -489,7 +489,7 @@ enum Known {
 }
 
 #[derive(Debug)]
-pub struct Session {
+pub struct Decider {
     caps: Caps,
     handoff: Known,
     /// The remembered keys, once read.
@@ -507,9 +507,9 @@ pub struct Session {
     machine_tokens_from: u64,
 }
 
-impl Session {
-    pub fn new(caps: Caps) -> Session {
-        Session {
+impl Decider {
+    pub fn new(caps: Caps) -> Decider {
+        Decider {
             caps,
             handoff: Known::Unread,
             keys: None,
@@ -522,7 +522,7 @@ impl Session {
         }
     }
 
-    /// The hand-off as the session holds it now (committed, not always confirmed yet).
+    /// The hand-off as the decider holds it now (committed, not always confirmed yet).
     pub fn handoff(&self) -> Option<&Rc<Handoff>> {
         match &self.handoff {
             Known::Present(h) => Some(h),
@@ -665,7 +665,7 @@ impl Session {
         self.handoff().cloned()
     }
 
-    /// Decides everything `ask` causes. `feed` holds the reads [`Session::next_read`] asked for.
+    /// Decides everything `ask` causes. `feed` holds the reads [`Decider::next_read`] asked for.
     pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
         let Ask { caller, op, idempotency } = ask;
         let role = caller.role;
@@ -938,7 +938,7 @@ impl Session {
     }
 
     /// The writes of the next hand-off `h` (what moved of it, the history event, the trims of
-    /// the bounded tables), every value size-checked first; on success the session holds `h`,
+    /// the bounded tables), every value size-checked first; on success the decider holds `h`,
     /// and the plan publishes its version and sends its row.
     fn store(&mut self, h: Handoff, dirty: Dirty, kind: EventKind, actor: Role, now: EpochMs) -> Result<Staged, Refusal> {
         let record = &h.record;
