@@ -26,7 +26,7 @@ use handoff_core::role::{PerRole, Role};
 use handoff_core::decider::{Feed, Moment, Plan, Read, Rendered, Reply, Decider, Wire};
 use handoff_core::hooks::{Fault, PlanHook};
 use handoff_core::decider::{AfterAlarm, HandoffAnswer, EraseStep, Erasing};
-use handoff_core::index::{Admission, Row};
+use handoff_core::rows::{Admission, Row};
 use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
 use std::cell::{Cell, RefCell};

@@ -3,7 +3,7 @@
 //! `handoff-notify`'s endpoint rule; when a delivery is owed is `handoff_core::notice`.
 
 use crate::error::ApiError;
-use handoff_core::index::Row;
+use handoff_core::rows::Row;
 use handoff_core::json::parse_json;
 use handoff_core::notice::Notice;
 use handoff_core::owner;

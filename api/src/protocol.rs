@@ -102,9 +102,9 @@ pub enum IndexAsk {
     /// hold yet, oldest first: notices are owed along the chain (`notice::owed_chain`), and
     /// only `row` is stored.
     Put {
-        row: handoff_core::index::Row,
+        row: handoff_core::rows::Row,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        passed: Vec<handoff_core::index::Row>,
+        passed: Vec<handoff_core::rows::Row>,
         /// The life of the hand-off that sent it (its record's `incarnation`): a row of a
         /// life erased since is not taken.
         #[serde(default)]
@@ -113,7 +113,7 @@ pub enum IndexAsk {
     /// A page of the list; `if_none_match` is the client's header, so that a page it holds
     /// is answered 304 (`wire::index`).
     List {
-        query: handoff_core::index::ListQuery,
+        query: handoff_core::rows::ListQuery,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         if_none_match: Option<String>,
     },
@@ -128,7 +128,7 @@ pub enum IndexAsk {
     PushUnsubscribe { id: String },
     /// A new hand-off's first row: admitted and added when the owner holds fewer open
     /// hand-offs than the cap (answers `Admission`), in one step.
-    Open { row: handoff_core::index::Row },
+    Open { row: handoff_core::rows::Row },
     /// Life `incarnation` of the hand-off `id` was erased: its row and every delivery of it go.
     Drop {
         id: String,
@@ -206,7 +206,7 @@ mod tests {
     fn a_put_carries_its_passed_rows_oldest_first_and_names_none_when_there_are_none() {
         use handoff_core::time::Timestamp;
         use handoff_core::turn::{Briefed, Listed, State, Status};
-        let row = |version: u64, status: Status| handoff_core::index::Row {
+        let row = |version: u64, status: Status| handoff_core::rows::Row {
             id: "ho_1".into(),
             listed: Listed {
                 session: "s1".into(),

@@ -6,7 +6,7 @@ use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, Lat
 use handoff_core::error::{Code, Refusal};
 use crate::notifications::{Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks};
 use handoff_core::owner::{self, receiver::Receiver};
-use handoff_core::index::TooManyOpen;
+use handoff_core::rows::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
 use handoff_core::hooks::Fault;
@@ -235,7 +235,7 @@ impl Wire for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handoff_core::index::{Admission, Page};
+    use handoff_core::rows::{Admission, Page};
     use handoff_core::handoff::{self as core_handoff, apply, Change};
     use handoff_core::package::PackageRequest;
     use handoff_core::role::Role;

@@ -29,7 +29,7 @@ use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
 use crate::hooks::{Fault, HandoffHook, PlanHook};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
-use crate::index::{Admission, Row, TooManyOpen};
+use crate::rows::{Admission, Row, TooManyOpen};
 use crate::notice;
 use crate::retention::Retention;
 use crate::limits::{

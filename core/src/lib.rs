@@ -12,7 +12,7 @@ pub mod json;
 pub mod text;
 pub mod role;
 pub mod turn;
-pub mod index;
+pub mod rows;
 pub mod suggestion;
 pub mod runtimes;
 pub mod handoff;

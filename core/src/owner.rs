@@ -27,7 +27,7 @@ pub mod sending;
 
 use crate::error::{Code, Refusal};
 use crate::hooks::IndexHook;
-use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
+use crate::rows::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::limits::{ERASED_KEPT_MS, ERASED_KEPT_PER_OWNER_MAX};
 use crate::notice::{self, Notice};
 use crate::retention::Retention;

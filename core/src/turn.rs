@@ -103,7 +103,7 @@ pub struct ContinuedFrom {
 }
 
 /// A hand-off at a glance: its session, where it runs, and where its turn stands. The record
-/// keeps it and the owner's list repeats it ([`crate::index::Row`], whose summary is the open
+/// keeps it and the owner's list repeats it ([`crate::rows::Row`], whose summary is the open
 /// question's text while it waits), flattened into each, so both stay flat JSON objects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listed {

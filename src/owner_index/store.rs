@@ -6,7 +6,7 @@
 
 use crate::sqlite::count;
 use handoff_api::notifications::{PushPayload, WebhookBody};
-use handoff_core::index::Row;
+use handoff_core::rows::Row;
 use handoff_core::notice::Notice;
 use handoff_core::owner::receiver::{Delivery, DeliveryState, Receiver};
 use handoff_core::owner::{Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};

@@ -179,7 +179,7 @@ impl Driver {
                 }
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
-                Read::Admission { .. } => feed.admission = Some(crate::index::Admission::Yes),
+                Read::Admission { .. } => feed.admission = Some(crate::rows::Admission::Yes),
             }
         }
         let _ = self.decider.take_catch_up();

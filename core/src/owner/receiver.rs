@@ -5,7 +5,7 @@
 //! ends the delivery, schedules its retry or, for a push subscription that is gone, ends the
 //! receiver. A receiver keeps its newest [`Receiver::kept_finished`] finished deliveries.
 
-use crate::index::Row;
+use crate::rows::Row;
 use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_TIMEOUT_MS};
 use crate::notice::{self, Notice};
 use crate::time::{EpochMs, Timestamp};

@@ -337,7 +337,7 @@ fn the_open_cap_counts_open_rows_besides_the_new_one_and_a_refused_create_stores
     let again = run(&mut index, &mut mem, Ask::Open { row: row("ho_c", 1, Status::Running) }, T0 + 9);
     assert_eq!(again.answer, IndexAnswer::Admission(Admission::Yes), "a create's row again, in place of its own");
     let crowded = run(&mut index, &mut mem, Ask::Open { row: row("ho_d", 1, Status::Running) }, T0 + 10);
-    assert_eq!(crowded.answer, IndexAnswer::Admission(Admission::No(crate::index::TooManyOpen { open: 3, cap: 3 })));
+    assert_eq!(crowded.answer, IndexAnswer::Admission(Admission::No(crate::rows::TooManyOpen { open: 3, cap: 3 })));
     assert_eq!(crowded.writes, vec![], "a refused create writes nothing");
     assert!(!mem.list.contains_key("ho_d"));
 }
