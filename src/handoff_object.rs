@@ -226,7 +226,7 @@ fn settled_as(form: Form, answer: Result<Out>) -> JsValue {
 }
 
 /// What planning an ask has come to: the plan, or the admission it needs first.
-enum Step {
+enum Planning {
     Planned(Plan),
     Admit { ask: Box<Ask>, feed: Box<Feed>, owner: String, row: Box<Row> },
 }
@@ -248,8 +248,8 @@ impl Object {
         };
         let now = now_ms();
         let step = match self.plan(ask, Feed::default(), now) {
-            Ok(Step::Planned(plan)) => Ok(plan),
-            Ok(Step::Admit { ask, feed, owner, row }) => {
+            Ok(Planning::Planned(plan)) => Ok(plan),
+            Ok(Planning::Admit { ask, feed, owner, row }) => {
                 // A new hand-off: its owner's index admits its row before anything is stored.
                 let object = self.clone();
                 let admitted = async move {
@@ -290,7 +290,7 @@ impl Object {
 
     /// Reads what the decider asks for, then lets it decide; stops at the one read that needs
     /// an await (the owner index's admission of a new hand-off).
-    fn plan(&self, ask: Ask, mut feed: Feed, now: i64) -> Result<Step> {
+    fn plan(&self, ask: Ask, mut feed: Feed, now: i64) -> Result<Planning> {
         loop {
             let read = self.inner.decider.borrow().next_read(&ask, &feed, now);
             match read {
@@ -304,11 +304,11 @@ impl Object {
                 Some(Read::Turns { before, limit }) => feed.turns = Some(store::turns(&self.state.storage(), before, limit)?),
                 Some(Read::Sockets(role)) => feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len()),
                 Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
-                Some(Read::Admission { owner, row }) => return Ok(Step::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
+                Some(Read::Admission { owner, row }) => return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
             }
         }
         let at = Moment { now, random: js_sys::Math::random() };
-        Ok(Step::Planned(self.inner.decider.borrow_mut().handle(ask, feed, at, &Json)))
+        Ok(Planning::Planned(self.inner.decider.borrow_mut().handle(ask, feed, at, &Json)))
     }
 
     /// Asks the owner's index to admit a new hand-off's row, then plans and carries out the
@@ -316,8 +316,8 @@ impl Object {
     async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<Out> {
         feed.admission = Some(self.admission(owner, row).await?);
         let plan = match self.plan(ask, feed, now)? {
-            Step::Planned(plan) => plan,
-            Step::Admit { .. } => return Err(Error::RustError("the decider asked for a second admission".into())),
+            Planning::Planned(plan) => plan,
+            Planning::Admit { .. } => return Err(Error::RustError("the decider asked for a second admission".into())),
         };
         match self.carry_out_now(plan)? {
             Carried::Answered(out) => Ok(out),
