@@ -99,7 +99,7 @@ pub struct Webhook {
 
 impl Webhook {
     /// A stored webhook as listed.
-    pub fn of(entry: &owner::Entry) -> Webhook {
+    pub fn of(entry: &owner::StoredReceiver) -> Webhook {
         let url = match &entry.address {
             owner::Address::Webhook { url, .. } => url.clone(),
             owner::Address::Push { .. } => String::new(),
@@ -108,9 +108,9 @@ impl Webhook {
     }
 
     /// The index's receiver of this webhook and its `secret`.
-    pub fn entry(self, secret: String) -> owner::Entry {
+    pub fn entry(self, secret: String) -> owner::StoredReceiver {
         let events = events_named(&self.events);
-        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
+        owner::StoredReceiver { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
     }
 }
 
@@ -254,16 +254,16 @@ pub struct StoredSubscription {
 
 impl StoredSubscription {
     /// The index's receiver of this subscription.
-    pub fn entry(self) -> owner::Entry {
+    pub fn entry(self) -> owner::StoredReceiver {
         let events = events_named(&self.events);
         let address = owner::Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console };
-        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
+        owner::StoredReceiver { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
     }
 }
 
 impl PushSubscription {
     /// A stored subscription as listed: its origin, never its endpoint or keys.
-    pub fn of(entry: &owner::Entry) -> PushSubscription {
+    pub fn of(entry: &owner::StoredReceiver) -> PushSubscription {
         let origin = match &entry.address {
             owner::Address::Push { origin, .. } => origin.clone(),
             owner::Address::Webhook { .. } => String::new(),

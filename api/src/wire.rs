@@ -264,8 +264,8 @@ mod tests {
     #[test]
     fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_a_refusal_its_status_and_200_for_the_rest() {
         let address = owner::Address::Push { endpoint: "https://push.example/x".into(), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "c".into() };
-        let entry = owner::Entry { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
-        let hook = owner::Entry { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
+        let entry = owner::StoredReceiver { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
+        let hook = owner::StoredReceiver { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
         let page = Page { handoffs: vec![], cursor: None };
         let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3}"#;
         let listed_hook = r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;

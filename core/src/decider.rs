@@ -604,7 +604,7 @@ impl Decider {
         // is lost), rather than refusing the whole hand-off as an unreadable record would.
         for (version, row) in &stored.passed {
             let Ok(row) = read_json::<Row>("passed row", row) else { continue };
-            self.outbox.restore_passed(outbox::Entry { version: *version, row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
+            self.outbox.restore_passed(outbox::PassedRow { version: *version, row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
         }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);

@@ -36,9 +36,9 @@ pub struct Owed<R> {
     pub entered: bool,
 }
 
-/// A row of one version.
+/// A row of one version that a newer one passed (or is passing) before its row send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry<R> {
+pub struct PassedRow<R> {
     pub version: u64,
     pub row: R,
 }
@@ -48,7 +48,7 @@ pub struct Entry<R> {
 pub struct Send<R> {
     pub version: u64,
     pub row: R,
-    pub passed: Vec<Entry<R>>,
+    pub passed: Vec<PassedRow<R>>,
 }
 
 /// What a commit asks of storage, in the change's own transaction, so that the passed rows
@@ -58,7 +58,7 @@ pub struct Committed<R> {
     /// Set the safety alarm then, unless `None` (one is pending).
     pub alarm_at: Option<EpochMs>,
     /// Store this passed row.
-    pub pass: Option<Entry<R>>,
+    pub pass: Option<PassedRow<R>>,
     /// Delete the stored passed rows up to this version (dropped past the cap).
     pub unpass_through: Option<u64>,
 }
@@ -78,7 +78,7 @@ pub struct Outbox<R> {
     taken: u64,
     owed: Option<Owed<R>>,
     /// Rows older than `owed` that entered something and are not known taken, oldest first.
-    passed: Vec<Entry<R>>,
+    passed: Vec<PassedRow<R>>,
     /// Passed rows dropped past [`OUTBOX_PASSED_MAX`] in this object's lifetime.
     dropped: u64,
     /// The version of the send on its way.
@@ -110,7 +110,7 @@ impl<R: Clone> Outbox<R> {
         if self.owed.as_ref().is_none_or(|o| version > o.version) {
             let replaced = self.owed.replace(Owed { version, row, attempts: 0, entered });
             if let Some(o) = replaced.filter(|o| o.entered && o.version > self.taken) {
-                let entry = Entry { version: o.version, row: o.row };
+                let entry = PassedRow { version: o.version, row: o.row };
                 committed.pass = Some(entry.clone());
                 self.passed.push(entry);
                 if self.passed.len() > OUTBOX_PASSED_MAX {
@@ -140,7 +140,7 @@ impl<R: Clone> Outbox<R> {
 
     /// A passed row storage holds, read back with the owed row (after [`Outbox::restore`]).
     /// One no older than the owed row, taken, or already held is ignored; the rest stay in order.
-    pub fn restore_passed(&mut self, entry: Entry<R>) {
+    pub fn restore_passed(&mut self, entry: PassedRow<R>) {
         let older = self.owed.as_ref().is_none_or(|o| entry.version < o.version) && entry.version > self.taken;
         let position = self.passed.binary_search_by_key(&entry.version, |e| e.version);
         if let (true, Err(at)) = (older, position) {
@@ -212,7 +212,7 @@ impl<R: Clone> Outbox<R> {
     }
 
     /// The passed rows held, oldest first.
-    pub fn passed(&self) -> &[Entry<R>] {
+    pub fn passed(&self) -> &[PassedRow<R>] {
         &self.passed
     }
 

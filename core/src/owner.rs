@@ -85,7 +85,7 @@ impl Address {
 /// One receiver as stored: the events it is sent, and how many of its pending deliveries the
 /// owner's cap dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct StoredReceiver {
     pub id: String,
     pub events: Vec<Notice>,
     pub created_at: EpochMs,
@@ -93,7 +93,7 @@ pub struct Entry {
     pub address: Address,
 }
 
-impl Entry {
+impl StoredReceiver {
     pub fn receiver(&self) -> Receiver {
         self.address.receiver()
     }
@@ -125,7 +125,7 @@ pub enum Ask {
     Drop { id: String, incarnation: u64 },
     List { query: ListQuery, if_none_match: Option<String> },
     /// A new receiver, within its kind's cap.
-    AddReceiver(Entry),
+    AddReceiver(StoredReceiver),
     /// The receivers of one kind.
     Receivers(Receiver),
     /// A receiver and every delivery to it.
@@ -224,7 +224,7 @@ pub struct Waiting {
 
 /// A pending delivery's place: enough to drop it and count the drop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct PendingRef {
     pub seq: i64,
     pub receiver: Receiver,
     pub to: String,
@@ -236,9 +236,9 @@ pub struct Feed {
     pub tables: Option<Tables>,
     /// `Some` once read: the row held, if any.
     pub held: Option<Option<HeldRow>>,
-    pub receivers: Option<Vec<Entry>>,
+    pub receivers: Option<Vec<StoredReceiver>>,
     pub pending_count: Option<usize>,
-    pub oldest: Option<Vec<Place>>,
+    pub oldest: Option<Vec<PendingRef>>,
     pub open: Option<u64>,
     pub rows: Option<Vec<String>>,
     pub deliveries: Option<Vec<receiver::Delivery>>,
@@ -296,7 +296,7 @@ pub enum Write {
     Erased { id: String, incarnation: u64, at: EpochMs },
     /// Deletes the erased lives kept since before `before`, and all but the `keep` newest.
     TrimErased { before: EpochMs, keep: usize },
-    AddReceiver(Entry),
+    AddReceiver(StoredReceiver),
     /// Deletes the receiver and every delivery to it.
     RemoveReceiver { receiver: Receiver, id: String },
     /// A pending delivery of `notice` for `row` to receiver `to`, due at once; `key` makes its
@@ -326,8 +326,8 @@ pub enum IndexAnswer {
     Done,
     Page { page: Page, if_none_match: Option<String> },
     Admission(Admission),
-    Created(Entry),
-    Receivers { of: Receiver, entries: Vec<Entry> },
+    Created(StoredReceiver),
+    Receivers { of: Receiver, entries: Vec<StoredReceiver> },
     Deliveries { deliveries: Vec<receiver::Delivery>, dropped: u64 },
     /// A receiver removed.
     Removed,
@@ -584,7 +584,7 @@ impl Index {
         // A replay's delivery is ignored as it is written, so this may drop one more than
         // needed: never one too few.
         let over = receiver::over_cap(pending + owe.len(), self.bounds.pending_max);
-        let oldest: Vec<&Place> = feed.oldest.iter().flatten().take(over.min(pending)).collect();
+        let oldest: Vec<&PendingRef> = feed.oldest.iter().flatten().take(over.min(pending)).collect();
         let unwritten = over.saturating_sub(oldest.len()).min(owe.len());
         let mut counts: Vec<(Receiver, String, u64)> = Vec::new();
         let mut count = |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
@@ -783,7 +783,7 @@ fn held<'a>(feed: &Feed, readable: Option<&'a Row>) -> Option<list::Held<'a>> {
 }
 
 /// The subscribers the core's `owed` reads, from the receivers as stored.
-fn subscribers(receivers: &[Entry]) -> Vec<Subscriber<'_>> {
+fn subscribers(receivers: &[StoredReceiver]) -> Vec<Subscriber<'_>> {
     receivers.iter().map(|e| Subscriber { receiver: e.receiver(), id: &e.id, events: &e.events }).collect()
 }
 
@@ -801,7 +801,7 @@ fn list_page(query: &ListQuery, if_none_match: Option<String>, texts: Vec<String
 }
 
 /// A new receiver, within its kind's cap (the tables written first where the owner has none).
-fn add_receiver(tables: Tables, entry: Entry, receivers: Vec<Entry>) -> Plan {
+fn add_receiver(tables: Tables, entry: StoredReceiver, receivers: Vec<StoredReceiver>) -> Plan {
     let held = receivers.iter().filter(|e| e.receiver() == entry.receiver()).count();
     let admitted = match entry.receiver() {
         Receiver::Webhook => notice::admit_webhook(held),

@@ -9,7 +9,7 @@ use handoff_api::notifications::{PushPayload, WebhookBody};
 use handoff_core::rows::Row;
 use handoff_core::notice::Notice;
 use handoff_core::owner::receiver::{Delivery, DeliveryState, Receiver};
-use handoff_core::owner::{Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};
+use handoff_core::owner::{Address, DeliveryFacts, StoredReceiver, Feed, HandoffFacts, HeldRow, PendingRef, Read, Tables, Waiting, Write};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use wasm_bindgen::JsValue;
@@ -186,12 +186,12 @@ struct ReceiverStored {
 }
 
 impl ReceiverStored {
-    fn entry(self, kind: Receiver) -> Entry {
+    fn entry(self, kind: Receiver) -> StoredReceiver {
         let address = match kind {
             Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
             Receiver::Push => Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console },
         };
-        Entry { id: self.id, events: events_of(&self.events), created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }
+        StoredReceiver { id: self.id, events: events_of(&self.events), created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }
     }
 }
 
@@ -299,7 +299,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
         Read::OldestPending { limit } => {
             let stored: Vec<PlaceStored> =
                 sql.exec("SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?", vec![(*limit as i64).into()])?.to_array()?;
-            let places = stored.into_iter().filter_map(|p| Some(Place { seq: p.seq, receiver: Receiver::parse(&p.kind)?, to: p.receiver }));
+            let places = stored.into_iter().filter_map(|p| Some(PendingRef { seq: p.seq, receiver: Receiver::parse(&p.kind)?, to: p.receiver }));
             feed.oldest = Some(places.collect());
         }
         Read::OpenCount { except } => {
@@ -475,7 +475,7 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
-fn add_receiver(entry: &Entry) -> Statement {
+fn add_receiver(entry: &StoredReceiver) -> Statement {
     let events = entry.events.iter().map(|e| e.name()).collect::<Vec<_>>().join(",");
     match &entry.address {
         Address::Webhook { url, secret } => (

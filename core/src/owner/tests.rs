@@ -25,13 +25,13 @@ fn row(id: &str, version: u64, status: Status) -> Row {
     row_at(id, version, status, State::Open, T0 + version as i64)
 }
 
-fn webhook(id: &str, events: &[Notice], at: EpochMs) -> Entry {
-    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
+fn webhook(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
+    StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
 }
 
-fn subscription(id: &str, events: &[Notice], at: EpochMs) -> Entry {
+fn subscription(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
     let address = Address::Push { endpoint: format!("https://push.example/{id}"), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "https://console.example".into() };
-    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
+    StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
 }
 
 /// One delivery as the in-memory store holds it.
@@ -59,7 +59,7 @@ struct Stored {
 struct Mem {
     tables: Tables,
     list: BTreeMap<String, (u64, EpochMs, State, String)>,
-    receivers: Vec<Entry>,
+    receivers: Vec<StoredReceiver>,
     deliveries: BTreeMap<i64, Stored>,
     next_seq: i64,
     /// The erased lives: `id` → (life, when).
@@ -82,13 +82,13 @@ impl Mem {
             Read::Tables => feed.tables = Some(self.tables),
             Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
             Read::Receivers { of } => {
-                let mut entries: Vec<Entry> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
+                let mut entries: Vec<StoredReceiver> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
                 entries.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
                 feed.receivers = Some(entries);
             }
             Read::PendingCount => feed.pending_count = Some(self.pending().count()),
             Read::OldestPending { limit } => {
-                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| Place { seq: *seq, receiver: d.receiver, to: d.to.clone() }).collect())
+                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| PendingRef { seq: *seq, receiver: d.receiver, to: d.to.clone() }).collect())
             }
             Read::OpenCount { except } => feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64),
             Read::Rows { state, after, limit } => {
