@@ -7,7 +7,7 @@ use handoff_api::admission::Setting;
 use handoff_api::error::ApiError;
 use handoff_api::token::{self, Expect};
 use handoff_core::role::PerRole;
-use handoff_core::session::Caps;
+use handoff_core::decider::Caps;
 use worker::{console_error, web_sys, Env, Result};
 
 /// The hand-offs' Durable Object namespace, as in wrangler.toml.

@@ -1,18 +1,18 @@
 //! `HandoffObject`: the Durable Object that holds one hand-off. It carries out what the core's
-//! [`Session`] decides: it reads what the session asks for, hands it the ask, writes the plan's
-//! rows in one transaction, and does the rest (publishes, wakes, delivers, answers). It checks
+//! [`Decider`] decides: it reads what the decider asks for, hands it the ask, writes the plan's
+//! rows in one transaction, and does the rest (publishes, wakes, sends rows, answers). It checks
 //! no role, caps nothing and trims nothing.
 //!
-//! - this file: the runtime's entry points (`fetch`, one ask; `alarm`, the delivery's retry;
+//! - this file: the runtime's entry points (`fetch`, one ask; `alarm`, the row send's retry;
 //!   the watch's three socket events), exported by `#[wasm_bindgen]` itself, and carrying out
 //!   a plan;
 //! - `store.rs`: the schema, the reads and one plan's writes;
-//! - `delivery.rs`: sending the owner's index what the session says it is owed;
+//! - `row_send.rs`: sending the owner's index what the decider says it is owed;
 //! - `waits.rs`: a held wait's streamed answer and its place;
 //! - `watch.rs`: the hibernatable WebSockets of `GET …/watch`.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-mod delivery;
+mod row_send;
 mod store;
 mod waits;
 mod watch;
@@ -23,9 +23,10 @@ use handoff_api::protocol::{self, Ask, IndexAsk};
 use handoff_api::wire::Json;
 use handoff_core::handoff::Handoff;
 use handoff_core::role::{PerRole, Role};
-use handoff_core::session::{Feed, Moment, Plan, Read, Rendered, Reply, Session, Wire};
-use handoff_core::session::{AfterAlarm, Answer, EraseStep, Erasing, Fault};
-use handoff_core::index::{Admission, Row};
+use handoff_core::decider::{Feed, Moment, Plan, Read, Rendered, Reply, Decider, Wire};
+use handoff_core::hooks::{Fault, PlanHook};
+use handoff_core::decider::{AfterAlarm, HandoffAnswer, EraseStep, Erasing};
+use handoff_core::rows::{Admission, Row};
 use handoff_core::retention::Retention;
 use handoff_core::waiters::WaiterId;
 use std::cell::{Cell, RefCell};
@@ -60,15 +61,15 @@ pub(crate) struct Object {
 /// One version's rendered record: `(version, frame)`.
 type Frame = (u64, Rc<str>);
 
-/// What the object holds in memory: the session, and what carrying out its plans needs.
+/// What the object holds in memory: the decider, and what carrying out its plans needs.
 pub(crate) struct Inner {
-    session: RefCell<Session>,
+    decider: RefCell<Decider>,
     /// `{"handoff": record}` as each role is answered it, rendered once per version.
     frames: RefCell<PerRole<Option<Frame>>>,
-    /// Each held wait's answer channel, under the place the session gave it.
+    /// Each held wait's answer channel, under the place the decider gave it.
     waiting: RefCell<BTreeMap<WaiterId, futures::channel::oneshot::Sender<Rc<str>>>>,
-    /// Changes waiting for the delivery on its way.
-    delivering: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
+    /// Changes waiting for the row send on its way.
+    awaiting_row_send: RefCell<Vec<futures::channel::oneshot::Sender<()>>>,
     /// Test hook: the failure armed for the next change.
     fault: Cell<Option<Fault>>,
     /// Test hook: how far ahead of the runtime's clock the alarm judges retention.
@@ -85,14 +86,14 @@ impl Inner {
                 return frame.clone();
             }
         }
-        let frame: Rc<str> = Json.render(Answer::Record { h, role }).body.into();
+        let frame: Rc<str> = Json.render(HandoffAnswer::Record { h, role }).body.into();
         frames[role] = Some((version, frame.clone()));
         frame
     }
 
     /// A commit (or its confirmation) failed: what memory holds may never have been stored.
     fn forget(&self) {
-        self.session.borrow_mut().failed();
+        self.decider.borrow_mut().failed();
         self.frames.replace(PerRole::default());
     }
 }
@@ -110,10 +111,10 @@ impl HandoffObject {
         watch::answer_pings(&state);
         let caps = bindings::caps(&env);
         let inner = Inner {
-            session: RefCell::new(Session::new(caps)),
+            decider: RefCell::new(Decider::new(caps)),
             frames: RefCell::new(PerRole::default()),
             waiting: RefCell::new(BTreeMap::new()),
-            delivering: RefCell::new(Vec::new()),
+            awaiting_row_send: RefCell::new(Vec::new()),
             fault: Cell::new(None),
             clock_ahead_ms: Cell::new(0),
         };
@@ -150,7 +151,7 @@ impl HandoffObject {
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
-        self.object.retry_delivery().await.map(JsValue::from).map_err(JsValue::from)
+        self.object.retry_row_send().await.map(JsValue::from).map_err(JsValue::from)
     }
 
     #[wasm_bindgen(js_name = webSocketMessage)]
@@ -225,7 +226,7 @@ fn settled_as(form: Form, answer: Result<Out>) -> JsValue {
 }
 
 /// What planning an ask has come to: the plan, or the admission it needs first.
-enum Step {
+enum Planning {
     Planned(Plan),
     Admit { ask: Box<Ask>, feed: Box<Feed>, owner: String, row: Box<Row> },
 }
@@ -233,7 +234,7 @@ enum Step {
 /// What carrying out a plan has come to once nothing more can be done without an await.
 enum Carried {
     Answered(Out),
-    /// Its writes are committed; its publication and delivery are owed.
+    /// Its writes are committed; its publication and row send are owed.
     Owing(Plan),
 }
 
@@ -247,8 +248,8 @@ impl Object {
         };
         let now = now_ms();
         let step = match self.plan(ask, Feed::default(), now) {
-            Ok(Step::Planned(plan)) => Ok(plan),
-            Ok(Step::Admit { ask, feed, owner, row }) => {
+            Ok(Planning::Planned(plan)) => Ok(plan),
+            Ok(Planning::Admit { ask, feed, owner, row }) => {
                 // A new hand-off: its owner's index admits its row before anything is stored.
                 let object = self.clone();
                 let admitted = async move {
@@ -287,27 +288,27 @@ impl Object {
         Out::store_failed(what, e)
     }
 
-    /// Reads what the session asks for, then lets it decide; stops at the one read that needs
+    /// Reads what the decider asks for, then lets it decide; stops at the one read that needs
     /// an await (the owner index's admission of a new hand-off).
-    fn plan(&self, ask: Ask, mut feed: Feed, now: i64) -> Result<Step> {
+    fn plan(&self, ask: Ask, mut feed: Feed, now: i64) -> Result<Planning> {
         loop {
-            let read = self.inner.session.borrow().next_read(&ask, &feed, now);
+            let read = self.inner.decider.borrow().next_read(&ask, &feed, now);
             match read {
                 None => break,
                 Some(Read::Handoff { lineage }) => self.restore(lineage)?,
                 Some(Read::Keys) => {
                     let keys = store::keys(&self.state.storage())?;
-                    self.inner.session.borrow_mut().restore_keys(keys);
+                    self.inner.decider.borrow_mut().restore_keys(keys);
                 }
                 Some(Read::Key { key, since }) => feed.key = Some(store::key(&self.state.storage(), &key, since)?),
                 Some(Read::Turns { before, limit }) => feed.turns = Some(store::turns(&self.state.storage(), before, limit)?),
                 Some(Read::Sockets(role)) => feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len()),
                 Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
-                Some(Read::Admission { owner, row }) => return Ok(Step::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
+                Some(Read::Admission { owner, row }) => return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
             }
         }
         let at = Moment { now, random: js_sys::Math::random() };
-        Ok(Step::Planned(self.inner.session.borrow_mut().handle(ask, feed, at, &Json)))
+        Ok(Planning::Planned(self.inner.decider.borrow_mut().handle(ask, feed, at, &Json)))
     }
 
     /// Asks the owner's index to admit a new hand-off's row, then plans and carries out the
@@ -315,8 +316,8 @@ impl Object {
     async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<Out> {
         feed.admission = Some(self.admission(owner, row).await?);
         let plan = match self.plan(ask, feed, now)? {
-            Step::Planned(plan) => plan,
-            Step::Admit { .. } => return Err(Error::RustError("the session asked for a second admission".into())),
+            Planning::Planned(plan) => plan,
+            Planning::Admit { .. } => return Err(Error::RustError("the decider asked for a second admission".into())),
         };
         match self.carry_out_now(plan)? {
             Carried::Answered(out) => Ok(out),
@@ -324,12 +325,12 @@ impl Object {
         }
     }
 
-    /// Reads the stored hand-off into the session, then compares every watching socket with it.
+    /// Reads the stored hand-off into the decider, then compares every watching socket with it.
     fn restore(&self, lineage: usize) -> Result<()> {
         let stored = store::load(&self.state.storage(), lineage)?;
-        let restored = self.inner.session.borrow_mut().restore(stored);
+        let restored = self.inner.decider.borrow_mut().restore(stored);
         restored.map_err(|e| Error::RustError(e.to_string()))?;
-        let catch_up = self.inner.session.borrow_mut().take_catch_up();
+        let catch_up = self.inner.decider.borrow_mut().take_catch_up();
         if let Some(h) = catch_up {
             self.fan_out(&h);
         }
@@ -338,7 +339,7 @@ impl Object {
 
     /// Reads the stored hand-off for what is not an ask (the alarm, a socket's message).
     fn ensure_restored(&self) -> Result<()> {
-        let needs = self.inner.session.borrow().needs_handoff();
+        let needs = self.inner.decider.borrow().needs_handoff();
         match needs {
             Some(Read::Handoff { lineage }) => self.restore(lineage),
             _ => Ok(()),
@@ -346,17 +347,18 @@ impl Object {
     }
 
     /// Carries out what of `plan` needs no await: its writes in one transaction and its alarm,
-    /// then its answer when it neither publishes nor delivers.
+    /// then its answer when it neither publishes nor sends rows.
     fn carry_out_now(&self, plan: Plan) -> Result<Carried> {
         if let Some(log) = &plan.log {
             console_error!("{log}");
         }
-        if let Some(fault) = plan.arm {
-            self.inner.fault.set(Some(fault));
-        }
-        if let Some(ahead_ms) = plan.advance_clock_ms {
-            self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
-            crate::alarm::set(self.state.storage().as_raw(), now_ms(), "a test's clock moved ahead")?;
+        match plan.hook {
+            None => {}
+            Some(PlanHook::Arm(fault)) => self.inner.fault.set(Some(fault)),
+            Some(PlanHook::AdvanceClockMs(ahead_ms)) => {
+                self.inner.clock_ahead_ms.set(self.inner.clock_ahead_ms.get().saturating_add(ahead_ms));
+                crate::alarm::set(self.state.storage().as_raw(), now_ms(), "a test's clock moved ahead")?;
+            }
         }
         if !plan.writes.is_empty() {
             let fault = self.inner.fault.take();
@@ -376,13 +378,13 @@ impl Object {
         self.reply(plan.reply).map(Carried::Answered)
     }
 
-    /// The rest of a plan: its publication, then its delivery, then its answer.
+    /// The rest of a plan: its publication, then its row send, then its answer.
     async fn finish(&self, plan: Plan) -> Result<Out> {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }
-        if let Some(version) = plan.deliver_through {
-            self.deliver_through(version).await?;
+        if let Some(version) = plan.send_rows_through {
+            self.send_rows_through(version).await?;
         }
         if plan.erase {
             // A failed DELETE answers 503 and the owner asks again; the hand-off stays whole.
@@ -392,12 +394,12 @@ impl Object {
     }
 
     /// Once the runtime confirms the commit of `version`, it is what waiters are told: the
-    /// session says which it wakes, and every watching socket is compared with it. Waking
+    /// decider says which it wakes, and every watching socket is compared with it. Waking
     /// earlier would hand a waiter a body chunk on a response already under way, which the
     /// output gate may not hold back, so a failed commit could show it a version that never was.
     async fn publish(&self, version: u64) -> Result<()> {
         self.state.storage().sync().await?;
-        let wake = self.inner.session.borrow_mut().confirm(version);
+        let wake = self.inner.decider.borrow_mut().confirm(version);
         let Some(wake) = wake else {
             return Ok(());
         };
@@ -416,7 +418,7 @@ impl Object {
         match reply {
             Reply::Rendered(rendered) => Ok(respond(rendered)),
             Reply::Record { role } => {
-                let h = self.inner.session.borrow().handoff().cloned();
+                let h = self.inner.decider.borrow().handoff().cloned();
                 let Some(h) = h else {
                     return Err(Error::RustError("a record answer without a hand-off".into()));
                 };
@@ -428,20 +430,20 @@ impl Object {
         }
     }
 
-    /// Retries what the owner's index is still owed: after a failed delivery, or after a
-    /// Worker that died between a change and its delivery (the safety alarm).
-    async fn retry_delivery(&self) -> Result<web_sys::Response> {
+    /// Retries what the owner's index is still owed: after a failed row send, or after a
+    /// Worker that died between a change and its row send (the safety alarm).
+    async fn retry_row_send(&self) -> Result<web_sys::Response> {
         if let Err(e) = self.ensure_restored() {
             self.inner.forget();
             return Err(e);
         }
-        let mut next = self.inner.session.borrow_mut().on_alarm();
+        let mut next = self.inner.decider.borrow_mut().on_alarm();
         while let Some(send) = next {
             self.send(send).await?;
-            next = self.inner.session.borrow_mut().poll_send();
+            next = self.inner.decider.borrow_mut().poll_row_send();
         }
         let ahead_ms = self.inner.clock_ahead_ms.get();
-        let after = self.inner.session.borrow().after_alarm(now_ms().saturating_add(ahead_ms), self.retention);
+        let after = self.inner.decider.borrow().after_alarm(now_ms().saturating_add(ahead_ms), self.retention);
         match after {
             AfterAlarm::Nothing => {}
             AfterAlarm::At(at) => self.set_alarm_at(at.saturating_sub(ahead_ms))?,
@@ -469,17 +471,17 @@ impl Object {
         crate::alarm::set(self.state.storage().as_raw(), at, "a hand-off's next alarm")
     }
 
-    /// Carries out the session's erase of the hand-off held, one step at a time, each outcome
-    /// fed back (`Session::on_erase_step`). A failure leaves the hand-off whole; the error says
+    /// Carries out the decider's erase of the hand-off held, one step at a time, each outcome
+    /// fed back (`Decider::on_erase_step`). A failure leaves the hand-off whole; the error says
     /// which step failed, and the time to erase again is the alarm's to set.
     async fn erase(&self) -> std::result::Result<(), (Error, i64)> {
-        let Some(mut erasure) = self.inner.session.borrow().erasure() else {
+        let Some(mut erasure) = self.inner.decider.borrow().erasure() else {
             return Ok(());
         };
         let mut next = erasure.first().cloned();
         while let Some(step) = next {
             let done = self.erase_step(&step).await;
-            let progress = self.inner.session.borrow_mut().on_erase_step(&mut erasure, done.is_ok(), now_ms());
+            let progress = self.inner.decider.borrow_mut().on_erase_step(&mut erasure, done.is_ok(), now_ms());
             next = match progress {
                 Erasing::Next(step) => Some(step),
                 Erasing::Done => None,

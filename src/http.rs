@@ -92,7 +92,7 @@ impl Plain {
     }
 
     /// An answer the wire rendered, with the headers it named.
-    pub fn rendered(r: handoff_core::session::Rendered, headers: Vec<(&'static str, String)>) -> Plain {
+    pub fn rendered(r: handoff_core::decider::Rendered, headers: Vec<(&'static str, String)>) -> Plain {
         Plain::new(r.status, r.content_type, r.body.into_bytes(), r.replayed, headers)
     }
 
@@ -151,7 +151,7 @@ pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
 }
 
 /// An answer the wire rendered, with the headers it named.
-pub fn rendered(r: handoff_core::session::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
+pub fn rendered(r: handoff_core::decider::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
     Ok(Plain::rendered(r, headers.to_vec()).response()?)
 }
 

@@ -78,7 +78,7 @@ impl OwnerIndex {
         }
         match Driver::drive(&self.driver, ask.into_owner()) {
             Ok(plan) => {
-                if let owner::Answer::Unavailable(cause) = &plan.answer {
+                if let owner::IndexAnswer::Unavailable(cause) = &plan.answer {
                     console_error!("owner index: {cause}");
                 }
                 let (rendered, headers) = handoff_api::wire::index(&plan.answer);

@@ -16,7 +16,7 @@ use handoff_api::input::CreateInput;
 use handoff_api::notifications;
 use handoff_api::protocol::{self, Ask};
 use handoff_api::routes::Kind;
-use handoff_core::session::JSON;
+use handoff_core::decider::JSON;
 use serde::Serialize;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;

@@ -127,7 +127,7 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
     let offered = if upgrade { Some(watch::offered(head.websocket_protocol.as_deref())?) } else { None };
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let claims = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
-    handoff_core::session::admit_role(route.role, claims.role)?;
+    handoff_core::decider::admit_role(route.role, claims.role)?;
     let signed = Signed { claims, key: key.to_string() };
     admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1))
 }

@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use handoff_core::briefing::ReachKind;
-use handoff_core::index::{Cursor, ListQuery};
+use handoff_core::rows::{Cursor, ListQuery};
 use handoff_core::json::Checked;
 use handoff_core::limits::{
     ACCEPTANCE_CRITERIA_MAX, BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, ID_CHARS_MAX,

@@ -3,7 +3,7 @@
 //! `handoff-notify`'s endpoint rule; when a delivery is owed is `handoff_core::notice`.
 
 use crate::error::ApiError;
-use handoff_core::index::Row;
+use handoff_core::rows::Row;
 use handoff_core::json::parse_json;
 use handoff_core::notice::Notice;
 use handoff_core::owner;
@@ -99,7 +99,7 @@ pub struct Webhook {
 
 impl Webhook {
     /// A stored webhook as listed.
-    pub fn of(entry: &owner::Entry) -> Webhook {
+    pub fn of(entry: &owner::StoredReceiver) -> Webhook {
         let url = match &entry.address {
             owner::Address::Webhook { url, .. } => url.clone(),
             owner::Address::Push { .. } => String::new(),
@@ -108,9 +108,9 @@ impl Webhook {
     }
 
     /// The index's receiver of this webhook and its `secret`.
-    pub fn entry(self, secret: String) -> owner::Entry {
+    pub fn entry(self, secret: String) -> owner::StoredReceiver {
         let events = events_named(&self.events);
-        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
+        owner::StoredReceiver { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address: owner::Address::Webhook { url: self.url, secret } }
     }
 }
 
@@ -254,16 +254,16 @@ pub struct StoredSubscription {
 
 impl StoredSubscription {
     /// The index's receiver of this subscription.
-    pub fn entry(self) -> owner::Entry {
+    pub fn entry(self) -> owner::StoredReceiver {
         let events = events_named(&self.events);
         let address = owner::Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console };
-        owner::Entry { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
+        owner::StoredReceiver { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
     }
 }
 
 impl PushSubscription {
     /// A stored subscription as listed: its origin, never its endpoint or keys.
-    pub fn of(entry: &owner::Entry) -> PushSubscription {
+    pub fn of(entry: &owner::StoredReceiver) -> PushSubscription {
         let origin = match &entry.address {
             owner::Address::Push { origin, .. } => origin.clone(),
             owner::Address::Webhook { .. } => String::new(),
@@ -465,7 +465,7 @@ mod tests {
     #[test]
     fn a_push_for_an_open_question_carries_its_id_and_options_and_still_fits_with_six_maximal_labels_and_a_maximal_summary() {
         use handoff_core::limits::{ID_CHARS_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX};
-        use handoff_core::question::{Answer, Kind, Question, QuestionInput};
+        use handoff_core::question::{Pick, Kind, Question, QuestionInput};
         // `"` and `\` take two bytes each in JSON, the most any allowed character takes.
         let options = (0..QUESTION_OPTIONS_MAX)
             .map(|i| Choice { id: format!("{i}").repeat(QUESTION_OPTION_ID_CHARS_MAX), label: "\"".repeat(QUESTION_LABEL_BYTES_MAX) })
@@ -499,7 +499,7 @@ mod tests {
         assert!(bytes.len() <= handoff_notify::limits::PUSH_PLAINTEXT_BYTES_MAX, "{} bytes", bytes.len());
 
         // Answered, it offers nothing to answer.
-        row.question.as_mut().unwrap().answer = Some(Answer { option: "000".into(), note: None, answered_at: Timestamp::from_ms(1) });
+        row.question.as_mut().unwrap().answer = Some(Pick { option: "000".into(), note: None, answered_at: Timestamp::from_ms(1) });
         assert_eq!(PushPayload::of(Notice::NeedsYou, &row, &console).question, None);
     }
 

@@ -88,7 +88,8 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
     Ok(envelope.ask)
 }
 
-pub use handoff_core::session::{Ask, Caller, Fault, Idempotency, Op, Reaching};
+pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
+pub use handoff_core::decider::{Ask, Caller, Idempotency, Op, Reaching};
 
 /// What an owner's index object is asked. Externally tagged (`{"put": {…}}`): an internal tag
 /// makes serde buffer the whole ask and read each variant's fields a second way, which cost the
@@ -96,14 +97,14 @@ pub use handoff_core::session::{Ask, Caller, Fault, Idempotency, Op, Reaching};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IndexAsk {
-    /// A hand-off's row, delivered from its outbox; kept only if its version is higher. `passed`
+    /// A hand-off's row, sent from its outbox; kept only if its version is higher. `passed`
     /// are older rows of it that entered something a notice names and that the index may not
     /// hold yet, oldest first: notices are owed along the chain (`notice::owed_chain`), and
     /// only `row` is stored.
     Put {
-        row: handoff_core::index::Row,
+        row: handoff_core::rows::Row,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        passed: Vec<handoff_core::index::Row>,
+        passed: Vec<handoff_core::rows::Row>,
         /// The life of the hand-off that sent it (its record's `incarnation`): a row of a
         /// life erased since is not taken.
         #[serde(default)]
@@ -112,39 +113,30 @@ pub enum IndexAsk {
     /// A page of the list; `if_none_match` is the client's header, so that a page it holds
     /// is answered 304 (`wire::index`).
     List {
-        query: handoff_core::index::ListQuery,
+        query: handoff_core::rows::ListQuery,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         if_none_match: Option<String>,
     },
-    /// Test hook (only where test hooks are on): refuse deliveries while on.
-    RefuseDeliveries { on: bool },
-    /// Test hook: what this index's storage holds.
-    TestStorage,
-    /// Test hook: store a row under `id` that no build can read, as a damaged value would be.
-    TestPutUnreadable { id: String },
     /// `POST /v1/webhooks`: the webhook (its id and secret drawn by the Worker), if it fits.
     WebhookAdd { webhook: crate::notifications::Webhook, secret: String },
     WebhookList,
     WebhookDelete { id: String },
     WebhookDeliveries { id: String },
-    /// Test hook: while on, deliveries owed are stored but not sent (as if the runtime died
-    /// between the commit and the send).
-    TestHoldWebhooks { on: bool },
     /// `POST /v1/push/subscriptions`: the subscription (its id drawn by the Worker), if it fits.
     PushSubscribe { subscription: crate::notifications::StoredSubscription },
     PushSubscriptions,
     PushUnsubscribe { id: String },
     /// A new hand-off's first row: admitted and added when the owner holds fewer open
     /// hand-offs than the cap (answers `Admission`), in one step.
-    Open { row: handoff_core::index::Row },
+    Open { row: handoff_core::rows::Row },
     /// Life `incarnation` of the hand-off `id` was erased: its row and every delivery of it go.
     Drop {
         id: String,
         #[serde(default)]
         incarnation: u64,
     },
-    /// Test hook: what the index stores of hand-off `id` (its row, its deliveries, its erased life).
-    TestStorageOf { id: String },
+    /// Test hooks (only where test hooks are on).
+    Hook(IndexHook),
 }
 
 impl IndexAsk {
@@ -154,20 +146,16 @@ impl IndexAsk {
         match self {
             IndexAsk::Put { row, passed, incarnation } => owner::Ask::Put { row, passed, incarnation },
             IndexAsk::List { query, if_none_match } => owner::Ask::List { query, if_none_match },
-            IndexAsk::RefuseDeliveries { on } => owner::Ask::Refuse { on },
-            IndexAsk::TestStorage => owner::Ask::Storage,
-            IndexAsk::TestPutUnreadable { id } => owner::Ask::PutUnreadable { id },
             IndexAsk::WebhookAdd { webhook, secret } => owner::Ask::AddReceiver(webhook.entry(secret)),
             IndexAsk::WebhookList => owner::Ask::Receivers(Receiver::Webhook),
             IndexAsk::WebhookDelete { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Webhook, id },
             IndexAsk::WebhookDeliveries { id } => owner::Ask::Deliveries { id },
-            IndexAsk::TestHoldWebhooks { on } => owner::Ask::Hold { on },
             IndexAsk::PushSubscribe { subscription } => owner::Ask::AddReceiver(subscription.entry()),
             IndexAsk::PushSubscriptions => owner::Ask::Receivers(Receiver::Push),
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
             IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
-            IndexAsk::TestStorageOf { id } => owner::Ask::StorageOf { id },
+            IndexAsk::Hook(hook) => owner::Ask::Hook(hook),
         }
     }
 }
@@ -210,7 +198,7 @@ mod tests {
         let text = encode(&ask()).unwrap();
         assert!(text.starts_with(&format!("{{\"v\":{PROTOCOL_VERSION},\"ask\":")), "{text}");
         assert_eq!(decode::<Ask>(&text).unwrap(), ask());
-        let put = IndexAsk::RefuseDeliveries { on: true };
+        let put = IndexAsk::Hook(IndexHook::RefuseRows { on: true });
         assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
     }
 
@@ -218,7 +206,7 @@ mod tests {
     fn a_put_carries_its_passed_rows_oldest_first_and_names_none_when_there_are_none() {
         use handoff_core::time::Timestamp;
         use handoff_core::turn::{Briefed, Listed, State, Status};
-        let row = |version: u64, status: Status| handoff_core::index::Row {
+        let row = |version: u64, status: Status| handoff_core::rows::Row {
             id: "ho_1".into(),
             listed: Listed {
                 session: "s1".into(),
@@ -263,7 +251,7 @@ mod tests {
         assert!(value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{value}");
         assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
         assert!(decode_header::<Ask>("not base64!").is_err());
-        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::RefuseDeliveries { on: true }).unwrap()).is_err());
+        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::Hook(IndexHook::RefuseRows { on: true })).unwrap()).is_err());
     }
 
     #[test]

@@ -16,10 +16,11 @@ use handoff_notify::webhook::WebhookSecret;
 use handoff_notify::Environment;
 use handoff_core::briefing::ReachKind;
 use handoff_core::handoff::Change;
+use handoff_core::hooks::{HandoffHook, IndexHook};
 use handoff_core::package;
 use handoff_core::question;
 use handoff_core::role::Role;
-use handoff_core::session::{Op, Reaching};
+use handoff_core::decider::{Op, Reaching};
 use handoff_core::turn::Command;
 use handoff_core::work;
 
@@ -218,21 +219,21 @@ pub const ROUTES: &[Route] = &[
     index("POST", "/v1/push/subscriptions", push_subscribe, Gate::Always),
     index("GET", "/v1/push/subscriptions", |i| push(i).and_then(|_| no_query(i.query)).map(|_| IndexAsk::PushSubscriptions), Gate::Always),
     index("DELETE", "/v1/push/subscriptions/{id}", push_unsubscribe, Gate::Always),
-    index("POST", "/v1/test/refuse-index", |i| Ok(IndexAsk::RefuseDeliveries { on: input::parse_json::<Switch>(i.body)?.on }), Gate::TestHooks),
+    index("POST", "/v1/test/refuse-index", |i| Ok(IndexAsk::Hook(IndexHook::RefuseRows { on: input::parse_json::<Switch>(i.body)?.on })), Gate::TestHooks),
     index("POST", "/v1/test/index-rows", |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![], incarnation: 0 }), Gate::TestHooks),
-    index("POST", "/v1/test/index-rows/unreadable", |i| Ok(IndexAsk::TestPutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id }), Gate::TestHooks),
+    index("POST", "/v1/test/index-rows/unreadable", |i| Ok(IndexAsk::Hook(IndexHook::PutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id })), Gate::TestHooks),
     top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
-    test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::TestFault { fault: input::parse_json(i.body)? })),
-    test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::TestStorage)),
+    test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::Hook(HandoffHook::Fault { fault: input::parse_json(i.body)? }))),
+    test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::Hook(HandoffHook::Storage))),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
-    index("POST", "/v1/test/hold-webhooks", |i| Ok(IndexAsk::TestHoldWebhooks { on: input::parse_json::<Switch>(i.body)?.on }), Gate::TestHooks),
+    index("POST", "/v1/test/hold-webhooks", |i| Ok(IndexAsk::Hook(IndexHook::HoldDeliveries { on: input::parse_json::<Switch>(i.body)?.on })), Gate::TestHooks),
     change("DELETE", "/v1/handoffs/{id}", |i| {
         no_query(i.query)?;
         input::parse_close(i.body).map(|_| Op::Erase)
     }),
-    test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::TestClock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms })),
-    index("GET", "/v1/test/index-storage", |i| no_query(i.query).map(|_| IndexAsk::TestStorage), Gate::TestHooks),
-    index("GET", "/v1/test/index-storage/{id}", |i| Ok(IndexAsk::TestStorageOf { id: test_handoff_id(i)? }), Gate::TestHooks),
+    test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::Hook(HandoffHook::Clock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms }))),
+    index("GET", "/v1/test/index-storage", |i| no_query(i.query).map(|_| IndexAsk::Hook(IndexHook::Storage)), Gate::TestHooks),
+    index("GET", "/v1/test/index-storage/{id}", |i| Ok(IndexAsk::Hook(IndexHook::StorageOf { id: test_handoff_id(i)? })), Gate::TestHooks),
 ];
 
 /// A test hook's switch: `{"on": true}`.
@@ -522,7 +523,7 @@ mod tests {
     #[test]
     fn the_index_storage_hook_asks_about_a_hand_offs_id_and_nothing_else() {
         let id = format!("ho_{}", "ab".repeat(16));
-        assert!(matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::TestStorageOf { id: i }) if i == id));
+        assert!(matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::Hook(IndexHook::StorageOf { id: i })) if i == id));
         for bad in ["wh_AAAAAAAAAAAAAAAAAAAA-_", "ho_nope"] {
             assert_eq!(asked("GET", &format!("/v1/test/index-storage/{bad}"), b"", true, &ones).unwrap_err().code, Code::HandoffNotFound, "{bad}");
         }

@@ -18,7 +18,7 @@ use handoff_core::work::{self, FileInput, WorkInput};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-pub use handoff_core::index::{Page, Row};
+pub use handoff_core::rows::{Page, Row};
 pub use handoff_core::package::{Compiled, Rejection};
 pub use handoff_core::runtimes::MachineRuntimes;
 pub use handoff_core::suggestion::Suggestion;

@@ -1,4 +1,4 @@
-//! The session's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
+//! The decider's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
 //! answer and the shape of its body are decided here and nowhere else.
 
 use crate::error::status;
@@ -6,10 +6,11 @@ use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, Lat
 use handoff_core::error::{Code, Refusal};
 use crate::notifications::{Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks};
 use handoff_core::owner::{self, receiver::Receiver};
-use handoff_core::index::TooManyOpen;
+use handoff_core::rows::TooManyOpen;
 use handoff_core::handoff::Effect;
 use handoff_core::package::Document;
-use handoff_core::session::{Answer, Fault, Rendered, Wire, JSON};
+use handoff_core::hooks::Fault;
+use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -128,11 +129,11 @@ fn json_with_package(status: u16, head: &impl Serialize, document: &Document) ->
     Rendered { status, content_type: JSON, body, replayed: false }
 }
 
-fn document_of(answer: &Answer<'_>) -> Option<Document> {
+fn document_of(answer: &HandoffAnswer<'_>) -> Option<Document> {
     match answer {
-        Answer::Changed { effect: Effect::Compiled(c), .. } => Some(c.document.of(&c.package)),
-        Answer::Changed { effect: Effect::Package(l), .. } => Some(l.document.of(&l.package)),
-        Answer::Preview { latest, .. } => Some(latest.document.of(&latest.package)),
+        HandoffAnswer::Changed { effect: Effect::Compiled(c), .. } => Some(c.document.of(&c.package)),
+        HandoffAnswer::Changed { effect: Effect::Package(l), .. } => Some(l.document.of(&l.package)),
+        HandoffAnswer::Preview { latest, .. } => Some(latest.document.of(&latest.package)),
         _ => None,
     }
 }
@@ -156,69 +157,69 @@ struct Bytes {
 /// rest, a refusal with its code's status, and a page with its `ETag` and `Cache-Control`,
 /// 304 with no body when the client holds it already. A receiver is shown by its view: a
 /// webhook never with its secret but when it is created, a subscription by its origin alone.
-pub fn index(answer: &owner::Answer) -> (Rendered, Vec<(&'static str, String)>) {
+pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, String)>) {
     let rendered = match answer {
-        owner::Answer::Page { page, if_none_match } => {
+        owner::IndexAnswer::Page { page, if_none_match } => {
             let answer = crate::conditional::answer(json(200, page).body.into_bytes(), if_none_match.as_deref());
             let body = String::from_utf8(answer.body).unwrap_or_default();
             return (Rendered { status: answer.status, content_type: JSON, body, replayed: false }, answer.headers.to_vec());
         }
-        owner::Answer::Refused(r) => return (refusal(r), refusal_headers(r.code)),
-        owner::Answer::Unavailable(_) => return (refusal(&Refusal::unavailable()), Vec::new()),
-        owner::Answer::Done => json(200, &Ok_ { ok: true }),
-        owner::Answer::Admission(admission) => json(200, admission),
-        owner::Answer::Created(entry) => match &entry.address {
+        owner::IndexAnswer::Refused(r) => return (refusal(r), refusal_headers(r.code)),
+        owner::IndexAnswer::Unavailable(_) => return (refusal(&Refusal::unavailable()), Vec::new()),
+        owner::IndexAnswer::Done => json(200, &Ok_ { ok: true }),
+        owner::IndexAnswer::Admission(admission) => json(200, admission),
+        owner::IndexAnswer::Created(entry) => match &entry.address {
             owner::Address::Webhook { secret, .. } => json(201, &WebhookCreated { webhook: Webhook::of(entry), secret: secret.clone() }),
             owner::Address::Push { .. } => json(201, &SubscriptionCreated { subscription: PushSubscription::of(entry) }),
         },
-        owner::Answer::Receivers { of: Receiver::Webhook, entries } => json(200, &Webhooks { webhooks: entries.iter().map(Webhook::of).collect() }),
-        owner::Answer::Receivers { of: Receiver::Push, entries } => {
+        owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries } => json(200, &Webhooks { webhooks: entries.iter().map(Webhook::of).collect() }),
+        owner::IndexAnswer::Receivers { of: Receiver::Push, entries } => {
             json(200, &PushSubscriptions { subscriptions: entries.iter().map(PushSubscription::of).collect() })
         }
-        owner::Answer::Deliveries { deliveries, dropped } => json(200, &Deliveries { deliveries: deliveries.clone(), dropped: *dropped }),
-        owner::Answer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
-        owner::Answer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
-        owner::Answer::Holding(holding) => json(200, &Holding { holding: *holding }),
-        owner::Answer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
-        owner::Answer::StorageOf(facts) => json(200, facts),
+        owner::IndexAnswer::Deliveries { deliveries, dropped } => json(200, &Deliveries { deliveries: deliveries.clone(), dropped: *dropped }),
+        owner::IndexAnswer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+        owner::IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
+        owner::IndexAnswer::Holding(holding) => json(200, &Holding { holding: *holding }),
+        owner::IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
+        owner::IndexAnswer::StorageOf(facts) => json(200, facts),
     };
     (rendered, Vec::new())
 }
 
 impl Wire for Json {
-    fn render(&self, answer: Answer<'_>) -> Rendered {
+    fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         match answer {
-            Answer::Record { h, role } => json(200, &RecordAnswer { handoff: Handoff::of(h, role) }),
-            Answer::Created { h, role, machine_token, new } => {
+            HandoffAnswer::Record { h, role } => json(200, &RecordAnswer { handoff: Handoff::of(h, role) }),
+            HandoffAnswer::Created { h, role, machine_token, new } => {
                 json(if new { 201 } else { 200 }, &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) })
             }
-            Answer::Changed { h, role, effect } => {
+            HandoffAnswer::Changed { h, role, effect } => {
                 let head = Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) };
                 match document_of(&answer) {
                     Some(document) => json_with_package(200, &head, &document),
                     None => json(200, &head),
                 }
             }
-            Answer::Preview { h, role, turn, latest, briefing } => {
+            HandoffAnswer::Preview { h, role, turn, latest, briefing } => {
                 let head = Preview { handoff: Handoff::of(h, role), turn, briefing, latest: LatestHead::of(latest) };
                 json_with_package(200, &head, &latest.document.of(&latest.package))
             }
-            Answer::Turns { h, role, turns, next_before } => {
+            HandoffAnswer::Turns { h, role, turns, next_before } => {
                 json(200, &Turns { turns: Cow::Borrowed(turns), next_before, handoff: Handoff::of(h, role) })
             }
-            Answer::Work { h, role } => json(200, &WorkAnswer { handoff: Handoff::of(h, role), work: WorkRecord::of(&h.record.id, &h.work) }),
-            Answer::Markdown(text) => Rendered { status: 200, content_type: "text/markdown; charset=utf-8", body: text.to_string(), replayed: false },
-            Answer::Text(text) => Rendered { status: 200, content_type: "text/plain; charset=utf-8", body: text.to_string(), replayed: false },
-            Answer::Refused { refusal, handoff, current_package } => refused(refusal, handoff.map(|(h, role)| Handoff::of(h, role)), current_package),
-            Answer::Floor => json(200, &Ok_ { ok: true }),
-            Answer::Armed(fault) => json(200, &Armed { armed: fault }),
-            Answer::Storage(facts) => json(200, facts),
-            Answer::Erased => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
-            Answer::TooManyOpen(crowded) => too_many_open(crowded),
+            HandoffAnswer::Work { h, role } => json(200, &WorkAnswer { handoff: Handoff::of(h, role), work: WorkRecord::of(&h.record.id, &h.work) }),
+            HandoffAnswer::Markdown(text) => Rendered { status: 200, content_type: "text/markdown; charset=utf-8", body: text.to_string(), replayed: false },
+            HandoffAnswer::Text(text) => Rendered { status: 200, content_type: "text/plain; charset=utf-8", body: text.to_string(), replayed: false },
+            HandoffAnswer::Refused { refusal, handoff, current_package } => refused(refusal, handoff.map(|(h, role)| Handoff::of(h, role)), current_package),
+            HandoffAnswer::Floor => json(200, &Ok_ { ok: true }),
+            HandoffAnswer::Armed(fault) => json(200, &Armed { armed: fault }),
+            HandoffAnswer::Storage(facts) => json(200, facts),
+            HandoffAnswer::Erased => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+            HandoffAnswer::TooManyOpen(crowded) => too_many_open(crowded),
         }
     }
 
-    fn without_package(&self, answer: Answer<'_>) -> Option<String> {
+    fn without_package(&self, answer: HandoffAnswer<'_>) -> Option<String> {
         let document = document_of(&answer)?;
         let whole = self.render(answer).body;
         let head = whole.strip_suffix(&package_member(&document))?;
@@ -234,7 +235,7 @@ impl Wire for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handoff_core::index::{Admission, Page};
+    use handoff_core::rows::{Admission, Page};
     use handoff_core::handoff::{self as core_handoff, apply, Change};
     use handoff_core::package::PackageRequest;
     use handoff_core::role::Role;
@@ -263,32 +264,32 @@ mod tests {
     #[test]
     fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_a_refusal_its_status_and_200_for_the_rest() {
         let address = owner::Address::Push { endpoint: "https://push.example/x".into(), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "c".into() };
-        let entry = owner::Entry { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
-        let hook = owner::Entry { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
+        let entry = owner::StoredReceiver { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
+        let hook = owner::StoredReceiver { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
         let page = Page { handoffs: vec![], cursor: None };
         let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3}"#;
         let listed_hook = r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;
         let unavailable = refusal(&Refusal::unavailable()).body;
         for (answer, status, body) in [
-            (owner::Answer::Done, 200, r#"{"ok":true}"#.to_string()),
-            (owner::Answer::Page { page: page.clone(), if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
-            (owner::Answer::Page { page: page.clone(), if_none_match: Some("\"other\"".into()) }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
-            (owner::Answer::Admission(Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
-            (owner::Answer::Created(entry.clone()), 201, format!(r#"{{"subscription":{}}}"#, listed_push.replace(r#""dropped":3"#, r#""dropped":3"#))),
-            (owner::Answer::Created(hook.clone()), 201, format!(r#"{{"webhook":{listed_hook},"secret":"whsec_x"}}"#)),
-            (owner::Answer::Receivers { of: Receiver::Push, entries: vec![entry.clone()] }, 200, format!(r#"{{"subscriptions":[{listed_push}]}}"#)),
-            (owner::Answer::Receivers { of: Receiver::Webhook, entries: vec![hook.clone()] }, 200, format!(r#"{{"webhooks":[{listed_hook}]}}"#)),
-            (owner::Answer::Deliveries { deliveries: vec![], dropped: 2 }, 200, r#"{"deliveries":[],"dropped":2}"#.to_string()),
-            (owner::Answer::Removed, 204, String::new()),
-            (owner::Answer::Refused(Refusal::new(Code::WebhookNotFound, "no such webhook")), 404, r#"{"error":{"code":"webhook.not_found","message":"no such webhook"}}"#.to_string()),
-            (owner::Answer::Unavailable("a row: eof".into()), 503, unavailable),
-            (owner::Answer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
-            (owner::Answer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
-            (owner::Answer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
+            (owner::IndexAnswer::Done, 200, r#"{"ok":true}"#.to_string()),
+            (owner::IndexAnswer::Page { page: page.clone(), if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (owner::IndexAnswer::Page { page: page.clone(), if_none_match: Some("\"other\"".into()) }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (owner::IndexAnswer::Admission(Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
+            (owner::IndexAnswer::Created(entry.clone()), 201, format!(r#"{{"subscription":{}}}"#, listed_push.replace(r#""dropped":3"#, r#""dropped":3"#))),
+            (owner::IndexAnswer::Created(hook.clone()), 201, format!(r#"{{"webhook":{listed_hook},"secret":"whsec_x"}}"#)),
+            (owner::IndexAnswer::Receivers { of: Receiver::Push, entries: vec![entry.clone()] }, 200, format!(r#"{{"subscriptions":[{listed_push}]}}"#)),
+            (owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries: vec![hook.clone()] }, 200, format!(r#"{{"webhooks":[{listed_hook}]}}"#)),
+            (owner::IndexAnswer::Deliveries { deliveries: vec![], dropped: 2 }, 200, r#"{"deliveries":[],"dropped":2}"#.to_string()),
+            (owner::IndexAnswer::Removed, 204, String::new()),
+            (owner::IndexAnswer::Refused(Refusal::new(Code::WebhookNotFound, "no such webhook")), 404, r#"{"error":{"code":"webhook.not_found","message":"no such webhook"}}"#.to_string()),
+            (owner::IndexAnswer::Unavailable("a row: eof".into()), 503, unavailable),
+            (owner::IndexAnswer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
+            (owner::IndexAnswer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
+            (owner::IndexAnswer::StorageBytes(4096), 200, r#"{"bytes":4096}"#.to_string()),
         ] {
             let (r, headers) = index(&answer);
             assert_eq!((r.status, r.body.as_str()), (status, body.as_str()), "{answer:?}");
-            let paged = matches!(answer, owner::Answer::Page { .. });
+            let paged = matches!(answer, owner::IndexAnswer::Page { .. });
             assert_eq!(headers.iter().any(|(name, _)| *name == "ETag"), paged, "{answer:?}");
             assert!(!r.body.contains("a row: eof"), "the cause of a 503 is the log's, not the client's");
         }
@@ -297,11 +298,11 @@ mod tests {
     #[test]
     fn a_page_the_client_holds_is_304_with_no_body_and_its_etag_and_every_page_asks_caches_to_check() {
         let page = Page { handoffs: vec![], cursor: None };
-        let (fresh, headers) = index(&owner::Answer::Page { page: page.clone(), if_none_match: None });
+        let (fresh, headers) = index(&owner::IndexAnswer::Page { page: page.clone(), if_none_match: None });
         let tag = headers.iter().find(|(name, _)| *name == "ETag").map(|(_, v)| v.clone()).unwrap();
         assert_eq!(tag, crate::conditional::etag(fresh.body.as_bytes()));
         assert!(headers.contains(&("Cache-Control", "private, no-cache".to_string())), "{headers:?}");
-        let (held, again) = index(&owner::Answer::Page { page, if_none_match: Some(tag.clone()) });
+        let (held, again) = index(&owner::IndexAnswer::Page { page, if_none_match: Some(tag.clone()) });
         assert_eq!((held.status, held.body.as_str()), (304, ""));
         assert_eq!(again, headers);
     }
@@ -325,7 +326,7 @@ mod tests {
     #[test]
     fn an_answer_kept_without_its_package_is_the_whole_answer_once_the_package_is_put_back() {
         let (h, effect) = compiled();
-        let answer = Answer::Changed { h: &h, role: Role::Owner, effect: &effect };
+        let answer = HandoffAnswer::Changed { h: &h, role: Role::Owner, effect: &effect };
         let whole = Json.render(answer).body;
         let slim = Json.without_package(answer).expect("a compile answer has a package");
         let slim_value: serde_json::Value = serde_json::from_str(&slim).unwrap();
@@ -334,7 +335,7 @@ mod tests {
         // Put back as a loaded package's is: its document written again, the same bytes.
         let loaded = handoff_core::package::Document::of(&c.package);
         assert_eq!(Json.with_package(&slim, &loaded).as_deref(), Some(whole.as_str()), "byte for byte the first");
-        assert_eq!(Json.without_package(Answer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
+        assert_eq!(Json.without_package(HandoffAnswer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
     }
 
     /// A turn's answer carries its prompt, so the remembered answers of maximal prompts are
@@ -352,7 +353,7 @@ mod tests {
             package: None,
         };
         let out = apply(&h, &open, Role::Owner, 4).unwrap();
-        let answer = Answer::Changed { h: &out.next, role: Role::Owner, effect: &out.effect };
+        let answer = HandoffAnswer::Changed { h: &out.next, role: Role::Owner, effect: &out.effect };
         let r = handoff_core::idempotency::remember(&"f".repeat(64), 200, &Json.render(answer).body, || Json.without_package(answer));
         assert!(r.body.len() > 2 * PROMPT_BYTES_MAX, "the whole prompt, escaped, is kept: {}", r.body.len());
         let kept = IDEMPOTENCY_BYTES_PER_HANDOFF_MAX / r.bytes();
@@ -369,7 +370,7 @@ mod tests {
         let (h, _) = compiled();
         let offer = h.ledger.current.as_ref().unwrap();
         let stale = Refusal::new(handoff_core::error::Code::PackageStale, "no longer current");
-        let r = Json.render(Answer::Refused { refusal: &stale, handoff: Some((&h, Role::Machine)), current_package: Some((offer.version, &offer.hash)) });
+        let r = Json.render(HandoffAnswer::Refused { refusal: &stale, handoff: Some((&h, Role::Machine)), current_package: Some((offer.version, &offer.hash)) });
         let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         assert_eq!((r.status, body["package_hash"].as_str(), body["package_version"].as_u64()), (409, Some(offer.hash.as_str()), Some(1)));
         assert_eq!(body["handoff"]["actions"], serde_json::json!(["report", "accept", "reject"]));

@@ -4,7 +4,7 @@
 
 use crate::client::{Client, Handoff, Retry};
 use handoff_core::limits::QUESTION_INPUT_BYTES_MAX;
-use handoff_core::question::{Answer, Choice, Kind, QuestionInput};
+use handoff_core::question::{Pick, Choice, Kind, QuestionInput};
 use handoff_core::turn::State;
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,7 @@ impl Prompt {
     /// The decision document for the owner's `answer`: for a permission, allow or deny; for a
     /// choice, allow with the tool's input carrying `answers` (the question's text to the
     /// chosen label), the form Claude Code's `AskUserQuestion` takes its answers in.
-    pub fn decision(&self, answer: &Answer) -> String {
+    pub fn decision(&self, answer: &Pick) -> String {
         match self {
             Prompt::Permission { .. } => permission_decision(answer),
             Prompt::Choice { text, labels, input } => {
@@ -101,7 +101,7 @@ impl Prompt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
     /// The owner answered: the answer, and the record that carried it.
-    Answered(Answer, Box<Handoff>),
+    Answered(Pick, Box<Handoff>),
     /// The question was withdrawn (a later report, a cancel, a close) before an answer.
     Withdrawn,
     /// No answer before the deadline.
@@ -145,7 +145,7 @@ pub fn wait_for_answer(client: &Client, hid: &str, id: &str, after: u64, deadlin
 /// The decision document a harness's `PermissionRequest` hook prints for `answer`: `allow`, or
 /// `deny` with the owner's note as its `message`. Written by hand so that its keys come in the
 /// documented order, whatever a JSON library sorts.
-pub fn permission_decision(answer: &Answer) -> String {
+pub fn permission_decision(answer: &Pick) -> String {
     let behavior = if answer.option == "allow" { "allow" } else { "deny" };
     let message = match (&answer.note, behavior) {
         (Some(note), "deny") => format!(r#","message":{}"#, serde_json::Value::String(note.clone())),
@@ -159,8 +159,8 @@ mod tests {
     use super::*;
     use handoff_core::time::Timestamp;
 
-    fn answer(option: &str, note: Option<&str>) -> Answer {
-        Answer { option: option.into(), note: note.map(str::to_string), answered_at: Timestamp::from_ms(0) }
+    fn answer(option: &str, note: Option<&str>) -> Pick {
+        Pick { option: option.into(), note: note.map(str::to_string), answered_at: Timestamp::from_ms(0) }
     }
 
     #[test]

@@ -464,7 +464,7 @@ pub fn served_timeout_decision(wait_s: u64) -> String {
         "The owner did not answer within {wait_s} s and nobody is at this machine's terminal, so this was denied. \
          Go on without it, or ask again later."
     );
-    crate::ask::permission_decision(&handoff_core::question::Answer { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
+    crate::ask::permission_decision(&handoff_core::question::Pick { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
 }
 
 /// Prints a decision document, the only thing a hook ever prints.

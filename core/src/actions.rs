@@ -97,24 +97,7 @@ impl Action {
     /// stands. Recording what happened (work, decisions, artifacts, blockers, the workspace,
     /// the policy, the runtimes) is always open while the hand-off is, and is not listed.
     pub fn listed(self) -> bool {
-        match self {
-            Action::OpenTurn
-            | Action::Cancel
-            | Action::Close
-            | Action::Report
-            | Action::Compile
-            | Action::Accept
-            | Action::Reject
-            | Action::ResolveBlocker
-            | Action::Answer => true,
-            Action::SetWork
-            | Action::RecordDecision
-            | Action::AddArtifact
-            | Action::AddBlocker
-            | Action::ReportWorkspace
-            | Action::SetPolicy
-            | Action::SetRuntimes => false,
-        }
+        self.listed_when().is_some()
     }
 
     /// The action a change is.
@@ -145,29 +128,30 @@ impl Action {
 
     /// Whether the hand-off, as it is, takes this listed action from its sender.
     fn open_now(self, h: &Handoff) -> bool {
-        let record = &h.record;
-        if record.is_closed() {
-            return false;
-        }
-        let current = h.ledger.current.as_ref();
+        !h.record.is_closed() && self.listed_when().is_some_and(|open| open(h))
+    }
+
+    /// When an open hand-off takes a listed action; `None` for an action never listed.
+    fn listed_when(self) -> Option<fn(&Handoff) -> bool> {
         match self {
-            Action::OpenTurn => record.status.has_ended(),
-            Action::Cancel | Action::Report => !record.status.has_ended(),
-            Action::Close => true,
+            Action::OpenTurn => Some(|h: &Handoff| h.record.status.has_ended()),
+            Action::Cancel | Action::Report => Some(|h: &Handoff| !h.record.status.has_ended()),
+            Action::Close => Some(|_: &Handoff| true),
             // A package briefs from the work record: none until the owner sets the work.
-            Action::Compile => {
-                h.work.spec.is_some() && !current.is_some_and(|c| c.state == OfferState::Accepted && c.turn == record.turn)
-            }
-            Action::Accept | Action::Reject => current.is_some_and(|c| c.state != OfferState::Accepted),
-            Action::ResolveBlocker => h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open),
-            Action::Answer => record.question.as_ref().is_some_and(|q| q.is_open()),
+            Action::Compile => Some(|h: &Handoff| {
+                let current = h.ledger.current.as_ref();
+                h.work.spec.is_some() && !current.is_some_and(|c| c.state == OfferState::Accepted && c.turn == h.record.turn)
+            }),
+            Action::Accept | Action::Reject => Some(|h: &Handoff| h.ledger.current.as_ref().is_some_and(|c| c.state != OfferState::Accepted)),
+            Action::ResolveBlocker => Some(|h: &Handoff| h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open)),
+            Action::Answer => Some(|h: &Handoff| h.record.question.as_ref().is_some_and(|q| q.is_open())),
             Action::SetWork
             | Action::RecordDecision
             | Action::AddArtifact
             | Action::AddBlocker
             | Action::ReportWorkspace
             | Action::SetPolicy
-            | Action::SetRuntimes => true,
+            | Action::SetRuntimes => None,
         }
     }
 }

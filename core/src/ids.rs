@@ -4,7 +4,7 @@
 use crate::limits::ID_CHARS_MAX;
 use sha2::{Digest, Sha256};
 
-/// Session, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
+/// Decider, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
 pub fn is_id(s: &str) -> bool {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
     !s.is_empty() && s.len() <= ID_CHARS_MAX && s.chars().all(allowed)

@@ -6,16 +6,16 @@
 //!
 //! Rules:
 //! - one send at a time, and it carries the newest row owed: changes that commit while a send
-//!   is on its way are delivered together by the next one (coalescing);
+//!   is on its way are sent together by the next one (coalescing);
 //! - coalescing never loses a notice: a row that *entered* something a notice names (a turn, a
-//!   status, a close: `notice::entered`, decided by the caller) and is passed undelivered by a
+//!   status, a close: `notice::entered`, decided by the caller) and is passed unsent by a
 //!   newer one is kept in [`Outbox::passed`] and travels with every send until one is
 //!   acknowledged, so the index can walk the chain (`notice::owed_chain`); rows that entered
 //!   nothing are coalesced away, as a chain that skips them owes the same notices. At most
 //!   [`OUTBOX_PASSED_MAX`] are kept, the oldest dropped first (counted in [`Outbox::dropped`]);
-//! - a row is owed until a send of it (or of a newer one) succeeds; `delivered` only rises;
-//! - whenever something is owed and undelivered, an alarm is pending or a send is on its way,
-//!   so a Worker that dies between a change and its delivery is covered
+//! - a row is owed until a send of it (or of a newer one) succeeds; `taken` only rises;
+//! - whenever something is owed and not taken, an alarm is pending or a send is on its way,
+//!   so a Worker that dies between a change and its row send is covered
 //!   ([`OUTBOX_SAFETY_ALARM_MS`] after the change);
 //! - after a failed send nothing is sent until the retry alarm fires or a new change commits;
 //!   the retry waits `OUTBOX_RETRY_MS_MIN · 2^(attempts-1)`, capped at [`OUTBOX_RETRY_MS_MAX`];
@@ -32,13 +32,13 @@ pub struct Owed<R> {
     /// Failed sends of this row so far.
     pub attempts: u32,
     /// The row entered something a notice names, relative to the row before it: passed
-    /// undelivered, it must still reach the index.
+    /// not taken, it must still reach the index.
     pub entered: bool,
 }
 
-/// A row of one version.
+/// A row of one version that a newer one passed (or is passing) before its row send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry<R> {
+pub struct PassedRow<R> {
     pub version: u64,
     pub row: R,
 }
@@ -48,7 +48,7 @@ pub struct Entry<R> {
 pub struct Send<R> {
     pub version: u64,
     pub row: R,
-    pub passed: Vec<Entry<R>>,
+    pub passed: Vec<PassedRow<R>>,
 }
 
 /// What a commit asks of storage, in the change's own transaction, so that the passed rows
@@ -58,7 +58,7 @@ pub struct Committed<R> {
     /// Set the safety alarm then, unless `None` (one is pending).
     pub alarm_at: Option<EpochMs>,
     /// Store this passed row.
-    pub pass: Option<Entry<R>>,
+    pub pass: Option<PassedRow<R>>,
     /// Delete the stored passed rows up to this version (dropped past the cap).
     pub unpass_through: Option<u64>,
 }
@@ -68,17 +68,17 @@ pub struct Committed<R> {
 pub struct Ended {
     /// After a failure: set the retry alarm then (replacing any pending alarm).
     pub retry_at: Option<EpochMs>,
-    /// After a success: delete the stored passed rows up to this version (now delivered).
+    /// After a success: delete the stored passed rows up to this version (now taken).
     pub unpass_through: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outbox<R> {
     /// The highest version the index acknowledged (in this object's lifetime).
-    delivered: u64,
+    taken: u64,
     owed: Option<Owed<R>>,
-    /// Rows older than `owed` that entered something and are not known delivered, oldest first.
-    passed: Vec<Entry<R>>,
+    /// Rows older than `owed` that entered something and are not known taken, oldest first.
+    passed: Vec<PassedRow<R>>,
     /// Passed rows dropped past [`OUTBOX_PASSED_MAX`] in this object's lifetime.
     dropped: u64,
     /// The version of the send on its way.
@@ -91,7 +91,7 @@ pub struct Outbox<R> {
 
 impl<R> Default for Outbox<R> {
     fn default() -> Self {
-        Outbox { delivered: 0, owed: None, passed: Vec::new(), dropped: 0, in_flight: None, paused: false, alarm_at: None }
+        Outbox { taken: 0, owed: None, passed: Vec::new(), dropped: 0, in_flight: None, paused: false, alarm_at: None }
     }
 }
 
@@ -104,13 +104,13 @@ pub fn backoff_ms(attempts: u32) -> EpochMs {
 impl<R: Clone> Outbox<R> {
     /// A change of `version` committed, owing `row`, which `entered` something a notice names
     /// relative to the row owed before it. The row it replaces is kept as passed when it is
-    /// undelivered and entered something itself. Answers the safety alarm and what to store.
+    /// not taken and entered something itself. Answers the safety alarm and what to store.
     pub fn on_commit(&mut self, version: u64, row: R, entered: bool, now: EpochMs) -> Committed<R> {
         let mut committed = Committed { alarm_at: None, pass: None, unpass_through: None };
         if self.owed.as_ref().is_none_or(|o| version > o.version) {
             let replaced = self.owed.replace(Owed { version, row, attempts: 0, entered });
-            if let Some(o) = replaced.filter(|o| o.entered && o.version > self.delivered) {
-                let entry = Entry { version: o.version, row: o.row };
+            if let Some(o) = replaced.filter(|o| o.entered && o.version > self.taken) {
+                let entry = PassedRow { version: o.version, row: o.row };
                 committed.pass = Some(entry.clone());
                 self.passed.push(entry);
                 if self.passed.len() > OUTBOX_PASSED_MAX {
@@ -139,9 +139,9 @@ impl<R: Clone> Outbox<R> {
     }
 
     /// A passed row storage holds, read back with the owed row (after [`Outbox::restore`]).
-    /// One no older than the owed row, delivered, or already held is ignored; the rest stay in order.
-    pub fn restore_passed(&mut self, entry: Entry<R>) {
-        let older = self.owed.as_ref().is_none_or(|o| entry.version < o.version) && entry.version > self.delivered;
+    /// One no older than the owed row, taken, or already held is ignored; the rest stay in order.
+    pub fn restore_passed(&mut self, entry: PassedRow<R>) {
+        let older = self.owed.as_ref().is_none_or(|o| entry.version < o.version) && entry.version > self.taken;
         let position = self.passed.binary_search_by_key(&entry.version, |e| e.version);
         if let (true, Err(at)) = (older, position) {
             self.passed.insert(at, entry);
@@ -154,29 +154,29 @@ impl<R: Clone> Outbox<R> {
         self.passed.clear();
     }
 
-    /// The send to make now, if any: the newest row, when it is undelivered, no send is on
+    /// The send to make now, if any: the newest row, when it is not taken, no send is on
     /// its way and no retry is being waited for. The send is then on its way until
     /// [`Outbox::on_sent`].
     pub fn poll_send(&mut self) -> Option<Send<R>> {
         if self.in_flight.is_some() || self.paused {
             return None;
         }
-        let owed = self.owed.as_ref().filter(|o| o.version > self.delivered)?;
+        let owed = self.owed.as_ref().filter(|o| o.version > self.taken)?;
         self.in_flight = Some(owed.version);
         Some(Send { version: owed.version, row: owed.row.clone(), passed: self.passed.clone() })
     }
 
-    /// The send on its way ended: after a success the rows it carried are delivered (and their
+    /// The send on its way ended: after a success the rows it carried are taken (and their
     /// stored copies may go); after a failure, the retry alarm.
     pub fn on_sent(&mut self, ok: bool, now: EpochMs) -> Ended {
         let Some(version) = self.in_flight.take() else {
             return Ended::default();
         };
         if ok {
-            self.delivered = self.delivered.max(version);
-            let delivered = self.delivered;
-            let unpass_through = self.passed.iter().rev().map(|e| e.version).find(|v| *v <= delivered);
-            self.passed.retain(|e| e.version > delivered);
+            self.taken = self.taken.max(version);
+            let taken = self.taken;
+            let unpass_through = self.passed.iter().rev().map(|e| e.version).find(|v| *v <= taken);
+            self.passed.retain(|e| e.version > taken);
             return Ended { retry_at: None, unpass_through };
         }
         let Some(owed) = self.owed.as_mut() else {
@@ -198,21 +198,21 @@ impl<R: Clone> Outbox<R> {
         self.poll_send()
     }
 
-    pub fn is_delivered(&self, version: u64) -> bool {
-        self.delivered >= version
+    pub fn is_taken(&self, version: u64) -> bool {
+        self.taken >= version
     }
 
     pub fn is_sending(&self) -> bool {
         self.in_flight.is_some()
     }
 
-    /// The row owed, if any (delivered or not).
+    /// The row owed, if any (taken or not).
     pub fn owed(&self) -> Option<&Owed<R>> {
         self.owed.as_ref()
     }
 
     /// The passed rows held, oldest first.
-    pub fn passed(&self) -> &[Entry<R>] {
+    pub fn passed(&self) -> &[PassedRow<R>] {
         &self.passed
     }
 
@@ -221,9 +221,9 @@ impl<R: Clone> Outbox<R> {
         self.dropped
     }
 
-    /// Whether something is owed and not yet delivered.
+    /// Whether something is owed and not yet taken.
     pub fn is_owing(&self) -> bool {
-        self.owed.as_ref().is_some_and(|o| o.version > self.delivered)
+        self.owed.as_ref().is_some_and(|o| o.version > self.taken)
     }
 
     pub fn alarm_at(&self) -> Option<EpochMs> {

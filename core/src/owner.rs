@@ -1,6 +1,6 @@
-//! The owner's index as a value that performs no I/O, in the session's shape: one owner's list
+//! The owner's index as a value that performs no I/O, in the decider's shape: one owner's list
 //! and the notifications it owes. The `OwnerIndex` Durable Object (`src/owner_index.rs`) drives
-//! it as the hand-off object drives its [`Session`](crate::session::Session):
+//! it as the hand-off object drives its [`Decider`](crate::decider::Decider):
 //! 1. it asks [`Index::next_read`] what to read for the ask, reads it from SQLite into the
 //!    ask's [`Feed`], until nothing more is needed;
 //! 2. it calls [`Index::handle`] with the time, which answers a [`Plan`]: the answer, the typed
@@ -27,7 +27,8 @@ pub mod sending;
 pub mod stored;
 
 use crate::error::{Code, Refusal};
-use crate::index::{admit_open, Admission, Cursor, ListQuery, Page, Row};
+use crate::hooks::IndexHook;
+use crate::rows::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::limits::{ERASED_KEPT_MS, ERASED_KEPT_PER_OWNER_MAX};
 use crate::notice::{self, Notice};
 use crate::retention::Retention;
@@ -86,7 +87,7 @@ impl Address {
 /// One receiver as stored: the events it is sent, and how many of its pending deliveries the
 /// owner's cap dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct StoredReceiver {
     pub id: String,
     pub events: Vec<Notice>,
     pub created_at: EpochMs,
@@ -94,7 +95,7 @@ pub struct Entry {
     pub address: Address,
 }
 
-impl Entry {
+impl StoredReceiver {
     pub fn receiver(&self) -> Receiver {
         self.address.receiver()
     }
@@ -126,7 +127,7 @@ pub enum Ask {
     Drop { id: String, incarnation: u64 },
     List { query: ListQuery, if_none_match: Option<String> },
     /// A new receiver, within its kind's cap.
-    AddReceiver(Entry),
+    AddReceiver(StoredReceiver),
     /// The receivers of one kind.
     Receivers(Receiver),
     /// A receiver and every delivery to it.
@@ -137,14 +138,8 @@ pub enum Ask {
     Alarm,
     /// An attempt ended ([`Index::on_sent`]).
     Sent(Outcome),
-    /// Test hooks: refuse rows while on; store deliveries without sending them while on; the
-    /// database's size; a row no build can read.
-    Refuse { on: bool },
-    Hold { on: bool },
-    Storage,
-    PutUnreadable { id: String },
-    /// Test hook: what the index stores of one hand-off.
-    StorageOf { id: String },
+    /// Test hooks (`crate::hooks`).
+    Hook(IndexHook),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -232,7 +227,7 @@ pub struct Waiting {
 /// A pending delivery's place: enough to drop it and count the drop (`receiver`: an error for
 /// a kind this build does not know, which the cap drops like any other, counted on no receiver).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct PendingRef {
     pub seq: i64,
     pub receiver: Result<Receiver, Unknown>,
     pub to: String,
@@ -244,12 +239,12 @@ pub struct Feed {
     pub tables: Option<Tables>,
     /// `Some` once read: the row held, if any.
     pub held: Option<Option<HeldRow>>,
-    pub receivers: Option<Vec<Entry>>,
+    pub receivers: Option<Vec<StoredReceiver>>,
     /// The event names of the receivers read that this build does not know, with the
     /// receiver's id: never sent, and logged once per object.
     pub unknown_events: Vec<(String, Unknown)>,
     pub pending_count: Option<usize>,
-    pub oldest: Option<Vec<Place>>,
+    pub oldest: Option<Vec<PendingRef>>,
     pub open: Option<u64>,
     pub rows: Option<Vec<String>>,
     /// An error where a delivery's state is one this build does not know.
@@ -308,7 +303,7 @@ pub enum Write {
     Erased { id: String, incarnation: u64, at: EpochMs },
     /// Deletes the erased lives kept since before `before`, and all but the `keep` newest.
     TrimErased { before: EpochMs, keep: usize },
-    AddReceiver(Entry),
+    AddReceiver(StoredReceiver),
     /// Deletes the receiver and every delivery to it.
     RemoveReceiver { receiver: Receiver, id: String },
     /// A pending delivery of `notice` for `row` to receiver `to`, due at once; `key` makes its
@@ -332,14 +327,14 @@ pub enum Write {
 
 /// What the index answers; the api's wire renders it (`handoff_api::wire::index`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum IndexAnswer {
     /// A row taken (stored, or older than the one held), a row dropped, an alarm or an
     /// outcome handled.
     Done,
     Page { page: Page, if_none_match: Option<String> },
     Admission(Admission),
-    Created(Entry),
-    Receivers { of: Receiver, entries: Vec<Entry> },
+    Created(StoredReceiver),
+    Receivers { of: Receiver, entries: Vec<StoredReceiver> },
     Deliveries { deliveries: Vec<receiver::Delivery>, dropped: u64 },
     /// A receiver removed.
     Removed,
@@ -355,7 +350,7 @@ pub enum Answer {
 /// Everything one ask causes, decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    pub answer: Answer,
+    pub answer: IndexAnswer,
     /// Run in order in one transaction: all of them or none.
     pub writes: Vec<Write>,
     /// After the commit: the alarm (at once, when deliveries were owed or an attempt ended).
@@ -367,12 +362,12 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn answer(answer: Answer) -> Plan {
+    fn answer(answer: IndexAnswer) -> Plan {
         Plan { answer, writes: Vec::new(), alarm_at: None, send: Vec::new(), log: Vec::new() }
     }
 
     fn refused(code: Code, message: &str) -> Plan {
-        Plan::answer(Answer::Refused(Refusal::new(code, message)))
+        Plan::answer(IndexAnswer::Refused(Refusal::new(code, message)))
     }
 }
 
@@ -418,9 +413,9 @@ impl Index {
     /// [`Index::handle`] can decide.
     pub fn next_read(&self, ask: &Ask, feed: &Feed, now: EpochMs) -> Option<Read> {
         match ask {
-            Ask::Refuse { .. } | Ask::Hold { .. } => return None,
-            Ask::Storage => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
-            Ask::StorageOf { id } => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
+            Ask::Hook(IndexHook::RefuseRows { .. } | IndexHook::HoldDeliveries { .. }) => return None,
+            Ask::Hook(IndexHook::Storage) => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
+            Ask::Hook(IndexHook::StorageOf { id }) => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
             _ => {}
         }
         let Some(tables) = self.tables.or(feed.tables) else {
@@ -514,37 +509,37 @@ impl Index {
             Ask::AddReceiver(entry) => add_receiver(tables, entry, receivers(&mut feed)),
             Ask::Receivers(of) => {
                 // The read holds this kind's receivers only.
-                Plan::answer(Answer::Receivers { of, entries: receivers(&mut feed) })
+                Plan::answer(IndexAnswer::Receivers { of, entries: receivers(&mut feed) })
             }
             Ask::RemoveReceiver { receiver, id } => {
                 // The read holds this kind's receivers only.
                 match receivers(&mut feed).iter().any(|e| e.id == id) {
                     false => not_found(receiver),
-                    true => Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(Answer::Removed) },
+                    true => Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(IndexAnswer::Removed) },
                 }
             }
             Ask::Deliveries { id } => match receivers(&mut feed).iter().find(|e| e.id == id) {
                 None => not_found(Receiver::Webhook),
                 Some(entry) => match made(feed.deliveries.take(), "the webhook's deliveries") {
-                    Ok(deliveries) => Plan::answer(Answer::Deliveries { deliveries, dropped: entry.dropped }),
+                    Ok(deliveries) => Plan::answer(IndexAnswer::Deliveries { deliveries, dropped: entry.dropped }),
                     // Shown as another state, the list would say what no build did.
-                    Err(unknown) => Plan::answer(Answer::Unavailable(format!("a stored delivery to webhook {id}: {unknown}"))),
+                    Err(unknown) => Plan::answer(IndexAnswer::Unavailable(format!("a stored delivery to webhook {id}: {unknown}"))),
                 },
             },
             Ask::Alarm => self.poll_send(tables, &feed, now),
             Ask::Sent(outcome) => self.on_sent(tables, outcome, &feed, now),
-            Ask::Refuse { on } => {
+            Ask::Hook(IndexHook::RefuseRows { on }) => {
                 self.refusing = on;
-                Plan::answer(Answer::Refusing(on))
+                Plan::answer(IndexAnswer::Refusing(on))
             }
-            Ask::Hold { on } => {
+            Ask::Hook(IndexHook::HoldDeliveries { on }) => {
                 self.holding = on;
-                Plan::answer(Answer::Holding(on))
+                Plan::answer(IndexAnswer::Holding(on))
             }
-            Ask::Storage => Plan::answer(Answer::StorageBytes(made(feed.storage_bytes, "the database's size"))),
-            Ask::StorageOf { .. } => Plan::answer(Answer::StorageOf(made(feed.storage_of, "the hand-off's storage"))),
-            Ask::PutUnreadable { id } => {
-                let mut plan = Plan::answer(Answer::Done);
+            Ask::Hook(IndexHook::Storage) => Plan::answer(IndexAnswer::StorageBytes(made(feed.storage_bytes, "the database's size"))),
+            Ask::Hook(IndexHook::StorageOf { .. }) => Plan::answer(IndexAnswer::StorageOf(made(feed.storage_of, "the hand-off's storage"))),
+            Ask::Hook(IndexHook::PutUnreadable { id }) => {
+                let mut plan = Plan::answer(IndexAnswer::Done);
                 if !tables.list {
                     plan.writes.push(Write::ListSchema);
                 }
@@ -580,13 +575,13 @@ impl Index {
         if is_erased(feed, incarnation) {
             // A row of an erased life, sent before the erase and arriving after it: taken, and
             // nothing of it stored, so that it cannot bring the row back.
-            return Plan::answer(Answer::Done);
+            return Plan::answer(IndexAnswer::Done);
         }
         let put = list::put(held(feed, readable_held(tables, feed)), &passed, &row, tables.receivers);
         if !put.store {
-            return Plan::answer(Answer::Done);
+            return Plan::answer(IndexAnswer::Done);
         }
-        let mut plan = Plan::answer(Answer::Done);
+        let mut plan = Plan::answer(IndexAnswer::Done);
         if !tables.list {
             plan.writes.push(Write::ListSchema);
         }
@@ -626,8 +621,8 @@ impl Index {
         // needed: never one too few.
         let over = receiver::over_cap(pending + owe.len(), self.bounds.pending_max);
         let from_stored = over.min(pending);
-        let stored: &[Place] = if from_stored > 0 { made(feed.oldest.as_deref(), "the oldest pending") } else { &[] };
-        let oldest: Vec<&Place> = stored.iter().take(from_stored).collect();
+        let stored: &[PendingRef] = if from_stored > 0 { made(feed.oldest.as_deref(), "the oldest pending") } else { &[] };
+        let oldest: Vec<&PendingRef> = stored.iter().take(from_stored).collect();
         let unwritten = over.saturating_sub(oldest.len()).min(owe.len());
         let mut counts: Vec<(Receiver, String, u64)> = Vec::new();
         let mut count = |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
@@ -656,7 +651,7 @@ impl Index {
         let open = if tables.list { made(feed.open, "the open count") } else { 0 };
         if let Err(crowded) = admit_open(open, self.bounds.open_cap) {
             // Closed rows count against no cap: they wait for the next create admitted.
-            return Plan::answer(Answer::Admission(Admission::No(crowded)));
+            return Plan::answer(IndexAnswer::Admission(Admission::No(crowded)));
         }
         let mut writes = Vec::new();
         if tables.list {
@@ -665,13 +660,13 @@ impl Index {
             writes.push(Write::ListSchema);
         }
         writes.push(Write::StoreRow(row));
-        Plan { writes, ..Plan::answer(Answer::Admission(Admission::Yes)) }
+        Plan { writes, ..Plan::answer(IndexAnswer::Admission(Admission::Yes)) }
     }
 
     /// The alarm: what [`sending::round`] says is due, leased and started; a delivery of a
     /// kind this build does not know ends failed; each receiver's finished deliveries trimmed.
     pub fn poll_send(&self, tables: Tables, feed: &Feed, now: EpochMs) -> Plan {
-        let mut plan = Plan::answer(Answer::Done);
+        let mut plan = Plan::answer(IndexAnswer::Done);
         if self.holding {
             plan.alarm_at = Some(now.saturating_add(HELD_ALARM_MS));
             return plan;
@@ -746,7 +741,7 @@ impl Index {
     /// finished deliveries trimmed to what its kind keeps), retried, or the receiver gone; the
     /// alarm then runs the next round.
     pub fn on_sent(&self, tables: Tables, outcome: Outcome, feed: &Feed, now: EpochMs) -> Plan {
-        let mut plan = Plan { alarm_at: Some(now), ..Plan::answer(Answer::Done) };
+        let mut plan = Plan { alarm_at: Some(now), ..Plan::answer(IndexAnswer::Done) };
         if !tables.receivers {
             return plan;
         }
@@ -791,7 +786,7 @@ fn is_erased(feed: &Feed, incarnation: u64) -> bool {
 /// [`ERASED_KEPT_MS`] (at most [`ERASED_KEPT_PER_OWNER_MAX`] of them), long past the last row
 /// send its object could still have on its way.
 fn drop_erased(tables: Tables, id: String, incarnation: u64, now: EpochMs) -> Plan {
-    let mut plan = Plan::answer(Answer::Done);
+    let mut plan = Plan::answer(IndexAnswer::Done);
     if tables.list {
         plan.writes.push(Write::DeleteRow { id: id.clone() });
     }
@@ -838,7 +833,7 @@ fn held<'a>(feed: &Feed, readable: Option<&'a Row>) -> Option<list::Held<'a>> {
 }
 
 /// The subscribers the core's `owed` reads, from the receivers as stored.
-fn subscribers(receivers: &[Entry]) -> Vec<Subscriber<'_>> {
+fn subscribers(receivers: &[StoredReceiver]) -> Vec<Subscriber<'_>> {
     receivers.iter().map(|e| Subscriber { receiver: e.receiver(), id: &e.id, events: &e.events }).collect()
 }
 
@@ -849,28 +844,28 @@ fn list_page(query: &ListQuery, if_none_match: Option<String>, texts: Vec<String
     for text in &texts {
         match serde_json::from_str::<Row>(text) {
             Ok(row) => rows.push(row),
-            Err(e) => return Plan::answer(Answer::Unavailable(format!("a stored list row is unreadable: {e}"))),
+            Err(e) => return Plan::answer(IndexAnswer::Unavailable(format!("a stored list row is unreadable: {e}"))),
         }
     }
-    Plan::answer(Answer::Page { page: Page::of(rows, query), if_none_match })
+    Plan::answer(IndexAnswer::Page { page: Page::of(rows, query), if_none_match })
 }
 
 /// A new receiver, within its kind's cap (the tables written first where the owner has none).
-fn add_receiver(tables: Tables, entry: Entry, receivers: Vec<Entry>) -> Plan {
+fn add_receiver(tables: Tables, entry: StoredReceiver, receivers: Vec<StoredReceiver>) -> Plan {
     let held = receivers.iter().filter(|e| e.receiver() == entry.receiver()).count();
     let admitted = match entry.receiver() {
         Receiver::Webhook => notice::admit_webhook(held),
         Receiver::Push => notice::admit_subscription(held),
     };
     if let Err(refusal) = admitted {
-        return Plan::answer(Answer::Refused(refusal));
+        return Plan::answer(IndexAnswer::Refused(refusal));
     }
     let mut writes = Vec::new();
     if !tables.receivers {
         writes.push(Write::ReceiverSchema);
     }
     writes.push(Write::AddReceiver(entry.clone()));
-    Plan { writes, ..Plan::answer(Answer::Created(entry)) }
+    Plan { writes, ..Plan::answer(IndexAnswer::Created(entry)) }
 }
 
 /// The tables once `writes` commit.

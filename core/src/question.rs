@@ -69,9 +69,9 @@ impl Checked for QuestionInput {
     }
 }
 
-/// The owner's answer as recorded.
+/// The owner's pick of an option, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Answer {
+pub struct Pick {
     pub option: String,
     pub note: Option<String>,
     pub answered_at: Timestamp,
@@ -91,7 +91,7 @@ pub struct Question {
     pub input: Option<String>,
     pub options: Vec<Choice>,
     pub asked_at: Timestamp,
-    pub answer: Option<Answer>,
+    pub answer: Option<Pick>,
 }
 
 impl Question {

@@ -10,7 +10,7 @@
 //! - the turn number only rises, by one, through `OpenTurn`.
 
 use crate::error::{Code, Refusal};
-use crate::question::{Answer, Question, QuestionInput};
+use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
@@ -103,7 +103,7 @@ pub struct ContinuedFrom {
 }
 
 /// A hand-off at a glance: its session, where it runs, and where its turn stands. The record
-/// keeps it and the owner's list repeats it ([`crate::index::Row`], whose summary is the open
+/// keeps it and the owner's list repeats it ([`crate::rows::Row`], whose summary is the open
 /// question's text while it waits), flattened into each, so both stay flat JSON objects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listed {
@@ -459,7 +459,7 @@ fn answer(record: &Record, question: &str, option: &str, note: &Option<String>, 
     assert_eq!(record.status, Status::NeedsYou, "an unanswered question is open only while the turn needs the owner");
     let mut next = record.clone();
     next.status = Status::Running;
-    let answered = Answer { option: option.to_string(), note: note.clone(), answered_at: Timestamp::from_ms(now) };
+    let answered = Pick { option: option.to_string(), note: note.clone(), answered_at: Timestamp::from_ms(now) };
     if let Some(q) = next.question.as_mut() {
         q.answer = Some(answered);
     }

@@ -5,7 +5,7 @@
 //! attachment (the runtime keeps it across hibernation); the object holds no list of sockets
 //! and no timer. Every time the object has a version to show (a commit confirmed, a woken
 //! object comparing, a message from the client), it asks [`Watcher::on_version`] or
-//! [`Watcher::on_message`] for a [`Step`] and carries it out. The rules:
+//! [`Watcher::on_message`] for a [`SocketStep`] and carries it out. The rules:
 //!
 //! - each version the object publishes is pushed once, in order, and never again unasked
 //!   ([`Watcher::on_version`] only ever sends a version above [`Watcher::sent`]);
@@ -71,7 +71,7 @@ impl Close {
 
 /// What to do with one socket now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum SocketStep {
     /// Nothing is owed.
     Nothing,
     /// Send the current record.
@@ -110,7 +110,7 @@ impl Watcher {
     /// A socket that has seen up to `after`, and what it is owed at once: the record when its
     /// version is above `after`, and the last record then the close when the hand-off is closed
     /// (whatever `after` says, so that a watch on a closed hand-off ends at once).
-    pub fn open(role: Role, valid_until_s: i64, after: u64, version: u64, closed: bool, frame_bytes: usize) -> (Watcher, Step) {
+    pub fn open(role: Role, valid_until_s: i64, after: u64, version: u64, closed: bool, frame_bytes: usize) -> (Watcher, SocketStep) {
         let mut w = Watcher { role, valid_until_s, sent: after, unacked: Vec::new(), closed: false };
         if closed && version <= after {
             w.sent = version.saturating_sub(1);
@@ -122,7 +122,7 @@ impl Watcher {
 
     /// What the socket is owed when the record is at `version` (`closed` once the hand-off is),
     /// whose frame is `frame_bytes` long, at `now_s`.
-    pub fn on_version(&mut self, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> Step {
+    pub fn on_version(&mut self, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> SocketStep {
         if let Some(ended) = self.ended(now_s) {
             return ended;
         }
@@ -130,7 +130,7 @@ impl Watcher {
     }
 
     /// What a message from the client leads to; `text` is `None` for a binary message.
-    pub fn on_message(&mut self, text: Option<&str>, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> Step {
+    pub fn on_message(&mut self, text: Option<&str>, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> SocketStep {
         if let Some(ended) = self.ended(now_s) {
             return ended;
         }
@@ -147,9 +147,9 @@ impl Watcher {
 
     /// What every step of a socket checks first: nothing more once it is closed, and the close
     /// (4401) once its token has expired.
-    fn ended(&mut self, now_s: i64) -> Option<Step> {
+    fn ended(&mut self, now_s: i64) -> Option<SocketStep> {
         if self.closed {
-            return Some(Step::Nothing);
+            return Some(SocketStep::Nothing);
         }
         (now_s > self.valid_until_s).then(|| self.close(Close::TOKEN_EXPIRED))
     }
@@ -159,10 +159,10 @@ impl Watcher {
         self.unacked.iter().map(|(_, b)| u64::from(*b)).sum()
     }
 
-    fn owe(&mut self, version: u64, closed: bool, frame_bytes: usize) -> Step {
+    fn owe(&mut self, version: u64, closed: bool, frame_bytes: usize) -> SocketStep {
         if version <= self.sent {
             // Everything up to `version` went out already; a closed hand-off's last record too.
-            return if closed { self.close(Close::HANDOFF_CLOSED) } else { Step::Nothing };
+            return if closed { self.close(Close::HANDOFF_CLOSED) } else { SocketStep::Nothing };
         }
         let bytes = u32::try_from(frame_bytes).unwrap_or(u32::MAX);
         if self.unacked.len() >= WATCH_UNACKED_FRAMES_MAX || self.unacked_bytes() + u64::from(bytes) > WATCH_UNACKED_BYTES_MAX as u64 {
@@ -172,15 +172,15 @@ impl Watcher {
         self.sent = version;
         if closed {
             self.closed = true;
-            Step::SendThenClose(Close::HANDOFF_CLOSED)
+            SocketStep::SendThenClose(Close::HANDOFF_CLOSED)
         } else {
-            Step::Send
+            SocketStep::Send
         }
     }
 
-    fn close(&mut self, close: Close) -> Step {
+    fn close(&mut self, close: Close) -> SocketStep {
         self.closed = true;
-        Step::Close(close)
+        SocketStep::Close(close)
     }
 
     /// The attachment's text.

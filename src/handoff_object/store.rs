@@ -1,11 +1,11 @@
-//! A hand-off object's SQLite: the schema and its migration, the reads the session asks for,
+//! A hand-off object's SQLite: the schema and its migration, the reads the decider asks for,
 //! and one plan's writes in one `transactionSync` (all of them or none). The only code that
 //! writes this object's tables' SQL; it decides nothing, it turns each `Write` into its
 //! statement.
 
 use super::*;
 use handoff_core::idempotency::{KeyEntry, Remembered};
-use handoff_core::session::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
+use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
@@ -30,7 +30,7 @@ const MIGRATE_1_TO_2: [&str; 3] = [
 ];
 /// From schema 2 to 3: the record's `entered` flag (an earlier build's rows read as entered)
 /// and the `passed` table (created by [`SCHEMA`]). A restored row that entered something is
-/// passed again by the next change after every eviction, delivered or not: one row more to
+/// passed again by the next change after every eviction, taken or not: one row more to
 /// store and send, which the index skips by its version. Additive:
 /// an earlier build still reads and writes a schema-3 database.
 const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEGER NOT NULL DEFAULT 1"];
@@ -192,7 +192,7 @@ fn migrate(storage: &Storage, from: i64) -> Result<()> {
 }
 
 /// The stored hand-off in two queries: the catalogue (does it exist, is its schema this
-/// build's), then the record, its parts, the newest `lineage` entries, the failed deliveries
+/// build's), then the record, its parts, the newest `lineage` entries, the failed row sends
 /// and the passed rows together. An object starts again after every eviction, so this runs
 /// on the first request of most sessions' bursts. `None` (and nothing written) for a hand-off
 /// never created.

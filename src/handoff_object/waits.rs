@@ -1,5 +1,5 @@
 //! A held wait: its headers go out at once and its body is a stream that ends with the frame
-//! the session wakes it with, or at its timeout with the newest confirmed version. The stream
+//! the decider wakes it with, or at its timeout with the newest confirmed version. The stream
 //! owns the waiter's place: when its client goes away the runtime cancels the stream, which
 //! gives the place back there and then (the runtime need not fire `request.signal`, and local
 //! workerd does not).
@@ -17,15 +17,15 @@ struct Place {
 impl Drop for Place {
     fn drop(&mut self) {
         self.inner.waiting.borrow_mut().remove(&self.waiter);
-        // A drop never runs inside a borrow of the session (waking only sends), but a place
+        // A drop never runs inside a borrow of the decider (waking only sends), but a place
         // that cannot be given back now is given back when it is next woken.
-        if let Ok(mut session) = self.inner.session.try_borrow_mut() {
-            session.release(self.waiter);
+        if let Ok(mut decider) = self.inner.decider.try_borrow_mut() {
+            decider.release(self.waiter);
         }
     }
 }
 
-/// The streamed answer of the wait the session holds as `waiter`.
+/// The streamed answer of the wait the decider holds as `waiter`.
 pub(super) fn hold(inner: &Rc<Inner>, waiter: WaiterId, role: Role, timeout_ms: u64) -> Result<web_sys::Response> {
     let (tx, woken) = futures::channel::oneshot::channel();
     inner.waiting.borrow_mut().insert(waiter, tx);
@@ -39,7 +39,7 @@ pub(super) fn hold(inner: &Rc<Inner>, waiter: WaiterId, role: Role, timeout_ms: 
         // The timeout: the newest version whose commit is confirmed (the object read or
         // published one before any waiter could be held).
         let frame = frame.or_else(|| {
-            let published = place.inner.session.borrow().published().cloned();
+            let published = place.inner.decider.borrow().published().cloned();
             published.map(|h| place.inner.frame(&h, role))
         });
         drop(place);

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::clock::now_s;
-use handoff_core::watch::{self, Step, Watcher};
+use handoff_core::watch::{self, SocketStep, Watcher};
 use worker::worker_sys::WebSocketRequestResponsePair;
 
 /// `ping` is answered `pong` by the runtime itself, without waking the object.
@@ -26,9 +26,9 @@ pub(super) fn close_as_asked(ws: &WebSocket, code: usize) {
 }
 
 impl Object {
-    /// Accepts a socket the session admitted for `role`, owed at once what [`Watcher::open`] says.
+    /// Accepts a socket the decider admitted for `role`, owed at once what [`Watcher::open`] says.
     pub(super) fn accept_watch(&self, role: Role, after: u64, valid_until_s: i64, subprotocol: bool) -> Result<web_sys::Response> {
-        let h = self.inner.session.borrow().handoff().cloned();
+        let h = self.inner.decider.borrow().handoff().cloned();
         let Some(h) = h else {
             return Err(Error::RustError("a watch admitted without a hand-off".into()));
         };
@@ -70,7 +70,7 @@ impl Object {
         let Some(before) = attachment(ws) else {
             return Ok(());
         };
-        let h = self.inner.session.borrow().handoff().cloned();
+        let h = self.inner.decider.borrow().handoff().cloned();
         let Some(h) = h else {
             return Ok(());
         };
@@ -100,17 +100,17 @@ fn attachment(ws: &WebSocket) -> Option<Watcher> {
 /// Keeps `w` as the socket's attachment when it differs from `before` (what the attachment
 /// held; `None` for a new socket), then does what `step` says. A socket the client has already
 /// left refuses the send; that is its close on the way, not a failure of the object.
-fn carry_out(ws: &WebSocket, before: Option<&Watcher>, w: &Watcher, step: Step, frame: &str) {
+fn carry_out(ws: &WebSocket, before: Option<&Watcher>, w: &Watcher, step: SocketStep, frame: &str) {
     if before != Some(w) {
         if let Err(e) = ws.serialize_attachment(w.encode()) {
             console_error!("a watch's attachment: {e}");
         }
     }
     let (send, close) = match step {
-        Step::Nothing => return,
-        Step::Send => (true, None),
-        Step::SendThenClose(c) => (true, Some(c)),
-        Step::Close(c) => (false, Some(c)),
+        SocketStep::Nothing => return,
+        SocketStep::Send => (true, None),
+        SocketStep::SendThenClose(c) => (true, Some(c)),
+        SocketStep::Close(c) => (false, Some(c)),
     };
     if send {
         if let Err(e) = ws.send_with_str(frame) {

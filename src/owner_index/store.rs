@@ -7,7 +7,7 @@
 use crate::sqlite::count;
 use handoff_api::notifications::message_body;
 use handoff_core::owner::receiver::{Delivery, Receiver};
-use handoff_core::owner::{stored, Address, DeliveryFacts, Entry, Feed, HandoffFacts, HeldRow, Place, Read, Tables, Waiting, Write};
+use handoff_core::owner::{stored, Address, DeliveryFacts, StoredReceiver, Feed, HandoffFacts, HeldRow, PendingRef, Read, Tables, Waiting, Write};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use wasm_bindgen::JsValue;
@@ -185,13 +185,13 @@ struct ReceiverStored {
 
 impl ReceiverStored {
     /// The receiver, and the names of its events this build does not know (`stored::events`).
-    fn entry(self, kind: Receiver) -> (Entry, Vec<stored::Unknown>) {
+    fn entry(self, kind: Receiver) -> (StoredReceiver, Vec<stored::Unknown>) {
         let address = match kind {
             Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
             Receiver::Push => Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console },
         };
         let (events, unknown) = stored::events(&self.events);
-        (Entry { id: self.id, events, created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }, unknown)
+        (StoredReceiver { id: self.id, events, created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }, unknown)
     }
 }
 
@@ -297,7 +297,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
         Read::OldestPending { limit } => {
             let rows: Vec<PlaceStored> =
                 sql.exec("SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?", vec![(*limit as i64).into()])?.to_array()?;
-            feed.oldest = Some(rows.into_iter().map(|p| Place { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver }).collect());
+            feed.oldest = Some(rows.into_iter().map(|p| PendingRef { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver }).collect());
         }
         Read::OpenCount { except } => {
             let open = count(&sql, "SELECT count(*) AS n FROM list WHERE state = 'open' AND id != ?", vec![except.as_str().into()])?;
@@ -465,7 +465,7 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
-fn add_receiver(entry: &Entry) -> Statement {
+fn add_receiver(entry: &StoredReceiver) -> Statement {
     let events = stored::events_text(&entry.events);
     match &entry.address {
         Address::Webhook { url, secret } => (

@@ -280,9 +280,9 @@ fn a_map_that_names_what_is_gone_fails_naming_each_missing_item() {
         ("`core/src/owners/`", "`core/src/owners/` does not exist"),
         ("`src/handoff_object/store.rs` then `stores.rs`", "`src/handoff_object/stores.rs` does not exist"),
         ("`every_read_is_a_plan_with_nothing_to_wait_for`", "no `fn every_read_is_a_plan_with_nothing_to_wait_for`"),
-        ("`Session::confirms`", "`Session::confirms` is defined nowhere"),
+        ("`Decider::confirms`", "`Decider::confirms` is defined nowhere"),
         ("`notice::owed_chains`", "`notice::owed_chains` is defined nowhere"),
-        ("`core/src/session.rs` `Deliverance`", "`Deliverance` is not in `core/src/session.rs`"),
+        ("`core/src/decider.rs` `Deliverance`", "`Deliverance` is not in `core/src/decider.rs`"),
         ("`PROTOCOL_VERSIONS`", "`PROTOCOL_VERSIONS` is in no source file"),
         ("an open `span", "a backtick span is not closed"),
         ("`handoff-kore`", "`handoff-kore` is in no source file"),
@@ -291,7 +291,7 @@ fn a_map_that_names_what_is_gone_fails_naming_each_missing_item() {
         let (found, _) = problems(&format!("# Map\n\n{text}\n"), &top, &sources);
         assert!(found.len() == 1 && found[0].contains(problem), "{text}: {found:?}");
     }
-    let right = "`core/src/session.rs` `Delivery`, `Session::confirm`, `Caller::reaches`, `Record::incarnation`, \
+    let right = "`core/src/decider.rs` `RowSend`, `Decider::confirm`, `Caller::reaches`, `Record::incarnation`, \
                  `Op::Change`, `listed_enum!`, `src/owner_index/send.rs` and `store.rs`, `core/src/{turn,work}.rs`, \
                  `every_read_is_a_plan_with_nothing_to_await`, `GET …/watch`, `503`, `@handoff/client`, `store.unavailable`";
     let (found, checked) = problems(&format!("# Map\n\n{right}\n"), &top, &sources);
@@ -304,7 +304,7 @@ fn a_map_that_names_what_is_gone_fails_naming_each_missing_item() {
 
 #[test]
 fn a_path_is_told_from_a_route_a_type_a_package_and_a_test() {
-    assert!(is_path("core/src/session.rs") && is_path("cli/") && is_path("ARCHITECTURE.md") && is_path("src/{a,b}.rs"));
+    assert!(is_path("core/src/decider.rs") && is_path("cli/") && is_path("ARCHITECTURE.md") && is_path("src/{a,b}.rs"));
     for not in ["/v1/handoffs", "GET …/watch", "Action::sender", "{\"handoff\": …}", "HANDOFF_ENV", ".wasm", "@handoff/client"] {
         assert!(!is_path(not), "{not}");
     }

@@ -2,7 +2,7 @@ use super::*;
 use crate::wire::Json;
 use handoff_core::handoff::{self as core_handoff, apply, Change, Effect};
 use handoff_core::package::{ContinuedFrom, PackageRequest, RejectInput, RejectReason};
-use handoff_core::session::{Answer, Wire};
+use handoff_core::decider::{HandoffAnswer, Wire};
 use handoff_core::time::Timestamp;
 use handoff_core::turn::Status;
 use handoff_core::work::{Item, WorkInput};
@@ -15,12 +15,12 @@ fn record() -> Record {
     record
 }
 
-fn rendered(answer: Answer<'_>) -> Value {
+fn rendered(answer: HandoffAnswer<'_>) -> Value {
     serde_json::from_str(&Json.render(answer).body).unwrap()
 }
 
 fn changed(h: &core_handoff::Handoff, effect: &Effect) -> Value {
-    rendered(Answer::Changed { h, role: Role::Owner, effect })
+    rendered(HandoffAnswer::Changed { h, role: Role::Owner, effect })
 }
 
 fn work_input() -> WorkInput {
@@ -30,7 +30,7 @@ fn work_input() -> WorkInput {
 #[test]
 fn the_record_answer_is_the_handoff_alone_with_every_field_present() {
     let h = core_handoff::Handoff::create(record());
-    let body = rendered(Answer::Record { h: &h, role: Role::Owner });
+    let body = rendered(HandoffAnswer::Record { h: &h, role: Role::Owner });
     let shown = &body["handoff"];
     assert_eq!(body.as_object().unwrap().len(), 1);
     assert_eq!((shown["created_at"].as_str(), shown["updated_at"].as_str()), (Some("1970-01-01T00:00:00.000Z"), Some("2023-11-14T22:13:20.123Z")));
@@ -151,7 +151,7 @@ fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
     let machine = Handoff::of(&h, Role::Machine);
     assert_eq!((owner.actions, machine.actions), (vec![Cow::from("cancel"), "close".into()], vec![Cow::from("report")]));
     assert_eq!(owner.policy, None);
-    let body = rendered(Answer::Record { h: &h, role: Role::Machine });
+    let body = rendered(HandoffAnswer::Record { h: &h, role: Role::Machine });
     assert_eq!(body["handoff"]["actions"], json!(["report"]));
     assert_eq!(body["handoff"]["policy"], Value::Null);
 }
@@ -161,7 +161,7 @@ fn a_preview_puts_the_turn_the_package_and_its_briefing_beside_the_record_as_it_
     let h = with_work();
     let compiled = apply(&h, &Change::Compile { request: request(), dry_run: false }, Role::Owner, 2).unwrap().next;
     let latest = compiled.ledger.latest().unwrap();
-    let body = rendered(Answer::Preview { h: &h, role: Role::Owner, turn: 2, latest: &latest, briefing: "the briefing" });
+    let body = rendered(HandoffAnswer::Preview { h: &h, role: Role::Owner, turn: 2, latest: &latest, briefing: "the briefing" });
     assert_eq!((body["turn"].as_u64(), body["briefing"].as_str(), body["state"].as_str()), (Some(2), Some("the briefing"), Some("offered")));
     assert_eq!(body["package_hash"].as_str(), Some(latest.package_hash.as_str()));
     assert_eq!(body["package"]["format"], 1);

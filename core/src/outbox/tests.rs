@@ -13,10 +13,10 @@ fn plain_changes_that_commit_during_a_send_go_together_in_the_next_one() {
     assert_eq!(o.on_commit(3, "r3", false, T0 + 2).alarm_at, None);
     assert_eq!(o.poll_send(), None, "one send at a time");
     assert_eq!(o.on_sent(true, T0 + 3).retry_at, None);
-    assert!(o.is_delivered(1) && !o.is_delivered(2));
+    assert!(o.is_taken(1) && !o.is_taken(2));
     assert_eq!(o.poll_send(), Some(Send { version: 3, row: "r3", passed: vec![] }), "the newest row, not the one after the last sent");
     assert_eq!(o.on_sent(true, T0 + 4).retry_at, None);
-    assert!(o.is_delivered(3));
+    assert!(o.is_taken(3));
     assert_eq!(o.poll_send(), None, "nothing left to send");
 }
 
@@ -195,7 +195,7 @@ proptest! {
                 }
             }
             for v in 0..=m.committed + 1 {
-                prop_assert_eq!(o.is_delivered(v), v <= m.acknowledged);
+                prop_assert_eq!(o.is_taken(v), v <= m.acknowledged);
             }
             prop_assert_eq!(o.is_sending(), m.in_flight.is_some());
             prop_assert_eq!(o.is_owing(), m.committed > m.acknowledged && o.owed().is_some());
@@ -211,7 +211,7 @@ proptest! {
             m.acknowledged = s.version;
             next = o.poll_send();
         }
-        prop_assert!(o.is_delivered(m.committed), "the newest change never arrived");
+        prop_assert!(o.is_taken(m.committed), "the newest change never arrived");
     }
 }
 
@@ -221,14 +221,14 @@ fn a_row_that_entered_something_and_was_passed_during_a_send_travels_with_the_ne
     o.on_commit(1, "running", true, T0);
     assert_eq!(o.poll_send(), Some(Send { version: 1, row: "running", passed: vec![] }));
     let c = o.on_commit(2, "needs-you", true, T0 + 1);
-    assert_eq!(c.pass, Some(Entry { version: 1, row: "running" }), "the send on its way may yet fail");
+    assert_eq!(c.pass, Some(PassedRow { version: 1, row: "running" }), "the send on its way may yet fail");
     let c = o.on_commit(3, "needs-you, summary", false, T0 + 2);
-    assert_eq!(c.pass, Some(Entry { version: 2, row: "needs-you" }), "stored with the change that passed it");
+    assert_eq!(c.pass, Some(PassedRow { version: 2, row: "needs-you" }), "stored with the change that passed it");
     let c = o.on_commit(4, "done", true, T0 + 3);
     assert_eq!(c.pass, None, "a row that entered nothing is coalesced away");
     assert_eq!(o.on_sent(true, T0 + 4), Ended { retry_at: None, unpass_through: Some(1) }, "delivered: its stored copy goes");
     let send = o.poll_send().unwrap();
-    assert_eq!((send.version, send.passed), (4, vec![Entry { version: 2, row: "needs-you" }]));
+    assert_eq!((send.version, send.passed), (4, vec![PassedRow { version: 2, row: "needs-you" }]));
     assert_eq!(o.on_sent(false, T0 + 5).unpass_through, None, "a failed send delivers nothing");
     assert_eq!(o.on_alarm().map(|s| s.passed.len()), Some(1), "the retry carries it again");
     assert_eq!(o.on_sent(true, T0 + 6), Ended { retry_at: None, unpass_through: Some(2) });
@@ -243,7 +243,7 @@ fn a_delivered_row_is_never_passed() {
     o.poll_send();
     o.on_sent(true, T0);
     assert_eq!(o.on_commit(2, "done", true, T0 + 1).pass, None, "the index holds version 1");
-    assert_eq!(o.on_commit(3, "closed", true, T0 + 2).pass, Some(Entry { version: 2, row: "done" }));
+    assert_eq!(o.on_commit(3, "closed", true, T0 + 2).pass, Some(PassedRow { version: 2, row: "done" }));
 }
 
 #[test]
@@ -267,21 +267,21 @@ fn past_the_cap_the_oldest_passed_row_is_dropped_and_counted() {
 fn restored_passed_rows_are_kept_in_order_below_the_owed_row() {
     let mut o = Outbox::default();
     o.restore(Owed { version: 5, row: "r5", attempts: 0, entered: true });
-    o.restore_passed(Entry { version: 3, row: "r3" });
-    o.restore_passed(Entry { version: 2, row: "r2" });
-    o.restore_passed(Entry { version: 3, row: "again" });
-    o.restore_passed(Entry { version: 5, row: "r5" });
-    o.restore_passed(Entry { version: 6, row: "r6" });
-    assert_eq!(o.passed(), [Entry { version: 2, row: "r2" }, Entry { version: 3, row: "r3" }]);
+    o.restore_passed(PassedRow { version: 3, row: "r3" });
+    o.restore_passed(PassedRow { version: 2, row: "r2" });
+    o.restore_passed(PassedRow { version: 3, row: "again" });
+    o.restore_passed(PassedRow { version: 5, row: "r5" });
+    o.restore_passed(PassedRow { version: 6, row: "r6" });
+    assert_eq!(o.passed(), [PassedRow { version: 2, row: "r2" }, PassedRow { version: 3, row: "r3" }]);
     assert_eq!(o.poll_send().map(|s| s.passed.len()), Some(2));
     o.on_sent(true, T0);
-    o.restore_passed(Entry { version: 4, row: "r4" });
+    o.restore_passed(PassedRow { version: 4, row: "r4" });
     assert!(o.passed().is_empty(), "a row no newer than one delivered is not owed");
     o.on_commit(6, "r6", true, T0);
-    o.restore_passed(Entry { version: 5, row: "r5" });
+    o.restore_passed(PassedRow { version: 5, row: "r5" });
     assert!(o.passed().is_empty(), "the version delivered is not owed either");
     o.on_commit(7, "r7", true, T0);
-    assert_eq!(o.passed(), [Entry { version: 6, row: "r6" }]);
+    assert_eq!(o.passed(), [PassedRow { version: 6, row: "r6" }]);
     o.forget();
     assert!(o.passed().is_empty() && o.owed().is_none(), "storage is the truth after a failed commit");
 }
@@ -410,7 +410,7 @@ proptest! {
                     if let Some((version, key, entered)) = db.record {
                         o.restore(Owed { version, row: (version, key), attempts: 0, entered });
                         for (v, row) in &db.passed {
-                            o.restore_passed(Entry { version: *v, row: *row });
+                            o.restore_passed(PassedRow { version: *v, row: *row });
                         }
                     }
                 }

@@ -2,7 +2,7 @@
 //! so a row delivered late, twice or out of order changes nothing. A row that is stored owes
 //! the notices its chain entered (`notice::owed_chain`); a row that is not owes none.
 
-use crate::index::Row;
+use crate::rows::Row;
 use crate::notice::{self, Notice};
 
 /// The row the index holds for a hand-off: its version (a column of its own), and the row

@@ -5,7 +5,7 @@
 //! ends the delivery, schedules its retry or, for a push subscription that is gone, ends the
 //! receiver. A receiver keeps its newest [`Receiver::kept_finished`] finished deliveries.
 
-use crate::index::Row;
+use crate::rows::Row;
 use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_TIMEOUT_MS};
 use crate::notice::{self, Notice};
 use crate::time::{EpochMs, Timestamp};
@@ -54,11 +54,11 @@ impl Receiver {
     }
 
     /// What the receiver's answer to an attempt means (`None`: no answer, or none in time).
-    pub fn answer(self, status: Option<u16>) -> Answer {
+    pub fn answer(self, status: Option<u16>) -> ReceiverAnswer {
         match (self, status) {
-            (_, Some(200..=299)) => Answer::Taken,
-            (Receiver::Push, Some(404 | 410)) => Answer::Gone,
-            _ => Answer::NotTaken,
+            (_, Some(200..=299)) => ReceiverAnswer::Taken,
+            (Receiver::Push, Some(404 | 410)) => ReceiverAnswer::Gone,
+            _ => ReceiverAnswer::NotTaken,
         }
     }
 
@@ -78,9 +78,9 @@ impl Receiver {
     /// What the attempt numbered `attempts` (from 1), which got `status` at `now`, leads to.
     pub fn after_attempt(self, created_at: EpochMs, attempts: u32, status: Option<u16>, now: EpochMs) -> Next {
         match self.answer(status) {
-            Answer::Taken => Next::Delivered,
-            Answer::Gone => Next::Gone,
-            Answer::NotTaken => match self.retry_at(created_at, attempts, now) {
+            ReceiverAnswer::Taken => Next::Delivered,
+            ReceiverAnswer::Gone => Next::Gone,
+            ReceiverAnswer::NotTaken => match self.retry_at(created_at, attempts, now) {
                 Some(at) => Next::Retry { at },
                 None => Next::Failed,
             },
@@ -97,7 +97,7 @@ impl Receiver {
 
 /// What a receiver's answer means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub enum ReceiverAnswer {
     /// 2xx: the receiver has it.
     Taken,
     /// 404 or 410 from a push service: the subscription expired or was withdrawn.

@@ -25,13 +25,13 @@ fn row(id: &str, version: u64, status: Status) -> Row {
     row_at(id, version, status, State::Open, T0 + version as i64)
 }
 
-fn webhook(id: &str, events: &[Notice], at: EpochMs) -> Entry {
-    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
+fn webhook(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
+    StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
 }
 
-fn subscription(id: &str, events: &[Notice], at: EpochMs) -> Entry {
+fn subscription(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
     let address = Address::Push { endpoint: format!("https://push.example/{id}"), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "https://console.example".into() };
-    Entry { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
+    StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
 }
 
 /// One delivery as the in-memory store holds it.
@@ -59,7 +59,7 @@ struct Stored {
 struct Mem {
     tables: Tables,
     list: BTreeMap<String, (u64, EpochMs, State, String)>,
-    receivers: Vec<Entry>,
+    receivers: Vec<StoredReceiver>,
     deliveries: BTreeMap<i64, Stored>,
     next_seq: i64,
     /// The erased lives: `id` → (life, when).
@@ -82,13 +82,13 @@ impl Mem {
             Read::Tables => feed.tables = Some(self.tables),
             Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
             Read::Receivers { of } => {
-                let mut entries: Vec<Entry> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
+                let mut entries: Vec<StoredReceiver> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
                 entries.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
                 feed.receivers = Some(entries);
             }
             Read::PendingCount => feed.pending_count = Some(self.pending().count()),
             Read::OldestPending { limit } => {
-                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| Place { seq: *seq, receiver: Ok(d.receiver), to: d.to.clone() }).collect())
+                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| PendingRef { seq: *seq, receiver: Ok(d.receiver), to: d.to.clone() }).collect())
             }
             Read::OpenCount { except } => feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64),
             Read::Rows { state, after, limit } => {
@@ -271,10 +271,10 @@ fn owner(pending_max: usize, push: bool) -> (Index, Mem) {
 #[test]
 fn a_row_newer_than_the_one_held_is_stored_and_a_late_or_repeated_one_changes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![], incarnation: 0 }, T0).answer, Answer::Done);
+    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![], incarnation: 0 }, T0).answer, IndexAnswer::Done);
     for late in [1, 2] {
         let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![], incarnation: 0 }, T0);
-        assert_eq!((plan.answer, plan.writes), (Answer::Done, vec![]), "version {late}");
+        assert_eq!((plan.answer, plan.writes), (IndexAnswer::Done, vec![]), "version {late}");
     }
     assert_eq!(mem.list["ho_a"].0, 2);
 }
@@ -332,12 +332,12 @@ fn the_open_cap_counts_open_rows_besides_the_new_one_and_a_refused_create_stores
     let (mut index, mut mem) = owner(10, false);
     for (i, id) in ["ho_a", "ho_b", "ho_c"].iter().enumerate() {
         let plan = run(&mut index, &mut mem, Ask::Open { row: row(id, 1, Status::Running) }, T0 + i as i64);
-        assert_eq!(plan.answer, Answer::Admission(Admission::Yes));
+        assert_eq!(plan.answer, IndexAnswer::Admission(Admission::Yes));
     }
     let again = run(&mut index, &mut mem, Ask::Open { row: row("ho_c", 1, Status::Running) }, T0 + 9);
-    assert_eq!(again.answer, Answer::Admission(Admission::Yes), "a create's row again, in place of its own");
+    assert_eq!(again.answer, IndexAnswer::Admission(Admission::Yes), "a create's row again, in place of its own");
     let crowded = run(&mut index, &mut mem, Ask::Open { row: row("ho_d", 1, Status::Running) }, T0 + 10);
-    assert_eq!(crowded.answer, Answer::Admission(Admission::No(crate::index::TooManyOpen { open: 3, cap: 3 })));
+    assert_eq!(crowded.answer, IndexAnswer::Admission(Admission::No(crate::rows::TooManyOpen { open: 3, cap: 3 })));
     assert_eq!(crowded.writes, vec![], "a refused create writes nothing");
     assert!(!mem.list.contains_key("ho_d"));
 }
@@ -367,7 +367,7 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     let mut cursor = None;
     loop {
         let query = ListQuery { state: Some(State::Open), limit: 2, cursor: cursor.as_deref().and_then(Cursor::decode) };
-        let Answer::Page { page, .. } = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer else { panic!("a page") };
+        let IndexAnswer::Page { page, .. } = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer else { panic!("a page") };
         seen.extend(page.handoffs.iter().map(|r| r.id.clone()));
         assert!(seen.len() <= 5, "{seen:?} {:?}", page.cursor.as_deref().and_then(Cursor::decode));
         cursor = page.cursor;
@@ -379,9 +379,9 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     let mut open = vec![(4, &ids[4]), (3, &ids[3]), (1, &ids[1]), (0, &ids[0])];
     open.sort_by(|a, b| (b.0 / 2, b.1).cmp(&(a.0 / 2, a.1)));
     assert_eq!(seen, open.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
-    run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
     let query = ListQuery { state: None, limit: 10, cursor: None };
-    assert!(matches!(run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer, Answer::Unavailable(_)));
+    assert!(matches!(run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer, IndexAnswer::Unavailable(_)));
 }
 
 #[test]
@@ -389,14 +389,14 @@ fn an_owner_with_no_tables_lists_nothing_and_finds_no_receiver_and_writes_nothin
     let (mut index, mut mem) = owner(10, true);
     let query = ListQuery { state: None, limit: 10, cursor: None };
     let page = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0);
-    assert_eq!(page.answer, Answer::Page { page: Page { handoffs: vec![], cursor: None }, if_none_match: None });
+    assert_eq!(page.answer, IndexAnswer::Page { page: Page { handoffs: vec![], cursor: None }, if_none_match: None });
     for ask in [Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_1".into() }, Ask::Deliveries { id: "wh_1".into() }] {
         let plan = run(&mut index, &mut mem, ask, T0);
-        assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::WebhookNotFound), "{plan:?}");
+        assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookNotFound), "{plan:?}");
     }
     let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Push, id: "ps_1".into() }, T0);
-    assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::SubscriptionNotFound));
-    assert_eq!(run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer, Answer::Receivers { of: Receiver::Push, entries: vec![] });
+    assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::SubscriptionNotFound));
+    assert_eq!(run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer, IndexAnswer::Receivers { of: Receiver::Push, entries: vec![] });
     assert_eq!(mem.tables, Tables::default());
     let dropped = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 1 }, T0).writes;
     assert!(dropped.iter().all(|w| matches!(w, Write::ErasedSchema | Write::Erased { .. } | Write::TrimErased { .. })), "only the erased life: {dropped:?}");
@@ -417,7 +417,7 @@ fn an_erase_drops_the_row_and_every_pending_and_finished_delivery_of_the_hand_of
     assert!(mem.deliveries.values().any(|d| d.handoff == "ho_a" && d.state == DeliveryState::Pending && !d.body.is_empty()));
 
     let plan = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 5 }, T0 + 2);
-    assert_eq!(plan.answer, Answer::Done);
+    assert_eq!(plan.answer, IndexAnswer::Done);
     assert!(!mem.list.contains_key("ho_a"));
     assert!(mem.deliveries.values().all(|d| d.handoff != "ho_a"), "nothing of ho_a is left to send or to read");
     assert_eq!(mem.deliveries.values().filter(|d| d.handoff == "ho_b").count(), 2, "another hand-off's deliveries stay");
@@ -435,7 +435,7 @@ fn a_row_of_an_erased_life_arriving_after_the_drop_stores_nothing_and_owes_nothi
     run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 100 }, T0 + 1);
     for late in [1, 7] {
         let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::NeedsYou), passed: vec![], incarnation: 100 }, T0 + 2);
-        assert_eq!((plan.answer, plan.writes, plan.alarm_at), (Answer::Done, vec![], None), "version {late} of the erased life");
+        assert_eq!((plan.answer, plan.writes, plan.alarm_at), (IndexAnswer::Done, vec![], None), "version {late} of the erased life");
     }
     assert!(!mem.list.contains_key("ho_a") && mem.deliveries.is_empty(), "the row is not brought back, and nobody is told");
     // An earlier life's row too; a Drop repeated (an erase retried) keeps the life.
@@ -466,14 +466,14 @@ fn receivers_are_capped_per_kind_and_removing_one_removes_its_deliveries() {
     let (mut index, mut mem) = owner(10, true);
     for i in 0..crate::limits::WEBHOOKS_PER_OWNER_MAX {
         let plan = run(&mut index, &mut mem, Ask::AddReceiver(webhook(&format!("wh_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
-        assert!(matches!(plan.answer, Answer::Created(_)));
+        assert!(matches!(plan.answer, IndexAnswer::Created(_)));
     }
     let over = run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_x", &[Notice::NeedsYou], T0 + 99)), T0);
-    assert!(matches!(&over.answer, Answer::Refused(r) if r.code == Code::WebhookTooMany));
+    assert!(matches!(&over.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookTooMany));
     assert!(over.writes.is_empty(), "a refusal writes nothing");
-    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer, Answer::Created(_)));
+    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer, IndexAnswer::Created(_)));
     run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
-    assert_eq!(run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer, Answer::Removed);
+    assert_eq!(run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer, IndexAnswer::Removed);
     assert!(mem.deliveries.values().all(|d| d.to != "wh_0"));
     assert!(mem.deliveries.values().any(|d| d.to == "wh_1"));
 }
@@ -508,7 +508,7 @@ fn a_webhook_keeps_its_newest_finished_deliveries_and_a_push_subscription_none()
     assert!(finished.iter().all(|d| d.state == DeliveryState::Delivered));
     assert_eq!(finished[0].handoff, "ho_007", "the oldest went");
     assert!(mem.deliveries.values().all(|d| d.to != "ps_1"), "push keeps none");
-    let Answer::Deliveries { deliveries, dropped } = run(&mut index, &mut mem, Ask::Deliveries { id: "wh_1".into() }, now).answer else { panic!() };
+    let IndexAnswer::Deliveries { deliveries, dropped } = run(&mut index, &mut mem, Ask::Deliveries { id: "wh_1".into() }, now).answer else { panic!() };
     assert_eq!((deliveries.len(), deliveries[0].handoff.as_str(), dropped), (WEBHOOK_DELIVERIES_KEPT, "ho_056", 0));
 }
 
@@ -550,19 +550,19 @@ fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm()
 #[test]
 fn refused_rows_and_held_deliveries_are_the_test_hooks_and_a_refusal_writes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Refuse { on: true }, T0).answer, Answer::Refusing(true));
+    assert_eq!(run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0).answer, IndexAnswer::Refusing(true));
     let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![], incarnation: 0 }, T0);
-    assert!(matches!(&plan.answer, Answer::Refused(r) if r.code == Code::StoreUnavailable));
+    assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::StoreUnavailable));
     assert!(plan.writes.is_empty() && mem.list.is_empty());
-    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
-    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: true }), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
     let held = run(&mut index, &mut mem, Ask::Alarm, T0);
     assert_eq!((held.send.len(), held.alarm_at), (0, Some(T0 + HELD_ALARM_MS)));
-    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: false }), T0);
     assert_eq!(run(&mut index, &mut mem, Ask::Alarm, T0).send.len(), 1);
-    assert_eq!(run(&mut index, &mut mem, Ask::Storage, T0).answer, Answer::StorageBytes(4096));
+    assert_eq!(run(&mut index, &mut mem, Ask::Hook(IndexHook::Storage), T0).answer, IndexAnswer::StorageBytes(4096));
 }
 
 #[test]
@@ -664,15 +664,15 @@ proptest! {
                     let cap = if kind == Receiver::Webhook { crate::limits::WEBHOOKS_PER_OWNER_MAX } else { crate::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX };
                     let plan = run(&mut index, &mut mem, Ask::AddReceiver(entry), now);
                     if held < cap {
-                        prop_assert!(matches!(plan.answer, Answer::Created(_)));
+                        prop_assert!(matches!(plan.answer, IndexAnswer::Created(_)));
                     } else {
-                        prop_assert!(matches!(plan.answer, Answer::Refused(_)) && plan.writes.is_empty(), "past the cap: {:?}", plan);
+                        prop_assert!(matches!(plan.answer, IndexAnswer::Refused(_)) && plan.writes.is_empty(), "past the cap: {:?}", plan);
                     }
                 }
                 Step::Remove { i } => {
                     let Some(e) = mem.receivers.get(i).cloned() else { continue };
                     let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: e.receiver(), id: e.id.clone() }, now);
-                    prop_assert_eq!(plan.answer, Answer::Removed);
+                    prop_assert_eq!(plan.answer, IndexAnswer::Removed);
                     prop_assert!(mem.deliveries.values().all(|d| d.to != e.id));
                 }
                 Step::Alarm { minutes, status } => {
@@ -730,23 +730,23 @@ fn a_push_message_links_to_its_own_subscriptions_console_and_a_webhook_body_to_n
 fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let (mut index, mut mem) = owner(10, true);
     for on in [true, false] {
-        assert_eq!(run_reading(&mut index, &mut mem, Ask::Refuse { on }, T0).1, vec![], "a switch needs no storage");
-        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hold { on }, T0).1, vec![]);
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on }), T0).1, vec![], "a switch needs no storage");
+        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on }), T0).1, vec![]);
     }
     // Refused rows read nothing past the tables; a list with no table reads nothing more.
-    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
     let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
-    assert!(matches!(refused.answer, Answer::Refused(_)));
+    assert!(matches!(refused.answer, IndexAnswer::Refused(_)));
     assert_eq!(reads, vec![Read::Tables]);
-    run(&mut index, &mut mem, Ask::Refuse { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
     let query = ListQuery { state: None, limit: 5, cursor: None };
     assert_eq!(run_reading(&mut index, &mut mem, Ask::List { query: query.clone(), if_none_match: None }, T0).1, vec![], "the tables are known");
     // Without receivers' tables, the alarm reads nothing; held, it reads nothing either.
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    run(&mut index, &mut mem, Ask::Hold { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: true }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
-    run(&mut index, &mut mem, Ask::Hold { on: false }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on: false }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![Read::Pending { limit: 10 }]);
     // A row owing a delivery reads the receivers and the count (no row is held before the
     // list's first), and the oldest pending only when some must go.
@@ -758,15 +758,15 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     // A listing reads its own kind.
     let (listed, reads) = run_reading(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0);
     assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Push] }]);
-    assert!(matches!(listed.answer, Answer::Receivers { entries, .. } if entries.len() == 1));
+    assert!(matches!(listed.answer, IndexAnswer::Receivers { entries, .. } if entries.len() == 1));
     // Refused rows read nothing, whatever the index holds.
-    run(&mut index, &mut mem, Ask::Refuse { on: true }, T0);
+    run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0).1, vec![]);
     // A row with the list in place writes no schema; a failed commit has the tables read again.
     let (mut index, mut mem) = owner(10, true);
-    let unreadable = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_z".into() }, T0);
+    let unreadable = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
     assert_eq!(unreadable.writes, vec![Write::ListSchema, Write::StoreUnreadable { id: "ho_z".into() }]);
-    let again = run(&mut index, &mut mem, Ask::PutUnreadable { id: "ho_y".into() }, T0);
+    let again = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_y".into() }), T0);
     assert_eq!(again.writes, vec![Write::StoreUnreadable { id: "ho_y".into() }]);
     index.failed();
     assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into(), incarnation: 0 }, &Feed::default(), T0), Some(Read::Tables));
@@ -778,11 +778,11 @@ fn push_subscriptions_have_their_own_cap_beside_the_webhooks() {
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_0", &[Notice::NeedsYou], T0)), T0);
     for i in 0..crate::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX {
         let plan = run(&mut index, &mut mem, Ask::AddReceiver(subscription(&format!("ps_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
-        assert!(matches!(plan.answer, Answer::Created(_)), "{i}");
+        assert!(matches!(plan.answer, IndexAnswer::Created(_)), "{i}");
     }
     let over = run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_x", &[Notice::NeedsYou], T0)), T0);
-    assert!(matches!(&over.answer, Answer::Refused(r) if r.code == Code::SubscriptionTooMany), "{over:?}");
-    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::Done], T0)), T0).answer, Answer::Created(_)));
+    assert!(matches!(&over.answer, IndexAnswer::Refused(r) if r.code == Code::SubscriptionTooMany), "{over:?}");
+    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::Done], T0)), T0).answer, IndexAnswer::Created(_)));
 }
 
 #[test]
@@ -823,8 +823,8 @@ fn a_pending_delivery_of_an_unknown_kind_counts_against_the_cap_and_is_dropped_o
         Read::PendingCount => feed.pending_count = Some(3),
         Read::OldestPending { limit } => {
             assert_eq!(*limit, 2, "the unknown one is read among the oldest");
-            let unknown = Place { seq: 1, receiver: stored::kind("email"), to: "em_1".into() };
-            feed.oldest = Some(vec![unknown, Place { seq: 2, receiver: Ok(Receiver::Webhook), to: "wh_b".into() }]);
+            let unknown = PendingRef { seq: 1, receiver: stored::kind("email"), to: "em_1".into() };
+            feed.oldest = Some(vec![unknown, PendingRef { seq: 2, receiver: Ok(Receiver::Webhook), to: "wh_b".into() }]);
         }
         other => panic!("not read here: {other:?}"),
     });
@@ -843,7 +843,7 @@ fn a_pending_delivery_of_an_unknown_kind_at_the_cap_makes_room_for_the_new_one_i
         Read::Held { .. } => feed.held = Some(None),
         Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
         Read::PendingCount => feed.pending_count = Some(1),
-        Read::OldestPending { .. } => feed.oldest = Some(vec![Place { seq: 7, receiver: stored::kind("email"), to: "em_1".into() }]),
+        Read::OldestPending { .. } => feed.oldest = Some(vec![PendingRef { seq: 7, receiver: stored::kind("email"), to: "em_1".into() }]),
         other => panic!("not read here: {other:?}"),
     });
     assert!(plan.writes.contains(&Write::DropPending { seqs: vec![7] }), "the oldest goes, not the new one: {:?}", plan.writes);
@@ -875,7 +875,7 @@ fn a_webhooks_delivery_in_a_state_this_build_does_not_know_makes_its_deliveries_
         Read::Deliveries { .. } => feed.deliveries = Some(Err(stored::state("expired").expect_err("unknown"))),
         other => panic!("not read here: {other:?}"),
     });
-    assert_eq!(plan.answer, Answer::Unavailable("a stored delivery to webhook wh_a: a delivery state this build does not know (\"expired\")".into()));
+    assert_eq!(plan.answer, IndexAnswer::Unavailable("a stored delivery to webhook wh_a: a delivery state this build does not know (\"expired\")".into()));
     assert!(plan.writes.is_empty());
 }
 
@@ -894,7 +894,7 @@ fn a_receivers_event_this_build_does_not_know_is_logged_once_in_the_objects_life
     };
     let first = run_fed(&mut index, ask(), fed);
     assert_eq!(first.log, ["receiver wh_a: an event this build does not know (\"later-event\"), never sent here (and 1 more; logged once)"]);
-    assert!(matches!(&first.answer, Answer::Receivers { entries, .. } if entries[0].events == [Notice::Done]), "listed with the events it knows");
+    assert!(matches!(&first.answer, IndexAnswer::Receivers { entries, .. } if entries[0].events == [Notice::Done]), "listed with the events it knows");
     assert!(run_fed(&mut index, ask(), fed).log.is_empty(), "logged once");
     let mut fresh = Index::new(bounds(10, false));
     assert!(run_fed(&mut fresh, ask(), |read, feed| match read {
@@ -930,9 +930,9 @@ fn an_owner_with_no_tables_reads_nothing_and_answers_an_empty_list_and_no_receiv
         other => panic!("no table, nothing read: {other:?}"),
     };
     let page = run_fed(&mut index, Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None }, none);
-    assert!(matches!(&page.answer, Answer::Page { page, .. } if page.handoffs.is_empty()), "{page:?}");
+    assert!(matches!(&page.answer, IndexAnswer::Page { page, .. } if page.handoffs.is_empty()), "{page:?}");
     let listed = run_fed(&mut index, Ask::Receivers(Receiver::Webhook), none);
-    assert!(matches!(&listed.answer, Answer::Receivers { entries, .. } if entries.is_empty()));
+    assert!(matches!(&listed.answer, IndexAnswer::Receivers { entries, .. } if entries.is_empty()));
     let gone = run_fed(&mut index, Ask::Deliveries { id: "wh_a".into() }, none);
-    assert!(matches!(&gone.answer, Answer::Refused(r) if r.code == Code::WebhookNotFound));
+    assert!(matches!(&gone.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookNotFound));
 }

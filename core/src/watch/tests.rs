@@ -4,42 +4,42 @@ use proptest::prelude::*;
 const FRAME: usize = 1_000;
 const LATER: i64 = 1_000;
 
-fn watcher(after: u64, version: u64) -> (Watcher, Step) {
+fn watcher(after: u64, version: u64) -> (Watcher, SocketStep) {
     Watcher::open(Role::Owner, LATER, after, version, false, FRAME)
 }
 
 #[test]
 fn a_watch_gets_the_record_at_once_only_when_its_version_is_above_after() {
-    assert_eq!(watcher(3, 4).1, Step::Send);
-    assert_eq!(watcher(4, 4).1, Step::Nothing);
-    assert_eq!(watcher(9, 4).1, Step::Nothing);
+    assert_eq!(watcher(3, 4).1, SocketStep::Send);
+    assert_eq!(watcher(4, 4).1, SocketStep::Nothing);
+    assert_eq!(watcher(9, 4).1, SocketStep::Nothing);
     assert_eq!(watcher(3, 4).0.sent, 4);
 }
 
 #[test]
 fn each_version_is_sent_once_in_order_and_never_again() {
     let (mut w, _) = watcher(0, 1);
-    assert_eq!(w.on_version(1, false, FRAME, 0), Step::Nothing, "version 1 went at the open");
-    assert_eq!(w.on_version(2, false, FRAME, 0), Step::Send);
-    assert_eq!(w.on_version(2, false, FRAME, 0), Step::Nothing, "a woken object compares and sends nothing twice");
-    assert_eq!(w.on_version(1, false, FRAME, 0), Step::Nothing, "an older version never goes out");
+    assert_eq!(w.on_version(1, false, FRAME, 0), SocketStep::Nothing, "version 1 went at the open");
+    assert_eq!(w.on_version(2, false, FRAME, 0), SocketStep::Send);
+    assert_eq!(w.on_version(2, false, FRAME, 0), SocketStep::Nothing, "a woken object compares and sends nothing twice");
+    assert_eq!(w.on_version(1, false, FRAME, 0), SocketStep::Nothing, "an older version never goes out");
     assert_eq!(w.sent, 2);
 }
 
 #[test]
 fn a_close_sends_the_last_record_then_closes_with_1000() {
     let (mut w, _) = watcher(0, 1);
-    assert_eq!(w.on_version(2, true, FRAME, 0), Step::SendThenClose(Close::HANDOFF_CLOSED));
+    assert_eq!(w.on_version(2, true, FRAME, 0), SocketStep::SendThenClose(Close::HANDOFF_CLOSED));
     assert_eq!(Close::HANDOFF_CLOSED.code, 1000);
-    assert_eq!(w.on_version(2, true, FRAME, 0), Step::Nothing, "a closed socket is sent nothing more");
-    assert_eq!(w.on_message(Some(r#"{"after":0}"#), 2, true, FRAME, 0), Step::Nothing);
+    assert_eq!(w.on_version(2, true, FRAME, 0), SocketStep::Nothing, "a closed socket is sent nothing more");
+    assert_eq!(w.on_message(Some(r#"{"after":0}"#), 2, true, FRAME, 0), SocketStep::Nothing);
 }
 
 #[test]
 fn a_watch_opened_on_a_closed_hand_off_gets_its_last_record_and_the_close_whatever_after_says() {
     for after in [0, 4, 5, 9] {
         let (w, step) = Watcher::open(Role::Owner, LATER, after, 5, true, FRAME);
-        assert_eq!(step, Step::SendThenClose(Close::HANDOFF_CLOSED), "after={after}");
+        assert_eq!(step, SocketStep::SendThenClose(Close::HANDOFF_CLOSED), "after={after}");
         assert!(w.closed);
     }
 }
@@ -47,18 +47,18 @@ fn a_watch_opened_on_a_closed_hand_off_gets_its_last_record_and_the_close_whatev
 #[test]
 fn an_expired_token_closes_with_4401_at_the_next_send_or_message_and_not_before() {
     let (mut w, _) = Watcher::open(Role::Machine, 100, 0, 1, false, FRAME);
-    assert_eq!(w.on_version(2, false, FRAME, 100), Step::Send, "still valid at its last second");
-    assert_eq!(w.on_version(3, false, FRAME, 101), Step::Close(Close::TOKEN_EXPIRED));
+    assert_eq!(w.on_version(2, false, FRAME, 100), SocketStep::Send, "still valid at its last second");
+    assert_eq!(w.on_version(3, false, FRAME, 101), SocketStep::Close(Close::TOKEN_EXPIRED));
     assert_eq!(Close::TOKEN_EXPIRED.code, 4401);
     let (mut w, _) = Watcher::open(Role::Machine, 100, 0, 1, false, FRAME);
-    assert_eq!(w.on_message(Some(r#"{"after":1}"#), 1, false, FRAME, 101), Step::Close(Close::TOKEN_EXPIRED));
+    assert_eq!(w.on_message(Some(r#"{"after":1}"#), 1, false, FRAME, 101), SocketStep::Close(Close::TOKEN_EXPIRED));
 }
 
 #[test]
 fn anything_but_after_closes_with_1003() {
     for text in [Some("pong"), Some("{}"), Some(r#"{"after":-1}"#), Some(r#"{"after":1,"x":2}"#), Some("[1]"), None] {
         let (mut w, _) = watcher(0, 1);
-        assert_eq!(w.on_message(text, 1, false, FRAME, 0), Step::Close(Close::UNSUPPORTED), "{text:?}");
+        assert_eq!(w.on_message(text, 1, false, FRAME, 0), SocketStep::Close(Close::UNSUPPORTED), "{text:?}");
         assert_eq!(Close::UNSUPPORTED.code, 1003);
     }
 }
@@ -68,31 +68,31 @@ fn after_resynchronises_and_acknowledges() {
     let (mut w, _) = watcher(0, 3);
     assert_eq!(w.unacked, vec![(3, FRAME as u32)]);
     // The client says it has 5 (from elsewhere): nothing up to 5 is owed.
-    assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), Step::Nothing);
+    assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), SocketStep::Nothing);
     assert!(w.unacked.is_empty(), "acknowledged");
-    assert_eq!(w.on_version(6, false, FRAME, 0), Step::Send);
+    assert_eq!(w.on_version(6, false, FRAME, 0), SocketStep::Send);
     // Acknowledging exactly the last version sent leaves nothing unacknowledged.
-    assert_eq!(w.on_message(Some(r#"{"after":6}"#), 6, false, FRAME, 0), Step::Nothing);
+    assert_eq!(w.on_message(Some(r#"{"after":6}"#), 6, false, FRAME, 0), SocketStep::Nothing);
     assert!(w.unacked.is_empty(), "{:?}", w.unacked);
     // A client behind the record is answered with it, each time it says it is behind.
     let (mut w, _) = watcher(7, 7);
     w.sent = 2;
-    assert_eq!(w.on_message(Some(r#"{"after":2}"#), 7, false, FRAME, 0), Step::Send);
-    assert_eq!(w.on_message(Some(r#"{"after":7}"#), 7, false, FRAME, 0), Step::Nothing, "it has 7 now");
+    assert_eq!(w.on_message(Some(r#"{"after":2}"#), 7, false, FRAME, 0), SocketStep::Send);
+    assert_eq!(w.on_message(Some(r#"{"after":7}"#), 7, false, FRAME, 0), SocketStep::Nothing, "it has 7 now");
 }
 
 #[test]
 fn after_v_re_synchronises_a_socket_that_was_sent_the_record_already_and_pushes_stay_once() {
     let (mut w, step) = watcher(0, 4);
-    assert_eq!(step, Step::Send, "version 4 went at the open");
-    assert_eq!(w.on_version(4, false, FRAME, 0), Step::Nothing, "never pushed twice unasked");
+    assert_eq!(step, SocketStep::Send, "version 4 went at the open");
+    assert_eq!(w.on_version(4, false, FRAME, 0), SocketStep::Nothing, "never pushed twice unasked");
     // The client lost its state and says it has only 1: it is sent the record again.
-    assert_eq!(w.on_message(Some(r#"{"after":1}"#), 4, false, FRAME, 0), Step::Send);
+    assert_eq!(w.on_message(Some(r#"{"after":1}"#), 4, false, FRAME, 0), SocketStep::Send);
     assert_eq!(w.sent, 4);
-    assert_eq!(w.on_version(4, false, FRAME, 0), Step::Nothing, "and the next push is still only a newer version");
-    assert_eq!(w.on_version(5, false, FRAME, 0), Step::Send);
+    assert_eq!(w.on_version(4, false, FRAME, 0), SocketStep::Nothing, "and the next push is still only a newer version");
+    assert_eq!(w.on_version(5, false, FRAME, 0), SocketStep::Send);
     // Saying it has the current version asks for nothing.
-    assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), Step::Nothing);
+    assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), SocketStep::Nothing);
 }
 
 #[test]
@@ -103,11 +103,11 @@ fn a_reader_that_never_acknowledges_is_closed_with_1013_before_its_bytes_pass_th
     let step = loop {
         version += 1;
         let step = w.on_version(version, false, big, 0);
-        if step != Step::Send {
+        if step != SocketStep::Send {
             break step;
         }
     };
-    assert_eq!(step, Step::Close(Close::SLOW_READER));
+    assert_eq!(step, SocketStep::Close(Close::SLOW_READER));
     assert_eq!(Close::SLOW_READER.code, 1013);
     assert!(w.unacked_bytes() <= WATCH_UNACKED_BYTES_MAX as u64);
     assert_eq!(version, 5, "four frames of a quarter of the cap fit, the fifth does not");
@@ -117,10 +117,10 @@ fn a_reader_that_never_acknowledges_is_closed_with_1013_before_its_bytes_pass_th
 fn a_reader_that_acknowledges_is_never_closed() {
     let (mut w, _) = Watcher::open(Role::Owner, LATER, 0, 1, false, FRAME);
     for version in 2..10 * WATCH_UNACKED_FRAMES_MAX as u64 {
-        assert_eq!(w.on_version(version, false, FRAME, 0), Step::Send);
+        assert_eq!(w.on_version(version, false, FRAME, 0), SocketStep::Send);
         if version % 8 == 0 {
             let ack = format!(r#"{{"after":{version}}}"#);
-            assert_eq!(w.on_message(Some(&ack), version, false, FRAME, 0), Step::Nothing);
+            assert_eq!(w.on_message(Some(&ack), version, false, FRAME, 0), SocketStep::Nothing);
         }
     }
 }
@@ -136,7 +136,7 @@ fn clients_acknowledge_at_half_the_caps_as_the_contract_says() {
 #[test]
 fn too_many_unacknowledged_frames_close_with_1013_too() {
     let (mut w, _) = Watcher::open(Role::Owner, LATER, 0, 1, false, 1);
-    let sends = (2..).take_while(|v| w.on_version(*v, false, 1, 0) == Step::Send).count();
+    let sends = (2..).take_while(|v| w.on_version(*v, false, 1, 0) == SocketStep::Send).count();
     assert_eq!(sends + 1, WATCH_UNACKED_FRAMES_MAX);
     assert!(w.closed);
 }
@@ -210,7 +210,7 @@ proptest! {
         let mut now = 0i64;
         let mut closed = false;
         let (mut w, step) = Watcher::open(Role::Owner, lifetime_s, after, version, false, 100);
-        prop_assert_eq!(step, Step::Send);
+        prop_assert_eq!(step, SocketStep::Send);
         let mut seen = vec![version];
         let mut pushed = vec![version];
         let mut ended: Option<Close> = None;
@@ -230,11 +230,11 @@ proptest! {
                 }
                 Event::Tick { s } => {
                     now += s;
-                    (Step::Nothing, None)
+                    (SocketStep::Nothing, None)
                 }
             };
             match step {
-                Step::Send | Step::SendThenClose(_) => {
+                SocketStep::Send | SocketStep::SendThenClose(_) => {
                     prop_assert!(ended.is_none(), "sent after a close");
                     prop_assert!(now <= lifetime_s, "sent on an expired token");
                     match asked_after {
@@ -244,13 +244,13 @@ proptest! {
                     }
                     seen.push(version);
                 }
-                Step::Nothing if ended.is_none() && asked_after.is_some_and(|acked| acked < version) => {
+                SocketStep::Nothing if ended.is_none() && asked_after.is_some_and(|acked| acked < version) => {
                     prop_assert!(false, "a socket behind the record by its own word was not re-synchronised");
                 }
                 _ => {}
             }
             match step {
-                Step::SendThenClose(c) | Step::Close(c) => {
+                SocketStep::SendThenClose(c) | SocketStep::Close(c) => {
                     prop_assert!(ended.is_none(), "closed twice");
                     if c == Close::TOKEN_EXPIRED {
                         prop_assert!(now > lifetime_s);

@@ -17,15 +17,15 @@ fn row(id: &str, version: u64) -> Row {
 #[test]
 fn a_2xx_is_taken_by_either_receiver_and_only_a_push_service_can_say_gone() {
     for r in Receiver::ALL {
-        assert_eq!(r.answer(Some(200)), Answer::Taken);
-        assert_eq!(r.answer(Some(201)), Answer::Taken);
-        assert_eq!(r.answer(Some(500)), Answer::NotTaken);
-        assert_eq!(r.answer(None), Answer::NotTaken, "no answer, or none in time");
+        assert_eq!(r.answer(Some(200)), ReceiverAnswer::Taken);
+        assert_eq!(r.answer(Some(201)), ReceiverAnswer::Taken);
+        assert_eq!(r.answer(Some(500)), ReceiverAnswer::NotTaken);
+        assert_eq!(r.answer(None), ReceiverAnswer::NotTaken, "no answer, or none in time");
     }
-    assert_eq!(Receiver::Push.answer(Some(404)), Answer::Gone);
-    assert_eq!(Receiver::Push.answer(Some(410)), Answer::Gone);
-    assert_eq!(Receiver::Webhook.answer(Some(404)), Answer::NotTaken, "a webhook's 404 is retried like any failure");
-    assert_eq!(Receiver::Webhook.answer(Some(410)), Answer::NotTaken);
+    assert_eq!(Receiver::Push.answer(Some(404)), ReceiverAnswer::Gone);
+    assert_eq!(Receiver::Push.answer(Some(410)), ReceiverAnswer::Gone);
+    assert_eq!(Receiver::Webhook.answer(Some(404)), ReceiverAnswer::NotTaken, "a webhook's 404 is retried like any failure");
+    assert_eq!(Receiver::Webhook.answer(Some(410)), ReceiverAnswer::NotTaken);
 }
 
 #[test]

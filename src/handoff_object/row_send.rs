@@ -1,4 +1,4 @@
-//! Carrying out what the session says the owner's index is owed: the send itself, the wait
+//! Carrying out what the decider says the owner's index is owed: the send itself, the wait
 //! for a send already on its way, the attempts stored and the retry alarm after a failure.
 //! No decision is made here.
 
@@ -6,34 +6,34 @@ use super::*;
 use crate::bindings::{owner_index_name, OWNER_INDEX};
 use handoff_api::protocol::{self, IndexAsk};
 use handoff_core::outbox::Send;
-use handoff_core::session::{Delivery, WriteFailed};
+use handoff_core::decider::{RowSend, WriteFailed};
 use std::time::Duration;
 
 impl Object {
     /// Returns once the owner's index holds `version` (or a later one), so that a list started
-    /// after the answer shows the change. Changes that arrive while a delivery is on its way
-    /// wait for it; the session then sends only the newest row, so under concurrent changes
+    /// after the answer shows the change. Changes that arrive while a row send is on its way
+    /// wait for it; the decider then sends only the newest row, so under concurrent changes
     /// one index write carries many of them. After a failure the alarm retries and the change
     /// is answered.
-    pub(super) async fn deliver_through(&self, version: u64) -> Result<()> {
+    pub(super) async fn send_rows_through(&self, version: u64) -> Result<()> {
         loop {
-            let (delivered, send, sending) = {
-                let mut session = self.inner.session.borrow_mut();
-                if session.is_delivered(version) {
+            let (taken, send, sending) = {
+                let mut decider = self.inner.decider.borrow_mut();
+                if decider.is_taken(version) {
                     (true, None, false)
                 } else {
-                    let send = session.poll_send();
-                    let sending = send.is_none() && session.is_sending();
+                    let send = decider.poll_row_send();
+                    let sending = send.is_none() && decider.is_sending();
                     (false, send, sending)
                 }
             };
-            match (delivered, send) {
+            match (taken, send) {
                 (true, _) => return Ok(()),
                 (false, Some(send)) => self.send(send).await?,
                 (false, None) if sending => {
                     let (done, wait) = futures::channel::oneshot::channel();
-                    self.inner.delivering.borrow_mut().push(done);
-                    // A dropped sender is a delivery that ended too: look again either way.
+                    self.inner.awaiting_row_send.borrow_mut().push(done);
+                    // A dropped sender is a row send that ended too: look again either way.
                     let _ended = wait.await;
                 }
                 (false, None) => return Ok(()),
@@ -41,12 +41,12 @@ impl Object {
         }
     }
 
-    /// Carries out one send, tells the session how it went, wakes the changes that waited for
+    /// Carries out one send, tells the decider how it went, wakes the changes that waited for
     /// it, and carries out what a failure leads to (the attempts stored, the retry alarm).
-    pub(super) async fn send(&self, send: Send<Delivery>) -> Result<()> {
+    pub(super) async fn send(&self, send: Send<RowSend>) -> Result<()> {
         let ok = self.send_row(&send).await;
-        let sent = self.inner.session.borrow_mut().on_sent(send.version, ok, now_ms());
-        for done in self.inner.delivering.borrow_mut().drain(..) {
+        let sent = self.inner.decider.borrow_mut().on_row_sent(send.version, ok, now_ms());
+        for done in self.inner.awaiting_row_send.borrow_mut().drain(..) {
             let _gone = done.send(());
         }
         if let Some(write) = &sent.write {
@@ -65,8 +65,8 @@ impl Object {
     }
 
     /// Whether the owner's index took the row (and the rows it passed, for their notices); a
-    /// failure to reach it is logged once here, and the session retries it.
-    async fn send_row(&self, send: &Send<Delivery>) -> bool {
+    /// failure to reach it is logged once here, and the decider retries it.
+    async fn send_row(&self, send: &Send<RowSend>) -> bool {
         match self.put_row(send).await {
             Ok(()) => true,
             Err(failure) => {
@@ -76,11 +76,11 @@ impl Object {
         }
     }
 
-    async fn put_row(&self, send: &Send<Delivery>) -> std::result::Result<(), NotTaken> {
-        let delivery = &send.row;
+    async fn put_row(&self, send: &Send<RowSend>) -> std::result::Result<(), NotTaken> {
+        let row_send = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let payload = protocol::encode(&IndexAsk::Put { row: delivery.row.clone(), passed, incarnation: delivery.incarnation }).map_err(|e| NotTaken::Encode(e.to_string()))?;
-        let stub = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&delivery.owner))).map_err(|e| NotTaken::Stub(e.to_string()))?;
+        let payload = protocol::encode(&IndexAsk::Put { row: row_send.row.clone(), passed, incarnation: row_send.incarnation }).map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let stub = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&row_send.owner))).map_err(|e| NotTaken::Stub(e.to_string()))?;
         let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).map_err(|e| NotTaken::Ask(e.to_string()))?;
         match crate::http::await_answer(answer).await {
             Ok(r) if r.status() == 200 => Ok(()),

@@ -172,13 +172,13 @@ mod tests {
 
     #[test]
     fn the_list_row_shows_an_unanswered_questions_text_as_its_summary() {
-        use crate::question::{Answer, Choice, Kind, Question, QuestionInput};
+        use crate::question::{Pick, Choice, Kind, Question, QuestionInput};
         let mut r = record();
         let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), input: None, options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
         r.question = Some(Question::asked(&input, 1, 2, 0, Timestamp::from_ms(5)));
         let row = Row::of(&r);
         assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2_0")));
-        r.question.as_mut().unwrap().answer = Some(Answer { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
+        r.question.as_mut().unwrap().answer = Some(Pick { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
         assert_eq!(Row::of(&r).summary.as_deref(), Some("built it"), "answered: the report's summary again");
     }
 

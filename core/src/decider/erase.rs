@@ -1,10 +1,10 @@
 //! Erasing a hand-off, as a sequence of effects the object carries out one at a time, each
 //! outcome fed back: the owner's index drops the row first, so that no row outlives the
-//! hand-off; then its storage and its alarm go, and the session forgets it; then every socket
+//! hand-off; then its storage and its alarm go, and the decider forgets it; then every socket
 //! watching it is closed. A failed step stops the erase with the hand-off whole, to be erased
 //! again at [`Erasure::retry_at`].
 
-use super::Session;
+use super::Decider;
 use crate::limits::OUTBOX_RETRY_MS_MAX;
 use crate::time::EpochMs;
 
@@ -49,7 +49,7 @@ impl Erasure {
     }
 }
 
-impl Session {
+impl Decider {
     /// The erase of the hand-off held, or `None` when there is none (erased already, or never
     /// there).
     pub fn erasure(&self) -> Option<Erasure> {
@@ -61,7 +61,7 @@ impl Session {
     }
 
     /// The first step left in `erasure` ended (`ok`) at `now`: after the storage went, the
-    /// session forgets the hand-off; after a failure, nothing more runs.
+    /// decider forgets the hand-off; after a failure, nothing more runs.
     pub fn on_erase_step(&mut self, erasure: &mut Erasure, ok: bool, now: EpochMs) -> Erasing {
         let Some(step) = erasure.steps.pop_front() else {
             return Erasing::Done;

@@ -1,5 +1,5 @@
-//! The session driven with no runtime at all: a [`Db`] stands in for the object's SQLite (it
-//! applies each plan's writes and answers the reads the session asks for), and [`TestWire`]
+//! The decider driven with no runtime at all: a [`Db`] stands in for the object's SQLite (it
+//! applies each plan's writes and answers the reads the decider asks for), and [`TestWire`]
 //! for the HTTP contract. Each rule the object used to carry out itself has a test here.
 
 use super::*;
@@ -24,18 +24,18 @@ const ID: &str = "ho_1";
 struct TestWire;
 
 impl Wire for TestWire {
-    fn render(&self, answer: Answer<'_>) -> Rendered {
+    fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         let (status, body) = match answer {
-            Answer::Record { h, .. } => (200, json!({"version": h.record.version})),
-            Answer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
-            Answer::Changed { h, effect, .. } => {
+            HandoffAnswer::Record { h, .. } => (200, json!({"version": h.record.version})),
+            HandoffAnswer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
+            HandoffAnswer::Changed { h, effect, .. } => {
                 let package = match effect {
                     Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
                     _ => None,
                 };
                 (200, json!({"version": h.record.version, "package": package, "prompt": h.record.prompt}))
             }
-            Answer::Refused { refusal, handoff, .. } => {
+            HandoffAnswer::Refused { refusal, handoff, .. } => {
                 let status = match refusal.code {
                     Code::AuthForbidden => 403,
                     Code::AuthRevoked => 401,
@@ -48,15 +48,15 @@ impl Wire for TestWire {
                 };
                 (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version), "prompt": handoff.and_then(|(h, _)| h.record.prompt.clone())}))
             }
-            Answer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
-            Answer::Erased => (204, json!({})),
-            Answer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
+            HandoffAnswer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
+            HandoffAnswer::Erased => (204, json!({})),
+            HandoffAnswer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
             _ => (200, json!({})),
         };
         Rendered { status, content_type: JSON, body: body.to_string(), replayed: false }
     }
 
-    fn without_package(&self, answer: Answer<'_>) -> Option<String> {
+    fn without_package(&self, answer: HandoffAnswer<'_>) -> Option<String> {
         let mut body: Value = serde_json::from_str(&self.render(answer).body).ok()?;
         body.as_object_mut()?.remove("package")?;
         Some(body.to_string())
@@ -142,9 +142,9 @@ impl Db {
     }
 }
 
-/// One object: a session over a [`Db`], carried out as the Worker carries out its plans.
+/// One object: a decider over a [`Db`], carried out as the Worker carries out its plans.
 struct Driver {
-    session: Session,
+    decider: Decider,
     db: Db,
     now: EpochMs,
     /// The index accepts deliveries.
@@ -155,35 +155,35 @@ struct Driver {
 
 impl Driver {
     fn new() -> Driver {
-        Driver { session: Session::new(Caps::default()), db: Db::default(), now: T0, index_up: true, woken: Vec::new() }
+        Driver { decider: Decider::new(Caps::default()), db: Db::default(), now: T0, index_up: true, woken: Vec::new() }
     }
 
-    /// The object evicted and started again: a new session over the same storage.
+    /// The object evicted and started again: a new decider over the same storage.
     fn restart(&mut self) {
-        self.session = Session::new(Caps::default());
+        self.decider = Decider::new(Caps::default());
     }
 
-    /// Reads what the session asks for, then plans.
+    /// Reads what the decider asks for, then plans.
     fn plan(&mut self, ask: Ask) -> Plan {
         let mut feed = Feed::default();
         let mut reads = 0;
-        while let Some(read) = self.session.next_read(&ask, &feed, self.now) {
+        while let Some(read) = self.decider.next_read(&ask, &feed, self.now) {
             reads += 1;
-            assert!(reads < 8, "the session keeps asking for {read:?}");
+            assert!(reads < 8, "the decider keeps asking for {read:?}");
             match read {
-                Read::Handoff { lineage } => self.session.restore(self.db.stored(lineage)).expect("readable"),
-                Read::Keys => self.session.restore_keys(self.db.keys.iter().map(|(k, (_, at, bytes))| KeyEntry { key: k.clone(), at: *at, bytes: *bytes }).collect()),
+                Read::Handoff { lineage } => self.decider.restore(self.db.stored(lineage)).expect("readable"),
+                Read::Keys => self.decider.restore_keys(self.db.keys.iter().map(|(k, (_, at, bytes))| KeyEntry { key: k.clone(), at: *at, bytes: *bytes }).collect()),
                 Read::Key { key, since } => feed.key = Some(self.db.keys.get(&key).filter(|(_, at, _)| *at >= since).map(|(r, _, _)| r.clone())),
                 Read::Turns { before, limit } => {
                     feed.turns = Some(self.db.turns.range(..before as u64).rev().take(limit).map(|(_, e)| e.clone()).collect())
                 }
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
-                Read::Admission { .. } => feed.admission = Some(crate::index::Admission::Yes),
+                Read::Admission { .. } => feed.admission = Some(crate::rows::Admission::Yes),
             }
         }
-        let _ = self.session.take_catch_up();
-        self.session.handle(ask, feed, Moment { now: self.now, random: 0.5 }, &TestWire)
+        let _ = self.decider.take_catch_up();
+        self.decider.handle(ask, feed, Moment { now: self.now, random: 0.5 }, &TestWire)
     }
 
     /// Plans `ask` and carries the plan out; answers the plan and what the caller is told.
@@ -191,14 +191,14 @@ impl Driver {
         let plan = self.plan(ask);
         self.db.apply(&plan.writes);
         if let Some(version) = plan.publish {
-            if let Some(wake) = self.session.confirm(version) {
+            if let Some(wake) = self.decider.confirm(version) {
                 self.woken.push(wake.handoff.record.version);
             }
         }
-        if let Some(version) = plan.deliver_through {
-            while !self.session.is_delivered(version) {
-                let Some(send) = self.session.poll_send() else { break };
-                let sent = self.session.on_sent(send.version, self.index_up, self.now);
+        if let Some(version) = plan.send_rows_through {
+            while !self.decider.is_taken(version) {
+                let Some(send) = self.decider.poll_row_send() else { break };
+                let sent = self.decider.on_row_sent(send.version, self.index_up, self.now);
                 if let Some(w) = sent.write {
                     self.db.apply(&[w]);
                 }
@@ -206,11 +206,11 @@ impl Driver {
         }
         if plan.erase {
             self.db = Db::default();
-            self.session.erased();
+            self.decider.erased();
         }
         let (body, status) = match &plan.reply {
             Reply::Rendered(r) => (serde_json::from_str(&r.body).unwrap_or(Value::Null), r.status),
-            Reply::Record { .. } => (json!({"version": self.session.handoff().map(|h| h.record.version)}), 200),
+            Reply::Record { .. } => (json!({"version": self.decider.handoff().map(|h| h.record.version)}), 200),
             Reply::Hold { .. } | Reply::Watch { .. } => (Value::Null, 200),
         };
         self.now += 1_000;
@@ -218,10 +218,10 @@ impl Driver {
     }
 
     fn version(&self) -> u64 {
-        self.session.handoff().map_or(0, |h| h.record.version)
+        self.decider.handoff().map_or(0, |h| h.record.version)
     }
 
-    /// The version storage holds: the truth, whatever the session has read of it.
+    /// The version storage holds: the truth, whatever the decider has read of it.
     fn stored_version(&self) -> u64 {
         self.db.record.as_deref().map_or(0, |r| serde_json::from_str::<Record>(r).unwrap().version)
     }
@@ -292,7 +292,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
 fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_not_see_it() {
     let mut d = created();
     let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
-    for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::TestStorage] {
+    for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::Hook(HandoffHook::Storage)] {
         let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
         assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
         assert!(plan.writes.is_empty() && !plan.waits());
@@ -310,7 +310,7 @@ fn who_may_send_each_change_is_decided_in_the_session_with_the_record_beside_the
     assert!(plan.writes.is_empty());
     let (_, _, status) = d.ask(ask(owner(), report(1, ReportStatus::Done, "x")));
     assert_eq!(status, 403, "a report is the machine's");
-    let (_, _, status) = d.ask(ask(machine(), Op::TestFault { fault: Fault::Sync }));
+    let (_, _, status) = d.ask(ask(machine(), Op::Hook(HandoffHook::Fault { fault: Fault::Sync })));
     assert_eq!(status, 403, "test hooks are the owner's");
     let (_, _, status) = d.ask(ask(machine(), report(1, ReportStatus::Running, "x")));
     assert_eq!(status, 200);
@@ -320,7 +320,7 @@ fn who_may_send_each_change_is_decided_in_the_session_with_the_record_beside_the
 fn every_stored_change_moves_the_version_by_one_publishes_it_and_delivers_it_and_a_no_op_writes_nothing() {
     let mut d = created();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
-    assert_eq!((plan.publish, plan.deliver_through, d.version()), (Some(2), Some(2), 2));
+    assert_eq!((plan.publish, plan.send_rows_through, d.version()), (Some(2), Some(2), 2));
     assert!(plan.waits(), "a publication and a delivery are carried out with an await");
     assert_eq!(d.db.events.get(&2), Some(&EventKind::Report));
     let (plan, _, status) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
@@ -342,7 +342,7 @@ fn every_read_is_a_plan_with_nothing_to_await() {
         Op::Briefing { budget_bytes: 4096, reach: Reaching { api: true, base_url: "https://h".into() } },
         Op::Wait { after: 0, timeout_s: 30 },
         Op::Wait { after: 99, timeout_s: 0 },
-        Op::TestStorage,
+        Op::Hook(HandoffHook::Storage),
         Op::Floor,
         compile(true),
     ];
@@ -389,7 +389,7 @@ fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
     assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
     assert_eq!(d.db.turns.keys().next(), Some(&(turns - TURNS_KEPT_PER_HANDOFF_MAX as u64 + 1)));
     assert!(d.db.events.len() <= EVENTS_PER_HANDOFF_MAX, "{} events", d.db.events.len());
-    assert_eq!(d.session.handoff().unwrap().lineage.len(), LINEAGE_TAIL_MAX, "the session holds only the newest entries");
+    assert_eq!(d.decider.handoff().unwrap().lineage.len(), LINEAGE_TAIL_MAX, "the decider holds only the newest entries");
     // A page of turns reads storage, newest first from `before`.
     let (_, body, _) = d.ask(ask(owner(), Op::Turns { before: Some(turns), limit: 2 }));
     assert_eq!(body["turns"], json!([turns - 2, turns - 1]));
@@ -454,9 +454,9 @@ fn a_failed_commit_forgets_what_the_session_held_and_the_next_change_takes_the_s
     let plan = d.plan(ask(machine(), report(1, ReportStatus::NeedsYou, "lost")));
     assert_eq!(plan.publish, Some(2));
     // The object's transaction failed: nothing of the plan is stored.
-    d.session.failed();
-    assert_eq!(d.session.next_read(&ask(owner(), Op::Get), &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
-    assert_eq!(d.session.confirm(2).map(|w| w.handoff.record.version), None, "a lost version is never published");
+    d.decider.failed();
+    assert_eq!(d.decider.next_read(&ask(owner(), Op::Get), &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
+    assert_eq!(d.decider.confirm(2).map(|w| w.handoff.record.version), None, "a lost version is never published");
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "kept")));
     assert_eq!(plan.publish, Some(2));
     assert_eq!(d.woken, vec![1, 2]);
@@ -465,7 +465,7 @@ fn a_failed_commit_forgets_what_the_session_held_and_the_next_change_takes_the_s
 #[test]
 fn waiters_are_held_per_role_within_their_cap_and_woken_only_by_a_confirmed_version() {
     let mut d = created();
-    d.session = Session::new(Caps { waiters: PerRole::new(2, 1), ..Caps::default() });
+    d.decider = Decider::new(Caps { waiters: PerRole::new(2, 1), ..Caps::default() });
     let hold = |d: &mut Driver, caller: Caller| d.plan(ask(caller, Op::Wait { after: 1, timeout_s: 30 })).reply;
     let mut held = Vec::new();
     for caller in [owner(), owner(), machine()] {
@@ -481,10 +481,10 @@ fn waiters_are_held_per_role_within_their_cap_and_woken_only_by_a_confirmed_vers
     assert!(refused.status == 429 && refused.body.contains("wait.too_many"), "{refused:?}");
     let plan = d.plan(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
     d.db.apply(&plan.writes);
-    assert_eq!(d.session.waiters_of(Role::Owner), 2, "nothing is woken before the commit is confirmed");
-    let wake = d.session.confirm(2).expect("version 2 was committed");
+    assert_eq!(d.decider.waiters_of(Role::Owner), 2, "nothing is woken before the commit is confirmed");
+    let wake = d.decider.confirm(2).expect("version 2 was committed");
     assert_eq!((wake.handoff.record.version, wake.waiters), (2, held), "each waiter once, with its role");
-    assert_eq!((d.session.waiters_of(Role::Owner), d.session.waiters_of(Role::Machine)), (0, 0));
+    assert_eq!((d.decider.waiters_of(Role::Owner), d.decider.waiters_of(Role::Machine)), (0, 0));
 }
 
 #[test]
@@ -504,22 +504,22 @@ fn a_failed_delivery_stores_its_attempts_and_asks_for_the_retry_alarm() {
     assert_eq!(d.db.attempts, Some((2, 1)), "the attempts outlive an eviction");
     d.restart();
     d.index_up = true;
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(1), "the backoff goes on from the stored count");
-    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.decider.outbox.owed().map(|o| o.attempts), Some(1), "the backoff goes on from the stored count");
+    let send = d.decider.on_alarm().expect("the alarm sends what is owed");
     assert_eq!(send.version, 2);
     d.restart();
     d.db.attempts = Some((1, 5));
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    assert_eq!(d.session.outbox.owed().map(|o| o.attempts), Some(0), "another version's attempts are not this row's");
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    assert_eq!(d.decider.outbox.owed().map(|o| o.attempts), Some(0), "another version's attempts are not this row's");
 }
 
 #[test]
 fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_eviction() {
     let mut d = created();
     d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
-    let held = d.session.outbox.owed().map(|o| o.row.row.clone());
-    assert!(d.session.is_delivered(2));
+    let held = d.decider.outbox.owed().map(|o| o.row.row.clone());
+    assert!(d.decider.is_taken(2));
     d.index_up = false;
     d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch? main")));
@@ -530,13 +530,13 @@ fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_evi
 
     d.restart();
     d.index_up = true;
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.decider.on_alarm().expect("the alarm sends what is owed");
     let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
     let told: Vec<(u64, notice::Notice)> = notice::owed_chain(held.as_ref(), &passed, &send.row.row).into_iter().map(|(r, n)| (r.version, n)).collect();
     assert_eq!(told, [(3, notice::Notice::NeedsYou), (5, notice::Notice::Done)]);
     assert_eq!(passed[0].summary.as_deref(), Some("which branch?"), "the row at the version that entered needs-you");
-    let sent = d.session.on_sent(send.version, true, d.now);
+    let sent = d.decider.on_row_sent(send.version, true, d.now);
     assert_eq!(sent.write, Some(Write::Unpass { through: 3 }));
     d.db.apply(&[sent.write.unwrap()]);
     assert!(d.db.passed.is_empty(), "delivered: gone from storage");
@@ -549,26 +549,26 @@ fn a_restored_row_that_entered_something_is_passed_by_the_next_change() {
     d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
     assert!(d.db.entered, "stored with its record");
     d.restart();
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, again")));
     assert!(plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 2, .. })), "{:?}", plan.writes);
     assert!(plan.writes.iter().any(|w| matches!(w, Write::Record { entered: false, .. })), "a summary-only update entered nothing");
     d.restart();
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, once more")));
     assert!(!plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })), "a restored row that entered nothing is not kept: {:?}", plan.writes);
-    let send = d.session.on_alarm().expect("owed");
+    let send = d.decider.on_alarm().expect("owed");
     assert_eq!(send.passed.iter().map(|e| e.version).collect::<Vec<_>>(), [2]);
 }
 
 #[test]
 fn a_watch_is_admitted_within_its_roles_cap() {
     let mut d = created();
-    d.session = Session::new(Caps { watchers: PerRole::new(1, 1), ..Caps::default() });
+    d.decider = Decider::new(Caps { watchers: PerRole::new(1, 1), ..Caps::default() });
     let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }));
     assert!(matches!(plan.reply, Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true }));
     let mut feed = Feed { sockets: Some(1), ..Feed::default() };
-    let refused = d.session.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), std::mem::take(&mut feed), Moment { now: T0, random: 0.0 }, &TestWire);
+    let refused = d.decider.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), std::mem::take(&mut feed), Moment { now: T0, random: 0.0 }, &TestWire);
     assert!(matches!(&refused.reply, Reply::Rendered(r) if r.status == 429 && r.body.contains("watch.too_many")));
 }
 
@@ -583,21 +583,21 @@ fn a_passed_row_this_build_cannot_read_is_skipped_and_the_hand_off_still_restore
     d.db.passed.insert(3, "{broken".into());
     d.restart();
     d.index_up = true;
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.decider.on_alarm().expect("the alarm sends what is owed");
     assert!(send.passed.is_empty(), "the unreadable row is not sent: {:?}", send.passed);
     assert_eq!(send.version, 4, "the newest row still is");
 }
 
 #[test]
 fn a_stored_value_this_build_cannot_read_is_refused_as_unreadable() {
-    let mut s = Session::new(Caps::default());
+    let mut s = Decider::new(Caps::default());
     let stored = Stored { record: "{\"not\": \"a record\"}".into(), ..Stored::default() };
     assert!(s.restore(Some(stored)).is_err());
     let mut broken = Stored { record: serde_json::to_string(&Record::create("ho_1".into(), "alice".into(), "s".into(), "m".into(), "l".into(), 0)).unwrap(), ..Stored::default() };
     broken.turns.push("{broken".into());
     assert!(s.restore(Some(broken)).is_err_and(|e| e.0.contains("lineage entry")));
-    // A page of the lineage read from storage, past what the session holds.
+    // A page of the lineage read from storage, past what the decider holds.
     let mut d = created();
     d.db.turns.insert(1, "{broken".into());
     let (plan, body, status) = d.ask(ask(owner(), Op::Turns { before: None, limit: 10 }));
@@ -642,7 +642,7 @@ proptest! {
     /// Any history, run as the object runs it: the version moves by exactly one exactly when a
     /// plan writes the record; a refusal writes nothing; a closed hand-off never changes; what
     /// is published rises one version at a time; and a started object reads back exactly the
-    /// hand-off the session held.
+    /// hand-off the decider held.
     #[test]
     fn any_history_keeps_the_sessions_invariants_and_storage_reads_back_as_the_session(steps in prop::collection::vec(step(), 1..60)) {
         let mut d = created();
@@ -662,7 +662,7 @@ proptest! {
                 Step::Fail => {
                     // A commit that fails: its plan is never stored.
                     let _ = d.plan(ask(machine(), report(turn, ReportStatus::Running, &format!("lost {n}"))));
-                    d.session.failed();
+                    d.decider.failed();
                     continue;
                 }
                 Step::Restart => {
@@ -676,7 +676,7 @@ proptest! {
             let (plan, _, status) = d.ask(a);
             let wrote_record = plan.writes.iter().any(|w| matches!(w, Write::Record { .. }));
             prop_assert_eq!(d.stored_version(), before + u64::from(wrote_record), "step {}: {:?}", n, s);
-            prop_assert_eq!(d.version(), d.stored_version(), "the session holds what storage holds");
+            prop_assert_eq!(d.version(), d.stored_version(), "the decider holds what storage holds");
             prop_assert_eq!(plan.publish.is_some(), wrote_record);
             if status >= 400 {
                 prop_assert!(plan.writes.is_empty(), "a refusal wrote {:?}", plan.writes);
@@ -689,10 +689,10 @@ proptest! {
             prop_assert_eq!(pair[1], pair[0] + 1, "published one version at a time: {:?}", d.woken);
         }
         d.ask(ask(owner(), Op::Get));
-        let held = d.session.handoff().cloned();
+        let held = d.decider.handoff().cloned();
         d.restart();
-        d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-        prop_assert_eq!(d.session.handoff().map(|h| (**h).clone()), held.map(|h| (*h).clone()), "storage reads back as the session");
+        d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+        prop_assert_eq!(d.decider.handoff().map(|h| (**h).clone()), held.map(|h| (*h).clone()), "storage reads back as the session");
     }
 }
 
@@ -700,20 +700,20 @@ proptest! {
 fn a_create_over_the_open_cap_is_refused_with_the_count_and_the_cap_and_stores_nothing() {
     let mut d = Driver::new();
     let a = ask(owner(), create());
-    assert_eq!(d.session.next_read(&a, &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
-    d.session.restore(None).unwrap();
-    let Some(Read::Admission { owner: o, row }) = d.session.next_read(&a, &Feed::default(), d.now) else { panic!("a new hand-off asks its owner's index first") };
+    assert_eq!(d.decider.next_read(&a, &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
+    d.decider.restore(None).unwrap();
+    let Some(Read::Admission { owner: o, row }) = d.decider.next_read(&a, &Feed::default(), d.now) else { panic!("a new hand-off asks its owner's index first") };
     assert_eq!((o.as_str(), row.version, row.id.as_str()), ("alice", 1, "ho_1"));
     let crowded = Feed { admission: Some(Admission::No(TooManyOpen { open: 3, cap: 3 })), ..Feed::default() };
-    assert_eq!(d.session.next_read(&a, &crowded, d.now), None, "asked once");
-    let plan = d.session.handle(a.clone(), crowded, Moment { now: d.now, random: 0.5 }, &TestWire);
+    assert_eq!(d.decider.next_read(&a, &crowded, d.now), None, "asked once");
+    let plan = d.decider.handle(a.clone(), crowded, Moment { now: d.now, random: 0.5 }, &TestWire);
     let Reply::Rendered(r) = &plan.reply else { panic!("{plan:?}") };
     assert_eq!(r.status, 429);
-    assert!(plan.writes.is_empty() && !plan.waits() && d.session.handoff().is_none(), "nothing stored");
-    let unasked = d.session.handle(a, Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    assert!(plan.writes.is_empty() && !plan.waits() && d.decider.handoff().is_none(), "nothing stored");
+    let unasked = d.decider.handle(a, Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
     assert!(unasked.writes.is_empty(), "no admission, no hand-off");
     let mut d = created();
-    assert_eq!(d.session.next_read(&ask(owner(), create()), &Feed::default(), d.now), None, "an existing hand-off asks nobody");
+    assert_eq!(d.decider.next_read(&ask(owner(), create()), &Feed::default(), d.now), None, "an existing hand-off asks nobody");
     let (plan, _, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len()), (200, 0));
 }
@@ -727,12 +727,12 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_a_retry_
     let (plan, _, status) = d.ask(ask(stranger, Op::Erase));
     assert_eq!((status, plan.erase), (404, false));
     let (plan, _, status) = d.ask(ask(owner(), Op::Erase));
-    assert_eq!((status, plan.publish, plan.deliver_through, plan.erase), (204, Some(2), Some(2), true));
+    assert_eq!((status, plan.publish, plan.send_rows_through, plan.erase), (204, Some(2), Some(2), true));
     assert!(plan.waits());
-    let erase_alone = Plan { publish: None, deliver_through: None, ..plan };
+    let erase_alone = Plan { publish: None, send_rows_through: None, ..plan };
     assert!(erase_alone.waits(), "an erasure is carried out with an await, whatever else the plan holds");
     assert_eq!(d.woken.last(), Some(&2), "waiters and watchers are told the close");
-    assert!(d.db.record.is_none() && d.session.handoff().is_none(), "erased");
+    assert!(d.db.record.is_none() && d.decider.handoff().is_none(), "erased");
     let (_, body, status) = d.ask(ask(owner(), Op::Get));
     assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")));
     let (plan, body, status) = d.ask(ask(owner(), Op::Erase));
@@ -752,7 +752,7 @@ fn delete_answers_not_yours_and_not_there_alike_404_handoff_not_found() {
     assert_eq!((status, plan.writes.len(), plan.erase, nothing.db.schema), (404, 0, false, false));
     assert_eq!(not_yours, not_there, "the same body too");
     assert_eq!(not_there["code"], "handoff.not_found");
-    assert!(theirs.session.handoff().is_some(), "the owner's hand-off is untouched");
+    assert!(theirs.decider.handoff().is_some(), "the owner's hand-off is untouched");
 }
 
 #[test]
@@ -767,7 +767,7 @@ fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_movin
     let (plan, body, status) = d.ask(ask(owner(), at(300)));
     assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "answered as it is");
     assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
-    assert!(plan.publish.is_none() && plan.deliver_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
+    assert!(plan.publish.is_none() && plan.send_rows_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
     assert_eq!(d.stored_version(), 2);
     for op in [Op::Get, report(1, ReportStatus::Done, "b")] {
         let (plan, body, status) = d.ask(ask(first.clone(), op));
@@ -796,7 +796,7 @@ fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_th
     let (_, body, status) = d.ask(ask(owner(), again));
     assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
     assert_eq!(body["version"].as_u64(), Some(1));
-    assert_eq!(d.session.handoff().unwrap().record.incarnation, 200);
+    assert_eq!(d.decider.handoff().unwrap().record.incarnation, 200);
     let (_, body, status) = d.ask(ask(old_token, Op::Get));
     assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")), "the earlier life's token is refused");
     let new_token = Caller { incarnation: 200, ..machine() };
@@ -807,13 +807,13 @@ fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_th
 fn the_alarm_erases_a_closed_hand_off_once_its_retention_has_passed_and_sets_itself_for_then_before() {
     let retention = Retention::default();
     let mut d = created();
-    assert_eq!(d.session.after_alarm(d.now, retention), AfterAlarm::Nothing, "an open hand-off is kept");
+    assert_eq!(d.decider.after_alarm(d.now, retention), AfterAlarm::Nothing, "an open hand-off is kept");
     d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
-    let closed_at = d.session.handoff().unwrap().record.updated_at.ms();
+    let closed_at = d.decider.handoff().unwrap().record.updated_at.ms();
     let due = retention.erase_at(closed_at);
-    assert_eq!(d.session.after_alarm(d.now, retention), AfterAlarm::At(due));
-    assert_eq!(d.session.after_alarm(due - 1, retention), AfterAlarm::At(due));
-    assert_eq!(d.session.after_alarm(due, retention), AfterAlarm::Erase);
+    assert_eq!(d.decider.after_alarm(d.now, retention), AfterAlarm::At(due));
+    assert_eq!(d.decider.after_alarm(due - 1, retention), AfterAlarm::At(due));
+    assert_eq!(d.decider.after_alarm(due, retention), AfterAlarm::Erase);
 }
 
 #[test]
@@ -854,39 +854,39 @@ fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_bo
 #[test]
 fn an_erase_drops_the_owners_row_first_then_the_storage_then_the_sockets_and_forgets_the_hand_off_with_its_storage() {
     let mut d = created();
-    let mut erasure = d.session.erasure().expect("a hand-off to erase");
+    let mut erasure = d.decider.erasure().expect("a hand-off to erase");
     assert_eq!(erasure.first(), Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into(), incarnation: T0 as u64 }), "no row outlives the hand-off");
-    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::DeleteStorage));
-    assert!(d.session.handoff().is_some(), "the row alone went: the hand-off is whole");
-    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::CloseSockets));
-    assert!(d.session.handoff().is_none(), "forgotten with its storage");
-    assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Done);
-    assert_eq!(d.session.erasure(), None, "nothing left to erase");
+    assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::DeleteStorage));
+    assert!(d.decider.handoff().is_some(), "the row alone went: the hand-off is whole");
+    assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::CloseSockets));
+    assert!(d.decider.handoff().is_none(), "forgotten with its storage");
+    assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Done);
+    assert_eq!(d.decider.erasure(), None, "nothing left to erase");
 }
 
 #[test]
 fn a_failed_erase_step_stops_the_erase_with_the_hand_off_whole_and_says_when_to_try_again() {
     for failing in 0..2 {
         let mut d = created();
-        let mut erasure = d.session.erasure().unwrap();
+        let mut erasure = d.decider.erasure().unwrap();
         for _ in 0..failing {
-            d.session.on_erase_step(&mut erasure, true, d.now);
+            d.decider.on_erase_step(&mut erasure, true, d.now);
         }
-        let failed = d.session.on_erase_step(&mut erasure, false, d.now);
+        let failed = d.decider.on_erase_step(&mut erasure, false, d.now);
         assert_eq!(failed, Erasing::Failed { retry_at: d.now + crate::limits::OUTBOX_RETRY_MS_MAX }, "step {failing}");
-        assert!(d.session.handoff().is_some(), "step {failing}: nothing after the failure ran");
+        assert!(d.decider.handoff().is_some(), "step {failing}: nothing after the failure ran");
         assert_eq!(erasure.first(), None);
-        assert_eq!(d.session.on_erase_step(&mut erasure, true, d.now), Erasing::Done, "an ended erase does nothing more");
-        assert!(d.session.erasure().is_some(), "to be erased again");
+        assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Done, "an ended erase does nothing more");
+        assert!(d.decider.erasure().is_some(), "to be erased again");
     }
 }
 
 #[test]
 fn the_clock_test_hook_is_the_owners() {
     let mut d = created();
-    assert_eq!(d.ask(ask(machine(), Op::TestClock { advance_ms: 1_000 })).2, 403);
-    let (plan, _, status) = d.ask(ask(owner(), Op::TestClock { advance_ms: 1_000 }));
-    assert_eq!((status, plan.advance_clock_ms), (204, Some(1_000)));
+    assert_eq!(d.ask(ask(machine(), Op::Hook(HandoffHook::Clock { advance_ms: 1_000 }))).2, 403);
+    let (plan, _, status) = d.ask(ask(owner(), Op::Hook(HandoffHook::Clock { advance_ms: 1_000 })));
+    assert_eq!((status, plan.hook), (204, Some(PlanHook::AdvanceClockMs(1_000))));
 }
 
 #[test]
@@ -895,8 +895,8 @@ fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_o
     assert_eq!(panic, Fault::Panic);
     assert_eq!(serde_json::to_string(&Fault::Panic).unwrap(), r#"{"fail":"panic"}"#);
     let mut d = created();
-    let (plan, _, status) = d.ask(ask(owner(), Op::TestFault { fault: Fault::Panic }));
-    assert_eq!((status, plan.arm), (200, Some(Fault::Panic)));
+    let (plan, _, status) = d.ask(ask(owner(), Op::Hook(HandoffHook::Fault { fault: Fault::Panic })));
+    assert_eq!((status, plan.hook), (200, Some(PlanHook::Arm(Fault::Panic))));
 }
 
 fn open_with(after: u64, prompt: Option<&str>) -> Op {
@@ -925,7 +925,7 @@ fn any_number_of_turns_with_the_longest_prompts_keeps_within_the_prompt_bytes_na
         assert_eq!(status, 200, "{body}");
         if turn % 50 == 0 {
             d.restart();
-            d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+            d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
         }
         let current = turn + 1;
         let record: Record = serde_json::from_str(d.db.record.as_deref().unwrap()).unwrap();
@@ -960,7 +960,7 @@ fn a_create_repeated_with_turn_ones_prompt_or_none_answers_the_hand_off_and_anot
     d.ask(ask(machine(), report(1, ReportStatus::Done, "ok")));
     d.ask(ask(owner(), open_with(1, Some("and now the tests"))));
     d.restart();
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let (_, body, status) = d.ask(ask(owner(), create_with(Some("fix the login bug"))));
     assert_eq!((status, body["prompt"].as_str()), (200, Some("and now the tests")), "the hand-off as it is");
     let (_, body, status) = d.ask(ask(owner(), create_with(Some("and now the tests"))));
@@ -977,17 +977,17 @@ fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_th
     d.ask(ask(machine(), report(1, ReportStatus::Done, "merged")));
     assert_eq!(d.db.passed.keys().copied().collect::<Vec<_>>(), [3]);
     d.restart();
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    let send = d.session.on_alarm().expect("the alarm sends what is owed");
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    let send = d.decider.on_alarm().expect("the alarm sends what is owed");
     let held = send.row.row.clone();
-    let sent = d.session.on_sent(send.version, true, d.now);
+    let sent = d.decider.on_row_sent(send.version, true, d.now);
     assert_eq!(sent.write, Some(Write::Unpass { through: 3 }));
     assert_eq!(sent.if_write_fails(), WriteFailed::Logged("could not forget delivered passed rows"));
     // The clean-up failed: the delivered passed row is still stored, and rides along once more.
     d.restart();
-    d.session.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
+    d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
-    let send = d.session.on_alarm().expect("owed while the index is down");
+    let send = d.decider.on_alarm().expect("owed while the index is down");
     let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
     assert!(passed.iter().any(|r| r.version == 3), "it rides along: {passed:?}");
     let told: Vec<u64> = notice::owed_chain(Some(&held), &passed, &send.row.row).into_iter().map(|(r, _)| r.version).collect();
@@ -999,8 +999,8 @@ fn a_failed_store_of_a_sends_attempts_fails_the_send() {
     let mut d = created();
     d.index_up = false;
     d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
-    let send = d.session.on_alarm().expect("owed");
-    let sent = d.session.on_sent(send.version, false, d.now);
+    let send = d.decider.on_alarm().expect("owed");
+    let sent = d.decider.on_row_sent(send.version, false, d.now);
     assert!(matches!(sent.write, Some(Write::Attempts { .. })), "{sent:?}");
     assert_eq!(sent.if_write_fails(), WriteFailed::Fails, "the backoff outlives an eviction only once stored");
 }
@@ -1009,19 +1009,19 @@ fn a_failed_store_of_a_sends_attempts_fails_the_send() {
 #[should_panic(expected = "the driver skipped the read of the lineage entries")]
 fn turns_whose_read_the_driver_skipped_fail_an_assertion_rather_than_answering_an_empty_page() {
     let mut d = created();
-    d.session.handle(ask(owner(), Op::Turns { before: None, limit: 10 }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(ask(owner(), Op::Turns { before: None, limit: 10 }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
 }
 
 #[test]
 #[should_panic(expected = "the driver skipped the read of the watching sockets")]
 fn a_watch_whose_sockets_the_driver_skipped_fails_an_assertion_rather_than_being_refused() {
     let mut d = created();
-    d.session.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
 }
 
 #[test]
 #[should_panic(expected = "the driver skipped the read of the storage facts")]
 fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none() {
     let mut d = created();
-    d.session.handle(ask(owner(), Op::TestStorage), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(ask(owner(), Op::Hook(HandoffHook::Storage)), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
 }

@@ -1,34 +1,35 @@
-//! One hand-off's object as a value that performs no I/O: the session. It owns everything the
+//! One hand-off's object as a value that performs no I/O: the decider. It owns everything the
 //! object holds (the hand-off, the keys it remembers, what the owner's index is owed, who
 //! waits, the version waiters may be told), and decides everything a request causes.
 //!
 //! The object drives it as quinn's endpoint drives a connection:
-//! 1. it asks [`Session::next_read`] what to read for the ask, reads it from SQLite and hands
-//!    it over ([`Session::restore`], [`Session::restore_keys`], or the ask's [`Feed`]), until
+//! 1. it asks [`Decider::next_read`] what to read for the ask, reads it from SQLite and hands
+//!    it over ([`Decider::restore`], [`Decider::restore_keys`], or the ask's [`Feed`]), until
 //!    nothing more is needed;
-//! 2. it calls [`Session::handle`] with the time, which answers a [`Plan`]: the answer, the
+//! 2. it calls [`Decider::handle`] with the time, which answers a [`Plan`]: the answer, the
 //!    rows to write in one transaction (every size and cap already checked), the alarm, the
-//!    version to publish and the delivery owed to the owner's index;
+//!    version to publish and the row send owed to the owner's index;
 //! 3. it writes the rows in one `transactionSync` and carries out the rest: after the commit is
-//!    confirmed [`Session::confirm`] says which waiters wake, and [`Session::poll_send`] /
-//!    [`Session::on_sent`] say what to send to the index and when to try again.
+//!    confirmed [`Decider::confirm`] says which waiters wake, and [`Decider::poll_row_send`] /
+//!    [`Decider::on_row_sent`] say what to send to the index and when to try again.
 //!
 //! The object checks no role, caps nothing, trims nothing and keeps no count of its own. A plan
-//! without [`Plan::publish`] or [`Plan::deliver_through`] needs no I/O beyond SQLite, and the
+//! without [`Plan::publish`] or [`Plan::send_rows_through`] needs no I/O beyond SQLite, and the
 //! object answers it without an `await`.
 //!
-//! Invariants (asserted here, property-tested in `session/tests.rs`):
+//! Invariants (asserted here, property-tested in `decider/tests.rs`):
 //! - the version moves by exactly one per stored change, and a plan that writes no record
 //!   moves nothing;
-//! - a refusal writes nothing and changes nothing the session holds;
+//! - a refusal writes nothing and changes nothing the decider holds;
 //! - every value a plan writes is at most [`STORED_VALUE_BYTES_MAX`] bytes;
-//! - waiters are only ever woken with a version [`Session::confirm`]ed.
+//! - waiters are only ever woken with a version [`Decider::confirm`]ed.
 
 use crate::briefing::{self, Reach};
 use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
+use crate::hooks::{Fault, HandoffHook, PlanHook};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
-use crate::index::{Admission, Row, TooManyOpen};
+use crate::rows::{Admission, Row, TooManyOpen};
 use crate::notice;
 use crate::retention::Retention;
 use crate::limits::{
@@ -151,28 +152,10 @@ pub enum Op {
     Preview { change: Change, budget_bytes: usize, reach: Reaching },
     /// The benchmark's floor: reach the object and answer, touching no storage.
     Floor,
-    /// Test hook: make the next change fail as a runtime would (see [`Fault`]).
-    TestFault { fault: Fault },
-    /// Test hook: what this hand-off's storage holds.
-    TestStorage,
+    /// Test hooks (`crate::hooks`), the owner's only.
+    Hook(HandoffHook),
     /// `DELETE /v1/handoffs/:id`: close it if open, then erase it and its row (the owner's).
     Erase,
-    /// Test hook: move this object's clock `advance_ms` ahead and ring its alarm now.
-    TestClock { advance_ms: i64 },
-}
-
-/// A failure a test arms for the next change of one hand-off (only where test hooks are on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fail", rename_all = "snake_case")]
-pub enum Fault {
-    /// The change's `statement`-th write (from 1) fails in the runtime's SQLite, so its
-    /// transaction rolls back.
-    Statement { statement: usize },
-    /// The change's commit is lost: its writes roll back and the change is answered 503.
-    Sync,
-    /// The object panics between deciding the change (which memory then holds) and storing
-    /// it: the release build traps there, as it would on a bug.
-    Panic,
 }
 
 /// What a hand-off's object is asked.
@@ -217,15 +200,15 @@ fn waiter_cap_name(role: Role) -> &'static str {
 }
 
 // ---------------------------------------------------------------------------------------
-// What the object reads for the session
+// What the object reads for the decider
 // ---------------------------------------------------------------------------------------
 
-/// One read the session needs before it can handle an ask.
+/// One read the decider needs before it can handle an ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Read {
-    /// The stored hand-off, with its newest `lineage` lineage entries ([`Session::restore`]).
+    /// The stored hand-off, with its newest `lineage` lineage entries ([`Decider::restore`]).
     Handoff { lineage: usize },
-    /// Every remembered key's time and size ([`Session::restore_keys`]).
+    /// Every remembered key's time and size ([`Decider::restore_keys`]).
     Keys,
     /// The remembered answer of `key`, if remembered at or after `since` ([`Feed::key`]).
     Key { key: String, since: EpochMs },
@@ -248,7 +231,7 @@ pub struct Stored {
     pub parts: Vec<(String, String)>,
     /// The newest lineage entries, in any order.
     pub turns: Vec<String>,
-    /// The failed deliveries stored for a version: `(version, attempts)`.
+    /// The failed row sends stored for a version: `(version, attempts)`.
     pub attempts: Option<(u64, u32)>,
     /// Whether the record's row entered something a notice names (`notice::entered`).
     pub entered: bool,
@@ -320,10 +303,10 @@ fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 // What goes out
 // ---------------------------------------------------------------------------------------
 
-/// An answer the HTTP contract renders (`handoff_api::wire`): the session decides which
+/// An answer the HTTP contract renders (`handoff_api::wire`): the decider decides which
 /// answer, the contract its bytes and status.
 #[derive(Debug, Clone, Copy)]
-pub enum Answer<'a> {
+pub enum HandoffAnswer<'a> {
     /// `{"handoff": record}` as `role` is answered it.
     Record { h: &'a Handoff, role: Role },
     /// A create's answer; `new` when this call created the hand-off.
@@ -358,12 +341,12 @@ pub struct Rendered {
     pub replayed: bool,
 }
 
-/// The HTTP contract, as the session needs it: how an answer is written, and how a large
+/// The HTTP contract, as the decider needs it: how an answer is written, and how a large
 /// answer is kept without its package and rebuilt with it.
 pub trait Wire {
-    fn render(&self, answer: Answer<'_>) -> Rendered;
+    fn render(&self, answer: HandoffAnswer<'_>) -> Rendered;
     /// The body of `answer` without its package, for an answer that has one.
-    fn without_package(&self, answer: Answer<'_>) -> Option<String>;
+    fn without_package(&self, answer: HandoffAnswer<'_>) -> Option<String>;
     /// The whole answer from what [`Wire::without_package`] kept and the package put back.
     fn with_package(&self, slim: &str, document: &Document) -> Option<String>;
 }
@@ -375,7 +358,7 @@ pub enum Write {
     /// The object's schema: the first write of a create.
     Schema,
     /// The record, and whether its row entered something a notice names (read back by
-    /// [`Session::restore`] for the outbox).
+    /// [`Decider::restore`] for the outbox).
     Record { json: String, entered: bool },
     Part { name: Part, json: String },
     Turn { turn: u64, entry: String },
@@ -388,11 +371,11 @@ pub enum Write {
     /// Deletes every remembered key older than `before`.
     ForgetExpired { before: EpochMs },
     Forget { key: String },
-    /// The failed deliveries of the row of `version`, so that the backoff outlives an eviction.
+    /// The failed sends of the row of `version`, so that the backoff outlives an eviction.
     Attempts { owner: String, version: u64, row: String, attempts: u32 },
-    /// A row the owner's index is owed that a newer one passed before its delivery.
+    /// A row the owner's index is owed that a newer one passed before its row send.
     Pass { version: u64, row: String },
-    /// Deletes the passed rows up to version `through` (delivered, or dropped past the cap).
+    /// Deletes the passed rows up to version `through` (taken, or dropped past the cap).
     Unpass { through: u64 },
     /// Machine tokens minted before `from` (their `inc`) are ended: a create minted a newer
     /// one. Not a change of the record: its version does not move.
@@ -420,13 +403,13 @@ impl Part {
 /// How the object answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    /// These bytes, once the plan's writes, publication and delivery are done.
+    /// These bytes, once the plan's writes, publication and row send are done.
     Rendered(Rendered),
     /// `{"handoff": record}` of the hand-off as it is now, as `role` is answered it (the object
     /// renders it once per version and role).
     Record { role: Role },
-    /// A long-poll: the headers now, the body when [`Session::confirm`] wakes `waiter` or at
-    /// `timeout_ms`, then the version [`Session::published`] holds.
+    /// A long-poll: the headers now, the body when [`Decider::confirm`] wakes `waiter` or at
+    /// `timeout_ms`, then the version [`Decider::published`] holds.
     Hold { waiter: WaiterId, role: Role, timeout_ms: u64 },
     /// Accept a watching socket for `role` ([`watch::Watcher::open`] says what it is sent).
     Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool },
@@ -440,51 +423,49 @@ pub struct Plan {
     pub writes: Vec<Write>,
     /// After the commit: set the object's alarm then, unless one is pending (never awaited).
     pub alarm_at: Option<EpochMs>,
-    /// After the commit: once the runtime confirms it, [`Session::confirm`] this version.
+    /// After the commit: once the runtime confirms it, [`Decider::confirm`] this version.
     pub publish: Option<u64>,
-    /// Then: deliver to the owner's index until it holds this version (read your writes).
-    pub deliver_through: Option<u64>,
-    /// Test hook: arm this failure for the next change.
-    pub arm: Option<Fault>,
+    /// Then: send rows to the owner's index until it holds this version (read your writes).
+    pub send_rows_through: Option<u64>,
     /// For the log, when the plan answers a failure of storage.
     pub log: Option<String>,
     /// After the rest: erase the hand-off (its row in the owner's index, then all its storage).
     pub erase: bool,
-    /// Test hook: move the object's clock this far ahead and ring its alarm now.
-    pub advance_clock_ms: Option<i64>,
+    /// What a test hook asks of the object.
+    pub hook: Option<PlanHook>,
 }
 
 impl Plan {
     fn reply(reply: Reply) -> Plan {
-        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, deliver_through: None, arm: None, log: None, erase: false, advance_clock_ms: None }
+        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, send_rows_through: None, log: None, erase: false, hook: None }
     }
 
     fn rendered(rendered: Rendered) -> Plan {
         Plan::reply(Reply::Rendered(rendered))
     }
 
-    /// Whether carrying it out needs an `await`: a publication or a delivery does.
+    /// Whether carrying it out needs an `await`: a publication or a row send does.
     pub fn waits(&self) -> bool {
-        self.publish.is_some() || self.deliver_through.is_some() || self.erase
+        self.publish.is_some() || self.send_rows_through.is_some() || self.erase
     }
 }
 
 /// What the owner's index is owed for a record: the row, and whose index it goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
+pub struct RowSend {
     pub owner: String,
     pub row: Row,
     /// The life of the hand-off the row is of: the index takes no row of a life erased since.
     pub incarnation: u64,
 }
 
-impl Delivery {
-    pub fn of(record: &Record) -> Delivery {
-        Delivery { owner: record.owner.clone(), row: Row::of(record), incarnation: record.incarnation }
+impl RowSend {
+    pub fn of(record: &Record) -> RowSend {
+        RowSend { owner: record.owner.clone(), row: Row::of(record), incarnation: record.incarnation }
     }
 }
 
-/// Who [`Session::confirm`] wakes: the waiters the confirmed version answers, and the
+/// Who [`Decider::confirm`] wakes: the waiters the confirmed version answers, and the
 /// hand-off they (and every watching socket) are told.
 #[derive(Debug, Clone)]
 pub struct Wake {
@@ -492,12 +473,12 @@ pub struct Wake {
     pub waiters: Vec<(WaiterId, Role)>,
 }
 
-/// What a finished delivery leads to.
+/// What a finished row send leads to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sent {
     /// Set the alarm then, to try again.
     pub retry_at: Option<EpochMs>,
-    /// Write this first (the attempts so far, or the passed rows delivered), outside any
+    /// Write this first (the attempts so far, or the passed rows taken), outside any
     /// change's transaction.
     pub write: Option<Write>,
 }
@@ -526,10 +507,10 @@ impl Sent {
 }
 
 // ---------------------------------------------------------------------------------------
-// The session
+// The decider
 // ---------------------------------------------------------------------------------------
 
-/// What the session knows of its stored hand-off.
+/// What the decider knows of its stored hand-off.
 #[derive(Debug, Clone)]
 enum Known {
     /// Not read yet in this object's lifetime.
@@ -540,12 +521,12 @@ enum Known {
 }
 
 #[derive(Debug)]
-pub struct Session {
+pub struct Decider {
     caps: Caps,
     handoff: Known,
     /// The remembered keys, once read.
     keys: Option<Keys>,
-    outbox: Outbox<Delivery>,
+    outbox: Outbox<RowSend>,
     waiters: Waiters,
     /// The newest version whose commit is confirmed: what waiters may be told.
     published: Option<Rc<Handoff>>,
@@ -558,9 +539,9 @@ pub struct Session {
     machine_tokens_from: u64,
 }
 
-impl Session {
-    pub fn new(caps: Caps) -> Session {
-        Session {
+impl Decider {
+    pub fn new(caps: Caps) -> Decider {
+        Decider {
             caps,
             handoff: Known::Unread,
             keys: None,
@@ -573,7 +554,7 @@ impl Session {
         }
     }
 
-    /// The hand-off as the session holds it now (committed, not always confirmed yet).
+    /// The hand-off as the decider holds it now (committed, not always confirmed yet).
     pub fn handoff(&self) -> Option<&Rc<Handoff>> {
         match &self.handoff {
             Known::Present(h) => Some(h),
@@ -621,7 +602,7 @@ impl Session {
                 Some(Read::Turns { before, limit: limit + 1 })
             }
             Op::Watch { .. } if feed.sockets.is_none() => Some(Read::Sockets(ask.caller.role)),
-            Op::TestStorage if feed.storage.is_none() => Some(Read::Storage),
+            Op::Hook(HandoffHook::Storage) if feed.storage.is_none() => Some(Read::Storage),
             _ => None,
         }
     }
@@ -650,12 +631,12 @@ impl Session {
         }
         let h = Rc::new(h);
         let attempts = stored.attempts.filter(|(version, _)| *version == h.record.version).map_or(0, |(_, n)| n);
-        self.outbox.restore(Owed { version: h.record.version, row: Delivery::of(&h.record), attempts, entered: stored.entered });
+        self.outbox.restore(Owed { version: h.record.version, row: RowSend::of(&h.record), attempts, entered: stored.entered });
         // A passed row only carries a notice: one this build cannot read is skipped (that notice
         // is lost), rather than refusing the whole hand-off as an unreadable record would.
         for (version, row) in &stored.passed {
             let Ok(row) = read_json::<Row>("passed row", row) else { continue };
-            self.outbox.restore_passed(outbox::Entry { version: *version, row: Delivery { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
+            self.outbox.restore_passed(outbox::PassedRow { version: *version, row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
         }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);
@@ -716,13 +697,13 @@ impl Session {
         self.handoff().cloned()
     }
 
-    /// Decides everything `ask` causes. `feed` holds the reads [`Session::next_read`] asked for.
+    /// Decides everything `ask` causes. `feed` holds the reads [`Decider::next_read`] asked for.
     pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
         let Ask { caller, op, idempotency } = ask;
         let role = caller.role;
-        let refused = |refusal: Refusal| Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let refused = |refusal: Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         match op {
-            Op::Floor => return Plan::rendered(wire.render(Answer::Floor)),
+            Op::Floor => return Plan::rendered(wire.render(HandoffAnswer::Floor)),
             Op::Create { .. } => return self.create(&caller, op, feed.admission, at.now, wire),
             Op::Erase => return self.erase(&caller, at.now, wire),
             _ => {}
@@ -767,21 +748,21 @@ impl Session {
                 entries.truncate(limit);
                 entries.reverse();
                 let next_before = if more { entries.first().map(|e| e.turn) } else { None };
-                Plan::rendered(wire.render(Answer::Turns { h: &h, role, turns: &entries, next_before }))
+                Plan::rendered(wire.render(HandoffAnswer::Turns { h: &h, role, turns: &entries, next_before }))
             }
             Op::Package { markdown } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
-                Ok(latest) if markdown => Plan::rendered(wire.render(Answer::Markdown(&crate::package::render_markdown(&latest)))),
-                Ok(latest) => Plan::rendered(wire.render(Answer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
+                Ok(latest) if markdown => Plan::rendered(wire.render(HandoffAnswer::Markdown(&crate::package::render_markdown(&latest)))),
+                Ok(latest) => Plan::rendered(wire.render(HandoffAnswer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
             },
             Op::Briefing { budget_bytes, reach } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
                 Ok(latest) => {
                     let words = briefing::owners_words(&h.record, &latest);
-                    Plan::rendered(wire.render(Answer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
+                    Plan::rendered(wire.render(HandoffAnswer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
                 }
             },
-            Op::Work => Plan::rendered(wire.render(Answer::Work { h: &h, role })),
+            Op::Work => Plan::rendered(wire.render(HandoffAnswer::Work { h: &h, role })),
             Op::Preview { change, budget_bytes, reach } => {
                 let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
                 match opened {
@@ -790,31 +771,23 @@ impl Session {
                         let turn = next.turn;
                         let words = briefing::owners_words(&next, &latest);
                         let text = briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text;
-                        Plan::rendered(wire.render(Answer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
+                        Plan::rendered(wire.render(HandoffAnswer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
                     }
                 }
             }
-            Op::TestFault { fault } => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
-                let mut plan = Plan::rendered(wire.render(Answer::Armed(fault)));
-                plan.arm = Some(fault);
+            Op::Hook(_) if role != Role::Owner => refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's")),
+            Op::Hook(HandoffHook::Fault { fault }) => {
+                let mut plan = Plan::rendered(wire.render(HandoffAnswer::Armed(fault)));
+                plan.hook = Some(PlanHook::Arm(fault));
                 plan
             }
-            Op::TestStorage => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
+            Op::Hook(HandoffHook::Storage) => {
                 let facts = made(feed.storage, "the storage facts");
-                Plan::rendered(wire.render(Answer::Storage(&facts)))
+                Plan::rendered(wire.render(HandoffAnswer::Storage(&facts)))
             }
-            Op::TestClock { advance_ms } => {
-                if role != Role::Owner {
-                    return refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"));
-                }
-                let mut plan = Plan::rendered(wire.render(Answer::Erased));
-                plan.advance_clock_ms = Some(advance_ms);
+            Op::Hook(HandoffHook::Clock { advance_ms }) => {
+                let mut plan = Plan::rendered(wire.render(HandoffAnswer::Erased));
+                plan.hook = Some(PlanHook::AdvanceClockMs(advance_ms));
                 plan
             }
         }
@@ -822,13 +795,13 @@ impl Session {
 
     fn unreadable(&mut self, e: Unreadable, wire: &impl Wire) -> Plan {
         let refusal = Refusal::unavailable();
-        let mut plan = Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let mut plan = Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
         plan.log = Some(e.to_string());
         plan
     }
 
     fn create(&mut self, caller: &Caller, op: Op, admission: Option<Admission>, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
@@ -842,7 +815,7 @@ impl Session {
                 return Plan::rendered(refusal_of(wire, &refusal, &existing, caller.role));
             }
             // The fresh machine token ends the ones minted before it; the record does not move.
-            let mut plan = Plan::rendered(wire.render(Answer::Created { h: &existing, role: caller.role, machine_token, new: false }));
+            let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created { h: &existing, role: caller.role, machine_token, new: false }));
             if minted > self.machine_tokens_from {
                 self.machine_tokens_from = minted;
                 plan.writes.push(Write::MachineTokensFrom { from: minted });
@@ -852,14 +825,14 @@ impl Session {
         // The owner's index decided first, and holds the row when it admitted it.
         match admission {
             Some(Admission::Yes) => {}
-            Some(Admission::No(crowded)) => return Plan::rendered(wire.render(Answer::TooManyOpen(crowded))),
+            Some(Admission::No(crowded)) => return Plan::rendered(wire.render(HandoffAnswer::TooManyOpen(crowded))),
             None => return refused(&Refusal::unavailable()),
         }
         let Some(record) = new_record(caller, &op, now) else {
             unreachable!("an owner's create always makes a record");
         };
         let h = Handoff::create(record);
-        let rendered = wire.render(Answer::Created { h: &h, role: caller.role, machine_token, new: true });
+        let rendered = wire.render(HandoffAnswer::Created { h: &h, role: caller.role, machine_token, new: true });
         let dirty = Dirty { lineage_from: Some(0), extras: h.extras != Extras::default(), ..Dirty::default() };
         match self.store(h, dirty, EventKind::Create, caller.role, now) {
             Err(refusal) => refused(&refusal),
@@ -878,7 +851,7 @@ impl Session {
     /// way); an open hand-off is closed first, so that every waiter and watcher is told the
     /// close; then the plan erases it (204).
     fn erase(&mut self, caller: &Caller, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(Answer::Refused { refusal, handoff: None, current_package: None }));
+        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only the owner erases a hand-off"));
         }
@@ -887,7 +860,7 @@ impl Session {
             Err(refusal) => return refused(&refusal),
         };
         let mut plan = if h.record.is_closed() {
-            Plan::rendered(wire.render(Answer::Erased))
+            Plan::rendered(wire.render(HandoffAnswer::Erased))
         } else {
             let close = Change::Turn { command: turn::Command::Close, unmet: None, usage: None, package: None };
             let out = match handoff::apply(&h, &close, Role::Owner, now) {
@@ -896,7 +869,7 @@ impl Session {
             };
             match self.store(out.next, out.dirty, close.kind(), Role::Owner, now) {
                 Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, Role::Owner)),
-                Ok(stored) => stored.plan(wire.render(Answer::Erased)),
+                Ok(stored) => stored.plan(wire.render(HandoffAnswer::Erased)),
             }
         };
         plan.erase = true;
@@ -915,7 +888,7 @@ impl Session {
         self.machine_tokens_from = 0;
     }
 
-    /// After the alarm's deliveries: what the alarm leads to next (the hand-off must have been
+    /// After the alarm's row send: what the alarm leads to next (the hand-off must have been
     /// read). A closed hand-off past its retention is erased; one within it has its alarm set
     /// for then; while a row is still owed, the outbox's own retry comes first.
     pub fn after_alarm(&self, now: EpochMs, retention: Retention) -> AfterAlarm {
@@ -941,7 +914,7 @@ impl Session {
                 Decision::Fresh => {}
                 Decision::Mismatch => {
                     let refusal = Refusal::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
-                    return Plan::rendered(wire.render(Answer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+                    return Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
                 }
                 Decision::Replay(r) => {
                     // The digest proves a rebuilt answer the first, so the current package is
@@ -956,7 +929,7 @@ impl Session {
             Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
             Ok(out) => out,
         };
-        let answer = Answer::Changed { h: &out.next, role, effect: &out.effect };
+        let answer = HandoffAnswer::Changed { h: &out.next, role, effect: &out.effect };
         let rendered = wire.render(answer);
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let remember = idempotency.filter(|_| idempotency::keeps(rendered.status, dry_run)).map(|idem| {
@@ -997,8 +970,8 @@ impl Session {
     }
 
     /// The writes of the next hand-off `h` (what moved of it, the history event, the trims of
-    /// the bounded tables), every value size-checked first; on success the session holds `h`,
-    /// and the plan publishes its version and delivers its row.
+    /// the bounded tables), every value size-checked first; on success the decider holds `h`,
+    /// and the plan publishes its version and sends its row.
     fn store(&mut self, h: Handoff, dirty: Dirty, kind: EventKind, actor: Role, now: EpochMs) -> Result<Staged, Refusal> {
         let record = &h.record;
         let record_json = to_json(record);
@@ -1017,8 +990,8 @@ impl Session {
         // The entry whose prompt was dropped is always older than the ones written from `from`.
         let dropped = dirty.lineage_dropped.and_then(|at| h.lineage.get(at));
         let entries: Vec<(u64, String)> = dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
-        let delivery = Delivery::of(record);
-        let row_bytes = to_json(&delivery.row).len();
+        let row_send = RowSend::of(record);
+        let row_bytes = to_json(&row_send.row).len();
         let largest = [record_json.len(), row_bytes]
             .into_iter()
             .chain(parts.iter().filter_map(|(_, j)| j.as_ref().map(String::len)))
@@ -1028,7 +1001,7 @@ impl Session {
         fits("the change would store a value", largest, STORED_VALUE_BYTES_MAX)?;
 
         let version = record.version;
-        let entered = notice::entered(self.outbox.owed().map(|o| &o.row.row), &delivery.row);
+        let entered = notice::entered(self.outbox.owed().map(|o| &o.row.row), &row_send.row);
         let mut writes = vec![Write::Record { json: record_json, entered }];
         for (name, json) in parts {
             if let Some(json) = json {
@@ -1045,7 +1018,7 @@ impl Session {
         if let Some(through) = events_trimmed_through(version) {
             writes.push(Write::TrimEvents { through });
         }
-        let committed = self.outbox.on_commit(version, delivery, entered, now);
+        let committed = self.outbox.on_commit(version, row_send, entered, now);
         if let Some(pass) = committed.pass {
             writes.push(Write::Pass { version: pass.version, row: to_json(&pass.row.row) });
         }
@@ -1088,12 +1061,12 @@ impl Session {
     }
 
     /// The send to the owner's index to make now, if any.
-    pub fn poll_send(&mut self) -> Option<outbox::Send<Delivery>> {
+    pub fn poll_row_send(&mut self) -> Option<outbox::Send<RowSend>> {
         self.outbox.poll_send()
     }
 
-    pub fn is_delivered(&self, version: u64) -> bool {
-        self.outbox.is_delivered(version)
+    pub fn is_taken(&self, version: u64) -> bool {
+        self.outbox.is_taken(version)
     }
 
     pub fn is_sending(&self) -> bool {
@@ -1101,8 +1074,8 @@ impl Session {
     }
 
     /// The send on its way ended (`ok`: the index holds its row). After a failure the attempts
-    /// are stored and the alarm tries again; after a success the passed rows it delivered go.
-    pub fn on_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
+    /// are stored and the alarm tries again; after a success the passed rows it carried go.
+    pub fn on_row_sent(&mut self, version: u64, ok: bool, now: EpochMs) -> Sent {
         let ended = self.outbox.on_sent(ok, now);
         let Some(retry_at) = ended.retry_at else {
             return Sent { retry_at: None, write: ended.unpass_through.map(|through| Write::Unpass { through }) };
@@ -1117,12 +1090,12 @@ impl Session {
     }
 
     /// The alarm rang: the send it owes now, if any (the hand-off must have been read).
-    pub fn on_alarm(&mut self) -> Option<outbox::Send<Delivery>> {
+    pub fn on_alarm(&mut self) -> Option<outbox::Send<RowSend>> {
         self.outbox.on_alarm()
     }
 }
 
-/// What an alarm leads to once its deliveries are done.
+/// What an alarm leads to once its row send is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterAlarm {
     Nothing,
@@ -1168,7 +1141,7 @@ fn refusal_of(wire: &impl Wire, refusal: &Refusal, h: &Handoff, role: Role) -> R
         (Code::PackageStale, Some(offer)) => Some((offer.version, offer.hash.as_str())),
         _ => None,
     };
-    wire.render(Answer::Refused { refusal, handoff: Some((h, role)), current_package })
+    wire.render(HandoffAnswer::Refused { refusal, handoff: Some((h, role)), current_package })
 }
 
 /// A stored change, before its answer: its writes, its alarm and its version.
@@ -1179,18 +1152,17 @@ struct Staged {
 }
 
 impl Staged {
-    /// The plan that answers `rendered` once the change is published and delivered.
+    /// The plan that answers `rendered` once the change is published and its row taken.
     fn plan(self, rendered: Rendered) -> Plan {
         Plan {
             reply: Reply::Rendered(rendered),
             writes: self.writes,
             alarm_at: self.alarm_at,
             publish: Some(self.version),
-            deliver_through: Some(self.version),
-            arm: None,
+            send_rows_through: Some(self.version),
             log: None,
             erase: false,
-            advance_clock_ms: None,
+            hook: None,
         }
     }
 }
