@@ -311,7 +311,7 @@ impl Hook {
                 return Ok(false);
             }
         };
-        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question, runtime: None };
+        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question, runtime: None, permission_mode: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(ReportStatus::NeedsYou));
@@ -350,7 +350,7 @@ impl Hook {
                 return Ok(());
             }
         };
-        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None, runtime: None };
+        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None, runtime: None, permission_mode: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));

@@ -750,7 +750,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 quota_remaining,
                 limit: provider_limit.then_some(Limit::ProviderLimit),
             };
-            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage), question: None, runtime: None };
+            let report = ReportInput { turn, status, summary, unmet, usage: (usage != Usage::default()).then_some(usage), question: None, runtime: None, permission_mode: None };
             let reply = keyed(&key).report(&id, &report)?;
             out.emit(&reply, output::reported_lines(&reply.value));
         }
@@ -815,7 +815,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Ask { id, turn, text, options, kind, wait, key } => {
             let wait_s = wait.unwrap_or_else(|| handoff_cli::ask::answer_wait_s(&|k| std::env::var(k).ok()));
             let question = QuestionInput { kind, text, input: None, options };
-            let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None };
+            let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None };
             let asked = keyed(&key).report(&id, &report)?;
             let Some(q) = asked.value.question.clone() else {
                 return Err(Failure::Usage("ask: the service did not keep the question".into()));

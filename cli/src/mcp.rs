@@ -326,7 +326,7 @@ impl HandoffServer {
         let sent = self.blocking(move || {
             let turn = session.turn(&reader)?;
             let summary = args.summary.as_deref().map(crate::hook::sendable);
-            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None })
+            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None, permission_mode: None })
         })
         .await?;
         Ok(match sent {
@@ -351,7 +351,7 @@ impl HandoffServer {
         let (reader, client, id, session) = (self.client(false), self.client(true), self.session.id.clone(), Arc::clone(&self.session));
         let asked = self.blocking(move || {
             let turn = session.turn(&reader)?;
-            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None })
+            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None })
         })
         .await?;
         let asked = match asked {
@@ -371,7 +371,7 @@ impl HandoffServer {
                 // Nobody waits for the answer any more: the turn runs on without the question.
                 let (client, id) = (self.client(true), self.session.id.clone());
                 let turn = q.turn;
-                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None })).await;
+                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None })).await;
                 if !matches!(withdrawn, Ok(Ok(_))) {
                     eprintln!("handoff mcp: a cancelled question could not be taken back: {withdrawn:?}");
                 }

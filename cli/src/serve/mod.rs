@@ -512,7 +512,7 @@ impl Serve {
     /// The turn's first report, before its harness starts (so no hook's report can come before
     /// it): `running`, naming the runtime that runs it, which the record then shows.
     fn name_runtime(&self, turn: u64, runtime: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()) };
+        let report = ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()), permission_mode: None };
         if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
             self.say.line(&format!("turn {turn}: could not name its runtime {runtime}: {e}"));
         }
@@ -578,7 +578,7 @@ impl Serve {
 
     /// Reports `turn` failed with `summary`, once.
     fn fail_saying(&mut self, turn: u64, summary: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None };
+        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
             Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
