@@ -110,6 +110,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Hello, parser.", "{done}");
     assert_eq!(done["runtime"], "claude-code", "the record names the runtime of a plain turn: {done}");
+    assert_eq!(done["permission_mode"], "default", "and the permission mode it ran in, serve's default: {done}");
     let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
     assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
     let log = s.log_says("turn 1 started: claude-code session");
@@ -126,6 +127,9 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let text = second.text();
     assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
     assert!(s.machine.log().contains("(resumed)"), "{}", s.machine.log());
+    let (_, turns) = api_get(&s.owner, &format!("/v1/handoffs/{}/turns", s.id));
+    let modes: Vec<Value> = turns["turns"].as_array().unwrap().iter().map(|t| t["permission_mode"].clone()).collect();
+    assert_eq!(modes, ["default", "default"], "each turn's lineage entry keeps its mode: {turns}");
     s.close();
 }
 
@@ -358,6 +362,7 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Made the proof.", "{done}");
     assert_eq!(done["runtime"], "codex", "the record names the runtime of a plain turn: {done}");
+    assert_eq!(done["permission_mode"], "untrusted", "and Codex's approval policy as its permission mode: {done}");
     assert_eq!(s.machine.file("proof.txt"), "made");
     let first = s.model.agent_requests().into_iter().next().unwrap();
     assert!(first.text().contains("Make a proof file."), "{}", first.text());
