@@ -11,6 +11,7 @@
 //! The child runs in a process group of its own, with a parent-death signal on Linux, and the
 //! group is ended when the [`AppServer`] is dropped.
 
+use crate::ask::Unaskable;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -363,13 +364,15 @@ impl AppServer {
             "item/tool/requestUserInput" => {
                 let questions = params["questions"].as_array().cloned().unwrap_or_default();
                 let answer = match question_of(&questions) {
-                    Ok(_) if cancel.load(Ordering::SeqCst) => Answer::Deny { note: "The turn was cancelled.".into() },
-                    Ok(q) => handler.question(&q),
-                    Err(note) => Answer::Deny { note },
+                    Ok(_) if cancel.load(Ordering::SeqCst) => Err("The person did not answer: the turn was cancelled.".to_string()),
+                    Ok(q) => Ok(handler.question(&q)),
+                    // Never put to the person: the note says why and how to ask instead.
+                    Err(why) => Err(why.note()),
                 };
                 let words = match answer {
-                    Answer::Chose(label) => label,
-                    Answer::Deny { note } => format!("The person did not answer: {note}"),
+                    Ok(Answer::Chose(label)) => label,
+                    Ok(Answer::Deny { note }) => format!("The person did not answer: {note}"),
+                    Err(words) => words,
                 };
                 let answers: serde_json::Map<String, Value> = questions.iter().map(|q| (q["id"].as_str().unwrap_or_default().to_string(), json!({"answers": [words.clone()]}))).collect();
                 Ok(Ok(json!({"answers": answers})))
@@ -610,19 +613,20 @@ pub fn permissions_approval(params: &Value) -> Approval {
     Approval { kind: ApprovalKind::Permissions, text, reason: params["reason"].as_str().map(str::to_string) }
 }
 
-/// The one question a choice form carries, or the note that says why these cannot be asked.
-pub fn question_of(questions: &[Value]) -> Result<Question, String> {
+/// The one question the owner's choice form carries, or why these cannot be asked (several
+/// at once, a secret, no options, more or longer than the form holds whole).
+pub fn question_of(questions: &[Value]) -> Result<Question, Unaskable> {
     let [q] = questions else {
-        return Err(format!("the person's form takes one question at a time, and {} were asked; ask them one by one", questions.len()));
+        return Err(Unaskable::Several(questions.len()));
     };
     if q["isSecret"] == true {
-        return Err("the person's form does not take secrets".into());
+        return Err(Unaskable::Secret);
     }
     let options: Vec<(String, String)> = q["options"].as_array().into_iter().flatten().map(|o| (o["label"].as_str().unwrap_or_default().to_string(), o["description"].as_str().unwrap_or_default().to_string())).collect();
-    if options.is_empty() {
-        return Err("the person's form needs options to choose from".into());
-    }
-    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text: q["question"].as_str().unwrap_or_default().to_string(), options, other: q["isOther"] == true })
+    let text = q["question"].as_str().unwrap_or_default().to_string();
+    let labels: Vec<String> = options.iter().map(|(label, _)| label.clone()).collect();
+    crate::ask::choice_fits(&text, &labels)?;
+    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text, options, other: q["isOther"] == true })
 }
 
 #[cfg(test)]
@@ -647,16 +651,23 @@ mod tests {
     }
 
     #[test]
-    fn only_one_plain_question_with_options_goes_to_the_person() {
+    fn only_one_plain_question_with_options_goes_to_the_person_and_anything_else_is_denied_saying_why() {
         let q = json!({"id": "q1", "header": "Pick", "question": "Which?", "options": [{"label": "A", "description": "first"}]});
         assert_eq!(question_of(std::slice::from_ref(&q)).unwrap().options, vec![("A".to_string(), "first".to_string())]);
-        assert!(question_of(&[q.clone(), q.clone()]).unwrap_err().contains("one question at a time"));
+        assert_eq!(question_of(&[q.clone(), q.clone()]).unwrap_err(), Unaskable::Several(2));
+        assert_eq!(question_of(&[]).unwrap_err(), Unaskable::Several(0));
         let mut secret = q.clone();
         secret["isSecret"] = json!(true);
-        assert!(question_of(&[secret]).is_err());
-        let mut open = q;
+        assert_eq!(question_of(&[secret]).unwrap_err(), Unaskable::Secret);
+        let mut open = q.clone();
         open["options"] = Value::Null;
-        assert!(question_of(&[open]).is_err());
+        assert_eq!(question_of(&[open]).unwrap_err(), Unaskable::NoOptions);
+        let mut seven = q.clone();
+        seven["options"] = json!((0..7).map(|i| json!({"label": format!("{i}"), "description": ""})).collect::<Vec<_>>());
+        assert_eq!(question_of(&[seven]).unwrap_err(), Unaskable::TooManyOptions(7));
+        let mut long = q;
+        long["question"] = json!("x".repeat(handoff_core::limits::QUESTION_TEXT_BYTES_MAX + 1));
+        assert_eq!(question_of(&[long]).unwrap_err(), Unaskable::DoesNotFit);
     }
 
     #[test]
