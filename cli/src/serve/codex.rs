@@ -79,6 +79,30 @@ pub fn launcher_settings(server: &str) -> Vec<String> {
     args
 }
 
+/// How much longer than `ask_owner`'s served wait Codex lets a call of the `handoff` server run:
+/// the wait ends at its deadline, then withdraws the question (a request or two).
+pub const MCP_TOOL_TIMEOUT_MARGIN_S: u64 = 60;
+/// The variables a served turn's `handoff` server reads beyond the launcher's: that it is served,
+/// and the served wait (Codex gives a stdio server only the variables named in `env_vars`).
+pub const SERVED_MCP_ENV_NAMES: [&str; 2] = [super::ENV_SERVED, "HANDOFF_ANSWER_WAIT_S"];
+
+/// The `-c` settings of a served turn: the launcher's, the `handoff` server also given
+/// [`SERVED_MCP_ENV_NAMES`], and its calls allowed `tool_timeout_sec` (Codex's own default is
+/// 60 s) above `wait_s`, the longest `ask_owner` waits for the owner in a served turn.
+pub fn served_settings(server: &str, wait_s: u64) -> Vec<String> {
+    let mut args = Vec::new();
+    for (key, entry) in crate::mcp::install::codex_entry(server) {
+        let entry = match key {
+            "env_vars" => toml_edit::Value::Array(crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES).copied().collect()),
+            _ => entry,
+        };
+        args.extend(["-c".to_string(), format!("mcp_servers.{}.{key}={entry}", crate::launch::MCP_SERVER)]);
+    }
+    args.extend(["-c".to_string(), format!("mcp_servers.{}.tool_timeout_sec={}", crate::launch::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S)]);
+    args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
+    args
+}
+
 /// What an approval request asks, as a person reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approval {
@@ -632,6 +656,26 @@ pub fn question_of(questions: &[Value]) -> Result<Question, Unaskable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_served_turns_handoff_server_may_outlast_ask_owners_served_wait_and_reads_that_it_is_served() {
+        let args = served_settings("/usr/bin/handoff", 900);
+        assert!(args.chunks(2).all(|pair| pair[0] == "-c"), "every setting is a -c: {args:?}");
+        let settings: Vec<&str> = args.iter().skip(1).step_by(2).map(String::as_str).collect();
+        assert!(settings.contains(&"mcp_servers.handoff.tool_timeout_sec=960"), "{settings:?}");
+        let env_vars = settings.iter().find(|s| s.starts_with("mcp_servers.handoff.env_vars=")).expect("env_vars");
+        for name in crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES) {
+            assert!(env_vars.contains(&format!("\"{name}\"")), "{name} in {env_vars}");
+        }
+        assert_eq!(settings.iter().filter(|s| s.starts_with("mcp_servers.handoff.env_vars=")).count(), 1, "one env_vars, not the launcher's overridden");
+        // Everything else is the launcher's.
+        let launcher = launcher_settings("/usr/bin/handoff");
+        let others = |a: &[String]| a.iter().skip(1).step_by(2).filter(|s| !s.contains("env_vars") && !s.contains("tool_timeout_sec")).cloned().collect::<Vec<_>>();
+        assert_eq!(others(&args), others(&launcher));
+        // The longest served wait, and its margin, is what Codex waits.
+        let longest = served_settings("h", crate::ask::ANSWER_WAIT_S_MAX);
+        assert!(longest.contains(&format!("mcp_servers.handoff.tool_timeout_sec={}", crate::ask::ANSWER_WAIT_S_MAX + MCP_TOOL_TIMEOUT_MARGIN_S)));
+    }
 
     #[test]
     fn a_command_approval_reads_as_the_whole_command_and_its_folder() {

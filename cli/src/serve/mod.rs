@@ -481,7 +481,7 @@ impl Serve {
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
             let config = codex::Config {
                 program,
-                args: codex::launcher_settings(&server),
+                args: codex::served_settings(&server, wait_s),
                 env: vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
                 env_remove: vec![launch::ENV_TOKEN.to_string()],
                 cwd,
