@@ -269,8 +269,17 @@ struct Relay {
     generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// What a [`Relay`] calls with each piece a client sends, before it passes it on.
+type OnSend = std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 impl Relay {
     fn start(upstream: &str) -> Relay {
+        Relay::watching(upstream, std::sync::Arc::new(|_: &[u8]| {}))
+    }
+
+    /// A relay that shows `on_send` every piece a client sends before passing it on: a test
+    /// acts between a client's request and the Worker's answer.
+    fn watching(upstream: &str, on_send: OnSend) -> Relay {
         use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -284,8 +293,8 @@ impl Relay {
                 }
                 let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
                 let born = generation.load(Ordering::SeqCst);
-                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
-                    let generation = generation.clone();
+                for (sending, from, to) in [(true, client.try_clone().unwrap(), server.try_clone().unwrap()), (false, server, client)] {
+                    let (generation, on_send) = (generation.clone(), on_send.clone());
                     std::thread::spawn(move || {
                         use std::io::{Read, Write};
                         let (mut from, mut to) = (from, to);
@@ -298,6 +307,9 @@ impl Relay {
                             match from.read(&mut buf) {
                                 Ok(0) => break,
                                 Ok(n) => {
+                                    if sending {
+                                        on_send(&buf[..n]);
+                                    }
                                     if to.write_all(&buf[..n]).is_err() {
                                         break;
                                     }
@@ -469,5 +481,74 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
     let after = s.record();
     assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing was reported after the cancel: {after}");
     assert!(!s.machine.work().join("proof.txt").exists(), "the declined command never ran");
+    s.close();
+}
+
+#[test]
+fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_stale_in_its_summary() {
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
+    // The owner recompiles the package between serve's read of it and its accept.
+    let recompiled = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let on_send: OnSend = {
+        let (owner, id, recompiled) = (owner.clone(), id.clone(), recompiled.clone());
+        std::sync::Arc::new(move |sent: &[u8]| {
+            let mut done = recompiled.lock().unwrap();
+            if done.is_none() && String::from_utf8_lossy(sent).contains("/package/accept ") {
+                ok(Some(&owner), &["decide", &id, "Comments start with #"]);
+                *done = Some(ok(Some(&owner), &[&["package", &id, "--runtime", "claude-code"][..], &request].concat()));
+            }
+        })
+    };
+    let relay = Relay::watching(&url(), on_send);
+    let model = ScriptedModel::start(vec![Step::text("Turn 1 done.")]);
+    let machine = Machine::new(&id, &token, &model);
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[("HANDOFF_URL", &relay.url())]));
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+
+    ok(Some(&s.owner), &[&["turn", &s.id, "--to", "claude-code"][..], &request].concat());
+    let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    assert!(recompiled.lock().unwrap().as_deref().is_some_and(|r| r.starts_with("package recompiled (v2")), "{:?}", recompiled.lock().unwrap());
+    let summary = failed["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("could not accept package v1") && summary.contains("package.stale"), "the reason is in the summary: {failed}");
+    assert_eq!(s.model.agent_requests().len(), 1, "no harness started for turn 2");
+    s.close();
+}
+
+#[test]
+fn a_turn_handed_to_a_runtime_not_installed_on_the_machine_ends_failed_saying_so() {
+    let (owner, id, token) = started();
+    let model = ScriptedModel::start(vec![]);
+    let machine = Machine::new(&id, &token, &model).bare();
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[]));
+    s.log_says("reported runtimes");
+    // The machine's report from before codex was taken off it.
+    s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in"]);
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    assert_eq!(failed["summary"], "codex is not on PATH on the machine: install codex there", "{failed}");
+    assert!(s.model.agent_requests().is_empty());
+    s.close();
+}
+
+#[test]
+fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_model_reads_the_note() {
+    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question();
+    let note = "Not that file: write the proof into NOTES.md instead";
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", note]);
+    let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
+    assert_eq!(done["summary"], "Left it.", "{done}");
+    assert!(!s.machine.work().join("proof.txt").exists(), "the denied command did not run");
+    let with_result = s.model.agent_requests().into_iter().find(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
+    let text = with_result.map(|r| r.text()).unwrap_or_else(|| panic!("the decline reached the model\n{}", s.context()));
+    assert!(text.contains(note), "the model reads the owner's note: {text}");
     s.close();
 }
