@@ -552,3 +552,26 @@ fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_mode
     assert!(text.contains(note), "the model reads the owner's note: {text}");
     s.close();
 }
+
+#[test]
+fn the_readmes_whole_loop_runs_as_written_the_owner_sends_a_prompt_and_the_machine_runs_it() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let after = &readme[readme.find("<!-- readme-serve:").expect("the README marks its loop")..];
+    let start = after.find("```sh\n").unwrap() + "```sh\n".len();
+    let block = &after[start..start + after[start..].find("```").unwrap()];
+    let model = ScriptedModel::start(vec![Step::text("Hello."), Step::text("Two files here.")]);
+    // A machine whose hand-off the block creates: its folders, harnesses and model, not yet an id.
+    let m = Machine::new("", "", &model);
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c").arg(format!("set -euo pipefail\n{block}"));
+    cmd.env_clear().envs(m.vars()).env_remove("HANDOFF_ID").env_remove("HANDOFF_TOKEN").env("API", url()).env("HANDOFF_SIGNING_KEY", signing_key());
+    cmd.current_dir(m.work());
+    let r = run_bounded("the README's loop", cmd, 2 * STEP_S);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", m.log());
+    let texts: Vec<String> = model.agent_requests().iter().map(|q| q.text()).collect();
+    assert!(texts.first().is_some_and(|t| t.contains("Say hello.")), "turn 1's words reached the model: {texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Now list the files here.") && t.contains("Hello.")), "turn 2's words, after turn 1's exchange: {texts:?}");
+    assert!(m.log().contains("turn 2 started: claude-code session"), "{}", m.log());
+    assert!(!m.work().join("machine.token").exists(), "the block cleans up after itself");
+    assert!(m.processes().is_empty(), "{:?}", m.processes());
+}
