@@ -575,3 +575,42 @@ fn the_readmes_whole_loop_runs_as_written_the_owner_sends_a_prompt_and_the_machi
     assert!(!m.work().join("machine.token").exists(), "the block cleans up after itself");
     assert!(m.processes().is_empty(), "{:?}", m.processes());
 }
+
+#[test]
+fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_serves_the_next_turn() {
+    // A Worker of this test's own, on workerd, with its state on disk: stopped and started again
+    // on the same port, where serve knows it.
+    let state = handoff_it::temp_state("serve-worker");
+    let mut worker = handoff_it::Server::start_workerd(&state, &[]);
+    let api = worker.url();
+    let on = |token: &str, args: &[&str]| ok(Some(token), &[args, &["--url", api.as_str()]].concat());
+    let owner = owner();
+    let out = on(&owner, &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let model = ScriptedModel::start(vec![Step::text("Hello."), Step::text("Served after the Worker came back.")]);
+    let m = Machine::new(&id, &token, &model);
+    let mut cmd = m.handoff(&["serve", &id]);
+    cmd.env("HANDOFF_URL", &api).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut serve = cmd.spawn().expect("handoff serve starts");
+    let record = || serde_json::from_str::<Value>(&on(&owner, &["show", &id, "--json"])).unwrap()["handoff"].clone();
+    let until = |what: &str, check: &dyn Fn(&Value) -> bool| eventually(what, Duration::from_secs(STEP_S), || Some(record()).filter(|r| check(r)), || m.log());
+    until("turn 1 is done", &|r| r["turn"] == 1 && r["status"] == "done");
+
+    // workerd drains open connections on SIGTERM, and serve's watch stays open: it is killed.
+    worker.kill(libc::SIGKILL);
+    eventually("serve lost the Worker", Duration::from_secs(STEP_S), || Some(m.log()).filter(|l| l.contains("lost the hand-off's watch")), || m.log());
+    worker.restart_on_the_same_port();
+    assert_eq!(worker.url(), api);
+    on(&owner, &["turn", &id, "--prompt", "Are you back?"]);
+    let done = until("turn 2 ran on the Worker started again", &|r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Served after the Worker came back.", "{done}");
+    assert!(m.log().contains("reconnected at v"), "{}", m.log());
+
+    on(&owner, &["close", &id]);
+    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    assert_eq!(status.code(), Some(0), "{}", m.log());
+    eventually("no process is left", Duration::from_secs(10), || Some(m.processes()).filter(|p| p.is_empty()), || format!("{:?}", m.processes()));
+    drop(worker);
+    let _ = std::fs::remove_dir_all(&state);
+}
