@@ -99,6 +99,9 @@ pub struct ReportInput {
     /// A running report's runtime: the one running the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// A running report's permission mode: the one the turn runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
 }
 
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
@@ -118,6 +121,12 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
             return Err(ApiError::invalid("runtime: only a running report names the runtime running the turn"));
         }
         handoff_core::turn::check_runtime(runtime)?;
+    }
+    if let Some(mode) = &input.permission_mode {
+        if input.status != ReportStatus::Running {
+            return Err(ApiError::invalid("permission_mode: only a running report names the permission mode the turn runs in"));
+        }
+        handoff_core::turn::check_permission_mode(mode)?;
     }
     let mut input = input;
     if let Some(question) = input.question.take() {
@@ -414,6 +423,24 @@ mod tests {
             assert!(refused.message.starts_with("runtime: 1-"), "{bad:?}: {}", refused.message);
         }
         assert_eq!(parse_report(br#"{"turn":1,"status":"done","runtime":null}"#).unwrap().runtime, None);
+    }
+
+    #[test]
+    fn only_a_running_report_names_the_permission_mode_and_it_is_checked_as_it_is_read() {
+        let named = parse_report(br#"{"turn":1,"status":"running","runtime":"codex","permission_mode":"untrusted"}"#).unwrap();
+        assert_eq!((named.runtime.as_deref(), named.permission_mode.as_deref()), (Some("codex"), Some("untrusted")));
+        for status in ["needs-you", "done", "failed"] {
+            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","permission_mode":"default"}}"#).as_bytes()).unwrap_err();
+            assert!(refused.message.starts_with("permission_mode: only a running report"), "{status}: {}", refused.message);
+        }
+        let long = "x".repeat(handoff_core::limits::PERMISSION_MODE_BYTES_MAX + 1);
+        for bad in ["", "two words", "x/y", long.as_str()] {
+            let refused = parse_report(format!(r#"{{"turn":1,"status":"running","permission_mode":"{bad}"}}"#).as_bytes()).unwrap_err();
+            assert!(refused.message.starts_with("permission_mode: 1-"), "{bad:?}: {}", refused.message);
+        }
+        assert_eq!(parse_report(br#"{"turn":1,"status":"done","permission_mode":null}"#).unwrap().permission_mode, None);
+        let sent = ReportInput { turn: 1, status: ReportStatus::Done, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+        assert!(!serde_json::to_string(&sent).unwrap().contains("permission_mode"), "a report that names none sends none");
     }
 
     #[test]

@@ -275,13 +275,14 @@ mod tests {
     }
 
     #[test]
-    fn a_report_with_the_longest_summary_a_runtime_and_a_key_still_travels_in_the_header() {
+    fn a_report_with_the_longest_summary_a_runtime_a_permission_mode_and_a_key_still_travels_in_the_header() {
         use handoff_core::turn::Command;
         let summary = "é".repeat(handoff_core::limits::SUMMARY_BYTES_MAX / 2);
         let runtime = "r".repeat(handoff_core::limits::RUNTIME_BYTES_MAX);
-        let body = serde_json::json!({"turn": 1, "status": "running", "summary": summary, "runtime": runtime}).to_string();
+        let mode = "m".repeat(handoff_core::limits::PERMISSION_MODE_BYTES_MAX);
+        let body = serde_json::json!({"turn": 1, "status": "running", "summary": summary, "runtime": runtime, "permission_mode": mode}).to_string();
         let r = crate::input::parse_report(body.as_bytes()).unwrap();
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None, runtime: r.runtime };
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None, runtime: r.runtime, permission_mode: r.permission_mode };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
         let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0, hid: None }, op: Op::Change { change }, idempotency };

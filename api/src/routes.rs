@@ -164,7 +164,7 @@ pub const ROUTES: &[Route] = &[
     }),
     words(change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: r.question, runtime: r.runtime };
+        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: r.question, runtime: r.runtime, permission_mode: r.permission_mode };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
     change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),

@@ -361,7 +361,7 @@ mod tests {
     }
 
     fn report_done() -> Change {
-        let command = handoff_core::turn::Command::Report { turn: 1, status: handoff_core::turn::ReportStatus::Done, summary: None, question: None, runtime: None };
+        let command = handoff_core::turn::Command::Report { turn: 1, status: handoff_core::turn::ReportStatus::Done, summary: None, question: None, runtime: None, permission_mode: None };
         Change::Turn { command, unmet: None, usage: None, package: None }
     }
 

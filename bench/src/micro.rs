@@ -39,6 +39,7 @@ pub fn run_all() -> Vec<Micro> {
         summary: Some("the tests pass; should I open the pull request?".into()),
         question: None,
         runtime: None,
+        permission_mode: None,
     };
     let key = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
     let now_s = now_ms / 1000;

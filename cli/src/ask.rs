@@ -3,7 +3,7 @@
 //! the answer comes back as any other version does, through `/wait`.
 
 use crate::client::{Client, Handoff, Retry};
-use handoff_core::limits::QUESTION_INPUT_BYTES_MAX;
+use handoff_core::limits::{QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
 use handoff_core::question::{Pick, Choice, Kind, QuestionInput};
 use handoff_core::turn::State;
 use std::time::{Duration, Instant};
@@ -41,6 +41,70 @@ pub fn permission_question(text: &str, input: Option<&str>) -> QuestionInput {
         }
         _ => QuestionInput { kind: Kind::Permission, text: text.to_string(), input: input.map(str::to_string), options: vec![allow, deny] },
     }
+}
+
+/// Why a harness's question cannot be put to the owner. The owner's form carries one question
+/// at a time, a single choice of 1 to [`QUESTION_OPTIONS_MAX`] options, each held whole, and
+/// never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unaskable {
+    /// Several questions at once (or none).
+    Several(usize),
+    /// Several answers to pick.
+    MultiSelect,
+    /// A secret (a password, a key), which the service must never hold.
+    Secret,
+    /// No options to pick from.
+    NoOptions,
+    /// More options than the form shows.
+    TooManyOptions(usize),
+    /// A question or an option empty, or longer than the service holds whole.
+    DoesNotFit,
+}
+
+impl Unaskable {
+    /// Why, in a line.
+    pub fn reason(&self) -> String {
+        match self {
+            Unaskable::Several(n) => format!("it asks {n} questions at once"),
+            Unaskable::MultiSelect => "it asks for several answers to be picked".into(),
+            Unaskable::Secret => "it asks for a secret".into(),
+            Unaskable::NoOptions => "it offers no options to pick from".into(),
+            Unaskable::TooManyOptions(n) => format!("it offers {n} options, more than the {QUESTION_OPTIONS_MAX} the form shows"),
+            Unaskable::DoesNotFit => format!("its question or an option is empty or too long (a question holds {QUESTION_TEXT_BYTES_MAX} bytes, an option {QUESTION_LABEL_BYTES_MAX})"),
+        }
+    }
+
+    /// The note the model reads when a served turn denies the question: why, and how to ask
+    /// one the owner can answer.
+    pub fn note(&self) -> String {
+        let how = match self {
+            Unaskable::Secret => "A secret never goes through the owner's form: go on without it, or end the turn saying what is needed.".to_string(),
+            _ => format!("Ask one question at a time, with 1 to {QUESTION_OPTIONS_MAX} short options to pick one from, or go on without it."),
+        };
+        format!("This question was not put to the owner: {}. The owner answers from afar, one question at a time, picking one option; nobody is at this machine's terminal. {how}", self.reason())
+    }
+}
+
+/// Whether one single-choice question with these options fits the owner's form whole.
+pub fn choice_fits(text: &str, labels: &[String]) -> Result<(), Unaskable> {
+    if labels.is_empty() {
+        return Err(Unaskable::NoOptions);
+    }
+    if labels.len() > QUESTION_OPTIONS_MAX {
+        return Err(Unaskable::TooManyOptions(labels.len()));
+    }
+    let fits = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
+    if !fits(text, QUESTION_TEXT_BYTES_MAX) || !labels.iter().all(|l| fits(l, QUESTION_LABEL_BYTES_MAX)) {
+        return Err(Unaskable::DoesNotFit);
+    }
+    Ok(())
+}
+
+/// The decision a served turn's harness gets for a question its owner's form cannot carry:
+/// denied, with the note its model reads.
+pub fn unaskable_decision(why: &Unaskable) -> String {
+    permission_decision(&Pick { option: "deny".into(), note: Some(why.note()), answered_at: handoff_core::time::Timestamp::from_ms(0) })
 }
 
 /// What a harness's `PermissionRequest` asks the owner.
@@ -161,6 +225,31 @@ mod tests {
 
     fn answer(option: &str, note: Option<&str>) -> Pick {
         Pick { option: option.into(), note: note.map(str::to_string), answered_at: Timestamp::from_ms(0) }
+    }
+
+    #[test]
+    fn a_question_the_owners_form_cannot_carry_is_denied_with_a_note_saying_why_and_how_to_ask() {
+        let labels = |n: usize| (1..=n).map(|i| format!("option {i}")).collect::<Vec<_>>();
+        assert_eq!(choice_fits("Which?", &labels(1)), Ok(()));
+        assert_eq!(choice_fits("Which?", &labels(QUESTION_OPTIONS_MAX)), Ok(()));
+        assert_eq!(choice_fits("Which?", &[]), Err(Unaskable::NoOptions));
+        assert_eq!(choice_fits("Which?", &labels(QUESTION_OPTIONS_MAX + 1)), Err(Unaskable::TooManyOptions(QUESTION_OPTIONS_MAX + 1)));
+        assert_eq!(choice_fits(" ", &labels(2)), Err(Unaskable::DoesNotFit));
+        assert_eq!(choice_fits(&"q".repeat(QUESTION_TEXT_BYTES_MAX), &labels(2)), Ok(()));
+        assert_eq!(choice_fits(&"q".repeat(QUESTION_TEXT_BYTES_MAX + 1), &labels(2)), Err(Unaskable::DoesNotFit));
+        assert_eq!(choice_fits("Which?", &["x".repeat(QUESTION_LABEL_BYTES_MAX)]), Ok(()));
+        assert_eq!(choice_fits("Which?", &["x".repeat(QUESTION_LABEL_BYTES_MAX + 1)]), Err(Unaskable::DoesNotFit));
+        assert_eq!(choice_fits("Which?", &["A".into(), "".into()]), Err(Unaskable::DoesNotFit));
+
+        let decision: serde_json::Value = serde_json::from_str(&unaskable_decision(&Unaskable::Several(2))).unwrap();
+        assert_eq!(decision["hookSpecificOutput"]["decision"]["behavior"], "deny");
+        let note = decision["hookSpecificOutput"]["decision"]["message"].as_str().unwrap();
+        assert!(note.contains("not put to the owner: it asks 2 questions at once") && note.contains("Ask one question at a time"), "{note}");
+        for why in [Unaskable::MultiSelect, Unaskable::NoOptions, Unaskable::TooManyOptions(7), Unaskable::DoesNotFit] {
+            assert!(why.note().contains(&why.reason()) && why.note().contains("1 to 6 short options"), "{why:?}");
+        }
+        let secret = Unaskable::Secret.note();
+        assert!(secret.contains("it asks for a secret") && secret.contains("never goes through the owner's form") && !secret.contains("Ask one question"), "{secret}");
     }
 
     #[test]

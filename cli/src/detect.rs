@@ -4,7 +4,7 @@
 //! | runtime | found as | version | signed in |
 //! |---|---|---|---|
 //! | `claude-code` | `claude` on `PATH` | `claude --version` | `claude auth status`: exit 0 yes, exit 1 no (Claude Code 2.1.41 and later; an older one cannot be asked, so `null`) |
-//! | `codex` | `codex` on `PATH` | `codex --version` | `codex login status`: exit 0 yes; exit 1 saying "Not logged in" no; anything else `null` |
+//! | `codex` | `codex` on `PATH` | `codex --version` | `codex login status`: exit 0 yes; exit 1 saying "Not logged in" no, unless Codex has a credential it does not see ([`codex_credential_elsewhere`]); anything else `null` |
 //!
 //! Each command runs with [`DETECT_COMMAND_MS`] to answer, all of them at once; one that does
 //! not answer in time is killed and counts as "could not check".
@@ -51,8 +51,40 @@ fn claude_code(program: &Path) -> Runtime {
 
 fn codex_runtime(program: &Path) -> Runtime {
     let version = version_line(&run(program, &["--version"]));
-    let signed_in = codex_signed_in(&run(program, &["login", "status"]));
+    let env = |k: &str| std::env::var(k).ok();
+    let signed_in = match codex_signed_in(&run(program, &["login", "status"])) {
+        Some(true) => Some(true),
+        _ if codex_credential_elsewhere(read_codex_config(&env).as_deref(), &env) => Some(true),
+        said => said,
+    };
     Runtime { name: "codex".into(), version, signed_in }
+}
+
+/// Codex's `config.toml`: in `CODEX_HOME`, else `~/.codex`.
+fn read_codex_config(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let home = env("CODEX_HOME").filter(|h| !h.is_empty()).map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".codex")))?;
+    std::fs::read_to_string(home.join("config.toml")).ok()
+}
+
+/// The variables Codex reads a key from besides its login (`auth.json`).
+pub const CODEX_KEY_VARIABLES: [&str; 2] = ["OPENAI_API_KEY", "CODEX_API_KEY"];
+
+/// Whether Codex has a credential that `codex login status` does not count (0.169.0 says "Not
+/// logged in" whatever the environment holds): a key in one of [`CODEX_KEY_VARIABLES`], or a
+/// model provider other than OpenAI's chosen in `config.toml` whose `env_key` is set (or that
+/// names none: it needs no key).
+pub fn codex_credential_elsewhere(config_toml: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
+    if CODEX_KEY_VARIABLES.iter().any(|name| set(name)) {
+        return true;
+    }
+    let Some(doc) = config_toml.and_then(|t| t.parse::<toml_edit::DocumentMut>().ok()) else { return false };
+    let Some(provider) = doc.get("model_provider").and_then(|p| p.as_str()).filter(|p| *p != "openai") else { return false };
+    let Some(table) = doc.get("model_providers").and_then(|all| all.get(provider)) else { return false };
+    match table.get("env_key").and_then(|k| k.as_str()) {
+        Some(name) => set(name),
+        None => true,
+    }
 }
 
 /// `claude auth status`: exit 0 when signed in, 1 when not.
@@ -158,6 +190,24 @@ mod tests {
         assert_eq!(codex_signed_in(&ran(Some(1), "", "Not logged in")), Some(false));
         assert_eq!(codex_signed_in(&ran(Some(1), "", "Error reading auth.json")), None, "a failure is not a no");
         assert_eq!(codex_signed_in(&ran(None, "", "")), None);
+    }
+
+    #[test]
+    fn a_key_in_the_environment_or_a_configured_provider_with_its_key_counts_as_signed_in_for_codex() {
+        let none = |_: &str| None;
+        assert!(!codex_credential_elsewhere(None, &none));
+        for name in CODEX_KEY_VARIABLES {
+            assert!(codex_credential_elsewhere(None, &|k: &str| (k == name).then(|| "sk-1".to_string())), "{name}");
+        }
+        assert!(!codex_credential_elsewhere(None, &|k: &str| (k == "OPENAI_API_KEY").then(|| " ".to_string())), "an empty key is none");
+        let scripted = "model_provider = \"scripted\"\n[model_providers.scripted]\nbase_url = \"http://127.0.0.1:1\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n";
+        assert!(codex_credential_elsewhere(Some(scripted), &|k: &str| (k == "SCRIPTED_MODEL_KEY").then(|| "k".to_string())));
+        assert!(!codex_credential_elsewhere(Some(scripted), &none), "the provider's key is not set");
+        let keyless = "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:1\"\n";
+        assert!(codex_credential_elsewhere(Some(keyless), &none), "a provider that names no key needs none");
+        assert!(!codex_credential_elsewhere(Some("model_provider = \"openai\"\n"), &none), "OpenAI's own needs the login or a key");
+        assert!(!codex_credential_elsewhere(Some("model_provider = \"elsewhere\"\n"), &none), "a provider not configured here says nothing");
+        assert!(!codex_credential_elsewhere(Some("not toml ["), &none));
     }
 
     #[test]

@@ -205,7 +205,7 @@ impl Hook {
                 return Ok(false);
             }
         };
-        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question, runtime: None };
+        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question, runtime: None, permission_mode: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(ReportStatus::NeedsYou));
@@ -244,7 +244,7 @@ impl Hook {
                 return Ok(());
             }
         };
-        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None, runtime: None };
+        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None, runtime: None, permission_mode: None };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));
@@ -453,9 +453,20 @@ fn permission(source: &'static str, url: String, token: Option<String>, event: S
     }
 }
 
+/// What a hook prints for a question the owner's form cannot carry: in a served turn a deny
+/// with the note the model reads (nobody is at the terminal); otherwise nothing, so the person
+/// at the terminal answers it.
+pub fn unaskable(why: &crate::ask::Unaskable, served: bool) -> Option<String> {
+    served.then(|| crate::ask::unaskable_decision(why))
+}
+
+/// Set in the environment of a harness `handoff serve` started harness's environment: its hooks deny, with a note, a question left
+/// unanswered instead of handing it to a terminal nobody watches.
+pub const ENV_SERVED: &str = "HANDOFF_SERVED";
+
 /// Whether this hook runs in a harness `handoff serve` started (nobody at its terminal).
 pub fn served(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env(crate::serve::ENV_SERVED).is_some_and(|v| v == "1")
+    env(ENV_SERVED).is_some_and(|v| v == "1")
 }
 
 /// The deny a served turn's unanswered question gets, with the note its model reads.
@@ -560,10 +571,12 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     match claude_code::prompt(&doc) {
         Some(Ok(prompt)) => return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), prompt)),
         Some(Err(why)) => {
+            let served = served(&|k| std::env::var(k).ok());
             if let Some(hook) = session("claude-code", &url, token.as_deref(), None) {
-                hook.log.line(&format!("PermissionRequest: not asking: {why}"));
+                let then = if served { "denied with a note, nobody being at the terminal" } else { "answered at the terminal" };
+                hook.log.line(&format!("PermissionRequest: not asking the owner, {}: {then}", why.reason()));
             }
-            return;
+            return print_decision(unaskable(&why, served));
         }
         None => {}
     }
@@ -607,6 +620,15 @@ pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_the_owners_form_cannot_carry_is_denied_with_a_note_in_a_served_turn_and_left_to_the_terminal_otherwise() {
+        let why = crate::ask::Unaskable::Several(3);
+        assert_eq!(unaskable(&why, false), None, "the person at the terminal answers it");
+        let served: serde_json::Value = serde_json::from_str(&unaskable(&why, true).expect("a decision")).unwrap();
+        let decision = &served["hookSpecificOutput"]["decision"];
+        assert_eq!((decision["behavior"].as_str(), decision["message"].as_str()), (Some("deny"), Some(why.note().as_str())));
+    }
 
     #[test]
     fn only_refusals_that_cannot_pass_later_drop_a_spooled_change() {

@@ -39,6 +39,17 @@ use tokio_util::sync::CancellationToken;
 pub const MCP_ENV: [&str; 3] = [crate::launch::ENV_URL, crate::launch::ENV_ID, crate::launch::ENV_TOKEN];
 /// How long `ask_owner` waits for the answer unless its `wait_s` says.
 pub const ASK_WAIT_S_DEFAULT: u64 = 300;
+
+/// How long `ask_owner` waits: `asked` (its `wait_s`) or [`ASK_WAIT_S_DEFAULT`], at most
+/// [`ANSWER_WAIT_S_MAX`]. In a turn `handoff serve` runs, the served wait it set
+/// (`HANDOFF_ANSWER_WAIT_S`), and never longer: that is what serve has Codex wait for a call.
+pub fn ask_wait_s(asked: Option<u64>, env: &dyn Fn(&str) -> Option<String>) -> u64 {
+    if crate::hook::served(env) {
+        let served = crate::ask::answer_wait_s(env);
+        return asked.unwrap_or(served).min(served);
+    }
+    asked.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX)
+}
 /// The most tool calls and reads the server has at the service at once; more wait their turn.
 pub const MCP_CALLS_IN_FLIGHT_MAX: usize = 4;
 /// How long the server waits, once its client has gone, for calls still at the service.
@@ -326,7 +337,7 @@ impl HandoffServer {
         let sent = self.blocking(move || {
             let turn = handoff.turn(&reader)?;
             let summary = args.summary.as_deref().map(crate::hook::sendable);
-            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None })
+            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None, permission_mode: None })
         })
         .await?;
         Ok(match sent {
@@ -343,7 +354,8 @@ impl HandoffServer {
     /// stops as it sees fit.
     #[tool]
     async fn ask_owner(&self, Parameters(args): Parameters<AskArgs>, cancelled: CancellationToken) -> Result<CallToolResult, ErrorData> {
-        let wait_s = args.wait_s.unwrap_or(ASK_WAIT_S_DEFAULT).min(ANSWER_WAIT_S_MAX);
+        let env = |k: &str| std::env::var(k).ok();
+        let wait_s = ask_wait_s(args.wait_s, &env);
         let question = match owner_question(&args.question, &args.options) {
             Ok(q) => q,
             Err(message) => return Ok(CallToolResult::structured_error(json!({"code": "request.invalid", "message": message}))),
@@ -351,7 +363,7 @@ impl HandoffServer {
         let (reader, client, id, handoff) = (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
         let asked = self.blocking(move || {
             let turn = handoff.turn(&reader)?;
-            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None })
+            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None })
         })
         .await?;
         let asked = match asked {
@@ -371,7 +383,7 @@ impl HandoffServer {
                 // Nobody waits for the answer any more: the turn runs on without the question.
                 let (client, id) = (self.client(true), self.handoff.id.clone());
                 let turn = q.turn;
-                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None })).await;
+                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None })).await;
                 if !matches!(withdrawn, Ok(Ok(_))) {
                     eprintln!("handoff mcp: a cancelled question could not be taken back: {withdrawn:?}");
                 }
@@ -385,7 +397,14 @@ impl HandoffServer {
                 answered(format!("The owner answered: {label}{note}"), json!({"answered": true, "option": answer.option, "label": label, "note": answer.note}))
             }
             Waited::Withdrawn => answered(format!("No answer: {} was withdrawn. Go on or stop as you see fit.", q.id), json!({"answered": false, "why": "withdrawn"})),
-            Waited::TimedOut => answered(format!("No answer within {wait_s} s. Go on or stop as you see fit."), json!({"answered": false, "why": "timeout"})),
+            Waited::TimedOut => {
+                if crate::hook::served(&env) {
+                    // Nobody waits for the answer any more in a served turn: the question is withdrawn.
+                    let (client, id, turn) = (self.client(true), self.handoff.id.clone(), q.turn);
+                    let _ = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None })).await;
+                }
+                answered(format!("No answer within {wait_s} s. Go on or stop as you see fit."), json!({"answered": false, "why": "timeout"}))
+            }
         })
     }
 }
@@ -602,6 +621,18 @@ pub fn served_since(dir: &std::path::Path, id: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ask_owner_waits_its_wait_s_or_300_s_and_in_a_served_turn_never_past_the_served_wait() {
+        let plain = |_: &str| None;
+        assert_eq!((ask_wait_s(None, &plain), ask_wait_s(Some(20), &plain), ask_wait_s(Some(99_999), &plain)), (ASK_WAIT_S_DEFAULT, 20, ANSWER_WAIT_S_MAX));
+        let served = |k: &str| match k {
+            "HANDOFF_SERVED" => Some("1".to_string()),
+            "HANDOFF_ANSWER_WAIT_S" => Some("900".to_string()),
+            _ => None,
+        };
+        assert_eq!((ask_wait_s(None, &served), ask_wait_s(Some(20), &served), ask_wait_s(Some(3_600), &served)), (900, 20, 900));
+    }
 
     #[test]
     fn ask_owner_never_cuts_the_models_question_silently() {

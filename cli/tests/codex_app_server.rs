@@ -274,6 +274,34 @@ fn the_models_request_user_input_reaches_the_person_as_a_choice_and_the_answer_r
 }
 
 #[test]
+fn questions_the_owners_form_cannot_carry_are_never_put_to_the_person_and_the_model_reads_why() {
+    let question = |id: &str, text: &str| serde_json::json!({"id": id, "header": "Parser", "question": text, "options": [{"label": "One", "description": ""}, {"label": "Two", "description": ""}]});
+    let two = serde_json::json!({"questions": [question("passes", "How many passes?"), question("errors", "Which errors?")]});
+    let mut secret = question("token", "Your API token?");
+    secret["isSecret"] = serde_json::json!(true);
+    let steps = vec![
+        Step::Call { name: "request_user_input".into(), input: two },
+        Step::Call { name: "request_user_input".into(), input: serde_json::json!({"questions": [secret]}) },
+        Step::text("Went on without asking."),
+    ];
+    let model = ScriptedModel::start(steps);
+    let m = machine(&model);
+    let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
+    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
+    let thread = server.start_thread().unwrap();
+    let mut handler = Recorder::answering(Decision::Allow);
+    let outcome = server.run_turn(&thread, "Plan the parser.", &AtomicBool::new(false), &mut handler).unwrap();
+    guard.store(true, Ordering::SeqCst);
+    let result = |call: &str| model.result_of(call, Duration::from_secs(1)).map(|v| v.to_string()).unwrap_or_default();
+    assert!(handler.questions.is_empty(), "nothing was put to the person: {:?}", handler.questions);
+    let several = result("call_1");
+    assert!(several.contains("not put to the owner: it asks 2 questions at once") && several.contains("Ask one question at a time"), "the model reads why and how to ask: {several}");
+    let secret = result("call_2");
+    assert!(secret.contains("not put to the owner: it asks for a secret"), "{secret}");
+    assert_eq!(outcome, TurnOutcome::Completed { message: "Went on without asking.".into() });
+}
+
+#[test]
 fn an_app_server_that_ends_fails_the_driver_with_what_it_wrote_to_stderr() {
     // `sh app-server`: a program that ends at once, saying why on stderr.
     let dir = std::env::temp_dir().join(common::unique("handoff-harness-ended"));

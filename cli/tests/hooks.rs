@@ -235,7 +235,8 @@ fn runtimes_detect_reports_what_the_machine_has_and_handing_off_to_a_signed_out_
     let (id, machine_token) = create(&owner);
     let m = Machine::new(&id, &machine_token, false);
     let mut cmd = command(Some(&machine_token), &["runtimes", &id, "--detect"]);
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", m.bin.display()));
+    // No key in the environment and no provider configured: Codex's login alone decides.
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", m.bin.display())).env("CODEX_HOME", &m.dir).env_remove("OPENAI_API_KEY").env_remove("CODEX_API_KEY");
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");

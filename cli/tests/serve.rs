@@ -110,6 +110,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Hello, parser.", "{done}");
     assert_eq!(done["runtime"], "claude-code", "the record names the runtime of a plain turn: {done}");
+    assert_eq!(done["permission_mode"], "default", "and the permission mode it ran in, serve's default: {done}");
     let first = s.model.agent_requests().into_iter().next().expect("Claude Code asked the model");
     assert!(first.text().contains("Say hello to the parser."), "turn 1's words reached the model: {}", first.text());
     let log = s.log_says("turn 1 started: claude-code session");
@@ -126,6 +127,9 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let text = second.text();
     assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
     assert!(s.machine.log().contains("(resumed)"), "{}", s.machine.log());
+    let (_, turns) = api_get(&s.owner, &format!("/v1/handoffs/{}/turns", s.id));
+    let modes: Vec<Value> = turns["turns"].as_array().unwrap().iter().map(|t| t["permission_mode"].clone()).collect();
+    assert_eq!(modes, ["default", "default"], "each turn's lineage entry keeps its mode: {turns}");
     s.close();
 }
 
@@ -265,8 +269,17 @@ struct Relay {
     generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// What a [`Relay`] calls with each piece a client sends, before it passes it on.
+type OnSend = std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 impl Relay {
     fn start(upstream: &str) -> Relay {
+        Relay::watching(upstream, std::sync::Arc::new(|_: &[u8]| {}))
+    }
+
+    /// A relay that shows `on_send` every piece a client sends before passing it on: a test
+    /// acts between a client's request and the Worker's answer.
+    fn watching(upstream: &str, on_send: OnSend) -> Relay {
         use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -280,8 +293,8 @@ impl Relay {
                 }
                 let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
                 let born = generation.load(Ordering::SeqCst);
-                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
-                    let generation = generation.clone();
+                for (sending, from, to) in [(true, client.try_clone().unwrap(), server.try_clone().unwrap()), (false, server, client)] {
+                    let (generation, on_send) = (generation.clone(), on_send.clone());
                     std::thread::spawn(move || {
                         use std::io::{Read, Write};
                         let (mut from, mut to) = (from, to);
@@ -294,6 +307,9 @@ impl Relay {
                             match from.read(&mut buf) {
                                 Ok(0) => break,
                                 Ok(n) => {
+                                    if sending {
+                                        on_send(&buf[..n]);
+                                    }
                                     if to.write_all(&buf[..n]).is_err() {
                                         break;
                                     }
@@ -358,6 +374,7 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Made the proof.", "{done}");
     assert_eq!(done["runtime"], "codex", "the record names the runtime of a plain turn: {done}");
+    assert_eq!(done["permission_mode"], "untrusted", "and Codex's approval policy as its permission mode: {done}");
     assert_eq!(s.machine.file("proof.txt"), "made");
     let first = s.model.agent_requests().into_iter().next().unwrap();
     assert!(first.text().contains("Make a proof file."), "{}", first.text());
@@ -406,9 +423,10 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
     s.serve = Some(s.spawn(&[]));
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     s.log_says("reported runtimes");
-    // `codex login status` calls Codex signed out with the scripted provider's key: the machine
-    // says what it can run.
-    s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in", "--runtime", "claude-code=signed-in"]);
+    // `codex login status` says "Not logged in" with the scripted provider's key in the
+    // environment; serve's report counts the configured provider and its key as signed in.
+    let codex = s.record()["machine_runtimes"]["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "codex").cloned());
+    assert_eq!(codex.as_ref().map(|c| c["signed_in"].clone()), Some(Value::Bool(true)), "{codex:?}");
 
     ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser for edge cases", "--purpose", "a second pair of eyes"]);
     let done = s.until("turn 2 is done by codex", |r| r["turn"] == 2 && r["status"] == "done");
@@ -465,4 +483,135 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
     assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing was reported after the cancel: {after}");
     assert!(!s.machine.work().join("proof.txt").exists(), "the declined command never ran");
     s.close();
+}
+
+#[test]
+fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_stale_in_its_summary() {
+    let owner = owner();
+    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
+    // The owner recompiles the package between serve's read of it and its accept.
+    let recompiled = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let on_send: OnSend = {
+        let (owner, id, recompiled) = (owner.clone(), id.clone(), recompiled.clone());
+        std::sync::Arc::new(move |sent: &[u8]| {
+            let mut done = recompiled.lock().unwrap();
+            if done.is_none() && String::from_utf8_lossy(sent).contains("/package/accept ") {
+                ok(Some(&owner), &["decide", &id, "Comments start with #"]);
+                *done = Some(ok(Some(&owner), &[&["package", &id, "--runtime", "claude-code"][..], &request].concat()));
+            }
+        })
+    };
+    let relay = Relay::watching(&url(), on_send);
+    let model = ScriptedModel::start(vec![Step::text("Turn 1 done.")]);
+    let machine = Machine::new(&id, &token, &model);
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[("HANDOFF_URL", &relay.url())]));
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+
+    ok(Some(&s.owner), &[&["turn", &s.id, "--to", "claude-code"][..], &request].concat());
+    let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    assert!(recompiled.lock().unwrap().as_deref().is_some_and(|r| r.starts_with("package recompiled (v2")), "{:?}", recompiled.lock().unwrap());
+    let summary = failed["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("could not accept package v1") && summary.contains("package.stale"), "the reason is in the summary: {failed}");
+    assert_eq!(s.model.agent_requests().len(), 1, "no harness started for turn 2");
+    s.close();
+}
+
+#[test]
+fn a_turn_handed_to_a_runtime_not_installed_on_the_machine_ends_failed_saying_so() {
+    let (owner, id, token) = started();
+    let model = ScriptedModel::start(vec![]);
+    let machine = Machine::new(&id, &token, &model).bare();
+    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    s.serve = Some(s.spawn(&[]));
+    s.log_says("reported runtimes");
+    // The machine's report from before codex was taken off it.
+    s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in"]);
+    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    assert_eq!(failed["summary"], "codex is not on PATH on the machine: install codex there", "{failed}");
+    assert!(s.model.agent_requests().is_empty());
+    s.close();
+}
+
+#[test]
+fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_model_reads_the_note() {
+    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question();
+    let note = "Not that file: write the proof into NOTES.md instead";
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", note]);
+    let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
+    assert_eq!(done["summary"], "Left it.", "{done}");
+    assert!(!s.machine.work().join("proof.txt").exists(), "the denied command did not run");
+    let with_result = s.model.agent_requests().into_iter().find(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
+    let text = with_result.map(|r| r.text()).unwrap_or_else(|| panic!("the decline reached the model\n{}", s.context()));
+    assert!(text.contains(note), "the model reads the owner's note: {text}");
+    s.close();
+}
+
+#[test]
+fn the_readmes_whole_loop_runs_as_written_the_owner_sends_a_prompt_and_the_machine_runs_it() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let after = &readme[readme.find("<!-- readme-serve:").expect("the README marks its loop")..];
+    let start = after.find("```sh\n").unwrap() + "```sh\n".len();
+    let block = &after[start..start + after[start..].find("```").unwrap()];
+    let model = ScriptedModel::start(vec![Step::text("Hello."), Step::text("Two files here.")]);
+    // A machine whose hand-off the block creates: its folders, harnesses and model, not yet an id.
+    let m = Machine::new("", "", &model);
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c").arg(format!("set -euo pipefail\n{block}"));
+    cmd.env_clear().envs(m.vars()).env_remove("HANDOFF_ID").env_remove("HANDOFF_TOKEN").env("API", url()).env("HANDOFF_SIGNING_KEY", signing_key());
+    cmd.current_dir(m.work());
+    let r = run_bounded("the README's loop", cmd, 2 * STEP_S);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", m.log());
+    let texts: Vec<String> = model.agent_requests().iter().map(|q| q.text()).collect();
+    assert!(texts.first().is_some_and(|t| t.contains("Say hello.")), "turn 1's words reached the model: {texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Now list the files here.") && t.contains("Hello.")), "turn 2's words, after turn 1's exchange: {texts:?}");
+    assert!(m.log().contains("turn 2 started: claude-code session"), "{}", m.log());
+    assert!(!m.work().join("machine.token").exists(), "the block cleans up after itself");
+    assert!(m.processes().is_empty(), "{:?}", m.processes());
+}
+
+#[test]
+fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_serves_the_next_turn() {
+    // A Worker of this test's own, on workerd, with its state on disk: stopped and started again
+    // on the same port, where serve knows it.
+    let state = handoff_it::temp_state("serve-worker");
+    let mut worker = handoff_it::Server::start_workerd(&state, &[]);
+    let api = worker.url();
+    let on = |token: &str, args: &[&str]| ok(Some(token), &[args, &["--url", api.as_str()]].concat());
+    let owner = owner();
+    let out = on(&owner, &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let model = ScriptedModel::start(vec![Step::text("Hello."), Step::text("Served after the Worker came back.")]);
+    let m = Machine::new(&id, &token, &model);
+    let mut cmd = m.handoff(&["serve", &id]);
+    cmd.env("HANDOFF_URL", &api).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut serve = cmd.spawn().expect("handoff serve starts");
+    let record = || serde_json::from_str::<Value>(&on(&owner, &["show", &id, "--json"])).unwrap()["handoff"].clone();
+    let until = |what: &str, check: &dyn Fn(&Value) -> bool| eventually(what, Duration::from_secs(STEP_S), || Some(record()).filter(|r| check(r)), || m.log());
+    until("turn 1 is done", &|r| r["turn"] == 1 && r["status"] == "done");
+
+    // workerd drains open connections on SIGTERM, and serve's watch stays open: it is killed.
+    worker.kill(libc::SIGKILL);
+    eventually("serve lost the Worker", Duration::from_secs(STEP_S), || Some(m.log()).filter(|l| l.contains("lost the hand-off's watch")), || m.log());
+    worker.restart_on_the_same_port();
+    assert_eq!(worker.url(), api);
+    on(&owner, &["turn", &id, "--prompt", "Are you back?"]);
+    let done = until("turn 2 ran on the Worker started again", &|r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Served after the Worker came back.", "{done}");
+    assert!(m.log().contains("reconnected at v"), "{}", m.log());
+
+    on(&owner, &["close", &id]);
+    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    assert_eq!(status.code(), Some(0), "{}", m.log());
+    eventually("no process is left", Duration::from_secs(10), || Some(m.processes()).filter(|p| p.is_empty()), || format!("{:?}", m.processes()));
+    drop(worker);
+    let _ = std::fs::remove_dir_all(&state);
 }

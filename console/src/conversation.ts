@@ -52,6 +52,9 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   } else if (t.runtime) {
     head.append(` · on ${t.runtime}`);
   }
+  // The mode the turn runs in, as the machine named it (the record's, for the current turn).
+  const mode = current ? current.permission_mode : t.permission_mode;
+  if (mode) head.append(" · permission mode ", h("span", { class: "turn-mode" }, mode));
 
   const words = t.prompt ?? current?.prompt ?? null;
   const prompt = words

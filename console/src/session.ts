@@ -216,6 +216,7 @@ function currentEntry(r: Handoff): TurnEntry {
     runtime: r.runtime ?? null,
     package_version: r.package_version ?? null,
     package_hash: r.package_hash ?? null,
+    permission_mode: r.permission_mode,
     continued_from: r.continued_from ?? null,
     opened_at: r.updated_at,
     ended_at: null,
@@ -234,7 +235,11 @@ function factsOf(r: Handoff): Node[] {
   return [
     ...fact("State", r.state === "closed" ? h("span", { class: "mark mark-closed" }, "closed") : "open"),
     ...fact("Turn", h("span", { id: "turn" }, String(r.turn)), r.continued_from ? ` (continued from turn ${r.continued_from.turn}${r.continued_from.runtime ? ` on ${r.continued_from.runtime}` : ""})` : ""),
-    ...fact("Runtime", h("span", { id: "runtime", class: "placeholder-none" }, r.runtime ?? "")),
+    ...fact(
+      "Runtime",
+      h("span", { id: "runtime", class: "placeholder-none" }, r.runtime ?? ""),
+      ...(r.permission_mode ? [" · permission mode ", h("span", { id: "permission-mode" }, r.permission_mode)] : []),
+    ),
     ...fact("Package", pkg, " · ", h("a", { id: "package-link", href: `#/s/${r.id}/package`, "data-key": "package-link" }, "Package page")),
     ...fact("Version", `v${r.version} · updated `, timeEl(r.updated_at)),
   ];

@@ -191,6 +191,7 @@ impl Handoff {
             turn: record.turn,
             status: record.status,
             runtime: None,
+            permission_mode: None,
             package_version: None,
             package_hash: None,
             continued_from: None,
@@ -388,6 +389,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             turn: next.record.turn,
             status: next.record.status,
             runtime: None,
+            permission_mode: None,
             package_version: None,
             package_hash: None,
             continued_from: next.record.continued_from.clone(),
@@ -403,6 +405,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     let entry = &mut next.lineage[last];
     entry.status = next.record.status;
     entry.runtime = next.record.briefed.runtime.clone();
+    entry.permission_mode = next.record.permission_mode.clone();
     if next.record.status.has_ended() && entry.ended_at.is_none() {
         entry.ended_at = Some(Timestamp::from_ms(now));
     }

@@ -129,6 +129,9 @@ pub const OBJECTIVE_BYTES_MAX: usize = 2 * 1024;
 pub const PURPOSE_BYTES_MAX: usize = 1024;
 /// The next turn's runtime name (e.g. `claude-code`).
 pub const RUNTIME_BYTES_MAX: usize = 64;
+/// A running report's permission mode (Claude Code's `--permission-mode`, Codex's approval
+/// policy, e.g. `acceptEdits`, `untrusted`): a short token.
+pub const PERMISSION_MODE_BYTES_MAX: usize = 32;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,

@@ -134,6 +134,9 @@ pub struct TurnEntry {
     pub status: Status,
     /// The runtime the turn was handed to, when it was.
     pub runtime: Option<String>,
+    /// The permission mode the turn ran in, as the machine's running report named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// The package that briefed this turn, if one did.
     pub package_version: Option<u64>,
     pub package_hash: Option<String>,

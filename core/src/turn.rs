@@ -14,7 +14,7 @@ use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
-use crate::limits::{PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
 use crate::work::lines_only;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -143,6 +143,10 @@ pub struct Record {
     pub updated_at: Timestamp,
     #[serde(flatten)]
     pub briefed: Briefed,
+    /// The permission mode the current turn runs in, as the machine's running report named it
+    /// (absent until one does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// The owner's words that opened the current turn (`prompt` of the create or the open), or
     /// `None` when it was opened without any.
     #[serde(default)]
@@ -209,6 +213,7 @@ impl Record {
             created_at: Timestamp::from_ms(now),
             updated_at: Timestamp::from_ms(now),
             briefed: Briefed::default(),
+            permission_mode: None,
             prompt: None,
             continued_from: None,
             suggestion: None,
@@ -249,6 +254,10 @@ pub enum Command {
         /// turn's lineage entry; another than the one the turn was handed to is refused.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         runtime: Option<String>,
+        /// The permission mode the turn runs in, as the machine says: named on the record and
+        /// the turn's lineage entry; another mode later in the turn replaces it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permission_mode: Option<String>,
     },
     /// The owner stops the current turn (or names it, to be sure it is the one they saw).
     Cancel { turn: Option<u64> },
@@ -286,7 +295,10 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
 fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Record>, Code> {
     match command {
         Command::OpenTurn { after, prompt } => open_turn(record, *after, prompt),
-        Command::Report { turn, status, summary, question, runtime } => report(record, *turn, *status, summary, question.as_ref(), runtime.as_deref(), now),
+        Command::Report { turn, status, summary, question, runtime, permission_mode } => {
+            let running = Running { runtime: runtime.as_deref(), permission_mode: permission_mode.as_deref() };
+            report(record, *turn, *status, summary, question.as_ref(), running, now)
+        }
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
         Command::Answer { question, option, note } => answer(record, question, option, note, now),
@@ -316,6 +328,7 @@ fn open_turn(record: &Record, after: u64, prompt: &Option<String>) -> Result<Opt
     // A new turn starts unbriefed and unsuggested; a hand-off to a runtime fills these in.
     next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.briefed.runtime.clone() });
     next.briefed = Briefed::default();
+    next.permission_mode = None;
     next.prompt = prompt.clone();
     next.suggestion = None;
     next.question = None;
@@ -328,7 +341,15 @@ pub fn check_prompt(prompt: &str) -> Result<(), Refusal> {
     crate::work::multi_line("prompt", prompt, PROMPT_BYTES_MAX)
 }
 
-fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, runtime: Option<&str>, now: EpochMs) -> Result<Option<Record>, Code> {
+/// What a running report may say of how the turn runs.
+#[derive(Debug, Clone, Copy)]
+struct Running<'a> {
+    runtime: Option<&'a str>,
+    permission_mode: Option<&'a str>,
+}
+
+fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, running: Running<'_>, now: EpochMs) -> Result<Option<Record>, Code> {
+    let Running { runtime, permission_mode } = running;
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }
@@ -344,8 +365,11 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         return Err(Code::TurnConflict);
     }
     let names_runtime = runtime.is_some() && named.is_none();
+    // The mode may change within a turn (a harness leaving plan mode): the newest one stands.
+    let names_mode = permission_mode.is_some_and(|m| record.permission_mode.as_deref() != Some(m));
+    let names = names_runtime || names_mode;
     let status = Status::from(status);
-    if still_waiting(record, status, question) && !names_runtime {
+    if still_waiting(record, status, question) && !names {
         return Ok(None);
     }
     // The open question asked again is the same question; no question where none is open is
@@ -355,7 +379,7 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
         (Some(input), Some(open)) => open.is_same_open(input),
         _ => false,
     };
-    let same_as_now = record.status == status && record.summary == *summary && same_question && !names_runtime;
+    let same_as_now = record.status == status && record.summary == *summary && same_question && !names;
     if same_as_now {
         // An exact repeat (of a final report too): accepted, nothing moves.
         return Ok(None);
@@ -366,6 +390,9 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     let mut next = record.clone();
     if names_runtime {
         next.briefed.runtime = runtime.map(str::to_string);
+    }
+    if names_mode {
+        next.permission_mode = permission_mode.map(str::to_string);
     }
     if still_waiting(record, status, question) {
         return Ok(Some(next));
@@ -383,6 +410,15 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
 pub fn check_runtime(runtime: &str) -> Result<(), Refusal> {
     if runtime.len() > RUNTIME_BYTES_MAX || !crate::ids::is_id(runtime) {
         return Err(Refusal::invalid(format!("runtime: 1-{RUNTIME_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
+    }
+    Ok(())
+}
+
+/// A permission mode a report names: 1..=[`PERMISSION_MODE_BYTES_MAX`] characters of
+/// `[A-Za-z0-9._:-]` (400 `request.invalid` naming `permission_mode`).
+pub fn check_permission_mode(mode: &str) -> Result<(), Refusal> {
+    if mode.len() > PERMISSION_MODE_BYTES_MAX || !crate::ids::is_id(mode) {
+        return Err(Refusal::invalid(format!("permission_mode: 1-{PERMISSION_MODE_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
     }
     Ok(())
 }

@@ -331,3 +331,37 @@ def test_screenshots_of_a_three_turn_conversation_on_a_phone_and_a_desktop(pages
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), f"{name}: the page scrolls sideways"
         log("browser", f"conversation screenshots of {name} in {RUN_DIR / 'screenshots'}")
         w.assert_clean()
+
+
+def test_the_permission_mode_a_turn_runs_in_is_shown_beside_its_runtime(pages, api, cli):
+    """The machine's running report names the turn's runtime and permission mode: the session's
+    facts and the turn show both, live; the next turn has none until its report names one, and
+    the turn before keeps its own."""
+    owner_token = cli.owner_token(unique("console-mode"))
+    record, machine = api.create(owner_token, unique("chat"))
+    hid = record["id"]
+    page = open_session(pages, owner_token, hid).page
+    turn1 = page.locator('ol#lineage > li.turn[data-turn="1"]')
+    expect(turn1).to_be_visible()
+    expect(page.locator("#permission-mode")).to_have_count(0)
+    expect(turn1.locator(".turn-mode")).to_have_count(0)
+
+    api.call("POST", f"/v1/handoffs/{hid}/report", machine,
+             {"turn": 1, "status": "running", "runtime": "claude-code", "permission_mode": "acceptEdits"})
+    expect(page.locator("#permission-mode")).to_have_text("acceptEdits", timeout=TWO_S)
+    expect(page.locator("#runtime")).to_have_text("claude-code")
+    expect(turn1.locator(".turn-mode")).to_have_text("acceptEdits", timeout=TWO_S)
+    expect(turn1.locator(".turn-head")).to_contain_text("on claude-code · permission mode acceptEdits")
+
+    api.call("POST", f"/v1/handoffs/{hid}/report", machine, {"turn": 1, "status": "done", "summary": "Edited"})
+    api.call("POST", f"/v1/handoffs/{hid}/turns", owner_token, {"after": 1, "prompt": "Next"})
+    turn2 = page.locator('ol#lineage > li.turn[data-turn="2"]')
+    expect(turn2).to_be_visible(timeout=TWO_S)
+    expect(page.locator("#permission-mode")).to_have_count(0)
+    expect(turn2.locator(".turn-mode")).to_have_count(0)
+    expect(turn1.locator(".turn-mode")).to_have_text("acceptEdits")
+    api.call("POST", f"/v1/handoffs/{hid}/report", machine, {"turn": 2, "status": "running", "permission_mode": "plan"})
+    expect(turn2.locator(".turn-mode")).to_have_text("plan", timeout=TWO_S)
+    expect(page.locator("#permission-mode")).to_have_text("plan")
+    expect(turn1.locator(".turn-mode")).to_have_text("acceptEdits")
+    shot(page, "conversation-permission-mode")

@@ -256,6 +256,16 @@ impl Server {
         }
     }
 
+    /// Starts the Worker again on the same state and the same port, where its clients know it
+    /// (a machine's service stopped and started again).
+    pub fn restart_on_the_same_port(&mut self) {
+        self.stop();
+        let _slot = StartSlot::take();
+        if let Started::Exited(why) = self.spawn() {
+            panic!("the Worker on port {} exited before answering again: {why}\n{}", self.port, self.log_tail());
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.state_dir.with_extension(format!("{}.log", self.port))
     }
@@ -269,6 +279,11 @@ impl Server {
 
     fn spawn_and_wait(&mut self) -> Started {
         self.port = free_port();
+        self.spawn()
+    }
+
+    /// Starts the Worker on `self.port` and waits until it answers.
+    fn spawn(&mut self) -> Started {
         let top = repo_top();
         let log = std::fs::File::create(self.log_path()).unwrap();
         if self.direct {

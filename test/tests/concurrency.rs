@@ -45,9 +45,9 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
     let mut record = Record::create(id.clone(), "o".into(), "s".into(), "m1".into(), "large".into(), 0);
     if rng.below(LATER_TURN_ONE_IN) == 0 {
         let steps = [
-            (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()), question: None, runtime: None }),
+            (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()), question: None, runtime: None, permission_mode: None }),
             (c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})), Command::OpenTurn { after: 1, prompt: None }),
-            (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()), question: None, runtime: None }),
+            (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()), question: None, runtime: None, permission_mode: None }),
         ];
         for (answer, command) in steps {
             assert_eq!(answer.status, 200, "{}", answer.text);
@@ -180,7 +180,7 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
                     let final_status = if rng.chance(50) { ReportStatus::Done } else { ReportStatus::Failed };
                     let race = Race {
                         cancel: Command::Cancel { turn: rng.chance(50).then_some(start.turn) },
-                        report: Command::Report { turn: start.turn, status: final_status, summary: Some(format!("r{}", rng.below(1000))), question: None, runtime: None },
+                        report: Command::Report { turn: start.turn, status: final_status, summary: Some(format!("r{}", rng.below(1000))), question: None, runtime: None, permission_mode: None },
                     };
                     let (cancel, close, report) = fire(c, &id, &alice, &machine, &race);
                     let after = c.get(&format!("/v1/handoffs/{id}"), &alice);

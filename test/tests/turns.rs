@@ -317,3 +317,30 @@ fn a_running_report_names_the_runtime_of_a_plain_turn_on_the_record_and_its_line
     assert_eq!(entries.last().map(|t| (t["turn"].clone(), t["runtime"].clone())), Some((json!(2), json!("claude-code"))), "{}", turns.text);
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), before + 1, "nothing else moved");
 }
+
+#[test]
+fn a_running_report_names_the_permission_mode_on_the_record_and_each_turn_keeps_its_own() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let report = |turn: u64, status: &str, mode: &str| c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": turn, "status": status, "permission_mode": mode}));
+    let created = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    assert!(created.handoff().get("permission_mode").is_none(), "absent until a report names one: {}", created.text);
+    let named = report(1, "running", "acceptEdits");
+    assert_eq!((named.status, named.version(), named.handoff()["permission_mode"].as_str()), (200, created.version() + 1, Some("acceptEdits")), "{}", named.text);
+    let again = report(1, "running", "acceptEdits");
+    assert_eq!((again.status, again.version()), (200, named.version()), "the same mode again moves nothing");
+    for (status, mode) in [("done", "plan"), ("running", "two words"), ("running", &"x".repeat(33))] {
+        let refused = report(1, status, mode);
+        assert_eq!((refused.status, refused.code()), (400, "request.invalid"), "{status} {mode}: {}", refused.text);
+        assert!(refused.body["error"]["message"].as_str().is_some_and(|m| m.starts_with("permission_mode: ")), "{}", refused.text);
+    }
+    c.report(&id, &machine, 1, "done", None);
+    let opened = open_turn(&c, &id, &alice, 1);
+    assert!(opened.handoff().get("permission_mode").is_none(), "a new turn has no mode until a report names one: {}", opened.text);
+    let two = report(2, "running", "plan");
+    assert_eq!(two.handoff()["permission_mode"], "plan", "{}", two.text);
+    let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
+    let modes: Vec<serde_json::Value> = turns.body["turns"].as_array().unwrap_or_else(|| panic!("{}", turns.text)).iter().map(|t| t["permission_mode"].clone()).collect();
+    assert_eq!(modes, [json!("acceptEdits"), json!("plan")], "each turn keeps its own mode: {}", turns.text);
+}

@@ -48,6 +48,7 @@ fn a_turn_lists_with_its_lineage_fields() {
         turn: 2,
         status: Status::Running,
         runtime: Some("claude-code".into()),
+        permission_mode: None,
         package_version: Some(1),
         package_hash: Some("ab".repeat(32)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),
@@ -59,6 +60,9 @@ fn a_turn_lists_with_its_lineage_fields() {
     let v = serde_json::to_value(&entry).unwrap();
     assert_eq!(v["prompt"], "now the tests");
     assert!(v.get("prompt_dropped").is_none(), "the marker only where the words were dropped");
+    assert!(v.get("permission_mode").is_none(), "absent where no report named one, as before it was kept");
+    let moded = serde_json::to_value(TurnEntry { permission_mode: Some("acceptEdits".into()), ..entry.clone() }).unwrap();
+    assert_eq!(moded["permission_mode"], "acceptEdits");
     let dropped = TurnEntry { prompt: None, prompt_dropped: true, ..entry.clone() };
     let d = serde_json::to_value(&dropped).unwrap();
     assert_eq!((&d["prompt"], &d["prompt_dropped"]), (&Value::Null, &json!(true)));

@@ -49,7 +49,7 @@ impl ReportArgs {
             limit: self.provider_limit.then_some(Limit::ProviderLimit),
         };
         let usage = (usage != Usage::default()).then_some(usage);
-        let report = ReportInput { turn: self.turn, status: self.status, summary: self.summary, unmet: self.unmet, usage, question: None, runtime: None };
+        let report = ReportInput { turn: self.turn, status: self.status, summary: self.summary, unmet: self.unmet, usage, question: None, permission_mode: None, runtime: None };
         let reply = self.key.on(client).report(&self.id, &report)?;
         out.emit(&reply, output::reported_lines(&reply.value));
         Ok(())
@@ -226,7 +226,7 @@ impl AskArgs {
         let id = self.id;
         let wait_s = self.wait.unwrap_or_else(|| ask::answer_wait_s(&|k| std::env::var(k).ok()));
         let question = QuestionInput { kind: self.kind, text: self.text, input: None, options: self.options };
-        let report = ReportInput { turn: self.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None };
+        let report = ReportInput { turn: self.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None };
         let asked = self.key.on(client).report(&id, &report)?;
         let Some(q) = asked.value.question.clone() else {
             return Err(Failure::Usage("ask: the service did not keep the question".into()));

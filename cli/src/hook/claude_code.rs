@@ -15,8 +15,7 @@
 //! Anything else reports nothing.
 
 use super::transcript::{self, Tail};
-use crate::ask::Prompt;
-use handoff_core::limits::{QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
+use crate::ask::{Prompt, Unaskable};
 use super::event::{self, clip_summary, Intent};
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
@@ -34,10 +33,11 @@ pub fn permission_text(doc: &Value) -> Option<String> {
 pub const EXIT_PLAN_TEXT: &str = "ExitPlanMode: Claude wants to leave plan mode and start on its plan (shown at the terminal)";
 
 /// What a `PermissionRequest` asks the owner. `AskUserQuestion` (which Claude Code puts through
-/// the permission dialog) with one single-choice question of 1 to [`QUESTION_OPTIONS_MAX`]
-/// options is that question; with more questions, or several answers to pick, it is left to
-/// the terminal (`None`, logged by the caller). Any other tool is a permission.
-pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
+/// the permission dialog) with one single-choice question that fits the owner's form
+/// ([`crate::ask::choice_fits`]) is that question; anything else it asks is [`Unaskable`], which
+/// the caller leaves to the terminal, or denies with a note in a served turn. Any other tool is
+/// a permission.
+pub fn prompt(doc: &Value) -> Option<Result<Prompt, Unaskable>> {
     let text = permission_text(doc)?;
     // Claude Code 2.1.328 sends ExitPlanMode's request with an empty `tool_input`: its plan is
     // on the terminal, so the question says what is asked.
@@ -49,18 +49,17 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, String>> {
     }
     let questions = doc["tool_input"]["questions"].as_array().cloned().unwrap_or_default();
     let [one] = questions.as_slice() else {
-        return Some(Err(format!("AskUserQuestion with {} questions is answered at the terminal", questions.len())));
+        return Some(Err(Unaskable::Several(questions.len())));
     };
     if one["multiSelect"] == true {
-        return Some(Err("AskUserQuestion with several answers to pick is answered at the terminal".into()));
+        return Some(Err(Unaskable::MultiSelect));
     }
     // The labels and the question exactly as Claude Code sent them: the answer names them back,
-    // so a question that does not fit the service's limits is left to the terminal, never cut.
+    // so a question that does not fit the service's limits is not asked, never cut.
     let labels: Vec<String> = one["options"].as_array().into_iter().flatten().filter_map(|o| o["label"].as_str()).map(str::to_string).collect();
     let text = one["question"].as_str().unwrap_or("").to_string();
-    let fits = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
-    if labels.is_empty() || labels.len() > QUESTION_OPTIONS_MAX || !labels.iter().all(|l| fits(l, QUESTION_LABEL_BYTES_MAX)) || !fits(&text, QUESTION_TEXT_BYTES_MAX) {
-        return Some(Err("AskUserQuestion's question does not fit a question of the service: answered at the terminal".into()));
+    if let Err(why) = crate::ask::choice_fits(&text, &labels) {
+        return Some(Err(why));
     }
     Some(Ok(Prompt::Choice { text, labels, input: doc["tool_input"].clone() }))
 }
@@ -181,13 +180,16 @@ mod tests {
         }
         let mut two = one.clone();
         two["tool_input"]["questions"] = json!([one["tool_input"]["questions"][0], one["tool_input"]["questions"][0]]);
-        assert!(matches!(prompt(&two), Some(Err(_))), "two questions are left to the terminal");
+        assert_eq!(prompt(&two), Some(Err(Unaskable::Several(2))), "two questions are not asked");
         let mut many = one.clone();
         many["tool_input"]["questions"][0]["multiSelect"] = json!(true);
-        assert!(matches!(prompt(&many), Some(Err(_))), "several answers are left to the terminal");
+        assert_eq!(prompt(&many), Some(Err(Unaskable::MultiSelect)), "several answers are not asked");
         let mut long = one.clone();
-        long["tool_input"]["questions"][0]["options"][0]["label"] = json!("x".repeat(QUESTION_LABEL_BYTES_MAX + 1));
-        assert!(matches!(prompt(&long), Some(Err(_))), "a label the service cannot hold whole is left to the terminal, never cut");
+        long["tool_input"]["questions"][0]["options"][0]["label"] = json!("x".repeat(handoff_core::limits::QUESTION_LABEL_BYTES_MAX + 1));
+        assert_eq!(prompt(&long), Some(Err(Unaskable::DoesNotFit)), "a label the service cannot hold whole is not asked, never cut");
+        let mut none = one.clone();
+        none["tool_input"]["questions"][0]["options"] = json!([]);
+        assert_eq!(prompt(&none), Some(Err(Unaskable::NoOptions)));
         let mut padded = one.clone();
         padded["tool_input"]["questions"][0]["question"] = json!(" Which database? ");
         assert!(matches!(prompt(&padded), Some(Ok(Prompt::Choice { text, .. })) if text == " Which database? "), "the question is kept as sent");

@@ -293,7 +293,7 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
     }
     let status = left.status.unwrap_or(if ran_ok { ReportStatus::Done } else { ReportStatus::Failed });
     let summary = left.summary.clone().unwrap_or_else(|| format!("{} left no final message", runtime.program()));
-    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None, runtime: None };
+    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None, runtime: None, permission_mode: None };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {
         Ok(reply) => outcome("the report", Ok(format!("{status_name} for turn {turn} (v{})", reply.value.version))),

@@ -235,6 +235,7 @@ fn item_and_turn_lines() {
         turn: 2,
         status: Status::Running,
         runtime: Some("codex".into()),
+        permission_mode: None,
         package_version: Some(1),
         package_hash: Some("1d07e2c4".repeat(8)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),

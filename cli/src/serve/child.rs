@@ -119,7 +119,7 @@ fn signal_group(group: i32, signal: i32) {
 /// answer. Only the serve holding the hand-off's lock calls this. Answers how many it ended.
 pub fn end_leftovers(id: &str) -> usize {
     let mut ended = 0;
-    let served = format!("{}=1", super::ENV_SERVED);
+    let served = format!("{}=1", crate::hook::ENV_SERVED);
     let named = format!("HANDOFF_ID={id}");
     let me = std::process::id() as i32;
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {

@@ -11,6 +11,7 @@
 //! The child runs in a process group of its own, with a parent-death signal on Linux, and the
 //! group is ended when the [`AppServer`] is dropped.
 
+use crate::ask::Unaskable;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -74,6 +75,30 @@ pub fn launcher_settings(server: &str) -> Vec<String> {
     for setting in crate::launch::codex_mcp_settings(server) {
         args.extend(["-c".to_string(), setting]);
     }
+    args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
+    args
+}
+
+/// How much longer than `ask_owner`'s served wait Codex lets a call of the `handoff` server run:
+/// the wait ends at its deadline, then withdraws the question (a request or two).
+pub const MCP_TOOL_TIMEOUT_MARGIN_S: u64 = 60;
+/// The variables a served turn's `handoff` server reads beyond the launcher's: that it is served,
+/// and the served wait (Codex gives a stdio server only the variables named in `env_vars`).
+pub const SERVED_MCP_ENV_NAMES: [&str; 2] = [crate::hook::ENV_SERVED, "HANDOFF_ANSWER_WAIT_S"];
+
+/// The `-c` settings of a served turn: the launcher's, the `handoff` server also given
+/// [`SERVED_MCP_ENV_NAMES`], and its calls allowed `tool_timeout_sec` (Codex's own default is
+/// 60 s) above `wait_s`, the longest `ask_owner` waits for the owner in a served turn.
+pub fn served_settings(server: &str, wait_s: u64) -> Vec<String> {
+    let mut args = Vec::new();
+    for (key, entry) in crate::launch::codex_entry(server) {
+        let entry = match key {
+            "env_vars" => toml_edit::Value::Array(crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES).copied().collect()),
+            _ => entry,
+        };
+        args.extend(["-c".to_string(), format!("mcp_servers.{}.{key}={entry}", crate::launch::MCP_SERVER)]);
+    }
+    args.extend(["-c".to_string(), format!("mcp_servers.{}.tool_timeout_sec={}", crate::launch::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S)]);
     args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
     args
 }
@@ -363,13 +388,15 @@ impl AppServer {
             "item/tool/requestUserInput" => {
                 let questions = params["questions"].as_array().cloned().unwrap_or_default();
                 let answer = match question_of(&questions) {
-                    Ok(_) if cancel.load(Ordering::SeqCst) => Answer::Deny { note: "The turn was cancelled.".into() },
-                    Ok(q) => handler.question(&q),
-                    Err(note) => Answer::Deny { note },
+                    Ok(_) if cancel.load(Ordering::SeqCst) => Err("The person did not answer: the turn was cancelled.".to_string()),
+                    Ok(q) => Ok(handler.question(&q)),
+                    // Never put to the person: the note says why and how to ask instead.
+                    Err(why) => Err(why.note()),
                 };
                 let words = match answer {
-                    Answer::Chose(label) => label,
-                    Answer::Deny { note } => format!("The person did not answer: {note}"),
+                    Ok(Answer::Chose(label)) => label,
+                    Ok(Answer::Deny { note }) => format!("The person did not answer: {note}"),
+                    Err(words) => words,
                 };
                 let answers: serde_json::Map<String, Value> = questions.iter().map(|q| (q["id"].as_str().unwrap_or_default().to_string(), json!({"answers": [words.clone()]}))).collect();
                 Ok(Ok(json!({"answers": answers})))
@@ -610,24 +637,45 @@ pub fn permissions_approval(params: &Value) -> Approval {
     Approval { kind: ApprovalKind::Permissions, text, reason: params["reason"].as_str().map(str::to_string) }
 }
 
-/// The one question a choice form carries, or the note that says why these cannot be asked.
-pub fn question_of(questions: &[Value]) -> Result<Question, String> {
+/// The one question the owner's choice form carries, or why these cannot be asked (several
+/// at once, a secret, no options, more or longer than the form holds whole).
+pub fn question_of(questions: &[Value]) -> Result<Question, Unaskable> {
     let [q] = questions else {
-        return Err(format!("the person's form takes one question at a time, and {} were asked; ask them one by one", questions.len()));
+        return Err(Unaskable::Several(questions.len()));
     };
     if q["isSecret"] == true {
-        return Err("the person's form does not take secrets".into());
+        return Err(Unaskable::Secret);
     }
     let options: Vec<(String, String)> = q["options"].as_array().into_iter().flatten().map(|o| (o["label"].as_str().unwrap_or_default().to_string(), o["description"].as_str().unwrap_or_default().to_string())).collect();
-    if options.is_empty() {
-        return Err("the person's form needs options to choose from".into());
-    }
-    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text: q["question"].as_str().unwrap_or_default().to_string(), options, other: q["isOther"] == true })
+    let text = q["question"].as_str().unwrap_or_default().to_string();
+    let labels: Vec<String> = options.iter().map(|(label, _)| label.clone()).collect();
+    crate::ask::choice_fits(&text, &labels)?;
+    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text, options, other: q["isOther"] == true })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_served_turns_handoff_server_may_outlast_ask_owners_served_wait_and_reads_that_it_is_served() {
+        let args = served_settings("/usr/bin/handoff", 900);
+        assert!(args.chunks(2).all(|pair| pair[0] == "-c"), "every setting is a -c: {args:?}");
+        let settings: Vec<&str> = args.iter().skip(1).step_by(2).map(String::as_str).collect();
+        assert!(settings.contains(&"mcp_servers.handoff.tool_timeout_sec=960"), "{settings:?}");
+        let env_vars = settings.iter().find(|s| s.starts_with("mcp_servers.handoff.env_vars=")).expect("env_vars");
+        for name in crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES) {
+            assert!(env_vars.contains(&format!("\"{name}\"")), "{name} in {env_vars}");
+        }
+        assert_eq!(settings.iter().filter(|s| s.starts_with("mcp_servers.handoff.env_vars=")).count(), 1, "one env_vars, not the launcher's overridden");
+        // Everything else is the launcher's.
+        let launcher = launcher_settings("/usr/bin/handoff");
+        let others = |a: &[String]| a.iter().skip(1).step_by(2).filter(|s| !s.contains("env_vars") && !s.contains("tool_timeout_sec")).cloned().collect::<Vec<_>>();
+        assert_eq!(others(&args), others(&launcher));
+        // The longest served wait, and its margin, is what Codex waits.
+        let longest = served_settings("h", crate::ask::ANSWER_WAIT_S_MAX);
+        assert!(longest.contains(&format!("mcp_servers.handoff.tool_timeout_sec={}", crate::ask::ANSWER_WAIT_S_MAX + MCP_TOOL_TIMEOUT_MARGIN_S)));
+    }
 
     #[test]
     fn a_command_approval_reads_as_the_whole_command_and_its_folder() {
@@ -647,16 +695,23 @@ mod tests {
     }
 
     #[test]
-    fn only_one_plain_question_with_options_goes_to_the_person() {
+    fn only_one_plain_question_with_options_goes_to_the_person_and_anything_else_is_denied_saying_why() {
         let q = json!({"id": "q1", "header": "Pick", "question": "Which?", "options": [{"label": "A", "description": "first"}]});
         assert_eq!(question_of(std::slice::from_ref(&q)).unwrap().options, vec![("A".to_string(), "first".to_string())]);
-        assert!(question_of(&[q.clone(), q.clone()]).unwrap_err().contains("one question at a time"));
+        assert_eq!(question_of(&[q.clone(), q.clone()]).unwrap_err(), Unaskable::Several(2));
+        assert_eq!(question_of(&[]).unwrap_err(), Unaskable::Several(0));
         let mut secret = q.clone();
         secret["isSecret"] = json!(true);
-        assert!(question_of(&[secret]).is_err());
-        let mut open = q;
+        assert_eq!(question_of(&[secret]).unwrap_err(), Unaskable::Secret);
+        let mut open = q.clone();
         open["options"] = Value::Null;
-        assert!(question_of(&[open]).is_err());
+        assert_eq!(question_of(&[open]).unwrap_err(), Unaskable::NoOptions);
+        let mut seven = q.clone();
+        seven["options"] = json!((0..7).map(|i| json!({"label": format!("{i}"), "description": ""})).collect::<Vec<_>>());
+        assert_eq!(question_of(&[seven]).unwrap_err(), Unaskable::TooManyOptions(7));
+        let mut long = q;
+        long["question"] = json!("x".repeat(handoff_core::limits::QUESTION_TEXT_BYTES_MAX + 1));
+        assert_eq!(question_of(&[long]).unwrap_err(), Unaskable::DoesNotFit);
     }
 
     #[test]

@@ -126,7 +126,7 @@ fn run(s: &Start, cancel: &AtomicBool, tx: &mpsc::Sender<Note>) -> Option<Result
     if cancel.load(Ordering::SeqCst) {
         return None;
     }
-    let report = ReportInput { turn: s.turn, status, summary: Some(crate::hook::clip_summary(&summary)), unmet: None, usage: None, question: None, runtime: None };
+    let report = ReportInput { turn: s.turn, status, summary: Some(crate::hook::clip_summary(&summary)), unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
     Some(if status == ReportStatus::Done { Ok(summary) } else { Err(summary) })
@@ -146,19 +146,19 @@ impl Asker<'_> {
             return Err("the owner cancelled the turn".into());
         }
         let question = prompt.question();
-        let report = ReportInput { turn: self.s.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None };
+        let report = ReportInput { turn: self.s.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None };
         let asked = self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
         let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else { return Err("the question was not taken".into()) };
         let deadline = Instant::now() + Duration::from_secs(self.s.wait_s);
         match ask::wait_for_answer(&self.s.client, &self.s.id, &q.id, asked.value.version, deadline) {
             Waited::Answered(answer, _) => {
-                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None };
+                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Ok((answer.option, answer.note))
             }
             Waited::Withdrawn => Err("the question was withdrawn".into()),
             Waited::TimedOut => {
-                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None };
+                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Err(format!("The owner did not answer within {} s and nobody is at this machine's terminal, so this was denied. Go on without it, or ask again later.", self.s.wait_s))
             }

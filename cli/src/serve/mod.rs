@@ -36,9 +36,6 @@ use std::time::{Duration, Instant};
 pub const SERVE_ANSWER_WAIT_S_DEFAULT: u64 = 900;
 /// The variable naming that wait.
 pub const ENV_SERVE_ANSWER_WAIT_S: &str = "HANDOFF_SERVE_ANSWER_WAIT_S";
-/// Set in a served harness's environment: its hooks deny, with a note, a question left
-/// unanswered instead of handing it to a terminal nobody watches.
-pub const ENV_SERVED: &str = "HANDOFF_SERVED";
 /// Claude Code's permission mode in a served turn unless `--permission-mode` says: `default`,
 /// where every tool call that needs permission is asked of the owner (on the phone).
 pub const PERMISSION_MODE_DEFAULT: &str = "default";
@@ -60,7 +57,8 @@ pub struct Args {
     #[arg(long, value_name = "RUNTIME", default_value = "claude-code")]
     pub runtime: String,
     /// Claude Code's permission mode for served turns (default, acceptEdits, plan, …):
-    /// `default` asks the owner about every tool call that needs permission.
+    /// `default` asks the owner about every tool call that needs permission. The record shows
+    /// the mode each turn ran in (Codex's: its approval policy, untrusted).
     #[arg(long, value_name = "MODE", default_value = PERMISSION_MODE_DEFAULT)]
     pub permission_mode: String,
     /// A file holding the machine token, read again when the API says the token expired.
@@ -219,6 +217,11 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
     };
     if let Err(why) = Driver::of(&args.runtime) {
         eprintln!("serve: --runtime {}: {why}", args.runtime);
+        return crate::output::EXIT_USAGE;
+    }
+    // The record shows the mode each turn runs in: one the API would refuse is refused here.
+    if let Err(why) = handoff_core::turn::check_permission_mode(&args.permission_mode) {
+        eprintln!("serve: --permission-mode: {}", why.message);
         return crate::output::EXIT_USAGE;
     }
     let state_dir = hook::state_dir(&env);
@@ -449,7 +452,11 @@ impl Serve {
         if let Err(e) = crate::client::write_token_file(&token_path, &self.token.get()) {
             return self.fail_saying(turn, &format!("could not write the token file {}: {e}", token_path.display()));
         }
-        self.name_runtime(turn, runtime);
+        let mode = match driver {
+            Driver::ClaudeCode => self.args.permission_mode.as_str(),
+            Driver::Codex => codex_run::APPROVAL_POLICY,
+        };
+        self.name_runtime(turn, runtime, mode);
         let server = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into());
         let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
         let settings = match hook::install::install_claude_code_waiting("", &server, wait_s) {
@@ -462,7 +469,7 @@ impl Serve {
             (launch::ENV_TOKEN_FILE, token_path.display().to_string()),
             (launch::ENV_STATE_DIR, self.state_dir.display().to_string()),
             ("HANDOFF_ANSWER_WAIT_S", wait_s.to_string()),
-            (ENV_SERVED, "1".to_string()),
+            (hook::ENV_SERVED, "1".to_string()),
         ];
         if let Some(path) = path_with_this_program() {
             vars.push(("PATH", path));
@@ -471,7 +478,7 @@ impl Serve {
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
             let config = codex::Config {
                 program,
-                args: codex::launcher_settings(&server),
+                args: codex::served_settings(&server, wait_s),
                 env: vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
                 env_remove: vec![launch::ENV_TOKEN.to_string()],
                 cwd,
@@ -510,11 +517,12 @@ impl Serve {
     }
 
     /// The turn's first report, before its harness starts (so no hook's report can come before
-    /// it): `running`, naming the runtime that runs it, which the record then shows.
-    fn name_runtime(&self, turn: u64, runtime: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()) };
+    /// it): `running`, naming the runtime that runs it and its permission mode (Claude Code's
+    /// mode, Codex's approval policy), which the record then shows.
+    fn name_runtime(&self, turn: u64, runtime: &str, mode: &str) {
+        let report = running_report(turn, runtime, mode);
         if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
-            self.say.line(&format!("turn {turn}: could not name its runtime {runtime}: {e}"));
+            self.say.line(&format!("turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"));
         }
     }
 
@@ -578,7 +586,7 @@ impl Serve {
 
     /// Reports `turn` failed with `summary`, once.
     fn fail_saying(&mut self, turn: u64, summary: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None };
+        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
             Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
@@ -616,6 +624,11 @@ fn is_unauthorized(e: &Error) -> bool {
 /// `HANDOFF_SERVE_ANSWER_WAIT_S`: whole seconds, at most the hooks' own maximum.
 pub fn serve_answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
     env(ENV_SERVE_ANSWER_WAIT_S).and_then(|v| v.trim().parse::<u64>().ok()).map_or(SERVE_ANSWER_WAIT_S_DEFAULT, |s| s.min(crate::ask::ANSWER_WAIT_S_MAX))
+}
+
+/// The report naming how a served turn runs: its runtime and permission mode.
+pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
+    ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()), permission_mode: Some(mode.to_string()) }
 }
 
 /// Claude Code's arguments for a served turn; the owner's words go on standard input, never
@@ -720,6 +733,16 @@ mod tests {
         assert_eq!(resumed.windows(2).find(|w| w[0] == "--permission-mode").map(|w| w[1].as_str()), Some("acceptEdits"));
         assert_eq!(resumed.last().map(String::as_str), Some(launch::CLAUDE_CODE_ALLOW_RULE), "--allowedTools takes what follows it");
         assert!(new.iter().any(|a| a == "-p") && new.windows(2).any(|w| w == ["--output-format", "json"]));
+    }
+
+    #[test]
+    fn a_served_turns_first_report_is_running_and_names_its_runtime_and_permission_mode() {
+        let r = running_report(3, "codex", codex_run::APPROVAL_POLICY);
+        assert_eq!((r.turn, r.status, r.runtime.as_deref(), r.permission_mode.as_deref()), (3, ReportStatus::Running, Some("codex"), Some("untrusted")));
+        let body = serde_json::to_vec(&r).unwrap();
+        assert_eq!(handoff_api::input::parse_report(&body).unwrap().permission_mode.as_deref(), Some("untrusted"), "the API takes it");
+        let claude = serde_json::to_vec(&running_report(1, "claude-code", PERMISSION_MODE_DEFAULT)).unwrap();
+        assert!(handoff_api::input::parse_report(&claude).is_ok());
     }
 
     #[test]

@@ -183,6 +183,11 @@ export interface paths {
          *     same runtime again moves nothing). A turn runs one runtime: naming another than the
          *     one it was handed to, or than the one named first, is 409 `handoff.turn_conflict`,
          *     changing nothing. On any other status: 400 `request.invalid`.
+         *     A running report may also name the `permission_mode` the turn runs in (Claude Code's
+         *     permission mode, Codex's approval policy): the record's `permission_mode` and the
+         *     turn's lineage entry then show it (one version move; the same mode again moves
+         *     nothing; another mode later in the turn replaces it). A new turn has none until a
+         *     report names one. On any other status: 400 `request.invalid`.
          */
         post: operations["report"];
         delete?: never;
@@ -869,11 +874,19 @@ export interface components {
         /** @description A runtime name, such as `claude-code` (at most 64 bytes, one line). */
         Runtime: string;
         /**
+         * @description The permission mode a turn runs in, as the machine's running report named it: Claude
+         *     Code's permission mode (`default`, `acceptEdits`, `plan`, …) or Codex's approval
+         *     policy (`untrusted`, `on-request`, …). Absent until a report names one.
+         */
+        PermissionMode: string;
+        /**
          * @description A hand-off record. `status` is the current turn's. The fields after `updated_at`
          *     arrive with issues 4 and 6: `runtime`, `package_version` and `package_hash` describe
          *     the current turn (null when it was not handed to a runtime), `continued_from` the turn
          *     before, and `suggestion` is present while the current turn has one. `prompt` is the
-         *     owner's words that opened the current turn, or null. `actions` lists the
+         *     owner's words that opened the current turn, or null. `permission_mode` is the
+         *     permission mode the current turn runs in, as the machine's running report named it,
+         *     and absent until one does. `actions` lists the
          *     commands the caller's role may send now, and `policy` is the owner's policy (null
          *     until set).
          * @example {
@@ -893,6 +906,7 @@ export interface components {
          *       "runtime": "codex",
          *       "package_version": 1,
          *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4",
+         *       "permission_mode": "untrusted",
          *       "continued_from": {
          *         "turn": 1,
          *         "runtime": "claude-code"
@@ -948,6 +962,7 @@ export interface components {
             runtime?: string | null;
             package_version?: number | null;
             package_hash?: components["schemas"]["Sha256"] | null;
+            permission_mode?: components["schemas"]["PermissionMode"];
             prompt: components["schemas"]["PromptOrNull"];
             continued_from?: components["schemas"]["ContinuedFrom"] | null;
             suggestion?: components["schemas"]["Suggestion"] | null;
@@ -1155,6 +1170,7 @@ export interface components {
          *       "runtime": "codex",
          *       "package_version": 1,
          *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4",
+         *       "permission_mode": "untrusted",
          *       "continued_from": {
          *         "turn": 1,
          *         "runtime": "claude-code"
@@ -1174,6 +1190,7 @@ export interface components {
             opened_at: components["schemas"]["Time"];
             ended_at: components["schemas"]["Time"] | null;
             prompt: components["schemas"]["PromptOrNull"];
+            permission_mode?: components["schemas"]["PermissionMode"];
             /**
              * @description Present, and true, only when the turn had words that were dropped because it left
              *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null.
@@ -1223,6 +1240,11 @@ export interface components {
              *     of `[A-Za-z0-9._:-]`. Another than the turn's runtime is 409 `handoff.turn_conflict`.
              */
             runtime?: string | null;
+            /**
+             * @description Only on running (400 otherwise): the permission mode the turn runs in, 1 to 32
+             *     characters of `[A-Za-z0-9._:-]` (`PERMISSION_MODE_BYTES_MAX`).
+             */
+            permission_mode?: string | null;
         };
         Usage: {
             /** @description Tokens of context in use. */

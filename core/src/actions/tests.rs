@@ -46,7 +46,7 @@ fn answer(question: &str, option: &str) -> Change {
 fn ask(turn_: u64, text: &str) -> Change {
     let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
     let question = QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options };
-    turn(TurnCommand::Report { turn: turn_, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None })
+    turn(TurnCommand::Report { turn: turn_, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None, permission_mode: None })
 }
 
 fn resolve(id: &str) -> Change {
@@ -70,7 +70,7 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             let mut all = Vec::new();
             for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
                 for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
-                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary, question: None, runtime: None }));
+                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary, question: None, runtime: None, permission_mode: None }));
                 }
             }
             all
@@ -198,7 +198,7 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
         Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn, prompt: None }), Role::Owner),
         Step::Report(status, n) => {
             let summary = (*n > 0).then(|| format!("summary {n}"));
-            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary, question: None, runtime: None }), Role::Machine)
+            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary, question: None, runtime: None, permission_mode: None }), Role::Machine)
         }
         Step::Cancel => (turn(TurnCommand::Cancel { turn: None }), Role::Owner),
         Step::Close => (turn(TurnCommand::Close), Role::Owner),

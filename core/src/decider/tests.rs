@@ -253,7 +253,7 @@ fn change(change: Change) -> Op {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
-    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()), question: None, runtime: None }, unmet: None, usage: None, package: None })
+    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()), question: None, runtime: None, permission_mode: None }, unmet: None, usage: None, package: None })
 }
 
 fn set_work() -> Op {

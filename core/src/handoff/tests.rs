@@ -14,7 +14,7 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None }, unmet: None, usage: None, package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None, permission_mode: None }, unmet: None, usage: None, package: None }
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
@@ -83,16 +83,34 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
 fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
     let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(1, None), Role::Owner).next;
-    let named = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()) };
+    let named = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()), permission_mode: None };
     let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
     assert!(out.moved);
     assert_eq!((out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()), (Some("codex"), Some("codex")));
     assert_eq!(out.dirty.lineage_from, Some(1));
     assert_eq!((out.next.lineage[0].ended_at.is_some(), out.next.lineage[1].ended_at), (true, None), "a running turn has not ended");
-    let other = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("claude-code".into()) };
+    let other = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("claude-code".into()), permission_mode: None };
     let refused = apply(&out.next, &Change::Turn { command: other, unmet: None, usage: None, package: None }, Role::Machine, 6_000).unwrap_err();
     assert_eq!(refused.code, Code::TurnConflict);
     assert!(refused.message.contains("runs codex"), "{}", refused.message);
+}
+
+#[test]
+fn each_lineage_entry_keeps_the_permission_mode_its_turn_ran_in() {
+    let in_mode = |turn: u64, mode: &str| {
+        let command = TurnCommand::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: None, permission_mode: Some(mode.into()) };
+        Change::Turn { command, unmet: None, usage: None, package: None }
+    };
+    let h = ok(&fresh(), in_mode(1, "acceptEdits"), Role::Machine).next;
+    assert_eq!((h.record.permission_mode.as_deref(), h.lineage[0].permission_mode.as_deref()), (Some("acceptEdits"), Some("acceptEdits")));
+    let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let h = ok(&h, open(1, None), Role::Owner).next;
+    assert_eq!((h.record.permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()), (None, None), "turn 2 has no mode until a report names one");
+    let out = ok(&h, in_mode(2, "plan"), Role::Machine);
+    assert_eq!(out.dirty.lineage_from, Some(1));
+    let h = out.next;
+    assert_eq!((h.lineage[0].permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()), (Some("acceptEdits"), Some("plan")), "each turn keeps its own");
+    assert!(serde_json::to_value(&fresh().lineage[0]).unwrap().get("permission_mode").is_none(), "an entry without a mode keeps its bytes");
 }
 
 #[test]
@@ -106,7 +124,7 @@ fn a_hand_off_that_cannot_compile_opens_no_turn() {
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let failed = Change::Turn {
-        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None, runtime: None },
+        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None, runtime: None, permission_mode: None },
         unmet: Some(vec![1]),
         usage: None,
         package: None,
@@ -167,7 +185,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None }, unmet: None, usage: Some(usage), package: None }
+    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None, permission_mode: None }, unmet: None, usage: Some(usage), package: None }
 }
 
 #[test]
@@ -241,7 +259,7 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     use crate::question::{Choice, Kind, QuestionInput};
     let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
     let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), input: None, options };
-    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None };
+    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None, permission_mode: None };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
     let answer = |option: &str| Change::Turn {

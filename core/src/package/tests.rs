@@ -184,8 +184,8 @@ fn hostile_work() -> Work {
 
 pub(crate) fn lineage() -> Vec<TurnEntry> {
     vec![
-        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), package_version: None, package_hash: None, continued_from: None, opened_at: T0.into(), ended_at: Some((T0 + 12_000).into()), prompt: None, prompt_dropped: false },
-        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: (T0 + 13_000).into(), ended_at: None, prompt: None, prompt_dropped: false },
+        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), permission_mode: None, package_version: None, package_hash: None, continued_from: None, opened_at: T0.into(), ended_at: Some((T0 + 12_000).into()), prompt: None, prompt_dropped: false },
+        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), permission_mode: None, package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: (T0 + 13_000).into(), ended_at: None, prompt: None, prompt_dropped: false },
     ]
 }
 
@@ -461,6 +461,7 @@ fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
             turn,
             status: if turn == turns { Status::Running } else { ended(turn) },
             runtime: Some(if turn % 2 == 0 { "codex" } else { "claude-code" }.into()),
+            permission_mode: None,
             package_version: (turn > 1).then_some(turn - 1),
             package_hash: (turn > 1).then(|| format!("{:064x}", turn)),
             continued_from: (turn > 1).then(|| ContinuedFrom { turn: turn - 1, runtime: None }),

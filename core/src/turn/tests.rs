@@ -18,7 +18,7 @@ fn ok(record: &Record, command: Command) -> Applied<Record> {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
-    Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None }
+    Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None }
 }
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
@@ -188,7 +188,8 @@ fn any_command() -> impl Strategy<Value = Command> {
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
         (0u64..6).prop_map(|after| Command::OpenTurn { after, prompt: None }),
-        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None, runtime: None }),
+        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None, runtime: None, permission_mode: None }),
+        (0u64..6, prop_oneof![Just("default"), Just("plan")]).prop_map(|(turn, mode)| in_mode(turn, mode)),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
         (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
@@ -287,7 +288,7 @@ fn permission(text: &str) -> QuestionInput {
 }
 
 fn ask(turn: u64, text: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)), runtime: None }
+    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)), runtime: None, permission_mode: None }
 }
 
 fn answer(question: &str, option: &str, note: Option<&str>) -> Command {
@@ -434,7 +435,7 @@ fn a_prompt_is_text_of_at_most_its_limit_not_empty_and_without_control_character
 }
 
 fn running_on(turn: u64, runtime: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: Some(runtime.into()) }
+    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: Some(runtime.into()), permission_mode: None }
 }
 
 #[test]
@@ -475,10 +476,68 @@ fn a_runtime_is_named_as_the_machines_runtimes_are() {
 #[test]
 fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
     let r = asking();
-    let reminder = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: None, runtime: Some("claude-code".into()) };
+    let reminder = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: None, runtime: Some("claude-code".into()), permission_mode: None };
     let named = ok(&r, reminder.clone());
     assert!(named.moved);
     assert_eq!((named.next.briefed.runtime.as_deref(), named.next.status, named.next.summary.clone()), (Some("claude-code"), Status::NeedsYou, r.summary.clone()));
     assert_eq!(named.next.question, r.question, "the question stays open");
     assert!(!ok(&named.next, reminder).moved);
+}
+
+fn in_mode(turn: u64, mode: &str) -> Command {
+    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: None, permission_mode: Some(mode.into()) }
+}
+
+#[test]
+fn a_running_report_naming_the_permission_mode_shows_it_once_and_another_mode_later_in_the_turn_replaces_it() {
+    let r = at_turn_two();
+    assert_eq!(r.permission_mode, None);
+    let named = ok(&r, in_mode(2, "default"));
+    assert!(named.moved);
+    assert_eq!((named.next.permission_mode.as_deref(), named.next.version, named.next.status), (Some("default"), r.version + 1, Status::Running));
+    assert!(!ok(&named.next, in_mode(2, "default")).moved, "the same mode again changes nothing");
+    let both = Command::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()), permission_mode: Some("default".into()) };
+    let with_runtime = ok(&named.next, both);
+    assert!(with_runtime.moved, "a runtime named beside the same mode still moves");
+    assert_eq!((with_runtime.next.briefed.runtime.as_deref(), with_runtime.next.permission_mode.as_deref()), (Some("codex"), Some("default")));
+    let changed = ok(&named.next, in_mode(2, "acceptEdits"));
+    assert!(changed.moved);
+    assert_eq!(changed.next.permission_mode.as_deref(), Some("acceptEdits"), "the newest mode of the turn stands");
+    // Reports that name no mode leave it named, through the end of the turn.
+    let done = ok(&changed.next, report(2, ReportStatus::Done, Some("ok"))).next;
+    assert_eq!(done.permission_mode.as_deref(), Some("acceptEdits"));
+    let three = ok(&done, Command::OpenTurn { after: 2, prompt: None }).next;
+    assert_eq!(three.permission_mode, None, "a new turn names no mode until a report does");
+}
+
+#[test]
+fn a_permission_mode_named_for_an_earlier_or_ended_turn_is_refused_and_changes_nothing() {
+    let r = ok(&at_turn_two(), in_mode(2, "default")).next;
+    assert_eq!(apply(&r, &in_mode(1, "plan"), 3_000).unwrap_err(), Code::HandoffStale);
+    assert_eq!(apply(&r, &in_mode(3, "plan"), 3_000).unwrap_err(), Code::TurnOutOfOrder);
+    let done = ok(&r, report(2, ReportStatus::Done, None)).next;
+    assert_eq!(apply(&done, &in_mode(2, "plan"), 3_000).unwrap_err(), Code::TurnFinished);
+}
+
+#[test]
+fn a_record_with_no_permission_mode_has_no_such_field_and_one_with_it_shows_it() {
+    let r = at_turn_two();
+    assert!(serde_json::to_value(&r).unwrap().get("permission_mode").is_none(), "a record from before keeps its bytes");
+    let named = ok(&r, in_mode(2, "untrusted")).next;
+    assert_eq!(serde_json::to_value(&named).unwrap()["permission_mode"], "untrusted");
+    let back: Record = serde_json::from_value(serde_json::to_value(&named).unwrap()).unwrap();
+    assert_eq!(back, named);
+}
+
+#[test]
+fn a_permission_mode_is_a_short_token() {
+    use crate::limits::PERMISSION_MODE_BYTES_MAX;
+    for good in ["default", "acceptEdits", "on-request", &"x".repeat(PERMISSION_MODE_BYTES_MAX)] {
+        assert!(check_permission_mode(good).is_ok(), "{good:?}");
+    }
+    for bad in ["", "accept edits", "plan\u{1b}", "a/b", &"x".repeat(PERMISSION_MODE_BYTES_MAX + 1)] {
+        let refusal = check_permission_mode(bad).unwrap_err();
+        assert_eq!(refusal.code, Code::RequestInvalid);
+        assert!(refusal.message.starts_with("permission_mode: 1-32 characters"), "{bad:?}: {}", refusal.message);
+    }
 }

@@ -28,7 +28,7 @@ fn ok(h: &Snapshot) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Call {
-    Call::Apply(Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None })
+    Call::Apply(Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None })
 }
 
 fn done() -> Call {

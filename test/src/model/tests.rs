@@ -84,7 +84,7 @@ fn command(m: &Move, current: u64) -> turn::Command {
     match m {
         Move::OpenTurn { back } => turn::Command::OpenTurn { after: near(*back), prompt: None },
         Move::Report { back, status, summary } => {
-            turn::Command::Report { turn: near(*back), status: *status, summary: summary.map(str::to_string), question: None, runtime: None }
+            turn::Command::Report { turn: near(*back), status: *status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None }
         }
         Move::Cancel { back } => turn::Command::Cancel { turn: back.map(near) },
         Move::Close => turn::Command::Close,
