@@ -591,10 +591,14 @@ mod tests {
     }
 
     #[test]
-    fn cancel_and_close_take_an_empty_body() {
+    fn cancel_and_close_take_an_empty_body_and_refuse_one_of_whitespace_alone() {
         assert_eq!(parse_cancel(b"").unwrap(), CancelInput { turn: None });
         assert_eq!(parse_cancel(br#"{"turn":2}"#).unwrap(), CancelInput { turn: Some(2) });
-        assert!(parse_close(b"  ").is_ok());
+        assert!(parse_close(b"").is_ok());
+        for blank in [&b"  "[..], b"\r", b"\n\t"] {
+            assert_eq!(parse_cancel(blank).unwrap_err().code, Code::RequestInvalid, "whitespace alone is no JSON: {blank:?}");
+            assert_eq!(parse_close(blank).unwrap_err().code, Code::RequestInvalid);
+        }
         assert!(parse_close(br#"{"now":true}"#).is_err());
     }
 

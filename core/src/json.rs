@@ -103,9 +103,10 @@ pub(crate) fn path_at(body: &[u8], end: usize) -> String {
     path
 }
 
-/// A body that may be empty (treated as `{}`).
+/// A body that may be empty (treated as `{}`); any other body is a JSON object, so one of
+/// whitespace alone is no JSON and refused as such.
 pub fn parse_json_or_empty<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    if body.is_empty() {
         parse_json(b"{}")
     } else {
         parse_json(body)
