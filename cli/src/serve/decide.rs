@@ -99,7 +99,7 @@ pub enum Brief {
 
 /// How the harness session is had.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Session {
+pub enum HarnessSession {
     /// A new session, briefed so.
     New(Brief),
     /// The harness's own session `id`, resumed with the owner's prompt as the new message.
@@ -136,7 +136,7 @@ impl Gone {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Start { turn: u64, runtime: String, session: Session },
+    Start { turn: u64, runtime: String, session: HarnessSession },
     Stop { turn: u64, why: StopWhy },
     /// Report the turn failed, the harness gone.
     Fail { turn: u64, why: Gone },
@@ -185,13 +185,13 @@ pub fn decide(view: &View, local: &Local, harness: Harness, default_runtime: &st
         None => local.last().map_or_else(|| default_runtime.to_string(), |(_, s)| s.runtime.clone()),
     };
     let session = if view.package {
-        Session::New(Brief::Package)
+        HarnessSession::New(Brief::Package)
     } else if let Some(id) = local.session_of(&runtime) {
-        Session::Resume(id.to_string())
+        HarnessSession::Resume(id.to_string())
     } else if view.prompt.is_some() {
-        Session::New(Brief::Prompt)
+        HarnessSession::New(Brief::Prompt)
     } else {
-        Session::New(Brief::Work)
+        HarnessSession::New(Brief::Work)
     };
     Action::Start { turn: view.turn, runtime, session }
 }
@@ -212,10 +212,10 @@ mod tests {
     #[test]
     fn turn_1_with_a_prompt_starts_the_default_runtime_in_a_new_session_briefed_by_the_prompt() {
         let a = decide(&view(1, 1, Status::Running), &Local::default(), Harness::None, "claude-code");
-        assert_eq!(a, Action::Start { turn: 1, runtime: "claude-code".into(), session: Session::New(Brief::Prompt) });
+        assert_eq!(a, Action::Start { turn: 1, runtime: "claude-code".into(), session: HarnessSession::New(Brief::Prompt) });
         let mut v = view(1, 1, Status::Running);
         v.prompt = None;
-        assert_eq!(decide(&v, &Local::default(), Harness::None, "codex"), Action::Start { turn: 1, runtime: "codex".into(), session: Session::New(Brief::Work) });
+        assert_eq!(decide(&v, &Local::default(), Harness::None, "codex"), Action::Start { turn: 1, runtime: "codex".into(), session: HarnessSession::New(Brief::Work) });
     }
 
     #[test]
@@ -223,7 +223,7 @@ mod tests {
         let mut local = Local::default();
         local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
         let a = decide(&view(5, 2, Status::Running), &local, Harness::None, "codex");
-        assert_eq!(a, Action::Start { turn: 2, runtime: "claude-code".into(), session: Session::Resume("s-1".into()) });
+        assert_eq!(a, Action::Start { turn: 2, runtime: "claude-code".into(), session: HarnessSession::Resume("s-1".into()) });
     }
 
     #[test]
@@ -231,7 +231,7 @@ mod tests {
         let mut local = Local::default();
         local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
         let v = View { handed_to: Some("codex".into()), package: true, ..view(5, 2, Status::Running) };
-        assert_eq!(decide(&v, &local, Harness::None, "claude-code"), Action::Start { turn: 2, runtime: "codex".into(), session: Session::New(Brief::Package) });
+        assert_eq!(decide(&v, &local, Harness::None, "claude-code"), Action::Start { turn: 2, runtime: "codex".into(), session: HarnessSession::New(Brief::Package) });
     }
 
     #[test]

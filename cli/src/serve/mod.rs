@@ -21,7 +21,7 @@ pub mod state;
 use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
 use crate::hook::{self, Log};
 use crate::launch::{self, Runtime};
-use decide::{Action, Brief, Gone, Harness as Alive, Local, Session, Started, StopWhy, View};
+use decide::{Action, Brief, Gone, Harness as Alive, Local, HarnessSession, Started, StopWhy, View};
 use handoff_api::error::Code;
 use handoff_core::turn::ReportStatus;
 use std::collections::BTreeMap;
@@ -425,13 +425,13 @@ impl Serve {
         }
     }
 
-    fn start(&mut self, record: &Handoff, turn: u64, runtime: &str, session: Session) {
+    fn start(&mut self, record: &Handoff, turn: u64, runtime: &str, session: HarnessSession) {
         let arrived = self.arrivals.range(..=record.version).next_back().map(|(_, at)| *at).unwrap_or_else(Instant::now);
         let late_s = (hook::now_ms() - record.updated_at.ms()).max(0) / 1000;
         // The state record first: a turn written here is never started again.
         let session_id = match &session {
-            Session::Resume(id) => id.clone(),
-            Session::New(_) => new_uuid(),
+            HarnessSession::Resume(id) => id.clone(),
+            HarnessSession::New(_) => new_uuid(),
         };
         self.local.turns.insert(turn, Started { runtime: runtime.to_string(), session: session_id.clone(), started_ms: hook::now_ms(), group: None, ended: None, settled: false });
         self.store();
@@ -485,8 +485,8 @@ impl Serve {
                 approval_policy: codex_run::APPROVAL_POLICY.to_string(),
             };
             let resume = match &session {
-                Session::Resume(id) => Some(id.clone()),
-                Session::New(_) => None,
+                HarnessSession::Resume(id) => Some(id.clone()),
+                HarnessSession::New(_) => None,
             };
             let start = codex_run::Start { config, resume, prompt: input, client: self.client(), id: self.id.clone(), turn, wait_s };
             self.harness = Some(Running::Codex { run: codex_run::Run::spawn(start) });
@@ -501,8 +501,8 @@ impl Serve {
                 }
                 self.store();
                 let how = match &session {
-                    Session::Resume(_) => "resumed",
-                    Session::New(_) => "new",
+                    HarnessSession::Resume(_) => "resumed",
+                    HarnessSession::New(_) => "new",
                 };
                 self.say.line(&format!(
                     "turn {turn} started: {runtime} session {session_id} ({how}), pid {}, {} ms after v{} arrived; the turn was opened {late_s} s before",
@@ -528,14 +528,14 @@ impl Serve {
 
     /// What the harness reads on standard input: the briefing (then the access paragraph) for
     /// a new session, the owner's words for a resumed one.
-    fn input(&self, record: &Handoff, turn: u64, runtime: &str, session: &Session) -> Result<String, String> {
+    fn input(&self, record: &Handoff, turn: u64, runtime: &str, session: &HarnessSession) -> Result<String, String> {
         let runtime_of = Runtime::parse(runtime).ok_or_else(|| format!("unknown runtime {runtime}"))?;
         let paragraph = launch::access_paragraph(runtime_of, &self.id, turn);
         let words = record.prompt.clone();
         match session {
-            Session::Resume(_) => Ok(words.unwrap_or_else(|| format!("The owner opened turn {turn} without words: go on with the work."))),
-            Session::New(Brief::Prompt) => Ok(launch::prompt(words.as_deref().unwrap_or_default(), &paragraph)),
-            Session::New(Brief::Package | Brief::Work) => {
+            HarnessSession::Resume(_) => Ok(words.unwrap_or_else(|| format!("The owner opened turn {turn} without words: go on with the work."))),
+            HarnessSession::New(Brief::Prompt) => Ok(launch::prompt(words.as_deref().unwrap_or_default(), &paragraph)),
+            HarnessSession::New(Brief::Package | Brief::Work) => {
                 let client = self.client();
                 let prepared = launch::run::prepare(&client, &self.id, Some(runtime), None).map_err(|e| describe_launch_error(&e))?;
                 if let Some(p) = prepared.package() {
@@ -633,11 +633,11 @@ pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
 
 /// Claude Code's arguments for a served turn; the owner's words go on standard input, never
 /// here. `--allowedTools` comes last: it takes every word after it as a rule.
-pub fn claude_args(session: &Session, session_id: &str, mode: &str, settings: &str, mcp_config: &str) -> Vec<String> {
+pub fn claude_args(session: &HarnessSession, session_id: &str, mode: &str, settings: &str, mcp_config: &str) -> Vec<String> {
     let mut args: Vec<String> = ["-p", "--output-format", "json", "--permission-mode", mode, "--settings", settings, "--mcp-config", mcp_config, "--strict-mcp-config"].map(String::from).to_vec();
     match session {
-        Session::Resume(_) => args.extend(["--resume".to_string(), session_id.to_string()]),
-        Session::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
+        HarnessSession::Resume(_) => args.extend(["--resume".to_string(), session_id.to_string()]),
+        HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
     }
     args.extend(["--allowedTools".to_string(), launch::CLAUDE_CODE_ALLOW_RULE.to_string()]);
     args
@@ -725,10 +725,10 @@ mod tests {
 
     #[test]
     fn the_owners_words_are_never_an_argument_and_the_session_is_chosen_up_front_or_resumed() {
-        let new = claude_args(&Session::New(Brief::Prompt), "u-1", "default", "{}", "{}");
+        let new = claude_args(&HarnessSession::New(Brief::Prompt), "u-1", "default", "{}", "{}");
         assert_eq!(new.windows(2).find(|w| w[0] == "--session-id").map(|w| w[1].as_str()), Some("u-1"));
         assert!(!new.contains(&"--resume".to_string()));
-        let resumed = claude_args(&Session::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}");
+        let resumed = claude_args(&HarnessSession::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}");
         assert_eq!(resumed.windows(2).find(|w| w[0] == "--resume").map(|w| w[1].as_str()), Some("u-1"));
         assert_eq!(resumed.windows(2).find(|w| w[0] == "--permission-mode").map(|w| w[1].as_str()), Some("acceptEdits"));
         assert_eq!(resumed.last().map(String::as_str), Some(launch::CLAUDE_CODE_ALLOW_RULE), "--allowedTools takes what follows it");
