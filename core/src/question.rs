@@ -8,7 +8,7 @@ use crate::error::Refusal;
 use crate::json::Checked;
 use crate::limits::{ANSWER_NOTE_BYTES_MAX, QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX};
 use crate::time::Timestamp;
-use crate::work::{multi_line, single_line};
+use crate::text::{multi_line, single_line};
 use serde::{Deserialize, Serialize};
 
 /// What kind of question: a harness's permission prompt (`allow` / `deny`), or any choice.

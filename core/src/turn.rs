@@ -15,7 +15,7 @@ use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::applied::Applied;
 use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
-use crate::work::lines_only;
+use crate::text::lines_only;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -338,7 +338,7 @@ fn open_turn(record: &Record, after: u64, prompt: &Option<String>) -> Result<Opt
 /// A prompt's rule: 1..=[`PROMPT_BYTES_MAX`] bytes of text, not only blanks, no control
 /// character but the multi-line fields' (400 `request.invalid` naming `prompt`).
 pub fn check_prompt(prompt: &str) -> Result<(), Refusal> {
-    crate::work::multi_line("prompt", prompt, PROMPT_BYTES_MAX)
+    crate::text::multi_line("prompt", prompt, PROMPT_BYTES_MAX)
 }
 
 /// What a running report may say of how the turn runs.

@@ -28,6 +28,7 @@ use crate::json::Checked;
 use crate::limits::*;
 use crate::applied::Applied;
 use crate::time::{EpochMs, Timestamp};
+use crate::text::{multi_line, single_line};
 use crate::turn::Record;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -213,42 +214,6 @@ fn validate_artifact(input: &ArtifactInput) -> Result<(), Refusal> {
         if !is_sha256 {
             return Err(Refusal::invalid("sha256: must be 64 hexadecimal digits"));
         }
-    }
-    Ok(())
-}
-
-/// A required one-line text: not blank, no control characters, at most `max_bytes`.
-pub(crate) fn single_line(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
-    text(field, value, max_bytes)?;
-    if value.chars().any(char::is_control) {
-        return Err(Refusal::invalid(format!("{field}: must be one line without control characters")));
-    }
-    Ok(())
-}
-
-/// A required text that may span lines: not blank, [`lines_only`], at most `max_bytes`.
-pub(crate) fn multi_line(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
-    text(field, value, max_bytes)?;
-    lines_only(field, value)
-}
-
-/// The one rule for text that may span lines: `\n` and `\t` are its only control characters.
-/// Every other C0 or C1 control (`\r`, ESC, DEL, CSI…) is refused, so that no text the service
-/// hands on can move a terminal's cursor, rewrite a line, or set its title or clipboard.
-pub fn lines_only(field: &str, value: &str) -> Result<(), Refusal> {
-    let allowed = |c: char| matches!(c, '\n' | '\t');
-    if value.chars().any(|c| c.is_control() && !allowed(c)) {
-        return Err(Refusal::invalid(format!("{field}: control characters other than newlines (\\n) and tabs")));
-    }
-    Ok(())
-}
-
-fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), Refusal> {
-    if value.trim().is_empty() {
-        return Err(Refusal::invalid(format!("{field}: must not be empty")));
-    }
-    if value.len() > max_bytes {
-        return Err(Refusal::invalid(format!("{field}: longer than {max_bytes} bytes")));
     }
     Ok(())
 }

@@ -303,14 +303,14 @@ fn a_criterion_or_constraint_may_span_lines_but_holds_no_other_control_character
 #[test]
 fn every_multi_line_field_allows_newline_and_tab_and_refuses_carriage_return_and_every_other_c0_or_c1_control() {
     for ok in ["one\ntwo", "a\tb", "plain", "é ✓ 中"] {
-        assert!(crate::work::lines_only("f", ok).is_ok(), "{ok:?}");
-        assert!(crate::work::multi_line("f", ok, 100).is_ok(), "{ok:?}");
+        assert!(crate::text::lines_only("f", ok).is_ok(), "{ok:?}");
+        assert!(crate::text::multi_line("f", ok, 100).is_ok(), "{ok:?}");
     }
     let c0 = (0u32..0x20).filter(|c| *c != 0x0a && *c != 0x09);
     let c1 = 0x7fu32..=0x9f;
     for c in c0.chain(c1).filter_map(char::from_u32) {
         let text = format!("ok{c}ok");
-        let e = crate::work::multi_line("constraints[0]", &text, 100).unwrap_err();
+        let e = crate::text::multi_line("constraints[0]", &text, 100).unwrap_err();
         assert!(e.message.starts_with("constraints[0]: control characters"), "U+{:04X}: {}", c as u32, e.message);
     }
     let mut input = work_input(&["windows line\r\nending"]);
