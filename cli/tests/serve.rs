@@ -540,7 +540,9 @@ fn a_turn_handed_to_a_runtime_not_installed_on_the_machine_ends_failed_saying_so
 
 #[test]
 fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_model_reads_the_note() {
-    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")];
+    // The note is steered into the turn just before the decline is answered; by timing, Codex
+    // sends the declined call's result and the note in one request or in two, each answered.
+    let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Left it."), Step::text("Left it.")];
     let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
     let q = s.question();
     let note = "Not that file: write the proof into NOTES.md instead";
@@ -548,9 +550,11 @@ fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_mode
     let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
     assert_eq!(done["summary"], "Left it.", "{done}");
     assert!(!s.machine.work().join("proof.txt").exists(), "the denied command did not run");
-    let with_result = s.model.agent_requests().into_iter().find(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
-    let text = with_result.map(|r| r.text()).unwrap_or_else(|| panic!("the decline reached the model\n{}", s.context()));
-    assert!(text.contains(note), "the model reads the owner's note: {text}");
+    let requests = s.model.agent_requests();
+    let declined = requests.iter().position(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
+    let declined = declined.unwrap_or_else(|| panic!("the decline reached the model\n{}", s.context()));
+    let texts: Vec<String> = requests[declined..].iter().map(|r| r.text()).collect();
+    assert!(texts.iter().any(|t| t.contains(note)), "the model reads the owner's note with the decline or right after it: {texts:?}");
     s.close();
 }
 
