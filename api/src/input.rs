@@ -104,6 +104,16 @@ pub struct ReportInput {
     pub permission_mode: Option<String>,
 }
 
+/// A report's field that only a running report may name (`names`: what it names), checked by
+/// `check` where it is named.
+fn running_only(field: &str, names: &str, value: Option<&str>, status: ReportStatus, check: fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
+    let Some(value) = value else { return Ok(()) };
+    if status != ReportStatus::Running {
+        return Err(ApiError::invalid(format!("{field}: only a running report names {names}")));
+    }
+    check(value)
+}
+
 pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     let input: ReportInput = parse_json(body)?;
     if let Some(summary) = &input.summary {
@@ -116,18 +126,8 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     if input.unmet.as_ref().is_some_and(|u| u.len() > ACCEPTANCE_CRITERIA_MAX) {
         return Err(ApiError::invalid(format!("unmet: at most {ACCEPTANCE_CRITERIA_MAX} indices")));
     }
-    if let Some(runtime) = &input.runtime {
-        if input.status != ReportStatus::Running {
-            return Err(ApiError::invalid("runtime: only a running report names the runtime running the turn"));
-        }
-        handoff_core::turn::check_runtime(runtime)?;
-    }
-    if let Some(mode) = &input.permission_mode {
-        if input.status != ReportStatus::Running {
-            return Err(ApiError::invalid("permission_mode: only a running report names the permission mode the turn runs in"));
-        }
-        handoff_core::turn::check_permission_mode(mode)?;
-    }
+    running_only("runtime", "the runtime running the turn", input.runtime.as_deref(), input.status, handoff_core::turn::check_runtime)?;
+    running_only("permission_mode", "the permission mode the turn runs in", input.permission_mode.as_deref(), input.status, handoff_core::turn::check_permission_mode)?;
     let mut input = input;
     if let Some(question) = input.question.take() {
         if input.status != ReportStatus::NeedsYou {

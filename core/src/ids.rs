@@ -4,10 +4,19 @@
 use crate::limits::ID_CHARS_MAX;
 use sha2::{Digest, Sha256};
 
-/// Decider, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
+/// Session, machine, size and owner ids: 1..=128 characters of `[A-Za-z0-9._:-]`.
 pub fn is_id(s: &str) -> bool {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
     !s.is_empty() && s.len() <= ID_CHARS_MAX && s.chars().all(allowed)
+}
+
+/// A name of `[A-Za-z0-9._:-]` at most `max_bytes` long (a runtime, a permission mode), or
+/// 400 `request.invalid` naming `field`.
+pub fn check_name(field: &str, value: &str, max_bytes: usize) -> Result<(), crate::error::Refusal> {
+    if value.len() > max_bytes || !is_id(value) {
+        return Err(crate::error::Refusal::invalid(format!("{field}: 1-{max_bytes} characters of [A-Za-z0-9._:-]")));
+    }
+    Ok(())
 }
 
 /// Hex digits of a hand-off id after its `ho_` prefix (128 bits of SHA-256).

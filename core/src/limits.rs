@@ -39,7 +39,7 @@ pub const RUNTIME_VERSION_BYTES_MAX: usize = 64;
 /// refuses no hand-off. A day, like a machine token: a machine reports when a session starts
 /// (`handoff hook claude-code` on `SessionStart`) and again when its report is half this old.
 pub const RUNTIMES_FRESH_MS: i64 = 24 * 60 * 60 * 1000;
-/// Decider, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
+/// Session, machine, size and owner ids: 1..=ID_CHARS_MAX characters of `[A-Za-z0-9._:-]`.
 pub const ID_CHARS_MAX: usize = 128;
 /// A bearer token longer than this is refused unread (`auth.invalid`).
 pub const TOKEN_BYTES_MAX: usize = 4 * 1024;

@@ -11,7 +11,7 @@
 //!   orchestrator with its own machines), though it is never suggested.
 
 use crate::error::{Code, Refusal};
-use crate::ids::is_id;
+use crate::ids::check_name;
 use crate::json::Checked;
 use crate::limits::{MACHINE_RUNTIMES_MAX, RUNTIMES_FRESH_MS, RUNTIME_BYTES_MAX, RUNTIME_VERSION_BYTES_MAX};
 use crate::time::{parse_rfc3339, EpochMs, Timestamp};
@@ -58,9 +58,7 @@ impl Checked for RuntimesInput {
             return Err(Refusal::invalid(format!("runtimes: at most {MACHINE_RUNTIMES_MAX}")));
         }
         for (i, r) in self.runtimes.iter().enumerate() {
-            if !is_id(&r.name) || r.name.len() > RUNTIME_BYTES_MAX {
-                return Err(Refusal::invalid(format!("runtimes[{i}].name: 1-{RUNTIME_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
-            }
+            check_name(&format!("runtimes[{i}].name"), &r.name, RUNTIME_BYTES_MAX)?;
             if self.runtimes[..i].iter().any(|before| before.name == r.name) {
                 return Err(Refusal::invalid(format!("runtimes[{i}].name: {} is listed twice", r.name)));
             }

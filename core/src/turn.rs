@@ -369,7 +369,8 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     let names_mode = permission_mode.is_some_and(|m| record.permission_mode.as_deref() != Some(m));
     let names = names_runtime || names_mode;
     let status = Status::from(status);
-    if still_waiting(record, status, question) && !names {
+    let waiting = still_waiting(record, status, question);
+    if waiting && !names {
         return Ok(None);
     }
     // The open question asked again is the same question; no question where none is open is
@@ -394,7 +395,7 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     if names_mode {
         next.permission_mode = permission_mode.map(str::to_string);
     }
-    if still_waiting(record, status, question) {
+    if waiting {
         return Ok(Some(next));
     }
     next.status = status;
@@ -408,19 +409,13 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
 /// A runtime a report names: 1..=[`RUNTIME_BYTES_MAX`] characters of `[A-Za-z0-9._:-]`, as
 /// the machine's runtimes are named (400 `request.invalid` naming `runtime`).
 pub fn check_runtime(runtime: &str) -> Result<(), Refusal> {
-    if runtime.len() > RUNTIME_BYTES_MAX || !crate::ids::is_id(runtime) {
-        return Err(Refusal::invalid(format!("runtime: 1-{RUNTIME_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
-    }
-    Ok(())
+    crate::ids::check_name("runtime", runtime, RUNTIME_BYTES_MAX)
 }
 
 /// A permission mode a report names: 1..=[`PERMISSION_MODE_BYTES_MAX`] characters of
 /// `[A-Za-z0-9._:-]` (400 `request.invalid` naming `permission_mode`).
 pub fn check_permission_mode(mode: &str) -> Result<(), Refusal> {
-    if mode.len() > PERMISSION_MODE_BYTES_MAX || !crate::ids::is_id(mode) {
-        return Err(Refusal::invalid(format!("permission_mode: 1-{PERMISSION_MODE_BYTES_MAX} characters of [A-Za-z0-9._:-]")));
-    }
-    Ok(())
+    crate::ids::check_name("permission_mode", mode, PERMISSION_MODE_BYTES_MAX)
 }
 
 /// A report's summary, whatever machine sent it (a hook's last message, MCP `report`, a
