@@ -104,7 +104,13 @@ pub fn choice_fits(text: &str, labels: &[String]) -> Result<(), Unaskable> {
 /// The decision a served turn's harness gets for a question its owner's form cannot carry:
 /// denied, with the note its model reads.
 pub fn unaskable_decision(why: &Unaskable) -> String {
-    permission_decision(&Pick { option: "deny".into(), note: Some(why.note()), answered_at: handoff_core::time::Timestamp::from_ms(0) })
+    deny_decision(why.note())
+}
+
+/// A `PermissionRequest` decision that denies, with the note the model reads: for what is
+/// decided on the machine, no owner's pick.
+pub fn deny_decision(note: String) -> String {
+    permission_decision(&Pick { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
 }
 
 /// What a harness's `PermissionRequest` asks the owner.

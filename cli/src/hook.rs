@@ -460,8 +460,8 @@ pub fn unaskable(why: &crate::ask::Unaskable, served: bool) -> Option<String> {
     served.then(|| crate::ask::unaskable_decision(why))
 }
 
-/// Set in the environment of a harness `handoff serve` started harness's environment: its hooks deny, with a note, a question left
-/// unanswered instead of handing it to a terminal nobody watches.
+/// Set in the environment of a harness `handoff serve` started: its hooks deny, with a note, a
+/// question left unanswered instead of handing it to a terminal nobody watches.
 pub const ENV_SERVED: &str = "HANDOFF_SERVED";
 
 /// Whether this hook runs in a harness `handoff serve` started (nobody at its terminal).
@@ -475,7 +475,7 @@ pub fn served_timeout_decision(wait_s: u64) -> String {
         "The owner did not answer within {wait_s} s and nobody is at this machine's terminal, so this was denied. \
          Go on without it, or ask again later."
     );
-    crate::ask::permission_decision(&handoff_core::question::Pick { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
+    crate::ask::deny_decision(note)
 }
 
 /// Prints a decision document, the only thing a hook ever prints.
