@@ -6,7 +6,7 @@
 
 use handoff_it::peers::{PushService, WebhookReceiver};
 use handoff_it::workerd::object_databases;
-use handoff_it::{owner, temp_state, unique, Server};
+use handoff_it::{owner, temp_state, unique, Client, Server};
 use handoff_notify::{DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
 use serde_json::json;
 use std::time::Duration;
@@ -40,6 +40,28 @@ fn has_column(db: &Path, table: &str, column: &str) -> bool {
     let mut statement = db.prepare(&format!("SELECT name FROM pragma_table_info('{table}')")).unwrap();
     let names: Vec<String> = statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
     names.iter().any(|n| n == column)
+}
+
+/// A webhook of `owner`'s whose receiver holds the secret the service gave it: the receiver and
+/// the webhook's id.
+fn webhook_of(c: &Client, owner: &str) -> (WebhookReceiver, String) {
+    let hook = WebhookReceiver::start("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    let created = c.post("/v1/webhooks", owner, json!({"url": hook.url()}));
+    assert_eq!(created.status, 201, "{}", created.text);
+    hook.set_secret(created.body["secret"].as_str().unwrap());
+    (hook, created.body["webhook"]["id"].as_str().unwrap().to_string())
+}
+
+/// The one owner's index stored under `state`, with `statements` run on it in order (workerd
+/// stopped).
+fn owners_index_rewritten(state: &Path, statements: &[&str]) -> PathBuf {
+    let index: Vec<_> = object_databases(state).into_iter().filter(|db| has_table(db, "deliveries")).collect();
+    assert_eq!(index.len(), 1, "one owner's index: {index:?}");
+    let db = Connection::open(&index[0]).unwrap();
+    for statement in statements {
+        db.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    index[0].clone()
 }
 
 fn stored_by_schema(schema: i64) {
@@ -120,11 +142,7 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
     let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY)]);
     let c = server.client();
     let alice = owner(&unique("alice"));
-    let hook = WebhookReceiver::start("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
-    let created = c.post("/v1/webhooks", &alice, json!({"url": hook.url()}));
-    assert_eq!(created.status, 201, "{}", created.text);
-    let webhook = created.body["webhook"]["id"].as_str().unwrap().to_string();
-    hook.set_secret(created.body["secret"].as_str().unwrap());
+    let (hook, webhook) = webhook_of(&c, &alice);
     let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
     assert_eq!(c.post("/v1/push/subscriptions", &alice, service.subscribe().json()).status, 201);
     assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
@@ -134,13 +152,7 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
     assert_eq!(pending.body["deliveries"][0]["state"], "pending", "{}", pending.text);
     server.stop();
 
-    let index: Vec<_> = object_databases(&state).into_iter().filter(|db| has_table(db, "deliveries")).collect();
-    assert_eq!(index.len(), 1, "one owner's index: {index:?}");
-    let earlier = Connection::open(&index[0]).unwrap();
-    for statement in NOTIFICATIONS_BACK {
-        earlier.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
-    }
-    drop(earlier);
+    let index = owners_index_rewritten(&state, NOTIFICATIONS_BACK);
 
     server.restart();
     let c = server.client();
@@ -152,8 +164,8 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
     let pushed = service.wait_for(1, Duration::from_secs(60));
     assert_eq!(pushed[0].json()["handoff"]["id"], json!(id));
     server.stop();
-    assert!(has_table(&index[0], "deliveries") && !has_table(&index[0], "webhook_deliveries") && !has_table(&index[0], "push_deliveries"));
-    assert!(has_column(&index[0], "push_subscriptions", "dropped"));
+    assert!(has_table(&index, "deliveries") && !has_table(&index, "webhook_deliveries") && !has_table(&index, "push_deliveries"));
+    assert!(has_column(&index, "push_subscriptions", "dropped"));
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }
@@ -177,23 +189,13 @@ fn deliveries_a_later_build_stored_count_against_the_cap_and_one_in_an_unknown_s
     let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_TEST_WEBHOOK_PENDING_MAX", "1")]);
     let c = server.client();
     let alice = owner(&unique("alice"));
-    let hook = WebhookReceiver::start("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
-    let created = c.post("/v1/webhooks", &alice, json!({"url": hook.url()}));
-    assert_eq!(created.status, 201, "{}", created.text);
-    let webhook = created.body["webhook"]["id"].as_str().unwrap().to_string();
-    hook.set_secret(created.body["secret"].as_str().unwrap());
+    let (hook, webhook) = webhook_of(&c, &alice);
     assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
     let (id, machine, _) = c.create(&alice);
     assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("which branch?")).status, 200);
     server.stop();
 
-    let index: Vec<_> = object_databases(&state).into_iter().filter(|db| has_table(db, "deliveries")).collect();
-    assert_eq!(index.len(), 1, "one owner's index: {index:?}");
-    let later = Connection::open(&index[0]).unwrap();
-    for statement in LATER_BUILD {
-        later.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
-    }
-    drop(later);
+    owners_index_rewritten(&state, LATER_BUILD);
 
     server.restart();
     let c = server.client();
