@@ -449,7 +449,9 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
 fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() {
     let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
     s.question();
-    let before = s.record();
+    // serve reports the machine's runtimes as it starts, a change of its own that may land after
+    // the question under load: the launch is measured against a record that has it.
+    let before = s.until("serve has reported the machine's runtimes", |r| r["machine_runtimes"].is_object());
     let launch = run_bounded("a launch by hand", s.machine.handoff(&["launch", &s.id, "--runtime", "claude-code"]), 30);
     assert_ne!(launch.code, 0, "{launch:?}");
     let pid = s.serve.as_ref().unwrap().id();
