@@ -6,8 +6,8 @@
 use handoff_api::admission::Setting;
 use handoff_api::error::ApiError;
 use handoff_api::token::{self, Expect};
-use handoff_core::role::PerRole;
 use handoff_core::decider::Caps;
+use handoff_core::role::PerRole;
 use worker::{console_error, web_sys, Env, Result};
 
 /// The hand-offs' Durable Object namespace, as in wrangler.toml.
@@ -198,14 +198,18 @@ pub async fn creation_allowed(env: &Env, owner: &str) -> bool {
     let Ok(limiter) = js_sys::Reflect::get(raw, &CREATE_LIMITER.into()) else {
         return true;
     };
-    let Ok(limit) = js_sys::Reflect::get(&limiter, &"limit".into()).and_then(|f| f.dyn_into::<js_sys::Function>()) else {
+    let Ok(limit) = js_sys::Reflect::get(&limiter, &"limit".into()).and_then(|f| f.dyn_into::<js_sys::Function>())
+    else {
         return true;
     };
     let options = js_sys::Object::new();
     if js_sys::Reflect::set(&options, &"key".into(), &owner.into()).is_err() {
         return true;
     }
-    let outcome = match limit.call1(&limiter, &options).map(|p| worker::wasm_bindgen_futures::JsFuture::from(p.unchecked_into::<js_sys::Promise>())) {
+    let outcome = match limit
+        .call1(&limiter, &options)
+        .map(|p| worker::wasm_bindgen_futures::JsFuture::from(p.unchecked_into::<js_sys::Promise>()))
+    {
         Ok(pending) => pending.await,
         Err(e) => Err(e),
     };

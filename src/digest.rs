@@ -55,7 +55,11 @@ fn native(parts: &[&[u8]]) -> Option<[u8; 32]> {
             }
             hash.digest()
         };
-        Some(run().map_err(Failed::Threw).and_then(|d| <[u8; 32]>::try_from(d.as_slice()).map_err(|_| Failed::Length(d.len()))))
+        Some(
+            run()
+                .map_err(Failed::Threw)
+                .and_then(|d| <[u8; 32]>::try_from(d.as_slice()).map_err(|_| Failed::Length(d.len()))),
+        )
     })?;
     digest.map_err(|e| console_error!("the runtime's SHA-256 failed ({e}); sha2 answers")).ok()
 }

@@ -21,13 +21,13 @@ use crate::bindings::{self, store_failed};
 use crate::clock::now_ms;
 use handoff_api::protocol::{self, Ask, IndexAsk};
 use handoff_api::wire::Json;
+use handoff_core::decider::{AfterAlarm, EraseStep, Erasing, HandoffAnswer};
+use handoff_core::decider::{Decider, Feed, Moment, Plan, Read, Rendered, Reply, Wire};
 use handoff_core::handoff::Handoff;
-use handoff_core::role::{PerRole, Role};
-use handoff_core::decider::{Feed, Moment, Plan, Read, Rendered, Reply, Decider, Wire};
 use handoff_core::hooks::{Fault, PlanHook};
-use handoff_core::decider::{AfterAlarm, HandoffAnswer, EraseStep, Erasing};
-use handoff_core::rows::{Admission, Row};
 use handoff_core::retention::Retention;
+use handoff_core::role::{PerRole, Role};
+use handoff_core::rows::{Admission, Row};
 use handoff_core::waiters::WaiterId;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -104,7 +104,11 @@ impl Inner {
 impl HandoffObject {
     #[wasm_bindgen(constructor)]
     /// `create_hash`: `node:crypto`'s, for the package hash (`crate::digest`).
-    pub fn new(state: worker_sys::DurableObjectState, env: Env, create_hash: Option<js_sys::Function>) -> HandoffObject {
+    pub fn new(
+        state: worker_sys::DurableObjectState,
+        env: Env,
+        create_hash: Option<js_sys::Function>,
+    ) -> HandoffObject {
         crate::digest::install(create_hash);
         let state = State::from(state);
         STARTS.fetch_add(1, Ordering::Relaxed);
@@ -194,7 +198,12 @@ enum Form {
 
 /// An answer before it takes its caller's form.
 enum Out {
-    Plain { status: u16, content_type: &'static str, body: Vec<u8>, replayed: bool },
+    Plain {
+        status: u16,
+        content_type: &'static str,
+        body: Vec<u8>,
+        replayed: bool,
+    },
     /// A held wait's streamed body or a watch's 101, which only `fetch` carries.
     Response(web_sys::Response),
 }
@@ -203,7 +212,9 @@ impl Out {
     fn js(self, form: Form) -> Result<JsValue> {
         let plain = match self {
             Out::Response(response) => return Ok(response.into()),
-            Out::Plain { status, content_type, body, replayed } => crate::http::Plain::new(status, content_type, body, replayed, Vec::new()),
+            Out::Plain { status, content_type, body, replayed } => {
+                crate::http::Plain::new(status, content_type, body, replayed, Vec::new())
+            }
         };
         Ok(match form {
             Form::Response => plain.response()?.into(),
@@ -301,10 +312,16 @@ impl Object {
                     self.inner.decider.borrow_mut().restore_keys(keys);
                 }
                 Some(Read::Key { key, since }) => feed.key = Some(store::key(&self.state.storage(), &key, since)?),
-                Some(Read::Turns { before, limit }) => feed.turns = Some(store::turns(&self.state.storage(), before, limit)?),
-                Some(Read::Sockets(role)) => feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len()),
+                Some(Read::Turns { before, limit }) => {
+                    feed.turns = Some(store::turns(&self.state.storage(), before, limit)?)
+                }
+                Some(Read::Sockets(role)) => {
+                    feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len())
+                }
                 Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
-                Some(Read::Admission { owner, row }) => return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) }),
+                Some(Read::Admission { owner, row }) => {
+                    return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) })
+                }
             }
         }
         let at = Moment { now, random: js_sys::Math::random() };
@@ -423,10 +440,19 @@ impl Object {
                     return Err(Error::RustError("a record answer without a hand-off".into()));
                 };
                 let frame = self.inner.frame(&h, role);
-                Ok(Out::Plain { status: 200, content_type: "application/json", body: frame.as_bytes().to_vec(), replayed: false })
+                Ok(Out::Plain {
+                    status: 200,
+                    content_type: "application/json",
+                    body: frame.as_bytes().to_vec(),
+                    replayed: false,
+                })
             }
-            Reply::Hold { waiter, role, timeout_ms } => waits::hold(&self.inner, waiter, role, timeout_ms).map(Out::Response),
-            Reply::Watch { role, after, valid_until_s, subprotocol } => self.accept_watch(role, after, valid_until_s, subprotocol).map(Out::Response),
+            Reply::Hold { waiter, role, timeout_ms } => {
+                waits::hold(&self.inner, waiter, role, timeout_ms).map(Out::Response)
+            }
+            Reply::Watch { role, after, valid_until_s, subprotocol } => {
+                self.accept_watch(role, after, valid_until_s, subprotocol).map(Out::Response)
+            }
         }
     }
 
@@ -486,7 +512,12 @@ impl Object {
                 Erasing::Next(step) => Some(step),
                 Erasing::Done => None,
                 // Only a failed step fails the erase.
-                Erasing::Failed { retry_at } => return Err((done.err().unwrap_or_else(|| Error::RustError("an erase step failed".into())), retry_at)),
+                Erasing::Failed { retry_at } => {
+                    return Err((
+                        done.err().unwrap_or_else(|| Error::RustError("an erase step failed".into())),
+                        retry_at,
+                    ))
+                }
             };
         }
         Ok(())
@@ -495,7 +526,8 @@ impl Object {
     async fn erase_step(&self, step: &EraseStep) -> Result<()> {
         match step {
             EraseStep::DropRow { owner, id, incarnation } => {
-                let dropped = self.ask_index(owner, &IndexAsk::Drop { id: id.clone(), incarnation: *incarnation }).await?;
+                let dropped =
+                    self.ask_index(owner, &IndexAsk::Drop { id: id.clone(), incarnation: *incarnation }).await?;
                 if dropped.status() != 200 {
                     return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
                 }
@@ -529,8 +561,8 @@ impl Object {
     async fn ask_index(&self, owner: &str, ask: &IndexAsk) -> Result<web_sys::Response> {
         let payload = protocol::encode(ask).map_err(|e| Error::RustError(e.to_string()))?;
         let stub = self.env.durable_object(bindings::OWNER_INDEX)?.get_by_name(&bindings::owner_index_name(owner))?;
-        let pending = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/ask", &payload).map_err(|e| Error::RustError(e.to_string()))?;
+        let pending = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/ask", &payload)
+            .map_err(|e| Error::RustError(e.to_string()))?;
         crate::http::await_answer(pending).await.map_err(|e| Error::RustError(e.to_string()))
     }
 }
-

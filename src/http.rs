@@ -77,7 +77,13 @@ pub struct Plain {
 impl Plain {
     /// An answer with its `Content-Type` (kept only with a body), whether it is a replay, and
     /// any further headers.
-    pub fn new(status: u16, content_type: &str, body: Vec<u8>, replayed: bool, mut headers: Vec<(&'static str, String)>) -> Plain {
+    pub fn new(
+        status: u16,
+        content_type: &str,
+        body: Vec<u8>,
+        replayed: bool,
+        mut headers: Vec<(&'static str, String)>,
+    ) -> Plain {
         if !body.is_empty() {
             headers.insert(0, ("Content-Type", content_type.to_string()));
         }
@@ -111,7 +117,11 @@ impl Plain {
         let headers = if self.headers.is_empty() {
             JsValue::UNDEFINED
         } else {
-            self.headers.iter().map(|(name, value)| JsValue::from(Array::of2(&JsValue::from_str(name), &JsValue::from_str(value)))).collect::<Array>().into()
+            self.headers
+                .iter()
+                .map(|(name, value)| JsValue::from(Array::of2(&JsValue::from_str(name), &JsValue::from_str(value))))
+                .collect::<Array>()
+                .into()
         };
         // Text goes as a string, which the runtime takes more cheaply than bytes (bench/HISTORY.md).
         let body = match std::str::from_utf8(&self.body) {
@@ -151,7 +161,10 @@ pub fn refusal(error: &ApiError) -> worker::Result<web_sys::Response> {
 }
 
 /// An answer the wire rendered, with the headers it named.
-pub fn rendered(r: handoff_core::decider::Rendered, headers: &[(&'static str, String)]) -> worker::Result<web_sys::Response> {
+pub fn rendered(
+    r: handoff_core::decider::Rendered,
+    headers: &[(&'static str, String)],
+) -> worker::Result<web_sys::Response> {
     Ok(Plain::rendered(r, headers.to_vec()).response()?)
 }
 
@@ -184,7 +197,9 @@ pub fn fetch(stub: &worker::worker_sys::DurableObject, request: &web_sys::Reques
 /// An object's answer, awaited where the Worker reads it.
 pub async fn await_answer(answer: Promise) -> Result<web_sys::Response, Failed> {
     let answer = JsFuture::from(answer).await?;
-    answer.dyn_into::<web_sys::Response>().map_err(|_| Failed("an object answered something other than a Response".into()))
+    answer
+        .dyn_into::<web_sys::Response>()
+        .map_err(|_| Failed("an object answered something other than a Response".into()))
 }
 
 /// Sends an encoded ask (`protocol::encode`) to an object: in [`protocol::ASK_HEADER`] when it
@@ -206,12 +221,16 @@ pub fn ask(stub: &worker::worker_sys::DurableObject, url: &str, wire: &str) -> R
 /// The ask an object was sent by [`ask`] (or by a watch's forwarded upgrade) when it came in
 /// [`protocol::ASK_HEADER`], read with no await; `None` when it is the body. The outer error is
 /// the runtime's; the inner one an ask this build cannot read.
-pub fn ask_in_header<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Option<Result<T, protocol::Unreadable>>, Failed> {
+pub fn ask_in_header<T: DeserializeOwned>(
+    req: &web_sys::Request,
+) -> Result<Option<Result<T, protocol::Unreadable>>, Failed> {
     Ok(req.headers().get(protocol::ASK_HEADER)?.map(|value| protocol::decode_header(&value)))
 }
 
 /// The ask an object was sent as the body.
-pub async fn ask_in_body<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
+pub async fn ask_in_body<T: DeserializeOwned>(
+    req: &web_sys::Request,
+) -> Result<Result<T, protocol::Unreadable>, Failed> {
     Ok(protocol::decode(&read_text(req.text()?).await?))
 }
 

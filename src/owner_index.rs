@@ -12,8 +12,8 @@ mod store;
 use crate::bindings::store_failed;
 use crate::clock::now_ms;
 use handoff_api::protocol::IndexAsk;
-use handoff_core::owner::{self, Ask, Bounds, Feed, Index, Outcome, Plan};
 use handoff_core::owner::receiver::Receiver;
+use handoff_core::owner::{self, Ask, Bounds, Feed, Index, Outcome, Plan};
 use std::cell::RefCell;
 use std::rc::Rc;
 use store::Due;
@@ -48,7 +48,9 @@ impl OwnerIndex {
             pending_max: crate::bindings::webhook_pending_max(&env),
             push: sender.is_some(),
         };
-        OwnerIndex { driver: Rc::new(Driver { state: State::from(state), index: RefCell::new(Index::new(bounds)), sender }) }
+        OwnerIndex {
+            driver: Rc::new(Driver { state: State::from(state), index: RefCell::new(Index::new(bounds)), sender }),
+        }
     }
 
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
@@ -124,16 +126,33 @@ impl Driver {
                 continue;
             };
             let Some(kind) = Receiver::parse(&d.kind) else {
-                console_error!("owner index: delivery {} was to start but is of a kind this build does not know ({})", d.id, d.kind);
+                console_error!(
+                    "owner index: delivery {} was to start but is of a kind this build does not know ({})",
+                    d.id,
+                    d.kind
+                );
                 continue;
             };
             let driver = Rc::clone(this);
             wasm_bindgen_futures::spawn_local(async move {
                 let sent = send::attempt(&d, kind, driver.sender.as_ref()).await;
                 if let Err(e) = &sent {
-                    console_log!("{} delivery {} to {} (attempt {}): {e}", kind.as_str(), d.id, d.receiver, lease.attempts);
+                    console_log!(
+                        "{} delivery {} to {} (attempt {}): {e}",
+                        kind.as_str(),
+                        d.id,
+                        d.receiver,
+                        lease.attempts
+                    );
                 }
-                let outcome = Outcome { seq, receiver: kind, to: d.receiver.clone(), created_at: d.created_at, attempts: lease.attempts, status: sent.ok() };
+                let outcome = Outcome {
+                    seq,
+                    receiver: kind,
+                    to: d.receiver.clone(),
+                    created_at: d.created_at,
+                    attempts: lease.attempts,
+                    status: sent.ok(),
+                };
                 if let Err(e) = Driver::drive(&driver, Ask::Sent(outcome)) {
                     console_error!("a {} delivery's outcome (delivery {}): {e}", kind.as_str(), d.id);
                 }

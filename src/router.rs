@@ -49,7 +49,16 @@ impl Edge {
         websocket_protocol: Option<String>,
         body: Option<Vec<u8>>,
     ) -> JsValue {
-        let head = Head { method, url, authorization, content_length, idempotency_key, if_none_match, upgrade, websocket_protocol };
+        let head = Head {
+            method,
+            url,
+            authorization,
+            content_length,
+            idempotency_key,
+            if_none_match,
+            upgrade,
+            websocket_protocol,
+        };
         route(Incoming::new(request, head, body), env).value()
     }
 
@@ -75,7 +84,14 @@ enum Step {
     Ask { namespace: &'static str, name: String, ask: String },
     /// Send an object a request and pass its answer on as it is: a held wait's stream, a
     /// watch's 101, the owner's index.
-    Fetch { namespace: &'static str, name: String, url: &'static str, method: &'static str, headers: Vec<(&'static str, String)>, body: Option<String> },
+    Fetch {
+        namespace: &'static str,
+        name: String,
+        url: &'static str,
+        method: &'static str,
+        headers: Vec<(&'static str, String)>,
+        body: Option<String>,
+    },
     /// The step that follows once this promise settles (a body of undeclared length, a
     /// create's rate limit, the runtime's WebCrypto); it never rejects.
     Later(js_sys::Promise),
@@ -112,9 +128,12 @@ impl Step {
         let s = |s: &str| JsValue::from_str(s);
         match self {
             Step::Answer(answer) => js_sys::Array::of2(&JsValue::from(0), &answer.value()).into(),
-            Step::Ask { namespace, name, ask } => js_sys::Array::of4(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask)).into(),
+            Step::Ask { namespace, name, ask } => {
+                js_sys::Array::of4(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask)).into()
+            }
             Step::Fetch { namespace, name, url, method, headers, body } => {
-                let headers: js_sys::Array = headers.iter().map(|(n, v)| JsValue::from(js_sys::Array::of2(&s(n), &s(v)))).collect();
+                let headers: js_sys::Array =
+                    headers.iter().map(|(n, v)| JsValue::from(js_sys::Array::of2(&s(n), &s(v)))).collect();
                 let body = body.as_deref().map_or(JsValue::NULL, s);
                 let parts = [JsValue::from(2), s(namespace), s(&name), s(url), s(method), headers.into(), body];
                 parts.iter().collect::<js_sys::Array>().into()
@@ -171,8 +190,15 @@ struct ObjectStarts {
 }
 
 /// Carries out what admission says comes next: the ask, where it goes and how.
-fn dispatch(req: &Incoming, setting: &Setting, admitted: &Admission, body: &[u8], create: Option<CreateInput>) -> std::result::Result<Step, ApiError> {
-    let draw = |buf: &mut [u8]| webcrypto::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
+fn dispatch(
+    req: &Incoming,
+    setting: &Setting,
+    admitted: &Admission,
+    body: &[u8],
+    create: Option<CreateInput>,
+) -> std::result::Result<Step, ApiError> {
+    let draw =
+        |buf: &mut [u8]| webcrypto::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
     match admitted.next(&req.head, body, create, setting, now_ms, &draw)? {
         Next::Send { name, ask, carrier } => send(name, &ask, carrier),
         Next::Index { owner, ask } => {

@@ -8,7 +8,10 @@ use worker::{Error, Result, SqlStorage, SqlStorageValue, Storage};
 
 /// Runs `body` in one `storage.transactionSync`: if it returns an error (a statement's, or its
 /// own), the runtime rolls back every statement it ran, and nothing of it is stored.
-pub fn transaction_sync(storage: &Storage, body: impl FnOnce() -> std::result::Result<(), JsValue> + 'static) -> Result<()> {
+pub fn transaction_sync(
+    storage: &Storage,
+    body: impl FnOnce() -> std::result::Result<(), JsValue> + 'static,
+) -> Result<()> {
     let run = Closure::once(move || body().map(|()| JsValue::UNDEFINED));
     let raw: &JsValue = storage.as_raw().as_ref();
     let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))

@@ -67,7 +67,13 @@ pub async fn seal_aes128gcm(key: &[u8; 16], nonce: &[u8; 12], plaintext: &[u8]) 
     let algorithm = Object::new();
     set(&algorithm, "name", &JsValue::from_str("AES-GCM"))?;
     let usages = js_sys::Array::of1(&JsValue::from_str("encrypt"));
-    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&key[..]), &algorithm, &JsValue::FALSE, &usages);
+    let args = js_sys::Array::of5(
+        &JsValue::from_str("raw"),
+        &Uint8Array::from(&key[..]),
+        &algorithm,
+        &JsValue::FALSE,
+        &usages,
+    );
     let crypto_key = call("importKey", &args).await?;
     set(&algorithm, "iv", &Uint8Array::from(&nonce[..]))?;
     Ok(bytes_of(&call("encrypt", &js_sys::Array::of3(&algorithm, &crypto_key, &Uint8Array::from(plaintext))).await?))
@@ -76,7 +82,13 @@ pub async fn seal_aes128gcm(key: &[u8; 16], nonce: &[u8; 12], plaintext: &[u8]) 
 /// A P-256 public key (uncompressed) imported for ECDH; the runtime refuses a point off the curve.
 async fn import_p256_public(point: &[u8; 65]) -> Result<JsValue, JsValue> {
     let algorithm = p256("ECDH")?;
-    let args = js_sys::Array::of5(&JsValue::from_str("raw"), &Uint8Array::from(&point[..]), &algorithm, &JsValue::FALSE, &js_sys::Array::new());
+    let args = js_sys::Array::of5(
+        &JsValue::from_str("raw"),
+        &Uint8Array::from(&point[..]),
+        &algorithm,
+        &JsValue::FALSE,
+        &js_sys::Array::new(),
+    );
     call("importKey", &args).await
 }
 
@@ -91,7 +103,8 @@ pub async fn ecdh_p256(ua_public: &[u8; 65]) -> Result<([u8; 65], [u8; 32]), JsV
     let as_public = bytes_of(&call("exportKey", &js_sys::Array::of2(&JsValue::from_str("raw"), &public)).await?);
     let peer = import_p256_public(ua_public).await?;
     set(&algorithm, "public", &peer)?;
-    let secret = bytes_of(&call("deriveBits", &js_sys::Array::of3(&algorithm, &private, &JsValue::from_f64(256.0))).await?);
+    let secret =
+        bytes_of(&call("deriveBits", &js_sys::Array::of3(&algorithm, &private, &JsValue::from_f64(256.0))).await?);
     let as_public = as_public.try_into().map_err(|_| JsValue::from_str("an exported P-256 public key is 65 bytes"))?;
     let secret = secret.try_into().map_err(|_| JsValue::from_str("a P-256 ECDH secret is 32 bytes"))?;
     Ok((as_public, secret))
@@ -107,14 +120,19 @@ pub async fn is_p256_point(point: &[u8; 65]) -> bool {
 pub async fn vapid_key(pkcs8: &[u8]) -> Result<(JsValue, String), JsValue> {
     let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
     let algorithm = p256("ECDSA")?;
-    let args = js_sys::Array::of5(&JsValue::from_str("pkcs8"), &Uint8Array::from(pkcs8), &algorithm, &JsValue::TRUE, &usages);
+    let args =
+        js_sys::Array::of5(&JsValue::from_str("pkcs8"), &Uint8Array::from(pkcs8), &algorithm, &JsValue::TRUE, &usages);
     let key = call("importKey", &args).await?;
     let jwk = call("exportKey", &js_sys::Array::of2(&JsValue::from_str("jwk"), &key)).await?;
     let coordinate = |name: &str| Reflect::get(&jwk, &JsValue::from_str(name)).ok().and_then(|v| v.as_string());
     let (Some(x), Some(y)) = (coordinate("x"), coordinate("y")) else {
         return Err(JsValue::from_str("the exported VAPID key has no x or y"));
     };
-    Ok((key, handoff_notify::vapid::public_key_of_jwk(&x, &y).ok_or_else(|| JsValue::from_str("the exported VAPID key's x or y is not 32 bytes"))?))
+    Ok((
+        key,
+        handoff_notify::vapid::public_key_of_jwk(&x, &y)
+            .ok_or_else(|| JsValue::from_str("the exported VAPID key's x or y is not 32 bytes"))?,
+    ))
 }
 
 /// An ES256 signature (`r || s`, as a JWT carries it) of `data` under `key` ([`vapid_key`]).

@@ -111,7 +111,8 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     }
     let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
-    let admitted = |signed, subprotocol| Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol })));
+    let admitted =
+        |signed, subprotocol| Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol })));
     if let Kind::BenchFloor = route.kind {
         return admitted(None, false);
     }
@@ -134,13 +135,24 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
 /// from `subprotocol_bearer` (a watch's `bearer.<token>`, which is how a browser sends it).
-fn authenticate(header: Option<&str>, subprotocol_bearer: Option<&str>, key: &str, expect: &Expect, now_s: i64) -> Result<Claims, ApiError> {
+fn authenticate(
+    header: Option<&str>,
+    subprotocol_bearer: Option<&str>,
+    key: &str,
+    expect: &Expect,
+    now_s: i64,
+) -> Result<Claims, ApiError> {
     let bearer = match (header, subprotocol_bearer) {
-        (Some(header), _) => header.strip_prefix("Bearer ").ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
+        (Some(header), _) => header
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| ApiError::new(Code::AuthInvalid, "the Authorization header is not a Bearer token"))?,
         (None, Some(bearer)) => bearer,
-        (None, None) => return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>")),
+        (None, None) => {
+            return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>"))
+        }
     };
-    token::verify_with(bearer.trim(), key.as_bytes(), now_s, expect).map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
+    token::verify_with(bearer.trim(), key.as_bytes(), now_s, expect)
+        .map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }
 
 /// What a request's body comes to before any of it is streamed.
@@ -173,7 +185,12 @@ impl BodyRules {
     /// The checks before any of the body is read: `content_length` as declared, `given` the
     /// length of a body the edge read (which must be the one declared), and `has_body`
     /// whether the request has a body at all (asked only where none was given).
-    pub fn before(&self, content_length: Option<&str>, given: Option<usize>, has_body: impl FnOnce() -> bool) -> Result<Body, ApiError> {
+    pub fn before(
+        &self,
+        content_length: Option<&str>,
+        given: Option<usize>,
+        has_body: impl FnOnce() -> bool,
+    ) -> Result<Body, ApiError> {
         let declared = content_length.and_then(|v| v.trim().parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.cap as u64) {
             return Err(self.too_large());
@@ -277,18 +294,43 @@ impl Admission {
     /// What comes next: the ask the route reads from `head` and `body` (a create's body read
     /// already as `create`), who it goes to and how. `now_ms` is asked only by a create and
     /// the index's routes, `draw` (fresh randomness, or the one 503) only by the index's.
-    pub fn next(&self, head: &Head, body: &[u8], create: Option<CreateInput>, setting: &Setting, now_ms: impl FnOnce() -> i64, draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>) -> Result<Next<'_>, ApiError> {
+    pub fn next(
+        &self,
+        head: &Head,
+        body: &[u8],
+        create: Option<CreateInput>,
+        setting: &Setting,
+        now_ms: impl FnOnce() -> i64,
+        draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+    ) -> Result<Next<'_>, ApiError> {
         let url = RequestUrl::split(&head.url);
         let Some(signed) = &self.signed else {
-            let floor = Ask { caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Floor, idempotency: None };
+            let floor = Ask {
+                caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None },
+                op: Op::Floor,
+                idempotency: None,
+            };
             return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), ask: floor, carrier: Carrier::Rpc });
         };
         match self.route.kind {
             Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
             Kind::Index { read } => {
-                let making = Making { environment: setting.endpoints, push: setting.push_key.is_some(), now: Timestamp::from_ms(now_ms()), draw };
+                let making = Making {
+                    environment: setting.endpoints,
+                    push: setting.push_key.is_some(),
+                    now: Timestamp::from_ms(now_ms()),
+                    draw,
+                };
                 let if_none_match = head.if_none_match.as_deref();
-                let given = Input { query: url.query, body, id: self.id.as_deref(), blocker: None, origin: url.origin, if_none_match, more: making };
+                let given = Input {
+                    query: url.query,
+                    body,
+                    id: self.id.as_deref(),
+                    blocker: None,
+                    origin: url.origin,
+                    if_none_match,
+                    more: making,
+                };
                 Ok(Next::Index { owner: &signed.claims.sub, ask: read(&given)? })
             }
             Kind::Create => {
@@ -310,9 +352,21 @@ impl Admission {
                     return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
                 }
                 let watching = Watching { valid_until_s: valid_until_s(&signed.claims), subprotocol: self.subprotocol };
-                let given = Input { query: url.query, body, id: Some(id), blocker: self.blocker.as_deref(), origin: url.origin, if_none_match: None, more: watching };
+                let given = Input {
+                    query: url.query,
+                    body,
+                    id: Some(id),
+                    blocker: self.blocker.as_deref(),
+                    origin: url.origin,
+                    if_none_match: None,
+                    more: watching,
+                };
                 let op = read(&given)?;
-                let idempotency = if change { idempotency(head.idempotency_key.as_deref(), self.route, &url, &signed.claims, body)? } else { None };
+                let idempotency = if change {
+                    idempotency(head.idempotency_key.as_deref(), self.route, &url, &signed.claims, body)?
+                } else {
+                    None
+                };
                 let carrier = carrier(&op, transport);
                 // Every other refusal first: a watch asked for without the upgrade is 426.
                 if carrier == Carrier::Upgrade {
@@ -341,7 +395,15 @@ impl Signed {
         let id = input::handoff_id(owner, &create.session);
         let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, expect);
         let CreateInput { session, machine, size, prompt } = create;
-        let op = Op::Create { id: id.clone(), session, machine, size, machine_token, incarnation: now_ms.max(0) as u64, prompt };
+        let op = Op::Create {
+            id: id.clone(),
+            session,
+            machine,
+            size,
+            machine_token,
+            incarnation: now_ms.max(0) as u64,
+            prompt,
+        };
         (id, Ask { caller: self.caller(), op, idempotency: None })
     }
 }
@@ -352,7 +414,13 @@ pub fn valid_until_s(claims: &Claims) -> i64 {
 }
 
 /// A change's `Idempotency-Key`, where it sent one, with the fingerprint of the request.
-fn idempotency(key: Option<&str>, route: &Route, url: &RequestUrl<'_>, claims: &Claims, body: &[u8]) -> Result<Option<Idempotency>, ApiError> {
+fn idempotency(
+    key: Option<&str>,
+    route: &Route,
+    url: &RequestUrl<'_>,
+    claims: &Claims,
+    body: &[u8],
+) -> Result<Option<Idempotency>, ApiError> {
     let Some(key) = key else {
         return Ok(None);
     };
@@ -366,7 +434,10 @@ fn idempotency(key: Option<&str>, route: &Route, url: &RequestUrl<'_>, claims: &
 /// A watch is a WebSocket: `Upgrade: websocket`, or 426 `request.upgrade_required`.
 fn require_upgrade(upgrade: Option<&str>) -> Result<(), ApiError> {
     if !upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
-        return Err(ApiError::new(Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
+        return Err(ApiError::new(
+            Code::UpgradeRequired,
+            "a watch is a WebSocket: send Upgrade: websocket (or use /wait)",
+        ));
     }
     Ok(())
 }

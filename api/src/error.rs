@@ -108,7 +108,11 @@ mod tests {
     #[test]
     fn no_code_is_a_server_error_but_the_operators_two() {
         for code in Code::ALL {
-            assert!(status(code) < 500 || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured | Code::PushMisconfigured), "{code:?}");
+            assert!(
+                status(code) < 500
+                    || matches!(code, Code::StoreUnavailable | Code::AuthMisconfigured | Code::PushMisconfigured),
+                "{code:?}"
+            );
         }
     }
 }

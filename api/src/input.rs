@@ -3,15 +3,15 @@
 
 use crate::error::ApiError;
 use handoff_core::briefing::ReachKind;
-use handoff_core::rows::{Cursor, ListQuery};
 use handoff_core::json::Checked;
 use handoff_core::limits::{
-    ACCEPTANCE_CRITERIA_MAX, BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, ID_CHARS_MAX,
-    IDEMPOTENCY_KEY_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX,
+    ACCEPTANCE_CRITERIA_MAX, BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN,
+    IDEMPOTENCY_KEY_CHARS_MAX, ID_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX,
     WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
 };
 use handoff_core::package::PackageRequest;
 use handoff_core::question::QuestionInput;
+use handoff_core::rows::{Cursor, ListQuery};
 use handoff_core::suggestion::Usage;
 use handoff_core::turn::{check_prompt, ReportStatus, State};
 use serde::de::DeserializeOwned;
@@ -106,7 +106,13 @@ pub struct ReportInput {
 
 /// A report's field that only a running report may name (`names`: what it names), checked by
 /// `check` where it is named.
-fn running_only(field: &str, names: &str, value: Option<&str>, status: ReportStatus, check: fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
+fn running_only(
+    field: &str,
+    names: &str,
+    value: Option<&str>,
+    status: ReportStatus,
+    check: fn(&str) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
     let Some(value) = value else { return Ok(()) };
     if status != ReportStatus::Running {
         return Err(ApiError::invalid(format!("{field}: only a running report names {names}")));
@@ -126,8 +132,20 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     if input.unmet.as_ref().is_some_and(|u| u.len() > ACCEPTANCE_CRITERIA_MAX) {
         return Err(ApiError::invalid(format!("unmet: at most {ACCEPTANCE_CRITERIA_MAX} indices")));
     }
-    running_only("runtime", "the runtime running the turn", input.runtime.as_deref(), input.status, handoff_core::turn::check_runtime)?;
-    running_only("permission_mode", "the permission mode the turn runs in", input.permission_mode.as_deref(), input.status, handoff_core::turn::check_permission_mode)?;
+    running_only(
+        "runtime",
+        "the runtime running the turn",
+        input.runtime.as_deref(),
+        input.status,
+        handoff_core::turn::check_runtime,
+    )?;
+    running_only(
+        "permission_mode",
+        "the permission mode the turn runs in",
+        input.permission_mode.as_deref(),
+        input.status,
+        handoff_core::turn::check_permission_mode,
+    )?;
     let mut input = input;
     if let Some(question) = input.question.take() {
         if input.status != ReportStatus::NeedsYou {
@@ -332,7 +350,8 @@ pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
     for (key, value) in query_pairs(query) {
         match key {
             "state" => {
-                list.state = Some(State::parse(value).ok_or_else(|| ApiError::invalid("state: expected open or closed"))?)
+                list.state =
+                    Some(State::parse(value).ok_or_else(|| ApiError::invalid("state: expected open or closed"))?)
             }
             "limit" => {
                 let n: u32 = value.parse().map_err(|_| ApiError::invalid("limit: expected an integer"))?;
@@ -341,7 +360,11 @@ pub fn parse_list_query(query: &str) -> Result<ListQuery, ApiError> {
                 }
                 list.limit = n;
             }
-            "cursor" => list.cursor = Some(Cursor::decode(value).ok_or_else(|| ApiError::invalid("cursor: not a cursor this service gave"))?),
+            "cursor" => {
+                list.cursor = Some(
+                    Cursor::decode(value).ok_or_else(|| ApiError::invalid("cursor: not a cursor this service gave"))?,
+                )
+            }
             other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
         }
     }
@@ -387,7 +410,12 @@ mod tests {
 
     #[test]
     fn a_reports_summary_with_a_control_character_other_than_newline_and_tab_is_400_naming_summary() {
-        let report = |summary: &str| parse_report(format!(r#"{{"turn":1,"status":"done","summary":{}}}"#, serde_json::to_string(summary).unwrap()).as_bytes());
+        let report = |summary: &str| {
+            parse_report(
+                format!(r#"{{"turn":1,"status":"done","summary":{}}}"#, serde_json::to_string(summary).unwrap())
+                    .as_bytes(),
+            )
+        };
         for bad in ["\u{1b}]0;owned\u{7}", "ok\u{1b}[2K", "line\r", "\u{9b}31m", "\u{7f}", "nul\u{0}"] {
             let e = report(bad).unwrap_err();
             assert_eq!(e.code, Code::RequestInvalid, "{bad:?}");
@@ -400,9 +428,13 @@ mod tests {
     #[test]
     fn only_a_needs_you_report_carries_a_question_and_it_is_checked_as_it_is_read() {
         let q = r#"{"kind":"permission","text":"Bash: ls","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}]}"#;
-        assert!(parse_report(format!(r#"{{"turn":1,"status":"needs-you","question":{q}}}"#).as_bytes()).unwrap().question.is_some());
+        assert!(parse_report(format!(r#"{{"turn":1,"status":"needs-you","question":{q}}}"#).as_bytes())
+            .unwrap()
+            .question
+            .is_some());
         for status in ["running", "done", "failed"] {
-            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","question":{q}}}"#).as_bytes()).unwrap_err();
+            let refused =
+                parse_report(format!(r#"{{"turn":1,"status":"{status}","question":{q}}}"#).as_bytes()).unwrap_err();
             assert!(refused.message.starts_with("question: "), "{status}: {}", refused.message);
         }
         let empty = r#"{"turn":1,"status":"needs-you","question":{"kind":"choice","text":"t","options":[]}}"#;
@@ -415,11 +447,13 @@ mod tests {
         let named = parse_report(br#"{"turn":1,"status":"running","runtime":"claude-code"}"#).unwrap();
         assert_eq!(named.runtime.as_deref(), Some("claude-code"));
         for status in ["needs-you", "done", "failed"] {
-            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","runtime":"codex"}}"#).as_bytes()).unwrap_err();
+            let refused =
+                parse_report(format!(r#"{{"turn":1,"status":"{status}","runtime":"codex"}}"#).as_bytes()).unwrap_err();
             assert!(refused.message.starts_with("runtime: only a running report"), "{status}: {}", refused.message);
         }
         for bad in ["", "two words", "x/y"] {
-            let refused = parse_report(format!(r#"{{"turn":1,"status":"running","runtime":"{bad}"}}"#).as_bytes()).unwrap_err();
+            let refused =
+                parse_report(format!(r#"{{"turn":1,"status":"running","runtime":"{bad}"}}"#).as_bytes()).unwrap_err();
             assert!(refused.message.starts_with("runtime: 1-"), "{bad:?}: {}", refused.message);
         }
         assert_eq!(parse_report(br#"{"turn":1,"status":"done","runtime":null}"#).unwrap().runtime, None);
@@ -427,28 +461,58 @@ mod tests {
 
     #[test]
     fn only_a_running_report_names_the_permission_mode_and_it_is_checked_as_it_is_read() {
-        let named = parse_report(br#"{"turn":1,"status":"running","runtime":"codex","permission_mode":"untrusted"}"#).unwrap();
+        let named =
+            parse_report(br#"{"turn":1,"status":"running","runtime":"codex","permission_mode":"untrusted"}"#).unwrap();
         assert_eq!((named.runtime.as_deref(), named.permission_mode.as_deref()), (Some("codex"), Some("untrusted")));
         for status in ["needs-you", "done", "failed"] {
-            let refused = parse_report(format!(r#"{{"turn":1,"status":"{status}","permission_mode":"default"}}"#).as_bytes()).unwrap_err();
-            assert!(refused.message.starts_with("permission_mode: only a running report"), "{status}: {}", refused.message);
+            let refused =
+                parse_report(format!(r#"{{"turn":1,"status":"{status}","permission_mode":"default"}}"#).as_bytes())
+                    .unwrap_err();
+            assert!(
+                refused.message.starts_with("permission_mode: only a running report"),
+                "{status}: {}",
+                refused.message
+            );
         }
         let long = "x".repeat(handoff_core::limits::PERMISSION_MODE_BYTES_MAX + 1);
         for bad in ["", "two words", "x/y", long.as_str()] {
-            let refused = parse_report(format!(r#"{{"turn":1,"status":"running","permission_mode":"{bad}"}}"#).as_bytes()).unwrap_err();
+            let refused =
+                parse_report(format!(r#"{{"turn":1,"status":"running","permission_mode":"{bad}"}}"#).as_bytes())
+                    .unwrap_err();
             assert!(refused.message.starts_with("permission_mode: 1-"), "{bad:?}: {}", refused.message);
         }
-        assert_eq!(parse_report(br#"{"turn":1,"status":"done","permission_mode":null}"#).unwrap().permission_mode, None);
-        let sent = ReportInput { turn: 1, status: ReportStatus::Done, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
-        assert!(!serde_json::to_string(&sent).unwrap().contains("permission_mode"), "a report that names none sends none");
+        assert_eq!(
+            parse_report(br#"{"turn":1,"status":"done","permission_mode":null}"#).unwrap().permission_mode,
+            None
+        );
+        let sent = ReportInput {
+            turn: 1,
+            status: ReportStatus::Done,
+            summary: None,
+            unmet: None,
+            usage: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        };
+        assert!(
+            !serde_json::to_string(&sent).unwrap().contains("permission_mode"),
+            "a report that names none sends none"
+        );
     }
 
     #[test]
     fn a_turn_opens_without_a_query_and_previews_only_with_dry_run() {
         assert_eq!(parse_open_turn_query("").unwrap(), None);
         assert_eq!(parse_open_turn_query("dry_run=false").unwrap(), None);
-        assert_eq!(parse_open_turn_query("dry_run=true").unwrap(), Some((BRIEFING_BUDGET_BYTES_DEFAULT, ReachKind::Api)));
-        assert_eq!(parse_open_turn_query("dry_run=true&budget=4096&reach=none").unwrap(), Some((4096, ReachKind::None)));
+        assert_eq!(
+            parse_open_turn_query("dry_run=true").unwrap(),
+            Some((BRIEFING_BUDGET_BYTES_DEFAULT, ReachKind::Api))
+        );
+        assert_eq!(
+            parse_open_turn_query("dry_run=true&budget=4096&reach=none").unwrap(),
+            Some((4096, ReachKind::None))
+        );
         assert_eq!(parse_open_turn_query("dry_run=yes").unwrap_err().message, "dry_run: false or true");
         for bad in ["budget=4096", "dry_run=yes", "dry_run=true&budget=1", "dry_run=true&other=1", "reach=api"] {
             assert_eq!(parse_open_turn_query(bad).unwrap_err().code, Code::RequestInvalid, "{bad}");
@@ -483,7 +547,10 @@ mod tests {
             let r = RequestUrl::split(u);
             (r.origin, r.path, r.query)
         };
-        assert_eq!(split("http://127.0.0.1:8787/v1/handoffs/ho_1/wait?after=2&timeout=5"), ("http://127.0.0.1:8787", "/v1/handoffs/ho_1/wait", "after=2&timeout=5"));
+        assert_eq!(
+            split("http://127.0.0.1:8787/v1/handoffs/ho_1/wait?after=2&timeout=5"),
+            ("http://127.0.0.1:8787", "/v1/handoffs/ho_1/wait", "after=2&timeout=5")
+        );
         assert_eq!(split("https://api.example.com/v1/health"), ("https://api.example.com", "/v1/health", ""));
         assert_eq!(split("https://h/"), ("https://h", "/", ""));
         assert_eq!(split("https://h"), ("https://h", "/", ""));
@@ -596,7 +663,11 @@ mod tests {
         assert_eq!(parse_cancel(br#"{"turn":2}"#).unwrap(), CancelInput { turn: Some(2) });
         assert!(parse_close(b"").is_ok());
         for blank in [&b"  "[..], b"\r", b"\n\t"] {
-            assert_eq!(parse_cancel(blank).unwrap_err().code, Code::RequestInvalid, "whitespace alone is no JSON: {blank:?}");
+            assert_eq!(
+                parse_cancel(blank).unwrap_err().code,
+                Code::RequestInvalid,
+                "whitespace alone is no JSON: {blank:?}"
+            );
             assert_eq!(parse_close(blank).unwrap_err().code, Code::RequestInvalid);
         }
         assert!(parse_close(br#"{"now":true}"#).is_err());

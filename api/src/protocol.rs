@@ -2,9 +2,9 @@
 //! authenticated and read) and an owner's [`IndexAsk`], serialised over the objects' internal
 //! `fetch` in a versioned [`Envelope`].
 
+use handoff_core::owner;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use handoff_core::owner;
 
 /// The version of the asks below. Raise it with any change an older build would misread.
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
@@ -74,7 +74,9 @@ fn header_value(wire: &str) -> String {
 /// Reads an [`ASK_HEADER`] value written by [`encode_header`].
 pub fn decode_header<T: DeserializeOwned>(value: &str) -> Result<T, Unreadable> {
     use base64::Engine;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(value).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(value)
+        .map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
     let text = String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
     decode(&text)
 }
@@ -88,8 +90,8 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
     Ok(envelope.ask)
 }
 
-pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
 pub use handoff_core::decider::{Ask, Caller, Idempotency, Op, Reaching};
+pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
 
 /// What an owner's index object is asked. Externally tagged (`{"put": {…}}`): an internal tag
 /// makes serde buffer the whole ask and read each variant's fields a second way, which cost the
@@ -118,17 +120,30 @@ pub enum IndexAsk {
         if_none_match: Option<String>,
     },
     /// `POST /v1/webhooks`: the webhook (its id and secret drawn by the Worker), if it fits.
-    WebhookAdd { webhook: crate::notifications::Webhook, secret: String },
+    WebhookAdd {
+        webhook: crate::notifications::Webhook,
+        secret: String,
+    },
     WebhookList,
-    WebhookDelete { id: String },
-    WebhookDeliveries { id: String },
+    WebhookDelete {
+        id: String,
+    },
+    WebhookDeliveries {
+        id: String,
+    },
     /// `POST /v1/push/subscriptions`: the subscription (its id drawn by the Worker), if it fits.
-    PushSubscribe { subscription: crate::notifications::StoredSubscription },
+    PushSubscribe {
+        subscription: crate::notifications::StoredSubscription,
+    },
     PushSubscriptions,
-    PushUnsubscribe { id: String },
+    PushUnsubscribe {
+        id: String,
+    },
     /// A new hand-off's first row: admitted and added when the owner holds fewer open
     /// hand-offs than the cap (answers `Admission`), in one step.
-    Open { row: handoff_core::rows::Row },
+    Open {
+        row: handoff_core::rows::Row,
+    },
     /// Life `incarnation` of the hand-off `id` was erased: its row and every delivery of it go.
     Drop {
         id: String,
@@ -167,7 +182,11 @@ mod tests {
     use handoff_core::role::Role;
 
     fn ask() -> Ask {
-        Ask { caller: Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Wait { after: 3, timeout_s: 30 }, idempotency: None }
+        Ask {
+            caller: Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0, hid: None },
+            op: Op::Wait { after: 3, timeout_s: 30 },
+            idempotency: None,
+        }
     }
 
     #[test]
@@ -176,8 +195,16 @@ mod tests {
         use handoff_core::notice::Notice;
         use handoff_core::time::Timestamp;
         let events = vec!["needs-you".to_string(), "done".to_string()];
-        let webhook = Webhook { id: "wh_1".into(), url: "https://h.example/".into(), events: events.clone(), created_at: Timestamp::from_ms(7) };
-        let owner::Ask::AddReceiver(entry) = (IndexAsk::WebhookAdd { webhook, secret: "whsec_x".into() }).into_owner() else { panic!("an add") };
+        let webhook = Webhook {
+            id: "wh_1".into(),
+            url: "https://h.example/".into(),
+            events: events.clone(),
+            created_at: Timestamp::from_ms(7),
+        };
+        let owner::Ask::AddReceiver(entry) = (IndexAsk::WebhookAdd { webhook, secret: "whsec_x".into() }).into_owner()
+        else {
+            panic!("an add")
+        };
         assert_eq!((entry.events, entry.created_at), (vec![Notice::NeedsYou, Notice::Done], 7));
         let subscription = StoredSubscription {
             id: "ps_1".into(),
@@ -189,7 +216,9 @@ mod tests {
             created_at: Timestamp::from_ms(9),
             console: "https://console.example".into(),
         };
-        let owner::Ask::AddReceiver(entry) = (IndexAsk::PushSubscribe { subscription }).into_owner() else { panic!("an add") };
+        let owner::Ask::AddReceiver(entry) = (IndexAsk::PushSubscribe { subscription }).into_owner() else {
+            panic!("an add")
+        };
         assert_eq!(entry.events, vec![Notice::NeedsYou, Notice::Done]);
     }
 
@@ -223,7 +252,11 @@ mod tests {
             briefed: Briefed::default(),
             question: None,
         };
-        let put = IndexAsk::Put { row: row(3, Status::Done), passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)], incarnation: 7 };
+        let put = IndexAsk::Put {
+            row: row(3, Status::Done),
+            passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)],
+            incarnation: 7,
+        };
         assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
         let alone = IndexAsk::Put { row: row(3, Status::Done), passed: vec![], incarnation: 0 };
         let text = encode(&alone).unwrap();
@@ -237,7 +270,10 @@ mod tests {
         assert!(matches!(decode::<Ask>(&other), Err(Unreadable::Version(v)) if v == PROTOCOL_VERSION + 1));
         let bare = serde_json::to_string(&ask()).unwrap();
         assert!(matches!(decode::<Ask>(&bare), Err(Unreadable::Json(_))), "an older build's bare ask");
-        assert!(matches!(decode::<IndexAsk>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))), "an ask for the other object");
+        assert!(
+            matches!(decode::<IndexAsk>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))),
+            "an ask for the other object"
+        );
     }
 
     #[test]
@@ -251,7 +287,9 @@ mod tests {
         assert!(value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{value}");
         assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
         assert!(decode_header::<Ask>("not base64!").is_err());
-        assert!(decode_header::<Ask>(&encode_header(&IndexAsk::Hook(IndexHook::RefuseRows { on: true })).unwrap()).is_err());
+        assert!(
+            decode_header::<Ask>(&encode_header(&IndexAsk::Hook(IndexHook::RefuseRows { on: true })).unwrap()).is_err()
+        );
     }
 
     #[test]
@@ -267,8 +305,17 @@ mod tests {
         assert!(handoff_core::limits::BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
         assert!(handoff_core::limits::WORDS_BODY_BYTES_MAX > ASK_HEADER_BYTES_MAX);
         let prompt = "x".repeat(handoff_core::limits::PROMPT_BYTES_MAX);
-        let open = Change::Turn { command: handoff_core::turn::Command::OpenTurn { after: 1, prompt: Some(prompt) }, unmet: None, usage: None, package: None };
-        let ask = Ask { caller: Caller { owner: "o".into(), role: Role::Owner, incarnation: 0, hid: None }, op: Op::Change { change: open.clone() }, idempotency: None };
+        let open = Change::Turn {
+            command: handoff_core::turn::Command::OpenTurn { after: 1, prompt: Some(prompt) },
+            unmet: None,
+            usage: None,
+            package: None,
+        };
+        let ask = Ask {
+            caller: Caller { owner: "o".into(), role: Role::Owner, incarnation: 0, hid: None },
+            op: Op::Change { change: open.clone() },
+            idempotency: None,
+        };
         let wire = encode(&ask).unwrap();
         assert_eq!(header_of(&wire), None, "the longest prompt travels as the body");
         assert_eq!(decode::<Ask>(&wire).unwrap(), ask);
@@ -282,10 +329,21 @@ mod tests {
         let mode = "m".repeat(handoff_core::limits::PERMISSION_MODE_BYTES_MAX);
         let body = serde_json::json!({"turn": 1, "status": "running", "summary": summary, "runtime": runtime, "permission_mode": mode}).to_string();
         let r = crate::input::parse_report(body.as_bytes()).unwrap();
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: None, runtime: r.runtime, permission_mode: r.permission_mode };
+        let command = Command::Report {
+            turn: r.turn,
+            status: r.status,
+            summary: r.summary,
+            question: None,
+            runtime: r.runtime,
+            permission_mode: r.permission_mode,
+        };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });
-        let ask = Ask { caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0, hid: None }, op: Op::Change { change }, idempotency };
+        let ask = Ask {
+            caller: Caller { owner: "o".repeat(128), role: Role::Machine, incarnation: 0, hid: None },
+            op: Op::Change { change },
+            idempotency,
+        };
         assert!(header_of(&encode(&ask).unwrap()).is_some(), "every report a reporter sends costs the object no await");
     }
 }

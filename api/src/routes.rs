@@ -9,20 +9,20 @@ use crate::error::{ApiError, Code};
 use crate::input::{self, query_pairs};
 use crate::notifications::{self, WEBHOOK_ID_BYTES};
 use crate::protocol::IndexAsk;
-use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
-use handoff_core::time::Timestamp;
-use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
-use handoff_notify::webhook::WebhookSecret;
-use handoff_notify::Environment;
 use handoff_core::briefing::ReachKind;
+use handoff_core::decider::{Op, Reaching};
 use handoff_core::handoff::Change;
 use handoff_core::hooks::{HandoffHook, IndexHook};
+use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
 use handoff_core::package;
 use handoff_core::question;
 use handoff_core::role::Role;
-use handoff_core::decider::{Op, Reaching};
+use handoff_core::time::Timestamp;
 use handoff_core::turn::Command;
 use handoff_core::work;
+use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
+use handoff_notify::webhook::WebhookSecret;
+use handoff_notify::Environment;
 
 /// What a route is for: one of the Worker's own answers, or an operation on one hand-off.
 #[derive(Debug, Clone, Copy)]
@@ -133,15 +133,36 @@ const fn top(method: &'static str, path: &'static str, kind: Kind, role: Option<
 }
 
 const fn read(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX }
+    Route {
+        method,
+        path,
+        kind: Kind::Handoff { read, change: false, transport: Transport::Ask },
+        role: None,
+        gate: Gate::Always,
+        body_bytes_max: BODY_BYTES_MAX,
+    }
 }
 
 const fn change(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: true, transport: Transport::Ask }, role: None, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX }
+    Route {
+        method,
+        path,
+        kind: Kind::Handoff { read, change: true, transport: Transport::Ask },
+        role: None,
+        gate: Gate::Always,
+        body_bytes_max: BODY_BYTES_MAX,
+    }
 }
 
 const fn test_hook(method: &'static str, path: &'static str, read: Reader) -> Route {
-    Route { method, path, kind: Kind::Handoff { read, change: false, transport: Transport::Ask }, role: None, gate: Gate::TestHooks, body_bytes_max: BODY_BYTES_MAX }
+    Route {
+        method,
+        path,
+        kind: Kind::Handoff { read, change: false, transport: Transport::Ask },
+        role: None,
+        gate: Gate::TestHooks,
+        body_bytes_max: BODY_BYTES_MAX,
+    }
 }
 
 const fn index(method: &'static str, path: &'static str, read: IndexReader, gate: Gate) -> Route {
@@ -154,7 +175,14 @@ const OWNER: Option<Role> = Some(Role::Owner);
 /// and are the only ones `docs/openapi.yaml` leaves out.
 pub const ROUTES: &[Route] = &[
     top("GET", "/v1/health", Kind::Health, None, Gate::Always),
-    Route { method: "GET", path: "/v1/handoffs", kind: Kind::Index { read: list }, role: OWNER, gate: Gate::Always, body_bytes_max: BODY_BYTES_MAX },
+    Route {
+        method: "GET",
+        path: "/v1/handoffs",
+        kind: Kind::Index { read: list },
+        role: OWNER,
+        gate: Gate::Always,
+        body_bytes_max: BODY_BYTES_MAX,
+    },
     words(top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always)),
     read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
     words(change("POST", "/v1/handoffs/{id}/turns", open_turn)),
@@ -164,10 +192,19 @@ pub const ROUTES: &[Route] = &[
     }),
     words(change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
-        let command = Command::Report { turn: r.turn, status: r.status, summary: r.summary, question: r.question, runtime: r.runtime, permission_mode: r.permission_mode };
+        let command = Command::Report {
+            turn: r.turn,
+            status: r.status,
+            summary: r.summary,
+            question: r.question,
+            runtime: r.runtime,
+            permission_mode: r.permission_mode,
+        };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
-    change("POST", "/v1/handoffs/{id}/cancel", |i| Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))),
+    change("POST", "/v1/handoffs/{id}/cancel", |i| {
+        Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))
+    }),
     change("POST", "/v1/handoffs/{id}/close", |i| input::parse_close(i.body).map(|_| turn(Command::Close))),
     read("GET", "/v1/handoffs/{id}/wait", |i| {
         let q = input::parse_wait_query(i.query)?;
@@ -183,30 +220,46 @@ pub const ROUTES: &[Route] = &[
     },
     read("GET", "/v1/handoffs/{id}/work", |i| no_query(i.query).map(|_| Op::Work)),
     change("PUT", "/v1/handoffs/{id}/work", |i| work_change(work::Command::SetWork(input::parse_body(i.body)?))),
-    change("POST", "/v1/handoffs/{id}/decisions", |i| work_change(work::Command::RecordDecision(input::parse_body(i.body)?))),
-    change("POST", "/v1/handoffs/{id}/artifacts", |i| work_change(work::Command::AddArtifact(input::parse_body(i.body)?))),
-    change("POST", "/v1/handoffs/{id}/blockers", |i| work_change(work::Command::AddBlocker(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/decisions", |i| {
+        work_change(work::Command::RecordDecision(input::parse_body(i.body)?))
+    }),
+    change("POST", "/v1/handoffs/{id}/artifacts", |i| {
+        work_change(work::Command::AddArtifact(input::parse_body(i.body)?))
+    }),
+    change("POST", "/v1/handoffs/{id}/blockers", |i| {
+        work_change(work::Command::AddBlocker(input::parse_body(i.body)?))
+    }),
     change("POST", "/v1/handoffs/{id}/blockers/{bid}/resolve", |i| {
         input::parse_close(i.body)?;
         work_change(work::Command::ResolveBlocker { id: i.blocker.unwrap_or_default().to_string() })
     }),
-    change("POST", "/v1/handoffs/{id}/workspace", |i| work_change(work::Command::ReportWorkspace(input::parse_body(i.body)?))),
+    change("POST", "/v1/handoffs/{id}/workspace", |i| {
+        work_change(work::Command::ReportWorkspace(input::parse_body(i.body)?))
+    }),
     change("POST", "/v1/handoffs/{id}/package", |i| {
         let dry_run = input::parse_flag(i.query, "dry_run", ("true", "false"))?;
         Ok(turn_change(Change::Compile { request: input::parse_body(i.body)?, dry_run }))
     }),
-    read("GET", "/v1/handoffs/{id}/package", |i| Ok(Op::Package { markdown: input::parse_flag(i.query, "format", ("markdown", "json"))? })),
+    read("GET", "/v1/handoffs/{id}/package", |i| {
+        Ok(Op::Package { markdown: input::parse_flag(i.query, "format", ("markdown", "json"))? })
+    }),
     change("POST", "/v1/handoffs/{id}/package/accept", |i| {
         let package_hash = input::parse_body::<package::AcceptInput>(i.body)?.package_hash;
         Ok(turn_change(Change::Accept { package_hash }))
     }),
-    change("POST", "/v1/handoffs/{id}/package/reject", |i| Ok(turn_change(Change::Reject { input: input::parse_body(i.body)? }))),
+    change("POST", "/v1/handoffs/{id}/package/reject", |i| {
+        Ok(turn_change(Change::Reject { input: input::parse_body(i.body)? }))
+    }),
     read("GET", "/v1/handoffs/{id}/briefing", |i| {
         let (budget_bytes, reach) = input::parse_briefing_query(i.query)?;
         Ok(Op::Briefing { budget_bytes, reach: reaching(reach, i.origin) })
     }),
-    change("PUT", "/v1/handoffs/{id}/policy", |i| Ok(turn_change(Change::SetPolicy { policy: input::parse_body(i.body)? }))),
-    change("PUT", "/v1/handoffs/{id}/runtimes", |i| Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))),
+    change("PUT", "/v1/handoffs/{id}/policy", |i| {
+        Ok(turn_change(Change::SetPolicy { policy: input::parse_body(i.body)? }))
+    }),
+    change("PUT", "/v1/handoffs/{id}/runtimes", |i| {
+        Ok(turn_change(Change::SetRuntimes { input: input::parse_body(i.body)? }))
+    }),
     change("POST", "/v1/handoffs/{id}/answer", |i| {
         let a = input::parse_body::<question::AnswerInput>(i.body)?;
         Ok(turn(Command::Answer { question: a.question, option: a.option, note: a.note }))
@@ -214,26 +267,70 @@ pub const ROUTES: &[Route] = &[
     index("POST", "/v1/webhooks", webhook_create, Gate::Always),
     index("GET", "/v1/webhooks", |i| no_query(i.query).map(|_| IndexAsk::WebhookList), Gate::Always),
     index("DELETE", "/v1/webhooks/{id}", |i| webhook(i).map(|id| IndexAsk::WebhookDelete { id }), Gate::Always),
-    index("GET", "/v1/webhooks/{id}/deliveries", |i| webhook(i).map(|id| IndexAsk::WebhookDeliveries { id }), Gate::Always),
+    index(
+        "GET",
+        "/v1/webhooks/{id}/deliveries",
+        |i| webhook(i).map(|id| IndexAsk::WebhookDeliveries { id }),
+        Gate::Always,
+    ),
     top("GET", "/v1/push/key", Kind::PushKey, OWNER, Gate::Always),
     index("POST", "/v1/push/subscriptions", push_subscribe, Gate::Always),
-    index("GET", "/v1/push/subscriptions", |i| push(i).and_then(|_| no_query(i.query)).map(|_| IndexAsk::PushSubscriptions), Gate::Always),
+    index(
+        "GET",
+        "/v1/push/subscriptions",
+        |i| push(i).and_then(|_| no_query(i.query)).map(|_| IndexAsk::PushSubscriptions),
+        Gate::Always,
+    ),
     index("DELETE", "/v1/push/subscriptions/{id}", push_unsubscribe, Gate::Always),
-    index("POST", "/v1/test/refuse-index", |i| Ok(IndexAsk::Hook(IndexHook::RefuseRows { on: input::parse_json::<Switch>(i.body)?.on })), Gate::TestHooks),
-    index("POST", "/v1/test/index-rows", |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![], incarnation: 0 }), Gate::TestHooks),
-    index("POST", "/v1/test/index-rows/unreadable", |i| Ok(IndexAsk::Hook(IndexHook::PutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id })), Gate::TestHooks),
+    index(
+        "POST",
+        "/v1/test/refuse-index",
+        |i| Ok(IndexAsk::Hook(IndexHook::RefuseRows { on: input::parse_json::<Switch>(i.body)?.on })),
+        Gate::TestHooks,
+    ),
+    index(
+        "POST",
+        "/v1/test/index-rows",
+        |i| Ok(IndexAsk::Put { row: input::parse_json(i.body)?, passed: vec![], incarnation: 0 }),
+        Gate::TestHooks,
+    ),
+    index(
+        "POST",
+        "/v1/test/index-rows/unreadable",
+        |i| Ok(IndexAsk::Hook(IndexHook::PutUnreadable { id: input::parse_json::<Unreadable>(i.body)?.id })),
+        Gate::TestHooks,
+    ),
     top("GET", "/v1/test/object-starts", Kind::TestObjectStarts, OWNER, Gate::TestHooks),
-    test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| Ok(Op::Hook(HandoffHook::Fault { fault: input::parse_json(i.body)? }))),
+    test_hook("POST", "/v1/test/handoffs/{id}/fault", |i| {
+        Ok(Op::Hook(HandoffHook::Fault { fault: input::parse_json(i.body)? }))
+    }),
     test_hook("GET", "/v1/test/handoffs/{id}/storage", |i| no_query(i.query).map(|_| Op::Hook(HandoffHook::Storage))),
     top("GET", "/v1/bench/floor", Kind::BenchFloor, None, Gate::BenchFloor),
-    index("POST", "/v1/test/hold-webhooks", |i| Ok(IndexAsk::Hook(IndexHook::HoldDeliveries { on: input::parse_json::<Switch>(i.body)?.on })), Gate::TestHooks),
+    index(
+        "POST",
+        "/v1/test/hold-webhooks",
+        |i| Ok(IndexAsk::Hook(IndexHook::HoldDeliveries { on: input::parse_json::<Switch>(i.body)?.on })),
+        Gate::TestHooks,
+    ),
     change("DELETE", "/v1/handoffs/{id}", |i| {
         no_query(i.query)?;
         input::parse_close(i.body).map(|_| Op::Erase)
     }),
-    test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| Ok(Op::Hook(HandoffHook::Clock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms }))),
-    index("GET", "/v1/test/index-storage", |i| no_query(i.query).map(|_| IndexAsk::Hook(IndexHook::Storage)), Gate::TestHooks),
-    index("GET", "/v1/test/index-storage/{id}", |i| Ok(IndexAsk::Hook(IndexHook::StorageOf { id: test_handoff_id(i)? })), Gate::TestHooks),
+    test_hook("POST", "/v1/test/handoffs/{id}/clock", |i| {
+        Ok(Op::Hook(HandoffHook::Clock { advance_ms: input::parse_json::<Clock>(i.body)?.advance_ms }))
+    }),
+    index(
+        "GET",
+        "/v1/test/index-storage",
+        |i| no_query(i.query).map(|_| IndexAsk::Hook(IndexHook::Storage)),
+        Gate::TestHooks,
+    ),
+    index(
+        "GET",
+        "/v1/test/index-storage/{id}",
+        |i| Ok(IndexAsk::Hook(IndexHook::StorageOf { id: test_handoff_id(i)? })),
+        Gate::TestHooks,
+    ),
 ];
 
 /// A test hook's switch: `{"on": true}`.
@@ -263,7 +360,12 @@ fn webhook_create(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     let mut secret = [0u8; WEBHOOK_SECRET_BYTES];
     (i.more.draw)(&mut secret)?;
     let secret = WebhookSecret::from_random(&secret).map_err(|_| ApiError::unavailable())?.reveal();
-    let webhook = notifications::Webhook { id: notifications::webhook_id(id), url: new.url, events: notifications::event_names(&new.events), created_at: i.more.now };
+    let webhook = notifications::Webhook {
+        id: notifications::webhook_id(id),
+        url: new.url,
+        events: notifications::event_names(&new.events),
+        created_at: i.more.now,
+    };
     Ok(IndexAsk::WebhookAdd { webhook, secret })
 }
 
@@ -289,7 +391,10 @@ fn webhook(i: &Input<'_, Making<'_>>) -> Result<String, ApiError> {
 
 /// What every push route, the key's too, answers where push is not configured here.
 pub fn push_misconfigured() -> ApiError {
-    ApiError::new(Code::PushMisconfigured, "this environment's VAPID key is missing, unreadable, or the public development pair")
+    ApiError::new(
+        Code::PushMisconfigured,
+        "this environment's VAPID key is missing, unreadable, or the public development pair",
+    )
 }
 
 fn push(i: &Input<'_, Making<'_>>) -> Result<(), ApiError> {
@@ -356,16 +461,27 @@ fn open_turn(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
     let preview = input::parse_open_turn_query(i.query)?;
     let t = input::parse_open_turn(i.body)?;
     let handing_off = t.package.is_some();
-    let open = Change::Turn { command: Command::OpenTurn { after: t.after, prompt: t.prompt }, unmet: None, usage: None, package: t.package };
+    let open = Change::Turn {
+        command: Command::OpenTurn { after: t.after, prompt: t.prompt },
+        unmet: None,
+        usage: None,
+        package: t.package,
+    };
     match preview {
         None => Ok(turn_change(open)),
-        Some(_) if !handing_off => Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none")),
+        Some(_) if !handing_off => {
+            Err(ApiError::invalid("handoff: a dry run previews a hand-off, and this open has none"))
+        }
         Some((budget_bytes, reach)) => Ok(Op::Preview { change: open, budget_bytes, reach: reaching(reach, i.origin) }),
     }
 }
 
 fn watch(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
-    Ok(Op::Watch { after: input::parse_watch_query(i.query)?, valid_until_s: i.more.valid_until_s, subprotocol: i.more.subprotocol })
+    Ok(Op::Watch {
+        after: input::parse_watch_query(i.query)?,
+        valid_until_s: i.more.valid_until_s,
+        subprotocol: i.more.subprotocol,
+    })
 }
 
 /// A route that takes no query: any parameter is an unknown one.
@@ -428,9 +544,15 @@ mod tests {
 
     #[test]
     fn a_path_matches_its_pattern_segment_for_segment_and_names_its_parameters() {
-        let p = match_path("/v1/handoffs/{id}/blockers/{bid}/resolve", "/v1/handoffs/ho_1/blockers/blk_2/resolve").unwrap();
+        let p =
+            match_path("/v1/handoffs/{id}/blockers/{bid}/resolve", "/v1/handoffs/ho_1/blockers/blk_2/resolve").unwrap();
         assert_eq!((p.id, p.blocker), (Some("ho_1"), Some("blk_2")));
-        for other in ["/v1/handoffs/ho_1/blockers/blk_2", "/v1/handoffs/ho_1/blockers/blk_2/resolve/x", "v1/handoffs/ho_1", "/v1/handoffs/ho_1/"] {
+        for other in [
+            "/v1/handoffs/ho_1/blockers/blk_2",
+            "/v1/handoffs/ho_1/blockers/blk_2/resolve/x",
+            "v1/handoffs/ho_1",
+            "/v1/handoffs/ho_1/",
+        ] {
             assert_eq!(match_path("/v1/handoffs/{id}/blockers/{bid}/resolve", other), None, "{other}");
         }
         assert_eq!(match_path("/v1/handoffs/{id}", "/v1/handoffs/"), Some(Params { id: Some(""), blocker: None }));
@@ -444,18 +566,26 @@ mod tests {
             }
         }
         let all = |_| true;
-        assert!(matches!(find("GET", "/v1/handoffs/ho_1/report", all), Ok(Found::MethodNotAllowed(m)) if m == ["POST"]));
+        assert!(
+            matches!(find("GET", "/v1/handoffs/ho_1/report", all), Ok(Found::MethodNotAllowed(m)) if m == ["POST"])
+        );
         assert!(matches!(find("DELETE", "/v1/handoffs", all), Ok(Found::MethodNotAllowed(m)) if m == ["GET", "POST"]));
         assert_eq!(find("GET", "/v2/handoffs", all).unwrap_err().code, Code::RouteNotFound);
-        assert!(matches!(find("POST", "/v1/test/refuse-index", |g| g == Gate::Always), Err(e) if e.code == Code::RouteNotFound));
+        assert!(
+            matches!(find("POST", "/v1/test/refuse-index", |g| g == Gate::Always), Err(e) if e.code == Code::RouteNotFound)
+        );
     }
 
     /// The body cap is the route table's: the three routes that carry a person's words or a
     /// tool's whole input take 64 KiB, every other route 16 KiB.
     #[test]
     fn only_create_open_turn_and_report_take_the_words_body_cap() {
-        let words: Vec<(&str, &str)> = ROUTES.iter().filter(|r| r.body_bytes_max == WORDS_BODY_BYTES_MAX).map(|r| (r.method, r.path)).collect();
-        assert_eq!(words, [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/report")]);
+        let words: Vec<(&str, &str)> =
+            ROUTES.iter().filter(|r| r.body_bytes_max == WORDS_BODY_BYTES_MAX).map(|r| (r.method, r.path)).collect();
+        assert_eq!(
+            words,
+            [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/report")]
+        );
         assert!(ROUTES.iter().all(|r| r.body_bytes_max == BODY_BYTES_MAX || r.body_bytes_max == WORDS_BODY_BYTES_MAX));
     }
 
@@ -468,11 +598,27 @@ mod tests {
         }
     }
 
-    fn asked(method: &str, path: &str, body: &[u8], push: bool, draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>) -> Result<IndexAsk, ApiError> {
-        let Ok(Found::Route(route, params)) = find(method, path, |_| true) else { panic!("{method} {path} is a route") };
+    fn asked(
+        method: &str,
+        path: &str,
+        body: &[u8],
+        push: bool,
+        draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+    ) -> Result<IndexAsk, ApiError> {
+        let Ok(Found::Route(route, params)) = find(method, path, |_| true) else {
+            panic!("{method} {path} is a route")
+        };
         let Kind::Index { read, .. } = route.kind else { panic!("{method} {path} asks the index") };
         let making = Making { environment: Environment::Local, push, now: Timestamp::from_ms(1_700_000_000_000), draw };
-        let given = Input { query: "", body, id: params.id, blocker: None, origin: "https://handoff.example", if_none_match: Some("\"held\""), more: making };
+        let given = Input {
+            query: "",
+            body,
+            id: params.id,
+            blocker: None,
+            origin: "https://handoff.example",
+            if_none_match: Some("\"held\""),
+            more: making,
+        };
         read(&given)
     }
 
@@ -503,7 +649,8 @@ mod tests {
         assert_eq!(secret, WebhookSecret::from_random(&[1; WEBHOOK_SECRET_BYTES]).unwrap().reveal());
         assert_eq!(webhook.created_at, Timestamp::from_ms(1_700_000_000_000));
         let failing = |_: &mut [u8]| Err(ApiError::unavailable());
-        let refused = asked("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, false, &failing).unwrap_err();
+        let refused =
+            asked("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, false, &failing).unwrap_err();
         assert_eq!(refused.code, Code::StoreUnavailable, "no randomness: the one 503");
     }
 
@@ -517,22 +664,38 @@ mod tests {
             assert_eq!(asked(method, path, b"", true, &ones).unwrap_err().code, code, "{method} {path}");
         }
         let id = "wh_AAAAAAAAAAAAAAAAAAAA-_";
-        assert!(matches!(asked("DELETE", &format!("/v1/webhooks/{id}"), b"", true, &ones), Ok(IndexAsk::WebhookDelete { id: i }) if i == id));
+        assert!(
+            matches!(asked("DELETE", &format!("/v1/webhooks/{id}"), b"", true, &ones), Ok(IndexAsk::WebhookDelete { id: i }) if i == id)
+        );
     }
 
     #[test]
     fn the_index_storage_hook_asks_about_a_hand_offs_id_and_nothing_else() {
         let id = format!("ho_{}", "ab".repeat(16));
-        assert!(matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::Hook(IndexHook::StorageOf { id: i })) if i == id));
+        assert!(
+            matches!(asked("GET", &format!("/v1/test/index-storage/{id}"), b"", true, &ones), Ok(IndexAsk::Hook(IndexHook::StorageOf { id: i })) if i == id)
+        );
         for bad in ["wh_AAAAAAAAAAAAAAAAAAAA-_", "ho_nope"] {
-            assert_eq!(asked("GET", &format!("/v1/test/index-storage/{bad}"), b"", true, &ones).unwrap_err().code, Code::HandoffNotFound, "{bad}");
+            assert_eq!(
+                asked("GET", &format!("/v1/test/index-storage/{bad}"), b"", true, &ones).unwrap_err().code,
+                Code::HandoffNotFound,
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn every_push_route_of_the_index_is_push_misconfigured_where_push_cannot_be_sent() {
-        for (method, path) in [("POST", "/v1/push/subscriptions"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAA-_")] {
-            assert_eq!(asked(method, path, b"{}", false, &ones).unwrap_err().code, Code::PushMisconfigured, "{method} {path}");
+        for (method, path) in [
+            ("POST", "/v1/push/subscriptions"),
+            ("GET", "/v1/push/subscriptions"),
+            ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAA-_"),
+        ] {
+            assert_eq!(
+                asked(method, path, b"{}", false, &ones).unwrap_err().code,
+                Code::PushMisconfigured,
+                "{method} {path}"
+            );
         }
         assert!(matches!(asked("GET", "/v1/push/subscriptions", b"", true, &ones), Ok(IndexAsk::PushSubscriptions)));
     }

@@ -9,9 +9,9 @@
 //! signing key, so that no other service holding the signing key accepts one (as an owner's or
 //! at all), and a token signed with the signing key is never a machine's here.
 
-use handoff_core::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use handoff_core::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -275,7 +275,8 @@ pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64, 
 
 /// An owner token, for development tools and tests.
 pub fn owner_token(owner: &str, ttl_s: i64, key: &[u8], now_s: i64) -> String {
-    let claims = Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None, inc: None };
+    let claims =
+        Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None, inc: None };
     mint(&claims, key)
 }
 
@@ -348,7 +349,11 @@ mod tests {
         let machine = machine_key(KEY);
         assert_eq!(verify(&mint(&m, &machine), KEY, NOW), Err(TokenError::MissingHandoff));
         let no_life = Claims { hid: Some("ho_1".into()), ..m };
-        assert_eq!(verify(&mint(&no_life, &machine), KEY, NOW), Err(TokenError::MissingIncarnation), "bound to no life, it would outlive an erasure");
+        assert_eq!(
+            verify(&mint(&no_life, &machine), KEY, NOW),
+            Err(TokenError::MissingIncarnation),
+            "bound to no life, it would outlive an erasure"
+        );
         assert!(verify(&mint(&Claims { inc: Some(1), ..no_life }, &machine), KEY, NOW).is_ok());
     }
 
@@ -363,9 +368,12 @@ mod tests {
     #[test]
     fn an_issuer_and_an_audience_are_checked_only_where_the_deployment_sets_them() {
         let exp = NOW + 10;
-        let with = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":["x","handoff"]}}"#));
+        let with = signed(&format!(
+            r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":["x","handoff"]}}"#
+        ));
         let without = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp}}}"#));
-        let other_aud = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":"else"}}"#));
+        let other_aud =
+            signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{exp},"iss":"https://id.example","aud":"else"}}"#));
         let expect = Expect { issuer: Some("https://id.example".into()), audience: Some("handoff".into()) };
         assert!(verify_with(&with, KEY, NOW, &expect).is_ok());
         assert!(verify(&without, KEY, NOW).is_ok(), "unset, neither claim is read");
@@ -390,10 +398,22 @@ mod tests {
         for settings in [Expect::default(), expect.clone()] {
             let m = machine_token_at("alice", "ho_1", KEY, NOW * 1000, &settings);
             let claims = verify_with(&m, KEY, NOW, &settings).expect("this service accepts its own machine token");
-            assert_eq!((claims.role, claims.hid.as_deref(), claims.inc), (Role::Machine, Some("ho_1"), Some(NOW as u64 * 1000)));
-            let payload: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(m.split('.').nth(1).unwrap()).unwrap()).unwrap();
-            assert_eq!(payload.get("iss").and_then(|v| v.as_str()), settings.issuer.as_deref(), "iss exactly where it is set");
-            assert_eq!(payload.get("aud").and_then(|v| v.as_str()), settings.audience.as_deref(), "aud exactly where it is set");
+            assert_eq!(
+                (claims.role, claims.hid.as_deref(), claims.inc),
+                (Role::Machine, Some("ho_1"), Some(NOW as u64 * 1000))
+            );
+            let payload: serde_json::Value =
+                serde_json::from_slice(&URL_SAFE_NO_PAD.decode(m.split('.').nth(1).unwrap()).unwrap()).unwrap();
+            assert_eq!(
+                payload.get("iss").and_then(|v| v.as_str()),
+                settings.issuer.as_deref(),
+                "iss exactly where it is set"
+            );
+            assert_eq!(
+                payload.get("aud").and_then(|v| v.as_str()),
+                settings.audience.as_deref(),
+                "aud exactly where it is set"
+            );
             assert!(!accepted_elsewhere(&m, KEY), "a service verifying with the signing key alone never accepts it");
             // Re-signed with the signing key, as an owner's token would be, it is refused here.
             let (signed, _) = m.rsplit_once('.').unwrap();
@@ -409,7 +429,10 @@ mod tests {
         let owner_with_machine_key = mint(&owner(NOW + 10), &machine_key(KEY));
         assert_eq!(verify(&owner_with_machine_key, KEY, NOW), Err(TokenError::WrongKey));
         assert_ne!(machine_key(KEY), machine_key(b"other"), "the machine key follows the signing key");
-        assert!(accepted_elsewhere(&owner_token("alice", 60, KEY, NOW), KEY), "owner tokens stay the identity provider's kind");
+        assert!(
+            accepted_elsewhere(&owner_token("alice", 60, KEY, NOW), KEY),
+            "owner tokens stay the identity provider's kind"
+        );
     }
 
     #[test]
@@ -447,7 +470,19 @@ mod tests {
     #[test]
     fn every_refusal_says_why_in_words_of_its_own() {
         use TokenError::*;
-        let all = [TooLong, Malformed, Algorithm, Signature, Expired, NotYetValid, MissingHandoff, MissingIncarnation, Issuer, Audience, WrongKey];
+        let all = [
+            TooLong,
+            Malformed,
+            Algorithm,
+            Signature,
+            Expired,
+            NotYetValid,
+            MissingHandoff,
+            MissingIncarnation,
+            Issuer,
+            Audience,
+            WrongKey,
+        ];
         let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
         assert_eq!(messages.len(), all.len(), "one message per reason");
         assert!(Expired.message().contains("expired"));

@@ -18,8 +18,8 @@ use handoff_core::work::{self, FileInput, WorkInput};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-pub use handoff_core::rows::{Page, Row};
 pub use handoff_core::package::{Compiled, Rejection};
+pub use handoff_core::rows::{Page, Row};
 pub use handoff_core::runtimes::MachineRuntimes;
 pub use handoff_core::suggestion::Suggestion;
 pub use handoff_core::work::{Artifact, Blocker, Decision};
@@ -121,7 +121,11 @@ impl<'a> WorkRecord<'a> {
             decisions: Cow::Borrowed(&w.decisions),
             artifacts: Cow::Borrowed(&w.artifacts),
             blockers: Cow::Borrowed(&w.blockers),
-            files: w.files.iter().map(|(path, c)| FileInput { path: path.clone(), insertions: c.insertions, deletions: c.deletions }).collect(),
+            files: w
+                .files
+                .iter()
+                .map(|(path, c)| FileInput { path: path.clone(), insertions: c.insertions, deletions: c.deletions })
+                .collect(),
             unmet: Cow::Borrowed(&w.unmet),
         }
     }
@@ -197,7 +201,12 @@ pub struct LatestHead<'a> {
 
 impl<'a> LatestHead<'a> {
     pub fn of(l: &'a Latest) -> LatestHead<'a> {
-        LatestHead { package_version: l.package_version, package_hash: &l.package_hash, state: l.state, rejection: l.rejection.as_ref() }
+        LatestHead {
+            package_version: l.package_version,
+            package_hash: &l.package_hash,
+            state: l.state,
+            rejection: l.rejection.as_ref(),
+        }
     }
 }
 

@@ -2,15 +2,20 @@
 //! answer and the shape of its body are decided here and nowhere else.
 
 use crate::error::status;
-use crate::view::{Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer, WorkRecord};
-use handoff_core::error::{Code, Refusal};
-use crate::notifications::{Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks};
-use handoff_core::owner::{self, receiver::Receiver};
-use handoff_core::rows::TooManyOpen;
-use handoff_core::handoff::Effect;
-use handoff_core::package::Document;
-use handoff_core::hooks::Fault;
+use crate::notifications::{
+    Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks,
+};
+use crate::view::{
+    Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer,
+    WorkRecord,
+};
 use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
+use handoff_core::error::{Code, Refusal};
+use handoff_core::handoff::Effect;
+use handoff_core::hooks::Fault;
+use handoff_core::owner::{self, receiver::Receiver};
+use handoff_core::package::Document;
+use handoff_core::rows::TooManyOpen;
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -93,7 +98,8 @@ pub fn method_not_allowed(method: &str, allowed: &[&str]) -> (Rendered, Vec<(&'s
 
 /// 429 `owner.too_many_open`, carrying the count and the cap.
 pub fn too_many_open(crowded: TooManyOpen) -> Rendered {
-    let message = format!("this owner holds {} open hand-offs, the cap is {}: close one first", crowded.open, crowded.cap);
+    let message =
+        format!("this owner holds {} open hand-offs, the cap is {}: close one first", crowded.open, crowded.cap);
     let body = ErrorAnswer {
         error: ErrorBody { code: Code::OwnerTooManyOpen, message: &message },
         handoff: None,
@@ -162,22 +168,35 @@ pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, Strin
         owner::IndexAnswer::Page { page, if_none_match } => {
             let answer = crate::conditional::answer(json(200, page).body.into_bytes(), if_none_match.as_deref());
             let body = String::from_utf8(answer.body).unwrap_or_default();
-            return (Rendered { status: answer.status, content_type: JSON, body, replayed: false }, answer.headers.to_vec());
+            return (
+                Rendered { status: answer.status, content_type: JSON, body, replayed: false },
+                answer.headers.to_vec(),
+            );
         }
         owner::IndexAnswer::Refused(r) => return (refusal(r), refusal_headers(r.code)),
         owner::IndexAnswer::Unavailable(_) => return (refusal(&Refusal::unavailable()), Vec::new()),
         owner::IndexAnswer::Done => json(200, &Ok_ { ok: true }),
         owner::IndexAnswer::Admission(admission) => json(200, admission),
         owner::IndexAnswer::Created(entry) => match &entry.address {
-            owner::Address::Webhook { secret, .. } => json(201, &WebhookCreated { webhook: Webhook::of(entry), secret: secret.clone() }),
-            owner::Address::Push { .. } => json(201, &SubscriptionCreated { subscription: PushSubscription::of(entry) }),
+            owner::Address::Webhook { secret, .. } => {
+                json(201, &WebhookCreated { webhook: Webhook::of(entry), secret: secret.clone() })
+            }
+            owner::Address::Push { .. } => {
+                json(201, &SubscriptionCreated { subscription: PushSubscription::of(entry) })
+            }
         },
-        owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries } => json(200, &Webhooks { webhooks: entries.iter().map(Webhook::of).collect() }),
+        owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries } => {
+            json(200, &Webhooks { webhooks: entries.iter().map(Webhook::of).collect() })
+        }
         owner::IndexAnswer::Receivers { of: Receiver::Push, entries } => {
             json(200, &PushSubscriptions { subscriptions: entries.iter().map(PushSubscription::of).collect() })
         }
-        owner::IndexAnswer::Deliveries { deliveries, dropped } => json(200, &Deliveries { deliveries: deliveries.clone(), dropped: *dropped }),
-        owner::IndexAnswer::Removed => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
+        owner::IndexAnswer::Deliveries { deliveries, dropped } => {
+            json(200, &Deliveries { deliveries: deliveries.clone(), dropped: *dropped })
+        }
+        owner::IndexAnswer::Removed => {
+            Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false }
+        }
         owner::IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
         owner::IndexAnswer::Holding(holding) => json(200, &Holding { holding: *holding }),
         owner::IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
@@ -190,9 +209,10 @@ impl Wire for Json {
     fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         match answer {
             HandoffAnswer::Record { h, role } => json(200, &RecordAnswer { handoff: Handoff::of(h, role) }),
-            HandoffAnswer::Created { h, role, machine_token, new } => {
-                json(if new { 201 } else { 200 }, &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) })
-            }
+            HandoffAnswer::Created { h, role, machine_token, new } => json(
+                if new { 201 } else { 200 },
+                &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) },
+            ),
             HandoffAnswer::Changed { h, role, effect } => {
                 let head = Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) };
                 match document_of(&answer) {
@@ -207,10 +227,24 @@ impl Wire for Json {
             HandoffAnswer::Turns { h, role, turns, next_before } => {
                 json(200, &Turns { turns: Cow::Borrowed(turns), next_before, handoff: Handoff::of(h, role) })
             }
-            HandoffAnswer::Work { h, role } => json(200, &WorkAnswer { handoff: Handoff::of(h, role), work: WorkRecord::of(&h.record.id, &h.work) }),
-            HandoffAnswer::Markdown(text) => Rendered { status: 200, content_type: "text/markdown; charset=utf-8", body: text.to_string(), replayed: false },
-            HandoffAnswer::Text(text) => Rendered { status: 200, content_type: "text/plain; charset=utf-8", body: text.to_string(), replayed: false },
-            HandoffAnswer::Refused { refusal, handoff, current_package } => refused(refusal, handoff.map(|(h, role)| Handoff::of(h, role)), current_package),
+            HandoffAnswer::Work { h, role } => {
+                json(200, &WorkAnswer { handoff: Handoff::of(h, role), work: WorkRecord::of(&h.record.id, &h.work) })
+            }
+            HandoffAnswer::Markdown(text) => Rendered {
+                status: 200,
+                content_type: "text/markdown; charset=utf-8",
+                body: text.to_string(),
+                replayed: false,
+            },
+            HandoffAnswer::Text(text) => Rendered {
+                status: 200,
+                content_type: "text/plain; charset=utf-8",
+                body: text.to_string(),
+                replayed: false,
+            },
+            HandoffAnswer::Refused { refusal, handoff, current_package } => {
+                refused(refusal, handoff.map(|(h, role)| Handoff::of(h, role)), current_package)
+            }
             HandoffAnswer::Floor => json(200, &Ok_ { ok: true }),
             HandoffAnswer::Armed(fault) => json(200, &Armed { armed: fault }),
             HandoffAnswer::Storage(facts) => json(200, facts),
@@ -235,10 +269,10 @@ impl Wire for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handoff_core::rows::{Admission, Page};
     use handoff_core::handoff::{self as core_handoff, apply, Change};
     use handoff_core::package::PackageRequest;
     use handoff_core::role::Role;
+    use handoff_core::rows::{Admission, Page};
     use handoff_core::turn::Record;
     use handoff_core::work::{self, WorkInput};
 
@@ -247,7 +281,10 @@ mod tests {
         for code in [Code::AuthRequired, Code::AuthInvalid] {
             assert_eq!(refusal_headers(code), [("WWW-Authenticate", "Bearer".to_string())], "{code:?}");
         }
-        assert_eq!(refusal_headers(Code::OwnerRateLimited), [("Retry-After", handoff_core::limits::CREATES_PER_OWNER_PERIOD_S.to_string())]);
+        assert_eq!(
+            refusal_headers(Code::OwnerRateLimited),
+            [("Retry-After", handoff_core::limits::CREATES_PER_OWNER_PERIOD_S.to_string())]
+        );
         for code in [Code::AuthForbidden, Code::StoreUnavailable, Code::RequestInvalid, Code::OwnerTooManyOpen] {
             assert!(refusal_headers(code).is_empty(), "{code:?}");
         }
@@ -257,31 +294,85 @@ mod tests {
     fn a_405_names_the_methods_the_route_takes() {
         let (rendered, headers) = method_not_allowed("PUT", &["GET", "POST"]);
         assert_eq!(rendered.status, 405);
-        assert!(rendered.body.contains("request.method_not_allowed") && rendered.body.contains("PUT"), "{}", rendered.body);
+        assert!(
+            rendered.body.contains("request.method_not_allowed") && rendered.body.contains("PUT"),
+            "{}",
+            rendered.body
+        );
         assert_eq!(headers, [("Allow", "GET, POST".to_string())]);
     }
 
     #[test]
     fn the_index_answers_201_for_what_it_creates_204_for_what_it_removes_a_refusal_its_status_and_200_for_the_rest() {
-        let address = owner::Address::Push { endpoint: "https://push.example/x".into(), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "c".into() };
-        let entry = owner::StoredReceiver { id: "ps_1".into(), events: vec![handoff_core::notice::Notice::Done], created_at: 0, dropped: 3, address };
-        let hook = owner::StoredReceiver { address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() }, id: "wh_1".into(), dropped: 0, ..entry.clone() };
+        let address = owner::Address::Push {
+            endpoint: "https://push.example/x".into(),
+            origin: "https://push.example".into(),
+            p256dh: "k".into(),
+            auth: "a".into(),
+            console: "c".into(),
+        };
+        let entry = owner::StoredReceiver {
+            id: "ps_1".into(),
+            events: vec![handoff_core::notice::Notice::Done],
+            created_at: 0,
+            dropped: 3,
+            address,
+        };
+        let hook = owner::StoredReceiver {
+            address: owner::Address::Webhook { url: "https://h.example/".into(), secret: "whsec_x".into() },
+            id: "wh_1".into(),
+            dropped: 0,
+            ..entry.clone()
+        };
         let page = Page { handoffs: vec![], cursor: None };
         let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3}"#;
-        let listed_hook = r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;
+        let listed_hook =
+            r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;
         let unavailable = refusal(&Refusal::unavailable()).body;
         for (answer, status, body) in [
             (owner::IndexAnswer::Done, 200, r#"{"ok":true}"#.to_string()),
-            (owner::IndexAnswer::Page { page: page.clone(), if_none_match: None }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
-            (owner::IndexAnswer::Page { page: page.clone(), if_none_match: Some("\"other\"".into()) }, 200, r#"{"handoffs":[],"cursor":null}"#.to_string()),
+            (
+                owner::IndexAnswer::Page { page: page.clone(), if_none_match: None },
+                200,
+                r#"{"handoffs":[],"cursor":null}"#.to_string(),
+            ),
+            (
+                owner::IndexAnswer::Page { page: page.clone(), if_none_match: Some("\"other\"".into()) },
+                200,
+                r#"{"handoffs":[],"cursor":null}"#.to_string(),
+            ),
             (owner::IndexAnswer::Admission(Admission::Yes), 200, r#"{"admitted":"yes"}"#.to_string()),
-            (owner::IndexAnswer::Created(entry.clone()), 201, format!(r#"{{"subscription":{}}}"#, listed_push.replace(r#""dropped":3"#, r#""dropped":3"#))),
-            (owner::IndexAnswer::Created(hook.clone()), 201, format!(r#"{{"webhook":{listed_hook},"secret":"whsec_x"}}"#)),
-            (owner::IndexAnswer::Receivers { of: Receiver::Push, entries: vec![entry.clone()] }, 200, format!(r#"{{"subscriptions":[{listed_push}]}}"#)),
-            (owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries: vec![hook.clone()] }, 200, format!(r#"{{"webhooks":[{listed_hook}]}}"#)),
-            (owner::IndexAnswer::Deliveries { deliveries: vec![], dropped: 2 }, 200, r#"{"deliveries":[],"dropped":2}"#.to_string()),
+            (
+                owner::IndexAnswer::Created(entry.clone()),
+                201,
+                format!(r#"{{"subscription":{}}}"#, listed_push.replace(r#""dropped":3"#, r#""dropped":3"#)),
+            ),
+            (
+                owner::IndexAnswer::Created(hook.clone()),
+                201,
+                format!(r#"{{"webhook":{listed_hook},"secret":"whsec_x"}}"#),
+            ),
+            (
+                owner::IndexAnswer::Receivers { of: Receiver::Push, entries: vec![entry.clone()] },
+                200,
+                format!(r#"{{"subscriptions":[{listed_push}]}}"#),
+            ),
+            (
+                owner::IndexAnswer::Receivers { of: Receiver::Webhook, entries: vec![hook.clone()] },
+                200,
+                format!(r#"{{"webhooks":[{listed_hook}]}}"#),
+            ),
+            (
+                owner::IndexAnswer::Deliveries { deliveries: vec![], dropped: 2 },
+                200,
+                r#"{"deliveries":[],"dropped":2}"#.to_string(),
+            ),
             (owner::IndexAnswer::Removed, 204, String::new()),
-            (owner::IndexAnswer::Refused(Refusal::new(Code::WebhookNotFound, "no such webhook")), 404, r#"{"error":{"code":"webhook.not_found","message":"no such webhook"}}"#.to_string()),
+            (
+                owner::IndexAnswer::Refused(Refusal::new(Code::WebhookNotFound, "no such webhook")),
+                404,
+                r#"{"error":{"code":"webhook.not_found","message":"no such webhook"}}"#.to_string(),
+            ),
             (owner::IndexAnswer::Unavailable("a row: eof".into()), 503, unavailable),
             (owner::IndexAnswer::Refusing(true), 200, r#"{"refusing":true}"#.to_string()),
             (owner::IndexAnswer::Holding(false), 200, r#"{"holding":false}"#.to_string()),
@@ -311,14 +402,32 @@ mod tests {
     fn the_one_503_says_to_try_again_and_names_nothing_inside() {
         let r = refusal(&Refusal::unavailable());
         assert_eq!(r.status, 503);
-        assert_eq!(r.body, r#"{"error":{"code":"store.unavailable","message":"the hand-off store is unavailable; try again"}}"#);
+        assert_eq!(
+            r.body,
+            r#"{"error":{"code":"store.unavailable","message":"the hand-off store is unavailable; try again"}}"#
+        );
     }
 
     fn compiled() -> (core_handoff::Handoff, Effect) {
-        let h = core_handoff::Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 0));
-        let work = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+        let h = core_handoff::Handoff::create(Record::create(
+            "ho_1".into(),
+            "alice".into(),
+            "s1".into(),
+            "m1".into(),
+            "large".into(),
+            0,
+        ));
+        let work = WorkInput {
+            title: "t".into(),
+            goal: "g".into(),
+            task_type: None,
+            priority: None,
+            constraints: vec![],
+            acceptance_criteria: vec![],
+        };
         let h = apply(&h, &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
-        let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+        let request =
+            PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
         let out = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
         (out.next, out.effect)
     }
@@ -335,7 +444,11 @@ mod tests {
         // Put back as a loaded package's is: its document written again, the same bytes.
         let loaded = handoff_core::package::Document::of(&c.package);
         assert_eq!(Json.with_package(&slim, &loaded).as_deref(), Some(whole.as_str()), "byte for byte the first");
-        assert_eq!(Json.without_package(HandoffAnswer::Record { h: &h, role: Role::Owner }), None, "a record answer has no package");
+        assert_eq!(
+            Json.without_package(HandoffAnswer::Record { h: &h, role: Role::Owner }),
+            None,
+            "a record answer has no package"
+        );
     }
 
     /// A turn's answer carries its prompt, so the remembered answers of maximal prompts are
@@ -354,14 +467,27 @@ mod tests {
         };
         let out = apply(&h, &open, Role::Owner, 4).unwrap();
         let answer = HandoffAnswer::Changed { h: &out.next, role: Role::Owner, effect: &out.effect };
-        let r = handoff_core::idempotency::remember(&"f".repeat(64), 200, &Json.render(answer).body, || Json.without_package(answer));
+        let r = handoff_core::idempotency::remember(&"f".repeat(64), 200, &Json.render(answer).body, || {
+            Json.without_package(answer)
+        });
         assert!(r.body.len() > 2 * PROMPT_BYTES_MAX, "the whole prompt, escaped, is kept: {}", r.body.len());
         let kept = IDEMPOTENCY_BYTES_PER_HANDOFF_MAX / r.bytes();
-        assert!((32..=64).contains(&kept), "{kept} maximal turn answers fit the remembered bytes ({} bytes each)", r.bytes());
+        assert!(
+            (32..=64).contains(&kept),
+            "{kept} maximal turn answers fit the remembered bytes ({} bytes each)",
+            r.bytes()
+        );
     }
 
     fn report_done() -> Change {
-        let command = handoff_core::turn::Command::Report { turn: 1, status: handoff_core::turn::ReportStatus::Done, summary: None, question: None, runtime: None, permission_mode: None };
+        let command = handoff_core::turn::Command::Report {
+            turn: 1,
+            status: handoff_core::turn::ReportStatus::Done,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        };
         Change::Turn { command, unmet: None, usage: None, package: None }
     }
 
@@ -370,11 +496,21 @@ mod tests {
         let (h, _) = compiled();
         let offer = h.ledger.current.as_ref().unwrap();
         let stale = Refusal::new(handoff_core::error::Code::PackageStale, "no longer current");
-        let r = Json.render(HandoffAnswer::Refused { refusal: &stale, handoff: Some((&h, Role::Machine)), current_package: Some((offer.version, &offer.hash)) });
+        let r = Json.render(HandoffAnswer::Refused {
+            refusal: &stale,
+            handoff: Some((&h, Role::Machine)),
+            current_package: Some((offer.version, &offer.hash)),
+        });
         let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-        assert_eq!((r.status, body["package_hash"].as_str(), body["package_version"].as_u64()), (409, Some(offer.hash.as_str()), Some(1)));
+        assert_eq!(
+            (r.status, body["package_hash"].as_str(), body["package_version"].as_u64()),
+            (409, Some(offer.hash.as_str()), Some(1))
+        );
         assert_eq!(body["handoff"]["actions"], serde_json::json!(["report", "accept", "reject"]));
         let plain = refusal(&Refusal::new(handoff_core::error::Code::HandoffNotFound, "no such hand-off"));
-        assert_eq!((plain.status, plain.body.as_str()), (404, r#"{"error":{"code":"handoff.not_found","message":"no such hand-off"}}"#));
+        assert_eq!(
+            (plain.status, plain.body.as_str()),
+            (404, r#"{"error":{"code":"handoff.not_found","message":"no such hand-off"}}"#)
+        );
     }
 }

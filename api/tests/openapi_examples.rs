@@ -24,7 +24,8 @@ enum Place {
 }
 
 fn examples() -> Vec<(Place, usize, Value)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml")).expect("docs/openapi.yaml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml"))
+        .expect("docs/openapi.yaml");
     let mut found = Vec::new();
     let (mut operation, mut schema, mut in_schemas) = (None::<String>, None::<String>, false);
     for (i, line) in text.lines().enumerate() {
@@ -43,10 +44,14 @@ fn examples() -> Vec<(Place, usize, Value)> {
             schema = Some(trimmed.trim_end_matches(':').to_string());
         }
         let Some(json) = trimmed.strip_prefix("example: ") else {
-            assert!(!trimmed.starts_with("example") && !trimmed.starts_with("examples"), "line {n}: write an example as `example: <one-line JSON>`");
+            assert!(
+                !trimmed.starts_with("example") && !trimmed.starts_with("examples"),
+                "line {n}: write an example as `example: <one-line JSON>`"
+            );
             continue;
         };
-        let value: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("line {n}: the example is not one-line JSON: {e}"));
+        let value: Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("line {n}: the example is not one-line JSON: {e}"));
         let place = if in_schemas {
             Place::Schema(schema.clone().expect("a schema"))
         } else {
@@ -92,8 +97,11 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "setRuntimes" => checked::<RuntimesInput>(example),
             "answer" => checked::<handoff_core::question::AnswerInput>(example),
             "createWebhook" => request(example, |body| {
-                let read = handoff_api::notifications::parse_webhook_create(body, handoff_notify::Environment::Deployed)?;
-                Ok(serde_json::json!({"url": read.url, "events": handoff_api::notifications::event_names(&read.events)}))
+                let read =
+                    handoff_api::notifications::parse_webhook_create(body, handoff_notify::Environment::Deployed)?;
+                Ok(
+                    serde_json::json!({"url": read.url, "events": handoff_api::notifications::event_names(&read.events)}),
+                )
             }),
             _ => return None,
         },
@@ -119,7 +127,8 @@ fn every_example_in_the_contract_reads_into_its_type_and_writes_back_equal() {
     let examples = examples();
     assert!(examples.len() >= 23, "the examples were not found: {}", examples.len());
     for (place, line, example) in &examples {
-        let back = round_trip(place, example).unwrap_or_else(|| panic!("line {line}: no type is named for the example of {place:?}"));
+        let back = round_trip(place, example)
+            .unwrap_or_else(|| panic!("line {line}: no type is named for the example of {place:?}"));
         assert_eq!(&back, example, "line {line} ({place:?}) changed in a round trip");
     }
     let requests = examples.iter().filter(|(p, _, _)| matches!(p, Place::Request(_))).count();

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 /// `(METHOD, /path/{param})` of every operation in the document, read from its `paths:` block.
 fn documented() -> BTreeSet<(String, String)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml")).expect("docs/openapi.yaml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml"))
+        .expect("docs/openapi.yaml");
     let mut found = BTreeSet::new();
     let mut in_paths = false;
     let mut path: Option<String> = None;
@@ -55,8 +56,14 @@ fn the_switched_routes_are_under_test_and_bench_and_undocumented() {
     let documented = documented();
     for gate in [Gate::TestHooks, Gate::BenchFloor] {
         for (method, path) in served(gate) {
-            assert!(path.starts_with("/v1/test/") || path.starts_with("/v1/bench/"), "{method} {path} is behind a switch");
-            assert!(!documented.contains(&(method.clone(), path.clone())), "{method} {path} is documented but switched");
+            assert!(
+                path.starts_with("/v1/test/") || path.starts_with("/v1/bench/"),
+                "{method} {path} is behind a switch"
+            );
+            assert!(
+                !documented.contains(&(method.clone(), path.clone())),
+                "{method} {path} is documented but switched"
+            );
         }
     }
 }

@@ -77,7 +77,9 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, waiters: usize) 
             let answer = waiter_api.send(&req).await;
             let done = Instant::now();
             let version = match &answer {
-                Ok((200, body)) => serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| v["handoff"]["version"].as_u64()),
+                Ok((200, body)) => {
+                    serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| v["handoff"]["version"].as_u64())
+                }
                 _ => None,
             };
             (done, answer.map(|(status, _)| status), version)
@@ -171,7 +173,10 @@ pub fn established_to(port: u16) -> usize {
                 .skip(1)
                 .filter(|line| {
                     let fields: Vec<&str> = line.split_whitespace().collect();
-                    let local_port = fields.get(1).and_then(|a| a.rsplit_once(':')).and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+                    let local_port = fields
+                        .get(1)
+                        .and_then(|a| a.rsplit_once(':'))
+                        .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
                     local_port == Some(port) && fields.get(3) == Some(&ESTABLISHED)
                 })
                 .count()

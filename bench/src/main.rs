@@ -8,7 +8,6 @@
 //! bounded by a count or a deadline.
 
 mod fanout;
-mod watch;
 mod load;
 mod micro;
 mod peer;
@@ -18,6 +17,7 @@ mod rounds;
 mod server;
 mod service;
 mod stats;
+mod watch;
 
 use load::{Api, Shape};
 use report::{Pair, Results, SizeStart, Spread};
@@ -109,7 +109,8 @@ fn parse_args() -> Args {
             build: repo.join("build"),
             workerd: handoff_it::workerd::binary(&repo),
             port: 0,
-            signing_key: std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
+            signing_key: std::env::var("HANDOFF_SIGNING_KEY")
+                .unwrap_or_else(|_| handoff_api::token::DEV_SIGNING_KEY.to_string()),
             inspector_port: None,
             peer: None,
             v8_flags: Vec::new(),
@@ -133,7 +134,8 @@ fn parse_args() -> Args {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| usage());
-        let seconds = |v: String| Duration::from_secs_f64(v.parse::<f64>().unwrap_or_else(|_| usage()).clamp(0.1, 60.0));
+        let seconds =
+            |v: String| Duration::from_secs_f64(v.parse::<f64>().unwrap_or_else(|_| usage()).clamp(0.1, 60.0));
         match flag.as_str() {
             "--port" => args.options.port = value().parse().unwrap_or_else(|_| usage()),
             "--seconds" => args.window = seconds(value()),
@@ -146,16 +148,25 @@ fn parse_args() -> Args {
             "--peer" => args.profile_peer = Some(args.profile_peer.unwrap_or(server::Hops::Rpc)),
             "--peer-hops" => args.profile_peer = Some(server::Hops::parse(&value()).unwrap_or_else(|| usage())),
             "--profile" => args.profile = Some(profile::Route::parse(&value()).unwrap_or_else(|| usage())),
-            "--requests" => args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage()),
+            "--requests" => {
+                args.requests = value().parse().ok().filter(|n| (1..=100_000).contains(n)).unwrap_or_else(|| usage())
+            }
             "--warmup-requests" => {
-                args.warmup_requests = value().parse().ok().filter(|n| *n <= profile::WARMUP_REQUESTS_MAX).unwrap_or_else(|| usage())
+                args.warmup_requests =
+                    value().parse().ok().filter(|n| *n <= profile::WARMUP_REQUESTS_MAX).unwrap_or_else(|| usage())
             }
             // `--v8-flag=--no-liftoff` as well as `--v8-flag --no-liftoff`.
             "--v8-flag" => args.options.v8_flags.push(value()),
-            v8_flag if v8_flag.starts_with("--v8-flag=") => args.options.v8_flags.push(v8_flag["--v8-flag=".len()..].to_string()),
+            v8_flag if v8_flag.starts_with("--v8-flag=") => {
+                args.options.v8_flags.push(v8_flag["--v8-flag=".len()..].to_string())
+            }
             "--linger" => args.linger = seconds(value()),
             "--rounds" => {
-                args.rounds = value().parse().ok().filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n)).unwrap_or_else(|| usage())
+                args.rounds = value()
+                    .parse()
+                    .ok()
+                    .filter(|n| (rounds::ROUNDS_MIN..=rounds::ROUNDS_MAX).contains(n))
+                    .unwrap_or_else(|| usage())
             }
             "--before-build" => args.before_build = Some(PathBuf::from(value())),
             "--waiters" => {
@@ -182,7 +193,10 @@ fn parse_args() -> Args {
         usage()
     }
     if args.options.port == 0 {
-        args.options.port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        args.options.port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
     }
     args
 }
@@ -230,7 +244,9 @@ fn main() {
         let _ = std::fs::create_dir_all(parent);
     }
     let temporary = args.out.with_extension("json.tmp");
-    std::fs::write(&temporary, json).and_then(|_| std::fs::rename(&temporary, &args.out)).unwrap_or_else(|e| fail(&e.to_string()));
+    std::fs::write(&temporary, json)
+        .and_then(|_| std::fs::rename(&temporary, &args.out))
+        .unwrap_or_else(|e| fail(&e.to_string()));
     eprintln!("bench: wrote {}", args.out.display());
 }
 
@@ -248,7 +264,14 @@ fn profile_route(args: &Args, route: profile::Route) {
     let outcome = runtime.block_on(async {
         let server = Server::start(&options, &run_dir)?;
         let inspector = options.inspector_port.unwrap_or_default();
-        profile::run(&server, inspector, route, (args.warmup_requests, args.requests), args.options.signing_key.as_bytes()).await
+        profile::run(
+            &server,
+            inspector,
+            route,
+            (args.warmup_requests, args.requests),
+            args.options.signing_key.as_bytes(),
+        )
+        .await
     });
     let _ = std::fs::remove_dir_all(&run_dir);
     print_v8_flags(args);
@@ -265,11 +288,21 @@ fn profile_before_after(args: &Args, route: profile::Route, before: &std::path::
     let outcome = runtime.block_on(async {
         let mut servers = Vec::new();
         for (name, build) in &builds {
-            let options = Options { port: free_port(), inspector_port: Some(free_port()), build: build.clone(), ..args.options.clone() };
-            eprintln!("profile: starting workerd for the {name} build ({}) on 127.0.0.1:{}", build.display(), options.port);
+            let options = Options {
+                port: free_port(),
+                inspector_port: Some(free_port()),
+                build: build.clone(),
+                ..args.options.clone()
+            };
+            eprintln!(
+                "profile: starting workerd for the {name} build ({}) on 127.0.0.1:{}",
+                build.display(),
+                options.port
+            );
             let server = Server::start(&options, &run_dir.join(name))?;
             let key = args.options.signing_key.as_bytes();
-            let session = profile::Session::start(&server, options.inspector_port.unwrap_or_default(), route, key).await?;
+            let session =
+                profile::Session::start(&server, options.inspector_port.unwrap_or_default(), route, key).await?;
             servers.push((server, session));
         }
         let mut profiles: [Vec<profile::Profile>; 2] = Default::default();
@@ -330,7 +363,12 @@ fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro: Vec<micro::Micro>) -> Result<Results, String> {
+async fn measure(
+    args: &Args,
+    run_dir: &std::path::Path,
+    size: (u64, u64),
+    micro: Vec<micro::Micro>,
+) -> Result<Results, String> {
     let server = &start_server(args, &run_dir.join("main"), args.options.port)?;
     let api = Api::new(&server.base(), Duration::from_secs(load::REQUEST_TIMEOUT_S));
     let key = args.options.signing_key.as_bytes().to_vec();
@@ -379,7 +417,10 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             let (a, b) = (one.clone(), one.clone());
             Pair {
                 sequential: load::run(&api, server, shape(1), 200, move |n| service::report(&a, n)).await,
-                concurrent: load::run(&api, server, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n)).await,
+                concurrent: load::run(&api, server, shape(CONNECTIONS), 200, move |n| {
+                    service::report(&b, 1_000_000_000 + n)
+                })
+                .await,
             }
         }
         false => Pair::skipped(CONNECTIONS),
@@ -388,8 +429,14 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
     eprintln!("bench: (3) reports over {SPREAD_HANDOFFS} hand-offs, of one owner and of one owner each");
     let (spread_one_owner, spread_many_owners) = match args.runs("spread") {
         true => (
-            spread(&api, server, (args.warmup, args.window), &key, "spread-one-owner", |_| "bench-spread-owner".to_string()).await?,
-            spread(&api, server, (args.warmup, args.window), &key, "spread-many-owners", |i| format!("bench-owner-{i}")).await?,
+            spread(&api, server, (args.warmup, args.window), &key, "spread-one-owner", |_| {
+                "bench-spread-owner".to_string()
+            })
+            .await?,
+            spread(&api, server, (args.warmup, args.window), &key, "spread-many-owners", |i| {
+                format!("bench-owner-{i}")
+            })
+            .await?,
         ),
         false => (Throughput::skipped(CONNECTIONS), Throughput::skipped(CONNECTIONS)),
     };
@@ -410,8 +457,10 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             let (a, b) = (h.clone(), h.clone());
             let pair = Pair {
                 sequential: load::run(&tmpfs_api, &tmpfs, shape(1), 200, move |n| service::report(&a, n)).await,
-                concurrent: load::run(&tmpfs_api, &tmpfs, shape(CONNECTIONS), 200, move |n| service::report(&b, 1_000_000_000 + n))
-                    .await,
+                concurrent: load::run(&tmpfs_api, &tmpfs, shape(CONNECTIONS), 200, move |n| {
+                    service::report(&b, 1_000_000_000 + n)
+                })
+                .await,
             };
             Some((Pair { sequential: floor_seq, concurrent: floor_con }, pair))
         }
@@ -435,7 +484,12 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
             let round = fanout::run(&api, server, &handoff, waiters).await?;
             eprintln!(
                 "bench:   {waiters} waiters: {} answered, p99 {} ms, max {} ms, RSS {} → {} → {} MiB",
-                round.answered, round.p99_ms, round.max_ms, round.rss_mib_before, round.rss_mib_holding, round.rss_mib_after
+                round.answered,
+                round.p99_ms,
+                round.max_ms,
+                round.rss_mib_before,
+                round.rss_mib_holding,
+                round.rss_mib_after
             );
             fanouts.push(round);
         }
@@ -473,7 +527,12 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
                 args.rounds
             );
             let rust = Options { port: free_port(), ..args.options.clone() };
-            let reference = |hops| Options { port: free_port(), peer: Some(hops), build: args.peer_build.clone(), ..args.options.clone() };
+            let reference = |hops| Options {
+                port: free_port(),
+                peer: Some(hops),
+                build: args.peer_build.clone(),
+                ..args.options.clone()
+            };
             let sides = [rust, reference(server::Hops::Fetch), reference(server::Hops::Rpc)];
             Some(peer::run(&sides, run_dir, &key, args.warmup, args.window, args.rounds).await?)
         }
@@ -486,7 +545,12 @@ async fn measure(args: &Args, run_dir: &std::path::Path, size: (u64, u64), micro
         get_one,
         report_one,
         report_one_tmpfs,
-        Spread { handoffs: SPREAD_HANDOFFS, one_owner: spread_one_owner, one_owner_each: spread_many_owners, rss_mib_after: rss_mib_after_spread },
+        Spread {
+            handoffs: SPREAD_HANDOFFS,
+            one_owner: spread_one_owner,
+            one_owner_each: spread_many_owners,
+            rss_mib_after: rss_mib_after_spread,
+        },
         fanouts,
         SizeStart {
             wasm_bytes: size.0,
@@ -527,5 +591,6 @@ pub(crate) async fn spread_load(
     handoffs: std::sync::Arc<Vec<service::Handoff>>,
     offset: u64,
 ) -> stats::Throughput {
-    load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], offset + n)).await
+    load::run(api, server, shape, 200, move |n| service::report(&handoffs[n as usize % handoffs.len()], offset + n))
+        .await
 }

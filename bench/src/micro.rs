@@ -75,7 +75,8 @@ fn measure(name: &str, mut op: impl FnMut()) -> Micro {
         }
         iterations *= 2;
     }
-    let mut ns_per_op: Vec<f64> = (0..SAMPLES).map(|_| time(iterations).as_nanos() as f64 / iterations as f64).collect();
+    let mut ns_per_op: Vec<f64> =
+        (0..SAMPLES).map(|_| time(iterations).as_nanos() as f64 / iterations as f64).collect();
     ns_per_op.sort_by(f64::total_cmp);
     Micro {
         name: name.to_string(),

@@ -149,7 +149,14 @@ fn offset(shape: usize, round: usize, rounds: usize) -> u64 {
 
 /// `sides`: this Worker, the reference over fetch, the reference over RPC. Every row and shape
 /// is measured in `rounds` rounds, round r in the order `rounds::rotation(r, 3)`.
-pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Duration, window: Duration, rounds: usize) -> Result<Peer, String> {
+pub async fn run(
+    sides: &[Options; 3],
+    run_dir: &Path,
+    key: &[u8],
+    warmup: Duration,
+    window: Duration,
+    rounds: usize,
+) -> Result<Peer, String> {
     let mut started = Vec::new();
     for (options, dir) in sides.iter().zip(["peer-rust", "peer-ts-fetch", "peer-ts-rpc"]) {
         started.push(side(options, &run_dir.join(dir), key).await?);
@@ -175,7 +182,8 @@ pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Durat
                 for w in rounds::rotation(round, started.len()) {
                     let s = &started[w];
                     let handoffs = s.handoffs.clone();
-                    measured[w].push(load::run(&s.api, &s.server, shape, 200, move |n| make(&handoffs, offset + n)).await);
+                    measured[w]
+                        .push(load::run(&s.api, &s.server, shape, 200, move |n| make(&handoffs, offset + n)).await);
                 }
             }
             row.shapes.push(Rounds::of(connections, measured));
@@ -188,14 +196,17 @@ pub async fn run(sides: &[Options; 3], run_dir: &Path, key: &[u8], warmup: Durat
     let mut spread = Vec::new();
     for s in &started {
         let owner = |_| "peer-spread-owner".to_string();
-        spread.push(std::sync::Arc::new(service::create_many(&s.api, crate::SPREAD_HANDOFFS, crate::CONNECTIONS, "peer-spread", key, owner).await?));
+        spread.push(std::sync::Arc::new(
+            service::create_many(&s.api, crate::SPREAD_HANDOFFS, crate::CONNECTIONS, "peer-spread", key, owner).await?,
+        ));
     }
     let shape = Shape { connections: crate::CONNECTIONS, warmup, window };
     let mut measured: [Vec<Throughput>; 3] = Default::default();
     for round in 0..rounds {
         for w in rounds::rotation(round, started.len()) {
             let s = &started[w];
-            measured[w].push(crate::spread_load(&s.api, &s.server, shape, spread[w].clone(), offset(0, round, rounds)).await);
+            measured[w]
+                .push(crate::spread_load(&s.api, &s.server, shape, spread[w].clone(), offset(0, round, rounds)).await);
         }
     }
     rows.push(Row { name, shapes: vec![Rounds::of(crate::CONNECTIONS, measured)] });
@@ -226,7 +237,8 @@ async fn check(sides: &[Side]) -> Result<Vec<Agreement>, String> {
 /// origin, which its briefing's closing instruction names.
 pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: &str) -> Result<Agreement, String> {
     let package = |answer: &Value, whose: &str| -> Result<Package, String> {
-        serde_json::from_value(answer["package"].clone()).map_err(|e| format!("{whose} package does not read as handoff-core's: {e}"))
+        serde_json::from_value(answer["package"].clone())
+            .map_err(|e| format!("{whose} package does not read as handoff-core's: {e}"))
     };
     let (ours_package, theirs) = (package(ours, "our")?, package(reference, "the reference's")?);
     let hash = reference["package_hash"].as_str().unwrap_or_default().to_string();
@@ -246,9 +258,11 @@ pub fn agreement(hops: &'static str, ours: &Value, reference: &Value, base_url: 
         package: theirs,
         document: Default::default(),
     };
-    let briefing::Briefing { text: rendered, left_out, .. } = briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base_url));
-    let briefing_differs_at = (rendered != text)
-        .then(|| rendered.bytes().zip(text.bytes()).position(|(a, b)| a != b).unwrap_or(rendered.len().min(text.len())));
+    let briefing::Briefing { text: rendered, left_out, .. } =
+        briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base_url));
+    let briefing_differs_at = (rendered != text).then(|| {
+        rendered.bytes().zip(text.bytes()).position(|(a, b)| a != b).unwrap_or(rendered.len().min(text.len()))
+    });
     Ok(Agreement {
         hops,
         reference_hash_is_cores,
@@ -377,7 +391,14 @@ mod tests {
     fn answer(recorded_at: &str, base: &str) -> Value {
         let p: Package = serde_json::from_value(package(recorded_at)).unwrap();
         let hash = package_hash(&p);
-        let latest = Latest { package_version: 1, package_hash: hash.clone(), state: OfferState::Offered, rejection: None, package: p, document: Default::default() };
+        let latest = Latest {
+            package_version: 1,
+            package_hash: hash.clone(),
+            state: OfferState::Offered,
+            rejection: None,
+            package: p,
+            document: Default::default(),
+        };
         let text = briefing::render(&latest, service::PREVIEW_BUDGET_BYTES, &Reach::api(base)).text;
         json!({"package_version": 1, "package_hash": hash, "package": package(recorded_at), "briefing": text})
     }
@@ -404,7 +425,8 @@ mod tests {
         let mut other_statement = package("2026-12-01T10:00:00.000Z");
         other_statement["decisions"][0]["statement"] = json!("Use no flag.");
         let p: Package = serde_json::from_value(other_statement.clone()).unwrap();
-        let theirs = json!({"package_version": 1, "package_hash": package_hash(&p), "package": other_statement, "briefing": ""});
+        let theirs =
+            json!({"package_version": 1, "package_hash": package_hash(&p), "package": other_statement, "briefing": ""});
         let a = agreement("rpc", &ours, &theirs, BASE).unwrap();
         assert!(a.reference_hash_is_cores && !a.same_package, "{a:?}");
 
@@ -446,7 +468,8 @@ mod tests {
     #[test]
     fn no_two_shapes_or_rounds_number_their_reports_alike() {
         let rounds = 3;
-        let mut starts: Vec<u64> = (0..2).flat_map(|shape| (0..rounds).map(move |round| offset(shape, round, rounds))).collect();
+        let mut starts: Vec<u64> =
+            (0..2).flat_map(|shape| (0..rounds).map(move |round| offset(shape, round, rounds))).collect();
         starts.sort_unstable();
         starts.dedup();
         assert_eq!(starts.len(), 6);

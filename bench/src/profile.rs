@@ -74,7 +74,9 @@ impl Route {
             Route::Floor => "GET /v1/bench/floor",
             Route::Get => "GET /v1/handoffs/:id (owner)",
             Route::Report => "POST /v1/handoffs/:id/report (each a real change)",
-            Route::Package => "POST /v1/handoffs/:id/turns?dry_run=true&budget=8192 (20 decisions, 20 artifacts, 100 files)",
+            Route::Package => {
+                "POST /v1/handoffs/:id/turns?dry_run=true&budget=8192 (20 decisions, 20 artifacts, 100 files)"
+            }
         }
     }
 }
@@ -91,7 +93,8 @@ pub enum Category {
 
 impl Category {
     /// The groups a profile's busy time is made of, in the tables' order.
-    pub const BUSY: [Category; 5] = [Category::Wasm, Category::Glue, Category::Runtime, Category::Gc, Category::Program];
+    pub const BUSY: [Category; 5] =
+        [Category::Wasm, Category::Glue, Category::Runtime, Category::Gc, Category::Program];
 
     fn short(self) -> &'static str {
         match self {
@@ -162,7 +165,9 @@ pub struct Profile {
 pub fn clean_symbol(name: &str) -> String {
     let name = name.trim_start_matches('$');
     match name.rfind("::h") {
-        Some(at) if name[at + 3..].len() == 16 && name[at + 3..].bytes().all(|b| b.is_ascii_hexdigit()) => name[..at].to_string(),
+        Some(at) if name[at + 3..].len() == 16 && name[at + 3..].bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name[..at].to_string()
+        }
         _ => name.to_string(),
     }
 }
@@ -200,7 +205,8 @@ pub fn summarise(profile: &Value, route: Route, warmup: usize, requests: usize, 
         let url = frame["url"].as_str().unwrap_or("");
         let category = Category::of(function, url);
         let id = node["id"].as_u64().unwrap_or(0);
-        let name = if function.is_empty() { format!("(anonymous, from {})", caller(id)) } else { clean_symbol(function) };
+        let name =
+            if function.is_empty() { format!("(anonymous, from {})", caller(id)) } else { clean_symbol(function) };
         let label = match category {
             Category::Runtime if !url.is_empty() => format!("{name} ({})", url.rsplit('/').next().unwrap_or(url)),
             _ => name,
@@ -208,7 +214,8 @@ pub fn summarise(profile: &Value, route: Route, warmup: usize, requests: usize, 
         frames.insert(node["id"].as_u64().unwrap_or(0), (label, category));
     }
     let samples: Vec<u64> = profile["samples"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
-    let deltas: Vec<u64> = profile["timeDeltas"].as_array().into_iter().flatten().map(|d| d.as_i64().unwrap_or(0).max(0) as u64).collect();
+    let deltas: Vec<u64> =
+        profile["timeDeltas"].as_array().into_iter().flatten().map(|d| d.as_i64().unwrap_or(0).max(0) as u64).collect();
     let mut by_function: HashMap<(String, Category), u64> = HashMap::new();
     for (i, node) in samples.iter().enumerate() {
         let lasted = deltas.get(i + 1).copied().unwrap_or(0);
@@ -250,7 +257,12 @@ pub fn table(p: &Profile) -> String {
     out.push_str(&format!("  top {TOP_FUNCTIONS} functions by self time\n"));
     for f in p.functions.iter().take(TOP_FUNCTIONS) {
         let name: String = f.name.chars().take(90).collect();
-        out.push_str(&format!("  {:>8.1} µs {:>5.1}%  {:<7} {name}\n", per(f.self_us), share(f.self_us), f.category.short()));
+        out.push_str(&format!(
+            "  {:>8.1} µs {:>5.1}%  {:<7} {name}\n",
+            per(f.self_us),
+            share(f.self_us),
+            f.category.short()
+        ));
     }
     out
 }
@@ -286,7 +298,11 @@ pub struct Change {
 
 impl Change {
     pub fn of(before: &[f64], after: &[f64]) -> Change {
-        Change { before: Spread::of(before), after: Spread::of(after), ratio: Spread::of(&rounds::ratios(after, before)) }
+        Change {
+            before: Spread::of(before),
+            after: Spread::of(after),
+            ratio: Spread::of(&rounds::ratios(after, before)),
+        }
     }
 }
 
@@ -294,7 +310,11 @@ impl Change {
 /// with a hash of the build (`__wbg_handle_d47f161f9b04574c`), which is dropped here.
 pub fn comparable_name(name: &str) -> &str {
     match name.rsplit_once('_') {
-        Some((stem, hash)) if name.starts_with("__wbg") && hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => stem,
+        Some((stem, hash))
+            if name.starts_with("__wbg") && hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            stem
+        }
         _ => name,
     }
 }
@@ -305,7 +325,9 @@ pub fn functions_by_round(profiles: &[Profile]) -> HashMap<(String, Category), V
     let mut out: HashMap<(String, Category), Vec<f64>> = HashMap::new();
     for (round, p) in profiles.iter().enumerate() {
         for f in &p.functions {
-            let rounds = out.entry((comparable_name(&f.name).to_string(), f.category)).or_insert_with(|| vec![0.0; profiles.len()]);
+            let rounds = out
+                .entry((comparable_name(&f.name).to_string(), f.category))
+                .or_insert_with(|| vec![0.0; profiles.len()]);
             rounds[round] += f.self_us as f64 / p.requests.max(1) as f64;
         }
     }
@@ -322,7 +344,8 @@ fn show_spread(s: Option<Spread>) -> String {
 /// The before → after table of one route.
 pub fn compare_table(c: &Compared) -> String {
     let rounds = c.before.len().min(c.after.len());
-    let wall = |ps: &[Profile]| rounds::median(&ps.iter().map(|p| p.wall.as_secs_f64()).collect::<Vec<_>>()).unwrap_or(0.0);
+    let wall =
+        |ps: &[Profile]| rounds::median(&ps.iter().map(|p| p.wall.as_secs_f64()).collect::<Vec<_>>()).unwrap_or(0.0);
     let mut out = format!(
         "profile of {}, before → after: {rounds} rounds of {} requests one after another on each build, each after {} to warm up, {:.1} s / {:.1} s each (median)\n\
          \x20 before: {}\n\
@@ -338,7 +361,10 @@ pub fn compare_table(c: &Compared) -> String {
         c.builds[0],
         c.builds[1],
     );
-    out.push_str(&format!("  {:<26} {:>24}    {:>24}  {:>16}\n", "self time by group", "before µs/req", "after µs/req", "after ÷ before"));
+    out.push_str(&format!(
+        "  {:<26} {:>24}    {:>24}  {:>16}\n",
+        "self time by group", "before µs/req", "after µs/req", "after ÷ before"
+    ));
     let groups = Category::BUSY.iter().map(|&g| (g.name(), Some(g))).chain([("busy per request", None)]);
     for (name, group) in groups {
         let figure = |ps: &[Profile]| ps.iter().take(rounds).map(|p| per_request(p, group)).collect::<Vec<f64>>();
@@ -356,7 +382,9 @@ pub fn compare_table(c: &Compared) -> String {
     let mut top: Vec<(&(String, Category), f64, f64)> =
         after.iter().map(|(key, a)| (key, median(before.get(key)), median(Some(a)))).collect();
     top.sort_by(|x, y| y.2.total_cmp(&x.2).then(x.0.cmp(y.0)));
-    out.push_str(&format!("  top {TOP_FUNCTIONS_COMPARED} functions by the after build's median self time, µs/req before → after\n"));
+    out.push_str(&format!(
+        "  top {TOP_FUNCTIONS_COMPARED} functions by the after build's median self time, µs/req before → after\n"
+    ));
     for ((name, group), b, a) in top.into_iter().take(TOP_FUNCTIONS_COMPARED) {
         let name: String = name.chars().take(90).collect();
         out.push_str(&format!("  {b:>8.1} → {a:>8.1}  {:<7} {name}\n", group.short()));
@@ -373,7 +401,12 @@ struct Inspector {
 impl Inspector {
     /// Connects to the first target workerd's inspector lists.
     async fn connect(api: &Api, port: u16) -> Result<Inspector, String> {
-        let list = api.client.get(format!("http://127.0.0.1:{port}/json/list")).send().await.map_err(|e| format!("inspector list: {e}"))?;
+        let list = api
+            .client
+            .get(format!("http://127.0.0.1:{port}/json/list"))
+            .send()
+            .await
+            .map_err(|e| format!("inspector list: {e}"))?;
         let text = list.text().await.map_err(|e| format!("inspector list: {e}"))?;
         let targets: Value = serde_json::from_str(&text).map_err(|e| format!("inspector list: {e}: {text}"))?;
         let url = targets
@@ -384,7 +417,8 @@ impl Inspector {
             .to_string();
         let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("inspector: {e}"))?;
         stream.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
-        let (socket, _) = tungstenite::client(url.as_str(), stream).map_err(|e| format!("inspector handshake ({url}): {e}"))?;
+        let (socket, _) =
+            tungstenite::client(url.as_str(), stream).map_err(|e| format!("inspector handshake ({url}): {e}"))?;
         Ok(Inspector { socket, next_id: 1 })
     }
 
@@ -410,7 +444,13 @@ impl Inspector {
 
 /// Profiles `requests` requests of `route` against `server`, whose inspector is on
 /// `inspector_port`, after `warmup` requests.
-pub async fn run(server: &Server, inspector_port: u16, route: Route, (warmup, requests): (usize, usize), key: &[u8]) -> Result<Profile, String> {
+pub async fn run(
+    server: &Server,
+    inspector_port: u16,
+    route: Route,
+    (warmup, requests): (usize, usize),
+    key: &[u8],
+) -> Result<Profile, String> {
     Session::start(server, inspector_port, route, key).await?.profile(warmup, requests).await
 }
 
@@ -520,7 +560,10 @@ mod tests {
             requests,
             warmup: WARMUP_REQUESTS,
             categories: vec![(Category::Wasm, wasm_us), (Category::Glue, glue_us)],
-            functions: functions.iter().map(|&(name, category, self_us)| Function { name: name.into(), category, self_us }).collect(),
+            functions: functions
+                .iter()
+                .map(|&(name, category, self_us)| Function { name: name.into(), category, self_us })
+                .collect(),
             busy_us: wasm_us + glue_us,
             wall: Duration::from_secs(1),
         }
@@ -550,14 +593,20 @@ mod tests {
         assert_eq!(comparable_name("__wbg___wbindgen_number_get_934b640d0889af78"), "__wbg___wbindgen_number_get");
         assert_eq!(comparable_name("handoff::router::handle"), "handoff::router::handle");
         assert_eq!(comparable_name("__wbg_handle_short"), "__wbg_handle_short");
-        let before = [profile(0, 0, 10, &[("__wbg_handle_0123456789abcdef", Category::Glue, 100)]), profile(0, 0, 10, &[])];
+        let before =
+            [profile(0, 0, 10, &[("__wbg_handle_0123456789abcdef", Category::Glue, 100)]), profile(0, 0, 10, &[])];
         let by_round = functions_by_round(&before);
-        assert_eq!(by_round[&("__wbg_handle".to_string(), Category::Glue)], [10.0, 0.0], "absent from a round: 0 there");
+        assert_eq!(
+            by_round[&("__wbg_handle".to_string(), Category::Glue)],
+            [10.0, 0.0],
+            "absent from a round: 0 there"
+        );
     }
 
     #[test]
     fn the_comparison_table_quotes_each_group_and_the_busy_time() {
-        let before = vec![profile(1_000, 1_000, 10, &[]), profile(2_000, 1_000, 10, &[]), profile(1_200, 1_000, 10, &[])];
+        let before =
+            vec![profile(1_000, 1_000, 10, &[]), profile(2_000, 1_000, 10, &[]), profile(1_200, 1_000, 10, &[])];
         let after = vec![profile(500, 1_000, 10, &[]), profile(2_200, 1_000, 10, &[]), profile(600, 1_000, 10, &[])];
         let c = Compared { route: Route::Floor, requests: 10, builds: ["b".into(), "a".into()], before, after };
         let t = compare_table(&c);

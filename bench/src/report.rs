@@ -168,7 +168,9 @@ impl Results {
             report_ratio_concurrent_32_met: report_ratio.concurrent >= REPORT_RATIO_TARGET,
             fanout_1000_all_within_100_ms_met: thousand
                 .is_some_and(|f| f.answered == f.waiters && f.max_ms <= FANOUT_1000_MS_TARGET),
-            fanout_rss_back_within_10_percent_met: fanout.iter().all(|f| f.rss_after_over_before <= RSS_AFTER_OVER_BEFORE_MAX),
+            fanout_rss_back_within_10_percent_met: fanout
+                .iter()
+                .all(|f| f.rss_after_over_before <= RSS_AFTER_OVER_BEFORE_MAX),
             wasm_gzip_under_400_kb_met: size_start.wasm_gzip_bytes < size_start.wasm_gzip_target_bytes,
         };
         Results {
@@ -185,8 +187,11 @@ impl Results {
             },
             get_one_handoff: Measured { ratio_to_floor: Ratios::of(&get_one, &floor), pair: get_one },
             report_one_handoff: Measured { pair: report_one, ratio_to_floor: report_ratio },
-            report_one_handoff_tmpfs: report_one_tmpfs
-                .map(|(floor, report)| TmpfsMeasured { ratio_to_floor: Ratios::of(&report, &floor), floor, report }),
+            report_one_handoff_tmpfs: report_one_tmpfs.map(|(floor, report)| TmpfsMeasured {
+                ratio_to_floor: Ratios::of(&report, &floor),
+                floor,
+                report,
+            }),
             report_spread: SpreadMeasured { spread, ratio_to_floor: spread_ratio },
             floor,
             fanout,
@@ -243,7 +248,11 @@ pub fn table(r: &Results) -> String {
         "\nhandoff-bench: {} on {} CPUs, commit {}; {} s windows after {} s warm-up; run took {} s; load average {} → {}\n",
         run.workerd, run.cpus, run.commit, run.window_s, run.warmup_s, run.total_s, run.load_average_start, run.load_average_end
     );
-    let _ = writeln!(t, "{:<46} {:>34} | {:>34}", "throughput (closed loop)", "sequential (1 connection)", "32 connections");
+    let _ = writeln!(
+        t,
+        "{:<46} {:>34} | {:>34}",
+        "throughput (closed loop)", "sequential (1 connection)", "32 connections"
+    );
     let _ = writeln!(
         t,
         "{:<46} {:>6} {:>6} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} {:>6}",
@@ -263,30 +272,88 @@ pub fn table(r: &Results) -> String {
     let mut row = |name: &str, seq: Option<&Throughput>, seq_ratio, con: Option<&Throughput>, con_ratio| {
         let _ = writeln!(t, "{name:<46} {} | {}", cells(seq, seq_ratio), cells(con, con_ratio));
     };
-    row("1 floor: object round trip, no auth/storage", Some(&r.floor.sequential), Some(1.0), Some(&r.floor.concurrent), Some(1.0));
+    row(
+        "1 floor: object round trip, no auth/storage",
+        Some(&r.floor.sequential),
+        Some(1.0),
+        Some(&r.floor.concurrent),
+        Some(1.0),
+    );
     let g = &r.get_one_handoff;
-    row("  read one hand-off: + auth, no storage", Some(&g.pair.sequential), Some(g.ratio_to_floor.sequential), Some(&g.pair.concurrent), Some(g.ratio_to_floor.concurrent));
+    row(
+        "  read one hand-off: + auth, no storage",
+        Some(&g.pair.sequential),
+        Some(g.ratio_to_floor.sequential),
+        Some(&g.pair.concurrent),
+        Some(g.ratio_to_floor.concurrent),
+    );
     let p = &r.report_one_handoff;
-    row("2 reports on one hand-off", Some(&p.pair.sequential), Some(p.ratio_to_floor.sequential), Some(&p.pair.concurrent), Some(p.ratio_to_floor.concurrent));
+    row(
+        "2 reports on one hand-off",
+        Some(&p.pair.sequential),
+        Some(p.ratio_to_floor.sequential),
+        Some(&p.pair.concurrent),
+        Some(p.ratio_to_floor.concurrent),
+    );
     if let Some(m) = &r.report_one_handoff_tmpfs {
-        row("  floor, objects' storage on tmpfs", Some(&m.floor.sequential), Some(1.0), Some(&m.floor.concurrent), Some(1.0));
-        row("  reports on one hand-off, storage on tmpfs", Some(&m.report.sequential), Some(m.ratio_to_floor.sequential), Some(&m.report.concurrent), Some(m.ratio_to_floor.concurrent));
+        row(
+            "  floor, objects' storage on tmpfs",
+            Some(&m.floor.sequential),
+            Some(1.0),
+            Some(&m.floor.concurrent),
+            Some(1.0),
+        );
+        row(
+            "  reports on one hand-off, storage on tmpfs",
+            Some(&m.report.sequential),
+            Some(m.ratio_to_floor.sequential),
+            Some(&m.report.concurrent),
+            Some(m.ratio_to_floor.concurrent),
+        );
     }
     let s = &r.report_spread;
-    row("3 reports over 1,000 hand-offs, one owner", None, None, Some(&s.spread.one_owner), Some(s.ratio_to_floor.one_owner));
-    row("  reports over 1,000 hand-offs, 1,000 owners", None, None, Some(&s.spread.one_owner_each), Some(s.ratio_to_floor.one_owner_each));
+    row(
+        "3 reports over 1,000 hand-offs, one owner",
+        None,
+        None,
+        Some(&s.spread.one_owner),
+        Some(s.ratio_to_floor.one_owner),
+    );
+    row(
+        "  reports over 1,000 hand-offs, 1,000 owners",
+        None,
+        None,
+        Some(&s.spread.one_owner_each),
+        Some(s.ratio_to_floor.one_owner_each),
+    );
     let tmpfs: Vec<&Pair> = r.report_one_handoff_tmpfs.iter().flat_map(|m| [&m.floor, &m.report]).collect();
-    let errors: u64 = [&r.floor, &g.pair, &p.pair].into_iter().chain(tmpfs).map(|x| x.sequential.errors + x.concurrent.errors).sum::<u64>()
+    let errors: u64 = [&r.floor, &g.pair, &p.pair]
+        .into_iter()
+        .chain(tmpfs)
+        .map(|x| x.sequential.errors + x.concurrent.errors)
+        .sum::<u64>()
         + s.spread.one_owner.errors
         + s.spread.one_owner_each.errors;
     let _ = writeln!(t, "cpuµs: workerd's CPU time per request sent (all its threads, from /proc)");
-    let _ = writeln!(t, "workerd RSS after (3), with 2,000 hand-off objects and 1,001 owner indexes live: {} MiB", s.spread.rss_mib_after);
+    let _ = writeln!(
+        t,
+        "workerd RSS after (3), with 2,000 hand-off objects and 1,001 owner indexes live: {} MiB",
+        s.spread.rss_mib_after
+    );
     let _ = writeln!(t, "errors (non-200 or failed requests) over all load phases: {errors}\n");
 
     let _ = writeln!(
         t,
         "{:<22} {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>27} {:>7}",
-        "4 long-poll fan-out", "answered", "p50ms", "p99ms", "max ms", "report ms", "cpuµs/wait", "RSS MiB before/held/after", "after/before"
+        "4 long-poll fan-out",
+        "answered",
+        "p50ms",
+        "p99ms",
+        "max ms",
+        "report ms",
+        "cpuµs/wait",
+        "RSS MiB before/held/after",
+        "after/before"
     );
     for f in &r.fanout {
         let _ = writeln!(
@@ -309,7 +376,16 @@ pub fn table(r: &Results) -> String {
         let _ = writeln!(
             t,
             "\n{:<22} {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>10} {:>35} {:>9}",
-            "4 watch fan-out", "received", "p50ms", "p99ms", "max ms", "report ms", "max-answer", "cpuµs/sock", "RSS MiB before/live/evicted/after", "KiB/idle"
+            "4 watch fan-out",
+            "received",
+            "p50ms",
+            "p99ms",
+            "max ms",
+            "report ms",
+            "max-answer",
+            "cpuµs/sock",
+            "RSS MiB before/live/evicted/after",
+            "KiB/idle"
         );
     }
     for w in &r.watch_fanout {
@@ -337,9 +413,17 @@ pub fn table(r: &Results) -> String {
         "\n5 .wasm {} bytes raw, {} bytes gzipped (target < {}); start → first answer {} ms, first Durable Object answer {} ms later",
         z.wasm_bytes, z.wasm_gzip_bytes, z.wasm_gzip_target_bytes, z.start_to_first_answer_ms, z.first_durable_object_answer_ms
     );
-    let _ = writeln!(t, "\n6 native micro-benchmarks (median of {} timed samples)", r.micro.first().map_or(0, |m| m.samples));
+    let _ = writeln!(
+        t,
+        "\n6 native micro-benchmarks (median of {} timed samples)",
+        r.micro.first().map_or(0, |m| m.samples)
+    );
     for m in &r.micro {
-        let _ = writeln!(t, "  {:<50} {:>9.1} ns/op  (min {:.1}, max {:.1})", m.name, m.ns_per_op_median, m.ns_per_op_min, m.ns_per_op_max);
+        let _ = writeln!(
+            t,
+            "  {:<50} {:>9.1} ns/op  (min {:.1}, max {:.1})",
+            m.name, m.ns_per_op_median, m.ns_per_op_min, m.ns_per_op_max
+        );
     }
     if let Some(peer) = &r.peer {
         let _ = write!(t, "\n{}", crate::peer::table(peer));

@@ -152,7 +152,10 @@ mod tests {
         assert_eq!(Spread::of(&[1.2, 0.8, 1.0]), Some(Spread { median: 1.0, min: 0.8, max: 1.2 }));
         assert_eq!(Spread::of(&[2.0, f64::NAN]), Some(Spread { median: 2.0, min: 2.0, max: 2.0 }));
         assert_eq!(Spread::of(&[f64::NAN]), None);
-        assert_eq!(Spread { median: 1.23456, min: 0.98765, max: 1.5 }.rounded(2), Spread { median: 1.23, min: 0.99, max: 1.5 });
+        assert_eq!(
+            Spread { median: 1.23456, min: 0.98765, max: 1.5 }.rounded(2),
+            Spread { median: 1.23, min: 0.99, max: 1.5 }
+        );
     }
 
     #[test]
@@ -183,7 +186,11 @@ mod tests {
 
     #[test]
     fn for_cpu_the_better_reference_is_the_cheaper_one() {
-        let v = against_better(&[300.0, 300.0, 300.0], [("fetch", &[400.0, 400.0, 400.0]), ("rpc", &[600.0, 200.0, 700.0])], false);
+        let v = against_better(
+            &[300.0, 300.0, 300.0],
+            [("fetch", &[400.0, 400.0, 400.0]), ("rpc", &[600.0, 200.0, 700.0])],
+            false,
+        );
         assert_eq!(v.reference, "fetch", "fetch's median 400 is under rpc's 600, though rpc had the cheapest round");
         assert_eq!(v.ratio.map(|s| s.median), Some(0.75));
         let tie = against_better(&[1.0], [("fetch", &[2.0]), ("rpc", &[2.0])], false);

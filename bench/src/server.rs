@@ -93,7 +93,8 @@ impl Server {
         if !options.v8_flags.is_empty() {
             let path = dir.join("config.capnp");
             let config = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            fs::write(&path, workerd::with_v8_flags(&config, &options.v8_flags)).map_err(|e| format!("{}: {e}", path.display()))?;
+            fs::write(&path, workerd::with_v8_flags(&config, &options.v8_flags))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
         }
 
         let log = fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;
@@ -114,7 +115,8 @@ impl Server {
         }
         let started = Instant::now();
         let child = command.spawn().map_err(|e| format!("{}: {e}", options.workerd.display()))?;
-        let mut server = Server { port: options.port, dir: dir.to_path_buf(), child, start_to_first_answer: Duration::ZERO };
+        let mut server =
+            Server { port: options.port, dir: dir.to_path_buf(), child, start_to_first_answer: Duration::ZERO };
         server.start_to_first_answer = server.wait_first_answer(started)?;
         Ok(server)
     }

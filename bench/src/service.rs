@@ -74,7 +74,8 @@ pub async fn create_many(
 /// since no two reports carry the same summary (the version moves, the record is written,
 /// the owner's index is sent its row and waiters are woken).
 pub fn report(handoff: &Handoff, n: u64) -> Req {
-    let body = json!({"turn": 1, "status": "running", "summary": format!("bench: step {n} of the turn is done")}).to_string();
+    let body =
+        json!({"turn": 1, "status": "running", "summary": format!("bench: step {n} of the turn is done")}).to_string();
     Req::post(format!("/v1/handoffs/{}/report", handoff.id), handoff.machine_token.clone(), body)
 }
 
@@ -86,7 +87,10 @@ pub fn get(handoff: &Handoff) -> Req {
 
 /// A wait for any version above `after`, held for up to `timeout_s`.
 pub fn wait(handoff: &Handoff, after: u64, timeout_s: u64) -> Req {
-    Req::get(format!("/v1/handoffs/{}/wait?after={after}&timeout={timeout_s}", handoff.id), Some(handoff.owner_token.clone()))
+    Req::get(
+        format!("/v1/handoffs/{}/wait?after={after}&timeout={timeout_s}", handoff.id),
+        Some(handoff.owner_token.clone()),
+    )
 }
 
 pub fn floor() -> Req {
@@ -159,7 +163,8 @@ pub async fn create_with_work(api: &Api, owner_token: &Arc<str>, session: &str) 
     let files: Vec<_> = (0..PACKAGE_FILES)
         .map(|i| json!({"path": format!("services/billing/src/{}/part_{i:03}.rs", modules[i % modules.len()]), "insertions": (i * 37) % 211, "deletions": (i * 11) % 53}))
         .collect();
-    api.json(&Req::post(path("workspace"), h.machine_token.clone(), json!({"files": files}).to_string()), &[200]).await?;
+    api.json(&Req::post(path("workspace"), h.machine_token.clone(), json!({"files": files}).to_string()), &[200])
+        .await?;
     let done = json!({"turn": 1, "status": "done", "summary": "Steps 1-20 are merged behind the flag; the old path is not deleted yet.", "unmet": [4]});
     api.json(&Req::post(path("report"), h.machine_token.clone(), done.to_string()), &[200]).await?;
     Ok(h)
@@ -174,5 +179,9 @@ pub fn preview(handoff: &Handoff) -> Req {
         "purpose": "The session's context is nearly full; a fresh runtime takes the last step.",
         "note": "Criterion 4 is the one left: keep the old tables readable.",
     }});
-    Req::post(format!("/v1/handoffs/{}/turns?dry_run=true&budget={PREVIEW_BUDGET_BYTES}", handoff.id), handoff.owner_token.clone(), body.to_string())
+    Req::post(
+        format!("/v1/handoffs/{}/turns?dry_run=true&budget={PREVIEW_BUDGET_BYTES}", handoff.id),
+        handoff.owner_token.clone(),
+        body.to_string(),
+    )
 }

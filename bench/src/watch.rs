@@ -72,7 +72,8 @@ async fn open(base: &str, handoff: &Handoff, after: u64) -> Result<Socket, Strin
     let authority = request.uri().authority().map(|a| a.to_string()).ok_or("no authority")?;
     let stream = TcpStream::connect(authority).await.map_err(|e| e.to_string())?;
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
-    let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await.map_err(|e| e.to_string())?;
+    let (socket, _) =
+        tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await.map_err(|e| e.to_string())?;
     Ok(socket)
 }
 
@@ -96,7 +97,13 @@ async fn receive(socket: &mut Socket, version: u64) -> Option<Instant> {
     }
 }
 
-pub async fn run(api: &Api, server: &Server, handoff: &Handoff, after: u64, watchers: usize) -> Result<WatchFanout, String> {
+pub async fn run(
+    api: &Api,
+    server: &Server,
+    handoff: &Handoff,
+    after: u64,
+    watchers: usize,
+) -> Result<WatchFanout, String> {
     let rss_before = server.rss_kib();
     let open_before = crate::fanout::established_to(server.port);
     let base = server.base();
@@ -137,7 +144,8 @@ pub async fn run(api: &Api, server: &Server, handoff: &Handoff, after: u64, watc
     let answered_at = Instant::now();
     if report.0 != 200 {
         let log = server.log();
-        let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        let tail: String =
+            log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
         return Err(format!("watch fan-out report answered {}: {}; workerd's log ends:\n{tail}", report.0, report.1));
     }
     let mut latencies_us = Vec::with_capacity(watchers);

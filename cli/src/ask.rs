@@ -3,8 +3,10 @@
 //! the answer comes back as any other version does, through `/wait`.
 
 use crate::client::{Client, Handoff, Retry};
-use handoff_core::limits::{QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX};
-use handoff_core::question::{Pick, Choice, Kind, QuestionInput};
+use handoff_core::limits::{
+    QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_TEXT_BYTES_MAX,
+};
+use handoff_core::question::{Choice, Kind, Pick, QuestionInput};
 use handoff_core::turn::State;
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,9 @@ const RETRY_PAUSE_MS: u64 = 250;
 /// `HANDOFF_ANSWER_WAIT_S` read from `env`: whole seconds, at most [`ANSWER_WAIT_S_MAX`]; the
 /// default when unset or unreadable.
 pub fn answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
-    env("HANDOFF_ANSWER_WAIT_S").and_then(|v| v.trim().parse::<u64>().ok()).map_or(ANSWER_WAIT_S_DEFAULT, |s| s.min(ANSWER_WAIT_S_MAX))
+    env("HANDOFF_ANSWER_WAIT_S")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(ANSWER_WAIT_S_DEFAULT, |s| s.min(ANSWER_WAIT_S_MAX))
 }
 
 /// A permission question: its title (the tool and a line of its input) and the whole input,
@@ -39,7 +43,12 @@ pub fn permission_question(text: &str, input: Option<&str>) -> QuestionInput {
             );
             QuestionInput { kind: Kind::Permission, text, input: None, options: vec![deny] }
         }
-        _ => QuestionInput { kind: Kind::Permission, text: text.to_string(), input: input.map(str::to_string), options: vec![allow, deny] },
+        _ => QuestionInput {
+            kind: Kind::Permission,
+            text: text.to_string(),
+            input: input.map(str::to_string),
+            options: vec![allow, deny],
+        },
     }
 }
 
@@ -110,7 +119,11 @@ pub fn unaskable_decision(why: &Unaskable) -> String {
 /// A `PermissionRequest` decision that denies, with the note the model reads: for what is
 /// decided on the machine, no owner's pick.
 pub fn deny_decision(note: String) -> String {
-    permission_decision(&Pick { option: "deny".into(), note: Some(note), answered_at: handoff_core::time::Timestamp::from_ms(0) })
+    permission_decision(&Pick {
+        option: "deny".into(),
+        note: Some(note),
+        answered_at: handoff_core::time::Timestamp::from_ms(0),
+    })
 }
 
 /// What a harness's `PermissionRequest` asks the owner.
@@ -137,7 +150,11 @@ impl Prompt {
         match self {
             Prompt::Permission { text, input } => permission_question(text, input.as_deref()),
             Prompt::Choice { text, labels, .. } => {
-                let options = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() }).collect();
+                let options = labels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, label)| Choice { id: (i + 1).to_string(), label: label.clone() })
+                    .collect();
                 QuestionInput { kind: Kind::Choice, text: text.clone(), input: None, options }
             }
         }
@@ -150,7 +167,13 @@ impl Prompt {
         match self {
             Prompt::Permission { .. } => permission_decision(answer),
             Prompt::Choice { text, labels, input } => {
-                let label = answer.option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))).cloned().unwrap_or_default();
+                let label = answer
+                    .option
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| labels.get(n.wrapping_sub(1)))
+                    .cloned()
+                    .unwrap_or_default();
                 // The owner's note travels with the label, as a person's own words would.
                 let chosen = match &answer.note {
                     Some(note) if !note.trim().is_empty() => format!("{label} (note: {note})"),
@@ -221,7 +244,9 @@ pub fn permission_decision(answer: &Pick) -> String {
         (Some(note), "deny") => format!(r#","message":{}"#, serde_json::Value::String(note.clone())),
         _ => String::new(),
     };
-    format!(r#"{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"{behavior}"{message}}}}}}}"#)
+    format!(
+        r#"{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"{behavior}"{message}}}}}}}"#
+    )
 }
 
 #[cfg(test)]
@@ -239,7 +264,10 @@ mod tests {
         assert_eq!(choice_fits("Which?", &labels(1)), Ok(()));
         assert_eq!(choice_fits("Which?", &labels(QUESTION_OPTIONS_MAX)), Ok(()));
         assert_eq!(choice_fits("Which?", &[]), Err(Unaskable::NoOptions));
-        assert_eq!(choice_fits("Which?", &labels(QUESTION_OPTIONS_MAX + 1)), Err(Unaskable::TooManyOptions(QUESTION_OPTIONS_MAX + 1)));
+        assert_eq!(
+            choice_fits("Which?", &labels(QUESTION_OPTIONS_MAX + 1)),
+            Err(Unaskable::TooManyOptions(QUESTION_OPTIONS_MAX + 1))
+        );
         assert_eq!(choice_fits(" ", &labels(2)), Err(Unaskable::DoesNotFit));
         assert_eq!(choice_fits(&"q".repeat(QUESTION_TEXT_BYTES_MAX), &labels(2)), Ok(()));
         assert_eq!(choice_fits(&"q".repeat(QUESTION_TEXT_BYTES_MAX + 1), &labels(2)), Err(Unaskable::DoesNotFit));
@@ -250,29 +278,54 @@ mod tests {
         let decision: serde_json::Value = serde_json::from_str(&unaskable_decision(&Unaskable::Several(2))).unwrap();
         assert_eq!(decision["hookSpecificOutput"]["decision"]["behavior"], "deny");
         let note = decision["hookSpecificOutput"]["decision"]["message"].as_str().unwrap();
-        assert!(note.contains("not put to the owner: it asks 2 questions at once") && note.contains("Ask one question at a time"), "{note}");
+        assert!(
+            note.contains("not put to the owner: it asks 2 questions at once")
+                && note.contains("Ask one question at a time"),
+            "{note}"
+        );
         for why in [Unaskable::MultiSelect, Unaskable::NoOptions, Unaskable::TooManyOptions(7), Unaskable::DoesNotFit] {
             assert!(why.note().contains(&why.reason()) && why.note().contains("1 to 6 short options"), "{why:?}");
         }
         let secret = Unaskable::Secret.note();
-        assert!(secret.contains("it asks for a secret") && secret.contains("never goes through the owner's form") && !secret.contains("Ask one question"), "{secret}");
+        assert!(
+            secret.contains("it asks for a secret")
+                && secret.contains("never goes through the owner's form")
+                && !secret.contains("Ask one question"),
+            "{secret}"
+        );
     }
 
     #[test]
     fn the_decision_is_allow_or_deny_with_the_owners_note_as_its_message() {
-        assert_eq!(permission_decision(&answer("allow", None)), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#);
-        assert_eq!(permission_decision(&answer("allow", Some("sure"))), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#);
+        assert_eq!(
+            permission_decision(&answer("allow", None)),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#
+        );
+        assert_eq!(
+            permission_decision(&answer("allow", Some("sure"))),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#
+        );
         let deny = permission_decision(&answer("deny", Some("not on \"main\"")));
-        assert_eq!(deny, r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"not on \"main\""}}}"#);
+        assert_eq!(
+            deny,
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"not on \"main\""}}}"#
+        );
         let parsed: serde_json::Value = serde_json::from_str(&deny).unwrap();
         assert_eq!(parsed["hookSpecificOutput"]["decision"]["message"], "not on \"main\"");
-        assert_eq!(permission_decision(&answer("deny", None)), r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny"}}}"#);
+        assert_eq!(
+            permission_decision(&answer("deny", None)),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny"}}}"#
+        );
     }
 
     #[test]
     fn a_choice_is_asked_with_its_labels_and_answered_in_the_tools_own_input() {
         let input = serde_json::json!({"questions": [{"question": "Which database?", "header": "DB", "multiSelect": false, "options": [{"label": "Postgres", "description": "a server"}, {"label": "SQLite", "description": "a file"}]}]});
-        let prompt = Prompt::Choice { text: "Which database?".into(), labels: vec!["Postgres".into(), "SQLite".into()], input: input.clone() };
+        let prompt = Prompt::Choice {
+            text: "Which database?".into(),
+            labels: vec!["Postgres".into(), "SQLite".into()],
+            input: input.clone(),
+        };
         let q = prompt.question();
         assert_eq!((q.kind, q.text.as_str()), (Kind::Choice, "Which database?"));
         let options: Vec<(&str, &str)> = q.options.iter().map(|o| (o.id.as_str(), o.label.as_str())).collect();
@@ -281,10 +334,20 @@ mod tests {
         let decision = &decided["hookSpecificOutput"]["decision"];
         assert_eq!(decision["behavior"], "allow");
         assert_eq!(decision["updatedInput"]["answers"], serde_json::json!({"Which database?": "SQLite"}));
-        assert_eq!(decision["updatedInput"]["questions"], input["questions"], "the tool's own input goes back with the answer");
-        assert_eq!(Prompt::Permission { text: "Bash: ls".into(), input: None }.decision(&answer("deny", None)), permission_decision(&answer("deny", None)));
-        let noted: serde_json::Value = serde_json::from_str(&prompt.decision(&answer("1", Some("it is there already")))).unwrap();
-        assert_eq!(noted["hookSpecificOutput"]["decision"]["updatedInput"]["answers"], serde_json::json!({"Which database?": "Postgres (note: it is there already)"}));
+        assert_eq!(
+            decision["updatedInput"]["questions"], input["questions"],
+            "the tool's own input goes back with the answer"
+        );
+        assert_eq!(
+            Prompt::Permission { text: "Bash: ls".into(), input: None }.decision(&answer("deny", None)),
+            permission_decision(&answer("deny", None))
+        );
+        let noted: serde_json::Value =
+            serde_json::from_str(&prompt.decision(&answer("1", Some("it is there already")))).unwrap();
+        assert_eq!(
+            noted["hookSpecificOutput"]["decision"]["updatedInput"]["answers"],
+            serde_json::json!({"Which database?": "Postgres (note: it is there already)"})
+        );
     }
 
     #[test]
@@ -299,10 +362,20 @@ mod tests {
         assert_eq!((q.input.as_deref(), ids), (None, vec!["deny"]), "no Allow for what cannot be shown");
         use sha2::{Digest, Sha256};
         let sha = hex::encode(Sha256::digest(over.as_bytes()));
-        assert!(q.text.starts_with("Bash: x…") && q.text.contains(&format!("{} bytes", over.len())) && q.text.contains(&sha), "{}", q.text);
+        assert!(
+            q.text.starts_with("Bash: x…")
+                && q.text.contains(&format!("{} bytes", over.len()))
+                && q.text.contains(&sha),
+            "{}",
+            q.text
+        );
         assert!(q.text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX);
         let two = permission_question("Bash: a", Some("a; b"));
-        assert_ne!(two.input, permission_question("Bash: a", Some("a; c")).input, "two inputs under one title are two questions");
+        assert_ne!(
+            two.input,
+            permission_question("Bash: a", Some("a; c")).input,
+            "two inputs under one title are two questions"
+        );
         assert!(permission_question("ExitPlanMode", None).input.is_none());
     }
 

@@ -34,7 +34,9 @@ pub use handoff_core::package::{AcceptInput, ContinuedFrom, OfferState, PackageR
 pub use handoff_core::question::{AnswerInput, Choice, Kind as QuestionKind, QuestionInput};
 pub use handoff_core::runtimes::{Runtime, RuntimesInput};
 pub use handoff_core::suggestion::{Limit, Policy, Usage};
-pub use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
+pub use handoff_core::work::{
+    ArtifactInput, BlockerInput, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput,
+};
 
 /// The create answer: the hand-off and its machine token. Whether this call created it is the
 /// reply's status: 201, or 200 for the session's existing hand-off.
@@ -239,14 +241,18 @@ pub const ENV_INSECURE_HTTP: &str = "HANDOFF_INSECURE_HTTP";
 /// Whether `HANDOFF_INSECURE_HTTP` is set to something other than empty, `0`, `false`, `no`
 /// or `off`.
 pub fn insecure_http_from_env(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env(ENV_INSECURE_HTTP).is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off"))
+    env(ENV_INSECURE_HTTP)
+        .is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off"))
 }
 
 /// A bearer token goes in the clear only to this machine: `http://` is refused for any host
 /// but loopback (`127.0.0.0/8`, `::1`, `localhost`) unless `insecure` says otherwise. On the
 /// path, the token could be read, and a forged answer could allow a tool.
 pub fn check_url(url: &str, insecure: bool) -> Result<(), String> {
-    let Some(rest) = url.strip_prefix("http://").or_else(|| url.get(..7).filter(|p| p.eq_ignore_ascii_case("http://")).map(|_| &url[7..])) else {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.get(..7).filter(|p| p.eq_ignore_ascii_case("http://")).map(|_| &url[7..]))
+    else {
         return Ok(());
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -255,7 +261,8 @@ pub fn check_url(url: &str, insecure: bool) -> Result<(), String> {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => host_port.split(':').next().unwrap_or(""),
     };
-    let loopback = host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     if loopback || insecure {
         return Ok(());
     }
@@ -324,8 +331,19 @@ impl Client {
     }
 
     /// `POST /v1/handoffs` with turn 1's words (`prompt`).
-    pub fn create_saying(&self, session: &str, machine: &str, size: &str, prompt: Option<&str>) -> Result<Reply<Created>, Error> {
-        let body = CreateInput { session: session.into(), machine: machine.into(), size: size.into(), prompt: prompt.map(str::to_string) };
+    pub fn create_saying(
+        &self,
+        session: &str,
+        machine: &str,
+        size: &str,
+        prompt: Option<&str>,
+    ) -> Result<Reply<Created>, Error> {
+        let body = CreateInput {
+            session: session.into(),
+            machine: machine.into(),
+            size: size.into(),
+            prompt: prompt.map(str::to_string),
+        };
         let raw = self.change("POST", "/v1/handoffs", &to_value(&body))?;
         read_json(raw)
     }
@@ -343,7 +361,13 @@ impl Client {
     }
 
     /// `POST …/turns` with the owner's words for the new turn (`prompt`).
-    pub fn open_turn_saying(&self, id: &str, after: u64, prompt: Option<&str>, handoff: Option<&PackageRequest>) -> Result<Reply<Handoff>, Error> {
+    pub fn open_turn_saying(
+        &self,
+        id: &str,
+        after: u64,
+        prompt: Option<&str>,
+        handoff: Option<&PackageRequest>,
+    ) -> Result<Reply<Handoff>, Error> {
         let body = OpenTurnInput { after, prompt: prompt.map(str::to_string), package: handoff.cloned() };
         read_handoff(self.change("POST", &handoff_path(id, "/turns"), &to_value(&body))?)
     }
@@ -569,7 +593,11 @@ impl Client {
             let last = attempt >= self.retry.attempts_max;
             match self.try_once(method, &url, payload.as_deref(), idempotency_key, timeout_s) {
                 Ok((raw, retry_after_s)) => {
-                    if last || !is_retryable(Outcome::Answered(raw.status)) || is_misconfigured(&raw.text) || is_over_the_open_cap(&raw.text) {
+                    if last
+                        || !is_retryable(Outcome::Answered(raw.status))
+                        || is_misconfigured(&raw.text)
+                        || is_over_the_open_cap(&raw.text)
+                    {
                         return Ok(raw);
                     }
                     std::thread::sleep(self.retry.delay(attempt, retry_after_s, random_u64()));
@@ -679,8 +707,10 @@ fn read_json<T: DeserializeOwned>(raw: Raw) -> Result<Reply<T>, Error> {
         return Err(refusal_of(raw));
     }
     let body: Value = serde_json::from_str(&raw.text).map_err(|_| unexpected(raw.status, &raw.text))?;
-    let value = serde_json::from_value(body.clone())
-        .map_err(|e| Error::Unexpected { status: raw.status, message: format!("an answer this client cannot read: {e}") })?;
+    let value = serde_json::from_value(body.clone()).map_err(|e| Error::Unexpected {
+        status: raw.status,
+        message: format!("an answer this client cannot read: {e}"),
+    })?;
     Ok(Reply { status: raw.status, body, value })
 }
 
@@ -775,17 +805,38 @@ mod tests {
 
     #[test]
     fn plain_http_goes_only_to_loopback_unless_insecure_http_is_given() {
-        for ok in ["http://127.0.0.1:8787", "http://127.9.9.9/x", "http://localhost:8787/", "http://LOCALHOST", "http://[::1]:8787", "http://user@127.0.0.1:1", "https://handoff.example.com", "https://10.0.0.1"] {
+        for ok in [
+            "http://127.0.0.1:8787",
+            "http://127.9.9.9/x",
+            "http://localhost:8787/",
+            "http://LOCALHOST",
+            "http://[::1]:8787",
+            "http://user@127.0.0.1:1",
+            "https://handoff.example.com",
+            "https://10.0.0.1",
+        ] {
             assert!(check_url(ok, false).is_ok(), "{ok}");
         }
-        for refused in ["http://handoff.example.com", "http://10.0.0.1:8787", "http://[::2]/", "HTTP://example.com", "http://127.0.0.1.evil.example/", "http://localhost.evil.example", "http://127.0.0.1@evil.example/"] {
+        for refused in [
+            "http://handoff.example.com",
+            "http://10.0.0.1:8787",
+            "http://[::2]/",
+            "HTTP://example.com",
+            "http://127.0.0.1.evil.example/",
+            "http://localhost.evil.example",
+            "http://127.0.0.1@evil.example/",
+        ] {
             let message = check_url(refused, false).unwrap_err();
             assert!(message.contains("--insecure-http") && message.contains(ENV_INSECURE_HTTP), "{refused}: {message}");
             assert!(check_url(refused, true).is_ok(), "{refused} with --insecure-http");
         }
         let env = |v: &'static str| move |k: &str| (k == ENV_INSECURE_HTTP).then(|| v.to_string());
         assert!(insecure_http_from_env(&env("1")) && insecure_http_from_env(&env("true")));
-        assert!(!insecure_http_from_env(&env("0")) && !insecure_http_from_env(&env("")) && !insecure_http_from_env(&|_| None));
+        assert!(
+            !insecure_http_from_env(&env("0"))
+                && !insecure_http_from_env(&env(""))
+                && !insecure_http_from_env(&|_| None)
+        );
     }
 
     #[cfg(unix)]
@@ -901,7 +952,8 @@ mod tests {
         assert_eq!(reply.status, 200);
         let heads: Vec<String> = requests.try_iter().collect();
         assert_eq!(heads.len(), 3);
-        let key = |h: &str| h.lines().find(|l| l.to_ascii_lowercase().starts_with("idempotency-key:")).map(str::to_string);
+        let key =
+            |h: &str| h.lines().find(|l| l.to_ascii_lowercase().starts_with("idempotency-key:")).map(str::to_string);
         assert!(key(&heads[0]).is_some());
         assert!(heads.iter().all(|h| key(h) == key(&heads[0])), "one key across the retries: {heads:#?}");
     }
@@ -954,6 +1006,9 @@ mod tests {
         let future = json!({"error": {"code": "quota.exhausted", "message": "m"}});
         let Error::Refused(r) = refusal_of(Raw { status: 409, text: future.to_string() }) else { panic!() };
         assert_eq!(r.code.as_str(), "quota.exhausted");
-        assert!(matches!(refusal_of(Raw { status: 502, text: "<html>".into() }), Error::Unexpected { status: 502, .. }));
+        assert!(matches!(
+            refusal_of(Raw { status: 502, text: "<html>".into() }),
+            Error::Unexpected { status: 502, .. }
+        ));
     }
 }

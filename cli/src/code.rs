@@ -27,7 +27,9 @@ impl ErrorCode {
     /// `auth.required`, `auth.invalid`, `auth.forbidden` and any future `auth.*` code.
     pub fn is_auth(&self) -> bool {
         match self {
-            ErrorCode::Known(c) => matches!(c, Code::AuthRequired | Code::AuthInvalid | Code::AuthForbidden | Code::AuthMisconfigured),
+            ErrorCode::Known(c) => {
+                matches!(c, Code::AuthRequired | Code::AuthInvalid | Code::AuthForbidden | Code::AuthMisconfigured)
+            }
             ErrorCode::Unknown(s) => s.starts_with("auth."),
         }
     }

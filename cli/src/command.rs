@@ -23,7 +23,11 @@ use crate::client::URL_DEFAULT;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "handoff", version, about = "Hand-off sessions from the command line: create, watch, report, hand off.")]
+#[command(
+    name = "handoff",
+    version,
+    about = "Hand-off sessions from the command line: create, watch, report, hand off."
+)]
 pub struct Cli {
     /// The API's base URL.
     #[arg(long, global = true, env = "HANDOFF_URL", default_value = URL_DEFAULT)]
@@ -138,7 +142,10 @@ mod tests {
         };
         let compile = p(&["package", "ho_1", "--objective", "o", "--purpose", "p", "--runtime", "codex", "--dry-run"]);
         assert!(compile.action.is_none() && compile.dry_run);
-        assert!(matches!(p(&["package", "show", "ho_1", "--markdown"]).action, Some(PackageAction::Show { markdown: true, .. })));
+        assert!(matches!(
+            p(&["package", "show", "ho_1", "--markdown"]).action,
+            Some(PackageAction::Show { markdown: true, .. })
+        ));
         assert!(matches!(p(&["package", "accept", "ho_1"]).action, Some(PackageAction::Accept { hash: None, .. })));
         let reject = p(&["package", "reject", "ho_1", "--reason", "missing_context", "--note", "n"]).action;
         assert!(matches!(reject, Some(PackageAction::Reject { reason: RejectReason::MissingContext, .. })));
@@ -162,7 +169,8 @@ mod tests {
 
     #[test]
     fn report_reads_statuses_as_the_api_spells_them_and_unmet_as_a_list() {
-        let cli = parse(&["report", "ho_1", "--turn", "2", "--status", "needs-you", "--unmet", "0,2", "--json"]).unwrap();
+        let cli =
+            parse(&["report", "ho_1", "--turn", "2", "--status", "needs-you", "--unmet", "0,2", "--json"]).unwrap();
         assert!(cli.json);
         let Command::Report(report) = cli.command else { panic!() };
         assert_eq!(report.status, ReportStatus::NeedsYou);

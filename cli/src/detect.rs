@@ -62,7 +62,10 @@ fn codex_runtime(program: &Path) -> Runtime {
 
 /// Codex's `config.toml`: in `CODEX_HOME`, else `~/.codex`.
 fn read_codex_config(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    let home = env("CODEX_HOME").filter(|h| !h.is_empty()).map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".codex")))?;
+    let home = env("CODEX_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".codex")))?;
     std::fs::read_to_string(home.join("config.toml")).ok()
 }
 
@@ -79,7 +82,9 @@ pub fn codex_credential_elsewhere(config_toml: Option<&str>, env: &dyn Fn(&str) 
         return true;
     }
     let Some(doc) = config_toml.and_then(|t| t.parse::<toml_edit::DocumentMut>().ok()) else { return false };
-    let Some(provider) = doc.get("model_provider").and_then(|p| p.as_str()).filter(|p| *p != "openai") else { return false };
+    let Some(provider) = doc.get("model_provider").and_then(|p| p.as_str()).filter(|p| *p != "openai") else {
+        return false;
+    };
     let Some(table) = doc.get("model_providers").and_then(|all| all.get(provider)) else { return false };
     match table.get("env_key").and_then(|k| k.as_str()) {
         Some(name) => set(name),
@@ -146,7 +151,8 @@ fn is_executable(p: &Path) -> bool {
 
 /// Runs `program args` with no input, for at most [`DETECT_COMMAND_MS`].
 pub fn run(program: &Path, args: &[&str]) -> Ran {
-    let child = Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let child =
+        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let Ok(mut child) = child else { return Ran::default() };
     let out = child.stdout.take().map(|s| std::thread::spawn(move || read_bounded(s)));
     let err = child.stderr.take().map(|s| std::thread::spawn(move || read_bounded(s)));
@@ -199,20 +205,34 @@ mod tests {
         for name in CODEX_KEY_VARIABLES {
             assert!(codex_credential_elsewhere(None, &|k: &str| (k == name).then(|| "sk-1".to_string())), "{name}");
         }
-        assert!(!codex_credential_elsewhere(None, &|k: &str| (k == "OPENAI_API_KEY").then(|| " ".to_string())), "an empty key is none");
+        assert!(
+            !codex_credential_elsewhere(None, &|k: &str| (k == "OPENAI_API_KEY").then(|| " ".to_string())),
+            "an empty key is none"
+        );
         let scripted = "model_provider = \"scripted\"\n[model_providers.scripted]\nbase_url = \"http://127.0.0.1:1\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n";
-        assert!(codex_credential_elsewhere(Some(scripted), &|k: &str| (k == "SCRIPTED_MODEL_KEY").then(|| "k".to_string())));
+        assert!(
+            codex_credential_elsewhere(Some(scripted), &|k: &str| (k == "SCRIPTED_MODEL_KEY").then(|| "k".to_string()))
+        );
         assert!(!codex_credential_elsewhere(Some(scripted), &none), "the provider's key is not set");
         let keyless = "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:1\"\n";
         assert!(codex_credential_elsewhere(Some(keyless), &none), "a provider that names no key needs none");
-        assert!(!codex_credential_elsewhere(Some("model_provider = \"openai\"\n"), &none), "OpenAI's own needs the login or a key");
-        assert!(!codex_credential_elsewhere(Some("model_provider = \"elsewhere\"\n"), &none), "a provider not configured here says nothing");
+        assert!(
+            !codex_credential_elsewhere(Some("model_provider = \"openai\"\n"), &none),
+            "OpenAI's own needs the login or a key"
+        );
+        assert!(
+            !codex_credential_elsewhere(Some("model_provider = \"elsewhere\"\n"), &none),
+            "a provider not configured here says nothing"
+        );
         assert!(!codex_credential_elsewhere(Some("not toml ["), &none));
     }
 
     #[test]
     fn a_version_is_the_first_line_clipped_and_clean() {
-        assert_eq!(version_line(&ran(Some(0), "\n2.1.269 (Claude Code)\nmore", "")).as_deref(), Some("2.1.269 (Claude Code)"));
+        assert_eq!(
+            version_line(&ran(Some(0), "\n2.1.269 (Claude Code)\nmore", "")).as_deref(),
+            Some("2.1.269 (Claude Code)")
+        );
         assert_eq!(version_line(&ran(Some(1), "2.1.0", "")), None);
         assert_eq!(version_line(&ran(Some(0), "  ", "")), None);
         let long = format!("codex-cli {}\u{7}", "é".repeat(40));

@@ -33,7 +33,8 @@ pub fn parse_numstat(out: &[u8]) -> Result<Vec<FileInput>, String> {
         let (Some(ins), Some(del), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
             return Err(format!("git: an unreadable numstat line: {text:?}"));
         };
-        let count = |s: &str| if s == "-" { Ok(0) } else { s.parse::<u32>().map_err(|_| format!("git: not a count: {s:?}")) };
+        let count =
+            |s: &str| if s == "-" { Ok(0) } else { s.parse::<u32>().map_err(|_| format!("git: not a count: {s:?}")) };
         let path = path.trim_start_matches('\n');
         files.push(FileInput { path: path.to_string(), insertions: count(ins)?, deletions: count(del)? });
     }

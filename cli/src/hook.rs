@@ -26,15 +26,15 @@ pub mod seen;
 pub mod spool;
 pub mod transcript;
 
-use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
 use crate::ask::Prompt;
 use crate::client::new_idempotency_key;
+use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
 use crate::detect;
+use event::{permission_input, Intent};
 use handoff_core::limits::RUNTIMES_FRESH_MS;
 use handoff_core::suggestion::Usage;
 use handoff_core::time::rfc3339;
 use handoff_core::turn::{ReportStatus, Status};
-use event::{permission_input, Intent};
 use seen::Seen;
 use spool::{Entry, Send, Spool, SPOOL_ENTRY_AGE_MS_MAX};
 use std::io::Write;
@@ -154,7 +154,9 @@ impl Hook {
                 let mut seen = seen::load(&self.dir, &self.id);
                 if refresh || seen.is_none() {
                     seen = self.refresh(seen);
-                    let stale = seen.as_ref().is_none_or(|s| s.runtimes_reported_ms.is_none_or(|at| now_ms() - at > RUNTIMES_REFRESH_MS));
+                    let stale = seen
+                        .as_ref()
+                        .is_none_or(|s| s.runtimes_reported_ms.is_none_or(|at| now_ms() - at > RUNTIMES_REFRESH_MS));
                     if refresh && stale {
                         self.spool_runtimes(&spool, event, &mut seen)?;
                     }
@@ -180,7 +182,8 @@ impl Hook {
         }
         let (done, last) = self.deliver_keeping(&spool)?;
         let asked = last.filter(|_| done.left == 0).and_then(|h| {
-            let q = h.question.as_ref().filter(|q| q.text == question.text && q.input == question.input && q.is_open())?;
+            let q =
+                h.question.as_ref().filter(|q| q.text == question.text && q.input == question.input && q.is_open())?;
             Some((q.id.clone(), h.version))
         });
         if asked.is_none() {
@@ -197,7 +200,14 @@ impl Hook {
     }
 
     /// Spools a needs-you with `question`; false (logged) when no turn is seen open.
-    fn spool_asking(&self, spool: &Spool, event: &str, seen: Option<Seen>, text: String, question: Option<QuestionInput>) -> std::io::Result<bool> {
+    fn spool_asking(
+        &self,
+        spool: &Spool,
+        event: &str,
+        seen: Option<Seen>,
+        text: String,
+        question: Option<QuestionInput>,
+    ) -> std::io::Result<bool> {
         let turn = match Seen::turn_for_report(seen.as_ref()) {
             Ok(turn) => turn,
             Err(why) => {
@@ -205,7 +215,16 @@ impl Hook {
                 return Ok(false);
             }
         };
-        let report = ReportInput { turn, status: ReportStatus::NeedsYou, summary: Some(clip_summary(&text)), unmet: None, usage: None, question, runtime: None, permission_mode: None };
+        let report = ReportInput {
+            turn,
+            status: ReportStatus::NeedsYou,
+            summary: Some(clip_summary(&text)),
+            unmet: None,
+            usage: None,
+            question,
+            runtime: None,
+            permission_mode: None,
+        };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(ReportStatus::NeedsYou));
@@ -244,7 +263,16 @@ impl Hook {
                 return Ok(());
             }
         };
-        let report = ReportInput { turn, status, summary, unmet: None, usage, question: None, runtime: None, permission_mode: None };
+        let report = ReportInput {
+            turn,
+            status,
+            summary,
+            unmet: None,
+            usage,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));
@@ -354,7 +382,9 @@ fn status_name(s: ReportStatus) -> &'static str {
 fn describe(send: &Send) -> String {
     match send {
         Send::Report(r) => format!("{} for turn {}", status_name(r.status), r.turn),
-        Send::Runtimes(r) => format!("runtimes ({})", r.runtimes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")),
+        Send::Runtimes(r) => {
+            format!("runtimes ({})", r.runtimes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -388,7 +418,9 @@ pub fn within_budget(work: impl FnOnce() + std::marker::Send + 'static) {
 }
 
 /// [`within_budget`], answering what `work` answered when it ended in time.
-pub fn within_budget_then<T: std::marker::Send + 'static>(work: impl FnOnce() -> Option<T> + std::marker::Send + 'static) -> Option<T> {
+pub fn within_budget_then<T: std::marker::Send + 'static>(
+    work: impl FnOnce() -> Option<T> + std::marker::Send + 'static,
+) -> Option<T> {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(work());
@@ -411,7 +443,13 @@ pub struct Asked {
 /// every report is), then waits for the answer until `HANDOFF_ANSWER_WAIT_S` after the hook
 /// started. Answers the decision document to print, or `None`: nothing to print, the harness
 /// asks at its terminal.
-fn permission(source: &'static str, url: String, token: Option<String>, event: String, prompt: Prompt) -> Option<String> {
+fn permission(
+    source: &'static str,
+    url: String,
+    token: Option<String>,
+    event: String,
+    prompt: Prompt,
+) -> Option<String> {
     let started = Instant::now();
     let asked = within_budget_then(move || {
         let hook = session(source, &url, token.as_deref(), None)?;
@@ -440,14 +478,18 @@ fn permission(source: &'static str, url: String, token: Option<String>, event: S
         crate::ask::Waited::TimedOut if served(&|k| std::env::var(k).ok()) => {
             // Nobody is at a served harness's terminal: the question is withdrawn (the turn
             // back to running) and denied with a note the model reads.
-            hook.log.line(&format!("{question}: no answer within {} s in a served turn; denied, and the question withdrawn", wait.as_secs()));
+            hook.log.line(&format!(
+                "{question}: no answer within {} s in a served turn; denied, and the question withdrawn",
+                wait.as_secs()
+            ));
             if let Err(e) = hook.run("PermissionRequest", Intent::ResumeIfWaiting) {
                 hook.log.line(&format!("PermissionRequest: the spool could not be used: {e}"));
             }
             Some(served_timeout_decision(wait.as_secs()))
         }
         crate::ask::Waited::TimedOut => {
-            hook.log.line(&format!("{question}: no answer within {} s; the harness asks at its terminal", wait.as_secs()));
+            hook.log
+                .line(&format!("{question}: no answer within {} s; the harness asks at its terminal", wait.as_secs()));
             None
         }
     }
@@ -498,7 +540,11 @@ pub fn read_document(input: impl std::io::Read) -> serde_json::Value {
 /// Codex also its `PermissionRequest` hook in `hooks.json` beside `config.toml`. The
 /// `PermissionRequest` handlers' timeout is above `HANDOFF_ANSWER_WAIT_S` as set now. Answers
 /// each file and whether it changed; a file left as it was is not written.
-pub fn install_settings(harness: install::Harness, project: Option<&Path>, uninstall: bool) -> Result<Vec<(PathBuf, bool)>, String> {
+pub fn install_settings(
+    harness: install::Harness,
+    project: Option<&Path>,
+    uninstall: bool,
+) -> Result<Vec<(PathBuf, bool)>, String> {
     let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
     let env = |k: &str| std::env::var(k).ok();
     let path = install::settings_path(harness, project, &home, &env);
@@ -513,17 +559,23 @@ pub fn install_settings(harness: install::Harness, project: Option<&Path>, unins
     if harness == install::Harness::Codex {
         let hooks = path.with_file_name("hooks.json");
         // Codex keys its trust by the hooks file's absolute path and our handler's place in it.
-        let hooks_key_path = std::path::absolute(&hooks).unwrap_or_else(|_| hooks.clone()).to_string_lossy().into_owned();
+        let hooks_key_path =
+            std::path::absolute(&hooks).unwrap_or_else(|_| hooks.clone()).to_string_lossy().into_owned();
         let trust_before = install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
         let edited = edit_file(&hooks, |before| {
-            if uninstall { install::uninstall_codex_hooks(before) } else { install::install_codex_hooks(before, &program, wait_s) }
+            if uninstall {
+                install::uninstall_codex_hooks(before)
+            } else {
+                install::install_codex_hooks(before, &program, wait_s)
+            }
         })?;
         changed.push((hooks.clone(), edited));
         // The user's own install is the person's trust in this one hook; a project's hooks are
         // left for the person to review in Codex.
         if project.is_none() {
             // Uninstalled, nothing of ours is left in hooks.json to trust.
-            let trust_after = install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
+            let trust_after =
+                install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
             // The trust recorded for our handler where it was, when it is no longer there.
             let stale = trust_before.filter(|(key, _)| trust_after.as_ref().map(|(k, _)| k) != Some(key));
             let trusted = edit_file(&path, |before| {
@@ -546,7 +598,10 @@ pub fn install_settings(harness: install::Harness, project: Option<&Path>, unins
 
 /// Reads `path` (an absent file is `""`), edits its text and writes it back when it changed;
 /// answers whether it did.
-pub(crate) fn edit_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, install::InstallError>) -> Result<bool, String> {
+pub(crate) fn edit_file(
+    path: &Path,
+    edit: impl FnOnce(&str) -> Result<String, install::InstallError>,
+) -> Result<bool, String> {
     let before = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -569,11 +624,17 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     // Read within the budget too: a harness that never closes standard input holds nothing up.
     let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
     match claude_code::prompt(&doc) {
-        Some(Ok(prompt)) => return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), prompt)),
+        Some(Ok(prompt)) => {
+            return print_decision(permission("claude-code", url, token, "PermissionRequest".into(), prompt))
+        }
         Some(Err(why)) => {
             let served = served(&|k| std::env::var(k).ok());
             if let Some(hook) = session("claude-code", &url, token.as_deref(), None) {
-                let then = if served { "denied with a note, nobody being at the terminal" } else { "answered at the terminal" };
+                let then = if served {
+                    "denied with a note, nobody being at the terminal"
+                } else {
+                    "answered at the terminal"
+                };
                 hook.log.line(&format!("PermissionRequest: not asking the owner, {}: {then}", why.reason()));
             }
             return print_decision(unaskable(&why, served));
@@ -599,7 +660,13 @@ pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
         let Some(doc) = within_budget_then(|| Some(read_document(std::io::stdin().lock()))) else { return };
         if let Some(text) = codex::permission_text(&doc) {
             let input = permission_input(&doc["tool_input"]);
-            return print_decision(permission("codex", url, token, "PermissionRequest".into(), Prompt::Permission { text, input }));
+            return print_decision(permission(
+                "codex",
+                url,
+                token,
+                "PermissionRequest".into(),
+                Prompt::Permission { text, input },
+            ));
         }
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
         if let Some(hook) = session("codex", &url, token.as_deref(), None) {
@@ -622,12 +689,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_question_the_owners_form_cannot_carry_is_denied_with_a_note_in_a_served_turn_and_left_to_the_terminal_otherwise() {
+    fn a_question_the_owners_form_cannot_carry_is_denied_with_a_note_in_a_served_turn_and_left_to_the_terminal_otherwise(
+    ) {
         let why = crate::ask::Unaskable::Several(3);
         assert_eq!(unaskable(&why, false), None, "the person at the terminal answers it");
         let served: serde_json::Value = serde_json::from_str(&unaskable(&why, true).expect("a decision")).unwrap();
         let decision = &served["hookSpecificOutput"]["decision"];
-        assert_eq!((decision["behavior"].as_str(), decision["message"].as_str()), (Some("deny"), Some(why.note().as_str())));
+        assert_eq!(
+            (decision["behavior"].as_str(), decision["message"].as_str()),
+            (Some("deny"), Some(why.note().as_str()))
+        );
     }
 
     #[test]
@@ -642,7 +713,9 @@ mod tests {
 
     #[test]
     fn the_state_directory_is_the_setting_then_xdg_then_home() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
         assert_eq!(state_dir(&env(&[("HANDOFF_STATE_DIR", "/s"), ("HOME", "/h")])), PathBuf::from("/s"));
         assert_eq!(state_dir(&env(&[("XDG_STATE_HOME", "/x"), ("HOME", "/h")])), PathBuf::from("/x/handoff"));
         assert_eq!(state_dir(&env(&[("HOME", "/h")])), PathBuf::from("/h/.local/state/handoff"));

@@ -20,7 +20,9 @@ pub mod run;
 
 use crate::client::{Handoff, Reach, WorkRecord};
 use crate::hook::install::Harness;
-use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, STATEMENT_BYTES_MAX, TITLE_BYTES_MAX, URI_BYTES_MAX};
+use handoff_core::limits::{
+    BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, STATEMENT_BYTES_MAX, TITLE_BYTES_MAX, URI_BYTES_MAX,
+};
 use handoff_core::text::clip;
 use handoff_core::turn::{ReportStatus, State, Status};
 use handoff_core::work::Severity;
@@ -182,15 +184,32 @@ pub struct Target {
 /// Why a hand-off cannot be launched as asked; the API was asked nothing that changes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
-    Closed { id: String },
+    Closed {
+        id: String,
+    },
     /// The token is an owner's, which the session must never be given.
     OwnerToken,
-    TurnEnded { turn: u64, status: Status },
-    OtherRuntime { turn: u64, handed_to: String, asked: String },
-    NoRuntime { turn: u64 },
-    UnknownRuntime { name: String },
-    NothingToBrief { turn: u64 },
-    Budget { bytes: u32 },
+    TurnEnded {
+        turn: u64,
+        status: Status,
+    },
+    OtherRuntime {
+        turn: u64,
+        handed_to: String,
+        asked: String,
+    },
+    NoRuntime {
+        turn: u64,
+    },
+    UnknownRuntime {
+        name: String,
+    },
+    NothingToBrief {
+        turn: u64,
+    },
+    Budget {
+        bytes: u32,
+    },
 }
 
 impl fmt::Display for Refused {
@@ -209,7 +228,10 @@ impl fmt::Display for Refused {
                 write!(f, "turn {turn} was handed to {handed_to}, not {asked}: launch it with --runtime {handed_to}")
             }
             Refused::NoRuntime { turn } => {
-                write!(f, "turn {turn} was handed to no runtime: say which with --runtime claude-code or --runtime codex")
+                write!(
+                    f,
+                    "turn {turn} was handed to no runtime: say which with --runtime claude-code or --runtime codex"
+                )
             }
             Refused::UnknownRuntime { name } => write!(f, "the launcher starts claude-code or codex, not {name}"),
             Refused::NothingToBrief { turn } => write!(
@@ -293,7 +315,9 @@ pub fn work_briefing(h: &Handoff, work: &WorkRecord, budget_bytes: u32) -> Resul
     if let Some(p) = spec.priority.as_deref().filter(|p| !p.is_empty()) {
         facts.push_str(&format!(", priority {p}"));
     }
-    text.push_str(&format!("{facts}.\nNo package was compiled for this turn: this briefing is the work record alone.\n"));
+    text.push_str(&format!(
+        "{facts}.\nNo package was compiled for this turn: this briefing is the work record alone.\n"
+    ));
     text.push_str(&format!("\n## Goal\n{}\n", spec.goal));
     text.push_str(&format!("\n## Next objective\n{}\n", spec.title));
     if !spec.constraints.is_empty() {
@@ -384,7 +408,14 @@ impl CommandLine {
 ///
 /// Claude Code takes the prompt right after `-p` and the rules of `--allowedTools` last, since
 /// that flag takes every word after it as a rule. Codex takes the prompt as its last operand.
-pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Option<&str>, server: &str, extra: &[String]) -> CommandLine {
+pub fn command_line(
+    runtime: Runtime,
+    mode: Mode,
+    prompt: &str,
+    last_message: Option<&str>,
+    server: &str,
+    extra: &[String],
+) -> CommandLine {
     let mut args: Vec<String> = Vec::new();
     let prompt_at;
     match runtime {
@@ -395,7 +426,11 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
             prompt_at = args.len();
             args.push(prompt.into());
             args.extend(["--permission-mode".to_string(), CLAUDE_CODE_PERMISSION_MODE.to_string()]);
-            args.extend(["--mcp-config".to_string(), claude_code_mcp_config(server), "--strict-mcp-config".to_string()]);
+            args.extend([
+                "--mcp-config".to_string(),
+                claude_code_mcp_config(server),
+                "--strict-mcp-config".to_string(),
+            ]);
             args.extend(extra.iter().cloned());
             args.extend(["--allowedTools".to_string(), CLAUDE_CODE_ALLOW_RULE.to_string()]);
         }
@@ -408,7 +443,10 @@ pub fn command_line(runtime: Runtime, mode: Mode, prompt: &str, last_message: Op
                     }
                 }
                 Mode::Interactive => {
-                    args.extend(["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_NO_DAEMON].map(String::from));
+                    args.extend(
+                        ["--sandbox", CODEX_SANDBOX, "--ask-for-approval", CODEX_APPROVAL_INTERACTIVE, CODEX_NO_DAEMON]
+                            .map(String::from),
+                    );
                     args.extend(CODEX_ENABLE_HOOKS.map(String::from));
                 }
             }

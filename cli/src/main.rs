@@ -65,7 +65,11 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
     if let Command::Serve(args) = &command {
         return Failure::unless_ok(handoff_cli::serve::run(&cli.url, cli.token.or_else(|| env("HANDOFF_TOKEN")), args));
     }
-    let no_token = || Failure::Credential("no token: set HANDOFF_TOKEN or HANDOFF_TOKEN_FILE, or pass --token (see `handoff token`)".into());
+    let no_token = || {
+        Failure::Credential(
+            "no token: set HANDOFF_TOKEN or HANDOFF_TOKEN_FILE, or pass --token (see `handoff token`)".into(),
+        )
+    };
     let token = match cli.token.filter(|t| !t.is_empty()) {
         Some(token) => token,
         None => client::token_from_env(&env).map_err(Failure::Credential)?.ok_or_else(no_token)?,

@@ -13,18 +13,20 @@
 
 pub mod install;
 
+use crate::ask::ANSWER_WAIT_S_MAX;
 use crate::ask::{wait_for_answer, Waited};
 use crate::client::{new_idempotency_key, Client, Error, Handoff, QuestionInput, Reach, ReportInput};
-use crate::ask::ANSWER_WAIT_S_MAX;
-use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, QUESTION_INPUT_BYTES_MAX, QUESTION_TEXT_BYTES_MAX};
+use handoff_core::limits::{
+    BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN, QUESTION_INPUT_BYTES_MAX, QUESTION_TEXT_BYTES_MAX,
+};
 use handoff_core::question::{Choice, Kind};
 use handoff_core::turn::ReportStatus;
 use handoff_core::work::{ArtifactInput, BlockerInput, DecisionInput, Severity};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -173,16 +175,24 @@ pub struct AskArgs {
 /// it fits [`QUESTION_TEXT_BYTES_MAX`], else its first line as the text and the whole as the
 /// question's `input`; one over [`QUESTION_INPUT_BYTES_MAX`] is refused to the model, saying so.
 pub fn owner_question(question: &str, labels: &[String]) -> Result<QuestionInput, String> {
-    let options: Vec<Choice> = labels.iter().enumerate().map(|(i, label)| Choice { id: (i + 1).to_string(), label: crate::hook::sendable(label) }).collect();
+    let options: Vec<Choice> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, label)| Choice { id: (i + 1).to_string(), label: crate::hook::sendable(label) })
+        .collect();
     let text = crate::hook::sendable(question);
     if text.len() <= QUESTION_TEXT_BYTES_MAX {
         return Ok(QuestionInput { kind: Kind::Choice, text, input: None, options });
     }
     if text.len() > QUESTION_INPUT_BYTES_MAX {
-        return Err(format!("the question is {} bytes; the owner can be asked at most {QUESTION_INPUT_BYTES_MAX}: ask it shorter", text.len()));
+        return Err(format!(
+            "the question is {} bytes; the owner can be asked at most {QUESTION_INPUT_BYTES_MAX}: ask it shorter",
+            text.len()
+        ));
     }
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let title = format!("{}… (the whole question is below)", handoff_core::text::clip(first, OWNER_QUESTION_TITLE_BYTES_MAX));
+    let title =
+        format!("{}… (the whole question is below)", handoff_core::text::clip(first, OWNER_QUESTION_TITLE_BYTES_MAX));
     Ok(QuestionInput { kind: Kind::Choice, text: title, input: Some(text), options })
 }
 
@@ -210,7 +220,9 @@ fn refused(error: &Error) -> CallToolResult {
 
 /// Runs a blocking client call off the async runtime.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))
 }
 
 /// The current turn's briefing within `budget`: the package's, or, for a turn with no package,
@@ -221,13 +233,15 @@ fn briefing(client: &Client, id: &str, budget: Option<u32>) -> Result<String, Er
             let h = client.get(id)?.value;
             let work = client.work(id)?.value;
             let budget = budget.unwrap_or(crate::launch::CLAUDE_CODE_BUDGET_BYTES);
-            crate::launch::work_briefing(&h, &work, budget).map_err(|refused| Error::Refused(Box::new(crate::client::Refusal {
-                status: 409,
-                code: r.code.clone(),
-                message: refused.to_string(),
-                handoff: Some(h),
-                body: Value::Null,
-            })))
+            crate::launch::work_briefing(&h, &work, budget).map_err(|refused| {
+                Error::Refused(Box::new(crate::client::Refusal {
+                    status: 409,
+                    code: r.code.clone(),
+                    message: refused.to_string(),
+                    handoff: Some(h),
+                    body: Value::Null,
+                }))
+            })
         }
         other => other.map(|r| r.value),
     }
@@ -249,13 +263,22 @@ impl HandoffServer {
 
     /// Runs a blocking client call off the async runtime, within [`MCP_CALLS_IN_FLIGHT_MAX`].
     async fn blocking<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
-        let _permit = self.handoff.calls.acquire().await.map_err(|e| ErrorData::internal_error(format!("the server is stopping: {e}"), None))?;
+        let _permit = self
+            .handoff
+            .calls
+            .acquire()
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("the server is stopping: {e}"), None))?;
         blocking(work).await
     }
 
     /// One change to the work record, under a fresh `Idempotency-Key`: answers `done` and the
     /// item's id, with the item as structured content, or the refusal.
-    async fn record(&self, done: &str, send: impl FnOnce(&Client, &str) -> Result<crate::client::Reply<crate::client::Item>, Error> + Send + 'static) -> Result<CallToolResult, ErrorData> {
+    async fn record(
+        &self,
+        done: &str,
+        send: impl FnOnce(&Client, &str) -> Result<crate::client::Reply<crate::client::Item>, Error> + Send + 'static,
+    ) -> Result<CallToolResult, ErrorData> {
         let (client, id) = (self.client(true), self.handoff.id.clone());
         Ok(match self.blocking(move || send(&client, &id)).await? {
             Ok(reply) => answered(format!("{done} {}", reply.value.id().unwrap_or("?")), item_facts(&reply.value)),
@@ -276,7 +299,14 @@ impl HandoffServer {
         Ok(match self.blocking(move || client.get(&id)).await? {
             Ok(reply) => {
                 let h = reply.value;
-                let text = format!("{} turn {} {} (v{}); actions: {}", h.id, h.turn, h.status.as_str(), h.version, h.actions.join(", "));
+                let text = format!(
+                    "{} turn {} {} (v{}); actions: {}",
+                    h.id,
+                    h.turn,
+                    h.status.as_str(),
+                    h.version,
+                    h.actions.join(", ")
+                );
                 answered(text, record_facts(&h))
             }
             Err(e) => refused(&e),
@@ -287,8 +317,14 @@ impl HandoffServer {
     /// next objective, within a budget, saying what it left out.
     #[tool(annotations(read_only_hint = true))]
     async fn get_briefing(&self, Parameters(args): Parameters<BriefingArgs>) -> Result<CallToolResult, ErrorData> {
-        if let Some(b) = args.budget_bytes.filter(|b| !(BRIEFING_BUDGET_BYTES_MIN as u32..=BRIEFING_BUDGET_BYTES_MAX as u32).contains(b)) {
-            return Err(ErrorData::invalid_params(format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"), None));
+        if let Some(b) = args
+            .budget_bytes
+            .filter(|b| !(BRIEFING_BUDGET_BYTES_MIN as u32..=BRIEFING_BUDGET_BYTES_MAX as u32).contains(b))
+        {
+            return Err(ErrorData::invalid_params(
+                format!("budget_bytes {b}: {BRIEFING_BUDGET_BYTES_MIN} to {BRIEFING_BUDGET_BYTES_MAX}"),
+                None,
+            ));
         }
         let (client, id) = (self.client(false), self.handoff.id.clone());
         Ok(match self.blocking(move || briefing(&client, &id, args.budget_bytes)).await? {
@@ -300,7 +336,12 @@ impl HandoffServer {
     /// Records a decision on the hand-off's work record, as it is made.
     #[tool]
     async fn record_decision(&self, Parameters(args): Parameters<DecisionArgs>) -> Result<CallToolResult, ErrorData> {
-        let input = DecisionInput { statement: args.statement, rationale: args.rationale, evidence: args.evidence.unwrap_or_default(), supersedes: args.supersedes };
+        let input = DecisionInput {
+            statement: args.statement,
+            rationale: args.rationale,
+            evidence: args.evidence.unwrap_or_default(),
+            supersedes: args.supersedes,
+        };
         self.record("recorded decision", move |client, id| client.decide(id, &input)).await
     }
 
@@ -333,13 +374,27 @@ impl HandoffServer {
             StatusArg::Done => ReportStatus::Done,
             StatusArg::Failed => ReportStatus::Failed,
         };
-        let (reader, client, id, handoff) = (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
-        let sent = self.blocking(move || {
-            let turn = handoff.turn(&reader)?;
-            let summary = args.summary.as_deref().map(crate::hook::sendable);
-            client.report(&id, &ReportInput { turn, status, summary, unmet: args.unmet, usage: None, question: None, runtime: None, permission_mode: None })
-        })
-        .await?;
+        let (reader, client, id, handoff) =
+            (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
+        let sent = self
+            .blocking(move || {
+                let turn = handoff.turn(&reader)?;
+                let summary = args.summary.as_deref().map(crate::hook::sendable);
+                client.report(
+                    &id,
+                    &ReportInput {
+                        turn,
+                        status,
+                        summary,
+                        unmet: args.unmet,
+                        usage: None,
+                        question: None,
+                        runtime: None,
+                        permission_mode: None,
+                    },
+                )
+            })
+            .await?;
         Ok(match sent {
             Ok(reply) => {
                 let h = reply.value;
@@ -353,25 +408,47 @@ impl HandoffServer {
     /// Answers the chosen option, or says that no answer came, and the session goes on or
     /// stops as it sees fit.
     #[tool]
-    async fn ask_owner(&self, Parameters(args): Parameters<AskArgs>, cancelled: CancellationToken) -> Result<CallToolResult, ErrorData> {
+    async fn ask_owner(
+        &self,
+        Parameters(args): Parameters<AskArgs>,
+        cancelled: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
         let env = |k: &str| std::env::var(k).ok();
         let wait_s = ask_wait_s(args.wait_s, &env);
         let question = match owner_question(&args.question, &args.options) {
             Ok(q) => q,
-            Err(message) => return Ok(CallToolResult::structured_error(json!({"code": "request.invalid", "message": message}))),
+            Err(message) => {
+                return Ok(CallToolResult::structured_error(json!({"code": "request.invalid", "message": message})))
+            }
         };
-        let (reader, client, id, handoff) = (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
-        let asked = self.blocking(move || {
-            let turn = handoff.turn(&reader)?;
-            client.report(&id, &ReportInput { turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None })
-        })
-        .await?;
+        let (reader, client, id, handoff) =
+            (self.client(false), self.client(true), self.handoff.id.clone(), Arc::clone(&self.handoff));
+        let asked = self
+            .blocking(move || {
+                let turn = handoff.turn(&reader)?;
+                client.report(
+                    &id,
+                    &ReportInput {
+                        turn,
+                        status: ReportStatus::NeedsYou,
+                        summary: None,
+                        unmet: None,
+                        usage: None,
+                        question: Some(question),
+                        runtime: None,
+                        permission_mode: None,
+                    },
+                )
+            })
+            .await?;
         let asked = match asked {
             Ok(reply) => reply.value,
             Err(e) => return Ok(refused(&e)),
         };
         let Some(q) = asked.question.clone() else {
-            return Ok(CallToolResult::structured_error(json!({"code": "question.none", "message": "the service did not keep the question"})));
+            return Ok(CallToolResult::structured_error(
+                json!({"code": "question.none", "message": "the service did not keep the question"}),
+            ));
         };
         let (client, id, qid) = (self.handoff.client.clone(), self.handoff.id.clone(), q.id.clone());
         let deadline = Instant::now() + Duration::from_secs(wait_s);
@@ -392,18 +469,43 @@ impl HandoffServer {
         };
         Ok(match waited {
             Waited::Answered(answer, _) => {
-                let label = q.options.iter().find(|o| o.id == answer.option).map(|o| o.label.clone()).unwrap_or_default();
+                let label =
+                    q.options.iter().find(|o| o.id == answer.option).map(|o| o.label.clone()).unwrap_or_default();
                 let note = answer.note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default();
-                answered(format!("The owner answered: {label}{note}"), json!({"answered": true, "option": answer.option, "label": label, "note": answer.note}))
+                answered(
+                    format!("The owner answered: {label}{note}"),
+                    json!({"answered": true, "option": answer.option, "label": label, "note": answer.note}),
+                )
             }
-            Waited::Withdrawn => answered(format!("No answer: {} was withdrawn. Go on or stop as you see fit.", q.id), json!({"answered": false, "why": "withdrawn"})),
+            Waited::Withdrawn => answered(
+                format!("No answer: {} was withdrawn. Go on or stop as you see fit.", q.id),
+                json!({"answered": false, "why": "withdrawn"}),
+            ),
             Waited::TimedOut => {
                 if crate::hook::served(&env) {
                     // Nobody waits for the answer any more in a served turn: the question is withdrawn.
                     let (client, id, turn) = (self.client(true), self.handoff.id.clone(), q.turn);
-                    let _ = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None })).await;
+                    let _ = blocking(move || {
+                        client.report(
+                            &id,
+                            &ReportInput {
+                                turn,
+                                status: ReportStatus::Running,
+                                summary: None,
+                                unmet: None,
+                                usage: None,
+                                question: None,
+                                runtime: None,
+                                permission_mode: None,
+                            },
+                        )
+                    })
+                    .await;
                 }
-                answered(format!("No answer within {wait_s} s. Go on or stop as you see fit."), json!({"answered": false, "why": "timeout"}))
+                answered(
+                    format!("No answer within {wait_s} s. Go on or stop as you see fit."),
+                    json!({"answered": false, "why": "timeout"}),
+                )
             }
         })
     }
@@ -422,28 +524,48 @@ impl ServerHandler for HandoffServer {
         config
     }
 
-    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         let resources = [
             (BRIEFING_URI, "briefing", "The current turn's briefing", "text/markdown"),
             (PACKAGE_MARKDOWN_URI, "package.md", "The current turn's package, as Markdown", "text/markdown"),
             (PACKAGE_JSON_URI, "package.json", "The current turn's package, as JSON", "application/json"),
         ];
-        Ok(ListResourcesResult::with_all_items(resources.into_iter().map(|(uri, name, title, mime)| Resource::new(uri, name).with_title(title).with_mime_type(mime)).collect()))
+        Ok(ListResourcesResult::with_all_items(
+            resources
+                .into_iter()
+                .map(|(uri, name, title, mime)| Resource::new(uri, name).with_title(title).with_mime_type(mime))
+                .collect(),
+        ))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let (client, id, uri) = (self.client(false), self.handoff.id.clone(), request.uri.clone());
-        let read = self.blocking(move || match uri.as_str() {
-            BRIEFING_URI => Some(briefing(&client, &id, None).map(|text| (text, "text/markdown"))),
-            PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
-            PACKAGE_JSON_URI => Some(client.package_latest(&id).map(|r| (serde_json::to_string(&r.value).unwrap_or_default(), "application/json"))),
-            _ => None,
-        })
-        .await?;
+        let read = self
+            .blocking(move || match uri.as_str() {
+                BRIEFING_URI => Some(briefing(&client, &id, None).map(|text| (text, "text/markdown"))),
+                PACKAGE_MARKDOWN_URI => Some(client.package_markdown(&id).map(|r| (r.value, "text/markdown"))),
+                PACKAGE_JSON_URI => Some(
+                    client
+                        .package_latest(&id)
+                        .map(|r| (serde_json::to_string(&r.value).unwrap_or_default(), "application/json")),
+                ),
+                _ => None,
+            })
+            .await?;
         match read {
             None => Err(ErrorData::resource_not_found(format!("no resource {}", request.uri), None)),
             Some(Err(e)) => Err(ErrorData::invalid_request(format!("refused: {e}"), None)),
-            Some(Ok((text, mime))) => Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri).with_mime_type(mime)]).into()),
+            Some(Ok((text, mime))) => {
+                Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri).with_mime_type(mime)]).into())
+            }
         }
     }
 }
@@ -469,7 +591,9 @@ pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<(String, String,
 /// JSON-RPC error to answer at once (JSON-RPC 2.0: an unparsable message is answered
 /// `-32700` with a null id; one too long is refused unread).
 pub fn check_line(line: &[u8]) -> Result<(), String> {
-    let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string();
+    let error = |code: i64, message: &str| {
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string()
+    };
     if line.len() > MCP_MESSAGE_BYTES_MAX {
         return Err(error(-32600, &format!("a message is at most {MCP_MESSAGE_BYTES_MAX} bytes")));
     }
@@ -564,7 +688,12 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
         }
     };
     let client = Client::new(url, Some(token));
-    let handoff = ServedHandoff { client: client.clone(), id: id.to_string(), turn: std::sync::OnceLock::new(), calls: tokio::sync::Semaphore::new(MCP_CALLS_IN_FLIGHT_MAX) };
+    let handoff = ServedHandoff {
+        client: client.clone(),
+        id: id.to_string(),
+        turn: std::sync::OnceLock::new(),
+        calls: tokio::sync::Semaphore::new(MCP_CALLS_IN_FLIGHT_MAX),
+    };
     // The turn the session was started for, when the service can say so now.
     let _ = handoff.turn(&client.clone().with_retry(crate::client::Retry::none()));
     let server = HandoffServer::new(handoff);
@@ -606,8 +735,12 @@ pub fn served_marker(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 
 fn mark_served(dir: &std::path::Path, id: &str, log: &crate::hook::Log) {
     let path = served_marker(dir, id);
-    let private_dirs = |p: &std::path::Path| crate::private::dir(p.parent().unwrap_or(p)).and_then(|()| crate::private::dir(p));
-    let written = path.parent().map_or(Ok(()), private_dirs).and_then(|()| crate::private::write(&path, crate::hook::now_ms().to_string().as_bytes()));
+    let private_dirs =
+        |p: &std::path::Path| crate::private::dir(p.parent().unwrap_or(p)).and_then(|()| crate::private::dir(p));
+    let written = path
+        .parent()
+        .map_or(Ok(()), private_dirs)
+        .and_then(|()| crate::private::write(&path, crate::hook::now_ms().to_string().as_bytes()));
     if let Err(e) = written {
         log.line(&format!("could not note that it serves, in {}: {e}", path.display()));
     }
@@ -625,13 +758,19 @@ mod tests {
     #[test]
     fn ask_owner_waits_its_wait_s_or_300_s_and_in_a_served_turn_never_past_the_served_wait() {
         let plain = |_: &str| None;
-        assert_eq!((ask_wait_s(None, &plain), ask_wait_s(Some(20), &plain), ask_wait_s(Some(99_999), &plain)), (ASK_WAIT_S_DEFAULT, 20, ANSWER_WAIT_S_MAX));
+        assert_eq!(
+            (ask_wait_s(None, &plain), ask_wait_s(Some(20), &plain), ask_wait_s(Some(99_999), &plain)),
+            (ASK_WAIT_S_DEFAULT, 20, ANSWER_WAIT_S_MAX)
+        );
         let served = |k: &str| match k {
             "HANDOFF_SERVED" => Some("1".to_string()),
             "HANDOFF_ANSWER_WAIT_S" => Some("900".to_string()),
             _ => None,
         };
-        assert_eq!((ask_wait_s(None, &served), ask_wait_s(Some(20), &served), ask_wait_s(Some(3_600), &served)), (900, 20, 900));
+        assert_eq!(
+            (ask_wait_s(None, &served), ask_wait_s(Some(20), &served), ask_wait_s(Some(3_600), &served)),
+            (900, 20, 900)
+        );
     }
 
     #[test]
@@ -641,7 +780,11 @@ mod tests {
         assert_eq!((short.text.as_str(), short.input), ("Deploy?\nIt is Friday.", None));
         let long = format!("Which migration?\n{}\nThe last line matters.", "detail ".repeat(400));
         let asked = owner_question(&long, &labels).unwrap();
-        assert!(asked.text.starts_with("Which migration?…") && asked.text.len() <= QUESTION_TEXT_BYTES_MAX, "{}", asked.text);
+        assert!(
+            asked.text.starts_with("Which migration?…") && asked.text.len() <= QUESTION_TEXT_BYTES_MAX,
+            "{}",
+            asked.text
+        );
         assert_eq!(asked.input.as_deref(), Some(long.as_str()), "the whole question travels as its input");
         let huge = "x".repeat(QUESTION_INPUT_BYTES_MAX + 1);
         let refused = owner_question(&huge, &labels).unwrap_err();
@@ -656,7 +799,10 @@ mod tests {
         let some = |k: &str| (!k.starts_with("HANDOFF_TOKEN")).then(|| "x".to_string());
         assert!(from_env(&some).unwrap_err().contains("HANDOFF_TOKEN not set"));
         let all = |k: &str| Some(format!("{k}-value"));
-        assert_eq!(from_env(&all).unwrap(), ("HANDOFF_URL-value".into(), "HANDOFF_ID-value".into(), "HANDOFF_TOKEN-value".into()));
+        assert_eq!(
+            from_env(&all).unwrap(),
+            ("HANDOFF_URL-value".into(), "HANDOFF_ID-value".into(), "HANDOFF_TOKEN-value".into())
+        );
         let file = std::env::temp_dir().join(format!("handoff-mcp-token-{}", std::process::id()));
         crate::client::write_token_file(&file, "from-the-file\n").unwrap();
         let path = file.to_string_lossy().into_owned();
@@ -667,7 +813,11 @@ mod tests {
         };
         assert_eq!(from_env(&by_file).unwrap().2, "from-the-file", "the token file stands in for the variable");
         std::fs::remove_file(&file).unwrap();
-        let gone = |k: &str| (k == "HANDOFF_TOKEN_FILE").then(|| "/nonexistent/handoff.token".to_string()).or_else(|| (k != "HANDOFF_TOKEN").then(|| "x".into()));
+        let gone = |k: &str| {
+            (k == "HANDOFF_TOKEN_FILE")
+                .then(|| "/nonexistent/handoff.token".to_string())
+                .or_else(|| (k != "HANDOFF_TOKEN").then(|| "x".into()))
+        };
         assert!(from_env(&gone).unwrap_err().contains("HANDOFF_TOKEN_FILE /nonexistent/handoff.token"));
     }
 

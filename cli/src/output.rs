@@ -1,8 +1,8 @@
 //! What the command line prints and how it exits, as pure functions of the API's answers.
 //! Nothing here does I/O, so every line is tested without a server.
 
-use crate::client::{Error, Refusal};
 use crate::client::*;
+use crate::client::{Error, Refusal};
 use handoff_api::error::Code;
 use handoff_core::question::Question;
 use handoff_core::turn::{State, Status};
@@ -87,7 +87,9 @@ fn what_the_handoff_says(r: &Refusal, h: &Handoff) -> String {
         Some(Code::HandoffConflict) => {
             format!("this session's hand-off runs on machine {}, size {} (version {version})", h.machine, h.size)
         }
-        Some(Code::TurnRunning | Code::TurnFinished) => format!("turn {} {} (version {version})", h.turn, status_phrase(h.status)),
+        Some(Code::TurnRunning | Code::TurnFinished) => {
+            format!("turn {} {} (version {version})", h.turn, status_phrase(h.status))
+        }
         _ if h.state == State::Closed => format!("the hand-off is closed (version {version})"),
         _ => format!("turn {} is current (version {version})", h.turn),
     }
@@ -158,7 +160,8 @@ pub const QUESTION_HEAD_BYTES: usize = 1024;
 /// and where to read the rest; its answer.
 pub fn question_lines(id: &str, q: &Question) -> Vec<String> {
     let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
-    let mut lines = vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
+    let mut lines =
+        vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
     if let Some(input) = &q.input {
         let head = handoff_core::text::clip(input, QUESTION_HEAD_BYTES);
         let shown: Vec<&str> = head.lines().take(QUESTION_HEAD_LINES).collect();
@@ -167,7 +170,11 @@ pub fn question_lines(id: &str, q: &Question) -> Vec<String> {
         let rest = input[shown_end..].strip_prefix('\n').unwrap_or(&input[shown_end..]).len();
         lines.extend(shown.iter().map(|l| format!("  | {l}")));
         if rest > 0 {
-            lines.push(format!("  … {rest} more bytes of {} ({} lines in all): `handoff show {id} --question` prints it whole", input.len(), input.lines().count()));
+            lines.push(format!(
+                "  … {rest} more bytes of {} ({} lines in all): `handoff show {id} --question` prints it whole",
+                input.len(),
+                input.lines().count()
+            ));
         }
     }
     if let Some(a) = &q.answer {
@@ -182,7 +189,8 @@ pub fn question_lines(id: &str, q: &Question) -> Vec<String> {
 /// person says yes ([`is_yes`]).
 pub fn confirm_answer_lines(q: &Question, option: &str) -> Vec<String> {
     let options: Vec<String> = q.options.iter().map(|o| format!("{}={}", o.id, o.label)).collect();
-    let mut lines = vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
+    let mut lines =
+        vec![format!("question {} (turn {}): {}; options: {}", q.id, q.turn, one_line(&q.text), options.join(", "))];
     if let Some(input) = &q.input {
         lines.extend(input.lines().map(|l| format!("  | {l}")));
     }

@@ -79,7 +79,11 @@ mod tests {
         std::fs::set_permissions(old.join("hook.log"), std::fs::Permissions::from_mode(0o644)).unwrap();
         dir(&old).unwrap();
         drop(open(&old.join("hook.log"), OpenOptions::new().append(true)).unwrap());
-        assert_eq!((mode(&old), mode(&old.join("hook.log"))), (0o700, 0o600), "an earlier build's 0755/0644 are set back");
+        assert_eq!(
+            (mode(&old), mode(&old.join("hook.log"))),
+            (0o700, 0o600),
+            "an earlier build's 0755/0644 are set back"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -50,7 +50,8 @@ fn the_pinned_codex_app_server_schema_is_the_one_committed() {
         .expect("codex runs");
     assert!(generated.status.success(), "generate-json-schema: {}", String::from_utf8_lossy(&generated.stderr));
     let files = files_under(&out);
-    let sums: String = files.iter().map(|(name, bytes)| format!("{}  ./{name}\n", hex::encode(Sha256::digest(bytes)))).collect();
+    let sums: String =
+        files.iter().map(|(name, bytes)| format!("{}  ./{name}\n", hex::encode(Sha256::digest(bytes)))).collect();
     let kept = fixtures();
     if std::env::var("UPDATE_CODEX_SCHEMA").is_ok_and(|v| v == "1") {
         std::fs::write(kept.join("SHA256SUMS"), &sums).unwrap();
@@ -59,7 +60,11 @@ fn the_pinned_codex_app_server_schema_is_the_one_committed() {
         }
     }
     let _ = std::fs::remove_dir_all(&root);
-    assert_eq!(std::fs::read_to_string(kept.join("SHA256SUMS")).unwrap(), sums, "Codex's app-server schema changed: run this test with UPDATE_CODEX_SCHEMA=1 and read the diff");
+    assert_eq!(
+        std::fs::read_to_string(kept.join("SHA256SUMS")).unwrap(),
+        sums,
+        "Codex's app-server schema changed: run this test with UPDATE_CODEX_SCHEMA=1 and read the diff"
+    );
     for (name, bytes) in files_under(&kept).iter().filter(|(n, _)| n != "SHA256SUMS") {
         let generated = files.iter().find(|(n, _)| n == name).map(|(_, b)| b);
         assert_eq!(generated, Some(bytes), "{name} is no longer what the pinned Codex generates");
@@ -77,7 +82,11 @@ fn config(m: &Machine, approval_policy: &str) -> Config {
     ];
     Config {
         program: harness_bin("codex"),
-        args: [launcher_settings(env!("CARGO_BIN_EXE_handoff")), vec!["-c".into(), "mcp_servers.handoff.enabled=false".into()]].concat(),
+        args: [
+            launcher_settings(env!("CARGO_BIN_EXE_handoff")),
+            vec!["-c".into(), "mcp_servers.handoff.enabled=false".into()],
+        ]
+        .concat(),
         env: env.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         env_remove: vec!["HANDOFF_TOKEN".into(), "HANDOFF_TOKEN_FILE".into()],
         cwd: m.work(),
@@ -129,7 +138,9 @@ impl Handler for Recorder {
         Answer::Chose(question.options[0].0.clone())
     }
     fn item(&mut self, method: &str, item: &serde_json::Value) {
-        if let (Some(flag), "item/started", Some("commandExecution")) = (&self.command_started, method, item["type"].as_str()) {
+        if let (Some(flag), "item/started", Some("commandExecution")) =
+            (&self.command_started, method, item["type"].as_str())
+        {
             flag.store(true, Ordering::SeqCst);
         }
     }
@@ -141,7 +152,10 @@ fn machine(model: &ScriptedModel) -> Machine {
 
 #[test]
 fn a_prompt_runs_as_a_turn_and_a_resumed_thread_carries_the_first_exchange() {
-    let model = ScriptedModel::start(vec![Step::text("The parser reads one line at a time."), Step::text("Then it splits on commas.")]);
+    let model = ScriptedModel::start(vec![
+        Step::text("The parser reads one line at a time."),
+        Step::text("Then it splits on commas."),
+    ]);
     let m = machine(&model);
     let never = AtomicBool::new(false);
     let thread = {
@@ -149,7 +163,9 @@ fn a_prompt_runs_as_a_turn_and_a_resumed_thread_carries_the_first_exchange() {
         let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
         let thread = server.start_thread().expect("thread/start");
         assert!(!thread.is_empty());
-        let outcome = server.run_turn(&thread, "- how does the parser read?", &never, &mut Recorder::answering(Decision::Allow)).expect("the turn runs");
+        let outcome = server
+            .run_turn(&thread, "- how does the parser read?", &never, &mut Recorder::answering(Decision::Allow))
+            .expect("the turn runs");
         guard.store(true, Ordering::SeqCst);
         assert_eq!(outcome, TurnOutcome::Completed { message: "The parser reads one line at a time.".into() });
         thread
@@ -161,19 +177,26 @@ fn a_prompt_runs_as_a_turn_and_a_resumed_thread_carries_the_first_exchange() {
     let mut server = AppServer::start(&config(&m, "untrusted")).expect("codex app-server starts again");
     let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
     assert_eq!(server.resume_thread(&thread).expect("thread/resume"), thread);
-    let outcome = server.run_turn(&thread, "And then?", &never, &mut Recorder::answering(Decision::Allow)).expect("the second turn runs");
+    let outcome = server
+        .run_turn(&thread, "And then?", &never, &mut Recorder::answering(Decision::Allow))
+        .expect("the second turn runs");
     guard.store(true, Ordering::SeqCst);
     assert_eq!(outcome, TurnOutcome::Completed { message: "Then it splits on commas.".into() });
     let second = model.agent_requests().last().unwrap().text();
     assert!(
-        second.contains("- how does the parser read?") && second.contains("The parser reads one line at a time.") && second.contains("And then?"),
+        second.contains("- how does the parser read?")
+            && second.contains("The parser reads one line at a time.")
+            && second.contains("And then?"),
         "turn 2's request carries turn 1's exchange: {second}"
     );
 }
 
 #[test]
 fn an_exec_command_approval_answered_allow_runs_the_command_and_the_model_receives_its_output() {
-    let model = ScriptedModel::start(vec![Step::exec("printf made > proof.txt && echo proof-made"), Step::text("Made the proof.")]);
+    let model = ScriptedModel::start(vec![
+        Step::exec("printf made > proof.txt && echo proof-made"),
+        Step::text("Made the proof."),
+    ]);
     let m = machine(&model);
     let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
     let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
@@ -184,9 +207,14 @@ fn an_exec_command_approval_answered_allow_runs_the_command_and_the_model_receiv
     assert_eq!(outcome, TurnOutcome::Completed { message: "Made the proof.".into() });
     let [asked] = handler.approvals.as_slice() else { panic!("one approval: {:?}", handler.approvals) };
     assert_eq!(asked.kind, ApprovalKind::Command);
-    assert!(asked.text.contains("printf made > proof.txt && echo proof-made") && asked.text.contains(&format!("in {}", m.work().display())), "the whole command and its folder: {asked:?}");
+    assert!(
+        asked.text.contains("printf made > proof.txt && echo proof-made")
+            && asked.text.contains(&format!("in {}", m.work().display())),
+        "the whole command and its folder: {asked:?}"
+    );
     assert_eq!(m.file("proof.txt"), "made", "the allowed command ran");
-    let output = model.result_of("call_1", Duration::from_secs(1)).expect("the command's result reached the model").to_string();
+    let output =
+        model.result_of("call_1", Duration::from_secs(1)).expect("the command's result reached the model").to_string();
     assert!(output.contains("proof-made"), "{output}");
 }
 
@@ -204,13 +232,23 @@ fn an_exec_command_approval_denied_with_a_note_runs_nothing_and_the_model_receiv
     assert!(matches!(outcome, TurnOutcome::Completed { .. }), "a decline lets the turn go on: {outcome:?}");
     assert_eq!(handler.approvals.len(), 1, "{:?}", handler.approvals);
     assert!(!m.work().join("proof.txt").exists(), "the denied command did not run");
-    let declined = model.result_of("call_1", Duration::from_secs(1)).expect("the decline reached the model as the call's result").to_string();
+    let declined = model
+        .result_of("call_1", Duration::from_secs(1))
+        .expect("the decline reached the model as the call's result")
+        .to_string();
     // The note goes in with the turn (`turn/steer`) before the decline is answered, so the
     // request that carries the declined call's result carries the note after it.
-    let with_result = model.agent_requests().into_iter().find(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some()).unwrap();
+    let with_result = model
+        .agent_requests()
+        .into_iter()
+        .find(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some())
+        .unwrap();
     let text = with_result.text();
     let (at_result, at_note) = (text.find("rejected by user"), text.find(note));
-    assert!(matches!((at_result, at_note), (Some(r), Some(n)) if r < n), "the note reached the model after the declined call ({declined}): {text}");
+    assert!(
+        matches!((at_result, at_note), (Some(r), Some(n)) if r < n),
+        "the note reached the model after the declined call ({declined}): {text}"
+    );
 }
 
 #[test]
@@ -250,14 +288,20 @@ fn a_cancel_interrupts_the_turn_promptly_and_leaves_no_process() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(m.processes(), Vec::<String>::new(), "the app-server and the command it ran are gone");
-    assert!(matches!(server.start_thread(), Err(DriverError::Exited { .. })), "a stopped app-server takes no more requests");
+    assert!(
+        matches!(server.start_thread(), Err(DriverError::Exited { .. })),
+        "a stopped app-server takes no more requests"
+    );
 }
 
 #[test]
 fn the_models_request_user_input_reaches_the_person_as_a_choice_and_the_answer_reaches_the_model() {
     let options = serde_json::json!([{"label": "One pass", "description": "Fast, simpler"}, {"label": "Two passes", "description": "Clearer errors"}]);
     let ask = serde_json::json!({"questions": [{"id": "passes", "header": "Parser", "question": "How many passes?", "options": options}]});
-    let model = ScriptedModel::start(vec![Step::Call { name: "request_user_input".into(), input: ask }, Step::text("One pass it is.")]);
+    let model = ScriptedModel::start(vec![
+        Step::Call { name: "request_user_input".into(), input: ask },
+        Step::text("One pass it is."),
+    ]);
     let m = machine(&model);
     let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
     let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
@@ -266,7 +310,9 @@ fn the_models_request_user_input_reaches_the_person_as_a_choice_and_the_answer_r
     let outcome = server.run_turn(&thread, "Plan the parser.", &AtomicBool::new(false), &mut handler).unwrap();
     guard.store(true, Ordering::SeqCst);
     let result = model.result_of("call_1", Duration::from_secs(1)).map(|v| v.to_string()).unwrap_or_default();
-    let [asked] = handler.questions.as_slice() else { panic!("one question reached the person: {:?} (the model got {result}, outcome {outcome:?})", handler.questions) };
+    let [asked] = handler.questions.as_slice() else {
+        panic!("one question reached the person: {:?} (the model got {result}, outcome {outcome:?})", handler.questions)
+    };
     assert_eq!((asked.header.as_str(), asked.text.as_str()), ("Parser", "How many passes?"));
     assert_eq!(asked.options[1], ("Two passes".to_string(), "Clearer errors".to_string()));
     assert!(result.contains("One pass"), "the person's choice reached the model: {result}");
@@ -276,7 +322,8 @@ fn the_models_request_user_input_reaches_the_person_as_a_choice_and_the_answer_r
 #[test]
 fn questions_the_owners_form_cannot_carry_are_never_put_to_the_person_and_the_model_reads_why() {
     let question = |id: &str, text: &str| serde_json::json!({"id": id, "header": "Parser", "question": text, "options": [{"label": "One", "description": ""}, {"label": "Two", "description": ""}]});
-    let two = serde_json::json!({"questions": [question("passes", "How many passes?"), question("errors", "Which errors?")]});
+    let two =
+        serde_json::json!({"questions": [question("passes", "How many passes?"), question("errors", "Which errors?")]});
     let mut secret = question("token", "Your API token?");
     secret["isSecret"] = serde_json::json!(true);
     let steps = vec![
@@ -295,7 +342,11 @@ fn questions_the_owners_form_cannot_carry_are_never_put_to_the_person_and_the_mo
     let result = |call: &str| model.result_of(call, Duration::from_secs(1)).map(|v| v.to_string()).unwrap_or_default();
     assert!(handler.questions.is_empty(), "nothing was put to the person: {:?}", handler.questions);
     let several = result("call_1");
-    assert!(several.contains("not put to the owner: it asks 2 questions at once") && several.contains("Ask one question at a time"), "the model reads why and how to ask: {several}");
+    assert!(
+        several.contains("not put to the owner: it asks 2 questions at once")
+            && several.contains("Ask one question at a time"),
+        "the model reads why and how to ask: {several}"
+    );
     let secret = result("call_2");
     assert!(secret.contains("not put to the owner: it asks for a secret"), "{secret}");
     assert_eq!(outcome, TurnOutcome::Completed { message: "Went on without asking.".into() });
@@ -306,7 +357,14 @@ fn an_app_server_that_ends_fails_the_driver_with_what_it_wrote_to_stderr() {
     // `sh app-server`: a program that ends at once, saying why on stderr.
     let dir = std::env::temp_dir().join(common::unique("handoff-harness-ended"));
     std::fs::create_dir_all(&dir).unwrap();
-    let config = Config { program: "/bin/sh".into(), args: Vec::new(), env: Vec::new(), env_remove: Vec::new(), cwd: dir.clone(), approval_policy: "never".into() };
+    let config = Config {
+        program: "/bin/sh".into(),
+        args: Vec::new(),
+        env: Vec::new(),
+        env_remove: Vec::new(),
+        cwd: dir.clone(),
+        approval_policy: "never".into(),
+    };
     let started = AppServer::start(&config);
     let _ = std::fs::remove_dir_all(&dir);
     match started {
@@ -324,18 +382,36 @@ fn a_serve_killed_with_sigkill_leaves_no_app_server_running() {
     if let Ok(root) = std::env::var(PLAY_SERVE) {
         // The child's part: a driver whose turn runs a long command, until it is killed.
         let model_url = std::env::var("HANDOFF_TEST_MODEL_URL").unwrap();
-        let m = Machine { root: root.into(), id: "ho_served".into(), token: "no-token".into(), model_anthropic: model_url.clone(), model_openai: model_url, harnesses: true };
+        let m = Machine {
+            root: root.into(),
+            id: "ho_served".into(),
+            token: "no-token".into(),
+            model_anthropic: model_url.clone(),
+            model_openai: model_url,
+            harnesses: true,
+        };
         let mut server = AppServer::start(&config(&m, "never")).unwrap();
         let thread = server.start_thread().unwrap();
         println!("started {}", server.pid());
-        let _ = server.run_turn(&thread, "Sleep a while.", &AtomicBool::new(false), &mut Recorder::answering(Decision::Allow));
+        let _ = server.run_turn(
+            &thread,
+            "Sleep a while.",
+            &AtomicBool::new(false),
+            &mut Recorder::answering(Decision::Allow),
+        );
         std::mem::forget(m);
         return;
     }
     let model = ScriptedModel::start(vec![Step::exec("sleep 60"), Step::text("Slept.")]);
     let m = machine(&model);
     let mut serve = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_serve_killed_with_sigkill_leaves_no_app_server_running", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "a_serve_killed_with_sigkill_leaves_no_app_server_running",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(PLAY_SERVE, &m.root)
         .env("HANDOFF_TEST_MODEL_URL", model.openai_url())
         .stdout(std::process::Stdio::null())
@@ -366,7 +442,14 @@ fn a_serve_killed_with_sigkill_leaves_no_app_server_running() {
 fn an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent() {
     // Codex ends when its input closes; the parent-death signal holds for a child that does not.
     if let Ok(root) = std::env::var(PLAY_SERVE) {
-        let config = Config { program: "/bin/sh".into(), args: Vec::new(), env: Vec::new(), env_remove: Vec::new(), cwd: PathBuf::from(root), approval_policy: "never".into() };
+        let config = Config {
+            program: "/bin/sh".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            cwd: PathBuf::from(root),
+            approval_policy: "never".into(),
+        };
         let _ = AppServer::start(&config);
         return;
     }
@@ -375,7 +458,12 @@ fn an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent() {
     // `sh app-server` runs this file: a program that never reads its input.
     std::fs::write(root.join("app-server"), format!("exec sleep 61 # {}\n", root.display())).unwrap();
     let mut serve = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent",
+            "--test-threads",
+            "1",
+        ])
         .env(PLAY_SERVE, &root)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -383,9 +471,10 @@ fn an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent() {
         .unwrap();
     let sleeping = || {
         let out = std::process::Command::new("pgrep").args(["-f", "^sleep 61$"]).output().unwrap();
-        let ours = String::from_utf8_lossy(&out.stdout).lines().filter_map(|p| p.parse::<u32>().ok()).find(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == root)
-        });
+        let ours = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == root));
         ours
     };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -410,7 +499,11 @@ fn an_app_server_that_ignores_its_closed_input_still_dies_with_its_parent() {
 #[test]
 fn under_on_request_only_a_command_that_asks_to_leave_the_sandbox_asks_the_person() {
     let escalated = serde_json::json!({"cmd": "printf out > escalated.txt", "sandbox_permissions": "require_escalated", "justification": "Write outside the rules"});
-    let model = ScriptedModel::start(vec![Step::exec("printf in > sandboxed.txt"), Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Both done.")]);
+    let model = ScriptedModel::start(vec![
+        Step::exec("printf in > sandboxed.txt"),
+        Step::Call { name: "exec_command".into(), input: escalated },
+        Step::text("Both done."),
+    ]);
     let m = machine(&model);
     let mut server = AppServer::start(&config(&m, "on-request")).unwrap();
     let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
@@ -419,15 +512,21 @@ fn under_on_request_only_a_command_that_asks_to_leave_the_sandbox_asks_the_perso
     let outcome = server.run_turn(&thread, "Write both files.", &AtomicBool::new(false), &mut handler).unwrap();
     guard.store(true, Ordering::SeqCst);
     assert_eq!(outcome, TurnOutcome::Completed { message: "Both done.".into() });
-    let [asked] = handler.approvals.as_slice() else { panic!("only the escalated command asked: {:?}", handler.approvals) };
-    assert!(asked.text.contains("printf out > escalated.txt") && asked.reason.as_deref() == Some("Write outside the rules"), "{asked:?}");
+    let [asked] = handler.approvals.as_slice() else {
+        panic!("only the escalated command asked: {:?}", handler.approvals)
+    };
+    assert!(
+        asked.text.contains("printf out > escalated.txt") && asked.reason.as_deref() == Some("Write outside the rules"),
+        "{asked:?}"
+    );
     assert_eq!((m.file("sandboxed.txt").as_str(), m.file("escalated.txt").as_str()), ("in", "out"));
 }
 
 #[test]
 fn with_the_owners_hooks_installed_only_the_app_server_asks_about_a_command() {
     let escalated = serde_json::json!({"cmd": "printf out > escalated.txt", "sandbox_permissions": "require_escalated", "justification": "Write outside"});
-    let model = ScriptedModel::start(vec![Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Done.")]);
+    let model =
+        ScriptedModel::start(vec![Step::Call { name: "exec_command".into(), input: escalated }, Step::text("Done.")]);
     let m = machine(&model);
     // The hook as `hook install codex` sets it up; a closed port for the service, so the hook
     // only logs what it would do.
@@ -440,7 +539,12 @@ fn with_the_owners_hooks_installed_only_the_app_server_asks_about_a_command() {
         ("HANDOFF_TOKEN", m.token.clone()),
         ("HANDOFF_STATE_DIR", m.root.join("state").display().to_string()),
     ];
-    let install = std::process::Command::new(env!("CARGO_BIN_EXE_handoff")).args(["hook", "install", "codex"]).env_clear().envs(vars.iter().cloned()).output().unwrap();
+    let install = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["hook", "install", "codex"])
+        .env_clear()
+        .envs(vars.iter().cloned())
+        .output()
+        .unwrap();
     assert!(install.status.success() && m.codex_home().join("hooks.json").exists(), "{install:?}");
     let mut config = config(&m, "on-request");
     config.env.extend(vars.iter().filter(|(k, _)| k.starts_with("HANDOFF_")).map(|(k, v)| (k.to_string(), v.clone())));

@@ -41,9 +41,19 @@ impl Machine {
         let dir = std::env::temp_dir().join(unique("handoff-hooks"));
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let codex_login = if codex_signed_in { "echo 'Logged in using ChatGPT' >&2; exit 0" } else { "echo 'Not logged in' >&2; exit 1" };
-        script(&bin.join("claude"), "case \"$1\" in --version) echo '2.1.50 (Claude Code)';; auth) echo '{\"loggedIn\": true}';; esac");
-        script(&bin.join("codex"), &format!("case \"$1\" in --version) echo 'codex-cli 0.50.0';; login) {codex_login};; esac"));
+        let codex_login = if codex_signed_in {
+            "echo 'Logged in using ChatGPT' >&2; exit 0"
+        } else {
+            "echo 'Not logged in' >&2; exit 1"
+        };
+        script(
+            &bin.join("claude"),
+            "case \"$1\" in --version) echo '2.1.50 (Claude Code)';; auth) echo '{\"loggedIn\": true}';; esac",
+        );
+        script(
+            &bin.join("codex"),
+            &format!("case \"$1\" in --version) echo 'codex-cli 0.50.0';; login) {codex_login};; esac"),
+        );
         Machine { id: id.into(), token: token.into(), dir, bin }
     }
 
@@ -65,7 +75,11 @@ impl Machine {
         let out = child.wait_with_output().unwrap();
         let took = started.elapsed();
         assert_eq!(out.status.code(), Some(0), "a hook always exits 0: {args:?} {out:?}");
-        assert!(out.stdout.is_empty(), "a hook prints nothing a harness could read: {:?}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.stdout.is_empty(),
+            "a hook prints nothing a harness could read: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         assert!(took < BUDGET + SLACK, "{args:?} took {took:?}, past its budget");
         took
     }
@@ -78,11 +92,16 @@ impl Machine {
         let mut cmd = command(Some(&self.token), &["hook", "flush"]);
         cmd.env("HANDOFF_URL", url).env("HANDOFF_ID", &self.id).env("HANDOFF_STATE_DIR", &self.dir);
         let out = cmd.output().unwrap();
-        Run { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into(),
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+        }
     }
 
     fn spooled(&self) -> usize {
-        std::fs::read_to_string(self.dir.join("spool").join(format!("{}.jsonl", self.id))).map_or(0, |t| t.lines().count())
+        std::fs::read_to_string(self.dir.join("spool").join(format!("{}.jsonl", self.id)))
+            .map_or(0, |t| t.lines().count())
     }
 
     fn log(&self) -> String {
@@ -116,7 +135,21 @@ fn handed_to_claude_code(owner: &str, id: &str, machine: &str) {
 fn a_whole_claude_code_session_reports_each_status_and_suggests_only_an_available_runtime() {
     let owner = owner();
     let (id, machine_token) = create(&owner);
-    ok(Some(&owner), &["policy", &id, "--runtime", "claude-code", "--runtime", "codex", "--runtime", "gemini", "--context-threshold-pct", "80"]);
+    ok(
+        Some(&owner),
+        &[
+            "policy",
+            &id,
+            "--runtime",
+            "claude-code",
+            "--runtime",
+            "codex",
+            "--runtime",
+            "gemini",
+            "--context-threshold-pct",
+            "80",
+        ],
+    );
     handed_to_claude_code(&owner, &id, &machine_token);
     let m = Machine::new(&id, &machine_token, true);
     let url = url();
@@ -124,7 +157,11 @@ fn a_whole_claude_code_session_reports_each_status_and_suggests_only_an_availabl
     m.claude(&url, "01-session-start.json");
     let r = record(&owner, &id);
     let runtimes = &r["machine_runtimes"]["runtimes"];
-    assert_eq!(runtimes[0], json!({"name": "claude-code", "version": "2.1.50 (Claude Code)", "signed_in": true}), "{r}");
+    assert_eq!(
+        runtimes[0],
+        json!({"name": "claude-code", "version": "2.1.50 (Claude Code)", "signed_in": true}),
+        "{r}"
+    );
     assert_eq!(runtimes[1], json!({"name": "codex", "version": "codex-cli 0.50.0", "signed_in": true}), "{r}");
     assert_eq!(runtimes.as_array().map(Vec::len), Some(2), "gemini is not installed");
 
@@ -132,11 +169,17 @@ fn a_whole_claude_code_session_reports_each_status_and_suggests_only_an_availabl
     m.claude(&url, "02-user-prompt-submit.json");
     let r = record(&owner, &id);
     assert_eq!((r["turn"].as_u64(), r["status"].as_str()), (Some(2), Some("running")), "{r}");
-    assert_eq!(r["version"], started, "turn 2 was already running, and its runtimes were reported at the session's start");
+    assert_eq!(
+        r["version"], started,
+        "turn 2 was already running, and its runtimes were reported at the session's start"
+    );
 
     m.claude(&url, "03-notification-permission.json");
     let r = record(&owner, &id);
-    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("needs-you"), Some("Claude needs your permission to use Bash")));
+    assert_eq!(
+        (r["status"].as_str(), r["summary"].as_str()),
+        (Some("needs-you"), Some("Claude needs your permission to use Bash"))
+    );
 
     m.claude(&url, "04-post-tool-use.json");
     assert_eq!(record(&owner, &id)["status"], "running", "the person let the tool run");
@@ -147,7 +190,11 @@ fn a_whole_claude_code_session_reports_each_status_and_suggests_only_an_availabl
     assert_eq!(r["status"], "done", "{r}");
     assert_eq!(r["summary"], "Done: the parser accepts empty input, and all 42 tests pass.");
     let s = &r["suggestion"];
-    assert_eq!((s["reason"].as_str(), s["turn"].as_u64()), (Some("context-threshold"), Some(2)), "170,012 of 200,000 tokens: {r}");
+    assert_eq!(
+        (s["reason"].as_str(), s["turn"].as_u64()),
+        (Some("context-threshold"), Some(2)),
+        "170,012 of 200,000 tokens: {r}"
+    );
     assert_eq!(s["runtimes"], json!(["codex"]), "not claude-code (this turn's), not gemini (absent)");
     assert_eq!(r["version"], v + 1, "done and its suggestion are one change");
 
@@ -155,7 +202,10 @@ fn a_whole_claude_code_session_reports_each_status_and_suggests_only_an_availabl
     m.claude(&url, "07-session-end.json");
     m.claude(&url, "05-stop.json");
     let after = record(&owner, &id);
-    assert_eq!(after["version"], r["version"], "nothing is reported for a turn that has ended, and the suggestion came once");
+    assert_eq!(
+        after["version"], r["version"],
+        "nothing is reported for a turn that has ended, and the suggestion came once"
+    );
     assert_eq!(m.spooled(), 0, "everything was delivered");
     let log = m.log();
     assert!(log.contains("delivered done for turn 2"), "{log}");
@@ -193,11 +243,25 @@ fn reports_made_while_the_service_is_down_land_in_order_once_and_a_finished_turn
 
     // Back: the spool is delivered in order before anything else.
     let flushed = m.flush(&url);
-    assert_eq!((flushed.code, flushed.stdout.trim_end().split(" (log").next()), (0, Some("delivered 2, dropped 0, left 0")), "{flushed:?}");
+    assert_eq!(
+        (flushed.code, flushed.stdout.trim_end().split(" (log").next()),
+        (0, Some("delivered 2, dropped 0, left 0")),
+        "{flushed:?}"
+    );
     let r = record(&owner, &id);
-    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Done: the parser accepts empty input, and all 42 tests pass.")));
-    assert_eq!(r["version"], v + 2, "needs-you then done, each once (had done come first, needs-you would have been refused)");
-    assert!(m.flush(&url).stdout.starts_with("delivered 0, dropped 0, left 0"), "a delivered entry is never sent again");
+    assert_eq!(
+        (r["status"].as_str(), r["summary"].as_str()),
+        (Some("done"), Some("Done: the parser accepts empty input, and all 42 tests pass."))
+    );
+    assert_eq!(
+        r["version"],
+        v + 2,
+        "needs-you then done, each once (had done come first, needs-you would have been refused)"
+    );
+    assert!(
+        m.flush(&url).stdout.starts_with("delivered 0, dropped 0, left 0"),
+        "a delivered entry is never sent again"
+    );
 
     // A report spooled for a turn that ends before it can be delivered is dropped, not applied.
     ok(Some(&owner), &["turn", &id]);
@@ -209,7 +273,11 @@ fn reports_made_while_the_service_is_down_land_in_order_once_and_a_finished_turn
     assert!(flushed.stdout.starts_with("delivered 0, dropped 1, left 0"), "{flushed:?}");
     let r = record(&owner, &id);
     assert_eq!((r["status"].as_str(), r["version"].as_u64()), (Some("cancelled"), Some(v)));
-    assert!(m.log().contains("dropped needs-you for turn 2 from Notification: 409 handoff.turn_finished"), "{}", m.log());
+    assert!(
+        m.log().contains("dropped needs-you for turn 2 from Notification: 409 handoff.turn_finished"),
+        "{}",
+        m.log()
+    );
 }
 
 #[test]
@@ -236,7 +304,10 @@ fn runtimes_detect_reports_what_the_machine_has_and_handing_off_to_a_signed_out_
     let m = Machine::new(&id, &machine_token, false);
     let mut cmd = command(Some(&machine_token), &["runtimes", &id, "--detect"]);
     // No key in the environment and no provider configured: Codex's login alone decides.
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", m.bin.display())).env("CODEX_HOME", &m.dir).env_remove("OPENAI_API_KEY").env_remove("CODEX_API_KEY");
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", m.bin.display()))
+        .env("CODEX_HOME", &m.dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CODEX_API_KEY");
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");

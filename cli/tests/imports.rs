@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-
 #[test]
 fn no_two_files_of_the_cli_import_each_other() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = sources(&root, &root);
-    let modules: BTreeMap<Vec<String>, String> = files.keys().filter(|f| *f != "main.rs").map(|f| (module_of(f), f.clone())).collect();
+    let modules: BTreeMap<Vec<String>, String> =
+        files.keys().filter(|f| *f != "main.rs").map(|f| (module_of(f), f.clone())).collect();
     let mut edges = BTreeSet::new();
     for (file, text) in &files {
         for target in named_files(file, text, &modules) {
@@ -19,17 +19,22 @@ fn no_two_files_of_the_cli_import_each_other() {
             }
         }
     }
-    let pairs: BTreeSet<(String, String)> = edges.iter().filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone()))).cloned().collect();
+    let pairs: BTreeSet<(String, String)> =
+        edges.iter().filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone()))).cloned().collect();
     assert!(pairs.is_empty(), "these files of cli/src import each other: {pairs:?}");
     assert!(edges.len() > 50, "the reader found the imports: {}", edges.len());
 }
 
 #[test]
 fn the_reader_sees_a_pair_that_imports_each_other() {
-    let modules: BTreeMap<Vec<String>, String> = [(vec!["a".to_string()], "a.rs".to_string()), (vec!["a".into(), "b".into()], "a/b.rs".into())].into();
+    let modules: BTreeMap<Vec<String>, String> =
+        [(vec!["a".to_string()], "a.rs".to_string()), (vec!["a".into(), "b".into()], "a/b.rs".into())].into();
     assert_eq!(named_files("a.rs", "mod b;\nuse b::{self, Thing};\n", &modules), ["a/b.rs".to_string()].into());
     assert_eq!(named_files("a/b.rs", "fn f() { super::g() }\n", &modules), ["a.rs".to_string()].into());
-    assert_eq!(named_files("a/b.rs", "// super::g()\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n", &modules), BTreeSet::new());
+    assert_eq!(
+        named_files("a/b.rs", "// super::g()\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n", &modules),
+        BTreeSet::new()
+    );
 }
 
 /// Every `.rs` file under `dir`, by its path from `root`.
@@ -75,7 +80,12 @@ fn named_files(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) 
         let tree = statement.strip_prefix("pub use ").or_else(|| statement.strip_prefix("use "));
         match tree {
             Some(tree) => paths.extend(expand(tree)),
-            None => paths.extend(statement.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).filter(|p| p.contains("::")).map(str::to_string)),
+            None => paths.extend(
+                statement
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .filter(|p| p.contains("::"))
+                    .map(str::to_string),
+            ),
         }
     }
     let mut named = BTreeSet::new();
@@ -87,7 +97,9 @@ fn named_files(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) 
             "crate" | "handoff_cli" => rest,
             "super" => me[..me.len().saturating_sub(1)].iter().cloned().chain(rest).collect(),
             "self" => me.iter().cloned().chain(rest).collect(),
-            child if children.contains(child) => me.iter().cloned().chain(std::iter::once(child.to_string())).chain(rest).collect(),
+            child if children.contains(child) => {
+                me.iter().cloned().chain(std::iter::once(child.to_string())).chain(rest).collect()
+            }
             _ => continue,
         };
         // The longest prefix that is a file: `crate::hook::install::Harness` is hook/install.rs.
@@ -119,7 +131,9 @@ fn expand(tree: &str) -> Vec<String> {
     }
     parts.push(&inner[start..]);
     let expanded = parts.into_iter().filter(|p| !p.trim().is_empty()).flat_map(expand);
-    expanded.map(|p| if p == "self" { prefix.trim_end_matches("::").to_string() } else { format!("{prefix}{p}") }).collect()
+    expanded
+        .map(|p| if p == "self" { prefix.trim_end_matches("::").to_string() } else { format!("{prefix}{p}") })
+        .collect()
 }
 
 fn words(code: &str) -> Vec<&str> {

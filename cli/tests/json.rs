@@ -20,7 +20,10 @@ fn json_output_parses_as_the_apis_json() {
     assert_eq!(direct["handoff"], created["handoff"]);
     assert_eq!(run(Some(&owner), &["show", &id, "--json"]).json(), direct);
     // The record lists the caller's own actions, so the machine's is its own direct read.
-    assert_eq!(run(Some(&machine), &["show", &id, "--json"]).json(), api_get(&machine, &format!("/v1/handoffs/{id}")).1);
+    assert_eq!(
+        run(Some(&machine), &["show", &id, "--json"]).json(),
+        api_get(&machine, &format!("/v1/handoffs/{id}")).1
+    );
     assert_eq!(run(Some(&owner), &["wait", &id, "--after", "0", "--json"]).json(), direct);
 
     let reported = run(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--json"]);

@@ -18,7 +18,9 @@ const LAUNCH_S_MAX: u64 = 60;
 fn codex_plans(objective: &str) -> Vec<Step> {
     let decision = format!("Do \\\"{objective}\\\" in one pass over the input");
     vec![
-        Step::exec(&format!("printf 'Decision: {decision}\\n' >> NOTES.md && printf '1. read the input\\n2. parse it\\n' > plan.md")),
+        Step::exec(&format!(
+            "printf 'Decision: {decision}\\n' >> NOTES.md && printf '1. read the input\\n2. parse it\\n' > plan.md"
+        )),
         Step::text(&format!("Planned \"{objective}\" in plan.md.\nArtifact: plan.md\nStatus: done")),
     ]
 }
@@ -52,8 +54,14 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let tool = |name: &str| format!("mcp__handoff__{name}");
     let claude_steps = vec![
         Step::load_tools(&[&tool("record_decision"), &tool("add_artifact"), &tool("report")]),
-        Step::Call { name: tool("record_decision"), input: json!({"statement": verdict, "rationale": "checked against the briefing"}) },
-        Step::Call { name: tool("add_artifact"), input: json!({"type": "report", "title": "Review", "uri": "review.md"}) },
+        Step::Call {
+            name: tool("record_decision"),
+            input: json!({"statement": verdict, "rationale": "checked against the briefing"}),
+        },
+        Step::Call {
+            name: tool("add_artifact"),
+            input: json!({"type": "report", "title": "Review", "uri": "review.md"}),
+        },
         Step::Call { name: tool("report"), input: json!({"status": "done", "summary": reviewed}) },
         Step::text(&reviewed),
     ];
@@ -78,20 +86,47 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     assert!(!codex.stdout.contains("recorded "), "the launcher recorded nothing itself: {codex:?}");
     assert!(m.file("plan.md").contains("parse it"), "Codex wrote its plan in the sandbox");
     let codex_config = std::fs::read_to_string(m.codex_home().join("config.toml")).unwrap();
-    assert!(codex_config.contains("notify") && codex_config.contains("\"hook\", \"codex\""), "hooks installed: {codex_config}");
+    assert!(
+        codex_config.contains("notify") && codex_config.contains("\"hook\", \"codex\""),
+        "hooks installed: {codex_config}"
+    );
     let after_codex = record(&owner_token, &id);
-    assert_eq!((after_codex["turn"].as_u64(), after_codex["status"].as_str()), (Some(2), Some("done")), "{after_codex}");
-    assert!(after_codex["summary"].as_str().unwrap().starts_with("Planned \"Write the parser\" in plan.md."), "{after_codex}");
+    assert_eq!(
+        (after_codex["turn"].as_u64(), after_codex["status"].as_str()),
+        (Some(2), Some("done")),
+        "{after_codex}"
+    );
+    assert!(
+        after_codex["summary"].as_str().unwrap().starts_with("Planned \"Write the parser\" in plan.md."),
+        "{after_codex}"
+    );
 
     // Turn 3 goes to Claude Code with the package compiled from what Codex left; a recompile
     // of the same request gives the same version and hash.
-    ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    ok(
+        owner,
+        &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"],
+    );
     let handed = record(&owner_token, &id);
     let (h2, v2) = (handed["package_hash"].as_str().unwrap().to_string(), handed["package_version"].as_u64().unwrap());
     assert_eq!(v2, v1 + 1, "what Codex left changed the package");
-    let request = ["package", &id, "--objective", "Review the parser", "--purpose", "a second pair of eyes", "--runtime", "claude-code", "--json"];
+    let request = [
+        "package",
+        &id,
+        "--objective",
+        "Review the parser",
+        "--purpose",
+        "a second pair of eyes",
+        "--runtime",
+        "claude-code",
+        "--json",
+    ];
     let recompiled = run(owner, &request).json();
-    assert_eq!((recompiled["changed"].as_bool(), recompiled["package_version"].as_u64()), (Some(false), Some(v2)), "{recompiled}");
+    assert_eq!(
+        (recompiled["changed"].as_bool(), recompiled["package_version"].as_u64()),
+        (Some(false), Some(v2)),
+        "{recompiled}"
+    );
     assert_eq!(recompiled["package_hash"], h2.as_str(), "the hash is stable across a recompile");
     assert!(recompiled["package"]["decisions"].to_string().contains("in one pass over the input"), "{recompiled}");
 
@@ -99,8 +134,16 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let lines: Vec<&str> = claude.stdout.lines().collect();
     assert_eq!(lines[0], format!("briefed from package v{v2} ({}…)", &h2[..8]), "{claude:?}");
     assert!(claude.stdout.contains(&reviewed), "Claude Code ran: {claude:?}");
-    let prompt = model.agent_requests().into_iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages).expect("Claude Code asked the model").text();
-    assert!(prompt.contains("in one pass over the input"), "the package compiled from Codex's turn briefed Claude Code: {prompt}");
+    let prompt = model
+        .agent_requests()
+        .into_iter()
+        .find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages)
+        .expect("Claude Code asked the model")
+        .text();
+    assert!(
+        prompt.contains("in one pass over the input"),
+        "the package compiled from Codex's turn briefed Claude Code: {prompt}"
+    );
     let settings = std::fs::read_to_string(m.home().join(".claude/settings.json")).unwrap();
     assert!(settings.contains("hook claude-code") && settings.contains("\"Stop\""), "hooks installed: {settings}");
     let moved = run(owner, &request);
@@ -112,7 +155,9 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     let turns = turns["turns"].as_array().unwrap().clone();
     let facts: Vec<Value> = turns
         .iter()
-        .map(|t| json!([t["turn"], t["status"], t["runtime"], t["package_version"], t["package_hash"], t["continued_from"]]))
+        .map(|t| {
+            json!([t["turn"], t["status"], t["runtime"], t["package_version"], t["package_hash"], t["continued_from"]])
+        })
         .collect();
     assert_eq!(
         facts,
@@ -124,14 +169,30 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
         "{turns:#?}"
     );
     let (_, latest) = api_get(&owner_token, &format!("/v1/handoffs/{id}/package"));
-    assert_eq!((latest["package_version"].as_u64(), latest["package_hash"].as_str(), latest["state"].as_str()), (Some(v2), Some(h2.as_str()), Some("accepted")));
+    assert_eq!(
+        (latest["package_version"].as_u64(), latest["package_hash"].as_str(), latest["state"].as_str()),
+        (Some(v2), Some(h2.as_str()), Some("accepted"))
+    );
     let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
     let work = &work["work"];
-    let decisions: Vec<(&str, &str)> = work["decisions"].as_array().unwrap().iter().map(|d| (d["statement"].as_str().unwrap(), d["by"].as_str().unwrap())).collect();
+    let decisions: Vec<(&str, &str)> = work["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["statement"].as_str().unwrap(), d["by"].as_str().unwrap()))
+        .collect();
     assert_eq!(decisions, [(decision, "machine"), (verdict.as_str(), "machine")], "{work}");
     let artifacts = work["artifacts"].as_array().unwrap();
-    assert_eq!((artifacts[0]["title"].as_str(), artifacts[0]["type"].as_str()), (Some("plan.md"), Some("file")), "{work}");
-    assert_eq!((artifacts[1]["title"].as_str(), artifacts[1]["uri"].as_str()), (Some("Review"), Some("review.md")), "{work}");
+    assert_eq!(
+        (artifacts[0]["title"].as_str(), artifacts[0]["type"].as_str()),
+        (Some("plan.md"), Some("file")),
+        "{work}"
+    );
+    assert_eq!(
+        (artifacts[1]["title"].as_str(), artifacts[1]["uri"].as_str()),
+        (Some("Review"), Some("review.md")),
+        "{work}"
+    );
 
     // Events in order: each turn's record was made while it ran, before it ended and the next began.
     let at = |v: &Value| v.as_str().unwrap().to_string();
@@ -171,7 +232,12 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
     assert_eq!(code, 0, "{seen:#?}");
     let seen = seen.join("\n");
     let mut i = line_after(&seen, 0, "turn 2 running on codex");
-    for needle in ["turn 2 done on codex: Planned", "turn 3 running on claude-code", "turn 3 done on claude-code: Reviewed", ", closed"] {
+    for needle in [
+        "turn 2 done on codex: Planned",
+        "turn 3 running on claude-code",
+        "turn 3 done on claude-code: Reviewed",
+        ", closed",
+    ] {
         i = line_after(&seen, i + 1, needle);
     }
 }
@@ -180,14 +246,20 @@ fn a_codex_turn_without_network_then_a_claude_code_turn_are_launched_briefed_and
 fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_nothing() {
     let (owner_token, id, machine_token) = started();
     let owner = Some(owner_token.as_str());
-    ok(owner, &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    ok(
+        owner,
+        &["turn", &id, "--to", "claude-code", "--objective", "Review the parser", "--purpose", "a second pair of eyes"],
+    );
     let handed = record(&owner_token, &id);
     let hash = handed["package_hash"].as_str().unwrap().to_string();
     let model = ScriptedModel::start(vec![]);
     let m = Machine::new(&id, &machine_token, &model);
 
     let human = m.ok("a dry run", &["launch", &id, "--dry-run"]);
-    let briefing = ok(Some(&machine_token), &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"]);
+    let briefing = ok(
+        Some(&machine_token),
+        &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"],
+    );
     let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
     let config = launch::claude_code_mcp_config(env!("CARGO_BIN_EXE_handoff"));
     let expected = format!(
@@ -201,7 +273,21 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["command", "env_names", "package", "prompt"], "{json}");
     assert_eq!(json["prompt"], prompt.as_str());
-    assert_eq!(json["command"], json!(["claude", "-p", prompt, "--permission-mode", "default", "--mcp-config", config, "--strict-mcp-config", "--allowedTools", "mcp__handoff"]));
+    assert_eq!(
+        json["command"],
+        json!([
+            "claude",
+            "-p",
+            prompt,
+            "--permission-mode",
+            "default",
+            "--mcp-config",
+            config,
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__handoff"
+        ])
+    );
     assert_eq!(json["env_names"], json!(["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"]));
     assert_eq!(json["package"], json!({"version": 1, "hash": hash}));
 
@@ -219,7 +305,19 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
 fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_is_recorded() {
     let owner_token = owner();
     let (id, machine_token) = create(&owner_token);
-    ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    ok(
+        Some(&owner_token),
+        &[
+            "work",
+            &id,
+            "--title",
+            "Config parser",
+            "--goal",
+            "Parse the config file",
+            "--criterion",
+            "empty input parses",
+        ],
+    );
     let model = ScriptedModel::start(codex_plans("Config parser"));
     let m = Machine::new(&id, &machine_token, &model);
 
@@ -227,7 +325,9 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
     assert_eq!(refused.code, 2, "{refused:?}");
     assert!(refused.stderr.contains("--runtime claude-code or --runtime codex"), "{refused:?}");
 
-    let plan = m.ok("a dry run of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print", "--dry-run", "--json"]).json();
+    let plan = m
+        .ok("a dry run of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print", "--dry-run", "--json"])
+        .json();
     assert_eq!(plan["package"], Value::Null);
     let client = handoff_cli::Client::new(&url(), Some(&machine_token));
     let h = client.get(&id).unwrap().value;
@@ -238,7 +338,10 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
 
     // A Codex without the server (its entry switched off after the launcher's): the launcher
     // records what it left, hashing the file it named.
-    let run = m.ok("the launch of codex for turn 1", &["launch", &id, "--runtime", "codex", "--print", "--", "-c", "mcp_servers.handoff.enabled=false"]);
+    let run = m.ok(
+        "the launch of codex for turn 1",
+        &["launch", &id, "--runtime", "codex", "--print", "--", "-c", "mcp_servers.handoff.enabled=false"],
+    );
     assert!(run.stdout.starts_with("briefed from the work record\n"), "{run:?}");
     assert!(run.stdout.contains("recorded decision dec_1: Do \"Config parser\" in one pass over the input"), "{run:?}");
     assert!(run.stdout.contains("recorded done for turn 1"), "{run:?}");
@@ -248,7 +351,11 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
     let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
     let artifact = &work["work"]["artifacts"][0];
     assert_eq!((artifact["title"].as_str(), artifact["type"].as_str()), (Some("plan.md"), Some("file")), "{work}");
-    assert_eq!(artifact["sha256"], sha256_hex(m.file("plan.md").as_bytes()), "the launcher hashed the file Codex named");
+    assert_eq!(
+        artifact["sha256"],
+        sha256_hex(m.file("plan.md").as_bytes()),
+        "the launcher hashed the file Codex named"
+    );
 }
 
 #[test]
@@ -275,9 +382,13 @@ fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_
 }
 
 #[test]
-fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_an_owner_token_or_no_work() {
+fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_turn_a_missing_program_an_owner_token_or_no_work(
+) {
     let (owner_token, id, machine_token) = started();
-    ok(Some(&owner_token), &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
+    ok(
+        Some(&owner_token),
+        &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"],
+    );
     let model = ScriptedModel::start(vec![]);
     let m = Machine::new(&id, &machine_token, &model);
     let other = m.run("a launch of another runtime", &["launch", &id, "--runtime", "claude-code"], &[]);
@@ -304,10 +415,14 @@ fn a_launch_is_refused_before_anything_is_accepted_for_another_runtime_an_ended_
     let owner_token = owner();
     let (bare_id, bare_machine) = create(&owner_token);
     let fresh = Machine::new(&bare_id, &bare_machine, &model);
-    let nothing = fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"], &[]);
+    let nothing =
+        fresh.run("a launch with no package and no work", &["launch", &bare_id, "--runtime", "codex", "--print"], &[]);
     assert_eq!(nothing.code, 2, "{nothing:?}");
     assert!(nothing.stderr.contains("set it with `handoff work` first"), "{nothing:?}");
-    assert!(!fresh.codex_home().join("hooks.json").exists() && fresh.file("NOTES.md").is_empty(), "nothing installed, nothing started");
+    assert!(
+        !fresh.codex_home().join("hooks.json").exists() && fresh.file("NOTES.md").is_empty(),
+        "nothing installed, nothing started"
+    );
     assert!(model.requests().is_empty(), "no harness ran");
 }
 
@@ -317,31 +432,55 @@ fn an_interrupted_interactive_codex_still_has_what_it_left_recorded_by_the_launc
     let (id, machine_token) = create(&owner_token);
     ok(Some(&owner_token), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file"]);
     // The session decides, then waits for the person, who presses Ctrl-C at the terminal.
-    let model = ScriptedModel::start(vec![Step::exec("printf 'Decision: Parse line by line\\n' >> NOTES.md"), Step::text("Noted the decision. What next?")]);
+    let model = ScriptedModel::start(vec![
+        Step::exec("printf 'Decision: Parse line by line\\n' >> NOTES.md"),
+        Step::text("Noted the decision. What next?"),
+    ]);
     let m = Machine::new(&id, &machine_token, &model);
     let exit_file = m.root.join("launch.exit");
     // A Codex without the server (its entry switched off after the launcher's): the fallback.
-    let line = format!("{} launch {id} --runtime codex -- -c mcp_servers.handoff.enabled=false; echo $? > {}", env!("CARGO_BIN_EXE_handoff"), exit_file.display());
+    let line = format!(
+        "{} launch {id} --runtime codex -- -c mcp_servers.handoff.enabled=false; echo $? > {}",
+        env!("CARGO_BIN_EXE_handoff"),
+        exit_file.display()
+    );
     let tmux = Tmux::start(&m.work(), &m.vars(), &["sh".into(), "-c".into(), line]);
     tmux.wait_for("What next?", Duration::from_secs(LAUNCH_S_MAX));
     assert!(m.file("NOTES.md").contains("Decision: Parse line by line"), "{}", tmux.screen());
     // Interactive, Codex's notify hook reports each of its turns done, with its last message.
     let done = |_: ()| Some(record(&owner_token, &id)).filter(|r| r["status"] == "done");
-    let r = eventually("the notify hook reports the turn done", Duration::from_secs(30), || done(()), || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()));
+    let r = eventually(
+        "the notify hook reports the turn done",
+        Duration::from_secs(30),
+        || done(()),
+        || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()),
+    );
     assert_eq!(r["summary"], "Noted the decision. What next?", "{r}");
     let ended = || std::fs::read_to_string(&exit_file).ok().map(|c| c.trim().to_string());
-    let code = eventually("the launch ends after Ctrl-C", Duration::from_secs(30), || {
-        if ended().is_none() {
-            tmux.keys(&["C-c"]);
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        ended()
-    }, || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()));
+    let code = eventually(
+        "the launch ends after Ctrl-C",
+        Duration::from_secs(30),
+        || {
+            if ended().is_none() {
+                tmux.keys(&["C-c"]);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            ended()
+        },
+        || format!("screen:\n{}\nlog:\n{}", tmux.screen(), m.log()),
+    );
     let log = m.log();
-    assert!(log.contains("recorded decision dec_1: Parse line by line from what codex left"), "the launcher outlived the interrupt (exit {code}): {log}");
+    assert!(
+        log.contains("recorded decision dec_1: Parse line by line from what codex left"),
+        "the launcher outlived the interrupt (exit {code}): {log}"
+    );
     let (_, work) = api_get(&owner_token, &format!("/v1/handoffs/{id}/work"));
     assert_eq!(work["work"]["decisions"][0]["statement"], "Parse line by line", "{work}");
     // The turn keeps the hook's report: the launcher's own comes after the turn ended.
     let r = record(&owner_token, &id);
-    assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Noted the decision. What next?")), "{r}\n{log}");
+    assert_eq!(
+        (r["status"].as_str(), r["summary"].as_str()),
+        (Some("done"), Some("Noted the decision. What next?")),
+        "{r}\n{log}"
+    );
 }

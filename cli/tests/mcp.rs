@@ -37,7 +37,8 @@ impl Server {
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let parsed = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e}): {line}"));
+                let parsed = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e}): {line}"));
                 if tx.send(parsed).is_err() {
                     return;
                 }
@@ -73,7 +74,8 @@ impl Server {
 
     fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
-        self.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == id).unwrap_or_else(|| panic!("no answer to {method} ({id})"))
+        self.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {method} ({id})"))
     }
 
     fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
@@ -92,7 +94,19 @@ impl Drop for Server {
 fn session() -> (String, String, String) {
     let owner = owner();
     let (id, machine) = create(&owner);
-    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    ok(
+        Some(&owner),
+        &[
+            "work",
+            &id,
+            "--title",
+            "Config parser",
+            "--goal",
+            "Parse the config file",
+            "--criterion",
+            "empty input parses",
+        ],
+    );
     (owner, id, machine)
 }
 
@@ -112,7 +126,10 @@ fn it_lists_seven_typed_tools_and_the_read_only_ones_say_so() {
     let tools = s.request(1, "tools/list", json!({}))["result"]["tools"].as_array().unwrap().clone();
     let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["add_artifact", "ask_owner", "get_briefing", "get_handoff", "raise_blocker", "record_decision", "report"]);
+    assert_eq!(
+        names,
+        ["add_artifact", "ask_owner", "get_briefing", "get_handoff", "raise_blocker", "record_decision", "report"]
+    );
     for t in &tools {
         let read_only = t["annotations"]["readOnlyHint"] == true;
         assert_eq!(read_only, matches!(t["name"].as_str(), Some("get_handoff" | "get_briefing")), "{t}");
@@ -127,7 +144,11 @@ fn each_tool_records_on_the_hand_off_and_answers_text_and_structured_content() {
     let (owner, id, machine) = session();
     let mut s = Server::start(&id, &machine);
     let got = s.call(1, "get_handoff", json!({}));
-    assert_eq!((got["isError"].as_bool(), got["structuredContent"]["handoff"]["id"].as_str()), (Some(false), Some(id.as_str())), "{got}");
+    assert_eq!(
+        (got["isError"].as_bool(), got["structuredContent"]["handoff"]["id"].as_str()),
+        (Some(false), Some(id.as_str())),
+        "{got}"
+    );
     assert!(got["content"][0]["text"].as_str().unwrap().contains("turn 1 running"), "{got}");
     let briefing = s.call(2, "get_briefing", json!({"budget_bytes": 4096}));
     assert!(briefing["content"][0]["text"].as_str().unwrap().contains("Parse the config file"), "{briefing}");
@@ -141,7 +162,15 @@ fn each_tool_records_on_the_hand_off_and_answers_text_and_structured_content() {
     assert_eq!(done["structuredContent"]["handoff"]["status"], "done", "{done}");
     let (_, work) = api_get(&owner, &format!("/v1/handoffs/{id}/work"));
     let work = &work["work"];
-    assert_eq!((work["decisions"].as_array().unwrap().len(), work["artifacts"].as_array().unwrap().len(), work["blockers"].as_array().unwrap().len()), (1, 1, 1), "{work}");
+    assert_eq!(
+        (
+            work["decisions"].as_array().unwrap().len(),
+            work["artifacts"].as_array().unwrap().len(),
+            work["blockers"].as_array().unwrap().len()
+        ),
+        (1, 1, 1),
+        "{work}"
+    );
     let r = record(&owner, &id);
     assert_eq!((r["status"].as_str(), r["summary"].as_str()), (Some("done"), Some("Parser written")), "{r}");
 }
@@ -152,7 +181,11 @@ fn an_api_refusal_is_a_tool_error_naming_its_code_and_the_server_serves_on() {
     let mut s = Server::start(&id, &machine);
     assert_eq!(s.call(1, "report", json!({"status": "done", "summary": "first"}))["isError"], false);
     let late = s.call(2, "report", json!({"status": "failed", "summary": "second"}));
-    assert_eq!((late["isError"].as_bool(), late["structuredContent"]["code"].as_str()), (Some(true), Some("handoff.turn_finished")), "{late}");
+    assert_eq!(
+        (late["isError"].as_bool(), late["structuredContent"]["code"].as_str()),
+        (Some(true), Some("handoff.turn_finished")),
+        "{late}"
+    );
     assert!(late["content"][0]["text"].as_str().unwrap().starts_with("refused: handoff.turn_finished"), "{late}");
     // Another hand-off's token: every tool is refused with the API's code, none crashes.
     let (_, other, _) = session();
@@ -169,7 +202,12 @@ fn an_api_refusal_is_a_tool_error_naming_its_code_and_the_server_serves_on() {
     for (n, (tool, args)) in calls.into_iter().enumerate() {
         let refused = wrong.call(10 + n as u64, tool, args);
         assert_eq!(refused["isError"], true, "{tool}: {refused}");
-        assert!(refused["structuredContent"]["code"].as_str().is_some_and(|c| c.starts_with("auth.") || c == "handoff.not_found"), "{tool}: {refused}");
+        assert!(
+            refused["structuredContent"]["code"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("auth.") || c == "handoff.not_found"),
+            "{tool}: {refused}"
+        );
     }
     // Arguments of the wrong shape are the tool's error too.
     let bad = s.call(3, "report", json!({"status": "finished"}));
@@ -193,15 +231,28 @@ fn ask_owner_answers_the_owners_choice_or_that_no_answer_came() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    let options: Vec<&str> = asked["question"]["options"].as_array().unwrap().iter().map(|o| o["label"].as_str().unwrap()).collect();
+    let options: Vec<&str> =
+        asked["question"]["options"].as_array().unwrap().iter().map(|o| o["label"].as_str().unwrap()).collect();
     assert_eq!(options, ["Postgres", "SQLite"]);
     ok(Some(&owner), &["answer", &id, "1", "--question", asked["question"]["id"].as_str().unwrap()]);
-    let answered = s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == 1).expect("the answer")["result"].clone();
-    assert_eq!(answered["structuredContent"], json!({"answered": true, "option": "1", "label": "Postgres", "note": null}), "{answered}");
+    let answered =
+        s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == 1).expect("the answer")["result"].clone();
+    assert_eq!(
+        answered["structuredContent"],
+        json!({"answered": true, "option": "1", "label": "Postgres", "note": null}),
+        "{answered}"
+    );
     assert_eq!(answered["content"][0]["text"], "The owner answered: Postgres");
     let unanswered = s.call(2, "ask_owner", json!({"question": "Anything else?", "options": ["no"], "wait_s": 1}));
-    assert_eq!((unanswered["isError"].as_bool(), unanswered["structuredContent"]["answered"].as_bool()), (Some(false), Some(false)), "{unanswered}");
-    assert!(unanswered["content"][0]["text"].as_str().unwrap().contains("Go on or stop as you see fit"), "{unanswered}");
+    assert_eq!(
+        (unanswered["isError"].as_bool(), unanswered["structuredContent"]["answered"].as_bool()),
+        (Some(false), Some(false)),
+        "{unanswered}"
+    );
+    assert!(
+        unanswered["content"][0]["text"].as_str().unwrap().contains("Go on or stop as you see fit"),
+        "{unanswered}"
+    );
 }
 
 #[test]
@@ -236,7 +287,8 @@ fn a_malformed_message_is_answered_with_a_parse_error_and_the_server_serves_on()
     let (_, id, machine) = session();
     let mut s = Server::start(&id, &machine);
     s.send_line("{not json");
-    let error = s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["error"]["code"] == -32700).expect("a parse error");
+    let error =
+        s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["error"]["code"] == -32700).expect("a parse error");
     assert!(error["id"].is_null(), "{error}");
     let unknown = s.request(1, "tools/call", json!({"name": "no_such_tool", "arguments": {}}));
     assert!(unknown["error"].is_object() || unknown["result"]["isError"] == true, "{unknown}");
@@ -250,11 +302,16 @@ fn the_briefing_and_the_package_are_resources_of_the_current_turn() {
     ok(Some(&owner), &["turn", &id, "--to", "codex", "--objective", "Write the parser", "--purpose", "start the work"]);
     let mut s = Server::start(&id, &machine);
     let listed = s.request(1, "resources/list", json!({}));
-    let uris: Vec<&str> = listed["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let uris: Vec<&str> =
+        listed["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
     assert_eq!(uris, ["handoff://briefing", "handoff://package.md", "handoff://package.json"]);
     let package = s.request(2, "resources/read", json!({"uri": "handoff://package.json"}));
     let text = package["result"]["contents"][0]["text"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(text).unwrap()["package"]["next"]["objective"], "Write the parser", "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap()["package"]["next"]["objective"],
+        "Write the parser",
+        "{text}"
+    );
     let markdown = s.request(3, "resources/read", json!({"uri": "handoff://package.md"}));
     assert_eq!(markdown["result"]["contents"][0]["mimeType"], "text/markdown");
     let briefing = s.request(4, "resources/read", json!({"uri": "handoff://briefing"}));
@@ -273,18 +330,29 @@ fn a_report_for_a_turn_that_moved_on_is_refused_stale_and_lands_on_no_other_turn
     ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "by hand"]);
     ok(Some(&owner), &["turn", &id]);
     let late = s.call(2, "report", json!({"status": "done", "summary": "late"}));
-    assert_eq!((late["isError"].as_bool(), late["structuredContent"]["code"].as_str()), (Some(true), Some("handoff.stale")), "{late}");
+    assert_eq!(
+        (late["isError"].as_bool(), late["structuredContent"]["code"].as_str()),
+        (Some(true), Some("handoff.stale")),
+        "{late}"
+    );
     let asked = s.call(3, "ask_owner", json!({"question": "q?", "options": ["a"], "wait_s": 1}));
     assert_eq!(asked["structuredContent"]["code"], "handoff.stale", "{asked}");
     let r = record(&owner, &id);
-    assert_eq!((r["turn"].as_u64(), r["status"].as_str(), r["question"].is_null()), (Some(2), Some("running"), true), "{r}");
+    assert_eq!(
+        (r["turn"].as_u64(), r["status"].as_str(), r["question"].is_null()),
+        (Some(2), Some("running"), true),
+        "{r}"
+    );
 }
 
 #[test]
 fn ask_owner_never_cuts_a_long_question_the_owner_reads_it_whole_as_its_input() {
     let (owner, id, machine) = session();
     let mut s = Server::start(&id, &machine);
-    let question = format!("Which migration should run first?\r\n{}\nThe last line decides it.", "Some context on the tables. ".repeat(60));
+    let question = format!(
+        "Which migration should run first?\r\n{}\nThe last line decides it.",
+        "Some context on the tables. ".repeat(60)
+    );
     s.send_line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask_owner", "arguments": {"question": question, "options": ["users", "orders"], "wait_s": 30}}}).to_string());
     let deadline = Instant::now() + Duration::from_secs(ANSWER_S_MAX);
     let asked = loop {
@@ -296,12 +364,17 @@ fn ask_owner_never_cuts_a_long_question_the_owner_reads_it_whole_as_its_input() 
         std::thread::sleep(Duration::from_millis(100));
     };
     let text = asked["question"]["text"].as_str().unwrap();
-    assert!(text.starts_with("Which migration should run first?…") && text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX, "{text}");
+    assert!(
+        text.starts_with("Which migration should run first?…")
+            && text.len() <= handoff_core::limits::QUESTION_TEXT_BYTES_MAX,
+        "{text}"
+    );
     assert_eq!(asked["question"]["input"], question.replace("\r\n", "\n"), "the whole question, CRLF as LF");
     let shown = ok(Some(&owner), &["show", &id, "--question"]);
     assert!(shown.ends_with("The last line decides it.\n"), "{shown}");
     ok(Some(&owner), &["answer", &id, "2", "--question", asked["question"]["id"].as_str().unwrap()]);
-    let answered = s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == 1).expect("the answer")["result"].clone();
+    let answered =
+        s.next_matching(Duration::from_secs(ANSWER_S_MAX), |m| m["id"] == 1).expect("the answer")["result"].clone();
     assert_eq!(answered["structuredContent"]["label"], "orders", "{answered}");
     let huge = s.call(2, "ask_owner", json!({"question": "x".repeat(handoff_core::limits::QUESTION_INPUT_BYTES_MAX + 1), "options": ["yes"], "wait_s": 1}));
     assert_eq!(huge["isError"], true, "{huge}");

@@ -11,7 +11,19 @@ use std::process::Stdio;
 fn create_and_turn_take_a_prompt_and_show_and_turns_print_it() {
     let owner_token = owner();
     let owner = Some(owner_token.as_str());
-    let out = ok(owner, &["create", &unique("session"), "--machine", "m1", "--size", "large", "-m", "Add a CSV export.\nKeep the old one."]);
+    let out = ok(
+        owner,
+        &[
+            "create",
+            &unique("session"),
+            "--machine",
+            "m1",
+            "--size",
+            "large",
+            "-m",
+            "Add a CSV export.\nKeep the old one.",
+        ],
+    );
     let mut lines = out.lines();
     let id = lines.next().unwrap().to_string();
     let machine_token = lines.next().unwrap().to_string();
@@ -29,19 +41,32 @@ fn create_and_turn_take_a_prompt_and_show_and_turns_print_it() {
     std::fs::remove_file(&file).ok();
     assert_eq!(record(&owner_token, &id)["prompt"], "Now the tests.\n\tSmall ones.");
     ok(machine, &["report", &id, "--turn", "2", "--status", "done"]);
-    let mut child = command(owner, &["turn", &id, "--prompt-file", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = command(owner, &["turn", &id, "--prompt-file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     child.stdin.take().unwrap().write_all("- and the docs, from stdin\n".as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(record(&owner_token, &id)["prompt"], "- and the docs, from stdin");
 
     let turns = ok(owner, &["turns", &id]);
-    let want = ["  > Add a CSV export.", "  > Keep the old one.", "  > Now the tests.", "  > \tSmall ones.", "  > - and the docs, from stdin"];
+    let want = [
+        "  > Add a CSV export.",
+        "  > Keep the old one.",
+        "  > Now the tests.",
+        "  > \tSmall ones.",
+        "  > - and the docs, from stdin",
+    ];
     let printed: Vec<&str> = turns.lines().filter(|l| l.starts_with("  ")).collect();
     assert_eq!(printed, want, "{turns}");
     let json = run(owner, &["turns", &id, "--json"]).json();
     let prompts: Vec<&str> = json["turns"].as_array().unwrap().iter().map(|t| t["prompt"].as_str().unwrap()).collect();
-    assert_eq!(prompts, ["Add a CSV export.\nKeep the old one.", "Now the tests.\n\tSmall ones.", "- and the docs, from stdin"]);
+    assert_eq!(
+        prompts,
+        ["Add a CSV export.\nKeep the old one.", "Now the tests.\n\tSmall ones.", "- and the docs, from stdin"]
+    );
 }
 
 #[test]
@@ -68,7 +93,8 @@ fn a_prompt_is_given_once_and_a_bad_one_is_refused_by_the_service() {
     let missing = run(Some(&owner_token), &["turn", &id, "--prompt-file", "/nonexistent/prompt.txt"]);
     assert_eq!(missing.code, 2, "{missing:?}");
     assert!(missing.stderr.contains("--prompt-file"), "{missing:?}");
-    let empty = run(Some(&owner_token), &["create", &unique("session"), "--machine", "m1", "--size", "large", "-m", ""]);
+    let empty =
+        run(Some(&owner_token), &["create", &unique("session"), "--machine", "m1", "--size", "large", "-m", ""]);
     assert_ne!(empty.code, 0);
     assert!(empty.stderr.contains("request.invalid") && empty.stderr.contains("prompt"), "{empty:?}");
 }

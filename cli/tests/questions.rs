@@ -23,11 +23,27 @@ fn open_question(owner: &str, id: &str) -> String {
 fn ask_prints_the_option_the_owner_chose_and_exits_0() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(Some(&machine), &["ask", &id, "--turn", "1", "--text", "Which database?", "--option", "pg=Postgres", "--option", "sqlite=SQLite", "--wait", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let asking = command(
+        Some(&machine),
+        &[
+            "ask",
+            &id,
+            "--turn",
+            "1",
+            "--text",
+            "Which database?",
+            "--option",
+            "pg=Postgres",
+            "--option",
+            "sqlite=SQLite",
+            "--wait",
+            "30",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let q = open_question(&owner_token, &id);
     let row = record(&owner_token, &id);
     assert_eq!((row["status"].as_str(), row["question"]["kind"].as_str()), (Some("needs-you"), Some("choice")));
@@ -54,11 +70,30 @@ fn ask_exits_4_with_nothing_on_stdout_when_no_answer_comes_in_time() {
 fn ask_and_answer_speak_json_with_json() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(Some(&machine), &["--json", "ask", &id, "--turn", "1", "--kind", "permission", "--text", "Bash: ls", "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let asking = command(
+        Some(&machine),
+        &[
+            "--json",
+            "ask",
+            &id,
+            "--turn",
+            "1",
+            "--kind",
+            "permission",
+            "--text",
+            "Bash: ls",
+            "--option",
+            "allow=Allow",
+            "--option",
+            "deny=Deny",
+            "--wait",
+            "30",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let q = open_question(&owner_token, &id);
     let r = run(Some(&owner_token), &["--json", "answer", &id, "allow", "--question", &q]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -66,7 +101,10 @@ fn ask_and_answer_speak_json_with_json() {
     let out = asking.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((printed["handoff"]["question"]["id"].as_str(), printed["handoff"]["question"]["kind"].as_str()), (Some(q.as_str()), Some("permission")));
+    assert_eq!(
+        (printed["handoff"]["question"]["id"].as_str(), printed["handoff"]["question"]["kind"].as_str()),
+        (Some(q.as_str()), Some("permission"))
+    );
     // Answered already with allow: another option is refused, exit 1, naming the code.
     let again = run(Some(&owner_token), &["answer", &id, "deny", "--question", &q]);
     assert_eq!(again.code, 1, "{again:?}");
@@ -86,18 +124,40 @@ fn answer_with_no_question_open_is_refused_with_question_none() {
 fn answer_without_a_question_and_no_terminal_refuses_naming_the_flag_and_answers_nothing() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(Some(&machine), &["ask", &id, "--turn", "1", "--kind", "permission", "--text", "Bash: npm test", "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let asking = command(
+        Some(&machine),
+        &[
+            "ask",
+            &id,
+            "--turn",
+            "1",
+            "--kind",
+            "permission",
+            "--text",
+            "Bash: npm test",
+            "--option",
+            "allow=Allow",
+            "--option",
+            "deny=Deny",
+            "--wait",
+            "30",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let q = open_question(&owner_token, &id);
     let before = record(&owner_token, &id);
     let r = run(Some(&owner_token), &["answer", &id, "allow"]);
     assert_eq!(r.code, 2, "a usage error, not an answer: {r:?}");
     assert!(r.stderr.contains("--question") && r.stderr.contains("no terminal"), "{r:?}");
     let after = record(&owner_token, &id);
-    assert_eq!((after["version"].clone(), after["question"]["answer"].is_null()), (before["version"].clone(), true), "nothing answered: {after}");
+    assert_eq!(
+        (after["version"].clone(), after["question"]["answer"].is_null()),
+        (before["version"].clone(), true),
+        "nothing answered: {after}"
+    );
     ok(Some(&owner_token), &["answer", &id, "deny", "--question", &q]);
     assert_eq!(asking.wait_with_output().unwrap().status.code(), Some(0));
 }
@@ -119,7 +179,10 @@ fn on_a_terminal(token: &str, args: &[&str]) -> Option<String> {
 }
 
 fn screen(name: &str) -> String {
-    let out = std::process::Command::new("tmux").args(["capture-pane", "-p", "-J", "-S", "-200", "-t", name]).output().unwrap();
+    let out = std::process::Command::new("tmux")
+        .args(["capture-pane", "-p", "-J", "-S", "-200", "-t", name])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -139,11 +202,29 @@ fn wait_for_screen(name: &str, text: &str) -> String {
 fn answer_without_a_question_on_a_terminal_shows_the_open_question_whole_and_answers_it_only_on_yes() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(Some(&machine), &["ask", &id, "--turn", "1", "--kind", "permission", "--text", "Bash: npm test", "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let asking = command(
+        Some(&machine),
+        &[
+            "ask",
+            &id,
+            "--turn",
+            "1",
+            "--kind",
+            "permission",
+            "--text",
+            "Bash: npm test",
+            "--option",
+            "allow=Allow",
+            "--option",
+            "deny=Deny",
+            "--wait",
+            "60",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let q = open_question(&owner_token, &id);
     // A "no" answers nothing.
     let Some(first) = on_a_terminal(&owner_token, &["answer", &id, "allow"]) else {
@@ -153,7 +234,11 @@ fn answer_without_a_question_on_a_terminal_shows_the_open_question_whole_and_ans
         return;
     };
     let shown = wait_for_screen(&first, "[y/N]");
-    assert!(shown.contains(&format!("question {q} (turn 1): Bash: npm test")) && shown.contains(&format!("answer {q} with allow? [y/N]")), "{shown}");
+    assert!(
+        shown.contains(&format!("question {q} (turn 1): Bash: npm test"))
+            && shown.contains(&format!("answer {q} with allow? [y/N]")),
+        "{shown}"
+    );
     let _ = std::process::Command::new("tmux").args(["send-keys", "-t", &first, "n", "Enter"]).status();
     let after_no = wait_for_screen(&first, "EXIT=");
     let _ = std::process::Command::new("tmux").args(["kill-session", "-t", &first]).status();

@@ -30,12 +30,14 @@ impl Served {
     /// [`Served::start`], with more arguments for serve.
     fn start_with(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)], args: &[&str]) -> Served {
         let owner = owner();
-        let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let out =
+            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
         let mut lines = out.lines();
         let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
         let model = ScriptedModel::start(steps);
         let machine = Machine::new(&id, &token, &model);
-        let mut s = Served { owner, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() };
+        let mut s =
+            Served { owner, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() };
         s.serve = Some(s.spawn(vars));
         s
     }
@@ -61,18 +63,29 @@ impl Served {
     }
 
     fn log_says(&self, what: &str) -> String {
-        eventually(&format!("the log says {what:?}"), Duration::from_secs(STEP_S), || Some(self.machine.log()).filter(|l| l.contains(what)), || self.context())
+        eventually(
+            &format!("the log says {what:?}"),
+            Duration::from_secs(STEP_S),
+            || Some(self.machine.log()).filter(|l| l.contains(what)),
+            || self.context(),
+        )
     }
 
     /// The machine's processes other than serve itself.
     fn harness_processes(&self) -> Vec<String> {
         let serve = self.serve.as_ref().map(|c| c.id().to_string());
-        self.machine.processes().into_iter().filter(|p| Some(p.split(' ').next().unwrap_or_default().to_string()) != serve).collect()
+        self.machine
+            .processes()
+            .into_iter()
+            .filter(|p| Some(p.split(' ').next().unwrap_or_default().to_string()) != serve)
+            .collect()
     }
 
     /// The open question's id.
     fn question(&self) -> String {
-        let r = self.until("the harness asks the owner", |r| r["question"]["id"].is_string() && r["question"]["answer"].is_null());
+        let r = self.until("the harness asks the owner", |r| {
+            r["question"]["id"].is_string() && r["question"]["answer"].is_null()
+        });
         r["question"]["id"].as_str().unwrap().to_string()
     }
 
@@ -89,7 +102,12 @@ impl Served {
             std::thread::sleep(Duration::from_millis(100));
         };
         assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
-        let left = eventually("no process is left", Duration::from_secs(10), || Some(self.machine.processes()).filter(|p| p.is_empty()), || format!("{:?}", self.machine.processes()));
+        let left = eventually(
+            "no process is left",
+            Duration::from_secs(10),
+            || Some(self.machine.processes()).filter(|p| p.is_empty()),
+            || format!("{:?}", self.machine.processes()),
+        );
         assert!(left.is_empty());
         assert!(!self.machine.log().contains(&self.machine.token), "the log never holds the token");
     }
@@ -106,7 +124,11 @@ impl Drop for Served {
 
 #[test]
 fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_first_harness_session() {
-    let mut s = Served::start("Say hello to the parser.", vec![Step::text("Hello, parser."), Step::text("Second turn answered.")], &[]);
+    let mut s = Served::start(
+        "Say hello to the parser.",
+        vec![Step::text("Hello, parser."), Step::text("Second turn answered.")],
+        &[],
+    );
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Hello, parser.", "{done}");
     assert_eq!(done["runtime"], "claude-code", "the record names the runtime of a plain turn: {done}");
@@ -122,10 +144,22 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     ok(Some(&s.owner), &["turn", &s.id, &format!("--prompt={words}")]);
     let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
     assert_eq!(done["summary"], "Second turn answered.", "{done}");
-    assert_eq!((done["runtime"].as_str(), done["continued_from"]["runtime"].as_str()), (Some("claude-code"), Some("claude-code")), "{done}");
-    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains(words)).unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
+    assert_eq!(
+        (done["runtime"].as_str(), done["continued_from"]["runtime"].as_str()),
+        (Some("claude-code"), Some("claude-code")),
+        "{done}"
+    );
+    let second = s
+        .model
+        .agent_requests()
+        .into_iter()
+        .find(|r| r.text().contains(words))
+        .unwrap_or_else(|| panic!("turn 2's words reached the model\n{}", s.context()));
     let text = second.text();
-    assert!(text.contains("Say hello to the parser.") && text.contains("Hello, parser."), "turn 2's request carries turn 1's exchange: {text}");
+    assert!(
+        text.contains("Say hello to the parser.") && text.contains("Hello, parser."),
+        "turn 2's request carries turn 1's exchange: {text}"
+    );
     assert!(s.machine.log().contains("(resumed)"), "{}", s.machine.log());
     let (_, turns) = api_get(&s.owner, &format!("/v1/handoffs/{}/turns", s.id));
     let modes: Vec<Value> = turns["turns"].as_array().unwrap().iter().map(|t| t["permission_mode"].clone()).collect();
@@ -141,7 +175,12 @@ fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_aft
     assert!(!s.harness_processes().is_empty(), "the harness runs");
     let cancelled_at = Instant::now();
     ok(Some(&s.owner), &["cancel", &s.id]);
-    let gone = eventually("the harness is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    let gone = eventually(
+        "the harness is gone",
+        Duration::from_secs(10),
+        || Some(s.harness_processes()).filter(|p| p.is_empty()),
+        || format!("{:?}\n{}", s.harness_processes(), s.context()),
+    );
     assert!(gone.is_empty());
     assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
     let log = s.log_says("because the owner cancelled it");
@@ -152,30 +191,52 @@ fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_aft
     assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str()), (Some(1), Some("cancelled")), "{cancelled}");
     std::thread::sleep(Duration::from_secs(3));
     let after = s.record();
-    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing moved the turn after its cancel: {after}");
+    assert_eq!(
+        (after["status"].as_str(), after["version"].as_u64()),
+        (Some("cancelled"), cancelled["version"].as_u64()),
+        "nothing moved the turn after its cancel: {after}"
+    );
     assert!(!s.machine.work().join("proof.txt").exists());
     s.close();
 }
 
 #[test]
 fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_note_the_model_reads() {
-    let steps = vec![Step::bash("touch allowed.txt"), Step::text("Made allowed.txt."), Step::bash("touch denied.txt"), Step::text("Left it.")];
+    let steps = vec![
+        Step::bash("touch allowed.txt"),
+        Step::text("Made allowed.txt."),
+        Step::bash("touch denied.txt"),
+        Step::text("Left it."),
+    ];
     let mut s = Served::start("Make the files.", steps, &[]);
     let q = s.question();
     assert_eq!(s.record()["question"]["text"], "Bash: touch allowed.txt");
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
-    let ran = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
+    let ran = s
+        .model
+        .result_of("call_1", Duration::from_secs(STEP_S))
+        .unwrap_or_else(|| panic!("the tool's result reached the model\n{}", s.context()));
     assert!(!ran.to_string().contains("denied"), "{ran}");
     assert_eq!(s.until("turn 1 is done", |r| r["status"] == "done")["summary"], "Made allowed.txt.");
     assert!(s.machine.work().join("allowed.txt").exists());
 
     ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Now the other file."]);
-    let q = eventually("turn 2's question", Duration::from_secs(STEP_S), || {
-        let r = s.record();
-        (r["turn"] == 2 && r["question"]["answer"].is_null()).then(|| r["question"]["id"].as_str().map(str::to_string)).flatten()
-    }, || s.context());
+    let q = eventually(
+        "turn 2's question",
+        Duration::from_secs(STEP_S),
+        || {
+            let r = s.record();
+            (r["turn"] == 2 && r["question"]["answer"].is_null())
+                .then(|| r["question"]["id"].as_str().map(str::to_string))
+                .flatten()
+        },
+        || s.context(),
+    );
     ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", "not that file"]);
-    let denied = s.model.result_of("call_2", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    let denied = s
+        .model
+        .result_of("call_2", Duration::from_secs(STEP_S))
+        .unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
     assert!(denied.to_string().contains("not that file"), "the model reads the owner's note: {denied}");
     assert_eq!(s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done")["summary"], "Left it.");
     assert!(!s.machine.work().join("denied.txt").exists());
@@ -184,7 +245,8 @@ fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_
 
 #[test]
 fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_and_runs_the_next() {
-    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")], &[]);
+    let mut s =
+        Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")], &[]);
     s.question();
     let mut first = s.serve.take().unwrap();
     first.kill().unwrap();
@@ -192,7 +254,12 @@ fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_
     // The parent-death signal took Claude Code with serve (its hook waiting for the answer is
     // left for the next serve to end).
     let claude = || s.machine.processes().into_iter().filter(|p| p.contains("--session-id")).collect::<Vec<_>>();
-    eventually("Claude Code went with serve", Duration::from_secs(5), || Some(claude()).filter(|p| p.is_empty()), || format!("{:?}", claude()));
+    eventually(
+        "Claude Code went with serve",
+        Duration::from_secs(5),
+        || Some(claude()).filter(|p| p.is_empty()),
+        || format!("{:?}", claude()),
+    );
 
     s.serve = Some(s.spawn(&[]));
     let failed = s.until("turn 1 is reported failed", |r| r["turn"] == 1 && r["status"] == "failed");
@@ -200,7 +267,11 @@ fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_
     let log = s.machine.log();
     assert_eq!(log.matches("turn 1 started:").count(), 1, "turn 1 ran once: {log}");
     assert!(log.contains("process(es) left by the serve before's harness"), "the hook left waiting was ended: {log}");
-    let left: Vec<String> = s.harness_processes().into_iter().filter(|p| p.contains("--session-id") || p.contains("hook claude-code") || p.contains(" mcp")).collect();
+    let left: Vec<String> = s
+        .harness_processes()
+        .into_iter()
+        .filter(|p| p.contains("--session-id") || p.contains("hook claude-code") || p.contains(" mcp"))
+        .collect();
     assert!(left.is_empty(), "nothing of the killed serve's harness is left: {left:?}");
 
     ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Try again."]);
@@ -222,9 +293,16 @@ fn a_second_serve_for_the_same_hand_off_refuses_naming_the_first_ones_pid() {
 
 #[test]
 fn a_served_question_left_unanswered_is_withdrawn_and_denied_with_a_note_the_model_reads() {
-    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Went on without it.")], &[("HANDOFF_SERVE_ANSWER_WAIT_S", "3")]);
+    let mut s = Served::start(
+        "Make a proof file.",
+        vec![Step::bash("touch proof.txt"), Step::text("Went on without it.")],
+        &[("HANDOFF_SERVE_ANSWER_WAIT_S", "3")],
+    );
     s.question();
-    let denied = s.model.result_of("call_1", Duration::from_secs(STEP_S)).unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
+    let denied = s
+        .model
+        .result_of("call_1", Duration::from_secs(STEP_S))
+        .unwrap_or_else(|| panic!("the deny reached the model\n{}", s.context()));
     assert!(denied.to_string().contains("did not answer within 3 s"), "the model reads why: {denied}");
     let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
     assert_eq!(done["summary"], "Went on without it.", "{done}");
@@ -239,7 +317,8 @@ fn an_erased_hand_off_ends_serve_with_a_line_saying_so() {
     s.until("turn 1 is done", |r| r["status"] == "done");
     ok(Some(&s.owner), &["erase", &s.id]);
     let mut serve = s.serve.take().unwrap();
-    let status = eventually("serve ends", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || s.machine.log());
+    let status =
+        eventually("serve ends", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || s.machine.log());
     assert_eq!(status.code(), Some(1), "{}", s.machine.log());
     assert!(s.machine.log().contains("was erased, or this token does not reach it (404)"), "{}", s.machine.log());
     assert!(s.machine.processes().is_empty(), "{:?}", s.machine.processes());
@@ -293,7 +372,9 @@ impl Relay {
                 }
                 let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
                 let born = generation.load(Ordering::SeqCst);
-                for (sending, from, to) in [(true, client.try_clone().unwrap(), server.try_clone().unwrap()), (false, server, client)] {
+                for (sending, from, to) in
+                    [(true, client.try_clone().unwrap(), server.try_clone().unwrap()), (false, server, client)]
+                {
                     let (generation, on_send) = (generation.clone(), on_send.clone());
                     std::thread::spawn(move || {
                         use std::io::{Read, Write};
@@ -314,7 +395,14 @@ impl Relay {
                                         break;
                                     }
                                 }
-                                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                    ) =>
+                                {
+                                    continue
+                                }
                                 Err(_) => break,
                             }
                         }
@@ -344,7 +432,11 @@ impl Relay {
 fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_turn_opened_meanwhile() {
     let relay = Relay::start(&url());
     let relayed = relay.url();
-    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Ran the turn opened while away.")], &[("HANDOFF_URL", &relayed)]);
+    let mut s = Served::start(
+        "Say hello.",
+        vec![Step::text("Hello."), Step::text("Ran the turn opened while away.")],
+        &[("HANDOFF_URL", &relayed)],
+    );
     s.until("turn 1 is done", |r| r["status"] == "done");
     s.log_says(&format!("from {relayed}"));
 
@@ -364,12 +456,19 @@ fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_tur
 
 #[test]
 fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_and_the_next_resumes_its_thread() {
-    let steps = vec![Step::exec("printf made > proof.txt && echo proof-made"), Step::text("Made the proof."), Step::text("Still here.")];
+    let steps = vec![
+        Step::exec("printf made > proof.txt && echo proof-made"),
+        Step::text("Made the proof."),
+        Step::text("Still here."),
+    ];
     let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
     let q = s.question();
     let asked = s.record()["question"].clone();
     assert_eq!(asked["kind"], "permission", "{asked}");
-    assert!(asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")), "the owner is shown the whole command: {asked}");
+    assert!(
+        asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")),
+        "the owner is shown the whole command: {asked}"
+    );
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["summary"], "Made the proof.", "{done}");
@@ -382,8 +481,17 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
     ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Are you still there?"]);
     let done = s.until("turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
     assert_eq!(done["summary"], "Still here.", "{done}");
-    let second = s.model.agent_requests().into_iter().find(|r| r.text().contains("Are you still there?")).expect("turn 2 reached the model");
-    assert!(second.text().contains("Make a proof file.") && second.text().contains("proof-made"), "turn 2 carries turn 1's exchange: {}", second.text());
+    let second = s
+        .model
+        .agent_requests()
+        .into_iter()
+        .find(|r| r.text().contains("Are you still there?"))
+        .expect("turn 2 reached the model");
+    assert!(
+        second.text().contains("Make a proof file.") && second.text().contains("proof-made"),
+        "turn 2 carries turn 1's exchange: {}",
+        second.text()
+    );
     assert!(s.machine.log().contains("codex thread"), "{}", s.machine.log());
     s.close();
 }
@@ -392,7 +500,10 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
 fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() {
     let model = ScriptedModel::start(vec![Step::text("Served with the fresh token.")]);
     let owner = owner();
-    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let out = ok(
+        Some(&owner),
+        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."],
+    );
     let mut lines = out.lines();
     let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
     let m = Machine::new(&id, &token, &model);
@@ -400,24 +511,52 @@ fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() 
     std::fs::write(&file, &token).unwrap();
     let mut cmd = m.handoff(&["serve", &id]);
     // Started with a token the API refuses; the file holds the fresh one.
-    cmd.env("HANDOFF_TOKEN", "expired-token").env("HANDOFF_TOKEN_FILE", &file).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.env("HANDOFF_TOKEN", "expired-token")
+        .env("HANDOFF_TOKEN_FILE", &file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let mut serve = cmd.spawn().unwrap();
-    let done = eventually("turn 1 is done", Duration::from_secs(STEP_S), || Some(record(&owner, &id)).filter(|r| r["status"] == "done"), || m.log());
+    let done = eventually(
+        "turn 1 is done",
+        Duration::from_secs(STEP_S),
+        || Some(record(&owner, &id)).filter(|r| r["status"] == "done"),
+        || m.log(),
+    );
     assert_eq!(done["summary"], "Served with the fresh token.", "{done}");
     assert!(m.log().contains("read a fresh one from the token file"), "{}", m.log());
     ok(Some(&owner), &["close", &id]);
-    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    let status =
+        eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
     assert_eq!(status.code(), Some(0));
 }
 
 #[test]
-fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_back_to_claude_code_briefed_from_codexs() {
-    let model = ScriptedModel::start_per_api(vec![Step::text("Claude Code's first turn."), Step::text("Claude Code is back.")], vec![Step::text("Codex reviewed the parser.")]);
+fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_back_to_claude_code_briefed_from_codexs()
+{
+    let model = ScriptedModel::start_per_api(
+        vec![Step::text("Claude Code's first turn."), Step::text("Claude Code is back.")],
+        vec![Step::text("Codex reviewed the parser.")],
+    );
     let owner = owner();
-    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let out = ok(
+        Some(&owner),
+        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."],
+    );
     let mut lines = out.lines();
     let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    ok(
+        Some(&owner),
+        &[
+            "work",
+            &id,
+            "--title",
+            "Config parser",
+            "--goal",
+            "Parse the config file",
+            "--criterion",
+            "empty input parses",
+        ],
+    );
     let machine = Machine::new(&id, &token, &model);
     let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
     s.serve = Some(s.spawn(&[]));
@@ -425,23 +564,69 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
     s.log_says("reported runtimes");
     // `codex login status` says "Not logged in" with the scripted provider's key in the
     // environment; serve's report counts the configured provider and its key as signed in.
-    let codex = s.record()["machine_runtimes"]["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "codex").cloned());
+    let codex = s.record()["machine_runtimes"]["runtimes"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "codex").cloned());
     assert_eq!(codex.as_ref().map(|c| c["signed_in"].clone()), Some(Value::Bool(true)), "{codex:?}");
 
-    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser for edge cases", "--purpose", "a second pair of eyes"]);
+    ok(
+        Some(&s.owner),
+        &[
+            "turn",
+            &s.id,
+            "--to",
+            "codex",
+            "--objective",
+            "Review the parser for edge cases",
+            "--purpose",
+            "a second pair of eyes",
+        ],
+    );
     let done = s.until("turn 2 is done by codex", |r| r["turn"] == 2 && r["status"] == "done");
     assert_eq!(done["summary"], "Codex reviewed the parser.", "{done}");
-    let codex = s.model.agent_requests().into_iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses).expect("codex asked the model");
-    assert!(codex.text().contains("Review the parser for edge cases") && codex.text().contains("# Hand-off briefing"), "codex was briefed from the package: {}", codex.text());
+    let codex = s
+        .model
+        .agent_requests()
+        .into_iter()
+        .find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses)
+        .expect("codex asked the model");
+    assert!(
+        codex.text().contains("Review the parser for edge cases") && codex.text().contains("# Hand-off briefing"),
+        "codex was briefed from the package: {}",
+        codex.text()
+    );
     assert!(s.machine.log().contains("turn 2 started: codex"), "{}", s.machine.log());
 
-    ok(Some(&s.owner), &["turn", &s.id, "--to", "claude-code", "--objective", "Fix what the review found", "--purpose", "back to the author"]);
+    ok(
+        Some(&s.owner),
+        &[
+            "turn",
+            &s.id,
+            "--to",
+            "claude-code",
+            "--objective",
+            "Fix what the review found",
+            "--purpose",
+            "back to the author",
+        ],
+    );
     let done = s.until("turn 3 is done by claude-code", |r| r["turn"] == 3 && r["status"] == "done");
     assert_eq!(done["summary"], "Claude Code is back.", "{done}");
-    let back = s.model.agent_requests().into_iter().rev().find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages).unwrap();
+    let back = s
+        .model
+        .agent_requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.api == handoff_it::peers::scripted_model::Api::Messages)
+        .unwrap();
     // The package compiled after Codex's turn: its milestones (the package carries no summaries).
     let text = back.text();
-    assert!(text.contains("Fix what the review found") && text.contains("turn 2 finished (done)") && text.contains("Package version 2"), "claude-code was briefed from the package compiled after codex's turn: {text}");
+    assert!(
+        text.contains("Fix what the review found")
+            && text.contains("turn 2 finished (done)")
+            && text.contains("Package version 2"),
+        "claude-code was briefed from the package compiled after codex's turn: {text}"
+    );
     s.close();
 }
 
@@ -471,18 +656,34 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
     assert!(s.harness_processes().iter().any(|p| p.contains("app-server")), "{:?}", s.harness_processes());
     let cancelled_at = Instant::now();
     ok(Some(&s.owner), &["cancel", &s.id]);
-    let gone = eventually("the app-server is gone", Duration::from_secs(10), || Some(s.harness_processes()).filter(|p| p.is_empty()), || format!("{:?}\n{}", s.harness_processes(), s.context()));
+    let gone = eventually(
+        "the app-server is gone",
+        Duration::from_secs(10),
+        || Some(s.harness_processes()).filter(|p| p.is_empty()),
+        || format!("{:?}\n{}", s.harness_processes(), s.context()),
+    );
     assert!(gone.is_empty());
     assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
     let log = s.log_says("because the owner cancelled it");
     let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
-    assert!(line.contains("stopped codex") && line.contains("(interrupted)"), "the app-server's turn was interrupted: {log}");
+    assert!(
+        line.contains("stopped codex") && line.contains("(interrupted)"),
+        "the app-server's turn was interrupted: {log}"
+    );
     eprintln!("measured: {line}");
     let cancelled = s.record();
-    assert_eq!((cancelled["turn"].as_u64(), cancelled["status"].as_str(), cancelled["runtime"].as_str()), (Some(1), Some("cancelled"), Some("codex")), "{cancelled}");
+    assert_eq!(
+        (cancelled["turn"].as_u64(), cancelled["status"].as_str(), cancelled["runtime"].as_str()),
+        (Some(1), Some("cancelled"), Some("codex")),
+        "{cancelled}"
+    );
     std::thread::sleep(Duration::from_secs(3));
     let after = s.record();
-    assert_eq!((after["status"].as_str(), after["version"].as_u64()), (Some("cancelled"), cancelled["version"].as_u64()), "nothing was reported after the cancel: {after}");
+    assert_eq!(
+        (after["status"].as_str(), after["version"].as_u64()),
+        (Some("cancelled"), cancelled["version"].as_u64()),
+        "nothing was reported after the cancel: {after}"
+    );
     assert!(!s.machine.work().join("proof.txt").exists(), "the declined command never ran");
     s.close();
 }
@@ -490,10 +691,25 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
 #[test]
 fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_stale_in_its_summary() {
     let owner = owner();
-    let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."]);
+    let out = ok(
+        Some(&owner),
+        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."],
+    );
     let mut lines = out.lines();
     let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-    ok(Some(&owner), &["work", &id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
+    ok(
+        Some(&owner),
+        &[
+            "work",
+            &id,
+            "--title",
+            "Config parser",
+            "--goal",
+            "Parse the config file",
+            "--criterion",
+            "empty input parses",
+        ],
+    );
     let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
     // The owner recompiles the package between serve's read of it and its accept.
     let recompiled = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
@@ -516,9 +732,16 @@ fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_
 
     ok(Some(&s.owner), &[&["turn", &s.id, "--to", "claude-code"][..], &request].concat());
     let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
-    assert!(recompiled.lock().unwrap().as_deref().is_some_and(|r| r.starts_with("package recompiled (v2")), "{:?}", recompiled.lock().unwrap());
+    assert!(
+        recompiled.lock().unwrap().as_deref().is_some_and(|r| r.starts_with("package recompiled (v2")),
+        "{:?}",
+        recompiled.lock().unwrap()
+    );
     let summary = failed["summary"].as_str().unwrap_or_default();
-    assert!(summary.contains("could not accept package v1") && summary.contains("package.stale"), "the reason is in the summary: {failed}");
+    assert!(
+        summary.contains("could not accept package v1") && summary.contains("package.stale"),
+        "the reason is in the summary: {failed}"
+    );
     assert_eq!(s.model.agent_requests().len(), 1, "no harness started for turn 2");
     s.close();
 }
@@ -533,7 +756,10 @@ fn a_turn_handed_to_a_runtime_not_installed_on_the_machine_ends_failed_saying_so
     s.log_says("reported runtimes");
     // The machine's report from before codex was taken off it.
     s.machine.ok("runtimes", &["runtimes", &s.id, "--runtime", "codex=signed-in"]);
-    ok(Some(&s.owner), &["turn", &s.id, "--to", "codex", "--objective", "Review the parser", "--purpose", "a second pair of eyes"]);
+    ok(
+        Some(&s.owner),
+        &["turn", &s.id, "--to", "codex", "--objective", "Review the parser", "--purpose", "a second pair of eyes"],
+    );
     let failed = s.until("turn 2 ends failed", |r| r["turn"] == 2 && r["status"] == "failed");
     assert_eq!(failed["summary"], "codex is not on PATH on the machine: install codex there", "{failed}");
     assert!(s.model.agent_requests().is_empty());
@@ -553,16 +779,21 @@ fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_mode
     assert_eq!(done["summary"], "Left it.", "{done}");
     assert!(!s.machine.work().join("proof.txt").exists(), "the denied command did not run");
     let requests = s.model.agent_requests();
-    let declined = requests.iter().position(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
+    let declined =
+        requests.iter().position(|r| handoff_it::peers::scripted_model::find_result(&r.body, "call_1").is_some());
     let declined = declined.unwrap_or_else(|| panic!("the decline reached the model\n{}", s.context()));
     let texts: Vec<String> = requests[declined..].iter().map(|r| r.text()).collect();
-    assert!(texts.iter().any(|t| t.contains(note)), "the model reads the owner's note with the decline or right after it: {texts:?}");
+    assert!(
+        texts.iter().any(|t| t.contains(note)),
+        "the model reads the owner's note with the decline or right after it: {texts:?}"
+    );
     s.close();
 }
 
 #[test]
 fn the_readmes_whole_loop_runs_as_written_the_owner_sends_a_prompt_and_the_machine_runs_it() {
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
     let after = &readme[readme.find("<!-- readme-serve:").expect("the README marks its loop")..];
     let start = after.find("```sh\n").unwrap() + "```sh\n".len();
     let block = &after[start..start + after[start..].find("```").unwrap()];
@@ -571,13 +802,21 @@ fn the_readmes_whole_loop_runs_as_written_the_owner_sends_a_prompt_and_the_machi
     let m = Machine::new("", "", &model);
     let mut cmd = std::process::Command::new("bash");
     cmd.arg("-c").arg(format!("set -euo pipefail\n{block}"));
-    cmd.env_clear().envs(m.vars()).env_remove("HANDOFF_ID").env_remove("HANDOFF_TOKEN").env("API", url()).env("HANDOFF_SIGNING_KEY", signing_key());
+    cmd.env_clear()
+        .envs(m.vars())
+        .env_remove("HANDOFF_ID")
+        .env_remove("HANDOFF_TOKEN")
+        .env("API", url())
+        .env("HANDOFF_SIGNING_KEY", signing_key());
     cmd.current_dir(m.work());
     let r = run_bounded("the README's loop", cmd, 2 * STEP_S);
     assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", m.log());
     let texts: Vec<String> = model.agent_requests().iter().map(|q| q.text()).collect();
     assert!(texts.first().is_some_and(|t| t.contains("Say hello.")), "turn 1's words reached the model: {texts:?}");
-    assert!(texts.iter().any(|t| t.contains("Now list the files here.") && t.contains("Hello.")), "turn 2's words, after turn 1's exchange: {texts:?}");
+    assert!(
+        texts.iter().any(|t| t.contains("Now list the files here.") && t.contains("Hello.")),
+        "turn 2's words, after turn 1's exchange: {texts:?}"
+    );
     assert!(m.log().contains("turn 2 started: claude-code session"), "{}", m.log());
     assert!(!m.work().join("machine.token").exists(), "the block cleans up after itself");
     assert!(m.processes().is_empty(), "{:?}", m.processes());
@@ -592,7 +831,8 @@ fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_se
     let api = worker.url();
     let on = |token: &str, args: &[&str]| ok(Some(token), &[args, &["--url", api.as_str()]].concat());
     let owner = owner();
-    let out = on(&owner, &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
+    let out =
+        on(&owner, &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."]);
     let mut lines = out.lines();
     let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
     let model = ScriptedModel::start(vec![Step::text("Hello."), Step::text("Served after the Worker came back.")]);
@@ -601,12 +841,19 @@ fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_se
     cmd.env("HANDOFF_URL", &api).stdout(Stdio::null()).stderr(Stdio::null());
     let mut serve = cmd.spawn().expect("handoff serve starts");
     let record = || serde_json::from_str::<Value>(&on(&owner, &["show", &id, "--json"])).unwrap()["handoff"].clone();
-    let until = |what: &str, check: &dyn Fn(&Value) -> bool| eventually(what, Duration::from_secs(STEP_S), || Some(record()).filter(|r| check(r)), || m.log());
+    let until = |what: &str, check: &dyn Fn(&Value) -> bool| {
+        eventually(what, Duration::from_secs(STEP_S), || Some(record()).filter(|r| check(r)), || m.log())
+    };
     until("turn 1 is done", &|r| r["turn"] == 1 && r["status"] == "done");
 
     // workerd drains open connections on SIGTERM, and serve's watch stays open: it is killed.
     worker.kill(libc::SIGKILL);
-    eventually("serve lost the Worker", Duration::from_secs(STEP_S), || Some(m.log()).filter(|l| l.contains("lost the hand-off's watch")), || m.log());
+    eventually(
+        "serve lost the Worker",
+        Duration::from_secs(STEP_S),
+        || Some(m.log()).filter(|l| l.contains("lost the hand-off's watch")),
+        || m.log(),
+    );
     worker.restart_on_the_same_port();
     assert_eq!(worker.url(), api);
     on(&owner, &["turn", &id, "--prompt", "Are you back?"]);
@@ -615,9 +862,15 @@ fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_se
     assert!(m.log().contains("reconnected at v"), "{}", m.log());
 
     on(&owner, &["close", &id]);
-    let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    let status =
+        eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
     assert_eq!(status.code(), Some(0), "{}", m.log());
-    eventually("no process is left", Duration::from_secs(10), || Some(m.processes()).filter(|p| p.is_empty()), || format!("{:?}", m.processes()));
+    eventually(
+        "no process is left",
+        Duration::from_secs(10),
+        || Some(m.processes()).filter(|p| p.is_empty()),
+        || format!("{:?}", m.processes()),
+    );
     drop(worker);
     let _ = std::fs::remove_dir_all(&state);
 }

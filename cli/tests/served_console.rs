@@ -29,7 +29,8 @@ struct Served {
 impl Served {
     fn start(prompt: &str, model: ScriptedModel) -> Served {
         let owner = owner();
-        let out = ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let out =
+            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
         let mut lines = out.lines();
         let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
         let machine = Machine::new(&id, &token, &model);
@@ -51,7 +52,12 @@ impl Served {
     }
 
     fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || format!("record: {}\nlog:\n{}", self.record(), self.machine.log()))
+        eventually(
+            what,
+            Duration::from_secs(STEP_S),
+            || Some(self.record()).filter(|r| check(r)),
+            || format!("record: {}\nlog:\n{}", self.record(), self.machine.log()),
+        )
     }
 
     fn log_count(&self, what: &str) -> usize {
@@ -61,9 +67,19 @@ impl Served {
     /// The owner closes the hand-off; serve exits 0 and leaves nothing running.
     fn close(mut self) {
         ok(Some(&self.owner), &["close", &self.id]);
-        let status = eventually("serve exits on close", Duration::from_secs(STEP_S), || self.serve.try_wait().unwrap(), || self.machine.log());
+        let status = eventually(
+            "serve exits on close",
+            Duration::from_secs(STEP_S),
+            || self.serve.try_wait().unwrap(),
+            || self.machine.log(),
+        );
         assert_eq!(status.code(), Some(0), "{}", self.machine.log());
-        eventually("no process is left", Duration::from_secs(10), || Some(self.machine.processes()).filter(|p| p.is_empty()), || format!("{:?}", self.machine.processes()));
+        eventually(
+            "no process is left",
+            Duration::from_secs(10),
+            || Some(self.machine.processes()).filter(|p| p.is_empty()),
+            || format!("{:?}", self.machine.processes()),
+        );
     }
 }
 
@@ -82,15 +98,42 @@ impl Drop for Served {
 fn from_the_console_alone_the_owner_answers_sends_hands_to_codex_and_cancels_and_the_machine_does_each() {
     let shots = std::env::var("SERVED_SHOTS").expect("SERVED_SHOTS: the folder for the screenshots");
     let python = std::env::var("SERVED_PYTHON").expect("SERVED_PYTHON: the virtualenv's python with Playwright");
-    let claude = vec![Step::bash("touch proof.txt"), Step::text("Made proof.txt."), Step::text("Turn 2: the parser reads empty input now.")];
-    let codex = vec![Step::text("Codex reviewed the parser: two edge cases left."), Step::exec("rm -rf build && echo cleaned")];
+    let claude = vec![
+        Step::bash("touch proof.txt"),
+        Step::text("Made proof.txt."),
+        Step::text("Turn 2: the parser reads empty input now."),
+    ];
+    let codex =
+        vec![Step::text("Codex reviewed the parser: two edge cases left."), Step::exec("rm -rf build && echo cleaned")];
     let s = Served::start("Make a proof file, then say so.", ScriptedModel::start_per_api(claude, codex));
-    ok(Some(&s.owner), &["work", &s.id, "--title", "Config parser", "--goal", "Parse the config file", "--criterion", "empty input parses"]);
-    eventually("serve reports the runtimes", Duration::from_secs(STEP_S), || Some(()).filter(|_| s.machine.log().contains("reported runtimes")), || s.machine.log());
+    ok(
+        Some(&s.owner),
+        &[
+            "work",
+            &s.id,
+            "--title",
+            "Config parser",
+            "--goal",
+            "Parse the config file",
+            "--criterion",
+            "empty input parses",
+        ],
+    );
+    eventually(
+        "serve reports the runtimes",
+        Duration::from_secs(STEP_S),
+        || Some(()).filter(|_| s.machine.log().contains("reported runtimes")),
+        || s.machine.log(),
+    );
 
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../test/console/served_session.py");
     let mut cmd = Command::new(python);
-    cmd.arg(script).env("CONSOLE_BASE_URL", url()).env("SERVED_OWNER", &s.owner).env("SERVED_ID", &s.id).env("SERVED_SHOTS", &shots).env("PYTHONDONTWRITEBYTECODE", "1");
+    cmd.arg(script)
+        .env("CONSOLE_BASE_URL", url())
+        .env("SERVED_OWNER", &s.owner)
+        .env("SERVED_ID", &s.id)
+        .env("SERVED_SHOTS", &shots)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
     let run = run_bounded("the console script", cmd, CONSOLE_RUN_S);
     eprintln!("console script:\n{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.code, 0, "the console script failed\nlog:\n{}", s.machine.log());
@@ -100,10 +143,24 @@ fn from_the_console_alone_the_owner_answers_sends_hands_to_codex_and_cancels_and
     eprintln!("serve's log:\n{log}");
     assert!(s.machine.work().join("proof.txt").exists(), "turn 1's allowed command ran");
     let requests = s.model.agent_requests();
-    let turn2 = requests.iter().find(|r| r.text().contains("Now make the parser read empty input.")).expect("turn 2's words reached the model");
-    assert!(turn2.text().contains("Make a proof file") && turn2.text().contains("Made proof.txt."), "turn 2 resumed turn 1's session: {}", turn2.text());
-    let codex = requests.iter().find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses).expect("codex asked the model");
-    assert!(codex.text().contains("# Hand-off briefing") && codex.text().contains("Review the parser for edge cases"), "codex was briefed from the package: {}", codex.text());
+    let turn2 = requests
+        .iter()
+        .find(|r| r.text().contains("Now make the parser read empty input."))
+        .expect("turn 2's words reached the model");
+    assert!(
+        turn2.text().contains("Make a proof file") && turn2.text().contains("Made proof.txt."),
+        "turn 2 resumed turn 1's session: {}",
+        turn2.text()
+    );
+    let codex = requests
+        .iter()
+        .find(|r| r.api == handoff_it::peers::scripted_model::Api::Responses)
+        .expect("codex asked the model");
+    assert!(
+        codex.text().contains("# Hand-off briefing") && codex.text().contains("Review the parser for edge cases"),
+        "codex was briefed from the package: {}",
+        codex.text()
+    );
     assert!(log.contains("turn 3 started: codex") && log.contains("turn 4 started: codex"), "{log}");
     assert!(log.contains("turn 4: stopped codex because the owner cancelled it"), "{log}");
     let rec = s.record();
@@ -127,7 +184,14 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 
 fn print_figures(what: &str, mut v: Vec<u64>) {
     v.sort_unstable();
-    eprintln!("bench-serve: {what}: n={} p50={} ms p99={} ms min={} ms max={} ms", v.len(), percentile(&v, 50.0), percentile(&v, 99.0), v[0], v[v.len() - 1]);
+    eprintln!(
+        "bench-serve: {what}: n={} p50={} ms p99={} ms min={} ms max={} ms",
+        v.len(),
+        percentile(&v, 50.0),
+        percentile(&v, 99.0),
+        v[0],
+        v[v.len() - 1]
+    );
 }
 
 /// Item 6: 20 served turns of Claude Code against the scripted model, and 20 cancels, with
@@ -152,17 +216,29 @@ fn bench_served_turns_start_and_stop() {
             let before = s.model.requests().len();
             let opened = Instant::now();
             ok(Some(&s.owner), &["turn", &s.id, "--prompt", &format!("Turn {turn}: say hello.")]);
-            eventually("the model's first request", Duration::from_secs(STEP_S), || Some(()).filter(|_| s.model.requests().len() > before), || s.machine.log());
+            eventually(
+                "the model's first request",
+                Duration::from_secs(STEP_S),
+                || Some(()).filter(|_| s.model.requests().len() > before),
+                || s.machine.log(),
+            );
             to_model.push(opened.elapsed().as_millis() as u64);
         }
         s.until("the turn is done", |r| r["turn"] == turn && r["status"] == "done");
         // A turn cancelled while its harness waits on the owner's question.
         turn += 1;
         ok(Some(&s.owner), &["turn", &s.id, "--prompt", &format!("Turn {turn}: make a file.")]);
-        s.until("the harness asks", |r| r["turn"] == turn && r["question"]["id"].is_string() && r["question"]["answer"].is_null());
+        s.until("the harness asks", |r| {
+            r["turn"] == turn && r["question"]["id"].is_string() && r["question"]["answer"].is_null()
+        });
         let stops = s.log_count("because the owner cancelled it");
         ok(Some(&s.owner), &["cancel", &s.id]);
-        eventually("serve stops the harness", Duration::from_secs(STEP_S), || Some(()).filter(|_| s.log_count("because the owner cancelled it") > stops), || s.machine.log());
+        eventually(
+            "serve stops the harness",
+            Duration::from_secs(STEP_S),
+            || Some(()).filter(|_| s.log_count("because the owner cancelled it") > stops),
+            || s.machine.log(),
+        );
     }
     let log = s.machine.log();
     eprintln!("serve's log:\n{log}");

@@ -32,12 +32,25 @@ fn a_whole_session_through_the_binary_with_the_next_turn_handed_to_another_runti
     // The record the next runtime will read: the work, a decision, the files touched.
     let work = ok(
         owner,
-        &["work", &id, "--title", "Billing schema", "--goal", "Invoices survive a restart",
-          "--constraint", "Postgres only", "--criterion", "Migrations apply cleanly"],
+        &[
+            "work",
+            &id,
+            "--title",
+            "Billing schema",
+            "--goal",
+            "Invoices survive a restart",
+            "--constraint",
+            "Postgres only",
+            "--criterion",
+            "Migrations apply cleanly",
+        ],
     );
     assert!(work.starts_with("work"), "{work}");
     watch.expect("v4 ");
-    let decided = ok(machine, &["decide", &id, "Use Postgres", "--rationale", "the team knows it", "--evidence", "https://example.com/adr/1"]);
+    let decided = ok(
+        machine,
+        &["decide", &id, "Use Postgres", "--rationale", "the team knows it", "--evidence", "https://example.com/adr/1"],
+    );
     assert!(decided.starts_with("decision "), "{decided}");
     watch.expect("v5 ");
     let repo = git_repo_with_changes();
@@ -47,10 +60,24 @@ fn a_whole_session_through_the_binary_with_the_next_turn_handed_to_another_runti
     watch.expect("v6 ");
 
     // The owner previews the package (nothing written), then hands turn 2 to another runtime.
-    let preview = ok(owner, &["package", &id, "--objective", "Write the migrations", "--purpose", "Ship billing", "--runtime", "codex", "--dry-run"]);
+    let preview = ok(
+        owner,
+        &[
+            "package",
+            &id,
+            "--objective",
+            "Write the migrations",
+            "--purpose",
+            "Ship billing",
+            "--runtime",
+            "codex",
+            "--dry-run",
+        ],
+    );
     assert!(preview.contains("dry run, nothing written"), "{preview}");
     assert_eq!(version(&owner_token, &id), 6, "a dry run moves no version");
-    let opened = ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the migrations", "--purpose", "Ship billing"]);
+    let opened =
+        ok(owner, &["turn", &id, "--to", "codex", "--objective", "Write the migrations", "--purpose", "Ship billing"]);
     assert!(opened.starts_with("opened turn 2 on codex (v7), package v1 ("), "{opened}");
     assert_eq!(watch.expect("v7 "), "v7 turn 2 running on codex");
 
@@ -96,7 +123,10 @@ fn a_second_create_for_the_session_answers_the_same_hand_off_and_another_machine
     assert_eq!(first.lines().next(), again.lines().next());
     let other = run(Some(&owner), &["create", &session, "--machine", "m2", "--size", "large"]);
     assert_eq!(other.code, 1, "{other:?}");
-    assert_eq!(other.stderr.trim(), "handoff.conflict: this session's hand-off runs on machine m1, size large (version 1)");
+    assert_eq!(
+        other.stderr.trim(),
+        "handoff.conflict: this session's hand-off runs on machine m1, size large (version 1)"
+    );
 }
 
 #[test]

@@ -12,10 +12,22 @@ fn with_policy() -> (String, String, String) {
     let (id, machine) = create(&owner);
     let set = ok(
         Some(&owner),
-        &["policy", &id, "--runtime", "claude-code", "--runtime", "codex", "--context-threshold-pct", "80", "--quota-threshold", "5"],
+        &[
+            "policy",
+            &id,
+            "--runtime",
+            "claude-code",
+            "--runtime",
+            "codex",
+            "--context-threshold-pct",
+            "80",
+            "--quota-threshold",
+            "5",
+        ],
     );
     assert!(set.starts_with("policy set"), "{set}");
-    let reported = ok(Some(&machine), &["runtimes", &id, "--runtime", "claude-code=signed-in", "--runtime", "codex=signed-in"]);
+    let reported =
+        ok(Some(&machine), &["runtimes", &id, "--runtime", "claude-code=signed-in", "--runtime", "codex=signed-in"]);
     assert!(reported.contains("runtime codex: signed in"), "{reported}");
     (owner, id, machine)
 }
@@ -40,11 +52,40 @@ fn suggestion(owner: &str, id: &str) -> Value {
 fn crossing_the_context_threshold_suggests_once_and_switches_nothing() {
     let (owner, id, machine) = with_policy();
     let v = version(&owner, &id);
-    let below = ["report", &id, "--turn", "1", "--status", "running", "--summary", "working", "--context-used", "79000", "--context-window", "100000"];
+    let below = [
+        "report",
+        &id,
+        "--turn",
+        "1",
+        "--status",
+        "running",
+        "--summary",
+        "working",
+        "--context-used",
+        "79000",
+        "--context-window",
+        "100000",
+    ];
     ok(Some(&machine), &below);
     assert_eq!(suggestion(&owner, &id), Value::Null, "79 % is below 80 %");
 
-    let out = ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "needs-you", "--summary", "stuck", "--context-used", "85000", "--context-window", "100000"]);
+    let out = ok(
+        Some(&machine),
+        &[
+            "report",
+            &id,
+            "--turn",
+            "1",
+            "--status",
+            "needs-you",
+            "--summary",
+            "stuck",
+            "--context-used",
+            "85000",
+            "--context-window",
+            "100000",
+        ],
+    );
     assert!(out.contains("suggestion (context-threshold): turn 1"), "{out}");
     let s = suggestion(&owner, &id);
     assert_eq!(s["reason"], "context-threshold");
@@ -55,7 +96,23 @@ fn crossing_the_context_threshold_suggests_once_and_switches_nothing() {
     assert!(raised > v + 1, "the suggestion moved the version");
 
     // The same state again, further over the threshold: not raised a second time.
-    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "needs-you", "--summary", "stuck", "--context-used", "95000", "--context-window", "100000"]);
+    ok(
+        Some(&machine),
+        &[
+            "report",
+            &id,
+            "--turn",
+            "1",
+            "--status",
+            "needs-you",
+            "--summary",
+            "stuck",
+            "--context-used",
+            "95000",
+            "--context-window",
+            "100000",
+        ],
+    );
     assert_eq!(version(&owner, &id), raised, "raised once per turn and reason");
 
     // show and wait print it (list: see below); nothing switched.
@@ -89,12 +146,21 @@ fn a_turn_ending_on_a_provider_limit_suggests_once_and_the_next_turn_clears_it()
 #[test]
 fn quota_at_or_below_its_threshold_suggests_once() {
     let (owner, id, machine) = with_policy();
-    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "running", "--summary", "a", "--quota-remaining", "6"]);
+    ok(
+        Some(&machine),
+        &["report", &id, "--turn", "1", "--status", "running", "--summary", "a", "--quota-remaining", "6"],
+    );
     assert_eq!(suggestion(&owner, &id), Value::Null, "6 is above 5");
-    let out = ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "running", "--summary", "b", "--quota-remaining", "5"]);
+    let out = ok(
+        Some(&machine),
+        &["report", &id, "--turn", "1", "--status", "running", "--summary", "b", "--quota-remaining", "5"],
+    );
     assert!(out.contains("suggestion (quota-threshold): turn 1"), "{out}");
     let raised = version(&owner, &id);
-    ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "running", "--summary", "b", "--quota-remaining", "2"]);
+    ok(
+        Some(&machine),
+        &["report", &id, "--turn", "1", "--status", "running", "--summary", "b", "--quota-remaining", "2"],
+    );
     assert_eq!(version(&owner, &id), raised, "raised once per turn and reason");
     assert_eq!(suggestion(&owner, &id)["reason"], "quota-threshold");
     assert_nothing_switched(&owner, &id);
@@ -104,7 +170,24 @@ fn quota_at_or_below_its_threshold_suggests_once() {
 fn without_a_policy_nothing_is_suggested() {
     let owner = owner();
     let (id, machine) = create(&owner);
-    let out = ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--context-used", "99", "--context-window", "100", "--quota-remaining", "0", "--provider-limit"]);
+    let out = ok(
+        Some(&machine),
+        &[
+            "report",
+            &id,
+            "--turn",
+            "1",
+            "--status",
+            "done",
+            "--context-used",
+            "99",
+            "--context-window",
+            "100",
+            "--quota-remaining",
+            "0",
+            "--provider-limit",
+        ],
+    );
     assert!(!out.contains("suggestion"), "{out}");
     assert_eq!(suggestion(&owner, &id), Value::Null);
 }
@@ -120,5 +203,8 @@ fn list_prints_a_suggestion_under_its_row() {
     let listed = ok(Some(&owner), &["list"]);
     let lines: Vec<&str> = listed.lines().collect();
     assert!(lines[0].starts_with(&id), "{listed}");
-    assert!(lines.get(1).is_some_and(|l| l.starts_with("  suggestion (quota-threshold): turn 1")), "the row's suggestion is printed: {listed}");
+    assert!(
+        lines.get(1).is_some_and(|l| l.starts_with("  suggestion (quota-threshold): turn 1")),
+        "the row's suggestion is printed: {listed}"
+    );
 }

@@ -43,7 +43,11 @@ fn plain_http_to_a_host_off_this_machine_is_refused_unless_insecure_http_is_give
     let far = "http://0.0.0.0:9";
     let r = run(Some(&owner_token), &["show", "ho_0123456789abcdef0123456789abcdef", "--url", far]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("refusing to send the token over plain http to 0.0.0.0") && r.stderr.contains("--insecure-http"), "{r:?}");
+    assert!(
+        r.stderr.contains("refusing to send the token over plain http to 0.0.0.0")
+            && r.stderr.contains("--insecure-http"),
+        "{r:?}"
+    );
     let mut cmd = command(Some(&owner_token), &["show", "ho_0123456789abcdef0123456789abcdef", "--url", far]);
     let out = cmd.env("HANDOFF_INSECURE_HTTP", "1").env("HANDOFF_URL", far).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "the flag's variable lets it try (and the network fails): {out:?}");

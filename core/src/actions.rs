@@ -87,9 +87,20 @@ impl Action {
     /// either side may record what happened and take or refuse a package.
     pub fn sender(self) -> Option<Role> {
         match self {
-            Action::OpenTurn | Action::Cancel | Action::Close | Action::Compile | Action::SetWork | Action::SetPolicy | Action::Answer => Some(Role::Owner),
+            Action::OpenTurn
+            | Action::Cancel
+            | Action::Close
+            | Action::Compile
+            | Action::SetWork
+            | Action::SetPolicy
+            | Action::Answer => Some(Role::Owner),
             Action::Report | Action::ReportWorkspace | Action::SetRuntimes => Some(Role::Machine),
-            Action::Accept | Action::Reject | Action::ResolveBlocker | Action::RecordDecision | Action::AddArtifact | Action::AddBlocker => None,
+            Action::Accept
+            | Action::Reject
+            | Action::ResolveBlocker
+            | Action::RecordDecision
+            | Action::AddArtifact
+            | Action::AddBlocker => None,
         }
     }
 
@@ -140,10 +151,15 @@ impl Action {
             // A package briefs from the work record: none until the owner sets the work.
             Action::Compile => Some(|h: &Handoff| {
                 let current = h.ledger.current.as_ref();
-                h.work.spec.is_some() && !current.is_some_and(|c| c.state == OfferState::Accepted && c.turn == h.record.turn)
+                h.work.spec.is_some()
+                    && !current.is_some_and(|c| c.state == OfferState::Accepted && c.turn == h.record.turn)
             }),
-            Action::Accept | Action::Reject => Some(|h: &Handoff| h.ledger.current.as_ref().is_some_and(|c| c.state != OfferState::Accepted)),
-            Action::ResolveBlocker => Some(|h: &Handoff| h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open)),
+            Action::Accept | Action::Reject => {
+                Some(|h: &Handoff| h.ledger.current.as_ref().is_some_and(|c| c.state != OfferState::Accepted))
+            }
+            Action::ResolveBlocker => {
+                Some(|h: &Handoff| h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open))
+            }
             Action::Answer => Some(|h: &Handoff| h.record.question.as_ref().is_some_and(|q| q.is_open())),
             Action::SetWork
             | Action::RecordDecision

@@ -175,7 +175,10 @@ pub fn render_with(latest: &Latest, words: Option<&str>, budget_bytes: usize, re
     let left = budget.saturating_sub(block.len()).max(BRIEFING_BUDGET_BYTES_MIN);
     let mut briefing = render(latest, left, reach);
     briefing.text.push_str(&block);
-    assert!(briefing.text.len() <= budget.max(BRIEFING_BUDGET_BYTES_MIN + block.len()), "the owner's words pass the budget only by themselves");
+    assert!(
+        briefing.text.len() <= budget.max(BRIEFING_BUDGET_BYTES_MIN + block.len()),
+        "the owner's words pass the budget only by themselves"
+    );
     briefing
 }
 
@@ -299,7 +302,8 @@ fn fit(text: &str, cap: usize) -> String {
 
 fn work_body(latest: &Latest) -> String {
     let p = &latest.package;
-    let mut body = format!("{}\nHand-off {} (session {}), turn {}", p.work.title, p.work.id, p.work.session, p.state.phase.turn);
+    let mut body =
+        format!("{}\nHand-off {} (session {}), turn {}", p.work.title, p.work.id, p.work.session, p.state.phase.turn);
     if let Some(t) = &p.work.task_type {
         let _ = write!(body, ", task type {t}");
     }
@@ -356,9 +360,10 @@ fn section_body(p: &Package, section: Section) -> Option<String> {
                 item(&mut out, &line);
             }
         }
-        Section::Blockers => {
-            p.blockers.iter().for_each(|b| item(&mut out, &format!("- {} ({}): {}", b.id, b.severity.as_str(), b.title)))
-        }
+        Section::Blockers => p
+            .blockers
+            .iter()
+            .for_each(|b| item(&mut out, &format!("- {} ({}): {}", b.id, b.severity.as_str(), b.title))),
         Section::Unresolved => p.state.unresolved.iter().for_each(|u| item(&mut out, &format!("- {u}"))),
         Section::RelevantFiles => p.relevant_files.iter().for_each(|f| item(&mut out, &format!("- {f}"))),
     }
@@ -370,7 +375,11 @@ fn section_body(p: &Package, section: Section) -> Option<String> {
 fn left_out_notes(t: &Truncation, left_out: &[Section], budget: usize, version: u64, short: bool) -> Option<String> {
     let mut notes = Vec::new();
     if t.any() {
-        notes.push(if short { "The package itself leaves out part of the record.".to_string() } else { package_note(t) });
+        notes.push(if short {
+            "The package itself leaves out part of the record.".to_string()
+        } else {
+            package_note(t)
+        });
     }
     if short {
         notes.push(format!("This briefing was shortened to fit a {budget}-byte runtime budget."));
@@ -398,7 +407,11 @@ fn package_note(t: &Truncation) -> String {
         parts.push(format!("{} less-changed file path{}", t.files_omitted, plural(t.files_omitted)));
     }
     if t.completed_turns_omitted > 0 {
-        parts.push(format!("the milestones of {} older turn{}", t.completed_turns_omitted, plural(t.completed_turns_omitted)));
+        parts.push(format!(
+            "the milestones of {} older turn{}",
+            t.completed_turns_omitted,
+            plural(t.completed_turns_omitted)
+        ));
     }
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     format!(

@@ -29,17 +29,17 @@ use crate::error::{Code, Refusal};
 use crate::handoff::{self, Change, Dirty, Effect, EventKind, Extras, Handoff};
 use crate::hooks::{Fault, HandoffHook, PlanHook};
 use crate::idempotency::{self, Decision, KeyEntry, Keys, Remembered};
-use crate::rows::{Admission, Row, TooManyOpen};
-use crate::notice;
-use crate::retention::Retention;
 use crate::limits::{
-    events_trimmed_through, IDEMPOTENCY_ANSWER_BYTES_MAX, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX, MACHINE_WATCHERS_PER_HANDOFF_MAX,
-    OWNER_WAITERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX, STORED_VALUE_BYTES_MAX, TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX,
-    WORK_RECORD_BYTES_MAX,
+    events_trimmed_through, IDEMPOTENCY_ANSWER_BYTES_MAX, LINEAGE_TAIL_MAX, MACHINE_WAITERS_PER_HANDOFF_MAX,
+    MACHINE_WATCHERS_PER_HANDOFF_MAX, OWNER_WAITERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX,
+    STORED_VALUE_BYTES_MAX, TURNS_KEPT_PER_HANDOFF_MAX, WAIT_JITTER_MS_MAX, WORK_RECORD_BYTES_MAX,
 };
+use crate::notice;
 use crate::outbox::{self, Outbox, Owed};
 use crate::package::{Document, Latest, Ledger, TurnEntry};
+use crate::retention::Retention;
 use crate::role::{PerRole, Role};
+use crate::rows::{Admission, Row, TooManyOpen};
 use crate::time::EpochMs;
 use crate::turn::{self, Record};
 use crate::waiters::{WaiterId, Waiters};
@@ -78,7 +78,9 @@ impl Caller {
 /// Whether a token of role `token` may take a route for `route` (`None`: either role).
 pub fn admit_role(route: Option<Role>, token: Role) -> Result<(), Refusal> {
     match route {
-        Some(needed) if needed != token => Err(Refusal::new(Code::AuthForbidden, "this route is not for this token's role")),
+        Some(needed) if needed != token => {
+            Err(Refusal::new(Code::AuthForbidden, "this route is not for this token's role"))
+        }
         _ => Ok(()),
     }
 }
@@ -134,22 +136,43 @@ pub enum Op {
         prompt: Option<String>,
     },
     Get,
-    Change { change: Change },
-    Wait { after: u64, timeout_s: u64 },
+    Change {
+        change: Change,
+    },
+    Wait {
+        after: u64,
+        timeout_s: u64,
+    },
     /// `GET …/watch`: accept a hibernatable WebSocket that has seen up to `after`, whose token
     /// is accepted until `valid_until_s`; `subprotocol` when the client offered `handoff.v1`.
-    Watch { after: u64, valid_until_s: i64, subprotocol: bool },
+    Watch {
+        after: u64,
+        valid_until_s: i64,
+        subprotocol: bool,
+    },
     /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
-    Turns { before: Option<u64>, limit: usize },
+    Turns {
+        before: Option<u64>,
+        limit: usize,
+    },
     /// `GET …/package`, as JSON or as Markdown for a person.
-    Package { markdown: bool },
+    Package {
+        markdown: bool,
+    },
     /// `GET …/briefing`.
-    Briefing { budget_bytes: usize, reach: Reaching },
+    Briefing {
+        budget_bytes: usize,
+        reach: Reaching,
+    },
     /// `GET …/work`: the whole work record.
     Work,
     /// `POST …/turns?dry_run=true`: what opening the next turn with this hand-off would compile
     /// and brief, now; nothing is stored.
-    Preview { change: Change, budget_bytes: usize, reach: Reaching },
+    Preview {
+        change: Change,
+        budget_bytes: usize,
+        reach: Reaching,
+    },
     /// The benchmark's floor: reach the object and answer, touching no storage.
     Floor,
     /// Test hooks (`crate::hooks`), the owner's only.
@@ -308,20 +331,50 @@ fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 #[derive(Debug, Clone, Copy)]
 pub enum HandoffAnswer<'a> {
     /// `{"handoff": record}` as `role` is answered it.
-    Record { h: &'a Handoff, role: Role },
+    Record {
+        h: &'a Handoff,
+        role: Role,
+    },
     /// A create's answer; `new` when this call created the hand-off.
-    Created { h: &'a Handoff, role: Role, machine_token: &'a str, new: bool },
+    Created {
+        h: &'a Handoff,
+        role: Role,
+        machine_token: &'a str,
+        new: bool,
+    },
     /// A change's answer: the record and what the change answers beside it.
-    Changed { h: &'a Handoff, role: Role, effect: &'a Effect },
+    Changed {
+        h: &'a Handoff,
+        role: Role,
+        effect: &'a Effect,
+    },
     /// A dry-run open: the turn it would start, its package and briefing.
-    Preview { h: &'a Handoff, role: Role, turn: u64, latest: &'a Latest, briefing: &'a str },
-    Turns { h: &'a Handoff, role: Role, turns: &'a [TurnEntry], next_before: Option<u64> },
-    Work { h: &'a Handoff, role: Role },
+    Preview {
+        h: &'a Handoff,
+        role: Role,
+        turn: u64,
+        latest: &'a Latest,
+        briefing: &'a str,
+    },
+    Turns {
+        h: &'a Handoff,
+        role: Role,
+        turns: &'a [TurnEntry],
+        next_before: Option<u64>,
+    },
+    Work {
+        h: &'a Handoff,
+        role: Role,
+    },
     Markdown(&'a str),
     Text(&'a str),
     /// A refusal; the record beside it when the caller may see the hand-off, and the current
     /// package's version and hash on `package.stale`.
-    Refused { refusal: &'a Refusal, handoff: Option<(&'a Handoff, Role)>, current_package: Option<(u64, &'a str)> },
+    Refused {
+        refusal: &'a Refusal,
+        handoff: Option<(&'a Handoff, Role)>,
+        current_package: Option<(u64, &'a str)>,
+    },
     Floor,
     Armed(Fault),
     Storage(&'a StorageFacts),
@@ -359,27 +412,66 @@ pub enum Write {
     Schema,
     /// The record, and whether its row entered something a notice names (read back by
     /// [`Decider::restore`] for the outbox).
-    Record { json: String, entered: bool },
-    Part { name: Part, json: String },
-    Turn { turn: u64, entry: String },
+    Record {
+        json: String,
+        entered: bool,
+    },
+    Part {
+        name: Part,
+        json: String,
+    },
+    Turn {
+        turn: u64,
+        entry: String,
+    },
     /// Deletes lineage entries of turns up to `through`.
-    TrimTurns { through: u64 },
-    Event { version: u64, at: EpochMs, kind: EventKind, actor: Role },
+    TrimTurns {
+        through: u64,
+    },
+    Event {
+        version: u64,
+        at: EpochMs,
+        kind: EventKind,
+        actor: Role,
+    },
     /// Deletes history events up to version `through`.
-    TrimEvents { through: u64 },
-    Remember { key: String, remembered: Remembered, at: EpochMs, bytes: usize },
+    TrimEvents {
+        through: u64,
+    },
+    Remember {
+        key: String,
+        remembered: Remembered,
+        at: EpochMs,
+        bytes: usize,
+    },
     /// Deletes every remembered key older than `before`.
-    ForgetExpired { before: EpochMs },
-    Forget { key: String },
+    ForgetExpired {
+        before: EpochMs,
+    },
+    Forget {
+        key: String,
+    },
     /// The failed sends of the row of `version`, so that the backoff outlives an eviction.
-    Attempts { owner: String, version: u64, row: String, attempts: u32 },
+    Attempts {
+        owner: String,
+        version: u64,
+        row: String,
+        attempts: u32,
+    },
     /// A row the owner's index is owed that a newer one passed before its row send.
-    Pass { version: u64, row: String },
+    Pass {
+        version: u64,
+        row: String,
+    },
     /// Deletes the passed rows up to version `through` (taken, or dropped past the cap).
-    Unpass { through: u64 },
+    Unpass {
+        through: u64,
+    },
     /// Machine tokens minted before `from` (their `inc`) are ended: a create minted a newer
     /// one. Not a change of the record: its version does not move.
-    MachineTokensFrom { from: u64 },
+    MachineTokensFrom {
+        from: u64,
+    },
 }
 
 /// The parts of a hand-off stored apart from its record.
@@ -437,7 +529,16 @@ pub struct Plan {
 
 impl Plan {
     fn reply(reply: Reply) -> Plan {
-        Plan { reply, writes: Vec::new(), alarm_at: None, publish: None, send_rows_through: None, log: None, erase: false, hook: None }
+        Plan {
+            reply,
+            writes: Vec::new(),
+            alarm_at: None,
+            publish: None,
+            send_rows_through: None,
+            log: None,
+            erase: false,
+            hook: None,
+        }
     }
 
     fn rendered(rendered: Rendered) -> Plan {
@@ -577,7 +678,8 @@ impl Decider {
         }
         if let Op::Create { .. } = &ask.op {
             // Only a new hand-off asks its owner's index, and only once.
-            let new = ask.caller.role == Role::Owner && matches!(self.handoff, Known::Absent) && feed.admission.is_none();
+            let new =
+                ask.caller.role == Role::Owner && matches!(self.handoff, Known::Absent) && feed.admission.is_none();
             if !new {
                 return None;
             }
@@ -625,18 +727,27 @@ impl Decider {
             }
         }
         if !stored.turns.is_empty() {
-            let mut lineage: Vec<TurnEntry> = stored.turns.iter().map(|t| read_json("lineage entry", t)).collect::<Result<_, _>>()?;
+            let mut lineage: Vec<TurnEntry> =
+                stored.turns.iter().map(|t| read_json("lineage entry", t)).collect::<Result<_, _>>()?;
             lineage.sort_by_key(|t| t.turn);
             h.lineage = lineage;
         }
         let h = Rc::new(h);
         let attempts = stored.attempts.filter(|(version, _)| *version == h.record.version).map_or(0, |(_, n)| n);
-        self.outbox.restore(Owed { version: h.record.version, row: RowSend::of(&h.record), attempts, entered: stored.entered });
+        self.outbox.restore(Owed {
+            version: h.record.version,
+            row: RowSend::of(&h.record),
+            attempts,
+            entered: stored.entered,
+        });
         // A passed row only carries a notice: one this build cannot read is skipped (that notice
         // is lost), rather than refusing the whole hand-off as an unreadable record would.
         for (version, row) in &stored.passed {
             let Ok(row) = read_json::<Row>("passed row", row) else { continue };
-            self.outbox.restore_passed(outbox::PassedRow { version: *version, row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation } });
+            self.outbox.restore_passed(outbox::PassedRow {
+                version: *version,
+                row: RowSend { owner: h.record.owner.clone(), row, incarnation: h.record.incarnation },
+            });
         }
         self.published = Some(h.clone());
         self.handoff = Known::Present(h);
@@ -676,7 +787,10 @@ impl Decider {
             _ => return Err(Refusal::new(Code::HandoffNotFound, "no such hand-off")),
         };
         if caller.role == Role::Machine && caller.incarnation < self.machine_tokens_from {
-            return Err(Refusal::new(Code::AuthRevoked, "this machine token was ended: the owner minted a newer one for this hand-off"));
+            return Err(Refusal::new(
+                Code::AuthRevoked,
+                "this machine token was ended: the owner minted a newer one for this hand-off",
+            ));
         }
         Ok(h.clone())
     }
@@ -701,7 +815,13 @@ impl Decider {
     pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
         let Ask { caller, op, idempotency } = ask;
         let role = caller.role;
-        let refused = |refusal: Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let refused = |refusal: Refusal| {
+            Plan::rendered(wire.render(HandoffAnswer::Refused {
+                refusal: &refusal,
+                handoff: None,
+                current_package: None,
+            }))
+        };
         match op {
             Op::Floor => return Plan::rendered(wire.render(HandoffAnswer::Floor)),
             Op::Create { .. } => return self.create(&caller, op, feed.admission, at.now, wire),
@@ -739,7 +859,8 @@ impl Decider {
             }
             Op::Turns { limit, .. } => {
                 let texts = made(feed.turns, "the lineage entries");
-                let entries: Result<Vec<TurnEntry>, Unreadable> = texts.iter().map(|t| read_json("lineage entry", t)).collect();
+                let entries: Result<Vec<TurnEntry>, Unreadable> =
+                    texts.iter().map(|t| read_json("lineage entry", t)).collect();
                 let mut entries = match entries {
                     Ok(entries) => entries,
                     Err(e) => return self.unreadable(e, wire),
@@ -752,30 +873,47 @@ impl Decider {
             }
             Op::Package { markdown } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
-                Ok(latest) if markdown => Plan::rendered(wire.render(HandoffAnswer::Markdown(&crate::package::render_markdown(&latest)))),
-                Ok(latest) => Plan::rendered(wire.render(HandoffAnswer::Changed { h: &h, role, effect: &Effect::Package(latest) })),
+                Ok(latest) if markdown => {
+                    Plan::rendered(wire.render(HandoffAnswer::Markdown(&crate::package::render_markdown(&latest))))
+                }
+                Ok(latest) => Plan::rendered(wire.render(HandoffAnswer::Changed {
+                    h: &h,
+                    role,
+                    effect: &Effect::Package(latest),
+                })),
             },
             Op::Briefing { budget_bytes, reach } => match h.ledger.latest() {
                 Err(refusal) => refused_with(refusal),
                 Ok(latest) => {
                     let words = briefing::owners_words(&h.record, &latest);
-                    Plan::rendered(wire.render(HandoffAnswer::Text(&briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text)))
+                    Plan::rendered(wire.render(HandoffAnswer::Text(
+                        &briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text,
+                    )))
                 }
             },
             Op::Work => Plan::rendered(wire.render(HandoffAnswer::Work { h: &h, role })),
             Op::Preview { change, budget_bytes, reach } => {
-                let opened = handoff::apply(&h, &change, role, at.now).and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
+                let opened = handoff::apply(&h, &change, role, at.now)
+                    .and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
                 match opened {
                     Err(refusal) => refused_with(refusal),
                     Ok((next, latest)) => {
                         let turn = next.turn;
                         let words = briefing::owners_words(&next, &latest);
                         let text = briefing::render_with(&latest, words, budget_bytes, &reach.reach()).text;
-                        Plan::rendered(wire.render(HandoffAnswer::Preview { h: &h, role, turn, latest: &latest, briefing: &text }))
+                        Plan::rendered(wire.render(HandoffAnswer::Preview {
+                            h: &h,
+                            role,
+                            turn,
+                            latest: &latest,
+                            briefing: &text,
+                        }))
                     }
                 }
             }
-            Op::Hook(_) if role != Role::Owner => refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's")),
+            Op::Hook(_) if role != Role::Owner => {
+                refused(Refusal::new(Code::AuthForbidden, "test hooks are the owner's"))
+            }
             Op::Hook(HandoffHook::Fault { fault }) => {
                 let mut plan = Plan::rendered(wire.render(HandoffAnswer::Armed(fault)));
                 plan.hook = Some(PlanHook::Arm(fault));
@@ -795,13 +933,26 @@ impl Decider {
 
     fn unreadable(&mut self, e: Unreadable, wire: &impl Wire) -> Plan {
         let refusal = Refusal::unavailable();
-        let mut plan = Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+        let mut plan = Plan::rendered(wire.render(HandoffAnswer::Refused {
+            refusal: &refusal,
+            handoff: None,
+            current_package: None,
+        }));
         plan.log = Some(e.to_string());
         plan
     }
 
-    fn create(&mut self, caller: &Caller, op: Op, admission: Option<Admission>, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
+    fn create(
+        &mut self,
+        caller: &Caller,
+        op: Op,
+        admission: Option<Admission>,
+        now: EpochMs,
+        wire: &impl Wire,
+    ) -> Plan {
+        let refused = |refusal: &Refusal| {
+            Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }))
+        };
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
@@ -811,11 +962,19 @@ impl Decider {
         let minted = *incarnation;
         if let Some(existing) = self.handoff().cloned() {
             if let Err(code) = existing.check_create_again(machine, size, prompt.as_deref()) {
-                let refusal = Refusal::new(code, "this session already has a hand-off with another machine, size or turn-1 prompt");
+                let refusal = Refusal::new(
+                    code,
+                    "this session already has a hand-off with another machine, size or turn-1 prompt",
+                );
                 return Plan::rendered(refusal_of(wire, &refusal, &existing, caller.role));
             }
             // The fresh machine token ends the ones minted before it; the record does not move.
-            let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created { h: &existing, role: caller.role, machine_token, new: false }));
+            let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created {
+                h: &existing,
+                role: caller.role,
+                machine_token,
+                new: false,
+            }));
             if minted > self.machine_tokens_from {
                 self.machine_tokens_from = minted;
                 plan.writes.push(Write::MachineTokensFrom { from: minted });
@@ -851,7 +1010,9 @@ impl Decider {
     /// way); an open hand-off is closed first, so that every waiter and watcher is told the
     /// close; then the plan erases it (204).
     fn erase(&mut self, caller: &Caller, now: EpochMs, wire: &impl Wire) -> Plan {
-        let refused = |refusal: &Refusal| Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }));
+        let refused = |refusal: &Refusal| {
+            Plan::rendered(wire.render(HandoffAnswer::Refused { refusal, handoff: None, current_package: None }))
+        };
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only the owner erases a hand-off"));
         }
@@ -906,21 +1067,37 @@ impl Decider {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn change(&mut self, caller: &Caller, h: Rc<Handoff>, change: &Change, idempotency: Option<Idempotency>, feed: Feed, now: EpochMs, wire: &impl Wire) -> Plan {
+    fn change(
+        &mut self,
+        caller: &Caller,
+        h: Rc<Handoff>,
+        change: &Change,
+        idempotency: Option<Idempotency>,
+        feed: Feed,
+        now: EpochMs,
+        wire: &impl Wire,
+    ) -> Plan {
         let role = caller.role;
         if let Some(idem) = &idempotency {
             let remembered = feed.key.flatten();
             match idempotency::decide(remembered.as_ref(), &idem.fingerprint) {
                 Decision::Fresh => {}
                 Decision::Mismatch => {
-                    let refusal = Refusal::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
-                    return Plan::rendered(wire.render(HandoffAnswer::Refused { refusal: &refusal, handoff: None, current_package: None }));
+                    let refusal =
+                        Refusal::new(Code::IdempotencyMismatch, "this Idempotency-Key was used for another request");
+                    return Plan::rendered(wire.render(HandoffAnswer::Refused {
+                        refusal: &refusal,
+                        handoff: None,
+                        current_package: None,
+                    }));
                 }
                 Decision::Replay(r) => {
                     // The digest proves a rebuilt answer the first, so the current package is
                     // simply tried: a later package fails the digest and the slim answer stands.
                     let current = h.ledger.current.as_ref();
-                    let body = idempotency::replay(r, |slim| current.and_then(|c| wire.with_package(slim, &c.document.of(&c.package))));
+                    let body = idempotency::replay(r, |slim| {
+                        current.and_then(|c| wire.with_package(slim, &c.document.of(&c.package)))
+                    });
                     return Plan::rendered(Rendered { status: r.status, content_type: JSON, body, replayed: true });
                 }
             }
@@ -933,7 +1110,8 @@ impl Decider {
         let rendered = wire.render(answer);
         let dry_run = matches!(change, Change::Compile { dry_run: true, .. });
         let remember = idempotency.filter(|_| idempotency::keeps(rendered.status, dry_run)).map(|idem| {
-            let without = || (rendered.body.len() > IDEMPOTENCY_ANSWER_BYTES_MAX).then(|| wire.without_package(answer)).flatten();
+            let without =
+                || (rendered.body.len() > IDEMPOTENCY_ANSWER_BYTES_MAX).then(|| wire.without_package(answer)).flatten();
             (idem.key, idempotency::remember(&idem.fingerprint, rendered.status, &rendered.body, without))
         });
         if let Some((_, r)) = &remember {
@@ -972,13 +1150,23 @@ impl Decider {
     /// The writes of the next hand-off `h` (what moved of it, the history event, the trims of
     /// the bounded tables), every value size-checked first; on success the decider holds `h`,
     /// and the plan publishes its version and sends its row.
-    fn store(&mut self, h: Handoff, dirty: Dirty, kind: EventKind, actor: Role, now: EpochMs) -> Result<Staged, Refusal> {
+    fn store(
+        &mut self,
+        h: Handoff,
+        dirty: Dirty,
+        kind: EventKind,
+        actor: Role,
+        now: EpochMs,
+    ) -> Result<Staged, Refusal> {
         let record = &h.record;
         let record_json = to_json(record);
         let work_json = dirty.work.then(|| to_json(&h.work));
         if let Some(json) = &work_json {
             if json.len() > WORK_RECORD_BYTES_MAX {
-                return Err(Refusal::new(Code::RequestTooLarge, format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes")));
+                return Err(Refusal::new(
+                    Code::RequestTooLarge,
+                    format!("the work record would pass {WORK_RECORD_BYTES_MAX} bytes"),
+                ));
             }
         }
         let parts = [
@@ -989,7 +1177,8 @@ impl Decider {
         let from = dirty.lineage_from.unwrap_or(h.lineage.len()).min(h.lineage.len());
         // The entry whose prompt was dropped is always older than the ones written from `from`.
         let dropped = dirty.lineage_dropped.and_then(|at| h.lineage.get(at));
-        let entries: Vec<(u64, String)> = dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
+        let entries: Vec<(u64, String)> =
+            dropped.into_iter().chain(&h.lineage[from..]).map(|e| (e.turn, to_json(e))).collect();
         let row_send = RowSend::of(record);
         let row_bytes = to_json(&row_send.row).len();
         let largest = [record_json.len(), row_bytes]
@@ -1111,7 +1300,8 @@ fn new_record(caller: &Caller, op: &Op, now: EpochMs) -> Option<Record> {
     let Op::Create { id, session, machine, size, incarnation, prompt, .. } = op else {
         return None;
     };
-    let mut record = Record::create(id.clone(), caller.owner.clone(), session.clone(), machine.clone(), size.clone(), now);
+    let mut record =
+        Record::create(id.clone(), caller.owner.clone(), session.clone(), machine.clone(), size.clone(), now);
     record.prompt = prompt.clone();
     if *incarnation > 0 {
         record.incarnation = *incarnation;

@@ -49,7 +49,10 @@ mod tests {
     #[test]
     fn parts_hash_as_their_concatenation_and_match_the_standard_vector() {
         // FIPS 180-2's "abc".
-        assert_eq!(hex::encode(sha256(&[b"ab", b"", b"c"])), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            hex::encode(sha256(&[b"ab", b"", b"c"])),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

@@ -71,13 +71,26 @@ pub enum Change {
         #[serde(default)]
         package: Option<PackageRequest>,
     },
-    Work { command: work::Command },
-    Compile { request: PackageRequest, dry_run: bool },
-    Accept { package_hash: String },
-    Reject { input: RejectInput },
-    SetPolicy { policy: Policy },
+    Work {
+        command: work::Command,
+    },
+    Compile {
+        request: PackageRequest,
+        dry_run: bool,
+    },
+    Accept {
+        package_hash: String,
+    },
+    Reject {
+        input: RejectInput,
+    },
+    SetPolicy {
+        policy: Policy,
+    },
     /// The machine's report of the runtimes it can run, replacing the last one whole.
-    SetRuntimes { input: RuntimesInput },
+    SetRuntimes {
+        input: RuntimesInput,
+    },
 }
 
 crate::listed_enum! {
@@ -210,7 +223,9 @@ impl Handoff {
     pub fn check_create_again(&self, machine: &str, size: &str, prompt: Option<&str>) -> Result<(), Code> {
         self.record.check_create_again(machine, size)?;
         match prompt {
-            Some(words) if self.extras.opening_prompt_sha256.as_deref() != Some(prompt_digest(words).as_str()) => Err(Code::HandoffConflict),
+            Some(words) if self.extras.opening_prompt_sha256.as_deref() != Some(prompt_digest(words).as_str()) => {
+                Err(Code::HandoffConflict)
+            }
             _ => Ok(()),
         }
     }
@@ -224,13 +239,25 @@ fn prompt_digest(words: &str) -> String {
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
     let action = Action::of(change);
     if action.sender().is_some_and(|sender| sender != by) {
-        return Err(Refusal::new(Code::AuthForbidden, format!("{} is not open to the {}", action.as_str(), by.as_str())));
+        return Err(Refusal::new(
+            Code::AuthForbidden,
+            format!("{} is not open to the {}", action.as_str(), by.as_str()),
+        ));
     }
     let mut next = h.clone();
     let mut dirty = Dirty::default();
     let (moved, answer) = match change {
         Change::Turn { command, unmet, usage, package } => {
-            let moved = turn_change(h, &mut next, &mut dirty, command, unmet.as_deref(), usage.as_ref(), package.as_ref(), now)?;
+            let moved = turn_change(
+                h,
+                &mut next,
+                &mut dirty,
+                command,
+                unmet.as_deref(),
+                usage.as_ref(),
+                package.as_ref(),
+                now,
+            )?;
             (moved, Effect::Nothing)
         }
         Change::Work { command } => {
@@ -263,7 +290,10 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
         }
         Change::SetRuntimes { input } => {
             h.record.check_open()?;
-            let reported = MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: Timestamp::from_ms(input.reported_at(now)) };
+            let reported = MachineRuntimes {
+                runtimes: input.runtimes.clone(),
+                reported_at: Timestamp::from_ms(input.reported_at(now)),
+            };
             next.record.machine_runtimes = Some(reported);
             // A change unless it is the same report of the same moment again: its time is what
             // keeps its runtimes available.
@@ -316,7 +346,12 @@ fn turn_change(
     let repeat = matches!(command, TurnCommand::OpenTurn { after, .. } if after.checked_add(1) == Some(h.record.turn));
     let conflict = |what: &str| {
         let r = &h.record;
-        let message = format!("turn {} was opened already, with {what}; the hand-off shows what was taken ({}, version {})", r.turn, r.status.as_str(), r.version);
+        let message = format!(
+            "turn {} was opened already, with {what}; the hand-off shows what was taken ({}, version {})",
+            r.turn,
+            r.status.as_str(),
+            r.version
+        );
         Refusal::new(Code::TurnConflict, message)
     };
     let applied = turn::apply(&h.record, command, now).map_err(|code| match code {
@@ -324,7 +359,12 @@ fn turn_change(
         Code::TurnConflict if matches!(command, TurnCommand::Report { .. }) => {
             let r = &h.record;
             let ran = r.briefed.runtime.as_deref().unwrap_or_default();
-            let message = format!("turn {} runs {ran}; a report cannot name another runtime ({}, version {})", r.turn, r.status.as_str(), r.version);
+            let message = format!(
+                "turn {} runs {ran}; a report cannot name another runtime ({}, version {})",
+                r.turn,
+                r.status.as_str(),
+                r.version
+            );
             Refusal::new(Code::TurnConflict, message)
         }
         code => Refusal::new(code, refusal_message(code, &h.record)),
@@ -448,7 +488,14 @@ fn hand_off(next: &mut Handoff, dirty: &mut Dirty, request: &PackageRequest, now
 }
 
 /// Raises each suggestion this report calls for that this turn has not had; true if any.
-fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usage: &Usage, ends_turn: bool, now: EpochMs) -> bool {
+fn raise_suggestions(
+    next: &mut Handoff,
+    dirty: &mut Dirty,
+    policy: &Policy,
+    usage: &Usage,
+    ends_turn: bool,
+    now: EpochMs,
+) -> bool {
     let turn = next.record.turn;
     let mut raised_any = false;
     for reason in suggestion::reasons(policy, usage, ends_turn) {
@@ -456,7 +503,13 @@ fn raise_suggestions(next: &mut Handoff, dirty: &mut Dirty, policy: &Policy, usa
             continue;
         }
         let r = &next.record;
-        let at = suggestion::Context { id: &r.id, turn, current_runtime: r.briefed.runtime.as_deref(), machine: r.machine_runtimes.as_ref(), now };
+        let at = suggestion::Context {
+            id: &r.id,
+            turn,
+            current_runtime: r.briefed.runtime.as_deref(),
+            machine: r.machine_runtimes.as_ref(),
+            now,
+        };
         if let Some(s) = suggestion::suggest(&at, reason.clone(), policy) {
             next.record.suggestion = Some(s);
             next.extras.raised.push((turn, reason));
@@ -488,7 +541,11 @@ pub fn refusal_message(code: Code, r: &Record) -> String {
         },
         // The one request.invalid the turn machine gives: an answer's option it does not offer.
         Code::RequestInvalid => match &r.question {
-            Some(q) => format!("option: not one of {}'s options ({})", q.id, q.options.iter().map(|o| o.id.as_str()).collect::<Vec<_>>().join(", ")),
+            Some(q) => format!(
+                "option: not one of {}'s options ({})",
+                q.id,
+                q.options.iter().map(|o| o.id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
             None => "option: not one of the question's options".to_string(),
         },
         _ => now,

@@ -16,7 +16,10 @@
 //!   [`IDEMPOTENCY_BYTES_PER_HANDOFF_MAX`] bytes of answers, the oldest forgotten first, and
 //!   none older than [`IDEMPOTENCY_TTL_MS`].
 
-use crate::limits::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS};
+use crate::limits::{
+    IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_BYTES_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX,
+    IDEMPOTENCY_TTL_MS,
+};
 use crate::time::EpochMs;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
@@ -72,7 +75,12 @@ pub fn keeps(status: u16, dry_run: bool) -> bool {
 /// What to remember of `whole`, the text of an answer [`keeps`] keeps. Over the answer cap it
 /// is kept as `without_package` gives it (the answer without its package, or `None` when it
 /// has none), with the digest of the whole.
-pub fn remember(fingerprint: &str, status: u16, whole: &str, without_package: impl FnOnce() -> Option<String>) -> Remembered {
+pub fn remember(
+    fingerprint: &str,
+    status: u16,
+    whole: &str,
+    without_package: impl FnOnce() -> Option<String>,
+) -> Remembered {
     let digest = digest(whole);
     let (body, slim) = match (whole.len() > IDEMPOTENCY_ANSWER_BYTES_MAX).then(without_package).flatten() {
         Some(slim) => (slim, true),
@@ -114,7 +122,6 @@ pub fn evictions(count: usize, bytes: usize, oldest_bytes: impl IntoIterator<Ite
 pub fn over_caps(count: usize, bytes: usize) -> bool {
     count > IDEMPOTENCY_KEYS_PER_HANDOFF_MAX || bytes > IDEMPOTENCY_BYTES_PER_HANDOFF_MAX
 }
-
 
 /// One remembered key as the ledger holds it: when it was remembered and what its row costs
 /// (its answer stays in storage until a replay reads it).
@@ -195,7 +202,8 @@ impl Keys {
     /// keys fit both caps, the new one included.
     pub fn remember(&mut self, key: &str, bytes: usize, now: EpochMs) -> Forget {
         let oldest_live = Keys::oldest_live(now);
-        let expired: Vec<String> = self.by_age.iter().take_while(|(at, _)| *at < oldest_live).map(|(_, k)| k.clone()).collect();
+        let expired: Vec<String> =
+            self.by_age.iter().take_while(|(at, _)| *at < oldest_live).map(|(_, k)| k.clone()).collect();
         let mut forget = Forget { expired_before: (!expired.is_empty()).then_some(oldest_live), keys: Vec::new() };
         for k in &expired {
             self.remove(k);
@@ -263,7 +271,11 @@ mod tests {
     fn a_slim_answer_is_replayed_whole_only_when_the_digest_proves_it_the_first() {
         let whole = "x".repeat(BIG);
         let r = remember("f", 200, &whole, || Some("slim".into()));
-        assert_eq!(replay(&r, |slim| Some(format!("{}{slim}", "x".repeat(BIG - 4)))), "slim", "other bytes: the slim answer");
+        assert_eq!(
+            replay(&r, |slim| Some(format!("{}{slim}", "x".repeat(BIG - 4)))),
+            "slim",
+            "other bytes: the slim answer"
+        );
         assert_eq!(replay(&r, |_| Some(whole.clone())), whole, "byte for byte the first");
         assert_eq!(replay(&r, |_| None), "slim", "the package is gone: the slim answer");
         let kept = remember("f", 200, "{}", || unreachable!());
@@ -340,7 +352,11 @@ mod tests {
     #[test]
     fn remembering_a_key_forgets_the_expired_ones_first_then_the_oldest_until_both_caps_fit() {
         let now = 10 * IDEMPOTENCY_TTL_MS;
-        let mut keys = Keys::restore([entry("old", now - IDEMPOTENCY_TTL_MS - 1, 10), entry("a", now - 5, 10), entry("b", now - 4, 10)]);
+        let mut keys = Keys::restore([
+            entry("old", now - IDEMPOTENCY_TTL_MS - 1, 10),
+            entry("a", now - 5, 10),
+            entry("b", now - 4, 10),
+        ]);
         assert!(!keys.is_live("old", now) && keys.is_live("a", now) && !keys.is_live("zzz", now));
         let forget = keys.remember("c", 10, now);
         assert_eq!(forget, Forget { expired_before: Some(now - IDEMPOTENCY_TTL_MS), keys: vec![] });

@@ -79,7 +79,10 @@ pub(crate) fn path_at(body: &[u8], end: usize) -> String {
                 }
                 if let Some(Frame::Object { key, wants_key: wants @ true }) = stack.last_mut() {
                     let text = body.get(start..=i).unwrap_or(&body[start..]);
-                    *key = Some(serde_json::from_slice(text).unwrap_or_else(|_| String::from_utf8_lossy(&text[1..]).into_owned()));
+                    *key = Some(
+                        serde_json::from_slice(text)
+                            .unwrap_or_else(|_| String::from_utf8_lossy(&text[1..]).into_owned()),
+                    );
                     *wants = false;
                 }
             }
@@ -176,7 +179,8 @@ mod tests {
     }
 
     fn doc(files: usize) -> Value {
-        let files: Vec<Value> = (0..files).map(|i| json!({"path": format!("src/\"{i}\".rs"), "lines": i, "kind": "text"})).collect();
+        let files: Vec<Value> =
+            (0..files).map(|i| json!({"path": format!("src/\"{i}\".rs"), "lines": i, "kind": "text"})).collect();
         json!({"name": "n, [x]: {y}", "files": files, "usage": {"used": 3}})
     }
 
@@ -220,7 +224,9 @@ mod tests {
 
     #[test]
     fn a_broken_text_is_a_body_error_whatever_its_place() {
-        for body in [&br#"{"files": [{"path": "#[..], br#"{"name": "a" "files": []}"#, br#"{"usage": {"used": 1}} x"#, b"[1]"] {
+        for body in
+            [&br#"{"files": [{"path": "#[..], br#"{"name": "a" "files": []}"#, br#"{"usage": {"used": 1}} x"#, b"[1]"]
+        {
             let message = parse_json::<Doc>(body).unwrap_err().message;
             assert!(message.starts_with("body: "), "{message}");
         }

@@ -304,7 +304,8 @@ const BODY_FRAME_BYTES: usize = 1024;
 // The largest open turn fits its route's cap with every byte of its texts escaped as two: the
 // prompt, and the hand-off's objective, purpose, note and runtime.
 const _: () = assert!(
-    2 * (PROMPT_BYTES_MAX + OBJECTIVE_BYTES_MAX + PURPOSE_BYTES_MAX + NOTE_BYTES_MAX + RUNTIME_BYTES_MAX) + BODY_FRAME_BYTES
+    2 * (PROMPT_BYTES_MAX + OBJECTIVE_BYTES_MAX + PURPOSE_BYTES_MAX + NOTE_BYTES_MAX + RUNTIME_BYTES_MAX)
+        + BODY_FRAME_BYTES
         <= WORDS_BODY_BYTES_MAX
 );
 // The largest report fits too: its summary, and its question's text, input, six options of

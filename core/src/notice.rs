@@ -3,10 +3,11 @@
 //! [`owed`] says in the transaction that stores the row, and sends it from its alarm.
 
 use crate::error::{Code, Refusal};
-use crate::rows::Row;
 use crate::limits::{
-    PUSH_SUBSCRIPTIONS_PER_OWNER_MAX, WEBHOOKS_PER_OWNER_MAX, WEBHOOK_BACKOFF_FIRST_MS, WEBHOOK_BACKOFF_MAX_MS, WEBHOOK_RETRY_WINDOW_MS,
+    PUSH_SUBSCRIPTIONS_PER_OWNER_MAX, WEBHOOKS_PER_OWNER_MAX, WEBHOOK_BACKOFF_FIRST_MS, WEBHOOK_BACKOFF_MAX_MS,
+    WEBHOOK_RETRY_WINDOW_MS,
 };
+use crate::rows::Row;
 use crate::time::EpochMs;
 use crate::turn::{State, Status};
 use sha2::{Digest, Sha256};

@@ -28,16 +28,16 @@ pub mod stored;
 
 use crate::error::{Code, Refusal};
 use crate::hooks::IndexHook;
-use crate::rows::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::limits::{ERASED_KEPT_MS, ERASED_KEPT_PER_OWNER_MAX};
 use crate::notice::{self, Notice};
 use crate::retention::Retention;
+use crate::rows::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::time::EpochMs;
 use crate::turn::State;
 use receiver::{DeliveryState, Lease, Next, Receiver, Subscriber};
 use sending::Pending;
-use stored::Unknown;
 use std::cell::OnceCell;
+use stored::Unknown;
 
 /// How long a test that holds deliveries has the alarm wait before it looks again.
 pub const HELD_ALARM_MS: i64 = 1_000;
@@ -119,21 +119,38 @@ pub struct Outcome {
 pub enum Ask {
     /// A hand-off's row, and the older rows it passed (notices are owed along the chain), sent
     /// by the life `incarnation` of the hand-off (its record's).
-    Put { row: Row, passed: Vec<Row>, incarnation: u64 },
+    Put {
+        row: Row,
+        passed: Vec<Row>,
+        incarnation: u64,
+    },
     /// A new hand-off's first row, admitted against the open cap.
-    Open { row: Row },
+    Open {
+        row: Row,
+    },
     /// The life `incarnation` of the hand-off was erased: its row and every delivery of it go,
     /// and a row of that life sent later is not taken.
-    Drop { id: String, incarnation: u64 },
-    List { query: ListQuery, if_none_match: Option<String> },
+    Drop {
+        id: String,
+        incarnation: u64,
+    },
+    List {
+        query: ListQuery,
+        if_none_match: Option<String>,
+    },
     /// A new receiver, within its kind's cap.
     AddReceiver(StoredReceiver),
     /// The receivers of one kind.
     Receivers(Receiver),
     /// A receiver and every delivery to it.
-    RemoveReceiver { receiver: Receiver, id: String },
+    RemoveReceiver {
+        receiver: Receiver,
+        id: String,
+    },
     /// A webhook's newest deliveries.
-    Deliveries { id: String },
+    Deliveries {
+        id: String,
+    },
     /// The alarm: what is due is sent ([`Index::poll_send`]).
     Alarm,
     /// An attempt ended ([`Index::on_sent`]).
@@ -290,39 +307,86 @@ pub enum Write {
     /// `row` under its id, in place of any row held.
     StoreRow(Row),
     /// Test hook: a row under `id` that no build can read, newest of all.
-    StoreUnreadable { id: String },
-    DeleteRow { id: String },
+    StoreUnreadable {
+        id: String,
+    },
+    DeleteRow {
+        id: String,
+    },
     /// Deletes the closed rows last changed before `before` (past retention).
-    DropClosedBefore { before: EpochMs },
+    DropClosedBefore {
+        before: EpochMs,
+    },
     /// Deletes every delivery of hand-off `handoff`, pending or finished.
-    DropDeliveriesOf { handoff: String },
+    DropDeliveriesOf {
+        handoff: String,
+    },
     /// The erased lives' table, before its first entry.
     ErasedSchema,
     /// Life `incarnation` of hand-off `id` was erased at `at` (a later life's entry is kept
     /// where one is held).
-    Erased { id: String, incarnation: u64, at: EpochMs },
+    Erased {
+        id: String,
+        incarnation: u64,
+        at: EpochMs,
+    },
     /// Deletes the erased lives kept since before `before`, and all but the `keep` newest.
-    TrimErased { before: EpochMs, keep: usize },
+    TrimErased {
+        before: EpochMs,
+        keep: usize,
+    },
     AddReceiver(StoredReceiver),
     /// Deletes the receiver and every delivery to it.
-    RemoveReceiver { receiver: Receiver, id: String },
+    RemoveReceiver {
+        receiver: Receiver,
+        id: String,
+    },
     /// A pending delivery of `notice` for `row` to receiver `to`, due at once; `key` makes its
     /// message id, the same for a row delivered twice (the second is ignored); `console` is
     /// where a push message links to.
-    Owe { receiver: Receiver, to: String, row: Row, notice: Notice, key: [u8; 16], at: EpochMs, console: String },
+    Owe {
+        receiver: Receiver,
+        to: String,
+        row: Row,
+        notice: Notice,
+        key: [u8; 16],
+        at: EpochMs,
+        console: String,
+    },
     /// Deletes these pending deliveries.
-    DropPending { seqs: Vec<i64> },
+    DropPending {
+        seqs: Vec<i64>,
+    },
     /// Raises receiver `id`'s count of deliveries dropped by `n`.
-    CountDropped { receiver: Receiver, id: String, n: u64 },
+    CountDropped {
+        receiver: Receiver,
+        id: String,
+        n: u64,
+    },
     /// An attempt starts at `at`: its number, and when it is tried again if it never ends.
-    Lease { seq: i64, lease: Lease, at: EpochMs },
+    Lease {
+        seq: i64,
+        lease: Lease,
+        at: EpochMs,
+    },
     /// The attempt was not taken: its status, and when it is tried again.
-    Retry { seq: i64, status: Option<u16>, at: EpochMs },
+    Retry {
+        seq: i64,
+        status: Option<u16>,
+        at: EpochMs,
+    },
     /// The delivery finished: delivered or failed. It keeps no body: what it said is gone
     /// once it is sent or given up.
-    Finish { seq: i64, state: DeliveryState, status: Option<u16> },
+    Finish {
+        seq: i64,
+        state: DeliveryState,
+        status: Option<u16>,
+    },
     /// Deletes receiver `to`'s finished deliveries up to `seq` `through`.
-    TrimFinished { to: String, through: i64 },
+    TrimFinished {
+        to: String,
+        through: i64,
+    },
 }
 
 /// What the index answers; the api's wire renders it (`handoff_api::wire::index`).
@@ -331,11 +395,20 @@ pub enum IndexAnswer {
     /// A row taken (stored, or older than the one held), a row dropped, an alarm or an
     /// outcome handled.
     Done,
-    Page { page: Page, if_none_match: Option<String> },
+    Page {
+        page: Page,
+        if_none_match: Option<String>,
+    },
     Admission(Admission),
     Created(StoredReceiver),
-    Receivers { of: Receiver, entries: Vec<StoredReceiver> },
-    Deliveries { deliveries: Vec<receiver::Delivery>, dropped: u64 },
+    Receivers {
+        of: Receiver,
+        entries: Vec<StoredReceiver>,
+    },
+    Deliveries {
+        deliveries: Vec<receiver::Delivery>,
+        dropped: u64,
+    },
     /// A receiver removed.
     Removed,
     Refused(Refusal),
@@ -415,7 +488,9 @@ impl Index {
         match ask {
             Ask::Hook(IndexHook::RefuseRows { .. } | IndexHook::HoldDeliveries { .. }) => return None,
             Ask::Hook(IndexHook::Storage) => return feed.storage_bytes.is_none().then_some(Read::StorageBytes),
-            Ask::Hook(IndexHook::StorageOf { id }) => return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() }),
+            Ask::Hook(IndexHook::StorageOf { id }) => {
+                return feed.storage_of.is_none().then(|| Read::StorageOf { id: id.clone() })
+            }
             _ => {}
         }
         let Some(tables) = self.tables.or(feed.tables) else {
@@ -439,7 +514,8 @@ impl Index {
                 let Some(receivers) = &feed.receivers else {
                     return Some(Read::Receivers { of: self.notified() });
                 };
-                let owed = *feed.derived.owed.get_or_init(|| receiver::owed(&put.notices, &subscribers(receivers)).len());
+                let owed =
+                    *feed.derived.owed.get_or_init(|| receiver::owed(&put.notices, &subscribers(receivers)).len());
                 self.cap_read(owed, feed)
             }
             Ask::Open { row } if tables.list && feed.open.is_none() => Some(Read::OpenCount { except: row.id.clone() }),
@@ -467,11 +543,19 @@ impl Index {
                 };
                 let round = self.round(feed, pending, now);
                 let mut expired = pending.iter().filter(|w| round.expire.contains(&w.seq));
-                expired.find_map(|w| Some((w.receiver.as_ref().ok().copied()?, &w.to)).filter(|(_, to)| feed.finished_of(to).is_none())).map(finished_read)
+                expired
+                    .find_map(|w| {
+                        Some((w.receiver.as_ref().ok().copied()?, &w.to))
+                            .filter(|(_, to)| feed.finished_of(to).is_none())
+                    })
+                    .map(finished_read)
             }
             // An attempt was of a delivery, so its tables exist.
             Ask::Sent(o) => {
-                let finishes = matches!(o.receiver.after_attempt(o.created_at, o.attempts, o.status, now), Next::Delivered | Next::Failed);
+                let finishes = matches!(
+                    o.receiver.after_attempt(o.created_at, o.attempts, o.status, now),
+                    Next::Delivered | Next::Failed
+                );
                 (finishes && feed.finished_of(&o.to).is_none()).then(|| finished_read((o.receiver, &o.to)))
             }
             _ => None,
@@ -497,7 +581,8 @@ impl Index {
         let tables = known.unwrap_or_default();
         let told = self.tell_unknown_events(&feed.unknown_events);
         // The receivers' reads are made where their tables exist; an owner with none has none.
-        let receivers = |feed: &mut Feed| if tables.receivers { made(feed.receivers.take(), "the receivers") } else { Vec::new() };
+        let receivers =
+            |feed: &mut Feed| if tables.receivers { made(feed.receivers.take(), "the receivers") } else { Vec::new() };
         let mut plan = match ask {
             Ask::Put { row, passed, incarnation } => self.put(tables, row, passed, incarnation, &feed, now),
             Ask::Open { row } => self.open(tables, row, &feed, now),
@@ -515,7 +600,10 @@ impl Index {
                 // The read holds this kind's receivers only.
                 match receivers(&mut feed).iter().any(|e| e.id == id) {
                     false => not_found(receiver),
-                    true => Plan { writes: vec![Write::RemoveReceiver { receiver, id }], ..Plan::answer(IndexAnswer::Removed) },
+                    true => Plan {
+                        writes: vec![Write::RemoveReceiver { receiver, id }],
+                        ..Plan::answer(IndexAnswer::Removed)
+                    },
                 }
             }
             Ask::Deliveries { id } => match receivers(&mut feed).iter().find(|e| e.id == id) {
@@ -523,7 +611,9 @@ impl Index {
                 Some(entry) => match made(feed.deliveries.take(), "the webhook's deliveries") {
                     Ok(deliveries) => Plan::answer(IndexAnswer::Deliveries { deliveries, dropped: entry.dropped }),
                     // Shown as another state, the list would say what no build did.
-                    Err(unknown) => Plan::answer(IndexAnswer::Unavailable(format!("a stored delivery to webhook {id}: {unknown}"))),
+                    Err(unknown) => {
+                        Plan::answer(IndexAnswer::Unavailable(format!("a stored delivery to webhook {id}: {unknown}")))
+                    }
                 },
             },
             Ask::Alarm => self.poll_send(tables, &feed, now),
@@ -536,8 +626,12 @@ impl Index {
                 self.holding = on;
                 Plan::answer(IndexAnswer::Holding(on))
             }
-            Ask::Hook(IndexHook::Storage) => Plan::answer(IndexAnswer::StorageBytes(made(feed.storage_bytes, "the database's size"))),
-            Ask::Hook(IndexHook::StorageOf { .. }) => Plan::answer(IndexAnswer::StorageOf(made(feed.storage_of, "the hand-off's storage"))),
+            Ask::Hook(IndexHook::Storage) => {
+                Plan::answer(IndexAnswer::StorageBytes(made(feed.storage_bytes, "the database's size")))
+            }
+            Ask::Hook(IndexHook::StorageOf { .. }) => {
+                Plan::answer(IndexAnswer::StorageOf(made(feed.storage_of, "the hand-off's storage")))
+            }
             Ask::Hook(IndexHook::PutUnreadable { id }) => {
                 let mut plan = Plan::answer(IndexAnswer::Done);
                 if !tables.list {
@@ -592,7 +686,15 @@ impl Index {
         let console = |to: &str| receivers.iter().find(|e| e.id == to).map_or("", |e| e.address.console()).to_string();
         let owe: Vec<Write> = owed
             .iter()
-            .map(|o| Write::Owe { receiver: o.receiver, to: o.to.to_string(), row: o.row.clone(), notice: o.notice, key: o.key, at: now, console: console(o.to) })
+            .map(|o| Write::Owe {
+                receiver: o.receiver,
+                to: o.to.to_string(),
+                row: o.row.clone(),
+                notice: o.notice,
+                key: o.key,
+                at: now,
+                console: console(o.to),
+            })
             .collect();
         let (drop, count, owe) = self.cap(feed, owe, &mut plan.log);
         plan.writes.push(Write::StoreRow(row));
@@ -621,18 +723,23 @@ impl Index {
         // needed: never one too few.
         let over = receiver::over_cap(pending + owe.len(), self.bounds.pending_max);
         let from_stored = over.min(pending);
-        let stored: &[PendingRef] = if from_stored > 0 { made(feed.oldest.as_deref(), "the oldest pending") } else { &[] };
+        let stored: &[PendingRef] =
+            if from_stored > 0 { made(feed.oldest.as_deref(), "the oldest pending") } else { &[] };
         let oldest: Vec<&PendingRef> = stored.iter().take(from_stored).collect();
         let unwritten = over.saturating_sub(oldest.len()).min(owe.len());
         let mut counts: Vec<(Receiver, String, u64)> = Vec::new();
-        let mut count = |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
-            Some((_, _, n)) => *n += 1,
-            None => counts.push((receiver, id.to_string(), 1)),
-        };
+        let mut count =
+            |receiver: Receiver, id: &str| match counts.iter_mut().find(|(r, i, _)| *r == receiver && i == id) {
+                Some((_, _, n)) => *n += 1,
+                None => counts.push((receiver, id.to_string(), 1)),
+            };
         for p in &oldest {
             match &p.receiver {
                 Ok(receiver) => count(*receiver, &p.to),
-                Err(unknown) => log.push(format!("delivery {} to {}: {unknown}; dropped by the owner's cap, counted on no receiver", p.seq, p.to)),
+                Err(unknown) => log.push(format!(
+                    "delivery {} to {}: {unknown}; dropped by the owner's cap, counted on no receiver",
+                    p.seq, p.to
+                )),
             }
         }
         for w in &owe[..unwritten] {
@@ -690,8 +797,11 @@ impl Index {
             plan.log.push(format!("delivery {seq} expired before it was sent"));
             plan.writes.push(Write::Finish { seq, state: DeliveryState::Failed, status: None });
         }
-        let expired: Vec<(Receiver, &str, i64)> =
-            pending.iter().filter(|w| round.expire.contains(&w.seq)).filter_map(|w| Some((w.receiver.as_ref().ok().copied()?, w.to.as_str(), w.seq))).collect();
+        let expired: Vec<(Receiver, &str, i64)> = pending
+            .iter()
+            .filter(|w| round.expire.contains(&w.seq))
+            .filter_map(|w| Some((w.receiver.as_ref().ok().copied()?, w.to.as_str(), w.seq)))
+            .collect();
         let mut trimmed: Vec<&str> = Vec::new();
         for &(receiver, to, _) in &expired {
             if trimmed.contains(&to) {
@@ -699,7 +809,11 @@ impl Index {
             }
             trimmed.push(to);
             let finished: Vec<i64> = expired.iter().filter(|e| e.1 == to).map(|e| e.2).collect();
-            if let Some(through) = trim_through(receiver.kept_finished(), made(feed.finished_of(to), "a receiver's finished deliveries"), &finished) {
+            if let Some(through) = trim_through(
+                receiver.kept_finished(),
+                made(feed.finished_of(to), "a receiver's finished deliveries"),
+                &finished,
+            ) {
                 plan.writes.push(Write::TrimFinished { to: to.to_string(), through });
             }
         }
@@ -759,7 +873,11 @@ impl Index {
             Next::Failed => DeliveryState::Failed,
         };
         plan.writes.push(Write::Finish { seq, state, status });
-        if let Some(through) = trim_through(receiver.kept_finished(), made(feed.finished_of(&to), "the receiver's finished deliveries"), &[seq]) {
+        if let Some(through) = trim_through(
+            receiver.kept_finished(),
+            made(feed.finished_of(&to), "the receiver's finished deliveries"),
+            &[seq],
+        ) {
             plan.writes.push(Write::TrimFinished { to, through });
         }
         plan

@@ -20,20 +20,20 @@
 //!   image, HTML, a heading, a list item, a table, a code block): each is escaped text, a code
 //!   span fenced longer than its backtick runs, or an `http(s)` autolink ([`render_markdown`]).
 
+use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
-use crate::applied::Applied;
+use crate::text::{multi_line, single_line};
 use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
-use crate::text::{multi_line, single_line};
 use crate::work::{uri_kind, HandedArtifact, Role, UriKind, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::rc::Rc;
-use std::fmt::Write as _;
 
 // ---------------------------------------------------------------------------------------
 // Inputs
@@ -645,7 +645,6 @@ fn not_found() -> Refusal {
     Refusal::new(Code::PackageNotFound, "this hand-off has no package yet")
 }
 
-
 impl Offer {
     fn answer(&self) -> Latest {
         Latest {
@@ -683,7 +682,10 @@ impl Ledger {
         if let Some(c) = current.filter(|c| c.state == OfferState::Accepted && c.turn == sources.record.turn) {
             return Err(Refusal::new(
                 Code::PackageAccepted,
-                format!("package version {} was accepted for turn {}; the next turn may compile again", c.version, c.turn),
+                format!(
+                    "package version {} was accepted for turn {}; the next turn may compile again",
+                    c.version, c.turn
+                ),
             ));
         }
         let rejection = current.filter(|c| c.state == OfferState::Rejected).and_then(|c| c.rejection.as_ref());
@@ -702,7 +704,13 @@ impl Ledger {
             return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
         let version = current.map_or(1, |c| c.version + 1);
-        let answer = Compiled { package_version: version, package_hash: hash.clone(), changed: true, package, document: Written::new(document) };
+        let answer = Compiled {
+            package_version: version,
+            package_hash: hash.clone(),
+            changed: true,
+            package,
+            document: Written::new(document),
+        };
         if dry_run {
             return Ok(Applied { next: self.clone(), effect: answer, moved: false });
         }
@@ -771,16 +779,18 @@ impl Ledger {
                 format!("package version {} was accepted and cannot be rejected", current.version),
             ));
         }
-        let same_again = current
-            .rejection
-            .as_ref()
-            .is_some_and(|r| r.reason == input.reason && r.note == input.note);
+        let same_again = current.rejection.as_ref().is_some_and(|r| r.reason == input.reason && r.note == input.note);
         if same_again {
             return Ok(Applied { next: self.clone(), effect: current.answer(), moved: false });
         }
         let mut offer = current.clone();
         offer.state = OfferState::Rejected;
-        offer.rejection = Some(Rejection { reason: input.reason, note: input.note.clone(), rejected_at: Timestamp::from_ms(now), by });
+        offer.rejection = Some(Rejection {
+            reason: input.reason,
+            note: input.note.clone(),
+            rejected_at: Timestamp::from_ms(now),
+            by,
+        });
         let next = Ledger { current: Some(offer) };
         let answer = next.latest().expect("a current package");
         Ok(Applied { next, effect: answer, moved: true })
@@ -830,7 +840,13 @@ pub fn render_markdown(latest: &Latest) -> String {
     if let Some(r) = &latest.rejection {
         let _ = writeln!(md, "- Rejected ({}): {}", one_line(r.reason.as_str()), one_line(&r.note));
     }
-    let _ = writeln!(md, "- Phase: turn {}, {}, hand-off {}", p.state.phase.turn, p.state.phase.status.as_str(), p.state.phase.state.as_str());
+    let _ = writeln!(
+        md,
+        "- Phase: turn {}, {}, hand-off {}",
+        p.state.phase.turn,
+        p.state.phase.status.as_str(),
+        p.state.phase.state.as_str()
+    );
     if let Some(t) = &p.work.task_type {
         let _ = writeln!(md, "- Task type: {}", one_line(t));
     }
@@ -840,19 +856,30 @@ pub fn render_markdown(latest: &Latest) -> String {
     let _ = writeln!(md, "- Generated at: {}", one_line(&p.generated_at.to_string()));
 
     let _ = writeln!(md, "\n## Goal\n\n{}", quote(&p.work.goal));
-    let _ = writeln!(md, "\n## Next\n\n- Objective: {}\n- Purpose: {}\n- Runtime: {}", one_line(&p.next.objective), one_line(&p.next.purpose), one_line(&p.next.runtime));
+    let _ = writeln!(
+        md,
+        "\n## Next\n\n- Objective: {}\n- Purpose: {}\n- Runtime: {}",
+        one_line(&p.next.objective),
+        one_line(&p.next.purpose),
+        one_line(&p.next.runtime)
+    );
     if let Some(note) = &p.notes {
         let _ = writeln!(md, "\n## Operator's note\n\n{}", quote(note));
     }
     section(&mut md, "Constraints", p.constraints.iter().map(|c| one_line(c)));
-    section(&mut md, "Acceptance criteria", p.acceptance_criteria.iter().enumerate().map(|(i, c)| format!("[{i}] {}", one_line(c))));
+    section(
+        &mut md,
+        "Acceptance criteria",
+        p.acceptance_criteria.iter().enumerate().map(|(i, c)| format!("[{i}] {}", one_line(c))),
+    );
     section(&mut md, "Completed", p.state.completed.iter().map(|c| one_line(c)));
     section(&mut md, "Unresolved", p.state.unresolved.iter().map(|c| one_line(c)));
     section(
         &mut md,
         "Decisions",
         p.decisions.iter().map(|d| {
-            let mut line = format!("{} {} ({})", code_span(&d.id), one_line(&d.statement), one_line(&d.recorded_at.to_string()));
+            let mut line =
+                format!("{} {} ({})", code_span(&d.id), one_line(&d.statement), one_line(&d.recorded_at.to_string()));
             if let Some(r) = &d.rationale {
                 let _ = write!(line, ". Why: {}", one_line(r));
             }
@@ -868,10 +895,21 @@ pub fn render_markdown(latest: &Latest) -> String {
         "Artifacts",
         p.artifacts.iter().map(|a| {
             let sha = a.sha256.as_deref().map(|s| format!(", sha256 {}", code_span(s))).unwrap_or_default();
-            format!("{} v{} {} ({}): {}{sha}", code_span(&a.id), a.version, one_line(&a.title), one_line(&a.kind), md_uri(&a.uri))
+            format!(
+                "{} v{} {} ({}): {}{sha}",
+                code_span(&a.id),
+                a.version,
+                one_line(&a.title),
+                one_line(&a.kind),
+                md_uri(&a.uri)
+            )
         }),
     );
-    section(&mut md, "Open blockers", p.blockers.iter().map(|b| format!("{} [{}] {}", code_span(&b.id), b.severity.as_str(), one_line(&b.title))));
+    section(
+        &mut md,
+        "Open blockers",
+        p.blockers.iter().map(|b| format!("{} [{}] {}", code_span(&b.id), b.severity.as_str(), one_line(&b.title))),
+    );
     section(&mut md, "Relevant files", p.relevant_files.iter().map(|f| code_span(f)));
     section(&mut md, "Evidence links", p.evidence_links.iter().map(|u| md_uri(u)));
     let t = &p.truncation;

@@ -6,9 +6,12 @@
 
 use crate::error::Refusal;
 use crate::json::Checked;
-use crate::limits::{ANSWER_NOTE_BYTES_MAX, QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX, QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX};
-use crate::time::Timestamp;
+use crate::limits::{
+    ANSWER_NOTE_BYTES_MAX, QUESTION_INPUT_BYTES_MAX, QUESTION_LABEL_BYTES_MAX, QUESTION_OPTIONS_MAX,
+    QUESTION_OPTION_ID_CHARS_MAX, QUESTION_TEXT_BYTES_MAX,
+};
 use crate::text::{multi_line, single_line};
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// What kind of question: a harness's permission prompt (`allow` / `deny`), or any choice.
@@ -58,7 +61,9 @@ impl Checked for QuestionInput {
         }
         for (i, option) in self.options.iter().enumerate() {
             if !is_option_id(&option.id) {
-                return Err(Refusal::invalid(format!("question.options[{i}].id: must be 1-{QUESTION_OPTION_ID_CHARS_MAX} characters of [a-z0-9_-]")));
+                return Err(Refusal::invalid(format!(
+                    "question.options[{i}].id: must be 1-{QUESTION_OPTION_ID_CHARS_MAX} characters of [a-z0-9_-]"
+                )));
             }
             if self.options[..i].iter().any(|o| o.id == option.id) {
                 return Err(Refusal::invalid(format!("question.options[{i}].id: {:?} is given twice", option.id)));
@@ -169,30 +174,70 @@ mod tests {
     fn a_question_has_one_to_six_options_with_unique_short_ids_and_bounded_text() {
         let ok = r#"{"kind":"permission","text":"Bash: rm -rf build","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}]}"#;
         assert!(read(ok).is_ok());
-        let options = |n: usize| (0..n).map(|i| format!(r#"{{"id":"o{i}","label":"L{i}"}}"#)).collect::<Vec<_>>().join(",");
-        assert!(read(&format!(r#"{{"kind":"choice","text":"t","options":[{}]}}"#, options(QUESTION_OPTIONS_MAX))).is_ok());
+        let options =
+            |n: usize| (0..n).map(|i| format!(r#"{{"id":"o{i}","label":"L{i}"}}"#)).collect::<Vec<_>>().join(",");
+        assert!(
+            read(&format!(r#"{{"kind":"choice","text":"t","options":[{}]}}"#, options(QUESTION_OPTIONS_MAX))).is_ok()
+        );
         for (body, field) in [
-            (format!(r#"{{"kind":"choice","text":"t","options":[{}]}}"#, options(QUESTION_OPTIONS_MAX + 1)), "question.options"),
+            (
+                format!(r#"{{"kind":"choice","text":"t","options":[{}]}}"#, options(QUESTION_OPTIONS_MAX + 1)),
+                "question.options",
+            ),
             (r#"{"kind":"choice","text":"t","options":[]}"#.to_string(), "question.options"),
-            (r#"{"kind":"choice","text":"t","options":[{"id":"a","label":"A"},{"id":"a","label":"B"}]}"#.to_string(), "question.options[1].id"),
-            (r#"{"kind":"choice","text":"t","options":[{"id":"Allow","label":"A"}]}"#.to_string(), "question.options[0].id"),
-            (format!(r#"{{"kind":"choice","text":"t","options":[{{"id":"{}","label":"A"}}]}}"#, "a".repeat(QUESTION_OPTION_ID_CHARS_MAX + 1)), "question.options[0].id"),
-            (format!(r#"{{"kind":"choice","text":"t","options":[{{"id":"a","label":"{}"}}]}}"#, "x".repeat(QUESTION_LABEL_BYTES_MAX + 1)), "question.options[0].label"),
-            (format!(r#"{{"kind":"choice","text":"{}","options":[{{"id":"a","label":"A"}}]}}"#, "x".repeat(QUESTION_TEXT_BYTES_MAX + 1)), "question.text"),
+            (
+                r#"{"kind":"choice","text":"t","options":[{"id":"a","label":"A"},{"id":"a","label":"B"}]}"#.to_string(),
+                "question.options[1].id",
+            ),
+            (
+                r#"{"kind":"choice","text":"t","options":[{"id":"Allow","label":"A"}]}"#.to_string(),
+                "question.options[0].id",
+            ),
+            (
+                format!(
+                    r#"{{"kind":"choice","text":"t","options":[{{"id":"{}","label":"A"}}]}}"#,
+                    "a".repeat(QUESTION_OPTION_ID_CHARS_MAX + 1)
+                ),
+                "question.options[0].id",
+            ),
+            (
+                format!(
+                    r#"{{"kind":"choice","text":"t","options":[{{"id":"a","label":"{}"}}]}}"#,
+                    "x".repeat(QUESTION_LABEL_BYTES_MAX + 1)
+                ),
+                "question.options[0].label",
+            ),
+            (
+                format!(
+                    r#"{{"kind":"choice","text":"{}","options":[{{"id":"a","label":"A"}}]}}"#,
+                    "x".repeat(QUESTION_TEXT_BYTES_MAX + 1)
+                ),
+                "question.text",
+            ),
             (r#"{"kind":"choice","text":" ","options":[{"id":"a","label":"A"}]}"#.to_string(), "question.text"),
         ] {
             let refusal = read(&body).expect_err(&body);
             assert!(refusal.message.starts_with(field), "{body}: {}", refusal.message);
         }
         assert!(read(r#"{"kind":"quiz","text":"t","options":[{"id":"a","label":"A"}]}"#).is_err());
-        assert!(is_option_id(&"a".repeat(QUESTION_OPTION_ID_CHARS_MAX)) && is_option_id("yes_no-2") && !is_option_id(""));
+        assert!(
+            is_option_id(&"a".repeat(QUESTION_OPTION_ID_CHARS_MAX)) && is_option_id("yes_no-2") && !is_option_id("")
+        );
     }
 
     #[test]
     fn a_questions_input_is_bounded_and_two_different_inputs_are_never_one_question() {
-        let body = |input: &str| format!(r#"{{"kind":"permission","text":"Bash","input":{},"options":[{{"id":"allow","label":"Allow"}},{{"id":"deny","label":"Deny"}}]}}"#, serde_json::to_string(input).unwrap());
+        let body = |input: &str| {
+            format!(
+                r#"{{"kind":"permission","text":"Bash","input":{},"options":[{{"id":"allow","label":"Allow"}},{{"id":"deny","label":"Deny"}}]}}"#,
+                serde_json::to_string(input).unwrap()
+            )
+        };
         assert!(read(&body(&"x".repeat(QUESTION_INPUT_BYTES_MAX))).is_ok());
-        assert!(read(&body(&"x".repeat(QUESTION_INPUT_BYTES_MAX + 1))).unwrap_err().message.starts_with("question.input"));
+        assert!(read(&body(&"x".repeat(QUESTION_INPUT_BYTES_MAX + 1)))
+            .unwrap_err()
+            .message
+            .starts_with("question.input"));
         assert!(read(&body("npm test\u{1b}]52;c;x\u{7}")).unwrap_err().message.starts_with("question.input"));
         let first = read(&body("npm test")).unwrap();
         let asked = Question::asked(&first, 1, 5, 9, Timestamp::from_ms(0));
@@ -206,15 +251,25 @@ mod tests {
     #[test]
     fn a_question_id_names_its_version_and_its_life_so_no_id_repeats_across_lives() {
         assert_eq!(question_id(7, 1_796_040_000_000), "q_7_1796040000000");
-        assert_ne!(question_id(2, 1_000), question_id(2, 2_000), "the same version of another life is another question");
+        assert_ne!(
+            question_id(2, 1_000),
+            question_id(2, 2_000),
+            "the same version of another life is another question"
+        );
         assert_ne!(question_id(12, 3), question_id(1, 23), "the separator keeps version and life apart");
-        let input = QuestionInput { kind: Kind::Choice, text: "t".into(), input: None, options: vec![Choice { id: "a".into(), label: "A".into() }] };
+        let input = QuestionInput {
+            kind: Kind::Choice,
+            text: "t".into(),
+            input: None,
+            options: vec![Choice { id: "a".into(), label: "A".into() }],
+        };
         assert_eq!(Question::asked(&input, 1, 2, 5, Timestamp::from_ms(0)).id, "q_2_5");
     }
 
     #[test]
     fn an_answers_note_is_bounded() {
-        let long = format!(r#"{{"question":"q_2","option":"deny","note":"{}"}}"#, "x".repeat(ANSWER_NOTE_BYTES_MAX + 1));
+        let long =
+            format!(r#"{{"question":"q_2","option":"deny","note":"{}"}}"#, "x".repeat(ANSWER_NOTE_BYTES_MAX + 1));
         assert!(parse_checked::<AnswerInput>(long.as_bytes()).unwrap_err().message.starts_with("note"));
         assert!(parse_checked::<AnswerInput>(br#"{"question":"q_2","option":"deny","note":"not there"}"#).is_ok());
     }

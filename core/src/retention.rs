@@ -28,9 +28,12 @@ impl Retention {
         let Some(text) = var.map(str::trim) else {
             return Ok(Retention::default());
         };
-        let days: u32 = text.parse().map_err(|_| format!("HANDOFF_RETENTION_DAYS is not a whole number of days: {text:?}"))?;
+        let days: u32 =
+            text.parse().map_err(|_| format!("HANDOFF_RETENTION_DAYS is not a whole number of days: {text:?}"))?;
         if !(HANDOFF_RETENTION_DAYS_MIN..=HANDOFF_RETENTION_DAYS_MAX).contains(&days) {
-            return Err(format!("HANDOFF_RETENTION_DAYS {days} is outside {HANDOFF_RETENTION_DAYS_MIN}..={HANDOFF_RETENTION_DAYS_MAX}"));
+            return Err(format!(
+                "HANDOFF_RETENTION_DAYS {days} is outside {HANDOFF_RETENTION_DAYS_MIN}..={HANDOFF_RETENTION_DAYS_MAX}"
+            ));
         }
         Ok(Retention { days })
     }

@@ -172,13 +172,22 @@ mod tests {
 
     #[test]
     fn the_list_row_shows_an_unanswered_questions_text_as_its_summary() {
-        use crate::question::{Pick, Choice, Kind, Question, QuestionInput};
+        use crate::question::{Choice, Kind, Pick, Question, QuestionInput};
         let mut r = record();
-        let input = QuestionInput { kind: Kind::Choice, text: "Which database?".into(), input: None, options: vec![Choice { id: "pg".into(), label: "Postgres".into() }] };
+        let input = QuestionInput {
+            kind: Kind::Choice,
+            text: "Which database?".into(),
+            input: None,
+            options: vec![Choice { id: "pg".into(), label: "Postgres".into() }],
+        };
         r.question = Some(Question::asked(&input, 1, 2, 0, Timestamp::from_ms(5)));
         let row = Row::of(&r);
-        assert_eq!((row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())), (Some("Which database?"), Some("q_2_0")));
-        r.question.as_mut().unwrap().answer = Some(Pick { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
+        assert_eq!(
+            (row.summary.as_deref(), row.question.as_ref().map(|q| q.id.as_str())),
+            (Some("Which database?"), Some("q_2_0"))
+        );
+        r.question.as_mut().unwrap().answer =
+            Some(Pick { option: "pg".into(), note: None, answered_at: Timestamp::from_ms(6) });
         assert_eq!(Row::of(&r).summary.as_deref(), Some("built it"), "answered: the report's summary again");
     }
 
@@ -190,11 +199,22 @@ mod tests {
         use crate::turn::ContinuedFrom;
         let mut r = record();
         (r.turn, r.version, r.status) = (2, 7, Status::NeedsYou);
-        r.briefed = Briefed { runtime: Some("codex".into()), package_version: Some(3), package_hash: Some("ab".repeat(32)) };
+        r.briefed =
+            Briefed { runtime: Some("codex".into()), package_version: Some(3), package_hash: Some("ab".repeat(32)) };
         r.continued_from = Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) });
-        r.suggestion = Some(Suggestion { reason: Reason::ContextThreshold, turn: 2, runtimes: vec!["codex".into()], command: "handoff open".into() });
+        r.suggestion = Some(Suggestion {
+            reason: Reason::ContextThreshold,
+            turn: 2,
+            runtimes: vec!["codex".into()],
+            command: "handoff open".into(),
+        });
         r.machine_runtimes = Some(MachineRuntimes { runtimes: vec![], reported_at: Timestamp::from_ms(3) });
-        let input = QuestionInput { kind: Kind::Choice, text: "Which?".into(), input: None, options: vec![Choice { id: "a".into(), label: "A".into() }] };
+        let input = QuestionInput {
+            kind: Kind::Choice,
+            text: "Which?".into(),
+            input: None,
+            options: vec![Choice { id: "a".into(), label: "A".into() }],
+        };
         r.question = Some(Question::asked(&input, 2, 7, 9, Timestamp::from_ms(4)));
         r.incarnation = 9;
         r.prompt = Some("now the tests".into());

@@ -62,7 +62,8 @@ impl Checked for RuntimesInput {
             if self.runtimes[..i].iter().any(|before| before.name == r.name) {
                 return Err(Refusal::invalid(format!("runtimes[{i}].name: {} is listed twice", r.name)));
             }
-            let version_ok = |v: &String| !v.is_empty() && v.len() <= RUNTIME_VERSION_BYTES_MAX && !v.chars().any(char::is_control);
+            let version_ok =
+                |v: &String| !v.is_empty() && v.len() <= RUNTIME_VERSION_BYTES_MAX && !v.chars().any(char::is_control);
             if r.version.as_ref().is_some_and(|v| !version_ok(v)) {
                 return Err(Refusal::invalid(format!(
                     "runtimes[{i}].version: 1-{RUNTIME_VERSION_BYTES_MAX} bytes of text without control characters"
@@ -120,7 +121,10 @@ pub fn check_handoff(reported: Option<&MachineRuntimes>, runtime: &str, now: Epo
         Availability::SignedOut => "is installed on this session's machine but not signed in",
         _ => return Ok(()),
     };
-    Err(Refusal::new(Code::RuntimeUnavailable, format!("{runtime} {why} (as it reported); hand the turn to another runtime")))
+    Err(Refusal::new(
+        Code::RuntimeUnavailable,
+        format!("{runtime} {why} (as it reported); hand the turn to another runtime"),
+    ))
 }
 
 #[cfg(test)]
@@ -130,7 +134,10 @@ mod tests {
 
     fn reported(at: EpochMs) -> MachineRuntimes {
         let rt = |name: &str, signed_in| Runtime { name: name.into(), version: Some("1.0".into()), signed_in };
-        MachineRuntimes { runtimes: vec![rt("claude-code", Some(true)), rt("codex", Some(false)), rt("gemini", None)], reported_at: at.into() }
+        MachineRuntimes {
+            runtimes: vec![rt("claude-code", Some(true)), rt("codex", Some(false)), rt("gemini", None)],
+            reported_at: at.into(),
+        }
     }
 
     #[test]
@@ -167,7 +174,8 @@ mod tests {
 
     #[test]
     fn a_late_report_counts_from_when_the_machine_looked_never_from_the_future() {
-        let input = |checked_at: Option<&str>| RuntimesInput { runtimes: vec![], checked_at: checked_at.map(str::to_string) };
+        let input =
+            |checked_at: Option<&str>| RuntimesInput { runtimes: vec![], checked_at: checked_at.map(str::to_string) };
         let now = 1_796_041_234_567;
         assert_eq!(input(None).reported_at(now), now);
         assert_eq!(input(Some("2026-11-30T12:00:00Z")).reported_at(now), 1_796_040_000_000);
@@ -178,7 +186,8 @@ mod tests {
 
     #[test]
     fn a_report_is_bounded_and_names_each_runtime_once() {
-        let ok = br#"{"runtimes":[{"name":"codex","version":"codex-cli 0.50.0","signed_in":true},{"name":"claude-code"}]}"#;
+        let ok =
+            br#"{"runtimes":[{"name":"codex","version":"codex-cli 0.50.0","signed_in":true},{"name":"claude-code"}]}"#;
         let input = parse_checked::<RuntimesInput>(ok).unwrap();
         assert_eq!(input.runtimes[1], Runtime { name: "claude-code".into(), version: None, signed_in: None });
         assert!(parse_checked::<RuntimesInput>(br#"{"runtimes":[]}"#).is_ok(), "nothing installed is a report");
@@ -193,10 +202,16 @@ mod tests {
         ] {
             assert!(parse_checked::<RuntimesInput>(bad.as_bytes()).is_err(), "{bad}");
         }
-        let many = |n: usize| format!(r#"{{"runtimes":[{}]}}"#, (0..n).map(|i| format!(r#"{{"name":"r{i}"}}"#)).collect::<Vec<_>>().join(","));
+        let many = |n: usize| {
+            format!(
+                r#"{{"runtimes":[{}]}}"#,
+                (0..n).map(|i| format!(r#"{{"name":"r{i}"}}"#)).collect::<Vec<_>>().join(",")
+            )
+        };
         assert!(parse_checked::<RuntimesInput>(many(MACHINE_RUNTIMES_MAX).as_bytes()).is_ok());
         assert!(parse_checked::<RuntimesInput>(many(MACHINE_RUNTIMES_MAX + 1).as_bytes()).is_err());
-        let longest = format!(r#"{{"runtimes":[{{"name":"codex","version":"{}"}}]}}"#, "v".repeat(RUNTIME_VERSION_BYTES_MAX));
+        let longest =
+            format!(r#"{{"runtimes":[{{"name":"codex","version":"{}"}}]}}"#, "v".repeat(RUNTIME_VERSION_BYTES_MAX));
         assert!(parse_checked::<RuntimesInput>(longest.as_bytes()).is_ok());
         let longest_name = format!(r#"{{"runtimes":[{{"name":"{}"}}]}}"#, "r".repeat(RUNTIME_BYTES_MAX));
         assert!(parse_checked::<RuntimesInput>(longest_name.as_bytes()).is_ok());

@@ -9,8 +9,8 @@
 
 use crate::error::Refusal;
 use crate::ids::is_id;
-use crate::limits::POLICY_RUNTIMES_MAX;
 use crate::json::Checked;
+use crate::limits::POLICY_RUNTIMES_MAX;
 use crate::runtimes::{availability, Availability, MachineRuntimes};
 use crate::time::EpochMs;
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,10 @@ impl Reason {
     }
 
     fn named(name: String) -> Reason {
-        [Reason::ContextThreshold, Reason::ProviderLimit, Reason::QuotaThreshold].into_iter().find(|r| r.as_str() == name).unwrap_or(Reason::Other(name))
+        [Reason::ContextThreshold, Reason::ProviderLimit, Reason::QuotaThreshold]
+            .into_iter()
+            .find(|r| r.as_str() == name)
+            .unwrap_or(Reason::Other(name))
     }
 }
 
@@ -117,7 +120,8 @@ pub fn reasons(policy: &Policy, usage: &Usage, ends_turn: bool) -> Vec<Reason> {
     let mut found = Vec::new();
     if let (Some(used), Some(window)) = (usage.context_used, usage.context_window) {
         // used / window >= pct / 100, in integers.
-        let crossed = window > 0 && u128::from(used) * 100 >= u128::from(window) * u128::from(policy.context_threshold_pct);
+        let crossed =
+            window > 0 && u128::from(used) * 100 >= u128::from(window) * u128::from(policy.context_threshold_pct);
         if crossed {
             found.push(Reason::ContextThreshold);
         }
@@ -165,7 +169,11 @@ mod tests {
     use crate::runtimes::Runtime;
 
     fn policy() -> Policy {
-        Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(5) }
+        Policy {
+            runtimes: vec!["claude-code".into(), "codex".into()],
+            context_threshold_pct: 80,
+            quota_threshold: Some(5),
+        }
     }
 
     #[test]
@@ -200,7 +208,10 @@ mod tests {
     }
 
     fn machine(signed_in: &[(&str, Option<bool>)]) -> MachineRuntimes {
-        let runtimes = signed_in.iter().map(|(name, s)| Runtime { name: name.to_string(), version: None, signed_in: *s }).collect();
+        let runtimes = signed_in
+            .iter()
+            .map(|(name, s)| Runtime { name: name.to_string(), version: None, signed_in: *s })
+            .collect();
         MachineRuntimes { runtimes, reported_at: 1_000.into() }
     }
 
@@ -220,14 +231,20 @@ mod tests {
 
     #[test]
     fn only_runtimes_the_machine_reported_available_are_suggested() {
-        let suggested = |m: Option<&MachineRuntimes>, now| suggest(&at(None, m, now), Reason::ContextThreshold, &policy()).map(|s| s.runtimes);
+        let suggested = |m: Option<&MachineRuntimes>, now| {
+            suggest(&at(None, m, now), Reason::ContextThreshold, &policy()).map(|s| s.runtimes)
+        };
         let signed_out = machine(&[("claude-code", Some(false)), ("codex", Some(true))]);
         assert_eq!(suggested(Some(&signed_out), 1_000), Some(vec!["codex".to_string()]));
         let unchecked = machine(&[("claude-code", None), ("codex", Some(true))]);
         assert_eq!(suggested(Some(&unchecked), 1_000), Some(vec!["codex".to_string()]));
         let absent = machine(&[("codex", Some(true)), ("aider", Some(true))]);
         assert_eq!(suggested(Some(&absent), 1_000), Some(vec!["codex".to_string()]), "aider is not in the policy");
-        assert_eq!(suggested(Some(&absent), 1_000 + RUNTIMES_FRESH_MS + 1), None, "a stale report makes none available");
+        assert_eq!(
+            suggested(Some(&absent), 1_000 + RUNTIMES_FRESH_MS + 1),
+            None,
+            "a stale report makes none available"
+        );
         assert_eq!(suggested(None, 1_000), None, "a machine that never reported offers nothing");
         let none_signed_in = machine(&[("claude-code", Some(false)), ("codex", None)]);
         assert_eq!(suggested(Some(&none_signed_in), 1_000), None);
@@ -239,10 +256,16 @@ mod tests {
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":100}"#).is_err());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a b"],"context_threshold_pct":50}"#).is_err());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50,"auto":true}"#).is_err());
-        assert_eq!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold, None);
+        assert_eq!(
+            parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":50}"#).unwrap().quota_threshold,
+            None
+        );
         let runtimes = |n: usize| (0..n).map(|i| format!("\"r{i}\"")).collect::<Vec<_>>().join(",");
         let with = |n: usize| format!(r#"{{"runtimes":[{}],"context_threshold_pct":50}}"#, runtimes(n));
-        assert_eq!(parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(), POLICY_RUNTIMES_MAX);
+        assert_eq!(
+            parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX).as_bytes()).unwrap().runtimes.len(),
+            POLICY_RUNTIMES_MAX
+        );
         assert!(parse_checked::<Policy>(with(POLICY_RUNTIMES_MAX + 1).as_bytes()).is_err());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":1}"#).is_ok());
         assert!(parse_checked::<Policy>(br#"{"runtimes":["a"],"context_threshold_pct":99}"#).is_ok());

@@ -9,12 +9,12 @@
 //! - a closed hand-off never changes;
 //! - the turn number only rises, by one, through `OpenTurn`.
 
+use crate::applied::Applied;
 use crate::error::{Code, Refusal};
+use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
 use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
-use crate::applied::Applied;
-use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
 use crate::text::lines_only;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -209,7 +209,16 @@ impl Record {
         Record {
             id,
             owner,
-            listed: Listed { session, machine, size, turn: 1, state: State::Open, status: Status::Running, summary: None, version: 1 },
+            listed: Listed {
+                session,
+                machine,
+                size,
+                turn: 1,
+                state: State::Open,
+                status: Status::Running,
+                summary: None,
+                version: 1,
+            },
             created_at: Timestamp::from_ms(now),
             updated_at: Timestamp::from_ms(now),
             briefed: Briefed::default(),
@@ -281,7 +290,11 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
     };
     assert!(record.state == State::Open || !applied.moved, "a closed hand-off never changes");
     let opened = matches!(command, Command::OpenTurn { .. }) && applied.moved;
-    assert_eq!(applied.next.turn, record.turn + u64::from(opened), "the turn rises by exactly one, and only through OpenTurn");
+    assert_eq!(
+        applied.next.turn,
+        record.turn + u64::from(opened),
+        "the turn rises by exactly one, and only through OpenTurn"
+    );
     if applied.moved {
         assert_eq!(applied.next.version, record.version + 1);
     } else {
@@ -348,7 +361,15 @@ struct Running<'a> {
     permission_mode: Option<&'a str>,
 }
 
-fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<String>, question: Option<&QuestionInput>, running: Running<'_>, now: EpochMs) -> Result<Option<Record>, Code> {
+fn report(
+    record: &Record,
+    turn: u64,
+    status: ReportStatus,
+    summary: &Option<String>,
+    question: Option<&QuestionInput>,
+    running: Running<'_>,
+    now: EpochMs,
+) -> Result<Option<Record>, Code> {
     let Running { runtime, permission_mode } = running;
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
@@ -402,7 +423,8 @@ fn report(record: &Record, turn: u64, status: ReportStatus, summary: &Option<Str
     next.summary = summary.clone();
     // Only a needs-you asks; the API refuses a question on any other status.
     let asked = question.filter(|_| status == Status::NeedsYou);
-    next.question = asked.map(|input| Question::asked(input, turn, record.version + 1, record.incarnation, Timestamp::from_ms(now)));
+    next.question = asked
+        .map(|input| Question::asked(input, turn, record.version + 1, record.incarnation, Timestamp::from_ms(now)));
     Ok(Some(next))
 }
 
@@ -434,7 +456,10 @@ pub fn check_summary(summary: &str) -> Result<(), Refusal> {
 /// report, a new question, a cancel, a close). A harness reminds the person of its own waiting
 /// prompt this way (Claude Code's `permission_prompt` notification, seconds after it asked).
 fn still_waiting(record: &Record, status: Status, question: Option<&QuestionInput>) -> bool {
-    status == Status::NeedsYou && question.is_none() && record.status == Status::NeedsYou && record.question.as_ref().is_some_and(Question::is_open)
+    status == Status::NeedsYou
+        && question.is_none()
+        && record.status == Status::NeedsYou
+        && record.question.as_ref().is_some_and(Question::is_open)
 }
 
 fn cancel(record: &Record, turn: Option<u64>) -> Result<Option<Record>, Code> {
@@ -471,7 +496,13 @@ fn close(record: &Record) -> Result<Option<Record>, Code> {
 
 /// The owner's answer: recorded once, on the open question, with one of its options; the turn
 /// goes back to `running`. The same option again changes nothing.
-fn answer(record: &Record, question: &str, option: &str, note: &Option<String>, now: EpochMs) -> Result<Option<Record>, Code> {
+fn answer(
+    record: &Record,
+    question: &str,
+    option: &str,
+    note: &Option<String>,
+    now: EpochMs,
+) -> Result<Option<Record>, Code> {
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }

@@ -37,7 +37,10 @@ impl Waiters {
     /// `wait.too_many` when the role already holds `max` (its cap, named `cap_name`).
     pub fn hold(&mut self, role: Role, after: u64, max: usize, cap_name: &str) -> Result<WaiterId, Refusal> {
         if self.by_role[role] >= max {
-            return Err(Refusal::new(Code::WaitTooMany, format!("this hand-off holds {max} waits of this role ({cap_name})")));
+            return Err(Refusal::new(
+                Code::WaitTooMany,
+                format!("this hand-off holds {max} waits of this role ({cap_name})"),
+            ));
         }
         self.next_id += 1;
         let id = WaiterId(self.next_id);

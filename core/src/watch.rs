@@ -25,7 +25,9 @@
 //!   reaches the object: the runtime answers it `pong`).
 
 use crate::error::{Code, Refusal};
-use crate::limits::{MACHINE_WATCHERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX, WATCH_UNACKED_BYTES_MAX, WATCH_UNACKED_FRAMES_MAX};
+use crate::limits::{
+    MACHINE_WATCHERS_PER_HANDOFF_MAX, OWNER_WATCHERS_PER_HANDOFF_MAX, WATCH_UNACKED_BYTES_MAX, WATCH_UNACKED_FRAMES_MAX,
+};
 use crate::role::Role;
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +67,8 @@ pub struct Close {
 impl Close {
     const HANDOFF_CLOSED: Close = Close { code: CLOSE_HANDOFF_CLOSED, reason: "the hand-off is closed" };
     const UNSUPPORTED: Close = Close { code: CLOSE_UNSUPPORTED, reason: "a watch takes only {\"after\": V} and ping" };
-    const SLOW_READER: Close = Close { code: CLOSE_SLOW_READER, reason: "too much unacknowledged; reconnect with after" };
+    const SLOW_READER: Close =
+        Close { code: CLOSE_SLOW_READER, reason: "too much unacknowledged; reconnect with after" };
     const TOKEN_EXPIRED: Close = Close { code: CLOSE_TOKEN_EXPIRED, reason: "the token has expired" };
 }
 
@@ -110,7 +113,14 @@ impl Watcher {
     /// A socket that has seen up to `after`, and what it is owed at once: the record when its
     /// version is above `after`, and the last record then the close when the hand-off is closed
     /// (whatever `after` says, so that a watch on a closed hand-off ends at once).
-    pub fn open(role: Role, valid_until_s: i64, after: u64, version: u64, closed: bool, frame_bytes: usize) -> (Watcher, SocketStep) {
+    pub fn open(
+        role: Role,
+        valid_until_s: i64,
+        after: u64,
+        version: u64,
+        closed: bool,
+        frame_bytes: usize,
+    ) -> (Watcher, SocketStep) {
         let mut w = Watcher { role, valid_until_s, sent: after, unacked: Vec::new(), closed: false };
         if closed && version <= after {
             w.sent = version.saturating_sub(1);
@@ -130,7 +140,14 @@ impl Watcher {
     }
 
     /// What a message from the client leads to; `text` is `None` for a binary message.
-    pub fn on_message(&mut self, text: Option<&str>, version: u64, closed: bool, frame_bytes: usize, now_s: i64) -> SocketStep {
+    pub fn on_message(
+        &mut self,
+        text: Option<&str>,
+        version: u64,
+        closed: bool,
+        frame_bytes: usize,
+        now_s: i64,
+    ) -> SocketStep {
         if let Some(ended) = self.ended(now_s) {
             return ended;
         }
@@ -165,7 +182,9 @@ impl Watcher {
             return if closed { self.close(Close::HANDOFF_CLOSED) } else { SocketStep::Nothing };
         }
         let bytes = u32::try_from(frame_bytes).unwrap_or(u32::MAX);
-        if self.unacked.len() >= WATCH_UNACKED_FRAMES_MAX || self.unacked_bytes() + u64::from(bytes) > WATCH_UNACKED_BYTES_MAX as u64 {
+        if self.unacked.len() >= WATCH_UNACKED_FRAMES_MAX
+            || self.unacked_bytes() + u64::from(bytes) > WATCH_UNACKED_BYTES_MAX as u64
+        {
             return self.close(Close::SLOW_READER);
         }
         self.unacked.push((version, bytes));
@@ -207,7 +226,10 @@ pub fn cap(role: Role) -> (&'static str, usize) {
 /// role is counted apart, so a machine's sockets never take the owner's places.
 pub fn admit(held: usize, max: usize, cap_name: &str) -> Result<(), Refusal> {
     if held >= max {
-        return Err(Refusal::new(Code::WatchTooMany, format!("this hand-off holds {max} watches of this role ({cap_name})")));
+        return Err(Refusal::new(
+            Code::WatchTooMany,
+            format!("this hand-off holds {max} watches of this role ({cap_name})"),
+        ));
     }
     Ok(())
 }

@@ -23,16 +23,15 @@
 //! Each input's rules are its [`Checked`] impl, applied once as the API reads the body:
 //! a broken limit is a `request.invalid` refusal naming the field.
 
+use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
-use crate::applied::Applied;
-use crate::time::{EpochMs, Timestamp};
 use crate::text::{multi_line, single_line};
+use crate::time::{EpochMs, Timestamp};
 use crate::turn::Record;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
 
 /// Who sent a command, as authenticated by the router: owner or machine.
 pub use crate::role::Role;
@@ -299,7 +298,6 @@ impl Decision {
     pub fn is_standing(&self) -> bool {
         self.superseded_by.is_none()
     }
-
 }
 
 /// One version of one artifact as a package hands it on: all of [`Artifact`] but who
@@ -335,7 +333,6 @@ impl std::ops::Deref for Artifact {
     }
 }
 
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocker {
     pub id: String,
@@ -346,7 +343,6 @@ pub struct Blocker {
     pub resolved_at: Option<Timestamp>,
     pub by: Role,
 }
-
 
 /// A workspace path's latest counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -438,7 +434,10 @@ pub enum Item {
     Blocker(Blocker),
     /// The paths this report named (each once, in code-point order, with its latest counts)
     /// and how many paths the record keeps.
-    Workspace { files: Vec<FileInput>, paths_kept: usize },
+    Workspace {
+        files: Vec<FileInput>,
+        paths_kept: usize,
+    },
 }
 
 impl Item {
@@ -456,7 +455,13 @@ impl Item {
 /// Applies `command`, sent by `by` at `now`, to the work record of `handoff`. Its input was
 /// checked once, as it was read ([`Checked`]); who may send it is [`crate::actions::Action::sender`]'s.
 /// A refusal leaves the record as it was.
-pub fn apply(work: &Work, handoff: &Record, command: &Command, by: Role, now: EpochMs) -> Result<Applied<Work, Item>, Refusal> {
+pub fn apply(
+    work: &Work,
+    handoff: &Record,
+    command: &Command,
+    by: Role,
+    now: EpochMs,
+) -> Result<Applied<Work, Item>, Refusal> {
     handoff.check_open()?;
     let applied = match command {
         Command::SetWork(input) => set_work(work, input)?,
@@ -499,7 +504,10 @@ fn record_decision(work: &Work, input: &DecisionInput, by: Role, now: EpochMs) -
     let id = format!("dec_{}", next.counters.decisions);
     if let Some(target) = &input.supersedes {
         let Some(old) = next.decisions.iter_mut().find(|d| d.id == *target) else {
-            return Err(Refusal::new(Code::DecisionNotFound, format!("supersedes: this hand-off has no decision {target}")));
+            return Err(Refusal::new(
+                Code::DecisionNotFound,
+                format!("supersedes: this hand-off has no decision {target}"),
+            ));
         };
         if let Some(by_id) = &old.superseded_by {
             return Err(Refusal::new(
@@ -546,7 +554,14 @@ fn add_artifact(work: &Work, input: &ArtifactInput, by: Role, now: EpochMs) -> R
         }
     };
     let artifact = Artifact {
-        handed: HandedArtifact { id, kind: input.kind.clone(), title: input.title.clone(), version, uri: input.uri.clone(), sha256 },
+        handed: HandedArtifact {
+            id,
+            kind: input.kind.clone(),
+            title: input.title.clone(),
+            version,
+            uri: input.uri.clone(),
+            sha256,
+        },
         recorded_at: Timestamp::from_ms(now),
         by,
     };

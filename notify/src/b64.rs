@@ -7,8 +7,10 @@ use base64::Engine;
 
 /// Reads URL-safe base64 with or without `=` padding: browsers send `p256dh` and `auth`
 /// unpadded, some libraries pad them. Trailing bits must be zero (one text per value).
-const URL_SAFE_ANY_PAD: GeneralPurpose =
-    GeneralPurpose::new(&alphabet::URL_SAFE, GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent));
+const URL_SAFE_ANY_PAD: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::URL_SAFE,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// URL-safe base64 without padding: JWTs, keys, VAPID's `k=`.
 pub fn url_encode(bytes: &[u8]) -> String {

@@ -279,7 +279,12 @@ pub struct Exchanged {
 }
 
 /// As [`prepare`], from an ECDH made elsewhere.
-pub fn prepare_with(plaintext: &[u8], padding_bytes: usize, to: &SubscriptionKeys, exchanged: &Exchanged) -> Result<Unsealed, EncryptError> {
+pub fn prepare_with(
+    plaintext: &[u8],
+    padding_bytes: usize,
+    to: &SubscriptionKeys,
+    exchanged: &Exchanged,
+) -> Result<Unsealed, EncryptError> {
     let bytes = plaintext.len().saturating_add(padding_bytes);
     if bytes > PUSH_PLAINTEXT_BYTES_MAX {
         return Err(EncryptError::TooLong { bytes });
@@ -329,7 +334,7 @@ impl ContentKeys {
         keys
     }
 
-#[cfg(feature = "software")]
+    #[cfg(feature = "software")]
     fn cipher(&self) -> Aes128Gcm {
         Aes128Gcm::new(&self.cek.into())
     }

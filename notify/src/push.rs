@@ -145,7 +145,13 @@ pub fn request(
 /// The headers of a push to `to` about `handoff_id`'s `event` at `now_ms`, for a body
 /// encrypted apart ([`ece::prepare`]); [`request`] sends exactly these.
 #[cfg(feature = "software")]
-pub fn headers(to: &Subscription, from: &Sender, event: Event, handoff_id: &str, now_ms: i64) -> Vec<(&'static str, String)> {
+pub fn headers(
+    to: &Subscription,
+    from: &Sender,
+    event: Event,
+    handoff_id: &str,
+    now_ms: i64,
+) -> Vec<(&'static str, String)> {
     headers_signed(from.key.authorization(&to.endpoint, &from.subject, now_ms), event, handoff_id)
 }
 

@@ -72,7 +72,11 @@ fn independent_implementations_accept_what_the_crate_makes_and_refuse_changes() 
     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
 
     // Webhooks: three deliveries as signed, then one whose body changed after signing.
-    let bodies = [r#"{"type":"handoff.done","data":{}}"#, r#"{"type":"handoff.needs_you","data":{"summary":"Postgres — or SQLite?"}}"#, "{}"];
+    let bodies = [
+        r#"{"type":"handoff.done","data":{}}"#,
+        r#"{"type":"handoff.needs_you","data":{"summary":"Postgres — or SQLite?"}}"#,
+        "{}",
+    ];
     let mut webhooks = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let secret = WebhookSecret::from_random(&bytes32(&format!("secret {i}"))[..24 + i * 4]).unwrap();
@@ -95,7 +99,13 @@ fn independent_implementations_accept_what_the_crate_makes_and_refuse_changes() 
         entropy[..32].copy_from_slice(&bytes32(&format!("sender {i}")));
         entropy[32..].copy_from_slice(&bytes32(&format!("salt {i}"))[..16]);
         let plaintext: Vec<u8> = (0..size).map(|n| (n * 7 + i) as u8).collect();
-        let body = ece::encrypt_padded(&plaintext, padding, &ua.subscription_keys(), &MessageEntropy::from_bytes(&entropy).unwrap()).unwrap();
+        let body = ece::encrypt_padded(
+            &plaintext,
+            padding,
+            &ua.subscription_keys(),
+            &MessageEntropy::from_bytes(&entropy).unwrap(),
+        )
+        .unwrap();
         pushes.push(json!({"ua_private": b64url(&ua_private), "auth": b64url(&auth), "body": b64url(&body)}));
         plaintexts.push(plaintext);
     }
@@ -104,11 +114,15 @@ fn independent_implementations_accept_what_the_crate_makes_and_refuse_changes() 
     pushes.push(stranger);
 
     // VAPID: two keys' headers, then one whose k= names another key.
-    let endpoint = Endpoint::parse("endpoint", "https://updates.push.services.mozilla.com/wpush/v2/gAAAA", Environment::Deployed).unwrap();
+    let endpoint =
+        Endpoint::parse("endpoint", "https://updates.push.services.mozilla.com/wpush/v2/gAAAA", Environment::Deployed)
+            .unwrap();
     let subject = VapidSubject::parse("mailto:ops@example.com").unwrap();
     let keys: Vec<VapidKey> = (0..2).map(|i| VapidKey::from_bytes(&bytes32(&format!("vapid {i}"))).unwrap()).collect();
-    let mut vapid: Vec<Value> = keys.iter().map(|key| json!({"authorization": key.authorization(&endpoint, &subject, now_ms)})).collect();
-    let swapped = keys[0].authorization(&endpoint, &subject, now_ms).replace(keys[0].public_key(), keys[1].public_key());
+    let mut vapid: Vec<Value> =
+        keys.iter().map(|key| json!({"authorization": key.authorization(&endpoint, &subject, now_ms)})).collect();
+    let swapped =
+        keys[0].authorization(&endpoint, &subject, now_ms).replace(keys[0].public_key(), keys[1].public_key());
     vapid.push(json!({"authorization": swapped}));
 
     let seen = run_checker(&json!({"webhooks": webhooks, "pushes": pushes, "vapid": vapid}));

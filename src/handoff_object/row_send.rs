@@ -5,8 +5,8 @@
 use super::*;
 use crate::bindings::{owner_index_name, OWNER_INDEX};
 use handoff_api::protocol::{self, IndexAsk};
-use handoff_core::outbox::Send;
 use handoff_core::decider::{RowSend, WriteFailed};
+use handoff_core::outbox::Send;
 use std::time::Duration;
 
 impl Object {
@@ -79,9 +79,16 @@ impl Object {
     async fn put_row(&self, send: &Send<RowSend>) -> std::result::Result<(), NotTaken> {
         let row_send = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let payload = protocol::encode(&IndexAsk::Put { row: row_send.row.clone(), passed, incarnation: row_send.incarnation }).map_err(|e| NotTaken::Encode(e.to_string()))?;
-        let stub = self.env.durable_object(OWNER_INDEX).and_then(|ns| ns.get_by_name(&owner_index_name(&row_send.owner))).map_err(|e| NotTaken::Stub(e.to_string()))?;
-        let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload).map_err(|e| NotTaken::Ask(e.to_string()))?;
+        let payload =
+            protocol::encode(&IndexAsk::Put { row: row_send.row.clone(), passed, incarnation: row_send.incarnation })
+                .map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let stub = self
+            .env
+            .durable_object(OWNER_INDEX)
+            .and_then(|ns| ns.get_by_name(&owner_index_name(&row_send.owner)))
+            .map_err(|e| NotTaken::Stub(e.to_string()))?;
+        let answer = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/put", &payload)
+            .map_err(|e| NotTaken::Ask(e.to_string()))?;
         match crate::http::await_answer(answer).await {
             Ok(r) if r.status() == 200 => Ok(()),
             Ok(r) => Err(NotTaken::Answered(r.status())),

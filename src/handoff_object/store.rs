@@ -4,8 +4,8 @@
 //! statement.
 
 use super::*;
-use handoff_core::idempotency::{KeyEntry, Remembered};
 use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
+use handoff_core::idempotency::{KeyEntry, Remembered};
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
@@ -198,8 +198,12 @@ fn migrate(storage: &Storage, from: i64) -> Result<()> {
 /// never created.
 pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> {
     let sql = storage.sql();
-    let tables: Vec<NameRow> =
-        sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens')", None)?.to_array()?;
+    let tables: Vec<NameRow> = sql
+        .exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens')",
+            None,
+        )?
+        .to_array()?;
     let exists = |table: &str| tables.iter().any(|t| t.name == table);
     if !exists("handoff") {
         return Ok(None);
@@ -258,12 +262,16 @@ pub(super) fn keys(storage: &Storage) -> Result<Vec<KeyEntry>> {
 pub(super) fn key(storage: &Storage, key: &str, since: i64) -> Result<Option<Remembered>> {
     let rows: Vec<RememberedRow> = storage
         .sql()
-        .exec("SELECT fingerprint, status, body, slim, digest FROM idempotency WHERE key = ? AND at >= ?", vec![key.into(), since.into()])?
+        .exec(
+            "SELECT fingerprint, status, body, slim, digest FROM idempotency WHERE key = ? AND at >= ?",
+            vec![key.into(), since.into()],
+        )?
         .to_array()?;
     let Some(r) = rows.into_iter().next() else {
         return Ok(None);
     };
-    let status = u16::try_from(r.status).map_err(|_| Error::RustError(format!("a remembered status out of range: {}", r.status)))?;
+    let status = u16::try_from(r.status)
+        .map_err(|_| Error::RustError(format!("a remembered status out of range: {}", r.status)))?;
     Ok(Some(Remembered { fingerprint: r.fingerprint, status, body: r.body, slim: r.slim != 0, digest: r.digest }))
 }
 
@@ -271,7 +279,10 @@ pub(super) fn key(storage: &Storage, key: &str, since: i64) -> Result<Option<Rem
 pub(super) fn turns(storage: &Storage, before: i64, limit: usize) -> Result<Vec<String>> {
     let rows: Vec<EntryRow> = storage
         .sql()
-        .exec("SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?", vec![before.into(), (limit as i64).into()])?
+        .exec(
+            "SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?",
+            vec![before.into(), (limit as i64).into()],
+        )?
         .to_array()?;
     Ok(rows.into_iter().map(|r| r.entry).collect())
 }

@@ -19,7 +19,8 @@ pub(super) fn answer_pings(state: &State) {
 /// The client closed: this side closes with its code, or 1000 for one a close frame may not
 /// carry (1005: none given, 1006: dropped).
 pub(super) fn close_as_asked(ws: &WebSocket, code: usize) {
-    let code = u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
+    let code =
+        u16::try_from(code).ok().filter(|c| (1000..5000).contains(c) && !matches!(c, 1005 | 1006)).unwrap_or(1000);
     if let Err(e) = ws.close(Some(code), Some("closed by the client")) {
         console_log!("a watch's close: {e}");
     }
@@ -27,7 +28,13 @@ pub(super) fn close_as_asked(ws: &WebSocket, code: usize) {
 
 impl Object {
     /// Accepts a socket the decider admitted for `role`, owed at once what [`Watcher::open`] says.
-    pub(super) fn accept_watch(&self, role: Role, after: u64, valid_until_s: i64, subprotocol: bool) -> Result<web_sys::Response> {
+    pub(super) fn accept_watch(
+        &self,
+        role: Role,
+        after: u64,
+        valid_until_s: i64,
+        subprotocol: bool,
+    ) -> Result<web_sys::Response> {
         let h = self.inner.decider.borrow().handoff().cloned();
         let Some(h) = h else {
             return Err(Error::RustError("a watch admitted without a hand-off".into()));

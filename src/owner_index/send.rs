@@ -97,7 +97,9 @@ pub fn refused(step: &'static str) -> impl FnOnce(JsValue) -> NotSent {
 }
 
 fn reason(e: &JsValue) -> String {
-    e.as_string().or_else(|| e.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message()))).unwrap_or_else(|| format!("{e:?}"))
+    e.as_string()
+        .or_else(|| e.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())))
+        .unwrap_or_else(|| format!("{e:?}"))
 }
 
 pub async fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<u16, PostFailure> {
@@ -117,9 +119,10 @@ pub async fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<u1
     let answer = Box::pin(JsFuture::from(answer));
     let timeout = Box::pin(Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS as u64)));
     match futures::future::select(answer, timeout).await {
-        futures::future::Either::Left((Ok(response), _)) => {
-            response.dyn_into::<web_sys::Response>().map(|r| r.status()).map_err(|_| PostFailure::Refused("fetch answered no Response".into()))
-        }
+        futures::future::Either::Left((Ok(response), _)) => response
+            .dyn_into::<web_sys::Response>()
+            .map(|r| r.status())
+            .map_err(|_| PostFailure::Refused("fetch answered no Response".into())),
         futures::future::Either::Left((Err(e), _)) => Err(PostFailure::Refused(reason(&e))),
         futures::future::Either::Right(_) => Err(PostFailure::TimedOut),
     }
@@ -181,22 +184,31 @@ async fn to_push(d: &Due, sender: &Sender) -> Result<u16, NotSent> {
         return Err(NotSent::Unreadable("the subscription's address"));
     };
     // Checked when it was registered, under this environment's rule; `Local` admits both forms.
-    let endpoint = Endpoint::parse("endpoint", endpoint, Environment::Local).map_err(|_| NotSent::Unreadable("endpoint"))?;
+    let endpoint =
+        Endpoint::parse("endpoint", endpoint, Environment::Local).map_err(|_| NotSent::Unreadable("endpoint"))?;
     let keys = SubscriptionKeys::parse(p256dh, auth).map_err(|_| NotSent::Unreadable("subscription keys"))?;
-    let event = Event::ALL.into_iter().find(|e| e.message_type() == d.message_type).ok_or(NotSent::Unreadable("event type"))?;
+    let event =
+        Event::ALL.into_iter().find(|e| e.message_type() == d.message_type).ok_or(NotSent::Unreadable("event type"))?;
     let to = Subscription { endpoint, keys };
     // Everything of RFC 8291 and 8292 but the ECDH, the AES-128-GCM and the ECDSA, which the runtime does.
-    let (as_public, secret) = crate::webcrypto::ecdh_p256(&to.keys.p256dh_point()).await.map_err(refused("the message's ECDH"))?;
+    let (as_public, secret) =
+        crate::webcrypto::ecdh_p256(&to.keys.p256dh_point()).await.map_err(refused("the message's ECDH"))?;
     let salt = crate::webcrypto::bytes::<{ ece::SALT_BYTES }>().map_err(refused("drawing the message's salt"))?;
     let exchanged = ece::Exchanged { as_public, secret, salt };
-    let unsealed = ece::prepare_with(d.body.as_bytes(), 0, &to.keys, &exchanged).map_err(|e| NotSent::Refused("deriving the message's keys", e.to_string()))?;
-    let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record()).await.map_err(refused("sealing the message"))?;
+    let unsealed = ece::prepare_with(d.body.as_bytes(), 0, &to.keys, &exchanged)
+        .map_err(|e| NotSent::Refused("deriving the message's keys", e.to_string()))?;
+    let sealed = crate::webcrypto::seal_aes128gcm(unsealed.cek(), unsealed.nonce(), unsealed.record())
+        .await
+        .map_err(refused("sealing the message"))?;
     let body = unsealed.finish(&sealed);
     let url = to.endpoint.url();
     let input = vapid::signing_input(&to.endpoint, &sender.subject, now_ms(), VAPID_TOKEN_TTL_S);
-    let (key, public_key) = crate::webcrypto::vapid_key(&sender.key.pkcs8()).await.map_err(refused("importing the VAPID key"))?;
-    let signature = crate::webcrypto::sign_es256(&key, input.as_bytes()).await.map_err(refused("signing the VAPID token"))?;
-    let request_headers = push::headers_signed(vapid::authorization_signed(&input, &signature, &public_key), event, &d.handoff);
+    let (key, public_key) =
+        crate::webcrypto::vapid_key(&sender.key.pkcs8()).await.map_err(refused("importing the VAPID key"))?;
+    let signature =
+        crate::webcrypto::sign_es256(&key, input.as_bytes()).await.map_err(refused("signing the VAPID token"))?;
+    let request_headers =
+        push::headers_signed(vapid::authorization_signed(&input, &signature, &public_key), event, &d.handoff);
     let headers: Vec<(&str, &str)> = request_headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
     Ok(post(&url, &headers, &body).await?)
 }

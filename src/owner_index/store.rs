@@ -7,7 +7,10 @@
 use crate::sqlite::count;
 use handoff_api::notifications::message_body;
 use handoff_core::owner::receiver::{Delivery, Receiver};
-use handoff_core::owner::{stored, Address, DeliveryFacts, StoredReceiver, Feed, HandoffFacts, HeldRow, PendingRef, Read, Tables, Waiting, Write};
+use handoff_core::owner::{
+    stored, Address, DeliveryFacts, Feed, HandoffFacts, HeldRow, PendingRef, Read, StoredReceiver, Tables, Waiting,
+    Write,
+};
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
 use wasm_bindgen::JsValue;
@@ -53,7 +56,8 @@ const EARLIER_COLUMNS: [(&str, &str); 14] = [
 ];
 
 /// The erased lives of hand-offs: a row of a life at or below `incarnation` is not taken.
-const ERASED: &str = "CREATE TABLE IF NOT EXISTS erased (id TEXT PRIMARY KEY, incarnation INTEGER NOT NULL, at INTEGER NOT NULL)";
+const ERASED: &str =
+    "CREATE TABLE IF NOT EXISTS erased (id TEXT PRIMARY KEY, incarnation INTEGER NOT NULL, at INTEGER NOT NULL)";
 
 const STORE_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
 const OWE: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
@@ -118,8 +122,10 @@ pub fn tables(storage: &Storage) -> Result<Tables> {
 fn move_earlier_rows(sql: &SqlStorage) -> Result<String> {
     let columns: Vec<Name> = sql.exec("SELECT name FROM pragma_table_info('rows')", None)?.to_array()?;
     let has = |c: &str| columns.iter().any(|n| n.name == c);
-    let fields: Vec<String> =
-        EARLIER_COLUMNS.iter().map(|(field, expr)| if has(field) { format!("'{field}', {expr}") } else { format!("'{field}', NULL") }).collect();
+    let fields: Vec<String> = EARLIER_COLUMNS
+        .iter()
+        .map(|(field, expr)| if has(field) { format!("'{field}', {expr}") } else { format!("'{field}', NULL") })
+        .collect();
     Ok(format!("INSERT OR IGNORE INTO list (id, updated_at, state, version, row) SELECT id, updated_at, state, version, json_object({}) FROM rows", fields.join(", ")))
 }
 
@@ -188,10 +194,25 @@ impl ReceiverStored {
     fn entry(self, kind: Receiver) -> (StoredReceiver, Vec<stored::Unknown>) {
         let address = match kind {
             Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
-            Receiver::Push => Address::Push { endpoint: self.endpoint, origin: self.origin, p256dh: self.p256dh, auth: self.auth, console: self.console },
+            Receiver::Push => Address::Push {
+                endpoint: self.endpoint,
+                origin: self.origin,
+                p256dh: self.p256dh,
+                auth: self.auth,
+                console: self.console,
+            },
         };
         let (events, unknown) = stored::events(&self.events);
-        (StoredReceiver { id: self.id, events, created_at: self.created_at, dropped: self.dropped.max(0) as u64, address }, unknown)
+        (
+            StoredReceiver {
+                id: self.id,
+                events,
+                created_at: self.created_at,
+                dropped: self.dropped.max(0) as u64,
+                address,
+            },
+            unknown,
+        )
     }
 }
 
@@ -275,8 +296,10 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
     match read {
         Read::Tables => feed.tables = Some(tables(storage)?),
         Read::Held { id } => {
-            let held: Vec<HeldStored> = sql.exec("SELECT version, row FROM list WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
-            feed.held = Some(held.into_iter().next().map(|h| HeldRow { version: h.version.max(0) as u64, text: h.row }));
+            let held: Vec<HeldStored> =
+                sql.exec("SELECT version, row FROM list WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
+            feed.held =
+                Some(held.into_iter().next().map(|h| HeldRow { version: h.version.max(0) as u64, text: h.row }));
         }
         Read::Receivers { of } => {
             let mut entries = Vec::new();
@@ -293,14 +316,30 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
             }
             feed.receivers = Some(entries);
         }
-        Read::PendingCount => feed.pending_count = Some(count(&sql, "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'pending'", vec![])?.max(0) as usize),
+        Read::PendingCount => {
+            feed.pending_count =
+                Some(count(&sql, "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'pending'", vec![])?.max(0)
+                    as usize)
+        }
         Read::OldestPending { limit } => {
-            let rows: Vec<PlaceStored> =
-                sql.exec("SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?", vec![(*limit as i64).into()])?.to_array()?;
-            feed.oldest = Some(rows.into_iter().map(|p| PendingRef { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver }).collect());
+            let rows: Vec<PlaceStored> = sql
+                .exec(
+                    "SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?",
+                    vec![(*limit as i64).into()],
+                )?
+                .to_array()?;
+            feed.oldest = Some(
+                rows.into_iter()
+                    .map(|p| PendingRef { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver })
+                    .collect(),
+            );
         }
         Read::OpenCount { except } => {
-            let open = count(&sql, "SELECT count(*) AS n FROM list WHERE state = 'open' AND id != ?", vec![except.as_str().into()])?;
+            let open = count(
+                &sql,
+                "SELECT count(*) AS n FROM list WHERE state = 'open' AND id != ?",
+                vec![except.as_str().into()],
+            )?;
             feed.open = Some(open.max(0) as u64);
         }
         Read::Rows { state, after, limit } => {
@@ -354,13 +393,17 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
         }
         Read::Finished { to, limit } => {
             let stored: Vec<Seq> = sql
-                .exec("SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?", vec![to.as_str().into(), (*limit as i64).into()])?
+                .exec(
+                    "SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?",
+                    vec![to.as_str().into(), (*limit as i64).into()],
+                )?
                 .to_array()?;
             feed.finished.push((to.clone(), stored.into_iter().map(|s| s.seq).collect()));
         }
         Read::StorageBytes => feed.storage_bytes = Some(sql.database_size() as u64),
         Read::Erased { id } => {
-            let lives: Vec<Life> = sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
+            let lives: Vec<Life> =
+                sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
             feed.erased = Some(lives.into_iter().next().map(|l| l.incarnation.max(0) as u64));
         }
         Read::StorageOf { id } => feed.storage_of = Some(storage_of(&sql, id)?),
@@ -370,16 +413,25 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
 
 /// The test hook's facts of hand-off `id`, read-only: its row, its deliveries, its erased life.
 fn storage_of(sql: &SqlStorage, id: &str) -> Result<HandoffFacts> {
-    let found: Vec<Name> = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'deliveries', 'erased')", None)?.to_array()?;
+    let found: Vec<Name> = sql
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'deliveries', 'erased')", None)?
+        .to_array()?;
     let has = |t: &str| found.iter().any(|n| n.name == t);
     let mut facts = HandoffFacts::default();
     if has("list") {
         facts.rows = count(sql, "SELECT COUNT(*) AS n FROM list WHERE id = ?", vec![id.into()])?.max(0) as u64;
     }
     if has("deliveries") {
-        let stored: Vec<DeliveryFactsStored> =
-            sql.exec("SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq", vec![id.into()])?.to_array()?;
-        facts.deliveries = stored.into_iter().map(|d| DeliveryFacts { state: d.state, body_bytes: d.body_bytes.max(0) as u64 }).collect();
+        let stored: Vec<DeliveryFactsStored> = sql
+            .exec(
+                "SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq",
+                vec![id.into()],
+            )?
+            .to_array()?;
+        facts.deliveries = stored
+            .into_iter()
+            .map(|d| DeliveryFacts { state: d.state, body_bytes: d.body_bytes.max(0) as u64 })
+            .collect();
     }
     if has("erased") {
         let lives: Vec<Life> = sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.into()])?.to_array()?;

@@ -52,7 +52,13 @@ impl Handoff {
             turn::Status::Failed => model::Status::Failed,
             turn::Status::Cancelled => model::Status::Cancelled,
         };
-        Handoff { turn: record.turn, closed: record.state == State::Closed, status, summary: record.summary.clone(), version: record.version }
+        Handoff {
+            turn: record.turn,
+            closed: record.state == State::Closed,
+            status,
+            summary: record.summary.clone(),
+            version: record.version,
+        }
     }
 
     /// Reads an API record (`{"turn", "state", "status", "summary", "version", ...}`).
@@ -102,7 +108,10 @@ pub enum Call {
     Apply(Command),
     Get,
     /// `timed_out`: the wait was held at least its whole timeout (client-side measure).
-    Wait { after: u64, timed_out: bool },
+    Wait {
+        after: u64,
+        timed_out: bool,
+    },
 }
 
 /// What it was answered.
@@ -121,7 +130,8 @@ impl Outcome {
                 None => Outcome::Refused { code: format!("unreadable 200: {body}"), record: None },
             };
         }
-        let code = body["error"]["code"].as_str().map(str::to_string).unwrap_or_else(|| format!("HTTP {status}: {body}"));
+        let code =
+            body["error"]["code"].as_str().map(str::to_string).unwrap_or_else(|| format!("HTTP {status}: {body}"));
         Outcome::Refused { code, record: Snapshot::from_json(&body["handoff"]) }
     }
 
@@ -152,7 +162,15 @@ impl fmt::Display for Event {
             Outcome::Refused { code, record: Some(s) } => format!("{code} [{s}]"),
             Outcome::Refused { code, record: None } => code.clone(),
         };
-        write!(f, "client {} [{:.3} .. {:.3} ms] {:?} -> {}", self.client, ms(self.invoked_ns), ms(self.answered_ns), self.call, outcome)
+        write!(
+            f,
+            "client {} [{:.3} .. {:.3} ms] {:?} -> {}",
+            self.client,
+            ms(self.invoked_ns),
+            ms(self.answered_ns),
+            self.call,
+            outcome
+        )
     }
 }
 
@@ -169,7 +187,9 @@ pub fn next(state: &Snapshot, call: &Call, outcome: &Outcome) -> Option<Snapshot
         Call::Apply(command) => match model::answer(state, &model_command(command)) {
             Ok(accepted) => matches!(outcome, Outcome::Ok(s) if *s == accepted.handoff).then_some(accepted.handoff),
             Err(refusal) => match outcome {
-                Outcome::Refused { code, record } if code == refusal.code() && record.as_ref().is_none_or(|r| r == state) => {
+                Outcome::Refused { code, record }
+                    if code == refusal.code() && record.as_ref().is_none_or(|r| r == state) =>
+                {
                     Some(state.clone())
                 }
                 _ => None,
@@ -237,9 +257,11 @@ impl Search<'_> {
         }
         let is_done = |done: &[u64], i: usize| done[i / 64] & (1 << (i % 64)) != 0;
         // A call may come next when no pending call was answered before it was invoked.
-        let first_answer = (0..self.history.len()).filter(|&i| !is_done(done, i)).map(|i| self.history[i].answered_ns).min().unwrap();
-        let candidates: Vec<usize> =
-            (0..self.history.len()).filter(|&i| !is_done(done, i) && self.history[i].invoked_ns <= first_answer).collect();
+        let first_answer =
+            (0..self.history.len()).filter(|&i| !is_done(done, i)).map(|i| self.history[i].answered_ns).min().unwrap();
+        let candidates: Vec<usize> = (0..self.history.len())
+            .filter(|&i| !is_done(done, i) && self.history[i].invoked_ns <= first_answer)
+            .collect();
         for &i in &candidates {
             let event = &self.history[i];
             let Some(after) = next(state, &event.call, &event.outcome) else {
@@ -267,7 +289,8 @@ pub fn check(initial: &Snapshot, history: &[Event]) -> Result<Vec<usize>, Violat
     for e in history {
         assert!(e.invoked_ns <= e.answered_ns, "a call is answered after it is invoked: {e}");
     }
-    let mut search = Search { history, seen: HashSet::new(), order: vec![], best: vec![], best_stuck: vec![], gave_up: false };
+    let mut search =
+        Search { history, seen: HashSet::new(), order: vec![], best: vec![], best_stuck: vec![], gave_up: false };
     let mut done = vec![0u64; history.len().div_ceil(64).max(1)];
     if search.run(&mut done, initial) {
         return Ok(search.order);
@@ -323,7 +346,9 @@ pub fn missed_wake_ups(history: &[Event], slack_ns: u64, timeout_ns: u64) -> Vec
         if got.version <= after {
             continue;
         }
-        let change = history.iter().find(|e| matches!((&e.call, &e.outcome), (Call::Apply(_), Outcome::Ok(s)) if s.version == after + 1));
+        let change = history
+            .iter()
+            .find(|e| matches!((&e.call, &e.outcome), (Call::Apply(_), Outcome::Ok(s)) if s.version == after + 1));
         if let Some(change) = change {
             let held_past_change = w.answered_ns.saturating_sub(change.answered_ns.max(w.invoked_ns));
             if held_past_change > slack_ns && w.answered_ns - w.invoked_ns >= timeout_ns {

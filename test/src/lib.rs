@@ -112,12 +112,26 @@ impl Client {
     }
 
     /// Sends a request with optional bearer token, extra headers and raw body.
-    pub fn send(&self, method: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Option<&[u8]>) -> Answer {
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Answer {
         self.try_send(method, path, token, headers, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     /// As [`Client::send`], but a transport failure (a Worker killed mid-request) is an `Err`.
-    pub fn try_send(&self, method: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Answer, String> {
+    pub fn try_send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Result<Answer, String> {
         let mut request = ureq::http::Request::builder().method(method).uri(format!("{}{path}", self.base));
         if let Some(t) = token {
             request = request.header("Authorization", format!("Bearer {t}"));
@@ -145,7 +159,16 @@ impl Client {
             .read_to_string()
             .map_err(|e| format!("{method} {path}: the answer's body was cut off: {e}"))?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { status: response.status().as_u16(), body, text, www_authenticate, content_type, allow, etag, retry_after })
+        Ok(Answer {
+            status: response.status().as_u16(),
+            body,
+            text,
+            www_authenticate,
+            content_type,
+            allow,
+            etag,
+            retry_after,
+        })
     }
 
     pub fn get(&self, path: &str, token: &str) -> Answer {
@@ -163,7 +186,11 @@ impl Client {
     /// Creates a hand-off for a fresh session; answers (id, machine token, answer).
     pub fn create(&self, owner_token: &str) -> (String, String, Answer) {
         let session = unique("s");
-        let a = self.post("/v1/handoffs", owner_token, serde_json::json!({"session": session, "machine": "m1", "size": "large"}));
+        let a = self.post(
+            "/v1/handoffs",
+            owner_token,
+            serde_json::json!({"session": session, "machine": "m1", "size": "large"}),
+        );
         assert_eq!(a.status, 201, "create: {}", a.text);
         let id = a.handoff()["id"].as_str().unwrap().to_string();
         let machine = a.body["machine_token"].as_str().unwrap().to_string();
@@ -219,7 +246,15 @@ impl Server {
 
     fn wrangler(state_dir: &Path, env: Option<&str>, local: bool, vars: &[(&str, &str)]) -> Server {
         let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: env.map(str::to_string), local, direct: false, vars, child: None };
+        let mut server = Server {
+            port: 0,
+            state_dir: state_dir.to_path_buf(),
+            env: env.map(str::to_string),
+            local,
+            direct: false,
+            vars,
+            child: None,
+        };
         server.restart();
         server
     }
@@ -228,7 +263,15 @@ impl Server {
     /// connection to the Worker open after the client has gone; with extra variables.
     pub fn start_workerd(state_dir: &Path, vars: &[(&str, &str)]) -> Server {
         let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut server = Server { port: 0, state_dir: state_dir.to_path_buf(), env: None, local: true, direct: true, vars, child: None };
+        let mut server = Server {
+            port: 0,
+            state_dir: state_dir.to_path_buf(),
+            env: None,
+            local: true,
+            direct: true,
+            vars,
+            child: None,
+        };
         server.restart();
         server
     }
@@ -248,11 +291,17 @@ impl Server {
         for _ in 1..SERVER_START_TRIES_MAX {
             match self.spawn_and_wait() {
                 Started::Healthy => return,
-                Started::Exited(why) => eprintln!("the Worker on port {} exited before answering ({why}); trying a new port", self.port),
+                Started::Exited(why) => {
+                    eprintln!("the Worker on port {} exited before answering ({why}); trying a new port", self.port)
+                }
             }
         }
         if let Started::Exited(why) = self.spawn_and_wait() {
-            panic!("the Worker on port {} exited before answering, {SERVER_START_TRIES_MAX} tries: {why}\n{}", self.port, self.log_tail());
+            panic!(
+                "the Worker on port {} exited before answering, {SERVER_START_TRIES_MAX} tries: {why}\n{}",
+                self.port,
+                self.log_tail()
+            );
         }
     }
 
@@ -292,13 +341,21 @@ impl Server {
             vars.extend(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             workerd::lay_out(&top, &top.join("build"), &self.state_dir, self.port, &vars).unwrap();
             let mut cmd = Command::new(workerd::binary(&top));
-            cmd.current_dir(&self.state_dir).args(["serve", "config.capnp"]).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).process_group(0);
+            cmd.current_dir(&self.state_dir)
+                .args(["serve", "config.capnp"])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0);
             self.child = Some(cmd.spawn().expect("workerd starts"));
             return self.wait_healthy();
         }
         let mut cmd = Command::new(top.join("node_modules/.bin/wrangler"));
         cmd.current_dir(&top)
-            .env("PATH", format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()))
+            .env(
+                "PATH",
+                format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()),
+            )
             .env("WRANGLER_SEND_METRICS", "false")
             .args(["dev", "--ip", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--persist-to", &self.state_dir.display().to_string()])
@@ -336,7 +393,11 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("the Worker on port {} did not start in {SERVER_START_S_MAX} s; its log ends:\n{}", self.port, self.log_tail());
+        panic!(
+            "the Worker on port {} did not start in {SERVER_START_S_MAX} s; its log ends:\n{}",
+            self.port,
+            self.log_tail()
+        );
     }
 
     /// Stops the whole process group (wrangler and its workerd) with `signal`.
@@ -359,7 +420,14 @@ impl Server {
     pub fn workerd_pid(&self) -> Option<u32> {
         let root = self.child.as_ref()?.id();
         let mut out = String::new();
-        Command::new("ps").args(["-e", "-o", "pid=,ppid=,comm="]).stdout(Stdio::piped()).spawn().ok()?.stdout?.read_to_string(&mut out).ok()?;
+        Command::new("ps")
+            .args(["-e", "-o", "pid=,ppid=,comm="])
+            .stdout(Stdio::piped())
+            .spawn()
+            .ok()?
+            .stdout?
+            .read_to_string(&mut out)
+            .ok()?;
         let rows: Vec<(u32, u32, String)> = out
             .lines()
             .filter_map(|l| {

@@ -58,7 +58,8 @@ pub enum ReportStatus {
 }
 
 impl ReportStatus {
-    pub const ALL: [ReportStatus; 4] = [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed];
+    pub const ALL: [ReportStatus; 4] =
+        [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed];
 
     pub fn status(self) -> Status {
         match self {
@@ -165,7 +166,9 @@ pub enum Ask {
     OpenFromOther,
     ReportOlder,
     /// A report on the current turn; `same`: its status and summary are the current ones.
-    ReportCurrent { same: bool },
+    ReportCurrent {
+        same: bool,
+    },
     ReportFuture,
     /// A cancel naming no turn, or the current one.
     CancelCurrent,

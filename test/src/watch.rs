@@ -75,7 +75,13 @@ impl Watch {
     }
 
     /// Opens `path` (with its query) with extra headers.
-    pub fn open_with(base: &str, path: &str, token: &str, auth: Auth, headers: &[(&str, &str)]) -> Result<Watch, Refused> {
+    pub fn open_with(
+        base: &str,
+        path: &str,
+        token: &str,
+        auth: Auth,
+        headers: &[(&str, &str)],
+    ) -> Result<Watch, Refused> {
         let mut request = format!("{}{path}", ws_base(base)).into_client_request().expect("a watch URL");
         let h = request.headers_mut();
         match auth {
@@ -83,24 +89,33 @@ impl Watch {
                 h.insert("Authorization", HeaderValue::from_str(&format!("Bearer {token}")).unwrap());
             }
             Auth::Subprotocol => {
-                h.insert("Sec-WebSocket-Protocol", HeaderValue::from_str(&format!("handoff.v1, bearer.{token}")).unwrap());
+                h.insert(
+                    "Sec-WebSocket-Protocol",
+                    HeaderValue::from_str(&format!("handoff.v1, bearer.{token}")).unwrap(),
+                );
             }
         }
         for (name, value) in headers {
-            h.insert(tungstenite::http::HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_str(value).unwrap());
+            h.insert(
+                tungstenite::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
         }
         let host = request.uri().host().unwrap().to_string();
         let port = request.uri().port_u16().unwrap();
-        let stream = TcpStream::connect((host.as_str(), port)).map_err(|e| Refused { status: 0, body: Value::String(e.to_string()) })?;
+        let stream = TcpStream::connect((host.as_str(), port))
+            .map_err(|e| Refused { status: 0, body: Value::String(e.to_string()) })?;
         stream.set_read_timeout(Some(Duration::from_secs(crate::REQUEST_TIMEOUT_S))).unwrap();
         match tungstenite::client(request, stream) {
             Ok((socket, response)) => {
-                let protocol = response.headers().get("Sec-WebSocket-Protocol").and_then(|v| v.to_str().ok()).map(str::to_string);
+                let protocol =
+                    response.headers().get("Sec-WebSocket-Protocol").and_then(|v| v.to_str().ok()).map(str::to_string);
                 Ok(Watch { socket, protocol, bytes_read: 0 })
             }
             Err(HandshakeError::Failure(tungstenite::Error::Http(response))) => {
                 let status = response.status().as_u16();
-                let body = response.body().as_deref().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
+                let body =
+                    response.body().as_deref().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
                 Err(Refused { status, body })
             }
             Err(e) => Err(Refused { status: 0, body: Value::String(e.to_string()) }),
@@ -121,14 +136,18 @@ impl Watch {
                         _ => Frame::Text(text.to_string()),
                     };
                 }
-                Ok(Message::Close(frame)) => return Frame::Closed(frame.map(|f| u16::from(f.code)).unwrap_or(u16::from(CloseCode::Status))),
+                Ok(Message::Close(frame)) => {
+                    return Frame::Closed(frame.map(|f| u16::from(f.code)).unwrap_or(u16::from(CloseCode::Status)))
+                }
                 Ok(_) => continue,
                 Err(tungstenite::Error::Io(e)) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if Instant::now() >= deadline {
                         return Frame::Silent;
                     }
                 }
-                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => return Frame::Closed(1006),
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    return Frame::Closed(1006)
+                }
                 Err(e) => panic!("a watch read: {e}"),
             }
         }

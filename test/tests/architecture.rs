@@ -145,11 +145,21 @@ fn is_literal(span: &str) -> bool {
 /// an enum variant.
 fn defines(line: &str, name: &str) -> bool {
     let line = line.trim_start();
-    let line = line.strip_prefix("pub(crate) ").or_else(|| line.strip_prefix("pub(super) ")).or_else(|| line.strip_prefix("pub ")).unwrap_or(line);
+    let line = line
+        .strip_prefix("pub(crate) ")
+        .or_else(|| line.strip_prefix("pub(super) "))
+        .or_else(|| line.strip_prefix("pub "))
+        .unwrap_or(line);
     let keyword = ["fn ", "const ", "static ", "struct ", "enum ", "trait ", "type ", "mod ", "const fn ", "async fn "]
         .iter()
-        .any(|k| line.strip_prefix(k).is_some_and(|rest| rest.starts_with(name) && rest[name.len()..].chars().next().is_none_or(|c| !is_ident_char(c))));
-    let member = line.strip_prefix(name).is_some_and(|rest| rest.is_empty() || [" {", "(", ",", ":", " ="].iter().any(|p| rest.starts_with(p)));
+        .any(|k| {
+            line.strip_prefix(k).is_some_and(|rest| {
+                rest.starts_with(name) && rest[name.len()..].chars().next().is_none_or(|c| !is_ident_char(c))
+            })
+        });
+    let member = line
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || [" {", "(", ",", ":", " ="].iter().any(|p| rest.starts_with(p)));
     keyword || member
 }
 
@@ -166,7 +176,9 @@ fn item_exists(sources: &Sources, span: &str) -> bool {
         let owner = module
             || text.lines().any(|l| {
                 let l = l.trim_start();
-                let declares = ["struct ", "enum ", "trait "].iter().any(|k| l.contains(&format!("{k}{parent}")) && has_word(l, parent));
+                let declares = ["struct ", "enum ", "trait "]
+                    .iter()
+                    .any(|k| l.contains(&format!("{k}{parent}")) && has_word(l, parent));
                 declares || (l.starts_with("impl") && has_word(l, parent))
             });
         owner && text.lines().any(|l| defines(l, name))
@@ -176,7 +188,10 @@ fn item_exists(sources: &Sources, span: &str) -> bool {
 /// Whether a Rust file under the test folders defines `fn name`.
 fn test_exists(sources: &Sources, name: &str) -> bool {
     let under = |path: &str| TEST_DIRS.iter().any(|d| path.starts_with(&format!("{d}/")));
-    sources.rust().filter(|(path, _)| under(path)).any(|(_, text)| text.lines().any(|l| defines(l, name) && l.contains("fn ")))
+    sources
+        .rust()
+        .filter(|(path, _)| under(path))
+        .any(|(_, text)| text.lines().any(|l| defines(l, name) && l.contains("fn ")))
 }
 
 /// What the map names that the repository does not have, and how many names of each kind it
@@ -217,16 +232,25 @@ fn problems(map: &str, top: &Path, sources: &Sources) -> (Vec<String>, [usize; 3
             if is_path(span) {
                 for path in expand(span) {
                     checked[0] += 1;
-                    let full = if path.contains('/') || top.join(&path).exists() { path.clone() } else { format!("{folder}{path}") };
+                    let full = if path.contains('/') || top.join(&path).exists() {
+                        path.clone()
+                    } else {
+                        format!("{folder}{path}")
+                    };
                     if !top.join(&full).exists() {
                         found.push(format!("line {n}: `{full}` does not exist"));
                         continue;
                     }
-                    folder = if full.ends_with('/') { full.clone() } else { full.rfind('/').map_or(String::new(), |s| full[..=s].to_string()) };
+                    folder = if full.ends_with('/') {
+                        full.clone()
+                    } else {
+                        full.rfind('/').map_or(String::new(), |s| full[..=s].to_string())
+                    };
                     // `file` `Name`: the name is in that file.
                     let Some(&(start, _, next)) = spans.get(k + 1) else { continue };
                     let adjacent = line[end..start].trim().is_empty();
-                    let named = if is_item_path(next) { next.rsplit("::").next() } else { is_ident(next).then_some(next) };
+                    let named =
+                        if is_item_path(next) { next.rsplit("::").next() } else { is_ident(next).then_some(next) };
                     if let (true, Some(name), Some(text)) = (adjacent, named, sources.text_of(&full)) {
                         paired.insert(k + 1);
                         checked[2] += 1;
@@ -238,7 +262,10 @@ fn problems(map: &str, top: &Path, sources: &Sources) -> (Vec<String>, [usize; 3
             } else if is_test_name(span) {
                 checked[1] += 1;
                 if !test_exists(sources, span) {
-                    found.push(format!("line {n}: no `fn {span}` under {}", TEST_DIRS.map(|d| format!("{d}/")).join(", ")));
+                    found.push(format!(
+                        "line {n}: no `fn {span}` under {}",
+                        TEST_DIRS.map(|d| format!("{d}/")).join(", ")
+                    ));
                 }
             } else if is_item_path(span) {
                 checked[2] += 1;
@@ -268,7 +295,10 @@ fn every_path_test_and_name_the_map_gives_is_in_the_repository_and_the_map_is_un
     let sources = Sources::load(&top);
     let (found, [paths, tests, items]) = problems(&map, &top, &sources);
     assert!(found.is_empty(), "ARCHITECTURE.md names what is not there:\n{}", found.join("\n"));
-    assert!(paths > 60 && tests > 30 && items > 60, "the map's names were not found ({paths} paths, {tests} tests, {items} names)");
+    assert!(
+        paths > 60 && tests > 30 && items > 60,
+        "the map's names were not found ({paths} paths, {tests} tests, {items} names)"
+    );
 }
 
 #[test]
@@ -305,11 +335,17 @@ fn a_map_that_names_what_is_gone_fails_naming_each_missing_item() {
 #[test]
 fn a_path_is_told_from_a_route_a_type_a_package_and_a_test() {
     assert!(is_path("core/src/decider.rs") && is_path("cli/") && is_path("ARCHITECTURE.md") && is_path("src/{a,b}.rs"));
-    for not in ["/v1/handoffs", "GET …/watch", "Action::sender", "{\"handoff\": …}", "HANDOFF_ENV", ".wasm", "@handoff/client"] {
+    for not in
+        ["/v1/handoffs", "GET …/watch", "Action::sender", "{\"handoff\": …}", "HANDOFF_ENV", ".wasm", "@handoff/client"]
+    {
         assert!(!is_path(not), "{not}");
     }
     assert_eq!(expand("src/x/{a,b}.rs"), ["src/x/a.rs", "src/x/b.rs"]);
     assert!(is_test_name("every_read_is_a_plan_with_nothing_to_await") && is_test_name("the_outbox_keeps_its_rules"));
     assert!(!is_test_name("STORED_VALUE_BYTES_MAX") && !is_test_name("next_read") && !is_test_name("a_b_c_d"));
-    assert!(is_item_path("handoff_core::notice::owed_chain") && !is_item_path("a::") && !is_item_path("IndexAsk::Put {row}"));
+    assert!(
+        is_item_path("handoff_core::notice::owed_chain")
+            && !is_item_path("a::")
+            && !is_item_path("IndexAsk::Put {row}")
+    );
 }

@@ -12,7 +12,11 @@ fn token(claims: Claims, signing_key: &[u8]) -> String {
 #[test]
 fn an_unsigned_request_is_401_auth_required_with_www_authenticate() {
     let c = Client::shared();
-    for (method, path) in [("GET", "/v1/handoffs"), ("POST", "/v1/handoffs"), ("GET", "/v1/handoffs/ho_00000000000000000000000000000000/wait")] {
+    for (method, path) in [
+        ("GET", "/v1/handoffs"),
+        ("POST", "/v1/handoffs"),
+        ("GET", "/v1/handoffs/ho_00000000000000000000000000000000/wait"),
+    ] {
         let a = c.send(method, path, None, &[], None);
         assert_eq!((a.status, a.code()), (401, "auth.required"), "{method} {path}");
         assert_eq!(a.www_authenticate.as_deref(), Some("Bearer"));
@@ -22,8 +26,14 @@ fn an_unsigned_request_is_401_auth_required_with_www_authenticate() {
 #[test]
 fn an_expired_forged_or_malformed_token_is_401_auth_invalid() {
     let c = Client::shared();
-    let expired = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() - 61, nbf: None, inc: None }, &key());
-    let wrong_key = token(Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() + 60, nbf: None, inc: None }, b"not-the-key");
+    let expired = token(
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() - 61, nbf: None, inc: None },
+        &key(),
+    );
+    let wrong_key = token(
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() + 60, nbf: None, inc: None },
+        b"not-the-key",
+    );
     for bad in [expired.as_str(), wrong_key.as_str(), "not.a.jwt", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0."] {
         let a = c.get("/v1/handoffs", bad);
         assert_eq!((a.status, a.code()), (401, "auth.invalid"), "{bad}");
@@ -40,7 +50,10 @@ fn a_machine_token_without_the_life_of_its_hand_off_is_401_auth_invalid_and_chan
     let name = unique("alice");
     let alice = owner(&name);
     let (id, _, _) = c.create(&alice);
-    let lifeless = token(Claims { sub: name, role: Role::Machine, hid: Some(id.clone()), exp: now_s() + 600, nbf: None, inc: None }, &machine_key(&key()));
+    let lifeless = token(
+        Claims { sub: name, role: Role::Machine, hid: Some(id.clone()), exp: now_s() + 600, nbf: None, inc: None },
+        &machine_key(&key()),
+    );
     let a = c.report(&id, &lifeless, 1, "done", Some("should not land"));
     assert_eq!((a.status, a.code()), (401, "auth.invalid"), "{}", a.text);
     assert!(a.text.contains("(inc)"), "the refusal says what is missing: {}", a.text);
@@ -142,7 +155,9 @@ fn raw_request(c: &Client, method: &str, path: &str, token: &str) -> String {
     let host = c.base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(host).unwrap();
     stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    let request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
@@ -174,7 +189,11 @@ fn verifies_with_the_signing_key(token: &str, signing_key: &[u8]) -> bool {
 fn machine_tokens_follow_the_issuer_settings_work_here_and_are_never_acceptable_as_an_owners_anywhere() {
     let signing = "k".repeat(48);
     let state = temp_state("issuer");
-    let issuer_vars = [("HANDOFF_SIGNING_KEY", signing.as_str()), ("HANDOFF_TOKEN_ISSUER", "https://id.example"), ("HANDOFF_TOKEN_AUDIENCE", "handoff")];
+    let issuer_vars = [
+        ("HANDOFF_SIGNING_KEY", signing.as_str()),
+        ("HANDOFF_TOKEN_ISSUER", "https://id.example"),
+        ("HANDOFF_TOKEN_AUDIENCE", "handoff"),
+    ];
     let server = Server::start_with_vars(&state, None, &issuer_vars);
     let name = unique("alice");
     let owner_with_claims = {
@@ -186,12 +205,17 @@ fn machine_tokens_follow_the_issuer_settings_work_here_and_are_never_acceptable_
         hmac::Mac::update(&mut mac, format!("{head}.{body}").as_bytes());
         format!("{head}.{body}.{}", b64(&hmac::Mac::finalize(mac).into_bytes()))
     };
-    let configured = (server.client(), owner_with_claims, signing.into_bytes(), Some("https://id.example"), Some("handoff"));
+    let configured =
+        (server.client(), owner_with_claims, signing.into_bytes(), Some("https://id.example"), Some("handoff"));
     let shared = (Client::shared(), owner(&unique("alice")), key(), None, None);
     for (c, owner_token, signing_key, iss, aud) in [configured, shared] {
         let (id, machine, _) = c.create(&owner_token);
         let claims = payload(&machine);
-        assert_eq!((claims["iss"].as_str(), claims["aud"].as_str()), (iss, aud), "iss and aud exactly where they are set: {claims}");
+        assert_eq!(
+            (claims["iss"].as_str(), claims["aud"].as_str()),
+            (iss, aud),
+            "iss and aud exactly where they are set: {claims}"
+        );
         assert_eq!(claims["role"], "machine");
         let reported = c.report(&id, &machine, 1, "running", Some("on it"));
         assert_eq!(reported.status, 200, "the machine's calls succeed ({iss:?}): {}", reported.text);
@@ -199,10 +223,20 @@ fn machine_tokens_follow_the_issuer_settings_work_here_and_are_never_acceptable_
         let as_owner = c.get("/v1/handoffs", &machine);
         assert_eq!((as_owner.status, as_owner.code()), (403, "auth.forbidden"), "never an owner's here");
         assert!(!verifies_with_the_signing_key(&machine, &signing_key), "nor at a service sharing the signing key");
-        assert!(verifies_with_the_signing_key(&owner_token, &signing_key), "owner tokens stay the identity provider's kind");
+        assert!(
+            verifies_with_the_signing_key(&owner_token, &signing_key),
+            "owner tokens stay the identity provider's kind"
+        );
         // A machine token signed with the signing key (as anyone holding it could) is refused.
         let forged = mint(
-            &Claims { sub: claims["sub"].as_str().unwrap().into(), role: Role::Machine, hid: Some(id.clone()), exp: now_s() + 600, nbf: None, inc: claims["inc"].as_u64() },
+            &Claims {
+                sub: claims["sub"].as_str().unwrap().into(),
+                role: Role::Machine,
+                hid: Some(id.clone()),
+                exp: now_s() + 600,
+                nbf: None,
+                inc: claims["inc"].as_u64(),
+            },
             &signing_key,
         );
         let refused = c.report(&id, &forged, 1, "done", None);
@@ -220,7 +254,11 @@ fn a_create_for_the_same_session_ends_the_machine_tokens_minted_before_it_with_4
     let create = || {
         let a = c.post("/v1/handoffs", &alice, json!({"session": session, "machine": "m1", "size": "large"}));
         assert!(a.status == 201 || a.status == 200, "{}", a.text);
-        (a.handoff()["id"].as_str().unwrap().to_string(), a.body["machine_token"].as_str().unwrap().to_string(), a.version())
+        (
+            a.handoff()["id"].as_str().unwrap().to_string(),
+            a.body["machine_token"].as_str().unwrap().to_string(),
+            a.version(),
+        )
     };
     let (id, first, _) = create();
     assert_eq!(c.report(&id, &first, 1, "running", Some("a")).status, 200);
@@ -236,7 +274,11 @@ fn a_create_for_the_same_session_ends_the_machine_tokens_minted_before_it_with_4
         assert_eq!(a.www_authenticate.as_deref(), Some("Bearer"), "{what}");
     }
     let record = c.get(&format!("/v1/handoffs/{id}"), &alice);
-    assert_eq!((record.version(), record.handoff()["status"].as_str()), (2, Some("running")), "the ended token changed nothing");
+    assert_eq!(
+        (record.version(), record.handoff()["status"].as_str()),
+        (2, Some("running")),
+        "the ended token changed nothing"
+    );
     assert_eq!(c.report(&id, &second, 1, "done", Some("by the newest")).status, 200, "the newest token works");
     std::thread::sleep(Duration::from_millis(5));
     let (_, third, version) = create();
@@ -251,7 +293,13 @@ fn a_summary_with_a_control_character_other_than_newline_and_tab_is_400_naming_s
     let alice = owner(&unique("alice"));
     let (id, machine, _) = c.create(&alice);
     // An OSC title, a clipboard write, a line erase, a carriage return, a C1 CSI.
-    for bad in ["\u{1b}]0;owned\u{7}done", "\u{1b}]52;c;Y3VybCBldmls\u{7}", "ok\u{1b}[2K\u{1b}[1A", "done\rall good", "\u{9b}31mred"] {
+    for bad in [
+        "\u{1b}]0;owned\u{7}done",
+        "\u{1b}]52;c;Y3VybCBldmls\u{7}",
+        "ok\u{1b}[2K\u{1b}[1A",
+        "done\rall good",
+        "\u{9b}31mred",
+    ] {
         let a = c.report(&id, &machine, 1, "done", Some(bad));
         assert_eq!((a.status, a.code()), (400, "request.invalid"), "{bad:?}: {}", a.text);
         assert!(a.body["error"]["message"].as_str().unwrap().starts_with("summary:"), "{}", a.text);
@@ -260,8 +308,17 @@ fn a_summary_with_a_control_character_other_than_newline_and_tab_is_400_naming_s
     let a = c.post(&format!("/v1/handoffs/{id}/report"), &machine, asked);
     assert_eq!((a.status, a.code()), (400, "request.invalid"), "{}", a.text);
     assert!(a.body["error"]["message"].as_str().unwrap().starts_with("question.input"), "{}", a.text);
-    let version = c.put(&format!("/v1/handoffs/{id}/runtimes"), &machine, json!({"runtimes": [{"name": "codex", "version": "0.1\u{1b}]0;x\u{7}"}]}));
-    assert_eq!((version.status, version.code()), (400, "request.invalid"), "a runtime's version text: {}", version.text);
+    let version = c.put(
+        &format!("/v1/handoffs/{id}/runtimes"),
+        &machine,
+        json!({"runtimes": [{"name": "codex", "version": "0.1\u{1b}]0;x\u{7}"}]}),
+    );
+    assert_eq!(
+        (version.status, version.code()),
+        (400, "request.invalid"),
+        "a runtime's version text: {}",
+        version.text
+    );
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), 1, "nothing changed");
     let ok = c.report(&id, &machine, 1, "done", Some("two lines\n\tand a tab"));
     assert_eq!(ok.status, 200, "{}", ok.text);
@@ -297,7 +354,9 @@ fn not_yours_and_not_there_are_one_answer_on_every_route_that_takes_an_id() {
             let body = (route.method != "GET").then(|| body_of(route.path).to_string().into_bytes());
             c.send(route.method, &at(id), Some(token), &[], body.as_deref())
         };
-        for (who, token) in [("another owner", bob.as_str()), ("a machine token of another hand-off", bobs_machine.as_str())] {
+        for (who, token) in
+            [("another owner", bob.as_str()), ("a machine token of another hand-off", bobs_machine.as_str())]
+        {
             let (not_yours, not_there) = (send(&theirs, token), send(&absent, token));
             assert_eq!(
                 (not_yours.status, not_yours.code(), not_yours.body.get("handoff").is_some()),
@@ -312,7 +371,11 @@ fn not_yours_and_not_there_are_one_answer_on_every_route_that_takes_an_id() {
         checked += 1;
     }
     assert!(checked >= 20, "every hand-off route: {checked}");
-    for (method, path) in [("GET", format!("/v1/handoffs/{theirs}")), ("DELETE", format!("/v1/handoffs/{theirs}")), ("POST", format!("/v1/handoffs/{theirs}/close"))] {
+    for (method, path) in [
+        ("GET", format!("/v1/handoffs/{theirs}")),
+        ("DELETE", format!("/v1/handoffs/{theirs}")),
+        ("POST", format!("/v1/handoffs/{theirs}/close")),
+    ] {
         let a = c.send(method, &path, Some(&bob), &[], (method == "POST").then_some(b"{}".as_slice()));
         assert_eq!((a.status, a.code()), (404, "handoff.not_found"), "{method} {path}");
     }

@@ -45,9 +45,32 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
     let mut record = Record::create(id.clone(), "o".into(), "s".into(), "m1".into(), "large".into(), 0);
     if rng.below(LATER_TURN_ONE_IN) == 0 {
         let steps = [
-            (c.report(&id, &machine, 1, "done", Some("first")), Command::Report { turn: 1, status: ReportStatus::Done, summary: Some("first".into()), question: None, runtime: None, permission_mode: None }),
-            (c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})), Command::OpenTurn { after: 1, prompt: None }),
-            (c.report(&id, &machine, 2, "needs-you", Some("which one?")), Command::Report { turn: 2, status: ReportStatus::NeedsYou, summary: Some("which one?".into()), question: None, runtime: None, permission_mode: None }),
+            (
+                c.report(&id, &machine, 1, "done", Some("first")),
+                Command::Report {
+                    turn: 1,
+                    status: ReportStatus::Done,
+                    summary: Some("first".into()),
+                    question: None,
+                    runtime: None,
+                    permission_mode: None,
+                },
+            ),
+            (
+                c.post(&format!("/v1/handoffs/{id}/turns"), alice, json!({"after": 1})),
+                Command::OpenTurn { after: 1, prompt: None },
+            ),
+            (
+                c.report(&id, &machine, 2, "needs-you", Some("which one?")),
+                Command::Report {
+                    turn: 2,
+                    status: ReportStatus::NeedsYou,
+                    summary: Some("which one?".into()),
+                    question: None,
+                    runtime: None,
+                    permission_mode: None,
+                },
+            ),
         ];
         for (answer, command) in steps {
             assert_eq!(answer.status, 200, "{}", answer.text);
@@ -63,7 +86,9 @@ fn fire(c: &Client, id: &str, alice: &str, machine: &str, race: &Race) -> (Answe
         match command {
             Command::Cancel { turn: Some(t) } => json!({"turn": t}),
             Command::Cancel { turn: None } => json!({}),
-            Command::Report { turn, status, summary, .. } => json!({"turn": turn, "status": status, "summary": summary}),
+            Command::Report { turn, status, summary, .. } => {
+                json!({"turn": turn, "status": status, "summary": summary})
+            }
             _ => unreachable!(),
         }
     };
@@ -100,8 +125,18 @@ fn model_order(start: &Record, contenders: [(&str, &Command, &Answer); 3]) -> Op
 }
 
 /// Checks one race; answers how it went ("report won, closed after", ...) or why it is wrong.
-fn judge(start: &Record, race: &Race, cancel: &Answer, close: &Answer, report: &Answer, after: &Answer) -> Result<&'static str, String> {
-    let all = format!("cancel {} {}\nclose {} {}\nreport {} {}\nafter {}", cancel.status, cancel.text, close.status, close.text, report.status, report.text, after.text);
+fn judge(
+    start: &Record,
+    race: &Race,
+    cancel: &Answer,
+    close: &Answer,
+    report: &Answer,
+    after: &Answer,
+) -> Result<&'static str, String> {
+    let all = format!(
+        "cancel {} {}\nclose {} {}\nreport {} {}\nafter {}",
+        cancel.status, cancel.text, close.status, close.text, report.status, report.text, after.text
+    );
     let fail = |why: &str| Err(format!("{why}\n{all}"));
     for a in [cancel, close, report] {
         if a.status >= 500 {
@@ -126,7 +161,9 @@ fn judge(start: &Record, race: &Race, cancel: &Answer, close: &Answer, report: &
             continue;
         }
         let names_the_winner = match loser.code() {
-            "handoff.turn_finished" => loser.handoff()["state"] == "open" && loser.handoff()["status"] == status && winner != "close",
+            "handoff.turn_finished" => {
+                loser.handoff()["state"] == "open" && loser.handoff()["status"] == status && winner != "close"
+            }
             "handoff.closed" => loser.handoff()["state"] == "closed" && loser.handoff()["status"] == status,
             _ => false,
         };
@@ -142,11 +179,13 @@ fn judge(start: &Record, race: &Race, cancel: &Answer, close: &Answer, report: &
     if now["state"] != "closed" || now["status"] != status || now["turn"].as_u64() != Some(start.turn) {
         return fail("the hand-off does not show the winner's whole change");
     }
-    let contenders = [("cancel", &race.cancel, cancel), ("close", &Command::Close, close), ("report", &race.report, report)];
+    let contenders =
+        [("cancel", &race.cancel, cancel), ("close", &Command::Close, close), ("report", &race.report, report)];
     let Some(order) = model_order(start, contenders) else {
         return fail("no order of the three gives these answers in the turn machine");
     };
-    let last_change = [cancel, close, report].into_iter().filter(|a| a.status == 200).max_by_key(|a| a.version()).unwrap();
+    let last_change =
+        [cancel, close, report].into_iter().filter(|a| a.status == 200).max_by_key(|a| a.version()).unwrap();
     if Snapshot::from_json(now) != Snapshot::from_json(last_change.handoff()) {
         return fail(&format!("the record read after is not what the last accepted change answered (order {order:?})"));
     }
@@ -180,13 +219,22 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
                     let final_status = if rng.chance(50) { ReportStatus::Done } else { ReportStatus::Failed };
                     let race = Race {
                         cancel: Command::Cancel { turn: rng.chance(50).then_some(start.turn) },
-                        report: Command::Report { turn: start.turn, status: final_status, summary: Some(format!("r{}", rng.below(1000))), question: None, runtime: None, permission_mode: None },
+                        report: Command::Report {
+                            turn: start.turn,
+                            status: final_status,
+                            summary: Some(format!("r{}", rng.below(1000))),
+                            question: None,
+                            runtime: None,
+                            permission_mode: None,
+                        },
                     };
                     let (cancel, close, report) = fire(c, &id, &alice, &machine, &race);
                     let after = c.get(&format!("/v1/handoffs/{id}"), &alice);
                     match judge(&start, &race, &cancel, &close, &report, &after) {
                         Ok(how) => *tally.lock().unwrap().entry(how).or_default() += 1,
-                        Err(why) => failures.lock().unwrap().push(format!("hand-off {id} from {}: {why}", Snapshot::of(&start))),
+                        Err(why) => {
+                            failures.lock().unwrap().push(format!("hand-off {id} from {}: {why}", Snapshot::of(&start)))
+                        }
                     }
                 }
             });
@@ -201,5 +249,10 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
         started.elapsed().as_secs_f64()
     );
     assert!(races >= RACES_MIN, "only {races} races ran");
-    assert!(failures.is_empty(), "{} of {races} races went wrong; the first:\n{}", failures.len(), failures[..failures.len().min(3)].join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {races} races went wrong; the first:\n{}",
+        failures.len(),
+        failures[..failures.len().min(3)].join("\n\n")
+    );
 }

@@ -77,7 +77,14 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
             let status = if r.status == Status::Running { ReportStatus::NeedsYou } else { ReportStatus::Running };
             Command::Report { turn: r.turn, status, summary, question: None, runtime: None, permission_mode: None }
         }
-        50..=74 => Command::Report { turn: r.turn, status: *rng.pick(&[ReportStatus::Done, ReportStatus::Failed]), summary, question: None, runtime: None, permission_mode: None },
+        50..=74 => Command::Report {
+            turn: r.turn,
+            status: *rng.pick(&[ReportStatus::Done, ReportStatus::Failed]),
+            summary,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
         75..=92 => Command::Cancel { turn: rng.chance(50).then_some(r.turn) },
         _ => Command::Close,
     }
@@ -86,7 +93,9 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
 fn send_command(c: &Client, t: &Tracked, command: &Command) -> Result<handoff_it::Answer, String> {
     let (path, token, body) = match command {
         Command::OpenTurn { after, .. } => ("turns", &t.owner_token, json!({"after": after})),
-        Command::Report { turn, status, summary, .. } => ("report", &t.machine, json!({"turn": turn, "status": status, "summary": summary})),
+        Command::Report { turn, status, summary, .. } => {
+            ("report", &t.machine, json!({"turn": turn, "status": status, "summary": summary}))
+        }
         Command::Cancel { turn: Some(n) } => ("cancel", &t.owner_token, json!({"turn": n})),
         Command::Cancel { turn: None } => ("cancel", &t.owner_token, json!({})),
         Command::Close => ("close", &t.owner_token, json!({})),
@@ -99,16 +108,29 @@ fn send_command(c: &Client, t: &Tracked, command: &Command) -> Result<handoff_it
 fn create(c: &Client, owner_token: &str) -> Result<Tracked, InFlight> {
     let session = unique("crash");
     let body = json!({"session": session, "machine": "m1", "size": "large"}).to_string();
-    let a = c.try_send("POST", "/v1/handoffs", Some(owner_token), &[], Some(body.as_bytes())).map_err(|_| InFlight::Create { session: session.clone() })?;
+    let a = c
+        .try_send("POST", "/v1/handoffs", Some(owner_token), &[], Some(body.as_bytes()))
+        .map_err(|_| InFlight::Create { session: session.clone() })?;
     assert_eq!(a.status, 201, "create: {}", a.text);
     let id = a.handoff()["id"].as_str().unwrap().to_string();
     let machine = a.body["machine_token"].as_str().unwrap().to_string();
-    Ok(Tracked { owner_token: owner_token.to_string(), acked: model_record(&id, &session), id, machine, kinds: vec!["create"] })
+    Ok(Tracked {
+        owner_token: owner_token.to_string(),
+        acked: model_record(&id, &session),
+        id,
+        machine,
+        kinds: vec!["create"],
+    })
 }
 
 /// Drives changes until the Worker dies; answers the hand-offs it finished with, the one it
 /// was on, and what it had in flight.
-fn drive(c: &Client, owner_token: &str, current: Option<Tracked>, rng: &mut Rng) -> (Vec<Tracked>, Option<Tracked>, InFlight) {
+fn drive(
+    c: &Client,
+    owner_token: &str,
+    current: Option<Tracked>,
+    rng: &mut Rng,
+) -> (Vec<Tracked>, Option<Tracked>, InFlight) {
     let mut done = vec![];
     let mut current = current;
     let mut step = 0;
@@ -132,10 +154,16 @@ fn drive(c: &Client, owner_token: &str, current: Option<Tracked>, rng: &mut Rng)
                 return (done, Some(t), in_flight);
             }
             Ok(a) => {
-                let expected = turn::apply(&t.acked, &command, 0).expect("the driver only sends changes the rules accept");
+                let expected =
+                    turn::apply(&t.acked, &command, 0).expect("the driver only sends changes the rules accept");
                 assert!(expected.moved);
                 assert_eq!(a.status, 200, "{command:?}: {}", a.text);
-                assert_eq!(Snapshot::from_json(a.handoff()), Some(Snapshot::of(&expected.next)), "{command:?}: {}", a.text);
+                assert_eq!(
+                    Snapshot::from_json(a.handoff()),
+                    Some(Snapshot::of(&expected.next)),
+                    "{command:?}: {}",
+                    a.text
+                );
                 let mut t = t;
                 t.acked = expected.next;
                 t.kinds.push(kind(&command));
@@ -161,7 +189,11 @@ fn recover(c: &Client, t: &mut Tracked, in_flight: Option<&Command>) -> Result<&
     };
     let whole = turn::apply(&t.acked, command, 0).unwrap().next;
     if found != Snapshot::of(&whole) {
-        return Err(format!("{}: acknowledged {}, in flight {command:?}, found {found} (neither)", t.id, Snapshot::of(&t.acked)));
+        return Err(format!(
+            "{}: acknowledged {}, in flight {command:?}, found {found} (neither)",
+            t.id,
+            Snapshot::of(&t.acked)
+        ));
     }
     t.acked = whole;
     t.kinds.push(kind(command));
@@ -204,7 +236,9 @@ fn check_lists(c: &Client, tracked: &[&Tracked]) -> Result<(), String> {
         let mut behind = vec![];
         for t in tracked {
             let list = c.get("/v1/handoffs?limit=200", &t.owner_token);
-            let row = list.body["handoffs"].as_array().and_then(|rows| rows.iter().find(|r| r["id"] == t.id.as_str()).cloned());
+            let row = list.body["handoffs"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["id"] == t.id.as_str()).cloned());
             let version = row.as_ref().and_then(|r| r["version"].as_u64());
             if version != Some(t.acked.version) {
                 behind.push(format!("{}: listed at {version:?}, acknowledged {}", t.id, t.acked.version));
@@ -237,14 +271,22 @@ for path in glob.glob(sys.argv[1] + '/**/*HandoffObject*/*.sqlite', recursive=Tr
     events = db.execute('SELECT version, kind FROM events ORDER BY rowid').fetchall()
     print(json.dumps({'id': record['id'], 'version': record['version'], 'events': events}))
 "#;
-    let out = std::process::Command::new("python3").args(["-c", script, &state.display().to_string()]).output().expect("python3 runs");
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &state.display().to_string()])
+        .output()
+        .expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|line| {
             let v: Value = serde_json::from_str(line).unwrap();
-            let events = v["events"].as_array().unwrap().iter().map(|e| (e[0].as_u64().unwrap(), e[1].as_str().unwrap().to_string())).collect();
+            let events = v["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e[0].as_u64().unwrap(), e[1].as_str().unwrap().to_string()))
+                .collect();
             (v["id"].as_str().unwrap().to_string(), (v["version"].as_u64().unwrap(), events))
         })
         .collect()
@@ -307,7 +349,11 @@ fn after_a_sigkill_mid_load_every_acknowledged_change_is_there_whole_and_version
                     match got.status {
                         404 => *outcomes.entry("in-flight create absent").or_default() += 1,
                         200 => {
-                            assert_eq!(Snapshot::from_json(got.handoff()), Some(Snapshot::of(&model_record(&id, &session))), "crash {crash}: a half-made hand-off");
+                            assert_eq!(
+                                Snapshot::from_json(got.handoff()),
+                                Some(Snapshot::of(&model_record(&id, &session))),
+                                "crash {crash}: a half-made hand-off"
+                            );
                             *outcomes.entry("in-flight create found whole").or_default() += 1;
                         }
                         _ => panic!("crash {crash}: {}", got.text),
@@ -317,14 +363,16 @@ fn after_a_sigkill_mid_load_every_acknowledged_change_is_there_whole_and_version
                 InFlight::Change { id, command } => {
                     let mut t = on.expect("a change in flight is on a tracked hand-off");
                     assert_eq!(t.id, id);
-                    let how = recover(&c, &mut t, Some(&command)).unwrap_or_else(|e| panic!("crash {crash} (seed {seed}): {e}"));
+                    let how = recover(&c, &mut t, Some(&command))
+                        .unwrap_or_else(|e| panic!("crash {crash} (seed {seed}): {e}"));
                     *outcomes.entry(how).or_default() += 1;
                     current[d] = Some(t);
                 }
             }
         }
         for t in finished.iter_mut() {
-            recover(&c, t, None).unwrap_or_else(|e| panic!("crash {crash} (seed {seed}): a closed hand-off changed: {e}"));
+            recover(&c, t, None)
+                .unwrap_or_else(|e| panic!("crash {crash} (seed {seed}): a closed hand-off changed: {e}"));
         }
         eprintln!("crash_restart: crash {} after {} ms of load, restarted", crash + 1, kill_after.as_millis());
     }

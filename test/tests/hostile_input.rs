@@ -85,16 +85,37 @@ impl Fixture {
     fn change(&self, rng: &mut Rng) -> Change<'_> {
         let (a, b, c) = (&self.a, &self.b, &self.c);
         match rng.below(5) {
-            0 => Change { path: format!("/v1/handoffs/{}/report", a.id), body: json!({"turn": 1, "status": "needs-you", "summary": "pwned"}), who: Who::Machine, hid: a },
+            0 => Change {
+                path: format!("/v1/handoffs/{}/report", a.id),
+                body: json!({"turn": 1, "status": "needs-you", "summary": "pwned"}),
+                who: Who::Machine,
+                hid: a,
+            },
             1 => Change { path: format!("/v1/handoffs/{}/cancel", a.id), body: json!({}), who: Who::Owner, hid: a },
             2 => Change { path: format!("/v1/handoffs/{}/close", b.id), body: json!({}), who: Who::Owner, hid: b },
-            3 => Change { path: format!("/v1/handoffs/{}/turns", c.id), body: json!({"after": 1}), who: Who::Owner, hid: c },
-            _ => Change { path: format!("/v1/handoffs/{}/report", b.id), body: json!({"turn": 2, "status": "done", "summary": "x"}), who: Who::Machine, hid: b },
+            3 => Change {
+                path: format!("/v1/handoffs/{}/turns", c.id),
+                body: json!({"after": 1}),
+                who: Who::Owner,
+                hid: c,
+            },
+            _ => Change {
+                path: format!("/v1/handoffs/{}/report", b.id),
+                body: json!({"turn": 2, "status": "done", "summary": "x"}),
+                who: Who::Machine,
+                hid: b,
+            },
         }
     }
 }
 
-fn post(kind: &'static str, path: String, token: Option<String>, body: Vec<u8>, expect: (u16, &'static str)) -> Hostile {
+fn post(
+    kind: &'static str,
+    path: String,
+    token: Option<String>,
+    body: Vec<u8>,
+    expect: (u16, &'static str),
+) -> Hostile {
     Hostile { kind, method: "POST".into(), path, token, headers: vec![], body: Some(body), expect: vec![expect] }
 }
 
@@ -129,7 +150,8 @@ fn broken_token(rng: &mut Rng, fx: &Fixture, change: &Change) -> (&'static str, 
     let resign = |c: &Claims| mint(c, &key());
     match rng.below(14) {
         0 => {
-            let header = b64(rng.pick(&[r#"{"alg":"none"}"#, r#"{"alg":"none","typ":"JWT"}"#, r#"{"alg":"None"}"#]).as_bytes());
+            let header =
+                b64(rng.pick(&[r#"{"alg":"none"}"#, r#"{"alg":"none","typ":"JWT"}"#, r#"{"alg":"None"}"#]).as_bytes());
             let signature = if rng.chance(50) { "" } else { parts[2] };
             ("alg none", format!("{header}.{payload}.{signature}"))
         }
@@ -142,7 +164,10 @@ fn broken_token(rng: &mut Rng, fx: &Fixture, change: &Change) -> (&'static str, 
             ("wrong key", mint(&claims, &wrong))
         }
         3 => ("expired", resign(&Claims { exp: now_s() - 65 - rng.below(10_000_000) as i64, ..claims.clone() })),
-        4 => ("not yet valid", resign(&Claims { nbf: Some(now_s() + 65 + rng.below(10_000_000) as i64), ..claims.clone() })),
+        4 => (
+            "not yet valid",
+            resign(&Claims { nbf: Some(now_s() + 65 + rng.below(10_000_000) as i64), ..claims.clone() }),
+        ),
         5 => {
             // Another payload under the original signature: a role raised, another owner, a later expiry.
             let forged = json!({"sub": if rng.chance(50) { claims.sub.clone() } else { "mallory".into() }, "role": "owner", "exp": now_s() + 99_999});
@@ -176,7 +201,9 @@ fn broken_token(rng: &mut Rng, fx: &Fixture, change: &Change) -> (&'static str, 
             let sub = rng.pick(&["../alice", "", "a/b", "alice%2F", "é"]).to_string();
             ("signed, bad subject", resign(&Claims { sub, ..claims.clone() }))
         }
-        11 => ("signed machine token without hid", resign(&Claims { role: Role::Machine, hid: None, ..claims.clone() })),
+        11 => {
+            ("signed machine token without hid", resign(&Claims { role: Role::Machine, hid: None, ..claims.clone() }))
+        }
         12 => ("garbage", rng.pick(&["!!!.@@@.###", "null", "{}", "eyJ.eyJ.x", "a.b.c"]).to_string()),
         _ => {
             let header = b64(rng.pick(&["{}", "[]", "not json", r#"{"typ":"JWT"}"#, r#"{"alg":256}"#]).as_bytes());
@@ -193,7 +220,16 @@ fn tokens(rng: &mut Rng, fx: &Fixture) -> Hostile {
         1 => {
             // Not a Bearer token at all: sent as a raw Authorization header.
             let good = fx.token_of(&change);
-            let value = rng.pick(&["Basic YWxpY2U6c2VjcmV0".to_string(), format!("bearer {good}"), format!("Token {good}"), "Bearer".into(), format!("BEARER {good}"), format!("Bearer{good}")]).clone();
+            let value = rng
+                .pick(&[
+                    "Basic YWxpY2U6c2VjcmV0".to_string(),
+                    format!("bearer {good}"),
+                    format!("Token {good}"),
+                    "Bearer".into(),
+                    format!("BEARER {good}"),
+                    format!("Bearer{good}"),
+                ])
+                .clone();
             let mut h = post("not a Bearer token", change.path, None, body, AUTH_INVALID);
             h.headers.push(("Authorization".into(), value));
             h
@@ -213,10 +249,20 @@ fn wrong_party(rng: &mut Rng, fx: &Fixture) -> Hostile {
         // Who may see the hand-off is settled before who may send the change, so a token that
         // may not see it gets 404 whatever its role, and learns nothing of it.
         (0, _) => post("another owner's token", change.path, Some(fx.bob.clone()), body, NOT_FOUND),
-        (1, Who::Machine) => post("the owner on the machine's route", change.path, Some(fx.alice.clone()), body, FORBIDDEN),
-        (1, Who::Owner) => post("the machine on the owner's route", change.path, Some(change.hid.machine.clone()), body, FORBIDDEN),
+        (1, Who::Machine) => {
+            post("the owner on the machine's route", change.path, Some(fx.alice.clone()), body, FORBIDDEN)
+        }
+        (1, Who::Owner) => {
+            post("the machine on the owner's route", change.path, Some(change.hid.machine.clone()), body, FORBIDDEN)
+        }
         _ => {
-            let other = if rng.chance(50) { &fx.d } else if change.hid.id == fx.a.id { &fx.b } else { &fx.a };
+            let other = if rng.chance(50) {
+                &fx.d
+            } else if change.hid.id == fx.a.id {
+                &fx.b
+            } else {
+                &fx.a
+            };
             post("another hand-off's machine token", change.path, Some(other.machine.clone()), body, NOT_FOUND)
         }
     }
@@ -266,7 +312,17 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
                 _ => "turn",
             };
             let wrong = if field == "status" {
-                rng.pick(&[json!(1), json!(null), json!("DONE"), json!("cancelled"), json!("finished"), json!(""), json!(["done"]), json!({"s": "done"})]).clone()
+                rng.pick(&[
+                    json!(1),
+                    json!(null),
+                    json!("DONE"),
+                    json!("cancelled"),
+                    json!("finished"),
+                    json!(""),
+                    json!(["done"]),
+                    json!({"s": "done"}),
+                ])
+                .clone()
             } else if field == "summary" {
                 rng.pick(&[json!(1), json!(true), json!(["a"]), json!({"a": 1})]).clone()
             } else {
@@ -291,7 +347,8 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
         }
         5 => {
             let mut body = change.body.clone();
-            let field = rng.pick(&["extra", "__proto__", "constructor", "version", "state", "Turn", "summary2"]).to_string();
+            let field =
+                rng.pick(&["extra", "__proto__", "constructor", "version", "state", "Turn", "summary2"]).to_string();
             body[field] = json!(rng.pick(&[json!(1), json!("closed"), json!({"polluted": true}), json!(null)]));
             ("unknown field", body.to_string().into_bytes(), INVALID)
         }
@@ -305,7 +362,9 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
         }
         7 => {
             let body = match route.as_str() {
-                "report" => rng.pick(&[r#"{}"#, r#"{"turn":1}"#, r#"{"status":"done"}"#, r#"{"summary":"x"}"#]).to_string(),
+                "report" => {
+                    rng.pick(&[r#"{}"#, r#"{"turn":1}"#, r#"{"status":"done"}"#, r#"{"summary":"x"}"#]).to_string()
+                }
                 "turns" => rng.pick(&[r#"{}"#, r#"{"turn":1}"#]).to_string(),
                 _ => rng.pick(&[r#"{"turn":null,"x":1}"#, r#"{"turn":"current"}"#]).to_string(),
             };
@@ -324,12 +383,20 @@ fn bodies(rng: &mut Rng, fx: &Fixture) -> Hostile {
         }
         9 => {
             let n = body_cap(&route) + 1 + rng.below(200_000) as usize;
-            let body = if rng.chance(50) { format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(n)) } else { " ".repeat(n) };
+            let body = if rng.chance(50) {
+                format!(r#"{{"turn":1,"status":"done","summary":"{}"}}"#, "x".repeat(n))
+            } else {
+                " ".repeat(n)
+            };
             ("huge body", body.into_bytes(), TOO_LARGE)
         }
         10 if route == "report" => {
             let n = handoff_core::limits::SUMMARY_BYTES_MAX + 1 + rng.below(8_000) as usize;
-            ("summary over 4 KiB", format!(r#"{{"turn":1,"status":"needs-you","summary":"{}"}}"#, "é".repeat(n / 2 + 1)).into_bytes(), INVALID)
+            (
+                "summary over 4 KiB",
+                format!(r#"{{"turn":1,"status":"needs-you","summary":"{}"}}"#, "é".repeat(n / 2 + 1)).into_bytes(),
+                INVALID,
+            )
         }
         _ => {
             let wrong = rng.pick(&["\"1\"", "{}", "[]", "-1"]);
@@ -358,7 +425,9 @@ fn body_cap(route: &str) -> usize {
 
 /// Create bodies with ids outside 1-128 characters of `[A-Za-z0-9._:-]`.
 fn bad_creates(rng: &mut Rng, fx: &Fixture) -> Hostile {
-    let bad = rng.pick(&["", "a/b", "../x", "..%2Fx", "é", "a b", "a\\b", "x\u{0}", "<script>", "%2e%2e", "a?b", "a#b"]).to_string();
+    let bad = rng
+        .pick(&["", "a/b", "../x", "..%2Fx", "é", "a b", "a\\b", "x\u{0}", "<script>", "%2e%2e", "a?b", "a#b"])
+        .to_string();
     let bad = if rng.chance(20) { "a".repeat(129 + rng.below(1000) as usize) } else { bad };
     let mut body = json!({"session": unique("s"), "machine": "m1", "size": "large"});
     let field = rng.pick(&["session", "machine", "size"]).to_string();
@@ -374,7 +443,10 @@ fn odd_encoding(rng: &mut Rng, id: &str) -> String {
             format!("{}%{:02X}{}", &id[..at], id.as_bytes()[at], &id[at + 1..])
         }
         1 => id.bytes().map(|b| format!("%{b:02x}")).collect(),
-        2 => format!("{id}{}", rng.pick(&["%00", "%20", "%0a", ";x", "%2F", "%2e", "%", "%zz", "%C0%AE", "%E2%80%AE", "%252F"])),
+        2 => format!(
+            "{id}{}",
+            rng.pick(&["%00", "%20", "%0a", ";x", "%2F", "%2e", "%", "%zz", "%C0%AE", "%E2%80%AE", "%252F"])
+        ),
         3 => id.to_uppercase(),
         4 => id[..id.len() - 1 - rng.below(8) as usize].to_string(),
         5 => format!("{id}{}", rng.pick(&["0", "f", "00"])),
@@ -400,13 +472,21 @@ fn paths(rng: &mut Rng, fx: &Fixture) -> Hostile {
         // Alice's token is not Bob's, and A's machine token names only A: 404 whether the id
         // is read as invalid or as Bob's. An encoded slash may also be read as a separator.
         let odd = odd_encoding(rng, d);
-        let mut h = post("odd encoding in an id", format!("/v1/handoffs/{odd}/{route}"), Some(token), body.to_string().into_bytes(), NOT_FOUND);
+        let mut h = post(
+            "odd encoding in an id",
+            format!("/v1/handoffs/{odd}/{route}"),
+            Some(token),
+            body.to_string().into_bytes(),
+            NOT_FOUND,
+        );
         if odd.to_ascii_lowercase().contains("%2f") {
             h.expect.push(NO_ROUTE);
         }
         return h;
     }
-    let dots = rng.pick(&["..", "%2e%2e", "%2E%2E", ".%2e", "%2e.", "..%2f..", "%252e%252e", "..;", "...", "./.."]).to_string();
+    let dots = rng
+        .pick(&["..", "%2e%2e", "%2E%2E", ".%2e", "%2e.", "..%2f..", "%252e%252e", "..;", "...", "./.."])
+        .to_string();
     let a = &fx.a.id;
     let path = match rng.below(5) {
         0 => format!("/v1/handoffs/{a}/{dots}/{d}/{route}"),
@@ -426,22 +506,67 @@ fn routes_and_queries(rng: &mut Rng, fx: &Fixture) -> Hostile {
     match rng.below(3) {
         0 => {
             let method = rng.pick(&["PUT", "DELETE", "PATCH", "OPTIONS"]).to_string();
-            let path = rng.pick(&[format!("/v1/handoffs/{a}"), format!("/v1/handoffs/{a}/report"), format!("/v1/handoffs/{a}/close"), format!("/v1/handoffs/{a}/wait"), "/v1/handoffs".into()]).clone();
+            let path = rng
+                .pick(&[
+                    format!("/v1/handoffs/{a}"),
+                    format!("/v1/handoffs/{a}/report"),
+                    format!("/v1/handoffs/{a}/close"),
+                    format!("/v1/handoffs/{a}/wait"),
+                    "/v1/handoffs".into(),
+                ])
+                .clone();
             // `DELETE /v1/handoffs/{id}` is a route (the erase), not a wrong method.
-            let method = if method == "DELETE" && path == format!("/v1/handoffs/{a}") { "PATCH".to_string() } else { method };
+            let method =
+                if method == "DELETE" && path == format!("/v1/handoffs/{a}") { "PATCH".to_string() } else { method };
             let token = rng.chance(50).then(|| fx.alice.clone());
             Hostile { kind: "wrong method", method, path, token, headers: vec![], body: None, expect: vec![METHOD] }
         }
         1 => {
             // Not "/": that is the console's page, a static file the runtime serves (and answers
             // 405 for a POST) before the Worker; a path that names no file reaches the Worker.
-            let path = rng.pick(&[format!("/v1/handoffs/{a}/"), format!("/v1/handoffs/{a}/reports"), format!("/v2/handoffs/{a}/close"), "/v1/test/refuse-index/x".into(), format!("/V1/handoffs/{a}/close"), "/no-such-page".into(), format!("/v1/handoffs/{a}/close/x")]).clone();
+            let path = rng
+                .pick(&[
+                    format!("/v1/handoffs/{a}/"),
+                    format!("/v1/handoffs/{a}/reports"),
+                    format!("/v2/handoffs/{a}/close"),
+                    "/v1/test/refuse-index/x".into(),
+                    format!("/V1/handoffs/{a}/close"),
+                    "/no-such-page".into(),
+                    format!("/v1/handoffs/{a}/close/x"),
+                ])
+                .clone();
             post("unknown route", path, rng.chance(50).then(|| fx.alice.clone()), b"{}".to_vec(), NO_ROUTE)
         }
         _ => {
-            let query = rng.pick(&["after=-1", "after=x", "after=", "after=1.5", "after=1e3", "timeout=301", "timeout=-1", "timeout=99999999999999999999999", "after=18446744073709551616", "since=1", "after=1&callback=x", "after=%2D1", "timeout=30s", "after=0x1", "after=+1"]).to_string();
+            let query = rng
+                .pick(&[
+                    "after=-1",
+                    "after=x",
+                    "after=",
+                    "after=1.5",
+                    "after=1e3",
+                    "timeout=301",
+                    "timeout=-1",
+                    "timeout=99999999999999999999999",
+                    "after=18446744073709551616",
+                    "since=1",
+                    "after=1&callback=x",
+                    "after=%2D1",
+                    "timeout=30s",
+                    "after=0x1",
+                    "after=+1",
+                ])
+                .to_string();
             let token = if rng.chance(50) { fx.alice.clone() } else { fx.a.machine.clone() };
-            Hostile { kind: "bad wait query", method: "GET".into(), path: format!("/v1/handoffs/{a}/wait?{query}"), token: Some(token), headers: vec![], body: None, expect: vec![INVALID] }
+            Hostile {
+                kind: "bad wait query",
+                method: "GET".into(),
+                path: format!("/v1/handoffs/{a}/wait?{query}"),
+                token: Some(token),
+                headers: vec![],
+                body: None,
+                expect: vec![INVALID],
+            }
         }
     }
 }
@@ -473,8 +598,19 @@ fn deploy_hazards(rng: &mut Rng, fx: &Fixture) -> Hostile {
     let a = &fx.a;
     match rng.below(4) {
         0 => {
-            let path = rng.pick(&["/v1/test/handoffs/ho_00000000000000000000000000000000/fault".to_string(), format!("/v1/test/handoffs/{}/fault", fx.d.id)]).clone();
-            post("a fault armed on a hand-off that is not the owner's", path, Some(fx.alice.clone()), json!({"fail": "sync"}).to_string().into_bytes(), NOT_FOUND)
+            let path = rng
+                .pick(&[
+                    "/v1/test/handoffs/ho_00000000000000000000000000000000/fault".to_string(),
+                    format!("/v1/test/handoffs/{}/fault", fx.d.id),
+                ])
+                .clone();
+            post(
+                "a fault armed on a hand-off that is not the owner's",
+                path,
+                Some(fx.alice.clone()),
+                json!({"fail": "sync"}).to_string().into_bytes(),
+                NOT_FOUND,
+            )
         }
         1 => {
             let (path, body) = rng
@@ -483,23 +619,52 @@ fn deploy_hazards(rng: &mut Rng, fx: &Fixture) -> Hostile {
                     (format!("/v1/test/handoffs/{}/fault", a.id), json!({"fail": "sync"})),
                 ])
                 .clone();
-            post("a test hook with a machine token", path, Some(a.machine.clone()), body.to_string().into_bytes(), FORBIDDEN)
+            post(
+                "a test hook with a machine token",
+                path,
+                Some(a.machine.clone()),
+                body.to_string().into_bytes(),
+                FORBIDDEN,
+            )
         }
         2 => {
-            let uri = rng.pick(&["javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:msgbox(1)", "file:///etc/passwd", "//evil.example/x"]).to_string();
+            let uri = rng
+                .pick(&[
+                    "javascript:alert(1)",
+                    "JavaScript:alert(1)",
+                    "data:text/html,<script>alert(1)</script>",
+                    "vbscript:msgbox(1)",
+                    "file:///etc/passwd",
+                    "//evil.example/x",
+                ])
+                .to_string();
             let body = json!({"type": "doc", "title": "t", "uri": uri});
-            post("an artifact URI of a refused scheme", format!("/v1/handoffs/{}/artifacts", a.id), Some(a.machine.clone()), body.to_string().into_bytes(), INVALID)
+            post(
+                "an artifact URI of a refused scheme",
+                format!("/v1/handoffs/{}/artifacts", a.id),
+                Some(a.machine.clone()),
+                body.to_string().into_bytes(),
+                INVALID,
+            )
         }
         _ => {
-            let uri = rng.pick(&["javascript:alert(1)", "data:image/png;base64,AAAA", " javascript:alert(1)"]).to_string();
+            let uri =
+                rng.pick(&["javascript:alert(1)", "data:image/png;base64,AAAA", " javascript:alert(1)"]).to_string();
             let body = json!({"statement": "s", "evidence": ["https://ok.example/a", uri]});
-            post("an evidence URI of a refused scheme", format!("/v1/handoffs/{}/decisions", a.id), Some(a.machine.clone()), body.to_string().into_bytes(), INVALID)
+            post(
+                "an evidence URI of a refused scheme",
+                format!("/v1/handoffs/{}/decisions", a.id),
+                Some(a.machine.clone()),
+                body.to_string().into_bytes(),
+                INVALID,
+            )
         }
     }
 }
 
 type Generator = fn(&mut Rng, &Fixture) -> Hostile;
-const GENERATORS: [Generator; 8] = [tokens, wrong_party, bodies, bad_creates, paths, routes_and_queries, headers, deploy_hazards];
+const GENERATORS: [Generator; 8] =
+    [tokens, wrong_party, bodies, bad_creates, paths, routes_and_queries, headers, deploy_hazards];
 
 fn fixture(c: &Client) -> Fixture {
     let alice_name = unique("alice");
@@ -571,8 +736,18 @@ fn thousands_of_hostile_requests_get_their_documented_4xx_and_change_nothing() {
     });
     let after = records(&c, &fx);
     let wrong = wrong.into_inner().unwrap();
-    eprintln!("hostile_input: {REQUESTS} requests by kind {:?}; {} answered wrong, in {:.1} s", kinds.into_inner().unwrap(), wrong.len(), started.elapsed().as_secs_f64());
-    assert!(wrong.is_empty(), "seed {seed}: {} of {REQUESTS} hostile requests got an undocumented answer; the first:\n{}", wrong.len(), wrong[..wrong.len().min(10)].join("\n"));
+    eprintln!(
+        "hostile_input: {REQUESTS} requests by kind {:?}; {} answered wrong, in {:.1} s",
+        kinds.into_inner().unwrap(),
+        wrong.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        wrong.is_empty(),
+        "seed {seed}: {} of {REQUESTS} hostile requests got an undocumented answer; the first:\n{}",
+        wrong.len(),
+        wrong[..wrong.len().min(10)].join("\n")
+    );
     assert_eq!(after, before, "a hostile request changed a record");
 }
 
@@ -595,7 +770,13 @@ fn a_json_array_in_place_of_the_body_object_is_refused_and_changes_nothing() {
     ];
     for (route, token, body) in cases {
         let a = c.send("POST", &format!("/v1/handoffs/{id}/{route}"), Some(token), &[], Some(body));
-        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{route} {}: {}", String::from_utf8_lossy(body), a.text);
+        assert_eq!(
+            (a.status, a.code()),
+            (400, "request.invalid"),
+            "{route} {}: {}",
+            String::from_utf8_lossy(body),
+            a.text
+        );
     }
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), 1, "an array body changed the hand-off");
 }

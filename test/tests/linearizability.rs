@@ -87,7 +87,9 @@ impl Role<'_> {
     fn apply(&mut self, command: Command) -> Outcome {
         let (path, body) = match &command {
             Command::OpenTurn { after, .. } => ("/turns", json!({"after": after})),
-            Command::Report { turn, status, summary, .. } => ("/report", json!({"turn": turn, "status": status, "summary": summary})),
+            Command::Report { turn, status, summary, .. } => {
+                ("/report", json!({"turn": turn, "status": status, "summary": summary}))
+            }
             Command::Cancel { turn: Some(t) } => ("/cancel", json!({"turn": t})),
             Command::Cancel { turn: None } => ("/cancel", json!({})),
             Command::Close => ("/close", json!({})),
@@ -146,7 +148,13 @@ impl Role<'_> {
     }
 
     fn run_machine(&mut self) {
-        let statuses = [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Done, ReportStatus::Failed];
+        let statuses = [
+            ReportStatus::Running,
+            ReportStatus::NeedsYou,
+            ReportStatus::Done,
+            ReportStatus::Done,
+            ReportStatus::Failed,
+        ];
         let summaries = [None, Some("a"), Some("b")];
         for _ in 0..MACHINE_CALLS {
             if self.seen.closed {
@@ -197,7 +205,9 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>, (Ve
             let mut records = Vec::new();
             loop {
                 match watcher.next(Duration::from_secs(1)) {
-                    Frame::Record(r) => records.push(Snapshot::from_json(&r["handoff"]).expect("a watched record reads")),
+                    Frame::Record(r) => {
+                        records.push(Snapshot::from_json(&r["handoff"]).expect("a watched record reads"))
+                    }
                     Frame::Silent if done.get().is_none_or(|at| at.elapsed() < CLOSE_DUE) => continue,
                     end => return (records, end),
                 }
@@ -205,7 +215,15 @@ fn run_history(c: &Client, alice: &str, seed: u64) -> (Snapshot, Vec<Event>, (Ve
         });
         let mut actors = Vec::new();
         for (client, token) in tokens.into_iter().enumerate() {
-            let mut actor = Role { c, id: &id, token, client, rec: &rec, rng: Rng::new(Rng::derive(seed, client as u64)), seen: seen.clone() };
+            let mut actor = Role {
+                c,
+                id: &id,
+                token,
+                client,
+                rec: &rec,
+                rng: Rng::new(Rng::derive(seed, client as u64)),
+                seen: seen.clone(),
+            };
             actors.push(s.spawn(move || match client {
                 0 => actor.run_owner(),
                 1 => actor.run_machine(),
@@ -239,7 +257,12 @@ fn check_watched(events: &[Event], (records, end): &(Vec<Snapshot>, Frame)) -> R
         if let Some(s) = seen.filter(|s| s.version >= 1) {
             match records.get(s.version as usize - 1) {
                 Some(w) if w == s => {}
-                other => return Err(format!("an answer carried version {} as {s:?}, the watcher was sent {other:?}", s.version)),
+                other => {
+                    return Err(format!(
+                        "an answer carried version {} as {s:?}, the watcher was sent {other:?}",
+                        s.version
+                    ))
+                }
             }
         }
     }
@@ -256,7 +279,10 @@ fn every_history_of_concurrent_owners_machines_and_waiters_is_linearisable() {
         Some(n) => vec![n; 20],
         None => (0..HISTORIES).collect(),
     };
-    eprintln!("linearizability: seed {seed}{} (replay with HANDOFF_LIN_SEED={seed})", if replaying { ", replayed" } else { "" });
+    eprintln!(
+        "linearizability: seed {seed}{} (replay with HANDOFF_LIN_SEED={seed})",
+        if replaying { ", replayed" } else { "" }
+    );
 
     let failures = Mutex::new(Vec::<String>::new());
     let stats = Mutex::new((0usize, 0usize, 0usize)); // calls, longest history, waits held to their timeout
@@ -277,11 +303,13 @@ fn every_history_of_concurrent_owners_machines_and_waiters_is_linearisable() {
                     if let Err(why) = check_watched(&events, &watched) {
                         failures.lock().unwrap().push(format!("{replay}: {why}"));
                     }
-                    let missed = checker::missed_wake_ups(&events, WAKE_SLACK_MS * 1_000_000, WAIT_TIMEOUT_S * 1_000_000_000);
+                    let missed =
+                        checker::missed_wake_ups(&events, WAKE_SLACK_MS * 1_000_000, WAIT_TIMEOUT_S * 1_000_000_000);
                     if !missed.is_empty() {
                         failures.lock().unwrap().push(format!("{replay} missed wake-ups:\n{}", missed.join("\n")));
                     }
-                    let timed_out = events.iter().filter(|e| matches!(e.call, Call::Wait { timed_out: true, .. })).count();
+                    let timed_out =
+                        events.iter().filter(|e| matches!(e.call, Call::Wait { timed_out: true, .. })).count();
                     let mut st = stats.lock().unwrap();
                     *st = (st.0 + events.len(), st.1.max(events.len()), st.2 + timed_out);
                 }

@@ -8,15 +8,16 @@ use handoff_it::peers::{PushService, WebhookReceiver};
 use handoff_it::workerd::object_databases;
 use handoff_it::{owner, temp_state, unique, Client, Server};
 use handoff_notify::{DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
-use serde_json::json;
-use std::time::Duration;
 use rusqlite::Connection;
+use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What schema 4 added to schema 3, taken away again.
 const BACK_TO_3: &[&str] = &["DROP TABLE tokens", "UPDATE meta SET schema = 3"];
 /// What schema 3 added to schema 2, taken away again (after [`BACK_TO_3`]).
-const BACK_TO_2: &[&str] = &["DROP TABLE passed", "ALTER TABLE handoff DROP COLUMN entered", "UPDATE meta SET schema = 2"];
+const BACK_TO_2: &[&str] =
+    &["DROP TABLE passed", "ALTER TABLE handoff DROP COLUMN entered", "UPDATE meta SET schema = 2"];
 /// What schema 2 added to schema 1, taken away again (after [`BACK_TO_2`]).
 const BACK_TO_1: &[&str] = &[
     "DROP TABLE meta",
@@ -32,7 +33,11 @@ fn handoff_databases(dir: &Path) -> Vec<PathBuf> {
 
 fn has_table(db: &Path, table: &str) -> bool {
     let db = Connection::open(db).unwrap();
-    db.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| r.get::<_, i64>(0)).unwrap() == 1
+    db.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| {
+        r.get::<_, i64>(0)
+    })
+    .unwrap()
+        == 1
 }
 
 fn has_column(db: &Path, table: &str, column: &str) -> bool {
@@ -89,21 +94,39 @@ fn stored_by_schema(schema: i64) {
     }
     drop(earlier);
     assert!(!has_table(db, "tokens"), "the database is of schema {schema} now");
-    assert!(schema == 3 || (!has_table(db, "passed") && !has_column(db, "handoff", "entered")), "the database is of schema {schema} now");
+    assert!(
+        schema == 3 || (!has_table(db, "passed") && !has_column(db, "handoff", "entered")),
+        "the database is of schema {schema} now"
+    );
 
     server.restart();
     let c = server.client();
     let read = c.get(&format!("/v1/handoffs/{id}"), &alice);
     assert_eq!(read.status, 200, "{}", read.text);
-    assert_eq!((read.version(), read.handoff()["summary"].as_str()), (asked.version(), Some("which branch?")), "what was stored");
+    assert_eq!(
+        (read.version(), read.handoff()["summary"].as_str()),
+        (asked.version(), Some("which branch?")),
+        "what was stored"
+    );
     let done = c.report(&id, &machine, 1, "done", Some("merged"));
-    assert_eq!((done.status, done.version()), (200, asked.version() + 1), "the machine token minted before still works: {}", done.text);
+    assert_eq!(
+        (done.status, done.version()),
+        (200, asked.version() + 1),
+        "the machine token minted before still works: {}",
+        done.text
+    );
     let listed = c.get("/v1/handoffs", &alice);
     let row = listed.body["handoffs"].as_array().unwrap().iter().find(|h| h["id"] == id.as_str()).cloned();
     assert_eq!(row.map(|r| r["status"].clone()), Some("done".into()), "{}", listed.text);
     server.stop();
 
-    assert!(has_table(db, "passed") && has_column(db, "handoff", "entered") && has_table(db, "meta") && has_table(db, "tokens"), "brought up to schema 4");
+    assert!(
+        has_table(db, "passed")
+            && has_column(db, "handoff", "entered")
+            && has_table(db, "meta")
+            && has_table(db, "tokens"),
+        "brought up to schema 4"
+    );
     let schema_now: i64 = Connection::open(db).unwrap().query_row("SELECT schema FROM meta", [], |r| r.get(0)).unwrap();
     assert_eq!(schema_now, 4);
     drop(server);
@@ -164,7 +187,11 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
     let pushed = service.wait_for(1, Duration::from_secs(60));
     assert_eq!(pushed[0].json()["handoff"]["id"], json!(id));
     server.stop();
-    assert!(has_table(&index, "deliveries") && !has_table(&index, "webhook_deliveries") && !has_table(&index, "push_deliveries"));
+    assert!(
+        has_table(&index, "deliveries")
+            && !has_table(&index, "webhook_deliveries")
+            && !has_table(&index, "push_deliveries")
+    );
     assert!(has_column(&index, "push_subscriptions", "dropped"));
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
@@ -184,7 +211,8 @@ const LATER_BUILD: &[&str] = &[
 ];
 
 #[test]
-fn deliveries_a_later_build_stored_count_against_the_cap_and_one_in_an_unknown_state_makes_the_list_unavailable_not_failed() {
+fn deliveries_a_later_build_stored_count_against_the_cap_and_one_in_an_unknown_state_makes_the_list_unavailable_not_failed(
+) {
     let state = temp_state("notifications-later");
     let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_TEST_WEBHOOK_PENDING_MAX", "1")]);
     let c = server.client();
@@ -200,18 +228,29 @@ fn deliveries_a_later_build_stored_count_against_the_cap_and_one_in_an_unknown_s
     server.restart();
     let c = server.client();
     let listed = c.get("/v1/webhooks", &alice);
-    assert_eq!(listed.body["webhooks"][0]["events"], json!(["needs-you", "done", "failed", "closed"]), "the events it knows: {}", listed.text);
+    assert_eq!(
+        listed.body["webhooks"][0]["events"],
+        json!(["needs-you", "done", "failed", "closed"]),
+        "the events it knows: {}",
+        listed.text
+    );
     // Four pending over a cap of one: the three oldest go, the two of the unknown kind among
     // them, and the new delivery is written and sent.
     assert_eq!(c.report(&id, &machine, 1, "done", Some("merged")).status, 200);
     let got = hook.wait_for(1, Duration::from_secs(60));
     assert_eq!(got[0].json()["type"], "handoff.done", "{got:?}");
     let stored = c.get(&format!("/v1/test/index-storage/{id}"), &alice);
-    let states: Vec<&str> = stored.body["deliveries"].as_array().unwrap().iter().map(|d| d["state"].as_str().unwrap()).collect();
+    let states: Vec<&str> =
+        stored.body["deliveries"].as_array().unwrap().iter().map(|d| d["state"].as_str().unwrap()).collect();
     assert_eq!(states.len(), 2, "the expired one, and the new one: {}", stored.text);
     assert_eq!(states[0], "expired", "a state this build does not know is left as it is: {}", stored.text);
     let deliveries = c.get(&format!("/v1/webhooks/{webhook}/deliveries"), &alice);
-    assert_eq!((deliveries.status, deliveries.body["error"]["code"].as_str()), (503, Some("store.unavailable")), "never shown as failed: {}", deliveries.text);
+    assert_eq!(
+        (deliveries.status, deliveries.body["error"]["code"].as_str()),
+        (503, Some("store.unavailable")),
+        "never shown as failed: {}",
+        deliveries.text
+    );
     server.stop();
     drop(server);
     let _ = std::fs::remove_dir_all(&state);

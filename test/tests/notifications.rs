@@ -5,8 +5,8 @@
 //! which verifies each VAPID token and decrypts each message with the subscription's key).
 
 use handoff_it::peers::{Delivery, PushService, Reply, WebhookReceiver};
-use handoff_notify::{Topic, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
 use handoff_it::{owner, temp_state, unique, Client, Server};
+use handoff_notify::{Topic, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,8 @@ fn wait_until(c: &Client, token: &str, webhook: &str, within: Duration, done: im
 fn a_webhook_is_registered_with_a_secret_shown_once_listed_without_it_and_deleted() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
-    let a = c.post("/v1/webhooks", &alice, json!({"url": "http://127.0.0.1:9/hooks", "events": ["closed", "needs-you"]}));
+    let a =
+        c.post("/v1/webhooks", &alice, json!({"url": "http://127.0.0.1:9/hooks", "events": ["closed", "needs-you"]}));
     assert_eq!(a.status, 201, "{}", a.text);
     let hook = &a.body["webhook"];
     let id = hook["id"].as_str().unwrap();
@@ -98,7 +99,15 @@ fn a_webhook_is_registered_with_a_secret_shown_once_listed_without_it_and_delete
 fn a_url_outside_the_rule_or_an_unknown_event_is_refused_naming_its_field() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
-    for url in ["https://localhost/x", "https://10.0.0.1/x", "http://chat.example.com/x", "ftp://chat.example.com/x", "https://user:pw@chat.example.com/", "https://intranet/x", "127.0.0.1:9/x"] {
+    for url in [
+        "https://localhost/x",
+        "https://10.0.0.1/x",
+        "http://chat.example.com/x",
+        "ftp://chat.example.com/x",
+        "https://user:pw@chat.example.com/",
+        "https://intranet/x",
+        "127.0.0.1:9/x",
+    ] {
         let a = c.post("/v1/webhooks", &alice, json!({ "url": url }));
         assert_eq!((a.status, a.code()), (400, "request.invalid"), "{url}: {}", a.text);
         assert!(a.body["error"]["message"].as_str().unwrap().starts_with("url"), "{url}: {}", a.text);
@@ -154,7 +163,10 @@ fn a_needs_you_is_delivered_signed_with_the_owners_row_at_that_version() {
     let listed = wait_until(&c, &alice, &hook, DELIVERED_WITHIN, |l| l["deliveries"][0]["state"] == "delivered");
     let entry = &listed["deliveries"][0];
     assert_eq!(entry["id"].as_str(), d.id.as_deref(), "the list names the message by its webhook-id");
-    assert_eq!((entry["type"].as_str(), entry["handoff"].as_str(), entry["version"].as_u64()), (Some("handoff.needs_you"), Some(id.as_str()), Some(reported.version())));
+    assert_eq!(
+        (entry["type"].as_str(), entry["handoff"].as_str(), entry["version"].as_u64()),
+        (Some("handoff.needs_you"), Some(id.as_str()), Some(reported.version()))
+    );
     assert_eq!((entry["attempts"].as_u64(), entry["last_status"].as_u64()), (Some(1), Some(204)));
     assert!(entry["last_attempt_at"].is_string() && entry["next_attempt_at"].is_null(), "{entry}");
 
@@ -183,7 +195,10 @@ fn one_event_per_status_entered_on_a_turn_none_for_a_summary_update_or_a_no_op_a
     let got = closes.wait_for(1, DELIVERED_WITHIN);
     assert_eq!(types(&got), ["handoff.closed"], "a webhook hears only the events it asked for");
     let got = all.wait_for(5, DELIVERED_WITHIN);
-    assert_eq!(types(&got), ["handoff.needs_you", "handoff.done", "handoff.needs_you", "handoff.failed", "handoff.closed"]);
+    assert_eq!(
+        types(&got),
+        ["handoff.needs_you", "handoff.done", "handoff.needs_you", "handoff.failed", "handoff.closed"]
+    );
     let turns: Vec<u64> = got.iter().map(|d| d.json()["data"]["turn"].as_u64().unwrap()).collect();
     assert_eq!(turns, [1, 1, 2, 2, 2]);
     assert_eq!(got[0].json()["data"]["summary"], "which branch?", "the row at the version that entered needs-you");
@@ -243,10 +258,16 @@ fn a_failed_attempt_is_retried_with_the_same_webhook_id_until_a_2xx() {
     assert!(ids.iter().all(|i| *i == ids[0]), "one webhook-id on every attempt: {ids:?}");
     assert!(got.iter().all(|d| d.verified && d.body == got[0].body), "the same body, signed each time");
     let gaps: Vec<Duration> = got.windows(2).map(|w| w[1].at - w[0].at).collect();
-    assert!(gaps[0] >= Duration::from_millis(1_500) && gaps[0] <= Duration::from_secs(12), "the first retry after at most 10 s: {gaps:?}");
+    assert!(
+        gaps[0] >= Duration::from_millis(1_500) && gaps[0] <= Duration::from_secs(12),
+        "the first retry after at most 10 s: {gaps:?}"
+    );
     assert!(gaps[1] >= gaps[0] + Duration::from_millis(1_000), "the backoff doubles: {gaps:?}");
     let listed = wait_until(&c, &alice, &hook, DELIVERED_WITHIN, |l| l["deliveries"][0]["state"] == "delivered");
-    assert_eq!((listed["deliveries"][0]["attempts"].as_u64(), listed["deliveries"][0]["last_status"].as_u64()), (Some(3), Some(204)));
+    assert_eq!(
+        (listed["deliveries"][0]["attempts"].as_u64(), listed["deliveries"][0]["last_status"].as_u64()),
+        (Some(3), Some(204))
+    );
 }
 
 #[test]
@@ -259,7 +280,11 @@ fn a_later_event_waits_behind_a_retried_one_of_the_same_hand_off() {
     c.report(&id, &machine, 1, "needs-you", Some("?"));
     c.report(&id, &machine, 1, "done", Some("!"));
     let got = r.wait_for(3, Duration::from_secs(30));
-    assert_eq!(types(&got), ["handoff.needs_you", "handoff.needs_you", "handoff.done"], "in version order, through the retry");
+    assert_eq!(
+        types(&got),
+        ["handoff.needs_you", "handoff.needs_you", "handoff.done"],
+        "in version order, through the retry"
+    );
     assert_eq!((got[0].reply, got[1].reply), (Reply::Status(503), Reply::Status(204)));
 }
 
@@ -299,7 +324,8 @@ fn the_pending_cap_drops_the_oldest_delivery_first_and_counts_it() {
         ids.push(id);
     }
     let held = deliveries(&c, &alice, &hook);
-    let handoffs: Vec<_> = held["deliveries"].as_array().unwrap().iter().map(|d| d["handoff"].as_str().unwrap().to_string()).collect();
+    let handoffs: Vec<_> =
+        held["deliveries"].as_array().unwrap().iter().map(|d| d["handoff"].as_str().unwrap().to_string()).collect();
     assert_eq!(handoffs, [ids[3].clone(), ids[2].clone()], "the newest two are kept, newest first: {held}");
     assert_eq!(held["dropped"], 2, "the two oldest were dropped and counted");
     assert!(held["deliveries"].as_array().unwrap().iter().all(|d| d["state"] == "pending" && d["attempts"] == 0));
@@ -377,7 +403,11 @@ fn a_browsers_subscription_is_registered_listed_by_its_origin_alone_and_deleted(
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let key = c.get("/v1/push/key", &alice);
-    assert_eq!((key.status, key.body.clone()), (200, json!({"public_key": DEV_VAPID_PUBLIC_KEY})), "the local run's development pair");
+    assert_eq!(
+        (key.status, key.body.clone()),
+        (200, json!({"public_key": DEV_VAPID_PUBLIC_KEY})),
+        "the local run's development pair"
+    );
     let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
     let browser = service.subscribe();
     let a = c.post("/v1/push/subscriptions", &alice, browser.json());
@@ -390,7 +420,13 @@ fn a_browsers_subscription_is_registered_listed_by_its_origin_alone_and_deleted(
     assert_eq!(sub["origin"], origin);
     let listed = c.get("/v1/push/subscriptions", &alice);
     assert_eq!(listed.body, json!({"subscriptions": [sub]}));
-    assert!(!listed.text.contains(&browser.p256dh) && !listed.text.contains(&browser.auth) && !listed.text.contains("/push/"), "{}", listed.text);
+    assert!(
+        !listed.text.contains(&browser.p256dh)
+            && !listed.text.contains(&browser.auth)
+            && !listed.text.contains("/push/"),
+        "{}",
+        listed.text
+    );
     assert_eq!(c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None).status, 204);
     let again = c.send("DELETE", &format!("/v1/push/subscriptions/{id}"), Some(&alice), &[], None);
     assert_eq!((again.status, again.code()), (404, "subscription.not_found"));
@@ -452,7 +488,10 @@ fn a_push_is_encrypted_for_the_subscription_with_a_vapid_token_urgency_topic_and
     assert_eq!(m.topic.as_deref(), Some(Topic::for_handoff(&id).as_str()));
     let body = m.json();
     assert_eq!(body["type"], "handoff.needs_you", "decrypted with the subscription's private key: {m:?}");
-    assert_eq!(body["handoff"], json!({"id": id, "session": body["handoff"]["session"], "turn": 1, "status": "needs-you", "summary": "Postgres or SQLite?"}));
+    assert_eq!(
+        body["handoff"],
+        json!({"id": id, "session": body["handoff"]["session"], "turn": 1, "status": "needs-you", "summary": "Postgres or SQLite?"})
+    );
     assert!(body["url"].as_str().unwrap().ends_with(&format!("/#/s/{id}")), "{body}");
     c.report(&id, &machine, 1, "done", Some("SQLite"));
     let got = service.wait_for(2, DELIVERED_WITHIN);
@@ -486,13 +525,24 @@ fn a_404_or_410_from_the_push_service_deletes_the_subscription() {
 fn outside_local_the_development_push_key_is_refused() {
     let state = temp_state("notify-deployed");
     let key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    let server = Server::start_top_level(&state, &[("HANDOFF_SIGNING_KEY", key), ("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY), ("HANDOFF_VAPID_SUBJECT", "mailto:ops@example.com")]);
+    let server = Server::start_top_level(
+        &state,
+        &[
+            ("HANDOFF_SIGNING_KEY", key),
+            ("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY),
+            ("HANDOFF_VAPID_SUBJECT", "mailto:ops@example.com"),
+        ],
+    );
     let c = server.client();
     let health = c.send("GET", "/v1/health", None, &[], None);
     assert_eq!(health.body["push"], "misconfigured", "{}", health.text);
     let token = handoff_api::token::owner_token("alice", 3600, key.as_bytes(), handoff_it::now_s());
     assert_eq!(health.body["auth"], "ok", "a usable signing key: {}", health.text);
-    for (method, path) in [("GET", "/v1/push/key"), ("GET", "/v1/push/subscriptions"), ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAAAA")] {
+    for (method, path) in [
+        ("GET", "/v1/push/key"),
+        ("GET", "/v1/push/subscriptions"),
+        ("DELETE", "/v1/push/subscriptions/ps_AAAAAAAAAAAAAAAAAAAAAA"),
+    ] {
         let a = c.send(method, path, Some(&token), &[], None);
         assert_eq!((a.status, a.code()), (503, "push.misconfigured"), "{method} {path}: {}", a.text);
     }
@@ -527,7 +577,10 @@ fn python() -> PathBuf {
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
         let made = Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv).status();
         assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed: this test needs Python 3");
-        let installed = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&requirements).status();
+        let installed = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(&requirements)
+            .status();
         assert!(installed.is_ok_and(|s| s.success()), "pip could not install {}", requirements.display());
         std::fs::write(&marker, wanted).unwrap();
     }
@@ -535,7 +588,12 @@ fn python() -> PathBuf {
 }
 
 fn run_checker(cases: &Value) -> Value {
-    let mut child = Command::new(python()).arg(checker_dir().join("check.py")).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(python())
+        .arg(checker_dir().join("check.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     child.stdin.take().unwrap().write_all(cases.to_string().as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "check.py failed");
@@ -550,7 +608,8 @@ fn index_storage(c: &Client, token: &str, id: &str) -> Value {
 }
 
 #[test]
-fn an_erase_erases_the_row_and_every_delivery_of_the_hand_off_in_the_owners_index_and_a_late_row_cannot_bring_it_back() {
+fn an_erase_erases_the_row_and_every_delivery_of_the_hand_off_in_the_owners_index_and_a_late_row_cannot_bring_it_back()
+{
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let (r, _) = receiver(&c, &alice, None);
@@ -570,18 +629,33 @@ fn an_erase_erases_the_row_and_every_delivery_of_the_hand_off_in_the_owners_inde
         assert!(Instant::now() < deadline, "{s}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(stored["deliveries"], json!([{"state": "delivered", "body_bytes": 0}]), "a finished delivery keeps no body");
+    assert_eq!(
+        stored["deliveries"],
+        json!([{"state": "delivered", "body_bytes": 0}]),
+        "a finished delivery keeps no body"
+    );
     let row_before = c.get("/v1/handoffs", &alice).body["handoffs"][0].clone();
 
     // A delivery owed and not sent yet, then the erase.
     assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": true})).status, 200);
     assert_eq!(c.report(&id, &machine, 1, "done", Some("read the key")).status, 200);
     let held = index_storage(&c, &alice, &id);
-    assert!(held["deliveries"].as_array().unwrap().iter().any(|d| d["state"] == "pending" && d["body_bytes"].as_u64() > Some(0)), "{held}");
+    assert!(
+        held["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["state"] == "pending" && d["body_bytes"].as_u64() > Some(0)),
+        "{held}"
+    );
     assert_eq!(c.send("DELETE", &format!("/v1/handoffs/{id}"), Some(&alice), &[], None).status, 204);
     let erased = index_storage(&c, &alice, &id);
     let life = created.handoff()["incarnation"].as_u64().unwrap();
-    assert_eq!(erased, json!({"rows": 0, "deliveries": [], "erased": life}), "nothing of it is left but its erased life");
+    assert_eq!(
+        erased,
+        json!({"rows": 0, "deliveries": [], "erased": life}),
+        "nothing of it is left but its erased life"
+    );
     assert_eq!(c.post("/v1/test/hold-webhooks", &alice, json!({"on": false})).status, 200);
     // A row of the erased life arriving after the drop does not come back.
     assert_eq!(c.post("/v1/test/index-rows", &alice, row_before).status, 200);

@@ -9,10 +9,13 @@
 //! reached in a few requests; the named cap (`OPEN_HANDOFFS_PER_OWNER_MAX`) is above what the
 //! rate limit lets a test create in a minute.
 
-use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT, OPEN_HANDOFFS_PER_OWNER_MAX};
+use handoff_core::limits::{
+    CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT,
+    OPEN_HANDOFFS_PER_OWNER_MAX,
+};
+use handoff_it::workerd::databases_holding_data;
 use handoff_it::{owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
-use handoff_it::workerd::databases_holding_data;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -92,7 +95,10 @@ fn a_create_past_the_open_cap_is_429_with_the_count_and_the_cap_and_creates_no_o
     assert!(before >= TEST_OPEN_CAP, "the hand-offs hold data under {}", objects.display());
     let refused = create_session(&c, &alice, "one-too-many");
     assert_eq!((refused.status, refused.code()), (429, "owner.too_many_open"), "{}", refused.text);
-    assert_eq!((refused.body["open"].as_u64(), refused.body["cap"].as_u64()), (Some(TEST_OPEN_CAP as u64), Some(TEST_OPEN_CAP as u64)));
+    assert_eq!(
+        (refused.body["open"].as_u64(), refused.body["cap"].as_u64()),
+        (Some(TEST_OPEN_CAP as u64), Some(TEST_OPEN_CAP as u64))
+    );
     let refused_id = handoff_api::input::handoff_id(&name, "one-too-many");
     assert_eq!(c.get(&format!("/v1/handoffs/{refused_id}"), &alice).status, 404, "nothing was created");
     assert!(!list_ids(&c, &alice).contains(&refused_id), "and nothing listed");
@@ -166,12 +172,20 @@ fn a_closed_hand_off_is_erased_its_retention_after_its_close_and_a_new_create_st
     assert_eq!(again.handoff()["id"], id.as_str(), "the same id");
     assert!(again.handoff()["incarnation"].as_u64().unwrap() > old_life, "a later life");
     let old = c.get(&format!("/v1/handoffs/{id}/wait?after=0&timeout=0"), &old_machine);
-    assert_eq!((old.status, old.code()), (404, "handoff.not_found"), "a waiter of the earlier life is told nothing of this one");
+    assert_eq!(
+        (old.status, old.code()),
+        (404, "handoff.not_found"),
+        "a waiter of the earlier life is told nothing of this one"
+    );
     let new_machine = again.body["machine_token"].as_str().unwrap();
     assert_eq!(c.get(&format!("/v1/handoffs/{id}/wait?after=0&timeout=0"), new_machine).version(), 1);
     assert_eq!(list_ids(&c, &alice), vec![id.clone()]);
     let row = &c.get("/v1/handoffs", &alice).body["handoffs"][0];
-    assert_eq!((row["version"].as_u64(), row["state"].as_str()), (Some(1), Some("open")), "the list shows the new life");
+    assert_eq!(
+        (row["version"].as_u64(), row["state"].as_str()),
+        (Some(1), Some("open")),
+        "the list shows the new life"
+    );
 }
 
 #[test]
@@ -179,17 +193,27 @@ fn erasing_a_hand_off_closes_it_wakes_every_waiter_and_watcher_erases_it_and_ref
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let (id, machine, _) = c.create(&alice);
-    let mut watch = handoff_it::watch::Watch::open(&c.base, &id, &alice, 1, handoff_it::watch::Auth::Header).expect("a watch");
+    let mut watch =
+        handoff_it::watch::Watch::open(&c.base, &id, &alice, 1, handoff_it::watch::Auth::Header).expect("a watch");
     let waiter = {
         let (c, id, machine) = (c.clone(), id.clone(), machine.clone());
         thread::spawn(move || c.get(&format!("/v1/handoffs/{id}/wait?after=1&timeout=30"), &machine))
     };
     thread::sleep(Duration::from_millis(300));
-    assert_eq!(c.send("DELETE", &format!("/v1/handoffs/{id}"), Some(&machine), &[], None).status, 403, "the owner's alone");
+    assert_eq!(
+        c.send("DELETE", &format!("/v1/handoffs/{id}"), Some(&machine), &[], None).status,
+        403,
+        "the owner's alone"
+    );
     let erased = erase(&c, &alice, &id);
     assert_eq!((erased.status, erased.text.as_str()), (204, ""));
     let woken = waiter.join().unwrap();
-    assert_eq!((woken.status, woken.handoff()["state"].as_str(), woken.version()), (200, Some("closed"), 2), "{}", woken.text);
+    assert_eq!(
+        (woken.status, woken.handoff()["state"].as_str(), woken.version()),
+        (200, Some("closed"), 2),
+        "{}",
+        woken.text
+    );
     let frame = watch.next(Duration::from_secs(5));
     assert_eq!(frame.version(), Some(2), "the watcher is told the close: {frame:?}");
     assert_eq!(frame_value(&frame)["handoff"]["state"], "closed");
@@ -198,7 +222,11 @@ fn erasing_a_hand_off_closes_it_wakes_every_waiter_and_watcher_erases_it_and_ref
     assert_eq!(c.report(&id, &machine, 1, "running", Some("after")).status, 404);
     assert!(!list_ids(&c, &alice).contains(&id), "its row is gone");
     assert_eq!(c.get(&format!("/v1/test/handoffs/{id}/storage"), &alice).status, 404);
-    assert_eq!(erase(&c, &alice, &id).code(), "handoff.not_found", "erasing again finds it gone (404, as for any id not there)");
+    assert_eq!(
+        erase(&c, &alice, &id).code(),
+        "handoff.not_found",
+        "erasing again finds it gone (404, as for any id not there)"
+    );
     // A closed hand-off is erased as it is.
     let (closed, _, _) = c.create(&alice);
     assert_eq!(close(&c, &alice, &closed).status, 200);

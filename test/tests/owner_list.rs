@@ -26,12 +26,18 @@ fn the_list_shows_one_row_per_session_with_its_turn_state_and_version() {
     c.report(&id, &machine, 1, "done", Some("first"));
     c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1}));
     let row = row_of(&c, &alice, &id).unwrap();
-    assert_eq!((row["turn"].as_u64(), row["status"].as_str(), row["version"].as_u64()), (Some(2), Some("running"), Some(3)));
+    assert_eq!(
+        (row["turn"].as_u64(), row["status"].as_str(), row["version"].as_u64()),
+        (Some(2), Some("running"), Some(3))
+    );
     c.post(&format!("/v1/handoffs/{id}/close"), &alice, json!({}));
     let all = rows(&c, &alice, "");
     assert_eq!(all.len(), 2, "one row per session");
     assert_eq!(all[0]["id"], id, "newest updated_at first");
-    assert_eq!((all[0]["state"].as_str(), all[0]["status"].as_str(), all[0]["version"].as_u64()), (Some("closed"), Some("cancelled"), Some(4)));
+    assert_eq!(
+        (all[0]["state"].as_str(), all[0]["status"].as_str(), all[0]["version"].as_u64()),
+        (Some("closed"), Some("cancelled"), Some(4))
+    );
     for key in ["id", "session", "machine", "size", "turn", "state", "status", "summary", "version", "updated_at"] {
         assert!(all[0].get(key).is_some(), "a row carries {key}");
     }
@@ -210,7 +216,11 @@ fn an_older_row_delivered_after_a_newer_one_and_the_same_row_twice_leave_the_new
     assert_eq!(kept["summary"], "newer", "a replay of the held version changes nothing: {kept}");
     put(row(6, "next"));
     assert_eq!(row_of(&c, &alice, &id).unwrap()["summary"], "next");
-    assert_eq!(rows(&c, &alice, "?limit=200").iter().filter(|r| r["id"] == id.as_str()).count(), 1, "one row per hand-off");
+    assert_eq!(
+        rows(&c, &alice, "?limit=200").iter().filter(|r| r["id"] == id.as_str()).count(),
+        1,
+        "one row per hand-off"
+    );
 }
 
 /// A console polls the list: the page's `ETag` sent back is answered 304 with no body until
@@ -247,7 +257,10 @@ fn a_row_shows_the_runtime_and_package_of_its_current_turn() {
     assert_eq!(opened.status, 200, "{}", opened.text);
     let row = row_of(&c, &alice, &id).unwrap();
     let record = opened.handoff();
-    assert_eq!((&row["runtime"], &row["package_version"], &row["package_hash"]), (&record["runtime"], &record["package_version"], &record["package_hash"]));
+    assert_eq!(
+        (&row["runtime"], &row["package_version"], &row["package_hash"]),
+        (&record["runtime"], &record["package_version"], &record["package_hash"])
+    );
     assert_eq!(row["runtime"], "codex");
 }
 

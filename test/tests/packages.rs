@@ -38,7 +38,10 @@ impl Session {
         self.c.get(&self.path(""), &self.owner).version()
     }
     fn compile(&self, runtime: &str) -> Answer {
-        self.owner_post("/package", json!({"objective": "finish retries", "purpose": "context ran out", "runtime": runtime}))
+        self.owner_post(
+            "/package",
+            json!({"objective": "finish retries", "purpose": "context ran out", "runtime": runtime}),
+        )
     }
 }
 
@@ -49,14 +52,20 @@ fn each_work_route_is_a_change_and_the_same_content_again_is_not() {
     assert_eq!((w.status, w.version()), (200, 2), "{}", w.text);
     assert!(w.body["work"].is_object());
     assert_eq!(s.set_work().version(), 2, "the same work again changes nothing");
-    let d = s.machine_post("/decisions", json!({"statement": "use a ledger table", "evidence": ["https://example.test/adr/7"]}));
+    let d = s.machine_post(
+        "/decisions",
+        json!({"statement": "use a ledger table", "evidence": ["https://example.test/adr/7"]}),
+    );
     assert_eq!((d.status, d.version()), (200, 3), "{}", d.text);
     assert_eq!(d.body["decision"]["by"], "machine");
-    let a = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/1"}));
+    let a =
+        s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/1"}));
     assert_eq!(a.body["artifact"]["version"], 1);
-    let a2 = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
+    let a2 =
+        s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
     assert_eq!((a2.body["artifact"]["version"].as_u64(), a2.version()), (Some(2), 5));
-    let same = s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
+    let same =
+        s.machine_post("/artifacts", json!({"type": "pr", "title": "retry PR", "uri": "https://example.test/pr/2"}));
     assert_eq!(same.version(), 5, "same type, uri and sha256 as the latest: no change");
     let b = s.owner_post("/blockers", json!({"severity": "high", "title": "staging is down"}));
     let bid = b.body["blocker"]["id"].as_str().unwrap().to_string();
@@ -64,7 +73,8 @@ fn each_work_route_is_a_change_and_the_same_content_again_is_not() {
     assert_eq!((resolved.status, resolved.version()), (200, 7), "{}", resolved.text);
     let unknown = s.owner_post("/blockers/blk_999/resolve", json!({}));
     assert_eq!((unknown.status, unknown.code()), (404, "blocker.not_found"));
-    let files = s.machine_post("/workspace", json!({"files": [{"path": "src/pay.rs", "insertions": 10, "deletions": 2}]}));
+    let files =
+        s.machine_post("/workspace", json!({"files": [{"path": "src/pay.rs", "insertions": 10, "deletions": 2}]}));
     assert_eq!((files.status, files.version()), (200, 8), "{}", files.text);
 }
 
@@ -98,7 +108,11 @@ fn compiling_twice_answers_the_same_version_and_hash_and_writes_nothing() {
     assert_eq!((again.body["package_version"].as_u64(), again.body["changed"].as_bool()), (Some(1), Some(false)));
     assert_eq!(again.body["package_hash"], hash.as_str());
     assert_eq!(s.version(), v, "no version move, nobody woken");
-    let dry = s.c.post(&s.path("/package?dry_run=true"), &s.owner, json!({"objective": "other", "purpose": "p", "runtime": "codex"}));
+    let dry = s.c.post(
+        &s.path("/package?dry_run=true"),
+        &s.owner,
+        json!({"objective": "other", "purpose": "p", "runtime": "codex"}),
+    );
     assert_eq!((dry.body["package_version"].as_u64(), dry.body["changed"].as_bool()), (Some(2), Some(true)));
     assert_eq!(s.version(), v, "a dry run writes nothing");
     s.machine_post("/decisions", json!({"statement": "amend", "evidence": []}));
@@ -130,7 +144,11 @@ fn no_package_yet_is_404_and_accepting_a_stale_hash_is_409_with_the_current_one(
     let twice = s.machine_post("/package/accept", json!({"package_hash": current}));
     assert_eq!((twice.status, twice.code()), (409, "package.accepted"));
     let recompile = s.compile("codex");
-    assert_eq!((recompile.status, recompile.code()), (409, "package.accepted"), "the session works from that exact document");
+    assert_eq!(
+        (recompile.status, recompile.code()),
+        (409, "package.accepted"),
+        "the session works from that exact document"
+    );
 }
 
 #[test]
@@ -155,10 +173,16 @@ fn a_turn_handed_to_a_runtime_carries_its_package_and_its_lineage() {
     let s = Session::new();
     s.set_work();
     s.c.report(&s.id, &s.machine, 1, "done", Some("turn 1"));
-    let opened = s.owner_post("/turns", json!({"after": 1, "handoff": {"runtime": "codex", "objective": "finish", "purpose": "context ran out"}}));
+    let opened = s.owner_post(
+        "/turns",
+        json!({"after": 1, "handoff": {"runtime": "codex", "objective": "finish", "purpose": "context ran out"}}),
+    );
     assert_eq!(opened.status, 200, "{}", opened.text);
     let h = opened.handoff();
-    assert_eq!((h["turn"].as_u64(), h["runtime"].as_str(), h["package_version"].as_u64()), (Some(2), Some("codex"), Some(1)));
+    assert_eq!(
+        (h["turn"].as_u64(), h["runtime"].as_str(), h["package_version"].as_u64()),
+        (Some(2), Some("codex"), Some(1))
+    );
     assert_eq!(h["continued_from"], json!({"turn": 1, "runtime": null}));
     let hash = h["package_hash"].as_str().unwrap().to_string();
     let accepted = s.machine_post("/package/accept", json!({"package_hash": hash}));
@@ -215,22 +239,42 @@ fn an_idempotency_key_answers_the_first_answer_again_and_refuses_another_body() 
     s.compile("codex");
     let hash = s.c.get(&s.path("/package"), &s.owner).body["package_hash"].as_str().unwrap().to_string();
     let body = json!({"package_hash": hash}).to_string();
-    let send = |key: &str, body: &str| s.c.send("POST", &s.path("/package/accept"), Some(&s.machine), &[("Idempotency-Key", key)], Some(body.as_bytes()));
+    let send = |key: &str, body: &str| {
+        s.c.send(
+            "POST",
+            &s.path("/package/accept"),
+            Some(&s.machine),
+            &[("Idempotency-Key", key)],
+            Some(body.as_bytes()),
+        )
+    };
     let first = send("accept-1", &body);
     assert_eq!(first.status, 200, "{}", first.text);
     let lost_answer_retry = send("accept-1", &body);
-    assert_eq!((lost_answer_retry.status, &lost_answer_retry.body), (200, &first.body), "the first answer, not a useless 409");
+    assert_eq!(
+        (lost_answer_retry.status, &lost_answer_retry.body),
+        (200, &first.body),
+        "the first answer, not a useless 409"
+    );
     let without_key = s.machine_post("/package/accept", json!({"package_hash": hash}));
     assert_eq!(without_key.code(), "package.accepted");
     let mismatch = send("accept-1", &json!({"package_hash": "0".repeat(64)}).to_string());
     assert_eq!((mismatch.status, mismatch.code()), (422, "idempotency.mismatch"));
     // Turn routes honour it too: the repeat of a report answers its first answer.
     let report = json!({"turn": 1, "status": "needs-you", "summary": "?"}).to_string();
-    let send_report = |key: &str| s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", key)], Some(report.as_bytes()));
+    let send_report = |key: &str| {
+        s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", key)], Some(report.as_bytes()))
+    };
     let r1 = send_report("r-1");
     let r2 = send_report("r-1");
     assert_eq!((r1.status, r2.body.clone()), (200, r1.body.clone()));
-    let bad_key = s.c.send("POST", &s.path("/report"), Some(&s.machine), &[("Idempotency-Key", "has space")], Some(report.as_bytes()));
+    let bad_key = s.c.send(
+        "POST",
+        &s.path("/report"),
+        Some(&s.machine),
+        &[("Idempotency-Key", "has space")],
+        Some(report.as_bytes()),
+    );
     assert_eq!(bad_key.status, 400);
 }
 
@@ -267,7 +311,8 @@ fn a_dry_run_open_previews_the_package_and_its_briefing_and_stores_nothing() {
     assert_eq!(s.set_work().status, 200);
     assert_eq!(s.c.report(&s.id, &s.machine, 1, "done", Some("first part")).status, 200);
     let before = s.version();
-    let body = json!({"after": 1, "handoff": {"runtime": "codex", "objective": "Write the migrations", "purpose": "test"}});
+    let body =
+        json!({"after": 1, "handoff": {"runtime": "codex", "objective": "Write the migrations", "purpose": "test"}});
     let preview = s.owner_post("/turns?dry_run=true&budget=2048", body.clone());
     assert_eq!(preview.status, 200, "{}", preview.text);
     assert_eq!((preview.body["turn"].as_u64(), preview.body["state"].as_str()), (Some(2), Some("offered")));
@@ -277,7 +322,11 @@ fn a_dry_run_open_previews_the_package_and_its_briefing_and_stores_nothing() {
     assert_eq!(preview.handoff()["version"].as_u64(), Some(before));
     let opened = s.owner_post("/turns", body.clone());
     assert_eq!(opened.status, 200, "{}", opened.text);
-    assert_eq!(opened.handoff()["package_hash"], preview.body["package_hash"], "the open compiles what the preview showed");
+    assert_eq!(
+        opened.handoff()["package_hash"],
+        preview.body["package_hash"],
+        "the open compiles what the preview showed"
+    );
     // The open's refusals: a machine may not, and a caller that saw an older turn conflicts.
     assert_eq!(s.machine_post("/turns?dry_run=true", body.clone()).status, 403);
     let mut stale_body = body;
@@ -294,7 +343,14 @@ fn a_dry_run_open_previews_the_package_and_its_briefing_and_stores_nothing() {
 fn the_work_record_reads_whole_for_the_owner_and_the_machine() {
     let s = Session::new();
     assert_eq!(s.set_work().status, 200);
-    assert_eq!(s.machine_post("/decisions", json!({"statement": "Use Postgres", "rationale": "it is there", "evidence": ["https://example.com/a"]})).status, 200);
+    assert_eq!(
+        s.machine_post(
+            "/decisions",
+            json!({"statement": "Use Postgres", "rationale": "it is there", "evidence": ["https://example.com/a"]})
+        )
+        .status,
+        200
+    );
     let blocker = s.owner_post("/blockers", json!({"severity": "high", "title": "no staging db"}));
     assert_eq!(blocker.status, 200, "{}", blocker.text);
     for token in [&s.owner, &s.machine] {
@@ -314,7 +370,10 @@ fn canonical(v: &Value) -> String {
     match v {
         Value::Object(map) => {
             let sorted: std::collections::BTreeMap<&String, &Value> = map.iter().collect();
-            let members: Vec<String> = sorted.into_iter().map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), canonical(v))).collect();
+            let members: Vec<String> = sorted
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), canonical(v)))
+                .collect();
             format!("{{{}}}", members.join(","))
         }
         Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
@@ -349,7 +408,8 @@ fn every_package_answer_ends_with_its_canonical_document_whose_hash_is_an_indepe
         assert!(answer.text.ends_with(&format!(",\"package\":{}}}", canonical(package))), "{what}: {}", answer.text);
         let mut hashed = package.clone();
         hashed.as_object_mut().unwrap().remove("generated_at");
-        let independent: String = Sha256::digest(canonical(&hashed).as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let independent: String =
+            Sha256::digest(canonical(&hashed).as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(answer.body["package_hash"], independent.as_str(), "{what}");
     }
 }

@@ -50,7 +50,12 @@ fn a_prompt_on_create_and_on_a_turn_is_read_back_on_the_record_and_in_the_lineag
     let machine = created.body["machine_token"].as_str().unwrap().to_string();
     assert_eq!(c.report(&id, &machine, 1, "done", Some("exported")).status, 200);
     let opened = open_saying(&c, &id, &alice, 1, Some("Now add a test for it."));
-    assert_eq!((opened.status, opened.handoff()["prompt"].as_str()), (200, Some("Now add a test for it.")), "{}", opened.text);
+    assert_eq!(
+        (opened.status, opened.handoff()["prompt"].as_str()),
+        (200, Some("Now add a test for it.")),
+        "{}",
+        opened.text
+    );
     for token in [&alice, &machine] {
         let got = c.get(&format!("/v1/handoffs/{id}"), token);
         assert_eq!(got.handoff()["prompt"], "Now add a test for it.");
@@ -71,7 +76,8 @@ fn a_prompt_on_create_and_on_a_turn_is_read_back_on_the_record_and_in_the_lineag
 }
 
 #[test]
-fn a_repeat_with_the_same_prompt_is_the_same_turn_and_another_prompt_or_hand_off_is_a_turn_conflict_carrying_the_prompt_taken() {
+fn a_repeat_with_the_same_prompt_is_the_same_turn_and_another_prompt_or_hand_off_is_a_turn_conflict_carrying_the_prompt_taken(
+) {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let (id, machine, _) = c.create(&alice);
@@ -79,7 +85,11 @@ fn a_repeat_with_the_same_prompt_is_the_same_turn_and_another_prompt_or_hand_off
     let phone = open_saying(&c, &id, &alice, 1, Some("from the phone"));
     assert_eq!((phone.status, phone.version()), (200, 3));
     let again = open_saying(&c, &id, &alice, 1, Some("from the phone"));
-    assert_eq!((again.status, again.version(), again.handoff()["turn"].as_u64()), (200, 3, Some(2)), "the same turn, no version move");
+    assert_eq!(
+        (again.status, again.version(), again.handoff()["turn"].as_u64()),
+        (200, 3, Some(2)),
+        "the same turn, no version move"
+    );
     let laptop = open_saying(&c, &id, &alice, 1, Some("from the laptop"));
     assert_eq!((laptop.status, laptop.code()), (409, "handoff.turn_conflict"), "{}", laptop.text);
     assert_eq!(laptop.handoff()["prompt"], "from the phone", "the other device learns what was taken");
@@ -130,7 +140,12 @@ fn an_empty_or_over_long_prompt_is_refused_naming_prompt_and_changes_nothing() {
     let escaped = json!({"after": 1, "prompt": "\"".repeat(PROMPT_BYTES_MAX)}).to_string();
     assert!(escaped.len() > BODY_BYTES_MAX);
     let a = c.send("POST", &format!("/v1/handoffs/{id}/turns"), Some(&alice), &[], Some(escaped.as_bytes()));
-    assert_eq!((a.status, a.handoff()["prompt"].as_str().map(str::len)), (200, Some(PROMPT_BYTES_MAX)), "{}", &a.text[..a.text.len().min(300)]);
+    assert_eq!(
+        (a.status, a.handoff()["prompt"].as_str().map(str::len)),
+        (200, Some(PROMPT_BYTES_MAX)),
+        "{}",
+        &a.text[..a.text.len().min(300)]
+    );
 }
 
 #[test]
@@ -140,7 +155,11 @@ fn a_body_past_its_routes_cap_is_too_large_64_kib_on_the_words_routes_and_16_kib
     let (id, machine, _) = c.create(&alice);
     let over_words = vec![b' '; WORDS_BODY_BYTES_MAX + 1];
     let over = vec![b' '; BODY_BYTES_MAX + 1];
-    for (path, token) in [("/v1/handoffs".to_string(), &alice), (format!("/v1/handoffs/{id}/turns"), &alice), (format!("/v1/handoffs/{id}/report"), &machine)] {
+    for (path, token) in [
+        ("/v1/handoffs".to_string(), &alice),
+        (format!("/v1/handoffs/{id}/turns"), &alice),
+        (format!("/v1/handoffs/{id}/report"), &machine),
+    ] {
         let a = c.send("POST", &path, Some(token), &[], Some(&over_words));
         assert_eq!((a.status, a.code()), (413, "request.too_large"), "{path}");
         assert!(a.text.contains(&WORDS_BODY_BYTES_MAX.to_string()), "{}", a.text);
@@ -165,7 +184,13 @@ fn the_prompt_is_covered_by_the_idempotency_key_and_the_same_key_with_another_pr
     let key = unique("k");
     let send = |prompt: &str| {
         let body = json!({"after": 1, "prompt": prompt}).to_string();
-        c.send("POST", &format!("/v1/handoffs/{id}/turns"), Some(&alice), &[("Idempotency-Key", &key)], Some(body.as_bytes()))
+        c.send(
+            "POST",
+            &format!("/v1/handoffs/{id}/turns"),
+            Some(&alice),
+            &[("Idempotency-Key", &key)],
+            Some(body.as_bytes()),
+        )
     };
     let first = send("run the migrations");
     assert_eq!(first.status, 200);
@@ -181,18 +206,30 @@ fn a_hand_off_turns_prompt_follows_its_briefing_as_the_owners_words() {
     let c = Client::shared();
     let (alice, id, machine) = turn_one_done_with_work(&c);
     let handoff = json!({"runtime": "codex", "objective": "Finish the parser", "purpose": "context is full"});
-    let preview = c.post(&format!("/v1/handoffs/{id}/turns?dry_run=true"), &alice, json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}));
+    let preview = c.post(
+        &format!("/v1/handoffs/{id}/turns?dry_run=true"),
+        &alice,
+        json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}),
+    );
     assert_eq!(preview.status, 200, "{}", preview.text);
     let words = "\n## The owner's words for this turn\nKeep the old API.\n";
     assert!(preview.body["briefing"].as_str().unwrap().ends_with(words), "{}", preview.body["briefing"]);
-    let opened = c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}));
+    let opened = c.post(
+        &format!("/v1/handoffs/{id}/turns"),
+        &alice,
+        json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}),
+    );
     assert_eq!(opened.status, 200, "{}", opened.text);
     let briefing = c.send("GET", &format!("/v1/handoffs/{id}/briefing"), Some(&machine), &[], None);
     assert_eq!(briefing.status, 200);
     assert!(briefing.text.ends_with(words), "{}", briefing.text);
     assert_eq!(briefing.text, preview.body["briefing"].as_str().unwrap(), "the preview is the briefing the turn gets");
     // A repeat of that hand-off with its words is the same turn.
-    let again = c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}));
+    let again = c.post(
+        &format!("/v1/handoffs/{id}/turns"),
+        &alice,
+        json!({"after": 1, "prompt": "Keep the old API.", "handoff": handoff}),
+    );
     assert_eq!((again.status, again.version()), (200, opened.version()));
 }
 

@@ -2,13 +2,16 @@
 //! every write is all-or-nothing, and no configuration of a deployed environment opens the
 //! test routes or accepts a key anyone can sign with.
 
-use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT};
 use handoff_api::token::{owner_token, DEV_SIGNING_KEY};
+use handoff_core::limits::{
+    BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX,
+    TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT, WORDS_BODY_BYTES_MAX,
+};
+use handoff_it::workerd::databases_holding_data;
 use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use handoff_it::workerd::databases_holding_data;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -46,7 +49,8 @@ fn arm(c: &Client, id: &str, owner: &str, fault: Value) {
 
 fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+    let kib =
+        status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
     kib.unwrap_or(0) * 1024
 }
 
@@ -120,7 +124,8 @@ fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runti
         })
     };
     let started = Instant::now();
-    let (status, text, sent) = send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, HUGE_BODY_BYTES);
+    let (status, text, sent) =
+        send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, HUGE_BODY_BYTES);
     let took = started.elapsed();
     thread::sleep(Duration::from_millis(200));
     done.store(true, Ordering::Relaxed);
@@ -140,7 +145,8 @@ fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runti
     assert!(growth < BODY_PEAK_GROWTH_BYTES_MAX, "the runtime grew {growth} bytes while refusing the body");
     // A body a little over its route's cap, chunked, is refused the same way: 64 KiB on the
     // words' routes (a report), 16 KiB elsewhere (a cancel).
-    let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, WORDS_BODY_BYTES_MAX + 1);
+    let (over, _, _) =
+        send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, WORDS_BODY_BYTES_MAX + 1);
     assert_eq!(over, 413);
     let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/cancel"), &alice, BODY_BYTES_MAX + 1);
     assert_eq!(over, 413);
@@ -171,13 +177,17 @@ fn a_thousand_requests_for_ids_never_created_leave_nothing_on_disk() {
             let (c, alice) = (&c, &alice);
             s.spawn(move || {
                 for n in 0..250u64 {
-                    let unknown = format!("ho_{:032x}", (t << 40) ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ now_s() as u64);
+                    let unknown =
+                        format!("ho_{:032x}", (t << 40) ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) ^ now_s() as u64);
                     let (path, body): (String, Option<Value>) = match n % 5 {
                         0 => (format!("/v1/handoffs/{unknown}"), None),
                         1 => (format!("/v1/handoffs/{unknown}/wait?after=0&timeout=0"), None),
                         2 => (format!("/v1/handoffs/{unknown}/turns"), None),
                         3 => (format!("/v1/handoffs/{unknown}/close"), Some(json!({}))),
-                        _ => (format!("/v1/handoffs/{unknown}/decisions"), Some(json!({"statement": "s", "evidence": []}))),
+                        _ => (
+                            format!("/v1/handoffs/{unknown}/decisions"),
+                            Some(json!({"statement": "s", "evidence": []})),
+                        ),
                     };
                     let a = match body {
                         None => c.get(&path, alice),
@@ -190,7 +200,12 @@ fn a_thousand_requests_for_ids_never_created_leave_nothing_on_disk() {
     });
     thread::sleep(Duration::from_millis(500));
     let after = databases_holding_data(&state);
-    assert_eq!(after, before, "1,000 requests for unknown ids wrote into {} objects' storage", after.saturating_sub(before));
+    assert_eq!(
+        after,
+        before,
+        "1,000 requests for unknown ids wrote into {} objects' storage",
+        after.saturating_sub(before)
+    );
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), 1);
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
@@ -208,7 +223,12 @@ fn a_change_whose_write_fails_half_way_leaves_the_hand_off_as_it_was_and_it_take
         arm(&c, &id, &alice, json!({"fail": "statement", "statement": statement}));
         let work = work_body(&format!("t{statement}"), "g");
         let failed = c.put(&path("/work"), &alice, work.clone());
-        assert_eq!((failed.status, failed.code()), (503, "store.unavailable"), "statement {statement}: {}", failed.text);
+        assert_eq!(
+            (failed.status, failed.code()),
+            (503, "store.unavailable"),
+            "statement {statement}: {}",
+            failed.text
+        );
         assert_eq!(failed.body["error"]["message"], STORE_FAILED, "the runtime's text stays in the log");
         let now = c.get(&path(""), &alice);
         assert_eq!(now.version(), statement as u64, "statement {statement}: the old version still answers");
@@ -243,7 +263,11 @@ fn a_lost_commit_is_seen_by_no_waiter_and_no_list_and_the_next_change_takes_its_
     assert_eq!(told.status, 200, "{}", told.text);
     assert_eq!(told.version(), 1, "a waiter was told a version whose commit was lost: {}", told.text);
     let list = c.get("/v1/handoffs", &alice);
-    let row = list.body["handoffs"].as_array().and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str())).cloned().unwrap_or_default();
+    let row = list.body["handoffs"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(row["version"], 1, "the owner's list saw the lost version: {row}");
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), 1);
     let next = c.report(&id, &machine, 1, "needs-you", Some("kept"));
@@ -285,7 +309,12 @@ fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_mem
         answer
     };
     let after = read(&id);
-    assert_eq!((after.status, after.version()), (200, 1), "the hand-off answered from memory that held a change never stored: {}", after.text);
+    assert_eq!(
+        (after.status, after.version()),
+        (200, 1),
+        "the hand-off answered from memory that held a change never stored: {}",
+        after.text
+    );
     assert_ne!(after.handoff()["summary"], "never stored");
     let next = c.report(&id, &machine, 1, "needs-you", Some("kept"));
     assert_eq!((next.status, next.version()), (200, 2), "{}", next.text);
@@ -355,7 +384,14 @@ fn dry_run_packages_with_a_new_key_each_time_store_nothing() {
     let before = storage(&c, &id, &alice);
     let request = json!({"objective": "o".repeat(2_000), "purpose": "p", "runtime": "codex"});
     for n in 0..1_000 {
-        let a = keyed(&c, "POST", &format!("/v1/handoffs/{id}/package?dry_run=true"), &alice, &format!("dry-{n}"), &request);
+        let a = keyed(
+            &c,
+            "POST",
+            &format!("/v1/handoffs/{id}/package?dry_run=true"),
+            &alice,
+            &format!("dry-{n}"),
+            &request,
+        );
         assert_eq!(a.status, 200, "{}", a.text);
     }
     let after = storage(&c, &id, &alice);
@@ -372,7 +408,14 @@ fn thousands_of_reports_keep_a_bounded_history() {
     let reports = 3_000u64;
     for n in 0..reports {
         let status = if n % 2 == 0 { "needs-you" } else { "running" };
-        let a = keyed(&c, "POST", &format!("/v1/handoffs/{id}/report"), &machine, &format!("r-{n}"), &json!({"turn": 1, "status": status, "summary": format!("report {n} {}", "s".repeat(400))}));
+        let a = keyed(
+            &c,
+            "POST",
+            &format!("/v1/handoffs/{id}/report"),
+            &machine,
+            &format!("r-{n}"),
+            &json!({"turn": 1, "status": status, "summary": format!("report {n} {}", "s".repeat(400))}),
+        );
         assert_eq!((a.status, a.version()), (200, n + 2), "{}", a.text);
     }
     let stored = storage(&c, &id, &alice);
@@ -413,7 +456,10 @@ fn a_thousand_turns_keep_a_bounded_lineage_that_pages_newest_first() {
     let older = c.get(&format!("/v1/handoffs/{id}/turns?before={before}&limit=10"), &machine);
     let older: Vec<u64> = older.body["turns"].as_array().unwrap().iter().map(|t| t["turn"].as_u64().unwrap()).collect();
     assert_eq!(older, (before - 10..before).collect::<Vec<_>>());
-    let oldest = c.get(&format!("/v1/handoffs/{id}/turns?before={}&limit=1000", turns + 1 - TURNS_KEPT_PER_HANDOFF_MAX as u64 + 5), &machine);
+    let oldest = c.get(
+        &format!("/v1/handoffs/{id}/turns?before={}&limit=1000", turns + 1 - TURNS_KEPT_PER_HANDOFF_MAX as u64 + 5),
+        &machine,
+    );
     assert_eq!(oldest.body["turns"].as_array().unwrap().len(), 5, "only the newest turns are kept");
     assert!(oldest.body["next_before"].is_null());
     let bad = c.get(&format!("/v1/handoffs/{id}/turns?limit=0"), &machine);
@@ -443,7 +489,11 @@ fn a_deployed_environment_opens_no_test_route_and_checks_issuer_and_audience() {
     assert_eq!(health.body["auth"], "ok", "{}", health.text);
     let name = unique("alice");
     let plain = owner_token(&name, 3600, key.as_bytes(), now_s());
-    for (method, path) in [("POST", "/v1/test/refuse-index"), ("GET", "/v1/bench/floor"), ("GET", "/v1/test/handoffs/ho_00000000000000000000000000000000/storage")] {
+    for (method, path) in [
+        ("POST", "/v1/test/refuse-index"),
+        ("GET", "/v1/bench/floor"),
+        ("GET", "/v1/test/handoffs/ho_00000000000000000000000000000000/storage"),
+    ] {
         let a = c.send(method, path, Some(&plain), &[], (method == "POST").then_some(b"{\"on\":true}".as_slice()));
         assert_eq!((a.status, a.code()), (404, "route.not_found"), "{method} {path}");
     }
@@ -458,9 +508,12 @@ fn a_deployed_environment_opens_no_test_route_and_checks_issuer_and_audience() {
         hmac::Mac::update(&mut mac, format!("{head}.{body}").as_bytes());
         format!("{head}.{body}.{}", b64(&hmac::Mac::finalize(mac).into_bytes()))
     };
-    let good = with(json!({"sub": name, "role": "owner", "exp": now_s() + 600, "iss": "https://id.example", "aud": ["handoff"]}));
+    let good = with(
+        json!({"sub": name, "role": "owner", "exp": now_s() + 600, "iss": "https://id.example", "aud": ["handoff"]}),
+    );
     assert_eq!(c.get("/v1/handoffs", &good).status, 200);
-    let other_aud = with(json!({"sub": name, "role": "owner", "exp": now_s() + 600, "iss": "https://id.example", "aud": "else"}));
+    let other_aud =
+        with(json!({"sub": name, "role": "owner", "exp": now_s() + 600, "iss": "https://id.example", "aud": "else"}));
     assert_eq!(c.get("/v1/handoffs", &other_aud).code(), "auth.invalid");
     assert_eq!(c.get("/v1/handoffs", &dev_key_owner(&name)).status, 401, "a development-key token");
     drop(server);
@@ -475,10 +528,21 @@ fn a_deployed_environment_with_the_development_key_or_a_short_key_refuses_every_
         let server = Server::start_with_vars(&state, Some("development"), &[("HANDOFF_SIGNING_KEY", key.as_str())]);
         let c = server.client();
         let health = c.send("GET", "/v1/health", None, &[], None);
-        assert_eq!((health.status, health.body["auth"].as_str()), (200, Some("misconfigured")), "{what}: {}", health.text);
+        assert_eq!(
+            (health.status, health.body["auth"].as_str()),
+            (200, Some("misconfigured")),
+            "{what}: {}",
+            health.text
+        );
         let signed = owner_token("alice", 3600, key.as_bytes(), now_s());
         for (method, path) in [("GET", "/v1/handoffs"), ("POST", "/v1/handoffs")] {
-            let a = c.send(method, path, Some(&signed), &[], (method == "POST").then_some(br#"{"session":"s","machine":"m","size":"l"}"#.as_slice()));
+            let a = c.send(
+                method,
+                path,
+                Some(&signed),
+                &[],
+                (method == "POST").then_some(br#"{"session":"s","machine":"m","size":"l"}"#.as_slice()),
+            );
             assert_eq!((a.status, a.code()), (503, "auth.misconfigured"), "{what}: {method} {path}: {}", a.text);
         }
         drop(server);
@@ -487,8 +551,11 @@ fn a_deployed_environment_with_the_development_key_or_a_short_key_refuses_every_
 }
 
 /// The hook routes, each with the method it answers to where hooks are open.
-const HOOK_ROUTES: [(&str, &str); 3] =
-    [("POST", "/v1/test/refuse-index"), ("GET", "/v1/bench/floor"), ("GET", "/v1/test/handoffs/ho_00000000000000000000000000000000/storage")];
+const HOOK_ROUTES: [(&str, &str); 3] = [
+    ("POST", "/v1/test/refuse-index"),
+    ("GET", "/v1/bench/floor"),
+    ("GET", "/v1/test/handoffs/ho_00000000000000000000000000000000/storage"),
+];
 
 fn assert_no_hook_route(c: &Client, token: &str, what: &str) {
     for (method, path) in HOOK_ROUTES {
@@ -524,7 +591,10 @@ fn a_deploy_with_no_env_is_not_local_and_sets_no_hook() {
     let form = out.join("upload.form");
     let run = std::process::Command::new(top.join("node_modules/.bin/wrangler"))
         .current_dir(&top)
-        .env("PATH", format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()))
+        .env(
+            "PATH",
+            format!("{}:{}", top.join("node_modules/.bin").display(), std::env::var("PATH").unwrap_or_default()),
+        )
         .env("WRANGLER_SEND_METRICS", "false")
         // wrangler reads the target environment from CLOUDFLARE_ENV when --env is not given.
         .env_remove("CLOUDFLARE_ENV")
@@ -549,9 +619,15 @@ fn a_deploy_with_no_env_is_not_local_and_sets_no_hook() {
         let name = binding["name"].as_str().unwrap_or_default();
         if name == "HANDOFF_ENV" {
             let value = binding["text"].as_str();
-            assert!(matches!(value, Some("development" | "staging" | "production")), "HANDOFF_ENV is {value:?}: {binding}");
+            assert!(
+                matches!(value, Some("development" | "staging" | "production")),
+                "HANDOFF_ENV is {value:?}: {binding}"
+            );
         }
-        assert!(!name.starts_with("HANDOFF_TEST_") && !name.starts_with("HANDOFF_BENCH_"), "a hook variable is deployed: {binding}");
+        assert!(
+            !name.starts_with("HANDOFF_TEST_") && !name.starts_with("HANDOFF_BENCH_"),
+            "a hook variable is deployed: {binding}"
+        );
     }
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -566,11 +642,27 @@ fn the_top_level_without_the_local_override_refuses_the_development_key_and_open
     let server = Server::start_top_level(&state, &[("HANDOFF_BENCH_FLOOR", "1")]);
     let c = server.client();
     let health = c.send("GET", "/v1/health", None, &[], None);
-    assert_eq!((health.status, health.body["store"].as_str(), health.body["auth"].as_str()), (200, Some("bound"), Some("misconfigured")), "{}", health.text);
+    assert_eq!(
+        (health.status, health.body["store"].as_str(), health.body["auth"].as_str()),
+        (200, Some("bound"), Some("misconfigured")),
+        "{}",
+        health.text
+    );
     let dev = dev_key_owner(&unique("alice"));
     for (method, path) in [("GET", "/v1/handoffs"), ("POST", "/v1/handoffs")] {
-        let a = c.send(method, path, Some(&dev), &[], (method == "POST").then_some(br#"{"session":"s","machine":"m","size":"l"}"#.as_slice()));
-        assert_eq!((a.status, a.code()), (503, "auth.misconfigured"), "a development-key token: {method} {path}: {}", a.text);
+        let a = c.send(
+            method,
+            path,
+            Some(&dev),
+            &[],
+            (method == "POST").then_some(br#"{"session":"s","machine":"m","size":"l"}"#.as_slice()),
+        );
+        assert_eq!(
+            (a.status, a.code()),
+            (503, "auth.misconfigured"),
+            "a development-key token: {method} {path}: {}",
+            a.text
+        );
     }
     assert_no_hook_route(&c, &dev, "no HANDOFF_ENV");
     drop(server);
@@ -578,13 +670,21 @@ fn the_top_level_without_the_local_override_refuses_the_development_key_and_open
 
     let state = temp_state("top-level-unknown");
     let key = "k".repeat(48);
-    let server = Server::start_top_level(&state, &[("HANDOFF_ENV", "LOCAL"), ("HANDOFF_SIGNING_KEY", key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")]);
+    let server = Server::start_top_level(
+        &state,
+        &[("HANDOFF_ENV", "LOCAL"), ("HANDOFF_SIGNING_KEY", key.as_str()), ("HANDOFF_BENCH_FLOOR", "1")],
+    );
     let c = server.client();
     let health = c.send("GET", "/v1/health", None, &[], None);
     assert_eq!(health.body["auth"], "ok", "{}", health.text);
     let name = unique("alice");
     let refused = c.get("/v1/handoffs", &dev_key_owner(&name));
-    assert_eq!((refused.status, refused.code()), (401, "auth.invalid"), "a development-key token under HANDOFF_ENV=LOCAL: {}", refused.text);
+    assert_eq!(
+        (refused.status, refused.code()),
+        (401, "auth.invalid"),
+        "a development-key token under HANDOFF_ENV=LOCAL: {}",
+        refused.text
+    );
     let signed = owner_token(&name, 3600, key.as_bytes(), now_s());
     assert_eq!(c.get("/v1/handoffs", &signed).status, 200, "the Worker's own key still works");
     assert_no_hook_route(&c, &signed, "HANDOFF_ENV=LOCAL");

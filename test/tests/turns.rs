@@ -19,7 +19,10 @@ fn a_new_hand_off_starts_at_turn_one_and_a_second_create_answers_the_same() {
     let first = c.post("/v1/handoffs", &alice, body.clone());
     assert_eq!(first.status, 201, "{}", first.text);
     let h = first.handoff();
-    assert_eq!((h["turn"].as_u64(), h["state"].as_str(), h["status"].as_str(), h["version"].as_u64()), (Some(1), Some("open"), Some("running"), Some(1)));
+    assert_eq!(
+        (h["turn"].as_u64(), h["state"].as_str(), h["status"].as_str(), h["version"].as_u64()),
+        (Some(1), Some("open"), Some("running"), Some(1))
+    );
     assert!(h["id"].as_str().unwrap().starts_with("ho_"));
     assert!(first.body["machine_token"].is_string());
     let again = c.post("/v1/handoffs", &alice, body);
@@ -116,7 +119,10 @@ fn cancel_stops_the_current_turn_and_refuses_a_finished_or_other_turn() {
     let other = c.post(&format!("/v1/handoffs/{id}/cancel"), &alice, json!({"turn": 2}));
     assert_eq!((other.status, other.code()), (409, "handoff.turn_conflict"));
     let cancelled = c.post(&format!("/v1/handoffs/{id}/cancel"), &alice, json!({}));
-    assert_eq!((cancelled.status, cancelled.handoff()["status"].as_str(), cancelled.version()), (200, Some("cancelled"), 2));
+    assert_eq!(
+        (cancelled.status, cancelled.handoff()["status"].as_str(), cancelled.version()),
+        (200, Some("cancelled"), 2)
+    );
     let again = c.send("POST", &format!("/v1/handoffs/{id}/cancel"), Some(&alice), &[], None);
     assert_eq!((again.status, again.version()), (200, 2));
     open_turn(&c, &id, &alice, 1);
@@ -143,7 +149,8 @@ fn a_report_on_an_ended_turn_is_refused_unless_it_repeats_the_final_report() {
 
 /// Holds a wait in a thread; answers the wait's answer and how long it took.
 fn hold_wait(c: &Client, id: &str, token: &str, after: u64, timeout_s: u64) -> thread::JoinHandle<(Answer, Duration)> {
-    let (c, path, token) = (c.clone(), format!("/v1/handoffs/{id}/wait?after={after}&timeout={timeout_s}"), token.to_string());
+    let (c, path, token) =
+        (c.clone(), format!("/v1/handoffs/{id}/wait?after={after}&timeout={timeout_s}"), token.to_string());
     thread::spawn(move || {
         let start = Instant::now();
         let a = c.get(&path, &token);
@@ -211,7 +218,10 @@ fn close_is_terminal_and_ends_a_wait_at_once() {
     let waiter = hold_wait(&c, &id, &machine, 1, 60);
     thread::sleep(Duration::from_millis(500));
     let closed = c.post(&format!("/v1/handoffs/{id}/close"), &alice, json!({}));
-    assert_eq!((closed.status, closed.handoff()["state"].as_str(), closed.handoff()["status"].as_str()), (200, Some("closed"), Some("cancelled")));
+    assert_eq!(
+        (closed.status, closed.handoff()["state"].as_str(), closed.handoff()["status"].as_str()),
+        (200, Some("closed"), Some("cancelled"))
+    );
     let (a, took) = waiter.join().unwrap();
     assert_eq!(a.handoff()["state"], "closed");
     assert!(took < Duration::from_secs(10), "{took:?}");
@@ -231,7 +241,11 @@ fn close_is_terminal_and_ends_a_wait_at_once() {
 }
 
 /// Fires `a` and `b` at the same moment; answers both.
-fn race(c: &Client, a: (String, String, serde_json::Value), b: (String, String, serde_json::Value)) -> (Answer, Answer) {
+fn race(
+    c: &Client,
+    a: (String, String, serde_json::Value),
+    b: (String, String, serde_json::Value),
+) -> (Answer, Answer) {
     let barrier = Arc::new(Barrier::new(2));
     let fire = |(path, token, body): (String, String, serde_json::Value)| {
         let (c, barrier) = (c.clone(), barrier.clone());
@@ -253,18 +267,31 @@ fn a_cancel_racing_a_same_turn_final_report_has_one_whole_winner() {
         let (cancel, report) = race(
             &c,
             (format!("/v1/handoffs/{id}/cancel"), alice.clone(), json!({"turn": 1})),
-            (format!("/v1/handoffs/{id}/report"), machine.clone(), json!({"turn": 1, "status": "done", "summary": "s"})),
+            (
+                format!("/v1/handoffs/{id}/report"),
+                machine.clone(),
+                json!({"turn": 1, "status": "done", "summary": "s"}),
+            ),
         );
         let now = c.get(&format!("/v1/handoffs/{id}"), &alice);
         assert_eq!(now.version(), 2, "exactly one change landed");
         match (cancel.status, report.status) {
             (200, 409) => {
-                assert_eq!((report.code(), report.handoff()["status"].as_str()), ("handoff.turn_finished", Some("cancelled")));
+                assert_eq!(
+                    (report.code(), report.handoff()["status"].as_str()),
+                    ("handoff.turn_finished", Some("cancelled"))
+                );
                 assert_eq!(now.handoff()["status"], "cancelled");
             }
             (409, 200) => {
-                assert_eq!((cancel.code(), cancel.handoff()["status"].as_str()), ("handoff.turn_finished", Some("done")));
-                assert_eq!((now.handoff()["status"].as_str(), now.handoff()["summary"].as_str()), (Some("done"), Some("s")));
+                assert_eq!(
+                    (cancel.code(), cancel.handoff()["status"].as_str()),
+                    ("handoff.turn_finished", Some("done"))
+                );
+                assert_eq!(
+                    (now.handoff()["status"].as_str(), now.handoff()["summary"].as_str()),
+                    (Some("done"), Some("s"))
+                );
             }
             other => panic!("not one whole winner: {other:?} {} {}", cancel.text, report.text),
         }
@@ -289,7 +316,10 @@ fn a_close_racing_a_same_turn_final_report_has_one_whole_winner() {
             // The report came first and ended the turn whole; the close then closed it.
             assert_eq!((now.version(), now.handoff()["status"].as_str()), (3, Some("failed")));
         } else {
-            assert_eq!((report.status, report.code(), report.handoff()["state"].as_str()), (409, "handoff.closed", Some("closed")));
+            assert_eq!(
+                (report.status, report.code(), report.handoff()["state"].as_str()),
+                (409, "handoff.closed", Some("closed"))
+            );
             assert_eq!((now.version(), now.handoff()["status"].as_str()), (2, Some("cancelled")));
         }
     }
@@ -302,19 +332,39 @@ fn a_running_report_names_the_runtime_of_a_plain_turn_on_the_record_and_its_line
     let (id, machine, _) = c.create(&alice);
     c.report(&id, &machine, 1, "done", None);
     let before = open_turn(&c, &id, &alice, 1).version();
-    let report = |runtime: &str| c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": 2, "status": "running", "runtime": runtime}));
+    let report = |runtime: &str| {
+        c.post(
+            &format!("/v1/handoffs/{id}/report"),
+            &machine,
+            json!({"turn": 2, "status": "running", "runtime": runtime}),
+        )
+    };
     let named = report("claude-code");
-    assert_eq!((named.status, named.version(), named.handoff()["runtime"].as_str()), (200, before + 1, Some("claude-code")), "{}", named.text);
+    assert_eq!(
+        (named.status, named.version(), named.handoff()["runtime"].as_str()),
+        (200, before + 1, Some("claude-code")),
+        "{}",
+        named.text
+    );
     let again = report("claude-code");
     assert_eq!((again.status, again.version()), (200, before + 1), "the same runtime again moves nothing");
     let other = report("codex");
     assert_eq!((other.status, other.code()), (409, "handoff.turn_conflict"), "{}", other.text);
     assert_eq!(other.handoff()["runtime"], "claude-code");
-    let on_done = c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": 2, "status": "done", "runtime": "claude-code"}));
+    let on_done = c.post(
+        &format!("/v1/handoffs/{id}/report"),
+        &machine,
+        json!({"turn": 2, "status": "done", "runtime": "claude-code"}),
+    );
     assert_eq!((on_done.status, on_done.code()), (400, "request.invalid"), "{}", on_done.text);
     let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
     let entries = turns.body["turns"].as_array().unwrap_or_else(|| panic!("{}", turns.text));
-    assert_eq!(entries.last().map(|t| (t["turn"].clone(), t["runtime"].clone())), Some((json!(2), json!("claude-code"))), "{}", turns.text);
+    assert_eq!(
+        entries.last().map(|t| (t["turn"].clone(), t["runtime"].clone())),
+        Some((json!(2), json!("claude-code"))),
+        "{}",
+        turns.text
+    );
     assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &alice).version(), before + 1, "nothing else moved");
 }
 
@@ -323,24 +373,48 @@ fn a_running_report_names_the_permission_mode_on_the_record_and_each_turn_keeps_
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let (id, machine, _) = c.create(&alice);
-    let report = |turn: u64, status: &str, mode: &str| c.post(&format!("/v1/handoffs/{id}/report"), &machine, json!({"turn": turn, "status": status, "permission_mode": mode}));
+    let report = |turn: u64, status: &str, mode: &str| {
+        c.post(
+            &format!("/v1/handoffs/{id}/report"),
+            &machine,
+            json!({"turn": turn, "status": status, "permission_mode": mode}),
+        )
+    };
     let created = c.get(&format!("/v1/handoffs/{id}"), &alice);
     assert!(created.handoff().get("permission_mode").is_none(), "absent until a report names one: {}", created.text);
     let named = report(1, "running", "acceptEdits");
-    assert_eq!((named.status, named.version(), named.handoff()["permission_mode"].as_str()), (200, created.version() + 1, Some("acceptEdits")), "{}", named.text);
+    assert_eq!(
+        (named.status, named.version(), named.handoff()["permission_mode"].as_str()),
+        (200, created.version() + 1, Some("acceptEdits")),
+        "{}",
+        named.text
+    );
     let again = report(1, "running", "acceptEdits");
     assert_eq!((again.status, again.version()), (200, named.version()), "the same mode again moves nothing");
     for (status, mode) in [("done", "plan"), ("running", "two words"), ("running", &"x".repeat(33))] {
         let refused = report(1, status, mode);
         assert_eq!((refused.status, refused.code()), (400, "request.invalid"), "{status} {mode}: {}", refused.text);
-        assert!(refused.body["error"]["message"].as_str().is_some_and(|m| m.starts_with("permission_mode: ")), "{}", refused.text);
+        assert!(
+            refused.body["error"]["message"].as_str().is_some_and(|m| m.starts_with("permission_mode: ")),
+            "{}",
+            refused.text
+        );
     }
     c.report(&id, &machine, 1, "done", None);
     let opened = open_turn(&c, &id, &alice, 1);
-    assert!(opened.handoff().get("permission_mode").is_none(), "a new turn has no mode until a report names one: {}", opened.text);
+    assert!(
+        opened.handoff().get("permission_mode").is_none(),
+        "a new turn has no mode until a report names one: {}",
+        opened.text
+    );
     let two = report(2, "running", "plan");
     assert_eq!(two.handoff()["permission_mode"], "plan", "{}", two.text);
     let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
-    let modes: Vec<serde_json::Value> = turns.body["turns"].as_array().unwrap_or_else(|| panic!("{}", turns.text)).iter().map(|t| t["permission_mode"].clone()).collect();
+    let modes: Vec<serde_json::Value> = turns.body["turns"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", turns.text))
+        .iter()
+        .map(|t| t["permission_mode"].clone())
+        .collect();
     assert_eq!(modes, [json!("acceptEdits"), json!("plan")], "each turn keeps its own mode: {}", turns.text);
 }

@@ -67,7 +67,8 @@ fn read_answer(mut s: TcpStream) -> (u16, Value) {
 /// for the Worker), from /proc: the processes in the process group of `Server::workerd_pid`.
 fn workerd_rss_kib(server: &Server) -> u64 {
     let stat = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-    let group_of = |stat: &str| stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2)).map(str::to_string);
+    let group_of =
+        |stat: &str| stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2)).map(str::to_string);
     let pid = server.workerd_pid().expect("the Worker's workerd").to_string();
     let group = group_of(&stat(&pid).unwrap()).unwrap();
     let mut total = 0;
@@ -76,7 +77,10 @@ fn workerd_rss_kib(server: &Server) -> u64 {
         let Some(st) = stat(&name) else { continue };
         if st.contains("(workerd)") && group_of(&st).as_deref() == Some(group.as_str()) {
             let status = std::fs::read_to_string(format!("/proc/{name}/status")).unwrap_or_default();
-            let rss = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+            let rss = status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
             total += rss.unwrap_or(0);
         }
     }
@@ -92,9 +96,19 @@ fn disconnect_waiters(port: u16, id: &str, token: &str, after: u64, timeout_s: u
 
 /// Holds `CONNECTED` waiters on `id`, reports, and answers (report latency, the slowest
 /// waiter's time from the report being sent to its answer).
-fn report_to_connected(server: &Server, c: &Client, id: &str, alice: &str, machine: &str, turn_version: (u64, u64), summary: &str) -> (Duration, Duration) {
+fn report_to_connected(
+    server: &Server,
+    c: &Client,
+    id: &str,
+    alice: &str,
+    machine: &str,
+    turn_version: (u64, u64),
+    summary: &str,
+) -> (Duration, Duration) {
     let (turn, version) = turn_version;
-    let waiters: Vec<TcpStream> = (0..CONNECTED).map(|i| raw_wait(server.port, id, if i % 2 == 0 { alice } else { machine }, version, 60)).collect();
+    let waiters: Vec<TcpStream> = (0..CONNECTED)
+        .map(|i| raw_wait(server.port, id, if i % 2 == 0 { alice } else { machine }, version, 60))
+        .collect();
     thread::sleep(Duration::from_millis(500));
     let sent = Instant::now();
     let readers: Vec<_> = waiters
@@ -112,7 +126,11 @@ fn report_to_connected(server: &Server, c: &Client, id: &str, alice: &str, machi
     let mut slowest = Duration::ZERO;
     for reader in readers {
         let ((status, body), took) = reader.join().unwrap();
-        assert_eq!((status, body["handoff"]["version"].as_u64()), (200, Some(version + 1)), "a connected waiter: {body}");
+        assert_eq!(
+            (status, body["handoff"]["version"].as_u64()),
+            (200, Some(version + 1)),
+            "a connected waiter: {body}"
+        );
         slowest = slowest.max(took);
     }
     (report_took, slowest)
@@ -177,7 +195,8 @@ fn a_thousand_waiters_that_disconnect_give_their_places_back_at_once_and_a_repor
     // only the connected waiters to answer.
     let (report_alone, slowest_alone) = report_to_connected(&server, &c, &hot, &alice, &machine, (1, 1), "alone");
     let released = disconnect_and_time_release(&server, &c, &hot, &alice, 2, DISCONNECTED);
-    let (report_took, slowest) = report_to_connected(&server, &c, &hot, &alice, &machine, (1, 2), "after a thousand left");
+    let (report_took, slowest) =
+        report_to_connected(&server, &c, &hot, &alice, &machine, (1, 2), "after a thousand left");
 
     // Every place is free: a thousand connected waiters fill the hand-off again, and one report
     // answers each of them once with the new version.
@@ -202,7 +221,8 @@ fn a_thousand_waiters_that_disconnect_give_their_places_back_at_once_and_a_repor
     let baseline = workerd_rss_kib(&server);
     let mut rounds = vec![];
     for _ in 0..MEMORY_ROUNDS {
-        let streams: Vec<TcpStream> = (0..DISCONNECTED).map(|_| raw_wait(server.port, &quiet, &alice, 1, HELD_TIMEOUT_S)).collect();
+        let streams: Vec<TcpStream> =
+            (0..DISCONNECTED).map(|_| raw_wait(server.port, &quiet, &alice, 1, HELD_TIMEOUT_S)).collect();
         thread::sleep(Duration::from_millis(1_000));
         let holding = workerd_rss_kib(&server);
         drop(streams);
@@ -266,7 +286,10 @@ fn the_cap_answers_429_past_it_and_where_a_disconnect_is_not_seen_the_place_come
         let (status, body) = read_answer(s);
         assert_eq!((status, body["handoff"]["version"].as_u64()), (200, Some(2)), "{body}");
     }
-    assert!(short_waits(server.port, &id, &alice, 2, TEST_CAP).iter().all(|&s| s == 200), "the places were given back by the wake-up");
+    assert!(
+        short_waits(server.port, &id, &alice, 2, TEST_CAP).iter().all(|&s| s == 200),
+        "the places were given back by the wake-up"
+    );
 
     // The cap, taken by waiters that disconnect at once: their places come back at their timeout.
     let timeout_s = 2;

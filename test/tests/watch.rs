@@ -15,8 +15,8 @@
 //! - refusals before the upgrade are the usual JSON errors, 426 without the upgrade.
 
 use handoff_core::limits::{WATCH_UNACKED_BYTES_MAX, WATCH_UNACKED_FRAMES_MAX};
-use handoff_it::workerd::EVICTED_AFTER_CHANGE;
 use handoff_it::watch::{Auth, Frame, Watch};
+use handoff_it::workerd::EVICTED_AFTER_CHANGE;
 use handoff_it::{key, now_s, owner, temp_state, unique, Client, Server};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -67,11 +67,18 @@ fn every_published_version_reaches_every_socket_once_in_order_and_a_close_ends_e
     assert_eq!(close.status, 200, "{}", close.text);
     expected.push(close.version());
     // Version 1 went to the first three at once, above.
-    for (name, w, from) in [("from the start", &mut from_start, 1), ("browser", &mut browser, 1), ("machine", &mut machine_watch, 1), ("current", &mut current, 1)] {
+    for (name, w, from) in [
+        ("from the start", &mut from_start, 1),
+        ("browser", &mut browser, 1),
+        ("machine", &mut machine_watch, 1),
+        ("current", &mut current, 1),
+    ] {
         let mut seen = Vec::new();
         let last = loop {
             match w.next(READ) {
-                Frame::Record(r) => seen.push((r["handoff"]["version"].as_u64().unwrap(), r["handoff"]["state"].clone())),
+                Frame::Record(r) => {
+                    seen.push((r["handoff"]["version"].as_u64().unwrap(), r["handoff"]["state"].clone()))
+                }
                 other => break other,
             }
         };
@@ -100,7 +107,9 @@ fn refusals_before_the_upgrade_are_json_errors_and_without_it_426() {
     assert_eq!((bad_query.status, bad_query.code()), (400, "request.invalid"), "{}", bad_query.text);
     let no_token = c.send("GET", &path, None, &[], None);
     assert_eq!((no_token.status, no_token.code()), (401, "auth.required"), "{}", no_token.text);
-    let refused = |token: &str, auth: Auth, path: &str, headers: &[(&str, &str)]| Watch::open_with(&s.url(), path, token, auth, headers).err().expect("refused");
+    let refused = |token: &str, auth: Auth, path: &str, headers: &[(&str, &str)]| {
+        Watch::open_with(&s.url(), path, token, auth, headers).err().expect("refused")
+    };
     let r = refused("not-a-token", Auth::Header, &path, &[]);
     assert_eq!((r.status, r.code()), (401, "auth.invalid"));
     let r = refused("not-a-token", Auth::Subprotocol, &path, &[]);
@@ -132,7 +141,8 @@ fn idle_watchers_let_the_object_be_evicted_and_one_report_then_reaches_a_thousan
     let o = owner(&unique("o"));
     let (id, machine, created) = c.create(&o);
     let v = created.version();
-    let mut watchers: Vec<Watch> = (0..WATCHERS).map(|_| Watch::open(&s.url(), &id, &o, v, Auth::Header).unwrap()).collect();
+    let mut watchers: Vec<Watch> =
+        (0..WATCHERS).map(|_| Watch::open(&s.url(), &id, &o, v, Auth::Header).unwrap()).collect();
     let before = starts(&c, &o);
     std::thread::sleep(PAST_EVICTION);
     // `ping` is answered by the runtime: the evicted object does not start for it.
@@ -158,7 +168,8 @@ fn reconnecting_with_after_misses_no_version_and_repeats_none_across_a_sigkill_a
     let o = owner(&unique("o"));
     let (id, machine, created) = s.client().create(&o);
     let mut last = created.version();
-    let mut watchers: Vec<Watch> = (0..10).map(|_| Watch::open(&s.url(), &id, &o, last, Auth::Header).unwrap()).collect();
+    let mut watchers: Vec<Watch> =
+        (0..10).map(|_| Watch::open(&s.url(), &id, &o, last, Auth::Header).unwrap()).collect();
     let v = step(&s.client(), &id, &machine, 1);
     for w in &mut watchers {
         assert_eq!(w.next_version(READ), v);
@@ -171,7 +182,8 @@ fn reconnecting_with_after_misses_no_version_and_repeats_none_across_a_sigkill_a
     s.restart();
     let missed = step(&s.client(), &id, &machine, 2);
     assert_eq!(missed, last + 1);
-    let mut watchers: Vec<Watch> = (0..10).map(|_| Watch::open(&s.url(), &id, &o, last, Auth::Header).unwrap()).collect();
+    let mut watchers: Vec<Watch> =
+        (0..10).map(|_| Watch::open(&s.url(), &id, &o, last, Auth::Header).unwrap()).collect();
     for w in &mut watchers {
         assert_eq!(w.next_version(READ), missed, "the version made while away, at once");
     }
@@ -219,7 +231,8 @@ fn an_expired_token_is_closed_with_4401_at_the_next_send_or_message() {
 }
 
 #[test]
-fn a_stalled_reader_is_closed_with_1013_before_its_unacknowledged_bytes_pass_the_cap_and_a_reader_that_acknowledges_is_not() {
+fn a_stalled_reader_is_closed_with_1013_before_its_unacknowledged_bytes_pass_the_cap_and_a_reader_that_acknowledges_is_not(
+) {
     let s = server("watch-stall", &[]);
     let c = s.client();
     let o = owner(&unique("o"));

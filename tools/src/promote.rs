@@ -49,8 +49,7 @@ pub struct Migration {
 impl Migration {
     /// The classes this migration adds, sorted, for comparing with an approval.
     pub fn added_classes(&self) -> Vec<String> {
-        let mut classes: Vec<String> =
-            self.new_classes.iter().chain(&self.new_sqlite_classes).cloned().collect();
+        let mut classes: Vec<String> = self.new_classes.iter().chain(&self.new_sqlite_classes).cloned().collect();
         classes.sort();
         classes
     }
@@ -124,30 +123,80 @@ pub struct Approval {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// Production applies a tag that production-approvals.json does not list.
-    NoReviewedEntry { tag: String },
+    NoReviewedEntry {
+        tag: String,
+    },
     /// The entry exists but lacks a reviewer, a date or a review link.
-    EntryNotReviewed { tag: String, problem: String },
-    ClassesDiffer { tag: String, approved: Vec<String>, migration: Vec<String> },
+    EntryNotReviewed {
+        tag: String,
+        problem: String,
+    },
+    ClassesDiffer {
+        tag: String,
+        approved: Vec<String>,
+        migration: Vec<String>,
+    },
     /// An approved tag comes after a top-level migration that is not approved.
-    Gap { tag: String, missing: String },
+    Gap {
+        tag: String,
+        missing: String,
+    },
     /// Production applies a tag without the one before it.
-    ProductionGap { tag: String, missing: String },
+    ProductionGap {
+        tag: String,
+        missing: String,
+    },
     /// The approvals list the right tags in another order than the migrations.
-    OutOfOrder { listed: String, expected: String },
+    OutOfOrder {
+        listed: String,
+        expected: String,
+    },
     /// A production migration differs from the top-level one with its tag.
-    EditToAppliedTag { tag: String, applied: String, now: String },
+    EditToAppliedTag {
+        tag: String,
+        applied: String,
+        now: String,
+    },
     /// Production applies a tag that the top level no longer defines.
-    AppliedTagRemoved { tag: String },
-    UnknownTag { tag: String },
-    DuplicateEntry { tag: String },
-    DuplicateTag { tag: String, place: String },
-    EnvDiffers { tag: String, env: String, env_says: String, top_says: String },
-    UnsupportedMigration { tag: String, problem: String },
-    UnsupportedBinding { name: String, key: String },
-    MissingBinding { tag: String, class: String },
+    AppliedTagRemoved {
+        tag: String,
+    },
+    UnknownTag {
+        tag: String,
+    },
+    DuplicateEntry {
+        tag: String,
+    },
+    DuplicateTag {
+        tag: String,
+        place: String,
+    },
+    EnvDiffers {
+        tag: String,
+        env: String,
+        env_says: String,
+        top_says: String,
+    },
+    UnsupportedMigration {
+        tag: String,
+        problem: String,
+    },
+    UnsupportedBinding {
+        name: String,
+        key: String,
+    },
+    MissingBinding {
+        tag: String,
+        class: String,
+    },
     /// Production binds a class that no approved tag adds.
-    UnreviewedBinding { name: String, class: String },
-    TooManyEntries { count: usize },
+    UnreviewedBinding {
+        name: String,
+        class: String,
+    },
+    TooManyEntries {
+        count: usize,
+    },
     /// A deployable environment sets a hook variable or calls itself local.
     Hook(Exposure),
 }
@@ -171,10 +220,9 @@ impl fmt::Display for Refusal {
                 list(approved),
                 list(migration)
             ),
-            Gap { tag, missing } => write!(
-                f,
-                "a gap in the tag order: {tag} is approved, but {missing}, which comes before it, is not"
-            ),
+            Gap { tag, missing } => {
+                write!(f, "a gap in the tag order: {tag} is approved, but {missing}, which comes before it, is not")
+            }
             ProductionGap { tag, missing } => write!(
                 f,
                 "a gap in the tag order: env.production applies {tag} without {missing}, which comes before it"
@@ -201,31 +249,26 @@ impl fmt::Display for Refusal {
                 write!(f, "tag {tag} has more than one entry in production-approvals.json")
             }
             DuplicateTag { tag, place } => write!(f, "tag {tag} is defined more than once in {place}"),
-            EnvDiffers { tag, env, env_says, top_says } => write!(
-                f,
-                "migration {tag} differs between env.{env} ({env_says}) and the top level ({top_says})"
-            ),
+            EnvDiffers { tag, env, env_says, top_says } => {
+                write!(f, "migration {tag} differs between env.{env} ({env_says}) and the top level ({top_says})")
+            }
             UnsupportedMigration { tag, problem } => write!(
                 f,
                 "migration {tag} {problem}; prod-promote only carries migrations that add classes \
                  (new_classes, new_sqlite_classes)"
             ),
-            UnsupportedBinding { name, key } => write!(
-                f,
-                "binding {name} has {key}; prod-promote only copies name and class_name"
-            ),
-            MissingBinding { tag, class } => write!(
-                f,
-                "migration {tag} adds {class}, but no top-level [[durable_objects.bindings]] binds it"
-            ),
-            UnreviewedBinding { name, class } => write!(
-                f,
-                "env.production binds {name} to {class}, which no reviewed tag adds"
-            ),
-            TooManyEntries { count } => write!(
-                f,
-                "production-approvals.json has {count} entries, more than {APPROVALS_MAX}"
-            ),
+            UnsupportedBinding { name, key } => {
+                write!(f, "binding {name} has {key}; prod-promote only copies name and class_name")
+            }
+            MissingBinding { tag, class } => {
+                write!(f, "migration {tag} adds {class}, but no top-level [[durable_objects.bindings]] binds it")
+            }
+            UnreviewedBinding { name, class } => {
+                write!(f, "env.production binds {name} to {class}, which no reviewed tag adds")
+            }
+            TooManyEntries { count } => {
+                write!(f, "production-approvals.json has {count} entries, more than {APPROVALS_MAX}")
+            }
             Hook(exposure) => exposure.fmt(f),
         }
     }
@@ -252,12 +295,9 @@ impl fmt::Display for Change {
                 "remove [[env.production.durable_objects.bindings]] name = \"{}\", class_name = \"{}\"",
                 b.name, b.class_name
             ),
-            Change::AddMigration(m) => write!(
-                f,
-                "add [[env.production.migrations]] tag = \"{}\", {}",
-                m.tag,
-                m.describe()
-            ),
+            Change::AddMigration(m) => {
+                write!(f, "add [[env.production.migrations]] tag = \"{}\", {}", m.tag, m.describe())
+            }
         }
     }
 }
@@ -290,12 +330,8 @@ pub fn plan(wrangler: &Wrangler, approvals: &[Approval]) -> Result<Plan, Vec<Ref
 
     let approved: BTreeSet<&str> = approvals.iter().map(|a| a.tag.as_str()).collect();
     // Approved tags that pass the order rule form a prefix of the top-level list.
-    let migrations: Vec<Migration> = wrangler
-        .migrations
-        .iter()
-        .take_while(|m| approved.contains(m.tag.as_str()))
-        .cloned()
-        .collect();
+    let migrations: Vec<Migration> =
+        wrangler.migrations.iter().take_while(|m| approved.contains(m.tag.as_str())).cloned().collect();
     let bindings = target_bindings(wrangler, &migrations, &mut refusals);
     check_production_bindings(wrangler, &migrations, &mut refusals);
 
@@ -303,12 +339,8 @@ pub fn plan(wrangler: &Wrangler, approvals: &[Approval]) -> Result<Plan, Vec<Ref
         return Err(refusals);
     }
     let changes = changes(wrangler, &migrations, &bindings);
-    let pending = wrangler
-        .migrations
-        .iter()
-        .filter(|m| !approved.contains(m.tag.as_str()))
-        .map(|m| m.tag.clone())
-        .collect();
+    let pending =
+        wrangler.migrations.iter().filter(|m| !approved.contains(m.tag.as_str())).map(|m| m.tag.clone()).collect();
     Ok(Plan { migrations, bindings, changes, pending })
 }
 
@@ -426,10 +458,8 @@ fn check_tag_order(wrangler: &Wrangler, approvals: &[Approval], refusals: &mut V
         return;
     }
     let mut seen = BTreeSet::new();
-    let known: Vec<&Approval> = approvals
-        .iter()
-        .filter(|a| reference(wrangler, &a.tag).is_some() && seen.insert(a.tag.as_str()))
-        .collect();
+    let known: Vec<&Approval> =
+        approvals.iter().filter(|a| reference(wrangler, &a.tag).is_some() && seen.insert(a.tag.as_str())).collect();
     for (entry, m) in known.iter().zip(&wrangler.migrations) {
         if entry.tag != m.tag {
             refusals.push(Refusal::OutOfOrder { listed: entry.tag.clone(), expected: m.tag.clone() });
@@ -458,10 +488,7 @@ fn check_applied(wrangler: &Wrangler, approvals: &[Approval], refusals: &mut Vec
         let expected = &wrangler.migrations.get(index);
         if let Some(expected) = expected {
             if expected.tag != applied.tag {
-                refusals.push(Refusal::ProductionGap {
-                    tag: applied.tag.clone(),
-                    missing: expected.tag.clone(),
-                });
+                refusals.push(Refusal::ProductionGap { tag: applied.tag.clone(), missing: expected.tag.clone() });
             }
         }
     }
@@ -469,16 +496,11 @@ fn check_applied(wrangler: &Wrangler, approvals: &[Approval], refusals: &mut Vec
 
 /// Production's bindings: the top-level bindings of every class an applied migration adds,
 /// in migration order.
-fn target_bindings(
-    wrangler: &Wrangler,
-    migrations: &[Migration],
-    refusals: &mut Vec<Refusal>,
-) -> Vec<Binding> {
+fn target_bindings(wrangler: &Wrangler, migrations: &[Migration], refusals: &mut Vec<Refusal>) -> Vec<Binding> {
     let mut bindings = Vec::new();
     for m in migrations {
         for class in m.new_classes.iter().chain(&m.new_sqlite_classes) {
-            let of_class: Vec<&Binding> =
-                wrangler.bindings.iter().filter(|b| &b.class_name == class).collect();
+            let of_class: Vec<&Binding> = wrangler.bindings.iter().filter(|b| &b.class_name == class).collect();
             if of_class.is_empty() {
                 refusals.push(Refusal::MissingBinding { tag: m.tag.clone(), class: class.clone() });
             }
@@ -498,11 +520,8 @@ fn target_bindings(
 /// an applied but unapproved migration is already refused as such, so its bindings are not
 /// named twice.
 fn check_production_bindings(wrangler: &Wrangler, migrations: &[Migration], refusals: &mut Vec<Refusal>) {
-    let classes: BTreeSet<String> = migrations
-        .iter()
-        .chain(&wrangler.production_migrations)
-        .flat_map(Migration::added_classes)
-        .collect();
+    let classes: BTreeSet<String> =
+        migrations.iter().chain(&wrangler.production_migrations).flat_map(Migration::added_classes).collect();
     for b in &wrangler.production_bindings {
         if !classes.contains(&b.class_name) {
             refusals.push(Refusal::UnreviewedBinding { name: b.name.clone(), class: b.class_name.clone() });

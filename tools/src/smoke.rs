@@ -206,7 +206,10 @@ impl fmt::Display for Expect {
 /// What came back for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    Http { status: u16, body: String },
+    Http {
+        status: u16,
+        body: String,
+    },
     /// No HTTP answer at all: refused connection, timeout, TLS failure.
     Transport(String),
 }
@@ -228,8 +231,7 @@ pub struct Verdict {
 }
 
 pub fn parse_routes(text: &str) -> Result<Routes, String> {
-    let routes: Routes =
-        serde_json::from_str(text).map_err(|e| format!("release-smoke.json: {e}"))?;
+    let routes: Routes = serde_json::from_str(text).map_err(|e| format!("release-smoke.json: {e}"))?;
     check_routes(&routes)?;
     Ok(routes)
 }
@@ -376,10 +378,7 @@ pub fn judge(route: &Route, store: Store, answer: &Answer) -> Verdict {
         }
     };
     let word = if pass { "pass" } else { "FAIL" };
-    let line = format!(
-        "{word}  {:<24} {} {}  expected {expect}  got {got}",
-        route.name, route.method, route.path
-    );
+    let line = format!("{word}  {:<24} {} {}  expected {expect}  got {got}", route.name, route.method, route.path);
     Verdict { pass, line }
 }
 
@@ -396,10 +395,8 @@ pub fn judge_store(expected: Option<Store>, health: &Result<Store, String>) -> (
             (Some(expected), Verdict { pass, line })
         }
         (Some(expected), Err(problem)) => {
-            let line = format!(
-                "FAIL  {:<24} GET {HEALTH_PATH}  expected store {expected} (--expect)  got {problem}",
-                "store"
-            );
+            let line =
+                format!("FAIL  {:<24} GET {HEALTH_PATH}  expected store {expected} (--expect)  got {problem}", "store");
             (Some(expected), Verdict { pass: false, line })
         }
         (None, Ok(said)) => {

@@ -34,7 +34,10 @@ fn is_forward(line: &str) -> bool {
 
 /// What the JavaScript may never hold: a branch, a loop, a `try`, a conditional (`?`, `??`,
 /// `&&`, `||`), a comparison, an assignment outside a declaration.
-const DECIDES: &[&str] = &["if ", "if(", "else", "for ", "for(", "while", "switch", "try", "throw", "?", "&&", "||", "==", "!=", "<=", ">=", " < ", " > ", "+=", "++"];
+const DECIDES: &[&str] = &[
+    "if ", "if(", "else", "for ", "for(", "while", "switch", "try", "throw", "?", "&&", "||", "==", "!=", "<=", ">=",
+    " < ", " > ", "+=", "++",
+];
 
 /// A line of the edge: one declared arrow function of one expression, one entry of the steps
 /// table, its brackets, or the default export's `fetch`, which runs the route's step.
@@ -44,7 +47,9 @@ fn is_edge(line: &str) -> bool {
     }
     let arrow = |l: &str| l.starts_with('(') && l.contains(") => ");
     let declared = line.strip_prefix("const ").and_then(|rest| rest.split_once(" = ")).is_some_and(|(name, value)| {
-        name.chars().all(|c| c.is_ascii_alphanumeric()) && (arrow(value) || value == "[") && (value == "[" || value.ends_with(';'))
+        name.chars().all(|c| c.is_ascii_alphanumeric())
+            && (arrow(value) || value == "[")
+            && (value == "[" || value.ends_with(';'))
     });
     declared
         || (arrow(line) && line.ends_with("),"))

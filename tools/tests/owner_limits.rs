@@ -3,8 +3,8 @@
 //! limit and window, and the contract and the API guide name each new limit with its value.
 
 use handoff_core::limits::{
-    CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT, HANDOFF_RETENTION_DAYS_MAX,
-    OPEN_HANDOFFS_PER_OWNER_MAX,
+    CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, HANDOFF_RETENTION_DAYS_DEFAULT,
+    HANDOFF_RETENTION_DAYS_MAX, OPEN_HANDOFFS_PER_OWNER_MAX,
 };
 use toml_edit::{DocumentMut, Item};
 
@@ -45,6 +45,9 @@ fn the_contract_and_the_api_guide_name_every_owner_limit_with_its_value() {
             assert!(around.contains(&value), "{doc} names {name} without its value {value}: {around}");
         }
     }
-    assert!(OPENAPI.contains(&format!("1..={HANDOFF_RETENTION_DAYS_MAX}")), "the contract states the retention's range");
+    assert!(
+        OPENAPI.contains(&format!("1..={HANDOFF_RETENTION_DAYS_MAX}")),
+        "the contract states the retention's range"
+    );
     assert!(OPENAPI.contains(&format!("Retry-After: {CREATES_PER_OWNER_PERIOD_S}")));
 }

@@ -25,11 +25,7 @@ fn scratch(name: &str, approvals: &str) -> PathBuf {
 }
 
 fn promote(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_prod-promote"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("prod-promote runs")
+    Command::new(env!("CARGO_BIN_EXE_prod-promote")).args(args).current_dir(dir).output().expect("prod-promote runs")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -52,7 +48,10 @@ fn check_only_reports_what_it_would_change() {
     let out = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert!(out.contains("prod-promote: approved for production: v1, v2"), "{out}");
-    assert!(out.contains("would add [[env.production.migrations]] tag = \"v1\", new_sqlite_classes = [\"HandoffObject\"]"), "{out}");
+    assert!(
+        out.contains("would add [[env.production.migrations]] tag = \"v1\", new_sqlite_classes = [\"HandoffObject\"]"),
+        "{out}"
+    );
     assert!(out.contains("would add [[env.production.durable_objects.bindings]] name = \"OWNER_INDEX\""), "{out}");
     assert_eq!(fs::read(dir.join("wrangler.toml")).unwrap(), before, "--check writes nothing");
 }
@@ -84,7 +83,10 @@ fn a_refusal_exits_1_names_the_tag_and_writes_nothing() {
         let output = promote(&dir, args);
         let err = text(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{err}");
-        assert!(err.contains("prod-promote: refused: tag v0 is approved, but no top-level [[migrations]] defines it"), "{err}");
+        assert!(
+            err.contains("prod-promote: refused: tag v0 is approved, but no top-level [[migrations]] defines it"),
+            "{err}"
+        );
         assert!(err.contains("prod-promote: refused: a gap in the tag order: v2 is approved, but v1"), "{err}");
         assert!(err.contains("wrote nothing"), "{err}");
     }
@@ -105,7 +107,10 @@ fn a_hook_variable_in_a_deployable_environment_is_refused_even_by_check() {
         let output = promote(&dir, args);
         let err = text(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.contains("prod-promote: refused: env.development sets the hook variable HANDOFF_TEST_HOOKS"), "{err}");
+        assert!(
+            err.contains("prod-promote: refused: env.development sets the hook variable HANDOFF_TEST_HOOKS"),
+            "{err}"
+        );
     }
     assert_eq!(fs::read_to_string(&config).unwrap(), spoiled, "nothing is written");
     let _ = fs::remove_dir_all(&dir);
@@ -114,7 +119,11 @@ fn a_hook_variable_in_a_deployable_environment_is_refused_even_by_check() {
 /// The checked-in wrangler.toml with its top level calling itself local, as it once did.
 fn top_level_local(text: &str) -> String {
     assert!(!text.contains("\n[vars]"), "the checked-in top level has no [vars]");
-    let spoiled = text.replacen("[[durable_objects.bindings]]", "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]", 1);
+    let spoiled = text.replacen(
+        "[[durable_objects.bindings]]",
+        "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]",
+        1,
+    );
     assert_ne!(spoiled, text);
     spoiled
 }

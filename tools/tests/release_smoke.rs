@@ -150,9 +150,19 @@ fn the_smoke_passes_where_the_store_is_bound() {
     assert_eq!(out.lines().filter(|l| l.starts_with("pass  ")).count(), checks, "{out}");
     assert!(out.lines().any(|l| l.starts_with("pass  config") && l.ends_with("got none")), "{out}");
     assert!(out.lines().any(|l| l.starts_with("pass  auth") && l.ends_with("got auth ok")), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("pass  list-unsigned") && l.ends_with("expected 401 auth.required  got 401 auth.required")), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 401 auth.invalid")), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("pass  bench-floor-closed") && l.ends_with("got 404 route.not_found")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("pass  list-unsigned")
+            && l.ends_with("expected 401 auth.required  got 401 auth.required")),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 401 auth.invalid")),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("pass  bench-floor-closed") && l.ends_with("got 404 route.not_found")),
+        "{out}"
+    );
     assert!(out.ends_with(&format!("release-smoke: {checks} passed, 0 failed\n")), "{out}");
 }
 
@@ -162,7 +172,10 @@ fn the_smoke_passes_where_the_store_is_unbound() {
     let output = smoke(&[&base, "--expect=unbound"]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("pass  report-unsigned") && l.ends_with("got 404 store.unbound")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("pass  report-unsigned") && l.ends_with("got 404 store.unbound")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -182,7 +195,11 @@ fn a_production_that_became_bound_fails_the_smoke() {
     let output = smoke(&[&base, "--expect", "unbound"]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("FAIL  store") && l.contains("expected store unbound (--expect)  got store bound")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("FAIL  store") && l.contains("expected store unbound (--expect)  got store bound")),
+        "{out}"
+    );
     assert!(out.lines().any(|l| l.starts_with("FAIL  list-unsigned")), "{out}");
 }
 
@@ -224,7 +241,10 @@ fn a_deployment_that_refuses_its_development_key_fails_the_auth_line() {
     assert!(out.lines().any(|l| l.starts_with("FAIL  auth") && l.ends_with("got auth misconfigured")), "{out}");
     // The development key is refused as it should be; the routes that carry a token show
     // what the misconfigured key breaks.
-    assert!(out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 503 auth.misconfigured")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("pass  list-development-key") && l.ends_with("got 503 auth.misconfigured")),
+        "{out}"
+    );
     assert!(out.lines().any(|l| l.starts_with("FAIL  list-expired-token")), "{out}");
 }
 
@@ -261,7 +281,11 @@ fn a_top_level_that_calls_itself_local_fails_the_smoke() {
     let checked_in = include_str!("../../wrangler.toml");
     assert!(!checked_in.contains("\n[vars]"), "the checked-in top level has no [vars]");
     let config = std::env::temp_dir().join(format!("release-smoke-{}-top-level-wrangler.toml", std::process::id()));
-    let spoiled = checked_in.replacen("[[durable_objects.bindings]]", "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]", 1);
+    let spoiled = checked_in.replacen(
+        "[[durable_objects.bindings]]",
+        "[vars]\nHANDOFF_ENV = \"local\"\n\n[[durable_objects.bindings]]",
+        1,
+    );
     assert_ne!(spoiled, checked_in);
     std::fs::write(&config, spoiled).unwrap();
     let failed = failures(Fake::Bound, &["--expect", "bound", "--config", config.to_str().unwrap()]);

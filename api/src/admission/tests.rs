@@ -1,7 +1,7 @@
 use super::*;
 use crate::protocol::IndexAsk;
-use handoff_notify::Environment;
 use handoff_core::limits::{BODY_BYTES_MAX, MACHINE_TOKEN_TTL_S, WORDS_BODY_BYTES_MAX};
+use handoff_notify::Environment;
 
 const KEY: &str = "a signing key of this environment, long enough";
 const NOW_S: i64 = 1_800_000_000;
@@ -9,7 +9,15 @@ const NOW_MS: i64 = NOW_S * 1000 + 250;
 const HID: &str = "ho_0123456789abcdef0123456789abcdef";
 
 fn setting() -> Setting {
-    Setting { store_bound: true, key: Some(KEY.into()), expect: Expect::default(), test_hooks: false, bench_floor: false, push_key: Some(b"pkcs8".to_vec()), endpoints: Environment::Local }
+    Setting {
+        store_bound: true,
+        key: Some(KEY.into()),
+        expect: Expect::default(),
+        test_hooks: false,
+        bench_floor: false,
+        push_key: Some(b"pkcs8".to_vec()),
+        endpoints: Environment::Local,
+    }
 }
 
 fn head(method: &str, path: &str, token: Option<&str>) -> Head {
@@ -77,7 +85,9 @@ fn health_says_whether_the_store_is_bound_and_whether_tokens_and_push_can_be_use
 #[test]
 fn health_is_answered_with_no_token_even_where_nothing_is_configured() {
     let bare = Setting { store_bound: false, key: None, push_key: None, ..setting() };
-    assert!(matches!(admit(&head("GET", "/v1/health", None), &bare, NOW_S), Ok(Admitted::Health(h)) if h == health(&bare)));
+    assert!(
+        matches!(admit(&head("GET", "/v1/health", None), &bare, NOW_S), Ok(Admitted::Health(h)) if h == health(&bare))
+    );
 }
 
 #[test]
@@ -111,7 +121,11 @@ fn the_bench_floor_takes_no_token_and_asks_its_own_object_over_rpc() {
     let floor = head("GET", "/v1/bench/floor", None);
     let admission = admitted(&floor, &on).unwrap();
     assert_eq!(admission.counted(), None);
-    let Ok(Next::Send { name, ask, carrier }) = admission.next(&floor, b"", None, &on, || unreachable!("the floor reads no clock"), &ones) else { panic!("the floor sends") };
+    let Ok(Next::Send { name, ask, carrier }) =
+        admission.next(&floor, b"", None, &on, || unreachable!("the floor reads no clock"), &ones)
+    else {
+        panic!("the floor sends")
+    };
     assert_eq!((name.as_str(), carrier), (BENCH_FLOOR_OBJECT, Carrier::Rpc));
     assert!(matches!(ask.op, Op::Floor));
     assert_eq!((ask.caller.owner.as_str(), ask.caller.role), ("bench", Role::Owner));
@@ -203,7 +217,11 @@ fn a_declared_length_over_the_routes_cap_is_413_before_any_of_it_is_read() {
     assert_eq!(words.before(Some(&WORDS_BODY_BYTES_MAX.to_string()), None, || true), Ok(Body::Declared));
     assert_eq!(words.before(Some(" 12 "), None, || true), Ok(Body::Declared), "the length is read trimmed");
     let get = BodyRules { cap: BODY_BYTES_MAX, bodiless: true };
-    assert_eq!(get.before(Some(&over), None, asked).unwrap_err().code, Code::RequestTooLarge, "413 before a GET's no body");
+    assert_eq!(
+        get.before(Some(&over), None, asked).unwrap_err().code,
+        Code::RequestTooLarge,
+        "413 before a GET's no body"
+    );
 }
 
 #[test]
@@ -258,11 +276,19 @@ fn a_create_mints_its_machine_token_under_the_verified_key_its_inc_now_ms_the_ne
     let (name, ask, carrier) = next(&create, br#"{"session": "s1", "machine": "m1", "size": "small"}"#).unwrap();
     assert_eq!(name, input::handoff_id("alice", "s1"));
     assert_eq!(carrier, Carrier::Rpc);
-    let Op::Create { id, machine_token, incarnation, session, machine, size, prompt } = ask.op else { panic!("{:?}", ask.op) };
-    assert_eq!((id.as_str(), session.as_str(), machine.as_str(), size.as_str(), prompt), (name.as_str(), "s1", "m1", "small", None));
+    let Op::Create { id, machine_token, incarnation, session, machine, size, prompt } = ask.op else {
+        panic!("{:?}", ask.op)
+    };
+    assert_eq!(
+        (id.as_str(), session.as_str(), machine.as_str(), size.as_str(), prompt),
+        (name.as_str(), "s1", "m1", "small", None)
+    );
     assert_eq!(incarnation, NOW_MS as u64);
     let claims = token::verify(&machine_token, KEY.as_bytes(), NOW_S).unwrap();
-    assert_eq!((claims.role, claims.hid.as_deref(), claims.inc), (Role::Machine, Some(name.as_str()), Some(NOW_MS as u64)));
+    assert_eq!(
+        (claims.role, claims.hid.as_deref(), claims.inc),
+        (Role::Machine, Some(name.as_str()), Some(NOW_MS as u64))
+    );
     assert_eq!(claims.exp, NOW_S + MACHINE_TOKEN_TTL_S);
     assert_eq!((ask.caller.owner.as_str(), ask.caller.role, ask.idempotency), ("alice", Role::Owner, None));
 }
@@ -276,7 +302,9 @@ fn a_create_mints_with_the_deployments_issuer_and_audience() {
     let admission = admitted(&create, &strict).unwrap();
     let body = br#"{"session": "s1", "machine": "m1", "size": "small"}"#;
     let created = admission.next(&create, body, admission.create_input(body).unwrap(), &strict, || NOW_MS, &ones);
-    let Ok(Next::Send { ask: Ask { op: Op::Create { machine_token, .. }, .. }, .. }) = created else { panic!("a create") };
+    let Ok(Next::Send { ask: Ask { op: Op::Create { machine_token, .. }, .. }, .. }) = created else {
+        panic!("a create")
+    };
     assert!(token::verify_with(&machine_token, KEY.as_bytes(), NOW_S, &expect).is_ok());
 }
 
@@ -315,8 +343,14 @@ fn only_an_owners_create_counts_against_the_owners_creations_per_minute() {
 #[test]
 fn a_hand_off_a_token_cannot_reach_is_not_found_before_its_object_wakes() {
     let other = "ho_ffffffffffffffffffffffffffffffff";
-    assert_eq!(next(&head("GET", &format!("/v1/handoffs/{other}"), Some(&machine(HID))), b"").unwrap_err().code, Code::HandoffNotFound);
-    assert_eq!(next(&head("GET", "/v1/handoffs/ho_nope", Some(&owner())), b"").unwrap_err().code, Code::HandoffNotFound);
+    assert_eq!(
+        next(&head("GET", &format!("/v1/handoffs/{other}"), Some(&machine(HID))), b"").unwrap_err().code,
+        Code::HandoffNotFound
+    );
+    assert_eq!(
+        next(&head("GET", "/v1/handoffs/ho_nope", Some(&owner())), b"").unwrap_err().code,
+        Code::HandoffNotFound
+    );
     let (name, ask, _) = next(&head("GET", &format!("/v1/handoffs/{other}"), Some(&owner())), b"").unwrap();
     assert_eq!((name.as_str(), ask.op), (other, Op::Get));
     let (name, _, _) = next(&head("GET", &format!("/v1/handoffs/{HID}"), Some(&machine(HID))), b"").unwrap();
@@ -327,7 +361,10 @@ fn a_hand_off_a_token_cannot_reach_is_not_found_before_its_object_wakes() {
 fn a_machines_ask_carries_its_tokens_hand_off_and_life_and_an_owners_every_life() {
     let (_, ask, _) = next(&head("GET", &format!("/v1/handoffs/{HID}"), Some(&machine(HID))), b"").unwrap();
     let life = (NOW_MS - 1000) as u64;
-    assert_eq!(ask.caller, Caller { owner: "alice".into(), role: Role::Machine, incarnation: life, hid: Some(HID.into()) });
+    assert_eq!(
+        ask.caller,
+        Caller { owner: "alice".into(), role: Role::Machine, incarnation: life, hid: Some(HID.into()) }
+    );
     let (_, ask, _) = next(&head("GET", &format!("/v1/handoffs/{HID}"), Some(&owner())), b"").unwrap();
     assert_eq!(ask.caller, Caller { owner: "alice".into(), role: Role::Owner, incarnation: 0, hid: None });
 }
@@ -348,7 +385,10 @@ fn a_watch_is_held_to_its_tokens_exp_and_the_skew_and_to_the_subprotocol_it_offe
 fn a_watch_asked_for_without_the_upgrade_is_426_after_every_other_refusal() {
     let bare = watch(Some(&owner()), None, None);
     let error = next(&bare, b"").unwrap_err();
-    assert_eq!((error.code, error.message.as_str()), (Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)"));
+    assert_eq!(
+        (error.code, error.message.as_str()),
+        (Code::UpgradeRequired, "a watch is a WebSocket: send Upgrade: websocket (or use /wait)")
+    );
     assert_eq!(next(&watch(Some(&owner()), None, Some("h2c")), b"").unwrap_err().code, Code::UpgradeRequired);
     let mut bad_query = bare.clone();
     bad_query.url.push_str("?after=x");
@@ -375,7 +415,8 @@ fn a_change_sent_with_an_idempotency_key_carries_its_requests_fingerprint_and_a_
     let mut close = head("POST", &format!("/v1/handoffs/{HID}/close?b=2&a=1"), Some(&owner()));
     close.idempotency_key = Some("key-1".into());
     let (_, ask, _) = next(&close, b"{}").unwrap();
-    let fingerprint = input::request_fingerprint("POST", &format!("/v1/handoffs/{HID}/close"), "b=2&a=1", "owner", b"{}");
+    let fingerprint =
+        input::request_fingerprint("POST", &format!("/v1/handoffs/{HID}/close"), "b=2&a=1", "owner", b"{}");
     assert_eq!(ask.idempotency, Some(Idempotency { key: "key-1".into(), fingerprint }));
     close.idempotency_key = Some("a key with spaces".into());
     let error = next(&close, b"{}").unwrap_err();
@@ -403,15 +444,24 @@ fn index(method: &str, path: &str, body: &[u8], setting: &Setting) -> Result<Ind
 #[test]
 fn an_index_route_asks_the_callers_own_index_with_the_request_the_time_and_fresh_randomness() {
     let list = index("GET", "/v1/handoffs?limit=5", b"", &setting()).unwrap();
-    assert!(matches!(&list, IndexAsk::List { if_none_match: Some(tag), query } if tag == "\"held\"" && query.limit == 5), "{list:?}");
+    assert!(
+        matches!(&list, IndexAsk::List { if_none_match: Some(tag), query } if tag == "\"held\"" && query.limit == 5),
+        "{list:?}"
+    );
     let added = index("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, &setting()).unwrap();
     let IndexAsk::WebhookAdd { webhook, .. } = added else { panic!("{added:?}") };
     assert_eq!(webhook.created_at, handoff_core::time::Timestamp::from_ms(NOW_MS));
     assert_eq!(webhook.id, crate::notifications::webhook_id([1; crate::notifications::WEBHOOK_ID_BYTES]));
     let deployed = Setting { endpoints: Environment::Deployed, ..setting() };
-    assert_eq!(index("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, &deployed).unwrap_err().code, Code::RequestInvalid, "a deployed Worker sends to no loopback");
+    assert_eq!(
+        index("POST", "/v1/webhooks", br#"{"url": "http://127.0.0.1:9/hook"}"#, &deployed).unwrap_err().code,
+        Code::RequestInvalid,
+        "a deployed Worker sends to no loopback"
+    );
     let id = "wh_AAAAAAAAAAAAAAAAAAAA-_";
-    assert!(matches!(index("DELETE", &format!("/v1/webhooks/{id}"), b"", &setting()), Ok(IndexAsk::WebhookDelete { id: i }) if i == id));
+    assert!(
+        matches!(index("DELETE", &format!("/v1/webhooks/{id}"), b"", &setting()), Ok(IndexAsk::WebhookDelete { id: i }) if i == id)
+    );
 }
 
 #[test]
@@ -426,7 +476,9 @@ fn the_push_key_is_push_misconfigured_before_its_query_is_read() {
     let key = |path: &str, setting: &Setting| {
         let head = head("GET", path, Some(&owner()));
         let admission = admitted(&head, setting).unwrap();
-        admission.next(&head, b"", None, setting, || unreachable!(), &ones).map(|n| matches!(n, Next::PushKey { pkcs8 } if pkcs8 == b"pkcs8"))
+        admission
+            .next(&head, b"", None, setting, || unreachable!(), &ones)
+            .map(|n| matches!(n, Next::PushKey { pkcs8 } if pkcs8 == b"pkcs8"))
     };
     let unset = Setting { push_key: None, ..setting() };
     assert_eq!(key("/v1/push/key?x=1", &unset).unwrap_err().code, Code::PushMisconfigured);
@@ -439,7 +491,10 @@ fn the_object_starts_hook_takes_no_query() {
     let hooks = Setting { test_hooks: true, ..setting() };
     let starts = |path: &str| {
         let head = head("GET", path, Some(&owner()));
-        admitted(&head, &hooks).unwrap().next(&head, b"", None, &hooks, || unreachable!(), &ones).map(|n| matches!(n, Next::ObjectStarts))
+        admitted(&head, &hooks)
+            .unwrap()
+            .next(&head, b"", None, &hooks, || unreachable!(), &ones)
+            .map(|n| matches!(n, Next::ObjectStarts))
     };
     assert_eq!(starts("/v1/test/object-starts"), Ok(true));
     assert_eq!(starts("/v1/test/object-starts?x").unwrap_err().code, Code::RequestInvalid);

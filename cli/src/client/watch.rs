@@ -102,7 +102,12 @@ impl Client {
     }
 
     /// Follows from `after` over the watch; see the module's description.
-    fn watch_follow(&self, id: &str, after: u64, seen: &mut impl FnMut(&Reply<Handoff>) -> ControlFlow<()>) -> Result<Watched, Error> {
+    fn watch_follow(
+        &self,
+        id: &str,
+        after: u64,
+        seen: &mut impl FnMut(&Reply<Handoff>) -> ControlFlow<()>,
+    ) -> Result<Watched, Error> {
         let mut after = after;
         let mut last: Option<Handoff> = None;
         let mut failures = 0u32;
@@ -140,20 +145,28 @@ impl Client {
         }
         let mut request = ws_url.into_client_request().map_err(|e| failed(&e))?;
         if let Some(token) = &self.token {
-            let value = format!("Bearer {token}").parse().map_err(|_| failed(&"the token is not a valid header value"))?;
+            let value =
+                format!("Bearer {token}").parse().map_err(|_| failed(&"the token is not a valid header value"))?;
             request.headers_mut().insert("Authorization", value);
         }
         let host = request.uri().host().unwrap_or("127.0.0.1").to_string();
         let port = request.uri().port_u16().unwrap_or(if request.uri().scheme_str() == Some("wss") { 443 } else { 80 });
-        let address = (host.as_str(), port).to_socket_addrs().map_err(|e| failed(&e))?.next().ok_or_else(|| failed(&"no address"))?;
-        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(REQUEST_TIMEOUT_S)).map_err(|e| failed(&e))?;
+        let address = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| failed(&e))?
+            .next()
+            .ok_or_else(|| failed(&"no address"))?;
+        let stream =
+            TcpStream::connect_timeout(&address, Duration::from_secs(REQUEST_TIMEOUT_S)).map_err(|e| failed(&e))?;
         stream.set_read_timeout(Some(Duration::from_secs(REQUEST_TIMEOUT_S))).map_err(|e| failed(&e))?;
         match handshake(request, stream) {
             Ok((socket, _)) => Ok(socket),
             Err(HandshakeError::Failure(tungstenite::Error::Http(response))) => {
                 let status = response.status().as_u16();
                 let text = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default().to_string();
-                let code = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["error"]["code"].as_str().map(str::to_string));
+                let code = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["error"]["code"].as_str().map(str::to_string));
                 if falls_back(status, code.as_deref()) {
                     return Err(Dropped::Done(Ok(Watched::Unserved)));
                 }
@@ -242,8 +255,13 @@ impl Client {
                 let body = json!({"error": {"code": "auth.invalid", "message": "the token expired during the watch"}});
                 Dropped::Done(Err(refusal_of(Raw { status: 401, text: body.to_string() })))
             }
-            Some(watch::CLOSE_UNSUPPORTED) => Dropped::Done(Err(Error::Unexpected { status: 101, message: "the watch refused a message of this client".into() })),
-            other => Dropped::Reconnect(format!("the watch closed ({})", other.map_or("no code".into(), |c| c.to_string()))),
+            Some(watch::CLOSE_UNSUPPORTED) => Dropped::Done(Err(Error::Unexpected {
+                status: 101,
+                message: "the watch refused a message of this client".into(),
+            })),
+            other => {
+                Dropped::Reconnect(format!("the watch closed ({})", other.map_or("no code".into(), |c| c.to_string())))
+            }
         }
     }
 }
@@ -261,12 +279,24 @@ fn tcp(socket: &Socket) -> &TcpStream {
 // The handshake's error is tungstenite's own, matched once by the caller; boxing it buys nothing.
 #[cfg(feature = "tls")]
 #[allow(clippy::result_large_err)]
-fn handshake(request: tungstenite::handshake::client::Request, stream: TcpStream) -> Result<(Socket, tungstenite::handshake::client::Response), HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>> {
+fn handshake(
+    request: tungstenite::handshake::client::Request,
+    stream: TcpStream,
+) -> Result<
+    (Socket, tungstenite::handshake::client::Response),
+    HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>,
+> {
     tungstenite::client_tls(request, stream)
 }
 
 #[cfg(not(feature = "tls"))]
-fn handshake(request: tungstenite::handshake::client::Request, stream: TcpStream) -> Result<(Socket, tungstenite::handshake::client::Response), HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>> {
+fn handshake(
+    request: tungstenite::handshake::client::Request,
+    stream: TcpStream,
+) -> Result<
+    (Socket, tungstenite::handshake::client::Response),
+    HandshakeError<tungstenite::ClientHandshake<MaybeTlsStream<TcpStream>>>,
+> {
     tungstenite::client(request, MaybeTlsStream::Plain(stream))
 }
 
@@ -276,10 +306,23 @@ mod tests {
 
     #[test]
     fn only_an_unserved_upgrade_or_a_full_watch_falls_back_to_wait() {
-        for (status, code) in [(426, Some("request.upgrade_required")), (405, None), (501, None), (404, Some("route.not_found")), (429, Some("watch.too_many")), (200, None)] {
+        for (status, code) in [
+            (426, Some("request.upgrade_required")),
+            (405, None),
+            (501, None),
+            (404, Some("route.not_found")),
+            (429, Some("watch.too_many")),
+            (200, None),
+        ] {
             assert!(falls_back(status, code), "{status} {code:?}");
         }
-        for (status, code) in [(401, Some("auth.invalid")), (404, Some("handoff.not_found")), (400, Some("request.invalid")), (429, Some("wait.too_many")), (503, Some("store.unavailable"))] {
+        for (status, code) in [
+            (401, Some("auth.invalid")),
+            (404, Some("handoff.not_found")),
+            (400, Some("request.invalid")),
+            (429, Some("wait.too_many")),
+            (503, Some("store.unavailable")),
+        ] {
             assert!(!falls_back(status, code), "{status} {code:?}");
         }
     }

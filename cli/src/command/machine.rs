@@ -5,7 +5,10 @@
 use super::setup::InstallArgs;
 use super::shared::{parse_serde, say, Failure, Key, Out};
 use crate::ask::{self, Waited};
-use crate::client::{ArtifactInput, BlockerInput, Choice, Client, DecisionInput, Limit, QuestionInput, QuestionKind, ReportInput, Runtime, RuntimesInput, Severity, Usage};
+use crate::client::{
+    ArtifactInput, BlockerInput, Choice, Client, DecisionInput, Limit, QuestionInput, QuestionKind, ReportInput,
+    Runtime, RuntimesInput, Severity, Usage,
+};
 use crate::launch::{self, run::LaunchError, run::Request, Mode};
 use crate::output::{self, EXIT_AUTH_OR_NETWORK};
 use crate::{hook, mcp};
@@ -49,7 +52,16 @@ impl ReportArgs {
             limit: self.provider_limit.then_some(Limit::ProviderLimit),
         };
         let usage = (usage != Usage::default()).then_some(usage);
-        let report = ReportInput { turn: self.turn, status: self.status, summary: self.summary, unmet: self.unmet, usage, question: None, permission_mode: None, runtime: None };
+        let report = ReportInput {
+            turn: self.turn,
+            status: self.status,
+            summary: self.summary,
+            unmet: self.unmet,
+            usage,
+            question: None,
+            permission_mode: None,
+            runtime: None,
+        };
         let reply = self.key.on(client).report(&self.id, &report)?;
         out.emit(&reply, output::reported_lines(&reply.value));
         Ok(())
@@ -69,7 +81,9 @@ pub struct WorkspaceArgs {
 impl WorkspaceArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
         if !self.git {
-            return Err(Failure::Usage("workspace needs --git: the file counts come from `git diff --numstat HEAD`".into()));
+            return Err(Failure::Usage(
+                "workspace needs --git: the file counts come from `git diff --numstat HEAD`".into(),
+            ));
         }
         let dir = std::env::current_dir().map_err(|e| Failure::Usage(format!("the current folder: {e}")))?;
         let files = crate::git::numstat(&dir).map_err(Failure::Usage)?;
@@ -99,7 +113,12 @@ pub struct DecideArgs {
 
 impl DecideArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
-        let decision = DecisionInput { statement: self.statement, rationale: self.rationale, evidence: self.evidence, supersedes: self.supersedes };
+        let decision = DecisionInput {
+            statement: self.statement,
+            rationale: self.rationale,
+            evidence: self.evidence,
+            supersedes: self.supersedes,
+        };
         let reply = self.key.on(client).decide(&self.id, &decision)?;
         out.emit(&reply, [output::item_line(&reply.value)]);
         Ok(())
@@ -142,7 +161,8 @@ pub struct BlockArgs {
 
 impl BlockArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
-        let reply = self.key.on(client).block(&self.id, &BlockerInput { severity: self.severity, title: self.title })?;
+        let reply =
+            self.key.on(client).block(&self.id, &BlockerInput { severity: self.severity, title: self.title })?;
         out.emit(&reply, [output::item_line(&reply.value)]);
         Ok(())
     }
@@ -182,7 +202,8 @@ impl RuntimesArgs {
         if !self.detect && self.runtimes.is_empty() {
             return Err(Failure::Usage("runtimes: --detect, or --runtime NAME=STATE for each runtime".into()));
         }
-        let runtimes = if self.detect { crate::detect::detect(std::env::var("PATH").ok().as_deref()) } else { self.runtimes };
+        let runtimes =
+            if self.detect { crate::detect::detect(std::env::var("PATH").ok().as_deref()) } else { self.runtimes };
         let reply = self.key.on(client).put_runtimes(&self.id, &RuntimesInput { runtimes, checked_at: None })?;
         out.emit(&reply, output::runtimes_lines(&reply.value));
         Ok(())
@@ -191,7 +212,8 @@ impl RuntimesArgs {
 
 /// `NAME=signed-in|signed-out|unchecked`.
 fn parse_runtime(word: &str) -> Result<Runtime, String> {
-    let (name, state) = word.split_once('=').ok_or_else(|| format!("{word}: NAME=signed-in, NAME=signed-out or NAME=unchecked"))?;
+    let (name, state) =
+        word.split_once('=').ok_or_else(|| format!("{word}: NAME=signed-in, NAME=signed-out or NAME=unchecked"))?;
     let signed_in = match state {
         "signed-in" => Some(true),
         "signed-out" => Some(false),
@@ -226,12 +248,24 @@ impl AskArgs {
         let id = self.id;
         let wait_s = self.wait.unwrap_or_else(|| ask::answer_wait_s(&|k| std::env::var(k).ok()));
         let question = QuestionInput { kind: self.kind, text: self.text, input: None, options: self.options };
-        let report = ReportInput { turn: self.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None };
+        let report = ReportInput {
+            turn: self.turn,
+            status: ReportStatus::NeedsYou,
+            summary: None,
+            unmet: None,
+            usage: None,
+            question: Some(question),
+            runtime: None,
+            permission_mode: None,
+        };
         let asked = self.key.on(client).report(&id, &report)?;
         let Some(q) = asked.value.question.clone() else {
             return Err(Failure::Usage("ask: the service did not keep the question".into()));
         };
-        eprintln!("asked {} on turn {} (v{}); waiting up to {wait_s} s for the answer", q.id, q.turn, asked.value.version);
+        eprintln!(
+            "asked {} on turn {} (v{}); waiting up to {wait_s} s for the answer",
+            q.id, q.turn, asked.value.version
+        );
         let deadline = Instant::now() + Duration::from_secs(wait_s);
         match ask::wait_for_answer(client, &id, &q.id, asked.value.version, deadline) {
             Waited::Answered(answer, record) => {
@@ -287,7 +321,14 @@ impl LaunchArgs {
     /// Starts the runtime and ends with its exit code.
     pub fn run(self, out: &Out, url: &str, token: &str) -> Result<(), Failure> {
         let mode = if self.print { Mode::Print } else { Mode::Interactive };
-        let request = Request { id: self.id, runtime: self.runtime, budget_bytes: self.budget, mode, dry_run: self.dry_run, extra: self.runtime_args };
+        let request = Request {
+            id: self.id,
+            runtime: self.runtime,
+            budget_bytes: self.budget,
+            mode,
+            dry_run: self.dry_run,
+            extra: self.runtime_args,
+        };
         let code = launch::run::launch(url, token, &request, out.json).map_err(|e| match e {
             LaunchError::Api(e) => Failure::Api(e),
             LaunchError::Refused(r) => Failure::Usage(format!("launch: {r}")),
@@ -326,11 +367,20 @@ impl HookCommand {
             HookCommand::Codex { notification } => hook::codex(url, token, notification.last().cloned()),
             HookCommand::Flush { id } => {
                 let Some(session) = hook::session("flush", url, token, Some(&id)) else {
-                    return Err(Failure::Credential("no token: set HANDOFF_TOKEN to the session's machine token".into()));
+                    return Err(Failure::Credential(
+                        "no token: set HANDOFF_TOKEN to the session's machine token".into(),
+                    ));
                 };
-                let spool = hook::spool::Spool::open(&session.dir, &id).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
+                let spool = hook::spool::Spool::open(&session.dir, &id)
+                    .map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
                 let done = session.deliver(&spool).map_err(|e| Failure::Usage(format!("the spool: {e}")))?;
-                println!("delivered {}, dropped {}, left {} (log: {})", done.sent, done.dropped, done.left, session.dir.join("hook.log").display());
+                println!(
+                    "delivered {}, dropped {}, left {} (log: {})",
+                    done.sent,
+                    done.dropped,
+                    done.left,
+                    session.dir.join("hook.log").display()
+                );
                 if done.left > 0 {
                     return Err(Failure::Exit(EXIT_AUTH_OR_NETWORK));
                 }

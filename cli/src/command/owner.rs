@@ -22,7 +22,12 @@ pub struct CreateArgs {
 
 impl CreateArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
-        let reply = self.key.on(client).create_saying(&self.session, &self.machine, &self.size, self.prompt.words()?.as_deref())?;
+        let reply = self.key.on(client).create_saying(
+            &self.session,
+            &self.machine,
+            &self.size,
+            self.prompt.words()?.as_deref(),
+        )?;
         out.emit(&reply, output::created_lines(&reply.value));
         Ok(())
     }
@@ -148,7 +153,11 @@ impl EndArgs {
             // The service answers "not there" and "not yours" alike, so a retried erase whose
             // first answer was lost ends here too: nothing is left to erase either way.
             Err(e) if e.code().map(crate::code::ErrorCode::as_str) == Some("handoff.not_found") => {
-                let reply = Reply { status: 404, body: e.refusal().map_or(serde_json::Value::Null, |r| r.body.clone()), value: () };
+                let reply = Reply {
+                    status: 404,
+                    body: e.refusal().map_or(serde_json::Value::Null, |r| r.body.clone()),
+                    value: (),
+                };
                 out.emit(&reply, [format!("nothing to erase: {id} is not there (erased already, or not yours)")]);
             }
             Err(e) => return Err(e.into()),
@@ -225,7 +234,11 @@ pub struct PolicyArgs {
 
 impl PolicyArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
-        let policy = Policy { runtimes: self.runtimes, context_threshold_pct: self.context_threshold_pct, quota_threshold: self.quota_threshold };
+        let policy = Policy {
+            runtimes: self.runtimes,
+            context_threshold_pct: self.context_threshold_pct,
+            quota_threshold: self.quota_threshold,
+        };
         let reply = self.key.on(client).put_policy(&self.id, &policy)?;
         out.emit(&reply, [output::item_line(&reply.value)]);
         Ok(())
@@ -252,7 +265,8 @@ impl AnswerArgs {
             Some(q) => q,
             None => confirm_answer(client, &self.id, &self.option)?,
         };
-        let reply = self.key.on(client).answer(&self.id, &AnswerInput { question, option: self.option, note: self.note })?;
+        let reply =
+            self.key.on(client).answer(&self.id, &AnswerInput { question, option: self.option, note: self.note })?;
         out.emit(&reply, [output::answered_line(&reply.value)]);
         Ok(())
     }

@@ -25,7 +25,9 @@ impl TokenArgs {
         let (owner, ttl_s) = (self.owner.as_str(), self.ttl);
         let key = std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_default();
         if key.is_empty() {
-            return Err(Failure::Credential("HANDOFF_SIGNING_KEY is not set: refusing to mint a token without it".into()));
+            return Err(Failure::Credential(
+                "HANDOFF_SIGNING_KEY is not set: refusing to mint a token without it".into(),
+            ));
         }
         if !handoff_api::input::is_id(owner) {
             return Err(Failure::Usage("--owner: 1-128 characters of [A-Za-z0-9._:-]".into()));
@@ -33,9 +35,12 @@ impl TokenArgs {
         if ttl_s <= 0 {
             return Err(Failure::Usage("--ttl: a positive number of seconds".into()));
         }
-        let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let now_s =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let token = match self.machine.as_deref() {
-            Some(hid) if handoff_api::input::is_handoff_id(hid) => handoff_api::token::machine_token(owner, hid, key.as_bytes(), now_s),
+            Some(hid) if handoff_api::input::is_handoff_id(hid) => {
+                handoff_api::token::machine_token(owner, hid, key.as_bytes(), now_s)
+            }
             Some(_) => return Err(Failure::Usage("--machine: a hand-off id (ho_ and 32 hexadecimal digits)".into())),
             None => handoff_api::token::owner_token(owner, ttl_s, key.as_bytes(), now_s),
         };
@@ -64,7 +69,8 @@ pub struct InstallArgs {
 impl InstallArgs {
     /// `hook install`: each file it edited, and the step the harness still needs.
     pub fn install_hooks(&self) -> Result<(), Failure> {
-        let files = hook::install_settings(self.harness, self.project.as_deref(), self.uninstall).map_err(Failure::Usage)?;
+        let files =
+            hook::install_settings(self.harness, self.project.as_deref(), self.uninstall).map_err(Failure::Usage)?;
         for (path, changed) in files {
             if changed {
                 println!("hooks {} {}", self.verb(), path.display());
@@ -82,7 +88,9 @@ impl InstallArgs {
 
     /// `mcp install`: the file it edited.
     pub fn install_mcp_server(&self) -> Result<(), Failure> {
-        let (path, changed) = crate::mcp::install::install_settings(self.harness, self.project.as_deref(), self.uninstall).map_err(Failure::Usage)?;
+        let (path, changed) =
+            crate::mcp::install::install_settings(self.harness, self.project.as_deref(), self.uninstall)
+                .map_err(Failure::Usage)?;
         if changed {
             println!("the handoff MCP server {} {}", self.verb(), path.display());
         } else {

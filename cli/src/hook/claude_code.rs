@@ -14,9 +14,9 @@
 //!
 //! Anything else reports nothing.
 
+use super::event::{self, clip_summary, Intent};
 use super::transcript::{self, Tail};
 use crate::ask::{Prompt, Unaskable};
-use super::event::{self, clip_summary, Intent};
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
@@ -26,11 +26,13 @@ use std::path::Path;
 /// `tool_input` (Claude Code's hooks reference, "PermissionRequest input"); `None` for any
 /// other event.
 pub fn permission_text(doc: &Value) -> Option<String> {
-    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest"))
+        .then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
 /// The question of an `ExitPlanMode` request that carries no plan.
-pub const EXIT_PLAN_TEXT: &str = "ExitPlanMode: Claude wants to leave plan mode and start on its plan (shown at the terminal)";
+pub const EXIT_PLAN_TEXT: &str =
+    "ExitPlanMode: Claude wants to leave plan mode and start on its plan (shown at the terminal)";
 
 /// What a `PermissionRequest` asks the owner. `AskUserQuestion` (which Claude Code puts through
 /// the permission dialog) with one single-choice question that fits the owner's form
@@ -56,7 +58,13 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, Unaskable>> {
     }
     // The labels and the question exactly as Claude Code sent them: the answer names them back,
     // so a question that does not fit the service's limits is not asked, never cut.
-    let labels: Vec<String> = one["options"].as_array().into_iter().flatten().filter_map(|o| o["label"].as_str()).map(str::to_string).collect();
+    let labels: Vec<String> = one["options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["label"].as_str())
+        .map(str::to_string)
+        .collect();
     let text = one["question"].as_str().unwrap_or("").to_string();
     if let Err(why) = crate::ask::choice_fits(&text, &labels) {
         return Some(Err(why));
@@ -66,7 +74,8 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, Unaskable>> {
 
 /// `Notification` types that mean the agent is waiting for the person.
 /// `elicitation_url_dialog` is an MCP server asking the person to open a link (sign-in).
-pub const WAITING_NOTIFICATIONS: [&str; 4] = ["permission_prompt", "idle_prompt", "elicitation_dialog", "elicitation_url_dialog"];
+pub const WAITING_NOTIFICATIONS: [&str; 4] =
+    ["permission_prompt", "idle_prompt", "elicitation_dialog", "elicitation_url_dialog"];
 
 /// Permission modes in which Claude Code asks the person nothing: `auto` decides by itself and
 /// blocks what it judges risky (2.1.328's interactive default), `bypassPermissions` runs
@@ -89,7 +98,9 @@ pub fn intent(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_set
     let event = doc["hook_event_name"].as_str().unwrap_or("");
     match event {
         "SessionStart" => Intent::Runtimes,
-        "UserPromptSubmit" => Intent::Report { status: ReportStatus::Running, summary: mode_note(doc), usage: None, refresh: true },
+        "UserPromptSubmit" => {
+            Intent::Report { status: ReportStatus::Running, summary: mode_note(doc), usage: None, refresh: true }
+        }
         "Notification" => {
             let kind = doc["notification_type"].as_str().unwrap_or("");
             if WAITING_NOTIFICATIONS.contains(&kind) {
@@ -122,7 +133,12 @@ fn stop(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_setting: 
     }
     if let Some(error) = tail.api_error.as_deref().filter(|e| is_usage_limit(e)) {
         usage.limit = Some(Limit::ProviderLimit);
-        return Intent::Report { status: ReportStatus::Failed, summary: Some(clip_summary(error)), usage: Some(usage), refresh: false };
+        return Intent::Report {
+            status: ReportStatus::Failed,
+            summary: Some(clip_summary(error)),
+            usage: Some(usage),
+            refresh: false,
+        };
     }
     // The document's own copy of the last message when it has one (Claude Code 2.1.47 and
     // later): the transcript is written asynchronously and may not have it yet.
@@ -173,7 +189,10 @@ mod tests {
             {"question": "Which database?", "header": "DB", "multiSelect": false, "options": [{"label": "Postgres", "description": ""}, {"label": "SQLite", "description": ""}]}]}});
         match prompt(&one) {
             Some(Ok(Prompt::Choice { text, labels, input })) => {
-                assert_eq!((text.as_str(), labels), ("Which database?", vec!["Postgres".to_string(), "SQLite".to_string()]));
+                assert_eq!(
+                    (text.as_str(), labels),
+                    ("Which database?", vec!["Postgres".to_string(), "SQLite".to_string()])
+                );
                 assert_eq!(input, one["tool_input"]);
             }
             other => panic!("not a choice: {other:?}"),
@@ -185,19 +204,34 @@ mod tests {
         many["tool_input"]["questions"][0]["multiSelect"] = json!(true);
         assert_eq!(prompt(&many), Some(Err(Unaskable::MultiSelect)), "several answers are not asked");
         let mut long = one.clone();
-        long["tool_input"]["questions"][0]["options"][0]["label"] = json!("x".repeat(handoff_core::limits::QUESTION_LABEL_BYTES_MAX + 1));
-        assert_eq!(prompt(&long), Some(Err(Unaskable::DoesNotFit)), "a label the service cannot hold whole is not asked, never cut");
+        long["tool_input"]["questions"][0]["options"][0]["label"] =
+            json!("x".repeat(handoff_core::limits::QUESTION_LABEL_BYTES_MAX + 1));
+        assert_eq!(
+            prompt(&long),
+            Some(Err(Unaskable::DoesNotFit)),
+            "a label the service cannot hold whole is not asked, never cut"
+        );
         let mut none = one.clone();
         none["tool_input"]["questions"][0]["options"] = json!([]);
         assert_eq!(prompt(&none), Some(Err(Unaskable::NoOptions)));
         let mut padded = one.clone();
         padded["tool_input"]["questions"][0]["question"] = json!(" Which database? ");
-        assert!(matches!(prompt(&padded), Some(Ok(Prompt::Choice { text, .. })) if text == " Which database? "), "the question is kept as sent");
+        assert!(
+            matches!(prompt(&padded), Some(Ok(Prompt::Choice { text, .. })) if text == " Which database? "),
+            "the question is kept as sent"
+        );
         let plan = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {"plan": "1. Parse\n2. Test"}});
-        let asked = Prompt::Permission { text: "ExitPlanMode: 1. Parse 2. Test".into(), input: Some("1. Parse\n2. Test".into()) };
+        let asked = Prompt::Permission {
+            text: "ExitPlanMode: 1. Parse 2. Test".into(),
+            input: Some("1. Parse\n2. Test".into()),
+        };
         assert_eq!(prompt(&plan), Some(Ok(asked)), "a plan is approved or denied, whole, with a note");
         let empty = json!({"hook_event_name": "PermissionRequest", "tool_name": "ExitPlanMode", "tool_input": {}});
-        assert_eq!(prompt(&empty), Some(Ok(Prompt::Permission { text: EXIT_PLAN_TEXT.into(), input: None })), "as Claude Code 2.1.328 sends it");
+        assert_eq!(
+            prompt(&empty),
+            Some(Ok(Prompt::Permission { text: EXIT_PLAN_TEXT.into(), input: None })),
+            "as Claude Code 2.1.328 sends it"
+        );
         assert_eq!(prompt(&json!({"hook_event_name": "Stop"})), None);
     }
 
@@ -222,38 +256,69 @@ mod tests {
         for kind in WAITING_NOTIFICATIONS {
             let doc = json!({"hook_event_name": "Notification", "notification_type": kind, "message": "Claude needs your permission to use Bash"});
             assert_eq!(report(intent(&doc, &no_tail, None)).0, ReportStatus::NeedsYou, "{kind}");
-            assert_eq!(report(intent(&doc, &no_tail, None)).1.as_deref(), Some("Claude needs your permission to use Bash"));
+            assert_eq!(
+                report(intent(&doc, &no_tail, None)).1.as_deref(),
+                Some("Claude needs your permission to use Bash")
+            );
         }
         let url = json!({"hook_event_name": "Notification", "notification_type": "elicitation_url_dialog", "message": "Open the link to sign in"});
-        assert_eq!(report(intent(&url, &no_tail, None)).0, ReportStatus::NeedsYou, "an MCP server's link for the person waits for them");
+        assert_eq!(
+            report(intent(&url, &no_tail, None)).0,
+            ReportStatus::NeedsYou,
+            "an MCP server's link for the person waits for them"
+        );
         let done = json!({"hook_event_name": "Notification", "notification_type": "auth_success", "message": "ok"});
         assert!(matches!(intent(&done, &no_tail, None), Intent::Nothing(_)));
     }
 
     #[test]
     fn a_stop_is_done_with_the_transcripts_last_message_and_context() {
-        let tail = |_: &Path| Some(Tail { last_text: Some("All tests pass.".into()), context_used: Some(170_000), model: Some("claude-sonnet-4-5".into()), api_error: None });
+        let tail = |_: &Path| {
+            Some(Tail {
+                last_text: Some("All tests pass.".into()),
+                context_used: Some(170_000),
+                model: Some("claude-sonnet-4-5".into()),
+                api_error: None,
+            })
+        };
         let doc = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl", "stop_hook_active": false});
         let (status, summary, usage) = report(intent(&doc, &tail, None));
         assert_eq!((status, summary.as_deref()), (ReportStatus::Done, Some("All tests pass.")));
         let usage = usage.unwrap();
         assert_eq!((usage.context_used, usage.context_window, usage.limit), (Some(170_000), Some(200_000), None));
-        let with_own_copy = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl", "last_assistant_message": "Newer."});
-        assert_eq!(report(intent(&with_own_copy, &tail, None)).1.as_deref(), Some("Newer."), "the document's copy is newer than a lagging transcript");
+        let with_own_copy =
+            json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl", "last_assistant_message": "Newer."});
+        assert_eq!(
+            report(intent(&with_own_copy, &tail, None)).1.as_deref(),
+            Some("Newer."),
+            "the document's copy is newer than a lagging transcript"
+        );
         let (_, summary, usage) = report(intent(&json!({"hook_event_name": "Stop"}), &no_tail, None));
         assert_eq!((summary, usage), (None, None), "no transcript: done, and nothing made up");
     }
 
     #[test]
     fn a_stop_on_a_usage_limit_is_failed_with_the_provider_limit() {
-        let tail = |_: &Path| Some(Tail { api_error: Some("You've hit your session limit · resets 3:45pm".into()), ..Tail::default() });
+        let tail = |_: &Path| {
+            Some(Tail { api_error: Some("You've hit your session limit · resets 3:45pm".into()), ..Tail::default() })
+        };
         let doc = json!({"hook_event_name": "Stop", "transcript_path": "/t.jsonl"});
         let (status, summary, usage) = report(intent(&doc, &tail, None));
         assert_eq!(status, ReportStatus::Failed);
         assert_eq!(summary.as_deref(), Some("You've hit your session limit · resets 3:45pm"));
         assert_eq!(usage.unwrap().limit, Some(Limit::ProviderLimit));
-        let other = |_: &Path| Some(Tail { api_error: Some("API Error: 529 Overloaded".into()), last_text: Some("Partial.".into()), ..Tail::default() });
-        assert_eq!(report(intent(&doc, &other, None)).0, ReportStatus::Done, "an error that is not a limit does not say limit");
+        let other = |_: &Path| {
+            Some(Tail {
+                api_error: Some("API Error: 529 Overloaded".into()),
+                last_text: Some("Partial.".into()),
+                ..Tail::default()
+            })
+        };
+        assert_eq!(
+            report(intent(&doc, &other, None)).0,
+            ReportStatus::Done,
+            "an error that is not a limit does not say limit"
+        );
     }
 
     #[test]
@@ -269,7 +334,10 @@ mod tests {
 
     #[test]
     fn a_session_start_reports_runtimes_and_other_events_nothing() {
-        assert!(matches!(intent(&json!({"hook_event_name": "SessionStart", "source": "startup"}), &no_tail, None), Intent::Runtimes));
+        assert!(matches!(
+            intent(&json!({"hook_event_name": "SessionStart", "source": "startup"}), &no_tail, None),
+            Intent::Runtimes
+        ));
         assert!(matches!(intent(&json!({"hook_event_name": "PostToolUse"}), &no_tail, None), Intent::ResumeIfWaiting));
         assert!(matches!(intent(&json!({"hook_event_name": "PreCompact"}), &no_tail, None), Intent::Nothing(_)));
         assert!(matches!(intent(&json!([1, 2]), &no_tail, None), Intent::Nothing(_)));

@@ -19,7 +19,8 @@ use serde_json::Value;
 /// A Codex `PermissionRequest` document's question text: its `tool_name` and a line of its
 /// `tool_input`; `None` for any other document.
 pub fn permission_text(doc: &Value) -> Option<String> {
-    (doc["hook_event_name"].as_str() == Some("PermissionRequest")).then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+    (doc["hook_event_name"].as_str() == Some("PermissionRequest"))
+        .then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
 }
 
 /// How Codex's side thread that names the task starts its only input message (read off the
@@ -57,7 +58,10 @@ mod tests {
         let doc = json!({"type": "agent-turn-complete", "thread-id": "t", "turn-id": "1", "cwd": "/w", "input-messages": ["go"], "last-assistant-message": "Renamed foo to bar."});
         match intent(&doc) {
             Intent::Report { status, summary, usage, refresh } => {
-                assert_eq!((status, summary.as_deref(), usage, refresh), (ReportStatus::Done, Some("Renamed foo to bar."), None, true));
+                assert_eq!(
+                    (status, summary.as_deref(), usage, refresh),
+                    (ReportStatus::Done, Some("Renamed foo to bar."), None, true)
+                );
             }
             other => panic!("{other:?}"),
         }

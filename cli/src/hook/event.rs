@@ -47,13 +47,23 @@ pub const PERMISSION_TITLE_BYTES_MAX: usize = 120;
 /// whitespace runs become one space, and a long line is cut with `…`. What an Allow approves
 /// is [`permission_input`], whole.
 pub fn permission_text(tool: &str, input: &serde_json::Value) -> String {
-    let named = ["command", "file_path", "notebook_path", "path", "url", "query", "pattern", "plan"].into_iter().find_map(|k| input[k].as_str());
+    let named = ["command", "file_path", "notebook_path", "path", "url", "query", "pattern", "plan"]
+        .into_iter()
+        .find_map(|k| input[k].as_str());
     let summary = named.map_or_else(|| if input.is_null() { String::new() } else { input.to_string() }, str::to_string);
     let line = sendable(&summary.split_whitespace().collect::<Vec<_>>().join(" "));
-    let line = if line.len() > PERMISSION_TITLE_BYTES_MAX { format!("{}…", clip(&line, PERMISSION_TITLE_BYTES_MAX - '…'.len_utf8())) } else { line };
+    let line = if line.len() > PERMISSION_TITLE_BYTES_MAX {
+        format!("{}…", clip(&line, PERMISSION_TITLE_BYTES_MAX - '…'.len_utf8()))
+    } else {
+        line
+    };
     let tool = sendable(&tool.split_whitespace().collect::<Vec<_>>().join(" "));
     let tool = if tool.is_empty() { "a tool".to_string() } else { clip(&tool, 100).to_string() };
-    if line.is_empty() { tool } else { format!("{tool}: {line}") }
+    if line.is_empty() {
+        tool
+    } else {
+        format!("{tool}: {line}")
+    }
 }
 
 /// The whole of a tool's input as a person reads it, [`sendable`]: a command whole; a file
@@ -129,19 +139,34 @@ mod tests {
         let title = permission_text("Bash", &bash);
         assert!(title.starts_with("Bash: npm test") && title.ends_with('…') && !title.contains("evil"), "{title}");
         assert!(title.len() <= PERMISSION_TITLE_BYTES_MAX + 10 && !title.contains('\n'), "{title}");
-        assert_eq!(permission_input(&bash).as_deref(), Some(command.as_str()), "the command whole, its dangerous tail included");
+        assert_eq!(
+            permission_input(&bash).as_deref(),
+            Some(command.as_str()),
+            "the command whole, its dangerous tail included"
+        );
 
         let write = json!({"file_path": "/home/me/.bashrc", "content": "alias ls='rm -rf ~'\r\nexport X=1\n"});
-        assert_eq!(permission_input(&write).as_deref(), Some("/home/me/.bashrc\n\nalias ls='rm -rf ~'\nexport X=1\n"), "the path and the content, CRLF as LF");
+        assert_eq!(
+            permission_input(&write).as_deref(),
+            Some("/home/me/.bashrc\n\nalias ls='rm -rf ~'\nexport X=1\n"),
+            "the path and the content, CRLF as LF"
+        );
 
         let edit = json!({"file_path": "/w/a.rs", "old_string": "fn a() {\n    1\n}", "new_string": "fn a() {\n    std::process::exit(1)\n}"});
         let shown = permission_input(&edit).unwrap();
         assert_eq!(shown, "--- /w/a.rs\n+++ /w/a.rs\n@@ edit @@\n fn a() {\n-    1\n+    std::process::exit(1)\n }\n");
         let multi = json!({"file_path": "/w/b.rs", "edits": [{"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": "d", "replace_all": true}]});
-        assert_eq!(permission_input(&multi).unwrap(), "--- /w/b.rs\n+++ /w/b.rs\n@@ edit 1 of 2 @@\n-a\n+b\n@@ edit 2 of 2 (every occurrence) @@\n-c\n+d\n");
+        assert_eq!(
+            permission_input(&multi).unwrap(),
+            "--- /w/b.rs\n+++ /w/b.rs\n@@ edit 1 of 2 @@\n-a\n+b\n@@ edit 2 of 2 (every occurrence) @@\n-c\n+d\n"
+        );
 
         let other = json!({"sql": "drop table users", "db": "prod"});
-        assert_eq!(permission_input(&other).unwrap(), serde_json::to_string_pretty(&other).unwrap(), "any other tool: pretty JSON");
+        assert_eq!(
+            permission_input(&other).unwrap(),
+            serde_json::to_string_pretty(&other).unwrap(),
+            "any other tool: pretty JSON"
+        );
         assert_eq!(permission_input(&json!({})), None);
         assert_eq!(permission_input(&serde_json::Value::Null), None);
 

@@ -60,7 +60,8 @@ pub enum Harness {
 
 /// The Claude Code events the reporter hooks: a session's start, each prompt, a wait for the
 /// user, a tool that ran (the person let it), and a turn's end, with or without an error.
-pub const CLAUDE_CODE_EVENTS: [&str; 6] = ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
+pub const CLAUDE_CODE_EVENTS: [&str; 6] =
+    ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
 
 /// A hook returns (exit 0) within this, whatever the network does.
 pub const HOOK_BUDGET_MS: u64 = 5_000;
@@ -96,7 +97,12 @@ const PROGRAM_NAMES: [&str; 2] = ["handoff", "handoff.exe"];
 /// |-------------|--------------------------------|---------------------|------------------------------|
 /// | Claude Code | `DIR/.claude/settings.json`    | `CLAUDE_CONFIG_DIR` | `HOME/.claude/settings.json` |
 /// | Codex       | `DIR/.codex/config.toml`       | `CODEX_HOME`        | `HOME/.codex/config.toml`    |
-pub fn settings_path(harness: Harness, project: Option<&Path>, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+pub fn settings_path(
+    harness: Harness,
+    project: Option<&Path>,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> PathBuf {
     let (dir, var, file) = match harness {
         Harness::ClaudeCode => (".claude", "CLAUDE_CONFIG_DIR", "settings.json"),
         Harness::Codex => (".codex", "CODEX_HOME", "config.toml"),
@@ -141,7 +147,9 @@ impl fmt::Display for InstallError {
                  left as it is. Remove that line to install handoff's, or have that program also run \
                  `handoff hook codex` with the same last argument"
             ),
-            InstallError::Program { program, reason } => write!(f, "cannot install {program:?} as the hook program: {reason}"),
+            InstallError::Program { program, reason } => {
+                write!(f, "cannot install {program:?} as the hook program: {reason}")
+            }
         }
     }
 }
@@ -303,12 +311,18 @@ fn is_our_handler(handler: &Value, args: &str) -> bool {
     let Some(command) = handler.get("command").and_then(Value::as_str) else {
         return false;
     };
-    command.strip_suffix(args).and_then(|rest| rest.strip_suffix(' ')).is_some_and(|program| is_handoff(unquote(program)))
+    command
+        .strip_suffix(args)
+        .and_then(|rest| rest.strip_suffix(' '))
+        .is_some_and(|program| is_handoff(unquote(program)))
 }
 
 /// Whether a group (`{"matcher"?, "hooks": [handler, ...]}`) has a handler of ours.
 fn group_has_ours(group: &Value, args: &str) -> bool {
-    group.get("hooks").and_then(Value::as_array).is_some_and(|handlers| handlers.iter().any(|h| is_our_handler(h, args)))
+    group
+        .get("hooks")
+        .and_then(Value::as_array)
+        .is_some_and(|handlers| handlers.iter().any(|h| is_our_handler(h, args)))
 }
 
 /// Removes our handlers from an event's groups, and the groups that were left empty by it;
@@ -339,7 +353,10 @@ pub(crate) fn json_object(text: &str) -> Result<Map<String, Value>, InstallError
 }
 
 /// The object under `key` of `settings`, made empty when absent; another value is refused.
-pub(crate) fn object_at<'a>(settings: &'a mut Map<String, Value>, key: &str) -> Result<&'a mut Map<String, Value>, InstallError> {
+pub(crate) fn object_at<'a>(
+    settings: &'a mut Map<String, Value>,
+    key: &str,
+) -> Result<&'a mut Map<String, Value>, InstallError> {
     match settings.entry(key).or_insert_with(|| json!({})) {
         Value::Object(inner) => Ok(inner),
         other => Err(shape(&format!("`{key}`"), "an object", other)),
@@ -482,11 +499,16 @@ pub fn trust_codex_hook(text: &str, key: &str, hash: &str) -> Result<String, Ins
     };
     let shape_error = |at: &str| InstallError::Shape { at: at.into(), expected: "a table", found: "another value" };
     let hooks = doc.entry("hooks").or_insert_with(implicit).as_table_mut().ok_or_else(|| shape_error("`hooks`"))?;
-    let state = hooks.entry("state").or_insert_with(implicit).as_table_mut().ok_or_else(|| shape_error("`hooks.state`"))?;
+    let state =
+        hooks.entry("state").or_insert_with(implicit).as_table_mut().ok_or_else(|| shape_error("`hooks.state`"))?;
     if state.get(key).and_then(|e| e.get("trusted_hash")).and_then(Item::as_str) == Some(hash) {
         return Ok(text.to_string());
     }
-    let entry = state.entry(key).or_insert_with(|| Item::Table(toml_edit::Table::new())).as_table_mut().ok_or_else(|| shape_error("the hook's state"))?;
+    let entry = state
+        .entry(key)
+        .or_insert_with(|| Item::Table(toml_edit::Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| shape_error("the hook's state"))?;
     entry.insert("trusted_hash", toml_edit::value(hash));
     Ok(keep_line_endings(text, doc.to_string()))
 }

@@ -177,7 +177,16 @@ mod tests {
 
     fn entry(key: &str, summary_bytes: usize) -> Entry {
         let summary = Some("s".repeat(summary_bytes));
-        let report = ReportInput { turn: 1, status: ReportStatus::Running, summary, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+        let report = ReportInput {
+            turn: 1,
+            status: ReportStatus::Running,
+            summary,
+            unmet: None,
+            usage: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        };
         Entry { key: key.into(), at_ms: 1, event: "Stop".into(), send: Send::Report(report) }
     }
 

@@ -141,7 +141,8 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     let (runtime, turn, id) = (prepared.target.runtime, prepared.target.turn, prepared.handoff.id.clone());
     let env = |k: &str| std::env::var(k).ok();
     let state_dir = hook::state_dir(&env);
-    let last_message = (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| last_message_path(&state_dir, &id, turn));
+    let last_message =
+        (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| last_message_path(&state_dir, &id, turn));
     let last_message_arg = last_message.as_ref().map(|p| p.to_string_lossy().into_owned());
     let paragraph = access_paragraph(runtime, &id, turn);
     // The `handoff mcp` server the session records through is this program.
@@ -151,7 +152,8 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
 
     if request.dry_run {
         let prompt = prompt(&briefing(&client, &prepared)?, &paragraph);
-        let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
+        let command =
+            command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
         if json_out {
             println!("{}", crate::output::escape_json(&plan_json(&prompt, &command, prepared.package()).to_string()));
         } else {
@@ -168,8 +170,9 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     // another launch) and this one never run the same turn.
     let _lock = crate::serve::state::lock(&state_dir, &id).map_err(LaunchError::Setup)?;
     let path_var = std::env::var("PATH").ok();
-    let program = crate::detect::find(runtime.program(), path_var.as_deref())
-        .ok_or_else(|| LaunchError::Setup(format!("{} is not on PATH: install {} first", runtime.program(), runtime.name())))?;
+    let program = crate::detect::find(runtime.program(), path_var.as_deref()).ok_or_else(|| {
+        LaunchError::Setup(format!("{} is not on PATH: install {} first", runtime.program(), runtime.name()))
+    })?;
     // A work record with nothing to brief from is refused before anything is written.
     let from_work = match &prepared.source {
         Source::Work(_) => Some(briefing(&client, &prepared)?),
@@ -204,7 +207,9 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     if let Some(file) = &last_message {
         let _ = std::fs::remove_file(file);
         if let Some(dir) = file.parent() {
-            crate::private::dir(dir.parent().unwrap_or(dir)).and_then(|()| crate::private::dir(dir)).map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
+            crate::private::dir(dir.parent().unwrap_or(dir))
+                .and_then(|()| crate::private::dir(dir))
+                .map_err(|e| LaunchError::Setup(format!("{}: {e}", dir.display())))?;
         }
     }
     if runtime == Runtime::ClaudeCode {
@@ -221,10 +226,16 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     // The token goes down as a 0600 file, never as a variable: the harness's shell would hand
     // a variable to every command the model runs.
     let token_path = token_file(&state_dir, &id);
-    crate::client::write_token_file(&token_path, token).map_err(|e| LaunchError::Setup(format!("{}: {e}", token_path.display())))?;
+    crate::client::write_token_file(&token_path, token)
+        .map_err(|e| LaunchError::Setup(format!("{}: {e}", token_path.display())))?;
     let token_path = token_path.to_string_lossy().into_owned();
-    let status = start(&program, &command, request.mode, &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN_FILE, &token_path), (ENV_STATE_DIR, &state)])
-        .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
+    let status = start(
+        &program,
+        &command,
+        request.mode,
+        &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN_FILE, &token_path), (ENV_STATE_DIR, &state)],
+    )
+    .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
     let code = exit_code_of(status);
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
 
@@ -240,12 +251,18 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
                 Ok(r) => r.value.turn == turn && !r.value.status.has_ended(),
                 Err(e) => {
                     // Not known to have ended: the report is sent, and a refusal is logged as one.
-                    log.line(&format!("could not read turn {turn} after {} exited ({e}): reporting it anyway", runtime.program()));
+                    log.line(&format!(
+                        "could not read turn {turn} after {} exited ({e}): reporting it anyway",
+                        runtime.program()
+                    ));
                     true
                 }
             };
             if open {
-                log.line(&format!("{} left turn {turn} open: its report is the launcher's, from its final message", runtime.program()));
+                log.line(&format!(
+                    "{} left turn {turn} open: its report is the launcher's, from its final message",
+                    runtime.program()
+                ));
                 let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
                 record_left(&client, &log, &id, turn, runtime, &report_only, status.success(), &cwd)?;
             }
@@ -265,7 +282,16 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
 /// that has ended already (in an interactive session Codex's `notify` hook reports each of its
 /// turns) is left as it is.
 #[allow(clippy::too_many_arguments)]
-fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime, left: &Left, ran_ok: bool, cwd: &Path) -> Result<(), LaunchError> {
+fn record_left(
+    client: &Client,
+    log: &Log,
+    id: &str,
+    turn: u64,
+    runtime: Runtime,
+    left: &Left,
+    ran_ok: bool,
+    cwd: &Path,
+) -> Result<(), LaunchError> {
     let mut first_error: Option<Error> = None;
     let mut outcome = |what: &str, result: Result<String, Error>| match result {
         Ok(line) => {
@@ -279,26 +305,48 @@ fn record_left(client: &Client, log: &Log, id: &str, turn: u64, runtime: Runtime
         }
     };
     for statement in &left.decisions {
-        let input = DecisionInput { statement: statement.clone(), rationale: None, evidence: Vec::new(), supersedes: None };
-        outcome("a decision", client.decide(id, &input).map(|r| format!("decision {}: {statement}", r.value.id().unwrap_or("?"))));
+        let input =
+            DecisionInput { statement: statement.clone(), rationale: None, evidence: Vec::new(), supersedes: None };
+        outcome(
+            "a decision",
+            client.decide(id, &input).map(|r| format!("decision {}: {statement}", r.value.id().unwrap_or("?"))),
+        );
     }
     for path in &left.artifacts {
         let title = clip(path, TITLE_BYTES_MAX).to_string();
         let input = ArtifactInput { kind: "file".into(), title, uri: path.clone(), sha256: sha256_inside(cwd, path) };
-        outcome("an artifact", client.artifact(id, &input).map(|r| format!("artifact {}: {path}", r.value.id().unwrap_or("?"))));
+        outcome(
+            "an artifact",
+            client.artifact(id, &input).map(|r| format!("artifact {}: {path}", r.value.id().unwrap_or("?"))),
+        );
     }
     for (severity, title) in &left.blockers {
         let input = BlockerInput { severity: *severity, title: title.clone() };
-        outcome("a blocker", client.block(id, &input).map(|r| format!("blocker {}: {title}", r.value.id().unwrap_or("?"))));
+        outcome(
+            "a blocker",
+            client.block(id, &input).map(|r| format!("blocker {}: {title}", r.value.id().unwrap_or("?"))),
+        );
     }
     let status = left.status.unwrap_or(if ran_ok { ReportStatus::Done } else { ReportStatus::Failed });
     let summary = left.summary.clone().unwrap_or_else(|| format!("{} left no final message", runtime.program()));
-    let report = ReportInput { turn, status, summary: Some(summary), unmet: left.unmet.clone(), usage: None, question: None, runtime: None, permission_mode: None };
+    let report = ReportInput {
+        turn,
+        status,
+        summary: Some(summary),
+        unmet: left.unmet.clone(),
+        usage: None,
+        question: None,
+        runtime: None,
+        permission_mode: None,
+    };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {
         Ok(reply) => outcome("the report", Ok(format!("{status_name} for turn {turn} (v{})", reply.value.version))),
         Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
-            let line = format!("turn {turn} had ended already, so its report stays as it was ({})", crate::output::refusal_line(&r));
+            let line = format!(
+                "turn {turn} had ended already, so its report stays as it was ({})",
+                crate::output::refusal_line(&r)
+            );
             log.line(&line);
             println!("{}", crate::output::escape(&line, false));
         }
@@ -373,7 +421,8 @@ fn wait_keeping_interrupts_for_the_child(cmd: &mut Command) -> std::io::Result<E
         });
     }
     // SAFETY: setting a disposition to SIG_IGN and restoring the one it answered.
-    let (int, quit) = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    let (int, quit) =
+        unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
     let status = cmd.status();
     unsafe {
         libc::signal(libc::SIGINT, int);

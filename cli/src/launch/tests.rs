@@ -25,7 +25,10 @@ fn handoff(turn: u64, status: &str, runtime: Option<&str>, package: bool) -> Han
 }
 
 fn work(spec: serde_json::Value) -> WorkRecord {
-    serde_json::from_value(json!({"spec": spec, "decisions": [], "artifacts": [], "blockers": [], "files": [], "unmet": []})).unwrap()
+    serde_json::from_value(
+        json!({"spec": spec, "decisions": [], "artifacts": [], "blockers": [], "files": [], "unmet": []}),
+    )
+    .unwrap()
 }
 
 fn parser_work() -> WorkRecord {
@@ -65,8 +68,14 @@ fn the_access_paragraph_names_the_server_its_tools_and_the_variables_but_no_valu
     }
     let without = access_paragraph(Runtime::Codex, ID, 5);
     assert!(without.contains("no network") && without.contains("raise no blocker"), "{without}");
-    assert!(without.contains("Only if the handoff tools are not there") && without.contains("Decision: WHAT YOU DECIDED"), "the fallback: {without}");
-    assert!(!access_paragraph(Runtime::ClaudeCode, ID, 5).contains("NOTES.md"), "a session with network needs no fallback");
+    assert!(
+        without.contains("Only if the handoff tools are not there") && without.contains("Decision: WHAT YOU DECIDED"),
+        "the fallback: {without}"
+    );
+    assert!(
+        !access_paragraph(Runtime::ClaudeCode, ID, 5).contains("NOTES.md"),
+        "a session with network needs no fallback"
+    );
 }
 
 #[test]
@@ -79,7 +88,11 @@ fn each_runtime_has_its_program_budget_network_and_harness() {
     assert_eq!(Runtime::Codex.budget_bytes_default(), CODEX_BUDGET_BYTES);
     assert_eq!((Runtime::ClaudeCode.reach(), Runtime::Codex.reach()), (Reach::Api, Reach::None));
     assert_eq!((Runtime::ClaudeCode.harness(), Runtime::Codex.harness()), (Harness::ClaudeCode, Harness::Codex));
-    assert_eq!(ENV_NAMES, ["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"], "the token itself is never in the runtime's environment");
+    assert_eq!(
+        ENV_NAMES,
+        ["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"],
+        "the token itself is never in the runtime's environment"
+    );
 }
 
 #[test]
@@ -96,7 +109,10 @@ fn a_turn_handed_with_a_package_is_briefed_from_it_and_one_without_from_the_work
     assert_eq!(target(&handed, None), Ok(Target { runtime: Runtime::Codex, turn: 2, from_package: true }));
     assert_eq!(target(&handed, Some("codex")).map(|t| t.from_package), Ok(true));
     let plain = handoff(1, "running", None, false);
-    assert_eq!(target(&plain, Some("claude-code")), Ok(Target { runtime: Runtime::ClaudeCode, turn: 1, from_package: false }));
+    assert_eq!(
+        target(&plain, Some("claude-code")),
+        Ok(Target { runtime: Runtime::ClaudeCode, turn: 1, from_package: false })
+    );
     let waiting = handoff(3, "needs-you", Some("claude-code"), true);
     assert!(target(&waiting, None).is_ok(), "a turn waiting for its person is still the turn to launch");
 }
@@ -106,14 +122,23 @@ fn a_launch_is_refused_for_a_closed_hand_off_an_ended_turn_another_runtime_or_no
     let mut closed = handoff(2, "cancelled", Some("codex"), true);
     closed.state = State::Closed;
     assert_eq!(target(&closed, None), Err(Refused::Closed { id: ID.into() }));
-    assert_eq!(target(&handoff(2, "done", Some("codex"), true), None), Err(Refused::TurnEnded { turn: 2, status: Status::Done }));
-    assert_eq!(target(&handoff(2, "failed", None, false), Some("codex")), Err(Refused::TurnEnded { turn: 2, status: Status::Failed }));
+    assert_eq!(
+        target(&handoff(2, "done", Some("codex"), true), None),
+        Err(Refused::TurnEnded { turn: 2, status: Status::Done })
+    );
+    assert_eq!(
+        target(&handoff(2, "failed", None, false), Some("codex")),
+        Err(Refused::TurnEnded { turn: 2, status: Status::Failed })
+    );
     assert_eq!(
         target(&handoff(2, "running", Some("codex"), true), Some("claude-code")),
         Err(Refused::OtherRuntime { turn: 2, handed_to: "codex".into(), asked: "claude-code".into() })
     );
     assert_eq!(target(&handoff(1, "running", None, false), None), Err(Refused::NoRuntime { turn: 1 }));
-    assert_eq!(target(&handoff(1, "running", None, false), Some("gemini")), Err(Refused::UnknownRuntime { name: "gemini".into() }));
+    assert_eq!(
+        target(&handoff(1, "running", None, false), Some("gemini")),
+        Err(Refused::UnknownRuntime { name: "gemini".into() })
+    );
     let mut as_owner = handoff(2, "running", Some("codex"), true);
     as_owner.actions = vec!["open_turn".into(), "cancel".into(), "close".into()];
     assert_eq!(target(&as_owner, None), Err(Refused::OwnerToken), "the session is never given an owner's token");
@@ -136,9 +161,14 @@ fn the_work_record_briefing_has_goal_constraints_criteria_and_the_title_as_objec
     assert!(text.contains("## Next objective\nParser\n"), "the title stands in for an objective: {text}");
     assert!(text.contains("- no new dependencies") && text.contains("[1] errors name the line"), "{text}");
     assert!(text.contains("task type feature, priority high"), "{text}");
-    let bare = work(json!({"id": ID, "title": "Parser", "goal": "g", "task_type": null, "priority": null, "constraints": [], "acceptance_criteria": []}));
+    let bare = work(
+        json!({"id": ID, "title": "Parser", "goal": "g", "task_type": null, "priority": null, "constraints": [], "acceptance_criteria": []}),
+    );
     let text = work_briefing(&h, &bare, 8192).unwrap();
-    assert!(!text.contains("## Constraints") && !text.contains("## Acceptance criteria"), "empty sections are not rendered: {text}");
+    assert!(
+        !text.contains("## Constraints") && !text.contains("## Acceptance criteria"),
+        "empty sections are not rendered: {text}"
+    );
     let none = work(serde_json::Value::Null);
     assert_eq!(work_briefing(&h, &none, 8192), Err(Refused::NothingToBrief { turn: 1 }));
 }
@@ -154,7 +184,11 @@ fn a_work_record_briefing_never_exceeds_its_budget_and_marks_the_cut() {
         let text = work_briefing(&h, &long, budget).unwrap();
         let cap = (budget as usize).clamp(BRIEFING_BUDGET_BYTES_MIN, BRIEFING_BUDGET_BYTES_MAX);
         assert!(text.len() <= cap, "{budget}: {} bytes", text.len());
-        assert_eq!(text.ends_with("\n[cut]"), whole.len() > cap, "{budget}: a clipped briefing says so, a whole one does not");
+        assert_eq!(
+            text.ends_with("\n[cut]"),
+            whole.len() > cap,
+            "{budget}: a clipped briefing says so, a whole one does not"
+        );
     }
 }
 
@@ -165,7 +199,18 @@ fn claude_code_takes_the_prompt_after_p_the_handoff_server_and_the_allow_rule_la
     let config = r#"{"mcpServers":{"handoff":{"args":["mcp"],"command":"/opt/bin/handoff","type":"stdio"}}}"#;
     assert_eq!(claude_code_mcp_config(SERVER), config);
     let print = command_line(Runtime::ClaudeCode, Mode::Print, "PROMPT", None, SERVER, &[]);
-    let expected = ["claude", "-p", "PROMPT", "--permission-mode", "default", "--mcp-config", config, "--strict-mcp-config", "--allowedTools", "mcp__handoff"];
+    let expected = [
+        "claude",
+        "-p",
+        "PROMPT",
+        "--permission-mode",
+        "default",
+        "--mcp-config",
+        config,
+        "--strict-mcp-config",
+        "--allowedTools",
+        "mcp__handoff",
+    ];
     assert_eq!(print.argv(), expected);
     assert_eq!(print.args[print.prompt_at], "PROMPT");
     assert_eq!(print.display(), format!("claude -p <prompt> --permission-mode default --mcp-config '{config}' --strict-mcp-config --allowedTools mcp__handoff"));
@@ -173,38 +218,66 @@ fn claude_code_takes_the_prompt_after_p_the_handoff_server_and_the_allow_rule_la
     let interactive = command_line(Runtime::ClaudeCode, Mode::Interactive, "PROMPT", None, SERVER, &extra);
     assert_eq!(interactive.argv()[..2], ["claude", "PROMPT"]);
     assert_eq!(interactive.argv()[7..], ["--output-format", "json", "--allowedTools", "mcp__handoff"]);
-    assert!(!interactive.argv().iter().any(|a| a.contains("dangerously") || a == "bypassPermissions" || a == "auto"), "no mode that asks nothing");
-    assert!(!print.argv().iter().any(|a| a.contains("TOKEN=") || a.contains("Bearer")), "no token value on the command line");
+    assert!(
+        !interactive.argv().iter().any(|a| a.contains("dangerously") || a == "bypassPermissions" || a == "auto"),
+        "no mode that asks nothing"
+    );
+    assert!(
+        !print.argv().iter().any(|a| a.contains("TOKEN=") || a.contains("Bearer")),
+        "no token value on the command line"
+    );
 }
 
 #[test]
 fn codex_runs_in_its_workspace_sandbox_with_the_handoff_server_and_the_prompt_last() {
     let mcp = [
-        "-c", r#"mcp_servers.handoff.command="/opt/bin/handoff""#,
-        "-c", r#"mcp_servers.handoff.args=["mcp"]"#,
-        "-c", r#"mcp_servers.handoff.env_vars=["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE", "HANDOFF_TOKEN", "HANDOFF_STATE_DIR"]"#,
-        "-c", r#"mcp_servers.handoff.default_tools_approval_mode="approve""#,
-        "-c", r#"shell_environment_policy.exclude=["HANDOFF_TOKEN", "HANDOFF_TOKEN_FILE"]"#,
+        "-c",
+        r#"mcp_servers.handoff.command="/opt/bin/handoff""#,
+        "-c",
+        r#"mcp_servers.handoff.args=["mcp"]"#,
+        "-c",
+        r#"mcp_servers.handoff.env_vars=["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE", "HANDOFF_TOKEN", "HANDOFF_STATE_DIR"]"#,
+        "-c",
+        r#"mcp_servers.handoff.default_tools_approval_mode="approve""#,
+        "-c",
+        r#"shell_environment_policy.exclude=["HANDOFF_TOKEN", "HANDOFF_TOKEN_FILE"]"#,
     ];
     let print = command_line(Runtime::Codex, Mode::Print, "PROMPT", Some("/s/last.txt"), SERVER, &[]);
-    let exec = ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt"];
+    let exec =
+        ["codex", "exec", "--sandbox", "workspace-write", "-c", "notify=[]", "--output-last-message", "/s/last.txt"];
     assert_eq!(print.argv(), [&exec[..], &mcp[..], &["PROMPT"]].concat(), "exec reports nothing through notify");
     let extra = ["-m".to_string(), "gpt-5-codex".to_string()];
     let interactive = command_line(Runtime::Codex, Mode::Interactive, "PROMPT", None, SERVER, &extra);
-    let tui = ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request", "--no-daemon", "--enable", "hooks"];
+    let tui = [
+        "codex",
+        "--sandbox",
+        "workspace-write",
+        "--ask-for-approval",
+        "on-request",
+        "--no-daemon",
+        "--enable",
+        "hooks",
+    ];
     assert_eq!(interactive.argv(), [&tui[..], &mcp[..], &["-m", "gpt-5-codex", "PROMPT"]].concat());
     assert_eq!(interactive.args[interactive.prompt_at], "PROMPT");
 }
 
 #[test]
 fn a_displayed_command_quotes_what_a_shell_would_split() {
-    let c = CommandLine { program: "codex".into(), args: vec!["a b".into(), "it's".into(), "".into(), "p".into()], prompt_at: 3 };
+    let c = CommandLine {
+        program: "codex".into(),
+        args: vec!["a b".into(), "it's".into(), "".into(), "p".into()],
+        prompt_at: 3,
+    };
     assert_eq!(c.display(), "codex 'a b' 'it'\\''s' '' <prompt>");
 }
 
 #[test]
 fn the_prompt_is_the_briefing_then_the_paragraph() {
-    assert_eq!(prompt("# Hand-off briefing\nbody\n\n", "## Recording this turn\n"), "# Hand-off briefing\nbody\n\n## Recording this turn\n");
+    assert_eq!(
+        prompt("# Hand-off briefing\nbody\n\n", "## Recording this turn\n"),
+        "# Hand-off briefing\nbody\n\n## Recording this turn\n"
+    );
 }
 
 #[test]
@@ -230,7 +303,8 @@ fn a_repeated_line_counts_as_new_only_beyond_its_copies_before() {
 
 #[test]
 fn status_and_unmet_count_only_in_the_final_message_and_odd_lines_are_ignored() {
-    let left = read_left("", "Status: done\nUnmet: 1\nBlocker: CI is red\nBlocker (urgent): x\nDecision:\nUnmet: a,b\n", None);
+    let left =
+        read_left("", "Status: done\nUnmet: 1\nBlocker: CI is red\nBlocker (urgent): x\nDecision:\nUnmet: a,b\n", None);
     assert_eq!((left.status, left.unmet.as_ref(), left.summary.as_ref()), (None, None, None));
     assert_eq!(left.blockers, [(Severity::Medium, "CI is red".to_string())], "an unknown severity is no blocker line");
     assert!(left.decisions.is_empty(), "an empty decision is none");

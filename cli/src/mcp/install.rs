@@ -12,14 +12,22 @@
 //! | Claude Code | `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`; `--project`: `DIR/.mcp.json`) | `mcpServers.handoff`: `{"type": "stdio", "command", "args": ["mcp"]}` |
 //! | Codex       | `config.toml`, as the hooks'                            | `[mcp_servers.handoff]`: `command`, `args`, `env_vars`, `default_tools_approval_mode = "approve"` |
 
-use crate::hook::install::{check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path, shape, Edit, Edits, Harness, InstallError};
+use crate::hook::install::{
+    check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path,
+    shape, Edit, Edits, Harness, InstallError,
+};
 use crate::launch::{claude_code_entry, codex_entry, MCP_SERVER, MCP_SERVER_ARGS};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use toml_edit::{Item, Table};
 
 /// Where `harness` keeps its MCP servers.
-pub fn mcp_settings_path(harness: Harness, project: Option<&Path>, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+pub fn mcp_settings_path(
+    harness: Harness,
+    project: Option<&Path>,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> PathBuf {
     match harness {
         Harness::ClaudeCode => match (project, env("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty())) {
             (Some(dir), _) => dir.join(".mcp.json"),
@@ -73,7 +81,8 @@ fn uninstall_claude_code(text: &str) -> Result<String, InstallError> {
 
 fn is_ours_toml(table: &Table) -> bool {
     let command = table.get("command").and_then(Item::as_str).is_some_and(is_handoff);
-    let args: Option<Vec<&str>> = table.get("args").and_then(Item::as_array).map(|a| a.iter().filter_map(|v| v.as_str()).collect());
+    let args: Option<Vec<&str>> =
+        table.get("args").and_then(Item::as_array).map(|a| a.iter().filter_map(|v| v.as_str()).collect());
     command && args.as_deref() == Some(&MCP_SERVER_ARGS[..])
 }
 
@@ -90,7 +99,13 @@ fn install_codex(text: &str, program: &str) -> Result<String, InstallError> {
     };
     match servers.get(MCP_SERVER).map(|i| i.as_table()) {
         Some(Some(t)) if is_ours_toml(t) => return Ok(text.to_string()),
-        Some(_) => return Err(InstallError::Shape { at: "`mcp_servers.handoff`".into(), expected: "handoff's own server", found: "another server" }),
+        Some(_) => {
+            return Err(InstallError::Shape {
+                at: "`mcp_servers.handoff`".into(),
+                expected: "handoff's own server",
+                found: "another server",
+            })
+        }
         None => {}
     }
     let mut table = Table::new();
@@ -120,7 +135,8 @@ pub fn install_settings(harness: Harness, project: Option<&Path>, uninstall: boo
     let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
     let path = mcp_settings_path(harness, project, &home, &|k| std::env::var(k).ok());
     let program = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
-    let changed = crate::hook::edit_file(&path, |before| apply(harness, before, &program.to_string_lossy(), uninstall))?;
+    let changed =
+        crate::hook::edit_file(&path, |before| apply(harness, before, &program.to_string_lossy(), uninstall))?;
     Ok((path, changed))
 }
 
@@ -138,9 +154,17 @@ mod tests {
         let v: Value = serde_json::from_str(&once).unwrap();
         assert_eq!(v["mcpServers"]["handoff"], json!({"type": "stdio", "command": PROGRAM, "args": ["mcp"]}));
         assert_eq!((v["numStartups"].clone(), v["mcpServers"]["db"]["command"].clone()), (json!(3), json!("db-mcp")));
-        assert_eq!(apply(Harness::ClaudeCode, &once, PROGRAM, false).unwrap(), once, "a second install changes nothing");
+        assert_eq!(
+            apply(Harness::ClaudeCode, &once, PROGRAM, false).unwrap(),
+            once,
+            "a second install changes nothing"
+        );
         let removed: Value = serde_json::from_str(&apply(Harness::ClaudeCode, &once, PROGRAM, true).unwrap()).unwrap();
-        assert_eq!(removed, serde_json::from_str::<Value>(before).unwrap(), "uninstall removes exactly what install added");
+        assert_eq!(
+            removed,
+            serde_json::from_str::<Value>(before).unwrap(),
+            "uninstall removes exactly what install added"
+        );
         assert!(!once.contains("TOKEN"), "no token, not even its name, in Claude Code's file");
     }
 
@@ -151,13 +175,23 @@ mod tests {
         let doc: toml_edit::DocumentMut = once.parse().unwrap();
         let ours = doc["mcp_servers"]["handoff"].as_table().unwrap();
         assert_eq!(ours["command"].as_str(), Some(PROGRAM));
-        assert_eq!(ours["env_vars"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect::<Vec<_>>(), CODEX_MCP_ENV_NAMES);
+        assert_eq!(
+            ours["env_vars"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect::<Vec<_>>(),
+            CODEX_MCP_ENV_NAMES
+        );
         assert_eq!(ours["default_tools_approval_mode"].as_str(), Some("approve"));
         assert!(once.starts_with(before), "every byte before it stays: {once}");
         assert_eq!(apply(Harness::Codex, &once, PROGRAM, false).unwrap(), once);
-        assert_eq!(apply(Harness::Codex, &once, PROGRAM, true).unwrap(), before, "uninstall gives the file back byte for byte");
+        assert_eq!(
+            apply(Harness::Codex, &once, PROGRAM, true).unwrap(),
+            before,
+            "uninstall gives the file back byte for byte"
+        );
         assert_eq!(apply(Harness::Codex, "", PROGRAM, true).unwrap(), "");
-        assert_eq!(apply(Harness::Codex, &apply(Harness::Codex, "", PROGRAM, false).unwrap(), PROGRAM, true).unwrap(), "");
+        assert_eq!(
+            apply(Harness::Codex, &apply(Harness::Codex, "", PROGRAM, false).unwrap(), PROGRAM, true).unwrap(),
+            ""
+        );
     }
 
     #[test]
@@ -176,7 +210,10 @@ mod tests {
         let home = Path::new("/h");
         let none = |_: &str| None;
         assert_eq!(mcp_settings_path(Harness::ClaudeCode, None, home, &none), PathBuf::from("/h/.claude.json"));
-        assert_eq!(mcp_settings_path(Harness::ClaudeCode, Some(Path::new("/p")), home, &none), PathBuf::from("/p/.mcp.json"));
+        assert_eq!(
+            mcp_settings_path(Harness::ClaudeCode, Some(Path::new("/p")), home, &none),
+            PathBuf::from("/p/.mcp.json")
+        );
         let dir = |k: &str| (k == "CLAUDE_CONFIG_DIR").then(|| "/c".to_string());
         assert_eq!(mcp_settings_path(Harness::ClaudeCode, None, home, &dir), PathBuf::from("/c/.claude.json"));
         assert_eq!(mcp_settings_path(Harness::Codex, None, home, &none), PathBuf::from("/h/.codex/config.toml"));

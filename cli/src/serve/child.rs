@@ -24,7 +24,15 @@ pub struct Harness {
 
 /// Starts `program args` in `cwd` with `vars`, `input` written to its standard input (then
 /// closed), in a new process group, with SIGKILL as its parent-death signal.
-pub fn spawn(program: &Path, args: &[String], vars: &[(&str, String)], remove: &[&str], input: &str, turn: u64, runtime: &str) -> std::io::Result<Harness> {
+pub fn spawn(
+    program: &Path,
+    args: &[String],
+    vars: &[(&str, String)],
+    remove: &[&str],
+    input: &str,
+    turn: u64,
+    runtime: &str,
+) -> std::io::Result<Harness> {
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for name in remove {
@@ -192,7 +200,8 @@ mod tests {
         assert_eq!(describe(status), "signal 15");
         std::thread::sleep(Duration::from_millis(100));
         // SAFETY: signal 0 only asks whether the process exists.
-        let alive = unsafe { libc::kill(grandchild, 0) } == 0 && !std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default().contains(") Z");
+        let alive = unsafe { libc::kill(grandchild, 0) } == 0
+            && !std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default().contains(") Z");
         assert!(!alive, "the grandchild went with the group");
     }
 

@@ -93,12 +93,17 @@ pub fn served_settings(server: &str, wait_s: u64) -> Vec<String> {
     let mut args = Vec::new();
     for (key, entry) in crate::launch::codex_entry(server) {
         let entry = match key {
-            "env_vars" => toml_edit::Value::Array(crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES).copied().collect()),
+            "env_vars" => toml_edit::Value::Array(
+                crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES).copied().collect(),
+            ),
             _ => entry,
         };
         args.extend(["-c".to_string(), format!("mcp_servers.{}.{key}={entry}", crate::launch::MCP_SERVER)]);
     }
-    args.extend(["-c".to_string(), format!("mcp_servers.{}.tool_timeout_sec={}", crate::launch::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S)]);
+    args.extend([
+        "-c".to_string(),
+        format!("mcp_servers.{}.tool_timeout_sec={}", crate::launch::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S),
+    ]);
     args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
     args
 }
@@ -126,7 +131,9 @@ pub enum ApprovalKind {
 pub enum Decision {
     Allow,
     /// Declined; the note (when there is one) reaches the model as the person's words.
-    Deny { note: Option<String> },
+    Deny {
+        note: Option<String>,
+    },
 }
 
 /// A question of the model's `request_user_input` tool that a choice form carries: one
@@ -178,9 +185,13 @@ impl<A: FnMut(&Approval) -> Decision, Q: FnMut(&Question) -> Answer> Handler for
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnOutcome {
     /// With the agent's last message ("" when it sent none).
-    Completed { message: String },
+    Completed {
+        message: String,
+    },
     Interrupted,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// Why the driver could not go on with the child.
@@ -201,8 +212,14 @@ impl std::fmt::Display for DriverError {
         match self {
             DriverError::Io(e) => write!(f, "codex app-server: {e}"),
             DriverError::Exited { stderr } => write!(f, "codex app-server ended: {}", stderr.trim()),
-            DriverError::Rpc { method, error } => write!(f, "codex app-server refused {method}: {}", error["message"].as_str().map_or_else(|| error.to_string(), str::to_string)),
-            DriverError::Timeout { method } => write!(f, "codex app-server did not answer {method} within {} s", REQUEST_TIMEOUT.as_secs()),
+            DriverError::Rpc { method, error } => write!(
+                f,
+                "codex app-server refused {method}: {}",
+                error["message"].as_str().map_or_else(|| error.to_string(), str::to_string)
+            ),
+            DriverError::Timeout { method } => {
+                write!(f, "codex app-server did not answer {method} within {} s", REQUEST_TIMEOUT.as_secs())
+            }
         }
     }
 }
@@ -269,7 +286,17 @@ impl AppServer {
             }
             sink.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
         });
-        let mut server = AppServer { child, stdin, messages, stashed: VecDeque::new(), next_id: 0, stderr, cwd: config.cwd.clone(), approval_policy: config.approval_policy.clone(), stopped: false };
+        let mut server = AppServer {
+            child,
+            stdin,
+            messages,
+            stashed: VecDeque::new(),
+            next_id: 0,
+            stderr,
+            cwd: config.cwd.clone(),
+            approval_policy: config.approval_policy.clone(),
+            stopped: false,
+        };
         let info = json!({"clientInfo": {"name": "handoff", "title": "handoff serve", "version": env!("CARGO_PKG_VERSION")}, "capabilities": {"experimentalApi": false}});
         server.request("initialize", info)?;
         server.notify("initialized", None)?;
@@ -296,7 +323,8 @@ impl AppServer {
 
     /// Resumes thread `id` (from Codex's own store), so its next turn carries the exchange so far.
     pub fn resume_thread(&mut self, id: &str) -> Result<String, DriverError> {
-        let params = json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
+        let params =
+            json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
         let result = self.request("thread/resume", params)?;
         Ok(result["thread"]["id"].as_str().unwrap_or(id).to_string())
     }
@@ -306,7 +334,13 @@ impl AppServer {
     /// (`turn/interrupt`) and, once it ends, the app-server is stopped, since Codex 0.169.0
     /// keeps the turn's running commands alive as background terminals. The next turn then
     /// needs a new [`AppServer`] that resumes the thread.
-    pub fn run_turn(&mut self, thread: &str, prompt: &str, cancel: &AtomicBool, handler: &mut dyn Handler) -> Result<TurnOutcome, DriverError> {
+    pub fn run_turn(
+        &mut self,
+        thread: &str,
+        prompt: &str,
+        cancel: &AtomicBool,
+        handler: &mut dyn Handler,
+    ) -> Result<TurnOutcome, DriverError> {
         let input = json!([{"type": "text", "text": prompt, "text_elements": []}]);
         let started = self.request("turn/start", json!({"threadId": thread, "input": input}))?;
         let turn = started["turn"]["id"].as_str().unwrap_or_default().to_string();
@@ -342,7 +376,9 @@ impl AppServer {
                         Some("fileChange") => {
                             file_changes.insert(item["id"].as_str().unwrap_or_default().to_string(), item.clone());
                         }
-                        Some("agentMessage") if method == "item/completed" => last_message = item["text"].as_str().unwrap_or_default().to_string(),
+                        Some("agentMessage") if method == "item/completed" => {
+                            last_message = item["text"].as_str().unwrap_or_default().to_string()
+                        }
                         _ => {}
                     }
                     handler.item(&method, item);
@@ -361,8 +397,23 @@ impl AppServer {
 
     /// The result (or JSON-RPC error) of one request from the server.
     #[allow(clippy::too_many_arguments)]
-    fn answer(&mut self, method: &str, params: &Value, thread: &str, turn: &str, file_changes: &HashMap<String, Value>, cancel: &AtomicBool, handler: &mut dyn Handler) -> Result<Result<Value, Value>, DriverError> {
-        let decided = |handler: &mut dyn Handler, approval: Approval| if cancel.load(Ordering::SeqCst) { Decision::Deny { note: None } } else { handler.approval(&approval) };
+    fn answer(
+        &mut self,
+        method: &str,
+        params: &Value,
+        thread: &str,
+        turn: &str,
+        file_changes: &HashMap<String, Value>,
+        cancel: &AtomicBool,
+        handler: &mut dyn Handler,
+    ) -> Result<Result<Value, Value>, DriverError> {
+        let decided = |handler: &mut dyn Handler, approval: Approval| {
+            if cancel.load(Ordering::SeqCst) {
+                Decision::Deny { note: None }
+            } else {
+                handler.approval(&approval)
+            }
+        };
         match method {
             "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => {
                 let approval = if method == "item/commandExecution/requestApproval" {
@@ -388,7 +439,9 @@ impl AppServer {
             "item/tool/requestUserInput" => {
                 let questions = params["questions"].as_array().cloned().unwrap_or_default();
                 let answer = match question_of(&questions) {
-                    Ok(_) if cancel.load(Ordering::SeqCst) => Err("The person did not answer: the turn was cancelled.".to_string()),
+                    Ok(_) if cancel.load(Ordering::SeqCst) => {
+                        Err("The person did not answer: the turn was cancelled.".to_string())
+                    }
                     Ok(q) => Ok(handler.question(&q)),
                     // Never put to the person: the note says why and how to ask instead.
                     Err(why) => Err(why.note()),
@@ -398,7 +451,10 @@ impl AppServer {
                     Ok(Answer::Deny { note }) => format!("The person did not answer: {note}"),
                     Err(words) => words,
                 };
-                let answers: serde_json::Map<String, Value> = questions.iter().map(|q| (q["id"].as_str().unwrap_or_default().to_string(), json!({"answers": [words.clone()]}))).collect();
+                let answers: serde_json::Map<String, Value> = questions
+                    .iter()
+                    .map(|q| (q["id"].as_str().unwrap_or_default().to_string(), json!({"answers": [words.clone()]})))
+                    .collect();
                 Ok(Ok(json!({"answers": answers})))
             }
             // The `handoff` MCP server asks nothing of the person through Codex.
@@ -580,12 +636,18 @@ pub fn outcome(turn: &Value, streamed_message: &str) -> TurnOutcome {
     match turn["status"].as_str() {
         Some("completed") => {
             let items = turn["items"].as_array().into_iter().flatten();
-            let message = items.rev().filter(|i| i["type"] == "agentMessage").find_map(|i| i["text"].as_str()).unwrap_or(streamed_message);
+            let message = items
+                .rev()
+                .filter(|i| i["type"] == "agentMessage")
+                .find_map(|i| i["text"].as_str())
+                .unwrap_or(streamed_message);
             TurnOutcome::Completed { message: message.to_string() }
         }
         Some("interrupted") => TurnOutcome::Interrupted,
         other => {
-            let reason = turn["error"]["message"].as_str().map_or_else(|| format!("the turn ended {}", other.unwrap_or("without a status")), str::to_string);
+            let reason = turn["error"]["message"]
+                .as_str()
+                .map_or_else(|| format!("the turn ended {}", other.unwrap_or("without a status")), str::to_string);
             TurnOutcome::Failed { reason }
         }
     }
@@ -625,7 +687,11 @@ pub fn file_change_approval(params: &Value, item: Option<&Value>) -> Approval {
     if let Some(root) = params["grantRoot"].as_str() {
         text.push_str(&format!("and writes under {root} for the rest of the session\n"));
     }
-    Approval { kind: ApprovalKind::FileChange, text: text.trim_end().to_string(), reason: params["reason"].as_str().map(str::to_string) }
+    Approval {
+        kind: ApprovalKind::FileChange,
+        text: text.trim_end().to_string(),
+        reason: params["reason"].as_str().map(str::to_string),
+    }
 }
 
 /// `item/permissions/requestApproval`: the permissions asked for, and the folder.
@@ -646,11 +712,26 @@ pub fn question_of(questions: &[Value]) -> Result<Question, Unaskable> {
     if q["isSecret"] == true {
         return Err(Unaskable::Secret);
     }
-    let options: Vec<(String, String)> = q["options"].as_array().into_iter().flatten().map(|o| (o["label"].as_str().unwrap_or_default().to_string(), o["description"].as_str().unwrap_or_default().to_string())).collect();
+    let options: Vec<(String, String)> = q["options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            (
+                o["label"].as_str().unwrap_or_default().to_string(),
+                o["description"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
     let text = q["question"].as_str().unwrap_or_default().to_string();
     let labels: Vec<String> = options.iter().map(|(label, _)| label.clone()).collect();
     crate::ask::choice_fits(&text, &labels)?;
-    Ok(Question { header: q["header"].as_str().unwrap_or_default().to_string(), text, options, other: q["isOther"] == true })
+    Ok(Question {
+        header: q["header"].as_str().unwrap_or_default().to_string(),
+        text,
+        options,
+        other: q["isOther"] == true,
+    })
 }
 
 #[cfg(test)]
@@ -667,19 +748,35 @@ mod tests {
         for name in crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES) {
             assert!(env_vars.contains(&format!("\"{name}\"")), "{name} in {env_vars}");
         }
-        assert_eq!(settings.iter().filter(|s| s.starts_with("mcp_servers.handoff.env_vars=")).count(), 1, "one env_vars, not the launcher's overridden");
+        assert_eq!(
+            settings.iter().filter(|s| s.starts_with("mcp_servers.handoff.env_vars=")).count(),
+            1,
+            "one env_vars, not the launcher's overridden"
+        );
         // Everything else is the launcher's.
         let launcher = launcher_settings("/usr/bin/handoff");
-        let others = |a: &[String]| a.iter().skip(1).step_by(2).filter(|s| !s.contains("env_vars") && !s.contains("tool_timeout_sec")).cloned().collect::<Vec<_>>();
+        let others = |a: &[String]| {
+            a.iter()
+                .skip(1)
+                .step_by(2)
+                .filter(|s| !s.contains("env_vars") && !s.contains("tool_timeout_sec"))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         assert_eq!(others(&args), others(&launcher));
         // The longest served wait, and its margin, is what Codex waits.
         let longest = served_settings("h", crate::ask::ANSWER_WAIT_S_MAX);
-        assert!(longest.contains(&format!("mcp_servers.handoff.tool_timeout_sec={}", crate::ask::ANSWER_WAIT_S_MAX + MCP_TOOL_TIMEOUT_MARGIN_S)));
+        assert!(longest.contains(&format!(
+            "mcp_servers.handoff.tool_timeout_sec={}",
+            crate::ask::ANSWER_WAIT_S_MAX + MCP_TOOL_TIMEOUT_MARGIN_S
+        )));
     }
 
     #[test]
     fn a_command_approval_reads_as_the_whole_command_and_its_folder() {
-        let a = command_approval(&json!({"command": "touch a && rm -rf b", "cwd": "/w", "itemId": "i", "threadId": "t", "turnId": "u", "startedAtMs": 1}));
+        let a = command_approval(
+            &json!({"command": "touch a && rm -rf b", "cwd": "/w", "itemId": "i", "threadId": "t", "turnId": "u", "startedAtMs": 1}),
+        );
         assert_eq!((a.kind, a.text.as_str()), (ApprovalKind::Command, "touch a && rm -rf b\nin /w"));
     }
 
@@ -697,7 +794,10 @@ mod tests {
     #[test]
     fn only_one_plain_question_with_options_goes_to_the_person_and_anything_else_is_denied_saying_why() {
         let q = json!({"id": "q1", "header": "Pick", "question": "Which?", "options": [{"label": "A", "description": "first"}]});
-        assert_eq!(question_of(std::slice::from_ref(&q)).unwrap().options, vec![("A".to_string(), "first".to_string())]);
+        assert_eq!(
+            question_of(std::slice::from_ref(&q)).unwrap().options,
+            vec![("A".to_string(), "first".to_string())]
+        );
         assert_eq!(question_of(&[q.clone(), q.clone()]).unwrap_err(), Unaskable::Several(2));
         assert_eq!(question_of(&[]).unwrap_err(), Unaskable::Several(0));
         let mut secret = q.clone();
@@ -707,7 +807,8 @@ mod tests {
         open["options"] = Value::Null;
         assert_eq!(question_of(&[open]).unwrap_err(), Unaskable::NoOptions);
         let mut seven = q.clone();
-        seven["options"] = json!((0..7).map(|i| json!({"label": format!("{i}"), "description": ""})).collect::<Vec<_>>());
+        seven["options"] =
+            json!((0..7).map(|i| json!({"label": format!("{i}"), "description": ""})).collect::<Vec<_>>());
         assert_eq!(question_of(&[seven]).unwrap_err(), Unaskable::TooManyOptions(7));
         let mut long = q;
         long["question"] = json!("x".repeat(handoff_core::limits::QUESTION_TEXT_BYTES_MAX + 1));
@@ -718,9 +819,15 @@ mod tests {
     fn a_turn_ends_as_its_status_says_with_the_agents_last_message() {
         let done = json!({"id": "t", "status": "completed", "items": [{"type": "agentMessage", "id": "1", "text": "first"}, {"type": "agentMessage", "id": "2", "text": "last"}]});
         assert_eq!(outcome(&done, "streamed"), TurnOutcome::Completed { message: "last".into() });
-        assert_eq!(outcome(&json!({"status": "completed", "items": []}), "streamed"), TurnOutcome::Completed { message: "streamed".into() });
+        assert_eq!(
+            outcome(&json!({"status": "completed", "items": []}), "streamed"),
+            TurnOutcome::Completed { message: "streamed".into() }
+        );
         assert_eq!(outcome(&json!({"status": "interrupted", "items": []}), ""), TurnOutcome::Interrupted);
-        assert_eq!(outcome(&json!({"status": "failed", "items": [], "error": {"message": "quota"}}), ""), TurnOutcome::Failed { reason: "quota".into() });
+        assert_eq!(
+            outcome(&json!({"status": "failed", "items": [], "error": {"message": "quota"}}), ""),
+            TurnOutcome::Failed { reason: "quota".into() }
+        );
     }
 
     #[test]

@@ -119,14 +119,26 @@ fn run(s: &Start, cancel: &AtomicBool, tx: &mpsc::Sender<Note>) -> Option<Result
     })();
     let (status, summary) = match outcome {
         Ok(TurnOutcome::Interrupted) => return None,
-        Ok(TurnOutcome::Completed { message }) => (ReportStatus::Done, if message.trim().is_empty() { "codex ended its turn without a message".to_string() } else { message }),
+        Ok(TurnOutcome::Completed { message }) => (
+            ReportStatus::Done,
+            if message.trim().is_empty() { "codex ended its turn without a message".to_string() } else { message },
+        ),
         Ok(TurnOutcome::Failed { reason }) => (ReportStatus::Failed, format!("codex's turn failed: {reason}")),
         Err(e) => (ReportStatus::Failed, e.to_string()),
     };
     if cancel.load(Ordering::SeqCst) {
         return None;
     }
-    let report = ReportInput { turn: s.turn, status, summary: Some(crate::hook::clip_summary(&summary)), unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+    let report = ReportInput {
+        turn: s.turn,
+        status,
+        summary: Some(crate::hook::clip_summary(&summary)),
+        unmet: None,
+        usage: None,
+        question: None,
+        runtime: None,
+        permission_mode: None,
+    };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
     Some(if status == ReportStatus::Done { Ok(summary) } else { Err(summary) })
@@ -146,19 +158,49 @@ impl Asker<'_> {
             return Err("the owner cancelled the turn".into());
         }
         let question = prompt.question();
-        let report = ReportInput { turn: self.s.turn, status: ReportStatus::NeedsYou, summary: None, unmet: None, usage: None, question: Some(question), runtime: None, permission_mode: None };
-        let asked = self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
-        let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else { return Err("the question was not taken".into()) };
+        let report = ReportInput {
+            turn: self.s.turn,
+            status: ReportStatus::NeedsYou,
+            summary: None,
+            unmet: None,
+            usage: None,
+            question: Some(question),
+            runtime: None,
+            permission_mode: None,
+        };
+        let asked =
+            self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
+        let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else {
+            return Err("the question was not taken".into());
+        };
         let deadline = Instant::now() + Duration::from_secs(self.s.wait_s);
         match ask::wait_for_answer(&self.s.client, &self.s.id, &q.id, asked.value.version, deadline) {
             Waited::Answered(answer, _) => {
-                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+                let running = ReportInput {
+                    turn: self.s.turn,
+                    status: ReportStatus::Running,
+                    summary: None,
+                    unmet: None,
+                    usage: None,
+                    question: None,
+                    runtime: None,
+                    permission_mode: None,
+                };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Ok((answer.option, answer.note))
             }
             Waited::Withdrawn => Err("the question was withdrawn".into()),
             Waited::TimedOut => {
-                let running = ReportInput { turn: self.s.turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+                let running = ReportInput {
+                    turn: self.s.turn,
+                    status: ReportStatus::Running,
+                    summary: None,
+                    unmet: None,
+                    usage: None,
+                    question: None,
+                    runtime: None,
+                    permission_mode: None,
+                };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Err(format!("The owner did not answer within {} s and nobody is at this machine's terminal, so this was denied. Go on without it, or ask again later.", self.s.wait_s))
             }
@@ -174,7 +216,10 @@ impl Handler for Asker<'_> {
             ApprovalKind::Permissions => "Permissions",
         };
         let title = format!("{what}: {}", approval.text.lines().next().unwrap_or_default());
-        let prompt = Prompt::Permission { text: handoff_core::text::clip(&title, 200).to_string(), input: Some(approval.text.clone()) };
+        let prompt = Prompt::Permission {
+            text: handoff_core::text::clip(&title, 200).to_string(),
+            input: Some(approval.text.clone()),
+        };
         match self.ask(&prompt) {
             Ok((option, _)) if option == "allow" => Decision::Allow,
             Ok((_, note)) => Decision::Deny { note },
@@ -184,7 +229,8 @@ impl Handler for Asker<'_> {
 
     fn question(&mut self, question: &Question) -> codex::Answer {
         let labels: Vec<String> = question.options.iter().map(|(label, _)| label.clone()).collect();
-        let prompt = Prompt::Choice { text: question.text.clone(), labels: labels.clone(), input: serde_json::Value::Null };
+        let prompt =
+            Prompt::Choice { text: question.text.clone(), labels: labels.clone(), input: serde_json::Value::Null };
         match self.ask(&prompt) {
             Ok((option, _)) => match option.parse::<usize>().ok().and_then(|n| labels.get(n.wrapping_sub(1))) {
                 Some(label) => codex::Answer::Chose(label.clone()),

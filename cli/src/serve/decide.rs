@@ -136,10 +136,20 @@ impl Gone {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Start { turn: u64, runtime: String, session: HarnessSession },
-    Stop { turn: u64, why: StopWhy },
+    Start {
+        turn: u64,
+        runtime: String,
+        session: HarnessSession,
+    },
+    Stop {
+        turn: u64,
+        why: StopWhy,
+    },
     /// Report the turn failed, the harness gone.
-    Fail { turn: u64, why: Gone },
+    Fail {
+        turn: u64,
+        why: Gone,
+    },
     Nothing,
     /// The hand-off is closed and nothing runs: serve exits 0.
     Exit,
@@ -202,20 +212,41 @@ mod tests {
     use proptest::prelude::*;
 
     fn view(version: u64, turn: u64, status: Status) -> View {
-        View { version, turn, closed: false, status, handed_to: None, package: false, prompt: Some("fix the tests".into()) }
+        View {
+            version,
+            turn,
+            closed: false,
+            status,
+            handed_to: None,
+            package: false,
+            prompt: Some("fix the tests".into()),
+        }
     }
 
     fn started(runtime: &str, session: &str) -> Started {
-        Started { runtime: runtime.into(), session: session.into(), started_ms: 0, group: None, ended: None, settled: false }
+        Started {
+            runtime: runtime.into(),
+            session: session.into(),
+            started_ms: 0,
+            group: None,
+            ended: None,
+            settled: false,
+        }
     }
 
     #[test]
     fn turn_1_with_a_prompt_starts_the_default_runtime_in_a_new_session_briefed_by_the_prompt() {
         let a = decide(&view(1, 1, Status::Running), &Local::default(), Harness::None, "claude-code");
-        assert_eq!(a, Action::Start { turn: 1, runtime: "claude-code".into(), session: HarnessSession::New(Brief::Prompt) });
+        assert_eq!(
+            a,
+            Action::Start { turn: 1, runtime: "claude-code".into(), session: HarnessSession::New(Brief::Prompt) }
+        );
         let mut v = view(1, 1, Status::Running);
         v.prompt = None;
-        assert_eq!(decide(&v, &Local::default(), Harness::None, "codex"), Action::Start { turn: 1, runtime: "codex".into(), session: HarnessSession::New(Brief::Work) });
+        assert_eq!(
+            decide(&v, &Local::default(), Harness::None, "codex"),
+            Action::Start { turn: 1, runtime: "codex".into(), session: HarnessSession::New(Brief::Work) }
+        );
     }
 
     #[test]
@@ -223,7 +254,10 @@ mod tests {
         let mut local = Local::default();
         local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
         let a = decide(&view(5, 2, Status::Running), &local, Harness::None, "codex");
-        assert_eq!(a, Action::Start { turn: 2, runtime: "claude-code".into(), session: HarnessSession::Resume("s-1".into()) });
+        assert_eq!(
+            a,
+            Action::Start { turn: 2, runtime: "claude-code".into(), session: HarnessSession::Resume("s-1".into()) }
+        );
     }
 
     #[test]
@@ -231,27 +265,45 @@ mod tests {
         let mut local = Local::default();
         local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
         let v = View { handed_to: Some("codex".into()), package: true, ..view(5, 2, Status::Running) };
-        assert_eq!(decide(&v, &local, Harness::None, "claude-code"), Action::Start { turn: 2, runtime: "codex".into(), session: HarnessSession::New(Brief::Package) });
+        assert_eq!(
+            decide(&v, &local, Harness::None, "claude-code"),
+            Action::Start { turn: 2, runtime: "codex".into(), session: HarnessSession::New(Brief::Package) }
+        );
     }
 
     #[test]
     fn the_owners_cancel_or_close_stops_the_running_harness_and_close_then_exits() {
         let local = Local::default();
-        assert_eq!(decide(&view(3, 1, Status::Cancelled), &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::Cancelled });
+        assert_eq!(
+            decide(&view(3, 1, Status::Cancelled), &local, Harness::Running { turn: 1 }, "x"),
+            Action::Stop { turn: 1, why: StopWhy::Cancelled }
+        );
         let closed = View { closed: true, ..view(3, 1, Status::Cancelled) };
-        assert_eq!(decide(&closed, &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::Closed });
+        assert_eq!(
+            decide(&closed, &local, Harness::Running { turn: 1 }, "x"),
+            Action::Stop { turn: 1, why: StopWhy::Closed }
+        );
         assert_eq!(decide(&closed, &local, Harness::None, "x"), Action::Exit);
         assert_eq!(decide(&view(3, 1, Status::Running), &local, Harness::Running { turn: 1 }, "x"), Action::Nothing);
-        assert_eq!(decide(&view(3, 2, Status::Running), &local, Harness::Running { turn: 1 }, "x"), Action::Stop { turn: 1, why: StopWhy::NextTurn });
+        assert_eq!(
+            decide(&view(3, 2, Status::Running), &local, Harness::Running { turn: 1 }, "x"),
+            Action::Stop { turn: 1, why: StopWhy::NextTurn }
+        );
     }
 
     #[test]
     fn a_started_turn_still_open_with_no_harness_is_failed_saying_why_and_only_once() {
         let mut local = Local::default();
         local.turns.insert(1, started("claude-code", "s-1"));
-        assert_eq!(decide(&view(2, 1, Status::Running), &local, Harness::None, "x"), Action::Fail { turn: 1, why: Gone::Restarted });
+        assert_eq!(
+            decide(&view(2, 1, Status::Running), &local, Harness::None, "x"),
+            Action::Fail { turn: 1, why: Gone::Restarted }
+        );
         local.turns.get_mut(&1).unwrap().ended = Some("signal 9".into());
-        assert_eq!(decide(&view(2, 1, Status::NeedsYou), &local, Harness::None, "x"), Action::Fail { turn: 1, why: Gone::Exited("signal 9".into()) });
+        assert_eq!(
+            decide(&view(2, 1, Status::NeedsYou), &local, Harness::None, "x"),
+            Action::Fail { turn: 1, why: Gone::Exited("signal 9".into()) }
+        );
         // Reported done by its hooks: nothing to say.
         assert_eq!(decide(&view(3, 1, Status::Done), &local, Harness::None, "x"), Action::Nothing);
         local.turns.get_mut(&1).unwrap().settled = true;
@@ -261,7 +313,9 @@ mod tests {
     #[test]
     fn the_failed_summary_says_why_the_harness_is_gone() {
         assert!(Gone::Restarted.summary("claude-code").contains("handoff serve restarted"));
-        assert!(Gone::Exited("signal 9".into()).summary("claude-code").contains("(signal 9) without a final report: the harness crashed or was killed"));
+        assert!(Gone::Exited("signal 9".into())
+            .summary("claude-code")
+            .contains("(signal 9) without a final report: the harness crashed or was killed"));
         assert!(Gone::Exited("exit 0".into()).summary("claude-code").contains("exited 0, but no final report"));
     }
 
@@ -294,7 +348,8 @@ mod tests {
                 }
                 _ => {}
             }
-            let status = [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled][s as usize % 5];
+            let status =
+                [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled][s as usize % 5];
             let closed = s % 7 == 6;
             let turn = 1 + n % 4;
             let v = View { version: n, turn, closed, status, handed_to: None, package: false, prompt: None };
@@ -302,7 +357,17 @@ mod tests {
                 Action::Start { turn, runtime, .. } => {
                     starts.push(turn);
                     start_views.push((turn, status, closed));
-                    local.turns.insert(turn, Started { runtime, session: format!("s{turn}"), started_ms: 0, group: None, ended: None, settled: false });
+                    local.turns.insert(
+                        turn,
+                        Started {
+                            runtime,
+                            session: format!("s{turn}"),
+                            started_ms: 0,
+                            group: None,
+                            ended: None,
+                            settled: false,
+                        },
+                    );
                     harness = Harness::Running { turn };
                 }
                 Action::Stop { turn, .. } => {

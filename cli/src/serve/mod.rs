@@ -21,7 +21,7 @@ pub mod state;
 use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
 use crate::hook::{self, Log};
 use crate::launch::{self, Runtime};
-use decide::{Action, Brief, Gone, Harness as Alive, Local, HarnessSession, Started, StopWhy, View};
+use decide::{Action, Brief, Gone, Harness as Alive, HarnessSession, Local, Started, StopWhy, View};
 use handoff_api::error::Code;
 use handoff_core::turn::ReportStatus;
 use std::collections::BTreeMap;
@@ -241,7 +241,17 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         }
     };
     let token = Token { current: Arc::new(Mutex::new(token)), file: args.token_file.clone() };
-    let mut serve = Serve { url: url.to_string(), id: args.id.clone(), args: args.clone(), state_dir, say, token, local, harness: None, arrivals: BTreeMap::new() };
+    let mut serve = Serve {
+        url: url.to_string(),
+        id: args.id.clone(),
+        args: args.clone(),
+        state_dir,
+        say,
+        token,
+        local,
+        harness: None,
+        arrivals: BTreeMap::new(),
+    };
     serve.main()
 }
 
@@ -260,7 +270,8 @@ struct Serve {
 
 impl Serve {
     fn client(&self) -> Client {
-        Client::new(&self.url, Some(&self.token.get())).with_insecure_http(crate::client::insecure_http_from_env(&|k| std::env::var(k).ok()))
+        Client::new(&self.url, Some(&self.token.get()))
+            .with_insecure_http(crate::client::insecure_http_from_env(&|k| std::env::var(k).ok()))
     }
 
     /// A call of the API, the token read again once on a 401.
@@ -275,7 +286,14 @@ impl Serve {
     }
 
     fn main(&mut self) -> i32 {
-        self.say.line(&format!("serving {} from {} (pid {}), runtime {} for turns handed to none, permission mode {}", self.id, self.url, std::process::id(), self.args.runtime, self.args.permission_mode));
+        self.say.line(&format!(
+            "serving {} from {} (pid {}), runtime {} for turns handed to none, permission mode {}",
+            self.id,
+            self.url,
+            std::process::id(),
+            self.args.runtime,
+            self.args.permission_mode
+        ));
         // A serve killed with -9 took its harness with it (the parent-death signal), but not
         // what the harness started in groups of its own (a hook waiting for an answer).
         self.end_leftovers("the serve before");
@@ -419,21 +437,35 @@ impl Serve {
     fn flush_spool(&self) {
         let Some(session) = hook::session("serve", &self.url, Some(&self.token.get()), Some(&self.id)) else { return };
         match hook::spool::Spool::open(&session.dir, &self.id).and_then(|spool| session.deliver(&spool)) {
-            Ok(d) if d.sent + d.dropped + d.left > 0 => self.say.line(&format!("flushed the hooks' spool: delivered {}, dropped {}, left {}", d.sent, d.dropped, d.left)),
+            Ok(d) if d.sent + d.dropped + d.left > 0 => self.say.line(&format!(
+                "flushed the hooks' spool: delivered {}, dropped {}, left {}",
+                d.sent, d.dropped, d.left
+            )),
             Ok(_) => {}
             Err(e) => self.say.line(&format!("could not flush the hooks' spool: {e}")),
         }
     }
 
     fn start(&mut self, record: &Handoff, turn: u64, runtime: &str, session: HarnessSession) {
-        let arrived = self.arrivals.range(..=record.version).next_back().map(|(_, at)| *at).unwrap_or_else(Instant::now);
+        let arrived =
+            self.arrivals.range(..=record.version).next_back().map(|(_, at)| *at).unwrap_or_else(Instant::now);
         let late_s = (hook::now_ms() - record.updated_at.ms()).max(0) / 1000;
         // The state record first: a turn written here is never started again.
         let session_id = match &session {
             HarnessSession::Resume(id) => id.clone(),
             HarnessSession::New(_) => new_uuid(),
         };
-        self.local.turns.insert(turn, Started { runtime: runtime.to_string(), session: session_id.clone(), started_ms: hook::now_ms(), group: None, ended: None, settled: false });
+        self.local.turns.insert(
+            turn,
+            Started {
+                runtime: runtime.to_string(),
+                session: session_id.clone(),
+                started_ms: hook::now_ms(),
+                group: None,
+                ended: None,
+                settled: false,
+            },
+        );
         self.store();
         let driver = match Driver::of(runtime) {
             Ok(d) => d,
@@ -446,7 +478,16 @@ impl Serve {
         let runtime_of = if driver == Driver::Codex { Runtime::Codex } else { Runtime::ClaudeCode };
         let program = match crate::detect::find(runtime_of.program(), std::env::var("PATH").ok().as_deref()) {
             Some(p) => p,
-            None => return self.fail_saying(turn, &format!("{} is not on PATH on the machine: install {} there", runtime_of.program(), runtime_of.name())),
+            None => {
+                return self.fail_saying(
+                    turn,
+                    &format!(
+                        "{} is not on PATH on the machine: install {} there",
+                        runtime_of.program(),
+                        runtime_of.name()
+                    ),
+                )
+            }
         };
         let token_path = launch::token_file(&self.state_dir, &self.id);
         if let Err(e) = crate::client::write_token_file(&token_path, &self.token.get()) {
@@ -488,12 +529,30 @@ impl Serve {
                 HarnessSession::Resume(id) => Some(id.clone()),
                 HarnessSession::New(_) => None,
             };
-            let start = codex_run::Start { config, resume, prompt: input, client: self.client(), id: self.id.clone(), turn, wait_s };
+            let start = codex_run::Start {
+                config,
+                resume,
+                prompt: input,
+                client: self.client(),
+                id: self.id.clone(),
+                turn,
+                wait_s,
+            };
             self.harness = Some(Running::Codex { run: codex_run::Run::spawn(start) });
-            self.say.line(&format!("turn {turn} started: codex app-server, {} ms after v{} arrived; the turn was opened {late_s} s before", arrived.elapsed().as_millis(), record.version));
+            self.say.line(&format!(
+                "turn {turn} started: codex app-server, {} ms after v{} arrived; the turn was opened {late_s} s before",
+                arrived.elapsed().as_millis(),
+                record.version
+            ));
             return;
         }
-        let args = claude_args(&session, &session_id, &self.args.permission_mode, &settings, &launch::claude_code_mcp_config(&server));
+        let args = claude_args(
+            &session,
+            &session_id,
+            &self.args.permission_mode,
+            &settings,
+            &launch::claude_code_mcp_config(&server),
+        );
         match child::spawn(&program, &args, &vars, &[launch::ENV_TOKEN], &input, turn, runtime) {
             Ok(h) => {
                 if let Some(s) = self.local.turns.get_mut(&turn) {
@@ -522,7 +581,8 @@ impl Serve {
     fn name_runtime(&self, turn: u64, runtime: &str, mode: &str) {
         let report = running_report(turn, runtime, mode);
         if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
-            self.say.line(&format!("turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"));
+            self.say
+                .line(&format!("turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"));
         }
     }
 
@@ -533,18 +593,23 @@ impl Serve {
         let paragraph = launch::access_paragraph(runtime_of, &self.id, turn);
         let words = record.prompt.clone();
         match session {
-            HarnessSession::Resume(_) => Ok(words.unwrap_or_else(|| format!("The owner opened turn {turn} without words: go on with the work."))),
+            HarnessSession::Resume(_) => {
+                Ok(words.unwrap_or_else(|| format!("The owner opened turn {turn} without words: go on with the work.")))
+            }
             HarnessSession::New(Brief::Prompt) => Ok(launch::prompt(words.as_deref().unwrap_or_default(), &paragraph)),
             HarnessSession::New(Brief::Package | Brief::Work) => {
                 let client = self.client();
-                let prepared = launch::run::prepare(&client, &self.id, Some(runtime), None).map_err(|e| describe_launch_error(&e))?;
+                let prepared = launch::run::prepare(&client, &self.id, Some(runtime), None)
+                    .map_err(|e| describe_launch_error(&e))?;
                 if let Some(p) = prepared.package() {
-                    launch::run::accept(&client, &prepared).map_err(|e| format!("could not accept package v{}: {e}", p.version))?;
+                    launch::run::accept(&client, &prepared)
+                        .map_err(|e| format!("could not accept package v{}: {e}", p.version))?;
                 }
                 let mut briefing = launch::run::briefing(&client, &prepared).map_err(|e| describe_launch_error(&e))?;
                 if prepared.package().is_none() {
                     if let Some(w) = &words {
-                        briefing = format!("{}\n\n{}\n{w}\n", briefing.trim_end(), handoff_core::briefing::WORDS_HEADING);
+                        briefing =
+                            format!("{}\n\n{}\n{w}\n", briefing.trim_end(), handoff_core::briefing::WORDS_HEADING);
                     }
                 }
                 Ok(launch::prompt(&briefing, &paragraph))
@@ -562,7 +627,11 @@ impl Serve {
             StopWhy::Closed => "the owner closed the hand-off",
             StopWhy::NextTurn => "a newer turn is open",
         };
-        self.say.line(&format!("turn {turn}: stopped {} because {reason} ({how}), {} ms after v{version} arrived", h.runtime(), arrived.elapsed().as_millis()));
+        self.say.line(&format!(
+            "turn {turn}: stopped {} because {reason} ({how}), {} ms after v{version} arrived",
+            h.runtime(),
+            arrived.elapsed().as_millis()
+        ));
         if let Some(s) = self.local.turns.get_mut(&turn) {
             s.ended = Some(how);
             // The record already says why it ended: serve reports nothing after a cancel.
@@ -586,7 +655,16 @@ impl Serve {
 
     /// Reports `turn` failed with `summary`, once.
     fn fail_saying(&mut self, turn: u64, summary: &str) {
-        let report = ReportInput { turn, status: ReportStatus::Failed, summary: Some(hook::clip_summary(summary)), unmet: None, usage: None, question: None, runtime: None, permission_mode: None };
+        let report = ReportInput {
+            turn,
+            status: ReportStatus::Failed,
+            summary: Some(hook::clip_summary(summary)),
+            unmet: None,
+            usage: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
             Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
@@ -623,18 +701,48 @@ fn is_unauthorized(e: &Error) -> bool {
 
 /// `HANDOFF_SERVE_ANSWER_WAIT_S`: whole seconds, at most the hooks' own maximum.
 pub fn serve_answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
-    env(ENV_SERVE_ANSWER_WAIT_S).and_then(|v| v.trim().parse::<u64>().ok()).map_or(SERVE_ANSWER_WAIT_S_DEFAULT, |s| s.min(crate::ask::ANSWER_WAIT_S_MAX))
+    env(ENV_SERVE_ANSWER_WAIT_S)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(SERVE_ANSWER_WAIT_S_DEFAULT, |s| s.min(crate::ask::ANSWER_WAIT_S_MAX))
 }
 
 /// The report naming how a served turn runs: its runtime and permission mode.
 pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
-    ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: Some(runtime.to_string()), permission_mode: Some(mode.to_string()) }
+    ReportInput {
+        turn,
+        status: ReportStatus::Running,
+        summary: None,
+        unmet: None,
+        usage: None,
+        question: None,
+        runtime: Some(runtime.to_string()),
+        permission_mode: Some(mode.to_string()),
+    }
 }
 
 /// Claude Code's arguments for a served turn; the owner's words go on standard input, never
 /// here. `--allowedTools` comes last: it takes every word after it as a rule.
-pub fn claude_args(session: &HarnessSession, session_id: &str, mode: &str, settings: &str, mcp_config: &str) -> Vec<String> {
-    let mut args: Vec<String> = ["-p", "--output-format", "json", "--permission-mode", mode, "--settings", settings, "--mcp-config", mcp_config, "--strict-mcp-config"].map(String::from).to_vec();
+pub fn claude_args(
+    session: &HarnessSession,
+    session_id: &str,
+    mode: &str,
+    settings: &str,
+    mcp_config: &str,
+) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-p",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        mode,
+        "--settings",
+        settings,
+        "--mcp-config",
+        mcp_config,
+        "--strict-mcp-config",
+    ]
+    .map(String::from)
+    .to_vec();
     match session {
         HarnessSession::Resume(_) => args.extend(["--resume".to_string(), session_id.to_string()]),
         HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
@@ -664,11 +772,16 @@ fn path_with_this_program() -> Option<String> {
 /// Follows the hand-off for the main loop until it closes, is erased, or the token is refused
 /// with no fresh one; any other failure is followed again after a capped, jittered backoff.
 fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::Sender<Event>) {
-    let backoff = Retry { attempts_max: u32::MAX, backoff_ms_base: FOLLOW_BACKOFF_MS_BASE, backoff_ms_max: FOLLOW_BACKOFF_MS_MAX };
+    let backoff = Retry {
+        attempts_max: u32::MAX,
+        backoff_ms_base: FOLLOW_BACKOFF_MS_BASE,
+        backoff_ms_max: FOLLOW_BACKOFF_MS_MAX,
+    };
     let after = std::cell::Cell::new(after);
     let mut failures = 0u32;
     loop {
-        let client = Client::new(url, Some(&token.get())).with_insecure_http(crate::client::insecure_http_from_env(&|k| std::env::var(k).ok()));
+        let client = Client::new(url, Some(&token.get()))
+            .with_insecure_http(crate::client::insecure_http_from_env(&|k| std::env::var(k).ok()));
         let mut heard = false;
         let result = client.follow(id, after.get(), FOLLOW_WAIT_S, |reply| {
             heard = true;
@@ -696,7 +809,11 @@ fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::
             Err(e) => {
                 failures = failures.saturating_add(1);
                 let pause = backoff.delay(failures, None, random_u64());
-                say.line(&format!("lost the hand-off's watch ({e}): following again from v{} in {} ms", after.get(), pause.as_millis()));
+                say.line(&format!(
+                    "lost the hand-off's watch ({e}): following again from v{} in {} ms",
+                    after.get(),
+                    pause.as_millis()
+                ));
                 std::thread::sleep(pause);
                 // Whatever changed meanwhile comes first.
                 if let Ok(r) = client.get(id) {
@@ -730,17 +847,31 @@ mod tests {
         assert!(!new.contains(&"--resume".to_string()));
         let resumed = claude_args(&HarnessSession::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}");
         assert_eq!(resumed.windows(2).find(|w| w[0] == "--resume").map(|w| w[1].as_str()), Some("u-1"));
-        assert_eq!(resumed.windows(2).find(|w| w[0] == "--permission-mode").map(|w| w[1].as_str()), Some("acceptEdits"));
-        assert_eq!(resumed.last().map(String::as_str), Some(launch::CLAUDE_CODE_ALLOW_RULE), "--allowedTools takes what follows it");
+        assert_eq!(
+            resumed.windows(2).find(|w| w[0] == "--permission-mode").map(|w| w[1].as_str()),
+            Some("acceptEdits")
+        );
+        assert_eq!(
+            resumed.last().map(String::as_str),
+            Some(launch::CLAUDE_CODE_ALLOW_RULE),
+            "--allowedTools takes what follows it"
+        );
         assert!(new.iter().any(|a| a == "-p") && new.windows(2).any(|w| w == ["--output-format", "json"]));
     }
 
     #[test]
     fn a_served_turns_first_report_is_running_and_names_its_runtime_and_permission_mode() {
         let r = running_report(3, "codex", codex_run::APPROVAL_POLICY);
-        assert_eq!((r.turn, r.status, r.runtime.as_deref(), r.permission_mode.as_deref()), (3, ReportStatus::Running, Some("codex"), Some("untrusted")));
+        assert_eq!(
+            (r.turn, r.status, r.runtime.as_deref(), r.permission_mode.as_deref()),
+            (3, ReportStatus::Running, Some("codex"), Some("untrusted"))
+        );
         let body = serde_json::to_vec(&r).unwrap();
-        assert_eq!(handoff_api::input::parse_report(&body).unwrap().permission_mode.as_deref(), Some("untrusted"), "the API takes it");
+        assert_eq!(
+            handoff_api::input::parse_report(&body).unwrap().permission_mode.as_deref(),
+            Some("untrusted"),
+            "the API takes it"
+        );
         let claude = serde_json::to_vec(&running_report(1, "claude-code", PERMISSION_MODE_DEFAULT)).unwrap();
         assert!(handoff_api::input::parse_report(&claude).is_ok());
     }
@@ -758,7 +889,10 @@ mod tests {
     fn the_served_answer_wait_defaults_to_15_minutes_and_is_capped() {
         assert_eq!(serve_answer_wait_s(&|_| None), SERVE_ANSWER_WAIT_S_DEFAULT);
         assert_eq!(serve_answer_wait_s(&|k| (k == ENV_SERVE_ANSWER_WAIT_S).then(|| "7".into())), 7);
-        assert_eq!(serve_answer_wait_s(&|k| (k == ENV_SERVE_ANSWER_WAIT_S).then(|| "99999999".into())), crate::ask::ANSWER_WAIT_S_MAX);
+        assert_eq!(
+            serve_answer_wait_s(&|k| (k == ENV_SERVE_ANSWER_WAIT_S).then(|| "99999999".into())),
+            crate::ask::ANSWER_WAIT_S_MAX
+        );
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub fn lock(state_dir: &Path, id: &str) -> Result<Lock, String> {
     let path = lock_path(state_dir, id);
     let dir = path.parent().expect("a file in a folder");
     crate::private::dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut file = crate::private::open(&path, std::fs::OpenOptions::new().create(true).read(true).write(true)).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut file = crate::private::open(&path, std::fs::OpenOptions::new().create(true).read(true).write(true))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     // SAFETY: flock on a descriptor this function owns.
     let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
     if !taken {
@@ -81,7 +82,11 @@ mod tests {
     use crate::serve::decide::Started;
 
     fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("handoff-serve-state-{}-{}", std::process::id(), crate::client::new_idempotency_key()));
+        let d = std::env::temp_dir().join(format!(
+            "handoff-serve-state-{}-{}",
+            std::process::id(),
+            crate::client::new_idempotency_key()
+        ));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
@@ -91,7 +96,17 @@ mod tests {
         let d = dir();
         assert_eq!(load(&d, "h_1").unwrap(), Local::default());
         let mut local = Local { version: 9, ..Local::default() };
-        local.turns.insert(2, Started { runtime: "claude-code".into(), session: "u-1".into(), started_ms: 5, group: None, ended: None, settled: false });
+        local.turns.insert(
+            2,
+            Started {
+                runtime: "claude-code".into(),
+                session: "u-1".into(),
+                started_ms: 5,
+                group: None,
+                ended: None,
+                settled: false,
+            },
+        );
         store(&d, "h_1", &local).unwrap();
         assert_eq!(load(&d, "h_1").unwrap(), local);
         std::fs::write(record_path(&d, "h_1"), "{not json").unwrap();

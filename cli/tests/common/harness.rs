@@ -24,7 +24,11 @@ pub const HARNESS_RUN_S_MAX: u64 = 120;
 /// The harness's program as `scripts/install` put it, at the version of the lockfile.
 pub fn harness_bin(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../node_modules/.bin").join(name);
-    assert!(path.exists(), "{} is missing: scripts/install installs the pinned harnesses from package-lock.json", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/install installs the pinned harnesses from package-lock.json",
+        path.display()
+    );
     path
 }
 
@@ -32,9 +36,23 @@ pub fn harness_bin(name: &str) -> PathBuf {
 pub fn started() -> (String, String, String) {
     let owner = super::owner();
     let (id, machine) = super::create(&owner);
-    let work = ["work", &id, "--title", "Config parser", "--goal", "Parse the config file, empty input included", "--constraint", "no new dependencies", "--criterion", "empty input parses"];
+    let work = [
+        "work",
+        &id,
+        "--title",
+        "Config parser",
+        "--goal",
+        "Parse the config file, empty input included",
+        "--constraint",
+        "no new dependencies",
+        "--criterion",
+        "empty input parses",
+    ];
     super::ok(Some(&owner), &work);
-    super::ok(Some(&machine), &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"]);
+    super::ok(
+        Some(&machine),
+        &["report", &id, "--turn", "1", "--status", "done", "--summary", "set up the repository"],
+    );
     (owner, id, machine)
 }
 
@@ -55,7 +73,14 @@ impl Machine {
         for dir in ["home", "state", "work", "codex"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
-        let m = Machine { root, id: id.into(), token: token.into(), model_anthropic: model.anthropic_url(), model_openai: model.openai_url(), harnesses: true };
+        let m = Machine {
+            root,
+            id: id.into(),
+            token: token.into(),
+            model_anthropic: model.anthropic_url(),
+            model_openai: model.openai_url(),
+            harnesses: true,
+        };
         // A repository, as a session's workspace is (Codex's exec refuses a folder outside Git).
         let git = Command::new("git").args(["init", "-q"]).current_dir(m.work()).output().expect("git runs");
         assert!(git.status.success(), "git init: {}", String::from_utf8_lossy(&git.stderr));
@@ -154,7 +179,10 @@ impl Machine {
     fn onboard_claude_code(&self) {
         let key_tail = &MODEL_KEY[MODEL_KEY.len() - 20..];
         let mut projects = serde_json::Map::new();
-        projects.insert(self.work().display().to_string(), serde_json::json!({"hasTrustDialogAccepted": true, "allowedTools": []}));
+        projects.insert(
+            self.work().display().to_string(),
+            serde_json::json!({"hasTrustDialogAccepted": true, "allowedTools": []}),
+        );
         let state = serde_json::json!({
             "hasCompletedOnboarding": true,
             "lastOnboardingVersion": "2.1.328",
@@ -189,7 +217,9 @@ impl Machine {
             if pid == std::process::id() {
                 continue;
             }
-            let read = |name: &str| String::from_utf8_lossy(&std::fs::read(entry.path().join(name)).unwrap_or_default()).replace('\0', " ");
+            let read = |name: &str| {
+                String::from_utf8_lossy(&std::fs::read(entry.path().join(name)).unwrap_or_default()).replace('\0', " ")
+            };
             let cmdline = read("cmdline");
             if cmdline.contains(&root) || read("environ").contains(&root) {
                 found.push(format!("{pid} {}", cmdline.trim()));
@@ -218,7 +248,8 @@ pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
     use std::os::unix::process::CommandExt;
     // A group of its own: on a timeout the whole group goes, so that nothing it started keeps
     // the pipes open and the readers below end.
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).process_group(0).spawn().unwrap();
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).process_group(0).spawn().unwrap();
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let out = std::thread::spawn(move || {
         let mut s = String::new();
@@ -239,7 +270,11 @@ pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
             // SAFETY: a signal to the process group this function just started.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
-            panic!("{what} did not end within {limit_s} s: stdout {:?}, stderr {:?}", out.join().unwrap(), err.join().unwrap());
+            panic!(
+                "{what} did not end within {limit_s} s: stdout {:?}, stderr {:?}",
+                out.join().unwrap(),
+                err.join().unwrap()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -248,7 +283,12 @@ pub fn run_bounded(what: &str, mut cmd: Command, limit_s: u64) -> Run {
 
 /// Waits up to `timeout` for `check` to answer something; fails with `what` and the last
 /// `context` otherwise.
-pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>, context: impl Fn() -> String) -> T {
+pub fn eventually<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+    context: impl Fn() -> String,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = check() {
@@ -278,9 +318,21 @@ impl Tmux {
             let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&env_file).unwrap();
             f.write_all(exports.as_bytes()).unwrap();
         }
-        let script = format!(". {}; rm -f {}; exec \"$@\"", quote(&env_file.display().to_string()), quote(&env_file.display().to_string()));
+        let script = format!(
+            ". {}; rm -f {}; exec \"$@\"",
+            quote(&env_file.display().to_string()),
+            quote(&env_file.display().to_string())
+        );
         let mut cmd = tmux.tmux();
-        cmd.args(["new-session", "-d", "-x", "200", "-y", "50", "-c"]).arg(dir).arg("--").arg("env").arg("-i").arg("/bin/sh").arg("-c").arg(script).arg("sh");
+        cmd.args(["new-session", "-d", "-x", "200", "-y", "50", "-c"])
+            .arg(dir)
+            .arg("--")
+            .arg("env")
+            .arg("-i")
+            .arg("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh");
         cmd.args(argv);
         let out = cmd.output().expect("tmux runs (scripts/install installs it)");
         assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
@@ -307,7 +359,12 @@ impl Tmux {
 
     /// Waits until the screen shows `text`; fails with the screen otherwise.
     pub fn wait_for(&self, text: &str, timeout: Duration) -> String {
-        eventually(&format!("the screen shows {text:?}"), timeout, || Some(self.screen()).filter(|s| s.contains(text)), || self.screen())
+        eventually(
+            &format!("the screen shows {text:?}"),
+            timeout,
+            || Some(self.screen()).filter(|s| s.contains(text)),
+            || self.screen(),
+        )
     }
 }
 

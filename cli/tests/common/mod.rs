@@ -157,8 +157,12 @@ impl Follower {
                         return line;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => panic!("no line starting {prefix:?} within {FOLLOW_LINE_S_MAX} s; seen: {:#?}", self.seen),
-                Err(RecvTimeoutError::Disconnected) => panic!("the follower ended before {prefix:?}; seen: {:#?}", self.seen),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no line starting {prefix:?} within {FOLLOW_LINE_S_MAX} s; seen: {:#?}", self.seen)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the follower ended before {prefix:?}; seen: {:#?}", self.seen)
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::handoff::{apply, Outcome};
 use crate::error::{Code, Refusal};
+use crate::handoff::{apply, Outcome};
 use crate::package::{PackageRequest, RejectInput, RejectReason};
 use crate::question::{Choice, Kind, QuestionInput};
 use crate::turn::{Record, ReportStatus};
@@ -19,7 +19,8 @@ fn turn(command: TurnCommand) -> Change {
 }
 
 fn compile() -> Change {
-    let request = PackageRequest { objective: "finish".into(), purpose: "handover".into(), runtime: "codex".into(), note: None };
+    let request =
+        PackageRequest { objective: "finish".into(), purpose: "handover".into(), runtime: "codex".into(), note: None };
     Change::Compile { request, dry_run: false }
 }
 
@@ -46,7 +47,14 @@ fn answer(question: &str, option: &str) -> Change {
 fn ask(turn_: u64, text: &str) -> Change {
     let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
     let question = QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options };
-    turn(TurnCommand::Report { turn: turn_, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None, permission_mode: None })
+    turn(TurnCommand::Report {
+        turn: turn_,
+        status: ReportStatus::NeedsYou,
+        summary: None,
+        question: Some(question),
+        runtime: None,
+        permission_mode: None,
+    })
 }
 
 fn resolve(id: &str) -> Change {
@@ -61,7 +69,9 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
     let current_hash = h.ledger.current.as_ref().map(|c| c.hash.clone());
     match action {
         Action::OpenTurn => vec![turn(TurnCommand::OpenTurn { after: r.turn, prompt: None })],
-        Action::Cancel => vec![turn(TurnCommand::Cancel { turn: None }), turn(TurnCommand::Cancel { turn: Some(r.turn) })],
+        Action::Cancel => {
+            vec![turn(TurnCommand::Cancel { turn: None }), turn(TurnCommand::Cancel { turn: Some(r.turn) })]
+        }
         Action::Close => vec![turn(TurnCommand::Close)],
         Action::Report => {
             // A summary unlike the current one, so that a report of any status is news (but a
@@ -70,19 +80,30 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             let mut all = Vec::new();
             for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
                 for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
-                    all.push(turn(TurnCommand::Report { turn: r.turn, status, summary, question: None, runtime: None, permission_mode: None }));
+                    all.push(turn(TurnCommand::Report {
+                        turn: r.turn,
+                        status,
+                        summary,
+                        question: None,
+                        runtime: None,
+                        permission_mode: None,
+                    }));
                 }
             }
             all
         }
         Action::Compile => vec![compile()],
         Action::Accept => {
-            let mut all: Vec<Change> = current_hash.into_iter().map(|package_hash| Change::Accept { package_hash }).collect();
+            let mut all: Vec<Change> =
+                current_hash.into_iter().map(|package_hash| Change::Accept { package_hash }).collect();
             all.push(Change::Accept { package_hash: "0".repeat(64) });
             all
         }
         Action::Reject => {
-            let fresh_note = format!("{}+", h.ledger.current.as_ref().and_then(|c| c.rejection.as_ref()).map_or("", |x| x.note.as_str()));
+            let fresh_note = format!(
+                "{}+",
+                h.ledger.current.as_ref().and_then(|c| c.rejection.as_ref()).map_or("", |x| x.note.as_str())
+            );
             vec![reject(&fresh_note), reject("wrong runtime")]
         }
         Action::ResolveBlocker => {
@@ -94,11 +115,21 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
         }
         Action::SetWork => vec![set_work("another goal")],
         Action::RecordDecision => {
-            let input = work::DecisionInput { statement: "Use SQLite".into(), rationale: None, evidence: vec![], supersedes: None };
+            let input = work::DecisionInput {
+                statement: "Use SQLite".into(),
+                rationale: None,
+                evidence: vec![],
+                supersedes: None,
+            };
             vec![Change::Work { command: work::Command::RecordDecision(input) }]
         }
         Action::AddArtifact => {
-            let input = work::ArtifactInput { kind: "doc".into(), title: "Notes".into(), uri: "https://example.com/n".into(), sha256: None };
+            let input = work::ArtifactInput {
+                kind: "doc".into(),
+                title: "Notes".into(),
+                uri: "https://example.com/n".into(),
+                sha256: None,
+            };
             vec![Change::Work { command: work::Command::AddArtifact(input) }]
         }
         Action::AddBlocker => {
@@ -110,7 +141,11 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             vec![Change::Work { command: work::Command::ReportWorkspace(work::WorkspaceInput { files }) }]
         }
         Action::SetPolicy => {
-            let policy = crate::suggestion::Policy { runtimes: vec!["codex".into()], context_threshold_pct: 80, quota_threshold: None };
+            let policy = crate::suggestion::Policy {
+                runtimes: vec!["codex".into()],
+                context_threshold_pct: 80,
+                quota_threshold: None,
+            };
             vec![Change::SetPolicy { policy }]
         }
         Action::SetRuntimes => {
@@ -144,12 +179,26 @@ fn check(h: &Handoff) -> Result<(), TestCaseError> {
             let all = commands(action, h);
             if listed.contains(&action) {
                 let out = apply(h, &all[0], role, NOW);
-                prop_assert!(takes(action, &out), "{} listed for the {} but not taken: {:?}\n{:?}", action.as_str(), role.as_str(), out.err(), h.record);
+                prop_assert!(
+                    takes(action, &out),
+                    "{} listed for the {} but not taken: {:?}\n{:?}",
+                    action.as_str(),
+                    role.as_str(),
+                    out.err(),
+                    h.record
+                );
             } else {
                 for change in &all {
                     let out = apply(h, change, role, NOW);
                     let changed = out.as_ref().is_ok_and(|o| o.moved);
-                    prop_assert!(!changed, "{} unlisted for the {} but {:?} changed the hand-off\n{:?}", action.as_str(), role.as_str(), change, h.record);
+                    prop_assert!(
+                        !changed,
+                        "{} unlisted for the {} but {:?} changed the hand-off\n{:?}",
+                        action.as_str(),
+                        role.as_str(),
+                        change,
+                        h.record
+                    );
                 }
             }
         }
@@ -175,7 +224,12 @@ enum Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let status = prop_oneof![Just(ReportStatus::Running), Just(ReportStatus::NeedsYou), Just(ReportStatus::Done), Just(ReportStatus::Failed)];
+    let status = prop_oneof![
+        Just(ReportStatus::Running),
+        Just(ReportStatus::NeedsYou),
+        Just(ReportStatus::Done),
+        Just(ReportStatus::Failed)
+    ];
     prop_oneof![
         3 => Just(Step::Open),
         4 => (status, 0..3u8).prop_map(|(s, n)| Step::Report(s, n)),
@@ -198,7 +252,17 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
         Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn, prompt: None }), Role::Owner),
         Step::Report(status, n) => {
             let summary = (*n > 0).then(|| format!("summary {n}"));
-            (turn(TurnCommand::Report { turn: r.turn, status: *status, summary, question: None, runtime: None, permission_mode: None }), Role::Machine)
+            (
+                turn(TurnCommand::Report {
+                    turn: r.turn,
+                    status: *status,
+                    summary,
+                    question: None,
+                    runtime: None,
+                    permission_mode: None,
+                }),
+                Role::Machine,
+            )
         }
         Step::Cancel => (turn(TurnCommand::Cancel { turn: None }), Role::Owner),
         Step::Close => (turn(TurnCommand::Close), Role::Owner),
@@ -284,7 +348,10 @@ fn each_action_names_the_change_it_is_and_only_the_buttons_are_listed() {
         }
     }
     let listed: Vec<&str> = Action::ALL.into_iter().filter(|a| a.listed()).map(Action::as_str).collect();
-    assert_eq!(listed, ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer"]);
+    assert_eq!(
+        listed,
+        ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer"]
+    );
 }
 
 #[test]

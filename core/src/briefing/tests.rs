@@ -1,8 +1,8 @@
 use super::*;
 use crate::package::tests::{check_golden, rich_package};
 use crate::package::{
-    package_hash, Latest, Next, OfferState, Package, PackageBlocker, PackageDecision, PackageState,
-    PackageWork, Phase, Source, Truncation,
+    package_hash, Latest, Next, OfferState, Package, PackageBlocker, PackageDecision, PackageState, PackageWork, Phase,
+    Source, Truncation,
 };
 use crate::turn::{State, Status};
 use crate::work::{BlockerStatus, HandedArtifact, Severity};
@@ -11,7 +11,14 @@ use proptest::prelude::*;
 const BASE_URL: &str = "https://handoff.example.com";
 
 fn latest(package: Package) -> Latest {
-    Latest { package_version: 3, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package, document: Default::default() }
+    Latest {
+        package_version: 3,
+        package_hash: package_hash(&package),
+        state: OfferState::Offered,
+        rejection: None,
+        package,
+        document: Default::default(),
+    }
 }
 
 /// The body under `heading`, up to the next block, or `None` when the heading is absent.
@@ -41,11 +48,15 @@ fn both_closing_wordings_match_their_fixtures() {
 }
 
 #[test]
-fn the_api_closing_names_the_address_but_never_tells_the_model_to_send_the_token_and_the_none_closing_says_no_network() {
+fn the_api_closing_names_the_address_but_never_tells_the_model_to_send_the_token_and_the_none_closing_says_no_network()
+{
     let p = rich_package();
     let api = closing(&p, &Reach::api(BASE_URL));
     assert!(api.contains(BASE_URL) && api.contains(URL_VAR) && api.contains("ho_0123456789abcdef0123456789abcdef"));
-    assert!(!api.contains(TOKEN_VAR) && !api.contains("Bearer"), "the credential stays with the session's tools: {api}");
+    assert!(
+        !api.contains(TOKEN_VAR) && !api.contains("Bearer"),
+        "the credential stays with the session's tools: {api}"
+    );
     assert!(api.contains("never look for a token, print one or send one yourself"));
     let none = closing(&p, &Reach::None);
     assert!(none.contains("no network") && none.contains("raise no blocker"));
@@ -84,7 +95,8 @@ fn a_shortened_briefing_says_which_sections_it_left_out() {
 #[test]
 fn the_two_notes_are_worded_so_neither_reads_as_the_other() {
     let mut p = rich_package();
-    p.truncation = Truncation { decisions_omitted: 1, artifacts_omitted: 2, files_omitted: 3, completed_turns_omitted: 0 };
+    p.truncation =
+        Truncation { decisions_omitted: 1, artifacts_omitted: 2, files_omitted: 3, completed_turns_omitted: 0 };
     let full = render(&latest(p.clone()), BRIEFING_BUDGET_BYTES_MAX, &Reach::api(BASE_URL)).text.len();
     let budget = full - 200;
     let b = render(&latest(p), budget, &Reach::api(BASE_URL));
@@ -92,7 +104,9 @@ fn the_two_notes_are_worded_so_neither_reads_as_the_other() {
     let notes = block(&b.text, LEFT_OUT_HEADING).unwrap();
     let lines: Vec<&str> = notes.lines().collect();
     assert!(lines[0].starts_with("The package itself leaves out 1 older standing decision, 2 older artifact titles and 3 less-changed file paths"));
-    assert!(lines[1].starts_with(&format!("This briefing was shortened to fit a {budget}-byte runtime budget: it leaves out the ")));
+    assert!(lines[1].starts_with(&format!(
+        "This briefing was shortened to fit a {budget}-byte runtime budget: it leaves out the "
+    )));
     assert!(!lines[0].contains("briefing") && !lines[1].contains("package itself"));
 }
 

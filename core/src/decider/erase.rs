@@ -57,7 +57,10 @@ impl Decider {
         let owner = h.record.owner.clone();
         let id = h.record.id.clone();
         let incarnation = h.record.incarnation;
-        Some(Erasure { steps: [EraseStep::DropRow { owner, id, incarnation }, EraseStep::DeleteStorage, EraseStep::CloseSockets].into() })
+        Some(Erasure {
+            steps: [EraseStep::DropRow { owner, id, incarnation }, EraseStep::DeleteStorage, EraseStep::CloseSockets]
+                .into(),
+        })
     }
 
     /// The first step left in `erasure` ended (`ok`) at `now`: after the storage went, the

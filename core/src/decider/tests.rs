@@ -6,8 +6,8 @@ use super::*;
 use crate::handoff::Change;
 use crate::idempotency::KeyEntry;
 use crate::limits::{
-    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, OUTBOX_SAFETY_ALARM_MS, RATIONALE_BYTES_MAX,
-    STATEMENT_BYTES_MAX,
+    EVENTS_PER_HANDOFF_MAX, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX, IDEMPOTENCY_TTL_MS, OUTBOX_SAFETY_ALARM_MS,
+    RATIONALE_BYTES_MAX, STATEMENT_BYTES_MAX,
 };
 use crate::package::PackageRequest;
 use crate::turn::{Command, ReportStatus};
@@ -27,7 +27,10 @@ impl Wire for TestWire {
     fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         let (status, body) = match answer {
             HandoffAnswer::Record { h, .. } => (200, json!({"version": h.record.version})),
-            HandoffAnswer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt})),
+            HandoffAnswer::Created { h, new, machine_token, .. } => (
+                if new { 201 } else { 200 },
+                json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt}),
+            ),
             HandoffAnswer::Changed { h, effect, .. } => {
                 let package = match effect {
                     Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
@@ -46,11 +49,18 @@ impl Wire for TestWire {
                     Code::StoreUnavailable => 503,
                     _ => 409,
                 };
-                (status, json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version), "prompt": handoff.and_then(|(h, _)| h.record.prompt.clone())}))
+                (
+                    status,
+                    json!({"code": refusal.code.as_str(), "version": handoff.map(|(h, _)| h.record.version), "prompt": handoff.and_then(|(h, _)| h.record.prompt.clone())}),
+                )
             }
-            HandoffAnswer::Turns { turns, next_before, .. } => (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before})),
+            HandoffAnswer::Turns { turns, next_before, .. } => {
+                (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before}))
+            }
             HandoffAnswer::Erased => (204, json!({})),
-            HandoffAnswer::TooManyOpen(t) => (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap})),
+            HandoffAnswer::TooManyOpen(t) => {
+                (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap}))
+            }
             _ => (200, json!({})),
         };
         Rendered { status, content_type: JSON, body: body.to_string(), replayed: false }
@@ -88,11 +98,16 @@ impl Db {
     fn apply(&mut self, writes: &[Write]) {
         for w in writes {
             let stored_value = match w {
-                Write::Record { json: v, .. } | Write::Part { json: v, .. } | Write::Turn { entry: v, .. } => Some(v.len()),
+                Write::Record { json: v, .. } | Write::Part { json: v, .. } | Write::Turn { entry: v, .. } => {
+                    Some(v.len())
+                }
                 Write::Remember { remembered, .. } => Some(remembered.body.len()),
                 _ => None,
             };
-            assert!(stored_value.is_none_or(|n| n <= STORED_VALUE_BYTES_MAX), "a value over the cap reached the store: {w:?}");
+            assert!(
+                stored_value.is_none_or(|n| n <= STORED_VALUE_BYTES_MAX),
+                "a value over the cap reached the store: {w:?}"
+            );
             match w {
                 Write::Schema => self.schema = true,
                 Write::Record { json, entered } => {
@@ -172,10 +187,19 @@ impl Driver {
             assert!(reads < 8, "the decider keeps asking for {read:?}");
             match read {
                 Read::Handoff { lineage } => self.decider.restore(self.db.stored(lineage)).expect("readable"),
-                Read::Keys => self.decider.restore_keys(self.db.keys.iter().map(|(k, (_, at, bytes))| KeyEntry { key: k.clone(), at: *at, bytes: *bytes }).collect()),
-                Read::Key { key, since } => feed.key = Some(self.db.keys.get(&key).filter(|(_, at, _)| *at >= since).map(|(r, _, _)| r.clone())),
+                Read::Keys => self.decider.restore_keys(
+                    self.db
+                        .keys
+                        .iter()
+                        .map(|(k, (_, at, bytes))| KeyEntry { key: k.clone(), at: *at, bytes: *bytes })
+                        .collect(),
+                ),
+                Read::Key { key, since } => {
+                    feed.key = Some(self.db.keys.get(&key).filter(|(_, at, _)| *at >= since).map(|(r, _, _)| r.clone()))
+                }
                 Read::Turns { before, limit } => {
-                    feed.turns = Some(self.db.turns.range(..before as u64).rev().take(limit).map(|(_, e)| e.clone()).collect())
+                    feed.turns =
+                        Some(self.db.turns.range(..before as u64).rev().take(limit).map(|(_, e)| e.clone()).collect())
                 }
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
@@ -245,7 +269,15 @@ fn keyed(caller: Caller, op: Op, key: &str, fingerprint: &str) -> Ask {
 }
 
 fn create() -> Op {
-    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: None }
+    Op::Create {
+        id: "ho_1".into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 0,
+        prompt: None,
+    }
 }
 
 fn change(change: Change) -> Op {
@@ -253,11 +285,30 @@ fn change(change: Change) -> Op {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
-    change(Change::Turn { command: Command::Report { turn, status, summary: Some(summary.into()), question: None, runtime: None, permission_mode: None }, unmet: None, usage: None, package: None })
+    change(Change::Turn {
+        command: Command::Report {
+            turn,
+            status,
+            summary: Some(summary.into()),
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    })
 }
 
 fn set_work() -> Op {
-    let input = WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] };
+    let input = WorkInput {
+        title: "t".into(),
+        goal: "g".into(),
+        task_type: None,
+        priority: None,
+        constraints: vec![],
+        acceptance_criteria: vec![],
+    };
     change(Change::Work { command: work::Command::SetWork(input) })
 }
 
@@ -278,10 +329,21 @@ fn created() -> Driver {
 fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_answers_the_same_hand_off() {
     let mut d = created();
     assert_eq!((d.version(), d.db.events.get(&1)), (1, Some(&EventKind::Create)));
-    assert!(d.db.record.is_some() && d.db.turns.contains_key(&1), "the create writes the record and turn 1's lineage entry");
+    assert!(
+        d.db.record.is_some() && d.db.turns.contains_key(&1),
+        "the create writes the record and turn 1's lineage entry"
+    );
     let (plan, body, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
-    let other = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "other".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: None };
+    let other = Op::Create {
+        id: "ho_1".into(),
+        session: "s1".into(),
+        machine: "other".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 0,
+        prompt: None,
+    };
     let (plan, body, status) = d.ask(ask(owner(), other));
     assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
     let (_, body, status) = d.ask(ask(machine(), create()));
@@ -294,7 +356,11 @@ fn nothing_is_read_beyond_the_hand_off_and_nothing_written_for_a_caller_who_may_
     let stranger = Caller { owner: "mallory".into(), role: Role::Owner, incarnation: 0, hid: None };
     for op in [Op::Get, set_work(), Op::Turns { before: None, limit: 10 }, Op::Hook(HandoffHook::Storage)] {
         let (plan, body, status) = d.ask(keyed(stranger.clone(), op, "k", "f"));
-        assert_eq!((status, body["code"].as_str(), body["version"].as_u64()), (404, Some("handoff.not_found"), None), "the record is not shown");
+        assert_eq!(
+            (status, body["code"].as_str(), body["version"].as_u64()),
+            (404, Some("handoff.not_found"), None),
+            "the record is not shown"
+        );
         assert!(plan.writes.is_empty() && !plan.waits());
     }
     let mut empty = Driver::new();
@@ -324,7 +390,11 @@ fn every_stored_change_moves_the_version_by_one_publishes_it_and_delivers_it_and
     assert!(plan.waits(), "a publication and a delivery are carried out with an await");
     assert_eq!(d.db.events.get(&2), Some(&EventKind::Report));
     let (plan, _, status) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which?")));
-    assert_eq!((status, plan.writes.len(), plan.waits(), d.version()), (200, 0, false, 2), "an exact repeat is answered at once");
+    assert_eq!(
+        (status, plan.writes.len(), plan.waits(), d.version()),
+        (200, 0, false, 2),
+        "an exact repeat is answered at once"
+    );
     assert_eq!(d.woken, vec![1, 2], "each version published once, in order");
 }
 
@@ -363,7 +433,8 @@ fn a_work_record_past_its_cap_is_413_before_any_write_and_leaves_the_session_as_
     };
     let mut refused = None;
     for i in 0..200 {
-        let (plan, body, status) = d.ask(ask(owner(), change(Change::Work { command: work::Command::RecordDecision(big(i)) })));
+        let (plan, body, status) =
+            d.ask(ask(owner(), change(Change::Work { command: work::Command::RecordDecision(big(i)) })));
         if status == 413 {
             assert!(plan.writes.is_empty() && !plan.waits());
             refused = Some((i, body));
@@ -383,13 +454,25 @@ fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
     let turns = TURNS_KEPT_PER_HANDOFF_MAX as u64 + 3;
     for turn in 1..turns {
         d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
-        let (_, _, status) = d.ask(ask(owner(), change(Change::Turn { command: Command::OpenTurn { after: turn, prompt: None }, unmet: None, usage: None, package: None })));
+        let (_, _, status) = d.ask(ask(
+            owner(),
+            change(Change::Turn {
+                command: Command::OpenTurn { after: turn, prompt: None },
+                unmet: None,
+                usage: None,
+                package: None,
+            }),
+        ));
         assert_eq!(status, 200);
     }
     assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
     assert_eq!(d.db.turns.keys().next(), Some(&(turns - TURNS_KEPT_PER_HANDOFF_MAX as u64 + 1)));
     assert!(d.db.events.len() <= EVENTS_PER_HANDOFF_MAX, "{} events", d.db.events.len());
-    assert_eq!(d.decider.handoff().unwrap().lineage.len(), LINEAGE_TAIL_MAX, "the decider holds only the newest entries");
+    assert_eq!(
+        d.decider.handoff().unwrap().lineage.len(),
+        LINEAGE_TAIL_MAX,
+        "the decider holds only the newest entries"
+    );
     // A page of turns reads storage, newest first from `before`.
     let (_, body, _) = d.ask(ask(owner(), Op::Turns { before: Some(turns), limit: 2 }));
     assert_eq!(body["turns"], json!([turns - 2, turns - 1]));
@@ -439,7 +522,14 @@ fn past_the_keys_cap_the_oldest_is_forgotten_in_the_same_plan_and_a_restarted_ob
 fn a_large_answer_is_kept_without_its_package_and_replayed_whole_while_that_package_is_current() {
     let mut d = created();
     let goal = "g".repeat(crate::limits::GOAL_BYTES_MAX);
-    let input = WorkInput { title: "t".into(), goal, task_type: None, priority: None, constraints: vec!["c".repeat(1000); 20], acceptance_criteria: vec![] };
+    let input = WorkInput {
+        title: "t".into(),
+        goal,
+        task_type: None,
+        priority: None,
+        constraints: vec!["c".repeat(1000); 20],
+        acceptance_criteria: vec![],
+    };
     d.ask(ask(owner(), change(Change::Work { command: work::Command::SetWork(input) })));
     let (_, first, _) = d.ask(keyed(owner(), compile(false), "k", "f"));
     let (kept, _, _) = d.db.keys["k"].clone();
@@ -455,7 +545,10 @@ fn a_failed_commit_forgets_what_the_session_held_and_the_next_change_takes_the_s
     assert_eq!(plan.publish, Some(2));
     // The object's transaction failed: nothing of the plan is stored.
     d.decider.failed();
-    assert_eq!(d.decider.next_read(&ask(owner(), Op::Get), &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
+    assert_eq!(
+        d.decider.next_read(&ask(owner(), Op::Get), &Feed::default(), d.now),
+        Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX })
+    );
     assert_eq!(d.decider.confirm(2).map(|w| w.handoff.record.version), None, "a lost version is never published");
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "kept")));
     assert_eq!(plan.publish, Some(2));
@@ -523,7 +616,11 @@ fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_evi
     d.index_up = false;
     d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch?")));
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "which branch? main")));
-    assert!(plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 3, .. })), "stored with the change that passed it: {:?}", plan.writes);
+    assert!(
+        plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 3, .. })),
+        "stored with the change that passed it: {:?}",
+        plan.writes
+    );
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::Done, "merged")));
     assert!(!plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })), "a summary-only update is coalesced away");
     assert_eq!(d.db.passed.keys().copied().collect::<Vec<_>>(), [3]);
@@ -533,7 +630,8 @@ fn a_needs_you_passed_while_the_index_is_down_is_told_with_the_done_after_an_evi
     d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let send = d.decider.on_alarm().expect("the alarm sends what is owed");
     let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
-    let told: Vec<(u64, notice::Notice)> = notice::owed_chain(held.as_ref(), &passed, &send.row.row).into_iter().map(|(r, n)| (r.version, n)).collect();
+    let told: Vec<(u64, notice::Notice)> =
+        notice::owed_chain(held.as_ref(), &passed, &send.row.row).into_iter().map(|(r, n)| (r.version, n)).collect();
     assert_eq!(told, [(3, notice::Notice::NeedsYou), (5, notice::Notice::Done)]);
     assert_eq!(passed[0].summary.as_deref(), Some("which branch?"), "the row at the version that entered needs-you");
     let sent = d.decider.on_row_sent(send.version, true, d.now);
@@ -552,11 +650,18 @@ fn a_restored_row_that_entered_something_is_passed_by_the_next_change() {
     d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, again")));
     assert!(plan.writes.iter().any(|w| matches!(w, Write::Pass { version: 2, .. })), "{:?}", plan.writes);
-    assert!(plan.writes.iter().any(|w| matches!(w, Write::Record { entered: false, .. })), "a summary-only update entered nothing");
+    assert!(
+        plan.writes.iter().any(|w| matches!(w, Write::Record { entered: false, .. })),
+        "a summary-only update entered nothing"
+    );
     d.restart();
     d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
     let (plan, _, _) = d.ask(ask(machine(), report(1, ReportStatus::NeedsYou, "n, once more")));
-    assert!(!plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })), "a restored row that entered nothing is not kept: {:?}", plan.writes);
+    assert!(
+        !plan.writes.iter().any(|w| matches!(w, Write::Pass { .. })),
+        "a restored row that entered nothing is not kept: {:?}",
+        plan.writes
+    );
     let send = d.decider.on_alarm().expect("owed");
     assert_eq!(send.passed.iter().map(|e| e.version).collect::<Vec<_>>(), [2]);
 }
@@ -568,7 +673,12 @@ fn a_watch_is_admitted_within_its_roles_cap() {
     let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }));
     assert!(matches!(plan.reply, Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true }));
     let mut feed = Feed { sockets: Some(1), ..Feed::default() };
-    let refused = d.decider.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), std::mem::take(&mut feed), Moment { now: T0, random: 0.0 }, &TestWire);
+    let refused = d.decider.handle(
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        std::mem::take(&mut feed),
+        Moment { now: T0, random: 0.0 },
+        &TestWire,
+    );
     assert!(matches!(&refused.reply, Reply::Rendered(r) if r.status == 429 && r.body.contains("watch.too_many")));
 }
 
@@ -594,7 +704,18 @@ fn a_stored_value_this_build_cannot_read_is_refused_as_unreadable() {
     let mut s = Decider::new(Caps::default());
     let stored = Stored { record: "{\"not\": \"a record\"}".into(), ..Stored::default() };
     assert!(s.restore(Some(stored)).is_err());
-    let mut broken = Stored { record: serde_json::to_string(&Record::create("ho_1".into(), "alice".into(), "s".into(), "m".into(), "l".into(), 0)).unwrap(), ..Stored::default() };
+    let mut broken = Stored {
+        record: serde_json::to_string(&Record::create(
+            "ho_1".into(),
+            "alice".into(),
+            "s".into(),
+            "m".into(),
+            "l".into(),
+            0,
+        ))
+        .unwrap(),
+        ..Stored::default()
+    };
     broken.turns.push("{broken".into());
     assert!(s.restore(Some(broken)).is_err_and(|e| e.0.contains("lineage entry")));
     // A page of the lineage read from storage, past what the decider holds.
@@ -621,7 +742,12 @@ enum Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let status = prop_oneof![Just(ReportStatus::Running), Just(ReportStatus::NeedsYou), Just(ReportStatus::Done), Just(ReportStatus::Failed)];
+    let status = prop_oneof![
+        Just(ReportStatus::Running),
+        Just(ReportStatus::NeedsYou),
+        Just(ReportStatus::Done),
+        Just(ReportStatus::Failed)
+    ];
     prop_oneof![
         5 => (status, 0..3u8, any::<bool>()).prop_map(|(s, n, k)| Step::Report(s, n, k)),
         3 => Just(Step::Open),
@@ -702,7 +828,9 @@ fn a_create_over_the_open_cap_is_refused_with_the_count_and_the_cap_and_stores_n
     let a = ask(owner(), create());
     assert_eq!(d.decider.next_read(&a, &Feed::default(), d.now), Some(Read::Handoff { lineage: LINEAGE_TAIL_MAX }));
     d.decider.restore(None).unwrap();
-    let Some(Read::Admission { owner: o, row }) = d.decider.next_read(&a, &Feed::default(), d.now) else { panic!("a new hand-off asks its owner's index first") };
+    let Some(Read::Admission { owner: o, row }) = d.decider.next_read(&a, &Feed::default(), d.now) else {
+        panic!("a new hand-off asks its owner's index first")
+    };
     assert_eq!((o.as_str(), row.version, row.id.as_str()), ("alice", 1, "ho_1"));
     let crowded = Feed { admission: Some(Admission::No(TooManyOpen { open: 3, cap: 3 })), ..Feed::default() };
     assert_eq!(d.decider.next_read(&a, &crowded, d.now), None, "asked once");
@@ -713,7 +841,11 @@ fn a_create_over_the_open_cap_is_refused_with_the_count_and_the_cap_and_stores_n
     let unasked = d.decider.handle(a, Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
     assert!(unasked.writes.is_empty(), "no admission, no hand-off");
     let mut d = created();
-    assert_eq!(d.decider.next_read(&ask(owner(), create()), &Feed::default(), d.now), None, "an existing hand-off asks nobody");
+    assert_eq!(
+        d.decider.next_read(&ask(owner(), create()), &Feed::default(), d.now),
+        None,
+        "an existing hand-off asks nobody"
+    );
     let (plan, _, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len()), (200, 0));
 }
@@ -736,7 +868,11 @@ fn erasing_closes_an_open_hand_off_wakes_with_the_close_then_erases_and_a_retry_
     let (_, body, status) = d.ask(ask(owner(), Op::Get));
     assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")));
     let (plan, body, status) = d.ask(ask(owner(), Op::Erase));
-    assert_eq!((status, body["code"].as_str(), plan.writes.len(), plan.erase), (404, Some("handoff.not_found"), 0, false), "gone: erasing again changes nothing");
+    assert_eq!(
+        (status, body["code"].as_str(), plan.writes.len(), plan.erase),
+        (404, Some("handoff.not_found"), 0, false),
+        "gone: erasing again changes nothing"
+    );
 }
 
 #[test]
@@ -758,7 +894,15 @@ fn delete_answers_not_yours_and_not_there_alike_404_handoff_not_found() {
 #[test]
 fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_moving_the_version() {
     let mut d = Driver::new();
-    let at = |inc: u64| Op::Create { id: ID.into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: inc, prompt: None };
+    let at = |inc: u64| Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: inc,
+        prompt: None,
+    };
     let (plan, _, status) = d.ask(ask(owner(), at(100)));
     assert_eq!(status, 201);
     assert!(plan.writes.contains(&Write::MachineTokensFrom { from: 100 }), "the first token is the newest");
@@ -767,7 +911,10 @@ fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_movin
     let (plan, body, status) = d.ask(ask(owner(), at(300)));
     assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "answered as it is");
     assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
-    assert!(plan.publish.is_none() && plan.send_rows_through.is_none() && !plan.waits(), "nobody is woken: nothing changed");
+    assert!(
+        plan.publish.is_none() && plan.send_rows_through.is_none() && !plan.waits(),
+        "nobody is woken: nothing changed"
+    );
     assert_eq!(d.stored_version(), 2);
     for op in [Op::Get, report(1, ReportStatus::Done, "b")] {
         let (plan, body, status) = d.ask(ask(first.clone(), op));
@@ -787,18 +934,38 @@ fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_movin
 #[test]
 fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_the_earlier_lifes_machine_token() {
     let mut d = Driver::new();
-    let first = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 100, prompt: None };
+    let first = Op::Create {
+        id: "ho_1".into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 100,
+        prompt: None,
+    };
     assert_eq!(d.ask(ask(owner(), first)).2, 201);
     let old_token = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(old_token.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
     assert_eq!(d.ask(ask(owner(), Op::Erase)).2, 204);
-    let again = Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 200, prompt: None };
+    let again = Op::Create {
+        id: "ho_1".into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 200,
+        prompt: None,
+    };
     let (_, body, status) = d.ask(ask(owner(), again));
     assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
     assert_eq!(body["version"].as_u64(), Some(1));
     assert_eq!(d.decider.handoff().unwrap().record.incarnation, 200);
     let (_, body, status) = d.ask(ask(old_token, Op::Get));
-    assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")), "the earlier life's token is refused");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("handoff.not_found")),
+        "the earlier life's token is refused"
+    );
     let new_token = Caller { incarnation: 200, ..machine() };
     assert_eq!(d.ask(ask(new_token, Op::Get)).2, 200);
 }
@@ -855,7 +1022,11 @@ fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_bo
 fn an_erase_drops_the_owners_row_first_then_the_storage_then_the_sockets_and_forgets_the_hand_off_with_its_storage() {
     let mut d = created();
     let mut erasure = d.decider.erasure().expect("a hand-off to erase");
-    assert_eq!(erasure.first(), Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into(), incarnation: T0 as u64 }), "no row outlives the hand-off");
+    assert_eq!(
+        erasure.first(),
+        Some(&EraseStep::DropRow { owner: "alice".into(), id: ID.into(), incarnation: T0 as u64 }),
+        "no row outlives the hand-off"
+    );
     assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::DeleteStorage));
     assert!(d.decider.handoff().is_some(), "the row alone went: the hand-off is whole");
     assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Next(EraseStep::CloseSockets));
@@ -876,7 +1047,11 @@ fn a_failed_erase_step_stops_the_erase_with_the_hand_off_whole_and_says_when_to_
         assert_eq!(failed, Erasing::Failed { retry_at: d.now + crate::limits::OUTBOX_RETRY_MS_MAX }, "step {failing}");
         assert!(d.decider.handoff().is_some(), "step {failing}: nothing after the failure ran");
         assert_eq!(erasure.first(), None);
-        assert_eq!(d.decider.on_erase_step(&mut erasure, true, d.now), Erasing::Done, "an ended erase does nothing more");
+        assert_eq!(
+            d.decider.on_erase_step(&mut erasure, true, d.now),
+            Erasing::Done,
+            "an ended erase does nothing more"
+        );
         assert!(d.decider.erasure().is_some(), "to be erased again");
     }
 }
@@ -900,11 +1075,24 @@ fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_o
 }
 
 fn open_with(after: u64, prompt: Option<&str>) -> Op {
-    change(Change::Turn { command: Command::OpenTurn { after, prompt: prompt.map(str::to_string) }, unmet: None, usage: None, package: None })
+    change(Change::Turn {
+        command: Command::OpenTurn { after, prompt: prompt.map(str::to_string) },
+        unmet: None,
+        usage: None,
+        package: None,
+    })
 }
 
 fn create_with(prompt: Option<&str>) -> Op {
-    Op::Create { id: "ho_1".into(), session: "s1".into(), machine: "m1".into(), size: "large".into(), machine_token: "t".into(), incarnation: 0, prompt: prompt.map(str::to_string) }
+    Op::Create {
+        id: "ho_1".into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 0,
+        prompt: prompt.map(str::to_string),
+    }
 }
 
 /// Storage stays bounded whatever a client repeats: turn after turn opened with the longest
@@ -929,15 +1117,30 @@ fn any_number_of_turns_with_the_longest_prompts_keeps_within_the_prompt_bytes_na
         }
         let current = turn + 1;
         let record: Record = serde_json::from_str(d.db.record.as_deref().unwrap()).unwrap();
-        assert_eq!(record.prompt.as_deref(), Some(words(current).as_str()), "the record carries the current turn's words");
+        assert_eq!(
+            record.prompt.as_deref(),
+            Some(words(current).as_str()),
+            "the record carries the current turn's words"
+        );
         let entries: Vec<TurnEntry> = d.db.turns.values().map(|t| serde_json::from_str(t).unwrap()).collect();
-        let kept: usize = entries.iter().filter_map(|e| e.prompt.as_ref()).map(String::len).sum::<usize>() + PROMPT_BYTES_MAX;
+        let kept: usize =
+            entries.iter().filter_map(|e| e.prompt.as_ref()).map(String::len).sum::<usize>() + PROMPT_BYTES_MAX;
         assert!(kept <= PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, "{kept} prompt bytes kept at turn {current}");
         for e in &entries {
             if e.turn + PROMPT_TURNS_KEPT_MAX > current {
-                assert_eq!((e.prompt.as_deref(), e.prompt_dropped), (Some(words(e.turn).as_str()), false), "turn {} keeps its words", e.turn);
+                assert_eq!(
+                    (e.prompt.as_deref(), e.prompt_dropped),
+                    (Some(words(e.turn).as_str()), false),
+                    "turn {} keeps its words",
+                    e.turn
+                );
             } else {
-                assert_eq!((e.prompt.as_deref(), e.prompt_dropped), (None, true), "turn {}'s words are dropped, and it says so", e.turn);
+                assert_eq!(
+                    (e.prompt.as_deref(), e.prompt_dropped),
+                    (None, true),
+                    "turn {}'s words are dropped, and it says so",
+                    e.turn
+                );
             }
         }
     }
@@ -964,11 +1167,16 @@ fn a_create_repeated_with_turn_ones_prompt_or_none_answers_the_hand_off_and_anot
     let (_, body, status) = d.ask(ask(owner(), create_with(Some("fix the login bug"))));
     assert_eq!((status, body["prompt"].as_str()), (200, Some("and now the tests")), "the hand-off as it is");
     let (_, body, status) = d.ask(ask(owner(), create_with(Some("and now the tests"))));
-    assert_eq!((status, body["code"].as_str()), (409, Some("handoff.conflict")), "turn 1's words, not the current turn's");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("handoff.conflict")),
+        "turn 1's words, not the current turn's"
+    );
 }
 
 #[test]
-fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_they_ride_along_once_more_owing_nothing_twice() {
+fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_they_ride_along_once_more_owing_nothing_twice(
+) {
     let mut d = created();
     d.ask(ask(machine(), report(1, ReportStatus::Running, "r")));
     d.index_up = false;
@@ -990,7 +1198,8 @@ fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_th
     let send = d.decider.on_alarm().expect("owed while the index is down");
     let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
     assert!(passed.iter().any(|r| r.version == 3), "it rides along: {passed:?}");
-    let told: Vec<u64> = notice::owed_chain(Some(&held), &passed, &send.row.row).into_iter().map(|(r, _)| r.version).collect();
+    let told: Vec<u64> =
+        notice::owed_chain(Some(&held), &passed, &send.row.row).into_iter().map(|(r, _)| r.version).collect();
     assert!(!told.contains(&3), "the index skips it by version: nothing is owed twice ({told:?})");
 }
 
@@ -1009,19 +1218,34 @@ fn a_failed_store_of_a_sends_attempts_fails_the_send() {
 #[should_panic(expected = "the driver skipped the read of the lineage entries")]
 fn turns_whose_read_the_driver_skipped_fail_an_assertion_rather_than_answering_an_empty_page() {
     let mut d = created();
-    d.decider.handle(ask(owner(), Op::Turns { before: None, limit: 10 }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(
+        ask(owner(), Op::Turns { before: None, limit: 10 }),
+        Feed::default(),
+        Moment { now: d.now, random: 0.5 },
+        &TestWire,
+    );
 }
 
 #[test]
 #[should_panic(expected = "the driver skipped the read of the watching sockets")]
 fn a_watch_whose_sockets_the_driver_skipped_fails_an_assertion_rather_than_being_refused() {
     let mut d = created();
-    d.decider.handle(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        Feed::default(),
+        Moment { now: d.now, random: 0.5 },
+        &TestWire,
+    );
 }
 
 #[test]
 #[should_panic(expected = "the driver skipped the read of the storage facts")]
 fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none() {
     let mut d = created();
-    d.decider.handle(ask(owner(), Op::Hook(HandoffHook::Storage)), Feed::default(), Moment { now: d.now, random: 0.5 }, &TestWire);
+    d.decider.handle(
+        ask(owner(), Op::Hook(HandoffHook::Storage)),
+        Feed::default(),
+        Moment { now: d.now, random: 0.5 },
+        &TestWire,
+    );
 }

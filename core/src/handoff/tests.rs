@@ -14,7 +14,19 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None, permission_mode: None }, unmet: None, usage: None, package: None }
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
@@ -56,7 +68,8 @@ fn the_lineage_follows_every_turn_with_its_status_and_times() {
     let h = ok(&h, open(1, None), Role::Owner).next;
     assert_eq!(h.lineage.len(), 2);
     assert_eq!(h.lineage[1].continued_from.as_ref().map(|c| c.turn), Some(1));
-    let h = ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
+    let h =
+        ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
     assert_eq!((h.record.state, h.lineage[1].status), (State::Closed, Status::Cancelled));
 }
 
@@ -83,14 +96,41 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
 fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
     let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(1, None), Role::Owner).next;
-    let named = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()), permission_mode: None };
+    let named = TurnCommand::Report {
+        turn: 2,
+        status: ReportStatus::Running,
+        summary: None,
+        question: None,
+        runtime: Some("codex".into()),
+        permission_mode: None,
+    };
     let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
     assert!(out.moved);
-    assert_eq!((out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()), (Some("codex"), Some("codex")));
+    assert_eq!(
+        (out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()),
+        (Some("codex"), Some("codex"))
+    );
     assert_eq!(out.dirty.lineage_from, Some(1));
-    assert_eq!((out.next.lineage[0].ended_at.is_some(), out.next.lineage[1].ended_at), (true, None), "a running turn has not ended");
-    let other = TurnCommand::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("claude-code".into()), permission_mode: None };
-    let refused = apply(&out.next, &Change::Turn { command: other, unmet: None, usage: None, package: None }, Role::Machine, 6_000).unwrap_err();
+    assert_eq!(
+        (out.next.lineage[0].ended_at.is_some(), out.next.lineage[1].ended_at),
+        (true, None),
+        "a running turn has not ended"
+    );
+    let other = TurnCommand::Report {
+        turn: 2,
+        status: ReportStatus::Running,
+        summary: None,
+        question: None,
+        runtime: Some("claude-code".into()),
+        permission_mode: None,
+    };
+    let refused = apply(
+        &out.next,
+        &Change::Turn { command: other, unmet: None, usage: None, package: None },
+        Role::Machine,
+        6_000,
+    )
+    .unwrap_err();
     assert_eq!(refused.code, Code::TurnConflict);
     assert!(refused.message.contains("runs codex"), "{}", refused.message);
 }
@@ -98,19 +138,40 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
 #[test]
 fn each_lineage_entry_keeps_the_permission_mode_its_turn_ran_in() {
     let in_mode = |turn: u64, mode: &str| {
-        let command = TurnCommand::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: None, permission_mode: Some(mode.into()) };
+        let command = TurnCommand::Report {
+            turn,
+            status: ReportStatus::Running,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: Some(mode.into()),
+        };
         Change::Turn { command, unmet: None, usage: None, package: None }
     };
     let h = ok(&fresh(), in_mode(1, "acceptEdits"), Role::Machine).next;
-    assert_eq!((h.record.permission_mode.as_deref(), h.lineage[0].permission_mode.as_deref()), (Some("acceptEdits"), Some("acceptEdits")));
+    assert_eq!(
+        (h.record.permission_mode.as_deref(), h.lineage[0].permission_mode.as_deref()),
+        (Some("acceptEdits"), Some("acceptEdits"))
+    );
     let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(1, None), Role::Owner).next;
-    assert_eq!((h.record.permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()), (None, None), "turn 2 has no mode until a report names one");
+    assert_eq!(
+        (h.record.permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()),
+        (None, None),
+        "turn 2 has no mode until a report names one"
+    );
     let out = ok(&h, in_mode(2, "plan"), Role::Machine);
     assert_eq!(out.dirty.lineage_from, Some(1));
     let h = out.next;
-    assert_eq!((h.lineage[0].permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()), (Some("acceptEdits"), Some("plan")), "each turn keeps its own");
-    assert!(serde_json::to_value(&fresh().lineage[0]).unwrap().get("permission_mode").is_none(), "an entry without a mode keeps its bytes");
+    assert_eq!(
+        (h.lineage[0].permission_mode.as_deref(), h.lineage[1].permission_mode.as_deref()),
+        (Some("acceptEdits"), Some("plan")),
+        "each turn keeps its own"
+    );
+    assert!(
+        serde_json::to_value(&fresh().lineage[0]).unwrap().get("permission_mode").is_none(),
+        "an entry without a mode keeps its bytes"
+    );
 }
 
 #[test]
@@ -124,7 +185,14 @@ fn a_hand_off_that_cannot_compile_opens_no_turn() {
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let failed = Change::Turn {
-        command: TurnCommand::Report { turn: 1, status: ReportStatus::Failed, summary: None, question: None, runtime: None, permission_mode: None },
+        command: TurnCommand::Report {
+            turn: 1,
+            status: ReportStatus::Failed,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
         unmet: Some(vec![1]),
         usage: None,
         package: None,
@@ -137,13 +205,20 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
 }
 
 fn runtimes(list: &[(&str, Option<bool>)]) -> Change {
-    let runtimes = list.iter().map(|(name, signed_in)| Runtime { name: name.to_string(), version: None, signed_in: *signed_in }).collect();
+    let runtimes = list
+        .iter()
+        .map(|(name, signed_in)| Runtime { name: name.to_string(), version: None, signed_in: *signed_in })
+        .collect();
     Change::SetRuntimes { input: RuntimesInput { runtimes, checked_at: None } }
 }
 
 /// A policy naming both runtimes, on a machine that reported both installed and signed in.
 fn with_policy() -> Handoff {
-    let policy = Policy { runtimes: vec!["claude-code".into(), "codex".into()], context_threshold_pct: 80, quota_threshold: Some(3) };
+    let policy = Policy {
+        runtimes: vec!["claude-code".into(), "codex".into()],
+        context_threshold_pct: 80,
+        quota_threshold: Some(3),
+    };
     let h = ok(&fresh(), Change::SetPolicy { policy }, Role::Owner).next;
     ok(&h, runtimes(&[("claude-code", Some(true)), ("codex", Some(true))]), Role::Machine).next
 }
@@ -162,7 +237,12 @@ fn a_runtimes_report_replaces_the_last_whole_with_its_time_and_only_the_machine_
     assert!(!same.moved, "the same report of the same moment again changes nothing");
     let by_owner = apply(&h.next, &runtimes(&[]), Role::Owner, 9_000).unwrap_err();
     assert_eq!(by_owner.code, Code::AuthForbidden);
-    let closed = ok(&fresh(), Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
+    let closed = ok(
+        &fresh(),
+        Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None },
+        Role::Owner,
+    )
+    .next;
     assert_eq!(apply(&closed, &runtimes(&[]), Role::Machine, 9_000).unwrap_err().code, Code::HandoffClosed);
 }
 
@@ -171,8 +251,13 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
     let h = ok(&fresh(), set_work(), Role::Owner).next;
     let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
     let unreported = ok(&h, open(1, Some(request("aider"))), Role::Owner);
-    assert_eq!(unreported.next.record.briefed.runtime.as_deref(), Some("aider"), "an unreported machine may be handed anything");
-    let h = ok(&h, runtimes(&[("codex", Some(false)), ("claude-code", Some(true)), ("gemini", None)]), Role::Machine).next;
+    assert_eq!(
+        unreported.next.record.briefed.runtime.as_deref(),
+        Some("aider"),
+        "an unreported machine may be handed anything"
+    );
+    let h =
+        ok(&h, runtimes(&[("codex", Some(false)), ("claude-code", Some(true)), ("gemini", None)]), Role::Machine).next;
     for absent_or_signed_out in ["aider", "codex"] {
         let refused = apply(&h, &open(1, Some(request(absent_or_signed_out))), Role::Owner, 5_000).unwrap_err();
         assert_eq!(refused.code, Code::RuntimeUnavailable, "{absent_or_signed_out}");
@@ -185,7 +270,19 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn { command: TurnCommand::Report { turn, status, summary: None, question: None, runtime: None, permission_mode: None }, unmet: None, usage: Some(usage), package: None }
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
+        unmet: None,
+        usage: Some(usage),
+        package: None,
+    }
 }
 
 #[test]
@@ -229,7 +326,10 @@ fn package_routes_move_the_version_only_when_the_ledger_moves() {
     assert!(matches!(&again.effect, Effect::Compiled(c) if c.package_version == 1 && !c.changed));
     let dry = ok(&first.next, Change::Compile { request: request("other"), dry_run: true }, Role::Owner);
     assert!(!dry.moved);
-    assert!(matches!(&dry.effect, Effect::Compiled(c) if c.package_version == 2), "a preview of the next version, not written");
+    assert!(
+        matches!(&dry.effect, Effect::Compiled(c) if c.package_version == 2),
+        "a preview of the next version, not written"
+    );
     let reject = Change::Reject { input: RejectInput { reason: RejectReason::MissingContext, note: "no logs".into() } };
     let rejected = ok(&first.next, reject, Role::Machine);
     assert!(rejected.moved);
@@ -242,7 +342,10 @@ fn each_change_names_its_kind_in_the_history() {
         (open(1, None), "turn_opened"),
         (open(1, Some(request("codex"))), "turn_handed_off"),
         (report(1, ReportStatus::Done), "report"),
-        (Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, package: None }, "cancel"),
+        (
+            Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, package: None },
+            "cancel",
+        ),
         (Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, "close"),
         (set_work(), "work"),
         (Change::SetPolicy { policy }, "policy"),
@@ -257,9 +360,17 @@ fn each_change_names_its_kind_in_the_history() {
 #[test]
 fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_again() {
     use crate::question::{Choice, Kind, QuestionInput};
-    let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
+    let options =
+        vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
     let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), input: None, options };
-    let command = TurnCommand::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: Some(question), runtime: None, permission_mode: None };
+    let command = TurnCommand::Report {
+        turn: 1,
+        status: ReportStatus::NeedsYou,
+        summary: None,
+        question: Some(question),
+        runtime: None,
+        permission_mode: None,
+    };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
     let answer = |option: &str| Change::Turn {
@@ -273,7 +384,10 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     assert_eq!(invalid.code, Code::RequestInvalid);
     assert!(invalid.message.starts_with("option: "), "{}", invalid.message);
     let out = ok(&h, answer("allow"), Role::Owner);
-    assert_eq!((out.next.record.status, out.next.lineage.last().map(|t| t.status)), (Status::Running, Some(Status::Running)));
+    assert_eq!(
+        (out.next.record.status, out.next.lineage.last().map(|t| t.status)),
+        (Status::Running, Some(Status::Running))
+    );
     assert_eq!(answer("allow").kind(), EventKind::Answer);
     let refused = apply(&out.next, &answer("deny"), Role::Owner, 5_000).unwrap_err();
     assert_eq!(refused.code, Code::QuestionAnswered);
@@ -294,7 +408,12 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
 }
 
 fn open_saying(after: u64, prompt: Option<&str>, package: Option<PackageRequest>) -> Change {
-    Change::Turn { command: TurnCommand::OpenTurn { after, prompt: prompt.map(str::to_string) }, unmet: None, usage: None, package }
+    Change::Turn {
+        command: TurnCommand::OpenTurn { after, prompt: prompt.map(str::to_string) },
+        unmet: None,
+        usage: None,
+        package,
+    }
 }
 
 #[test]
@@ -303,7 +422,11 @@ fn a_repeated_open_is_the_same_turn_only_with_the_prompt_and_the_hand_off_taken(
     let h = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).next;
     assert_eq!(h.record.prompt.as_deref(), Some("write the docs"));
-    assert_eq!(h.lineage.last().map(|e| e.prompt.as_deref()), Some(Some("write the docs")), "the lineage carries the turn's words");
+    assert_eq!(
+        h.lineage.last().map(|e| e.prompt.as_deref()),
+        Some(Some("write the docs")),
+        "the lineage carries the turn's words"
+    );
     assert!(!ok(&h, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).moved);
     let other_objective = PackageRequest { objective: "something else".into(), ..request("codex") };
     let noted = PackageRequest { note: Some("n".into()), ..request("codex") };
@@ -320,14 +443,27 @@ fn a_repeated_open_is_the_same_turn_only_with_the_prompt_and_the_hand_off_taken(
         assert!(refusal.message.starts_with("turn 2 was opened already"), "{}", refusal.message);
     }
     // A package compiled later leaves the runtime to compare: the same request is the same turn.
-    let recompiled = ok(&h, Change::Compile { request: PackageRequest { objective: "later".into(), ..request("codex") }, dry_run: false }, Role::Owner).next;
+    let recompiled = ok(
+        &h,
+        Change::Compile { request: PackageRequest { objective: "later".into(), ..request("codex") }, dry_run: false },
+        Role::Owner,
+    )
+    .next;
     assert!(!ok(&recompiled, open_saying(1, Some("write the docs"), Some(request("codex"))), Role::Owner).moved);
-    assert_eq!(apply(&recompiled, &open_saying(1, Some("write the docs"), Some(request("gemini"))), Role::Owner, 6_000).unwrap_err().code, Code::TurnConflict);
+    assert_eq!(
+        apply(&recompiled, &open_saying(1, Some("write the docs"), Some(request("gemini"))), Role::Owner, 6_000)
+            .unwrap_err()
+            .code,
+        Code::TurnConflict
+    );
     // A plain turn repeated with a hand-off is another request too.
     let plain = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let plain = ok(&plain, open_saying(1, Some("go on"), None), Role::Owner).next;
     assert!(!ok(&plain, open_saying(1, Some("go on"), None), Role::Owner).moved);
-    assert_eq!(apply(&plain, &open_saying(1, Some("go on"), Some(request("codex"))), Role::Owner, 6_000).unwrap_err().code, Code::TurnConflict);
+    assert_eq!(
+        apply(&plain, &open_saying(1, Some("go on"), Some(request("codex"))), Role::Owner, 6_000).unwrap_err().code,
+        Code::TurnConflict
+    );
 }
 
 #[test]

@@ -7,7 +7,16 @@ use proptest::prelude::*;
 fn row(version: u64, turn: u64, status: Status, state: State, summary: &str) -> Row {
     Row {
         id: "ho_1".into(),
-        listed: Listed { session: "s1".into(), machine: "m1".into(), size: "large".into(), turn, state, status, summary: Some(summary.into()), version },
+        listed: Listed {
+            session: "s1".into(),
+            machine: "m1".into(),
+            size: "large".into(),
+            turn,
+            state,
+            status,
+            summary: Some(summary.into()),
+            version,
+        },
         updated_at: Timestamp::from_ms(1_700_000_000_000 + version as i64),
         suggestion: None,
         briefed: Briefed::default(),
@@ -123,7 +132,13 @@ proptest! {
 }
 
 fn any_status() -> impl Strategy<Value = Status> {
-    prop_oneof![Just(Status::Running), Just(Status::NeedsYou), Just(Status::Done), Just(Status::Failed), Just(Status::Cancelled)]
+    prop_oneof![
+        Just(Status::Running),
+        Just(Status::NeedsYou),
+        Just(Status::Done),
+        Just(Status::Failed),
+        Just(Status::Cancelled)
+    ]
 }
 
 proptest! {
@@ -178,7 +193,10 @@ fn retries_start_within_ten_seconds_and_go_on_for_at_least_a_day_as_the_contract
 fn a_row_entered_something_when_its_turn_status_or_state_moved() {
     let asked = open(2, 1, Status::NeedsYou);
     assert!(entered(None, &asked), "a first row");
-    assert!(!entered(Some(&asked), &row(3, 1, Status::NeedsYou, State::Open, "other summary")), "a summary-only update");
+    assert!(
+        !entered(Some(&asked), &row(3, 1, Status::NeedsYou, State::Open, "other summary")),
+        "a summary-only update"
+    );
     assert!(entered(Some(&asked), &open(3, 2, Status::NeedsYou)), "a new turn");
     assert!(entered(Some(&asked), &open(3, 1, Status::Running)), "a new status");
     assert!(entered(Some(&asked), &row(3, 1, Status::NeedsYou, State::Closed, "s")), "a close");
@@ -189,13 +207,21 @@ fn a_chain_owes_each_row_what_it_entered_after_the_one_before_it() {
     let running = open(1, 1, Status::Running);
     let (asked, done) = (open(2, 1, Status::NeedsYou), open(3, 1, Status::Done));
     let chain = owed_chain(Some(&running), std::slice::from_ref(&asked), &done);
-    assert_eq!(chain, vec![(&asked, Notice::NeedsYou), (&done, Notice::Done)], "needs-you then done: both, in version order");
+    assert_eq!(
+        chain,
+        vec![(&asked, Notice::NeedsYou), (&done, Notice::Done)],
+        "needs-you then done: both, in version order"
+    );
     assert_eq!(owed(Some(&running), &done), vec![Notice::Done], "(what the newest row alone would owe)");
 
     // Needs-you on turn 1, then turn 2 opened and running before any delivery.
     let (next, later) = (open(3, 2, Status::Running), row(4, 2, Status::Running, State::Open, "more"));
     assert_eq!(owed_chain(Some(&running), &[asked.clone(), next.clone()], &later), vec![(&asked, Notice::NeedsYou)]);
-    assert_eq!(owed_chain(None, &[asked.clone(), next.clone()], &later), vec![(&asked, Notice::NeedsYou)], "no row held");
+    assert_eq!(
+        owed_chain(None, &[asked.clone(), next.clone()], &later),
+        vec![(&asked, Notice::NeedsYou)],
+        "no row held"
+    );
 
     // A replay: whatever the index already holds is owed nothing again.
     assert_eq!(owed_chain(Some(&next), &[asked.clone(), next.clone()], &later), vec![]);
@@ -217,9 +243,14 @@ fn a_passed_row_out_of_order_or_of_another_hand_off_is_skipped() {
         vec![(&late, Notice::Failed), (&done, Notice::Done)],
         "a row older than the one before it"
     );
-    assert_eq!(owed_chain(Some(&running), &[late.clone()], &open(3, 1, Status::Failed)), vec![(&late, Notice::Failed)], "the newest no newer than a passed row");
+    assert_eq!(
+        owed_chain(Some(&running), &[late.clone()], &open(3, 1, Status::Failed)),
+        vec![(&late, Notice::Failed)],
+        "the newest no newer than a passed row"
+    );
     // A second row of a version already walked is skipped, not walked from.
-    let (asked, twin, again) = (open(3, 1, Status::NeedsYou), open(3, 1, Status::Running), open(4, 1, Status::NeedsYou));
+    let (asked, twin, again) =
+        (open(3, 1, Status::NeedsYou), open(3, 1, Status::Running), open(4, 1, Status::NeedsYou));
     assert_eq!(owed_chain(Some(&running), &[asked.clone(), twin], &again), vec![(&asked, Notice::NeedsYou)]);
 }
 

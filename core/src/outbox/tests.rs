@@ -14,7 +14,11 @@ fn plain_changes_that_commit_during_a_send_go_together_in_the_next_one() {
     assert_eq!(o.poll_send(), None, "one send at a time");
     assert_eq!(o.on_sent(true, T0 + 3).retry_at, None);
     assert!(o.is_taken(1) && !o.is_taken(2));
-    assert_eq!(o.poll_send(), Some(Send { version: 3, row: "r3", passed: vec![] }), "the newest row, not the one after the last sent");
+    assert_eq!(
+        o.poll_send(),
+        Some(Send { version: 3, row: "r3", passed: vec![] }),
+        "the newest row, not the one after the last sent"
+    );
     assert_eq!(o.on_sent(true, T0 + 4).retry_at, None);
     assert!(o.is_taken(3));
     assert_eq!(o.poll_send(), None, "nothing left to send");
@@ -28,7 +32,11 @@ fn a_failed_send_waits_for_the_retry_alarm_or_the_next_change() {
     assert_eq!(o.on_sent(false, T0 + 5).retry_at, Some(T0 + 5 + OUTBOX_RETRY_MS_MIN));
     assert_eq!(o.poll_send(), None, "paused until the alarm");
     assert_eq!(o.on_alarm(), Some(Send { version: 1, row: "r1", passed: vec![] }));
-    assert_eq!(o.on_sent(false, T0 + 300).retry_at, Some(T0 + 300 + 2 * OUTBOX_RETRY_MS_MIN), "the second retry waits twice as long");
+    assert_eq!(
+        o.on_sent(false, T0 + 300).retry_at,
+        Some(T0 + 300 + 2 * OUTBOX_RETRY_MS_MIN),
+        "the second retry waits twice as long"
+    );
     assert_eq!(o.owed().map(|w| w.attempts), Some(2));
     assert_eq!(o.on_commit(2, "r2", false, T0 + 400).alarm_at, None, "the retry alarm is pending");
     assert_eq!(o.owed().map(|w| w.attempts), Some(0), "a new row starts its own count");
@@ -63,7 +71,11 @@ fn a_row_already_held_for_a_version_keeps_its_attempt_count() {
     o.poll_send();
     o.on_sent(false, T0);
     o.on_commit(1, "again", true, T0 + 1);
-    assert_eq!(o.owed(), Some(&Owed { version: 1, row: "r1", attempts: 1, entered: true }), "the same version is not owed twice");
+    assert_eq!(
+        o.owed(),
+        Some(&Owed { version: 1, row: "r1", attempts: 1, entered: true }),
+        "the same version is not owed twice"
+    );
     // Storage may lag memory by an attempt: the count held in memory stands.
     o.restore(Owed { version: 1, row: "r1", attempts: 0, entered: true });
     assert_eq!(o.owed().map(|w| w.attempts), Some(1));
@@ -226,7 +238,11 @@ fn a_row_that_entered_something_and_was_passed_during_a_send_travels_with_the_ne
     assert_eq!(c.pass, Some(PassedRow { version: 2, row: "needs-you" }), "stored with the change that passed it");
     let c = o.on_commit(4, "done", true, T0 + 3);
     assert_eq!(c.pass, None, "a row that entered nothing is coalesced away");
-    assert_eq!(o.on_sent(true, T0 + 4), Ended { retry_at: None, unpass_through: Some(1) }, "delivered: its stored copy goes");
+    assert_eq!(
+        o.on_sent(true, T0 + 4),
+        Ended { retry_at: None, unpass_through: Some(1) },
+        "delivered: its stored copy goes"
+    );
     let send = o.poll_send().unwrap();
     assert_eq!((send.version, send.passed), (4, vec![PassedRow { version: 2, row: "needs-you" }]));
     assert_eq!(o.on_sent(false, T0 + 5).unpass_through, None, "a failed send delivers nothing");
@@ -260,7 +276,11 @@ fn past_the_cap_the_oldest_passed_row_is_dropped_and_counted() {
     assert_eq!(o.dropped(), 2);
     let send = o.poll_send().unwrap();
     assert_eq!(send.passed.len(), OUTBOX_PASSED_MAX);
-    assert_eq!(o.on_sent(true, T0).unpass_through, Some(OUTBOX_PASSED_MAX as u64 + 2), "the newest passed row delivered");
+    assert_eq!(
+        o.on_sent(true, T0).unpass_through,
+        Some(OUTBOX_PASSED_MAX as u64 + 2),
+        "the newest passed row delivered"
+    );
 }
 
 #[test]
@@ -289,12 +309,18 @@ fn restored_passed_rows_are_kept_in_order_below_the_owed_row() {
 #[derive(Debug, Clone)]
 enum Step {
     /// A change whose row has this key (a turn, status and state in one).
-    Commit { key: u8 },
+    Commit {
+        key: u8,
+    },
     Poll,
-    Sent { ok: bool },
+    Sent {
+        ok: bool,
+    },
     Alarm,
     /// The object evicted (a send on its way reached the index or not) and read back.
-    Restart { reached: bool },
+    Restart {
+        reached: bool,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -336,7 +362,12 @@ impl Index {
                 continue;
             }
             if self.held.is_none_or(|h| h.1 != row.1) {
-                assert!(self.told.last().is_none_or(|t| *t < row.0), "told out of version order: {:?} then {}", self.told, row.0);
+                assert!(
+                    self.told.last().is_none_or(|t| *t < row.0),
+                    "told out of version order: {:?} then {}",
+                    self.told,
+                    row.0
+                );
                 self.told.push(row.0);
             }
             self.held = Some(row);

@@ -2,8 +2,8 @@
 //! so a row delivered late, twice or out of order changes nothing. A row that is stored owes
 //! the notices its chain entered (`notice::owed_chain`); a row that is not owes none.
 
-use crate::rows::Row;
 use crate::notice::{self, Notice};
+use crate::rows::Row;
 
 /// The row the index holds for a hand-off: its version (a column of its own), and the row
 /// itself where it can be read.

@@ -5,9 +5,9 @@
 //! ends the delivery, schedules its retry or, for a push subscription that is gone, ends the
 //! receiver. A receiver keeps its newest [`Receiver::kept_finished`] finished deliveries.
 
-use crate::rows::Row;
 use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_TIMEOUT_MS};
 use crate::notice::{self, Notice};
+use crate::rows::Row;
 use crate::time::{EpochMs, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -187,7 +187,9 @@ impl DeliveryState {
     }
 
     pub fn parse(text: &str) -> Option<DeliveryState> {
-        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed].into_iter().find(|s| s.as_str() == text)
+        [DeliveryState::Pending, DeliveryState::Delivered, DeliveryState::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 

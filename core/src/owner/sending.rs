@@ -74,7 +74,9 @@ pub fn round(pending: &[Pending], now: EpochMs, push: bool) -> Round {
     let mut heads = heads(kept.iter());
     // Oldest due first: the earliest due head left, each time.
     while round.send.len() < WEBHOOK_SENDS_PER_ALARM_MAX {
-        let due = (0..heads.len()).filter(|&i| heads[i].next_attempt_at <= now).min_by_key(|&i| (heads[i].next_attempt_at, heads[i].seq));
+        let due = (0..heads.len())
+            .filter(|&i| heads[i].next_attempt_at <= now)
+            .min_by_key(|&i| (heads[i].next_attempt_at, heads[i].seq));
         let Some(i) = due else { break };
         let p = heads.swap_remove(i);
         match p.receiver.lease(p.created_at, p.attempts, now) {

@@ -1,5 +1,7 @@
 use super::*;
-use crate::limits::{PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_PENDING_PER_OWNER_MAX, WEBHOOK_SENDS_PER_ALARM_MAX};
+use crate::limits::{
+    PUSH_RETRY_WINDOW_MS, WEBHOOK_DELIVERIES_KEPT, WEBHOOK_PENDING_PER_OWNER_MAX, WEBHOOK_SENDS_PER_ALARM_MAX,
+};
 use crate::turn::Status;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,11 +28,23 @@ fn row(id: &str, version: u64, status: Status) -> Row {
 }
 
 fn webhook(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
-    StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() } }
+    StoredReceiver {
+        id: id.into(),
+        events: events.to_vec(),
+        created_at: at,
+        dropped: 0,
+        address: Address::Webhook { url: format!("https://{id}.example/"), secret: "whsec".into() },
+    }
 }
 
 fn subscription(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
-    let address = Address::Push { endpoint: format!("https://push.example/{id}"), origin: "https://push.example".into(), p256dh: "k".into(), auth: "a".into(), console: "https://console.example".into() };
+    let address = Address::Push {
+        endpoint: format!("https://push.example/{id}"),
+        origin: "https://push.example".into(),
+        p256dh: "k".into(),
+        auth: "a".into(),
+        console: "https://console.example".into(),
+    };
     StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
 }
 
@@ -75,26 +89,48 @@ impl Mem {
         // SQLite fails on a table that is not there.
         let list = matches!(read, Read::Held { .. } | Read::OpenCount { .. } | Read::Rows { .. });
         assert!(!list || self.tables.list, "{read:?} with no list table");
-        let receivers = matches!(read, Read::Receivers { .. } | Read::PendingCount | Read::OldestPending { .. } | Read::Deliveries { .. } | Read::Pending { .. } | Read::Finished { .. });
+        let receivers = matches!(
+            read,
+            Read::Receivers { .. }
+                | Read::PendingCount
+                | Read::OldestPending { .. }
+                | Read::Deliveries { .. }
+                | Read::Pending { .. }
+                | Read::Finished { .. }
+        );
         assert!(!receivers || self.tables.receivers, "{read:?} with no receivers' tables");
         assert!(!matches!(read, Read::Erased { .. }) || self.tables.erased, "{read:?} with no erased lives' table");
         match read {
             Read::Tables => feed.tables = Some(self.tables),
-            Read::Held { id } => feed.held = Some(self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() })),
+            Read::Held { id } => {
+                feed.held = Some(
+                    self.list.get(id).map(|(version, _, _, text)| HeldRow { version: *version, text: text.clone() }),
+                )
+            }
             Read::Receivers { of } => {
-                let mut entries: Vec<StoredReceiver> = self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
+                let mut entries: Vec<StoredReceiver> =
+                    self.receivers.iter().filter(|e| of.contains(&e.receiver())).cloned().collect();
                 entries.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
                 feed.receivers = Some(entries);
             }
             Read::PendingCount => feed.pending_count = Some(self.pending().count()),
             Read::OldestPending { limit } => {
-                feed.oldest = Some(self.pending().take(*limit).map(|(seq, d)| PendingRef { seq: *seq, receiver: Ok(d.receiver), to: d.to.clone() }).collect())
+                feed.oldest = Some(
+                    self.pending()
+                        .take(*limit)
+                        .map(|(seq, d)| PendingRef { seq: *seq, receiver: Ok(d.receiver), to: d.to.clone() })
+                        .collect(),
+                )
             }
-            Read::OpenCount { except } => feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64),
+            Read::OpenCount { except } => {
+                feed.open = Some(self.list.iter().filter(|(id, r)| r.2 == State::Open && *id != except).count() as u64)
+            }
             Read::Rows { state, after, limit } => {
                 let mut rows: Vec<(&String, &(u64, EpochMs, State, String))> = self.list.iter().collect();
                 rows.sort_by(|a, b| (b.1 .1, b.0).cmp(&(a.1 .1, a.0)));
-                let after_cursor = |id: &String, at: EpochMs| after.as_ref().is_none_or(|c| at < c.updated_at || (at == c.updated_at && *id < c.id));
+                let after_cursor = |id: &String, at: EpochMs| {
+                    after.as_ref().is_none_or(|c| at < c.updated_at || (at == c.updated_at && *id < c.id))
+                };
                 feed.rows = Some(
                     rows.into_iter()
                         .filter(|(id, r)| state.is_none_or(|s| r.2 == s) && after_cursor(id, r.1))
@@ -104,9 +140,14 @@ impl Mem {
                 );
             }
             Read::Deliveries { id, limit } => {
-                let of = self.deliveries.iter().rev().filter(|(_, d)| d.to == *id && d.receiver == Receiver::Webhook).take(*limit);
-                feed.deliveries = Some(Ok(
-                    of.map(|(_, d)| receiver::Delivery {
+                let of = self
+                    .deliveries
+                    .iter()
+                    .rev()
+                    .filter(|(_, d)| d.to == *id && d.receiver == Receiver::Webhook)
+                    .take(*limit);
+                feed.deliveries = Some(Ok(of
+                    .map(|(_, d)| receiver::Delivery {
                         id: hex::encode(d.key),
                         kind: d.notice.message_type().into(),
                         handoff: d.handoff.clone(),
@@ -117,8 +158,7 @@ impl Mem {
                         last_attempt_at: None,
                         next_attempt_at: d.next_attempt_at.map(crate::time::Timestamp::from_ms),
                     })
-                    .collect(),
-                ));
+                    .collect()));
             }
             Read::Pending { limit } => {
                 feed.pending = Some(
@@ -137,15 +177,26 @@ impl Mem {
                 )
             }
             Read::Finished { to, limit } => {
-                let finished = self.deliveries.iter().rev().filter(|(_, d)| d.to == *to && d.state != DeliveryState::Pending).take(*limit);
+                let finished = self
+                    .deliveries
+                    .iter()
+                    .rev()
+                    .filter(|(_, d)| d.to == *to && d.state != DeliveryState::Pending)
+                    .take(*limit);
                 feed.finished.push((to.clone(), finished.map(|(seq, _)| *seq).collect()));
             }
             Read::StorageBytes => feed.storage_bytes = Some(4096),
             Read::Erased { id } => feed.erased = Some(self.erased.get(id).map(|(life, _)| *life)),
             Read::StorageOf { id } => {
                 let deliveries = self.deliveries.values().filter(|d| d.handoff == *id);
-                let facts = deliveries.map(|d| DeliveryFacts { state: d.state.as_str().into(), body_bytes: d.body.len() as u64 }).collect();
-                feed.storage_of = Some(HandoffFacts { rows: u64::from(self.list.contains_key(id)), deliveries: facts, erased: self.erased.get(id).map(|e| e.0) });
+                let facts = deliveries
+                    .map(|d| DeliveryFacts { state: d.state.as_str().into(), body_bytes: d.body.len() as u64 })
+                    .collect();
+                feed.storage_of = Some(HandoffFacts {
+                    rows: u64::from(self.list.contains_key(id)),
+                    deliveries: facts,
+                    erased: self.erased.get(id).map(|e| e.0),
+                });
             }
         }
     }
@@ -232,13 +283,16 @@ impl Mem {
             }
             Write::TrimErased { before, keep } => {
                 self.erased.retain(|_, (_, at)| *at >= *before);
-                let mut newest: Vec<(EpochMs, String)> = self.erased.iter().map(|(id, (_, at))| (*at, id.clone())).collect();
+                let mut newest: Vec<(EpochMs, String)> =
+                    self.erased.iter().map(|(id, (_, at))| (*at, id.clone())).collect();
                 newest.sort_by(|a, b| b.cmp(a));
                 for (_, id) in newest.into_iter().skip(*keep) {
                     self.erased.remove(&id);
                 }
             }
-            Write::TrimFinished { to, through } => self.deliveries.retain(|seq, d| !(d.to == *to && d.state != DeliveryState::Pending && *seq <= *through)),
+            Write::TrimFinished { to, through } => {
+                self.deliveries.retain(|seq, d| !(d.to == *to && d.state != DeliveryState::Pending && *seq <= *through))
+            }
         }
     }
 }
@@ -271,9 +325,23 @@ fn owner(pending_max: usize, push: bool) -> (Index, Mem) {
 #[test]
 fn a_row_newer_than_the_one_held_is_stored_and_a_late_or_repeated_one_changes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![], incarnation: 0 }, T0).answer, IndexAnswer::Done);
+    assert_eq!(
+        run(
+            &mut index,
+            &mut mem,
+            Ask::Put { row: row("ho_a", 2, Status::Running), passed: vec![], incarnation: 0 },
+            T0
+        )
+        .answer,
+        IndexAnswer::Done
+    );
     for late in [1, 2] {
-        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![], incarnation: 0 }, T0);
+        let plan = run(
+            &mut index,
+            &mut mem,
+            Ask::Put { row: row("ho_a", late, Status::Done), passed: vec![], incarnation: 0 },
+            T0,
+        );
         assert_eq!((plan.answer, plan.writes), (IndexAnswer::Done, vec![]), "version {late}");
     }
     assert_eq!(mem.list["ho_a"].0, 2);
@@ -285,11 +353,21 @@ fn a_row_that_enters_a_notice_owes_one_delivery_to_each_receiver_naming_it_and_a
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_2", &[Notice::Done], T0 + 1)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 2)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 5);
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0 + 5,
+    );
     assert_eq!(plan.alarm_at, Some(T0 + 5));
     let owed: Vec<(&str, Notice)> = mem.deliveries.values().map(|d| (d.to.as_str(), d.notice)).collect();
     assert_eq!(owed, vec![("wh_1", Notice::NeedsYou), ("ps_1", Notice::NeedsYou)]);
-    let again = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 6);
+    let again = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0 + 6,
+    );
     assert_eq!((again.writes, again.alarm_at), (vec![], None), "the same row twice owes nothing more");
 }
 
@@ -297,7 +375,12 @@ fn a_row_that_enters_a_notice_owes_one_delivery_to_each_receiver_naming_it_and_a
 fn without_push_configured_no_push_message_is_owed() {
     let (mut index, mut mem) = owner(10, false);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0,
+    );
     assert!(mem.deliveries.is_empty(), "{plan:?}");
     assert_eq!(plan.alarm_at, None);
 }
@@ -312,7 +395,12 @@ fn past_the_cap_the_oldest_pending_go_first_each_counted_on_its_receiver_and_new
     // Three more owed (done to wh_1; needs-you of ho_b to both) against a cap of two.
     let passed = vec![row("ho_a", 2, Status::Done)];
     run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 3, Status::Running), passed, incarnation: 0 }, T0 + 1);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0 + 2);
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0 + 2,
+    );
     let pending: Vec<(&str, &str)> = mem.pending().map(|(_, d)| (d.to.as_str(), d.handoff.as_str())).collect();
     assert_eq!(pending, vec![("wh_1", "ho_b"), ("ps_1", "ho_b")], "the newest two stay: {plan:?}");
     let dropped: Vec<(&str, u64)> = mem.receivers.iter().map(|e| (e.id.as_str(), e.dropped)).collect();
@@ -321,7 +409,12 @@ fn past_the_cap_the_oldest_pending_go_first_each_counted_on_its_receiver_and_new
     let (mut index, mut mem) = owner(1, true);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::NeedsYou], T0)), T0);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0 + 1)), T0);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0,
+    );
     assert_eq!(plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(), 1, "{plan:?}");
     assert_eq!(mem.pending().map(|(_, d)| d.to.as_str()).collect::<Vec<_>>(), vec!["ps_1"]);
     assert_eq!(mem.receivers[0].dropped, 1);
@@ -348,8 +441,26 @@ fn a_create_drops_closed_rows_past_retention_and_keeps_those_within_it() {
     let day_ms = 24 * 60 * MINUTE_MS;
     let now = T0 + 400 * day_ms;
     let expired_before = Retention::default().expired_before(now);
-    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_old", 2, Status::Done, State::Closed, expired_before - 1), passed: vec![], incarnation: 0 }, T0);
-    run(&mut index, &mut mem, Ask::Put { row: row_at("ho_kept", 2, Status::Done, State::Closed, expired_before), passed: vec![], incarnation: 0 }, T0);
+    run(
+        &mut index,
+        &mut mem,
+        Ask::Put {
+            row: row_at("ho_old", 2, Status::Done, State::Closed, expired_before - 1),
+            passed: vec![],
+            incarnation: 0,
+        },
+        T0,
+    );
+    run(
+        &mut index,
+        &mut mem,
+        Ask::Put {
+            row: row_at("ho_kept", 2, Status::Done, State::Closed, expired_before),
+            passed: vec![],
+            incarnation: 0,
+        },
+        T0,
+    );
     run(&mut index, &mut mem, Ask::Open { row: row_at("ho_new", 1, Status::Running, State::Open, now) }, now);
     assert_eq!(mem.list.keys().collect::<Vec<_>>(), vec!["ho_kept", "ho_new"]);
 }
@@ -361,13 +472,27 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     for (i, id) in ids.iter().enumerate() {
         let state = if i == 2 { State::Closed } else { State::Open };
         // Two rows share a time: the id breaks the tie.
-        run(&mut index, &mut mem, Ask::Put { row: row_at(id, 1, Status::Running, state, T0 + (i as i64 / 2)), passed: vec![], incarnation: 0 }, T0);
+        run(
+            &mut index,
+            &mut mem,
+            Ask::Put {
+                row: row_at(id, 1, Status::Running, state, T0 + (i as i64 / 2)),
+                passed: vec![],
+                incarnation: 0,
+            },
+            T0,
+        );
     }
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let query = ListQuery { state: Some(State::Open), limit: 2, cursor: cursor.as_deref().and_then(Cursor::decode) };
-        let IndexAnswer::Page { page, .. } = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer else { panic!("a page") };
+        let query =
+            ListQuery { state: Some(State::Open), limit: 2, cursor: cursor.as_deref().and_then(Cursor::decode) };
+        let IndexAnswer::Page { page, .. } =
+            run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer
+        else {
+            panic!("a page")
+        };
         seen.extend(page.handoffs.iter().map(|r| r.id.clone()));
         assert!(seen.len() <= 5, "{seen:?} {:?}", page.cursor.as_deref().and_then(Cursor::decode));
         cursor = page.cursor;
@@ -381,7 +506,10 @@ fn pages_walk_every_row_once_newest_first_within_a_state_and_an_unreadable_row_m
     assert_eq!(seen, open.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
     run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
     let query = ListQuery { state: None, limit: 10, cursor: None };
-    assert!(matches!(run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer, IndexAnswer::Unavailable(_)));
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0).answer,
+        IndexAnswer::Unavailable(_)
+    ));
 }
 
 #[test]
@@ -390,16 +518,24 @@ fn an_owner_with_no_tables_lists_nothing_and_finds_no_receiver_and_writes_nothin
     let query = ListQuery { state: None, limit: 10, cursor: None };
     let page = run(&mut index, &mut mem, Ask::List { query, if_none_match: None }, T0);
     assert_eq!(page.answer, IndexAnswer::Page { page: Page { handoffs: vec![], cursor: None }, if_none_match: None });
-    for ask in [Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_1".into() }, Ask::Deliveries { id: "wh_1".into() }] {
+    for ask in
+        [Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_1".into() }, Ask::Deliveries { id: "wh_1".into() }]
+    {
         let plan = run(&mut index, &mut mem, ask, T0);
         assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookNotFound), "{plan:?}");
     }
     let plan = run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Push, id: "ps_1".into() }, T0);
     assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::SubscriptionNotFound));
-    assert_eq!(run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer, IndexAnswer::Receivers { of: Receiver::Push, entries: vec![] });
+    assert_eq!(
+        run(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0).answer,
+        IndexAnswer::Receivers { of: Receiver::Push, entries: vec![] }
+    );
     assert_eq!(mem.tables, Tables::default());
     let dropped = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 1 }, T0).writes;
-    assert!(dropped.iter().all(|w| matches!(w, Write::ErasedSchema | Write::Erased { .. } | Write::TrimErased { .. })), "only the erased life: {dropped:?}");
+    assert!(
+        dropped.iter().all(|w| matches!(w, Write::ErasedSchema | Write::Erased { .. } | Write::TrimErased { .. })),
+        "only the erased life: {dropped:?}"
+    );
 }
 
 #[test]
@@ -411,20 +547,42 @@ fn an_erase_drops_the_row_and_every_pending_and_finished_delivery_of_the_hand_of
     run(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 5 }, T0);
     // One of ho_a's deliveries is finished (its body goes), the other still pending.
     let first = *mem.deliveries.iter().find(|(_, d)| d.handoff == "ho_a" && d.receiver == Receiver::Webhook).unwrap().0;
-    let (receiver, to, created_at) = { let d = &mem.deliveries[&first]; (d.receiver, d.to.clone(), d.created_at) };
-    run(&mut index, &mut mem, Ask::Sent(Outcome { seq: first, receiver, to, created_at, attempts: 1, status: Some(200) }), T0 + 1);
-    assert_eq!((mem.deliveries[&first].state, mem.deliveries[&first].body.as_str()), (DeliveryState::Delivered, ""), "a finished delivery keeps no body");
-    assert!(mem.deliveries.values().any(|d| d.handoff == "ho_a" && d.state == DeliveryState::Pending && !d.body.is_empty()));
+    let (receiver, to, created_at) = {
+        let d = &mem.deliveries[&first];
+        (d.receiver, d.to.clone(), d.created_at)
+    };
+    run(
+        &mut index,
+        &mut mem,
+        Ask::Sent(Outcome { seq: first, receiver, to, created_at, attempts: 1, status: Some(200) }),
+        T0 + 1,
+    );
+    assert_eq!(
+        (mem.deliveries[&first].state, mem.deliveries[&first].body.as_str()),
+        (DeliveryState::Delivered, ""),
+        "a finished delivery keeps no body"
+    );
+    assert!(mem
+        .deliveries
+        .values()
+        .any(|d| d.handoff == "ho_a" && d.state == DeliveryState::Pending && !d.body.is_empty()));
 
     let plan = run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 5 }, T0 + 2);
     assert_eq!(plan.answer, IndexAnswer::Done);
     assert!(!mem.list.contains_key("ho_a"));
     assert!(mem.deliveries.values().all(|d| d.handoff != "ho_a"), "nothing of ho_a is left to send or to read");
-    assert_eq!(mem.deliveries.values().filter(|d| d.handoff == "ho_b").count(), 2, "another hand-off's deliveries stay");
+    assert_eq!(
+        mem.deliveries.values().filter(|d| d.handoff == "ho_b").count(),
+        2,
+        "another hand-off's deliveries stay"
+    );
     assert!(mem.list.contains_key("ho_b"));
     let alarm = run(&mut index, &mut mem, Ask::Alarm, T0 + 3);
     let sent: Vec<&str> = alarm.send.iter().map(|(seq, _)| mem.deliveries[seq].handoff.as_str()).collect();
-    assert!(!sent.is_empty() && sent.iter().all(|h| *h == "ho_b"), "an erased hand-off's pending deliveries are never sent: {sent:?}");
+    assert!(
+        !sent.is_empty() && sent.iter().all(|h| *h == "ho_b"),
+        "an erased hand-off's pending deliveries are never sent: {sent:?}"
+    );
 }
 
 #[test]
@@ -434,17 +592,41 @@ fn a_row_of_an_erased_life_arriving_after_the_drop_stores_nothing_and_owes_nothi
     run(&mut index, &mut mem, Ask::Open { row: row("ho_a", 1, Status::Running) }, T0);
     run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 100 }, T0 + 1);
     for late in [1, 7] {
-        let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", late, Status::NeedsYou), passed: vec![], incarnation: 100 }, T0 + 2);
-        assert_eq!((plan.answer, plan.writes, plan.alarm_at), (IndexAnswer::Done, vec![], None), "version {late} of the erased life");
+        let plan = run(
+            &mut index,
+            &mut mem,
+            Ask::Put { row: row("ho_a", late, Status::NeedsYou), passed: vec![], incarnation: 100 },
+            T0 + 2,
+        );
+        assert_eq!(
+            (plan.answer, plan.writes, plan.alarm_at),
+            (IndexAnswer::Done, vec![], None),
+            "version {late} of the erased life"
+        );
     }
-    assert!(!mem.list.contains_key("ho_a") && mem.deliveries.is_empty(), "the row is not brought back, and nobody is told");
+    assert!(
+        !mem.list.contains_key("ho_a") && mem.deliveries.is_empty(),
+        "the row is not brought back, and nobody is told"
+    );
     // An earlier life's row too; a Drop repeated (an erase retried) keeps the life.
-    assert!(run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 9, Status::Done), passed: vec![], incarnation: 40 }, T0 + 3).writes.is_empty());
+    assert!(run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 9, Status::Done), passed: vec![], incarnation: 40 },
+        T0 + 3
+    )
+    .writes
+    .is_empty());
     run(&mut index, &mut mem, Ask::Drop { id: "ho_a".into(), incarnation: 40 }, T0 + 3);
     assert_eq!(mem.erased["ho_a"].0, 100);
     // The session created again: a later life, listed and notified as any other.
     run(&mut index, &mut mem, Ask::Open { row: row("ho_a", 1, Status::Running) }, T0 + 4);
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 200 }, T0 + 5);
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 2, Status::NeedsYou), passed: vec![], incarnation: 200 },
+        T0 + 5,
+    );
     assert!(plan.writes.iter().any(|w| matches!(w, Write::StoreRow(r) if r.version == 2)));
     assert_eq!(mem.deliveries.len(), 1, "the later life owes its notice");
     // Kept a day: a drop 23 hours later forgets nothing.
@@ -458,22 +640,38 @@ fn a_row_of_an_erased_life_arriving_after_the_drop_stores_nothing_and_owes_nothi
         run(&mut index, &mut mem, Ask::Drop { id: format!("ho_{i}"), incarnation: 1 }, later + 1 + i as i64);
     }
     assert_eq!(mem.erased.len(), crate::limits::ERASED_KEPT_PER_OWNER_MAX);
-    assert!(!mem.erased.contains_key("ho_y") && !mem.erased.contains_key("ho_z") && mem.erased.contains_key(&format!("ho_{}", crate::limits::ERASED_KEPT_PER_OWNER_MAX + 2)), "the oldest go first");
+    assert!(
+        !mem.erased.contains_key("ho_y")
+            && !mem.erased.contains_key("ho_z")
+            && mem.erased.contains_key(&format!("ho_{}", crate::limits::ERASED_KEPT_PER_OWNER_MAX + 2)),
+        "the oldest go first"
+    );
 }
 
 #[test]
 fn receivers_are_capped_per_kind_and_removing_one_removes_its_deliveries() {
     let (mut index, mut mem) = owner(10, true);
     for i in 0..crate::limits::WEBHOOKS_PER_OWNER_MAX {
-        let plan = run(&mut index, &mut mem, Ask::AddReceiver(webhook(&format!("wh_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
+        let plan = run(
+            &mut index,
+            &mut mem,
+            Ask::AddReceiver(webhook(&format!("wh_{i}"), &[Notice::NeedsYou], T0 + i as i64)),
+            T0,
+        );
         assert!(matches!(plan.answer, IndexAnswer::Created(_)));
     }
     let over = run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_x", &[Notice::NeedsYou], T0 + 99)), T0);
     assert!(matches!(&over.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookTooMany));
     assert!(over.writes.is_empty(), "a refusal writes nothing");
-    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer, IndexAnswer::Created(_)));
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0).answer,
+        IndexAnswer::Created(_)
+    ));
     run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
-    assert_eq!(run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer, IndexAnswer::Removed);
+    assert_eq!(
+        run(&mut index, &mut mem, Ask::RemoveReceiver { receiver: Receiver::Webhook, id: "wh_0".into() }, T0).answer,
+        IndexAnswer::Removed
+    );
     assert!(mem.deliveries.values().all(|d| d.to != "wh_0"));
     assert!(mem.deliveries.values().any(|d| d.to == "wh_1"));
 }
@@ -484,7 +682,14 @@ fn alarm_and_answer(index: &mut Index, mem: &mut Mem, now: EpochMs, status: Opti
     let mut plans = vec![];
     for (seq, _) in alarm.send.clone() {
         let d = mem.deliveries[&seq].clone();
-        let outcome = Outcome { seq, receiver: d.receiver, to: d.to.clone(), created_at: d.created_at, attempts: d.attempts, status };
+        let outcome = Outcome {
+            seq,
+            receiver: d.receiver,
+            to: d.to.clone(),
+            created_at: d.created_at,
+            attempts: d.attempts,
+            status,
+        };
         plans.push(run(index, mem, Ask::Sent(outcome), now));
     }
     plans.insert(0, alarm);
@@ -499,7 +704,12 @@ fn a_webhook_keeps_its_newest_finished_deliveries_and_a_push_subscription_none()
     let mut now = T0;
     for i in 0..(WEBHOOK_DELIVERIES_KEPT + 7) {
         now += MINUTE_MS;
-        run(&mut index, &mut mem, Ask::Put { row: row(&format!("ho_{i:03}"), 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, now);
+        run(
+            &mut index,
+            &mut mem,
+            Ask::Put { row: row(&format!("ho_{i:03}"), 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+            now,
+        );
         let plans = alarm_and_answer(&mut index, &mut mem, now, Some(200));
         assert!(plans.iter().skip(1).all(|p| p.alarm_at == Some(now)), "an outcome has the alarm run the next round");
     }
@@ -508,7 +718,11 @@ fn a_webhook_keeps_its_newest_finished_deliveries_and_a_push_subscription_none()
     assert!(finished.iter().all(|d| d.state == DeliveryState::Delivered));
     assert_eq!(finished[0].handoff, "ho_007", "the oldest went");
     assert!(mem.deliveries.values().all(|d| d.to != "ps_1"), "push keeps none");
-    let IndexAnswer::Deliveries { deliveries, dropped } = run(&mut index, &mut mem, Ask::Deliveries { id: "wh_1".into() }, now).answer else { panic!() };
+    let IndexAnswer::Deliveries { deliveries, dropped } =
+        run(&mut index, &mut mem, Ask::Deliveries { id: "wh_1".into() }, now).answer
+    else {
+        panic!()
+    };
     assert_eq!((deliveries.len(), deliveries[0].handoff.as_str(), dropped), (WEBHOOK_DELIVERIES_KEPT, "ho_056", 0));
 }
 
@@ -550,8 +764,16 @@ fn where_push_is_not_configured_pending_push_messages_are_dropped_by_the_alarm()
 #[test]
 fn refused_rows_and_held_deliveries_are_the_test_hooks_and_a_refusal_writes_nothing() {
     let (mut index, mut mem) = owner(10, false);
-    assert_eq!(run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0).answer, IndexAnswer::Refusing(true));
-    let plan = run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![], incarnation: 0 }, T0);
+    assert_eq!(
+        run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0).answer,
+        IndexAnswer::Refusing(true)
+    );
+    let plan = run(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::Running), passed: vec![], incarnation: 0 },
+        T0,
+    );
     assert!(matches!(&plan.answer, IndexAnswer::Refused(r) if r.code == Code::StoreUnavailable));
     assert!(plan.writes.is_empty() && mem.list.is_empty());
     run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
@@ -577,13 +799,26 @@ fn trimming_keeps_the_newest_whatever_order_they_finish_in() {
 #[derive(Debug, Clone)]
 enum Step {
     /// Hand-off `h`'s row `v` delivered, with the rows from `from` it passed.
-    Deliver { h: usize, v: usize, from: usize },
-    AddWebhook { events: u8 },
-    AddPush { events: u8 },
-    Remove { i: usize },
+    Deliver {
+        h: usize,
+        v: usize,
+        from: usize,
+    },
+    AddWebhook {
+        events: u8,
+    },
+    AddPush {
+        events: u8,
+    },
+    Remove {
+        i: usize,
+    },
     /// Time moves on this many minutes, then the alarm rings and each send it starts is
     /// answered `status` (`None`: no answer in time; `Some(0)`: the attempt never ends).
-    Alarm { minutes: i64, status: Option<u16> },
+    Alarm {
+        minutes: i64,
+        status: Option<u16>,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -598,7 +833,12 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn events_of(bits: u8) -> Vec<Notice> {
-    [Notice::NeedsYou, Notice::Done, Notice::Failed, Notice::Closed].into_iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| n).collect()
+    [Notice::NeedsYou, Notice::Done, Notice::Failed, Notice::Closed]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .map(|(_, n)| n)
+        .collect()
 }
 
 proptest! {
@@ -730,17 +970,30 @@ fn a_push_message_links_to_its_own_subscriptions_console_and_a_webhook_body_to_n
 fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let (mut index, mut mem) = owner(10, true);
     for on in [true, false] {
-        assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on }), T0).1, vec![], "a switch needs no storage");
+        assert_eq!(
+            run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on }), T0).1,
+            vec![],
+            "a switch needs no storage"
+        );
         assert_eq!(run_reading(&mut index, &mut mem, Ask::Hook(IndexHook::HoldDeliveries { on }), T0).1, vec![]);
     }
     // Refused rows read nothing past the tables; a list with no table reads nothing more.
     run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
-    let (refused, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    let (refused, reads) = run_reading(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0,
+    );
     assert!(matches!(refused.answer, IndexAnswer::Refused(_)));
     assert_eq!(reads, vec![Read::Tables]);
     run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: false }), T0);
     let query = ListQuery { state: None, limit: 5, cursor: None };
-    assert_eq!(run_reading(&mut index, &mut mem, Ask::List { query: query.clone(), if_none_match: None }, T0).1, vec![], "the tables are known");
+    assert_eq!(
+        run_reading(&mut index, &mut mem, Ask::List { query: query.clone(), if_none_match: None }, T0).1,
+        vec![],
+        "the tables are known"
+    );
     // Without receivers' tables, the alarm reads nothing; held, it reads nothing either.
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![]);
     run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_1", &[Notice::NeedsYou], T0)), T0);
@@ -750,10 +1003,21 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     assert_eq!(run_reading(&mut index, &mut mem, Ask::Alarm, T0).1, vec![Read::Pending { limit: 10 }]);
     // A row owing a delivery reads the receivers and the count (no row is held before the
     // list's first), and the oldest pending only when some must go.
-    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    let (_, reads) = run_reading(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_b", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        T0,
+    );
     assert_eq!(reads, vec![Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }, Read::PendingCount]);
-    let (_, reads) = run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 2, Status::Done), passed: vec![], incarnation: 0 }, T0);
-    let no_count = vec![Read::Held { id: "ho_b".into() }, Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }];
+    let (_, reads) = run_reading(
+        &mut index,
+        &mut mem,
+        Ask::Put { row: row("ho_b", 2, Status::Done), passed: vec![], incarnation: 0 },
+        T0,
+    );
+    let no_count =
+        vec![Read::Held { id: "ho_b".into() }, Read::Receivers { of: vec![Receiver::Webhook, Receiver::Push] }];
     assert_eq!(reads, no_count, "a notice no receiver is sent owes nothing to count");
     // A listing reads its own kind.
     let (listed, reads) = run_reading(&mut index, &mut mem, Ask::Receivers(Receiver::Push), T0);
@@ -761,7 +1025,16 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     assert!(matches!(listed.answer, IndexAnswer::Receivers { entries, .. } if entries.len() == 1));
     // Refused rows read nothing, whatever the index holds.
     run(&mut index, &mut mem, Ask::Hook(IndexHook::RefuseRows { on: true }), T0);
-    assert_eq!(run_reading(&mut index, &mut mem, Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0).1, vec![]);
+    assert_eq!(
+        run_reading(
+            &mut index,
+            &mut mem,
+            Ask::Put { row: row("ho_b", 3, Status::NeedsYou), passed: vec![], incarnation: 0 },
+            T0
+        )
+        .1,
+        vec![]
+    );
     // A row with the list in place writes no schema; a failed commit has the tables read again.
     let (mut index, mut mem) = owner(10, true);
     let unreadable = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_z".into() }), T0);
@@ -769,7 +1042,10 @@ fn each_ask_reads_only_what_it_decides_from_and_a_switch_reads_nothing() {
     let again = run(&mut index, &mut mem, Ask::Hook(IndexHook::PutUnreadable { id: "ho_y".into() }), T0);
     assert_eq!(again.writes, vec![Write::StoreUnreadable { id: "ho_y".into() }]);
     index.failed();
-    assert_eq!(index.next_read(&Ask::Drop { id: "ho_y".into(), incarnation: 0 }, &Feed::default(), T0), Some(Read::Tables));
+    assert_eq!(
+        index.next_read(&Ask::Drop { id: "ho_y".into(), incarnation: 0 }, &Feed::default(), T0),
+        Some(Read::Tables)
+    );
 }
 
 #[test]
@@ -777,12 +1053,20 @@ fn push_subscriptions_have_their_own_cap_beside_the_webhooks() {
     let (mut index, mut mem) = owner(10, true);
     run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_0", &[Notice::NeedsYou], T0)), T0);
     for i in 0..crate::limits::PUSH_SUBSCRIPTIONS_PER_OWNER_MAX {
-        let plan = run(&mut index, &mut mem, Ask::AddReceiver(subscription(&format!("ps_{i}"), &[Notice::NeedsYou], T0 + i as i64)), T0);
+        let plan = run(
+            &mut index,
+            &mut mem,
+            Ask::AddReceiver(subscription(&format!("ps_{i}"), &[Notice::NeedsYou], T0 + i as i64)),
+            T0,
+        );
         assert!(matches!(plan.answer, IndexAnswer::Created(_)), "{i}");
     }
     let over = run(&mut index, &mut mem, Ask::AddReceiver(subscription("ps_x", &[Notice::NeedsYou], T0)), T0);
     assert!(matches!(&over.answer, IndexAnswer::Refused(r) if r.code == Code::SubscriptionTooMany), "{over:?}");
-    assert!(matches!(run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::Done], T0)), T0).answer, IndexAnswer::Created(_)));
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::AddReceiver(webhook("wh_1", &[Notice::Done], T0)), T0).answer,
+        IndexAnswer::Created(_)
+    ));
 }
 
 #[test]
@@ -816,37 +1100,60 @@ fn a_pending_delivery_of_an_unknown_kind_counts_against_the_cap_and_is_dropped_o
     // Three pending under a cap of two (the cap lowered since): the oldest, of a kind a later
     // build wrote, and a webhook's go before the new one is written.
     let mut index = Index::new(bounds(2, false));
-    let plan = run_fed(&mut index, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, |read, feed| match read {
-        Read::Tables => feed.tables = Some(BOTH_TABLES),
-        Read::Held { .. } => feed.held = Some(None),
-        Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
-        Read::PendingCount => feed.pending_count = Some(3),
-        Read::OldestPending { limit } => {
-            assert_eq!(*limit, 2, "the unknown one is read among the oldest");
-            let unknown = PendingRef { seq: 1, receiver: stored::kind("email"), to: "em_1".into() };
-            feed.oldest = Some(vec![unknown, PendingRef { seq: 2, receiver: Ok(Receiver::Webhook), to: "wh_b".into() }]);
-        }
-        other => panic!("not read here: {other:?}"),
-    });
+    let plan = run_fed(
+        &mut index,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        |read, feed| match read {
+            Read::Tables => feed.tables = Some(BOTH_TABLES),
+            Read::Held { .. } => feed.held = Some(None),
+            Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
+            Read::PendingCount => feed.pending_count = Some(3),
+            Read::OldestPending { limit } => {
+                assert_eq!(*limit, 2, "the unknown one is read among the oldest");
+                let unknown = PendingRef { seq: 1, receiver: stored::kind("email"), to: "em_1".into() };
+                feed.oldest =
+                    Some(vec![unknown, PendingRef { seq: 2, receiver: Ok(Receiver::Webhook), to: "wh_b".into() }]);
+            }
+            other => panic!("not read here: {other:?}"),
+        },
+    );
     assert!(plan.writes.contains(&Write::DropPending { seqs: vec![1, 2] }), "{:?}", plan.writes);
     let counted: Vec<&Write> = plan.writes.iter().filter(|w| matches!(w, Write::CountDropped { .. })).collect();
-    assert_eq!(counted, [&Write::CountDropped { receiver: Receiver::Webhook, id: "wh_b".into(), n: 1 }], "the unknown one is counted on no receiver");
-    assert_eq!(plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(), 1, "the new one is written: three, less two, plus one is the cap");
+    assert_eq!(
+        counted,
+        [&Write::CountDropped { receiver: Receiver::Webhook, id: "wh_b".into(), n: 1 }],
+        "the unknown one is counted on no receiver"
+    );
+    assert_eq!(
+        plan.writes.iter().filter(|w| matches!(w, Write::Owe { .. })).count(),
+        1,
+        "the new one is written: three, less two, plus one is the cap"
+    );
     assert_eq!(plan.log, ["delivery 1 to em_1: a receiver kind this build does not know (\"email\"); dropped by the owner's cap, counted on no receiver"]);
 }
 
 #[test]
 fn a_pending_delivery_of_an_unknown_kind_at_the_cap_makes_room_for_the_new_one_in_its_turn() {
     let mut index = Index::new(bounds(1, false));
-    let plan = run_fed(&mut index, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, |read, feed| match read {
-        Read::Tables => feed.tables = Some(BOTH_TABLES),
-        Read::Held { .. } => feed.held = Some(None),
-        Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
-        Read::PendingCount => feed.pending_count = Some(1),
-        Read::OldestPending { .. } => feed.oldest = Some(vec![PendingRef { seq: 7, receiver: stored::kind("email"), to: "em_1".into() }]),
-        other => panic!("not read here: {other:?}"),
-    });
-    assert!(plan.writes.contains(&Write::DropPending { seqs: vec![7] }), "the oldest goes, not the new one: {:?}", plan.writes);
+    let plan = run_fed(
+        &mut index,
+        Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 },
+        |read, feed| match read {
+            Read::Tables => feed.tables = Some(BOTH_TABLES),
+            Read::Held { .. } => feed.held = Some(None),
+            Read::Receivers { .. } => feed.receivers = Some(vec![webhook("wh_a", &[Notice::NeedsYou], T0)]),
+            Read::PendingCount => feed.pending_count = Some(1),
+            Read::OldestPending { .. } => {
+                feed.oldest = Some(vec![PendingRef { seq: 7, receiver: stored::kind("email"), to: "em_1".into() }])
+            }
+            other => panic!("not read here: {other:?}"),
+        },
+    );
+    assert!(
+        plan.writes.contains(&Write::DropPending { seqs: vec![7] }),
+        "the oldest goes, not the new one: {:?}",
+        plan.writes
+    );
     assert!(plan.writes.iter().any(|w| matches!(w, Write::Owe { to, .. } if to == "wh_a")));
     assert!(!plan.writes.iter().any(|w| matches!(w, Write::CountDropped { .. })), "{:?}", plan.writes);
     assert_eq!(plan.log.len(), 1, "its drop is logged once");
@@ -855,13 +1162,27 @@ fn a_pending_delivery_of_an_unknown_kind_at_the_cap_makes_room_for_the_new_one_i
 #[test]
 fn a_pending_delivery_of_a_kind_this_build_does_not_know_ends_failed_unsent_and_is_logged_naming_the_kind() {
     let mut index = Index::new(bounds(10, false));
-    let waiting = |seq, receiver| Waiting { seq, receiver, to: "to_1".into(), handoff: "ho_a".into(), created_at: T0, attempts: 0, next_attempt_at: Some(T0) };
+    let waiting = |seq, receiver| Waiting {
+        seq,
+        receiver,
+        to: "to_1".into(),
+        handoff: "ho_a".into(),
+        created_at: T0,
+        attempts: 0,
+        next_attempt_at: Some(T0),
+    };
     let plan = run_fed(&mut index, Ask::Alarm, |read, feed| match read {
         Read::Tables => feed.tables = Some(BOTH_TABLES),
-        Read::Pending { .. } => feed.pending = Some(vec![waiting(1, stored::kind("email")), waiting(2, Ok(Receiver::Webhook))]),
+        Read::Pending { .. } => {
+            feed.pending = Some(vec![waiting(1, stored::kind("email")), waiting(2, Ok(Receiver::Webhook))])
+        }
         other => panic!("not read here: {other:?}"),
     });
-    assert!(plan.writes.contains(&Write::Finish { seq: 1, state: DeliveryState::Failed, status: None }), "{:?}", plan.writes);
+    assert!(
+        plan.writes.contains(&Write::Finish { seq: 1, state: DeliveryState::Failed, status: None }),
+        "{:?}",
+        plan.writes
+    );
     assert_eq!(plan.send.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [2], "only the known one is sent");
     assert_eq!(plan.log, ["delivery 1 to to_1: a receiver kind this build does not know (\"email\"); it ends failed"]);
 }
@@ -875,7 +1196,12 @@ fn a_webhooks_delivery_in_a_state_this_build_does_not_know_makes_its_deliveries_
         Read::Deliveries { .. } => feed.deliveries = Some(Err(stored::state("expired").expect_err("unknown"))),
         other => panic!("not read here: {other:?}"),
     });
-    assert_eq!(plan.answer, IndexAnswer::Unavailable("a stored delivery to webhook wh_a: a delivery state this build does not know (\"expired\")".into()));
+    assert_eq!(
+        plan.answer,
+        IndexAnswer::Unavailable(
+            "a stored delivery to webhook wh_a: a delivery state this build does not know (\"expired\")".into()
+        )
+    );
     assert!(plan.writes.is_empty());
 }
 
@@ -894,16 +1220,22 @@ fn a_receivers_event_this_build_does_not_know_is_logged_once_in_the_objects_life
     };
     let first = run_fed(&mut index, ask(), fed);
     assert_eq!(first.log, ["receiver wh_a: an event this build does not know (\"later-event\"), never sent here (and 1 more; logged once)"]);
-    assert!(matches!(&first.answer, IndexAnswer::Receivers { entries, .. } if entries[0].events == [Notice::Done]), "listed with the events it knows");
+    assert!(
+        matches!(&first.answer, IndexAnswer::Receivers { entries, .. } if entries[0].events == [Notice::Done]),
+        "listed with the events it knows"
+    );
     assert!(run_fed(&mut index, ask(), fed).log.is_empty(), "logged once");
     let mut fresh = Index::new(bounds(10, false));
-    assert!(run_fed(&mut fresh, ask(), |read, feed| match read {
-        Read::Tables => feed.tables = Some(BOTH_TABLES),
-        Read::Receivers { .. } => feed.receivers = Some(vec![]),
-        other => panic!("not read here: {other:?}"),
-    })
-    .log
-    .is_empty(), "nothing unknown, nothing logged");
+    assert!(
+        run_fed(&mut fresh, ask(), |read, feed| match read {
+            Read::Tables => feed.tables = Some(BOTH_TABLES),
+            Read::Receivers { .. } => feed.receivers = Some(vec![]),
+            other => panic!("not read here: {other:?}"),
+        })
+        .log
+        .is_empty(),
+        "nothing unknown, nothing logged"
+    );
 }
 
 #[test]
@@ -911,7 +1243,11 @@ fn a_receivers_event_this_build_does_not_know_is_logged_once_in_the_objects_life
 fn a_list_whose_rows_the_driver_skipped_fails_an_assertion_rather_than_answering_an_empty_page() {
     let mut index = Index::new(bounds(10, false));
     let feed = Feed { tables: Some(BOTH_TABLES), ..Feed::default() };
-    index.handle(Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None }, feed, T0);
+    index.handle(
+        Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None },
+        feed,
+        T0,
+    );
 }
 
 #[test]
@@ -929,7 +1265,11 @@ fn an_owner_with_no_tables_reads_nothing_and_answers_an_empty_list_and_no_receiv
         Read::Tables => feed.tables = Some(Tables::default()),
         other => panic!("no table, nothing read: {other:?}"),
     };
-    let page = run_fed(&mut index, Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None }, none);
+    let page = run_fed(
+        &mut index,
+        Ask::List { query: ListQuery { state: None, limit: 10, cursor: None }, if_none_match: None },
+        none,
+    );
     assert!(matches!(&page.answer, IndexAnswer::Page { page, .. } if page.handoffs.is_empty()), "{page:?}");
     let listed = run_fed(&mut index, Ask::Receivers(Receiver::Webhook), none);
     assert!(matches!(&listed.answer, IndexAnswer::Receivers { entries, .. } if entries.is_empty()));

@@ -1,7 +1,9 @@
-use serde_json::json;
 use super::*;
 use crate::json::parse_checked;
-use crate::work::{self, ArtifactInput, BlockerInput, Command, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput};
+use crate::work::{
+    self, ArtifactInput, BlockerInput, Command, DecisionInput, FileInput, Severity, WorkInput, WorkspaceInput,
+};
+use serde_json::json;
 use std::path::PathBuf;
 
 // ---- Golden files: compared byte for byte; rewritten only with UPDATE_GOLDEN=1. ----
@@ -19,7 +21,14 @@ pub(crate) fn check_golden(relative: &str, actual: &str) {
 pub(crate) const T0: EpochMs = 1_796_040_000_000; // 2026-11-30T12:00:00Z
 
 pub(crate) fn handoff(turn: u64, status: Status) -> Record {
-    let mut r = Record::create("ho_0123456789abcdef0123456789abcdef".into(), "alice".into(), "sess-42".into(), "m-7".into(), "large".into(), T0);
+    let mut r = Record::create(
+        "ho_0123456789abcdef0123456789abcdef".into(),
+        "alice".into(),
+        "sess-42".into(),
+        "m-7".into(),
+        "large".into(),
+        T0,
+    );
     r.turn = turn;
     r.status = status;
     r
@@ -40,7 +49,12 @@ pub(crate) fn work_input() -> WorkInput {
     }
 }
 
-pub(crate) fn decision(statement: &str, rationale: Option<&str>, evidence: &[&str], supersedes: Option<&str>) -> Command {
+pub(crate) fn decision(
+    statement: &str,
+    rationale: Option<&str>,
+    evidence: &[&str],
+    supersedes: Option<&str>,
+) -> Command {
     Command::RecordDecision(DecisionInput {
         statement: statement.into(),
         rationale: rationale.map(str::to_string),
@@ -55,7 +69,10 @@ pub(crate) fn artifact(title: &str, uri: &str) -> Command {
 
 pub(crate) fn files(paths: impl IntoIterator<Item = (String, u32, u32)>) -> Command {
     Command::ReportWorkspace(WorkspaceInput {
-        files: paths.into_iter().map(|(path, insertions, deletions)| FileInput { path, insertions, deletions }).collect(),
+        files: paths
+            .into_iter()
+            .map(|(path, insertions, deletions)| FileInput { path, insertions, deletions })
+            .collect(),
     })
 }
 
@@ -68,7 +85,14 @@ fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> 
     let mut next = w.clone();
     next.counters.artifacts += 1;
     next.artifacts.push(work::Artifact {
-        handed: work::HandedArtifact { id: format!("art_{}", next.counters.artifacts), kind: "doc".into(), title: title.into(), version: 1, uri: uri.into(), sha256: None },
+        handed: work::HandedArtifact {
+            id: format!("art_{}", next.counters.artifacts),
+            kind: "doc".into(),
+            title: title.into(),
+            version: 1,
+            uri: uri.into(),
+            sha256: None,
+        },
         recorded_at: at.into(),
         by: Role::Machine,
     });
@@ -80,15 +104,64 @@ fn stored_before_the_uri_rule(w: &Work, title: &str, uri: &str, at: EpochMs) -> 
 pub(crate) fn rich_work() -> Work {
     let mut w = run(&Work::default(), Command::SetWork(work_input()), Role::Owner, T0);
     w = run(&w, decision("Use LIKE queries", None, &[], None), Role::Machine, T0 + 1_000);
-    w = run(&w, decision("Use SQLite FTS5 with the unicode61 tokenizer", Some("LIKE is 4 s on 10k notes"), &["https://bench.example/run/7", "https://sqlite.org/fts5.html"], Some("dec_1")), Role::Machine, T0 + 2_000);
-    w = run(&w, decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None), Role::Owner, T0 + 3_000);
+    w = run(
+        &w,
+        decision(
+            "Use SQLite FTS5 with the unicode61 tokenizer",
+            Some("LIKE is 4 s on 10k notes"),
+            &["https://bench.example/run/7", "https://sqlite.org/fts5.html"],
+            Some("dec_1"),
+        ),
+        Role::Machine,
+        T0 + 2_000,
+    );
+    w = run(
+        &w,
+        decision("Fold accents with remove_diacritics 2", None, &["https://sqlite.org/fts5.html"], None),
+        Role::Owner,
+        T0 + 3_000,
+    );
     w = run(&w, artifact("Benchmark report", "https://bench.example/run/6"), Role::Machine, T0 + 4_000);
-    w = run(&w, Command::AddArtifact(ArtifactInput { kind: "report".into(), title: "Benchmark report".into(), uri: "https://bench.example/run/7".into(), sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()) }), Role::Machine, T0 + 5_000);
-    w = stored_before_the_uri_rule(&w, "Schema migration", "git+https://git.example/notes@3f2a#migrations/0007.sql", T0 + 6_000);
-    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }), Role::Machine, T0 + 7_000);
-    w = run(&w, Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }), Role::Machine, T0 + 8_000);
+    w = run(
+        &w,
+        Command::AddArtifact(ArtifactInput {
+            kind: "report".into(),
+            title: "Benchmark report".into(),
+            uri: "https://bench.example/run/7".into(),
+            sha256: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()),
+        }),
+        Role::Machine,
+        T0 + 5_000,
+    );
+    w = stored_before_the_uri_rule(
+        &w,
+        "Schema migration",
+        "git+https://git.example/notes@3f2a#migrations/0007.sql",
+        T0 + 6_000,
+    );
+    w = run(
+        &w,
+        Command::AddBlocker(BlockerInput { severity: Severity::Medium, title: "No staging database".into() }),
+        Role::Machine,
+        T0 + 7_000,
+    );
+    w = run(
+        &w,
+        Command::AddBlocker(BlockerInput { severity: Severity::High, title: "CI has no FTS5 build".into() }),
+        Role::Machine,
+        T0 + 8_000,
+    );
     w = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner, T0 + 9_000);
-    w = run(&w, files([("src/search.rs".to_string(), 120, 4), ("migrations/0007.sql".to_string(), 30, 0), ("README.md".to_string(), 2, 1)]), Role::Machine, T0 + 10_000);
+    w = run(
+        &w,
+        files([
+            ("src/search.rs".to_string(), 120, 4),
+            ("migrations/0007.sql".to_string(), 30, 0),
+            ("README.md".to_string(), 2, 1),
+        ]),
+        Role::Machine,
+        T0 + 10_000,
+    );
     w = crate::work::record_unmet(&w, &[1]).expect("criterion 1 exists").next;
     w
 }
@@ -149,7 +222,14 @@ fn hostile_work() -> Work {
         by: Role::Machine,
     };
     let artifact = |n: u64, kind: &str, title: &str, uri: &str| work::Artifact {
-        handed: work::HandedArtifact { id: format!("art_{n}"), kind: kind.into(), title: title.into(), version: 1, uri: uri.into(), sha256: None },
+        handed: work::HandedArtifact {
+            id: format!("art_{n}"),
+            kind: kind.into(),
+            title: title.into(),
+            version: 1,
+            uri: uri.into(),
+            sha256: None,
+        },
         recorded_at: (T0 + 10_000 + n as i64 * 1_000).into(),
         by: Role::Machine,
     };
@@ -166,8 +246,22 @@ fn hostile_work() -> Work {
     Work {
         spec: Some(spec),
         decisions: vec![
-            decision(1, format!("# heading\n{IMG}"), Some(format!("{LINK}\n{TABLE}")), &["javascript:alert(1)", "JavaScript:alert(1)", "https://ok.example/path?q=1&r=2#f"]),
-            decision(2, IMAGE.into(), None, &["https://evil.example/a\"><img/src=x/onerror=alert(1)>", "x/[click](javascript:alert(1))", "https://ok.example/`a`"]),
+            decision(
+                1,
+                format!("# heading\n{IMG}"),
+                Some(format!("{LINK}\n{TABLE}")),
+                &["javascript:alert(1)", "JavaScript:alert(1)", "https://ok.example/path?q=1&r=2#f"],
+            ),
+            decision(
+                2,
+                IMAGE.into(),
+                None,
+                &[
+                    "https://evil.example/a\"><img/src=x/onerror=alert(1)>",
+                    "x/[click](javascript:alert(1))",
+                    "https://ok.example/`a`",
+                ],
+            ),
         ],
         artifacts: vec![
             artifact(1, SCRIPT, IMAGE, "javascript:alert(1)"),
@@ -176,7 +270,11 @@ fn hostile_work() -> Work {
             artifact(4, "- item", "# heading", "HTTPS://OK.EXAMPLE/Design.md"),
         ],
         blockers: vec![blocker(1, IMG), blocker(2, "- item")],
-        files: paths.iter().enumerate().map(|(i, p)| (p.to_string(), work::FileCounts { insertions: i as u32, deletions: 0 })).collect(),
+        files: paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.to_string(), work::FileCounts { insertions: i as u32, deletions: 0 }))
+            .collect(),
         unmet: vec![0, 1, 2],
         counters: work::Counters { decisions: 2, artifacts: 4, blockers: 2 },
     }
@@ -184,8 +282,32 @@ fn hostile_work() -> Work {
 
 pub(crate) fn lineage() -> Vec<TurnEntry> {
     vec![
-        TurnEntry { turn: 1, status: Status::Failed, runtime: Some("codex".into()), permission_mode: None, package_version: None, package_hash: None, continued_from: None, opened_at: T0.into(), ended_at: Some((T0 + 12_000).into()), prompt: None, prompt_dropped: false },
-        TurnEntry { turn: 2, status: Status::Running, runtime: Some("claude-code".into()), permission_mode: None, package_version: Some(1), package_hash: Some("ab".repeat(32)), continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }), opened_at: (T0 + 13_000).into(), ended_at: None, prompt: None, prompt_dropped: false },
+        TurnEntry {
+            turn: 1,
+            status: Status::Failed,
+            runtime: Some("codex".into()),
+            permission_mode: None,
+            package_version: None,
+            package_hash: None,
+            continued_from: None,
+            opened_at: T0.into(),
+            ended_at: Some((T0 + 12_000).into()),
+            prompt: None,
+            prompt_dropped: false,
+        },
+        TurnEntry {
+            turn: 2,
+            status: Status::Running,
+            runtime: Some("claude-code".into()),
+            permission_mode: None,
+            package_version: Some(1),
+            package_hash: Some("ab".repeat(32)),
+            continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),
+            opened_at: (T0 + 13_000).into(),
+            ended_at: None,
+            prompt: None,
+            prompt_dropped: false,
+        },
     ]
 }
 
@@ -228,9 +350,23 @@ struct GoldenHandoff {
 
 fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
     let h = handoff(2, Status::Running);
-    let gh = |h: &Record| GoldenHandoff { id: h.id.clone(), session: h.session.clone(), machine: h.machine.clone(), turn: h.turn, state: h.state, status: h.status };
+    let gh = |h: &Record| GoldenHandoff {
+        id: h.id.clone(),
+        session: h.session.clone(),
+        machine: h.machine.clone(),
+        turn: h.turn,
+        state: h.state,
+        status: h.status,
+    };
     let minimal = Work {
-        spec: Some(WorkInput { title: "t".into(), goal: "g".into(), task_type: None, priority: None, constraints: vec![], acceptance_criteria: vec![] }),
+        spec: Some(WorkInput {
+            title: "t".into(),
+            goal: "g".into(),
+            task_type: None,
+            priority: None,
+            constraints: vec![],
+            acceptance_criteria: vec![],
+        }),
         ..Work::default()
     };
     vec![
@@ -245,7 +381,17 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                 now: 0,
             },
         ),
-        ("rich", GoldenInput { handoff: gh(&h), work: rich_work(), lineage: lineage(), request: request(), rejection: None, now: T0 + 20_000 }),
+        (
+            "rich",
+            GoldenInput {
+                handoff: gh(&h),
+                work: rich_work(),
+                lineage: lineage(),
+                request: request(),
+                rejection: None,
+                now: T0 + 20_000,
+            },
+        ),
         (
             "rich-after-rejection",
             GoldenInput {
@@ -253,7 +399,12 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                 work: rich_work(),
                 lineage: lineage(),
                 request: request(),
-                rejection: Some(Rejection { reason: RejectReason::MissingContext, note: "which tokenizer? say why".into(), rejected_at: (T0 + 15_000).into(), by: Role::Machine }),
+                rejection: Some(Rejection {
+                    reason: RejectReason::MissingContext,
+                    note: "which tokenizer? say why".into(),
+                    rejected_at: (T0 + 15_000).into(),
+                    by: Role::Machine,
+                }),
                 now: T0 + 20_000,
             },
         ),
@@ -269,7 +420,12 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                     runtime: "`rt`<b>".into(),
                     note: Some(format!("{SCRIPT}\n# heading\n- item\n{IMAGE}")),
                 },
-                rejection: Some(Rejection { reason: RejectReason::Other, note: format!("{IMAGE}\n# heading"), rejected_at: (T0 + 15_000).into(), by: Role::Machine }),
+                rejection: Some(Rejection {
+                    reason: RejectReason::Other,
+                    note: format!("{IMAGE}\n# heading"),
+                    rejected_at: (T0 + 15_000).into(),
+                    by: Role::Machine,
+                }),
                 now: T0 + 20_000,
             },
         ),
@@ -281,7 +437,8 @@ fn golden_package(name: &str) -> Package {
     let text = std::fs::read_to_string(fixture_path(&format!("package/{name}.input.json"))).unwrap();
     let input: GoldenInput = serde_json::from_str(&text).unwrap();
     let mut h = handoff(input.handoff.turn, input.handoff.status);
-    (h.id, h.session, h.machine, h.state) = (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
+    (h.id, h.session, h.machine, h.state) =
+        (input.handoff.id, input.handoff.session, input.handoff.machine, input.handoff.state);
     let sources = Sources { record: &h, work: &input.work, lineage: &input.lineage };
     compile(&sources, &input.request, input.rejection.as_ref(), input.now).unwrap()
 }
@@ -292,10 +449,17 @@ fn golden_vectors_compile_a_committed_record_to_its_exact_canonical_json_and_has
         // The committed record is the fixture, in the form it was first stored (times as epoch
         // milliseconds): it still reads as what the builder above produces.
         if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-            check_golden(&format!("package/{name}.input.json"), &(serde_json::to_string_pretty(&built).unwrap() + "\n"));
+            check_golden(
+                &format!("package/{name}.input.json"),
+                &(serde_json::to_string_pretty(&built).unwrap() + "\n"),
+            );
         }
         let committed = std::fs::read_to_string(fixture_path(&format!("package/{name}.input.json"))).unwrap();
-        assert_eq!(serde_json::from_str::<GoldenInput>(&committed).unwrap(), built, "{name}.input.json reads as the builder's record");
+        assert_eq!(
+            serde_json::from_str::<GoldenInput>(&committed).unwrap(),
+            built,
+            "{name}.input.json reads as the builder's record"
+        );
         let package = golden_package(name);
         check_golden(&format!("package/{name}.canonical.json"), &hashed_json(&package));
         check_golden(&format!("package/{name}.sha256"), &(package_hash(&package) + "\n"));
@@ -314,8 +478,16 @@ fn the_document_an_answer_carries_is_the_package_and_the_hashed_text_is_it_witho
         assert_eq!(read, package, "{name}");
         let mut value = serde_json::to_value(&package).unwrap();
         value.as_object_mut().unwrap().remove("generated_at");
-        assert_eq!(hashed_json(&package), canonical_json(&value), "{name}: the cut document is the package written without it");
-        let hashed = document.json().replacen(&format!(",\"generated_at\":{}", serde_json::to_string(&package.generated_at).unwrap()), "", 1);
+        assert_eq!(
+            hashed_json(&package),
+            canonical_json(&value),
+            "{name}: the cut document is the package written without it"
+        );
+        let hashed = document.json().replacen(
+            &format!(",\"generated_at\":{}", serde_json::to_string(&package.generated_at).unwrap()),
+            "",
+            1,
+        );
         assert_eq!(hashed, hashed_json(&package), "{name}: one member and one comma less");
         assert_eq!(document.hash(), package_hash(&package), "{name}");
     }
@@ -355,23 +527,53 @@ fn the_hash_leaves_out_generated_at_and_is_lowercase_hex() {
 #[test]
 fn the_package_carries_exactly_the_format_one_fields() {
     let v = serde_json::to_value(rich_package()).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect();
-    assert_eq!(keys, ["acceptance_criteria", "artifacts", "blockers", "constraints", "decisions", "evidence_links", "format", "generated_at", "next", "notes", "relevant_files", "source", "state", "truncation", "work"]);
+    let keys: Vec<&str> =
+        v.as_object().unwrap().keys().map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect();
+    assert_eq!(
+        keys,
+        [
+            "acceptance_criteria",
+            "artifacts",
+            "blockers",
+            "constraints",
+            "decisions",
+            "evidence_links",
+            "format",
+            "generated_at",
+            "next",
+            "notes",
+            "relevant_files",
+            "source",
+            "state",
+            "truncation",
+            "work"
+        ]
+    );
     assert_eq!(v["format"], 1);
     assert_eq!(v["state"]["phase"], json!({"state": "open", "turn": 2, "status": "running"}));
     assert_eq!(v["source"], json!({"session": "sess-42", "machine": "m-7", "runtime": "claude-code"}));
     assert_eq!(v["state"]["completed"], json!(["turn 1 opened", "turn 1 finished (failed)", "turn 2 opened"]));
     assert_eq!(
         v["state"]["unresolved"],
-        json!(["blocker blk_2 (high): CI has no FTS5 build", "acceptance criterion 1 not met: accents fold: cafe finds café"])
+        json!([
+            "blocker blk_2 (high): CI has no FTS5 build",
+            "acceptance criterion 1 not met: accents fold: cafe finds café"
+        ])
     );
-    assert_eq!(v["blockers"], json!([{"id": "blk_2", "severity": "high", "title": "CI has no FTS5 build", "status": "open"}]));
+    assert_eq!(
+        v["blockers"],
+        json!([{"id": "blk_2", "severity": "high", "title": "CI has no FTS5 build", "status": "open"}])
+    );
     assert_eq!(v["artifacts"][0]["id"], "art_2");
     assert_eq!((v["artifacts"][1]["id"].as_str(), v["artifacts"][1]["version"].as_u64()), (Some("art_1"), Some(2)));
     assert_eq!(v["relevant_files"], json!(["README.md", "migrations/0007.sql", "src/search.rs"]));
     assert_eq!(
         v["evidence_links"],
-        json!(["git+https://git.example/notes@3f2a#migrations/0007.sql", "https://bench.example/run/7", "https://sqlite.org/fts5.html"])
+        json!([
+            "git+https://git.example/notes@3f2a#migrations/0007.sql",
+            "https://bench.example/run/7",
+            "https://sqlite.org/fts5.html"
+        ])
     );
     assert_eq!(v["notes"], "Keep the migration reversible.");
 }
@@ -403,15 +605,26 @@ fn with_work(extra: impl FnOnce(Work) -> Work) -> Package {
 fn twenty_one_decisions_keep_the_newest_twenty_and_count_one_omitted() {
     let p = with_work(|mut w| {
         for i in 1..=21 {
-            w = run(&w, decision(&format!("decision {i}"), None, &[&format!("https://e.example/{i}")], None), Role::Machine, T0 + i);
+            w = run(
+                &w,
+                decision(&format!("decision {i}"), None, &[&format!("https://e.example/{i}")], None),
+                Role::Machine,
+                T0 + i,
+            );
         }
         w
     });
     assert_eq!(p.decisions.len(), 20);
     assert_eq!(p.decisions[0].id, "dec_21");
     assert_eq!(p.decisions[19].id, "dec_2");
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0, completed_turns_omitted: 0 });
-    assert!(!p.evidence_links.contains(&"https://e.example/1".to_string()), "links of left-out decisions are left out too");
+    assert_eq!(
+        p.truncation,
+        Truncation { decisions_omitted: 1, artifacts_omitted: 0, files_omitted: 0, completed_turns_omitted: 0 }
+    );
+    assert!(
+        !p.evidence_links.contains(&"https://e.example/1".to_string()),
+        "links of left-out decisions are left out too"
+    );
 }
 
 #[test]
@@ -426,7 +639,10 @@ fn twenty_one_artifact_titles_keep_the_newest_twenty_each_at_its_latest_version(
     assert_eq!(p.artifacts.len(), 20);
     assert_eq!((p.artifacts[0].id.as_str(), p.artifacts[0].version), ("art_1", 2));
     assert!(p.artifacts.iter().all(|a| a.id != "art_2"));
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0, completed_turns_omitted: 0 });
+    assert_eq!(
+        p.truncation,
+        Truncation { decisions_omitted: 0, artifacts_omitted: 1, files_omitted: 0, completed_turns_omitted: 0 }
+    );
 }
 
 #[test]
@@ -440,7 +656,10 @@ fn a_hundred_and_one_files_keep_a_hundred_most_changed_paths_in_code_point_order
     let mut sorted = p.relevant_files.clone();
     sorted.sort();
     assert_eq!(p.relevant_files, sorted);
-    assert_eq!(p.truncation, Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1, completed_turns_omitted: 0 });
+    assert_eq!(
+        p.truncation,
+        Truncation { decisions_omitted: 0, artifacts_omitted: 0, files_omitted: 1, completed_turns_omitted: 0 }
+    );
 }
 
 #[test]
@@ -513,8 +732,12 @@ fn a_package_that_leaves_no_turn_out_keeps_its_format_one_truncation_bytes() {
     // existed keeps its bytes and hash (the golden vectors check the same on whole packages).
     let p = rich_package();
     assert_eq!(p.truncation.completed_turns_omitted, 0);
-    assert_eq!(canonical_json(&serde_json::to_value(p.truncation).unwrap()), r#"{"artifacts_omitted":0,"decisions_omitted":0,"files_omitted":0}"#);
-    let old: Truncation = serde_json::from_str(r#"{"decisions_omitted":1,"artifacts_omitted":0,"files_omitted":0}"#).unwrap();
+    assert_eq!(
+        canonical_json(&serde_json::to_value(p.truncation).unwrap()),
+        r#"{"artifacts_omitted":0,"decisions_omitted":0,"files_omitted":0}"#
+    );
+    let old: Truncation =
+        serde_json::from_str(r#"{"decisions_omitted":1,"artifacts_omitted":0,"files_omitted":0}"#).unwrap();
     assert_eq!(old, Truncation { decisions_omitted: 1, ..Truncation::default() });
 }
 
@@ -534,12 +757,22 @@ fn the_hash_covers_the_kept_turns_only_so_a_change_in_a_left_out_turn_changes_no
 fn the_markdown_and_the_briefing_count_the_left_out_turns() {
     let lineage = long_lineage(200, |_| Status::Done);
     let package = compile_turns(&lineage, &lineage[199]);
-    let latest = Latest { package_version: 1, package_hash: package_hash(&package), state: OfferState::Offered, rejection: None, package, document: Default::default() };
+    let latest = Latest {
+        package_version: 1,
+        package_hash: package_hash(&package),
+        state: OfferState::Offered,
+        rejection: None,
+        package,
+        document: Default::default(),
+    };
     let md = render_markdown(&latest);
     assert!(md.contains("## Left out by the compiler's bounds\n\n"), "{md}");
     assert!(md.contains("- Turns: 180 (Completed lists the newest 20)\n"), "{md}");
     let briefing = crate::briefing::render(&latest, BRIEFING_BUDGET_BYTES_MAX, &crate::briefing::Reach::None).text;
-    assert!(briefing.contains("The package itself leaves out the milestones of 180 older turns: it keeps "), "{briefing}");
+    assert!(
+        briefing.contains("The package itself leaves out the milestones of 180 older turns: it keeps "),
+        "{briefing}"
+    );
     assert!(briefing.contains("and the milestones of the newest 20 turns;"), "{briefing}");
 }
 
@@ -711,7 +944,10 @@ fn an_accepted_package_accepted_again_is_409_and_compiling_is_refused_until_the_
     assert!(a.moved);
     assert_eq!(a.effect.state, OfferState::Accepted);
     w.ledger = a.next;
-    assert_eq!(w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
+    assert_eq!(
+        w.ledger.accept(&w.handoff, &v1.package_hash, Role::Machine, T0 + 2).unwrap_err().code,
+        Code::PackageAccepted
+    );
     let reject = RejectInput { reason: RejectReason::Other, note: "n".into() };
     assert_eq!(w.ledger.reject(&w.handoff, &reject, Role::Machine, T0 + 2).unwrap_err().code, Code::PackageAccepted);
     assert_eq!(w.try_compile().unwrap_err().code, Code::PackageAccepted);
@@ -733,19 +969,30 @@ fn a_closed_hand_off_compiles_only_a_dry_run() {
 #[test]
 fn answering_a_package_that_does_not_exist_is_404() {
     let w = World::new();
-    assert_eq!(w.ledger.accept(&w.handoff, &"a".repeat(64), Role::Machine, T0).unwrap_err().code, Code::PackageNotFound);
+    assert_eq!(
+        w.ledger.accept(&w.handoff, &"a".repeat(64), Role::Machine, T0).unwrap_err().code,
+        Code::PackageNotFound
+    );
     assert_eq!(w.ledger.latest().unwrap_err().code, Code::PackageNotFound);
 }
 
 #[test]
 fn request_bodies_are_checked_field_by_field() {
-    assert!(parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok());
-    let e = parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#).unwrap_err();
+    assert!(
+        parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "note": "n"}"#).is_ok()
+    );
+    let e = parse_checked::<PackageRequest>(br#"{"objective": "o", "purpose": "p", "runtime": "r", "budget": 1}"#)
+        .unwrap_err();
     assert!(e.message.contains("budget"), "{}", e.message);
     let e = parse_checked::<RejectInput>(br#"{"reason": "bored", "note": "n"}"#).unwrap_err();
     assert!(e.message.contains("reason"), "{}", e.message);
     assert!(parse_checked::<RejectInput>(br#"{"reason": "wrong_runtime"}"#).unwrap_err().message.contains("note"));
-    assert_eq!(parse_checked::<AcceptInput>(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes()).unwrap().package_hash, "ab".repeat(32));
+    assert_eq!(
+        parse_checked::<AcceptInput>(format!(r#"{{"package_hash": "{}"}}"#, "AB".repeat(32)).as_bytes())
+            .unwrap()
+            .package_hash,
+        "ab".repeat(32)
+    );
     assert!(parse_checked::<AcceptInput>(br#"{"package_hash": "abc"}"#).is_err());
 }
 
@@ -769,9 +1016,22 @@ fn the_markdown_rendering_ends_with_the_whole_hash_and_the_raw_json() {
 
 /// The headings `render_markdown` writes; no other line may start with `#`.
 const MD_HEADINGS: [&str; 16] = [
-    "## Goal", "## Next", "## Operator's note", "## Constraints", "## Acceptance criteria", "## Completed", "## Unresolved",
-    "## Decisions", "## Artifacts", "## Open blockers", "## Relevant files", "## Evidence links",
-    "## Left out by the compiler's bounds", "## Package hash", "## Raw package JSON", "# Hand-off package v",
+    "## Goal",
+    "## Next",
+    "## Operator's note",
+    "## Constraints",
+    "## Acceptance criteria",
+    "## Completed",
+    "## Unresolved",
+    "## Decisions",
+    "## Artifacts",
+    "## Open blockers",
+    "## Relevant files",
+    "## Evidence links",
+    "## Left out by the compiler's bounds",
+    "## Package hash",
+    "## Raw package JSON",
+    "# Hand-off package v",
 ];
 
 /// Asserts, without trusting any golden bytes, that `md` is the package's Markdown with every
@@ -798,7 +1058,11 @@ fn assert_inert_markdown(md: &str, package: &Package) {
         let content = if line.is_empty() || line == ">" {
             continue;
         } else if line.starts_with('#') {
-            assert!(MD_HEADINGS.iter().any(|h| line == *h || (h.ends_with('v') && line.starts_with(h))), "{}", at("a heading the renderer does not write"));
+            assert!(
+                MD_HEADINGS.iter().any(|h| line == *h || (h.ends_with('v') && line.starts_with(h))),
+                "{}",
+                at("a heading the renderer does not write")
+            );
             headings += 1;
             line.trim_start_matches('#').trim_start()
         } else if let Some(rest) = line.strip_prefix("- ").or_else(|| line.strip_prefix("> ")) {
@@ -829,14 +1093,20 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
     while i < b.len() {
         match b[i] {
             b'\\' => {
-                assert!(b.get(i + 1).is_some_and(u8::is_ascii_punctuation), "{}", at("a backslash that escapes nothing"));
+                assert!(
+                    b.get(i + 1).is_some_and(u8::is_ascii_punctuation),
+                    "{}",
+                    at("a backslash that escapes nothing")
+                );
                 i += 2;
             }
             b'`' => {
                 let run = b[i..].iter().take_while(|&&c| c == b'`').count();
                 let mut j = i + run;
                 let close = loop {
-                    let Some(k) = b[j..].iter().position(|&c| c == b'`') else { panic!("{}", at("an unclosed code span")) };
+                    let Some(k) = b[j..].iter().position(|&c| c == b'`') else {
+                        panic!("{}", at("an unclosed code span"))
+                    };
                     let start = j + k;
                     let len = b[start..].iter().take_while(|&&c| c == b'`').count();
                     if len == run {
@@ -850,8 +1120,13 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
                 let rest = &content[i + 1..];
                 let end = rest.find('>').unwrap_or_else(|| panic!("{}", at("an unescaped <")));
                 let target = &rest[..end];
-                let web = target.to_ascii_lowercase().starts_with("http://") || target.to_ascii_lowercase().starts_with("https://");
-                assert!(web && !target.contains(|c: char| c == '<' || c.is_whitespace()), "{}", at("an unescaped < that is not an http(s) autolink"));
+                let web = target.to_ascii_lowercase().starts_with("http://")
+                    || target.to_ascii_lowercase().starts_with("https://");
+                assert!(
+                    web && !target.contains(|c: char| c == '<' || c.is_whitespace()),
+                    "{}",
+                    at("an unescaped < that is not an http(s) autolink")
+                );
                 i += 1 + end + 1;
             }
             b'&' => {
@@ -862,7 +1137,8 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
             b'[' => {
                 // The renderer's own labels: `[N] ` before a criterion, `[severity] ` before a blocker.
                 let label = content[i + 1..].split_once("] ").map(|(l, _)| l).unwrap_or_default();
-                let ours = (!label.is_empty() && label.bytes().all(|c| c.is_ascii_digit())) || ["low", "medium", "high"].contains(&label);
+                let ours = (!label.is_empty() && label.bytes().all(|c| c.is_ascii_digit()))
+                    || ["low", "medium", "high"].contains(&label);
                 assert!(ours, "{}", at("an unescaped ["));
                 i += 1 + label.len() + 1;
             }
@@ -878,19 +1154,39 @@ fn assert_inline_inert(content: &str, at: &dyn Fn(&str) -> String) {
 
 fn md_of(name: &str, state: OfferState, rejection: Option<Rejection>) -> (String, Package) {
     let package = golden_package(name);
-    let latest = Latest { package_version: 2, package_hash: package_hash(&package), state, rejection, package: package.clone(), document: Default::default() };
+    let latest = Latest {
+        package_version: 2,
+        package_hash: package_hash(&package),
+        state,
+        rejection,
+        package: package.clone(),
+        document: Default::default(),
+    };
     (render_markdown(&latest), package)
 }
 
 #[test]
 fn hostile_strings_in_every_machine_written_field_render_as_inert_markdown() {
-    let rejection = Rejection { reason: RejectReason::Other, note: format!("{IMG}\r\n- item\r# heading"), rejected_at: T0.into(), by: Role::Machine };
+    let rejection = Rejection {
+        reason: RejectReason::Other,
+        note: format!("{IMG}\r\n- item\r# heading"),
+        rejected_at: T0.into(),
+        by: Role::Machine,
+    };
     let (md, package) = md_of("hostile", OfferState::Rejected, Some(rejection));
     assert_inert_markdown(&md, &package);
     check_golden("package/hostile.md", &md);
     // Every hostile string is there, shown as text, not lost.
     let shown = md.split("\n## Raw package JSON").next().unwrap();
-    for escaped in [r"&lt;img src=x onerror=alert\(1\)&gt;", r"\[click\]\(javascript:alert\(1\)\)", r"!\[x\]\(http\://evil/x.png\)", r"&lt;script&gt;alert\(1\)&lt;/script&gt;", r"\# heading", r"\- item", r"\| a \| b \|"] {
+    for escaped in [
+        r"&lt;img src=x onerror=alert\(1\)&gt;",
+        r"\[click\]\(javascript:alert\(1\)\)",
+        r"!\[x\]\(http\://evil/x.png\)",
+        r"&lt;script&gt;alert\(1\)&lt;/script&gt;",
+        r"\# heading",
+        r"\- item",
+        r"\| a \| b \|",
+    ] {
         assert!(shown.contains(escaped), "{escaped} is not in\n{shown}");
     }
     // A URI kept from before the scheme rule is text; a clean https one is an autolink.
@@ -1025,7 +1321,10 @@ fn files_are_ranked_by_insertions_plus_deletions_so_a_file_that_only_lost_lines_
     let kept = relevant_files(&w);
     assert_eq!(kept.len(), PACKAGE_FILES_MAX);
     assert!(kept.contains(&"src/deleted_most.rs".to_string()), "the file with the most churn is kept");
-    assert!(!kept.contains(&format!("src/kept_{:03}.rs", PACKAGE_FILES_MAX - 1)), "the last of the equal ones, by path, is left out");
+    assert!(
+        !kept.contains(&format!("src/kept_{:03}.rs", PACKAGE_FILES_MAX - 1)),
+        "the last of the equal ones, by path, is left out"
+    );
 }
 
 /// The `www.` check looks three bytes back only from a character boundary: a `.` after a

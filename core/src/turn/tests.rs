@@ -18,7 +18,14 @@ fn ok(record: &Record, command: Command) -> Applied<Record> {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
-    Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None }
+    Command::Report {
+        turn,
+        status,
+        summary: summary.map(str::to_string),
+        question: None,
+        runtime: None,
+        permission_mode: None,
+    }
 }
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
@@ -85,7 +92,9 @@ fn no_turn_opens_while_one_is_running_or_needs_you() {
 
 #[test]
 fn a_turn_opens_after_done_failed_or_cancelled() {
-    for end in [report(1, ReportStatus::Done, None), report(1, ReportStatus::Failed, None), Command::Cancel { turn: None }] {
+    for end in
+        [report(1, ReportStatus::Done, None), report(1, ReportStatus::Failed, None), Command::Cancel { turn: None }]
+    {
         let r = ok(&fresh(), end).next;
         assert_eq!(ok(&r, Command::OpenTurn { after: 1, prompt: None }).next.turn, 2);
     }
@@ -142,7 +151,11 @@ fn close_is_terminal_cancels_a_running_turn_and_repeats_without_moving() {
     assert!(closed.moved);
     assert_eq!((closed.next.state, closed.next.status), (State::Closed, Status::Cancelled));
     assert!(!ok(&closed.next, Command::Close).moved);
-    for c in [Command::OpenTurn { after: 1, prompt: None }, report(1, ReportStatus::Done, None), Command::Cancel { turn: None }] {
+    for c in [
+        Command::OpenTurn { after: 1, prompt: None },
+        report(1, ReportStatus::Done, None),
+        Command::Cancel { turn: None },
+    ] {
         assert_eq!(apply(&closed.next, &c, 3), Err(Code::HandoffClosed));
     }
     let done = ok(&fresh(), report(1, ReportStatus::Done, Some("x"))).next;
@@ -188,12 +201,23 @@ fn any_command() -> impl Strategy<Value = Command> {
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
         (0u64..6).prop_map(|after| Command::OpenTurn { after, prompt: None }),
-        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report { turn, status, summary, question: None, runtime: None, permission_mode: None }),
+        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report {
+            turn,
+            status,
+            summary,
+            question: None,
+            runtime: None,
+            permission_mode: None
+        }),
         (0u64..6, prop_oneof![Just("default"), Just("plan")]).prop_map(|(turn, mode)| in_mode(turn, mode)),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
         (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
-        (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(&format!("q_{v}_1000"), option, None)),
+        (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(
+            &format!("q_{v}_1000"),
+            option,
+            None
+        )),
     ]
 }
 
@@ -283,12 +307,20 @@ fn both_states_read_back_from_the_word_the_contract_writes_and_no_other_word_is_
 use crate::question::{Choice, Kind, QuestionInput};
 
 fn permission(text: &str) -> QuestionInput {
-    let options = vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
+    let options =
+        vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
     QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options }
 }
 
 fn ask(turn: u64, text: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::NeedsYou, summary: Some("waiting".into()), question: Some(permission(text)), runtime: None, permission_mode: None }
+    Command::Report {
+        turn,
+        status: ReportStatus::NeedsYou,
+        summary: Some("waiting".into()),
+        question: Some(permission(text)),
+        runtime: None,
+        permission_mode: None,
+    }
 }
 
 fn answer(question: &str, option: &str, note: Option<&str>) -> Command {
@@ -305,7 +337,10 @@ fn a_needs_you_report_with_a_question_puts_it_on_the_record_unanswered() {
     let r = asking();
     let q = r.question.clone().expect("a question");
     assert_eq!((r.status, r.version), (Status::NeedsYou, 2));
-    assert_eq!((q.id.as_str(), q.turn, q.kind, q.text.as_str(), q.options.len()), ("q_2_1000", 1, Kind::Permission, "Bash: ls", 2));
+    assert_eq!(
+        (q.id.as_str(), q.turn, q.kind, q.text.as_str(), q.options.len()),
+        ("q_2_1000", 1, Kind::Permission, "Bash: ls", 2)
+    );
     assert_eq!((q.asked_at, q.answer), (Timestamp::from_ms(2_000), None));
     let again = ok(&r, ask(1, "Bash: ls"));
     assert!(!again.moved, "the same report with the same question again is a repeat");
@@ -333,7 +368,10 @@ fn a_later_report_a_new_question_a_cancel_or_a_close_withdraws_the_question() {
         assert_eq!(next.question, None, "a {status:?} report withdraws it");
     }
     let newer = ok(&r, ask(1, "Bash: rm -rf build")).next;
-    assert_eq!(newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())), Some(("q_3_1000", "Bash: rm -rf build")));
+    assert_eq!(
+        newer.question.as_ref().map(|q| (q.id.as_str(), q.text.as_str())),
+        Some(("q_3_1000", "Bash: rm -rf build"))
+    );
     assert_eq!(ok(&r, Command::Cancel { turn: None }).next.question, None);
     assert_eq!(ok(&r, Command::Close).next.question, None);
 }
@@ -360,13 +398,19 @@ fn the_owners_answer_is_recorded_once_and_the_turn_runs_again() {
     assert!(answered.moved);
     let next = answered.next;
     let given = next.question.as_ref().and_then(|q| q.answer.clone()).expect("answered");
-    assert_eq!((given.option.as_str(), given.note.as_deref(), given.answered_at), ("deny", Some("not on main"), Timestamp::from_ms(2_000)));
+    assert_eq!(
+        (given.option.as_str(), given.note.as_deref(), given.answered_at),
+        ("deny", Some("not on main"), Timestamp::from_ms(2_000))
+    );
     assert_eq!((next.status, next.version), (Status::Running, 3));
     // The exact same answer again (from this device or another): accepted, nothing moves.
     let again = apply(&next, &answer("q_2_1000", "deny", Some("not on main")), 3_000).unwrap();
     assert!(!again.moved);
     assert_eq!(again.next, next);
-    assert!(!apply(&next, &answer("q_2_1000", "deny", None), 3_000).unwrap().moved, "the same option with another note is the same answer");
+    assert!(
+        !apply(&next, &answer("q_2_1000", "deny", None), 3_000).unwrap().moved,
+        "the same option with another note is the same answer"
+    );
 }
 
 #[test]
@@ -435,7 +479,14 @@ fn a_prompt_is_text_of_at_most_its_limit_not_empty_and_without_control_character
 }
 
 fn running_on(turn: u64, runtime: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: Some(runtime.into()), permission_mode: None }
+    Command::Report {
+        turn,
+        status: ReportStatus::Running,
+        summary: None,
+        question: None,
+        runtime: Some(runtime.into()),
+        permission_mode: None,
+    }
 }
 
 #[test]
@@ -444,7 +495,10 @@ fn a_running_report_naming_the_runtime_of_a_plain_turn_moves_the_version_once_an
     assert_eq!(r.briefed.runtime, None);
     let named = ok(&r, running_on(2, "claude-code"));
     assert!(named.moved);
-    assert_eq!((named.next.briefed.runtime.as_deref(), named.next.version, named.next.status), (Some("claude-code"), r.version + 1, Status::Running));
+    assert_eq!(
+        (named.next.briefed.runtime.as_deref(), named.next.version, named.next.status),
+        (Some("claude-code"), r.version + 1, Status::Running)
+    );
     let again = ok(&named.next, running_on(2, "claude-code"));
     assert!(!again.moved, "the same runtime again changes nothing");
     // Reports that name no runtime leave it named; the next turn continues from it.
@@ -459,7 +513,10 @@ fn a_running_report_naming_the_runtime_of_a_plain_turn_moves_the_version_once_an
 fn a_report_naming_another_runtime_than_the_turns_is_refused_and_changes_nothing() {
     let r = ok(&at_turn_two(), running_on(2, "codex")).next;
     assert_eq!(apply(&r, &running_on(2, "claude-code"), 3_000).unwrap_err(), Code::TurnConflict);
-    let handed = Record { briefed: Briefed { runtime: Some("codex".into()), package_version: Some(1), package_hash: Some("h".into()) }, ..at_turn_two() };
+    let handed = Record {
+        briefed: Briefed { runtime: Some("codex".into()), package_version: Some(1), package_hash: Some("h".into()) },
+        ..at_turn_two()
+    };
     assert_eq!(apply(&handed, &running_on(2, "claude-code"), 3_000).unwrap_err(), Code::TurnConflict);
     assert!(!ok(&handed, running_on(2, "codex")).moved, "a hand-off turn's own runtime is already named");
 }
@@ -476,16 +533,33 @@ fn a_runtime_is_named_as_the_machines_runtimes_are() {
 #[test]
 fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
     let r = asking();
-    let reminder = Command::Report { turn: 1, status: ReportStatus::NeedsYou, summary: None, question: None, runtime: Some("claude-code".into()), permission_mode: None };
+    let reminder = Command::Report {
+        turn: 1,
+        status: ReportStatus::NeedsYou,
+        summary: None,
+        question: None,
+        runtime: Some("claude-code".into()),
+        permission_mode: None,
+    };
     let named = ok(&r, reminder.clone());
     assert!(named.moved);
-    assert_eq!((named.next.briefed.runtime.as_deref(), named.next.status, named.next.summary.clone()), (Some("claude-code"), Status::NeedsYou, r.summary.clone()));
+    assert_eq!(
+        (named.next.briefed.runtime.as_deref(), named.next.status, named.next.summary.clone()),
+        (Some("claude-code"), Status::NeedsYou, r.summary.clone())
+    );
     assert_eq!(named.next.question, r.question, "the question stays open");
     assert!(!ok(&named.next, reminder).moved);
 }
 
 fn in_mode(turn: u64, mode: &str) -> Command {
-    Command::Report { turn, status: ReportStatus::Running, summary: None, question: None, runtime: None, permission_mode: Some(mode.into()) }
+    Command::Report {
+        turn,
+        status: ReportStatus::Running,
+        summary: None,
+        question: None,
+        runtime: None,
+        permission_mode: Some(mode.into()),
+    }
 }
 
 #[test]
@@ -494,12 +568,25 @@ fn a_running_report_naming_the_permission_mode_shows_it_once_and_another_mode_la
     assert_eq!(r.permission_mode, None);
     let named = ok(&r, in_mode(2, "default"));
     assert!(named.moved);
-    assert_eq!((named.next.permission_mode.as_deref(), named.next.version, named.next.status), (Some("default"), r.version + 1, Status::Running));
+    assert_eq!(
+        (named.next.permission_mode.as_deref(), named.next.version, named.next.status),
+        (Some("default"), r.version + 1, Status::Running)
+    );
     assert!(!ok(&named.next, in_mode(2, "default")).moved, "the same mode again changes nothing");
-    let both = Command::Report { turn: 2, status: ReportStatus::Running, summary: None, question: None, runtime: Some("codex".into()), permission_mode: Some("default".into()) };
+    let both = Command::Report {
+        turn: 2,
+        status: ReportStatus::Running,
+        summary: None,
+        question: None,
+        runtime: Some("codex".into()),
+        permission_mode: Some("default".into()),
+    };
     let with_runtime = ok(&named.next, both);
     assert!(with_runtime.moved, "a runtime named beside the same mode still moves");
-    assert_eq!((with_runtime.next.briefed.runtime.as_deref(), with_runtime.next.permission_mode.as_deref()), (Some("codex"), Some("default")));
+    assert_eq!(
+        (with_runtime.next.briefed.runtime.as_deref(), with_runtime.next.permission_mode.as_deref()),
+        (Some("codex"), Some("default"))
+    );
     let changed = ok(&named.next, in_mode(2, "acceptEdits"));
     assert!(changed.moved);
     assert_eq!(changed.next.permission_mode.as_deref(), Some("acceptEdits"), "the newest mode of the turn stands");

@@ -21,7 +21,11 @@ fn each_version_is_sent_once_in_order_and_never_again() {
     let (mut w, _) = watcher(0, 1);
     assert_eq!(w.on_version(1, false, FRAME, 0), SocketStep::Nothing, "version 1 went at the open");
     assert_eq!(w.on_version(2, false, FRAME, 0), SocketStep::Send);
-    assert_eq!(w.on_version(2, false, FRAME, 0), SocketStep::Nothing, "a woken object compares and sends nothing twice");
+    assert_eq!(
+        w.on_version(2, false, FRAME, 0),
+        SocketStep::Nothing,
+        "a woken object compares and sends nothing twice"
+    );
     assert_eq!(w.on_version(1, false, FRAME, 0), SocketStep::Nothing, "an older version never goes out");
     assert_eq!(w.sent, 2);
 }
@@ -89,7 +93,11 @@ fn after_v_re_synchronises_a_socket_that_was_sent_the_record_already_and_pushes_
     // The client lost its state and says it has only 1: it is sent the record again.
     assert_eq!(w.on_message(Some(r#"{"after":1}"#), 4, false, FRAME, 0), SocketStep::Send);
     assert_eq!(w.sent, 4);
-    assert_eq!(w.on_version(4, false, FRAME, 0), SocketStep::Nothing, "and the next push is still only a newer version");
+    assert_eq!(
+        w.on_version(4, false, FRAME, 0),
+        SocketStep::Nothing,
+        "and the next push is still only a newer version"
+    );
     assert_eq!(w.on_version(5, false, FRAME, 0), SocketStep::Send);
     // Saying it has the current version asks for nothing.
     assert_eq!(w.on_message(Some(r#"{"after":5}"#), 5, false, FRAME, 0), SocketStep::Nothing);
@@ -156,7 +164,10 @@ fn each_role_is_capped_apart_and_the_cap_is_named() {
 #[test]
 fn the_subprotocols_offer_a_bearer_only_next_to_handoff_v1() {
     assert_eq!(offered(None).unwrap(), Offered::default());
-    assert_eq!(offered(Some("handoff.v1, bearer.abc.def")).unwrap(), Offered { bearer: Some("abc.def".into()), handoff_v1: true });
+    assert_eq!(
+        offered(Some("handoff.v1, bearer.abc.def")).unwrap(),
+        Offered { bearer: Some("abc.def".into()), handoff_v1: true }
+    );
     assert_eq!(offered(Some("handoff.v1")).unwrap(), Offered { bearer: None, handoff_v1: true });
     assert_eq!(offered(Some("bearer.abc")).unwrap_err().code, Code::RequestInvalid);
     assert_eq!(offered(Some("chat")).unwrap_err().code, Code::RequestInvalid);

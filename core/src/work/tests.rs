@@ -1,7 +1,7 @@
-use serde_json::json;
 use super::*;
 use crate::json::parse_checked;
 use crate::turn::{Record, State};
+use serde_json::json;
 
 fn handoff() -> Record {
     Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000)
@@ -139,7 +139,8 @@ fn an_artifact_serialises_to_exactly_these_bytes_on_the_record_and_in_a_package(
     let mut spec = work_input(&[]);
     spec.task_type = None;
     let w = Work { spec: Some(spec), ..w };
-    let request = crate::package::PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None };
+    let request =
+        crate::package::PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None };
     let h = handoff();
     let sources = crate::package::Sources { record: &h, work: &w, lineage: &[] };
     let package = crate::package::compile(&sources, &request, None, 0).unwrap();
@@ -162,7 +163,9 @@ fn blockers_open_then_resolve_once_and_an_unknown_one_is_404() {
     assert_eq!(open, ["blk_2", "blk_1"], "most severe first");
     let r = run(&w, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner);
     assert!(r.moved);
-    assert!(matches!(&r.effect, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000.into())));
+    assert!(
+        matches!(&r.effect, Item::Blocker(b) if b.status == BlockerStatus::Resolved && b.resolved_at == Some(5_000.into()))
+    );
     assert!(!run(&r.next, Command::ResolveBlocker { id: "blk_1".into() }, Role::Owner).moved);
     let e = refused(&w, Command::ResolveBlocker { id: "blk_7".into() }, Role::Owner);
     assert_eq!(e.code, Code::BlockerNotFound);
@@ -177,7 +180,11 @@ fn workspace_reports_accumulate_per_path_and_the_latest_counts_win() {
     assert_eq!(a.next.files["src/a.rs"], FileCounts { insertions: 9, deletions: 1 });
     let Item::Workspace { files: named, paths_kept } = &a.effect else { panic!("{:?}", a.effect) };
     assert_eq!(*paths_kept, 2);
-    assert_eq!(named, &[FileInput { path: "src/a.rs".into(), insertions: 9, deletions: 1 }], "each path once, with its latest counts");
+    assert_eq!(
+        named,
+        &[FileInput { path: "src/a.rs".into(), insertions: 9, deletions: 1 }],
+        "each path once, with its latest counts"
+    );
     assert!(!run(&a.next, files(&[("b", 0, 0)]), Role::Machine).moved);
 }
 
@@ -203,7 +210,8 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
     assert!(e.message.contains("hunk"), "{}", e.message);
     let e = parse_checked::<WorkspaceInput>(bodies[2].as_bytes()).unwrap_err();
     assert!(e.message.contains("diff"), "{}", e.message);
-    let ok = parse_checked::<WorkspaceInput>(br#"{"files": [{"path": "src/a.rs", "insertions": 3, "deletions": 4}]}"#).unwrap();
+    let ok = parse_checked::<WorkspaceInput>(br#"{"files": [{"path": "src/a.rs", "insertions": 3, "deletions": 4}]}"#)
+        .unwrap();
     assert_eq!(ok.files[0].path, "src/a.rs");
 }
 
@@ -211,11 +219,27 @@ fn the_workspace_route_refuses_anything_but_paths_and_counts() {
 fn bad_bodies_are_refused_naming_the_field() {
     type Parse = fn(&[u8]) -> Option<Refusal>;
     let cases: [(&str, Parse, &str); 7] = [
-        (r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#, |b| parse_checked::<WorkInput>(b).err(), "owner"),
-        (r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#, |b| parse_checked::<WorkInput>(b).err(), "goal"),
-        (r#"{"statement": "s", "evidence": ["not a uri"]}"#, |b| parse_checked::<DecisionInput>(b).err(), "evidence[0]"),
+        (
+            r#"{"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": [], "owner": "x"}"#,
+            |b| parse_checked::<WorkInput>(b).err(),
+            "owner",
+        ),
+        (
+            r#"{"title": "t", "goal": "", "constraints": [], "acceptance_criteria": []}"#,
+            |b| parse_checked::<WorkInput>(b).err(),
+            "goal",
+        ),
+        (
+            r#"{"statement": "s", "evidence": ["not a uri"]}"#,
+            |b| parse_checked::<DecisionInput>(b).err(),
+            "evidence[0]",
+        ),
         (r#"{"statement": "s"}"#, |b| parse_checked::<DecisionInput>(b).err(), "evidence"),
-        (r#"{"type": "doc", "title": "t", "uri": "https://x", "sha256": "abc"}"#, |b| parse_checked::<ArtifactInput>(b).err(), "sha256"),
+        (
+            r#"{"type": "doc", "title": "t", "uri": "https://x", "sha256": "abc"}"#,
+            |b| parse_checked::<ArtifactInput>(b).err(),
+            "sha256",
+        ),
         (r#"{"severity": "urgent", "title": "t"}"#, |b| parse_checked::<BlockerInput>(b).err(), "severity"),
         (r#"{"severity": "low", "title": "two\nlines"}"#, |b| parse_checked::<BlockerInput>(b).err(), "title"),
     ];
@@ -255,16 +279,27 @@ fn every_text_and_list_limit_accepts_its_maximum_and_refuses_one_more() {
     at_and_past(&|n| work(&|w| w.title = "t".repeat(n)), TITLE_BYTES_MAX, "title");
     at_and_past(&|n| work(&|w| w.goal = "g".repeat(n)), GOAL_BYTES_MAX, "goal");
     at_and_past(&|n| work(&|w| w.constraints = vec!["c".into(); n]), CONSTRAINTS_MAX, "constraints");
-    at_and_past(&|n| work(&|w| w.acceptance_criteria = vec!["a".into(); n]), ACCEPTANCE_CRITERIA_MAX, "acceptance_criteria");
+    at_and_past(
+        &|n| work(&|w| w.acceptance_criteria = vec!["a".into(); n]),
+        ACCEPTANCE_CRITERIA_MAX,
+        "acceptance_criteria",
+    );
     at_and_past(&|n| work(&|w| w.constraints = vec!["c".repeat(n)]), CRITERION_BYTES_MAX, "constraints[0]");
     let evidence = |n: usize| {
-        DecisionInput { statement: "s".into(), rationale: None, evidence: vec!["https://x.example/e".into(); n], supersedes: None }
-            .checked()
-            .map(|_| ())
+        DecisionInput {
+            statement: "s".into(),
+            rationale: None,
+            evidence: vec!["https://x.example/e".into(); n],
+            supersedes: None,
+        }
+        .checked()
+        .map(|_| ())
     };
     at_and_past(&evidence, EVIDENCE_PER_DECISION_MAX, "evidence");
     let workspace = |n: usize| {
-        WorkspaceInput { files: vec![FileInput { path: "src/a.rs".into(), insertions: 1, deletions: 0 }; n] }.checked().map(|_| ())
+        WorkspaceInput { files: vec![FileInput { path: "src/a.rs".into(), insertions: 1, deletions: 0 }; n] }
+            .checked()
+            .map(|_| ())
     };
     at_and_past(&workspace, FILES_PER_REPORT_MAX, "files");
 }
@@ -275,7 +310,9 @@ fn every_text_and_list_limit_accepts_its_maximum_and_refuses_one_more() {
 fn a_workspace_report_holds_up_to_its_limit_and_the_hand_off_up_to_its_own() {
     let report = |from: usize, n: usize| {
         Command::ReportWorkspace(WorkspaceInput {
-            files: (from..from + n).map(|i| FileInput { path: format!("src/{i}.rs"), insertions: 1, deletions: 0 }).collect(),
+            files: (from..from + n)
+                .map(|i| FileInput { path: format!("src/{i}.rs"), insertions: 1, deletions: 0 })
+                .collect(),
         })
     };
     let e = refused(&Work::default(), report(0, FILES_PER_REPORT_MAX + 1), Role::Machine);
@@ -351,7 +388,10 @@ fn assert_refused_by_scheme(uri: &str) {
     let e = parse_checked::<DecisionInput>(evidence_body(uri).as_bytes()).expect_err(uri);
     assert_eq!(e.message, "evidence[2]: only http, https or relative URIs are accepted", "{uri}");
     let e = refused(&Work::default(), artifact("Design", uri, None), Role::Machine);
-    assert_eq!((e.code, e.message.as_str()), (Code::RequestInvalid, "uri: only http, https or relative URIs are accepted"));
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (Code::RequestInvalid, "uri: only http, https or relative URIs are accepted")
+    );
 }
 
 #[test]
@@ -389,7 +429,15 @@ fn data_vbscript_file_and_every_other_scheme_are_refused_naming_the_field() {
 fn a_uri_with_leading_whitespace_or_a_control_character_is_refused_naming_the_field() {
     // Browsers strip leading spaces and C0 controls and drop tabs and newlines inside a URL, so
     // each of these would be read as `javascript:`.
-    for uri in [" javascript:alert(1)", "\tjavascript:alert(1)", "\u{0}javascript:alert(1)", "\u{1}javascript:alert(1)", "java\nscript:alert(1)", "java\tscript:alert(1)", "https://x.example/ a"] {
+    for uri in [
+        " javascript:alert(1)",
+        "\tjavascript:alert(1)",
+        "\u{0}javascript:alert(1)",
+        "\u{1}javascript:alert(1)",
+        "java\nscript:alert(1)",
+        "java\tscript:alert(1)",
+        "https://x.example/ a",
+    ] {
         let e = parse_checked::<ArtifactInput>(artifact_body(uri).as_bytes()).expect_err(uri);
         assert_eq!(e.code, Code::RequestInvalid, "{uri:?}");
         assert!(e.message.starts_with("uri: "), "{uri:?}: {}", e.message);
@@ -411,7 +459,16 @@ fn a_protocol_relative_uri_and_a_backslash_are_refused_because_they_name_another
 
 #[test]
 fn an_http_or_https_uri_needs_slashes_and_a_host() {
-    for uri in ["http:", "https:", "http:evil.example", "https:/evil.example", "https:///evil.example", "http://", "https://?q", "https://#f"] {
+    for uri in [
+        "http:",
+        "https:",
+        "http:evil.example",
+        "https:/evil.example",
+        "https:///evil.example",
+        "http://",
+        "https://?q",
+        "https://#f",
+    ] {
         assert_refused_by_scheme(uri);
     }
 }

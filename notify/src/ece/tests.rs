@@ -6,9 +6,11 @@ use proptest::prelude::*;
 mod rfc8291 {
     pub const PLAINTEXT: &[u8] = b"When I grow up, I want to be a watermelon";
     pub const AS_PRIVATE: &str = "yfWPiYE-n46HLnH0KqZOF1fJJU3MYrct3AELtAQ-oRw";
-    pub const AS_PUBLIC: &str = "BP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A8";
+    pub const AS_PUBLIC: &str =
+        "BP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A8";
     pub const UA_PRIVATE: &str = "q1dXpw3UpT5VOmu_cf_v6ih07Aems3njxI-JWgLcM94";
-    pub const UA_PUBLIC: &str = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4";
+    pub const UA_PUBLIC: &str =
+        "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4";
     pub const AUTH: &str = "BTBZMqHH6r4Tts7J_aSIgg";
     pub const SALT: &str = "DGv6ra1nlYgDCS1FRnbzlw";
     pub const BODY: &str = concat!(
@@ -50,7 +52,10 @@ fn a_message_prepared_and_sealed_apart_is_the_rfc_8291_example_byte_for_byte() {
     let sealed = cipher.encrypt(Nonce::from_slice(unsealed.nonce()), unsealed.record()).unwrap();
     assert_eq!(unsealed.record().len() + PUSH_TAG_BYTES, sealed.len());
     assert_eq!(b64::url_encode(&unsealed.finish(&sealed)), rfc8291::BODY);
-    assert!(matches!(prepare(&[0; PUSH_PLAINTEXT_BYTES_MAX], 1, &keys, &rfc_entropy()), Err(EncryptError::TooLong { .. })));
+    assert!(matches!(
+        prepare(&[0; PUSH_PLAINTEXT_BYTES_MAX], 1, &keys, &rfc_entropy()),
+        Err(EncryptError::TooLong { .. })
+    ));
 }
 
 #[test]
@@ -59,7 +64,8 @@ fn a_message_from_an_ecdh_made_apart_is_the_rfc_8291_example_byte_for_byte() {
     let keys = SubscriptionKeys::parse(rfc8291::UA_PUBLIC, rfc8291::AUTH).unwrap();
     assert_eq!(b64::url_encode(&keys.p256dh_point()), rfc8291::UA_PUBLIC);
     let entropy = rfc_entropy();
-    let shared = p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), public_key(&keys.p256dh).unwrap().as_affine());
+    let shared =
+        p256::ecdh::diffie_hellman(entropy.key.to_nonzero_scalar(), public_key(&keys.p256dh).unwrap().as_affine());
     let exchanged = Exchanged {
         as_public: decode::<P256_POINT_BYTES>(rfc8291::AS_PUBLIC),
         secret: shared.raw_secret_bytes().as_slice().try_into().unwrap(),
@@ -111,7 +117,10 @@ fn the_largest_plaintext_fills_the_4096_bytes_a_push_service_accepts() {
     assert_eq!(body.len(), PUSH_BODY_BYTES_MAX);
     assert_eq!(ua.decrypt(&body).unwrap(), largest);
     let over = vec![b'x'; PUSH_PLAINTEXT_BYTES_MAX + 1];
-    assert_eq!(encrypt(&over, &keys, &rfc_entropy()), Err(EncryptError::TooLong { bytes: PUSH_PLAINTEXT_BYTES_MAX + 1 }));
+    assert_eq!(
+        encrypt(&over, &keys, &rfc_entropy()),
+        Err(EncryptError::TooLong { bytes: PUSH_PLAINTEXT_BYTES_MAX + 1 })
+    );
     assert_eq!(
         encrypt_padded(&largest, 1, &keys, &rfc_entropy()),
         Err(EncryptError::TooLong { bytes: PUSH_PLAINTEXT_BYTES_MAX + 1 })
@@ -229,13 +238,13 @@ fn random_bytes_that_are_no_private_key_are_refused() {
 }
 
 fn user_agent() -> impl Strategy<Value = UserAgent> {
-    (any::<[u8; 32]>(), any::<[u8; 16]>()).prop_filter_map("a P-256 private key", |(key, auth)| UserAgent::from_bytes(&key, auth).ok())
+    (any::<[u8; 32]>(), any::<[u8; 16]>())
+        .prop_filter_map("a P-256 private key", |(key, auth)| UserAgent::from_bytes(&key, auth).ok())
 }
 
 fn entropy() -> impl Strategy<Value = MessageEntropy> {
-    prop::collection::vec(any::<u8>(), MessageEntropy::BYTES).prop_filter_map("a P-256 private key", |bytes| {
-        MessageEntropy::from_bytes(&bytes.try_into().unwrap()).ok()
-    })
+    prop::collection::vec(any::<u8>(), MessageEntropy::BYTES)
+        .prop_filter_map("a P-256 private key", |bytes| MessageEntropy::from_bytes(&bytes.try_into().unwrap()).ok())
 }
 
 proptest! {

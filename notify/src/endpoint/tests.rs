@@ -137,12 +137,17 @@ fn whatwg_agrees(text: &str, endpoint: &Endpoint, env: Environment) -> Result<()
         return Err(format!("{text}: WHATWG reads host {:?}", parsed.host()));
     }
     if parsed.origin().ascii_serialization() != endpoint.origin() {
-        return Err(format!("{text}: WHATWG origin {} but ours {}", parsed.origin().ascii_serialization(), endpoint.origin()));
+        return Err(format!(
+            "{text}: WHATWG origin {} but ours {}",
+            parsed.origin().ascii_serialization(),
+            endpoint.origin()
+        ));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
         return Err(format!("{text}: WHATWG finds credentials or a fragment"));
     }
-    let again = url::Url::parse(&endpoint.url()).map_err(|e| format!("{}: WHATWG refuses ours: {e}", endpoint.url()))?;
+    let again =
+        url::Url::parse(&endpoint.url()).map_err(|e| format!("{}: WHATWG refuses ours: {e}", endpoint.url()))?;
     if again.origin() != parsed.origin() || again.path() != parsed.path() || again.query() != parsed.query() {
         return Err(format!("{text}: WHATWG reads ours ({}) as another URL", endpoint.url()));
     }
@@ -174,7 +179,9 @@ fn urlish() -> impl Strategy<Value = String> {
     let dot = prop::sample::select(vec!["", "", "", "."]);
     let port = prop::sample::select(vec!["", "", "", ":443", ":8443", ":0", ":", ":65536", ":80"]);
     let user = prop::sample::select(vec!["", "", "", "", "", "", "u@", "u:p@"]);
-    let tail = prop::sample::select(vec!["", "/", "/in", "?q=1", "/a/../b", "#f", "/%41", "/a?b=c&d", "/'x'", "//x", "/a:b@c"]);
+    let tail = prop::sample::select(vec![
+        "", "/", "/in", "?q=1", "/a/../b", "#f", "/%41", "/a?b=c&d", "/'x'", "//x", "/a:b@c",
+    ]);
     (scheme, user, host, dot, port, tail)
         .prop_map(|(scheme, user, host, dot, port, tail)| format!("{scheme}://{user}{host}{dot}{port}{tail}"))
 }
@@ -198,4 +205,3 @@ proptest! {
         }
     }
 }
-

@@ -50,10 +50,14 @@ fn a_push_request_carries_the_rfc_8030_headers_and_a_body_the_subscriber_decrypt
         endpoint: Endpoint::parse("endpoint", "https://web.push.apple.com/QGuQ", Environment::Deployed).unwrap(),
         keys: ua.subscription_keys(),
     };
-    let from = Sender { key: VapidKey::from_bytes(&[9; 32]).unwrap(), subject: VapidSubject::parse("mailto:ops@example.com").unwrap() };
+    let from = Sender {
+        key: VapidKey::from_bytes(&[9; 32]).unwrap(),
+        subject: VapidSubject::parse("mailto:ops@example.com").unwrap(),
+    };
     let entropy = MessageEntropy::from_bytes(&[3; MessageEntropy::BYTES]).unwrap();
     let now_ms = 1_796_041_234_567;
-    let push = request(&to, &from, Event::NeedsYou, "ho_a", br#"{"type":"handoff.needs_you"}"#, &entropy, now_ms).unwrap();
+    let push =
+        request(&to, &from, Event::NeedsYou, "ho_a", br#"{"type":"handoff.needs_you"}"#, &entropy, now_ms).unwrap();
 
     assert_eq!(push.endpoint, "https://web.push.apple.com/QGuQ");
     let header = |name: &str| push.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str()).unwrap();
@@ -62,7 +66,9 @@ fn a_push_request_carries_the_rfc_8030_headers_and_a_body_the_subscriber_decrypt
     assert_eq!(header("ttl"), PUSH_TTL_S.to_string());
     assert_eq!(header("urgency"), "high");
     assert_eq!(header("topic"), Topic::for_handoff("ho_a").as_str());
-    let claims = vapid::verify(header("authorization"), Some(from.key.public_key()), "https://web.push.apple.com", now_ms).unwrap();
+    let claims =
+        vapid::verify(header("authorization"), Some(from.key.public_key()), "https://web.push.apple.com", now_ms)
+            .unwrap();
     assert_eq!(claims.sub.as_deref(), Some("mailto:ops@example.com"));
     assert_eq!(push.headers.len(), 6);
     assert_eq!(ua.decrypt(&push.body).unwrap(), br#"{"type":"handoff.needs_you"}"#);

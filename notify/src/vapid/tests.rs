@@ -129,7 +129,10 @@ fn a_push_service_refuses_what_rfc_8292_refuses() {
     let check = |header: &str| verify(header, Some(vapid.public_key()), origin, NOW_MS).unwrap_err();
 
     assert_eq!(verify(&header, Some(key(4).public_key()), origin, NOW_MS).unwrap_err(), VapidRejection::Key);
-    assert_eq!(verify(&header, None, "https://updates.push.services.mozilla.com", NOW_MS).unwrap_err(), VapidRejection::Audience);
+    assert_eq!(
+        verify(&header, None, "https://updates.push.services.mozilla.com", NOW_MS).unwrap_err(),
+        VapidRejection::Audience
+    );
     let expiry = (NOW_S + VAPID_TOKEN_TTL_S) * 1000;
     assert_eq!(verify(&header, None, origin, expiry).unwrap_err(), VapidRejection::Expiry);
     assert!(verify(&header, None, origin, expiry - 1000).is_ok());
@@ -220,12 +223,19 @@ fn a_token_signed_apart_from_its_signing_input_verifies_and_the_jwk_is_the_pair(
     assert_eq!(public_key_of_jwk(&x, &y).as_deref(), Some(key.public_key()));
     assert_eq!(public_key_of_jwk(&x, "AAAA"), None);
     let public = b64::url_decode(key.public_key()).unwrap();
-    assert_eq!((b64::url_decode(&x).unwrap(), b64::url_decode(&y).unwrap()), (public[1..33].to_vec(), public[33..].to_vec()));
+    assert_eq!(
+        (b64::url_decode(&x).unwrap(), b64::url_decode(&y).unwrap()),
+        (public[1..33].to_vec(), public[33..].to_vec())
+    );
     let signer = SigningKey::from_slice(&b64::url_decode(&d).unwrap()).unwrap();
     let input = signing_input(&endpoint(), &subject(), 1_796_000_000_000, VAPID_TOKEN_TTL_S);
     let signature: Signature = signer.sign(input.as_bytes());
     let header = authorization_signed(&input, &signature.to_bytes().into(), key.public_key());
-    assert_eq!(header, key.authorization(&endpoint(), &subject(), 1_796_000_000_000), "RFC 6979 signs deterministically: the same header");
+    assert_eq!(
+        header,
+        key.authorization(&endpoint(), &subject(), 1_796_000_000_000),
+        "RFC 6979 signs deterministically: the same header"
+    );
     let claims = verify(&header, Some(key.public_key()), endpoint().origin(), 1_796_000_000_000).unwrap();
     assert_eq!(claims.sub.as_deref(), Some(subject().as_str()));
 }

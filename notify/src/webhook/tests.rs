@@ -27,27 +27,33 @@ fn signs_the_reference_vector() {
     );
     assert_eq!(
         signed.pairs(),
-        [
-            ("webhook-id", VECTOR_ID),
-            ("webhook-timestamp", "1614265330"),
-            ("webhook-signature", VECTOR_SIGNATURE)
-        ]
+        [("webhook-id", VECTOR_ID), ("webhook-timestamp", "1614265330"), ("webhook-signature", VECTOR_SIGNATURE)]
     );
 }
 
 #[test]
 fn verifies_the_reference_vector_and_refuses_any_change() {
     let now_ms = VECTOR_TIMESTAMP_S * 1000;
-    let check = |id: &str, ts: &str, sig: &str, body: &[u8], now_ms: i64| verify(&vector_secret(), id, ts, sig, body, now_ms);
+    let check =
+        |id: &str, ts: &str, sig: &str, body: &[u8], now_ms: i64| verify(&vector_secret(), id, ts, sig, body, now_ms);
     assert_eq!(check(VECTOR_ID, "1614265330", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Ok(()));
-    assert_eq!(check(VECTOR_ID, "1614265330", VECTOR_SIGNATURE, br#"{"test": 2432232315}"#, now_ms), Err(VerifyError::Signature));
+    assert_eq!(
+        check(VECTOR_ID, "1614265330", VECTOR_SIGNATURE, br#"{"test": 2432232315}"#, now_ms),
+        Err(VerifyError::Signature)
+    );
     assert_eq!(check("msg_other", "1614265330", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Err(VerifyError::Signature));
     assert_eq!(check(VECTOR_ID, "1614265331", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Err(VerifyError::Signature));
-    assert_eq!(check(VECTOR_ID, "1614265330", "v1a,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", VECTOR_BODY, now_ms), Err(VerifyError::Signature));
+    assert_eq!(
+        check(VECTOR_ID, "1614265330", "v1a,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", VECTOR_BODY, now_ms),
+        Err(VerifyError::Signature)
+    );
     assert_eq!(check(VECTOR_ID, "1614265330", "", VECTOR_BODY, now_ms), Err(VerifyError::Signature));
     assert_eq!(check("msg.1", "1614265330", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Err(VerifyError::Id));
     assert_eq!(check(VECTOR_ID, "-1614265330", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Err(VerifyError::Timestamp));
-    assert_eq!(check(VECTOR_ID, "16142653300000000000000", VECTOR_SIGNATURE, VECTOR_BODY, now_ms), Err(VerifyError::Timestamp));
+    assert_eq!(
+        check(VECTOR_ID, "16142653300000000000000", VECTOR_SIGNATURE, VECTOR_BODY, now_ms),
+        Err(VerifyError::Timestamp)
+    );
 }
 
 #[test]

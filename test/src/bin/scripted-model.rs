@@ -28,14 +28,20 @@ fn run() -> Result<(), String> {
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let script = value("--script").ok_or("usage: scripted-model --script FILE --log FILE [--max-s N]")?;
     let log = value("--log").ok_or("--log FILE is required")?;
-    let max_s = value("--max-s").map(|s| s.parse::<u64>().map_err(|_| format!("--max-s {s}: whole seconds"))).transpose()?.unwrap_or(MODEL_SERVE_S_DEFAULT);
+    let max_s = value("--max-s")
+        .map(|s| s.parse::<u64>().map_err(|_| format!("--max-s {s}: whole seconds")))
+        .transpose()?
+        .unwrap_or(MODEL_SERVE_S_DEFAULT);
     let text = std::fs::read_to_string(&script).map_err(|e| format!("{script}: {e}"))?;
     let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{script}: {e}"))?;
-    let steps = |key: &str| -> Result<Vec<Step>, String> { doc[key].as_array().into_iter().flatten().map(Step::from_json).collect() };
+    let steps = |key: &str| -> Result<Vec<Step>, String> {
+        doc[key].as_array().into_iter().flatten().map(Step::from_json).collect()
+    };
     let model = ScriptedModel::start_per_api(steps("messages")?, steps("responses")?);
     println!("{}", model.anthropic_url());
     std::io::stdout().flush().map_err(|e| e.to_string())?;
-    let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&log).map_err(|e| format!("{log}: {e}"))?;
+    let mut out =
+        std::fs::OpenOptions::new().create(true).append(true).open(&log).map_err(|e| format!("{log}: {e}"))?;
     let (started, mut written) = (Instant::now(), 0);
     while started.elapsed() < Duration::from_secs(max_s) {
         let requests = model.requests();
@@ -45,7 +51,8 @@ fn run() -> Result<(), String> {
                 Api::Responses => "responses",
                 Api::Other => "other",
             };
-            let line = serde_json::json!({"api": api, "agent": r.agent, "path": r.path, "text": r.text(), "body": r.body});
+            let line =
+                serde_json::json!({"api": api, "agent": r.agent, "path": r.path, "text": r.text(), "body": r.body});
             writeln!(out, "{line}").map_err(|e| format!("{log}: {e}"))?;
         }
         written = requests.len();

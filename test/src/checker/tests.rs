@@ -28,7 +28,14 @@ fn ok(h: &Snapshot) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Call {
-    Call::Apply(Command::Report { turn, status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None })
+    Call::Apply(Command::Report {
+        turn,
+        status,
+        summary: summary.map(str::to_string),
+        question: None,
+        runtime: None,
+        permission_mode: None,
+    })
 }
 
 fn done() -> Call {
@@ -67,7 +74,8 @@ fn overlapping_calls_may_take_effect_in_the_other_order() {
     // The open-turn call was invoked first but took effect after the report that it needed.
     let v2 = open(2, 1, Status::Done, Some("s"));
     let v3 = open(3, 2, Status::Running, None);
-    let h = vec![ev(0, open_turn(1), ok(&v3), 0, 100), ev(1, done(), ok(&v2), 10, 50), ev(2, Call::Get, ok(&v2), 20, 60)];
+    let h =
+        vec![ev(0, open_turn(1), ok(&v3), 0, 100), ev(1, done(), ok(&v2), 10, 50), ev(2, Call::Get, ok(&v2), 20, 60)];
     assert_eq!(check(&fresh(), &h).unwrap(), vec![1, 2, 0]);
 }
 
@@ -124,7 +132,8 @@ fn a_close_racing_a_final_report_is_linearisable_in_either_order_its_answers_sho
 fn a_repeat_of_an_open_racing_the_open_answers_the_same_turn_without_a_version_move() {
     let v2 = open(2, 1, Status::Done, Some("s"));
     let v3 = open(3, 2, Status::Running, None);
-    let h = vec![ev(0, done(), ok(&v2), 0, 10), ev(1, open_turn(1), ok(&v3), 20, 60), ev(2, open_turn(1), ok(&v3), 20, 60)];
+    let h =
+        vec![ev(0, done(), ok(&v2), 0, 10), ev(1, open_turn(1), ok(&v3), 20, 60), ev(2, open_turn(1), ok(&v3), 20, 60)];
     assert!(check(&fresh(), &h).is_ok());
 }
 
@@ -133,7 +142,8 @@ fn a_refusal_must_carry_the_record_it_was_refused_against() {
     let v1 = fresh();
     let v2 = open(2, 1, Status::Done, Some("s"));
     // turn_finished is right for the cancel only after the report, and then it must show v2.
-    let wrong = vec![ev(0, done(), ok(&v2), 0, 10), ev(1, cancel(None), refused(Refusal::TurnFinished, Some(&v1)), 20, 30)];
+    let wrong =
+        vec![ev(0, done(), ok(&v2), 0, 10), ev(1, cancel(None), refused(Refusal::TurnFinished, Some(&v1)), 20, 30)];
     assert!(check(&v1, &wrong).is_err());
     let right = vec![wrong[0].clone(), ev(1, cancel(None), refused(Refusal::TurnFinished, Some(&v2)), 20, 30)];
     assert!(check(&v1, &right).is_ok());
@@ -173,7 +183,10 @@ fn an_acknowledged_change_that_a_later_read_does_not_show_is_a_lost_change() {
     // Concurrent with the report, the get may precede it; invoked after its answer, it may not.
     let v2 = open(2, 1, Status::NeedsYou, None);
     let report_then_read = |read_invoked_ns| {
-        vec![ev(0, report(1, ReportStatus::NeedsYou, None), ok(&v2), 0, 10), ev(1, Call::Get, ok(&fresh()), read_invoked_ns, 30)]
+        vec![
+            ev(0, report(1, ReportStatus::NeedsYou, None), ok(&v2), 0, 10),
+            ev(1, Call::Get, ok(&fresh()), read_invoked_ns, 30),
+        ]
     };
     let v = check(&fresh(), &report_then_read(20)).unwrap_err();
     assert_eq!((v.longest_prefix, v.stuck_on), (vec![0], vec![1]));
@@ -187,7 +200,8 @@ fn a_read_of_version_two_then_a_later_read_of_version_one_is_rejected() {
     // The report's answer is still on its way, so either read alone would be fine; but once a
     // read has shown v2, no later read may show v1.
     let v2 = open(2, 1, Status::Done, Some("s"));
-    let h = vec![ev(0, done(), ok(&v2), 0, 100), ev(1, Call::Get, ok(&v2), 10, 20), ev(2, Call::Get, ok(&fresh()), 30, 40)];
+    let h =
+        vec![ev(0, done(), ok(&v2), 0, 100), ev(1, Call::Get, ok(&v2), 10, 20), ev(2, Call::Get, ok(&fresh()), 30, 40)];
     let v = check(&fresh(), &h).unwrap_err();
     assert_eq!(v.longest_prefix.len(), 2);
     let why = explain(&fresh(), &h, &v);
@@ -308,7 +322,10 @@ fn a_wait_held_to_its_timeout_past_a_change_is_a_missed_wake_up() {
     let v1 = fresh();
     let v2 = open(2, 1, Status::Done, Some("s"));
     let ms = 1_000_000;
-    let h = vec![ev(0, Call::Wait { after: 1, timed_out: true }, ok(&v2), 0, 2_100 * ms), ev(1, done(), ok(&v2), 100 * ms, 110 * ms)];
+    let h = vec![
+        ev(0, Call::Wait { after: 1, timed_out: true }, ok(&v2), 0, 2_100 * ms),
+        ev(1, done(), ok(&v2), 100 * ms, 110 * ms),
+    ];
     assert!(check(&v1, &h).is_ok(), "linearisable: it is a timing fault");
     assert_eq!(missed_wake_ups(&h, 1_000 * ms, 2_000 * ms).len(), 1);
     let prompt = vec![ev(0, Call::Wait { after: 1, timed_out: false }, ok(&v2), 0, 120 * ms), h[1].clone()];

@@ -16,7 +16,9 @@ fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
 
 /// Applies commands that must all be accepted; answers the hand-off after them.
 fn accepted(commands: &[Command]) -> Handoff {
-    commands.iter().fold(Handoff::created(), |h, c| answer(&h, c).unwrap_or_else(|r| panic!("{c:?} on {h}: {}", r.code())).handoff)
+    commands
+        .iter()
+        .fold(Handoff::created(), |h, c| answer(&h, c).unwrap_or_else(|r| panic!("{c:?} on {h}: {}", r.code())).handoff)
 }
 
 #[test]
@@ -83,9 +85,14 @@ fn command(m: &Move, current: u64) -> turn::Command {
     let near = |back: i64| current.saturating_add_signed(-back);
     match m {
         Move::OpenTurn { back } => turn::Command::OpenTurn { after: near(*back), prompt: None },
-        Move::Report { back, status, summary } => {
-            turn::Command::Report { turn: near(*back), status: *status, summary: summary.map(str::to_string), question: None, runtime: None, permission_mode: None }
-        }
+        Move::Report { back, status, summary } => turn::Command::Report {
+            turn: near(*back),
+            status: *status,
+            summary: summary.map(str::to_string),
+            question: None,
+            runtime: None,
+            permission_mode: None,
+        },
         Move::Cancel { back } => turn::Command::Cancel { turn: back.map(near) },
         Move::Close => turn::Command::Close,
     }
@@ -137,11 +144,18 @@ fn agree(moves: &[Move], rows: &RefCell<HashSet<(Phase, Ask)>>) -> Result<(), Te
             (Err(expected), Err(got)) => prop_assert_eq!(got.as_str(), expected.code(), "refusal code: {}", at()),
             (Ok(expected), Err(got)) => {
                 let (expected, got) = (expected.handoff, got.as_str());
-                return Err(TestCaseError::fail(format!("{}: the model answers 200 {expected}, the core refuses {got}", at())));
+                return Err(TestCaseError::fail(format!(
+                    "{}: the model answers 200 {expected}, the core refuses {got}",
+                    at()
+                )));
             }
             (Err(expected), Ok(got)) => {
                 let got = Snapshot::of(&got.next);
-                return Err(TestCaseError::fail(format!("{}: the model refuses {}, the core answers 200 {got}", at(), expected.code())));
+                return Err(TestCaseError::fail(format!(
+                    "{}: the model refuses {}, the core answers 200 {got}",
+                    at(),
+                    expected.code()
+                )));
             }
         }
     }

@@ -143,7 +143,11 @@ where
     let received = Received {
         method: request.method().as_str().to_string(),
         path: request.url().to_string(),
-        headers: request.headers().iter().map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string())).collect(),
+        headers: request
+            .headers()
+            .iter()
+            .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
+            .collect(),
         body,
         at: Instant::now(),
     };

@@ -78,7 +78,11 @@ impl PushService {
     pub fn start(vapid_public_key: &str) -> PushService {
         let key = vapid_public_key.to_string();
         let messages = Arc::new(Log::new());
-        let state = Arc::new(Mutex::new(State { browsers: HashMap::new(), script: Script::default(), rng: Rng::new(Rng::fresh_seed()) }));
+        let state = Arc::new(Mutex::new(State {
+            browsers: HashMap::new(),
+            script: Script::default(),
+            rng: Rng::new(Rng::fresh_seed()),
+        }));
         let (log, shared) = (Arc::clone(&messages), Arc::clone(&state));
         let port = Arc::new(Mutex::new(0u16));
         let origin_port = Arc::clone(&port);
@@ -107,7 +111,11 @@ impl PushService {
         let path = format!("{PUSH_PATH_PREFIX}{}", state.browsers.len() + 1);
         let keys = browser.subscription_keys();
         state.browsers.insert(path.clone(), browser);
-        TestSubscription { endpoint: format!("http://127.0.0.1:{}{path}", self.server.port), p256dh: keys.p256dh(), auth: keys.auth() }
+        TestSubscription {
+            endpoint: format!("http://127.0.0.1:{}{path}", self.server.port),
+            p256dh: keys.p256dh(),
+            auth: keys.auth(),
+        }
     }
 
     /// The next `times` messages that would be accepted are answered `status` instead (404 or
@@ -168,7 +176,10 @@ mod tests {
     use handoff_notify::{Endpoint, Environment, MessageEntropy, SubscriptionKeys, VapidKey, VapidSubject};
 
     fn sender(byte: u8) -> Sender {
-        Sender { key: VapidKey::from_bytes(&[byte; 32]).unwrap(), subject: VapidSubject::parse("mailto:ops@example.com").unwrap() }
+        Sender {
+            key: VapidKey::from_bytes(&[byte; 32]).unwrap(),
+            subject: VapidSubject::parse("mailto:ops@example.com").unwrap(),
+        }
     }
 
     /// Sends one push as the Worker will; answers the status.
@@ -178,7 +189,9 @@ mod tests {
             keys: SubscriptionKeys::parse(&to.p256dh, &to.auth).unwrap(),
         };
         let entropy = MessageEntropy::from_bytes(&[entropy_byte; MessageEntropy::BYTES]).unwrap();
-        let message = push::request(&subscription, from, Event::NeedsYou, "ho_1", plaintext, &entropy, crate::now_s() * 1000).unwrap();
+        let message =
+            push::request(&subscription, from, Event::NeedsYou, "ho_1", plaintext, &entropy, crate::now_s() * 1000)
+                .unwrap();
         post(&message.endpoint, &message.headers, message.body)
     }
 

@@ -53,7 +53,10 @@ impl Step {
     /// Claude Code's `ToolSearch` loading the schemas of `tools`: Claude Code 2.1.328 defers
     /// MCP tools ("calling them directly will fail"), and a model loads them first.
     pub fn load_tools(tools: &[&str]) -> Step {
-        Step::Call { name: "ToolSearch".into(), input: json!({"query": format!("select:{}", tools.join(",")), "max_results": tools.len().max(1)}) }
+        Step::Call {
+            name: "ToolSearch".into(),
+            input: json!({"query": format!("select:{}", tools.join(",")), "max_results": tools.len().max(1)}),
+        }
     }
 
     /// Codex's call of `tool` of the MCP server `server`, which it offers as a namespace.
@@ -118,7 +121,10 @@ fn collect_text(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Array(items) => items.iter().for_each(|i| collect_text(i, out)),
-        Value::Object(map) => map.iter().filter(|(k, _)| !matches!(k.as_str(), "type" | "id" | "role" | "cache_control")).for_each(|(_, v)| collect_text(v, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "type" | "id" | "role" | "cache_control"))
+            .for_each(|(_, v)| collect_text(v, out)),
         _ => {}
     }
 }
@@ -151,7 +157,8 @@ impl ScriptedModel {
         let script = Arc::new(Mutex::new(Script { messages: messages.into(), responses: responses.into() }));
         let calls = Arc::new(Mutex::new(0u64));
         let (log, steps) = (Arc::clone(&requests), Arc::clone(&script));
-        let server = Server::start_with_bodies(MODEL_BODY_BYTES_MAX, move |r: Received| answer(r, &log, &steps, &calls));
+        let server =
+            Server::start_with_bodies(MODEL_BODY_BYTES_MAX, move |r: Received| answer(r, &log, &steps, &calls));
         ScriptedModel { server, requests, script }
     }
 
@@ -191,7 +198,10 @@ impl ScriptedModel {
             if found.is_some() || std::time::Instant::now() >= deadline {
                 return found;
             }
-            self.requests.wait_for(self.requests().len() + 1, deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(500)));
+            self.requests.wait_for(
+                self.requests().len() + 1,
+                deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(500)),
+            );
         }
     }
 }
@@ -200,9 +210,17 @@ impl ScriptedModel {
 pub fn find_result(body: &Value, call_id: &str) -> Option<Value> {
     let messages = body["messages"].as_array().into_iter().flatten();
     let blocks = messages.filter_map(|m| m["content"].as_array()).flatten();
-    let claude = blocks.filter(|b| b["type"] == "tool_result" && b["tool_use_id"] == call_id).map(|b| b["content"].clone()).next();
+    let claude = blocks
+        .filter(|b| b["type"] == "tool_result" && b["tool_use_id"] == call_id)
+        .map(|b| b["content"].clone())
+        .next();
     claude.or_else(|| {
-        body["input"].as_array().into_iter().flatten().find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id).map(|i| i["output"].clone())
+        body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+            .map(|i| i["output"].clone())
     })
 }
 
@@ -221,14 +239,31 @@ fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<Script>, calls: &
         Api::Other => false,
     };
     log.add(ModelRequest { method: r.method.clone(), path: r.path.clone(), api, body: body.clone(), agent });
-    let json_answer = |status: u16, v: Value| (Reply::Status(status), vec![("content-type", "application/json".to_string())], v.to_string().into_bytes());
+    let json_answer = |status: u16, v: Value| {
+        (Reply::Status(status), vec![("content-type", "application/json".to_string())], v.to_string().into_bytes())
+    };
     match api {
         Api::Other if r.method == "HEAD" => (Reply::Status(200), Vec::new(), Vec::new()),
-        Api::Other if path == "/v1/messages/count_tokens" => json_answer(200, json!({"input_tokens": body.to_string().len() / 4})),
-        Api::Other => json_answer(404, json!({"type": "error", "error": {"type": "not_found_error", "message": format!("the scripted model serves no {} {}", r.method, r.path)}})),
+        Api::Other if path == "/v1/messages/count_tokens" => {
+            json_answer(200, json!({"input_tokens": body.to_string().len() / 4}))
+        }
+        Api::Other => json_answer(
+            404,
+            json!({"type": "error", "error": {"type": "not_found_error", "message": format!("the scripted model serves no {} {}", r.method, r.path)}}),
+        ),
         Api::Messages | Api::Responses => {
-            let next = |script: &mut Script| if api == Api::Messages { script.messages.pop_front() } else { script.responses.pop_front() };
-            let step = if agent { next(&mut script.lock().unwrap()).unwrap_or_else(|| Step::text(DONE_TEXT)) } else { Step::text(SIDE_TEXT) };
+            let next = |script: &mut Script| {
+                if api == Api::Messages {
+                    script.messages.pop_front()
+                } else {
+                    script.responses.pop_front()
+                }
+            };
+            let step = if agent {
+                next(&mut script.lock().unwrap()).unwrap_or_else(|| Step::text(DONE_TEXT))
+            } else {
+                Step::text(SIDE_TEXT)
+            };
             let id = match &step {
                 Step::Call { .. } => {
                     let mut n = calls.lock().unwrap();
@@ -238,9 +273,11 @@ fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<Script>, calls: &
                 Step::Text(_) => String::new(),
             };
             let model = body["model"].as_str().unwrap_or("scripted").to_string();
-            let events = if api == Api::Messages { messages_events(&step, &id, &model) } else { responses_events(&step, &id) };
+            let events =
+                if api == Api::Messages { messages_events(&step, &id, &model) } else { responses_events(&step, &id) };
             if body["stream"] == true {
-                let sse: String = events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect();
+                let sse: String =
+                    events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect();
                 (Reply::Status(200), vec![("content-type", "text/event-stream".to_string())], sse.into_bytes())
             } else {
                 json_answer(200, whole_message(&step, &id, &model))
@@ -254,15 +291,24 @@ fn messages_events(step: &Step, id: &str, model: &str) -> Vec<(&'static str, Val
     let usage = json!({"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
     let start = json!({"type": "message_start", "message": {"id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage}});
     let (block, delta, stop) = match step {
-        Step::Text(text) => (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": text}), "end_turn"),
-        Step::Call { name, input } => (json!({"type": "tool_use", "id": id, "name": name, "input": {}}), json!({"type": "input_json_delta", "partial_json": input.to_string()}), "tool_use"),
+        Step::Text(text) => {
+            (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": text}), "end_turn")
+        }
+        Step::Call { name, input } => (
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            "tool_use",
+        ),
     };
     vec![
         ("message_start", start),
         ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": block})),
         ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta})),
         ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 10}})),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 10}}),
+        ),
         ("message_stop", json!({"type": "message_stop"})),
     ]
 }
@@ -271,7 +317,9 @@ fn messages_events(step: &Step, id: &str, model: &str) -> Vec<(&'static str, Val
 fn whole_message(step: &Step, id: &str, model: &str) -> Value {
     let (content, stop) = match step {
         Step::Text(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-        Step::Call { name, input } => (json!([{"type": "tool_use", "id": id, "name": name, "input": input}]), "tool_use"),
+        Step::Call { name, input } => {
+            (json!([{"type": "tool_use", "id": id, "name": name, "input": input}]), "tool_use")
+        }
     };
     json!({"id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model, "content": content, "stop_reason": stop, "usage": {"input_tokens": 100, "output_tokens": 10}})
 }
@@ -279,19 +327,28 @@ fn whole_message(step: &Step, id: &str, model: &str) -> Value {
 /// The Responses API's stream of one answer.
 fn responses_events(step: &Step, id: &str) -> Vec<(&'static str, Value)> {
     let item = match step {
-        Step::Text(text) => json!({"type": "message", "role": "assistant", "id": "msg_scripted", "content": [{"type": "output_text", "text": text}]}),
+        Step::Text(text) => {
+            json!({"type": "message", "role": "assistant", "id": "msg_scripted", "content": [{"type": "output_text", "text": text}]})
+        }
         // A tool of a namespace (Codex offers an MCP server's tools as the namespace
         // `mcp__<server>`), written `namespace/tool`.
         Step::Call { name, input } => match name.split_once('/') {
-            Some((namespace, tool)) => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "namespace": namespace, "name": tool, "arguments": input.to_string()}),
-            None => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name, "arguments": input.to_string()}),
+            Some((namespace, tool)) => {
+                json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "namespace": namespace, "name": tool, "arguments": input.to_string()})
+            }
+            None => {
+                json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name, "arguments": input.to_string()})
+            }
         },
     };
     let usage = json!({"input_tokens": 100, "input_tokens_details": null, "output_tokens": 10, "output_tokens_details": null, "total_tokens": 110});
     vec![
         ("response.created", json!({"type": "response.created", "response": {"id": "resp_scripted"}})),
         ("response.output_item.done", json!({"type": "response.output_item.done", "item": item})),
-        ("response.completed", json!({"type": "response.completed", "response": {"id": "resp_scripted", "usage": usage}})),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {"id": "resp_scripted", "usage": usage}}),
+        ),
     ]
 }
 
@@ -312,9 +369,15 @@ mod tests {
     fn a_call_streams_as_a_tool_use_that_stops_for_its_result() {
         let events = messages_events(&Step::bash("ls"), "call_1", "m");
         assert_eq!(events[1].1["content_block"]["id"], "call_1");
-        assert_eq!(serde_json::from_str::<Value>(events[2].1["delta"]["partial_json"].as_str().unwrap()).unwrap()["command"], "ls");
+        assert_eq!(
+            serde_json::from_str::<Value>(events[2].1["delta"]["partial_json"].as_str().unwrap()).unwrap()["command"],
+            "ls"
+        );
         assert_eq!(events[4].1["delta"]["stop_reason"], "tool_use");
         let codex = responses_events(&Step::exec("ls"), "call_2");
-        assert_eq!((codex[1].1["item"]["type"].as_str(), codex[1].1["item"]["call_id"].as_str()), (Some("function_call"), Some("call_2")));
+        assert_eq!(
+            (codex[1].1["item"]["type"].as_str(), codex[1].1["item"]["call_id"].as_str()),
+            (Some("function_call"), Some("call_2"))
+        );
     }
 }

@@ -147,11 +147,15 @@ mod tests {
     /// Posts one delivery signed with `secret` as the Worker will; answers the status (or the error).
     fn deliver(url: &str, secret: &WebhookSecret, id: &MessageId, body: &str) -> Result<u16, String> {
         let signed = webhook::sign(secret, id, 1_796_041_234_567, body.as_bytes());
-        let mut request = ureq::http::Request::builder().method("POST").uri(url).header("content-type", "application/json");
+        let mut request =
+            ureq::http::Request::builder().method("POST").uri(url).header("content-type", "application/json");
         for (name, value) in signed.pairs() {
             request = request.header(name, value);
         }
-        agent().run(request.body(body.as_bytes().to_vec()).unwrap()).map(|r| r.status().as_u16()).map_err(|e| e.to_string())
+        agent()
+            .run(request.body(body.as_bytes().to_vec()).unwrap())
+            .map(|r| r.status().as_u16())
+            .map_err(|e| e.to_string())
     }
 
     fn secret(byte: u8) -> WebhookSecret {

@@ -54,9 +54,8 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
     };
     while let Some(arg) = raw.next() {
         let (flag, inline) = cli::split_flag(&arg);
-        let mut value = |name: &str| {
-            inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a path"))
-        };
+        let mut value =
+            |name: &str| inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a path"));
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
             "--check" if inline.is_none() => args.check = true,
@@ -70,7 +69,8 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
 
 fn run(args: &Args) -> Result<ExitCode, String> {
     let text = cli::read_bounded(&args.config, INPUT_BYTES_MAX)?;
-    let approvals = promote::parse_approvals(&cli::read_bounded(&args.approvals, INPUT_BYTES_MAX)?).map_err(|e| e.to_string())?;
+    let approvals =
+        promote::parse_approvals(&cli::read_bounded(&args.approvals, INPUT_BYTES_MAX)?).map_err(|e| e.to_string())?;
     let wrangler = promote::read_wrangler(&text).map_err(|e| e.to_string())?;
     let plan = match promote::plan(&wrangler, &approvals.do_tags) {
         Ok(plan) => plan,
@@ -90,8 +90,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     // Write beside the file and rename, so that an interrupted run never leaves half a config.
     let temporary = args.config.with_extension("toml.prod-promote");
     std::fs::write(&temporary, &out).map_err(|e| format!("cannot write {}: {e}", temporary.display()))?;
-    std::fs::rename(&temporary, &args.config)
-        .map_err(|e| format!("cannot replace {}: {e}", args.config.display()))?;
+    std::fs::rename(&temporary, &args.config).map_err(|e| format!("cannot replace {}: {e}", args.config.display()))?;
     println!("prod-promote: wrote {}", args.config.display());
     Ok(ExitCode::SUCCESS)
 }

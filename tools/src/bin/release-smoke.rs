@@ -75,7 +75,8 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Option<Args>, Str
     let mut config = PathBuf::from("wrangler.toml");
     while let Some(arg) = raw.next() {
         let (flag, inline) = cli::split_flag(&arg);
-        let mut value = |name: &str| inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a value"));
+        let mut value =
+            |name: &str| inline.clone().or_else(|| raw.next()).ok_or_else(|| format!("{name} needs a value"));
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
             "--expect" => {
@@ -131,7 +132,8 @@ fn run(args: &Args, routes: &smoke::Routes, config: Vec<Verdict>) -> bool {
         tally.record(verdict);
     }
     let health = smoke::health(&send(&agent, &args.base_url, "GET", HEALTH_PATH, &BTreeMap::new(), None));
-    let (store, store_verdict) = smoke::judge_store(args.expect, &health.as_ref().map(|h| h.store).map_err(Clone::clone));
+    let (store, store_verdict) =
+        smoke::judge_store(args.expect, &health.as_ref().map(|h| h.store).map_err(Clone::clone));
     tally.record(store_verdict);
     tally.record(smoke::judge_auth(&health));
     let Some(store) = store else {
@@ -194,10 +196,7 @@ fn send(
             .body(body.to_string())
             .map_err(|e| e.to_string())
             .and_then(|r| agent.run(r).map_err(|e| e.to_string())),
-        None => request
-            .body(())
-            .map_err(|e| e.to_string())
-            .and_then(|r| agent.run(r).map_err(|e| e.to_string())),
+        None => request.body(()).map_err(|e| e.to_string()).and_then(|r| agent.run(r).map_err(|e| e.to_string())),
     };
     let mut response = match result {
         Ok(response) => response,

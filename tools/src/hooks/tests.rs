@@ -82,7 +82,8 @@ fn any_value_counts_even_zero() {
 
 #[test]
 fn every_environment_is_checked_whatever_its_name() {
-    let text = format!("{CHECKED_IN}\n[env.preview]\nvars = {{ HANDOFF_ENV = \"preview\", HANDOFF_TEST_HOOKS = \"1\" }}\n");
+    let text =
+        format!("{CHECKED_IN}\n[env.preview]\nvars = {{ HANDOFF_ENV = \"preview\", HANDOFF_TEST_HOOKS = \"1\" }}\n");
     assert_eq!(exposed_in(&text), [hook("preview", "HANDOFF_TEST_HOOKS")]);
 }
 
@@ -95,7 +96,9 @@ fn with_top_level_vars(vars: &str) -> String {
 
 #[test]
 fn a_top_level_that_calls_itself_local_is_refused() {
-    for vars in ["vars = { HANDOFF_ENV = \"local\" }", "[vars]\nHANDOFF_ENV = \"local\"\n", "vars.HANDOFF_ENV = \"local\""] {
+    for vars in
+        ["vars = { HANDOFF_ENV = \"local\" }", "[vars]\nHANDOFF_ENV = \"local\"\n", "vars.HANDOFF_ENV = \"local\""]
+    {
         let text = if vars.starts_with('[') { format!("{CHECKED_IN}\n{vars}") } else { with_top_level_vars(vars) };
         let found = exposed_in(&text);
         assert_eq!(found, [Exposure::ClaimsLocal { env: Scope::TopLevel }], "{vars}");
@@ -120,8 +123,12 @@ fn a_hook_variable_in_the_top_level_vars_is_refused_too() {
 
 #[test]
 fn the_top_level_is_named_first_then_the_environments() {
-    let text = with_top_level_vars("vars = { HANDOFF_ENV = \"local\" }").replace("HANDOFF_ENV = \"staging\"", "HANDOFF_ENV = \"local\"");
-    assert_eq!(exposed_in(&text), [Exposure::ClaimsLocal { env: Scope::TopLevel }, Exposure::ClaimsLocal { env: "staging".into() }]);
+    let text = with_top_level_vars("vars = { HANDOFF_ENV = \"local\" }")
+        .replace("HANDOFF_ENV = \"staging\"", "HANDOFF_ENV = \"local\"");
+    assert_eq!(
+        exposed_in(&text),
+        [Exposure::ClaimsLocal { env: Scope::TopLevel }, Exposure::ClaimsLocal { env: "staging".into() }]
+    );
 }
 
 #[test]

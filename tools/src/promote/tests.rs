@@ -189,9 +189,7 @@ fn a_new_tag_with_its_approval_reaches_production_after_the_others() {
     let production = read_wrangler(&out).unwrap();
     let tags: Vec<&str> = production.production_migrations.iter().map(|m| m.tag.as_str()).collect();
     assert_eq!(tags, ["v1", "v2", "v3"]);
-    assert!(out.ends_with(
-        "[[env.production.migrations]]\ntag = \"v3\"\nnew_sqlite_classes = [\"Audit\"]\n"
-    ));
+    assert!(out.ends_with("[[env.production.migrations]]\ntag = \"v3\"\nnew_sqlite_classes = [\"Audit\"]\n"));
 }
 
 #[test]
@@ -360,14 +358,9 @@ fn refuses_an_env_whose_migration_differs_from_the_top_level() {
 
 #[test]
 fn refuses_a_migration_that_does_more_than_add_classes() {
-    let text = with_top_level(
-        "[[migrations]]\ntag = \"v3\"\ndeleted_classes = [\"OwnerIndex\"]\n",
-    );
+    let text = with_top_level("[[migrations]]\ntag = \"v3\"\ndeleted_classes = [\"OwnerIndex\"]\n");
     let found = refusals(&text, &[v1(), v2(), approval("v3", &[])]);
-    assert_eq!(
-        found,
-        [Refusal::UnsupportedMigration { tag: "v3".into(), problem: "has deleted_classes".into() }]
-    );
+    assert_eq!(found, [Refusal::UnsupportedMigration { tag: "v3".into(), problem: "has deleted_classes".into() }]);
 }
 
 #[test]
@@ -454,7 +447,10 @@ fn refuses_an_environment_that_calls_itself_local() {
 #[test]
 fn refuses_a_top_level_that_calls_itself_local_or_sets_a_hook() {
     // `wrangler deploy` with no --env deploys the top level; local runs ask for local with --var.
-    let text = WRANGLER.replace("compatibility_date = \"2025-11-01\"\n", "compatibility_date = \"2025-11-01\"\n\n[vars]\nHANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"\n");
+    let text = WRANGLER.replace(
+        "compatibility_date = \"2025-11-01\"\n",
+        "compatibility_date = \"2025-11-01\"\n\n[vars]\nHANDOFF_ENV = \"local\"\nHANDOFF_TEST_HOOKS = \"1\"\n",
+    );
     assert_ne!(text, WRANGLER);
     let found = refusals(&text, &[v1(), v2()]);
     assert_eq!(
@@ -477,11 +473,14 @@ fn a_top_level_without_handoff_env_passes_the_gate() {
 fn approvals_parse_strictly() {
     let good = r#"{"do_tags": [{"tag": "v1", "classes": ["HandoffObject"], "reviewed_by": "r",
         "reviewed_at": "2025-11-20", "review": "https://example.invalid/1"}]}"#;
-    assert_eq!(parse_approvals(good).unwrap().do_tags, [approval("v1", &["HandoffObject"]) ].map(|mut a| {
-        a.reviewed_by = "r".into();
-        a.review = "https://example.invalid/1".into();
-        a
-    }));
+    assert_eq!(
+        parse_approvals(good).unwrap().do_tags,
+        [approval("v1", &["HandoffObject"])].map(|mut a| {
+            a.reviewed_by = "r".into();
+            a.review = "https://example.invalid/1".into();
+            a
+        })
+    );
     assert!(parse_approvals(r#"{"do_tags": [{"tag": "v1", "classes": [], "reviewd_by": "r"}]}"#).is_err());
     assert!(parse_approvals(r#"{"tags": []}"#).is_err());
     // A missing review field is the gate's refusal, not a parse error.

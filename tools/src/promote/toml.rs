@@ -25,29 +25,24 @@ pub fn parse_approvals(text: &str) -> Result<Approvals, ConfigError> {
 }
 
 pub fn read_wrangler(text: &str) -> Result<Wrangler, ConfigError> {
-    let doc: DocumentMut =
-        text.parse().map_err(|e| ConfigError(format!("wrangler.toml is not TOML: {e}")))?;
+    let doc: DocumentMut = text.parse().map_err(|e| ConfigError(format!("wrangler.toml is not TOML: {e}")))?;
     read_document(&doc)
 }
 
 fn read_document(doc: &DocumentMut) -> Result<Wrangler, ConfigError> {
     let root = doc.as_table();
-    let mut wrangler = Wrangler {
-        migrations: read_migrations(root, "")?,
-        bindings: read_bindings(root, "")?,
-        ..Wrangler::default()
-    };
+    let mut wrangler =
+        Wrangler { migrations: read_migrations(root, "")?, bindings: read_bindings(root, "")?, ..Wrangler::default() };
     let envs = match root.get("env") {
         None => return Err(ConfigError("wrangler.toml has no [env.production]".to_string())),
-        Some(item) => item
-            .as_table_like()
-            .ok_or_else(|| ConfigError("wrangler.toml: env is not a table".to_string()))?,
+        Some(item) => {
+            item.as_table_like().ok_or_else(|| ConfigError("wrangler.toml: env is not a table".to_string()))?
+        }
     };
     let mut has_production = false;
     for (name, item) in envs.iter() {
-        let env = item
-            .as_table_like()
-            .ok_or_else(|| ConfigError(format!("wrangler.toml: env.{name} is not a table")))?;
+        let env =
+            item.as_table_like().ok_or_else(|| ConfigError(format!("wrangler.toml: env.{name} is not a table")))?;
         let prefix = format!("env.{name}.");
         let migrations = read_migrations(env, &prefix)?;
         if name == PRODUCTION {
@@ -72,10 +67,7 @@ fn tables<'a>(item: &'a Item, what: &str) -> Result<Vec<&'a dyn TableLike>, Conf
     }
     let not_tables = || ConfigError(format!("wrangler.toml: {what} is not an array of tables"));
     let array = item.as_array().ok_or_else(not_tables)?;
-    array
-        .iter()
-        .map(|v| v.as_inline_table().map(|t| t as &dyn TableLike).ok_or_else(not_tables))
-        .collect()
+    array.iter().map(|v| v.as_inline_table().map(|t| t as &dyn TableLike).ok_or_else(not_tables)).collect()
 }
 
 fn read_migrations(table: &dyn TableLike, prefix: &str) -> Result<Vec<Migration>, ConfigError> {
@@ -89,11 +81,7 @@ fn read_migrations(table: &dyn TableLike, prefix: &str) -> Result<Vec<Migration>
             new_sqlite_classes: strings(t, "new_sqlite_classes", &what)?,
             other_keys: Vec::new(),
         };
-        m.other_keys = t
-            .iter()
-            .map(|(k, _)| k.to_string())
-            .filter(|k| !MIGRATION_KEYS.contains(&k.as_str()))
-            .collect();
+        m.other_keys = t.iter().map(|(k, _)| k.to_string()).filter(|k| !MIGRATION_KEYS.contains(&k.as_str())).collect();
         migrations.push(m);
     }
     Ok(migrations)
@@ -102,18 +90,13 @@ fn read_migrations(table: &dyn TableLike, prefix: &str) -> Result<Vec<Migration>
 fn read_bindings(table: &dyn TableLike, prefix: &str) -> Result<Vec<Binding>, ConfigError> {
     let Some(durable_objects) = table.get("durable_objects") else { return Ok(Vec::new()) };
     let what = format!("{prefix}durable_objects");
-    let durable_objects = durable_objects
-        .as_table_like()
-        .ok_or_else(|| ConfigError(format!("wrangler.toml: {what} is not a table")))?;
+    let durable_objects =
+        durable_objects.as_table_like().ok_or_else(|| ConfigError(format!("wrangler.toml: {what} is not a table")))?;
     let Some(item) = durable_objects.get("bindings") else { return Ok(Vec::new()) };
     let what = format!("{what}.bindings");
     let mut bindings = Vec::new();
     for t in tables(item, &what)? {
-        let other_keys = t
-            .iter()
-            .map(|(k, _)| k.to_string())
-            .filter(|k| !BINDING_KEYS.contains(&k.as_str()))
-            .collect();
+        let other_keys = t.iter().map(|(k, _)| k.to_string()).filter(|k| !BINDING_KEYS.contains(&k.as_str())).collect();
         bindings.push(Binding {
             name: string(t, "name", &what)?,
             class_name: string(t, "class_name", &what)?,
@@ -142,13 +125,9 @@ fn strings(t: &dyn TableLike, key: &str, what: &str) -> Result<Vec<String>, Conf
 /// tables are kept with their comments). Everything else stays byte for byte. Returns the
 /// new text, which equals `text` when the plan has no changes.
 pub fn render(text: &str, plan: &Plan) -> Result<String, ConfigError> {
-    let mut doc: DocumentMut =
-        text.parse().map_err(|e| ConfigError(format!("wrangler.toml is not TOML: {e}")))?;
+    let mut doc: DocumentMut = text.parse().map_err(|e| ConfigError(format!("wrangler.toml is not TOML: {e}")))?;
     let before = read_document(&doc)?;
-    assert!(
-        before.production_migrations.len() <= plan.migrations.len(),
-        "plan refuses to drop applied migrations"
-    );
+    assert!(before.production_migrations.len() <= plan.migrations.len(), "plan refuses to drop applied migrations");
     if plan.changes.is_empty() {
         return Ok(text.to_string());
     }
@@ -256,11 +235,8 @@ fn first_written_table(doc: &mut DocumentMut) -> Option<&mut Table> {
 
 /// True when no table outside [env.production] comes after its header in the file.
 fn production_is_last_table(doc: &DocumentMut) -> bool {
-    let Some(position) = doc
-        .get("env")
-        .and_then(|env| env.get(PRODUCTION))
-        .and_then(Item::as_table)
-        .and_then(Table::position)
+    let Some(position) =
+        doc.get("env").and_then(|env| env.get(PRODUCTION)).and_then(Item::as_table).and_then(Table::position)
     else {
         return false;
     };

@@ -54,7 +54,10 @@ fn checked_in(method: &str, path_start: &str, path_end: &str, authorized: bool) 
 #[test]
 fn health_answers_200_where_the_store_is_bound_and_where_it_is_not() {
     let health = checked_in("GET", "/v1/health", "/v1/health", false);
-    assert_eq!((&health.bound, &health.unbound), (&Expects(vec![expect(200, None)]), &Expects(vec![expect(200, None)])));
+    assert_eq!(
+        (&health.bound, &health.unbound),
+        (&Expects(vec![expect(200, None)]), &Expects(vec![expect(200, None)]))
+    );
 }
 
 #[test]
@@ -267,7 +270,9 @@ fn expected_answers_are_one_object_or_a_short_list() {
     let five = format!("[{}]", [r#"{"status": 401}"#; 5].join(", "));
     assert!(parse_routes(&with(&five)).is_err());
     assert!(parse_routes(&with(r#"{"status": 500, "code": "x"}"#)).unwrap_err().contains("a 500 never passes"));
-    assert!(parse_routes(&with(r#"[{"status": 401}, {"status": 503}]"#)).unwrap_err().contains("only with its error code"));
+    assert!(parse_routes(&with(r#"[{"status": 401}, {"status": 503}]"#))
+        .unwrap_err()
+        .contains("only with its error code"));
     assert!(parse_routes(&with(r#"{"status": 401, "cod": "x"}"#)).unwrap_err().contains("unknown field"));
     assert!(parse_routes(&with("401")).is_err());
 }

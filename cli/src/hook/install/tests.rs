@@ -105,7 +105,11 @@ fn claude_code_install_adds_our_handler_once_to_each_event_and_keeps_everything_
         assert_eq!(after[key], before[key], "{key}");
     }
     assert_eq!(after.as_object().unwrap().len(), 4);
-    assert_eq!(after["hooks"].as_object().unwrap().len(), CLAUDE_CODE_EVENTS.len() + 2, "our events, PermissionRequest and PreToolUse");
+    assert_eq!(
+        after["hooks"].as_object().unwrap().len(),
+        CLAUDE_CODE_EVENTS.len() + 2,
+        "our events, PermissionRequest and PreToolUse"
+    );
 }
 
 #[test]
@@ -162,7 +166,8 @@ fn claude_code_install_twice_gives_the_same_text() {
 fn claude_code_install_with_ours_on_every_event_answers_the_text_as_it_was() {
     // Written by hand, compact, keys unsorted: not rewritten when there is nothing to add.
     let groups = json!([{"hooks": [{"type": "command", "command": "/opt/handoff hook claude-code"}]}]);
-    let hooks: Map<String, Value> = CLAUDE_CODE_EVENTS.iter().chain([&PERMISSION_EVENT]).map(|event| (event.to_string(), groups.clone())).collect();
+    let hooks: Map<String, Value> =
+        CLAUDE_CODE_EVENTS.iter().chain([&PERMISSION_EVENT]).map(|event| (event.to_string(), groups.clone())).collect();
     let text = format!("{{\"zz\": 1, \"hooks\": {}}}", Value::Object(hooks));
     assert_eq!(install_claude_code(&text, PROGRAM).unwrap(), text);
 }
@@ -245,7 +250,10 @@ fn claude_code_uninstall_keeps_a_group_that_still_has_other_handlers() {
         {"type": "command", "command": "handoff hook claude-code", "timeout": 10}
     ]}]}});
     let removed = parse(&uninstall_claude_code(&settings.to_string()).unwrap());
-    assert_eq!(removed, json!({"hooks": {"Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "say done"}]}]}}));
+    assert_eq!(
+        removed,
+        json!({"hooks": {"Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "say done"}]}]}})
+    );
 }
 
 #[test]
@@ -260,7 +268,8 @@ fn claude_code_uninstall_keeps_groups_and_events_that_were_empty_before() {
 
 #[test]
 fn claude_code_uninstall_with_nothing_of_ours_answers_the_text_as_it_was() {
-    for text in ["", "{ \"model\":\"opus\" }", SETTINGS, "[1, 2]", r#"{"hooks": "none"}"#, r#"{"hooks": {"Stop": 3}}"#] {
+    for text in ["", "{ \"model\":\"opus\" }", SETTINGS, "[1, 2]", r#"{"hooks": "none"}"#, r#"{"hooks": {"Stop": 3}}"#]
+    {
         assert_eq!(uninstall_claude_code(text).unwrap(), text);
     }
 }
@@ -269,7 +278,10 @@ fn claude_code_uninstall_with_nothing_of_ours_answers_the_text_as_it_was() {
 fn claude_code_install_refuses_a_file_that_is_not_an_object() {
     for text in ["[]", "\"x\"", "3", "null"] {
         let err = install_claude_code(text, PROGRAM).unwrap_err();
-        assert!(matches!(&err, InstallError::Shape { at, expected: "an object", .. } if at == "top level"), "{text}: {err:?}");
+        assert!(
+            matches!(&err, InstallError::Shape { at, expected: "an object", .. } if at == "top level"),
+            "{text}: {err:?}"
+        );
     }
     let err = install_claude_code("[]", PROGRAM).unwrap_err();
     assert_eq!(err.to_string(), "the settings file's top level is an array, not an object: hooks are only installed into a file of the documented shape, so it was left as it is");
@@ -470,7 +482,10 @@ fn codexs_trust_of_our_hook_is_the_key_and_hash_codex_itself_writes() {
     assert_eq!(key, "/tmp/tr/codex/hooks.json:permission_request:0:0");
     assert_eq!(hash, "sha256:9fe5ca528d19018a468428d3988b6ef0fd349523a2ffa3d75db7e32feb64ca17");
     let others = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"audit","type":"command"}]},{"hooks":[{"command":"/usr/bin/handoff hook codex","timeout":30,"type":"command"}]}]}}"#;
-    assert!(codex_trust("/h/hooks.json", others).unwrap().0.ends_with(":permission_request:1:0"), "our handler's own place");
+    assert!(
+        codex_trust("/h/hooks.json", others).unwrap().0.ends_with(":permission_request:1:0"),
+        "our handler's own place"
+    );
     assert_eq!(codex_trust("/h/hooks.json", r#"{"hooks":{}}"#), None);
 }
 
@@ -479,10 +494,21 @@ fn trusting_our_hook_and_taking_the_trust_back_gives_config_toml_back_byte_for_b
     let before = "model = \"o4\"\nnotify = [\"/usr/bin/handoff\", \"hook\", \"codex\"]\n";
     let trusted = trust_codex_hook(before, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap();
     let doc: toml_edit::DocumentMut = trusted.parse().unwrap();
-    assert_eq!(doc["hooks"]["state"]["/h/hooks.json:permission_request:0:0"]["trusted_hash"].as_str(), Some("sha256:ab"));
-    assert_eq!(trust_codex_hook(&trusted, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap(), trusted, "a second install changes nothing");
+    assert_eq!(
+        doc["hooks"]["state"]["/h/hooks.json:permission_request:0:0"]["trusted_hash"].as_str(),
+        Some("sha256:ab")
+    );
+    assert_eq!(
+        trust_codex_hook(&trusted, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap(),
+        trusted,
+        "a second install changes nothing"
+    );
     assert_eq!(untrust_codex_hook(&trusted, "/h/hooks.json:permission_request:0:0").unwrap(), before);
     let codexs_own = "[hooks.state]\n\n[hooks.state.\"/h/other:stop:0:0\"]\ntrusted_hash = \"sha256:cd\"\n";
     let both = trust_codex_hook(codexs_own, "/h/hooks.json:permission_request:0:0", "sha256:ab").unwrap();
-    assert_eq!(untrust_codex_hook(&both, "/h/hooks.json:permission_request:0:0").unwrap(), codexs_own, "the person's other trust stays");
+    assert_eq!(
+        untrust_codex_hook(&both, "/h/hooks.json:permission_request:0:0").unwrap(),
+        codexs_own,
+        "the person's other trust stays"
+    );
 }

@@ -19,7 +19,10 @@ fn held(r: &Row) -> Option<Held<'_>> {
 #[test]
 fn a_newer_row_replaces_the_one_held_and_owes_what_it_entered() {
     let (running, asking) = (row(1, Status::Running), row(2, Status::NeedsYou));
-    assert_eq!(put(held(&running), &[], &asking, true), Put { store: true, notices: vec![(&asking, Notice::NeedsYou)] });
+    assert_eq!(
+        put(held(&running), &[], &asking, true),
+        Put { store: true, notices: vec![(&asking, Notice::NeedsYou)] }
+    );
     assert!(put(None, &[], &asking, true).store, "a first row");
 }
 
@@ -36,7 +39,11 @@ fn an_unreadable_row_held_counts_as_none_for_the_notices_but_its_version_still_w
     let older = Some(Held { version: 1, row: None });
     assert_eq!(put(older, &[], &asking, true).notices, vec![(&asking, Notice::NeedsYou)], "told at least once");
     let newer = Some(Held { version: 9, row: None });
-    assert_eq!(put(newer, &[], &asking, true), Put { store: false, notices: vec![] }, "a replay under it is told nothing");
+    assert_eq!(
+        put(newer, &[], &asking, true),
+        Put { store: false, notices: vec![] },
+        "a replay under it is told nothing"
+    );
 }
 
 #[test]

@@ -24,7 +24,11 @@ fn a_2xx_is_taken_by_either_receiver_and_only_a_push_service_can_say_gone() {
     }
     assert_eq!(Receiver::Push.answer(Some(404)), ReceiverAnswer::Gone);
     assert_eq!(Receiver::Push.answer(Some(410)), ReceiverAnswer::Gone);
-    assert_eq!(Receiver::Webhook.answer(Some(404)), ReceiverAnswer::NotTaken, "a webhook's 404 is retried like any failure");
+    assert_eq!(
+        Receiver::Webhook.answer(Some(404)),
+        ReceiverAnswer::NotTaken,
+        "a webhook's 404 is retried like any failure"
+    );
     assert_eq!(Receiver::Webhook.answer(Some(410)), ReceiverAnswer::NotTaken);
 }
 
@@ -33,10 +37,18 @@ fn an_attempt_is_counted_and_leased_past_its_timeout_before_it_starts() {
     for r in Receiver::ALL {
         let lease = r.lease(T0, 0, T0).expect("a fresh message");
         assert_eq!(lease.attempts, 1);
-        assert_eq!(lease.next_attempt_at, T0 + WEBHOOK_TIMEOUT_MS + WEBHOOK_BACKOFF_FIRST_MS, "as if it failed at its timeout");
+        assert_eq!(
+            lease.next_attempt_at,
+            T0 + WEBHOOK_TIMEOUT_MS + WEBHOOK_BACKOFF_FIRST_MS,
+            "as if it failed at its timeout"
+        );
         let late = r.lease(T0, 7, T0 + WEBHOOK_RETRY_WINDOW_MS).expect("not past its expiry");
         assert_eq!(late.attempts, 8);
-        assert_eq!(late.next_attempt_at, T0 + WEBHOOK_RETRY_WINDOW_MS + WEBHOOK_TIMEOUT_MS, "past the window: tried once more, at the timeout");
+        assert_eq!(
+            late.next_attempt_at,
+            T0 + WEBHOOK_RETRY_WINDOW_MS + WEBHOOK_TIMEOUT_MS,
+            "past the window: tried once more, at the timeout"
+        );
     }
 }
 
@@ -46,7 +58,11 @@ fn a_failure_is_retried_on_the_one_schedule_until_the_window_ends_then_failed() 
         assert_eq!(r.after_attempt(T0, 1, Some(500), T0), Next::Retry { at: T0 + WEBHOOK_BACKOFF_FIRST_MS });
         assert_eq!(r.after_attempt(T0, 2, None, T0), Next::Retry { at: T0 + 2 * WEBHOOK_BACKOFF_FIRST_MS });
         assert_eq!(r.after_attempt(T0, 9, Some(503), T0 + WEBHOOK_RETRY_WINDOW_MS), Next::Failed);
-        assert_eq!(r.after_attempt(T0, 9, Some(204), T0 + WEBHOOK_RETRY_WINDOW_MS), Next::Delivered, "a late 2xx still counts");
+        assert_eq!(
+            r.after_attempt(T0, 9, Some(204), T0 + WEBHOOK_RETRY_WINDOW_MS),
+            Next::Delivered,
+            "a late 2xx still counts"
+        );
     }
     assert_eq!(Receiver::Push.after_attempt(T0, 1, Some(410), T0), Next::Gone);
 }
@@ -60,8 +76,14 @@ fn a_push_message_past_its_ttl_is_never_attempted_and_a_webhook_has_no_expiry() 
 #[test]
 fn a_push_message_is_never_scheduled_past_its_ttl_and_a_webhook_is_tried_once_past_its_window() {
     let near = T0 + PUSH_RETRY_WINDOW_MS - 1_000;
-    assert_eq!(Receiver::Push.after_attempt(T0, 20, None, near), Next::Failed, "the retry would land after the push service dropped it");
-    assert!(matches!(Receiver::Webhook.after_attempt(T0, 20, None, near), Next::Retry { at } if at > T0 + WEBHOOK_RETRY_WINDOW_MS));
+    assert_eq!(
+        Receiver::Push.after_attempt(T0, 20, None, near),
+        Next::Failed,
+        "the retry would land after the push service dropped it"
+    );
+    assert!(
+        matches!(Receiver::Webhook.after_attempt(T0, 20, None, near), Next::Retry { at } if at > T0 + WEBHOOK_RETRY_WINDOW_MS)
+    );
 }
 
 #[test]
@@ -134,7 +156,10 @@ fn step() -> impl Strategy<Value = Step> {
     let answer = prop_oneof![Just(Some(200)), Just(Some(500)), Just(Some(404)), Just(Some(410)), Just(None)];
     prop_oneof![
         (0u8..3).prop_map(|handoff| Step::Owe { handoff }),
-        (prop_oneof![0i64..30_000, Just(3_600_000i64), Just(PUSH_RETRY_WINDOW_MS / 2)], prop::collection::vec(answer, 0..6))
+        (
+            prop_oneof![0i64..30_000, Just(3_600_000i64), Just(PUSH_RETRY_WINDOW_MS / 2)],
+            prop::collection::vec(answer, 0..6)
+        )
             .prop_map(|(after_ms, answers)| Step::Alarm { after_ms, answers }),
     ]
 }
@@ -233,7 +258,11 @@ proptest! {
 
 #[test]
 fn a_delivery_state_is_stored_and_listed_by_its_contract_name_and_read_back() {
-    let states = [(DeliveryState::Pending, "pending"), (DeliveryState::Delivered, "delivered"), (DeliveryState::Failed, "failed")];
+    let states = [
+        (DeliveryState::Pending, "pending"),
+        (DeliveryState::Delivered, "delivered"),
+        (DeliveryState::Failed, "failed"),
+    ];
     for (state, name) in states {
         assert_eq!(state.as_str(), name);
         assert_eq!(DeliveryState::parse(name), Some(state));

@@ -6,7 +6,13 @@ const T0: EpochMs = 1_700_000_000_000;
 const RECEIVERS: [&str; 8] = ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"];
 const HANDOFFS: [&str; 5] = ["ho_a", "ho_b", "ho_c", "ho_d", "ho_e"];
 
-fn pending(seq: i64, receiver: Receiver, to: &'static str, handoff: &'static str, next_attempt_at: EpochMs) -> Pending<'static> {
+fn pending(
+    seq: i64,
+    receiver: Receiver,
+    to: &'static str,
+    handoff: &'static str,
+    next_attempt_at: EpochMs,
+) -> Pending<'static> {
     Pending { seq, receiver, to, handoff, created_at: T0, attempts: 0, next_attempt_at }
 }
 
@@ -30,8 +36,13 @@ fn only_the_oldest_of_a_hand_offs_deliveries_to_a_receiver_is_sent_even_when_a_l
 
 #[test]
 fn one_alarm_starts_at_most_its_limit_oldest_due_first_and_fires_again_at_once_for_the_rest() {
-    let all: Vec<Pending> =
-        (0..WEBHOOK_SENDS_PER_ALARM_MAX as i64 + 5).map(|i| Pending { handoff: HANDOFFS[0], to: Box::leak(format!("r{i}").into_boxed_str()), ..pending(i, Receiver::Webhook, "", "", T0 - i) }).collect();
+    let all: Vec<Pending> = (0..WEBHOOK_SENDS_PER_ALARM_MAX as i64 + 5)
+        .map(|i| Pending {
+            handoff: HANDOFFS[0],
+            to: Box::leak(format!("r{i}").into_boxed_str()),
+            ..pending(i, Receiver::Webhook, "", "", T0 - i)
+        })
+        .collect();
     let r = round(&all, T0, true);
     assert_eq!(r.send.len(), WEBHOOK_SENDS_PER_ALARM_MAX);
     assert_eq!(r.send[0].0, WEBHOOK_SENDS_PER_ALARM_MAX as i64 + 4, "the one due longest goes first");
@@ -62,7 +73,18 @@ fn nothing_pending_sets_no_alarm() {
 }
 
 fn arb_pending() -> impl Strategy<Value = Vec<Pending<'static>>> {
-    prop::collection::vec((any::<bool>(), 0..RECEIVERS.len(), 0..HANDOFFS.len(), -2_000i64..2_000, 0u32..4, 0i64..(2 * PUSH_RETRY_WINDOW_MS)), 0..150).prop_map(|rows| {
+    prop::collection::vec(
+        (
+            any::<bool>(),
+            0..RECEIVERS.len(),
+            0..HANDOFFS.len(),
+            -2_000i64..2_000,
+            0u32..4,
+            0i64..(2 * PUSH_RETRY_WINDOW_MS),
+        ),
+        0..150,
+    )
+    .prop_map(|rows| {
         rows.into_iter()
             .enumerate()
             .map(|(i, (push, r, h, due_in, attempts, age))| Pending {

@@ -29,10 +29,16 @@ fn an_unknown_name_says_what_it_named_and_the_name() {
 #[test]
 fn stored_events_read_back_in_order_and_unknown_event_names_are_kept_apart_not_dropped() {
     assert_eq!(events("needs-you,done"), (vec![Notice::NeedsYou, Notice::Done], vec![]));
-    assert_eq!(events("closed,later-event,failed,"), (
-        vec![Notice::Closed, Notice::Failed],
-        vec![Unknown { what: "an event", name: "later-event".into() }, Unknown { what: "an event", name: String::new() }],
-    ));
+    assert_eq!(
+        events("closed,later-event,failed,"),
+        (
+            vec![Notice::Closed, Notice::Failed],
+            vec![
+                Unknown { what: "an event", name: "later-event".into() },
+                Unknown { what: "an event", name: String::new() }
+            ],
+        )
+    );
     assert_eq!(events(""), (vec![], vec![]), "no events stored: none, and nothing unknown");
 }
 
