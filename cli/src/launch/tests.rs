@@ -1,4 +1,9 @@
 use super::*;
+use crate::client::{Handoff, Reach, WorkRecord};
+use crate::machine::turn::*;
+use crate::machine::*;
+use handoff_core::limits::{BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN};
+use handoff_core::turn::{State, Status};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -57,7 +62,7 @@ fn the_work_record_briefing_is_its_fixture() {
 fn the_access_paragraph_names_the_server_its_tools_and_the_variables_but_no_value() {
     for runtime in Runtime::ALL {
         let p = access_paragraph(runtime, ID, 5);
-        for name in ENV_NAMES {
+        for name in SESSION_NAMES {
             assert!(p.contains(name), "{name} is named");
         }
         for tool in ["record_decision", "add_artifact", "raise_blocker", "ask_owner", "report", "get_briefing"] {
@@ -87,9 +92,8 @@ fn each_runtime_has_its_program_budget_network_and_harness() {
     assert_eq!(Runtime::ClaudeCode.budget_bytes_default(), CLAUDE_CODE_BUDGET_BYTES);
     assert_eq!(Runtime::Codex.budget_bytes_default(), CODEX_BUDGET_BYTES);
     assert_eq!((Runtime::ClaudeCode.reach(), Runtime::Codex.reach()), (Reach::Api, Reach::None));
-    assert_eq!((Runtime::ClaudeCode.harness(), Runtime::Codex.harness()), (Harness::ClaudeCode, Harness::Codex));
     assert_eq!(
-        ENV_NAMES,
+        SESSION_NAMES,
         ["HANDOFF_URL", "HANDOFF_ID", "HANDOFF_TOKEN_FILE"],
         "the token itself is never in the runtime's environment"
     );
