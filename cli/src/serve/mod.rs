@@ -444,7 +444,7 @@ impl Serve {
         }
         match event {
             Event::Started { session } => {
-                self.say.line(&format!("turn {turn}: {} session {session}", self.harness.as_ref()?.runtime()));
+                self.say.line(&format!("turn {turn}: {} thread {session}", self.harness.as_ref()?.runtime()));
                 if let Some(s) = self.local.turns.get_mut(&turn) {
                     s.session = session;
                 }
