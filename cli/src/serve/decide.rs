@@ -18,6 +18,7 @@
 
 use crate::ask::Waited;
 use crate::client::Handoff;
+use crate::machine::Runtime;
 use handoff_core::turn::{State, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -171,7 +172,7 @@ impl Gone {
 pub enum Action {
     Start {
         turn: u64,
-        runtime: String,
+        runtime: Runtime,
         session: HarnessSession,
     },
     Stop {
@@ -195,7 +196,7 @@ pub enum Action {
 }
 
 /// The next action. `default_runtime` runs turns handed to none before any ran here.
-pub fn decide(view: &View, local: &Local, harness: Alive, default_runtime: &str) -> Action {
+pub fn decide(view: &View, local: &Local, harness: Alive, default_runtime: Runtime) -> Action {
     if view.version < local.version {
         // An older record than one acted on: it decides nothing.
         return Action::Nothing;
@@ -232,7 +233,11 @@ pub fn decide(view: &View, local: &Local, harness: Alive, default_runtime: &str)
     }
     let runtime = match &view.handed_to {
         Some(r) => r.clone(),
-        None => local.last().map_or_else(|| default_runtime.to_string(), |(_, s)| s.runtime.clone()),
+        None => local.last().map_or_else(|| default_runtime.name().to_string(), |(_, s)| s.runtime.clone()),
+    };
+    let Some(known) = Runtime::parse(&runtime) else {
+        let why = format!("handoff serve runs claude-code or codex, not {runtime}");
+        return Action::Refuse { turn: view.turn, runtime, why };
     };
     let session = if view.package {
         HarnessSession::New(Brief::Package)
@@ -251,7 +256,7 @@ pub fn decide(view: &View, local: &Local, harness: Alive, default_runtime: &str)
     } else {
         HarnessSession::New(Brief::Work)
     };
-    Action::Start { turn: view.turn, runtime, session }
+    Action::Start { turn: view.turn, runtime: known, session }
 }
 
 /// The most of a refused session id a summary shows.
@@ -356,16 +361,16 @@ mod tests {
 
     #[test]
     fn turn_1_with_a_prompt_starts_the_default_runtime_in_a_new_session_briefed_by_the_prompt() {
-        let a = decide(&view(1, 1, Status::Running), &Local::default(), Alive::None, "claude-code");
+        let a = decide(&view(1, 1, Status::Running), &Local::default(), Alive::None, Runtime::ClaudeCode);
         assert_eq!(
             a,
-            Action::Start { turn: 1, runtime: "claude-code".into(), session: HarnessSession::New(Brief::Prompt) }
+            Action::Start { turn: 1, runtime: Runtime::ClaudeCode, session: HarnessSession::New(Brief::Prompt) }
         );
         let mut v = view(1, 1, Status::Running);
         v.prompt = None;
         assert_eq!(
-            decide(&v, &Local::default(), Alive::None, "codex"),
-            Action::Start { turn: 1, runtime: "codex".into(), session: HarnessSession::New(Brief::Work) }
+            decide(&v, &Local::default(), Alive::None, Runtime::Codex),
+            Action::Start { turn: 1, runtime: Runtime::Codex, session: HarnessSession::New(Brief::Work) }
         );
     }
 
@@ -373,10 +378,10 @@ mod tests {
     fn a_turn_handed_to_none_resumes_the_harness_session_of_the_previous_turn() {
         let mut local = Local::default();
         local.turns.insert(1, Started { settled: true, ..started("claude-code", S1) });
-        let a = decide(&view(5, 2, Status::Running), &local, Alive::None, "codex");
+        let a = decide(&view(5, 2, Status::Running), &local, Alive::None, Runtime::Codex);
         assert_eq!(
             a,
-            Action::Start { turn: 2, runtime: "claude-code".into(), session: HarnessSession::Resume(S1.into()) }
+            Action::Start { turn: 2, runtime: Runtime::ClaudeCode, session: HarnessSession::Resume(S1.into()) }
         );
     }
 
@@ -386,8 +391,8 @@ mod tests {
         local.turns.insert(1, Started { settled: true, ..started("claude-code", S1) });
         let v = View { handed_to: Some("codex".into()), package: true, ..view(5, 2, Status::Running) };
         assert_eq!(
-            decide(&v, &local, Alive::None, "claude-code"),
-            Action::Start { turn: 2, runtime: "codex".into(), session: HarnessSession::New(Brief::Package) }
+            decide(&v, &local, Alive::None, Runtime::ClaudeCode),
+            Action::Start { turn: 2, runtime: Runtime::Codex, session: HarnessSession::New(Brief::Package) }
         );
     }
 
@@ -395,18 +400,21 @@ mod tests {
     fn the_owners_cancel_or_close_stops_the_running_harness_and_close_then_exits() {
         let local = Local::default();
         assert_eq!(
-            decide(&view(3, 1, Status::Cancelled), &local, Alive::Running { turn: 1 }, "x"),
+            decide(&view(3, 1, Status::Cancelled), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::Cancelled }
         );
         let closed = View { closed: true, ..view(3, 1, Status::Cancelled) };
         assert_eq!(
-            decide(&closed, &local, Alive::Running { turn: 1 }, "x"),
+            decide(&closed, &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::Closed }
         );
-        assert_eq!(decide(&closed, &local, Alive::None, "x"), Action::Exit);
-        assert_eq!(decide(&view(3, 1, Status::Running), &local, Alive::Running { turn: 1 }, "x"), Action::Nothing);
+        assert_eq!(decide(&closed, &local, Alive::None, Runtime::ClaudeCode), Action::Exit);
         assert_eq!(
-            decide(&view(3, 2, Status::Running), &local, Alive::Running { turn: 1 }, "x"),
+            decide(&view(3, 1, Status::Running), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
+            Action::Nothing
+        );
+        assert_eq!(
+            decide(&view(3, 2, Status::Running), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::NextTurn }
         );
     }
@@ -416,18 +424,18 @@ mod tests {
         let mut local = Local::default();
         local.turns.insert(1, started("claude-code", S1));
         assert_eq!(
-            decide(&view(2, 1, Status::Running), &local, Alive::None, "x"),
+            decide(&view(2, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode),
             Action::Fail { turn: 1, why: Gone::Restarted }
         );
         local.turns.get_mut(&1).unwrap().ended = Some("signal 9".into());
         assert_eq!(
-            decide(&view(2, 1, Status::NeedsYou), &local, Alive::None, "x"),
+            decide(&view(2, 1, Status::NeedsYou), &local, Alive::None, Runtime::ClaudeCode),
             Action::Fail { turn: 1, why: Gone::Exited("signal 9".into()) }
         );
         // Reported done by its hooks: nothing to say.
-        assert_eq!(decide(&view(3, 1, Status::Done), &local, Alive::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(3, 1, Status::Done), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
         local.turns.get_mut(&1).unwrap().settled = true;
-        assert_eq!(decide(&view(2, 1, Status::Running), &local, Alive::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(2, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
     }
 
     #[test]
@@ -446,7 +454,8 @@ mod tests {
         local
             .turns
             .insert(1, Started { settled: true, ..started("claude-code", "--permission-mode=bypassPermissions") });
-        let Action::Refuse { turn, runtime, why } = decide(&view(5, 2, Status::Running), &local, Alive::None, "x")
+        let Action::Refuse { turn, runtime, why } =
+            decide(&view(5, 2, Status::Running), &local, Alive::None, Runtime::ClaudeCode)
         else {
             panic!("refused")
         };
@@ -454,7 +463,7 @@ mod tests {
         assert!(why.contains("is not a UUID") && why.contains("--permission-mode=bypassPermissions"), "{why}");
         // Refused, it is settled as one that started: never started after.
         local.turns.insert(2, Started { refused: Some(why), settled: true, ..started("claude-code", "") });
-        assert_eq!(decide(&view(6, 2, Status::Running), &local, Alive::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(6, 2, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
         assert!(is_uuid(S1) && is_uuid(&crate::serve::new_uuid()));
         assert!(!is_uuid("0b6f3a8e-5c1d-4e2f-9a7b-1c2d3e4f5a6") && !is_uuid("--resume") && !is_uuid(""));
         assert!(!is_uuid("0b6f3a8e-5c1d-4e2f-9a7b-1c2d3e4f5a6g"));
@@ -467,13 +476,16 @@ mod tests {
         // The older build's record: the current life's, so its turn 1 never starts again.
         let adopted = older.clone().for_life(0);
         assert_eq!((adopted.incarnation, adopted.turns.len(), adopted.version), (Some(0), 1, 9));
-        assert!(matches!(decide(&view(9, 1, Status::Running), &adopted, Alive::None, "x"), Action::Fail { .. }));
+        assert!(matches!(
+            decide(&view(9, 1, Status::Running), &adopted, Alive::None, Runtime::ClaudeCode),
+            Action::Fail { .. }
+        ));
         // Life 0 is a life: the same life keeps the record, another starts it empty.
         assert_eq!(adopted.clone().for_life(0), adopted);
         let next = adopted.for_life(1_765_000_000_000);
         assert_eq!(next, Local { incarnation: Some(1_765_000_000_000), ..Local::default() });
         let v = View { incarnation: 1_765_000_000_000, ..view(1, 1, Status::Running) };
-        assert!(matches!(decide(&v, &next, Alive::None, "claude-code"), Action::Start { turn: 1, .. }));
+        assert!(matches!(decide(&v, &next, Alive::None, Runtime::ClaudeCode), Action::Start { turn: 1, .. }));
     }
 
     #[test]
@@ -498,9 +510,19 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_handed_to_a_runtime_serve_does_not_run_is_refused_saying_so() {
+        let v = View { handed_to: Some("gemini".into()), ..view(2, 1, Status::Running) };
+        let Action::Refuse { runtime, why, .. } = decide(&v, &Local::default(), Alive::None, Runtime::ClaudeCode)
+        else {
+            panic!("refused")
+        };
+        assert_eq!((runtime.as_str(), why.as_str()), ("gemini", "handoff serve runs claude-code or codex, not gemini"));
+    }
+
+    #[test]
     fn an_older_record_than_one_acted_on_decides_nothing() {
         let local = Local { version: 7, ..Local::default() };
-        assert_eq!(decide(&view(6, 1, Status::Running), &local, Alive::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(6, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
     }
 
     /// A scripted world: records arrive in any order, serve restarts (the harness dies, the
@@ -540,14 +562,14 @@ mod tests {
                 prompt: None,
                 incarnation: 0,
             };
-            match decide(&v, &local, harness, "claude-code") {
+            match decide(&v, &local, harness, Runtime::ClaudeCode) {
                 Action::Start { turn, runtime, .. } => {
                     starts.push(turn);
                     start_views.push((turn, status, closed));
                     local.turns.insert(
                         turn,
                         Started {
-                            runtime,
+                            runtime: runtime.name().to_string(),
                             session: format!("00000000-0000-4000-8000-{turn:012}"),
                             started_ms: 0,
                             group: None,

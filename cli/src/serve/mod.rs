@@ -352,11 +352,11 @@ impl Serve {
         self.answer(record);
         for _ in 0..DECISIONS_PER_INPUT_MAX {
             let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
-            let again = match decide::decide(&view, &self.local, alive, self.default_runtime.name()) {
+            let again = match decide::decide(&view, &self.local, alive, self.default_runtime) {
                 Action::Nothing => false,
                 Action::Exit => return Some(self.exit()),
                 Action::Start { turn, runtime, session } => {
-                    self.start(record, turn, &runtime, session);
+                    self.start(record, turn, runtime, session);
                     false
                 }
                 Action::Stop { turn, why } => {
@@ -514,21 +514,18 @@ impl Serve {
     /// Starts a harness for `turn`: the state record first (a turn written there is never
     /// started again, and one that cannot be written starts nothing), then the turn prepared,
     /// its `running` report (a turn cancelled meanwhile is not spawned), then the spawn.
-    fn start(&mut self, record: &Handoff, turn: u64, runtime: &str, plan: HarnessSession) {
+    fn start(&mut self, record: &Handoff, turn: u64, rt: Runtime, plan: HarnessSession) {
         let arrived =
             self.arrivals.range(..=record.version).next_back().map(|(_, at)| *at).unwrap_or_else(Instant::now);
         let session = match &plan {
             HarnessSession::Resume(id) => id.clone(),
             HarnessSession::New(_) => new_uuid(),
         };
-        self.local.turns.insert(turn, started(runtime, &session));
+        self.local.turns.insert(turn, started(rt.name(), &session));
         if let Err(e) = self.store() {
             let why = format!("the state record could not be written ({e}), so no harness was started for turn {turn}");
             return self.refuse(turn, &why);
         }
-        let Some(rt) = Runtime::parse(runtime) else {
-            return self.refuse(turn, &format!("handoff serve runs claude-code or codex, not {runtime}"));
-        };
         let ready = match self.ready(record, turn, rt, &plan) {
             Ok(r) => r,
             Err(e) => return self.refuse(turn, &e.to_string()),
@@ -540,7 +537,9 @@ impl Serve {
         if !self.name_runtime(turn, rt, &mode) {
             self.say
                 .line(&format!("turn {turn} was cancelled or moved on while it was prepared: {rt} was not started"));
-            self.local.turns.insert(turn, Started { settled: true, ..unstarted(runtime, "cancelled while prepared") });
+            self.local
+                .turns
+                .insert(turn, Started { settled: true, ..unstarted(rt.name(), "cancelled while prepared") });
             let _ = self.store();
             return;
         }
