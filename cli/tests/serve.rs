@@ -1028,3 +1028,31 @@ fn serve_stopped_by_term_or_int_ends_the_harness_its_whole_group_and_what_it_lef
     s.until("turn 2 is reported failed", |r| r["turn"] == 2 && r["status"] == "failed");
     s.close();
 }
+
+#[test]
+fn a_turn_cancelled_while_it_is_prepared_is_never_spawned() {
+    let mut s = Served::create("Make a proof file.", vec![Step::text("Made it.")], &[]);
+    // The owner cancels between serve's preparing the turn and its `running` report.
+    let cancelled = std::sync::Arc::new(std::sync::Mutex::new(false));
+    let on_send: OnSend = {
+        let (owner, id, cancelled) = (s.owner.clone(), s.id.clone(), cancelled.clone());
+        std::sync::Arc::new(move |sent: &[u8]| {
+            let text = String::from_utf8_lossy(sent);
+            let mut done = cancelled.lock().unwrap();
+            if !*done && text.contains(r#""status":"running""#) && text.contains(r#""permission_mode":"default""#) {
+                ok(Some(&owner), &["cancel", &id]);
+                *done = true;
+            }
+        })
+    };
+    let relay = Relay::watching(&url(), on_send);
+    s.serve = Some(s.spawn(&[("HANDOFF_URL", &relay.url())]));
+    s.log_says("was cancelled or moved on while it was prepared");
+    assert!(*cancelled.lock().unwrap(), "the owner cancelled while serve prepared the turn");
+    std::thread::sleep(Duration::from_secs(2));
+    let log = s.machine.log();
+    assert!(!log.contains("turn 1 started:"), "no harness was spawned: {log}");
+    assert!(s.model.requests().is_empty() && s.harness_processes().is_empty(), "{}", s.context());
+    assert_eq!(s.record()["status"], "cancelled", "{}", s.context());
+    s.close();
+}
