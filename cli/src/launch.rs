@@ -1,7 +1,7 @@
-//! `handoff launch`, the pure half: which turn a launch briefs and from what, the prompt (the
-//! briefing and the launcher's own paragraph on how to record), the runtime's command line and
-//! the names of the variables it is given, and what a session without network left behind.
-//! No I/O here; [`run`] reads the hand-off, accepts, spawns and records.
+//! `handoff launch`, the pure half: the runtime's command line, and what a session without
+//! network left behind. Which turn is briefed, from what, and the prompt are the machine side's
+//! ([`crate::machine::turn`], which `serve` shares); [`run`] starts the turn through it, spawns
+//! and records.
 //!
 //! | runtime | program | network | print mode | interactive |
 //! |---|---|---|---|---|

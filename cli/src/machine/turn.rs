@@ -450,12 +450,4 @@ impl fmt::Display for TurnError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_resumed_session_reads_the_owners_words_whole_or_a_line_saying_there_were_none() {
-        assert_eq!(resumed_message(Some("--help me"), 2), "--help me");
-        assert!(resumed_message(None, 3).contains("turn 3 without words"));
-    }
-}
+mod tests;
