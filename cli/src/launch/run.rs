@@ -53,8 +53,6 @@ pub fn plan_json(prompt: &str, command: &CommandLine, package: Option<&PackageRe
 /// What a launch works with once the turn is read.
 struct Launch<'a> {
     client: Client,
-    url: &'a str,
-    token: &'a str,
     request: &'a Request,
     json_out: bool,
     prepared: Prepared,
@@ -107,7 +105,7 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
         (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| paths::last_message(&state_dir, &id, turn));
     let server = std::env::current_exe().map_err(|e| LaunchError::Setup(format!("where is this program? {e}")))?;
     let server = server.to_string_lossy().into_owned();
-    let l = Launch { client, url, token, request, json_out, prepared, state_dir, last_message, server };
+    let l = Launch { client, request, json_out, prepared, state_dir, last_message, server };
     if request.dry_run {
         return dry_run(&l);
     }
@@ -219,7 +217,6 @@ fn record_after(l: &Launch<'_>, log: &Log, ran: &Ran<'_>, left: Left) -> Result<
         let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
         record_left(&l.client, log, id, ran, &report_only)?;
     }
-    let _ = (l.url, l.token);
     Ok(())
 }
 
