@@ -22,7 +22,7 @@ const RETRY_PAUSE_MS: u64 = 250;
 /// `HANDOFF_ANSWER_WAIT_S` read from `env`: whole seconds, at most [`ANSWER_WAIT_S_MAX`]; the
 /// default when unset or unreadable.
 pub fn answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
-    env("HANDOFF_ANSWER_WAIT_S")
+    env(crate::machine::env::ENV_ANSWER_WAIT_S)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(ANSWER_WAIT_S_DEFAULT, |s| s.min(ANSWER_WAIT_S_MAX))
 }

@@ -204,11 +204,8 @@ pub struct Client {
     refused: Option<String>,
 }
 
-/// The variable holding a token directly.
-pub const ENV_TOKEN: &str = "HANDOFF_TOKEN";
-/// The variable naming a file that holds the token (0600, as the launcher writes it): what a
-/// harness hands its hooks and MCP server in place of the token itself.
-pub const ENV_TOKEN_FILE: &str = "HANDOFF_TOKEN_FILE";
+// The variables holding a token directly, or naming a 0600 file that holds it.
+pub use crate::machine::env::{ENV_INSECURE_HTTP, ENV_TOKEN, ENV_TOKEN_FILE};
 
 /// The token `HANDOFF_TOKEN` holds, else the one in the file `HANDOFF_TOKEN_FILE` names
 /// (trimmed); `Ok(None)` when neither is set, an error naming the file when it cannot be read.
@@ -233,10 +230,6 @@ pub fn write_token_file(path: &std::path::Path, token: &str) -> std::io::Result<
     }
     crate::private::write(path, token.as_bytes())
 }
-
-/// The variable that lets the token go over plain `http://` to a host off this machine, as
-/// `--insecure-http` does (the hooks and the MCP server read it from the harness's environment).
-pub const ENV_INSECURE_HTTP: &str = "HANDOFF_INSECURE_HTTP";
 
 /// Whether `HANDOFF_INSECURE_HTTP` is set to something other than empty, `0`, `false`, `no`
 /// or `off`.

@@ -30,17 +30,17 @@ use clap::{Parser, Subcommand};
 )]
 pub struct Cli {
     /// The API's base URL.
-    #[arg(long, global = true, env = "HANDOFF_URL", default_value = URL_DEFAULT)]
+    #[arg(long, global = true, env = crate::machine::env::ENV_URL, default_value = URL_DEFAULT)]
     pub url: String,
     /// A bearer token: an owner's, or the machine token that `create` printed.
-    #[arg(long, global = true, env = "HANDOFF_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = crate::machine::env::ENV_TOKEN, hide_env_values = true)]
     pub token: Option<String>,
     /// Print the API's JSON instead of short lines.
     #[arg(long, global = true)]
     pub json: bool,
     /// Send the token over plain http:// to a host other than this machine (loopback needs
     /// no flag). The hooks and the MCP server read HANDOFF_INSECURE_HTTP.
-    #[arg(long, global = true, env = "HANDOFF_INSECURE_HTTP", value_parser = clap::builder::FalseyValueParser::new())]
+    #[arg(long, global = true, env = crate::machine::env::ENV_INSECURE_HTTP, value_parser = clap::builder::FalseyValueParser::new())]
     pub insecure_http: bool,
     #[command(subcommand)]
     pub command: Command,

@@ -30,6 +30,7 @@ use crate::ask::Prompt;
 use crate::client::new_idempotency_key;
 use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
 use crate::detect;
+use crate::machine::Runtime;
 use event::{permission_input, Intent};
 use handoff_core::limits::RUNTIMES_FRESH_MS;
 use handoff_core::suggestion::Usage;
@@ -55,18 +56,8 @@ pub const LOG_BYTES_MAX: u64 = 1024 * 1024;
 /// of the service's freshness window, so a session that runs for days stays fresh.
 pub const RUNTIMES_REFRESH_MS: i64 = RUNTIMES_FRESH_MS / 2;
 
-/// Where a hook keeps its spool, what it saw and its log: `HANDOFF_STATE_DIR`, else
-/// `$XDG_STATE_HOME/handoff`, else `~/.local/state/handoff`.
-pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    if let Some(d) = env("HANDOFF_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = env("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("handoff");
-    }
-    let home = env("HOME").unwrap_or_else(|| ".".into());
-    PathBuf::from(home).join(".local").join("state").join("handoff")
-}
+/// Where a hook keeps its spool, what it saw and its log: the state folder.
+pub use crate::machine::paths::state_dir;
 
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -80,7 +71,7 @@ pub struct Log {
 
 impl Log {
     pub fn new(dir: &Path, source: &str, id: Option<&str>) -> Log {
-        Log { path: dir.join("hook.log"), prefix: format!("{source} {}", id.unwrap_or("-")) }
+        Log { path: crate::machine::paths::log_file(dir), prefix: format!("{source} {}", id.unwrap_or("-")) }
     }
 
     /// Appends a line; a log that cannot be written is not the agent's problem.
@@ -393,7 +384,7 @@ fn describe(send: &Send) -> String {
 pub fn session(source: &str, url: &str, token: Option<&str>, id: Option<&str>) -> Option<Hook> {
     let env = |k: &str| std::env::var(k).ok();
     let dir = state_dir(&env);
-    let id = id.map(str::to_string).or_else(|| env("HANDOFF_ID")).filter(|i| !i.is_empty());
+    let id = id.map(str::to_string).or_else(|| env(crate::machine::env::ENV_ID)).filter(|i| !i.is_empty());
     let log = Log::new(&dir, source, id.as_deref());
     let (Some(id), Some(token)) = (id, token.filter(|t| !t.is_empty())) else {
         log.line("not reporting: HANDOFF_ID and HANDOFF_TOKEN (or HANDOFF_TOKEN_FILE) name the session and its machine token");
@@ -502,9 +493,8 @@ pub fn unaskable(why: &crate::ask::Unaskable, served: bool) -> Option<String> {
     served.then(|| crate::ask::unaskable_decision(why))
 }
 
-/// Set in the environment of a harness `handoff serve` started: its hooks deny, with a note, a
-/// question left unanswered instead of handing it to a terminal nobody watches.
-pub const ENV_SERVED: &str = "HANDOFF_SERVED";
+/// Set to `1` in a turn `handoff serve` runs.
+pub use crate::machine::env::ENV_SERVED;
 
 /// Whether this hook runs in a harness `handoff serve` started (nobody at its terminal).
 pub fn served(env: &dyn Fn(&str) -> Option<String>) -> bool {
@@ -541,7 +531,7 @@ pub fn read_document(input: impl std::io::Read) -> serde_json::Value {
 /// `PermissionRequest` handlers' timeout is above `HANDOFF_ANSWER_WAIT_S` as set now. Answers
 /// each file and whether it changed; a file left as it was is not written.
 pub fn install_settings(
-    harness: install::Harness,
+    harness: Runtime,
     project: Option<&Path>,
     uninstall: bool,
 ) -> Result<Vec<(PathBuf, bool)>, String> {
@@ -552,11 +542,11 @@ pub fn install_settings(
     let program = program.to_string_lossy().to_string();
     let wait_s = crate::ask::answer_wait_s(&env);
     let settings = edit_file(&path, |before| match (harness, uninstall) {
-        (install::Harness::ClaudeCode, false) => install::install_claude_code_waiting(before, &program, wait_s),
+        (Runtime::ClaudeCode, false) => install::install_claude_code_waiting(before, &program, wait_s),
         _ => install::apply(harness, before, &program, uninstall),
     })?;
     let mut changed = vec![(path.clone(), settings)];
-    if harness == install::Harness::Codex {
+    if harness == Runtime::Codex {
         let hooks = path.with_file_name("hooks.json");
         // Codex keys its trust by the hooks file's absolute path and our handler's place in it.
         let hooks_key_path =
@@ -644,7 +634,7 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     within_budget(move || {
         let Some(hook) = session("claude-code", &url, token.as_deref(), None) else { return };
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
-        let window = std::env::var("HANDOFF_CONTEXT_WINDOW").ok().and_then(|w| w.parse().ok());
+        let window = std::env::var(crate::machine::env::ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
         let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
         if let Err(e) = hook.run(&event, intent) {
             hook.log.line(&format!("{event}: the spool could not be used: {e}"));

@@ -16,6 +16,9 @@
 //! - [`launch`]: `handoff launch`, which starts the runtime a turn was handed to, briefed
 //!   from its package, and records what a session without network left.
 //! - [`serve`]: `handoff serve`, which runs every turn the owner opens, on this machine.
+//! - [`machine`]: the machine side's one vocabulary, which `launch`, `serve`, `mcp` and the
+//!   hooks share: the runtimes, the `HANDOFF_*` variables, the state folder's paths, the
+//!   process-group stopper and the start of a turn. No command's module imports another's.
 //!
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
@@ -28,6 +31,7 @@ pub mod detect;
 pub mod git;
 pub mod hook;
 pub mod launch;
+pub mod machine;
 pub mod mcp;
 pub mod output;
 pub mod private;

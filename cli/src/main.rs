@@ -63,7 +63,11 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
         std::env::set_var(client::ENV_INSECURE_HTTP, "1");
     }
     if let Command::Serve(args) = &command {
-        return Failure::unless_ok(handoff_cli::serve::run(&cli.url, cli.token.or_else(|| env("HANDOFF_TOKEN")), args));
+        return Failure::unless_ok(handoff_cli::serve::run(
+            &cli.url,
+            cli.token.or_else(|| env(handoff_cli::machine::env::ENV_TOKEN)),
+            args,
+        ));
     }
     let no_token = || {
         Failure::Credential(

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The variables the server reads, as the launcher names them.
-pub const MCP_ENV: [&str; 3] = [crate::launch::ENV_URL, crate::launch::ENV_ID, crate::launch::ENV_TOKEN];
+pub const MCP_ENV: [&str; 3] = crate::machine::env::MCP_NAMES;
 /// How long `ask_owner` waits for the answer unless its `wait_s` says.
 pub const ASK_WAIT_S_DEFAULT: u64 = 300;
 
@@ -232,8 +232,8 @@ fn briefing(client: &Client, id: &str, budget: Option<u32>) -> Result<String, Er
         Err(Error::Refused(r)) if r.code.is(handoff_core::error::Code::PackageNotFound) => {
             let h = client.get(id)?.value;
             let work = client.work(id)?.value;
-            let budget = budget.unwrap_or(crate::launch::CLAUDE_CODE_BUDGET_BYTES);
-            crate::launch::work_briefing(&h, &work, budget).map_err(|refused| {
+            let budget = budget.unwrap_or(crate::machine::CLAUDE_CODE_BUDGET_BYTES);
+            crate::machine::turn::work_briefing(&h, &work, budget).map_err(|refused| {
                 Error::Refused(Box::new(crate::client::Refusal {
                     status: 409,
                     code: r.code.clone(),
@@ -697,7 +697,7 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
     // The turn the session was started for, when the service can say so now.
     let _ = handoff.turn(&client.clone().with_retry(crate::client::Retry::none()));
     let server = HandoffServer::new(handoff);
-    let dir = crate::hook::state_dir(&|k| std::env::var(k).ok());
+    let dir = crate::machine::paths::state_dir(&|k| std::env::var(k).ok());
     let log = crate::hook::Log::new(&dir, "mcp", Some(id));
     let code = runtime.block_on(async move {
         match server.serve(checked_stdio()).await {
@@ -727,11 +727,9 @@ pub fn serve(url: &str, id: &str, token: &str) -> i32 {
     code
 }
 
-/// Where the server notes when it last began serving hand-off `id`: the launcher reads it to
-/// tell a session that recorded through the server from one that could not start it.
-pub fn served_marker(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
-    dir.join("mcp").join(format!("{id}.served"))
-}
+// Where the server notes when it last began serving hand-off `id`: the launcher reads it to
+// tell a session that recorded through the server from one that could not start it.
+use crate::machine::paths::served_marker;
 
 fn mark_served(dir: &std::path::Path, id: &str, log: &crate::hook::Log) {
     let path = served_marker(dir, id);
@@ -744,11 +742,6 @@ fn mark_served(dir: &std::path::Path, id: &str, log: &crate::hook::Log) {
     if let Err(e) = written {
         log.line(&format!("could not note that it serves, in {}: {e}", path.display()));
     }
-}
-
-/// When the server last began serving `id` (ms since the epoch), as [`mark_served`] noted.
-pub fn served_since(dir: &std::path::Path, id: &str) -> Option<i64> {
-    std::fs::read_to_string(served_marker(dir, id)).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! The CLI's files import in one direction: no two files of `cli/src` name each other's items.
+//! The CLI's files import in one direction: no two files of `cli/src` name each other's items,
+//! and no file of one command's module (`launch`, `serve`, `mcp`) names an item of another's:
+//! what they share is the machine side's vocabulary, `cli/src/machine`.
 //! Read from the sources as text (no Worker needed): a file names another through `crate::`,
 //! `super::`, `self::` or a child module's name, in a `use` or in a path; a re-export counts.
 
@@ -23,6 +25,58 @@ fn no_two_files_of_the_cli_import_each_other() {
         edges.iter().filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone()))).cloned().collect();
     assert!(pairs.is_empty(), "these files of cli/src import each other: {pairs:?}");
     assert!(edges.len() > 50, "the reader found the imports: {}", edges.len());
+}
+
+/// The modules of the commands that run a harness or serve one; `command/` only dispatches to
+/// them.
+const COMMANDS: [&str; 3] = ["launch", "serve", "mcp"];
+
+/// The command module `file` belongs to, if any.
+fn command_of(file: &str) -> Option<&'static str> {
+    let first = module_of(file).into_iter().next()?;
+    COMMANDS.into_iter().find(|c| *c == first)
+}
+
+/// The imports of `file` that reach into another command's module.
+fn crossings(file: &str, targets: &BTreeSet<String>) -> Vec<String> {
+    let Some(from) = command_of(file) else { return Vec::new() };
+    targets.iter().filter(|t| command_of(t).is_some_and(|to| to != from)).cloned().collect()
+}
+
+#[test]
+fn no_file_of_one_commands_module_imports_from_another_commands_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = sources(&root, &root);
+    let modules: BTreeMap<Vec<String>, String> =
+        files.keys().filter(|f| *f != "main.rs").map(|f| (module_of(f), f.clone())).collect();
+    let mut crossing = Vec::new();
+    for (file, text) in &files {
+        for target in crossings(file, &named_files(file, text, &modules)) {
+            crossing.push(format!("{file} -> {target}"));
+        }
+    }
+    assert!(crossing.is_empty(), "these files reach into another command's module: {crossing:?}");
+    assert!(files.keys().any(|f| f.starts_with("machine")), "the shared vocabulary is there to import instead");
+}
+
+#[test]
+fn the_reader_catches_an_import_from_one_commands_module_into_anothers() {
+    let modules: BTreeMap<Vec<String>, String> = [
+        (vec!["launch".to_string()], "launch.rs".to_string()),
+        (vec!["launch".into(), "run".into()], "launch/run.rs".into()),
+        (vec!["serve".into()], "serve/mod.rs".into()),
+        (vec!["serve".into(), "state".into()], "serve/state.rs".into()),
+        (vec!["mcp".into()], "mcp.rs".into()),
+        (vec!["machine".into(), "paths".into()], "machine/paths.rs".into()),
+    ]
+    .into();
+    let text = "use super::*;\nfn f() { let _lock = crate::serve::state::lock(&d, &id); crate::mcp::served_since(&d, &id); }\n";
+    let named = named_files("launch/run.rs", text, &modules);
+    assert_eq!(crossings("launch/run.rs", &named), ["mcp.rs".to_string(), "serve/state.rs".to_string()]);
+    let shared = named_files("launch/run.rs", "use crate::machine::paths::{lock, served_since};\n", &modules);
+    assert_eq!(crossings("launch/run.rs", &shared), Vec::<String>::new(), "the machine module is shared");
+    let within = named_files("serve/mod.rs", "pub mod state;\nuse state::load;\n", &modules);
+    assert_eq!(crossings("serve/mod.rs", &within), Vec::<String>::new(), "a command's own files are its own");
 }
 
 #[test]

@@ -6,7 +6,9 @@
 mod common;
 use common::harness::*;
 use common::*;
-use handoff_cli::launch::{self, Runtime};
+use handoff_cli::machine::server::claude_code_mcp_config;
+use handoff_cli::machine::turn::{access_paragraph, prompt, work_briefing};
+use handoff_cli::machine::{Runtime, CLAUDE_CODE_BUDGET_BYTES, CODEX_BUDGET_BYTES};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -258,10 +260,10 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
     let human = m.ok("a dry run", &["launch", &id, "--dry-run"]);
     let briefing = ok(
         Some(&machine_token),
-        &["briefing", &id, "--budget", &launch::CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"],
+        &["briefing", &id, "--budget", &CLAUDE_CODE_BUDGET_BYTES.to_string(), "--reach", "api"],
     );
-    let prompt = launch::prompt(&briefing, &launch::access_paragraph(Runtime::ClaudeCode, &id, 2));
-    let config = launch::claude_code_mcp_config(env!("CARGO_BIN_EXE_handoff"));
+    let prompt = prompt(&briefing, &access_paragraph(Runtime::ClaudeCode, &id, 2));
+    let config = claude_code_mcp_config(env!("CARGO_BIN_EXE_handoff"));
     let expected = format!(
         "briefed from package v1 ({}…)\ndry run: nothing accepted, nothing started\nenv: HANDOFF_URL HANDOFF_ID HANDOFF_TOKEN_FILE\n\
          command: claude <prompt> --permission-mode default --mcp-config '{config}' --strict-mcp-config --allowedTools mcp__handoff\nprompt:\n{prompt}\n",
@@ -332,8 +334,8 @@ fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_
     let client = handoff_cli::Client::new(&url(), Some(&machine_token));
     let h = client.get(&id).unwrap().value;
     let work = client.work(&id).unwrap().value;
-    let briefing = launch::work_briefing(&h, &work, launch::CODEX_BUDGET_BYTES).unwrap();
-    assert_eq!(plan["prompt"], launch::prompt(&briefing, &launch::access_paragraph(Runtime::Codex, &id, 1)).as_str());
+    let briefing = work_briefing(&h, &work, CODEX_BUDGET_BYTES).unwrap();
+    assert_eq!(plan["prompt"], prompt(&briefing, &access_paragraph(Runtime::Codex, &id, 1)).as_str());
     assert!(plan["prompt"].as_str().unwrap().contains("## Next objective\nConfig parser\n"), "{plan}");
 
     // A Codex without the server (its entry switched off after the launcher's): the launcher
@@ -365,14 +367,14 @@ fn a_package_that_moved_after_it_was_read_is_refused_with_its_code_and_the_next_
     let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
     ok(owner, &[&["turn", &id, "--to", "claude-code"][..], &request].concat());
     let client = handoff_cli::Client::new(&url(), Some(&machine_token));
-    let read = launch::run::prepare(&client, &id, None, None).unwrap_or_else(|e| panic!("{e:?}"));
+    let read = handoff_cli::machine::turn::prepare(&client, &id, None, None).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(read.package().map(|p| p.version), Some(1));
 
     // The owner recompiles after a new decision, between the launcher's read and its accept.
     ok(owner, &["decide", &id, "Comments start with #"]);
     let recompiled = ok(owner, &[&["package", &id, "--runtime", "claude-code"][..], &request].concat());
     assert!(recompiled.starts_with("package recompiled (v2"), "{recompiled}");
-    let error = launch::run::accept(&client, &read).unwrap_err();
+    let error = handoff_cli::machine::turn::accept(&client, &read).unwrap_err();
     assert_eq!(error.code().map(|c| c.as_str()), Some("package.stale"), "{error:?}");
 
     let model = ScriptedModel::start(vec![]);

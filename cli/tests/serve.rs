@@ -15,6 +15,7 @@ const STEP_S: u64 = 60;
 /// A hand-off created with turn 1's words, a machine for it, and `handoff serve` running there.
 struct Served {
     owner: String,
+    session: String,
     id: String,
     model: ScriptedModel,
     machine: Machine,
@@ -29,17 +30,44 @@ impl Served {
 
     /// [`Served::start`], with more arguments for serve.
     fn start_with(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)], args: &[&str]) -> Served {
+        let mut s = Served::create(prompt, steps, args);
+        s.serve = Some(s.spawn(vars));
+        s
+    }
+
+    /// The hand-off and its machine, serve not started yet.
+    fn create(prompt: &str, steps: Vec<Step>, args: &[&str]) -> Served {
         let owner = owner();
-        let out =
-            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let session = unique("session");
+        let out = ok(Some(&owner), &["create", &session, "--machine", "m1", "--size", "large", "--prompt", prompt]);
         let mut lines = out.lines();
         let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
         let model = ScriptedModel::start(steps);
         let machine = Machine::new(&id, &token, &model);
-        let mut s =
-            Served { owner, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() };
-        s.serve = Some(s.spawn(vars));
-        s
+        Served { owner, session, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() }
+    }
+
+    /// serve's state record on the machine.
+    fn state_record(&self) -> std::path::PathBuf {
+        self.machine.root.join("state").join("serve").join(format!("{}.json", self.id))
+    }
+
+    /// serve ends on `signal`, by it, and leaves no process of the machine running.
+    fn signalled(&mut self, signal: i32) {
+        let mut serve = self.serve.take().unwrap();
+        // SAFETY: a signal to the serve this test started.
+        unsafe { libc::kill(serve.id() as i32, signal) };
+        let status =
+            eventually("serve ends", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || self.context());
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(signal), "{}", self.context());
+        // Killed before serve ended: what is left are at most processes the kernel is reaping.
+        let left = eventually(
+            "no process of the harness is left",
+            Duration::from_secs(2),
+            || Some(self.machine.processes()).filter(|p| p.is_empty()),
+            || format!("{:?}\n{}", self.machine.processes(), self.context()),
+        );
+        assert!(left.is_empty());
     }
 
     fn spawn(&self, vars: &[(&str, &str)]) -> Child {
@@ -558,7 +586,7 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
         ],
     );
     let machine = Machine::new(&id, &token, &model);
-    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    let mut s = Served { owner, session: String::new(), id, model, machine, serve: None, args: Vec::new() };
     s.serve = Some(s.spawn(&[]));
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     s.log_says("reported runtimes");
@@ -726,7 +754,7 @@ fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_
     let relay = Relay::watching(&url(), on_send);
     let model = ScriptedModel::start(vec![Step::text("Turn 1 done.")]);
     let machine = Machine::new(&id, &token, &model);
-    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    let mut s = Served { owner, session: String::new(), id, model, machine, serve: None, args: Vec::new() };
     s.serve = Some(s.spawn(&[("HANDOFF_URL", &relay.url())]));
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
 
@@ -751,7 +779,7 @@ fn a_turn_handed_to_a_runtime_not_installed_on_the_machine_ends_failed_saying_so
     let (owner, id, token) = started();
     let model = ScriptedModel::start(vec![]);
     let machine = Machine::new(&id, &token, &model).bare();
-    let mut s = Served { owner, id, model, machine, serve: None, args: Vec::new() };
+    let mut s = Served { owner, session: String::new(), id, model, machine, serve: None, args: Vec::new() };
     s.serve = Some(s.spawn(&[]));
     s.log_says("reported runtimes");
     // The machine's report from before codex was taken off it.
@@ -873,4 +901,158 @@ fn the_worker_stopped_and_started_again_while_serve_runs_it_follows_again_and_se
     );
     drop(worker);
     let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn a_state_record_that_cannot_be_written_starts_no_harness_the_turn_ends_failed_saying_where_and_nothing_runs_after_a_restart(
+) {
+    let mut s = Served::create("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    let tmp = s.state_record().with_extension("json.tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    s.serve = Some(s.spawn(&[]));
+    let failed = s.until("turn 1 is reported failed", |r| r["turn"] == 1 && r["status"] == "failed");
+    let summary = failed["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("the state record could not be written"), "{failed}");
+    assert!(summary.contains(&format!("{}.json.tmp", s.id)), "the summary says where: {failed}");
+    assert!(
+        s.model.requests().is_empty() && !s.machine.log().contains("turn 1 started:"),
+        "no harness ran\n{}",
+        s.context()
+    );
+
+    let mut first = s.serve.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    s.serve = Some(s.spawn(&[]));
+    let serving = format!("serving {} from", s.id);
+    eventually(
+        "serve started again",
+        Duration::from_secs(STEP_S),
+        || (s.machine.log().matches(&serving).count() == 2).then_some(()),
+        || s.context(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // serve's runtime report moves the version; nothing moves the turn.
+    let after = s.record();
+    let turn_of = |r: &Value| (r["turn"].clone(), r["status"].clone(), r["summary"].clone());
+    assert_eq!(turn_of(&after), turn_of(&failed), "{after}");
+    assert!(
+        s.model.requests().is_empty() && !s.machine.log().contains("started:"),
+        "nothing ran after the restart\n{}",
+        s.context()
+    );
+    std::fs::remove_dir_all(&tmp).unwrap();
+    s.close();
+}
+
+#[test]
+fn a_stored_session_id_that_is_not_a_uuid_fails_its_turn_saying_so_and_never_reaches_the_harness() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Resumed.")], &[]);
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    let mut first = s.serve.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The model runs as the machine's user and can write the state record.
+    let flag = "--permission-mode=bypassPermissions";
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(s.state_record()).unwrap()).unwrap();
+    state["turns"]["1"]["session"] = Value::from(flag);
+    std::fs::write(s.state_record(), state.to_string()).unwrap();
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Go on."]);
+    s.serve = Some(s.spawn(&[]));
+    let failed = s.until("turn 2 is reported failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    let summary = failed["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("is not a UUID") && summary.contains(flag), "{failed}");
+    assert!(!s.machine.log().contains("turn 2 started:"), "{}", s.context());
+    assert!(!s.model.agent_requests().iter().any(|r| r.text().contains("Go on.")), "the harness never ran turn 2");
+    s.close();
+}
+
+#[test]
+fn a_hand_off_erased_and_created_again_is_served_from_an_empty_state_record_of_its_new_life() {
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Hello, new life.")], &[]);
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    ok(Some(&s.owner), &["erase", &s.id]);
+    let mut serve = s.serve.take().unwrap();
+    eventually("serve ends on the erase", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || s.context());
+    let life = |r: &Value| r["incarnation"].as_u64().unwrap_or(0);
+    let again = eventually(
+        "the same session is created again",
+        Duration::from_secs(STEP_S),
+        || {
+            let r = run(
+                Some(&s.owner),
+                &["create", &s.session, "--machine", "m1", "--size", "large", "--prompt", "Again."],
+            );
+            (r.code == 0).then_some(r.stdout)
+        },
+        || s.context(),
+    );
+    let mut lines = again.lines();
+    assert_eq!(lines.next(), Some(s.id.as_str()), "the same session, the same id");
+    s.machine.token = lines.next().unwrap().to_string();
+    let old_state: Value = serde_json::from_str(&std::fs::read_to_string(s.state_record()).unwrap()).unwrap();
+    assert!(old_state["version"].as_u64().unwrap() > 1, "the old life's record is ahead of the new life's versions");
+    s.serve = Some(s.spawn(&[]));
+    let done = s.until("the new life's turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], "Hello, new life.", "{done}");
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(s.state_record()).unwrap()).unwrap();
+    assert_eq!(state["incarnation"].as_u64(), Some(life(&done)), "the record is of the new life: {state}");
+    s.close();
+}
+
+#[test]
+fn serve_stopped_by_term_or_int_ends_the_harness_its_whole_group_and_what_it_left_before_it_exits() {
+    let steps = vec![Step::bash("touch proof.txt"), Step::bash("touch second.txt"), Step::text("Left it.")];
+    let mut s = Served::start("Make a proof file.", steps, &[]);
+    // The harness waits on the owner: Claude Code, and its hook in a group of its own.
+    s.question();
+    assert!(s.harness_processes().len() > 1, "{:?}", s.harness_processes());
+    s.signalled(libc::SIGTERM);
+    assert!(s.machine.log().contains("serve got signal 15"), "{}", s.context());
+
+    s.serve = Some(s.spawn(&[]));
+    s.until("turn 1 is reported failed", |r| r["turn"] == 1 && r["status"] == "failed");
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "The other file."]);
+    eventually(
+        "turn 2's question",
+        Duration::from_secs(STEP_S),
+        || {
+            let r = s.record();
+            (r["turn"] == 2 && r["question"]["id"].is_string() && r["question"]["answer"].is_null()).then_some(())
+        },
+        || s.context(),
+    );
+    s.signalled(libc::SIGINT);
+    assert!(!s.machine.work().join("proof.txt").exists() && !s.machine.work().join("second.txt").exists());
+    s.serve = Some(s.spawn(&[]));
+    s.until("turn 2 is reported failed", |r| r["turn"] == 2 && r["status"] == "failed");
+    s.close();
+}
+
+#[test]
+fn a_turn_cancelled_while_it_is_prepared_is_never_spawned() {
+    let mut s = Served::create("Make a proof file.", vec![Step::text("Made it.")], &[]);
+    // The owner cancels between serve's preparing the turn and its `running` report.
+    let cancelled = std::sync::Arc::new(std::sync::Mutex::new(false));
+    let on_send: OnSend = {
+        let (owner, id, cancelled) = (s.owner.clone(), s.id.clone(), cancelled.clone());
+        std::sync::Arc::new(move |sent: &[u8]| {
+            let text = String::from_utf8_lossy(sent);
+            let mut done = cancelled.lock().unwrap();
+            if !*done && text.contains(r#""status":"running""#) && text.contains(r#""permission_mode":"default""#) {
+                ok(Some(&owner), &["cancel", &id]);
+                *done = true;
+            }
+        })
+    };
+    let relay = Relay::watching(&url(), on_send);
+    s.serve = Some(s.spawn(&[("HANDOFF_URL", &relay.url())]));
+    s.log_says("was cancelled or moved on while it was prepared");
+    assert!(*cancelled.lock().unwrap(), "the owner cancelled while serve prepared the turn");
+    std::thread::sleep(Duration::from_secs(2));
+    let log = s.machine.log();
+    assert!(!log.contains("turn 1 started:"), "no harness was spawned: {log}");
+    assert!(s.model.requests().is_empty() && s.harness_processes().is_empty(), "{}", s.context());
+    assert_eq!(s.record()["status"], "cancelled", "{}", s.context());
+    s.close();
 }

@@ -187,6 +187,16 @@ pub fn words_block(words: &str) -> String {
     format!("\n{WORDS_HEADING}\n{words}\n")
 }
 
+/// A briefing rendered elsewhere (the work record's, which has no package to render with)
+/// followed by the owner's `words` as [`render_with`] places them: whole, under
+/// [`WORDS_HEADING`], after one blank line. Without words, the briefing as it is.
+pub fn with_words(briefing: &str, words: Option<&str>) -> String {
+    match words {
+        Some(words) => format!("{}\n{}", briefing.trim_end(), words_block(words)),
+        None => briefing.to_string(),
+    }
+}
+
 /// Renders the briefing of `latest` for `reach` in at most `budget_bytes` (clamped to
 /// [`BRIEFING_BUDGET_BYTES_MIN`]..=[`BRIEFING_BUDGET_BYTES_MAX`]).
 pub fn render(latest: &Latest, budget_bytes: usize, reach: &Reach) -> Briefing {

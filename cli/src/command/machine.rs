@@ -333,6 +333,7 @@ impl LaunchArgs {
             LaunchError::Api(e) => Failure::Api(e),
             LaunchError::Refused(r) => Failure::Usage(format!("launch: {r}")),
             LaunchError::Setup(s) => Failure::Usage(format!("launch: {s}")),
+            LaunchError::Accept(_, e) => Failure::Api(e),
         })?;
         Failure::unless_ok(code)
     }
@@ -350,7 +351,7 @@ pub enum HookCommand {
     },
     /// Delivers what the hooks spooled for HANDOFF_ID (or ID) and could not send.
     Flush {
-        #[arg(long, env = "HANDOFF_ID")]
+        #[arg(long, env = crate::machine::env::ENV_ID)]
         id: String,
     },
     /// Adds the hooks to a harness's settings, keeping every other entry (or --uninstall);

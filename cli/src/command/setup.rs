@@ -2,7 +2,8 @@
 //! added to (or removed from) a harness's settings.
 
 use super::shared::{Failure, Out};
-use crate::hook::{self, install::Harness};
+use crate::hook;
+use crate::machine::Runtime;
 use serde_json::json;
 
 /// Lifetime of an owner token minted by `handoff token --owner` unless `--ttl` says.
@@ -23,7 +24,7 @@ pub struct TokenArgs {
 impl TokenArgs {
     pub fn run(self, out: &Out) -> Result<(), Failure> {
         let (owner, ttl_s) = (self.owner.as_str(), self.ttl);
-        let key = std::env::var("HANDOFF_SIGNING_KEY").unwrap_or_default();
+        let key = std::env::var(crate::machine::env::ENV_SIGNING_KEY).unwrap_or_default();
         if key.is_empty() {
             return Err(Failure::Credential(
                 "HANDOFF_SIGNING_KEY is not set: refusing to mint a token without it".into(),
@@ -57,7 +58,7 @@ impl TokenArgs {
 #[derive(clap::Args, Debug)]
 pub struct InstallArgs {
     #[arg(value_parser = parse_harness)]
-    pub harness: Harness,
+    pub harness: Runtime,
     /// The project's settings instead of the user's.
     #[arg(long, value_name = "DIR")]
     pub project: Option<std::path::PathBuf>,
@@ -79,8 +80,8 @@ impl InstallArgs {
             }
         }
         match (self.harness, self.uninstall) {
-            (Harness::Codex, false) => println!("{}", hook::install::CODEX_TRUST_STEP),
-            (Harness::ClaudeCode, false) => println!("{}", hook::install::CLAUDE_CODE_MODE_STEP),
+            (Runtime::Codex, false) => println!("{}", hook::install::CODEX_TRUST_STEP),
+            (Runtime::ClaudeCode, false) => println!("{}", hook::install::CLAUDE_CODE_MODE_STEP),
             (_, true) => {}
         }
         Ok(())
@@ -108,10 +109,6 @@ impl InstallArgs {
     }
 }
 
-fn parse_harness(word: &str) -> Result<Harness, String> {
-    match word {
-        "claude-code" => Ok(Harness::ClaudeCode),
-        "codex" => Ok(Harness::Codex),
-        _ => Err(format!("{word}: one of claude-code, codex")),
-    }
+fn parse_harness(word: &str) -> Result<Runtime, String> {
+    Runtime::parse(word).ok_or_else(|| format!("{word}: one of claude-code, codex"))
 }

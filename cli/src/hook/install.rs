@@ -49,14 +49,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 use toml_edit::{Array, DocumentMut, Item};
 
-/// The agent harnesses whose settings file this module edits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Harness {
-    /// Claude Code: hooks in `settings.json`.
-    ClaudeCode,
-    /// Codex: `notify` in `config.toml`.
-    Codex,
-}
+// The runtimes whose settings file this module edits: Claude Code's hooks in `settings.json`,
+// Codex's `notify` in `config.toml`.
+use crate::machine::Runtime;
 
 /// The Claude Code events the reporter hooks: a session's start, each prompt, a wait for the
 /// user, a tool that ran (the person let it), and a turn's end, with or without an error.
@@ -98,14 +93,14 @@ const PROGRAM_NAMES: [&str; 2] = ["handoff", "handoff.exe"];
 /// | Claude Code | `DIR/.claude/settings.json`    | `CLAUDE_CONFIG_DIR` | `HOME/.claude/settings.json` |
 /// | Codex       | `DIR/.codex/config.toml`       | `CODEX_HOME`        | `HOME/.codex/config.toml`    |
 pub fn settings_path(
-    harness: Harness,
+    harness: Runtime,
     project: Option<&Path>,
     home: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> PathBuf {
     let (dir, var, file) = match harness {
-        Harness::ClaudeCode => (".claude", "CLAUDE_CONFIG_DIR", "settings.json"),
-        Harness::Codex => (".codex", "CODEX_HOME", "config.toml"),
+        Runtime::ClaudeCode => (".claude", "CLAUDE_CONFIG_DIR", "settings.json"),
+        Runtime::Codex => (".codex", "CODEX_HOME", "config.toml"),
     };
     if let Some(project) = project {
         return project.join(dir).join(file);
@@ -174,10 +169,10 @@ impl Edits {
     /// `text`, `harness`'s settings file, with the entry added (or, with `uninstall`,
     /// removed). `program` is the path of the `handoff` binary it runs; an uninstall does not
     /// need it.
-    pub fn apply(&self, harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+    pub fn apply(&self, harness: Runtime, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
         let edit = match harness {
-            Harness::ClaudeCode => self.claude_code,
-            Harness::Codex => self.codex,
+            Runtime::ClaudeCode => self.claude_code,
+            Runtime::Codex => self.codex,
         };
         if uninstall {
             (edit.uninstall)(text)
@@ -195,7 +190,7 @@ pub const HOOKS: Edits = Edits {
 
 /// Installs (or with `uninstall`, removes) the reporter hooks of `harness` in `text`, the
 /// settings file's content ([`Edits::apply`]).
-pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+pub fn apply(harness: Runtime, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
     HOOKS.apply(harness, text, program, uninstall)
 }
 

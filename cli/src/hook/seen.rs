@@ -53,7 +53,7 @@ impl Seen {
 
 /// The file of hand-off `id` under `dir`.
 pub fn path(dir: &Path, id: &str) -> PathBuf {
-    dir.join("seen").join(format!("{id}.json"))
+    crate::machine::paths::seen_file(dir, id)
 }
 
 pub fn load(dir: &Path, id: &str) -> Option<Seen> {

@@ -56,7 +56,7 @@ pub struct Spool {
 impl Spool {
     /// The spool of hand-off `id` under `dir` (created when missing).
     pub fn open(dir: &Path, id: &str) -> std::io::Result<Spool> {
-        let dir = dir.join("spool");
+        let dir = crate::machine::paths::spool_dir(dir);
         crate::private::dir(dir.parent().unwrap_or(&dir))?;
         crate::private::dir(&dir)?;
         Ok(Spool { path: dir.join(format!("{id}.jsonl")), lock_path: dir.join(format!("{id}.lock")) })

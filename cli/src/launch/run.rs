@@ -7,9 +7,15 @@
 //! stops after reading and prints the plan: it accepts nothing, writes nothing, starts nothing.
 
 use super::*;
-use crate::client::{ArtifactInput, BlockerInput, Client, DecisionInput, Error, OfferState, ReportInput};
+use crate::client::{ArtifactInput, BlockerInput, Client, DecisionInput, Error, ReportInput};
 use crate::hook::{self, Log};
+use crate::machine::paths;
+use crate::machine::turn::{
+    access_paragraph, briefed_line, first_briefing, prepare, prompt, start_turn, First, Prepared, Ready, Setup,
+    TurnError,
+};
 use handoff_api::error::Code;
+use handoff_core::turn::Status;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -30,108 +36,63 @@ pub struct Request {
     pub extra: Vec<String>,
 }
 
-/// Why a launch stopped before the runtime started, or could not record what it left.
-#[derive(Debug)]
-pub enum LaunchError {
-    /// The API refused, or could not be reached.
-    Api(Error),
-    /// The hand-off cannot be launched as asked.
-    Refused(Refused),
-    /// This machine is not ready: the program is missing, the hooks could not be installed.
-    Setup(String),
-}
-
-impl From<Error> for LaunchError {
-    fn from(e: Error) -> Self {
-        LaunchError::Api(e)
-    }
-}
-
-impl From<Refused> for LaunchError {
-    fn from(r: Refused) -> Self {
-        LaunchError::Refused(r)
-    }
-}
-
-/// What briefs the turn, as read.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Source {
-    Package { package: PackageRef, accepted: bool },
-    Work(Box<WorkRecord>),
-}
-
-/// Everything read before anything is accepted or started.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prepared {
-    pub handoff: Handoff,
-    pub target: Target,
-    pub budget_bytes: u32,
-    pub source: Source,
-}
-
-impl Prepared {
-    pub fn package(&self) -> Option<&PackageRef> {
-        match &self.source {
-            Source::Package { package, .. } => Some(package),
-            Source::Work(_) => None,
-        }
-    }
-}
-
-/// Reads the hand-off, decides which turn is launched, and reads what briefs it: the latest
-/// package (its version, hash and whether it is accepted) or the work record.
-pub fn prepare(client: &Client, id: &str, runtime: Option<&str>, budget: Option<u32>) -> Result<Prepared, LaunchError> {
-    let handoff = client.get(id)?.value;
-    let target = target(&handoff, runtime)?;
-    let budget_bytes = budget_bytes(target.runtime, budget)?;
-    let source = if target.from_package {
-        let latest = client.package_latest(id)?.value;
-        let package = PackageRef { version: latest.package_version, hash: latest.package_hash };
-        Source::Package { package, accepted: latest.state == OfferState::Accepted }
-    } else {
-        Source::Work(Box::new(client.work(id)?.value))
-    };
-    Ok(Prepared { handoff, target, budget_bytes, source })
-}
-
-/// Accepts exactly the package that was read, unless it was accepted already; answers whether
-/// it accepted now. A package that moved since is refused by the API with `package.stale`.
-/// Once accepted, the package of this turn cannot move (a compile is refused).
-pub fn accept(client: &Client, prepared: &Prepared) -> Result<bool, Error> {
-    match &prepared.source {
-        Source::Package { package, accepted: false } => {
-            client.accept(&prepared.handoff.id, &package.hash)?;
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
-}
-
-/// The briefing at the launch's budget: the API's rendering of the package for what the
-/// runtime can reach, or the work record's.
-pub fn briefing(client: &Client, prepared: &Prepared) -> Result<String, LaunchError> {
-    match &prepared.source {
-        Source::Package { .. } => {
-            let reach = prepared.target.runtime.reach();
-            Ok(client.briefing(&prepared.handoff.id, Some(prepared.budget_bytes), Some(reach))?.value)
-        }
-        Source::Work(work) => Ok(work_briefing(&prepared.handoff, work, prepared.budget_bytes)?),
-    }
-}
+/// Why a launch stopped before the runtime started, or could not record what it left: the
+/// machine side's one error of a turn's start.
+pub type LaunchError = TurnError;
 
 /// The plan a launch carries out, as `--json` gives it.
 pub fn plan_json(prompt: &str, command: &CommandLine, package: Option<&PackageRef>) -> Value {
     json!({
         "prompt": prompt,
         "command": command.argv(),
-        "env_names": ENV_NAMES,
+        "env_names": SESSION_NAMES,
         "package": package.map(|p| json!({"version": p.version, "hash": p.hash})),
     })
 }
 
-/// Where Codex's exec writes its final message for the launcher to read.
-pub fn last_message_path(state_dir: &Path, id: &str, turn: u64) -> PathBuf {
-    state_dir.join("launch").join(format!("{id}-turn-{turn}.last-message.txt"))
+/// What a launch works with once the turn is read.
+struct Launch<'a> {
+    client: Client,
+    request: &'a Request,
+    json_out: bool,
+    prepared: Prepared,
+    state_dir: PathBuf,
+    /// Where Codex's exec writes its final message.
+    last_message: Option<PathBuf>,
+    /// This program: the `handoff mcp` server the session records through.
+    server: String,
+}
+
+impl Launch<'_> {
+    fn runtime(&self) -> Runtime {
+        self.prepared.target.runtime
+    }
+
+    fn command(&self, prompt: &str) -> CommandLine {
+        let last_message = self.last_message.as_ref().map(|p| p.to_string_lossy().into_owned());
+        command_line(
+            self.runtime(),
+            self.request.mode,
+            prompt,
+            last_message.as_deref(),
+            &self.server,
+            &self.request.extra,
+        )
+    }
+
+    /// Prints the briefed line, and the plan in JSON when asked.
+    fn print_plan(&self, prompt: &str) {
+        let briefed = briefed_line(self.prepared.package());
+        let plan = || plan_json(prompt, &self.command(prompt), self.prepared.package()).to_string();
+        if self.json_out {
+            if !self.request.dry_run {
+                eprintln!("{briefed}");
+            }
+            println!("{}", crate::output::escape_json(&plan()));
+        } else {
+            println!("{briefed}");
+        }
+    }
 }
 
 /// `handoff launch`: answers the exit code to leave with (the runtime's own once it started).
@@ -139,72 +100,60 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     let client = Client::new(url, Some(token));
     let prepared = prepare(&client, &request.id, request.runtime.as_deref(), request.budget_bytes)?;
     let (runtime, turn, id) = (prepared.target.runtime, prepared.target.turn, prepared.handoff.id.clone());
-    let env = |k: &str| std::env::var(k).ok();
-    let state_dir = hook::state_dir(&env);
+    let state_dir = paths::state_dir(&|k| std::env::var(k).ok());
     let last_message =
-        (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| last_message_path(&state_dir, &id, turn));
-    let last_message_arg = last_message.as_ref().map(|p| p.to_string_lossy().into_owned());
-    let paragraph = access_paragraph(runtime, &id, turn);
-    // The `handoff mcp` server the session records through is this program.
+        (runtime == Runtime::Codex && request.mode == Mode::Print).then(|| paths::last_message(&state_dir, &id, turn));
     let server = std::env::current_exe().map_err(|e| LaunchError::Setup(format!("where is this program? {e}")))?;
     let server = server.to_string_lossy().into_owned();
-    let briefed = briefed_line(prepared.package());
-
+    let l = Launch { client, request, json_out, prepared, state_dir, last_message, server };
     if request.dry_run {
-        let prompt = prompt(&briefing(&client, &prepared)?, &paragraph);
-        let command =
-            command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
-        if json_out {
-            println!("{}", crate::output::escape_json(&plan_json(&prompt, &command, prepared.package()).to_string()));
-        } else {
-            println!("{briefed}");
-            println!("dry run: nothing accepted, nothing started");
-            println!("env: {}", ENV_NAMES.join(" "));
-            println!("command: {}", crate::output::escape(&command.display(), false));
-            println!("prompt:\n{}", crate::output::escape(&prompt, true));
-        }
-        return Ok(crate::output::EXIT_OK);
+        return dry_run(&l);
     }
-
     // The hand-off's lock on this machine, held for the turn: a running `handoff serve` (or
     // another launch) and this one never run the same turn.
-    let _lock = crate::serve::state::lock(&state_dir, &id).map_err(LaunchError::Setup)?;
-    let path_var = std::env::var("PATH").ok();
-    let program = crate::detect::find(runtime.program(), path_var.as_deref()).ok_or_else(|| {
-        LaunchError::Setup(format!("{} is not on PATH: install {} first", runtime.program(), runtime.name()))
-    })?;
-    // A work record with nothing to brief from is refused before anything is written.
-    let from_work = match &prepared.source {
-        Source::Work(_) => Some(briefing(&client, &prepared)?),
-        Source::Package { .. } => None,
-    };
-    let files = hook::install_settings(runtime.harness(), None, false).map_err(LaunchError::Setup)?;
-    let log = Log::new(&state_dir, "launch", Some(&id));
+    let _lock = paths::lock(&l.state_dir, &id).map_err(LaunchError::Setup)?;
+    let log = Log::new(&l.state_dir, "launch", Some(&id));
+    let install = || install_hooks(runtime, &log);
+    let setup = Setup { url, id: &id, token, state_dir: &l.state_dir, runtime, turn, before_accept: &install };
+    let ready = start_turn(&l.client, &setup, &First::Briefed(&l.prepared))?;
+    if let (true, Some(p)) = (ready.accepted, l.prepared.package()) {
+        log.line(&format!("accepted package v{} ({})", p.version, p.hash));
+    }
+    run_and_record(&l, &log, &ready)
+}
+
+/// A dry run: the plan printed; nothing accepted, nothing written, nothing started.
+fn dry_run(l: &Launch<'_>) -> Result<i32, LaunchError> {
+    let (runtime, turn) = (l.runtime(), l.prepared.target.turn);
+    let prompt = prompt(&first_briefing(&l.client, &l.prepared)?, &access_paragraph(runtime, &l.request.id, turn));
+    l.print_plan(&prompt);
+    if !l.json_out {
+        println!("dry run: nothing accepted, nothing started");
+        println!("env: {}", SESSION_NAMES.join(" "));
+        println!("command: {}", crate::output::escape(&l.command(&prompt).display(), false));
+        println!("prompt:\n{}", crate::output::escape(&prompt, true));
+    }
+    Ok(crate::output::EXIT_OK)
+}
+
+/// The runtime's hooks in its settings, logged.
+fn install_hooks(runtime: Runtime, log: &Log) -> Result<(), String> {
+    let files = hook::install_settings(runtime, None, false)?;
     let settings: Vec<String> = files.iter().map(|(path, _)| path.display().to_string()).collect();
     log.line(&format!("hooks of {} in {}", runtime.name(), settings.join(" and ")));
-    if accept(&client, &prepared)? {
-        if let Some(p) = prepared.package() {
-            log.line(&format!("accepted package v{} ({})", p.version, p.hash));
-        }
-    }
-    let text = match from_work {
-        Some(text) => text,
-        None => briefing(&client, &prepared)?,
-    };
-    let prompt = prompt(&text, &paragraph);
-    let command = command_line(runtime, request.mode, &prompt, last_message_arg.as_deref(), &server, &request.extra);
-    log.line(&format!("{briefed} for {} on turn {turn}", runtime.name()));
-    if json_out {
-        eprintln!("{briefed}");
-        println!("{}", crate::output::escape_json(&plan_json(&prompt, &command, prepared.package()).to_string()));
-    } else {
-        println!("{briefed}");
-    }
+    Ok(())
+}
 
+/// Starts the runtime, waits for it, and records what a session without network left.
+fn run_and_record(l: &Launch<'_>, log: &Log, ready: &Ready) -> Result<i32, LaunchError> {
+    let (runtime, turn) = (l.runtime(), l.prepared.target.turn);
+    let command = l.command(&ready.prompt);
+    log.line(&format!("{} for {} on turn {turn}", briefed_line(l.prepared.package()), runtime.name()));
+    l.print_plan(&ready.prompt);
     let cwd = std::env::current_dir().map_err(|e| LaunchError::Setup(format!("the current folder: {e}")))?;
     let notes = cwd.join(NOTES_FILE);
     let notes_before = read_or_empty(&notes);
-    if let Some(file) = &last_message {
+    if let Some(file) = &l.last_message {
         let _ = std::fs::remove_file(file);
         if let Some(dir) = file.parent() {
             crate::private::dir(dir.parent().unwrap_or(dir))
@@ -220,56 +169,15 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     }
     let started_ms = hook::now_ms();
     log.line(&format!("started {}", command.display()));
-    // The state folder goes down by name too, so that the hooks and the MCP server (which Codex
-    // passes only named variables) keep their state, and its marker, where this launcher reads.
-    let state = state_dir.to_string_lossy().into_owned();
-    // The token goes down as a 0600 file, never as a variable: the harness's shell would hand
-    // a variable to every command the model runs.
-    let token_path = token_file(&state_dir, &id);
-    crate::client::write_token_file(&token_path, token)
-        .map_err(|e| LaunchError::Setup(format!("{}: {e}", token_path.display())))?;
-    let token_path = token_path.to_string_lossy().into_owned();
-    let status = start(
-        &program,
-        &command,
-        request.mode,
-        &[(ENV_URL, url), (ENV_ID, &id), (ENV_TOKEN_FILE, &token_path), (ENV_STATE_DIR, &state)],
-    )
-    .map_err(|e| LaunchError::Setup(format!("{}: {e}", program.display())))?;
+    let status = start(&ready.program, &command, l.request.mode, &ready.vars)
+        .map_err(|e| LaunchError::Setup(format!("{}: {e}", ready.program.display())))?;
     let code = exit_code_of(status);
     log.line(&format!("{} exited {}", runtime.program(), describe_exit(status)));
-
     if !runtime.has_network() {
-        // The session recorded through the MCP server (outside its sandbox) when the server
-        // served it during this run; otherwise the launcher records what it left.
-        let final_message = last_message.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
+        let final_message = l.last_message.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
         let left = read_left(&notes_before, &read_or_empty(&notes), final_message.as_deref());
-        let served = crate::mcp::served_since(&state_dir, &id).is_some_and(|at| at >= started_ms);
-        if served {
-            log.line(&format!("{} recorded through the {MCP_SERVER} MCP server", runtime.program()));
-            let open = match client.get(&id) {
-                Ok(r) => r.value.turn == turn && !r.value.status.has_ended(),
-                Err(e) => {
-                    // Not known to have ended: the report is sent, and a refusal is logged as one.
-                    log.line(&format!(
-                        "could not read turn {turn} after {} exited ({e}): reporting it anyway",
-                        runtime.program()
-                    ));
-                    true
-                }
-            };
-            if open {
-                log.line(&format!(
-                    "{} left turn {turn} open: its report is the launcher's, from its final message",
-                    runtime.program()
-                ));
-                let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
-                record_left(&client, &log, &id, turn, runtime, &report_only, status.success(), &cwd)?;
-            }
-        } else {
-            log.line(&format!("{} did not start the {MCP_SERVER} MCP server: recording what it left in {NOTES_FILE} and its final message", runtime.program()));
-            record_left(&client, &log, &id, turn, runtime, &left, status.success(), &cwd)?;
-        }
+        let ran = Ran { turn, runtime, ok: status.success(), started_ms, cwd: &cwd };
+        record_after(l, log, &ran, left)?;
     }
     if code != 0 {
         eprintln!("{} exited {}", runtime.program(), describe_exit(status));
@@ -277,21 +185,47 @@ pub fn launch(url: &str, token: &str, request: &Request, json_out: bool) -> Resu
     Ok(code)
 }
 
+/// How the session ran, for what the launcher records after it.
+struct Ran<'a> {
+    turn: u64,
+    runtime: Runtime,
+    ok: bool,
+    started_ms: i64,
+    cwd: &'a Path,
+}
+
+/// The session recorded through the MCP server (outside its sandbox) when the server served it
+/// during this run; otherwise the launcher records what it left.
+fn record_after(l: &Launch<'_>, log: &Log, ran: &Ran<'_>, left: Left) -> Result<(), LaunchError> {
+    let (id, turn, program) = (l.request.id.as_str(), ran.turn, ran.runtime.program());
+    let served = paths::served_since(&l.state_dir, id).is_some_and(|at| at >= ran.started_ms);
+    if !served {
+        log.line(&format!("{program} did not start the {MCP_SERVER} MCP server: recording what it left in {NOTES_FILE} and its final message"));
+        return record_left(&l.client, log, id, ran, &left);
+    }
+    log.line(&format!("{program} recorded through the {MCP_SERVER} MCP server"));
+    let open = match l.client.get(id) {
+        Ok(r) => r.value.turn == turn && !r.value.status.has_ended(),
+        Err(e) => {
+            // Not known to have ended: the report is sent, and a refusal is logged as one.
+            log.line(&format!("could not read turn {turn} after {program} exited ({e}): reporting it anyway"));
+            true
+        }
+    };
+    if open {
+        log.line(&format!("{program} left turn {turn} open: its report is the launcher's, from its final message"));
+        let report_only = Left { decisions: Vec::new(), artifacts: Vec::new(), blockers: Vec::new(), ..left };
+        record_left(&l.client, log, id, ran, &report_only)?;
+    }
+    Ok(())
+}
+
 /// Records what a session without network left, in the order it would have recorded it:
 /// decisions, artifacts and blockers, then the report that ends the turn. A report for a turn
 /// that has ended already (in an interactive session Codex's `notify` hook reports each of its
 /// turns) is left as it is.
-#[allow(clippy::too_many_arguments)]
-fn record_left(
-    client: &Client,
-    log: &Log,
-    id: &str,
-    turn: u64,
-    runtime: Runtime,
-    left: &Left,
-    ran_ok: bool,
-    cwd: &Path,
-) -> Result<(), LaunchError> {
+fn record_left(client: &Client, log: &Log, id: &str, ran: &Ran<'_>, left: &Left) -> Result<(), LaunchError> {
+    let (turn, runtime, ran_ok, cwd) = (ran.turn, ran.runtime, ran.ok, ran.cwd);
     let mut first_error: Option<Error> = None;
     let mut outcome = |what: &str, result: Result<String, Error>| match result {
         Ok(line) => {
@@ -387,22 +321,19 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-/// Starts `program` as `command` says, with `vars` set and this program's folder first on
-/// `PATH` (so that `handoff` in the session is this one), and waits for it. A print-mode run
-/// reads nothing from standard input; an interactive one has the terminal. While it runs, a
-/// Ctrl-C is the runtime's alone: the launcher outlives it to record what it left.
-fn start(program: &Path, command: &CommandLine, mode: Mode, vars: &[(&str, &str)]) -> std::io::Result<ExitStatus> {
+/// Starts `program` as `command` says, with the session's `vars` set (this program's folder
+/// first on `PATH`, so that `handoff` in the session is this one) and the token's variable
+/// taken out, and waits for it. A print-mode run reads nothing from standard input; an
+/// interactive one has the terminal. While it runs, a Ctrl-C is the runtime's alone: the
+/// launcher outlives it to record what it left.
+fn start(program: &Path, command: &CommandLine, mode: Mode, vars: &[(&str, String)]) -> std::io::Result<ExitStatus> {
     let mut cmd = Command::new(program);
     cmd.args(&command.args);
-    cmd.env_remove(ENV_TOKEN);
+    for name in crate::machine::turn::REMOVED_VARS {
+        cmd.env_remove(name);
+    }
     for (name, value) in vars {
         cmd.env(name, value);
-    }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)) {
-        let rest = std::env::var_os("PATH").unwrap_or_default();
-        let path = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest)))
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        cmd.env("PATH", path);
     }
     cmd.stdin(if mode == Mode::Print { Stdio::null() } else { Stdio::inherit() });
     wait_keeping_interrupts_for_the_child(&mut cmd)

@@ -14,27 +14,28 @@
 
 use crate::hook::install::{
     check_program_name, is_handoff, json_object, keep_line_endings, object_at, parse_toml, pretty, settings_path,
-    shape, Edit, Edits, Harness, InstallError,
+    shape, Edit, Edits, InstallError,
 };
-use crate::launch::{claude_code_entry, codex_entry, MCP_SERVER, MCP_SERVER_ARGS};
+use crate::machine::server::{claude_code_entry, codex_entry, MCP_SERVER, MCP_SERVER_ARGS};
+use crate::machine::Runtime;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use toml_edit::{Item, Table};
 
 /// Where `harness` keeps its MCP servers.
 pub fn mcp_settings_path(
-    harness: Harness,
+    harness: Runtime,
     project: Option<&Path>,
     home: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> PathBuf {
     match harness {
-        Harness::ClaudeCode => match (project, env("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty())) {
+        Runtime::ClaudeCode => match (project, env("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty())) {
             (Some(dir), _) => dir.join(".mcp.json"),
             (None, Some(config_dir)) => PathBuf::from(config_dir).join(".claude.json"),
             (None, None) => home.join(".claude.json"),
         },
-        Harness::Codex => settings_path(harness, project, home, env),
+        Runtime::Codex => settings_path(harness, project, home, env),
     }
 }
 
@@ -45,7 +46,7 @@ pub const SERVER: Edits = Edits {
 };
 
 /// `text` with the server added (or, with `uninstall`, removed).
-pub fn apply(harness: Harness, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
+pub fn apply(harness: Runtime, text: &str, program: &str, uninstall: bool) -> Result<String, InstallError> {
     SERVER.apply(harness, text, program, uninstall)
 }
 
@@ -131,7 +132,7 @@ fn uninstall_codex(text: &str) -> Result<String, InstallError> {
 
 /// `handoff mcp install`: edits the harness's file, writing it only when it changed; answers the
 /// file and whether it did.
-pub fn install_settings(harness: Harness, project: Option<&Path>, uninstall: bool) -> Result<(PathBuf, bool), String> {
+pub fn install_settings(harness: Runtime, project: Option<&Path>, uninstall: bool) -> Result<(PathBuf, bool), String> {
     let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
     let path = mcp_settings_path(harness, project, &home, &|k| std::env::var(k).ok());
     let program = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
@@ -143,23 +144,23 @@ pub fn install_settings(harness: Harness, project: Option<&Path>, uninstall: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::CODEX_MCP_ENV_NAMES;
+    use crate::machine::env::CODEX_MCP_NAMES as CODEX_MCP_ENV_NAMES;
 
     const PROGRAM: &str = "/usr/local/bin/handoff";
 
     #[test]
     fn claude_code_gets_one_stdio_server_and_keeps_everything_else() {
         let before = r#"{"numStartups": 3, "mcpServers": {"db": {"type": "stdio", "command": "db-mcp"}}}"#;
-        let once = apply(Harness::ClaudeCode, before, PROGRAM, false).unwrap();
+        let once = apply(Runtime::ClaudeCode, before, PROGRAM, false).unwrap();
         let v: Value = serde_json::from_str(&once).unwrap();
         assert_eq!(v["mcpServers"]["handoff"], json!({"type": "stdio", "command": PROGRAM, "args": ["mcp"]}));
         assert_eq!((v["numStartups"].clone(), v["mcpServers"]["db"]["command"].clone()), (json!(3), json!("db-mcp")));
         assert_eq!(
-            apply(Harness::ClaudeCode, &once, PROGRAM, false).unwrap(),
+            apply(Runtime::ClaudeCode, &once, PROGRAM, false).unwrap(),
             once,
             "a second install changes nothing"
         );
-        let removed: Value = serde_json::from_str(&apply(Harness::ClaudeCode, &once, PROGRAM, true).unwrap()).unwrap();
+        let removed: Value = serde_json::from_str(&apply(Runtime::ClaudeCode, &once, PROGRAM, true).unwrap()).unwrap();
         assert_eq!(
             removed,
             serde_json::from_str::<Value>(before).unwrap(),
@@ -171,7 +172,7 @@ mod tests {
     #[test]
     fn codex_gets_the_server_by_name_with_the_variables_by_name_and_approved_tools() {
         let before = "model = \"o4\"\n\n[mcp_servers.db]\ncommand = \"db-mcp\"\n";
-        let once = apply(Harness::Codex, before, PROGRAM, false).unwrap();
+        let once = apply(Runtime::Codex, before, PROGRAM, false).unwrap();
         let doc: toml_edit::DocumentMut = once.parse().unwrap();
         let ours = doc["mcp_servers"]["handoff"].as_table().unwrap();
         assert_eq!(ours["command"].as_str(), Some(PROGRAM));
@@ -181,15 +182,15 @@ mod tests {
         );
         assert_eq!(ours["default_tools_approval_mode"].as_str(), Some("approve"));
         assert!(once.starts_with(before), "every byte before it stays: {once}");
-        assert_eq!(apply(Harness::Codex, &once, PROGRAM, false).unwrap(), once);
+        assert_eq!(apply(Runtime::Codex, &once, PROGRAM, false).unwrap(), once);
         assert_eq!(
-            apply(Harness::Codex, &once, PROGRAM, true).unwrap(),
+            apply(Runtime::Codex, &once, PROGRAM, true).unwrap(),
             before,
             "uninstall gives the file back byte for byte"
         );
-        assert_eq!(apply(Harness::Codex, "", PROGRAM, true).unwrap(), "");
+        assert_eq!(apply(Runtime::Codex, "", PROGRAM, true).unwrap(), "");
         assert_eq!(
-            apply(Harness::Codex, &apply(Harness::Codex, "", PROGRAM, false).unwrap(), PROGRAM, true).unwrap(),
+            apply(Runtime::Codex, &apply(Runtime::Codex, "", PROGRAM, false).unwrap(), PROGRAM, true).unwrap(),
             ""
         );
     }
@@ -197,25 +198,25 @@ mod tests {
     #[test]
     fn a_server_named_handoff_that_is_not_ours_is_refused_and_left_alone() {
         let json_other = r#"{"mcpServers": {"handoff": {"command": "other"}}}"#;
-        assert!(matches!(apply(Harness::ClaudeCode, json_other, PROGRAM, false), Err(InstallError::Shape { .. })));
-        assert_eq!(apply(Harness::ClaudeCode, json_other, PROGRAM, true).unwrap(), json_other);
+        assert!(matches!(apply(Runtime::ClaudeCode, json_other, PROGRAM, false), Err(InstallError::Shape { .. })));
+        assert_eq!(apply(Runtime::ClaudeCode, json_other, PROGRAM, true).unwrap(), json_other);
         let toml_other = "[mcp_servers.handoff]\ncommand = \"other\"\n";
-        assert!(matches!(apply(Harness::Codex, toml_other, PROGRAM, false), Err(InstallError::Shape { .. })));
-        assert_eq!(apply(Harness::Codex, toml_other, PROGRAM, true).unwrap(), toml_other);
-        assert!(matches!(apply(Harness::Codex, "", "/bin/other", false), Err(InstallError::Program { .. })));
+        assert!(matches!(apply(Runtime::Codex, toml_other, PROGRAM, false), Err(InstallError::Shape { .. })));
+        assert_eq!(apply(Runtime::Codex, toml_other, PROGRAM, true).unwrap(), toml_other);
+        assert!(matches!(apply(Runtime::Codex, "", "/bin/other", false), Err(InstallError::Program { .. })));
     }
 
     #[test]
     fn claude_codes_servers_live_in_its_state_file_or_the_projects_mcp_json() {
         let home = Path::new("/h");
         let none = |_: &str| None;
-        assert_eq!(mcp_settings_path(Harness::ClaudeCode, None, home, &none), PathBuf::from("/h/.claude.json"));
+        assert_eq!(mcp_settings_path(Runtime::ClaudeCode, None, home, &none), PathBuf::from("/h/.claude.json"));
         assert_eq!(
-            mcp_settings_path(Harness::ClaudeCode, Some(Path::new("/p")), home, &none),
+            mcp_settings_path(Runtime::ClaudeCode, Some(Path::new("/p")), home, &none),
             PathBuf::from("/p/.mcp.json")
         );
         let dir = |k: &str| (k == "CLAUDE_CONFIG_DIR").then(|| "/c".to_string());
-        assert_eq!(mcp_settings_path(Harness::ClaudeCode, None, home, &dir), PathBuf::from("/c/.claude.json"));
-        assert_eq!(mcp_settings_path(Harness::Codex, None, home, &none), PathBuf::from("/h/.codex/config.toml"));
+        assert_eq!(mcp_settings_path(Runtime::ClaudeCode, None, home, &dir), PathBuf::from("/c/.claude.json"));
+        assert_eq!(mcp_settings_path(Runtime::Codex, None, home, &none), PathBuf::from("/h/.codex/config.toml"));
     }
 }

@@ -12,6 +12,7 @@
 //! group is ended when the [`AppServer`] is dropped.
 
 use crate::ask::Unaskable;
+use crate::machine::{env, group, server};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -43,11 +44,9 @@ pub const STDERR_TAIL_BYTES_MAX: usize = 16 * 1024;
 /// How long a request before the turn (`initialize`, `thread/start`, `thread/resume`) may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a turn may take to end after `turn/interrupt` before it is called interrupted anyway.
-pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+pub const INTERRUPT_GRACE_MS: u64 = 3_000;
 /// How often the cancel flag is looked at while the turn runs.
 pub const CANCEL_POLL: Duration = Duration::from_millis(100);
-/// How long the child has to end on SIGTERM before its group gets SIGKILL.
-pub const STOP_GRACE: Duration = Duration::from_millis(1500);
 
 /// How to start `codex app-server`.
 #[derive(Debug, Clone)]
@@ -70,41 +69,38 @@ pub struct Config {
 /// The `-c` settings `handoff launch` gives Codex, for [`Config::args`]: the `handoff` MCP
 /// server (`server` is this program) and the shell's environment policy that keeps the
 /// token's variables out of the model's commands.
-pub fn launcher_settings(server: &str) -> Vec<String> {
+pub fn launcher_settings(program: &str) -> Vec<String> {
     let mut args = Vec::new();
-    for setting in crate::launch::codex_mcp_settings(server) {
+    for setting in server::codex_mcp_settings(program) {
         args.extend(["-c".to_string(), setting]);
     }
-    args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
+    args.extend(["-c".to_string(), env::CODEX_SHELL_EXCLUDE.to_string()]);
     args
 }
 
 /// How much longer than `ask_owner`'s served wait Codex lets a call of the `handoff` server run:
 /// the wait ends at its deadline, then withdraws the question (a request or two).
 pub const MCP_TOOL_TIMEOUT_MARGIN_S: u64 = 60;
-/// The variables a served turn's `handoff` server reads beyond the launcher's: that it is served,
-/// and the served wait (Codex gives a stdio server only the variables named in `env_vars`).
-pub const SERVED_MCP_ENV_NAMES: [&str; 2] = [crate::hook::ENV_SERVED, "HANDOFF_ANSWER_WAIT_S"];
 
 /// The `-c` settings of a served turn: the launcher's, the `handoff` server also given
-/// [`SERVED_MCP_ENV_NAMES`], and its calls allowed `tool_timeout_sec` (Codex's own default is
+/// [`env::SERVED_MCP_NAMES`] (Codex gives a stdio server only the variables named in `env_vars`), and its calls allowed `tool_timeout_sec` (Codex's own default is
 /// 60 s) above `wait_s`, the longest `ask_owner` waits for the owner in a served turn.
-pub fn served_settings(server: &str, wait_s: u64) -> Vec<String> {
+pub fn served_settings(program: &str, wait_s: u64) -> Vec<String> {
     let mut args = Vec::new();
-    for (key, entry) in crate::launch::codex_entry(server) {
+    for (key, entry) in server::codex_entry(program) {
         let entry = match key {
-            "env_vars" => toml_edit::Value::Array(
-                crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES).copied().collect(),
-            ),
+            "env_vars" => {
+                toml_edit::Value::Array(env::CODEX_MCP_NAMES.iter().chain(&env::SERVED_MCP_NAMES).copied().collect())
+            }
             _ => entry,
         };
-        args.extend(["-c".to_string(), format!("mcp_servers.{}.{key}={entry}", crate::launch::MCP_SERVER)]);
+        args.extend(["-c".to_string(), format!("mcp_servers.{}.{key}={entry}", server::MCP_SERVER)]);
     }
     args.extend([
         "-c".to_string(),
-        format!("mcp_servers.{}.tool_timeout_sec={}", crate::launch::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S),
+        format!("mcp_servers.{}.tool_timeout_sec={}", server::MCP_SERVER, wait_s + MCP_TOOL_TIMEOUT_MARGIN_S),
     ]);
-    args.extend(["-c".to_string(), crate::launch::CODEX_SHELL_EXCLUDE.to_string()]);
+    args.extend(["-c".to_string(), env::CODEX_SHELL_EXCLUDE.to_string()]);
     args
 }
 
@@ -256,7 +252,7 @@ impl AppServer {
         }
         cmd.envs(config.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        super::child::own_group_dying_with_parent(&mut cmd);
+        crate::machine::group::own_group_dying_with_parent(&mut cmd);
         let mut child = cmd.spawn()?;
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -352,7 +348,7 @@ impl AppServer {
                 self.send_request("turn/interrupt", json!({"threadId": thread, "turnId": turn}))?;
                 interrupted_at = Some(Instant::now());
             }
-            if interrupted_at.is_some_and(|at| at.elapsed() > INTERRUPT_GRACE) {
+            if interrupted_at.is_some_and(|at| at.elapsed() > Duration::from_millis(INTERRUPT_GRACE_MS)) {
                 self.stop();
                 return Ok(TurnOutcome::Interrupted);
             }
@@ -541,21 +537,15 @@ impl AppServer {
         }
     }
 
-    /// Ends the child's whole process group: SIGTERM, then SIGKILL after [`STOP_GRACE`].
-    /// Once stopped, every call answers [`DriverError::Exited`].
+    /// Ends the child's whole process group ([`group::stop`]). Once stopped, every call answers
+    /// [`DriverError::Exited`].
     pub fn stop(&mut self) {
         if self.stopped {
             return;
         }
         self.stopped = true;
-        let group = -(self.child.id() as i32);
-        // SAFETY: signals to the process group this value started (its leader's pid).
-        unsafe { libc::kill(group, libc::SIGTERM) };
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        unsafe { libc::kill(group, libc::SIGKILL) };
+        let child = &mut self.child;
+        group::stop(child.id(), || child.try_wait().ok().flatten());
         let _ = self.child.wait();
     }
 
@@ -745,7 +735,7 @@ mod tests {
         let settings: Vec<&str> = args.iter().skip(1).step_by(2).map(String::as_str).collect();
         assert!(settings.contains(&"mcp_servers.handoff.tool_timeout_sec=960"), "{settings:?}");
         let env_vars = settings.iter().find(|s| s.starts_with("mcp_servers.handoff.env_vars=")).expect("env_vars");
-        for name in crate::launch::CODEX_MCP_ENV_NAMES.iter().chain(&SERVED_MCP_ENV_NAMES) {
+        for name in env::CODEX_MCP_NAMES.iter().chain(&env::SERVED_MCP_NAMES) {
             assert!(env_vars.contains(&format!("\"{name}\"")), "{name} in {env_vars}");
         }
         assert_eq!(

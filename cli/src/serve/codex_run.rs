@@ -3,8 +3,10 @@
 //! no hooks, so nothing else would report it).
 
 use super::codex::{self, AppServer, Approval, ApprovalKind, Decision, Handler, Question, TurnOutcome};
-use crate::ask::{self, Prompt, Waited};
+use super::harness::{Command, Emit, Event, Exit, Harness};
+use crate::ask::{Prompt, Waited};
 use crate::client::{Client, ReportInput};
+use crate::machine::{group, Runtime};
 use handoff_core::turn::ReportStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -14,23 +16,14 @@ use std::time::{Duration, Instant};
 /// known to be safe is asked of the owner, as Claude Code's `default` mode asks.
 pub const APPROVAL_POLICY: &str = "untrusted";
 
-/// What the turn's thread tells the main loop.
-pub enum Note {
-    /// The Codex thread the turn runs in (its harness session id).
-    Thread(String),
-    /// The turn ended, as said (`None`: interrupted on a cancel).
-    Ended(Option<Result<String, String>>),
-}
-
 /// A Codex turn running on its thread.
 pub struct Run {
-    pub turn: u64,
-    pub started: Instant,
+    turn: u64,
+    started: Instant,
     cancel: Arc<AtomicBool>,
-    notes: mpsc::Receiver<Note>,
-    ended: Option<String>,
-    /// A thread id given and not yet taken by [`Run::thread_id`].
-    given: Option<String>,
+    /// What became of the questions it asked, as serve's loop read them on the record.
+    answers: mpsc::Sender<(String, Waited)>,
+    exit: Exit,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -45,53 +38,63 @@ pub struct Start {
     pub wait_s: u64,
 }
 
+/// How long a stop waits for the turn's thread: Codex's interrupt, then its group's stop.
+const STOP_WAIT: Duration = Duration::from_millis(codex::INTERRUPT_GRACE_MS + group::STOP_GRACE_MS + 1_000);
+
 impl Run {
-    pub fn spawn(start: Start) -> Run {
+    /// Starts the turn's thread; its thread id is told to `emit` as [`Event::Started`], its
+    /// questions as [`Event::Asked`], its end as [`Event::Gone`].
+    pub fn spawn(start: Start, emit: Emit) -> Run {
         let cancel = Arc::new(AtomicBool::new(false));
-        let (tx, notes) = mpsc::channel();
-        let (flag, turn) = (cancel.clone(), start.turn);
+        let (answers, inbox) = mpsc::channel();
+        let (flag, turn, exit) = (cancel.clone(), start.turn, Exit::default());
+        let seen = exit.clone();
         let thread = std::thread::spawn(move || {
-            let ended = run(&start, &flag, &tx);
-            let _ = tx.send(Note::Ended(ended));
+            let ended = run(&start, &flag, &emit, &inbox);
+            let how = describe(ended);
+            seen.set(how.clone());
+            emit(start.turn, Event::Gone { how });
         });
-        Run { turn, started: Instant::now(), cancel, notes, ended: None, given: None, thread: Some(thread) }
+        Run { turn, started: Instant::now(), cancel, answers, exit, thread: Some(thread) }
+    }
+}
+
+impl Harness for Run {
+    fn turn(&self) -> u64 {
+        self.turn
     }
 
-    fn receive(&mut self) {
-        while let Ok(note) = self.notes.try_recv() {
-            match note {
-                Note::Thread(t) => self.given = Some(t),
-                Note::Ended(e) => self.ended = Some(describe(e)),
+    fn runtime(&self) -> Runtime {
+        Runtime::Codex
+    }
+
+    fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The app-server's group is its own thread's to end.
+    fn group(&self) -> Option<u32> {
+        None
+    }
+
+    /// An answer goes to the question waiting for it; a stop interrupts the turn (the driver
+    /// stops its app-server) and waits for its thread.
+    fn send(&mut self, command: Command) -> Option<String> {
+        match command {
+            Command::Answer { question, waited } => {
+                let _ = self.answers.send((question, waited));
+                None
             }
-        }
-    }
-
-    /// The thread id Codex gave, once (taken by the first call after it came).
-    pub fn thread_id(&mut self) -> Option<String> {
-        self.receive();
-        self.given.take()
-    }
-
-    /// How the turn ended, once it did.
-    pub fn exited(&mut self) -> Option<String> {
-        self.receive();
-        self.ended.clone()
-    }
-
-    /// Interrupts the turn (the driver stops its app-server), and waits for its thread.
-    pub fn stop(&mut self) -> Option<String> {
-        self.cancel.store(true, Ordering::SeqCst);
-        let until = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < until {
-            if let Some(e) = self.exited() {
+            Command::Stop => {
+                self.cancel.store(true, Ordering::SeqCst);
+                let _ = self.answers.send((String::new(), Waited::Withdrawn));
+                let how = self.exit.wait(STOP_WAIT)?;
                 if let Some(t) = self.thread.take() {
                     let _ = t.join();
                 }
-                return Some(e);
+                Some(how)
             }
-            std::thread::sleep(Duration::from_millis(25));
         }
-        None
     }
 }
 
@@ -104,15 +107,20 @@ fn describe(ended: Option<Result<String, String>>) -> String {
 }
 
 /// Runs the turn to its end and reports it: done with the agent's last message, or failed.
-fn run(s: &Start, cancel: &AtomicBool, tx: &mpsc::Sender<Note>) -> Option<Result<String, String>> {
+fn run(
+    s: &Start,
+    cancel: &AtomicBool,
+    emit: &Emit,
+    answers: &mpsc::Receiver<(String, Waited)>,
+) -> Option<Result<String, String>> {
     let outcome = (|| -> Result<TurnOutcome, codex::DriverError> {
         let mut server = AppServer::start(&s.config)?;
         let thread = match &s.resume {
             Some(id) => server.resume_thread(id)?,
             None => server.start_thread()?,
         };
-        let _ = tx.send(Note::Thread(thread.clone()));
-        let mut asker = Asker { s, cancel };
+        emit(s.turn, Event::Started { session: thread.clone() });
+        let mut asker = Asker { s, cancel, emit, answers };
         let outcome = server.run_turn(&thread, &s.prompt, cancel, &mut asker);
         server.stop();
         outcome
@@ -149,6 +157,8 @@ fn run(s: &Start, cancel: &AtomicBool, tx: &mpsc::Sender<Note>) -> Option<Result
 struct Asker<'a> {
     s: &'a Start,
     cancel: &'a AtomicBool,
+    emit: &'a Emit,
+    answers: &'a mpsc::Receiver<(String, Waited)>,
 }
 
 impl Asker<'_> {
@@ -173,8 +183,8 @@ impl Asker<'_> {
         let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else {
             return Err("the question was not taken".into());
         };
-        let deadline = Instant::now() + Duration::from_secs(self.s.wait_s);
-        match ask::wait_for_answer(&self.s.client, &self.s.id, &q.id, asked.value.version, deadline) {
+        (self.emit)(self.s.turn, Event::Asked { question: q.id.clone(), version: asked.value.version });
+        match self.wait(&q.id) {
             Waited::Answered(answer, _) => {
                 let running = ReportInput {
                     turn: self.s.turn,
@@ -203,6 +213,26 @@ impl Asker<'_> {
                 };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Err(format!("The owner did not answer within {} s and nobody is at this machine's terminal, so this was denied. Go on without it, or ask again later.", self.s.wait_s))
+            }
+        }
+    }
+}
+
+impl Asker<'_> {
+    /// What serve's loop says became of question `id`, within the served wait; an answer to
+    /// an earlier question is passed over, and a stop withdraws.
+    fn wait(&self, id: &str) -> Waited {
+        let deadline = Instant::now() + Duration::from_secs(self.s.wait_s);
+        loop {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Waited::Withdrawn;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.answers.recv_timeout(left) {
+                Ok((question, waited)) if question == id => return waited,
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => return Waited::TimedOut,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Waited::Withdrawn,
             }
         }
     }

@@ -7,8 +7,18 @@
 //!   the state record is never started again, and the state record is written before the
 //!   harness starts;
 //! - a turn the record shows cancelled, or a closed hand-off, is never started;
-//! - a final report is sent only for a turn that is still open on the record, once.
+//! - a final report is sent only for a turn that is still open on the record, once;
+//! - the state record belongs to one life of the hand-off: a new life starts it empty, and a
+//!   record of the older build (which did not say) belongs to the current one;
+//! - a harness session is resumed only by a UUID.
+//!
+//! Beside [`decide`], the rules serve applies when a harness is gone ([`fail_stands`]), when it
+//! stops one ([`settled_by_stop`]), before it spawns ([`start_stands`]), when the hand-off
+//! reads closed ([`exit`]) and when the owner answers a harness's question ([`answer`]).
 
+use crate::ask::Waited;
+use crate::client::Handoff;
+use crate::machine::Runtime;
 use handoff_core::turn::{State, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -25,10 +35,12 @@ pub struct View {
     /// The turn was handed on with a package.
     pub package: bool,
     pub prompt: Option<String>,
+    /// The hand-off's life (0 is one: created before hand-offs were erased).
+    pub incarnation: u64,
 }
 
 impl View {
-    pub fn of(h: &crate::client::Handoff) -> View {
+    pub fn of(h: &Handoff) -> View {
         View {
             version: h.version,
             turn: h.turn,
@@ -37,6 +49,7 @@ impl View {
             handed_to: h.briefed.runtime.clone(),
             package: h.briefed.runtime.is_some() && h.briefed.package_hash.is_some(),
             prompt: h.prompt.clone(),
+            incarnation: h.incarnation,
         }
     }
 }
@@ -57,6 +70,10 @@ pub struct Started {
     /// serve sent this turn's final report (or knows that it needs none).
     #[serde(default)]
     pub settled: bool,
+    /// Why no harness was started for it (its state record unwritten, its session id not a
+    /// UUID, …): what its failed report says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// What this machine started, per turn, and the newest version it acted on.
@@ -65,9 +82,23 @@ pub struct Local {
     pub turns: BTreeMap<u64, Started>,
     #[serde(default)]
     pub version: u64,
+    /// The life of the hand-off these turns belong to; `None` in a record of the older build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<u64>,
 }
 
 impl Local {
+    /// The state record for life `incarnation`: this one when it is of that life, or of the
+    /// older build (which did not say, and so belongs to the current life: never start again a
+    /// turn it started); an empty one when it is of another life (an erased hand-off created
+    /// again under the same id starts at version 1, turn 1).
+    pub fn for_life(self, incarnation: u64) -> Local {
+        match self.incarnation {
+            Some(life) if life != incarnation => Local { incarnation: Some(incarnation), ..Local::default() },
+            _ => Local { incarnation: Some(incarnation), ..self },
+        }
+    }
+
     /// The runtime and harness session of the newest turn this machine started.
     pub fn last(&self) -> Option<(&u64, &Started)> {
         self.turns.iter().next_back()
@@ -81,7 +112,7 @@ impl Local {
 
 /// Whether the harness serve started is alive, for which turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Harness {
+pub enum Alive {
     None,
     Running { turn: u64 },
 }
@@ -122,6 +153,8 @@ pub enum Gone {
     Exited(String),
     /// serve restarted while it ran (the parent-death signal ended it).
     Restarted,
+    /// It was never started, for the reason given.
+    NotStarted(String),
 }
 
 impl Gone {
@@ -130,6 +163,7 @@ impl Gone {
             Gone::Exited(how) if how == "exit 0" => format!("{runtime} exited 0, but no final report of its hooks or its model reached the service"),
             Gone::Exited(how) => format!("{runtime} ended ({how}) without a final report: the harness crashed or was killed"),
             Gone::Restarted => format!("handoff serve restarted while {runtime} ran this turn: the harness was stopped with it and the turn is not run twice"),
+            Gone::NotStarted(why) => why.clone(),
         }
     }
 }
@@ -138,7 +172,7 @@ impl Gone {
 pub enum Action {
     Start {
         turn: u64,
-        runtime: String,
+        runtime: Runtime,
         session: HarnessSession,
     },
     Stop {
@@ -150,18 +184,24 @@ pub enum Action {
         turn: u64,
         why: Gone,
     },
+    /// Start no harness for the turn, and report it failed saying why.
+    Refuse {
+        turn: u64,
+        runtime: String,
+        why: String,
+    },
     Nothing,
     /// The hand-off is closed and nothing runs: serve exits 0.
     Exit,
 }
 
 /// The next action. `default_runtime` runs turns handed to none before any ran here.
-pub fn decide(view: &View, local: &Local, harness: Harness, default_runtime: &str) -> Action {
+pub fn decide(view: &View, local: &Local, harness: Alive, default_runtime: Runtime) -> Action {
     if view.version < local.version {
         // An older record than one acted on: it decides nothing.
         return Action::Nothing;
     }
-    if let Harness::Running { turn } = harness {
+    if let Alive::Running { turn } = harness {
         if view.closed {
             return Action::Stop { turn, why: StopWhy::Closed };
         }
@@ -178,9 +218,10 @@ pub fn decide(view: &View, local: &Local, harness: Harness, default_runtime: &st
         if started.settled || view.status.has_ended() || view.closed {
             return if view.closed { Action::Exit } else { Action::Nothing };
         }
-        let why = match &started.ended {
-            Some(how) => Gone::Exited(how.clone()),
-            None => Gone::Restarted,
+        let why = match (&started.refused, &started.ended) {
+            (Some(why), _) => Gone::NotStarted(why.clone()),
+            (None, Some(how)) => Gone::Exited(how.clone()),
+            (None, None) => Gone::Restarted,
         };
         return Action::Fail { turn: view.turn, why };
     }
@@ -192,18 +233,98 @@ pub fn decide(view: &View, local: &Local, harness: Harness, default_runtime: &st
     }
     let runtime = match &view.handed_to {
         Some(r) => r.clone(),
-        None => local.last().map_or_else(|| default_runtime.to_string(), |(_, s)| s.runtime.clone()),
+        None => local.last().map_or_else(|| default_runtime.name().to_string(), |(_, s)| s.runtime.clone()),
+    };
+    let Some(known) = Runtime::parse(&runtime) else {
+        let why = format!("handoff serve runs claude-code or codex, not {runtime}");
+        return Action::Refuse { turn: view.turn, runtime, why };
     };
     let session = if view.package {
         HarnessSession::New(Brief::Package)
     } else if let Some(id) = local.session_of(&runtime) {
+        if !is_uuid(id) {
+            let shown = handoff_core::text::clip(id, SESSION_SHOWN_BYTES_MAX);
+            let why = format!(
+                "the {runtime} session this machine's state record holds for the turn to resume ({shown:?}) is not a UUID, so turn {} was not started: hand it on with a package, or clear serve's state record",
+                view.turn
+            );
+            return Action::Refuse { turn: view.turn, runtime, why };
+        }
         HarnessSession::Resume(id.to_string())
     } else if view.prompt.is_some() {
         HarnessSession::New(Brief::Prompt)
     } else {
         HarnessSession::New(Brief::Work)
     };
-    Action::Start { turn: view.turn, runtime, session }
+    Action::Start { turn: view.turn, runtime: known, session }
+}
+
+/// The most of a refused session id a summary shows.
+const SESSION_SHOWN_BYTES_MAX: usize = 80;
+
+/// A UUID as the harnesses write their session ids: 8-4-4-4-12 hexadecimal digits. Anything
+/// else (a stored `--permission-mode=…`) never reaches a harness's argv.
+pub fn is_uuid(id: &str) -> bool {
+    let groups: Vec<&str> = id.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Whether a turn serve would report failed, its harness gone, still needs that report, as
+/// the record reads afresh (`None`: it could not be read): not when the record moved on to
+/// another turn or the turn ended (a spooled report said how).
+pub fn fail_stands(turn: u64, fresh: Option<&View>) -> bool {
+    fresh.is_none_or(|v| v.turn == turn && !v.status.has_ended() && !v.closed)
+}
+
+/// Whether a stopped turn is settled by its stop: the record already says why it ended after
+/// a cancel or a close, so serve reports nothing; a turn stopped for a newer one is not.
+pub fn settled_by_stop(why: StopWhy) -> bool {
+    matches!(why, StopWhy::Cancelled | StopWhy::Closed)
+}
+
+/// Whether a prepared turn is spawned, as the answer to its `running` report says: not when the
+/// report was refused (`None`: the turn was cancelled or moved on while it was prepared), nor
+/// when the answer shows it ended or closed. `Some(None)`: the report did not reach the service,
+/// which stops nothing (the watch stops a harness the owner cancels).
+pub fn start_stands(turn: u64, answer: Option<Option<&View>>) -> bool {
+    match answer {
+        None => false,
+        Some(None) => true,
+        Some(Some(v)) => v.turn == turn && !v.status.has_ended() && !v.closed,
+    }
+}
+
+/// How serve ends on a closed hand-off: erased when the record cannot be read again (an erase
+/// closes the hand-off first), else closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Closed,
+    Erased,
+}
+
+pub fn exit(read_again_refused: bool) -> Exit {
+    if read_again_refused {
+        Exit::Erased
+    } else {
+        Exit::Closed
+    }
+}
+
+/// A question a harness asked, on the record from `version` on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    pub question: String,
+    pub version: u64,
+}
+
+/// What `record` says became of the question a harness asked: answered or withdrawn, or
+/// nothing yet (a record older than the question's says nothing of it).
+pub fn answer(asked: &Asked, record: &Handoff) -> Option<Waited> {
+    if record.version < asked.version {
+        return None;
+    }
+    crate::ask::answer_of(record, &asked.question)
 }
 
 #[cfg(test)]
@@ -220,8 +341,11 @@ mod tests {
             handed_to: None,
             package: false,
             prompt: Some("fix the tests".into()),
+            incarnation: 0,
         }
     }
+
+    const S1: &str = "0b6f3a8e-5c1d-4e2f-9a7b-1c2d3e4f5a6b";
 
     fn started(runtime: &str, session: &str) -> Started {
         Started {
@@ -231,43 +355,44 @@ mod tests {
             group: None,
             ended: None,
             settled: false,
+            refused: None,
         }
     }
 
     #[test]
     fn turn_1_with_a_prompt_starts_the_default_runtime_in_a_new_session_briefed_by_the_prompt() {
-        let a = decide(&view(1, 1, Status::Running), &Local::default(), Harness::None, "claude-code");
+        let a = decide(&view(1, 1, Status::Running), &Local::default(), Alive::None, Runtime::ClaudeCode);
         assert_eq!(
             a,
-            Action::Start { turn: 1, runtime: "claude-code".into(), session: HarnessSession::New(Brief::Prompt) }
+            Action::Start { turn: 1, runtime: Runtime::ClaudeCode, session: HarnessSession::New(Brief::Prompt) }
         );
         let mut v = view(1, 1, Status::Running);
         v.prompt = None;
         assert_eq!(
-            decide(&v, &Local::default(), Harness::None, "codex"),
-            Action::Start { turn: 1, runtime: "codex".into(), session: HarnessSession::New(Brief::Work) }
+            decide(&v, &Local::default(), Alive::None, Runtime::Codex),
+            Action::Start { turn: 1, runtime: Runtime::Codex, session: HarnessSession::New(Brief::Work) }
         );
     }
 
     #[test]
     fn a_turn_handed_to_none_resumes_the_harness_session_of_the_previous_turn() {
         let mut local = Local::default();
-        local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
-        let a = decide(&view(5, 2, Status::Running), &local, Harness::None, "codex");
+        local.turns.insert(1, Started { settled: true, ..started("claude-code", S1) });
+        let a = decide(&view(5, 2, Status::Running), &local, Alive::None, Runtime::Codex);
         assert_eq!(
             a,
-            Action::Start { turn: 2, runtime: "claude-code".into(), session: HarnessSession::Resume("s-1".into()) }
+            Action::Start { turn: 2, runtime: Runtime::ClaudeCode, session: HarnessSession::Resume(S1.into()) }
         );
     }
 
     #[test]
     fn a_turn_handed_on_with_a_package_starts_a_new_session_of_that_runtime_briefed_from_it() {
         let mut local = Local::default();
-        local.turns.insert(1, Started { settled: true, ..started("claude-code", "s-1") });
+        local.turns.insert(1, Started { settled: true, ..started("claude-code", S1) });
         let v = View { handed_to: Some("codex".into()), package: true, ..view(5, 2, Status::Running) };
         assert_eq!(
-            decide(&v, &local, Harness::None, "claude-code"),
-            Action::Start { turn: 2, runtime: "codex".into(), session: HarnessSession::New(Brief::Package) }
+            decide(&v, &local, Alive::None, Runtime::ClaudeCode),
+            Action::Start { turn: 2, runtime: Runtime::Codex, session: HarnessSession::New(Brief::Package) }
         );
     }
 
@@ -275,18 +400,21 @@ mod tests {
     fn the_owners_cancel_or_close_stops_the_running_harness_and_close_then_exits() {
         let local = Local::default();
         assert_eq!(
-            decide(&view(3, 1, Status::Cancelled), &local, Harness::Running { turn: 1 }, "x"),
+            decide(&view(3, 1, Status::Cancelled), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::Cancelled }
         );
         let closed = View { closed: true, ..view(3, 1, Status::Cancelled) };
         assert_eq!(
-            decide(&closed, &local, Harness::Running { turn: 1 }, "x"),
+            decide(&closed, &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::Closed }
         );
-        assert_eq!(decide(&closed, &local, Harness::None, "x"), Action::Exit);
-        assert_eq!(decide(&view(3, 1, Status::Running), &local, Harness::Running { turn: 1 }, "x"), Action::Nothing);
+        assert_eq!(decide(&closed, &local, Alive::None, Runtime::ClaudeCode), Action::Exit);
         assert_eq!(
-            decide(&view(3, 2, Status::Running), &local, Harness::Running { turn: 1 }, "x"),
+            decide(&view(3, 1, Status::Running), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
+            Action::Nothing
+        );
+        assert_eq!(
+            decide(&view(3, 2, Status::Running), &local, Alive::Running { turn: 1 }, Runtime::ClaudeCode),
             Action::Stop { turn: 1, why: StopWhy::NextTurn }
         );
     }
@@ -294,20 +422,20 @@ mod tests {
     #[test]
     fn a_started_turn_still_open_with_no_harness_is_failed_saying_why_and_only_once() {
         let mut local = Local::default();
-        local.turns.insert(1, started("claude-code", "s-1"));
+        local.turns.insert(1, started("claude-code", S1));
         assert_eq!(
-            decide(&view(2, 1, Status::Running), &local, Harness::None, "x"),
+            decide(&view(2, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode),
             Action::Fail { turn: 1, why: Gone::Restarted }
         );
         local.turns.get_mut(&1).unwrap().ended = Some("signal 9".into());
         assert_eq!(
-            decide(&view(2, 1, Status::NeedsYou), &local, Harness::None, "x"),
+            decide(&view(2, 1, Status::NeedsYou), &local, Alive::None, Runtime::ClaudeCode),
             Action::Fail { turn: 1, why: Gone::Exited("signal 9".into()) }
         );
         // Reported done by its hooks: nothing to say.
-        assert_eq!(decide(&view(3, 1, Status::Done), &local, Harness::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(3, 1, Status::Done), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
         local.turns.get_mut(&1).unwrap().settled = true;
-        assert_eq!(decide(&view(2, 1, Status::Running), &local, Harness::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(2, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
     }
 
     #[test]
@@ -317,32 +445,104 @@ mod tests {
             .summary("claude-code")
             .contains("(signal 9) without a final report: the harness crashed or was killed"));
         assert!(Gone::Exited("exit 0".into()).summary("claude-code").contains("exited 0, but no final report"));
+        assert_eq!(Gone::NotStarted("why".into()).summary("codex"), "why");
+    }
+
+    #[test]
+    fn a_stored_session_id_that_is_not_a_uuid_is_refused_and_never_resumed() {
+        let mut local = Local::default();
+        local
+            .turns
+            .insert(1, Started { settled: true, ..started("claude-code", "--permission-mode=bypassPermissions") });
+        let Action::Refuse { turn, runtime, why } =
+            decide(&view(5, 2, Status::Running), &local, Alive::None, Runtime::ClaudeCode)
+        else {
+            panic!("refused")
+        };
+        assert_eq!((turn, runtime.as_str()), (2, "claude-code"));
+        assert!(why.contains("is not a UUID") && why.contains("--permission-mode=bypassPermissions"), "{why}");
+        // Refused, it is settled as one that started: never started after.
+        local.turns.insert(2, Started { refused: Some(why), settled: true, ..started("claude-code", "") });
+        assert_eq!(decide(&view(6, 2, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
+        assert!(is_uuid(S1) && is_uuid(&crate::serve::new_uuid()));
+        assert!(!is_uuid("0b6f3a8e-5c1d-4e2f-9a7b-1c2d3e4f5a6") && !is_uuid("--resume") && !is_uuid(""));
+        assert!(!is_uuid("0b6f3a8e-5c1d-4e2f-9a7b-1c2d3e4f5a6g"));
+    }
+
+    #[test]
+    fn a_state_record_of_another_life_starts_empty_and_one_of_the_older_build_belongs_to_the_current_life() {
+        let mut older = Local { version: 9, ..Local::default() };
+        older.turns.insert(1, started("claude-code", S1));
+        // The older build's record: the current life's, so its turn 1 never starts again.
+        let adopted = older.clone().for_life(0);
+        assert_eq!((adopted.incarnation, adopted.turns.len(), adopted.version), (Some(0), 1, 9));
+        assert!(matches!(
+            decide(&view(9, 1, Status::Running), &adopted, Alive::None, Runtime::ClaudeCode),
+            Action::Fail { .. }
+        ));
+        // Life 0 is a life: the same life keeps the record, another starts it empty.
+        assert_eq!(adopted.clone().for_life(0), adopted);
+        let next = adopted.for_life(1_765_000_000_000);
+        assert_eq!(next, Local { incarnation: Some(1_765_000_000_000), ..Local::default() });
+        let v = View { incarnation: 1_765_000_000_000, ..view(1, 1, Status::Running) };
+        assert!(matches!(decide(&v, &next, Alive::None, Runtime::ClaudeCode), Action::Start { turn: 1, .. }));
+    }
+
+    #[test]
+    fn a_gone_harness_is_failed_only_while_its_turn_is_open_on_the_fresh_record() {
+        assert!(fail_stands(1, None), "a record that cannot be read fails it");
+        assert!(fail_stands(1, Some(&view(4, 1, Status::Running))));
+        assert!(!fail_stands(1, Some(&view(4, 1, Status::Done))), "a spooled report said how it ended");
+        assert!(!fail_stands(1, Some(&view(4, 2, Status::Running))), "the record moved on");
+        assert!(settled_by_stop(StopWhy::Cancelled) && settled_by_stop(StopWhy::Closed));
+        assert!(!settled_by_stop(StopWhy::NextTurn));
+    }
+
+    #[test]
+    fn a_turn_cancelled_or_refused_while_it_is_prepared_is_never_spawned() {
+        assert!(!start_stands(1, None), "its running report refused");
+        assert!(!start_stands(1, Some(Some(&view(4, 1, Status::Cancelled)))));
+        assert!(!start_stands(1, Some(Some(&View { closed: true, ..view(4, 1, Status::Running) }))));
+        assert!(!start_stands(1, Some(Some(&view(4, 2, Status::Running)))));
+        assert!(start_stands(1, Some(Some(&view(4, 1, Status::Running)))));
+        assert!(start_stands(1, Some(None)), "a report that did not reach the service stops nothing");
+        assert_eq!((exit(true), exit(false)), (Exit::Erased, Exit::Closed));
+    }
+
+    #[test]
+    fn a_turn_handed_to_a_runtime_serve_does_not_run_is_refused_saying_so() {
+        let v = View { handed_to: Some("gemini".into()), ..view(2, 1, Status::Running) };
+        let Action::Refuse { runtime, why, .. } = decide(&v, &Local::default(), Alive::None, Runtime::ClaudeCode)
+        else {
+            panic!("refused")
+        };
+        assert_eq!((runtime.as_str(), why.as_str()), ("gemini", "handoff serve runs claude-code or codex, not gemini"));
     }
 
     #[test]
     fn an_older_record_than_one_acted_on_decides_nothing() {
         let local = Local { version: 7, ..Local::default() };
-        assert_eq!(decide(&view(6, 1, Status::Running), &local, Harness::None, "x"), Action::Nothing);
+        assert_eq!(decide(&view(6, 1, Status::Running), &local, Alive::None, Runtime::ClaudeCode), Action::Nothing);
     }
 
     /// A scripted world: records arrive in any order, serve restarts (the harness dies, the
     /// state record stays), harnesses end. The state record is applied as serve applies it.
     fn replay(events: &[(u8, u64, u8)]) -> (Vec<u64>, Vec<(u64, Status, bool)>) {
         let mut local = Local::default();
-        let mut harness = Harness::None;
+        let mut harness = Alive::None;
         let mut starts = Vec::new();
         let mut start_views = Vec::new();
         for &(kind, n, s) in events {
             match kind % 4 {
                 0 => {
                     // serve restarts: the harness is gone, serve's memory too; the file stays.
-                    harness = Harness::None;
+                    harness = Alive::None;
                     continue;
                 }
                 1 => {
-                    if let Harness::Running { turn } = harness {
+                    if let Alive::Running { turn } = harness {
                         local.turns.get_mut(&turn).unwrap().ended = Some("0".into());
-                        harness = Harness::None;
+                        harness = Alive::None;
                     }
                     continue;
                 }
@@ -352,30 +552,44 @@ mod tests {
                 [Status::Running, Status::NeedsYou, Status::Done, Status::Failed, Status::Cancelled][s as usize % 5];
             let closed = s % 7 == 6;
             let turn = 1 + n % 4;
-            let v = View { version: n, turn, closed, status, handed_to: None, package: false, prompt: None };
-            match decide(&v, &local, harness, "claude-code") {
+            let v = View {
+                version: n,
+                turn,
+                closed,
+                status,
+                handed_to: None,
+                package: false,
+                prompt: None,
+                incarnation: 0,
+            };
+            match decide(&v, &local, harness, Runtime::ClaudeCode) {
                 Action::Start { turn, runtime, .. } => {
                     starts.push(turn);
                     start_views.push((turn, status, closed));
                     local.turns.insert(
                         turn,
                         Started {
-                            runtime,
-                            session: format!("s{turn}"),
+                            runtime: runtime.name().to_string(),
+                            session: format!("00000000-0000-4000-8000-{turn:012}"),
                             started_ms: 0,
                             group: None,
                             ended: None,
                             settled: false,
+                            refused: None,
                         },
                     );
-                    harness = Harness::Running { turn };
+                    harness = Alive::Running { turn };
                 }
                 Action::Stop { turn, .. } => {
                     local.turns.get_mut(&turn).unwrap().ended = Some("stopped".into());
                     local.turns.get_mut(&turn).unwrap().settled = true;
-                    harness = Harness::None;
+                    harness = Alive::None;
                 }
                 Action::Fail { turn, .. } => local.turns.get_mut(&turn).unwrap().settled = true,
+                Action::Refuse { turn, runtime, why } => {
+                    let refused = Started { refused: Some(why), settled: true, ..started(&runtime, "") };
+                    local.turns.insert(turn, refused);
+                }
                 Action::Nothing | Action::Exit => {}
             }
             local.version = local.version.max(v.version);

@@ -1,29 +1,37 @@
 //! `handoff serve ID`: runs, on the cloud machine, every turn the owner opens from anywhere.
 //!
-//! A thread follows the hand-off over the watch (the `/wait` fallback where it is not served),
-//! again after any drop, with capped exponential backoff and jitter and never giving up on a
-//! reachable service; the main thread decides with [`decide::decide`] on each record and on each
-//! harness exit, and acts: it starts a harness (the state record written first), stops one
-//! (its whole process group), or reports a turn whose harness is gone `failed`.
+//! One loop receives every input on one channel ([`Input`]): each record of the hand-off (a
+//! thread follows it over the watch, the `/wait` fallback where it is not served, again after
+//! any drop, with capped exponential backoff and jitter, never giving up on a reachable
+//! service), each event of the running harness ([`harness::Event`]), a timer, and TERM or INT.
+//! It decides with [`decide`] and acts: it starts a harness through [`crate::machine::turn`]
+//! (the state record written first), stops one (its whole process group), answers its
+//! question, or reports a turn whose harness is gone `failed`.
 //!
 //! Claude Code runs in print mode, one process per turn: `claude -p` with `--session-id` on its
-//! first turn and `--resume` after, the owner's words on standard input, `--output-format json`,
-//! `--settings` carrying the hooks for this run only (the person's own settings are left as
-//! they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
-//! server, which pins the turn it serves.
+//! first turn and `--resume=ID` after, the owner's words on standard input, `--output-format
+//! json`, `--settings` carrying the hooks for this run only (the person's own settings are left
+//! as they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
+//! server, which pins the turn it serves. Codex runs through its app-server, one per turn.
 
-pub mod child;
+pub mod claude_code;
 pub mod codex;
 pub mod codex_run;
 pub mod decide;
+pub mod harness;
+pub mod signal;
 pub mod state;
 
 use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
 use crate::hook::{self, Log};
-use crate::launch::{self, Runtime};
-use decide::{Action, Brief, Gone, Harness as Alive, HarnessSession, Local, Started, StopWhy, View};
+use crate::machine::env::{ENV_ANSWER_WAIT_S, ENV_SERVED, ENV_SERVE_ANSWER_WAIT_S, ENV_TOKEN_FILE};
+use crate::machine::server::{claude_code_mcp_config, CLAUDE_CODE_ALLOW_RULE};
+use crate::machine::turn::{self as turn_start, First, Ready, Setup, TurnError};
+use crate::machine::{group, paths, Runtime};
+use decide::{Action, Alive, Asked, Brief, Gone, HarnessSession, Local, Started, StopWhy, View};
 use handoff_api::error::Code;
 use handoff_core::turn::ReportStatus;
+use harness::{Command, Event, Harness};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -34,8 +42,6 @@ use std::time::{Duration, Instant};
 /// `HANDOFF_SERVE_ANSWER_WAIT_S` says: nobody is at the terminal, so it is long; at the limit
 /// the question is denied with a note the model reads.
 pub const SERVE_ANSWER_WAIT_S_DEFAULT: u64 = 900;
-/// The variable naming that wait.
-pub const ENV_SERVE_ANSWER_WAIT_S: &str = "HANDOFF_SERVE_ANSWER_WAIT_S";
 /// Claude Code's permission mode in a served turn unless `--permission-mode` says: `default`,
 /// where every tool call that needs permission is asked of the owner (on the phone).
 pub const PERMISSION_MODE_DEFAULT: &str = "default";
@@ -45,8 +51,12 @@ pub const FOLLOW_BACKOFF_MS_BASE: u64 = 500;
 pub const FOLLOW_BACKOFF_MS_MAX: u64 = 30_000;
 /// Each `/wait` of the fallback is held this long.
 const FOLLOW_WAIT_S: u64 = 60;
-/// The main loop looks at the harness this often.
-const TICK_MS: u64 = 100;
+/// A failed report that no record will bring back is tried again after this (the timer).
+const REPORT_RETRY_MS: u64 = 5_000;
+/// The most decisions one input leads to: each carried out changes what the next one reads.
+const DECISIONS_PER_INPUT_MAX: usize = 4;
+/// The versions whose arrival is kept, for the latencies the log gives.
+const ARRIVALS_KEPT_MAX: usize = 64;
 
 /// `handoff serve`'s arguments.
 #[derive(clap::Args, Debug, Clone)]
@@ -62,7 +72,7 @@ pub struct Args {
     #[arg(long, value_name = "MODE", default_value = PERMISSION_MODE_DEFAULT)]
     pub permission_mode: String,
     /// A file holding the machine token, read again when the API says the token expired.
-    #[arg(long, value_name = "PATH", env = "HANDOFF_TOKEN_FILE")]
+    #[arg(long, value_name = "PATH", env = ENV_TOKEN_FILE)]
     pub token_file: Option<PathBuf>,
     /// Print a systemd unit that keeps `handoff serve ID` running, and exit.
     #[arg(long)]
@@ -93,11 +103,20 @@ pub fn unit(program: &str, id: &str, url: &str, workdir: &str) -> String {
     )
 }
 
-/// What the follower thread tells the main loop.
-enum Event {
+/// Everything serve's loop is told, on its one channel.
+enum Input {
+    /// A record of the hand-off, and when it arrived.
     Record(Box<Handoff>, Instant),
     /// The hand-off is gone (404), or the token is refused with no fresh one: the error.
-    Ended(Error),
+    Refused(Error),
+    /// The follower stopped after the hand-off closed.
+    FollowerStopped,
+    /// An event of the harness running turn `.0`.
+    Harness(u64, Event),
+    /// A timer set by serve itself went off.
+    Timer,
+    /// TERM or INT.
+    Signal(i32),
 }
 
 /// The token, and the file it is read again from.
@@ -139,66 +158,32 @@ impl Say {
     }
 }
 
-/// The served runtimes: Claude Code in print mode, one process per turn; Codex through its
-/// app-server, one per turn, on a thread of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Driver {
-    ClaudeCode,
-    Codex,
+/// What serve starts with, once its start-up is checked.
+struct Checked {
+    token: String,
+    runtime: Runtime,
+    state_dir: PathBuf,
 }
 
-impl Driver {
-    fn of(runtime: &str) -> Result<Driver, String> {
-        match Runtime::parse(runtime) {
-            Some(Runtime::ClaudeCode) => Ok(Driver::ClaudeCode),
-            Some(Runtime::Codex) => Ok(Driver::Codex),
-            None => Err(format!("handoff serve runs claude-code or codex, not {runtime}")),
-        }
+/// The one place serve checks its start-up: the token, the runtime, the permission mode.
+/// Answers the exit code when it cannot start.
+fn check_start(token: Option<String>, args: &Args) -> Result<Checked, i32> {
+    let from_file = args.token_file.as_ref().and_then(|f| crate::client::read_token_file(f).ok().flatten());
+    let Some(token) = token.filter(|t| !t.is_empty()).or(from_file) else {
+        eprintln!("serve: no token: pass --token-file PATH (or HANDOFF_TOKEN_FILE) naming a file that holds the hand-off's machine token");
+        return Err(crate::output::EXIT_AUTH_OR_NETWORK);
+    };
+    let Some(runtime) = Runtime::parse(&args.runtime) else {
+        eprintln!("serve: --runtime {}: handoff serve runs claude-code or codex, not {}", args.runtime, args.runtime);
+        return Err(crate::output::EXIT_USAGE);
+    };
+    // The record shows the mode each turn runs in: one the API would refuse is refused here.
+    if let Err(why) = handoff_core::turn::check_permission_mode(&args.permission_mode) {
+        eprintln!("serve: --permission-mode: {}", why.message);
+        return Err(crate::output::EXIT_USAGE);
     }
-}
-
-/// A harness running a turn.
-enum Running {
-    Process { h: child::Harness },
-    Codex { run: codex_run::Run },
-}
-
-impl Running {
-    fn turn(&self) -> u64 {
-        match self {
-            Running::Process { h } => h.turn,
-            Running::Codex { run } => run.turn,
-        }
-    }
-
-    fn runtime(&self) -> &'static str {
-        match self {
-            Running::Process { .. } => Runtime::ClaudeCode.name(),
-            Running::Codex { .. } => Runtime::Codex.name(),
-        }
-    }
-
-    fn started(&self) -> Instant {
-        match self {
-            Running::Process { h } => h.started,
-            Running::Codex { run } => run.started,
-        }
-    }
-
-    /// How it ended, once it did.
-    fn exited(&mut self) -> Option<String> {
-        match self {
-            Running::Process { h } => h.exited().map(child::describe),
-            Running::Codex { run } => run.exited(),
-        }
-    }
-
-    fn stop(&mut self) -> Option<String> {
-        match self {
-            Running::Process { h } => h.stop().map(child::describe),
-            Running::Codex { run } => run.stop(),
-        }
-    }
+    let state_dir = paths::state_dir(&|k| std::env::var(k).ok());
+    Ok(Checked { token, runtime, state_dir })
 }
 
 /// `handoff serve`: answers the exit code.
@@ -209,63 +194,59 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         print!("{}", unit(&program, &args.id, url, &cwd));
         return crate::output::EXIT_OK;
     }
-    let env = |k: &str| std::env::var(k).ok();
-    let from_file = args.token_file.as_ref().and_then(|f| crate::client::read_token_file(f).ok().flatten());
-    let Some(token) = token.filter(|t| !t.is_empty()).or(from_file) else {
-        eprintln!("serve: no token: pass --token-file PATH (or HANDOFF_TOKEN_FILE) naming a file that holds the hand-off's machine token");
-        return crate::output::EXIT_AUTH_OR_NETWORK;
+    let checked = match check_start(token, args) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    if let Err(why) = Driver::of(&args.runtime) {
-        eprintln!("serve: --runtime {}: {why}", args.runtime);
-        return crate::output::EXIT_USAGE;
-    }
-    // The record shows the mode each turn runs in: one the API would refuse is refused here.
-    if let Err(why) = handoff_core::turn::check_permission_mode(&args.permission_mode) {
-        eprintln!("serve: --permission-mode: {}", why.message);
-        return crate::output::EXIT_USAGE;
-    }
-    let state_dir = hook::state_dir(&env);
-    let say = Say { log: Arc::new(Log::new(&state_dir, "serve", Some(&args.id))) };
-    let _lock = match state::lock(&state_dir, &args.id) {
+    let say = Say { log: Arc::new(Log::new(&checked.state_dir, "serve", Some(&args.id))) };
+    let _lock = match paths::lock(&checked.state_dir, &args.id) {
         Ok(lock) => lock,
         Err(why) => {
             eprintln!("serve: {why}");
             return crate::output::EXIT_REFUSED;
         }
     };
-    let local = match state::load(&state_dir, &args.id) {
+    let local = match state::load(&checked.state_dir, &args.id) {
         Ok(l) => l,
         Err(why) => {
             eprintln!("serve: the state record: {why}");
             return crate::output::EXIT_REFUSED;
         }
     };
-    let token = Token { current: Arc::new(Mutex::new(token)), file: args.token_file.clone() };
+    let (tx, rx) = mpsc::channel();
     let mut serve = Serve {
         url: url.to_string(),
         id: args.id.clone(),
         args: args.clone(),
-        state_dir,
+        default_runtime: checked.runtime,
+        state_dir: checked.state_dir,
         say,
-        token,
+        token: Token { current: Arc::new(Mutex::new(checked.token)), file: args.token_file.clone() },
         local,
         harness: None,
+        asked: None,
         arrivals: BTreeMap::new(),
+        tx,
     };
-    serve.main()
+    serve.main(&rx)
 }
 
 struct Serve {
     url: String,
     id: String,
     args: Args,
+    default_runtime: Runtime,
     state_dir: PathBuf,
     say: Say,
     token: Token,
     local: Local,
-    harness: Option<Running>,
+    harness: Option<Box<dyn Harness>>,
+    /// The question the running harness asked and waits on.
+    asked: Option<Asked>,
     /// When each version arrived (the newest few), for the latencies the log gives.
     arrivals: BTreeMap<u64, Instant>,
+    /// The loop's channel, for the follower, the harness, the timer and the signals.
+    tx: mpsc::Sender<Input>,
 }
 
 impl Serve {
@@ -285,13 +266,13 @@ impl Serve {
         }
     }
 
-    fn main(&mut self) -> i32 {
+    fn main(&mut self, rx: &mpsc::Receiver<Input>) -> i32 {
         self.say.line(&format!(
             "serving {} from {} (pid {}), runtime {} for turns handed to none, permission mode {}",
             self.id,
             self.url,
             std::process::id(),
-            self.args.runtime,
+            self.default_runtime,
             self.args.permission_mode
         ));
         // A serve killed with -9 took its harness with it (the parent-death signal), but not
@@ -302,61 +283,118 @@ impl Serve {
             Err(e) => return self.ended(&e),
         };
         self.report_runtimes();
-        let (tx, rx) = mpsc::channel();
-        let _ = tx.send(Event::Record(Box::new(first.clone()), Instant::now()));
-        {
-            let (url, id, token, say) = (self.url.clone(), self.id.clone(), self.token.clone(), self.say.clone());
-            std::thread::spawn(move || follow(&url, &id, first.version, &token, &say, &tx));
+        let tx = self.tx.clone();
+        if let Err(e) = signal::forward(move |sig| drop(tx.send(Input::Signal(sig)))) {
+            self.say.line(&format!("could not take TERM and INT: {e}"));
         }
+        let _ = self.tx.send(Input::Record(Box::new(first.clone()), Instant::now()));
+        let (url, id, token, say, tx) =
+            (self.url.clone(), self.id.clone(), self.token.clone(), self.say.clone(), self.tx.clone());
+        std::thread::spawn(move || follow(&url, &id, first.version, &token, &say, &tx));
         let mut latest: Option<Handoff> = None;
-        loop {
-            match rx.recv_timeout(Duration::from_millis(TICK_MS)) {
-                Ok(Event::Record(h, at)) => {
-                    if latest.as_ref().is_none_or(|l| h.version >= l.version) {
-                        self.arrivals.insert(h.version, at);
-                        while self.arrivals.len() > 64 {
-                            self.arrivals.pop_first();
-                        }
-                        latest = Some(*h);
-                    }
-                }
-                Ok(Event::Ended(e)) => {
-                    if let Some(h) = &mut self.harness {
-                        h.stop();
-                    }
-                    return self.ended(&e);
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    if latest.as_ref().is_some_and(|l| l.state != handoff_core::turn::State::Closed) {
-                        self.say.line("the follower stopped");
-                        return crate::output::EXIT_AUTH_OR_NETWORK;
-                    }
-                }
-            }
-            if let Some(fresh) = self.on_exit() {
-                latest = Some(fresh);
+        // serve holds a sender itself, so the channel never disconnects.
+        while let Ok(input) = rx.recv() {
+            if let Some(code) = self.take(input, &mut latest) {
+                return code;
             }
             let Some(record) = latest.clone() else { continue };
-            let view = View::of(&record);
-            self.note_codex_thread();
-            let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
-            match decide::decide(&view, &self.local, alive, &self.args.runtime) {
-                Action::Nothing => {}
-                Action::Exit => {
-                    // An erase closes the hand-off first: a closed record that cannot be read
-                    // again was erased.
-                    if let Err(e @ Error::Refused(_)) = self.call(|c| c.get(&self.id)) {
-                        return self.ended(&e);
-                    }
-                    self.say.line(&format!("{} is closed: serve exits", self.id));
-                    return crate::output::EXIT_OK;
-                }
-                Action::Start { turn, runtime, session } => self.start(&record, turn, &runtime, session),
-                Action::Stop { turn, why } => self.stop(turn, why, record.version),
-                Action::Fail { turn, why } => self.fail(turn, &why),
+            if let Some(code) = self.act(&record) {
+                return code;
             }
+        }
+        crate::output::EXIT_AUTH_OR_NETWORK
+    }
+
+    /// Takes one input in: the newest record kept, a harness's event carried out. Answers the
+    /// exit code when serve ends on it.
+    fn take(&mut self, input: Input, latest: &mut Option<Handoff>) -> Option<i32> {
+        match input {
+            Input::Record(h, at) => {
+                if latest.as_ref().is_none_or(|l| h.version >= l.version) {
+                    self.arrivals.insert(h.version, at);
+                    while self.arrivals.len() > ARRIVALS_KEPT_MAX {
+                        self.arrivals.pop_first();
+                    }
+                    *latest = Some(*h);
+                }
+            }
+            Input::Refused(e) => {
+                self.stop_for_good();
+                return Some(self.ended(&e));
+            }
+            Input::FollowerStopped => {
+                if latest.as_ref().is_some_and(|l| l.state != handoff_core::turn::State::Closed) {
+                    self.say.line("the follower stopped");
+                    return Some(crate::output::EXIT_AUTH_OR_NETWORK);
+                }
+            }
+            Input::Harness(turn, event) => {
+                if let Some(fresh) = self.on_event(turn, event) {
+                    *latest = Some(fresh);
+                }
+            }
+            Input::Timer => {}
+            Input::Signal(sig) => {
+                self.say.line(&format!("serve got signal {sig}: stopping the harness and what it left"));
+                self.stop_for_good();
+                signal::end_by(sig);
+            }
+        }
+        None
+    }
+
+    /// Decides on `record` and acts, again while an action changed what the decision reads.
+    fn act(&mut self, record: &Handoff) -> Option<i32> {
+        let view = View::of(record);
+        if self.local.incarnation != Some(view.incarnation) {
+            self.local = std::mem::take(&mut self.local).for_life(view.incarnation);
+        }
+        self.answer(record);
+        for _ in 0..DECISIONS_PER_INPUT_MAX {
+            let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
+            let again = match decide::decide(&view, &self.local, alive, self.default_runtime) {
+                Action::Nothing => false,
+                Action::Exit => return Some(self.exit()),
+                Action::Start { turn, runtime, session } => {
+                    self.start(record, turn, runtime, session);
+                    false
+                }
+                Action::Stop { turn, why } => {
+                    self.stop(turn, why, record.version);
+                    true
+                }
+                Action::Fail { turn, why } => self.fail(turn, &why),
+                Action::Refuse { turn, runtime, why } => {
+                    self.local.turns.insert(turn, unstarted(&runtime, &why));
+                    self.refuse(turn, &why);
+                    false
+                }
+            };
             self.local.version = self.local.version.max(view.version);
+            if !again {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Tells the running harness what became of the question it asked, once the record says.
+    fn answer(&mut self, record: &Handoff) {
+        let (Some(h), Some(asked)) = (self.harness.as_mut(), self.asked.as_ref()) else { return };
+        let Some(waited) = decide::answer(asked, record) else { return };
+        h.send(Command::Answer { question: asked.question.clone(), waited });
+        self.asked = None;
+    }
+
+    /// The hand-off reads closed and nothing runs: erased when it cannot be read again.
+    fn exit(&self) -> i32 {
+        let again = self.call(|c| c.get(&self.id));
+        match (decide::exit(matches!(again, Err(Error::Refused(_)))), again) {
+            (decide::Exit::Erased, Err(e)) => self.ended(&e),
+            _ => {
+                self.say.line(&format!("{} is closed: serve exits", self.id));
+                crate::output::EXIT_OK
+            }
         }
     }
 
@@ -389,49 +427,76 @@ impl Serve {
         });
     }
 
-    fn store(&self) {
-        if let Err(e) = state::store(&self.state_dir, &self.id, &self.local) {
+    /// Writes the state record, saying so when it cannot.
+    fn store(&self) -> Result<(), String> {
+        let stored = state::store(&self.state_dir, &self.id, &self.local);
+        if let Err(e) = &stored {
             self.say.line(&format!("could not write the state record: {e}"));
+        }
+        stored
+    }
+
+    /// Carries out an event of the harness running `turn` (one of an earlier harness, stopped
+    /// already, is passed over). Answers the record read afresh once the harness is gone.
+    fn on_event(&mut self, turn: u64, event: Event) -> Option<Handoff> {
+        if self.harness.as_ref().is_none_or(|h| h.turn() != turn) {
+            return None;
+        }
+        match event {
+            Event::Started { session } => {
+                self.say.line(&format!("turn {turn}: {} thread {session}", self.harness.as_ref()?.runtime()));
+                if let Some(s) = self.local.turns.get_mut(&turn) {
+                    s.session = session;
+                }
+                let _ = self.store();
+                None
+            }
+            Event::Asked { question, version } => {
+                self.asked = Some(Asked { question, version });
+                None
+            }
+            Event::Gone { how } => self.on_gone(turn, &how),
         }
     }
 
-    /// Notices the harness's exit: records how it ended, delivers the hooks' spool (so a
-    /// spooled report is not taken for none), and answers the record read afresh.
-    fn on_exit(&mut self) -> Option<Handoff> {
-        self.note_codex_thread();
-        let h = self.harness.as_mut()?;
-        let status = h.exited()?;
-        let (turn, runtime, ms) = (h.turn(), h.runtime(), h.started().elapsed().as_millis());
-        self.harness = None;
-        let how = status;
-        self.say.line(&format!("{runtime} of turn {turn} ended ({how}) after {ms} ms"));
+    /// The harness's end: records how it ended, delivers the hooks' spool (so a spooled report
+    /// is not taken for none), ends what it left, and answers the record read afresh.
+    fn on_gone(&mut self, turn: u64, how: &str) -> Option<Handoff> {
+        let h = self.harness.take()?;
+        self.asked = None;
+        let ms = h.started().elapsed().as_millis();
+        self.say.line(&format!("{} of turn {turn} ended ({how}) after {ms} ms", h.runtime()));
         if let Some(s) = self.local.turns.get_mut(&turn) {
-            s.ended = Some(how);
+            s.ended = Some(how.to_string());
         }
-        self.store();
+        let _ = self.store();
         self.flush_spool();
         self.end_leftovers(&format!("turn {turn}"));
         self.call(|c| c.get(&self.id)).ok().map(|r| r.value)
     }
 
-    /// Keeps the Codex thread a turn runs in, once Codex gave it, as the turn's session.
-    fn note_codex_thread(&mut self) {
-        let Some(Running::Codex { run }) = &mut self.harness else { return };
-        let turn = run.turn;
-        let Some(thread) = run.thread_id() else { return };
-        self.say.line(&format!("turn {turn}: codex thread {thread}"));
-        if let Some(s) = self.local.turns.get_mut(&turn) {
-            s.session = thread;
-        }
-        self.store();
-    }
-
     /// Ends what is left of a served harness of this hand-off, saying so when there was any.
     fn end_leftovers(&self, whose: &str) {
-        let ended = child::end_leftovers(&self.id);
+        let ended = group::end_leftovers(&self.id);
         if ended > 0 {
             self.say.line(&format!("ended {ended} process(es) left by {whose}'s harness"));
         }
+    }
+
+    /// Stops the running harness, its group and its leftovers, as serve ends.
+    fn stop_for_good(&mut self) {
+        let Some(mut h) = self.harness.take() else {
+            self.end_leftovers("the serve before");
+            return;
+        };
+        let turn = h.turn();
+        let how = h.send(Command::Stop).unwrap_or_else(|| "unknown".to_string());
+        self.end_leftovers(&format!("turn {turn}"));
+        self.say.line(&format!("turn {turn}: stopped {} as serve ends ({how})", h.runtime()));
+        if let Some(s) = self.local.turns.get_mut(&turn) {
+            s.ended = Some(how);
+        }
+        let _ = self.store();
     }
 
     fn flush_spool(&self) {
@@ -446,181 +511,196 @@ impl Serve {
         }
     }
 
-    fn start(&mut self, record: &Handoff, turn: u64, runtime: &str, session: HarnessSession) {
+    /// Starts a harness for `turn`: the state record first (a turn written there is never
+    /// started again, and one that cannot be written starts nothing), then the turn prepared,
+    /// its `running` report (a turn cancelled meanwhile is not spawned), then the spawn.
+    fn start(&mut self, record: &Handoff, turn: u64, rt: Runtime, plan: HarnessSession) {
         let arrived =
             self.arrivals.range(..=record.version).next_back().map(|(_, at)| *at).unwrap_or_else(Instant::now);
-        let late_s = (hook::now_ms() - record.updated_at.ms()).max(0) / 1000;
-        // The state record first: a turn written here is never started again.
-        let session_id = match &session {
+        let session = match &plan {
             HarnessSession::Resume(id) => id.clone(),
             HarnessSession::New(_) => new_uuid(),
         };
-        self.local.turns.insert(
-            turn,
-            Started {
-                runtime: runtime.to_string(),
-                session: session_id.clone(),
-                started_ms: hook::now_ms(),
-                group: None,
-                ended: None,
-                settled: false,
-            },
-        );
-        self.store();
-        let driver = match Driver::of(runtime) {
-            Ok(d) => d,
-            Err(why) => return self.fail_saying(turn, &why),
-        };
-        let input = match self.input(record, turn, runtime, &session) {
-            Ok(text) => text,
-            Err(why) => return self.fail_saying(turn, &why),
-        };
-        let runtime_of = if driver == Driver::Codex { Runtime::Codex } else { Runtime::ClaudeCode };
-        let program = match crate::detect::find(runtime_of.program(), std::env::var("PATH").ok().as_deref()) {
-            Some(p) => p,
-            None => {
-                return self.fail_saying(
-                    turn,
-                    &format!(
-                        "{} is not on PATH on the machine: install {} there",
-                        runtime_of.program(),
-                        runtime_of.name()
-                    ),
-                )
-            }
-        };
-        let token_path = launch::token_file(&self.state_dir, &self.id);
-        if let Err(e) = crate::client::write_token_file(&token_path, &self.token.get()) {
-            return self.fail_saying(turn, &format!("could not write the token file {}: {e}", token_path.display()));
+        self.local.turns.insert(turn, started(rt.name(), &session));
+        if let Err(e) = self.store() {
+            let why = format!("the state record could not be written ({e}), so no harness was started for turn {turn}");
+            return self.refuse(turn, &why);
         }
-        let mode = match driver {
-            Driver::ClaudeCode => self.args.permission_mode.as_str(),
-            Driver::Codex => codex_run::APPROVAL_POLICY,
+        let ready = match self.ready(record, turn, rt, &plan) {
+            Ok(r) => r,
+            Err(e) => return self.refuse(turn, &e.to_string()),
         };
-        self.name_runtime(turn, runtime, mode);
-        let server = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into());
-        let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
-        let settings = match hook::install::install_claude_code_waiting("", &server, wait_s) {
-            Ok(s) => s,
-            Err(e) => return self.fail_saying(turn, &format!("the hooks' settings: {e}")),
+        let mode = match rt {
+            Runtime::ClaudeCode => self.args.permission_mode.clone(),
+            Runtime::Codex => codex_run::APPROVAL_POLICY.to_string(),
         };
-        let mut vars = vec![
-            (launch::ENV_URL, self.url.clone()),
-            (launch::ENV_ID, self.id.clone()),
-            (launch::ENV_TOKEN_FILE, token_path.display().to_string()),
-            (launch::ENV_STATE_DIR, self.state_dir.display().to_string()),
-            ("HANDOFF_ANSWER_WAIT_S", wait_s.to_string()),
-            (hook::ENV_SERVED, "1".to_string()),
-        ];
-        if let Some(path) = path_with_this_program() {
-            vars.push(("PATH", path));
-        }
-        if driver == Driver::Codex {
-            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            let config = codex::Config {
-                program,
-                args: codex::served_settings(&server, wait_s),
-                env: vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-                env_remove: vec![launch::ENV_TOKEN.to_string()],
-                cwd,
-                approval_policy: codex_run::APPROVAL_POLICY.to_string(),
-            };
-            let resume = match &session {
-                HarnessSession::Resume(id) => Some(id.clone()),
-                HarnessSession::New(_) => None,
-            };
-            let start = codex_run::Start {
-                config,
-                resume,
-                prompt: input,
-                client: self.client(),
-                id: self.id.clone(),
-                turn,
-                wait_s,
-            };
-            self.harness = Some(Running::Codex { run: codex_run::Run::spawn(start) });
-            self.say.line(&format!(
-                "turn {turn} started: codex app-server, {} ms after v{} arrived; the turn was opened {late_s} s before",
-                arrived.elapsed().as_millis(),
-                record.version
-            ));
+        if !self.name_runtime(turn, rt, &mode) {
+            self.say
+                .line(&format!("turn {turn} was cancelled or moved on while it was prepared: {rt} was not started"));
+            self.local
+                .turns
+                .insert(turn, Started { settled: true, ..unstarted(rt.name(), "cancelled while prepared") });
+            let _ = self.store();
             return;
         }
-        let args = claude_args(
-            &session,
-            &session_id,
-            &self.args.permission_mode,
-            &settings,
-            &launch::claude_code_mcp_config(&server),
-        );
-        match child::spawn(&program, &args, &vars, &[launch::ENV_TOKEN], &input, turn, runtime) {
-            Ok(h) => {
-                if let Some(s) = self.local.turns.get_mut(&turn) {
-                    s.group = Some(h.pid() as i32);
-                }
-                self.store();
-                let how = match &session {
-                    HarnessSession::Resume(_) => "resumed",
-                    HarnessSession::New(_) => "new",
-                };
-                self.say.line(&format!(
-                    "turn {turn} started: {runtime} session {session_id} ({how}), pid {}, {} ms after v{} arrived; the turn was opened {late_s} s before",
-                    h.pid(),
-                    arrived.elapsed().as_millis(),
-                    record.version
-                ));
-                self.harness = Some(Running::Process { h });
-            }
-            Err(e) => self.fail_saying(turn, &format!("{} could not start: {e}", program.display())),
+        let spawned = match rt {
+            Runtime::ClaudeCode => self.spawn_claude_code(&ready, turn, &plan, &session),
+            Runtime::Codex => Ok(self.spawn_codex(ready, turn, &plan)),
+        };
+        match spawned {
+            Ok(h) => self.started(h, record, &plan, &session, arrived),
+            Err(why) => self.refuse(turn, &why),
         }
+    }
+
+    /// Notes the harness started: its group in the state record, the line with the latencies.
+    fn started(
+        &mut self,
+        h: Box<dyn Harness>,
+        record: &Handoff,
+        plan: &HarnessSession,
+        session: &str,
+        arrived: Instant,
+    ) {
+        let turn = h.turn();
+        if let (Some(s), Some(group)) = (self.local.turns.get_mut(&turn), h.group()) {
+            s.group = Some(group as i32);
+        }
+        let _ = self.store();
+        let how = match plan {
+            HarnessSession::Resume(_) => "resumed",
+            HarnessSession::New(_) => "new",
+        };
+        let late_s = (hook::now_ms() - record.updated_at.ms()).max(0) / 1000;
+        let what = match h.group() {
+            Some(pid) => format!("{} session {session} ({how}), pid {pid}", h.runtime()),
+            None => format!("{} app-server", h.runtime()),
+        };
+        self.say.line(&format!(
+            "turn {turn} started: {what}, {} ms after v{} arrived; the turn was opened {late_s} s before",
+            arrived.elapsed().as_millis(),
+            record.version
+        ));
+        self.harness = Some(h);
+    }
+
+    /// The turn made ready to spawn, one way for every runtime ([`turn_start::start_turn`]).
+    fn ready(&self, record: &Handoff, turn: u64, runtime: Runtime, plan: &HarnessSession) -> Result<Ready, TurnError> {
+        let client = self.client();
+        let token = self.token.get();
+        let nothing = || Ok(());
+        let setup = Setup {
+            url: &self.url,
+            id: &self.id,
+            token: &token,
+            state_dir: &self.state_dir,
+            runtime,
+            turn,
+            before_accept: &nothing,
+        };
+        let words = record.prompt.as_deref();
+        let mut ready = match plan {
+            HarnessSession::Resume(_) => turn_start::start_turn(&client, &setup, &First::Resumed(words))?,
+            HarnessSession::New(Brief::Prompt) => {
+                turn_start::start_turn(&client, &setup, &First::Words(words.unwrap_or_default()))?
+            }
+            HarnessSession::New(Brief::Package | Brief::Work) => {
+                let prepared = turn_start::prepare(&client, &self.id, Some(runtime.name()), None)?;
+                turn_start::start_turn(&client, &setup, &First::Briefed(&prepared))?
+            }
+        };
+        let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
+        ready.vars.extend([(ENV_ANSWER_WAIT_S, wait_s.to_string()), (ENV_SERVED, "1".to_string())]);
+        Ok(ready)
+    }
+
+    fn spawn_claude_code(
+        &self,
+        ready: &Ready,
+        turn: u64,
+        plan: &HarnessSession,
+        session: &str,
+    ) -> Result<Box<dyn Harness>, String> {
+        let server = this_program();
+        let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
+        let settings = hook::install::install_claude_code_waiting("", &server, wait_s)
+            .map_err(|e| format!("the hooks' settings: {e}"))?;
+        let args = claude_args(plan, session, &self.args.permission_mode, &settings, &claude_code_mcp_config(&server));
+        let spawn = claude_code::Spawn {
+            program: &ready.program,
+            args: &args,
+            vars: &ready.vars,
+            remove: &turn_start::REMOVED_VARS,
+            input: &ready.prompt,
+            turn,
+        };
+        let h = claude_code::spawn(&spawn, self.emit())
+            .map_err(|e| format!("{} could not start: {e}", ready.program.display()))?;
+        Ok(Box::new(h))
+    }
+
+    fn spawn_codex(&self, ready: Ready, turn: u64, plan: &HarnessSession) -> Box<dyn Harness> {
+        let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
+        let config = codex::Config {
+            program: ready.program,
+            args: codex::served_settings(&this_program(), wait_s),
+            env: ready.vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            env_remove: turn_start::REMOVED_VARS.map(String::from).to_vec(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            approval_policy: codex_run::APPROVAL_POLICY.to_string(),
+        };
+        let resume = match plan {
+            HarnessSession::Resume(id) => Some(id.clone()),
+            HarnessSession::New(_) => None,
+        };
+        let start = codex_run::Start {
+            config,
+            resume,
+            prompt: ready.prompt,
+            client: self.client(),
+            id: self.id.clone(),
+            turn,
+            wait_s,
+        };
+        Box::new(codex_run::Run::spawn(start, self.emit()))
+    }
+
+    /// Where a harness's events go: this loop's channel.
+    fn emit(&self) -> harness::Emit {
+        let tx = Mutex::new(self.tx.clone());
+        Arc::new(move |turn, event| {
+            let _ = tx.lock().unwrap_or_else(|e| e.into_inner()).send(Input::Harness(turn, event));
+        })
     }
 
     /// The turn's first report, before its harness starts (so no hook's report can come before
     /// it): `running`, naming the runtime that runs it and its permission mode (Claude Code's
-    /// mode, Codex's approval policy), which the record then shows.
-    fn name_runtime(&self, turn: u64, runtime: &str, mode: &str) {
-        let report = running_report(turn, runtime, mode);
-        if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
-            self.say
-                .line(&format!("turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"));
-        }
-    }
-
-    /// What the harness reads on standard input: the briefing (then the access paragraph) for
-    /// a new session, the owner's words for a resumed one.
-    fn input(&self, record: &Handoff, turn: u64, runtime: &str, session: &HarnessSession) -> Result<String, String> {
-        let runtime_of = Runtime::parse(runtime).ok_or_else(|| format!("unknown runtime {runtime}"))?;
-        let paragraph = launch::access_paragraph(runtime_of, &self.id, turn);
-        let words = record.prompt.clone();
-        match session {
-            HarnessSession::Resume(_) => {
-                Ok(words.unwrap_or_else(|| format!("The owner opened turn {turn} without words: go on with the work.")))
+    /// mode, Codex's approval policy), which the record then shows. Answers whether the turn
+    /// still stands ([`decide::start_stands`]).
+    fn name_runtime(&self, turn: u64, runtime: Runtime, mode: &str) -> bool {
+        let report = running_report(turn, runtime.name(), mode);
+        let answer = match self.call(|c| c.report(&self.id, &report)) {
+            Ok(r) => Some(Some(View::of(&r.value))),
+            Err(Error::Refused(r))
+                if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) || r.code.is(Code::HandoffClosed) =>
+            {
+                None
             }
-            HarnessSession::New(Brief::Prompt) => Ok(launch::prompt(words.as_deref().unwrap_or_default(), &paragraph)),
-            HarnessSession::New(Brief::Package | Brief::Work) => {
-                let client = self.client();
-                let prepared = launch::run::prepare(&client, &self.id, Some(runtime), None)
-                    .map_err(|e| describe_launch_error(&e))?;
-                if let Some(p) = prepared.package() {
-                    launch::run::accept(&client, &prepared)
-                        .map_err(|e| format!("could not accept package v{}: {e}", p.version))?;
-                }
-                let mut briefing = launch::run::briefing(&client, &prepared).map_err(|e| describe_launch_error(&e))?;
-                if prepared.package().is_none() {
-                    if let Some(w) = &words {
-                        briefing =
-                            format!("{}\n\n{}\n{w}\n", briefing.trim_end(), handoff_core::briefing::WORDS_HEADING);
-                    }
-                }
-                Ok(launch::prompt(&briefing, &paragraph))
+            Err(e) => {
+                self.say.line(&format!(
+                    "turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"
+                ));
+                Some(None)
             }
-        }
+        };
+        decide::start_stands(turn, answer.as_ref().map(Option::as_ref))
     }
 
     fn stop(&mut self, turn: u64, why: StopWhy, version: u64) {
         let Some(mut h) = self.harness.take() else { return };
+        self.asked = None;
         let arrived = self.arrivals.get(&version).copied().unwrap_or_else(Instant::now);
-        let how = h.stop().unwrap_or_else(|| "unknown".to_string());
+        let how = h.send(Command::Stop).unwrap_or_else(|| "unknown".to_string());
         self.end_leftovers(&format!("turn {turn}"));
         let reason = match why {
             StopWhy::Cancelled => "the owner cancelled it",
@@ -634,27 +714,38 @@ impl Serve {
         ));
         if let Some(s) = self.local.turns.get_mut(&turn) {
             s.ended = Some(how);
-            // The record already says why it ended: serve reports nothing after a cancel.
-            s.settled = matches!(why, StopWhy::Cancelled | StopWhy::Closed);
+            s.settled = decide::settled_by_stop(why);
         }
-        self.store();
+        let _ = self.store();
     }
 
-    fn fail(&mut self, turn: u64, why: &Gone) {
+    /// Reports `turn` failed, its harness gone, unless the record read afresh says it needs
+    /// no report. Answers whether it is settled.
+    fn fail(&mut self, turn: u64, why: &Gone) -> bool {
         let runtime = self.local.turns.get(&turn).map(|s| s.runtime.clone()).unwrap_or_default();
         // A spooled report may still say how the turn ended.
         self.flush_spool();
-        if let Ok(r) = self.call(|c| c.get(&self.id)) {
-            if r.value.turn != turn || r.value.status.has_ended() {
-                self.settle(turn);
-                return;
-            }
+        let fresh = self.call(|c| c.get(&self.id)).ok().map(|r| View::of(&r.value));
+        if !decide::fail_stands(turn, fresh.as_ref()) {
+            self.settle(turn);
+            return true;
         }
-        self.fail_saying(turn, &why.summary(&runtime));
+        self.fail_saying(turn, &why.summary(&runtime))
     }
 
-    /// Reports `turn` failed with `summary`, once.
-    fn fail_saying(&mut self, turn: u64, summary: &str) {
+    /// Starts no harness for `turn`, which the state record says, and reports it failed saying
+    /// why.
+    fn refuse(&mut self, turn: u64, why: &str) {
+        if let Some(s) = self.local.turns.get_mut(&turn) {
+            s.refused = Some(why.to_string());
+        }
+        let _ = self.store();
+        self.fail_saying(turn, why);
+    }
+
+    /// Reports `turn` failed with `summary`, once; answers whether it is settled (a report
+    /// that did not reach the service is tried again when the timer goes off).
+    fn fail_saying(&mut self, turn: u64, summary: &str) -> bool {
         let report = ReportInput {
             turn,
             status: ReportStatus::Failed,
@@ -671,28 +762,48 @@ impl Serve {
                 self.say.line(&format!("turn {turn} had ended already: {}", crate::output::refusal_line(&r)));
             }
             Err(e) => {
-                // Not settled: tried again on the next record.
                 self.say.line(&format!("could not report turn {turn} failed: {e}"));
-                return;
+                let tx = self.tx.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(REPORT_RETRY_MS));
+                    let _ = tx.send(Input::Timer);
+                });
+                return false;
             }
         }
         self.settle(turn);
+        true
     }
 
     fn settle(&mut self, turn: u64) {
         if let Some(s) = self.local.turns.get_mut(&turn) {
             s.settled = true;
         }
-        self.store();
+        let _ = self.store();
     }
 }
 
-fn describe_launch_error(e: &launch::run::LaunchError) -> String {
-    match e {
-        launch::run::LaunchError::Api(e) => e.to_string(),
-        launch::run::LaunchError::Refused(r) => r.to_string(),
-        launch::run::LaunchError::Setup(s) => s.clone(),
+/// A turn as the state record keeps it once started.
+fn started(runtime: &str, session: &str) -> Started {
+    Started {
+        runtime: runtime.to_string(),
+        session: session.to_string(),
+        started_ms: hook::now_ms(),
+        group: None,
+        ended: None,
+        settled: false,
+        refused: None,
     }
+}
+
+/// A turn this machine took and started no harness for, saying why.
+fn unstarted(runtime: &str, why: &str) -> Started {
+    Started { refused: Some(why.to_string()), ..started(runtime, "") }
+}
+
+/// This program, which serves the harness's hooks and MCP server.
+fn this_program() -> String {
+    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into())
 }
 
 fn is_unauthorized(e: &Error) -> bool {
@@ -721,7 +832,8 @@ pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
 }
 
 /// Claude Code's arguments for a served turn; the owner's words go on standard input, never
-/// here. `--allowedTools` comes last: it takes every word after it as a rule.
+/// here. A session id is one word with its flag (`--resume=ID`), so no stored value can be read
+/// as a flag of its own. `--allowedTools` comes last: it takes every word after it as a rule.
 pub fn claude_args(
     session: &HarnessSession,
     session_id: &str,
@@ -744,10 +856,10 @@ pub fn claude_args(
     .map(String::from)
     .to_vec();
     match session {
-        HarnessSession::Resume(_) => args.extend(["--resume".to_string(), session_id.to_string()]),
+        HarnessSession::Resume(_) => args.push(format!("--resume={session_id}")),
         HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
     }
-    args.extend(["--allowedTools".to_string(), launch::CLAUDE_CODE_ALLOW_RULE.to_string()]);
+    args.extend(["--allowedTools".to_string(), CLAUDE_CODE_ALLOW_RULE.to_string()]);
     args
 }
 
@@ -761,17 +873,9 @@ pub fn new_uuid() -> String {
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-/// `PATH` with this program's folder first, so that `handoff` in the session is this one.
-fn path_with_this_program() -> Option<String> {
-    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let rest = std::env::var_os("PATH").unwrap_or_default();
-    let joined = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).ok()?;
-    Some(joined.to_string_lossy().into_owned())
-}
-
 /// Follows the hand-off for the main loop until it closes, is erased, or the token is refused
 /// with no fresh one; any other failure is followed again after a capped, jittered backoff.
-fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::Sender<Event>) {
+fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::Sender<Input>) {
     let backoff = Retry {
         attempts_max: u32::MAX,
         backoff_ms_base: FOLLOW_BACKOFF_MS_BASE,
@@ -786,7 +890,7 @@ fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::
         let result = client.follow(id, after.get(), FOLLOW_WAIT_S, |reply| {
             heard = true;
             after.set(reply.value.version);
-            match tx.send(Event::Record(Box::new(reply.value.clone()), Instant::now())) {
+            match tx.send(Input::Record(Box::new(reply.value.clone()), Instant::now())) {
                 Ok(()) => std::ops::ControlFlow::Continue(()),
                 Err(_) => std::ops::ControlFlow::Break(()),
             }
@@ -796,14 +900,15 @@ fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::
         }
         match result {
             Ok(last) => {
-                let _ = tx.send(Event::Record(Box::new(last), Instant::now()));
+                let _ = tx.send(Input::Record(Box::new(last), Instant::now()));
+                let _ = tx.send(Input::FollowerStopped);
                 return;
             }
             Err(e) if is_unauthorized(&e) && token.refresh() => {
                 say.line("the API refused the token: following again with a fresh one from the token file");
             }
             Err(e @ Error::Refused(_)) if !e.refusal().is_some_and(|r| r.status == 429 || r.status >= 500) => {
-                let _ = tx.send(Event::Ended(e));
+                let _ = tx.send(Input::Refused(e));
                 return;
             }
             Err(e) => {
@@ -820,7 +925,7 @@ fn follow(url: &str, id: &str, after: u64, token: &Token, say: &Say, tx: &mpsc::
                     say.line(&format!("reconnected at v{}", r.value.version));
                     if r.value.version > after.get() {
                         after.set(r.value.version);
-                        if tx.send(Event::Record(Box::new(r.value), Instant::now())).is_err() {
+                        if tx.send(Input::Record(Box::new(r.value), Instant::now())).is_err() {
                             return;
                         }
                     }
@@ -839,6 +944,7 @@ fn random_u64() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::server::CLAUDE_CODE_ALLOW_RULE;
 
     #[test]
     fn the_owners_words_are_never_an_argument_and_the_session_is_chosen_up_front_or_resumed() {
@@ -846,14 +952,18 @@ mod tests {
         assert_eq!(new.windows(2).find(|w| w[0] == "--session-id").map(|w| w[1].as_str()), Some("u-1"));
         assert!(!new.contains(&"--resume".to_string()));
         let resumed = claude_args(&HarnessSession::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}");
-        assert_eq!(resumed.windows(2).find(|w| w[0] == "--resume").map(|w| w[1].as_str()), Some("u-1"));
+        assert!(
+            resumed.contains(&"--resume=u-1".to_string()),
+            "one word: never a flag after a bare --resume: {resumed:?}"
+        );
+        assert!(!resumed.contains(&"--resume".to_string()));
         assert_eq!(
             resumed.windows(2).find(|w| w[0] == "--permission-mode").map(|w| w[1].as_str()),
             Some("acceptEdits")
         );
         assert_eq!(
             resumed.last().map(String::as_str),
-            Some(launch::CLAUDE_CODE_ALLOW_RULE),
+            Some(CLAUDE_CODE_ALLOW_RULE),
             "--allowedTools takes what follows it"
         );
         assert!(new.iter().any(|a| a == "-p") && new.windows(2).any(|w| w == ["--output-format", "json"]));

@@ -276,3 +276,13 @@ fn the_words_are_the_current_turns_only_when_the_package_briefs_it() {
     r.briefed.package_version = Some(latest.package_version + 1);
     assert_eq!(owners_words(&r, &latest), None, "another package's turn");
 }
+
+#[test]
+fn the_owners_words_follow_a_briefing_rendered_elsewhere_under_their_heading_after_one_blank_line() {
+    let briefing = "# Hand-off briefing\nConfig parser\n\n## Goal\nParse it\n\n";
+    assert_eq!(
+        with_words(briefing, Some("--help me\nwith it")),
+        format!("# Hand-off briefing\nConfig parser\n\n## Goal\nParse it\n\n{WORDS_HEADING}\n--help me\nwith it\n")
+    );
+    assert_eq!(with_words(briefing, None), briefing, "no words, nothing added");
+}

@@ -62,9 +62,9 @@ fn claude_code_settings_are_in_the_project_then_claude_config_dir_then_home() {
     let env = env_of(&[("CLAUDE_CONFIG_DIR", "/cfg/claude"), ("CODEX_HOME", "/cfg/codex")]);
     let none = env_of(&[]);
     let project = Some(Path::new("/work/p"));
-    assert_eq!(settings_path(Harness::ClaudeCode, project, home, &env), PathBuf::from("/work/p/.claude/settings.json"));
-    assert_eq!(settings_path(Harness::ClaudeCode, None, home, &env), PathBuf::from("/cfg/claude/settings.json"));
-    assert_eq!(settings_path(Harness::ClaudeCode, None, home, &none), PathBuf::from("/home/u/.claude/settings.json"));
+    assert_eq!(settings_path(Runtime::ClaudeCode, project, home, &env), PathBuf::from("/work/p/.claude/settings.json"));
+    assert_eq!(settings_path(Runtime::ClaudeCode, None, home, &env), PathBuf::from("/cfg/claude/settings.json"));
+    assert_eq!(settings_path(Runtime::ClaudeCode, None, home, &none), PathBuf::from("/home/u/.claude/settings.json"));
 }
 
 #[test]
@@ -73,17 +73,17 @@ fn codex_config_is_in_the_project_then_codex_home_then_home() {
     let env = env_of(&[("CLAUDE_CONFIG_DIR", "/cfg/claude"), ("CODEX_HOME", "/cfg/codex")]);
     let none = env_of(&[]);
     let project = Some(Path::new("/work/p"));
-    assert_eq!(settings_path(Harness::Codex, project, home, &env), PathBuf::from("/work/p/.codex/config.toml"));
-    assert_eq!(settings_path(Harness::Codex, None, home, &env), PathBuf::from("/cfg/codex/config.toml"));
-    assert_eq!(settings_path(Harness::Codex, None, home, &none), PathBuf::from("/home/u/.codex/config.toml"));
+    assert_eq!(settings_path(Runtime::Codex, project, home, &env), PathBuf::from("/work/p/.codex/config.toml"));
+    assert_eq!(settings_path(Runtime::Codex, None, home, &env), PathBuf::from("/cfg/codex/config.toml"));
+    assert_eq!(settings_path(Runtime::Codex, None, home, &none), PathBuf::from("/home/u/.codex/config.toml"));
 }
 
 #[test]
 fn an_empty_config_directory_variable_counts_as_unset() {
     let home = Path::new("/home/u");
     let env = env_of(&[("CLAUDE_CONFIG_DIR", ""), ("CODEX_HOME", "")]);
-    assert_eq!(settings_path(Harness::ClaudeCode, None, home, &env), PathBuf::from("/home/u/.claude/settings.json"));
-    assert_eq!(settings_path(Harness::Codex, None, home, &env), PathBuf::from("/home/u/.codex/config.toml"));
+    assert_eq!(settings_path(Runtime::ClaudeCode, None, home, &env), PathBuf::from("/home/u/.claude/settings.json"));
+    assert_eq!(settings_path(Runtime::Codex, None, home, &env), PathBuf::from("/home/u/.codex/config.toml"));
 }
 
 // ---- Claude Code ----
@@ -341,7 +341,7 @@ fn claude_code_install_refuses_a_program_a_shell_reads_inside_double_quotes() {
 #[test]
 fn install_refuses_a_program_not_named_handoff_since_uninstall_could_not_find_it() {
     for program in ["/usr/bin/handoff-dev", "", "/usr/bin/nothandoff", "handoff/"] {
-        for harness in [Harness::ClaudeCode, Harness::Codex] {
+        for harness in [Runtime::ClaudeCode, Runtime::Codex] {
             let err = apply(harness, "", program, false).unwrap_err();
             assert!(matches!(&err, InstallError::Program { program: p, .. } if p == program), "{program}: {err:?}");
         }
@@ -351,13 +351,13 @@ fn install_refuses_a_program_not_named_handoff_since_uninstall_could_not_find_it
 
 #[test]
 fn apply_dispatches_to_the_harness_and_direction() {
-    assert_eq!(apply(Harness::ClaudeCode, SETTINGS, PROGRAM, false), install_claude_code(SETTINGS, PROGRAM));
+    assert_eq!(apply(Runtime::ClaudeCode, SETTINGS, PROGRAM, false), install_claude_code(SETTINGS, PROGRAM));
     let installed = install_claude_code(SETTINGS, PROGRAM).unwrap();
-    assert_eq!(apply(Harness::ClaudeCode, &installed, "", true), uninstall_claude_code(&installed));
-    assert_eq!(apply(Harness::Codex, CONFIG, PROGRAM, false), install_codex(CONFIG, PROGRAM));
+    assert_eq!(apply(Runtime::ClaudeCode, &installed, "", true), uninstall_claude_code(&installed));
+    assert_eq!(apply(Runtime::Codex, CONFIG, PROGRAM, false), install_codex(CONFIG, PROGRAM));
     let installed = install_codex(CONFIG, PROGRAM).unwrap();
-    assert_eq!(apply(Harness::Codex, &installed, "", true), uninstall_codex(&installed));
-    assert_ne!(apply(Harness::Codex, &installed, "", true).unwrap(), installed);
+    assert_eq!(apply(Runtime::Codex, &installed, "", true), uninstall_codex(&installed));
+    assert_ne!(apply(Runtime::Codex, &installed, "", true).unwrap(), installed);
 }
 
 #[test]
