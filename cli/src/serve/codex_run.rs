@@ -2,7 +2,7 @@
 //! approvals and questions asked of the owner, its outcome reported by serve (app-server runs
 //! no hooks, so nothing else would report it).
 
-use super::codex::{self, AppServer, Approval, ApprovalKind, Decision, Handler, Question, TurnOutcome};
+use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
 use crate::ask::{self, Prompt, Waited};
 use crate::client::{Client, ReportInput};
 use handoff_core::turn::ReportStatus;
@@ -164,17 +164,17 @@ impl Asker<'_> {
             summary: None,
             unmet: None,
             usage: None,
-            question: Some(question),
+            question: Some(question.clone()),
             runtime: None,
             permission_mode: None,
         };
         let asked =
             self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
-        let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else {
+        let Some((id, version)) = ask::own_question(&question, self.s.turn, &asked.value) else {
             return Err("the question was not taken".into());
         };
         let deadline = Instant::now() + Duration::from_secs(self.s.wait_s);
-        match ask::wait_for_answer(&self.s.client, &self.s.id, &q.id, asked.value.version, deadline) {
+        match ask::wait_for_answer(&self.s.client, &self.s.id, &id, version, deadline) {
             Waited::Answered(answer, _) => {
                 let running = ReportInput {
                     turn: self.s.turn,
@@ -210,12 +210,7 @@ impl Asker<'_> {
 
 impl Handler for Asker<'_> {
     fn approval(&mut self, approval: &Approval) -> Decision {
-        let what = match approval.kind {
-            ApprovalKind::Command => "Command",
-            ApprovalKind::FileChange => "File change",
-            ApprovalKind::Permissions => "Permissions",
-        };
-        let title = format!("{what}: {}", approval.text.lines().next().unwrap_or_default());
+        let title = approval.title();
         let prompt = Prompt::Permission {
             text: handoff_core::text::clip(&title, 200).to_string(),
             input: Some(approval.text.clone()),
