@@ -15,7 +15,8 @@
 //!   `notify`), their spool and their settings; [`detect`]: the runtimes this machine has.
 //! - [`launch`]: `handoff launch`, which starts the runtime a turn was handed to, briefed
 //!   from its package, and records what a session without network left.
-//! - [`serve`]: `handoff serve`, which runs every turn the owner opens, on this machine.
+//! - [`serve`]: `handoff serve`, which runs every turn the owner opens, on this machine;
+//!   [`workspace`]: what keeps the workspace, which the model writes, from deciding for the owner.
 //!
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
@@ -32,6 +33,7 @@ pub mod mcp;
 pub mod output;
 pub mod private;
 pub mod serve;
+pub mod workspace;
 
 pub use client::{Client, Error, Refusal};
 pub use code::ErrorCode;

@@ -388,9 +388,10 @@ fn describe_exit(status: ExitStatus) -> String {
 }
 
 /// Starts `program` as `command` says, with `vars` set and this program's folder first on
-/// `PATH` (so that `handoff` in the session is this one), and waits for it. A print-mode run
-/// reads nothing from standard input; an interactive one has the terminal. While it runs, a
-/// Ctrl-C is the runtime's alone: the launcher outlives it to record what it left.
+/// `PATH` (so that `handoff` in the session is this one; only absolute entries after it), and
+/// waits for it. A print-mode run reads nothing from standard input; an interactive one has the
+/// terminal. While it runs, a Ctrl-C is the runtime's alone: the launcher outlives it to record
+/// what it left.
 fn start(program: &Path, command: &CommandLine, mode: Mode, vars: &[(&str, &str)]) -> std::io::Result<ExitStatus> {
     let mut cmd = Command::new(program);
     cmd.args(&command.args);
@@ -398,10 +399,10 @@ fn start(program: &Path, command: &CommandLine, mode: Mode, vars: &[(&str, &str)
     for (name, value) in vars {
         cmd.env(name, value);
     }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)) {
-        let rest = std::env::var_os("PATH").unwrap_or_default();
-        let path = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest)))
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let exe = std::env::current_exe().ok();
+    if let Some(path) =
+        crate::workspace::harness_path(exe.as_deref().and_then(Path::parent), std::env::var("PATH").ok().as_deref())
+    {
         cmd.env("PATH", path);
     }
     cmd.stdin(if mode == Mode::Print { Stdio::null() } else { Stdio::inherit() });

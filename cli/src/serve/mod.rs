@@ -225,6 +225,10 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         return crate::output::EXIT_USAGE;
     }
     let state_dir = hook::state_dir(&env);
+    if let Err(why) = crate::workspace::serve_may_run(&state_dir) {
+        eprintln!("serve: {why}");
+        return crate::output::EXIT_REFUSED;
+    }
     let say = Say { log: Arc::new(Log::new(&state_dir, "serve", Some(&args.id))) };
     let _lock = match state::lock(&state_dir, &args.id) {
         Ok(lock) => lock,
@@ -579,7 +583,10 @@ impl Serve {
     /// it): `running`, naming the runtime that runs it and its permission mode (Claude Code's
     /// mode, Codex's approval policy), which the record then shows.
     fn name_runtime(&self, turn: u64, runtime: &str, mode: &str) {
-        let report = running_report(turn, runtime, mode);
+        let mut report = running_report(turn, runtime, mode);
+        // A workspace carrying its own settings is named on the turn and in the log.
+        report.summary =
+            crate::workspace::served_turn_note().inspect(|note| self.say.line(&format!("turn {turn}: {note}")));
         if let Err(e) = self.call(|c| c.report(&self.id, &report)) {
             self.say
                 .line(&format!("turn {turn}: could not name its runtime {runtime} and permission mode {mode}: {e}"));
@@ -761,12 +768,10 @@ pub fn new_uuid() -> String {
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-/// `PATH` with this program's folder first, so that `handoff` in the session is this one.
+/// `PATH` with this program's folder first, so that `handoff` in the session is this one, and
+/// only absolute entries after it.
 fn path_with_this_program() -> Option<String> {
-    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let rest = std::env::var_os("PATH").unwrap_or_default();
-    let joined = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).ok()?;
-    Some(joined.to_string_lossy().into_owned())
+    crate::workspace::harness_path(std::env::current_exe().ok()?.parent(), std::env::var("PATH").ok().as_deref())
 }
 
 /// Follows the hand-off for the main loop until it closes, is erased, or the token is refused
