@@ -83,6 +83,21 @@ pub fn served_turn_note() -> Option<String> {
     settings_note(&own_settings(&std::env::current_dir().ok()?))
 }
 
+/// The built-in tools a served Claude Code turn has: those 2.1.328 offers a print-mode session
+/// by default (Bash and the other code-running ones among them, which `--restricted` takes away
+/// unless they are named), the file and search tools, and the web's.
+pub const CLAUDE_CODE_TOOLS: &str = "Agent,Bash,Edit,Glob,Grep,ListAgents,NotebookEdit,Read,ReportFindings,\
+ScheduleWakeup,Skill,ToolSearch,WebFetch,WebSearch,Workflow,Write";
+
+/// Claude Code's arguments for a served turn that leave every settings file unapplied: the
+/// workspace's project and local settings and the user's `~/.claude/settings.json`, all of which
+/// the model can write. 2.1.328's `--restricted` reads only managed settings and `--settings`
+/// (serve's hooks); it also drops the project's CLAUDE.md, skills, commands and agents, confines
+/// the file tools to the workspace, refuses `bypassPermissions`, and leaves a write to settings,
+/// git or tool configuration to the person. `--tools` names [`CLAUDE_CODE_TOOLS`], so Bash stays
+/// and the owner is asked for it; it takes the words after it, so a flag must follow.
+pub const CLAUDE_CODE_RESTRICTED: [&str; 3] = ["--restricted", "--tools", CLAUDE_CODE_TOOLS];
+
 /// Codex's `-c` settings that leave a workspace's own `.codex/` unapplied: its folder and its
 /// repository's root named untrusted, which is what makes Codex 0.169.0 disable a project's
 /// `.codex/config.toml` (its approval reviewer, MCP servers, `notify`, sandbox and environment
@@ -143,6 +158,16 @@ mod tests {
         assert_eq!(path.as_deref(), Some("/opt/handoff/bin:/usr/bin:/bin"));
         assert_eq!(harness_path(Some(Path::new("rel")), Some("/usr/bin")).as_deref(), Some("/usr/bin"));
         assert_eq!(harness_path(None, None).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn a_served_claude_code_turn_reads_no_settings_file_and_keeps_its_tools_bash_included() {
+        assert_eq!(CLAUDE_CODE_RESTRICTED[..2], ["--restricted", "--tools"]);
+        let tools: Vec<&str> = CLAUDE_CODE_RESTRICTED[2].split(',').collect();
+        for kept in ["Bash", "Edit", "Write", "Read", "WebFetch", "Agent", "Skill"] {
+            assert!(tools.contains(&kept), "{kept} in {tools:?}");
+        }
+        assert!(!tools.contains(&"default"), "\"default\" among names is read as a tool's name");
     }
 
     #[test]

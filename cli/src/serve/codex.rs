@@ -167,8 +167,9 @@ impl Unshowable {
     }
 }
 
-/// The fields of an approval request that name it (ids and times) and change nothing it approves.
-const ROUTING_FIELDS: [&str; 5] = ["itemId", "threadId", "turnId", "startedAtMs", "approvalId"];
+/// The fields of an approval request that change nothing it approves: its ids and time, and the
+/// answers Codex takes (`availableDecisions`; serve answers accept, once, or decline).
+const ROUTING_FIELDS: [&str; 6] = ["itemId", "threadId", "turnId", "startedAtMs", "approvalId", "availableDecisions"];
 
 /// Every field of `params` outside `shown` and the routing fields, when it holds a value: what
 /// an Allow would approve unseen.

@@ -750,6 +750,7 @@ pub fn claude_args(
     ]
     .map(String::from)
     .to_vec();
+    args.extend(crate::workspace::CLAUDE_CODE_RESTRICTED.map(String::from));
     match session {
         HarnessSession::Resume(_) => args.extend(["--resume".to_string(), session_id.to_string()]),
         HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
