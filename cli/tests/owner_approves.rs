@@ -212,3 +212,29 @@ fn a_codex_workspace_whose_own_config_never_asks_still_has_the_owner_asked_and_i
     assert!(s.machine.log().contains(&config.display().to_string()), "serve's log names it: {}", s.machine.log());
     s.close();
 }
+
+#[test]
+fn a_codex_approval_reaches_the_owner_whole_with_the_rule_codex_proposes_and_allow_adds_no_rule() {
+    let command = "curl -s -m 5 http://blocked.example.com/ -o /dev/null; echo curl-exit-$?";
+    let mut s = Served::new("Fetch it.", vec![Step::exec(command), Step::exec(command), Step::text("Fetched.")]);
+    let mut cmd = s.machine.handoff(&["serve", &s.id, "--runtime", "codex"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    s.serve = Some(cmd.spawn().expect("handoff serve starts"));
+    let asked = s.question();
+    let input = asked["input"].as_str().unwrap_or_default();
+    for shown in
+        [command, "in ", "Codex proposes a rule to run commands starting", "Allow runs this once and adds no rule"]
+    {
+        assert!(input.contains(shown), "{shown:?} is shown: {input}");
+    }
+    assert!(asked["text"].as_str().is_some_and(|t| t.starts_with("Command: ")), "{asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", asked["id"].as_str().unwrap()]);
+    // The same command again is asked again: the Allow added no rule.
+    let again = s.until("the same command is asked again", |r| {
+        r["question"]["id"].is_string() && r["question"]["id"] != asked["id"] && r["question"]["answer"].is_null()
+    });
+    assert_eq!(again["question"]["input"], asked["input"], "{again}");
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", again["question"]["id"].as_str().unwrap()]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    s.close();
+}
