@@ -380,11 +380,12 @@ def api_session_ready_to_hand_off(api: Api, owner_token: str, compiled: bool = F
     return hid, machine_token
 
 
-def machine_asks(hid: str, machine_token: str, text: str) -> subprocess.Popen:
-    """The machine asks a permission question (allow or deny) on turn 1 from the CLI in another
-    process, which waits there up to 60 s for the answer and prints the chosen option."""
+def machine_asks(hid: str, machine_token: str, text: str, kind: str = "permission",
+                 options: tuple[str, ...] = ("allow=Allow", "deny=Deny")) -> subprocess.Popen:
+    """The machine asks a question (by default a permission, allow or deny) on turn 1 from the CLI
+    in another process, which waits there up to 60 s for the answer and prints the chosen option."""
     env = dict(os.environ, HANDOFF_URL=BASE, HANDOFF_SIGNING_KEY=SIGNING_KEY, HANDOFF_TOKEN=machine_token)
+    chosen = [arg for option in options for arg in ("--option", option)]
     return subprocess.Popen(
-        [CLI, "ask", hid, "--turn", "1", "--kind", "permission", "--text", text,
-         "--option", "allow=Allow", "--option", "deny=Deny", "--wait", "60"],
+        [CLI, "ask", hid, "--turn", "1", "--kind", kind, "--text", text, *chosen, "--wait", "60"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

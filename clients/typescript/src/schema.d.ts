@@ -1639,9 +1639,11 @@ export interface components {
             };
             /** @description The console's page of the session. */
             url: string;
-            /** @description The question the session waits on while it is unanswered (its text is the summary), `null` otherwise: its id and options, each label cut at 64 bytes, to offer as the notification's actions, answered with `POST /v1/handoffs/{id}/answer`; and its `input`. An input of at most 256 bytes is carried whole; a longer one only as its head, with `input_bytes` its whole size, and then `options` is empty: no action of a notification approves what it could not show whole, and the console's page (`url`) shows all of it. */
+            /** @description The question the session waits on while it is unanswered, `null` otherwise. A `permission` question is its id and kind alone, with no options and no input, and the summary is then `null` (a permission's title names what it asks to run): the push says that a permission is asked and where, and the owner reads it whole and answers in the console's page (`url`). A `choice` question carries its options, each label cut at 64 bytes, to offer as the notification's actions, answered with `POST /v1/handoffs/{id}/answer`, and its `input`: at most 256 bytes whole, a longer one only as its head, with `input_bytes` its whole size, and then `options` is empty. */
             question: {
                 id: string;
+                /** @enum {string} */
+                kind: "permission" | "choice";
                 input?: string;
                 input_bytes?: number;
                 options: {
