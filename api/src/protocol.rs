@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +150,36 @@ pub enum IndexAsk {
         #[serde(default)]
         incarnation: u64,
     },
+    /// `POST /v1/devices`: the device (its id and credential drawn by the Worker, its
+    /// credential's hash only) and what the Worker minted for it, if it fits.
+    DeviceSignIn {
+        device: owner::devices::StoredDevice,
+        granted: owner::devices::Granted,
+    },
+    /// `POST /v1/devices/refresh`: the credential's device and hash, and a fresh access token.
+    DeviceRefresh {
+        id: String,
+        secret_hash: String,
+        granted: owner::devices::Granted,
+    },
+    /// `GET /v1/devices`, `current` the caller's device.
+    Devices {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        current: Option<String>,
+    },
+    DeviceRename {
+        id: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        current: Option<String>,
+    },
+    DeviceRevoke {
+        id: String,
+    },
+    DeviceRevokeAll {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keep: Option<String>,
+    },
     /// Test hooks (only where test hooks are on).
     Hook(IndexHook),
 }
@@ -170,6 +200,12 @@ impl IndexAsk {
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
             IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
+            IndexAsk::DeviceSignIn { device, granted } => owner::Ask::SignIn { device, granted },
+            IndexAsk::DeviceRefresh { id, secret_hash, granted } => owner::Ask::Refresh { id, secret_hash, granted },
+            IndexAsk::Devices { current } => owner::Ask::Devices { current },
+            IndexAsk::DeviceRename { id, name, current } => owner::Ask::RenameDevice { id, name, current },
+            IndexAsk::DeviceRevoke { id } => owner::Ask::RevokeDevice { id },
+            IndexAsk::DeviceRevokeAll { keep } => owner::Ask::RevokeAll { keep },
             IndexAsk::Hook(hook) => owner::Ask::Hook(hook),
         }
     }
@@ -215,6 +251,7 @@ mod tests {
             events,
             created_at: Timestamp::from_ms(9),
             console: "https://console.example".into(),
+            device: None,
         };
         let owner::Ask::AddReceiver(entry) = (IndexAsk::PushSubscribe { subscription }).into_owner() else {
             panic!("an add")
