@@ -10,6 +10,9 @@
 import { api, HandoffError } from "./api.js";
 
 const KEY = "handoff.token";
+/** Set while this browser has a device signed in: no credential, only whether a load should ask
+ * for a refresh (a browser never signed in asks nothing, and sees no refusal). */
+const SIGNED_IN = "handoff.device-signed-in";
 /** Refresh this long before the access token expires. */
 const REFRESH_AHEAD_S = 60;
 
@@ -51,6 +54,7 @@ export function setToken(token: string): void {
 export function clearToken(): void {
   access = null;
   clearTimeout(refreshTimer);
+  forgetDevice();
   try {
     sessionStorage.removeItem(KEY);
   } catch {
@@ -66,8 +70,30 @@ export function deviceName(): string {
   return platform ? `${browser} on ${platform}` : browser;
 }
 
+/** Whether this browser has had a device signed in since it last saw the sign-in end. */
+export function hasDevice(): boolean {
+  try {
+    return localStorage.getItem(SIGNED_IN) === "1";
+  } catch {
+    return false;
+  }
+}
+
+function forgetDevice(): void {
+  try {
+    localStorage.removeItem(SIGNED_IN);
+  } catch {
+    // nothing kept
+  }
+}
+
 function hold(token: string, expiresInS: number): void {
   access = token;
+  try {
+    localStorage.setItem(SIGNED_IN, "1");
+  } catch {
+    // without storage, a load asks for a refresh only after a sign-in in this page
+  }
   try {
     sessionStorage.removeItem(KEY);
   } catch {
@@ -99,6 +125,7 @@ export async function refresh(): Promise<boolean> {
     if (error instanceof HandoffError && (error.status === 401 || error.status === 403)) {
       access = null;
       clearTimeout(refreshTimer);
+      forgetDevice();
       return false;
     }
     throw error;

@@ -9,7 +9,7 @@
 // A machine token sees its one hand-off, with the machine's own actions.
 
 import { HandoffError } from "./api.js";
-import { claims, clearToken, expired, getToken, onDevice, refresh, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
+import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
 import { renderDevices } from "./devices.js";
 import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
@@ -260,7 +260,7 @@ function start(): void {
   // Every load refreshes the device's access token (a tab's machine token or a sign-in link
   // needs none): a revoked device lands on Sign in, a signed-in one on the page it asked for.
   const linked = location.hash.startsWith("#token=");
-  if (!linked && !getToken()) {
+  if (!linked && !getToken() && hasDevice()) {
     settle(async () => {
       await refresh();
     });
