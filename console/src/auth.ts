@@ -28,6 +28,18 @@ export interface Claims {
 /** The device's access token, in memory only. */
 let access: string | null = null;
 let refreshTimer: ReturnType<typeof setTimeout> | undefined;
+/** The sign-in or refresh under way (main.ts sets it): what acts on its own, as a push's
+ * action does, waits for it. */
+let signingIn: Promise<void> = Promise.resolve();
+
+export function setSigningIn(step: Promise<void>): void {
+  signingIn = step;
+}
+
+export function whenSignedIn(): Promise<void> {
+  return signingIn;
+}
+
 /** Told when a refresh finds the device's sign-in ended (revoked, signed out, expired). */
 let onEnded: (error: HandoffError) => void = () => {};
 

@@ -9,7 +9,7 @@
 // A machine token sees its one hand-off, with the machine's own actions.
 
 import { HandoffError } from "./api.js";
-import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
+import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setSigningIn, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
 import { renderDevices } from "./devices.js";
 import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
@@ -27,6 +27,7 @@ let pending: Promise<void> = Promise.resolve();
 /** Runs `step` once the sign-in under way is done, and routes after it. */
 function settle(step: () => Promise<void>): void {
   pending = pending.then(step).catch((error: unknown) => fail(error));
+  setSigningIn(pending);
   void pending.then(route);
 }
 
