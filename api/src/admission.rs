@@ -461,7 +461,7 @@ fn refresh<'a>(
     let access_token =
         token::access_token(&credential.owner, &credential.device, key.as_bytes(), now_s, &setting.expect);
     let granted = Granted { access_token, expires_in: ACCESS_TOKEN_TTL_S, cookie: None };
-    let ask = IndexAsk::DeviceRefresh { id: credential.device.clone(), secret_hash: credential.secret_hash(), granted };
+    let ask = IndexAsk::DeviceRefresh(credential.device.clone(), credential.secret_hash(), granted);
     Ok(Next::Index { owner: &credential.owner, ask })
 }
 

@@ -101,26 +101,33 @@ pub fn no_credential() -> ApiError {
     ApiError::new(Code::AuthRequired, "no device credential: sign in with an owner token first")
 }
 
-/// `POST /v1/devices`: the device's name, from the browser and platform.
-#[derive(Debug, Deserialize)]
+/// The body of the device routes, read as one type (one reader in the `.wasm`): `{"name"?}` of a
+/// sign-in (the name from the browser and platform), `{"name"}` of a rename, `{"keep_current"}`
+/// of a revoke-all; each route refuses the field it does not take ([`DeviceInput::only`]).
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignInInput {
+pub struct DeviceInput {
     #[serde(default)]
     pub name: Option<String>,
+    #[serde(default)]
+    pub keep_current: Option<bool>,
 }
 
-/// `PATCH /v1/devices/{id}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RenameInput {
-    pub name: String,
-}
+impl DeviceInput {
+    /// The body, with `name` or `keep_current` (`takes`) the only field its route reads.
+    pub fn only(body: &[u8], takes: &str) -> Result<DeviceInput, ApiError> {
+        let input: DeviceInput = crate::input::parse_json_or_empty(body)?;
+        let given = [("name", input.name.is_some()), ("keep_current", input.keep_current.is_some())];
+        match given.iter().find(|(field, set)| *set && *field != takes) {
+            Some((field, _)) => Err(ApiError::invalid(format!("{field}: unknown field"))),
+            None => Ok(input),
+        }
+    }
 
-/// `POST /v1/devices/revoke-all`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RevokeAllInput {
-    pub keep_current: bool,
+    /// The field a route needs, or `field: missing`.
+    pub fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
+        value.ok_or_else(|| ApiError::invalid(format!("{field}: missing field")))
+    }
 }
 
 /// A device as listed: `current` marks the one the caller's token came from.
@@ -145,31 +152,22 @@ impl DeviceView {
     }
 }
 
-/// `GET /v1/devices`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Devices {
-    pub devices: Vec<DeviceView>,
-}
-
-/// `PATCH /v1/devices/{id}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Every answer of the device routes, as one type (one rendering in the `.wasm`, not four):
+/// `{"device", "access_token", "expires_in"}` of a sign-in (201) and a refresh (200), the
+/// access token valid `expires_in` seconds; `{"devices"}` of the list; `{"device"}` of a
+/// rename; `{"revoked"}` (how many) of a revoke-all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceAnswer {
-    pub device: DeviceView,
-}
-
-/// `POST /v1/devices` (201) and its refresh (200): the device, and a short-lived owner access
-/// token, valid `expires_in` seconds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Access {
-    pub device: DeviceView,
-    pub access_token: String,
-    pub expires_in: i64,
-}
-
-/// `POST /v1/devices/revoke-all`: how many devices were revoked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Revoked {
-    pub revoked: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<DeviceView>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<u64>,
 }
 
 #[cfg(test)]

@@ -150,36 +150,20 @@ pub enum IndexAsk {
         #[serde(default)]
         incarnation: u64,
     },
+    // The device's asks are tuple variants: read by position, they cost the `.wasm` less than
+    // named fields would (each name is one more match in the object's reader).
     /// `POST /v1/devices`: the device (its id and credential drawn by the Worker, its
     /// credential's hash only) and what the Worker minted for it, if it fits.
-    DeviceSignIn {
-        device: owner::devices::StoredDevice,
-        granted: owner::devices::Granted,
-    },
+    DeviceSignIn(owner::devices::StoredDevice, owner::devices::Granted),
     /// `POST /v1/devices/refresh`: the credential's device and hash, and a fresh access token.
-    DeviceRefresh {
-        id: String,
-        secret_hash: String,
-        granted: owner::devices::Granted,
-    },
-    /// `GET /v1/devices`, `current` the caller's device.
-    Devices {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        current: Option<String>,
-    },
-    DeviceRename {
-        id: String,
-        name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        current: Option<String>,
-    },
-    DeviceRevoke {
-        id: String,
-    },
-    DeviceRevokeAll {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        keep: Option<String>,
-    },
+    DeviceRefresh(String, String, owner::devices::Granted),
+    /// `GET /v1/devices`, with the caller's device.
+    Devices(Option<String>),
+    /// `PATCH /v1/devices/{id}`: the device, its new name, and the caller's device.
+    DeviceRename(String, String, Option<String>),
+    DeviceRevoke(String),
+    /// `POST /v1/devices/revoke-all`: the device kept, if any.
+    DeviceRevokeAll(Option<String>),
     /// Test hooks (only where test hooks are on).
     Hook(IndexHook),
 }
@@ -200,12 +184,12 @@ impl IndexAsk {
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
             IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
-            IndexAsk::DeviceSignIn { device, granted } => owner::Ask::SignIn { device, granted },
-            IndexAsk::DeviceRefresh { id, secret_hash, granted } => owner::Ask::Refresh { id, secret_hash, granted },
-            IndexAsk::Devices { current } => owner::Ask::Devices { current },
-            IndexAsk::DeviceRename { id, name, current } => owner::Ask::RenameDevice { id, name, current },
-            IndexAsk::DeviceRevoke { id } => owner::Ask::RevokeDevice { id },
-            IndexAsk::DeviceRevokeAll { keep } => owner::Ask::RevokeAll { keep },
+            IndexAsk::DeviceSignIn(device, granted) => owner::Ask::SignIn { device, granted },
+            IndexAsk::DeviceRefresh(id, secret_hash, granted) => owner::Ask::Refresh { id, secret_hash, granted },
+            IndexAsk::Devices(current) => owner::Ask::Devices { current },
+            IndexAsk::DeviceRename(id, name, current) => owner::Ask::RenameDevice { id, name, current },
+            IndexAsk::DeviceRevoke(id) => owner::Ask::RevokeDevice { id },
+            IndexAsk::DeviceRevokeAll(keep) => owner::Ask::RevokeAll { keep },
             IndexAsk::Hook(hook) => owner::Ask::Hook(hook),
         }
     }

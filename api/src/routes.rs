@@ -300,11 +300,11 @@ pub const ROUTES: &[Route] = &[
     index(
         "GET",
         "/v1/devices",
-        |i| no_query(i.query).map(|_| IndexAsk::Devices { current: i.more.device.map(str::to_string) }),
+        |i| no_query(i.query).map(|_| IndexAsk::Devices(i.more.device.map(str::to_string))),
         Gate::Always,
     ),
     index("PATCH", "/v1/devices/{id}", device_rename, Gate::Always),
-    index("DELETE", "/v1/devices/{id}", |i| device(i).map(|id| IndexAsk::DeviceRevoke { id }), Gate::Always),
+    index("DELETE", "/v1/devices/{id}", |i| device(i).map(IndexAsk::DeviceRevoke), Gate::Always),
     index(
         "POST",
         "/v1/test/refuse-index",
@@ -458,7 +458,7 @@ fn device_sign_in(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
             "an access token from a device never signs a device in: use the owner token you were given",
         ));
     }
-    let given: device::SignInInput = input::parse_json_or_empty(i.body)?;
+    let given = device::DeviceInput::only(i.body, "name")?;
     let name = given.name.unwrap_or_else(|| device::UNNAMED.to_string());
     devices::check_name(&name)?;
     let mut id = [0u8; device::DEVICE_ID_BYTES];
@@ -474,7 +474,7 @@ fn device_sign_in(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
         expires_in: ACCESS_TOKEN_TTL_S,
         cookie: Some(credential.set_cookie(i.origin)),
     };
-    Ok(IndexAsk::DeviceSignIn { device: stored, granted })
+    Ok(IndexAsk::DeviceSignIn(stored, granted))
 }
 
 /// The `{id}` of a device route: a device's id, or no such device.
@@ -490,18 +490,19 @@ fn device(i: &Input<'_, Making<'_>>) -> Result<String, ApiError> {
 /// `PATCH /v1/devices/{id}`: `{"name"}`.
 fn device_rename(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     let id = device(i)?;
-    let name = input::parse_json::<device::RenameInput>(i.body)?.name;
+    let name = device::DeviceInput::required(device::DeviceInput::only(i.body, "name")?.name, "name")?;
     devices::check_name(&name)?;
-    Ok(IndexAsk::DeviceRename { id, name, current: i.more.device.map(str::to_string) })
+    Ok(IndexAsk::DeviceRename(id, name, i.more.device.map(str::to_string)))
 }
 
 /// `POST /v1/devices/revoke-all`: `{"keep_current": true}` keeps the caller's device (a token
 /// of the identity provider has none to keep), `false` revokes every one.
 fn device_revoke_all(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
     no_query(i.query)?;
-    let keep_current = input::parse_json::<device::RevokeAllInput>(i.body)?.keep_current;
+    let given = device::DeviceInput::only(i.body, "keep_current")?;
+    let keep_current = device::DeviceInput::required(given.keep_current, "keep_current")?;
     let keep = if keep_current { i.more.device.map(str::to_string) } else { None };
-    Ok(IndexAsk::DeviceRevokeAll { keep })
+    Ok(IndexAsk::DeviceRevokeAll(keep))
 }
 
 fn push_unsubscribe(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
@@ -806,7 +807,7 @@ mod tests {
         let from_device = asked_by("POST", "/v1/devices", b"{}", true, &ones, Some("dv_AAAAAAAAAAAAAAAAAAAA-_"));
         assert_eq!(from_device.unwrap_err().code, Code::AuthForbidden);
         let ask = asked("POST", "/v1/devices", br#"{"name": "Chromium on Linux"}"#, true, &ones).unwrap();
-        let IndexAsk::DeviceSignIn { device: stored, granted } = ask else { panic!("{ask:?}") };
+        let IndexAsk::DeviceSignIn(stored, granted) = ask else { panic!("{ask:?}") };
         let credential = device::Credential::new("alice", [1; device::DEVICE_ID_BYTES], [1; device::SECRET_BYTES]);
         assert_eq!(
             (stored.device.id.as_str(), stored.device.name.as_str()),
@@ -817,8 +818,8 @@ mod tests {
         assert_eq!(granted.expires_in, ACCESS_TOKEN_TTL_S);
         assert_eq!(granted.cookie, Some(credential.set_cookie("https://handoff.example")));
         let unnamed = asked("POST", "/v1/devices", b"", true, &ones).unwrap();
-        assert!(matches!(unnamed, IndexAsk::DeviceSignIn { device, .. } if device.device.name == device::UNNAMED));
-        for bad in [&br#"{"name": ""}"#[..], br#"{"name": "a\nb"}"#, br#"{"nom": "x"}"#] {
+        assert!(matches!(unnamed, IndexAsk::DeviceSignIn(device, _) if device.device.name == device::UNNAMED));
+        for bad in [&br#"{"name": ""}"#[..], br#"{"name": "a\nb"}"#, br#"{"nom": "x"}"#, br#"{"keep_current": true}"#] {
             assert_eq!(asked("POST", "/v1/devices", bad, true, &ones).unwrap_err().code, Code::RequestInvalid);
         }
     }
@@ -827,23 +828,20 @@ mod tests {
     fn the_device_routes_mark_and_keep_the_callers_own_device_and_a_subscription_belongs_to_it() {
         let me = "dv_AAAAAAAAAAAAAAAAAAAA-_";
         let list = asked_by("GET", "/v1/devices", b"", true, &ones, Some(me)).unwrap();
-        assert_eq!(list, IndexAsk::Devices { current: Some(me.into()) });
+        assert_eq!(list, IndexAsk::Devices(Some(me.into())));
         let keep = asked_by("POST", "/v1/devices/revoke-all", br#"{"keep_current": true}"#, true, &ones, Some(me));
-        assert_eq!(keep.unwrap(), IndexAsk::DeviceRevokeAll { keep: Some(me.into()) });
+        assert_eq!(keep.unwrap(), IndexAsk::DeviceRevokeAll(Some(me.into())));
         let all = asked_by("POST", "/v1/devices/revoke-all", br#"{"keep_current": false}"#, true, &ones, Some(me));
-        assert_eq!(all.unwrap(), IndexAsk::DeviceRevokeAll { keep: None });
+        assert_eq!(all.unwrap(), IndexAsk::DeviceRevokeAll(None));
         let no_device = asked("POST", "/v1/devices/revoke-all", br#"{"keep_current": true}"#, true, &ones);
-        assert_eq!(no_device.unwrap(), IndexAsk::DeviceRevokeAll { keep: None }, "a token of no device keeps none");
+        assert_eq!(no_device.unwrap(), IndexAsk::DeviceRevokeAll(None), "a token of no device keeps none");
         assert_eq!(asked("POST", "/v1/devices/revoke-all", b"{}", true, &ones).unwrap_err().code, Code::RequestInvalid);
         assert_eq!(
             asked("DELETE", "/v1/devices/ps_AAAAAAAAAAAAAAAAAAAA-_", b"", true, &ones).unwrap_err().code,
             Code::DeviceNotFound
         );
         let renamed = asked_by("PATCH", &format!("/v1/devices/{me}"), br#"{"name": "desk"}"#, true, &ones, Some(me));
-        assert_eq!(
-            renamed.unwrap(),
-            IndexAsk::DeviceRename { id: me.into(), name: "desk".into(), current: Some(me.into()) }
-        );
+        assert_eq!(renamed.unwrap(), IndexAsk::DeviceRename(me.into(), "desk".into(), Some(me.into())));
         let body = br#"{"endpoint": "https://fcm.googleapis.com/x", "keys": {"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4", "auth": "BTBZMqHH6r4Tts7J_aSIgg"}}"#;
         let sub = asked_by("POST", "/v1/push/subscriptions", body, true, &ones, Some(me));
         let Ok(IndexAsk::PushSubscribe { subscription }) = sub else { panic!("{sub:?}") };

@@ -1,7 +1,7 @@
 //! The decider's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
 //! answer and the shape of its body are decided here and nowhere else.
 
-use crate::device::{Access, DeviceAnswer, DeviceView, Devices, Revoked};
+use crate::device::{DeviceAnswer, DeviceView};
 use crate::error::status;
 use crate::notifications::{
     Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks,
@@ -27,10 +27,11 @@ fn access(
     device: &handoff_core::owner::devices::Device,
     granted: &handoff_core::owner::devices::Granted,
 ) -> (Rendered, Vec<(&'static str, String)>) {
-    let body = Access {
-        device: DeviceView::of(device, true),
-        access_token: granted.access_token.clone(),
-        expires_in: granted.expires_in,
+    let body = DeviceAnswer {
+        device: Some(DeviceView::of(device, true)),
+        access_token: Some(granted.access_token.clone()),
+        expires_in: Some(granted.expires_in),
+        ..DeviceAnswer::default()
     };
     let mut headers = vec![("Cache-Control", "no-store".to_string())];
     if let Some(cookie) = &granted.cookie {
@@ -225,12 +226,15 @@ pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, Strin
         owner::IndexAnswer::Refreshed { device, granted } => return access(200, device, granted),
         owner::IndexAnswer::Devices { devices, current } => {
             let current = |d: &handoff_core::owner::devices::Device| current.as_deref() == Some(d.id.as_str());
-            json(200, &Devices { devices: devices.iter().map(|d| DeviceView::of(d, current(d))).collect() })
+            let devices = devices.iter().map(|d| DeviceView::of(d, current(d))).collect();
+            json(200, &DeviceAnswer { devices: Some(devices), ..DeviceAnswer::default() })
         }
         owner::IndexAnswer::Device { device, current } => {
-            json(200, &DeviceAnswer { device: DeviceView::of(device, *current) })
+            json(200, &DeviceAnswer { device: Some(DeviceView::of(device, *current)), ..DeviceAnswer::default() })
         }
-        owner::IndexAnswer::RevokedAll(revoked) => json(200, &Revoked { revoked: *revoked }),
+        owner::IndexAnswer::RevokedAll(revoked) => {
+            json(200, &DeviceAnswer { revoked: Some(*revoked), ..DeviceAnswer::default() })
+        }
         owner::IndexAnswer::Holding(holding) => json(200, &Holding { holding: *holding }),
         owner::IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
         owner::IndexAnswer::StorageOf(facts) => json(200, facts),

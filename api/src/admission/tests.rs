@@ -538,7 +538,7 @@ fn a_refresh_needs_its_header_its_own_origin_and_a_credential_and_asks_the_crede
         panic!("a refresh asks the owner's index")
     };
     assert_eq!(owner, "alice");
-    let IndexAsk::DeviceRefresh { id, secret_hash, granted } = ask else { panic!("{ask:?}") };
+    let IndexAsk::DeviceRefresh(id, secret_hash, granted) = ask else { panic!("{ask:?}") };
     assert_eq!((id, secret_hash), (credential().device, credential().secret_hash()));
     let (claims, device) =
         token::verify_caller(&granted.access_token, KEY.as_bytes(), NOW_S, &Expect::default()).unwrap();
@@ -559,7 +559,7 @@ fn a_devices_access_token_is_an_owners_everywhere_but_signing_a_device_in() {
     let admission = admitted(&by_owner, &setting()).unwrap();
     assert!(matches!(
         admission.next(&by_owner, b"{}", None, &setting(), || NOW_MS, &ones),
-        Ok(Next::Index { ask: IndexAsk::DeviceSignIn { .. }, .. })
+        Ok(Next::Index { ask: IndexAsk::DeviceSignIn(..), .. })
     ));
     assert_eq!(refused_code(&head("POST", "/v1/devices", Some(&machine(HID)))), Code::AuthForbidden, "not a machine");
 }
