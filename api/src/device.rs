@@ -104,13 +104,18 @@ pub fn no_credential() -> ApiError {
 /// The body of the device routes, read as one type (one reader in the `.wasm`): `{"name"?}` of a
 /// sign-in (the name from the browser and platform), `{"name"}` of a rename, `{"keep_current"}`
 /// of a revoke-all; each route refuses the field it does not take ([`DeviceInput::only`]).
+/// A field left out is `None`; `null` is refused, as the contract's types say.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceInput {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub name: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub keep_current: Option<bool>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 impl DeviceInput {
@@ -202,6 +207,23 @@ mod tests {
         for remote in ["http://127.0.0.1.example", "https://localhost.example", "http://10.0.0.1"] {
             assert!(!is_loopback(remote), "{remote}");
         }
+    }
+
+    #[test]
+    fn a_device_body_takes_only_its_routes_field_and_refuses_null() {
+        assert_eq!(DeviceInput::only(b"", "name").unwrap().name, None);
+        assert_eq!(DeviceInput::only(br#"{"name": "x"}"#, "name").unwrap().name.as_deref(), Some("x"));
+        for (body, takes) in [
+            (&br#"{"name": null}"#[..], "name"),
+            (br#"{"keep_current": null}"#, "keep_current"),
+            (br#"{"keep_current": true}"#, "name"),
+            (br#"{"name": "x"}"#, "keep_current"),
+            (br#"{"other": 1}"#, "name"),
+        ] {
+            let refused = DeviceInput::only(body, takes).unwrap_err();
+            assert_eq!(refused.code, Code::RequestInvalid, "{}", String::from_utf8_lossy(body));
+        }
+        assert_eq!(DeviceInput::required::<bool>(None, "keep_current").unwrap_err().code, Code::RequestInvalid);
     }
 
     #[test]
