@@ -15,6 +15,8 @@ const KEY = "handoff.token";
 const SIGNED_IN = "handoff.device-signed-in";
 /** Refresh this long before the access token expires. */
 const REFRESH_AHEAD_S = 60;
+/** A refresh the network lost is tried again this much later. */
+const RETRY_MS = 15_000;
 
 export interface Claims {
   role: "owner" | "machine";
@@ -111,12 +113,19 @@ function hold(token: string, expiresInS: number): void {
   } catch {
     // no machine token held
   }
+  refreshIn(Math.max(5, expiresInS - REFRESH_AHEAD_S) * 1000);
+}
+
+/** The refresh before the access token expires; one the network lost is tried again. */
+function refreshIn(ms: number): void {
   clearTimeout(refreshTimer);
-  const ms = Math.max(5, expiresInS - REFRESH_AHEAD_S) * 1000;
   refreshTimer = setTimeout(() => {
-    void refresh().then((ok) => {
-      if (!ok) onEnded(new HandoffError(401, "auth.revoked", "this device was signed out; sign in again"));
-    });
+    refresh().then(
+      (ok) => {
+        if (!ok) onEnded(new HandoffError(401, "auth.revoked", "this device was signed out; sign in again"));
+      },
+      () => refreshIn(RETRY_MS),
+    );
   }, ms);
 }
 
