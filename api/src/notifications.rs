@@ -237,6 +237,10 @@ pub struct PushSubscription {
     /// Messages to it dropped past the owner's pending cap.
     #[serde(default)]
     pub dropped: u64,
+    /// The signed-in device it was made from (revoking the device removes it); `null` for one
+    /// made with a bearer token of the identity provider, or before devices.
+    #[serde(default)]
+    pub device: Option<String>,
 }
 
 /// `POST /v1/push/subscriptions` → 201.
@@ -264,6 +268,9 @@ pub struct StoredSubscription {
     pub created_at: Timestamp,
     /// Where the console is (`scheme://host[:port]`), for the notification's link.
     pub console: String,
+    /// The signed-in device it was made from, which takes it along when it goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 impl StoredSubscription {
@@ -276,6 +283,7 @@ impl StoredSubscription {
             p256dh: self.p256dh,
             auth: self.auth,
             console: self.console,
+            device: self.device,
         };
         owner::StoredReceiver { id: self.id, events, created_at: self.created_at.ms(), dropped: 0, address }
     }
@@ -284,9 +292,9 @@ impl StoredSubscription {
 impl PushSubscription {
     /// A stored subscription as listed: its origin, never its endpoint or keys.
     pub fn of(entry: &owner::StoredReceiver) -> PushSubscription {
-        let origin = match &entry.address {
-            owner::Address::Push { origin, .. } => origin.clone(),
-            owner::Address::Webhook { .. } => String::new(),
+        let (origin, device) = match &entry.address {
+            owner::Address::Push { origin, device, .. } => (origin.clone(), device.clone()),
+            owner::Address::Webhook { .. } => (String::new(), None),
         };
         PushSubscription {
             id: entry.id.clone(),
@@ -294,6 +302,7 @@ impl PushSubscription {
             events: event_names(&entry.events),
             created_at: Timestamp::from_ms(entry.created_at),
             dropped: entry.dropped,
+            device,
         }
     }
 }
