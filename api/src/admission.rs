@@ -247,11 +247,13 @@ pub enum Carrier {
     Upgrade,
 }
 
-/// A held wait goes by `fetch`, a watch as its upgrade, every other ask over RPC.
+/// A held wait (and a timeline read that may be held) goes by `fetch`, a watch as its
+/// upgrade, every other ask over RPC.
 pub fn carrier(op: &Op, transport: Transport) -> Carrier {
     match (transport, op) {
         (Transport::Upgrade, _) => Carrier::Upgrade,
         (Transport::Ask, Op::Wait { .. }) => Carrier::Fetch,
+        (Transport::Ask, Op::Timeline { timeout_s, .. }) if *timeout_s > 0 => Carrier::Fetch,
         (Transport::Ask, _) => Carrier::Rpc,
     }
 }

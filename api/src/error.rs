@@ -47,6 +47,7 @@ pub fn status(code: Code) -> u16 {
         Code::SubscriptionTooMany => 409,
         // The operator's mistake: no push route can succeed until the key is fixed.
         Code::PushMisconfigured => 503,
+        Code::TimelineConflict | Code::TimelineGap | Code::TimelineFull | Code::TimelineDropped => 409,
     }
 }
 
@@ -57,7 +58,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 39] = [
+        let contract: [(&str, u16); 43] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -97,6 +98,10 @@ mod tests {
             ("owner.too_many_open", 429),
             ("owner.rate_limited", 429),
             ("auth.revoked", 401),
+            ("timeline.conflict", 409),
+            ("timeline.gap", 409),
+            ("timeline.full", 409),
+            ("timeline.dropped", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

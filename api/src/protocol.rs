@@ -336,6 +336,8 @@ mod tests {
             question: None,
             runtime: r.runtime,
             permission_mode: r.permission_mode,
+            reply: r.reply,
+            sync_mode: r.sync_mode,
         };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });

@@ -6,8 +6,8 @@ use crate::notifications::{
     Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks,
 };
 use crate::view::{
-    Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer,
-    WorkRecord,
+    Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Timeline,
+    TimelineTaken, Turns, WorkAnswer, WorkRecord,
 };
 use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
 use handoff_core::error::{Code, Refusal};
@@ -39,6 +39,11 @@ struct ErrorAnswer<'a> {
     open: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cap: Option<u64>,
+    /// A timeline's refusal: the turn, and the `seq` its next event takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -75,6 +80,8 @@ fn refused(refusal: &Refusal, handoff: Option<Handoff<'_>>, current_package: Opt
         package_version: current_package.map(|(version, _)| version),
         open: None,
         cap: None,
+        turn: None,
+        next: None,
     };
     json(status(refusal.code), &body)
 }
@@ -107,6 +114,8 @@ pub fn too_many_open(crowded: TooManyOpen) -> Rendered {
         package_version: None,
         open: Some(crowded.open),
         cap: Some(crowded.cap),
+        turn: None,
+        next: None,
     };
     json(status(Code::OwnerTooManyOpen), &body)
 }
@@ -250,6 +259,23 @@ impl Wire for Json {
             HandoffAnswer::Storage(facts) => json(200, facts),
             HandoffAnswer::Erased => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
             HandoffAnswer::TooManyOpen(crowded) => too_many_open(crowded),
+            HandoffAnswer::TimelineTaken { turn, next } => json(200, &TimelineTaken { turn, next }),
+            HandoffAnswer::TimelineRefused { refusal, turn, next } => {
+                let body = ErrorAnswer {
+                    error: ErrorBody { code: refusal.code, message: &refusal.message },
+                    handoff: None,
+                    package_hash: None,
+                    package_version: None,
+                    open: None,
+                    cap: None,
+                    turn: Some(turn),
+                    next,
+                };
+                json(status(refusal.code), &body)
+            }
+            HandoffAnswer::Timeline { turn, events, next, dropped } => {
+                json(200, &Timeline { turn, events: Cow::Borrowed(events), next, dropped })
+            }
         }
     }
 
@@ -487,6 +513,8 @@ mod tests {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         Change::Turn { command, unmet: None, usage: None, package: None }
     }

@@ -224,6 +224,8 @@ impl Hook {
             question,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
@@ -272,6 +274,8 @@ impl Hook {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {

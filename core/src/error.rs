@@ -63,6 +63,14 @@ crate::listed_enum! {
         OwnerRateLimited,
         /// A machine token that a newer one, minted for the same hand-off, has ended.
         AuthRevoked,
+        /// A timeline event's `seq` taken already with other content.
+        TimelineConflict,
+        /// A batch of events that starts past the turn's next `seq`.
+        TimelineGap,
+        /// A batch past the turn's cap of events or bytes.
+        TimelineFull,
+        /// A batch for a turn whose events were dropped (older than the newest kept).
+        TimelineDropped,
     }
 }
 
@@ -108,6 +116,10 @@ impl Code {
             Code::PushMisconfigured => "push.misconfigured",
             Code::OwnerTooManyOpen => "owner.too_many_open",
             Code::OwnerRateLimited => "owner.rate_limited",
+            Code::TimelineConflict => "timeline.conflict",
+            Code::TimelineGap => "timeline.gap",
+            Code::TimelineFull => "timeline.full",
+            Code::TimelineDropped => "timeline.dropped",
         }
     }
 

@@ -141,6 +141,39 @@ pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// every turn (the ledger value it lives in is capped by the runtime at 2 MB).
 pub const PACKAGE_COMPLETED_TURNS_MAX: u64 = 20;
 
+// ---- The turn's timeline (src/timeline.rs) and every outcome a turn keeps. ----
+
+/// Events one `POST …/events` carries at most.
+pub const TIMELINE_EVENTS_PER_REQUEST_MAX: usize = 64;
+/// Largest body of `POST …/events`: room for the largest single event with every byte
+/// escaped and for many small ones; a machine splits a larger batch (asserted below).
+pub const TIMELINE_BODY_BYTES_MAX: usize = 256 * 1024;
+/// A message's or a note's text (UTF-8 bytes).
+pub const TIMELINE_MESSAGE_BYTES_MAX: usize = 16 * 1024;
+/// A tool call's id and a tool's name.
+pub const TIMELINE_NAME_BYTES_MAX: usize = 128;
+/// A tool's output, clipped by the machine, which sends the whole size beside it.
+pub const TIMELINE_OUTPUT_BYTES_MAX: usize = 4 * 1024;
+/// Events one turn's timeline holds; past it a batch is 409 `timeline.full`.
+pub const TIMELINE_EVENTS_PER_TURN_MAX: u64 = 2_000;
+/// Stored bytes of one turn's events; past it a batch is 409 `timeline.full`.
+pub const TIMELINE_BYTES_PER_TURN_MAX: usize = 1024 * 1024;
+/// Turns whose events a hand-off keeps: the newest ones. An older turn keeps its count and
+/// says its steps were dropped.
+pub const TIMELINE_TURNS_KEPT_MAX: u64 = 4;
+/// Events one `GET …/events` page holds when no `limit` is given, and the most it may ask for.
+pub const TIMELINE_PAGE_DEFAULT: usize = 200;
+pub const TIMELINE_PAGE_MAX: usize = 2_000;
+/// A done report's `reply`: the model's final answer, whole (UTF-8 bytes).
+pub const REPLY_BYTES_MAX: usize = 64 * 1024;
+/// Largest body of `POST …/report`: a report with the longest reply and question, every byte
+/// escaped (asserted below).
+pub const REPORT_BODY_BYTES_MAX: usize = 192 * 1024;
+/// Questions a turn's lineage entry keeps with their answers: the newest; older ones are
+/// counted in `questions_dropped`. Kept, like replies, for the newest `PROMPT_TURNS_KEPT_MAX`
+/// turns.
+pub const QUESTIONS_PER_TURN_KEPT_MAX: usize = 8;
+
 // ---- Briefings (src/briefing.rs). ----
 
 /// A briefing without `budget` fits this many bytes.
@@ -320,6 +353,37 @@ const _: () = assert!(
 );
 // A create with the longest prompt and the longest ids fits too.
 const _: () = assert!(2 * (PROMPT_BYTES_MAX + 3 * ID_CHARS_MAX) + BODY_FRAME_BYTES <= WORDS_BODY_BYTES_MAX);
+// The largest done report fits its route's cap: the reply beside the largest report above.
+const _: () = assert!(
+    2 * (REPLY_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + QUESTION_TEXT_BYTES_MAX
+        + QUESTION_INPUT_BYTES_MAX
+        + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX))
+        + BODY_FRAME_BYTES
+        <= REPORT_BODY_BYTES_MAX
+);
+// The largest single event fits the events route's cap, escaped: its input, output and names.
+const _: () = assert!(
+    2 * (QUESTION_INPUT_BYTES_MAX + TIMELINE_OUTPUT_BYTES_MAX + 2 * TIMELINE_NAME_BYTES_MAX) + BODY_FRAME_BYTES
+        <= TIMELINE_BODY_BYTES_MAX
+);
+// A turn's lineage entry with its longest reply, prompt and kept questions, every byte escaped,
+// is a value the object may store.
+const _: () = assert!(
+    2 * (REPLY_BYTES_MAX
+        + PROMPT_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + QUESTIONS_PER_TURN_KEPT_MAX
+            * (QUESTION_TEXT_BYTES_MAX
+                + QUESTION_INPUT_BYTES_MAX
+                + ANSWER_NOTE_BYTES_MAX
+                + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX)))
+        + 4 * BODY_FRAME_BYTES
+        <= STORED_VALUE_BYTES_MAX
+);
+// The report's cap is above the words' routes'.
+const _: () = assert!(REPORT_BODY_BYTES_MAX > WORDS_BODY_BYTES_MAX);
 // The words' routes take more than the others, never less.
 const _: () = assert!(WORDS_BODY_BYTES_MAX > BODY_BYTES_MAX);
 

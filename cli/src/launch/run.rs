@@ -338,6 +338,8 @@ fn record_left(
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {

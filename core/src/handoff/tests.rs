@@ -22,6 +22,8 @@ fn report(turn: u64, status: ReportStatus) -> Change {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: None,
         usage: None,
@@ -103,6 +105,8 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
         question: None,
         runtime: Some("codex".into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
     assert!(out.moved);
@@ -123,6 +127,8 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
         question: None,
         runtime: Some("claude-code".into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let refused = apply(
         &out.next,
@@ -145,6 +151,8 @@ fn each_lineage_entry_keeps_the_permission_mode_its_turn_ran_in() {
             question: None,
             runtime: None,
             permission_mode: Some(mode.into()),
+            reply: None,
+            sync_mode: None,
         };
         Change::Turn { command, unmet: None, usage: None, package: None }
     };
@@ -192,6 +200,8 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: Some(vec![1]),
         usage: None,
@@ -278,6 +288,8 @@ fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: None,
         usage: Some(usage),
@@ -370,6 +382,8 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
         question: Some(question),
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
