@@ -513,3 +513,124 @@ fn an_open_that_names_another_turn_is_a_turn_conflict_saying_so_not_a_repeat() {
         assert!(refusal.message.starts_with("the request names another turn"), "{after}: {}", refusal.message);
     }
 }
+
+// ---- Every outcome a turn keeps (issue 55). ----
+
+fn saying(turn: u64, status: ReportStatus, summary: &str, reply: Option<&str>) -> Change {
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status,
+            summary: Some(summary.into()),
+            question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: reply.map(str::to_string),
+            sync_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+fn asking(turn: u64, text: &str) -> Change {
+    let question = crate::question::QuestionInput {
+        kind: crate::question::Kind::Permission,
+        text: text.into(),
+        input: Some(format!("run {text}")),
+        options: vec![crate::question::Choice { id: "allow".into(), label: "Allow".into() }],
+    };
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status: ReportStatus::NeedsYou,
+            summary: None,
+            question: Some(question),
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+fn answering(h: &Handoff) -> Change {
+    let id = h.record.question.as_ref().expect("a question is open").id.clone();
+    Change::Turn {
+        command: TurnCommand::Answer { question: id, option: "allow".into(), note: Some("go".into()) },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+#[test]
+fn a_turns_entry_keeps_its_summary_reply_sync_mode_and_each_question_with_its_answer() {
+    let mut h = fresh();
+    let running = Change::Turn {
+        command: TurnCommand::Report {
+            turn: 1,
+            status: ReportStatus::Running,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: Some(crate::timeline::SyncMode::Full),
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    };
+    h = ok(&h, running, Role::Machine).next;
+    h = ok(&h, asking(1, "ls"), Role::Machine).next;
+    h = ok(&h, answering(&h), Role::Owner).next;
+    h = ok(&h, asking(1, "rm"), Role::Machine).next;
+    let done = ok(&h, saying(1, ReportStatus::Done, "done", Some("The whole answer.")), Role::Machine);
+    assert_eq!(done.dirty.lineage_from, Some(0), "the entry is written with the change");
+    let entry = &done.next.lineage[0];
+    assert_eq!((entry.summary.as_deref(), entry.reply.as_deref()), (Some("done"), Some("The whole answer.")));
+    assert_eq!(entry.sync_mode, Some(crate::timeline::SyncMode::Full));
+    let picks: Vec<Option<&str>> =
+        entry.questions.iter().map(|q| q.answer.as_ref().map(|a| a.option.as_str())).collect();
+    assert_eq!(picks, [Some("allow"), None], "the answered one with its answer, the withdrawn one without");
+    assert_eq!(entry.questions[0].input.as_deref(), Some("run ls"));
+    let next = ok(&done.next, open(1, None), Role::Owner).next;
+    assert_eq!((next.record.reply.as_deref(), next.record.sync_mode), (None, None), "a new turn starts with none");
+    assert_eq!(next.lineage[0].reply.as_deref(), Some("The whole answer."), "the ended turn keeps its own");
+}
+
+#[test]
+fn past_the_questions_kept_per_turn_the_oldest_goes_and_is_counted() {
+    let mut h = fresh();
+    let asked = QUESTIONS_PER_TURN_KEPT_MAX + 3;
+    for n in 0..asked {
+        h = ok(&h, asking(1, &format!("q{n}")), Role::Machine).next;
+    }
+    let entry = &h.lineage[0];
+    assert_eq!(entry.questions.len(), QUESTIONS_PER_TURN_KEPT_MAX);
+    assert_eq!(entry.questions_dropped, 3);
+    assert_eq!(entry.questions[0].text, "q3", "the newest are kept");
+}
+
+#[test]
+fn a_turns_reply_and_questions_go_with_its_prompt_when_it_leaves_the_newest_turns_kept() {
+    let mut h = fresh();
+    h = ok(&h, asking(1, "ls"), Role::Machine).next;
+    h = ok(&h, saying(1, ReportStatus::Done, "one", Some("Turn one's answer.")), Role::Machine).next;
+    for turn in 1..=PROMPT_TURNS_KEPT_MAX {
+        h = ok(&h, open(turn, None), Role::Owner).next;
+        let out = ok(&h, saying(turn + 1, ReportStatus::Done, "d", Some("r")), Role::Machine);
+        h = out.next;
+    }
+    let first = h.lineage.iter().find(|e| e.turn == 1).expect("turn 1 is still in the tail");
+    assert_eq!((first.reply.as_deref(), first.reply_dropped), (None, true));
+    assert_eq!((first.questions.len(), first.questions_dropped), (0, 1));
+    assert_eq!(first.summary.as_deref(), Some("one"), "the summary, a short line, stays");
+    let second = h.lineage.iter().find(|e| e.turn == 2).unwrap();
+    assert_eq!((second.reply.as_deref(), second.reply_dropped), (Some("r"), false));
+}

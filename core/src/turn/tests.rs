@@ -642,3 +642,32 @@ fn a_permission_mode_is_a_short_token() {
         assert!(refusal.message.starts_with("permission_mode: 1-32 characters"), "{bad:?}: {}", refusal.message);
     }
 }
+
+/// Issue 55: the reply is part of what makes a final report the same report again.
+#[test]
+fn a_final_report_with_another_reply_or_none_is_another_report_and_the_same_one_moves_nothing() {
+    let with = |reply: Option<&str>| Command::Report {
+        turn: 1,
+        status: ReportStatus::Done,
+        summary: Some("done".into()),
+        question: None,
+        runtime: None,
+        permission_mode: None,
+        reply: reply.map(str::to_string),
+        sync_mode: None,
+    };
+    let r = fresh();
+    let done = apply(&r, &with(Some("The answer.")), 10).unwrap();
+    assert_eq!(done.next.reply.as_deref(), Some("The answer."));
+    assert!(!apply(&done.next, &with(Some("The answer.")), 11).unwrap().moved);
+    assert_eq!(apply(&done.next, &with(Some("Another.")), 11).unwrap_err(), Code::TurnFinished);
+    assert_eq!(apply(&done.next, &with(None), 11).unwrap_err(), Code::TurnFinished);
+}
+
+#[test]
+fn a_reply_follows_the_multi_line_rule_within_its_cap() {
+    assert!(check_reply("# Done\n\n\t- a list").is_ok());
+    assert!(check_reply("").is_ok(), "a harness's answer may be empty");
+    assert!(check_reply("a\u{1b}[2J").is_err());
+    assert!(check_reply(&"x".repeat(crate::limits::REPLY_BYTES_MAX + 1)).is_err());
+}
