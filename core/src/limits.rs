@@ -173,6 +173,18 @@ pub const REPORT_BODY_BYTES_MAX: usize = 192 * 1024;
 /// counted in `questions_dropped`. Kept, like replies, for the newest `PROMPT_TURNS_KEPT_MAX`
 /// turns.
 pub const QUESTIONS_PER_TURN_KEPT_MAX: usize = 8;
+/// The most one hand-off keeps of its turns' steps and outcomes, whatever a client repeats:
+/// the newest kept turns' events, the replies of the newest `PROMPT_TURNS_KEPT_MAX` turns and
+/// the record's copy, and their questions whole (about 10.9 MiB). `docs/guarantees.md` states
+/// the storage a hand-off is promised with it.
+pub const OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX: usize = TIMELINE_TURNS_KEPT_MAX as usize * TIMELINE_BYTES_PER_TURN_MAX
+    + (PROMPT_TURNS_KEPT_MAX as usize + 1) * REPLY_BYTES_MAX
+    + PROMPT_TURNS_KEPT_MAX as usize
+        * QUESTIONS_PER_TURN_KEPT_MAX
+        * (QUESTION_TEXT_BYTES_MAX
+            + QUESTION_INPUT_BYTES_MAX
+            + ANSWER_NOTE_BYTES_MAX
+            + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX));
 
 // ---- Briefings (src/briefing.rs). ----
 
@@ -382,6 +394,8 @@ const _: () = assert!(
         + 4 * BODY_FRAME_BYTES
         <= STORED_VALUE_BYTES_MAX
 );
+// What the timeline and the outcomes add stays within the 11 MiB the storage promise counts.
+const _: () = assert!(OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX <= 11 * 1024 * 1024);
 // The report's cap is above the words' routes'.
 const _: () = assert!(REPORT_BODY_BYTES_MAX > WORDS_BODY_BYTES_MAX);
 // The words' routes take more than the others, never less.
