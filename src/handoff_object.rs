@@ -403,8 +403,8 @@ impl Object {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }
-        if !plan.wake_timeline.is_empty() {
-            self.wake_timeline(&plan.wake_timeline).await?;
+        if !plan.wake_timeline.is_empty() || plan.events_taken.is_some() {
+            self.wake_timeline(&plan.wake_timeline, plan.events_taken).await?;
         }
         if let Some(version) = plan.send_rows_through {
             self.send_rows_through(version).await?;
@@ -438,9 +438,17 @@ impl Object {
     }
 
     /// Once the runtime confirms a batch's commit, each held timeline read it woke is read again
-    /// and answered; one whose client went away needs nothing.
-    async fn wake_timeline(&self, woken: &[(WaiterId, TimelineAsk)]) -> Result<()> {
+    /// and answered (one whose client went away needs nothing), and every handoff.v2 socket is
+    /// sent the events it is owed.
+    async fn wake_timeline(&self, woken: &[(WaiterId, TimelineAsk)], taken: Option<(u64, u64, u64)>) -> Result<()> {
+        let sockets = taken.filter(|_| !self.state.get_websockets().is_empty());
+        if woken.is_empty() && sockets.is_none() {
+            return Ok(());
+        }
         self.state.storage().sync().await?;
+        if let Some((turn, first, last)) = sockets {
+            self.fan_out_events(turn, first, last)?;
+        }
         for (waiter, ask) in woken {
             let channel = self.inner.waiting.borrow_mut().remove(waiter);
             let Some(channel) = channel else { continue };
@@ -475,8 +483,8 @@ impl Object {
                 // The role only picks a record frame, which a timeline's timeout never answers.
                 waits::hold(&self.inner, waiter, Role::Owner, timeout_ms, Some(timeout_body.into())).map(Out::Response)
             }
-            Reply::Watch { role, after, valid_until_s, subprotocol } => {
-                self.accept_watch(role, after, valid_until_s, subprotocol).map(Out::Response)
+            Reply::Watch { role, after, valid_until_s, subprotocol, timeline } => {
+                self.accept_watch(role, after, valid_until_s, subprotocol, timeline).map(Out::Response)
             }
         }
     }

@@ -82,6 +82,8 @@ pub struct Admission {
     signed: Option<Signed>,
     /// A watch offered the `handoff.v1` subprotocol.
     subprotocol: bool,
+    /// A watch offered `handoff.v2`: it is sent the timeline too.
+    v2: bool,
 }
 
 /// A verified token's claims, with the key it verified under: a create mints with that key.
@@ -111,10 +113,11 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     }
     let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
-    let admitted =
-        |signed, subprotocol| Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol })));
+    let admitted = |signed, subprotocol, v2| {
+        Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol, v2 })))
+    };
     if let Kind::BenchFloor = route.kind {
-        return admitted(None, false);
+        return admitted(None, false, false);
     }
     let Some(key) = setting.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
@@ -130,7 +133,8 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
     let claims = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
     handoff_core::decider::admit_role(route.role, claims.role)?;
     let signed = Signed { claims, key: key.to_string() };
-    admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1))
+    let v2 = offered.as_ref().is_some_and(|o| o.handoff_v2);
+    admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1 || o.handoff_v2), v2)
 }
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
@@ -353,7 +357,11 @@ impl Admission {
                 if !input::is_handoff_id(id) || !caller.reaches(id) {
                     return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
                 }
-                let watching = Watching { valid_until_s: valid_until_s(&signed.claims), subprotocol: self.subprotocol };
+                let watching = Watching {
+                    valid_until_s: valid_until_s(&signed.claims),
+                    subprotocol: self.subprotocol,
+                    v2: self.v2,
+                };
                 let given = Input {
                     query: url.query,
                     body,

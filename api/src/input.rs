@@ -287,16 +287,23 @@ pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
     Ok(wait)
 }
 
-/// `?after=V` of a watch: the version the client has (0 without it).
-pub fn parse_watch_query(query: &str) -> Result<u64, ApiError> {
-    let mut after = 0;
+/// `?after=V` of a watch: the version the client has (0 without it); and, for a `handoff.v2`
+/// watch, `&turn=N&seq=S`: where it stands in the timeline (both or neither).
+pub fn parse_watch_query(query: &str) -> Result<(u64, Option<handoff_core::watch::Seen>), ApiError> {
+    let (mut after, mut turn, mut seq) = (0, None, None);
     for (key, value) in query_pairs(query) {
         match key {
             "after" => after = parse_u64("after", value)?,
+            "turn" => turn = Some(parse_u64("turn", value)?),
+            "seq" => seq = Some(parse_u64("seq", value)?),
             other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
         }
     }
-    Ok(after)
+    match (turn, seq) {
+        (None, None) => Ok((after, None)),
+        (Some(turn), Some(seq)) => Ok((after, Some(handoff_core::watch::Seen { turn, seq }))),
+        _ => Err(ApiError::invalid("turn and seq: both or neither")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -735,10 +742,13 @@ mod tests {
 
     #[test]
     fn the_watch_query_takes_after_and_nothing_else() {
-        assert_eq!(parse_watch_query("").unwrap(), 0);
-        assert_eq!(parse_watch_query("after=12").unwrap(), 12);
+        assert_eq!(parse_watch_query("").unwrap(), (0, None));
+        assert_eq!(parse_watch_query("after=12").unwrap(), (12, None));
         assert!(parse_watch_query("after=-1").is_err());
         assert!(parse_watch_query("after=1&timeout=5").is_err());
+        let seen = handoff_core::watch::Seen { turn: 3, seq: 7 };
+        assert_eq!(parse_watch_query("after=2&turn=3&seq=7").unwrap(), (2, Some(seen)));
+        assert!(parse_watch_query("turn=3").is_err(), "the timeline's place is both or neither");
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct Watching {
     pub valid_until_s: i64,
     /// A watch offered the `handoff.v1` subprotocol.
     pub subprotocol: bool,
+    /// A watch offered `handoff.v2`: it is sent the timeline too.
+    pub v2: bool,
 }
 
 /// What an index route's reader sees beyond its request: what a new webhook or push
@@ -515,10 +517,15 @@ fn open_turn(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
 }
 
 fn watch(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
+    let (after, seen) = input::parse_watch_query(i.query)?;
+    if seen.is_some() && !i.more.v2 {
+        return Err(ApiError::invalid("turn and seq: only a handoff.v2 watch follows the timeline"));
+    }
     Ok(Op::Watch {
-        after: input::parse_watch_query(i.query)?,
+        after,
         valid_until_s: i.more.valid_until_s,
         subprotocol: i.more.subprotocol,
+        timeline: i.more.v2.then(|| seen.unwrap_or_default()),
     })
 }
 

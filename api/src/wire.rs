@@ -13,6 +13,7 @@ use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
 use handoff_core::error::{Code, Refusal};
 use handoff_core::handoff::Effect;
 use handoff_core::hooks::Fault;
+use handoff_core::limits::WATCH_EVENTS_FRAME_BYTES_MAX;
 use handoff_core::owner::{self, receiver::Receiver};
 use handoff_core::package::Document;
 use handoff_core::rows::TooManyOpen;
@@ -212,6 +213,34 @@ pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, Strin
         owner::IndexAnswer::StorageOf(facts) => json(200, facts),
     };
     (rendered, Vec::new())
+}
+
+/// A `handoff.v2` watch's frames of `turn`'s `events`, in order, each
+/// `{"timeline": {"turn", "events"}}` of at most [`WATCH_EVENTS_FRAME_BYTES_MAX`] bytes, with the
+/// last `seq` it carries.
+pub fn timeline_frames(turn: u64, events: &[handoff_core::timeline::Event]) -> Vec<(u64, String)> {
+    let head = format!("{{\"timeline\":{{\"turn\":{turn},\"events\":[");
+    let mut frames = Vec::new();
+    let mut frame = head.clone();
+    let mut last = None;
+    for event in events {
+        let json = serde_json::to_string(event).expect("an event is plain data: it always serialises");
+        if let Some(seq) = last.filter(|_| frame.len() + json.len() + 3 > WATCH_EVENTS_FRAME_BYTES_MAX) {
+            frame.push_str("]}}");
+            frames.push((seq, std::mem::replace(&mut frame, head.clone())));
+            last = None;
+        }
+        if last.is_some() {
+            frame.push(',');
+        }
+        frame.push_str(&json);
+        last = Some(event.seq);
+    }
+    if let Some(seq) = last {
+        frame.push_str("]}}");
+        frames.push((seq, frame));
+    }
+    frames
 }
 
 impl Wire for Json {
@@ -540,5 +569,35 @@ mod tests {
             (plain.status, plain.body.as_str()),
             (404, r#"{"error":{"code":"handoff.not_found","message":"no such hand-off"}}"#)
         );
+    }
+
+    #[test]
+    fn a_timeline_frame_is_the_turn_and_its_events_in_order_within_its_cap() {
+        use handoff_core::timeline::{Event, Kind};
+        let event = |seq: u64, n: usize| Event {
+            seq,
+            kind: Kind::Message,
+            text: Some("x".repeat(n)),
+            id: None,
+            name: None,
+            state: None,
+            input: None,
+            output: None,
+            output_bytes: None,
+            duration_ms: None,
+            at: Some(handoff_core::time::Timestamp::from_ms(0)),
+        };
+        let frames = timeline_frames(2, &[event(1, 3), event(2, 3)]);
+        assert_eq!(frames.len(), 1);
+        let v: serde_json::Value = serde_json::from_str(&frames[0].1).unwrap();
+        assert_eq!(
+            (frames[0].0, &v["timeline"]["turn"], v["timeline"]["events"].as_array().unwrap().len()),
+            (2, &serde_json::json!(2), 2)
+        );
+        let big: Vec<Event> = (1..=9).map(|seq| event(seq, 16 * 1024)).collect();
+        let frames = timeline_frames(2, &big);
+        assert!(frames.len() > 1 && frames.iter().all(|(_, f)| f.len() <= WATCH_EVENTS_FRAME_BYTES_MAX));
+        assert_eq!(frames.last().unwrap().0, 9, "every event, the last frame ending at the last");
+        assert!(timeline_frames(2, &[]).is_empty());
     }
 }

@@ -150,6 +150,9 @@ pub enum Op {
         after: u64,
         valid_until_s: i64,
         subprotocol: bool,
+        /// A `handoff.v2` watch: where its client stands in the timeline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeline: Option<watch::Seen>,
     },
     /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
     Turns {
@@ -570,7 +573,7 @@ pub enum Reply {
     /// `waiter` ([`Plan::wake_timeline`]) or at `timeout_ms`, then `timeout_body`.
     HoldTimeline { waiter: WaiterId, timeout_ms: u64, timeout_body: String },
     /// Accept a watching socket for `role` ([`watch::Watcher::open`] says what it is sent).
-    Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool },
+    Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool, timeline: Option<watch::Seen> },
 }
 
 /// Everything one request causes, decided.
@@ -594,6 +597,9 @@ pub struct Plan {
     /// After the commit is confirmed: the held timeline reads a batch answers, each read again
     /// and answered by [`Decider::timeline_answer`].
     pub wake_timeline: Vec<(WaiterId, TimelineAsk)>,
+    /// After the commit is confirmed: a batch took `turn`'s events `first..=last`, which every
+    /// `handoff.v2` socket is owed as [`watch::Watcher::owed_events`] says.
+    pub events_taken: Option<(u64, u64, u64)>,
 }
 
 impl Plan {
@@ -608,6 +614,7 @@ impl Plan {
             erase: false,
             hook: None,
             wake_timeline: Vec::new(),
+            events_taken: None,
         }
     }
 
@@ -618,7 +625,8 @@ impl Plan {
     /// Whether carrying it out needs an `await`: a publication or a row send does, and so
     /// does waking a held timeline read (after the commit is confirmed).
     pub fn waits(&self) -> bool {
-        self.publish.is_some() || self.send_rows_through.is_some() || self.erase || !self.wake_timeline.is_empty()
+        let timeline = !self.wake_timeline.is_empty() || self.events_taken.is_some();
+        self.publish.is_some() || self.send_rows_through.is_some() || self.erase || timeline
     }
 }
 
@@ -960,12 +968,12 @@ impl Decider {
                     }
                 }
             }
-            Op::Watch { after, valid_until_s, subprotocol } => {
+            Op::Watch { after, valid_until_s, subprotocol, timeline } => {
                 let (cap_name, _) = watch::cap(role);
                 let cap = self.caps.watchers[role];
                 match watch::admit(made(feed.sockets, "the watching sockets"), cap, cap_name) {
                     Err(refusal) => refused(refusal),
-                    Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol }),
+                    Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol, timeline }),
                 }
             }
             Op::Turns { limit, .. } => {
@@ -1083,7 +1091,8 @@ impl Decider {
             })),
             Ok(taken) => {
                 let mut plan = Plan::rendered(wire.render(HandoffAnswer::TimelineTaken { turn, next: taken.next() }));
-                if !taken.new.is_empty() {
+                if let (Some((first, _)), Some((last, _))) = (taken.new.first(), taken.new.last()) {
+                    plan.events_taken = Some((turn, *first, *last));
                     plan.writes.push(Write::TimelineEvents { turn, at: now, events: taken.new });
                     plan.writes.push(Write::TimelineTurn { turn, facts: taken.facts });
                     if !self.waiters.is_empty() {
@@ -1542,6 +1551,7 @@ impl Staged {
             erase: false,
             hook: None,
             wake_timeline: Vec::new(),
+            events_taken: None,
         }
     }
 }

@@ -70,10 +70,13 @@ pub const MACHINE_WATCHERS_PER_HANDOFF_MAX: usize = 100;
 /// Bytes one watching socket may have been sent and not acknowledged (`{"after": V}`). The
 /// runtime shows no count of a socket's unsent bytes, so this bounds them from above: a send
 /// that would pass it closes the socket with 1013 instead of buffering without bound.
-pub const WATCH_UNACKED_BYTES_MAX: usize = 256 * 1024;
+pub const WATCH_UNACKED_BYTES_MAX: usize = 512 * 1024;
 /// Frames one watching socket may have been sent and not acknowledged; past it, 1013 as for
 /// the bytes. Keeps the socket's attachment (which lists them) small.
 pub const WATCH_UNACKED_FRAMES_MAX: usize = 64;
+/// A `handoff.v2` watch's timeline frame holds events up to this many bytes (an event alone
+/// always fits, asserted below).
+pub const WATCH_EVENTS_FRAME_BYTES_MAX: usize = 64 * 1024;
 
 // ---- The work record (src/work.rs). Text limits are UTF-8 bytes. ----
 
@@ -396,6 +399,26 @@ const _: () = assert!(
 );
 // What the timeline and the outcomes add stays within the 11 MiB the storage promise counts.
 const _: () = assert!(OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX <= 11 * 1024 * 1024);
+// One record frame with every field at its longest, and beside it one timeline frame, fit what
+// a watching socket may leave unacknowledged: the prompt, summary, reply, question (its text,
+// input, options, the answer's note) and the machine's runtimes, every byte escaped, and room
+// for the record's other fields. And one event, escaped, fits a timeline frame.
+const RECORD_FRAME_BYTES_MAX: usize = 2
+    * (PROMPT_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + REPLY_BYTES_MAX
+        + QUESTION_TEXT_BYTES_MAX
+        + QUESTION_INPUT_BYTES_MAX
+        + ANSWER_NOTE_BYTES_MAX
+        + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX)
+        + MACHINE_RUNTIMES_MAX * (RUNTIME_BYTES_MAX + RUNTIME_VERSION_BYTES_MAX))
+    + 8 * BODY_FRAME_BYTES;
+const _: () = assert!(RECORD_FRAME_BYTES_MAX + WATCH_EVENTS_FRAME_BYTES_MAX <= WATCH_UNACKED_BYTES_MAX);
+const _: () = assert!(
+    2 * (QUESTION_INPUT_BYTES_MAX + TIMELINE_OUTPUT_BYTES_MAX + 2 * TIMELINE_NAME_BYTES_MAX) + BODY_FRAME_BYTES
+        <= WATCH_EVENTS_FRAME_BYTES_MAX
+);
+const _: () = assert!(2 * TIMELINE_MESSAGE_BYTES_MAX + BODY_FRAME_BYTES <= WATCH_EVENTS_FRAME_BYTES_MAX);
 // The report's cap is above the words' routes'.
 const _: () = assert!(REPORT_BODY_BYTES_MAX > WORDS_BODY_BYTES_MAX);
 // The words' routes take more than the others, never less.

@@ -4,6 +4,7 @@
 //! the version or wake a wait.
 
 use handoff_it::peers::WebhookReceiver;
+use handoff_it::watch::{Auth, Frame, Watch};
 use handoff_it::{owner, unique, Answer, Client};
 use serde_json::{json, Value};
 use std::thread;
@@ -252,4 +253,81 @@ fn events_send_no_notification_and_a_status_still_does() {
     let types: Vec<String> =
         hook.deliveries().iter().map(|d| d.json()["type"].as_str().unwrap_or("?").to_string()).collect();
     assert_eq!(types, ["handoff.done"], "the done alone: {got:?}");
+}
+
+/// What a watch reads until it is quiet for a second: record versions and timeline seqs, in
+/// the order they came (`("v", version)` or `("e", seq)`).
+fn read_quiet(w: &mut Watch) -> Vec<(&'static str, u64)> {
+    let mut got = Vec::new();
+    loop {
+        match w.next(Duration::from_secs(1)) {
+            Frame::Silent => return got,
+            Frame::Record(v) => got.push(("v", v["handoff"]["version"].as_u64().unwrap())),
+            Frame::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap_or_else(|_| panic!("not JSON: {t}"));
+                assert_eq!(v["timeline"]["turn"], 1, "{t}");
+                for e in v["timeline"]["events"].as_array().unwrap() {
+                    assert!(e["at"].is_string());
+                    got.push(("e", e["seq"].as_u64().unwrap()));
+                }
+            }
+            Frame::Closed(code) => panic!("closed {code}"),
+        }
+    }
+}
+
+fn v2(c: &Client, id: &str, token: &str, query: &str) -> Watch {
+    let path = format!("/v1/handoffs/{id}/watch?{query}");
+    let w = Watch::open_with(&c.base, &path, token, Auth::Header, &[("Sec-WebSocket-Protocol", "handoff.v2")])
+        .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+    assert_eq!(w.protocol.as_deref(), Some("handoff.v2"));
+    w
+}
+
+#[test]
+fn a_handoff_v2_watch_is_sent_the_turns_events_once_in_order_beside_the_records_and_v1_only_records() {
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    assert_eq!(post(&c, &id, &machine, 1, json!([note(1, "a"), note(2, "b")])).status, 200);
+    let mut watch = v2(&c, &id, &alice, "after=0");
+    let mut v1 = Watch::open(&c.base, &id, &alice, 0, Auth::Subprotocol).unwrap();
+    assert_eq!(v1.protocol.as_deref(), Some("handoff.v1"));
+    assert_eq!(read_quiet(&mut watch), [("v", 1), ("e", 1), ("e", 2)], "the record, then the turn so far");
+    assert_eq!(read_quiet(&mut v1), [("v", 1)]);
+
+    assert_eq!(post(&c, &id, &machine, 1, json!([note(3, "c")])).status, 200);
+    assert_eq!(c.report(&id, &machine, 1, "running", Some("working")).status, 200);
+    assert_eq!(read_quiet(&mut watch), [("e", 3), ("v", 2)], "each once, in order");
+    assert_eq!(read_quiet(&mut v1), [("v", 2)], "handoff.v1: exactly the record frames");
+    assert_eq!(post(&c, &id, &machine, 1, json!([note(3, "c")])).status, 200);
+    assert_eq!(read_quiet(&mut watch), [], "a repeat sends nothing");
+
+    // A client that lost its place says where it is, and is sent what is newer.
+    watch.send_text(r#"{"after":2,"turn":1,"seq":1}"#);
+    assert_eq!(read_quiet(&mut watch), [("e", 2), ("e", 3)]);
+    let mut again = v2(&c, &id, &alice, "after=2&turn=1&seq=2");
+    assert_eq!(read_quiet(&mut again), [("e", 3)], "a reconnect from its place misses nothing and repeats nothing");
+    v1.send_text(r#"{"after":2,"turn":1,"seq":3}"#);
+    assert_eq!(v1.next(Duration::from_secs(5)), Frame::Closed(1003), "v1 takes {{\"after\": V}} alone");
+    let refused =
+        Watch::open_with(&c.base, &format!("/v1/handoffs/{id}/watch?turn=1&seq=0"), &alice, Auth::Subprotocol, &[]);
+    assert_eq!(refused.err().map(|r| r.status), Some(400), "a v1 watch follows no timeline");
+    // The next turn's events start from its first.
+    assert_eq!(c.report(&id, &machine, 1, "done", Some("done")).status, 200);
+    assert_eq!(c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1})).status, 200);
+    assert_eq!(read_quiet(&mut watch), [("v", 3), ("v", 4)]);
+    assert_eq!(post(&c, &id, &machine, 2, json!([note(1, "turn two")])).status, 200);
+    match watch.next(Duration::from_secs(5)) {
+        Frame::Text(t) => {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(
+                (v["timeline"]["turn"].as_u64(), v["timeline"]["events"][0]["seq"].as_u64()),
+                (Some(2), Some(1))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    watch.close();
+    again.close();
 }

@@ -710,11 +710,14 @@ fn a_restored_row_that_entered_something_is_passed_by_the_next_change() {
 fn a_watch_is_admitted_within_its_roles_cap() {
     let mut d = created();
     d.decider = Decider::new(Caps { watchers: PerRole::new(1, 1), ..Caps::default() });
-    let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }));
-    assert!(matches!(plan.reply, Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true }));
+    let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }));
+    assert!(matches!(
+        plan.reply,
+        Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true, timeline: None }
+    ));
     let mut feed = Feed { sockets: Some(1), ..Feed::default() };
     let refused = d.decider.handle(
-        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }),
         std::mem::take(&mut feed),
         Moment { now: T0, random: 0.0 },
         &TestWire,
@@ -1271,7 +1274,7 @@ fn turns_whose_read_the_driver_skipped_fail_an_assertion_rather_than_answering_a
 fn a_watch_whose_sockets_the_driver_skipped_fails_an_assertion_rather_than_being_refused() {
     let mut d = created();
     d.decider.handle(
-        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }),
         Feed::default(),
         Moment { now: d.now, random: 0.5 },
         &TestWire,
@@ -1319,6 +1322,7 @@ fn a_batch_writes_its_events_alone_moves_no_version_publishes_nothing_and_sends_
     let version = d.version();
     let (plan, body, status) = d.ask(ask(machine(), events(1, 1..=3)));
     assert_eq!((status, &body), (200, &json!({"turn": 1, "next": 4})));
+    assert_eq!(plan.events_taken, Some((1, 1, 3)), "every handoff.v2 socket is owed them once committed");
     assert!(
         plan.writes.iter().all(|w| matches!(w, Write::TimelineEvents { .. } | Write::TimelineTurn { .. })),
         "{:?}",
@@ -1331,7 +1335,7 @@ fn a_batch_writes_its_events_alone_moves_no_version_publishes_nothing_and_sends_
     );
     assert_eq!((d.version(), d.stored_version()), (version, version));
     let (plan, body, _) = d.ask(ask(machine(), events(1, 2..=3)));
-    assert!(plan.writes.is_empty(), "a repeat writes nothing");
+    assert!(plan.writes.is_empty() && plan.events_taken.is_none(), "a repeat writes and sends nothing");
     assert_eq!(body["next"], 4);
     let (_, body, status) = d.ask(ask(owner(), read_timeline(None, 1, 0)));
     assert_eq!((status, &body["seqs"], &body["next"]), (200, &json!([2, 3]), &json!(4)));
