@@ -309,8 +309,25 @@ export interface paths {
          *     acknowledges them, and is answered the record if its version is above V and was not
          *     already sent on this socket. Anything else closes the socket with 1003.
          *
+         *     **The timeline, by choice (`handoff.v2`)**: a client that offers `handoff.v2` (alone, or
+         *     beside `handoff.v1`; the answer then selects `handoff.v2`) is also sent the current
+         *     turn's timeline as `{"timeline": {"turn": N, "events": [TimelineEvent]}}` frames, each at
+         *     most 64 KiB (`WATCH_EVENTS_FRAME_BYTES_MAX`): on open, the events after where it says it
+         *     stands (`turn` and `seq`, both or neither; none: from the current turn's first), then
+         *     each batch once committed, each event once and in `seq` order; a new turn's from its
+         *     first. Its acknowledgement may name its place in the timeline too,
+         *     `{"after": V, "turn": N, "seq": S}`, which acknowledges those frames and
+         *     re-synchronises: anything newer is sent again. A timeline frame that would pass the
+         *     slow-reader bounds waits for that acknowledgement (it is read from storage then)
+         *     rather than closing the socket. An older turn's late events are read with
+         *     `GET …/events`. A `handoff.v1` socket is sent exactly the record frames, and an
+         *     acknowledgement naming `turn` or `seq` closes it with 1003; `turn` and `seq` in the
+         *     query of a `handoff.v1` watch are 400.
+         *
          *     **Closes**: 1000 the hand-off is closed; 1003 an unsupported message; 1013 the client
-         *     left more than 256 KiB (`WATCH_UNACKED_BYTES_MAX`) or 64 frames
+         *     left more than 512 KiB (`WATCH_UNACKED_BYTES_MAX`; one record frame with every field at
+         *     its longest fits beside a timeline frame) or 64 frames, record and timeline frames
+         *     counted together
          *     (`WATCH_UNACKED_FRAMES_MAX`) unacknowledged: acknowledge with `{"after": V}` at least
          *     every 32 frames and every 128 KiB, and reconnect with `after` after a 1013; 4401 the
          *     token expired (checked whenever the object sends to the socket or reads from it):
@@ -2607,6 +2624,10 @@ export interface operations {
             query?: {
                 /** @description The version the caller has seen; 0 (the default) sends the record at once. */
                 after?: number;
+                /** @description `handoff.v2` only, with `seq`: the turn whose events the client has up to `seq`. */
+                turn?: number;
+                /** @description `handoff.v2` only, with `turn`: the last event of `turn` the client has. */
+                seq?: number;
             };
             header?: never;
             path: {
