@@ -634,3 +634,18 @@ fn a_turns_reply_and_questions_go_with_its_prompt_when_it_leaves_the_newest_turn
     let second = h.lineage.iter().find(|e| e.turn == 2).unwrap();
     assert_eq!((second.reply.as_deref(), second.reply_dropped), (Some("r"), false));
 }
+
+#[test]
+fn the_package_carries_no_reply_and_no_question_and_its_hash_does_not_depend_on_them() {
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let plain = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let asked = ok(&h, asking(1, "SECRET-QUESTION"), Role::Machine).next;
+    let asked = ok(&asked, answering(&asked), Role::Owner).next;
+    let said = ok(&asked, saying(1, ReportStatus::Done, "", Some("SECRET-REPLY")), Role::Machine).next;
+    let with = ok(&said, open(1, Some(request("codex"))), Role::Owner).next;
+    let without = ok(&plain, open(1, Some(request("codex"))), Role::Owner).next;
+    let (a, b) = (with.ledger.current.unwrap(), without.ledger.current.unwrap());
+    let text = serde_json::to_string(&a.package).unwrap();
+    assert!(!text.contains("SECRET"), "{text}");
+    assert_eq!((a.hash, a.package), (b.hash, b.package), "the package and its hash do not depend on them");
+}
