@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
