@@ -109,7 +109,10 @@ export interface paths {
          *     null when this page reaches the oldest turn kept. A hand-off keeps its newest 1,000
          *     turns; older entries are forgotten. Each entry carries its turn's `prompt`; the newest
          *     32 turns keep theirs (`PROMPT_TURNS_KEPT_MAX`), and an older entry whose words were
-         *     dropped shows `"prompt": null` and `"prompt_dropped": true`.
+         *     dropped shows `"prompt": null` and `"prompt_dropped": true`. Each entry also carries
+         *     every outcome of its turn (see `TurnEntry`): its `summary`, its whole `reply` (kept for
+         *     the same newest turns as prompts, then `reply_dropped`), its `questions` with their
+         *     `answer`, and its `sync_mode`.
          */
         get: operations["listTurns"];
         put?: never;
@@ -188,6 +191,13 @@ export interface paths {
          *     turn's lineage entry then show it (one version move; the same mode again moves
          *     nothing; another mode later in the turn replaces it). A new turn has none until a
          *     report names one. On any other status: 400 `request.invalid`.
+         *     A running report may name the `sync_mode` the machine runs in (`metadata`, `messages`,
+         *     `full`), shown as the record's and the turn's lineage entry's `sync_mode`, as
+         *     `permission_mode` is. A done report may carry `reply`, the model's final answer whole
+         *     (64 KiB, `REPLY_BYTES_MAX`): the record's `reply` and the turn's lineage entry then
+         *     carry it, and it is part of what makes a final report the same report again (another
+         *     reply, or none, is 409 `handoff.turn_finished`). The body may be up to 192 KiB
+         *     (`REPORT_BODY_BYTES_MAX`), which holds the longest reply and question escaped.
          */
         post: operations["report"];
         delete?: never;
