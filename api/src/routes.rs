@@ -150,7 +150,7 @@ const fn report_cap(route: Route) -> Route {
     Route { body_bytes_max: REPORT_BODY_BYTES_MAX, ..route }
 }
 
-// ---- The turn's timeline (issue 55): its own block, apart from the turn machine's routes. ----
+// ---- The turn's timeline: its own block, apart from the turn machine's routes. ----
 
 /// `POST …/events`: a batch of one turn's events, within [`TIMELINE_BODY_BYTES_MAX`]. Not a
 /// change of the record and not remembered under a key: a batch repeats by its `seq`s.
@@ -393,7 +393,7 @@ pub const ROUTES: &[Route] = &[
         |i| Ok(IndexAsk::Hook(IndexHook::StorageOf { id: test_handoff_id(i)? })),
         Gate::TestHooks,
     ),
-    // The turn's timeline (issue 55).
+    // The turn's timeline.
     timeline_post(timeline_events),
     read("GET", "/v1/handoffs/{id}/events", timeline_read),
 ];

@@ -230,7 +230,7 @@ pub struct Preview<'a> {
     pub latest: LatestHead<'a>,
 }
 
-// ---- The turn's timeline (issue 55). ----
+// ---- The turn's timeline. ----
 
 /// `POST …/events`' answer: the turn, and the `seq` its next event takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -556,7 +556,7 @@ impl Client {
         read_handoff(self.change("PUT", &handoff_path(id, "/runtimes"), &to_value(input))?)
     }
 
-    // ---------------------------------------------------------------- issue 55: the timeline
+    // ---------------------------------------------------------------- the timeline
 
     /// `POST …/events` (machine): a batch of one turn's events, taken whole or refused (409
     /// `timeline.conflict`, `timeline.gap`, `timeline.full`, `timeline.dropped`, each naming

@@ -1,4 +1,4 @@
-"""Every outcome kept (issue 55, item 5): an ended turn shows its reply whole, rendered as
+"""Every outcome kept: an ended turn shows its reply whole, rendered as
 Markdown through the same sanitiser as the package, then its questions and their answers, all
 from the lineage, so that a reload, or a second page that never watched the turn, shows every
 turn as the page that watched it live."""

@@ -1,4 +1,4 @@
-//! Every outcome a turn keeps (issue 55): a done report's whole reply, the turn's summary, its
+//! Every outcome a turn keeps: a done report's whole reply, the turn's summary, its
 //! questions with their answers, and the sync mode it ran in, on the record and on the lineage
 //! that `GET …/turns` pages, against the real local Worker.
 

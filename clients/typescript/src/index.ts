@@ -638,7 +638,7 @@ export class HandoffClient {
     return take(await this.#api.POST("/v1/devices/revoke-all", { body: { keep_current: keepCurrent }, headers: this.#headers(), signal })).revoked;
   }
 
-  // ---- The turn's timeline (issue 55). ----
+  // ---- The turn's timeline. ----
 
   /** `POST …/events` (machine): a batch of one turn's events, taken whole or refused
    * (`timeline.conflict`, `timeline.gap`, `timeline.full`, `timeline.dropped`). Sent without an

@@ -478,7 +478,7 @@ test("a device signs in with an owner token, its access token lists it as curren
   assert.equal(await new HandoffClient({ baseUrl: URL_, token }).revokeAllDevices(false), 0);
 });
 
-// ---- The turn's timeline (issue 55). ----
+// ---- The turn's timeline. ----
 
 test("the machine posts a turn's events and either role reads them; a repeat changes nothing and a gap is timeline.gap", async () => {
   const me = owner();

@@ -1293,7 +1293,7 @@ fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none
     );
 }
 
-// ---- The turn's timeline (issue 55). ----
+// ---- The turn's timeline. ----
 
 fn events(turn: u64, seqs: std::ops::RangeInclusive<u64>) -> Op {
     let events = seqs.map(|seq| timeline::Event {

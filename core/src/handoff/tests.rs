@@ -514,7 +514,7 @@ fn an_open_that_names_another_turn_is_a_turn_conflict_saying_so_not_a_repeat() {
     }
 }
 
-// ---- Every outcome a turn keeps (issue 55). ----
+// ---- Every outcome a turn keeps. ----
 
 fn saying(turn: u64, status: ReportStatus, summary: &str, reply: Option<&str>) -> Change {
     Change::Turn {

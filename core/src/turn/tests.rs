@@ -643,7 +643,7 @@ fn a_permission_mode_is_a_short_token() {
     }
 }
 
-/// Issue 55: the reply is part of what makes a final report the same report again.
+/// The reply is part of what makes a final report the same report again.
 #[test]
 fn a_final_report_with_another_reply_or_none_is_another_report_and_the_same_one_moves_nothing() {
     let with = |reply: Option<&str>| Command::Report {

@@ -137,7 +137,7 @@ fn a_reader_that_acknowledges_is_never_closed() {
 #[test]
 fn clients_acknowledge_at_half_the_caps_as_the_contract_says() {
     // docs/openapi.yaml: "acknowledge with {"after": V} at least every 32 frames and every
-    // 128 KiB": half the frames' cap and a quarter of the bytes' (512 KiB since issue 55, room
+    // 128 KiB": half the frames' cap and a quarter of the bytes' (512 KiB, room
     // for the longest record frame beside a timeline frame), so an acknowledgement on its way
     // never lets a cap pass, and a timeline frame waiting for room is always owed one.
     assert_eq!((ACK_EVERY_FRAMES, ACK_EVERY_BYTES), (32, 128 * 1024));
@@ -293,7 +293,7 @@ proptest! {
     }
 }
 
-// ---- handoff.v2: the timeline beside the records (issue 55). ----
+// ---- handoff.v2: the timeline beside the records. ----
 
 fn v2(seen: Seen) -> Watcher {
     let (mut w, _) = watcher(1, 1);
