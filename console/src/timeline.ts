@@ -1,4 +1,4 @@
-// The turn's timeline in the conversation (issue 55): the running turn's commentary, live over
+// The turn's timeline in the conversation: the running turn's commentary, live over
 // the watch's `handoff.v2` frames (the model's words, each tool call as one line that opens to
 // its input and output, the machine's notes), a line saying how long it has worked and how many
 // steps it took, and one saying when the machine has gone quiet; an ended turn's steps folded
@@ -210,7 +210,7 @@ function drawStep(line: HTMLElement, step: Step): void {
     return;
   }
   if (step.kind === "note") {
-    if (!line.firstChild) line.append(h("p", { class: "step-note" }, step.text ?? ""));
+    if (!line.firstChild) line.append(h("p", { class: "note-text" }, step.text ?? ""));
     return;
   }
   line.dataset.state = step.state ?? "started";

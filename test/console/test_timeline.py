@@ -1,4 +1,4 @@
-"""The turn's timeline in the console (issue 55, item 5): the running turn's commentary live over
+"""The turn's timeline in the console: the running turn's commentary live over
 the watch's `handoff.v2` frames (the model's words, each tool call as one line that opens to its
 input and output, "working for … · N steps"), the same on a second page, the stalled line, an
 ended turn's steps folded behind "N steps" and read when opened, a turn whose steps were
