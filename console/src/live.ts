@@ -1,5 +1,8 @@
-// The record, live: one WebSocket per page (GET …/watch, subprotocols `handoff.v1` and
-// `bearer.<token>`, since a browser cannot set headers on a WebSocket). Each frame
+// The record, live: one WebSocket per page (GET …/watch, subprotocols `handoff.v2`, `handoff.v1`
+// and `bearer.<token>`, since a browser cannot set headers on a WebSocket). On `handoff.v2` the
+// current turn's timeline comes too, as `{"timeline": {"turn", "events"}}` frames, acknowledged
+// with `{"after", "turn", "seq"}` and resumed on reconnect with `&turn=N&seq=S`; a Worker that
+// answers `handoff.v1` sends the records alone, exactly as before. Each frame
 // `{"handoff": record}` is acknowledged at once with `{"after": version}` (the service closes a
 // socket that leaves 64 frames or 512 KiB unacknowledged with 1013). The service ends the
 // watch with 1000 after the hand-off closes; 4401 says the token expired (a device's page holds a
@@ -8,7 +11,7 @@
 
 import { api, HandoffError } from "./api.js";
 import { getToken } from "./auth.js";
-import type { Handoff } from "./types.js";
+import type { Handoff, TimelineEvent } from "./types.js";
 import { fail, type Page } from "./ui.js";
 
 export type LiveState = "connecting" | "live" | "reconnecting" | "ended";
@@ -17,6 +20,26 @@ export interface LiveHandlers {
   /** A record: each frame's, and before each reconnect a fresh read's. */
   record(handoff: Handoff): void;
   state(state: LiveState): void;
+  /** A timeline frame (`handoff.v2` only): `turn`'s events, each once and in `seq` order. */
+  timeline?(turn: number, events: TimelineEvent[]): void;
+}
+
+/** Where the page stands in the timeline: the newest turn it has events of, and its last seq. */
+interface Seen {
+  turn: number;
+  seq: number;
+}
+
+/** The acknowledgement of everything read: the version, and on `handoff.v2` the timeline. */
+function ack(after: number, seen: Seen | null): string {
+  return JSON.stringify(seen ? { after, turn: seen.turn, seq: seen.seq } : { after });
+}
+
+/** A timeline frame's turn and events, or null for anything else. */
+function timelineOf(frame: { timeline?: unknown }): { turn: number; events: TimelineEvent[] } | null {
+  const t = frame.timeline as { turn?: unknown; events?: unknown } | undefined;
+  if (!t || typeof t.turn !== "number" || !Array.isArray(t.events)) return null;
+  return { turn: t.turn, events: t.events as TimelineEvent[] };
 }
 
 /** Before a reconnect, a fresh read of the record: a refusal (the token, the hand-off gone) is
@@ -40,6 +63,7 @@ const BACKOFF_MS_MAX = 15_000;
  * comes at once), then from the last version seen on each reconnect. */
 export function watch(page: Page, id: string, handlers: LiveHandlers): void {
   let after = 0;
+  let seen: Seen | null = null;
   let retries = 0;
   let socket: WebSocket | null = null;
   let ping: ReturnType<typeof setInterval> | undefined;
@@ -59,10 +83,11 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
     const token = getToken();
     if (!token) return;
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const target = `${scheme}//${location.host}/v1/handoffs/${encodeURIComponent(id)}/watch?after=${after}`;
+    const from = seen ? `&turn=${seen.turn}&seq=${seen.seq}` : "";
+    const target = `${scheme}//${location.host}/v1/handoffs/${encodeURIComponent(id)}/watch?after=${after}${from}`;
     let s: WebSocket;
     try {
-      s = new WebSocket(target, ["handoff.v1", `bearer.${token}`]);
+      s = new WebSocket(target, ["handoff.v2", "handoff.v1", `bearer.${token}`]);
     } catch {
       handlers.state("ended");
       return;
@@ -77,17 +102,27 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
     });
     s.addEventListener("message", (event) => {
       if (socket !== s || typeof event.data !== "string" || event.data === "pong") return;
-      let frame: { handoff?: Handoff };
+      let frame: { handoff?: Handoff; timeline?: unknown };
       try {
-        frame = JSON.parse(event.data) as { handoff?: Handoff };
+        frame = JSON.parse(event.data) as { handoff?: Handoff; timeline?: unknown };
       } catch {
+        return;
+      }
+      const timeline = s.protocol === "handoff.v2" ? timelineOf(frame) : null;
+      if (timeline) {
+        const last = timeline.events[timeline.events.length - 1];
+        if (last && (!seen || timeline.turn > seen.turn || (timeline.turn === seen.turn && last.seq > seen.seq))) {
+          seen = { turn: timeline.turn, seq: last.seq };
+        }
+        if (s.readyState === WebSocket.OPEN) s.send(ack(after, seen));
+        handlers.timeline?.(timeline.turn, timeline.events);
         return;
       }
       const record = frame.handoff;
       if (!record || typeof record.version !== "number") return;
       retries = 0;
       if (record.version > after) after = record.version;
-      if (s.readyState === WebSocket.OPEN) s.send(JSON.stringify({ after }));
+      if (s.readyState === WebSocket.OPEN) s.send(ack(after, s.protocol === "handoff.v2" ? seen : null));
       handlers.record(record);
     });
     s.addEventListener("close", (event) => {

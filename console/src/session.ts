@@ -9,6 +9,7 @@ import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_P
 import { Composer, composes, inputBlock, MACHINES_REPORT, Memory, turnItem } from "./conversation.js";
 import { h, replaceKeepingFocus, safeLink, short, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
+import { syncModeFact, Timelines } from "./timeline.js";
 import type { Action, Handoff, Question, TurnEntry, WorkRecord } from "./types.js";
 import { coalesced, fail, Page } from "./ui.js";
 
@@ -52,6 +53,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
   let newest: Handoff | null = null;
   let workServed = true;
   const memory = new Memory();
+  const timelines = new Timelines(page, id);
   let turnDrawn = 0;
 
   const ctx: CommandContext = {
@@ -120,7 +122,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     main.dataset.status = record.status;
     title.textContent = `Session ${record.session}`;
     sub.replaceChildren(`Machine ${record.machine} (${record.size}) · created `, timeEl(record.created_at), ` · hand-off ${record.id}`);
-    replaceKeepingFocus(facts, ...factsOf(record));
+    replaceKeepingFocus(facts, ...factsOf(record), ...syncModeFact(record, MACHINES_REPORT));
     replaceKeepingFocus(
       actions,
       // Open a turn, stop one and answer are the conversation's own buttons; a blocker's, its row's.
@@ -133,7 +135,9 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     replaceKeepingFocus(
       lineage,
       ...entries.map((t) =>
-        t.turn === record.turn ? turnItem(t, record, memory.of(t.turn), questionOf(record, allowed, ctx)) : turnItem(t, null, memory.of(t.turn), []),
+        t.turn === record.turn
+          ? turnItem(t, record, memory.of(t.turn), [...stepsOf(timelines, t, record), ...questionOf(record, allowed, ctx)])
+          : turnItem(t, null, memory.of(t.turn), stepsOf(timelines, t, null)),
       ),
     );
     lineageNote.hidden = !olderTurns;
@@ -160,7 +164,7 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
       setLive("ended");
       return;
     }
-    watch(page, id, { record: offer, state: setLive });
+    watch(page, id, { record: offer, state: setLive, timeline: (turn, events) => timelines.add(turn, events) });
   })();
 }
 
@@ -203,6 +207,12 @@ function toLatestTurn(lineage: HTMLElement): void {
   if (box.bottom <= window.innerHeight) return;
   const roomPx = window.innerHeight * 0.75;
   last.scrollIntoView({ block: box.height > roomPx ? "start" : "end" });
+}
+
+/** A turn's timeline block, when it has one to show. */
+function stepsOf(timelines: Timelines, t: TurnEntry, current: Handoff | null): Node[] {
+  const block = timelines.block(t, current);
+  return block ? [block] : [];
 }
 
 /** The actions drawn where they act rather than in the session's row of buttons. */

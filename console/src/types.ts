@@ -29,3 +29,5 @@ export type CompileAnswer = Schemas["CompileAnswer"];
  * generated types carry it yet. */
 export type Question = Schemas["Question"] & { input?: string | null };
 export type ReportInput = Schemas["ReportInput"];
+/** One event of a turn's timeline: a message, a tool call's change, a note. */
+export type TimelineEvent = Schemas["TimelineEvent"];
