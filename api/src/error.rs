@@ -45,6 +45,7 @@ pub fn status(code: Code) -> u16 {
         Code::WebhookTooMany => 409,
         Code::SubscriptionNotFound => 404,
         Code::SubscriptionTooMany => 409,
+        Code::SteerTooMany => 409,
         // The operator's mistake: no push route can succeed until the key is fixed.
         Code::PushMisconfigured => 503,
     }
@@ -57,7 +58,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 39] = [
+        let contract: [(&str, u16); 40] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -97,6 +98,7 @@ mod tests {
             ("owner.too_many_open", 429),
             ("owner.rate_limited", 429),
             ("auth.revoked", 401),
+            ("steer.too_many", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -202,6 +202,11 @@ pub const ROUTES: &[Route] = &[
         };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
+    // The owner's words for the running turn (issue 57).
+    words(change("POST", "/v1/handoffs/{id}/steer", |i| {
+        let s = input::parse_steer(i.body)?;
+        Ok(turn(Command::Steer { turn: s.turn, prompt: s.prompt }))
+    })),
     change("POST", "/v1/handoffs/{id}/cancel", |i| {
         Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))
     }),
@@ -579,12 +584,17 @@ mod tests {
     /// The body cap is the route table's: the three routes that carry a person's words or a
     /// tool's whole input take 64 KiB, every other route 16 KiB.
     #[test]
-    fn only_create_open_turn_and_report_take_the_words_body_cap() {
+    fn only_create_open_turn_report_and_steer_take_the_words_body_cap() {
         let words: Vec<(&str, &str)> =
             ROUTES.iter().filter(|r| r.body_bytes_max == WORDS_BODY_BYTES_MAX).map(|r| (r.method, r.path)).collect();
         assert_eq!(
             words,
-            [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/report")]
+            [
+                ("POST", "/v1/handoffs"),
+                ("POST", "/v1/handoffs/{id}/turns"),
+                ("POST", "/v1/handoffs/{id}/report"),
+                ("POST", "/v1/handoffs/{id}/steer")
+            ]
         );
         assert!(ROUTES.iter().all(|r| r.body_bytes_max == BODY_BYTES_MAX || r.body_bytes_max == WORDS_BODY_BYTES_MAX));
     }

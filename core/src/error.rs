@@ -63,6 +63,8 @@ crate::listed_enum! {
         OwnerRateLimited,
         /// A machine token that a newer one, minted for the same hand-off, has ended.
         AuthRevoked,
+        /// A steer past `STEERS_PER_TURN_MAX` for the current turn.
+        SteerTooMany,
     }
 }
 
@@ -108,6 +110,7 @@ impl Code {
             Code::PushMisconfigured => "push.misconfigured",
             Code::OwnerTooManyOpen => "owner.too_many_open",
             Code::OwnerRateLimited => "owner.rate_limited",
+            Code::SteerTooMany => "steer.too_many",
         }
     }
 

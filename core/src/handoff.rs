@@ -116,6 +116,7 @@ crate::listed_enum! {
         Policy,
         Runtimes,
         Answer,
+        Steer,
     }
 }
 
@@ -141,6 +142,7 @@ impl EventKind {
             EventKind::Policy => "policy",
             EventKind::Runtimes => "runtimes",
             EventKind::Answer => "answer",
+            EventKind::Steer => "steer",
         }
     }
 }
@@ -155,6 +157,7 @@ impl Change {
             Change::Turn { command: TurnCommand::Cancel { .. }, .. } => EventKind::Cancel,
             Change::Turn { command: TurnCommand::Close, .. } => EventKind::Close,
             Change::Turn { command: TurnCommand::Answer { .. }, .. } => EventKind::Answer,
+            Change::Turn { command: TurnCommand::Steer { .. }, .. } => EventKind::Steer,
             Change::Work { command } => match command {
                 work::Command::SetWork(_) => EventKind::Work,
                 work::Command::RecordDecision(_) => EventKind::Decision,
@@ -212,6 +215,7 @@ impl Handoff {
             ended_at: None,
             prompt: record.prompt.clone(),
             prompt_dropped: false,
+            steers: Vec::new(),
         };
         let extras = Extras { opening_prompt_sha256: record.prompt.as_deref().map(prompt_digest), ..Extras::default() };
         Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras }
@@ -437,6 +441,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             ended_at: None,
             prompt: next.record.prompt.clone(),
             prompt_dropped: false,
+            steers: Vec::new(),
         });
         dirty.lineage_from = Some(last + 1);
         drop_old_prompt(next, dirty);
@@ -446,6 +451,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     entry.status = next.record.status;
     entry.runtime = next.record.briefed.runtime.clone();
     entry.permission_mode = next.record.permission_mode.clone();
+    entry.steers.clone_from(&next.record.steers);
     if next.record.status.has_ended() && entry.ended_at.is_none() {
         entry.ended_at = Some(Timestamp::from_ms(now));
     }
@@ -462,7 +468,8 @@ fn drop_old_prompt(next: &mut Handoff, dirty: &mut Dirty) {
         return;
     };
     let entry = &mut next.lineage[at];
-    if entry.prompt.take().is_some() {
+    let steered = !std::mem::take(&mut entry.steers).is_empty();
+    if entry.prompt.take().is_some() || steered {
         entry.prompt_dropped = true;
         dirty.lineage_dropped = Some(at);
     }
@@ -530,6 +537,11 @@ pub fn refusal_message(code: Code, r: &Record) -> String {
         Code::TurnRunning => format!("a turn is still going; steer it or cancel it first: {now}"),
         Code::TurnConflict => format!("the request names another turn than the current one: {now}"),
         Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
+        Code::SteerTooMany => format!(
+            "turn {} has taken {} steers, the most one turn takes; cancel it and open the next: {now}",
+            r.turn,
+            crate::limits::STEERS_PER_TURN_MAX
+        ),
         Code::QuestionNone => format!("no question is open: {now}"),
         Code::QuestionStale => match &r.question {
             Some(q) => format!("the answer names another question than the open one, {}: {now}", q.id),

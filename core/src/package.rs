@@ -151,6 +151,9 @@ pub struct TurnEntry {
     /// The turn had words, dropped when it left the newest `PROMPT_TURNS_KEPT_MAX` turns.
     #[serde(default, skip_serializing_if = "is_false")]
     pub prompt_dropped: bool,
+    /// The owner's steers of the turn, kept and dropped with its prompt (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steers: Vec<crate::turn::Steer>,
 }
 
 fn is_false(b: &bool) -> bool {
