@@ -290,6 +290,7 @@ fn item_and_turn_lines() {
         ended_at: None,
         prompt: None,
         prompt_dropped: false,
+        steers: Vec::new(),
     };
     assert_eq!(
         lineage_line(&t),
