@@ -26,7 +26,7 @@ const steps = [
   (step, request, env, h) => request.arrayBuffer().then((body) => run(route(request, env, h, new Uint8Array(body)), request, env, h), unreadable),
 ];
 const run = (step, request, env, h) => steps[step[0]](step, request, env, h);
-const route = (request, env, h, body) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"), body);
+const route = (request, env, h, body) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"), h.get("cookie"), h.get("origin"), h.get("handoff-refresh"), body);
 
 export default {
   fetch(request, env) { return run(route(request, env, request.headers), request, env, request.headers); },

@@ -47,6 +47,9 @@ impl Edge {
         if_none_match: Option<String>,
         upgrade: Option<String>,
         websocket_protocol: Option<String>,
+        cookie: Option<String>,
+        origin: Option<String>,
+        refresh: Option<String>,
         body: Option<Vec<u8>>,
     ) -> JsValue {
         let head = Head {
@@ -58,6 +61,9 @@ impl Edge {
             if_none_match,
             upgrade,
             websocket_protocol,
+            cookie,
+            origin,
+            refresh,
         };
         route(Incoming::new(request, head, body), env).value()
     }

@@ -4,12 +4,16 @@
 //! rules, the ask a route reads, the order of its refusals (426 after every other), and how
 //! each ask travels. The router (`src/router.rs`) reads the request, awaits and carries out.
 
+use crate::device::{self, Credential};
 use crate::error::{ApiError, Code};
 use crate::input::{self, CreateInput, RequestUrl};
 use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
 use crate::routes::{self, Found, Gate, Input, Kind, Making, Route, Transport, Watching};
 use crate::token::{self, Claims, Expect, Role};
-use handoff_core::limits::{CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::limits::{
+    ACCESS_TOKEN_TTL_S, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S,
+};
+use handoff_core::owner::devices::Granted;
 use handoff_core::time::Timestamp;
 use handoff_core::watch;
 use handoff_notify::Environment;
@@ -43,6 +47,10 @@ pub struct Head {
     pub if_none_match: Option<String>,
     pub upgrade: Option<String>,
     pub websocket_protocol: Option<String>,
+    /// Read only by the refresh: its credential's cookie, and its CSRF defence.
+    pub cookie: Option<String>,
+    pub origin: Option<String>,
+    pub refresh: Option<String>,
 }
 
 /// `GET /v1/health`: whether the store is bound, and whether tokens and push can be used.
@@ -78,17 +86,21 @@ pub struct Admission {
     pub id: Option<String>,
     /// `{bid}` of the path, where it has one.
     pub blocker: Option<String>,
-    /// `None` for the bench floor, which takes no token.
+    /// `None` for the bench floor, which takes no token, and for a refresh.
     signed: Option<Signed>,
+    /// A refresh's device credential (from its cookie).
+    credential: Option<Credential>,
     /// A watch offered the `handoff.v1` subprotocol.
     subprotocol: bool,
 }
 
-/// A verified token's claims, with the key it verified under: a create mints with that key.
+/// A verified token's claims, with the key it verified under (a create mints with that key),
+/// and the device an access token was minted from.
 #[derive(Debug)]
 struct Signed {
     claims: Claims,
     key: String,
+    device: Option<String>,
 }
 
 /// Finds the route, answers health, checks the store and the key, authenticates at `now_s`
@@ -111,10 +123,11 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     }
     let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
-    let admitted =
-        |signed, subprotocol| Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, subprotocol })));
+    let admitted = |signed, credential, subprotocol| {
+        Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, credential, subprotocol })))
+    };
     if let Kind::BenchFloor = route.kind {
-        return admitted(None, false);
+        return admitted(None, None, false);
     }
     let Some(key) = setting.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
@@ -126,11 +139,18 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
     // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
     let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
     let offered = if upgrade { Some(watch::offered(head.websocket_protocol.as_deref())?) } else { None };
+    if let Kind::Refresh = route.kind {
+        // The one route a cookie authenticates: its CSRF defence first.
+        let url = RequestUrl::split(&head.url);
+        device::check_refresh(head.refresh.as_deref(), head.origin.as_deref(), url.origin)?;
+        let credential = head.cookie.as_deref().and_then(Credential::from_cookies).ok_or_else(device::no_credential)?;
+        return admitted(None, Some(credential), false);
+    }
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
-    let claims = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
+    let (claims, device) = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
     handoff_core::decider::admit_role(route.role, claims.role)?;
-    let signed = Signed { claims, key: key.to_string() };
-    admitted(Some(signed), offered.is_some_and(|o| o.handoff_v1))
+    let signed = Signed { claims, key: key.to_string(), device };
+    admitted(Some(signed), None, offered.is_some_and(|o| o.handoff_v1))
 }
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
@@ -141,7 +161,7 @@ fn authenticate(
     key: &str,
     expect: &Expect,
     now_s: i64,
-) -> Result<Claims, ApiError> {
+) -> Result<(Claims, Option<String>), ApiError> {
     let bearer = match (header, subprotocol_bearer) {
         (Some(header), _) => header
             .strip_prefix("Bearer ")
@@ -151,7 +171,7 @@ fn authenticate(
             return Err(ApiError::new(Code::AuthRequired, "this route needs Authorization: Bearer <token>"))
         }
     };
-    token::verify_with(bearer.trim(), key.as_bytes(), now_s, expect)
+    token::verify_caller(bearer.trim(), key.as_bytes(), now_s, expect)
         .map_err(|e| ApiError::new(Code::AuthInvalid, e.message()))
 }
 
@@ -304,6 +324,9 @@ impl Admission {
         draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
     ) -> Result<Next<'_>, ApiError> {
         let url = RequestUrl::split(&head.url);
+        if let (Kind::Refresh, Some(credential)) = (self.route.kind, &self.credential) {
+            return refresh(credential, &url, body, setting, now_ms);
+        }
         let Some(signed) = &self.signed else {
             let floor = Ask {
                 caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None },
@@ -313,13 +336,27 @@ impl Admission {
             return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), ask: floor, carrier: Carrier::Rpc });
         };
         match self.route.kind {
-            Kind::Health | Kind::BenchFloor => Err(ApiError::new(Code::RouteNotFound, "no such route")),
+            Kind::Health | Kind::BenchFloor | Kind::Refresh => Err(ApiError::new(Code::RouteNotFound, "no such route")),
             Kind::Index { read } => {
+                let now = Timestamp::from_ms(now_ms());
+                let owner = signed.claims.sub.as_str();
+                let mint = |device: &str| {
+                    token::access_token(
+                        owner,
+                        device,
+                        signed.key.as_bytes(),
+                        now.ms().div_euclid(1000),
+                        &setting.expect,
+                    )
+                };
                 let making = Making {
                     environment: setting.endpoints,
                     push: setting.push_key.is_some(),
-                    now: Timestamp::from_ms(now_ms()),
+                    now,
                     draw,
+                    owner,
+                    device: signed.device.as_deref(),
+                    mint: &mint,
                 };
                 let if_none_match = head.if_none_match.as_deref();
                 let given = Input {
@@ -406,6 +443,26 @@ impl Signed {
         };
         (id, Ask { caller: self.caller(), op, idempotency: None })
     }
+}
+
+/// A refresh: a fresh access token minted for the credential's device, which the device's index
+/// hands back only if the credential's hash is the device's own and its sign-in lasts.
+fn refresh<'a>(
+    credential: &'a Credential,
+    url: &RequestUrl<'_>,
+    body: &[u8],
+    setting: &Setting,
+    now_ms: impl FnOnce() -> i64,
+) -> Result<Next<'a>, ApiError> {
+    routes::no_query(url.query)?;
+    input::parse_close(body)?;
+    let key = setting.key.as_deref().ok_or_else(ApiError::unavailable)?;
+    let now_s = now_ms().div_euclid(1000);
+    let access_token =
+        token::access_token(&credential.owner, &credential.device, key.as_bytes(), now_s, &setting.expect);
+    let granted = Granted { access_token, expires_in: ACCESS_TOKEN_TTL_S, cookie: None };
+    let ask = IndexAsk::DeviceRefresh(credential.device.clone(), credential.secret_hash(), granted);
+    Ok(Next::Index { owner: &credential.owner, ask })
 }
 
 /// Until when a watch's token is accepted: its `exp` and the skew tolerated.

@@ -48,6 +48,9 @@ pub fn status(code: Code) -> u16 {
         Code::SteerTooMany => 409,
         // The operator's mistake: no push route can succeed until the key is fixed.
         Code::PushMisconfigured => 503,
+        Code::DeviceNotFound => 404,
+        Code::DeviceTooMany => 409,
+        Code::DeviceRateLimited => 429,
     }
 }
 
@@ -58,7 +61,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 40] = [
+        let contract: [(&str, u16); 43] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -98,6 +101,9 @@ mod tests {
             ("owner.too_many_open", 429),
             ("owner.rate_limited", 429),
             ("auth.revoked", 401),
+            ("device.not_found", 404),
+            ("device.too_many", 409),
+            ("device.rate_limited", 429),
             ("steer.too_many", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");

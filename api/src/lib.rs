@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod conditional;
+pub mod device;
 pub mod error;
 pub mod input;
 pub mod notifications;

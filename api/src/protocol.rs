@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +150,20 @@ pub enum IndexAsk {
         #[serde(default)]
         incarnation: u64,
     },
+    // The device's asks are tuple variants: read by position, they cost the `.wasm` less than
+    // named fields would (each name is one more match in the object's reader).
+    /// `POST /v1/devices`: the device (its id and credential drawn by the Worker, its
+    /// credential's hash only) and what the Worker minted for it, if it fits.
+    DeviceSignIn(owner::devices::StoredDevice, owner::devices::Granted),
+    /// `POST /v1/devices/refresh`: the credential's device and hash, and a fresh access token.
+    DeviceRefresh(String, String, owner::devices::Granted),
+    /// `GET /v1/devices`, with the caller's device.
+    Devices(Option<String>),
+    /// `PATCH /v1/devices/{id}`: the device, its new name, and the caller's device.
+    DeviceRename(String, String, Option<String>),
+    DeviceRevoke(String),
+    /// `POST /v1/devices/revoke-all`: the device kept, if any.
+    DeviceRevokeAll(Option<String>),
     /// Test hooks (only where test hooks are on).
     Hook(IndexHook),
 }
@@ -170,6 +184,12 @@ impl IndexAsk {
             IndexAsk::PushUnsubscribe { id } => owner::Ask::RemoveReceiver { receiver: Receiver::Push, id },
             IndexAsk::Open { row } => owner::Ask::Open { row },
             IndexAsk::Drop { id, incarnation } => owner::Ask::Drop { id, incarnation },
+            IndexAsk::DeviceSignIn(device, granted) => owner::Ask::SignIn { device, granted },
+            IndexAsk::DeviceRefresh(id, secret_hash, granted) => owner::Ask::Refresh { id, secret_hash, granted },
+            IndexAsk::Devices(current) => owner::Ask::Devices { current },
+            IndexAsk::DeviceRename(id, name, current) => owner::Ask::RenameDevice { id, name, current },
+            IndexAsk::DeviceRevoke(id) => owner::Ask::RevokeDevice { id },
+            IndexAsk::DeviceRevokeAll(keep) => owner::Ask::RevokeAll { keep },
             IndexAsk::Hook(hook) => owner::Ask::Hook(hook),
         }
     }
@@ -215,6 +235,7 @@ mod tests {
             events,
             created_at: Timestamp::from_ms(9),
             console: "https://console.example".into(),
+            device: None,
         };
         let owner::Ask::AddReceiver(entry) = (IndexAsk::PushSubscribe { subscription }).into_owner() else {
             panic!("an add")

@@ -5,6 +5,7 @@
 //!
 //! Adding a route is a row here, a command in the core's session and a view of its answer.
 
+use crate::device;
 use crate::error::{ApiError, Code};
 use crate::input::{self, query_pairs};
 use crate::notifications::{self, WEBHOOK_ID_BYTES};
@@ -13,7 +14,8 @@ use handoff_core::briefing::ReachKind;
 use handoff_core::decider::{Op, Reaching};
 use handoff_core::handoff::Change;
 use handoff_core::hooks::{HandoffHook, IndexHook};
-use handoff_core::limits::{BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
+use handoff_core::limits::{ACCESS_TOKEN_TTL_S, BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
+use handoff_core::owner::devices;
 use handoff_core::package;
 use handoff_core::question;
 use handoff_core::role::Role;
@@ -42,6 +44,9 @@ pub enum Kind {
     BenchFloor,
     /// `GET /v1/push/key`: the VAPID public key (`applicationServerKey`).
     PushKey,
+    /// `POST /v1/devices/refresh`: a device's credential (its cookie) for a fresh access
+    /// token; the one route that takes no bearer token but a credential.
+    Refresh,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -97,6 +102,13 @@ pub struct Making<'a> {
     pub now: Timestamp,
     /// Fills its buffer with fresh randomness (ids, secrets), or fails with the one 503.
     pub draw: &'a dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+    /// The caller: the owner.
+    pub owner: &'a str,
+    /// The device the caller's access token was minted from; `None` for a token of the
+    /// identity provider.
+    pub device: Option<&'a str>,
+    /// Mints the caller's access token from the device of this id (`token::access_token`).
+    pub mint: &'a dyn Fn(&str) -> String,
 }
 
 /// Which switch a route needs: a test or bench route exists only where `bindings` says so.
@@ -287,6 +299,17 @@ pub const ROUTES: &[Route] = &[
         Gate::Always,
     ),
     index("DELETE", "/v1/push/subscriptions/{id}", push_unsubscribe, Gate::Always),
+    index("POST", "/v1/devices", device_sign_in, Gate::Always),
+    top("POST", "/v1/devices/refresh", Kind::Refresh, None, Gate::Always),
+    index("POST", "/v1/devices/revoke-all", device_revoke_all, Gate::Always),
+    index(
+        "GET",
+        "/v1/devices",
+        |i| no_query(i.query).map(|_| IndexAsk::Devices(i.more.device.map(str::to_string))),
+        Gate::Always,
+    ),
+    index("PATCH", "/v1/devices/{id}", device_rename, Gate::Always),
+    index("DELETE", "/v1/devices/{id}", |i| device(i).map(IndexAsk::DeviceRevoke), Gate::Always),
     index(
         "POST",
         "/v1/test/refuse-index",
@@ -424,8 +447,67 @@ fn push_subscribe(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
         events: notifications::event_names(&new.events),
         created_at: i.more.now,
         console: i.origin.to_string(),
+        device: i.more.device.map(str::to_string),
     };
     Ok(IndexAsk::PushSubscribe { subscription })
+}
+
+/// `POST /v1/devices`: the device with a fresh id and credential (only the credential's hash is
+/// stored), and its first access token, for the index to add if it fits. Only a token of the
+/// identity provider signs a device in: an access token minted from a device never does.
+fn device_sign_in(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
+    no_query(i.query)?;
+    if i.more.device.is_some() {
+        return Err(ApiError::new(
+            Code::AuthForbidden,
+            "an access token from a device never signs a device in: use the owner token you were given",
+        ));
+    }
+    let given = device::DeviceInput::only(i.body, "name")?;
+    let name = given.name.unwrap_or_else(|| device::UNNAMED.to_string());
+    devices::check_name(&name)?;
+    let mut id = [0u8; device::DEVICE_ID_BYTES];
+    (i.more.draw)(&mut id)?;
+    let mut secret = [0u8; device::SECRET_BYTES];
+    (i.more.draw)(&mut secret)?;
+    let credential = device::Credential::new(i.more.owner, id, secret);
+    let at = i.more.now.ms();
+    let listed = devices::Device { id: credential.device.clone(), name, created_at: at, last_seen_at: at };
+    let stored = devices::StoredDevice { device: listed, secret_hash: credential.secret_hash() };
+    let granted = devices::Granted {
+        access_token: (i.more.mint)(&credential.device),
+        expires_in: ACCESS_TOKEN_TTL_S,
+        cookie: Some(credential.set_cookie(i.origin)),
+    };
+    Ok(IndexAsk::DeviceSignIn(stored, granted))
+}
+
+/// The `{id}` of a device route: a device's id, or no such device.
+fn device(i: &Input<'_, Making<'_>>) -> Result<String, ApiError> {
+    no_query(i.query)?;
+    let id = i.id.unwrap_or_default();
+    if !devices::is_device_id(id) {
+        return Err(ApiError::new(Code::DeviceNotFound, "no such device"));
+    }
+    Ok(id.to_string())
+}
+
+/// `PATCH /v1/devices/{id}`: `{"name"}`.
+fn device_rename(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
+    let id = device(i)?;
+    let name = device::DeviceInput::required(device::DeviceInput::only(i.body, "name")?.name, "name")?;
+    devices::check_name(&name)?;
+    Ok(IndexAsk::DeviceRename(id, name, i.more.device.map(str::to_string)))
+}
+
+/// `POST /v1/devices/revoke-all`: `{"keep_current": true}` keeps the caller's device (a token
+/// of the identity provider has none to keep), `false` revokes every one.
+fn device_revoke_all(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
+    no_query(i.query)?;
+    let given = device::DeviceInput::only(i.body, "keep_current")?;
+    let keep_current = device::DeviceInput::required(given.keep_current, "keep_current")?;
+    let keep = if keep_current { i.more.device.map(str::to_string) } else { None };
+    Ok(IndexAsk::DeviceRevokeAll(keep))
 }
 
 fn push_unsubscribe(i: &Input<'_, Making<'_>>) -> Result<IndexAsk, ApiError> {
@@ -615,11 +697,31 @@ mod tests {
         push: bool,
         draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
     ) -> Result<IndexAsk, ApiError> {
+        asked_by(method, path, body, push, draw, None)
+    }
+
+    fn asked_by(
+        method: &str,
+        path: &str,
+        body: &[u8],
+        push: bool,
+        draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+        device: Option<&str>,
+    ) -> Result<IndexAsk, ApiError> {
         let Ok(Found::Route(route, params)) = find(method, path, |_| true) else {
             panic!("{method} {path} is a route")
         };
         let Kind::Index { read, .. } = route.kind else { panic!("{method} {path} asks the index") };
-        let making = Making { environment: Environment::Local, push, now: Timestamp::from_ms(1_700_000_000_000), draw };
+        let mint = |id: &str| format!("token-of-{id}");
+        let making = Making {
+            environment: Environment::Local,
+            push,
+            now: Timestamp::from_ms(1_700_000_000_000),
+            draw,
+            owner: "alice",
+            device,
+            mint: &mint,
+        };
         let given = Input {
             query: "",
             body,
@@ -708,5 +810,51 @@ mod tests {
             );
         }
         assert!(matches!(asked("GET", "/v1/push/subscriptions", b"", true, &ones), Ok(IndexAsk::PushSubscriptions)));
+    }
+
+    #[test]
+    fn an_access_token_from_a_device_never_signs_a_device_in_and_an_owners_token_does_with_a_fresh_credential() {
+        let from_device = asked_by("POST", "/v1/devices", b"{}", true, &ones, Some("dv_AAAAAAAAAAAAAAAAAAAA-_"));
+        assert_eq!(from_device.unwrap_err().code, Code::AuthForbidden);
+        let ask = asked("POST", "/v1/devices", br#"{"name": "Chromium on Linux"}"#, true, &ones).unwrap();
+        let IndexAsk::DeviceSignIn(stored, granted) = ask else { panic!("{ask:?}") };
+        let credential = device::Credential::new("alice", [1; device::DEVICE_ID_BYTES], [1; device::SECRET_BYTES]);
+        assert_eq!(
+            (stored.device.id.as_str(), stored.device.name.as_str()),
+            (credential.device.as_str(), "Chromium on Linux")
+        );
+        assert_eq!(stored.secret_hash, credential.secret_hash(), "only the hash is stored");
+        assert_eq!(granted.access_token, format!("token-of-{}", credential.device));
+        assert_eq!(granted.expires_in, ACCESS_TOKEN_TTL_S);
+        assert_eq!(granted.cookie, Some(credential.set_cookie("https://handoff.example")));
+        let unnamed = asked("POST", "/v1/devices", b"", true, &ones).unwrap();
+        assert!(matches!(unnamed, IndexAsk::DeviceSignIn(device, _) if device.device.name == device::UNNAMED));
+        for bad in [&br#"{"name": ""}"#[..], br#"{"name": "a\nb"}"#, br#"{"nom": "x"}"#, br#"{"keep_current": true}"#] {
+            assert_eq!(asked("POST", "/v1/devices", bad, true, &ones).unwrap_err().code, Code::RequestInvalid);
+        }
+    }
+
+    #[test]
+    fn the_device_routes_mark_and_keep_the_callers_own_device_and_a_subscription_belongs_to_it() {
+        let me = "dv_AAAAAAAAAAAAAAAAAAAA-_";
+        let list = asked_by("GET", "/v1/devices", b"", true, &ones, Some(me)).unwrap();
+        assert_eq!(list, IndexAsk::Devices(Some(me.into())));
+        let keep = asked_by("POST", "/v1/devices/revoke-all", br#"{"keep_current": true}"#, true, &ones, Some(me));
+        assert_eq!(keep.unwrap(), IndexAsk::DeviceRevokeAll(Some(me.into())));
+        let all = asked_by("POST", "/v1/devices/revoke-all", br#"{"keep_current": false}"#, true, &ones, Some(me));
+        assert_eq!(all.unwrap(), IndexAsk::DeviceRevokeAll(None));
+        let no_device = asked("POST", "/v1/devices/revoke-all", br#"{"keep_current": true}"#, true, &ones);
+        assert_eq!(no_device.unwrap(), IndexAsk::DeviceRevokeAll(None), "a token of no device keeps none");
+        assert_eq!(asked("POST", "/v1/devices/revoke-all", b"{}", true, &ones).unwrap_err().code, Code::RequestInvalid);
+        assert_eq!(
+            asked("DELETE", "/v1/devices/ps_AAAAAAAAAAAAAAAAAAAA-_", b"", true, &ones).unwrap_err().code,
+            Code::DeviceNotFound
+        );
+        let renamed = asked_by("PATCH", &format!("/v1/devices/{me}"), br#"{"name": "desk"}"#, true, &ones, Some(me));
+        assert_eq!(renamed.unwrap(), IndexAsk::DeviceRename(me.into(), "desk".into(), Some(me.into())));
+        let body = br#"{"endpoint": "https://fcm.googleapis.com/x", "keys": {"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4", "auth": "BTBZMqHH6r4Tts7J_aSIgg"}}"#;
+        let sub = asked_by("POST", "/v1/push/subscriptions", body, true, &ones, Some(me));
+        let Ok(IndexAsk::PushSubscribe { subscription }) = sub else { panic!("{sub:?}") };
+        assert_eq!(subscription.device.as_deref(), Some(me), "a subscription made from a device belongs to it");
     }
 }

@@ -8,10 +8,17 @@
 //! Machine tokens are this service's own: signed with [`machine_key`], a key derived from the
 //! signing key, so that no other service holding the signing key accepts one (as an owner's or
 //! at all), and a token signed with the signing key is never a machine's here.
+//!
+//! An access token minted from a signed-in device (`POST /v1/devices` and its refresh) is an
+//! owner's, short-lived ([`ACCESS_TOKEN_TTL_S`]) and signed with [`device_key`], a third key
+//! derived the same way: it names its device (`did`), passes nowhere else, and is told apart
+//! from an identity provider's owner token by its key alone, so that it never signs a device in.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use handoff_core::limits::{MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S};
+use handoff_core::limits::{
+    ACCESS_TOKEN_TTL_S, MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S,
+};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -59,6 +66,8 @@ pub enum TokenError {
     /// Signed with the key of the other role: a machine token with the signing key (so not
     /// minted by this service), or an owner token with the machine key.
     WrongKey,
+    /// Signed with the device key but naming no device (`did`), or not as an owner's.
+    MissingDevice,
 }
 
 impl TokenError {
@@ -75,6 +84,7 @@ impl TokenError {
             TokenError::Issuer => "the token's issuer (iss) is not the one this service accepts",
             TokenError::Audience => "the token's audience (aud) does not name this service",
             TokenError::WrongKey => "the token's role does not match the key it is signed with: machine tokens are minted by this service only",
+            TokenError::MissingDevice => "a device's access token must be an owner's and name its device (did)",
         }
     }
 }
@@ -147,6 +157,24 @@ pub fn machine_key(key: &[u8]) -> [u8; 32] {
     derive.finalize().into_bytes().into()
 }
 
+/// What the device key is derived under.
+const DEVICE_KEY_LABEL: &[u8] = b"handoff device access token key v1";
+
+/// The key access tokens minted from a device are signed with, derived as [`machine_key`] is:
+/// no service that verifies with the signing key alone accepts one.
+pub fn device_key(key: &[u8]) -> [u8; 32] {
+    let mut derive = mac(key);
+    derive.update(DEVICE_KEY_LABEL);
+    derive.finalize().into_bytes().into()
+}
+
+/// The device an access token names.
+#[derive(Deserialize, Serialize)]
+struct DeviceClaim {
+    #[serde(default)]
+    did: Option<String>,
+}
+
 /// Whether `signature` signs `signed` under `key`, compared in constant time.
 fn signs(key: &[u8], signed: &str, signature: &[u8]) -> bool {
     let mut check = mac(key);
@@ -161,6 +189,17 @@ pub fn verify(token: &str, key: &[u8], now_s: i64) -> Result<Claims, TokenError>
 
 /// Verifies `token` at `now_s`, and its `iss` and `aud` where `expect` names them.
 pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Result<Claims, TokenError> {
+    verify_caller(token, key, now_s, expect).map(|(claims, _)| claims)
+}
+
+/// [`verify_with`], and the device an owner's access token was minted from (`None` for a token
+/// of the identity provider, or a machine's).
+pub fn verify_caller(
+    token: &str,
+    key: &[u8],
+    now_s: i64,
+    expect: &Expect,
+) -> Result<(Claims, Option<String>), TokenError> {
     if token.len() > TOKEN_BYTES_MAX {
         return Err(TokenError::TooLong);
     }
@@ -176,10 +215,12 @@ pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Resu
     }
     let signature = URL_SAFE_NO_PAD.decode(signature_b64).map_err(|_| TokenError::Malformed)?;
     let signed = &token[..header_b64.len() + 1 + payload_b64.len()];
-    let role = if signs(key, signed, &signature) {
-        Role::Owner
+    let (role, from_device) = if signs(key, signed, &signature) {
+        (Role::Owner, false)
     } else if signs(&machine_key(key), signed, &signature) {
-        Role::Machine
+        (Role::Machine, false)
+    } else if signs(&device_key(key), signed, &signature) {
+        (Role::Owner, true)
     } else {
         return Err(TokenError::Signature);
     };
@@ -216,7 +257,16 @@ pub fn verify_with(token: &str, key: &[u8], now_s: i64, expect: &Expect) -> Resu
             }
         }
     }
-    Ok(claims)
+    if !from_device {
+        return Ok((claims, None));
+    }
+    let device = decode_json::<DeviceClaim>(payload_b64)?.did;
+    match device {
+        Some(did) if handoff_core::owner::devices::is_device_id(&did) && claims.role == Role::Owner => {
+            Ok((claims, Some(did)))
+        }
+        _ => Err(TokenError::MissingDevice),
+    }
 }
 
 fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Result<T, TokenError> {
@@ -232,15 +282,22 @@ pub fn mint(claims: &Claims, key: &[u8]) -> String {
 
 /// [`mint`], carrying `expect`'s issuer and audience as `iss` and `aud` where they are set.
 pub(crate) fn mint_with(claims: &Claims, expect: &Expect, key: &[u8]) -> String {
+    mint_full(claims, expect, None, key)
+}
+
+/// [`mint_with`], naming `device` as `did` where it is given.
+fn mint_full(claims: &Claims, expect: &Expect, device: Option<&str>, key: &[u8]) -> String {
     #[derive(Serialize)]
     struct Full<'a> {
         #[serde(flatten)]
         claims: &'a Claims,
         #[serde(flatten)]
         registered: Registered,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        did: Option<&'a str>,
     }
     let registered = Registered { iss: expect.issuer.clone(), aud: expect.audience.clone().map(Audience::One) };
-    let full = Full { claims, registered };
+    let full = Full { claims, registered, did: device };
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
     let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&full).expect("claims serialise"));
     let mut signer = mac(key);
@@ -271,6 +328,21 @@ pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64, 
         inc: Some(now_ms.max(0) as u64),
     };
     mint_with(&claims, expect, &machine_key(key))
+}
+
+/// An owner's access token minted from device `device` at `now_s`: valid
+/// [`ACCESS_TOKEN_TTL_S`], signed with [`device_key`], with the deployment's `iss` and `aud`
+/// where it sets them.
+pub fn access_token(owner: &str, device: &str, key: &[u8], now_s: i64, expect: &Expect) -> String {
+    let claims = Claims {
+        sub: owner.to_string(),
+        role: Role::Owner,
+        hid: None,
+        exp: now_s.saturating_add(ACCESS_TOKEN_TTL_S),
+        nbf: None,
+        inc: None,
+    };
+    mint_full(&claims, expect, Some(device), &device_key(key))
 }
 
 /// An owner token, for development tools and tests.
@@ -435,6 +507,35 @@ mod tests {
         );
     }
 
+    const DEVICE: &str = "dv_AAAAAAAAAAAAAAAAAAAA-_";
+
+    #[test]
+    fn an_access_token_from_a_device_is_an_owners_names_its_device_lasts_its_ttl_and_passes_nowhere_else() {
+        let t = access_token("alice", DEVICE, KEY, NOW, &Expect::default());
+        let (claims, device) = verify_caller(&t, KEY, NOW, &Expect::default()).unwrap();
+        assert_eq!((claims.role, claims.sub.as_str(), device.as_deref()), (Role::Owner, "alice", Some(DEVICE)));
+        assert_eq!(claims.exp, NOW + ACCESS_TOKEN_TTL_S);
+        assert!(ACCESS_TOKEN_TTL_S <= 600, "at most 10 minutes");
+        assert_eq!(
+            verify_caller(&t, KEY, NOW + ACCESS_TOKEN_TTL_S + TOKEN_CLOCK_SKEW_S + 1, &Expect::default()).unwrap_err(),
+            TokenError::Expired,
+            "refused after its life"
+        );
+        assert!(!accepted_elsewhere(&t, KEY), "a service verifying with the signing key alone never accepts it");
+        // An identity provider's owner token is from no device, whatever claims it carries.
+        let idp = signed(&format!(r#"{{"sub":"alice","role":"owner","exp":{},"did":"{DEVICE}"}}"#, NOW + 10));
+        assert_eq!(verify_caller(&idp, KEY, NOW, &Expect::default()).unwrap().1, None);
+        // Signed with the device key, a token naming no device, or a machine's, is refused.
+        let no_device = mint(&owner(NOW + 10), &device_key(KEY));
+        assert_eq!(verify(&no_device, KEY, NOW), Err(TokenError::MissingDevice));
+        let machine = Claims { role: Role::Machine, hid: Some("ho_1".into()), inc: Some(1), ..owner(NOW + 10) };
+        assert_eq!(
+            verify(&mint_full(&machine, &Expect::default(), Some(DEVICE), &device_key(KEY)), KEY, NOW),
+            Err(TokenError::WrongKey)
+        );
+        assert_ne!(device_key(KEY), machine_key(KEY), "each kind of token has its own key");
+    }
+
     #[test]
     fn a_token_is_not_valid_before_its_nbf_less_sixty_seconds_of_skew() {
         let c = Claims { nbf: Some(NOW), ..owner(NOW + 600) };
@@ -482,6 +583,7 @@ mod tests {
             Issuer,
             Audience,
             WrongKey,
+            MissingDevice,
         ];
         let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
         assert_eq!(messages.len(), all.len(), "one message per reason");

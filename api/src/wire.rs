@@ -1,6 +1,7 @@
 //! The decider's answers as bytes: [`Json`] is the core's [`Wire`], so the status of each
 //! answer and the shape of its body are decided here and nowhere else.
 
+use crate::device::{DeviceAnswer, DeviceView};
 use crate::error::status;
 use crate::notifications::{
     Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks,
@@ -18,6 +19,26 @@ use handoff_core::package::Document;
 use handoff_core::rows::TooManyOpen;
 use serde::Serialize;
 use std::borrow::Cow;
+
+/// A device's access token (201 as it signs in, 200 as it refreshes), never kept by a cache,
+/// and on a sign-in the cookie that carries the device's credential.
+fn access(
+    status: u16,
+    device: &handoff_core::owner::devices::Device,
+    granted: &handoff_core::owner::devices::Granted,
+) -> (Rendered, Vec<(&'static str, String)>) {
+    let body = DeviceAnswer {
+        device: Some(DeviceView::of(device, true)),
+        access_token: Some(granted.access_token.clone()),
+        expires_in: Some(granted.expires_in),
+        ..DeviceAnswer::default()
+    };
+    let mut headers = vec![("Cache-Control", "no-store".to_string())];
+    if let Some(cookie) = &granted.cookie {
+        headers.push(("Set-Cookie", cookie.clone()));
+    }
+    (json(status, &body), headers)
+}
 
 /// The HTTP contract's rendering of every answer.
 #[derive(Debug, Clone, Copy, Default)]
@@ -85,6 +106,9 @@ pub fn refusal_headers(code: Code) -> Vec<(&'static str, String)> {
     match code {
         _ if status(code) == 401 => vec![("WWW-Authenticate", "Bearer".to_string())],
         Code::OwnerRateLimited => vec![("Retry-After", handoff_core::limits::CREATES_PER_OWNER_PERIOD_S.to_string())],
+        Code::DeviceRateLimited => {
+            vec![("Retry-After", (handoff_core::limits::DEVICE_SIGN_INS_PERIOD_MS / 1000).to_string())]
+        }
         _ => Vec::new(),
     }
 }
@@ -198,6 +222,19 @@ pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, Strin
             Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false }
         }
         owner::IndexAnswer::Refusing(refusing) => json(200, &Refusing { refusing: *refusing }),
+        owner::IndexAnswer::SignedIn { device, granted } => return access(201, device, granted),
+        owner::IndexAnswer::Refreshed { device, granted } => return access(200, device, granted),
+        owner::IndexAnswer::Devices { devices, current } => {
+            let current = |d: &handoff_core::owner::devices::Device| current.as_deref() == Some(d.id.as_str());
+            let devices = devices.iter().map(|d| DeviceView::of(d, current(d))).collect();
+            json(200, &DeviceAnswer { devices: Some(devices), ..DeviceAnswer::default() })
+        }
+        owner::IndexAnswer::Device { device, current } => {
+            json(200, &DeviceAnswer { device: Some(DeviceView::of(device, *current)), ..DeviceAnswer::default() })
+        }
+        owner::IndexAnswer::RevokedAll(revoked) => {
+            json(200, &DeviceAnswer { revoked: Some(*revoked), ..DeviceAnswer::default() })
+        }
         owner::IndexAnswer::Holding(holding) => json(200, &Holding { holding: *holding }),
         owner::IndexAnswer::StorageBytes(bytes) => json(200, &Bytes { bytes: *bytes }),
         owner::IndexAnswer::StorageOf(facts) => json(200, facts),
@@ -310,6 +347,7 @@ mod tests {
             p256dh: "k".into(),
             auth: "a".into(),
             console: "c".into(),
+            device: None,
         };
         let entry = owner::StoredReceiver {
             id: "ps_1".into(),
@@ -325,7 +363,7 @@ mod tests {
             ..entry.clone()
         };
         let page = Page { handoffs: vec![], cursor: None };
-        let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3}"#;
+        let listed_push = r#"{"id":"ps_1","origin":"https://push.example","events":["done"],"created_at":"1970-01-01T00:00:00.000Z","dropped":3,"device":null}"#;
         let listed_hook =
             r#"{"id":"wh_1","url":"https://h.example/","events":["done"],"created_at":"1970-01-01T00:00:00.000Z"}"#;
         let unavailable = refusal(&Refusal::unavailable()).body;
@@ -384,6 +422,32 @@ mod tests {
             assert_eq!(headers.iter().any(|(name, _)| *name == "ETag"), paged, "{answer:?}");
             assert!(!r.body.contains("a row: eof"), "the cause of a 503 is the log's, not the client's");
         }
+    }
+
+    #[test]
+    fn a_device_signing_in_gets_its_cookie_and_token_uncached_a_refresh_no_cookie_and_the_list_marks_the_current_one() {
+        use handoff_core::owner::devices::{Device, Granted};
+        let device = Device { id: "dv_1".into(), name: "phone".into(), created_at: 0, last_seen_at: 5 };
+        let granted = Granted { access_token: "t".into(), expires_in: 300, cookie: Some("handoff_device=x".into()) };
+        let (r, headers) = index(&owner::IndexAnswer::SignedIn { device: device.clone(), granted: granted.clone() });
+        assert_eq!(r.status, 201);
+        let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!((body["access_token"].as_str(), body["expires_in"].as_i64()), (Some("t"), Some(300)));
+        assert_eq!(body["device"]["current"], true);
+        assert!(headers.contains(&("Set-Cookie", "handoff_device=x".to_string())), "{headers:?}");
+        assert!(headers.contains(&("Cache-Control", "no-store".to_string())), "{headers:?}");
+        let refreshed = Granted { cookie: None, ..granted };
+        let (r, headers) = index(&owner::IndexAnswer::Refreshed { device: device.clone(), granted: refreshed });
+        assert_eq!(r.status, 200);
+        assert!(!headers.iter().any(|(name, _)| *name == "Set-Cookie"), "a refresh sets no cookie");
+        let other = Device { id: "dv_2".into(), ..device.clone() };
+        let (r, _) = index(&owner::IndexAnswer::Devices { devices: vec![device, other], current: Some("dv_2".into()) });
+        let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        let current: Vec<bool> = body["devices"].as_array().unwrap().iter().map(|d| d["current"] == true).collect();
+        assert_eq!(current, [false, true]);
+        assert_eq!(body["devices"][0]["last_seen_at"], "1970-01-01T00:00:00.005Z");
+        let (r, headers) = index(&owner::IndexAnswer::Refused(Refusal::new(Code::DeviceRateLimited, "later")));
+        assert_eq!((r.status, headers), (429, vec![("Retry-After", "60".to_string())]));
     }
 
     #[test]

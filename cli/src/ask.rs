@@ -190,6 +190,15 @@ impl Prompt {
     }
 }
 
+/// The question a report asked, found in the record that answered that report (never in any
+/// other record): its id and the version that asked it, when that record holds it open on the
+/// report's turn with every field as asked (kind, text, input and options). A record whose
+/// question differs in any of them, labels swapped included, is someone else's question.
+pub fn own_question(asked: &QuestionInput, turn: u64, answer_to_own_report: &Handoff) -> Option<(String, u64)> {
+    let q = answer_to_own_report.question.as_ref()?;
+    (q.turn == turn && q.is_same_open(asked)).then(|| (q.id.clone(), answer_to_own_report.version))
+}
+
 /// How a wait for an answer ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
@@ -377,6 +386,40 @@ mod tests {
             "two inputs under one title are two questions"
         );
         assert!(permission_question("ExitPlanMode", None).input.is_none());
+    }
+
+    #[test]
+    fn the_hook_takes_a_question_as_its_own_only_when_every_field_matches() {
+        let asked = permission_question("Bash: rm -rf build", Some("rm -rf build"));
+        let record = |question: serde_json::Value| -> Handoff {
+            serde_json::from_value(serde_json::json!({
+                "id": "ho_0123456789abcdef0123456789abcdef", "owner": "o", "session": "s", "machine": "m",
+                "size": "large", "turn": 1, "state": "open", "status": "needs-you", "summary": null,
+                "version": 7, "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+                "question": question,
+            }))
+            .unwrap()
+        };
+        let question = |kind: &str, options: serde_json::Value, turn: u64| {
+            serde_json::json!({"id": "q_7", "turn": turn, "kind": kind, "text": "Bash: rm -rf build", "input": "rm -rf build",
+                "options": options, "asked_at": "2025-01-01T00:00:00Z", "answer": null})
+        };
+        let options = serde_json::json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]);
+        assert_eq!(
+            own_question(&asked, 1, &record(question("permission", options.clone(), 1))),
+            Some(("q_7".into(), 7))
+        );
+        let swapped = serde_json::json!([{"id": "allow", "label": "Deny"}, {"id": "deny", "label": "Allow"}]);
+        assert_eq!(own_question(&asked, 1, &record(question("permission", swapped, 1))), None, "labels swapped");
+        assert_eq!(own_question(&asked, 1, &record(question("choice", options.clone(), 1))), None, "another kind");
+        assert_eq!(own_question(&asked, 2, &record(question("permission", options.clone(), 1))), None, "another turn");
+        let only_deny = serde_json::json!([{"id": "deny", "label": "Deny"}]);
+        assert_eq!(own_question(&asked, 1, &record(question("permission", only_deny, 1))), None, "other options");
+        let mut answered = question("permission", options, 1);
+        answered["answer"] =
+            serde_json::json!({"option": "allow", "note": null, "answered_at": "2025-01-01T00:00:01Z"});
+        assert_eq!(own_question(&asked, 1, &record(answered)), None, "answered already");
+        assert_eq!(own_question(&asked, 1, &record(serde_json::Value::Null)), None);
     }
 
     #[test]

@@ -132,9 +132,16 @@ fn semver(line: &str) -> Option<(u64, u64, u64)> {
     })
 }
 
-/// `name` as an executable file in one of `path_var`'s directories.
+/// `name` as an executable file in one of `path_var`'s absolute directories. An empty or
+/// relative entry would be read from the current folder, the workspace, where a model can plant
+/// a program of the same name: it is never looked in.
 pub fn find(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
-    std::env::split_paths(path_var?).map(|dir| dir.join(name)).find(|p| is_executable(p))
+    absolute_dirs(path_var?).map(|dir| dir.join(name)).find(|p| is_executable(p))
+}
+
+/// The absolute directories of a `PATH` value, in order; an empty or relative entry is left out.
+pub fn absolute_dirs(path_var: &str) -> impl Iterator<Item = PathBuf> + '_ {
+    std::env::split_paths(path_var).filter(|dir| dir.is_absolute())
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -238,6 +245,15 @@ mod tests {
         let long = format!("codex-cli {}\u{7}", "é".repeat(40));
         let v = version_line(&ran(Some(0), &long, "")).unwrap();
         assert!(v.len() <= handoff_core::limits::RUNTIME_VERSION_BYTES_MAX && !v.contains('\u{7}'), "{v}");
+    }
+
+    #[test]
+    fn a_program_is_looked_for_only_in_absolute_path_entries_never_in_the_current_folder() {
+        let dirs: Vec<PathBuf> = absolute_dirs("/a::b:./c:.:/d").collect();
+        assert_eq!(dirs, [PathBuf::from("/a"), PathBuf::from("/d")], "empty and relative entries are left out");
+        let sh = find("sh", Some("::bin:/bin:/usr/bin"));
+        assert!(sh.as_ref().is_some_and(|p| p.is_absolute()), "{sh:?}");
+        assert_eq!(find("sh", Some(":.:bin")), None, "no absolute entry, nothing found");
     }
 
     #[test]

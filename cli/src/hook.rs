@@ -168,15 +168,18 @@ impl Hook {
         self.deliver(&spool)?;
         let seen = seen::load(&self.dir, &self.id).or_else(|| self.refresh(None));
         let question = prompt.question();
-        if !self.spool_asking(&spool, event, seen, prompt.text().to_string(), Some(question.clone()))? {
+        let Some((key, turn)) =
+            self.spool_asking(&spool, event, seen, prompt.text().to_string(), Some(question.clone()))?
+        else {
             return Ok(None);
-        }
-        let (done, last) = self.deliver_keeping(&spool)?;
-        let asked = last.filter(|_| done.left == 0).and_then(|h| {
-            let q =
-                h.question.as_ref().filter(|q| q.text == question.text && q.input == question.input && q.is_open())?;
-            Some((q.id.clone(), h.version))
-        });
+        };
+        // The id only from the service's answer to this very report, and only when every field
+        // of its question is the one asked.
+        let (_, answers) = self.deliver_keeping(&spool)?;
+        let asked = answers
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, answer)| crate::ask::own_question(&question, turn, answer));
         if asked.is_none() {
             self.log.line(&format!("{event}: the question is not on the service yet; no answer is waited for"));
         }
@@ -190,7 +193,8 @@ impl Hook {
         self.store_seen(&Seen::of(record, before.as_ref()));
     }
 
-    /// Spools a needs-you with `question`; false (logged) when no turn is seen open.
+    /// Spools a needs-you with `question`; answers its spool key and turn, `None` (logged) when
+    /// no turn is seen open.
     fn spool_asking(
         &self,
         spool: &Spool,
@@ -198,12 +202,12 @@ impl Hook {
         seen: Option<Seen>,
         text: String,
         question: Option<QuestionInput>,
-    ) -> std::io::Result<bool> {
+    ) -> std::io::Result<Option<(String, u64)>> {
         let turn = match Seen::turn_for_report(seen.as_ref()) {
             Ok(turn) => turn,
             Err(why) => {
                 self.log.line(&format!("{event}: not asking: {why}"));
-                return Ok(false);
+                return Ok(None);
             }
         };
         let report = ReportInput {
@@ -216,11 +220,11 @@ impl Hook {
             runtime: None,
             permission_mode: None,
         };
-        self.append(spool, event, Send::Report(report))?;
+        let key = self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(ReportStatus::NeedsYou));
         }
-        Ok(true)
+        Ok(Some((key, turn)))
     }
 
     /// The current turn as the service says, or what was seen before when it cannot be asked.
@@ -284,12 +288,13 @@ impl Hook {
         Ok(())
     }
 
-    fn append(&self, spool: &Spool, event: &str, send: Send) -> std::io::Result<()> {
+    /// Spools `send`; answers its key.
+    fn append(&self, spool: &Spool, event: &str, send: Send) -> std::io::Result<String> {
         let entry = Entry { key: new_idempotency_key(), at_ms: now_ms(), event: event.to_string(), send };
         for dropped in spool.append(&entry)? {
             self.log.line(&format!("spool full: dropped {} from {} unsent", describe(&dropped.send), dropped.event));
         }
-        Ok(())
+        Ok(entry.key)
     }
 
     /// Sends the spool's entries in order until one cannot be delivered or the deadline comes.
@@ -297,10 +302,12 @@ impl Hook {
         self.deliver_keeping(spool).map(|(done, _)| done)
     }
 
-    /// [`Hook::deliver`], answering also the last record the service answered.
-    fn deliver_keeping(&self, spool: &Spool) -> std::io::Result<(Delivered, Option<Handoff>)> {
+    /// [`Hook::deliver`], answering also the record the service answered to each entry it
+    /// took, by the entry's key.
+    fn deliver_keeping(&self, spool: &Spool) -> std::io::Result<(Delivered, Vec<(String, Handoff)>)> {
         let mut done = Delivered::default();
         let mut last: Option<Handoff> = None;
+        let mut answers: Vec<(String, Handoff)> = Vec::new();
         let entries = spool.entries()?;
         for (i, entry) in entries.iter().enumerate() {
             let what = format!("{} from {}", describe(&entry.send), entry.event);
@@ -325,6 +332,7 @@ impl Hook {
                     self.log.line(&format!("delivered {what} (version {})", reply.value.version));
                     spool.remove(&entry.key)?;
                     done.sent += 1;
+                    answers.push((entry.key.clone(), reply.value.clone()));
                     last = Some(reply.value);
                 }
                 Err(Error::Refused(r)) if is_final(r.status) => {
@@ -344,7 +352,7 @@ impl Hook {
             let before = seen::load(&self.dir, &self.id);
             self.store_seen(&Seen::of(record, before.as_ref()));
         }
-        Ok((done, last))
+        Ok((done, answers))
     }
 
     /// The client, with requests cut to what is left of the budget.

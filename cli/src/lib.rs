@@ -19,6 +19,7 @@
 //! - [`machine`]: the machine side's one vocabulary, which `launch`, `serve`, `mcp` and the
 //!   hooks share: the runtimes, the `HANDOFF_*` variables, the state folder's paths, the
 //!   process-group stopper and the start of a turn. No command's module imports another's.
+//! - [`workspace`]: what keeps the workspace, which the model writes, from deciding for the owner.
 //!
 //! Architecture invariant: nothing here knows the turn machine's rules; the API decides and
 //! this crate reports what it said. No code outside [`client`] does I/O with the service.
@@ -36,6 +37,7 @@ pub mod mcp;
 pub mod output;
 pub mod private;
 pub mod serve;
+pub mod workspace;
 
 pub use client::{Client, Error, Refusal};
 pub use code::ErrorCode;

@@ -42,6 +42,9 @@ export class Memory {
   }
 }
 
+/** What follows a permission mode wherever it is shown: the machine reported it. */
+export const MACHINES_REPORT = ", as the machine reports it";
+
 /** One turn of the conversation. `current` is the record when this is its turn; `live` is the
  * open question's section (with its buttons), drawn by the session page. */
 export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | undefined, live: Node[]): HTMLLIElement {
@@ -52,9 +55,10 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   } else if (t.runtime) {
     head.append(` · on ${t.runtime}`);
   }
-  // The mode the turn runs in, as the machine named it (the record's, for the current turn).
+  // The mode the turn runs in, as the machine named it (the record's, for the current turn): its
+  // own claim, which the service cannot check, and labelled so.
   const mode = current ? current.permission_mode : t.permission_mode;
-  if (mode) head.append(" · permission mode ", h("span", { class: "turn-mode" }, mode));
+  if (mode) head.append(" · permission mode ", h("span", { class: "turn-mode" }, mode), MACHINES_REPORT);
 
   const words = t.prompt ?? current?.prompt ?? null;
   const prompt = words

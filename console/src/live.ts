@@ -2,8 +2,9 @@
 // `bearer.<token>`, since a browser cannot set headers on a WebSocket). Each frame
 // `{"handoff": record}` is acknowledged at once with `{"after": version}` (the service closes a
 // socket that leaves 64 frames or 256 KiB unacknowledged with 1013). The service ends the
-// watch with 1000 after the hand-off closes; 4401 says the token expired; any other close is
-// followed by a reconnect with backoff, from the last version seen, so no version is missed.
+// watch with 1000 after the hand-off closes; 4401 says the token expired (a device's page holds a
+// fresher one by then and reconnects with it); any other close is followed by a reconnect with
+// backoff, from the last version seen, so no version is missed.
 
 import { api, HandoffError } from "./api.js";
 import { getToken } from "./auth.js";
@@ -98,7 +99,7 @@ export function watch(page: Page, id: string, handlers: LiveHandlers): void {
         handlers.state("ended");
         return;
       }
-      if (event.code === 4401) {
+      if (event.code === 4401 && getToken() === token) {
         handlers.state("ended");
         fail(new HandoffError(401, "auth.invalid", "the token has expired; sign in again"));
         return;

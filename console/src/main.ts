@@ -2,12 +2,15 @@
 //   #/              the owner's sessions
 //   #/s/<id>        one session, live
 //   #/s/<id>/package  its package
+//   #/devices       the owner's signed-in devices
 //   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/; while
-//                   signed in with another token, only after a confirmation naming both
+//                   signed in with another token, only after a confirmation naming both.
+//                   An owner token signs this browser in as a device (auth.ts) and is not kept.
 // A machine token sees its one hand-off, with the machine's own actions.
 
 import { HandoffError } from "./api.js";
-import { claims, clearToken, expired, getToken, setToken, type Claims } from "./auth.js";
+import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setSigningIn, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
+import { renderDevices } from "./devices.js";
 import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
 import { renderList } from "./list.js";
@@ -17,6 +20,26 @@ import { notifySwitch, wireNotify } from "./notify.js";
 import { clearNotices, fail, guard, Page, say, whenUnauthorized } from "./ui.js";
 
 let page: Page | null = null;
+/** The sign-in or refresh under way: every route waits for it, so that a page asked for while
+ * it runs (a push's tap, a second tab) lands signed in. */
+let pending: Promise<void> = Promise.resolve();
+
+/** Runs `step` once the sign-in under way is done, and routes after it. */
+function settle(step: () => Promise<void>): void {
+  pending = pending.then(step).catch((error: unknown) => fail(error));
+  setSigningIn(pending);
+  void pending.then(route);
+}
+
+/** Signs in with a token given by a link or pasted: an owner's signs this browser in as a
+ * device, and is forgotten; a machine's stays in this tab. */
+async function useToken(token: string, c: Claims): Promise<void> {
+  if (c.role === "machine") {
+    setToken(token);
+    return;
+  }
+  await signInDevice(token);
+}
 
 function freshMain(): HTMLElement {
   // The page's one <main>; each page gives it its own id (#list, #session, #package).
@@ -30,6 +53,7 @@ function freshMain(): HTMLElement {
 function signedIn(c: Claims | null): void {
   const who = byId("who");
   const out = byId("sign-out");
+  const devices = byId("devices-link");
   if (c) {
     who.textContent = c.role === "owner" ? `Signed in as ${c.sub} (owner)` : `Machine token for ${c.hid ?? "?"}`;
     out.hidden = false;
@@ -37,6 +61,7 @@ function signedIn(c: Claims | null): void {
     who.textContent = "";
     out.hidden = true;
   }
+  devices.hidden = c?.role !== "owner";
   notifySwitch(c?.role === "owner");
 }
 
@@ -48,7 +73,7 @@ function showSignIn(main: HTMLElement, problem?: string): void {
     "form",
     { id: "sign-in", novalidate: true },
     h("div", { class: "field" }, h("label", { for: "token" }, "Owner or machine token"), input),
-    h("p", { id: "token-hint", class: "hint" }, "The token stays in this tab (sessionStorage) and is sent only to this service. scripts/dev prints a sign-in link."),
+    h("p", { id: "token-hint", class: "hint" }, "An owner token signs this browser in until you sign out (the token itself is not kept); a machine token stays in this tab. Tokens go only to this service. scripts/dev prints a sign-in link."),
     h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary" }, "Sign in")),
   );
   form.addEventListener(
@@ -58,9 +83,9 @@ function showSignIn(main: HTMLElement, problem?: string): void {
       const token = input.value.trim();
       const c = claims(token);
       if (!c) throw new HandoffError(400, "auth.invalid", "that is not a token this service issues (a JWT with a role)");
-      setToken(token);
+      input.value = "";
       clearNotices();
-      route();
+      settle(() => useToken(token, c));
     }),
   );
   main.replaceChildren(h("h1", null, "Sign in"), form);
@@ -87,10 +112,21 @@ function route(): void {
     history.replaceState(null, "", `${location.pathname}${location.search}#/`);
     const held = getToken();
     const heldClaims = held ? claims(held) : null;
-    if (!held || !heldClaims || expired(heldClaims) || held === token) {
-      // A first sign-in (or the same token again): nothing is replaced, nothing to ask.
-      setToken(token);
+    const next = claims(token);
+    const same = heldClaims !== null && next !== null && heldClaims.role === "owner" && next.role === "owner" && heldClaims.sub === next.sub;
+    if (same || held === token) {
+      // The same owner again: signed in already, and the link's token is not kept.
       return route();
+    }
+    if (!held || !heldClaims || expired(heldClaims)) {
+      // A first sign-in: nothing is replaced, nothing to ask.
+      if (!next) {
+        showSignIn(main, "auth.invalid: the sign-in link's token is not one this service issues");
+        return;
+      }
+      main.replaceChildren(h("p", { class: "muted" }, "Signing in…"));
+      settle(() => useToken(token, next));
+      return;
     }
     // A link must never swap the signed-in token silently (a link in a package could sign the
     // owner into another account): the page stays as it is until the owner says yes.
@@ -113,6 +149,11 @@ function route(): void {
   }
   signedIn(c);
 
+  if (hash === "#/devices" && c.role === "owner") {
+    document.title = "Devices · Hand-off console";
+    renderDevices(current, main, signOutHere);
+    return;
+  }
   const session = /^#\/s\/(ho_[0-9a-f]{32})(\/package)?\/?$/.exec(hash);
   if (c.role === "machine") {
     const own = c.hid ?? "";
@@ -163,30 +204,46 @@ async function switchFromLink(held: Claims, token: string): Promise<void> {
     say(`still signed in as ${subject(held)}: the link's token was not used`);
     return;
   }
-  setToken(token);
   clearNotices();
-  route();
+  // The device signed in before is signed out on the service, then the link's token signs in.
+  settle(async () => {
+    if (onDevice()) await signOut();
+    else clearToken();
+    await useToken(token, next);
+  });
+}
+
+/** Sign out: this device's sign-in ends on the service (or this tab's machine token is
+ * forgotten), and the page shows Sign in. */
+function signOutHere(): void {
+  clearNotices();
+  history.replaceState(null, "", "#/");
+  settle(() => signOut());
 }
 
 function start(): void {
   wireDialogs();
   wireNotify();
-  whenUnauthorized((error) => {
+  const toSignIn = (error: HandoffError) => {
     clearToken();
     page?.dispose();
     closeDialogs();
     page = new Page();
     showSignIn(freshMain(), error.message);
+  };
+  whenDeviceEnded(toSignIn);
+  whenUnauthorized((error) => {
+    // A device's access token refused (it expired while the page slept): one refresh, and
+    // the page again; a refresh refused, or a machine token refused, is Sign in.
+    if (!onDevice()) return toSignIn(error);
+    settle(async () => {
+      if (!(await refresh())) toSignIn(error);
+    });
   });
-  byId("sign-out").addEventListener("click", () => {
-    clearToken();
-    clearNotices();
-    history.replaceState(null, "", "#/");
-    route();
-  });
+  byId("sign-out").addEventListener("click", signOutHere);
   window.addEventListener("hashchange", () => {
     clearNotices();
-    route();
+    void pending.then(route);
     // A new page: the keyboard and a screen reader start at its top, not at the old link.
     const main = document.querySelector<HTMLElement>("main");
     if (main && !main.contains(document.activeElement)) main.focus({ preventScroll: true });
@@ -201,6 +258,15 @@ function start(): void {
     event.preventDefault();
     fail(event.error ?? event.message);
   });
+  // Every load refreshes the device's access token (a tab's machine token or a sign-in link
+  // needs none): a revoked device lands on Sign in, a signed-in one on the page it asked for.
+  const linked = location.hash.startsWith("#token=");
+  if (!linked && !getToken() && hasDevice()) {
+    settle(async () => {
+      await refresh();
+    });
+    return;
+  }
   route();
 }
 

@@ -8,6 +8,7 @@
 // service worker can post to the page.
 
 import { api } from "./api.js";
+import { whenSignedIn } from "./auth.js";
 import type { PushSubscriptionInput } from "../../clients/typescript/src/index.js";
 import { byId } from "./dom.js";
 import { fail, say } from "./ui.js";
@@ -43,7 +44,8 @@ export function wireNotify(): void {
   if ("serviceWorker" in navigator) {
     navigator.serviceWorker.addEventListener("message", (event: MessageEvent) => {
       const choice = chosen(event.data);
-      if (choice) answerChosen(choice).catch(fail);
+      // A page the click opened answers once it is signed in (its refresh comes first).
+      if (choice) whenSignedIn().then(() => answerChosen(choice)).catch(fail);
     });
     // Messages posted before this listener (a page the click opened) wait until now.
     navigator.serviceWorker.startMessages();

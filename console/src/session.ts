@@ -6,7 +6,7 @@
 
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
-import { Composer, composes, inputBlock, Memory, turnItem } from "./conversation.js";
+import { Composer, composes, inputBlock, MACHINES_REPORT, Memory, turnItem } from "./conversation.js";
 import { h, replaceKeepingFocus, safeLink, short, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
 import type { Action, Handoff, Question, TurnEntry, WorkRecord } from "./types.js";
@@ -238,7 +238,8 @@ function factsOf(r: Handoff): Node[] {
     ...fact(
       "Runtime",
       h("span", { id: "runtime", class: "placeholder-none" }, r.runtime ?? ""),
-      ...(r.permission_mode ? [" · permission mode ", h("span", { id: "permission-mode" }, r.permission_mode)] : []),
+      // The mode is the machine's own claim, which the service cannot check: labelled so.
+      ...(r.permission_mode ? [" · permission mode ", h("span", { id: "permission-mode" }, r.permission_mode), MACHINES_REPORT] : []),
     ),
     ...fact("Package", pkg, " · ", h("a", { id: "package-link", href: `#/s/${r.id}/package`, "data-key": "package-link" }, "Package page")),
     ...fact("Version", `v${r.version} · updated `, timeEl(r.updated_at)),

@@ -4,10 +4,12 @@
 // so a newer one replaces an older; clicking it opens the session's page of this console.
 // A needs-you stays until the owner acts on it (`requireInteraction`): a session waits on it,
 // and a notification that closes itself after some seconds (Chromium's popups do) is missed.
-// An open question's options become the notification's actions when all of them fit
-// (`Notification.maxActions`); otherwise none is offered, and the page shows every option.
-// The question's input (what an Allow approves) follows the summary; one the message carries
-// only as its head comes with no options at all, and the body says the whole is in the console.
+// A permission is never approved from a notification: for a `permission` question the body says
+// that a permission is asked and no action is offered, whatever the message carries; the owner
+// reads it whole and answers in the page. A choice's options become the notification's actions
+// when all of them fit (`Notification.maxActions`); otherwise none is offered, and the page shows
+// every option. A choice's input follows the summary; one the message carries only as its head
+// comes with no options at all, and the body says the whole is in the console.
 // This worker holds no token: an action's click opens the session's page and hands the choice to
 // it by `postMessage`, and the page answers through the API with the owner's token.
 "use strict";
@@ -32,8 +34,9 @@ self.addEventListener("push", (event) => {
   const handoff = message.handoff || {};
   const says = SAYS[message.type] || "changed";
   const title = typeof handoff.session === "string" ? handoff.session : "A session";
+  const permission = isPermission(message.question);
   const said = typeof handoff.summary === "string" && handoff.summary ? handoff.summary : `This session ${says}.`;
-  const body = said + inputLines(message.question);
+  const body = permission ? PERMISSION_ASKED : said + inputLines(message.question);
   const tag = typeof handoff.id === "string" ? handoff.id : "handoff";
   const url = typeof message.url === "string" ? message.url : "/";
   const question = openQuestion(message.question, handoff.id);
@@ -42,6 +45,13 @@ self.addEventListener("push", (event) => {
   // The push event lasts until the notification is shown: a worker stopped before would show none.
   event.waitUntil(self.registration.showNotification(title, options));
 });
+
+const PERMISSION_ASKED = "A permission is asked: open the session to read it whole and allow or deny it.";
+
+// Whether the message's question is a permission, or one that does not say its kind.
+function isPermission(question) {
+  return !!question && typeof question === "object" && question.kind !== "choice";
+}
 
 // The question's input as the notification shows it: whole, or its head and where the rest is.
 function inputLines(question) {
@@ -54,6 +64,8 @@ function inputLines(question) {
 // malformed, or its options do not all fit as actions (offering some would hide the others).
 function openQuestion(question, handoff) {
   if (!question || typeof question !== "object" || !Array.isArray(question.options)) return null;
+  // Only a choice is answered from a notification; a permission is allowed in the page.
+  if (isPermission(question)) return null;
   const max = typeof Notification !== "undefined" && Notification.maxActions >= 0 ? Notification.maxActions : 0;
   const options = question.options.filter((o) => o && /^[a-z0-9_-]{1,32}$/.test(o.id) && typeof o.label === "string" && o.label);
   if (typeof handoff !== "string" || !/^ho_[0-9a-f]{32}$/.test(handoff)) return null;

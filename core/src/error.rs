@@ -61,8 +61,15 @@ crate::listed_enum! {
         OwnerTooManyOpen,
         /// A create past the owner's creations per minute.
         OwnerRateLimited,
-        /// A machine token that a newer one, minted for the same hand-off, has ended.
+        /// A machine token that a newer one, minted for the same hand-off, has ended; or a
+        /// device's credential that was revoked, signed out, or ended by its idle time or life.
         AuthRevoked,
+        /// No device of this owner has that id.
+        DeviceNotFound,
+        /// A sign-in past `DEVICES_PER_OWNER_MAX`.
+        DeviceTooMany,
+        /// A sign-in past `DEVICE_SIGN_INS_PER_PERIOD_MAX` in its period.
+        DeviceRateLimited,
         /// A steer past `STEERS_PER_TURN_MAX` for the current turn.
         SteerTooMany,
     }
@@ -110,6 +117,9 @@ impl Code {
             Code::PushMisconfigured => "push.misconfigured",
             Code::OwnerTooManyOpen => "owner.too_many_open",
             Code::OwnerRateLimited => "owner.rate_limited",
+            Code::DeviceNotFound => "device.not_found",
+            Code::DeviceTooMany => "device.too_many",
+            Code::DeviceRateLimited => "device.rate_limited",
             Code::SteerTooMany => "steer.too_many",
         }
     }

@@ -258,6 +258,26 @@ pub const PUSH_RETRY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// Push subscriptions (browsers, phones) one owner may register (past it: 409
 /// `subscription.too_many`).
 pub const PUSH_SUBSCRIPTIONS_PER_OWNER_MAX: usize = 20;
+
+// ---- Devices: a console's sign-in that lasts (core/src/owner/devices.rs) ----
+
+/// Devices one owner may have signed in at once (`POST /v1/devices` past it: 409
+/// `device.too_many`); each holds a row in the owner's index until it is revoked or ends.
+pub const DEVICES_PER_OWNER_MAX: usize = 20;
+/// Sign-ins (`POST /v1/devices`) one owner may make in [`DEVICE_SIGN_INS_PERIOD_MS`]; past
+/// them, 429 `device.rate_limited`.
+pub const DEVICE_SIGN_INS_PER_PERIOD_MAX: usize = 10;
+/// The period over which sign-ins are counted: a minute.
+pub const DEVICE_SIGN_INS_PERIOD_MS: i64 = 60 * 1000;
+/// A device's sign-in ends once it has gone this long without a refresh: 30 days.
+pub const DEVICE_IDLE_MS_MAX: i64 = 30 * 24 * 60 * 60 * 1000;
+/// A device's sign-in ends this long after it was made, however much it is used: 90 days.
+pub const DEVICE_LIFE_MS_MAX: i64 = 90 * 24 * 60 * 60 * 1000;
+/// Life of an owner access token minted from a device (`POST /v1/devices` and its refresh):
+/// a revoke takes effect within it, so it stays short (at most 10 minutes, asserted below).
+pub const ACCESS_TOKEN_TTL_S: i64 = 5 * 60;
+/// A device's name, from the browser and platform or a rename (UTF-8 bytes, one line).
+pub const DEVICE_NAME_BYTES_MAX: usize = 64;
 /// The longest summary a push notification carries (bytes, cut at a character): the whole
 /// message must fit the 4 KiB a push service accepts, beside an input of
 /// [`PUSH_INPUT_BYTES_MAX`].
@@ -326,6 +346,9 @@ const _: () = assert!(
 const _: () = assert!(2 * (PROMPT_BYTES_MAX + 3 * ID_CHARS_MAX) + BODY_FRAME_BYTES <= WORDS_BODY_BYTES_MAX);
 // The words' routes take more than the others, never less.
 const _: () = assert!(WORDS_BODY_BYTES_MAX > BODY_BYTES_MAX);
+// An access token lives at most 10 minutes, and a device's idle time within its whole life.
+const _: () = assert!(ACCESS_TOKEN_TTL_S > 0 && ACCESS_TOKEN_TTL_S <= 10 * 60);
+const _: () = assert!(DEVICE_IDLE_MS_MAX <= DEVICE_LIFE_MS_MAX);
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,7 @@
 //!   its receiver;
 //! - a receiver keeps at most [`Receiver::kept_finished`] finished deliveries.
 
+pub mod devices;
 pub mod list;
 pub mod receiver;
 pub mod sending;
@@ -34,6 +35,7 @@ use crate::retention::Retention;
 use crate::rows::{admit_open, Admission, Cursor, ListQuery, Page, Row};
 use crate::time::EpochMs;
 use crate::turn::State;
+use devices::{Device, Granted, StoredDevice};
 use receiver::{DeliveryState, Lease, Next, Receiver, Subscriber};
 use sending::Pending;
 use std::cell::OnceCell;
@@ -63,8 +65,20 @@ pub struct Bounds {
 /// endpoint and keys (and the console its messages link to).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Address {
-    Webhook { url: String, secret: String },
-    Push { endpoint: String, origin: String, p256dh: String, auth: String, console: String },
+    Webhook {
+        url: String,
+        secret: String,
+    },
+    /// `device`: the signed-in device it was made from, which takes it along when it goes
+    /// (none for a subscription made with a bearer token, or before devices).
+    Push {
+        endpoint: String,
+        origin: String,
+        p256dh: String,
+        auth: String,
+        console: String,
+        device: Option<String>,
+    },
 }
 
 impl Address {
@@ -155,6 +169,35 @@ pub enum Ask {
     Alarm,
     /// An attempt ended ([`Index::on_sent`]).
     Sent(Outcome),
+    /// A device signs in: stored (its credential's hash only) if it fits, and `granted`
+    /// handed back.
+    SignIn {
+        device: StoredDevice,
+        granted: Granted,
+    },
+    /// A device's credential, for a fresh access token (`granted`, handed back if it holds).
+    Refresh {
+        id: String,
+        secret_hash: String,
+        granted: Granted,
+    },
+    /// The devices, `current` the one the caller's token came from.
+    Devices {
+        current: Option<String>,
+    },
+    RenameDevice {
+        id: String,
+        name: String,
+        current: Option<String>,
+    },
+    /// A device and every push subscription made from it.
+    RevokeDevice {
+        id: String,
+    },
+    /// Every device but `keep`, and their push subscriptions.
+    RevokeAll {
+        keep: Option<String>,
+    },
     /// Test hooks (`crate::hooks`).
     Hook(IndexHook),
 }
@@ -170,6 +213,8 @@ pub struct Tables {
     pub receivers: bool,
     /// The erased lives' table ([`Write::Erased`]).
     pub erased: bool,
+    /// The devices' and their sign-ins' tables ([`Write::DeviceSchema`]).
+    pub devices: bool,
 }
 
 /// One read the index needs before it can decide.
@@ -203,6 +248,10 @@ pub enum Read {
     Erased { id: String },
     /// What is stored of hand-off `id` ([`Feed::storage_of`]).
     StorageOf { id: String },
+    /// Every device, oldest first ([`Feed::devices`]).
+    Devices,
+    /// How many sign-ins were made at or after `since` ([`Feed::sign_ins`]).
+    SignIns { since: EpochMs },
 }
 
 /// What the index stores of one hand-off, for the test hook that shows it: its row, its
@@ -273,6 +322,8 @@ pub struct Feed {
     /// `Some` once read: the erased life kept for the row's hand-off, if any.
     pub erased: Option<Option<u64>>,
     pub storage_of: Option<HandoffFacts>,
+    pub devices: Option<Vec<StoredDevice>>,
+    pub sign_ins: Option<usize>,
     /// What the index derived from the reads, kept so that neither the next read nor the
     /// decision derives it again.
     derived: Derived,
@@ -387,6 +438,32 @@ pub enum Write {
         to: String,
         through: i64,
     },
+    /// The devices' and their sign-ins' tables, before the first sign-in.
+    DeviceSchema,
+    AddDevice(StoredDevice),
+    /// A sign-in was made at `at` (counted against the sign-ins per period).
+    SignedIn {
+        at: EpochMs,
+    },
+    /// Deletes the sign-ins made before `before`, which count no more.
+    TrimSignIns {
+        before: EpochMs,
+    },
+    /// Device `id` refreshed at `at`.
+    SeenDevice {
+        id: String,
+        at: EpochMs,
+    },
+    RenameDevice {
+        id: String,
+        name: String,
+    },
+    /// Deletes device `id`, and (where the receivers' tables exist, `subscriptions`) every push
+    /// subscription made from it and every delivery to those.
+    RemoveDevice {
+        id: String,
+        subscriptions: bool,
+    },
 }
 
 /// What the index answers; the api's wire renders it (`handoff_api::wire::index`).
@@ -416,6 +493,26 @@ pub enum IndexAnswer {
     Unavailable(String),
     Refusing(bool),
     Holding(bool),
+    /// A device signed in (201), or refreshed (200): the device, and what the Worker minted.
+    SignedIn {
+        device: Device,
+        granted: Granted,
+    },
+    Refreshed {
+        device: Device,
+        granted: Granted,
+    },
+    Devices {
+        devices: Vec<Device>,
+        current: Option<String>,
+    },
+    /// A device renamed.
+    Device {
+        device: Device,
+        current: bool,
+    },
+    /// How many devices a revoke-all removed.
+    RevokedAll(u64),
     StorageBytes(u64),
     StorageOf(HandoffFacts),
 }
@@ -533,6 +630,25 @@ impl Index {
                 };
                 Some(Read::Receivers { of: vec![of] })
             }
+            Ask::SignIn { .. } if tables.devices && feed.devices.is_none() => Some(Read::Devices),
+            Ask::SignIn { .. } if tables.devices && feed.sign_ins.is_none() => {
+                Some(Read::SignIns { since: devices::sign_ins_since(now) })
+            }
+            Ask::Refresh { .. }
+            | Ask::Devices { .. }
+            | Ask::RenameDevice { .. }
+            | Ask::RevokeDevice { .. }
+            | Ask::RevokeAll { .. }
+                if tables.devices && feed.devices.is_none() =>
+            {
+                Some(Read::Devices)
+            }
+            // A subscription made from a device is taken only while the device lasts.
+            Ask::AddReceiver(StoredReceiver { address: Address::Push { device: Some(_), .. }, .. })
+                if tables.devices && feed.devices.is_none() =>
+            {
+                Some(Read::Devices)
+            }
             Ask::Deliveries { id } if tables.receivers && feed.deliveries.is_none() => {
                 let held = feed.receivers.iter().flatten().any(|e| e.id == *id);
                 held.then(|| Read::Deliveries { id: id.clone(), limit: Receiver::Webhook.kept_finished() })
@@ -591,7 +707,54 @@ impl Index {
                 let texts = if tables.list { made(feed.rows, "the list's rows") } else { Vec::new() };
                 list_page(&query, if_none_match, texts)
             }
-            Ask::AddReceiver(entry) => add_receiver(tables, entry, receivers(&mut feed)),
+            Ask::AddReceiver(entry) => match device_gone(tables, &entry, &feed, now) {
+                Some(refused) => refused,
+                None => add_receiver(tables, entry, receivers(&mut feed)),
+            },
+            Ask::SignIn { device, granted } => sign_in(tables, device, granted, &feed, now),
+            Ask::Refresh { id, secret_hash, granted } => {
+                let held = stored_devices(tables, &feed);
+                match devices::refresh(held.iter().find(|d| d.device.id == id), &secret_hash, now) {
+                    Err(refused) => Plan::answer(IndexAnswer::Refused(refused)),
+                    Ok(device) => {
+                        let mut writes = remove_ended(tables, held, now);
+                        writes.push(Write::SeenDevice { id, at: now });
+                        Plan { writes, ..Plan::answer(IndexAnswer::Refreshed { device, granted }) }
+                    }
+                }
+            }
+            Ask::Devices { current } => {
+                let devices = lasting(stored_devices(tables, &feed), now).cloned().collect();
+                Plan::answer(IndexAnswer::Devices { devices, current })
+            }
+            Ask::RenameDevice { id, name, current } => {
+                match lasting(stored_devices(tables, &feed), now).find(|d| d.id == id) {
+                    None => device_not_found(),
+                    Some(device) => {
+                        let device = Device { name: name.clone(), ..device.clone() };
+                        let current = current.as_deref() == Some(id.as_str());
+                        Plan {
+                            writes: vec![Write::RenameDevice { id, name }],
+                            ..Plan::answer(IndexAnswer::Device { device, current })
+                        }
+                    }
+                }
+            }
+            Ask::RevokeDevice { id } => match stored_devices(tables, &feed).iter().any(|d| d.device.id == id) {
+                false => device_not_found(),
+                true => Plan {
+                    writes: vec![Write::RemoveDevice { id, subscriptions: tables.receivers }],
+                    ..Plan::answer(IndexAnswer::Removed)
+                },
+            },
+            Ask::RevokeAll { keep } => {
+                let gone = devices::revoked_by_all(stored_devices(tables, &feed), keep.as_deref());
+                let writes: Vec<Write> = gone
+                    .iter()
+                    .map(|id| Write::RemoveDevice { id: id.to_string(), subscriptions: tables.receivers })
+                    .collect();
+                Plan { writes, ..Plan::answer(IndexAnswer::RevokedAll(gone.len() as u64)) }
+            }
             Ask::Receivers(of) => {
                 // The read holds this kind's receivers only.
                 Plan::answer(IndexAnswer::Receivers { of, entries: receivers(&mut feed) })
@@ -986,6 +1149,56 @@ fn add_receiver(tables: Tables, entry: StoredReceiver, receivers: Vec<StoredRece
     Plan { writes, ..Plan::answer(IndexAnswer::Created(entry)) }
 }
 
+/// The devices read, where their tables exist (an owner who never signed a device in has none).
+fn stored_devices(tables: Tables, feed: &Feed) -> &[StoredDevice] {
+    if tables.devices {
+        made(feed.devices.as_deref(), "the devices")
+    } else {
+        &[]
+    }
+}
+
+/// The devices whose sign-in still lasts at `now`.
+fn lasting(stored: &[StoredDevice], now: EpochMs) -> impl Iterator<Item = &Device> {
+    stored.iter().map(|d| &d.device).filter(move |d| devices::lasts(d, now))
+}
+
+/// The removal of every device whose sign-in has ended, with what belongs to it.
+fn remove_ended(tables: Tables, stored: &[StoredDevice], now: EpochMs) -> Vec<Write> {
+    let ended = devices::ended(stored, now);
+    ended.into_iter().map(|id| Write::RemoveDevice { id, subscriptions: tables.receivers }).collect()
+}
+
+fn device_not_found() -> Plan {
+    Plan::refused(Code::DeviceNotFound, "no such device")
+}
+
+/// A device signs in within the owner's devices and sign-ins per period; the devices that have
+/// ended go with it, and the sign-ins that count no more.
+fn sign_in(tables: Tables, device: StoredDevice, granted: Granted, feed: &Feed, now: EpochMs) -> Plan {
+    let held = stored_devices(tables, feed);
+    let recent = if tables.devices { made(feed.sign_ins, "the recent sign-ins") } else { 0 };
+    if let Err(refused) = devices::admit_sign_in(lasting(held, now).count(), recent) {
+        return Plan::answer(IndexAnswer::Refused(refused));
+    }
+    let mut writes = if tables.devices { remove_ended(tables, held, now) } else { vec![Write::DeviceSchema] };
+    let listed = device.device.clone();
+    writes.push(Write::AddDevice(device));
+    writes.push(Write::SignedIn { at: now });
+    writes.push(Write::TrimSignIns { before: devices::sign_ins_since(now) });
+    Plan { writes, ..Plan::answer(IndexAnswer::SignedIn { device: listed, granted }) }
+}
+
+/// A push subscription made from a device that no longer lasts (revoked while its access token
+/// still lives): refused as the token's device is, 401 `auth.revoked`.
+fn device_gone(tables: Tables, entry: &StoredReceiver, feed: &Feed, now: EpochMs) -> Option<Plan> {
+    let Address::Push { device: Some(id), .. } = &entry.address else { return None };
+    if lasting(stored_devices(tables, feed), now).any(|d| d.id == *id) {
+        return None;
+    }
+    Some(Plan::refused(Code::AuthRevoked, "the device this token came from is signed out; sign in again"))
+}
+
 /// The tables once `writes` commit.
 fn tables_after(mut tables: Tables, writes: &[Write]) -> Tables {
     for w in writes {
@@ -993,6 +1206,7 @@ fn tables_after(mut tables: Tables, writes: &[Write]) -> Tables {
             Write::ListSchema => tables.list = true,
             Write::ReceiverSchema => tables.receivers = true,
             Write::ErasedSchema => tables.erased = true,
+            Write::DeviceSchema => tables.devices = true,
             _ => {}
         }
     }

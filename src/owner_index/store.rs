@@ -6,6 +6,7 @@
 
 use crate::sqlite::count;
 use handoff_api::notifications::message_body;
+use handoff_core::owner::devices::{Device, StoredDevice};
 use handoff_core::owner::receiver::{Delivery, Receiver};
 use handoff_core::owner::{
     stored, Address, DeliveryFacts, Feed, HandoffFacts, HeldRow, PendingRef, Read, StoredReceiver, Tables, Waiting,
@@ -30,7 +31,7 @@ const LIST: [&str; 2] = [
 /// is in).
 const RECEIVERS: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS webhooks (id TEXT PRIMARY KEY, url TEXT NOT NULL, events TEXT NOT NULL, secret TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS push_subscriptions (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, origin TEXT NOT NULL, p256dh TEXT NOT NULL, auth TEXT NOT NULL, events TEXT NOT NULL, console TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS push_subscriptions (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, origin TEXT NOT NULL, p256dh TEXT NOT NULL, auth TEXT NOT NULL, events TEXT NOT NULL, console TEXT NOT NULL, created_at INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0, device TEXT)",
     "CREATE TABLE IF NOT EXISTS deliveries (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, receiver TEXT NOT NULL, type TEXT NOT NULL, handoff TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, last_attempt_at INTEGER, next_attempt_at INTEGER, created_at INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at)",
     "CREATE INDEX IF NOT EXISTS deliveries_of ON deliveries (receiver, seq)",
@@ -54,6 +55,15 @@ const EARLIER_COLUMNS: [(&str, &str); 14] = [
     ("package_version", "package_version"),
     ("package_hash", "package_hash"),
 ];
+
+/// The signed-in devices (their credential's hash only) and the sign-ins of the last period.
+const DEVICES: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS devices (id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT NOT NULL, created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS device_sign_ins (at INTEGER NOT NULL)",
+];
+
+/// What a push subscription stored before devices lacks: the device it was made from (none).
+const SUBSCRIPTION_DEVICE: &str = "ALTER TABLE push_subscriptions ADD COLUMN device TEXT";
 
 /// The erased lives of hand-offs: a row of a life at or below `incarnation` is not taken.
 const ERASED: &str =
@@ -101,10 +111,11 @@ fn unbound(statements: impl IntoIterator<Item = String>) -> Vec<Statement> {
 pub fn tables(storage: &Storage) -> Result<Tables> {
     let sql = storage.sql();
     let found: Vec<Name> = sql
-        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries', 'erased')", None)?
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries', 'erased', 'devices')", None)?
         .to_array()?;
     let has = |t: &str| found.iter().any(|n| n.name == t);
-    let mut tables = Tables { list: has("list"), receivers: has("deliveries"), erased: has("erased") };
+    let mut tables =
+        Tables { list: has("list"), receivers: has("deliveries"), erased: has("erased"), devices: has("devices") };
     if !tables.list && has("rows") {
         let mut statements = unbound(LIST.iter().map(|s| s.to_string()));
         statements.push((move_earlier_rows(&sql)?, Vec::new()));
@@ -114,6 +125,13 @@ pub fn tables(storage: &Storage) -> Result<Tables> {
     if !tables.receivers && has("webhooks") {
         commit(storage, earlier_deliveries(has("push_subscriptions")))?;
         tables.receivers = true;
+    }
+    if tables.receivers {
+        let columns: Vec<Name> =
+            sql.exec("SELECT name FROM pragma_table_info('push_subscriptions')", None)?.to_array()?;
+        if !columns.iter().any(|c| c.name == "device") {
+            commit(storage, unbound([SUBSCRIPTION_DEVICE.to_string()]))?;
+        }
     }
     Ok(tables)
 }
@@ -187,6 +205,8 @@ struct ReceiverStored {
     auth: String,
     #[serde(default)]
     console: String,
+    #[serde(default)]
+    device: Option<String>,
 }
 
 impl ReceiverStored {
@@ -200,6 +220,7 @@ impl ReceiverStored {
                 p256dh: self.p256dh,
                 auth: self.auth,
                 console: self.console,
+                device: self.device,
             },
         };
         let (events, unknown) = stored::events(&self.events);
@@ -245,6 +266,23 @@ struct Seq {
 #[derive(serde::Deserialize)]
 struct Life {
     incarnation: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct DeviceStored {
+    id: String,
+    name: String,
+    secret_hash: String,
+    created_at: i64,
+    last_seen_at: i64,
+}
+
+impl DeviceStored {
+    fn device(self) -> StoredDevice {
+        let device =
+            Device { id: self.id, name: self.name, created_at: self.created_at, last_seen_at: self.last_seen_at };
+        StoredDevice { device, secret_hash: self.secret_hash }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -306,7 +344,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
             for &kind in of {
                 let query = match kind {
                     Receiver::Webhook => "SELECT id, url, secret, events, created_at, dropped FROM webhooks ORDER BY created_at, id",
-                    Receiver::Push => "SELECT id, endpoint, origin, p256dh, auth, events, console, created_at, dropped FROM push_subscriptions ORDER BY created_at, id",
+                    Receiver::Push => "SELECT id, endpoint, origin, p256dh, auth, events, console, created_at, dropped, device FROM push_subscriptions ORDER BY created_at, id",
                 };
                 let rows: Vec<ReceiverStored> = sql.exec(query, None)?.to_array()?;
                 for (entry, unknown) in rows.into_iter().map(|r| r.entry(kind)) {
@@ -407,6 +445,19 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
             feed.erased = Some(lives.into_iter().next().map(|l| l.incarnation.max(0) as u64));
         }
         Read::StorageOf { id } => feed.storage_of = Some(storage_of(&sql, id)?),
+        Read::Devices => {
+            let rows: Vec<DeviceStored> = sql
+                .exec(
+                    "SELECT id, name, secret_hash, created_at, last_seen_at FROM devices ORDER BY created_at, id",
+                    None,
+                )?
+                .to_array()?;
+            feed.devices = Some(rows.into_iter().map(DeviceStored::device).collect());
+        }
+        Read::SignIns { since } => {
+            let n = count(&sql, "SELECT COUNT(*) AS n FROM device_sign_ins WHERE at >= ?", vec![(*since).into()])?;
+            feed.sign_ins = Some(n.max(0) as usize);
+        }
     }
     Ok(())
 }
@@ -512,6 +563,25 @@ pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
                 "DELETE FROM deliveries WHERE receiver = ? AND state != 'pending' AND seq <= ?".into(),
                 vec![to.as_str().into(), (*through).into()],
             )),
+            Write::DeviceSchema => out.extend(unbound(DEVICES.iter().map(|s| s.to_string()))),
+            Write::AddDevice(d) => out.push((
+                "INSERT INTO devices (id, name, secret_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)".into(),
+                vec![d.device.id.as_str().into(), d.device.name.as_str().into(), d.secret_hash.as_str().into(), d.device.created_at.into(), d.device.last_seen_at.into()],
+            )),
+            Write::SignedIn { at } => out.push(("INSERT INTO device_sign_ins (at) VALUES (?)".into(), vec![(*at).into()])),
+            Write::TrimSignIns { before } => out.push(("DELETE FROM device_sign_ins WHERE at < ?".into(), vec![(*before).into()])),
+            Write::SeenDevice { id, at } => out.push(("UPDATE devices SET last_seen_at = ? WHERE id = ?".into(), vec![(*at).into(), id.as_str().into()])),
+            Write::RenameDevice { id, name } => out.push(("UPDATE devices SET name = ? WHERE id = ?".into(), vec![name.as_str().into(), id.as_str().into()])),
+            Write::RemoveDevice { id, subscriptions } => {
+                if *subscriptions {
+                    out.push((
+                        "DELETE FROM deliveries WHERE kind = 'push' AND receiver IN (SELECT id FROM push_subscriptions WHERE device = ?)".into(),
+                        vec![id.as_str().into()],
+                    ));
+                    out.push(("DELETE FROM push_subscriptions WHERE device = ?".into(), vec![id.as_str().into()]));
+                }
+                out.push(("DELETE FROM devices WHERE id = ?".into(), vec![id.as_str().into()]));
+            }
         }
     }
     Ok(out)
@@ -524,8 +594,8 @@ fn add_receiver(entry: &StoredReceiver) -> Statement {
             "INSERT INTO webhooks (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)".into(),
             vec![entry.id.as_str().into(), url.as_str().into(), events.into(), secret.as_str().into(), entry.created_at.into()],
         ),
-        Address::Push { endpoint, origin, p256dh, auth, console } => (
-            "INSERT INTO push_subscriptions (id, endpoint, origin, p256dh, auth, events, console, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)".into(),
+        Address::Push { endpoint, origin, p256dh, auth, console, device } => (
+            "INSERT INTO push_subscriptions (id, endpoint, origin, p256dh, auth, events, console, created_at, device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)".into(),
             vec![
                 entry.id.as_str().into(),
                 endpoint.as_str().into(),
@@ -535,6 +605,7 @@ fn add_receiver(entry: &StoredReceiver) -> Statement {
                 events.into(),
                 console.as_str().into(),
                 entry.created_at.into(),
+                device.as_deref().into(),
             ],
         ),
     }

@@ -335,8 +335,9 @@ def test_screenshots_of_a_three_turn_conversation_on_a_phone_and_a_desktop(pages
 
 def test_the_permission_mode_a_turn_runs_in_is_shown_beside_its_runtime(pages, api, cli):
     """The machine's running report names the turn's runtime and permission mode: the session's
-    facts and the turn show both, live; the next turn has none until its report names one, and
-    the turn before keeps its own."""
+    facts and the turn show both, live, the mode labelled as the machine's own report (the service
+    cannot check it); the next turn has none until its report names one, and the turn before keeps
+    its own."""
     owner_token = cli.owner_token(unique("console-mode"))
     record, machine = api.create(owner_token, unique("chat"))
     hid = record["id"]
@@ -351,7 +352,8 @@ def test_the_permission_mode_a_turn_runs_in_is_shown_beside_its_runtime(pages, a
     expect(page.locator("#permission-mode")).to_have_text("acceptEdits", timeout=TWO_S)
     expect(page.locator("#runtime")).to_have_text("claude-code")
     expect(turn1.locator(".turn-mode")).to_have_text("acceptEdits", timeout=TWO_S)
-    expect(turn1.locator(".turn-head")).to_contain_text("on claude-code · permission mode acceptEdits")
+    expect(turn1.locator(".turn-head")).to_contain_text("on claude-code · permission mode acceptEdits, as the machine reports it")
+    expect(page.locator("dd", has=page.locator("#permission-mode"))).to_contain_text("permission mode acceptEdits, as the machine reports it")
 
     api.call("POST", f"/v1/handoffs/{hid}/report", machine, {"turn": 1, "status": "done", "summary": "Edited"})
     api.call("POST", f"/v1/handoffs/{hid}/turns", owner_token, {"after": 1, "prompt": "Next"})

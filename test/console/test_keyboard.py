@@ -122,4 +122,6 @@ def test_keyboard_only(pages, api, cli):
     page.keyboard.press("Enter")
     expect(page.locator("form#sign-in")).to_be_visible()
     assert page.evaluate("() => sessionStorage.getItem('handoff.token')") is None, "sign-out forgets the token"
+    page.reload()
+    expect(page.locator("form#sign-in")).to_be_visible()
     w.assert_clean()

@@ -1,6 +1,7 @@
-"""The sign-in link (`#token=…`) never swaps the signed-in token silently: a first sign-in
-needs no confirmation, and a link carrying another token replaces the one held only after a
-confirmation that names both subjects. Saying no keeps the token held."""
+"""The sign-in link (`#token=…`) never swaps who is signed in silently: a first sign-in needs no
+confirmation, and a link carrying another owner's token signs in as them only after a
+confirmation that names both subjects. Saying no keeps the sign-in held. The owner token itself
+is kept nowhere: it signs the browser in as a device."""
 
 from playwright.sync_api import expect
 
@@ -11,7 +12,11 @@ def stored(page) -> str | None:
     return page.evaluate("() => sessionStorage.getItem('handoff.token')")
 
 
-def test_a_sign_in_link_replaces_a_signed_in_token_only_after_a_confirmation_naming_the_new_subject(pages, cli):
+def devices(api, token) -> list[str]:
+    return [d["name"] for d in api.call("GET", "/v1/devices", token)["devices"]]
+
+
+def test_a_sign_in_link_replaces_a_signed_in_token_only_after_a_confirmation_naming_the_new_subject(pages, cli, api):
     alice, bob = unique("alice"), unique("bob")
     alice_token, bob_token = cli.owner_token(alice), cli.owner_token(bob)
     w = pages("owner")
@@ -23,10 +28,11 @@ def test_a_sign_in_link_replaces_a_signed_in_token_only_after_a_confirmation_nam
     expect(confirm).to_be_hidden()
     expect(page.locator("#who")).to_have_text(f"Signed in as {alice} (owner)")
 
-    # The same token again: nothing is replaced, nothing asked.
+    # The same token again: nothing is replaced, nothing asked, no second device.
     page.goto(f"{BASE}/#token={alice_token}")
     expect(page).to_have_url(f"{BASE}/#/")
     expect(confirm).to_be_hidden()
+    assert len(devices(api, alice_token)) == 1
 
     # Another owner's link: asked first, naming bob and alice; nothing changed meanwhile.
     page.goto(f"{BASE}/#token={bob_token}")
@@ -35,14 +41,15 @@ def test_a_sign_in_link_replaces_a_signed_in_token_only_after_a_confirmation_nam
     expect(page.locator("#confirm-title")).to_have_text(f"Sign in as {bob} (owner)?")
     expect(page.locator("#confirm-text")).to_contain_text(f"signed in as {alice} (owner)")
     expect(page.locator("#confirm-text")).to_contain_text(f"the link signs in as {bob} (owner)")
-    assert stored(page) == alice_token, "the link's token is not kept before the owner says yes"
+    assert stored(page) is None, "no token is kept"
+    assert devices(api, bob_token) == [], "bob is not signed in before the owner says yes"
     expect(page.locator("#who")).to_have_text(f"Signed in as {alice} (owner)")
 
     # No: alice stays signed in.
     page.locator("button#confirm-no").click()
     expect(confirm).to_be_hidden()
     expect(page.locator("#message")).to_contain_text(f"still signed in as {alice} (owner)")
-    assert stored(page) == alice_token, "saying no keeps the token held"
+    assert devices(api, bob_token) == [], "saying no keeps alice signed in"
     expect(page.locator("#who")).to_have_text(f"Signed in as {alice} (owner)")
 
     # Yes: bob's token replaces alice's.
@@ -52,11 +59,12 @@ def test_a_sign_in_link_replaces_a_signed_in_token_only_after_a_confirmation_nam
     page.locator("button#confirm-yes").click()
     expect(confirm).to_be_hidden()
     expect(page.locator("#who")).to_have_text(f"Signed in as {bob} (owner)")
-    assert stored(page) == bob_token
+    assert len(devices(api, bob_token)) == 1
+    assert devices(api, alice_token) == [], "alice's device was signed out as bob signed in"
 
     # A link whose token is no token at all replaces nothing, and asks nothing.
     page.goto(f"{BASE}/#token=not-a-token")
     expect(page.locator("#error")).to_contain_text("auth.invalid")
     expect(confirm).to_be_hidden()
-    assert stored(page) == bob_token
+    expect(page.locator("#who")).to_have_text(f"Signed in as {bob} (owner)")
     w.assert_clean()

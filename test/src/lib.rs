@@ -71,6 +71,8 @@ pub struct Answer {
     pub allow: Option<String>,
     pub etag: Option<String>,
     pub retry_after: Option<String>,
+    pub set_cookie: Option<String>,
+    pub cache_control: Option<String>,
 }
 
 impl Answer {
@@ -150,6 +152,8 @@ impl Client {
         let allow = header("Allow");
         let etag = header("ETag");
         let retry_after = header("Retry-After");
+        let set_cookie = header("Set-Cookie");
+        let cache_control = header("Cache-Control");
         // An answer cut off mid-body (the Worker was killed) was not received: it acknowledges
         // nothing, so it is an error, not an empty 200.
         let text = response
@@ -168,6 +172,8 @@ impl Client {
             allow,
             etag,
             retry_after,
+            set_cookie,
+            cache_control,
         })
     }
 

@@ -157,6 +157,7 @@ const NOTIFICATIONS_BACK: &[&str] = &[
     "INSERT INTO push_deliveries SELECT seq, receiver, type, handoff, version, body, attempts, next_attempt_at, created_at FROM deliveries WHERE kind = 'push'",
     "DROP TABLE deliveries",
     "ALTER TABLE push_subscriptions DROP COLUMN dropped",
+    "ALTER TABLE push_subscriptions DROP COLUMN device",
 ];
 
 #[test]
@@ -193,6 +194,54 @@ fn an_owners_pending_notifications_stored_by_the_earlier_build_move_to_one_table
             && !has_table(&index, "push_deliveries")
     );
     assert!(has_column(&index, "push_subscriptions", "dropped"));
+    assert!(has_column(&index, "push_subscriptions", "device"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// An owner's index as the build before devices wrote it: push subscriptions that name no device.
+const DEVICES_BACK: &[&str] = &[
+    "DROP TABLE IF EXISTS devices",
+    "DROP TABLE IF EXISTS device_sign_ins",
+    "ALTER TABLE push_subscriptions DROP COLUMN device",
+];
+
+#[test]
+fn push_subscriptions_stored_before_devices_belong_to_no_device_and_stay_when_every_device_is_revoked() {
+    let state = temp_state("devices-earlier");
+    let mut server = Server::start_with_vars(&state, None, &[("HANDOFF_VAPID_PRIVATE_KEY", DEV_VAPID_PRIVATE_KEY)]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let service = PushService::start(DEV_VAPID_PUBLIC_KEY);
+    let earlier = c.post("/v1/push/subscriptions", &alice, service.subscribe().json());
+    assert_eq!(earlier.status, 201, "{}", earlier.text);
+    let earlier_id = earlier.body["subscription"]["id"].clone();
+    server.stop();
+
+    let index = owners_index_rewritten(&state, DEVICES_BACK);
+    assert!(!has_column(&index, "push_subscriptions", "device"), "the index is of the build before devices now");
+
+    server.restart();
+    let c = server.client();
+    let listed = c.get("/v1/push/subscriptions", &alice);
+    assert_eq!(listed.body["subscriptions"][0]["id"], earlier_id, "{}", listed.text);
+    assert_eq!(listed.body["subscriptions"][0]["device"], serde_json::Value::Null, "it belongs to no device");
+    let signed = c.post("/v1/devices", &alice, json!({"name": "phone"}));
+    assert_eq!(signed.status, 201, "{}", signed.text);
+    let access = signed.body["access_token"].as_str().unwrap().to_string();
+    assert_eq!(c.post("/v1/push/subscriptions", &access, service.subscribe().json()).status, 201);
+    let revoked = c.post("/v1/devices/revoke-all", &alice, json!({"keep_current": false}));
+    assert_eq!(revoked.body["revoked"], 1, "{}", revoked.text);
+    let left = c.get("/v1/push/subscriptions", &alice);
+    let ids: Vec<&serde_json::Value> =
+        left.body["subscriptions"].as_array().unwrap().iter().map(|s| &s["id"]).collect();
+    assert_eq!(ids, [&earlier_id], "the device's subscription went with it, the earlier one stays: {}", left.text);
+    let (id, machine, _) = c.create(&alice);
+    assert_eq!(c.report(&id, &machine, 1, "needs-you", Some("which branch?")).status, 200);
+    let pushed = service.wait_for(1, Duration::from_secs(60));
+    assert_eq!(pushed[0].json()["handoff"]["id"], json!(id), "the earlier subscription is still sent to");
+    server.stop();
+    assert!(has_column(&index, "push_subscriptions", "device") && has_table(&index, "devices"));
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }

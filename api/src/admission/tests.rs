@@ -499,3 +499,71 @@ fn the_object_starts_hook_takes_no_query() {
     assert_eq!(starts("/v1/test/object-starts"), Ok(true));
     assert_eq!(starts("/v1/test/object-starts?x").unwrap_err().code, Code::RequestInvalid);
 }
+
+// Devices: the refresh is the one route a cookie authenticates, behind its CSRF defence.
+
+fn refresh_head(header: Option<&str>, origin: Option<&str>, cookie: Option<&str>) -> Head {
+    let mut head = head("POST", "/v1/devices/refresh", None);
+    head.refresh = header.map(str::to_string);
+    head.origin = origin.map(str::to_string);
+    head.cookie = cookie.map(str::to_string);
+    head
+}
+
+fn credential() -> crate::device::Credential {
+    crate::device::Credential::new("alice", [3; crate::device::DEVICE_ID_BYTES], [4; crate::device::SECRET_BYTES])
+}
+
+#[test]
+fn a_refresh_needs_its_header_its_own_origin_and_a_credential_and_asks_the_credentials_owner_for_a_fresh_token() {
+    let me = Some("https://handoff.example");
+    let set = credential().set_cookie("https://handoff.example");
+    let cookie = set.split(';').next().unwrap().to_string();
+    assert_eq!(refused(&refresh_head(None, me, Some(&cookie)), &setting()), Code::AuthForbidden, "no header");
+    assert_eq!(
+        refused(&refresh_head(Some("1"), Some("https://evil.example"), Some(&cookie)), &setting()),
+        Code::AuthForbidden,
+        "another origin"
+    );
+    assert_eq!(refused(&refresh_head(Some("1"), None, Some(&cookie)), &setting()), Code::AuthForbidden, "no origin");
+    assert_eq!(refused(&refresh_head(Some("1"), me, None), &setting()), Code::AuthRequired, "no credential");
+    // A bearer token is no credential here: the refresh reads the cookie alone.
+    let mut bearer = refresh_head(Some("1"), me, None);
+    bearer.authorization = Some(format!("Bearer {}", owner()));
+    assert_eq!(refused(&bearer, &setting()), Code::AuthRequired);
+
+    let head = refresh_head(Some("1"), me, Some(&cookie));
+    let admission = admitted(&head, &setting()).unwrap();
+    let Next::Index { owner, ask } = admission.next(&head, b"", None, &setting(), || NOW_MS, &ones).unwrap() else {
+        panic!("a refresh asks the owner's index")
+    };
+    assert_eq!(owner, "alice");
+    let IndexAsk::DeviceRefresh(id, secret_hash, granted) = ask else { panic!("{ask:?}") };
+    assert_eq!((id, secret_hash), (credential().device, credential().secret_hash()));
+    let (claims, device) =
+        token::verify_caller(&granted.access_token, KEY.as_bytes(), NOW_S, &Expect::default()).unwrap();
+    assert_eq!((claims.sub.as_str(), device), ("alice", Some(credential().device)));
+    assert_eq!((claims.exp, granted.cookie), (NOW_S + handoff_core::limits::ACCESS_TOKEN_TTL_S, None));
+}
+
+#[test]
+fn a_devices_access_token_is_an_owners_everywhere_but_signing_a_device_in() {
+    let access = token::access_token("alice", &credential().device, KEY.as_bytes(), NOW_S, &Expect::default());
+    let read = head("GET", &format!("/v1/handoffs/{HID}"), Some(&access));
+    assert!(next(&read, b"").is_ok(), "an owner's token on a hand-off's route");
+    let sign_in = head("POST", "/v1/devices", Some(&access));
+    let admission = admitted(&sign_in, &setting()).unwrap();
+    let refused = admission.next(&sign_in, b"{}", None, &setting(), || NOW_MS, &ones).unwrap_err();
+    assert_eq!(refused.code, Code::AuthForbidden);
+    let by_owner = head("POST", "/v1/devices", Some(&owner()));
+    let admission = admitted(&by_owner, &setting()).unwrap();
+    assert!(matches!(
+        admission.next(&by_owner, b"{}", None, &setting(), || NOW_MS, &ones),
+        Ok(Next::Index { ask: IndexAsk::DeviceSignIn(..), .. })
+    ));
+    assert_eq!(refused_code(&head("POST", "/v1/devices", Some(&machine(HID)))), Code::AuthForbidden, "not a machine");
+}
+
+fn refused_code(head: &Head) -> Code {
+    refused(head, &setting())
+}

@@ -72,7 +72,7 @@ pub fn permission_text(tool: &str, input: &serde_json::Value) -> String {
 pub fn permission_input(input: &serde_json::Value) -> Option<String> {
     let text = |k: &str| input[k].as_str();
     let rendered = if let Some(command) = text("command") {
-        command.to_string()
+        command_with_how(command, input)
     } else if let (Some(path), Some(content)) = (text("file_path"), text("content")) {
         format!("{path}\n\n{content}")
     } else if let (Some(path), Some(old), Some(new)) = (text("file_path"), text("old_string"), text("new_string")) {
@@ -94,6 +94,32 @@ pub fn permission_input(input: &serde_json::Value) -> Option<String> {
         serde_json::to_string_pretty(input).unwrap_or_default()
     };
     Some(sendable(&rendered))
+}
+
+/// The fields of a command's input that say nothing about what runs (Claude Code's Bash
+/// `description`); every other one is shown with the command.
+const COMMAND_NOTE_FIELDS: [&str; 2] = ["command", "description"];
+
+/// A command whole, then every other field of its input that changes how it runs, one a line:
+/// Claude Code's Bash `run_in_background`, `dangerouslyDisableSandbox` and `timeout` in words,
+/// any field this build does not know as `name: value`.
+fn command_with_how(command: &str, input: &serde_json::Value) -> String {
+    let mut out = command.to_string();
+    let Some(fields) = input.as_object() else { return out };
+    for (name, value) in fields.iter().filter(|(k, v)| !COMMAND_NOTE_FIELDS.contains(&k.as_str()) && !v.is_null()) {
+        let line = match (name.as_str(), value) {
+            ("run_in_background", serde_json::Value::Bool(false)) => continue,
+            ("dangerouslyDisableSandbox", serde_json::Value::Bool(false)) => continue,
+            ("run_in_background", serde_json::Value::Bool(true)) => "runs in the background".to_string(),
+            ("dangerouslyDisableSandbox", serde_json::Value::Bool(true)) => {
+                "runs outside the sandbox (dangerouslyDisableSandbox)".to_string()
+            }
+            ("timeout", serde_json::Value::Number(ms)) => format!("timeout: {ms} ms"),
+            (name, value) => format!("{name}: {value}"),
+        };
+        out.push_str(&format!("\n[{line}]"));
+    }
+    out
 }
 
 /// `old` to `new` as a diff of lines: the lines both start and end with as context (` `),
@@ -169,6 +195,20 @@ mod tests {
         );
         assert_eq!(permission_input(&json!({})), None);
         assert_eq!(permission_input(&serde_json::Value::Null), None);
+
+        let how = json!({"command": "npm start", "description": "d", "run_in_background": true, "dangerouslyDisableSandbox": true, "timeout": 600000, "shell": "zsh"});
+        let shown = permission_input(&how).unwrap();
+        assert!(shown.starts_with("npm start\n") && !shown.contains("description"), "{shown}");
+        for line in [
+            "[runs in the background]",
+            "[runs outside the sandbox (dangerouslyDisableSandbox)]",
+            "[timeout: 600000 ms]",
+            "[shell: \"zsh\"]",
+        ] {
+            assert!(shown.contains(line), "every field that changes what runs is shown: {line} in {shown}");
+        }
+        let plain = json!({"command": "ls", "run_in_background": false, "dangerouslyDisableSandbox": false});
+        assert_eq!(permission_input(&plain).as_deref(), Some("ls"), "a false switch changes nothing");
 
         let hostile = json!({"command": "echo hi\u{1b}]52;c;eA==\u{7}\rrm -rf ~"});
         let sent = permission_input(&hostile).unwrap();

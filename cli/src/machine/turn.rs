@@ -430,12 +430,10 @@ fn session_vars(setup: &Setup<'_>, token_path: &Path) -> Vec<(&'static str, Stri
     vars
 }
 
-/// `PATH` with this program's folder first.
+/// `PATH` with this program's folder first, and only absolute entries after it: an empty or
+/// relative entry would find a program the model planted in the workspace.
 fn path_with_this_program() -> Option<String> {
-    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let rest = std::env::var_os("PATH").unwrap_or_default();
-    let joined = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).ok()?;
-    Some(joined.to_string_lossy().into_owned())
+    crate::workspace::harness_path(std::env::current_exe().ok()?.parent(), std::env::var("PATH").ok().as_deref())
 }
 
 impl fmt::Display for TurnError {

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// The sandbox every served Codex thread runs in: the workspace writable, no network.
 pub const SANDBOX: &str = "workspace-write";
+/// Who reviews a served thread's approvals: the person (the owner, through serve), never Codex's
+/// `auto_review` subagent, whatever a config file says.
+pub const APPROVALS_REVIEWER: &str = "user";
 /// Codex's feature that offers the model its `request_user_input` tool outside Plan mode
 /// (0.169.0 lists it "under development", off; without it the tool answers the model
 /// "request_user_input is unavailable in Default mode"). Set with `-c`, which a Codex that
@@ -108,18 +111,78 @@ pub fn served_settings(program: &str, wait_s: u64) -> Vec<String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approval {
     pub kind: ApprovalKind,
-    /// The whole input: the command with its folder, a file change's paths and diffs, the
-    /// permissions asked for.
+    /// The whole input: every field that changes what an Allow approves (the command with its
+    /// folder and kind, the network host, the reason, the proposed rules; a file change's paths
+    /// and diffs; the permissions asked for).
     pub text: String,
-    /// Codex's reason, when it gives one.
+    /// Codex's reason, when it gives one (in `text` too).
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalKind {
     Command,
+    /// Input written to a terminal a command left running (`writeStdin`).
+    TerminalInput,
+    /// A managed checkpoint that wants a person's decision (`humanCommand`).
+    HumanCommand,
+    /// A command's network access to a host (`networkApprovalContext`).
+    Network,
     FileChange,
     Permissions,
+}
+
+impl Approval {
+    /// The question's title: what is asked, and the first line of it.
+    pub fn title(&self) -> String {
+        let what = match self.kind {
+            ApprovalKind::Command => "Command",
+            ApprovalKind::TerminalInput => "Input to a running terminal",
+            ApprovalKind::HumanCommand => "Checkpoint",
+            ApprovalKind::Network => "Network access",
+            ApprovalKind::FileChange => "File change",
+            ApprovalKind::Permissions => "Permissions",
+        };
+        format!("{what}: {}", self.text.lines().next().unwrap_or_default())
+    }
+}
+
+/// Why an approval request is declined without asking anyone: it carries a kind or a field this
+/// build cannot show, so an Allow would approve what the owner never saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unshowable(pub String);
+
+impl Unshowable {
+    /// The note the model reads with the decline.
+    pub fn note(&self) -> String {
+        format!(
+            "handoff serve declined this without asking the owner: {}, and the owner is never asked to approve what they \
+             cannot see. Do it another way, or end the turn saying what you need.",
+            self.0
+        )
+    }
+}
+
+/// The fields of an approval request that change nothing it approves: its ids and time, and the
+/// answers Codex takes (`availableDecisions`; serve answers accept, once, or decline).
+const ROUTING_FIELDS: [&str; 6] = ["itemId", "threadId", "turnId", "startedAtMs", "approvalId", "availableDecisions"];
+
+/// Every field of `params` outside `shown` and the routing fields, when it holds a value: what
+/// an Allow would approve unseen.
+fn unshown(params: &Value, shown: &[&str]) -> Result<(), Unshowable> {
+    let Some(fields) = params.as_object() else {
+        return Err(Unshowable("the request is not an object".into()));
+    };
+    let extra: Vec<&str> = fields
+        .iter()
+        .filter(|(k, v)| !v.is_null() && !shown.contains(&k.as_str()) && !ROUTING_FIELDS.contains(&k.as_str()))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if extra.is_empty() {
+        Ok(())
+    } else {
+        Err(Unshowable(format!("it carries {} that this build cannot show", extra.join(", "))))
+    }
 }
 
 /// The answer to an [`Approval`].
@@ -246,7 +309,9 @@ impl AppServer {
     /// Starts `codex app-server` as `config` says and initializes it.
     pub fn start(config: &Config) -> Result<AppServer, DriverError> {
         let mut cmd = Command::new(&config.program);
-        cmd.arg("app-server").args(ENABLE_QUESTIONS).args(NO_HOOKS).args(&config.args).current_dir(&config.cwd);
+        cmd.arg("app-server").args(ENABLE_QUESTIONS).args(NO_HOOKS);
+        // The workspace's own `.codex/` is the model's to write: never applied.
+        cmd.args(crate::workspace::codex_untrusted(&config.cwd)).args(&config.args).current_dir(&config.cwd);
         for name in &config.env_remove {
             cmd.env_remove(name);
         }
@@ -312,15 +377,14 @@ impl AppServer {
     /// Starts a thread in the workspace, in [`SANDBOX`], with the configured approval policy;
     /// answers its id.
     pub fn start_thread(&mut self) -> Result<String, DriverError> {
-        let params = json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
+        let params = json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX});
         let result = self.request("thread/start", params)?;
         Ok(result["thread"]["id"].as_str().unwrap_or_default().to_string())
     }
 
     /// Resumes thread `id` (from Codex's own store), so its next turn carries the exchange so far.
     pub fn resume_thread(&mut self, id: &str) -> Result<String, DriverError> {
-        let params =
-            json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "sandbox": SANDBOX});
+        let params = json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX});
         let result = self.request("thread/resume", params)?;
         Ok(result["thread"]["id"].as_str().unwrap_or(id).to_string())
     }
@@ -403,12 +467,11 @@ impl AppServer {
         cancel: &AtomicBool,
         handler: &mut dyn Handler,
     ) -> Result<Result<Value, Value>, DriverError> {
-        let decided = |handler: &mut dyn Handler, approval: Approval| {
-            if cancel.load(Ordering::SeqCst) {
-                Decision::Deny { note: None }
-            } else {
-                handler.approval(&approval)
-            }
+        let decided = |handler: &mut dyn Handler, approval: Result<Approval, Unshowable>| match approval {
+            _ if cancel.load(Ordering::SeqCst) => Decision::Deny { note: None },
+            Ok(approval) => handler.approval(&approval),
+            // Never put to the owner, never approved blind: the note says why.
+            Err(why) => Decision::Deny { note: Some(why.note()) },
         };
         match method {
             "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => {
@@ -643,19 +706,89 @@ pub fn outcome(turn: &Value, streamed_message: &str) -> TurnOutcome {
     }
 }
 
-/// `item/commandExecution/requestApproval`: the command whole, and the folder it runs in.
-pub fn command_approval(params: &Value) -> Approval {
-    let command = params["command"].as_str().unwrap_or("(no command given)");
-    let mut text = command.to_string();
-    if let Some(cwd) = params["cwd"].as_str() {
-        text.push_str(&format!("\nin {cwd}"));
+/// `item/commandExecution/requestApproval`, shown whole: its kind (a command, input to a
+/// running terminal, a checkpoint), the command and its folder, the network host it wants
+/// (`networkApprovalContext`), the reason, and the rules Codex proposes to add
+/// (`proposedExecpolicyAmendment`, `proposedNetworkPolicyAmendments`), which an Allow does not
+/// add (it accepts this once). A kind or a field this build does not know is [`Unshowable`].
+pub fn command_approval(params: &Value) -> Result<Approval, Unshowable> {
+    const SHOWN: [&str; 9] = [
+        "kind",
+        "command",
+        "cwd",
+        "environmentId",
+        "networkApprovalContext",
+        "reason",
+        "proposedExecpolicyAmendment",
+        "proposedNetworkPolicyAmendments",
+        "commandActions",
+    ];
+    unshown(params, &SHOWN)?;
+    let network = &params["networkApprovalContext"];
+    let kind = match (params["kind"].as_str(), network.is_null()) {
+        (None | Some("command"), true) => ApprovalKind::Command,
+        (None | Some("command"), false) => ApprovalKind::Network,
+        (Some("writeStdin"), true) => ApprovalKind::TerminalInput,
+        (Some("humanCommand"), true) => ApprovalKind::HumanCommand,
+        (Some(other), _) => return Err(Unshowable(format!("it is of a kind this build cannot show ({other})"))),
+    };
+    let mut lines: Vec<String> = Vec::new();
+    if kind == ApprovalKind::Network {
+        let (host, protocol) = (network["host"].as_str(), network["protocol"].as_str());
+        let (Some(host), Some(protocol)) = (host, protocol) else {
+            return Err(Unshowable(format!("its network access names no host and protocol ({network})")));
+        };
+        lines.push(format!("{host} over {protocol}"));
     }
-    Approval { kind: ApprovalKind::Command, text, reason: params["reason"].as_str().map(str::to_string) }
+    match (params["command"].as_str(), kind) {
+        (Some(command), ApprovalKind::TerminalInput) => lines.push(format!("writes to the terminal: {command}")),
+        (Some(command), ApprovalKind::Network) => lines.push(format!("for the command: {command}")),
+        (Some(command), _) => lines.push(command.to_string()),
+        (None, ApprovalKind::Network) => {}
+        (None, _) => return Err(Unshowable("it names no command".into())),
+    }
+    if let Some(cwd) = params["cwd"].as_str() {
+        lines.push(format!("in {cwd}"));
+    }
+    if let Some(environment) = params["environmentId"].as_str() {
+        lines.push(format!("in environment {environment}"));
+    }
+    let reason = params["reason"].as_str().map(str::to_string);
+    if let Some(r) = &reason {
+        lines.push(format!("reason: {r}"));
+    }
+    lines.extend(proposed_rules(params)?);
+    Ok(Approval { kind, text: lines.join("\n"), reason })
+}
+
+/// The rules a command approval proposes to add, as lines; an Allow adds none of them.
+fn proposed_rules(params: &Value) -> Result<Vec<String>, Unshowable> {
+    let mut lines = Vec::new();
+    if let Some(words) = params["proposedExecpolicyAmendment"].as_array() {
+        let words: Option<Vec<&str>> = words.iter().map(Value::as_str).collect();
+        let words = words.ok_or_else(|| Unshowable("its proposed command rule is not a list of words".into()))?;
+        lines.push(format!(
+            "Codex proposes a rule to run commands starting `{}` without asking; Allow runs this once and adds no rule",
+            words.join(" ")
+        ));
+    }
+    if let Some(amendments) = params["proposedNetworkPolicyAmendments"].as_array() {
+        for a in amendments {
+            let (Some(action), Some(host)) = (a["action"].as_str(), a["host"].as_str()) else {
+                return Err(Unshowable(format!("a proposed network rule this build cannot show ({a})")));
+            };
+            lines.push(format!(
+                "Codex proposes a network rule: {action} {host} from now on; Allow answers this once and adds no rule"
+            ));
+        }
+    }
+    Ok(lines)
 }
 
 /// `item/fileChange/requestApproval`: the paths and diffs of its `fileChange` item (the
 /// request names the item; the changes come with the item's `item/started`).
-pub fn file_change_approval(params: &Value, item: Option<&Value>) -> Approval {
+pub fn file_change_approval(params: &Value, item: Option<&Value>) -> Result<Approval, Unshowable> {
+    unshown(params, &["reason", "grantRoot"])?;
     let changes = item.and_then(|i| i["changes"].as_array()).cloned().unwrap_or_default();
     let mut text = String::new();
     for change in &changes {
@@ -677,20 +810,28 @@ pub fn file_change_approval(params: &Value, item: Option<&Value>) -> Approval {
     if let Some(root) = params["grantRoot"].as_str() {
         text.push_str(&format!("and writes under {root} for the rest of the session\n"));
     }
-    Approval {
-        kind: ApprovalKind::FileChange,
-        text: text.trim_end().to_string(),
-        reason: params["reason"].as_str().map(str::to_string),
+    let reason = params["reason"].as_str().map(str::to_string);
+    if let Some(r) = &reason {
+        text.push_str(&format!("reason: {r}\n"));
     }
+    Ok(Approval { kind: ApprovalKind::FileChange, text: text.trim_end().to_string(), reason })
 }
 
 /// `item/permissions/requestApproval`: the permissions asked for, and the folder.
-pub fn permissions_approval(params: &Value) -> Approval {
+pub fn permissions_approval(params: &Value) -> Result<Approval, Unshowable> {
+    unshown(params, &["permissions", "cwd", "environmentId", "reason"])?;
     let mut text = format!("more permissions: {}", params["permissions"]);
     if let Some(cwd) = params["cwd"].as_str() {
         text.push_str(&format!("\nin {cwd}"));
     }
-    Approval { kind: ApprovalKind::Permissions, text, reason: params["reason"].as_str().map(str::to_string) }
+    if let Some(environment) = params["environmentId"].as_str() {
+        text.push_str(&format!("\nin environment {environment}"));
+    }
+    let reason = params["reason"].as_str().map(str::to_string);
+    if let Some(r) = &reason {
+        text.push_str(&format!("\nreason: {r}"));
+    }
+    Ok(Approval { kind: ApprovalKind::Permissions, text, reason })
 }
 
 /// The one question the owner's choice form carries, or why these cannot be asked (several
@@ -766,8 +907,68 @@ mod tests {
     fn a_command_approval_reads_as_the_whole_command_and_its_folder() {
         let a = command_approval(
             &json!({"command": "touch a && rm -rf b", "cwd": "/w", "itemId": "i", "threadId": "t", "turnId": "u", "startedAtMs": 1}),
-        );
+        )
+        .unwrap();
         assert_eq!((a.kind, a.text.as_str()), (ApprovalKind::Command, "touch a && rm -rf b\nin /w"));
+        assert_eq!(a.title(), "Command: touch a && rm -rf b");
+    }
+
+    #[test]
+    fn a_codex_approval_is_shown_whole_its_kind_host_reason_and_proposed_rules_or_declined_with_a_note() {
+        let base =
+            json!({"itemId": "i", "threadId": "t", "turnId": "u", "startedAtMs": 1, "approvalId": null, "cwd": "/w"});
+        let with = |extra: Value| {
+            let mut p = base.clone();
+            p.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            command_approval(&p)
+        };
+        let network = with(json!({
+            "command": "curl https://evil.example/x",
+            "networkApprovalContext": {"host": "evil.example", "protocol": "https"},
+            "reason": "network access",
+            "proposedNetworkPolicyAmendments": [{"action": "allow", "host": "evil.example"}],
+        }))
+        .unwrap();
+        assert_eq!(network.kind, ApprovalKind::Network);
+        assert_eq!(network.title(), "Network access: evil.example over https");
+        for shown in [
+            "evil.example over https",
+            "curl https://evil.example/x",
+            "in /w",
+            "reason: network access",
+            "network rule: allow evil.example",
+        ] {
+            assert!(network.text.contains(shown), "{shown} in {}", network.text);
+        }
+        let policy = with(json!({"command": "cargo test", "proposedExecpolicyAmendment": ["cargo", "test"]})).unwrap();
+        assert!(policy.text.contains("commands starting `cargo test` without asking"), "{}", policy.text);
+        let stdin = with(json!({"kind": "writeStdin", "command": "y"})).unwrap();
+        assert_eq!(
+            (stdin.kind, stdin.title().as_str()),
+            (ApprovalKind::TerminalInput, "Input to a running terminal: writes to the terminal: y")
+        );
+        assert_eq!(
+            with(json!({"kind": "humanCommand", "command": "deploy"})).unwrap().kind,
+            ApprovalKind::HumanCommand
+        );
+
+        // What cannot be shown is declined, never asked: an unknown kind or field, a host missing.
+        let unknown_kind = with(json!({"kind": "somethingNew", "command": "ls"})).unwrap_err();
+        assert!(
+            unknown_kind.note().contains("somethingNew") && unknown_kind.note().contains("declined"),
+            "{unknown_kind:?}"
+        );
+        let unknown_field =
+            with(json!({"command": "ls", "additionalPermissions": {"network": {"enabled": true}}})).unwrap_err();
+        assert!(unknown_field.0.contains("additionalPermissions"), "{unknown_field:?}");
+        assert!(with(json!({"command": "ls", "networkApprovalContext": {"protocol": "https"}})).is_err());
+        assert!(with(json!({"command": "ls", "proposedNetworkPolicyAmendments": [{"host": "a"}]})).is_err());
+        assert!(with(json!({})).is_err(), "no command and no host: nothing to show");
+        assert!(with(json!({"command": "ls", "extra": null})).is_ok(), "a field without a value changes nothing");
+        assert!(file_change_approval(&json!({"itemId": "i", "somethingNew": 1}), None).is_err());
+        assert!(
+            permissions_approval(&json!({"itemId": "i", "permissions": {}, "cwd": "/w", "scope": "session"})).is_err()
+        );
     }
 
     #[test]
@@ -776,9 +977,9 @@ mod tests {
             {"path": "a.rs", "kind": {"type": "add"}, "diff": "+fn a() {}\n"},
             {"path": "b.rs", "kind": {"type": "update", "move_path": "c.rs"}, "diff": "-x\n+y"},
         ]});
-        let a = file_change_approval(&json!({"itemId": "i"}), Some(&item));
+        let a = file_change_approval(&json!({"itemId": "i"}), Some(&item)).unwrap();
         assert_eq!(a.text, "add a.rs\n+fn a() {}\nupdate b.rs → c.rs\n-x\n+y");
-        assert!(file_change_approval(&json!({"itemId": "i"}), None).text.contains("did not say which"));
+        assert!(file_change_approval(&json!({"itemId": "i"}), None).unwrap().text.contains("did not say which"));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! approvals and questions asked of the owner, its outcome reported by serve (app-server runs
 //! no hooks, so nothing else would report it).
 
-use super::codex::{self, AppServer, Approval, ApprovalKind, Decision, Handler, Question, TurnOutcome};
+use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
 use super::harness::{Command, Emit, Event, Exit, Harness};
-use crate::ask::{Prompt, Waited};
+use crate::ask::{self, Prompt, Waited};
 use crate::client::{Client, ReportInput};
 use crate::machine::{group, Runtime};
 use handoff_core::turn::ReportStatus;
@@ -174,17 +174,17 @@ impl Asker<'_> {
             summary: None,
             unmet: None,
             usage: None,
-            question: Some(question),
+            question: Some(question.clone()),
             runtime: None,
             permission_mode: None,
         };
         let asked =
             self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
-        let Some(q) = asked.value.question.as_ref().filter(|q| q.is_open()) else {
+        let Some((id, version)) = ask::own_question(&question, self.s.turn, &asked.value) else {
             return Err("the question was not taken".into());
         };
-        (self.emit)(self.s.turn, Event::Asked { question: q.id.clone(), version: asked.value.version });
-        match self.wait(&q.id) {
+        (self.emit)(self.s.turn, Event::Asked { question: id.clone(), version });
+        match self.wait(&id) {
             Waited::Answered(answer, _) => {
                 let running = ReportInput {
                     turn: self.s.turn,
@@ -240,12 +240,7 @@ impl Asker<'_> {
 
 impl Handler for Asker<'_> {
     fn approval(&mut self, approval: &Approval) -> Decision {
-        let what = match approval.kind {
-            ApprovalKind::Command => "Command",
-            ApprovalKind::FileChange => "File change",
-            ApprovalKind::Permissions => "Permissions",
-        };
-        let title = format!("{what}: {}", approval.text.lines().next().unwrap_or_default());
+        let title = approval.title();
         let prompt = Prompt::Permission {
             text: handoff_core::text::clip(&title, 200).to_string(),
             input: Some(approval.text.clone()),

@@ -183,6 +183,10 @@ fn check_start(token: Option<String>, args: &Args) -> Result<Checked, i32> {
         return Err(crate::output::EXIT_USAGE);
     }
     let state_dir = paths::state_dir(&|k| std::env::var(k).ok());
+    if let Err(why) = crate::workspace::serve_may_run(&state_dir) {
+        eprintln!("serve: {why}");
+        return Err(crate::output::EXIT_REFUSED);
+    }
     Ok(Checked { token, runtime, state_dir })
 }
 
@@ -678,7 +682,10 @@ impl Serve {
     /// mode, Codex's approval policy), which the record then shows. Answers whether the turn
     /// still stands ([`decide::start_stands`]).
     fn name_runtime(&self, turn: u64, runtime: Runtime, mode: &str) -> bool {
-        let report = running_report(turn, runtime.name(), mode);
+        let mut report = running_report(turn, runtime.name(), mode);
+        // A workspace carrying its own settings is named on the turn and in the log.
+        report.summary =
+            crate::workspace::served_turn_note().inspect(|note| self.say.line(&format!("turn {turn}: {note}")));
         let answer = match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => Some(Some(View::of(&r.value))),
             Err(Error::Refused(r))
@@ -855,6 +862,7 @@ pub fn claude_args(
     ]
     .map(String::from)
     .to_vec();
+    args.extend(crate::workspace::CLAUDE_CODE_RESTRICTED.map(String::from));
     match session {
         HarnessSession::Resume(_) => args.push(format!("--resume={session_id}")),
         HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),

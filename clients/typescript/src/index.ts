@@ -44,6 +44,9 @@ export type TurnPreview = Schemas["TurnPreview"];
 export type WorkRecord = Schemas["WorkRecord"];
 export type LatestPackage = Schemas["LatestPackage"];
 export type ListPage = { handoffs: ListRow[]; cursor: string | null };
+export type Device = Schemas["Device"];
+export type DeviceAccess = Schemas["DeviceAccess"];
+export type DeviceSignInInput = Schemas["DeviceSignInInput"];
 
 /** How many times a request is tried in all, at most (the first try and its retries). */
 export const ATTEMPTS_MAX = 5;
@@ -601,5 +604,42 @@ export class HandoffClient {
   /** `DELETE /v1/push/subscriptions/:id`. */
   async deletePushSubscription(id: string, signal?: AbortSignal): Promise<void> {
     done(await this.#api.DELETE("/v1/push/subscriptions/{id}", { params: { path: { id } }, headers: this.#headers(), signal }));
+  }
+
+  // ------------------------------------------------------------------ devices (a browser's sign-in)
+
+  /** `POST /v1/devices`: signs this browser in as a device with `ownerToken` (an identity
+   * provider's owner token, never a device's access token). The service sets the device's
+   * credential as an HttpOnly cookie; the answer carries a short-lived access token. */
+  async signInDevice(ownerToken: string, input: DeviceSignInInput = {}, signal?: AbortSignal): Promise<DeviceAccess> {
+    const headers = { Authorization: `Bearer ${ownerToken}` };
+    return take(await this.#api.POST("/v1/devices", { body: input, headers, signal }));
+  }
+
+  /** `POST /v1/devices/refresh`: a fresh access token for this browser's device, by its cookie
+   * (the fetch must send cookies for this path), with the header its CSRF defence asks for. */
+  async refreshDevice(signal?: AbortSignal): Promise<DeviceAccess> {
+    const headers = { "Handoff-Refresh": "1" } as const;
+    return take(await this.#api.POST("/v1/devices/refresh", { params: { header: headers }, headers, signal }));
+  }
+
+  /** `GET /v1/devices`: the owner's signed-in devices, the caller's own marked `current`. */
+  async devices(signal?: AbortSignal): Promise<Device[]> {
+    return take(await this.#api.GET("/v1/devices", { headers: this.#headers(), signal })).devices;
+  }
+
+  /** `PATCH /v1/devices/:id`. */
+  async renameDevice(id: string, name: string, signal?: AbortSignal): Promise<Device> {
+    return take(await this.#api.PATCH("/v1/devices/{id}", { params: { path: { id } }, body: { name }, headers: this.#headers(), signal })).device;
+  }
+
+  /** `DELETE /v1/devices/:id`: signs the device out, with its push subscriptions. */
+  async revokeDevice(id: string, signal?: AbortSignal): Promise<void> {
+    done(await this.#api.DELETE("/v1/devices/{id}", { params: { path: { id } }, headers: this.#headers(), signal }));
+  }
+
+  /** `POST /v1/devices/revoke-all`: every device, or every one but the caller's own. */
+  async revokeAllDevices(keepCurrent: boolean, signal?: AbortSignal): Promise<number> {
+    return take(await this.#api.POST("/v1/devices/revoke-all", { body: { keep_current: keepCurrent }, headers: this.#headers(), signal })).revoked;
   }
 }

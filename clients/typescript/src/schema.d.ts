@@ -812,6 +812,114 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's signed-in devices, the caller's own marked `current` (owner). */
+        get: operations["listDevices"];
+        put?: never;
+        /**
+         * Sign this browser in as a device, with an owner token of the identity provider (owner).
+         * @description Exchanges the owner token (a `#token=` link's, or a pasted one) for a device credential
+         *     and a short-lived access token. The credential is 32 random bytes, kept by the service
+         *     only as their SHA-256, and set as the cookie `handoff_device` (`HttpOnly`,
+         *     `SameSite=Strict`, `Path=/v1/devices/refresh`, `Max-Age` the device's whole life of 90
+         *     days, `Secure` outside loopback): no page script reads it and a browser sends it to the
+         *     refresh alone. The access token is an owner's (`{"sub", "role": "owner", "exp", "did"}`),
+         *     valid `expires_in` seconds (300, `ACCESS_TOKEN_TTL_S`, at most 10 minutes), signed with a
+         *     key of this service's own (HMAC-SHA256 of the label `handoff device access token key v1`
+         *     under the signing key), so no other service accepts it. It works on every owner route as
+         *     the owner token does, but it never signs a device in: 403 `auth.forbidden`. At most 20
+         *     devices per owner (`DEVICES_PER_OWNER_MAX`, 409 `device.too_many`) and 10 sign-ins per
+         *     minute (`DEVICE_SIGN_INS_PER_PERIOD_MAX`, 429 `device.rate_limited` with `Retry-After:
+         *     60`).
+         */
+        post: operations["signInDevice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/devices/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A fresh access token for this browser's device, by its cookie (no bearer token).
+         * @description The one route a cookie authenticates, and so the one with a CSRF defence: the request
+         *     must carry `Handoff-Refresh: 1` (a header no page of another origin can send without a
+         *     preflight, which this service never grants) and an `Origin` that is this service's own;
+         *     otherwise 403 `auth.forbidden`. No cookie: 401 `auth.required`. A device signed out,
+         *     revoked, unused for 30 days (`DEVICE_IDLE_MS_MAX`) or 90 days old
+         *     (`DEVICE_LIFE_MS_MAX`), or a credential that is not the device's: 401 `auth.revoked`.
+         *     Takes no body (or `{}`). A refresh marks the device seen.
+         */
+        post: operations["refreshDevice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/devices/revoke-all": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke every device, or every one but the caller's own (owner).
+         * @description `{"keep_current": true}` keeps the device the caller's access token came from (a token
+         *     of the identity provider comes from none, so it keeps none). Each device revoked goes
+         *     with the push subscriptions made from it.
+         */
+        post: operations["revokeAllDevices"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/devices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `dv_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a device (sign it out), and the push subscriptions made from it (owner).
+         * @description Its next refresh is 401 `auth.revoked`. An access token it already holds lasts until its
+         *     own expiry (at most 5 minutes), as do its watches, which then close with 4401: checking
+         *     every request against the devices would cost a lookup of the owner's index per request
+         *     and wake idle watches, so a revoke takes effect within the access token's life.
+         */
+        delete: operations["revokeDevice"];
+        options?: never;
+        head?: never;
+        /** Rename a device (owner). */
+        patch: operations["renameDevice"];
+        trace?: never;
+    };
     "/v1/handoffs/{id}/answer": {
         parameters: {
             query?: never;
@@ -862,10 +970,11 @@ export interface components {
          *     store.unavailable, auth.misconfigured 503;
          *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
          *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
-         *     question.answered 409; steer.too_many 409.
+         *     question.answered 409; device.not_found 404; device.too_many 409;
+         *     device.rate_limited 429; steer.too_many 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "steer.too_many";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "steer.too_many";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -1684,6 +1793,8 @@ export interface components {
             created_at: components["schemas"]["Time"];
             /** @description Messages to it dropped past the owner's pending cap. */
             dropped: number;
+            /** @description The signed-in device it was made from, which takes it along when revoked; null for one made with a token of the identity provider, or before devices. */
+            device?: string | null;
         };
         /** @description The decrypted body of a push message (at most 4 KiB with its encryption). */
         PushPayload: {
@@ -1699,9 +1810,11 @@ export interface components {
             };
             /** @description The console's page of the session. */
             url: string;
-            /** @description The question the session waits on while it is unanswered (its text is the summary), `null` otherwise: its id and options, each label cut at 64 bytes, to offer as the notification's actions, answered with `POST /v1/handoffs/{id}/answer`; and its `input`. An input of at most 256 bytes is carried whole; a longer one only as its head, with `input_bytes` its whole size, and then `options` is empty: no action of a notification approves what it could not show whole, and the console's page (`url`) shows all of it. */
+            /** @description The question the session waits on while it is unanswered, `null` otherwise. A `permission` question is its id and kind alone, with no options and no input, and the summary is then `null` (a permission's title names what it asks to run): the push says that a permission is asked and where, and the owner reads it whole and answers in the console's page (`url`). A `choice` question carries its options, each label cut at 64 bytes, to offer as the notification's actions, answered with `POST /v1/handoffs/{id}/answer`, and its `input`: at most 256 bytes whole, a longer one only as its head, with `input_bytes` its whole size, and then `options` is empty. */
             question: {
                 id: string;
+                /** @enum {string} */
+                kind: "permission" | "choice";
                 input?: string;
                 input_bytes?: number;
                 options: {
@@ -1771,6 +1884,36 @@ export interface components {
             option: string;
             /** @description For the agent (a deny's reason); at most 1 KiB of UTF-8. */
             note?: string | null;
+        };
+        /** @description The device's name, from the browser and platform (one line, at most 64 bytes); "Unnamed device" when left out. */
+        DeviceSignInInput: {
+            name?: string;
+        };
+        DeviceRenameInput: {
+            name: string;
+        };
+        RevokeAllInput: {
+            /** @description Keep the device the caller's access token came from. */
+            keep_current: boolean;
+        };
+        Device: {
+            id: string;
+            name: string;
+            created_at: components["schemas"]["Time"];
+            /** @description Its last sign-in or refresh. */
+            last_seen_at: components["schemas"]["Time"];
+            /** @description The device the caller's access token came from. */
+            current: boolean;
+        };
+        Devices: {
+            devices: components["schemas"]["Device"][];
+        };
+        DeviceAccess: {
+            device: components["schemas"]["Device"];
+            /** @description An owner's access token from this device; keep it in memory only. */
+            access_token: string;
+            /** @description Seconds it is valid (300). */
+            expires_in: number;
         };
     };
     responses: {
@@ -1844,6 +1987,49 @@ export interface components {
                 };
             };
         };
+        /** @description `device.not_found`: the owner has no signed-in device of that id. */
+        DeviceNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "device.not_found" | "store.unbound" | "route.not_found";
+                    };
+                };
+            };
+        };
+        /** @description `device.too_many`: the owner already has 20 signed-in devices; revoke one first. */
+        DeviceTooMany: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @constant */
+                        code?: "device.too_many";
+                    };
+                };
+            };
+        };
+        /** @description `device.rate_limited`: 10 sign-ins in the last minute; `Retry-After` says when to try again. */
+        DeviceRateLimited: {
+            headers: {
+                "Retry-After": string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @constant */
+                        code?: "device.rate_limited";
+                    };
+                };
+            };
+        };
         /** @description The hand-off record after the request. */
         Handoff: {
             headers: {
@@ -1881,7 +2067,7 @@ export interface components {
                 };
             };
         };
-        /** @description `auth.required` (no token), `auth.invalid` (bad signature, algorithm, shape or expiry) or `auth.revoked` (a machine token a later create for its hand-off ended). */
+        /** @description `auth.required` (no token), `auth.invalid` (bad signature, algorithm, shape or expiry) or `auth.revoked` (a machine token a later create for its hand-off ended; a device's credential signed out, revoked or expired). */
         Unauthorized: {
             headers: {
                 "WWW-Authenticate": string;
@@ -1946,7 +2132,7 @@ export interface components {
                 };
             };
         };
-        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create, an open turn and a report), or past a collection a hand-off keeps. */
+        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create, an open turn, a report and a steer), or past a collection a hand-off keeps. */
         TooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -3450,6 +3636,184 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["SubscriptionNotFound"];
             503: components["responses"]["PushUnavailable"];
+        };
+    };
+    listDevices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every device whose sign-in lasts, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Devices"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    signInDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DeviceSignInInput"];
+            };
+        };
+        responses: {
+            /** @description Signed in; the cookie is set. */
+            201: {
+                headers: {
+                    "Set-Cookie": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceAccess"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["DeviceTooMany"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["DeviceRateLimited"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    refreshDevice: {
+        parameters: {
+            query?: never;
+            header: {
+                "Handoff-Refresh": "1";
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device, and a fresh access token. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceAccess"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeAllDevices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeAllInput"];
+            };
+        };
+        responses: {
+            /** @description How many devices were revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        revoked: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `dv_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DeviceNotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    renameDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `dv_` and 22 base64url characters. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceRenameInput"];
+            };
+        };
+        responses: {
+            /** @description The device renamed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        device: components["schemas"]["Device"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DeviceNotFound"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
         };
     };
     answer: {

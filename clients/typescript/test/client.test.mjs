@@ -482,3 +482,20 @@ test("erase closes and erases the hand-off; its machine token is refused and era
   assert.deepEqual((await me.list()).handoffs, [], "its row is gone");
 });
 
+
+test("a device signs in with an owner token, its access token lists it as current and never signs a device in, and a revoke ends it", async () => {
+  const token = ownerToken(`ts-${randomUUID().slice(0, 8)}`);
+  const anyone = new HandoffClient({ baseUrl: URL_, token: "" });
+  const access = await anyone.signInDevice(token, { name: "node test" });
+  assert.equal(access.device.name, "node test");
+  assert.ok(access.expires_in > 0 && access.expires_in <= 600, `${access.expires_in}`);
+  const device = new HandoffClient({ baseUrl: URL_, token: access.access_token });
+  const listed = await device.devices();
+  assert.deepEqual(listed.map((d) => [d.id, d.current]), [[access.device.id, true]]);
+  assert.equal((await device.renameDevice(access.device.id, "renamed")).name, "renamed");
+  await assert.rejects(anyone.signInDevice(access.access_token), (e) => e instanceof HandoffError && e.status === 403 && e.code === "auth.forbidden");
+  await assert.rejects(anyone.refreshDevice(), (e) => e instanceof HandoffError && e.status === 403, "no Origin from Node: the CSRF defence refuses");
+  await device.revokeDevice(access.device.id);
+  assert.deepEqual(await device.devices(), [], "its access token lasts its life; the device is gone");
+  assert.equal(await new HandoffClient({ baseUrl: URL_, token }).revokeAllDevices(false), 0);
+});

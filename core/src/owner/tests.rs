@@ -44,6 +44,7 @@ fn subscription(id: &str, events: &[Notice], at: EpochMs) -> StoredReceiver {
         p256dh: "k".into(),
         auth: "a".into(),
         console: "https://console.example".into(),
+        device: None,
     };
     StoredReceiver { id: id.into(), events: events.to_vec(), created_at: at, dropped: 0, address }
 }
@@ -78,6 +79,8 @@ struct Mem {
     next_seq: i64,
     /// The erased lives: `id` → (life, when).
     erased: BTreeMap<String, (u64, EpochMs)>,
+    devices: Vec<StoredDevice>,
+    sign_ins: Vec<EpochMs>,
 }
 
 impl Mem {
@@ -100,7 +103,11 @@ impl Mem {
         );
         assert!(!receivers || self.tables.receivers, "{read:?} with no receivers' tables");
         assert!(!matches!(read, Read::Erased { .. }) || self.tables.erased, "{read:?} with no erased lives' table");
+        let devices = matches!(read, Read::Devices | Read::SignIns { .. });
+        assert!(!devices || self.tables.devices, "{read:?} with no devices' tables");
         match read {
+            Read::Devices => feed.devices = Some(self.devices.clone()),
+            Read::SignIns { since } => feed.sign_ins = Some(self.sign_ins.iter().filter(|at| **at >= *since).count()),
             Read::Tables => feed.tables = Some(self.tables),
             Read::Held { id } => {
                 feed.held = Some(
@@ -292,6 +299,28 @@ impl Mem {
             }
             Write::TrimFinished { to, through } => {
                 self.deliveries.retain(|seq, d| !(d.to == *to && d.state != DeliveryState::Pending && *seq <= *through))
+            }
+            Write::DeviceSchema => self.tables.devices = true,
+            Write::AddDevice(device) => {
+                assert!(self.tables.devices, "a device before its table");
+                self.devices.push(device.clone());
+            }
+            Write::SignedIn { at } => self.sign_ins.push(*at),
+            Write::TrimSignIns { before } => self.sign_ins.retain(|at| *at >= *before),
+            Write::SeenDevice { id, at } => {
+                self.devices.iter_mut().filter(|d| d.device.id == *id).for_each(|d| d.device.last_seen_at = *at)
+            }
+            Write::RenameDevice { id, name } => {
+                self.devices.iter_mut().filter(|d| d.device.id == *id).for_each(|d| d.device.name = name.clone())
+            }
+            Write::RemoveDevice { id, subscriptions } => {
+                assert_eq!(*subscriptions, self.tables.receivers, "its subscriptions' table exists exactly then");
+                let of_device =
+                    |e: &StoredReceiver| matches!(&e.address, Address::Push { device: Some(d), .. } if d == id);
+                let gone: Vec<String> = self.receivers.iter().filter(|e| of_device(e)).map(|e| e.id.clone()).collect();
+                self.receivers.retain(|e| !of_device(e));
+                self.deliveries.retain(|_, d| !(d.receiver == Receiver::Push && gone.contains(&d.to)));
+                self.devices.retain(|d| d.device.id != *id);
             }
         }
     }
@@ -1093,7 +1122,7 @@ fn run_fed(index: &mut Index, ask: Ask, mut answer: impl FnMut(&Read, &mut Feed)
     index.handle(ask, feed, T0)
 }
 
-const BOTH_TABLES: Tables = Tables { list: true, receivers: true, erased: false };
+const BOTH_TABLES: Tables = Tables { list: true, receivers: true, erased: false, devices: false };
 
 #[test]
 fn a_pending_delivery_of_an_unknown_kind_counts_against_the_cap_and_is_dropped_oldest_first_counted_on_no_receiver() {
@@ -1275,4 +1304,223 @@ fn an_owner_with_no_tables_reads_nothing_and_answers_an_empty_list_and_no_receiv
     assert!(matches!(&listed.answer, IndexAnswer::Receivers { entries, .. } if entries.is_empty()));
     let gone = run_fed(&mut index, Ask::Deliveries { id: "wh_a".into() }, none);
     assert!(matches!(&gone.answer, IndexAnswer::Refused(r) if r.code == Code::WebhookNotFound));
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices
+// ---------------------------------------------------------------------------------------
+
+use crate::limits::{
+    DEVICES_PER_OWNER_MAX, DEVICE_IDLE_MS_MAX, DEVICE_LIFE_MS_MAX, DEVICE_SIGN_INS_PERIOD_MS,
+    DEVICE_SIGN_INS_PER_PERIOD_MAX,
+};
+use devices::{Device, Granted, StoredDevice};
+
+fn device_id(n: usize) -> String {
+    format!("dv_{n:0>22}")
+}
+
+fn granted() -> Granted {
+    Granted { access_token: "minted".into(), expires_in: 300, cookie: Some("cookie".into()) }
+}
+
+fn signing_in(n: usize, at: EpochMs) -> Ask {
+    let device = Device { id: device_id(n), name: format!("phone {n}"), created_at: at, last_seen_at: at };
+    Ask::SignIn { device: StoredDevice { device, secret_hash: format!("hash-{n}") }, granted: granted() }
+}
+
+fn refreshing(n: usize, hash: &str) -> Ask {
+    Ask::Refresh { id: device_id(n), secret_hash: hash.into(), granted: granted() }
+}
+
+fn code(plan: &Plan) -> Option<Code> {
+    match &plan.answer {
+        IndexAnswer::Refused(r) => Some(r.code),
+        _ => None,
+    }
+}
+
+fn listed(index: &mut Index, mem: &mut Mem, now: EpochMs) -> Vec<String> {
+    match run(index, mem, Ask::Devices { current: None }, now).answer {
+        IndexAnswer::Devices { devices, .. } => devices.into_iter().map(|d| d.id).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn device_subscription(id: &str, device: Option<String>) -> StoredReceiver {
+    let mut s = subscription(id, &[Notice::NeedsYou], T0);
+    if let Address::Push { device: d, .. } = &mut s.address {
+        *d = device;
+    }
+    s
+}
+
+#[test]
+fn a_sign_in_stores_the_device_with_its_hash_only_and_hands_back_what_the_worker_minted() {
+    let (mut index, mut mem) = owner(10, true);
+    let plan = run(&mut index, &mut mem, signing_in(1, T0), T0);
+    let IndexAnswer::SignedIn { device, granted: g } = plan.answer else { panic!("{:?}", plan.answer) };
+    assert_eq!((device.id.as_str(), g), (device_id(1).as_str(), granted()));
+    assert_eq!(mem.devices.len(), 1);
+    assert_eq!(mem.devices[0].secret_hash, "hash-1");
+    assert!(!format!("{:?}", plan.writes).contains("minted"), "the access token is never stored: {:?}", plan.writes);
+}
+
+#[test]
+fn a_refresh_holds_only_with_the_devices_own_hash_while_it_lasts_and_otherwise_is_auth_revoked() {
+    let (mut index, mut mem) = owner(10, true);
+    assert_eq!(code(&run(&mut index, &mut mem, refreshing(1, "hash-1"), T0)), Some(Code::AuthRevoked), "no devices");
+    run(&mut index, &mut mem, signing_in(1, T0), T0);
+    let fresh = run(&mut index, &mut mem, refreshing(1, "hash-1"), T0 + 5);
+    assert!(
+        matches!(&fresh.answer, IndexAnswer::Refreshed { device, .. } if device.last_seen_at == T0 + 5),
+        "{fresh:?}"
+    );
+    assert_eq!(mem.devices[0].device.last_seen_at, T0 + 5, "a refresh marks it seen");
+    for (what, ask) in [("another hash", refreshing(1, "hash-2")), ("another device", refreshing(2, "hash-1"))] {
+        let refused = run(&mut index, &mut mem, ask, T0 + 6);
+        assert_eq!((code(&refused), refused.writes.len()), (Some(Code::AuthRevoked), 0), "{what}");
+    }
+}
+
+#[test]
+fn a_sign_in_ends_after_its_idle_time_or_its_whole_life_whichever_comes_first() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, signing_in(1, T0), T0);
+    let idle_end = T0 + DEVICE_IDLE_MS_MAX;
+    assert!(matches!(
+        run(&mut index, &mut mem, refreshing(1, "hash-1"), idle_end - 1).answer,
+        IndexAnswer::Refreshed { .. }
+    ));
+    // Refreshed just in time, again and again: it still ends at its whole life.
+    let mut at = idle_end - 1;
+    while at + DEVICE_IDLE_MS_MAX - 1 < T0 + DEVICE_LIFE_MS_MAX {
+        at += DEVICE_IDLE_MS_MAX - 1;
+        assert!(matches!(run(&mut index, &mut mem, refreshing(1, "hash-1"), at).answer, IndexAnswer::Refreshed { .. }));
+    }
+    assert_eq!(
+        code(&run(&mut index, &mut mem, refreshing(1, "hash-1"), T0 + DEVICE_LIFE_MS_MAX)),
+        Some(Code::AuthRevoked)
+    );
+    assert_eq!(
+        listed(&mut index, &mut mem, T0 + DEVICE_LIFE_MS_MAX),
+        Vec::<String>::new(),
+        "an ended device is not listed"
+    );
+
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, signing_in(1, T0), T0);
+    assert_eq!(
+        code(&run(&mut index, &mut mem, refreshing(1, "hash-1"), T0 + DEVICE_IDLE_MS_MAX)),
+        Some(Code::AuthRevoked),
+        "unused for its idle time"
+    );
+}
+
+#[test]
+fn devices_per_owner_and_sign_ins_per_minute_are_bounded_and_an_ended_device_makes_room() {
+    let (mut index, mut mem) = owner(10, true);
+    let mut n = 0;
+    let mut at = T0;
+    while mem.devices.len() < DEVICES_PER_OWNER_MAX {
+        for _ in 0..DEVICE_SIGN_INS_PER_PERIOD_MAX {
+            if mem.devices.len() < DEVICES_PER_OWNER_MAX {
+                n += 1;
+                assert!(matches!(
+                    run(&mut index, &mut mem, signing_in(n, at), at).answer,
+                    IndexAnswer::SignedIn { .. }
+                ));
+            }
+        }
+        if mem.devices.len() < DEVICES_PER_OWNER_MAX {
+            let over = run(&mut index, &mut mem, signing_in(999, at), at);
+            assert_eq!((code(&over), over.writes.len()), (Some(Code::DeviceRateLimited), 0));
+        }
+        at += DEVICE_SIGN_INS_PERIOD_MS;
+    }
+    assert!(mem.sign_ins.len() <= DEVICE_SIGN_INS_PER_PERIOD_MAX, "the sign-ins kept are the period's only");
+    let full = run(&mut index, &mut mem, signing_in(1000, at), at);
+    assert_eq!((code(&full), full.writes.len()), (Some(Code::DeviceTooMany), 0));
+    // The first devices go unused past their idle time: they end, and make room.
+    for k in n - 2..=n {
+        run(&mut index, &mut mem, refreshing(k, &format!("hash-{k}")), at);
+    }
+    let later = T0 + DEVICE_SIGN_INS_PERIOD_MS + DEVICE_IDLE_MS_MAX;
+    let plan = run(&mut index, &mut mem, signing_in(1001, later), later);
+    assert!(matches!(plan.answer, IndexAnswer::SignedIn { .. }), "{:?}", plan.answer);
+    assert_eq!(mem.devices.len(), 4, "the ended devices were removed with the sign-in");
+}
+
+#[test]
+fn a_revoke_removes_the_device_and_the_push_subscriptions_made_from_it_and_no_other() {
+    let (mut index, mut mem) = owner(10, true);
+    for k in 1..=3 {
+        run(&mut index, &mut mem, signing_in(k, T0), T0);
+    }
+    run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_1", Some(device_id(1)))), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_2", Some(device_id(2)))), T0);
+    run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_0", None)), T0);
+    run(&mut index, &mut mem, Ask::Put { row: row("ho_a", 1, Status::NeedsYou), passed: vec![], incarnation: 0 }, T0);
+    assert_eq!(mem.deliveries.len(), 3);
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::RevokeDevice { id: device_id(1) }, T0).answer,
+        IndexAnswer::Removed
+    ));
+    let subs: Vec<&str> = mem.receivers.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(subs, ["ps_2", "ps_0"]);
+    assert!(mem.deliveries.values().all(|d| d.to != "ps_1"), "its messages go with it");
+    assert_eq!(code(&run(&mut index, &mut mem, refreshing(1, "hash-1"), T0)), Some(Code::AuthRevoked));
+    assert_eq!(
+        code(&run(&mut index, &mut mem, Ask::RevokeDevice { id: device_id(1) }, T0)),
+        Some(Code::DeviceNotFound)
+    );
+
+    // Revoke-all keeping the current one; then all: subscriptions made before devices stay.
+    let kept = run(&mut index, &mut mem, Ask::RevokeAll { keep: Some(device_id(3)) }, T0);
+    assert_eq!(kept.answer, IndexAnswer::RevokedAll(1));
+    assert_eq!(listed(&mut index, &mut mem, T0), [device_id(3)]);
+    assert_eq!(run(&mut index, &mut mem, Ask::RevokeAll { keep: None }, T0).answer, IndexAnswer::RevokedAll(1));
+    assert_eq!(mem.receivers.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["ps_0"]);
+}
+
+#[test]
+fn a_subscription_from_a_device_signed_out_is_refused_and_one_from_no_device_is_taken() {
+    let (mut index, mut mem) = owner(10, true);
+    let gone = run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_1", Some(device_id(1)))), T0);
+    assert_eq!((code(&gone), gone.writes.len()), (Some(Code::AuthRevoked), 0), "no devices yet");
+    run(&mut index, &mut mem, signing_in(1, T0), T0);
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_1", Some(device_id(1)))), T0).answer,
+        IndexAnswer::Created(_)
+    ));
+    run(&mut index, &mut mem, Ask::RevokeDevice { id: device_id(1) }, T0);
+    assert_eq!(
+        code(&run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_2", Some(device_id(1)))), T0)),
+        Some(Code::AuthRevoked)
+    );
+    assert!(matches!(
+        run(&mut index, &mut mem, Ask::AddReceiver(device_subscription("ps_3", None)), T0).answer,
+        IndexAnswer::Created(_)
+    ));
+}
+
+#[test]
+fn a_rename_names_a_lasting_device_and_marks_the_current_one() {
+    let (mut index, mut mem) = owner(10, true);
+    run(&mut index, &mut mem, signing_in(1, T0), T0);
+    let rename = |id: String| Ask::RenameDevice { id, name: "desk".into(), current: Some(device_id(1)) };
+    let plan = run(&mut index, &mut mem, rename(device_id(1)), T0);
+    assert!(matches!(&plan.answer, IndexAnswer::Device { device, current: true } if device.name == "desk"), "{plan:?}");
+    assert_eq!(mem.devices[0].device.name, "desk");
+    assert_eq!(code(&run(&mut index, &mut mem, rename(device_id(2)), T0)), Some(Code::DeviceNotFound));
+}
+
+#[test]
+fn an_owner_who_never_signed_a_device_in_reads_no_devices_table() {
+    let (mut index, mut mem) = owner(10, true);
+    for ask in [Ask::Devices { current: None }, Ask::RevokeAll { keep: None }, refreshing(1, "h")] {
+        let (plan, reads) = run_reading(&mut index, &mut mem, ask, T0);
+        assert!(plan.writes.is_empty(), "{plan:?}");
+        assert!(!reads.contains(&Read::Devices), "{reads:?}");
+    }
 }

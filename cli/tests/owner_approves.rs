@@ -1,0 +1,240 @@
+//! Nothing on the machine approves for the owner: a served turn with the real Claude Code (the
+//! lockfile's version), its model scripted, against the real local Worker, in a workspace the
+//! model could have written: its own settings allow nothing, a program planted in it never runs,
+//! and serve refuses to run from inside it.
+
+mod common;
+use common::harness::*;
+use common::*;
+use serde_json::Value;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any one wait of these tests takes before it fails.
+const STEP_S: u64 = 60;
+
+/// A hand-off created with turn 1's words and a machine for it; serve starts when the test says,
+/// after it has planted what it plants in the workspace.
+struct Served {
+    owner: String,
+    id: String,
+    model: ScriptedModel,
+    machine: Machine,
+    serve: Option<Child>,
+}
+
+impl Served {
+    fn new(prompt: &str, steps: Vec<Step>) -> Served {
+        let owner = owner();
+        let out =
+            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
+        let mut lines = out.lines();
+        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+        let model = ScriptedModel::start(steps);
+        let machine = Machine::new(&id, &token, &model);
+        Served { owner, id, model, machine, serve: None }
+    }
+
+    /// `handoff serve ID` with the machine's variables and `vars` over them.
+    fn start(&mut self, vars: &[(&str, String)]) {
+        let mut cmd = self.machine.handoff(&["serve", &self.id]);
+        cmd.envs(vars.iter().map(|(k, v)| (*k, v.as_str()))).stdout(Stdio::null()).stderr(Stdio::null());
+        self.serve = Some(cmd.spawn().expect("handoff serve starts"));
+    }
+
+    fn record(&self) -> Value {
+        record(&self.owner, &self.id)
+    }
+
+    fn context(&self) -> String {
+        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
+    }
+
+    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
+    }
+
+    /// The open question, once the harness asks it.
+    fn question(&self) -> Value {
+        let r = self.until("the harness asks the owner", |r| {
+            r["question"]["id"].is_string() && r["question"]["answer"].is_null()
+        });
+        r["question"].clone()
+    }
+
+    /// A program named `name` in the workspace that leaves `name.ran` there when it runs.
+    fn plant(&self, name: &str) -> std::path::PathBuf {
+        let marker = self.machine.work().join(format!("{name}.ran"));
+        let program = self.machine.work().join(name);
+        std::fs::write(&program, format!("#!/bin/sh\necho planted > '{}'\nexit 0\n", marker.display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        marker
+    }
+
+    /// The owner closes the hand-off and serve exits 0, leaving nothing running.
+    fn close(&mut self) {
+        ok(Some(&self.owner), &["close", &self.id]);
+        let mut serve = self.serve.take().unwrap();
+        let until = Instant::now() + Duration::from_secs(STEP_S);
+        let status = loop {
+            if let Some(status) = serve.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < until, "serve did not exit on close\n{}", self.context());
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
+        eventually(
+            "no process is left",
+            Duration::from_secs(10),
+            || Some(self.machine.processes()).filter(|p| p.is_empty()),
+            || format!("{:?}", self.machine.processes()),
+        );
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_workspace_whose_own_settings_allow_bash_still_has_the_owner_asked_and_is_named_in_the_log() {
+    let command = "python3 -c 'open(\"ran.txt\", \"w\").write(\"ran\")'";
+    let mut s = Served::new("Run the script.", vec![Step::bash(command), Step::text("Left it.")]);
+    let settings = s.machine.work().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, r#"{"permissions": {"allow": ["Bash"]}}"#).unwrap();
+    s.start(&[]);
+
+    let asked = s.question();
+    assert_eq!(asked["kind"], "permission", "{asked}");
+    assert!(asked["input"].as_str().is_some_and(|i| i.starts_with(command)), "the owner is asked: {asked}");
+    let log = s.machine.log();
+    assert!(
+        log.contains(&settings.display().to_string()) && log.contains("not applied to this served turn"),
+        "serve's log names the workspace's own settings: {log}"
+    );
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", asked["id"].as_str().unwrap()]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    assert!(!s.machine.work().join("ran.txt").exists(), "the denied command did not run");
+    s.close();
+}
+
+#[test]
+fn a_claude_planted_in_the_workspace_is_never_run_as_the_harness() {
+    let mut s = Served::new("Say hello.", vec![Step::text("Hello.")]);
+    let ran = s.plant("claude");
+    // An empty entry first: the current folder, the workspace, for a lookup that reads it so.
+    let path = format!(":{}", s.machine.path());
+    s.start(&[("PATH", path)]);
+    let done = s.until("turn 1 is done", |r| r["status"] == "done");
+    assert_eq!(done["summary"], "Hello.", "the real Claude Code ran the turn: {done}");
+    assert!(!ran.exists(), "the planted claude never ran\n{}", s.context());
+    s.close();
+}
+
+#[test]
+fn an_approved_command_never_runs_a_python3_planted_in_the_workspace() {
+    let mut s =
+        Served::new("Print the answer.", vec![Step::bash("python3 -c 'print(6 * 7)'"), Step::text("Printed it.")]);
+    let ran = s.plant("python3");
+    let path = format!(":.:{}", s.machine.path());
+    s.start(&[("PATH", path)]);
+    let asked = s.question();
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", asked["id"].as_str().unwrap()]);
+    let result = s
+        .model
+        .result_of("call_1", Duration::from_secs(STEP_S))
+        .unwrap_or_else(|| panic!("the command's result reached the model\n{}", s.context()));
+    assert!(result.to_string().contains("42"), "the system's python3 ran it: {result}");
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    assert!(!ran.exists(), "the planted python3 never ran: {result}");
+    s.close();
+}
+
+#[test]
+fn serve_refuses_to_start_when_its_program_or_its_state_folder_lies_inside_the_workspace() {
+    let s = Served::new("Say hello.", vec![]);
+    let planted = s.machine.work().join("bin/handoff");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_handoff"), &planted).unwrap();
+    let mut cmd = std::process::Command::new(&planted);
+    cmd.args(["serve", &s.id]).env_clear().envs(s.machine.vars()).current_dir(s.machine.work());
+    let r = run_bounded("serve run from the workspace", cmd, 30);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("this program") && r.stderr.contains("inside the workspace"), "{r:?}");
+
+    let state = s.machine.work().join(".handoff-state");
+    let r = s.machine.run(
+        "serve keeping its state in the workspace",
+        &["serve", &s.id],
+        &[("HANDOFF_STATE_DIR", &state.display().to_string())],
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("the state folder") && r.stderr.contains("inside the workspace"), "{r:?}");
+    assert!(!state.exists(), "nothing was written there");
+    assert_eq!(s.record()["status"], "running", "no turn was touched");
+    assert!(s.model.agent_requests().is_empty());
+}
+
+#[test]
+fn a_codex_workspace_whose_own_config_never_asks_still_has_the_owner_asked_and_its_config_is_not_applied() {
+    let marker = unique("project-config-marker");
+    let mut s = Served::new("Make a proof file.", vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")]);
+    let config = s.machine.work().join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let project = format!(
+        "approval_policy = \"never\"\napprovals_reviewer = \"auto_review\"\ndeveloper_instructions = \"{marker}\"\n\n\
+         [sandbox_workspace_write]\nnetwork_access = true\n"
+    );
+    std::fs::write(&config, project).unwrap();
+    let mut cmd = s.machine.handoff(&["serve", &s.id, "--runtime", "codex"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    s.serve = Some(cmd.spawn().expect("handoff serve starts"));
+
+    let asked = s.question();
+    assert!(asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")), "{asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", asked["id"].as_str().unwrap()]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    assert!(!s.machine.work().join("proof.txt").exists());
+    let requests = s.model.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests.iter().all(|r| !r.body.to_string().contains(&marker)),
+        "the workspace's .codex/config.toml was not applied"
+    );
+    assert!(s.machine.log().contains(&config.display().to_string()), "serve's log names it: {}", s.machine.log());
+    s.close();
+}
+
+#[test]
+fn a_codex_approval_reaches_the_owner_whole_with_the_rule_codex_proposes_and_allow_adds_no_rule() {
+    let command = "curl -s -m 5 http://blocked.example.com/ -o /dev/null; echo curl-exit-$?";
+    let mut s = Served::new("Fetch it.", vec![Step::exec(command), Step::exec(command), Step::text("Fetched.")]);
+    let mut cmd = s.machine.handoff(&["serve", &s.id, "--runtime", "codex"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    s.serve = Some(cmd.spawn().expect("handoff serve starts"));
+    let asked = s.question();
+    let input = asked["input"].as_str().unwrap_or_default();
+    for shown in
+        [command, "in ", "Codex proposes a rule to run commands starting", "Allow runs this once and adds no rule"]
+    {
+        assert!(input.contains(shown), "{shown:?} is shown: {input}");
+    }
+    assert!(asked["text"].as_str().is_some_and(|t| t.starts_with("Command: ")), "{asked}");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", asked["id"].as_str().unwrap()]);
+    // The same command again is asked again: the Allow added no rule.
+    let again = s.until("the same command is asked again", |r| {
+        r["question"]["id"].is_string() && r["question"]["id"] != asked["id"] && r["question"]["answer"].is_null()
+    });
+    assert_eq!(again["question"]["input"], asked["input"], "{again}");
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", again["question"]["id"].as_str().unwrap()]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    s.close();
+}
