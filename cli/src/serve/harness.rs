@@ -19,6 +19,8 @@ pub enum Event {
     Asked { question: String, version: u64 },
     /// Its process is gone, as said (`exit 0`, `signal 9`, `interrupted`, `failed: …`).
     Gone { how: String },
+    /// What became of steer `id`: the harness took the words, or why they never reached it.
+    Steered { id: String, delivered: Result<(), String> },
 }
 
 /// What serve's loop tells a harness.
@@ -26,8 +28,47 @@ pub enum Event {
 pub enum Command {
     /// What became of question `question` it asked (the owner's pick, or withdrawn).
     Answer { question: String, waited: Waited },
+    /// The owner's words for the running turn (steer `id`): delivered once, or kept until the
+    /// harness can take them, or reported undelivered at the turn's end ([`Event::Steered`]).
+    Steer { id: String, prompt: String },
     /// End the turn now, its whole process group with it.
     Stop,
+}
+
+/// Steers handed to a driver and not yet taken by its harness: `None` once the turn's end
+/// reported them undelivered, so that a steer arriving after that is refused at once and no
+/// steer is ever lost between the two.
+#[derive(Clone, Default)]
+pub struct Kept {
+    queue: Arc<Mutex<Option<Vec<(String, String)>>>>,
+}
+
+impl Kept {
+    pub fn new() -> Kept {
+        Kept { queue: Arc::new(Mutex::new(Some(Vec::new()))) }
+    }
+
+    /// Keeps steer `id`; answers `false` when the turn has ended already.
+    pub fn keep(&self, id: String, prompt: String) -> bool {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        match q.as_mut() {
+            Some(list) => {
+                list.push((id, prompt));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The steers kept, oldest first, taken out to be delivered now.
+    pub fn take(&self) -> Vec<(String, String)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The turn ended: the steers still kept, which no harness will take; none is kept after.
+    pub fn close(&self) -> Vec<(String, String)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
+    }
 }
 
 /// Where a harness sends its events: serve's channel, each event with the turn.
