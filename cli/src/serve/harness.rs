@@ -40,8 +40,11 @@ pub enum Command {
 /// steer is ever lost between the two.
 #[derive(Clone, Default)]
 pub struct Kept {
-    queue: Arc<Mutex<Option<Vec<(String, String)>>>>,
+    queue: Arc<Mutex<Option<Vec<SteerWords>>>>,
 }
+
+/// A steer's id and its words.
+pub type SteerWords = (String, String);
 
 impl Kept {
     pub fn new() -> Kept {
