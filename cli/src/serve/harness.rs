@@ -38,7 +38,7 @@ pub enum Command {
 /// Steers handed to a driver and not yet taken by its harness: `None` once the turn's end
 /// reported them undelivered, so that a steer arriving after that is refused at once and no
 /// steer is ever lost between the two.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Kept {
     queue: Arc<Mutex<Option<Vec<SteerWords>>>>,
 }
@@ -47,6 +47,8 @@ pub struct Kept {
 pub type SteerWords = (String, String);
 
 impl Kept {
+    /// An open queue: it keeps steers until [`Kept::close`].
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Kept {
         Kept { queue: Arc::new(Mutex::new(Some(Vec::new()))) }
     }
@@ -111,5 +113,26 @@ impl Exit {
         let guard = cell.lock().unwrap_or_else(|e| e.into_inner());
         let (guard, _) = ready.wait_timeout_while(guard, wait, |how| how.is_none()).unwrap_or_else(|e| e.into_inner());
         guard.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A steer is kept until taken or until the turn ends; once it ended, none is kept, so a
+    /// late steer is refused at once and never lost between the two.
+    #[test]
+    fn a_steer_is_kept_until_taken_or_the_turn_ends_and_none_is_kept_after() {
+        let kept = Kept::new();
+        assert!(kept.keep("st_2_1".into(), "use SQLite".into()));
+        assert!(kept.keep("st_3_1".into(), "and tests".into()));
+        let taken: Vec<String> = kept.take().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(taken, ["st_2_1", "st_3_1"], "oldest first");
+        assert!(kept.take().is_empty(), "each once");
+        assert!(kept.keep("st_4_1".into(), "late".into()));
+        assert_eq!(kept.clone().close(), [("st_4_1".to_string(), "late".to_string())], "the end reports what is left");
+        assert!(!kept.keep("st_5_1".into(), "after".into()), "after the end, nothing is kept");
+        assert!(kept.take().is_empty() && kept.close().is_empty());
     }
 }
