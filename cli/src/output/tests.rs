@@ -290,7 +290,7 @@ fn item_and_turn_lines() {
         ended_at: None,
         prompt: None,
         prompt_dropped: false,
-        steers: Vec::new(),
+        ..Turn::outcome_unknown()
     };
     assert_eq!(
         lineage_line(&t),
