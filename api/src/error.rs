@@ -45,6 +45,7 @@ pub fn status(code: Code) -> u16 {
         Code::WebhookTooMany => 409,
         Code::SubscriptionNotFound => 404,
         Code::SubscriptionTooMany => 409,
+        Code::SteerTooMany => 409,
         // The operator's mistake: no push route can succeed until the key is fixed.
         Code::PushMisconfigured => 503,
         Code::DeviceNotFound => 404,
@@ -61,7 +62,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 46] = [
+        let contract: [(&str, u16); 47] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -108,6 +109,7 @@ mod tests {
             ("timeline.gap", 409),
             ("timeline.full", 409),
             ("timeline.dropped", 409),
+            ("steer.too_many", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

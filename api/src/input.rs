@@ -171,6 +171,21 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
     Ok(input)
 }
 
+/// `POST …/steer`: the owner's words for the running turn `turn`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerInput {
+    pub turn: u64,
+    pub prompt: String,
+}
+
+/// A steer's `prompt` follows a turn's prompt's rule (a refusal names `prompt`).
+pub fn parse_steer(body: &[u8]) -> Result<SteerInput, ApiError> {
+    let input: SteerInput = parse_json(body)?;
+    check_prompt(&input.prompt)?;
+    Ok(input)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelInput {
@@ -674,6 +689,20 @@ mod tests {
 
     /// A prompt on a create or an open turn: text of at most `PROMPT_BYTES_MAX` bytes, not
     /// empty, `\n` and `\t` but no other control character; a refusal names `prompt`.
+    #[test]
+    fn a_steer_takes_its_turn_and_a_prompt_under_the_prompts_rule() {
+        use handoff_core::limits::PROMPT_BYTES_MAX;
+        let s = parse_steer(br#"{"turn":2,"prompt":"use SQLite instead"}"#).unwrap();
+        assert_eq!((s.turn, s.prompt.as_str()), (2, "use SQLite instead"));
+        for bad in ["".to_string(), "  ".into(), "x".repeat(PROMPT_BYTES_MAX + 1), "a\u{1b}b".into()] {
+            let body = serde_json::json!({"turn": 1, "prompt": bad}).to_string();
+            assert!(parse_steer(body.as_bytes()).unwrap_err().message.starts_with("prompt"), "{bad:?}");
+        }
+        assert!(parse_steer(br#"{"turn":1}"#).is_err());
+        assert!(parse_steer(br#"{"prompt":"x"}"#).is_err());
+        assert!(parse_steer(br#"{"turn":1,"prompt":"x","extra":1}"#).is_err());
+    }
+
     #[test]
     fn a_prompt_on_a_create_or_a_turn_is_read_and_a_bad_one_is_refused_naming_prompt() {
         use handoff_core::limits::PROMPT_BYTES_MAX;

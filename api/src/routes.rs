@@ -253,6 +253,11 @@ pub const ROUTES: &[Route] = &[
         };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
+    // The owner's words for the running turn (issue 57).
+    words(change("POST", "/v1/handoffs/{id}/steer", |i| {
+        let s = input::parse_steer(i.body)?;
+        Ok(turn(Command::Steer { turn: s.turn, prompt: s.prompt }))
+    })),
     change("POST", "/v1/handoffs/{id}/cancel", |i| {
         Ok(turn(Command::Cancel { turn: input::parse_cancel(i.body)?.turn }))
     }),
@@ -709,11 +714,14 @@ mod tests {
     /// KiB, the report (a question's whole input, a done report's whole reply) 192 KiB, a batch
     /// of the timeline's events 256 KiB, every other route 16 KiB.
     #[test]
-    fn only_create_and_open_turn_take_the_words_body_cap_the_report_and_the_events_their_own() {
+    fn only_create_open_turn_and_steer_take_the_words_body_cap_the_report_and_the_events_their_own() {
         let capped = |cap: usize| -> Vec<(&str, &str)> {
             ROUTES.iter().filter(|r| r.body_bytes_max == cap).map(|r| (r.method, r.path)).collect()
         };
-        assert_eq!(capped(WORDS_BODY_BYTES_MAX), [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns")]);
+        assert_eq!(
+            capped(WORDS_BODY_BYTES_MAX),
+            [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/steer")]
+        );
         assert_eq!(capped(REPORT_BODY_BYTES_MAX), [("POST", "/v1/handoffs/{id}/report")]);
         assert_eq!(capped(TIMELINE_BODY_BYTES_MAX), [("POST", "/v1/handoffs/{id}/events")]);
         let caps = [BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX, REPORT_BODY_BYTES_MAX, TIMELINE_BODY_BYTES_MAX];

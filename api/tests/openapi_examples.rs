@@ -6,7 +6,7 @@
 //! The examples are one-line JSON (`example: {…}`), which is YAML too; the test finds each by
 //! the operation or schema it sits under, and fails on an example it has no type for.
 
-use handoff_api::input::{self, CancelInput, CreateInput, OpenTurnInput, ReportInput};
+use handoff_api::input::{self, CancelInput, CreateInput, OpenTurnInput, ReportInput, SteerInput};
 use handoff_api::view;
 use handoff_core::package::{PackageRequest, RejectInput};
 use handoff_core::runtimes::RuntimesInput;
@@ -86,6 +86,7 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "openTurn" => request::<OpenTurnInput>(example, input::parse_open_turn),
             "report" => request::<ReportInput>(example, input::parse_report),
             "cancelTurn" => request::<CancelInput>(example, input::parse_cancel),
+            "steerTurn" => request::<SteerInput>(example, input::parse_steer),
             "setWork" => checked::<WorkInput>(example),
             "recordDecision" => checked::<DecisionInput>(example),
             "recordArtifact" => checked::<ArtifactInput>(example),
@@ -117,6 +118,7 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "Decision" => answer::<view::Decision>(example),
             "Artifact" => answer::<view::Artifact>(example),
             "Blocker" => answer::<view::Blocker>(example),
+            "Steer" => answer::<handoff_core::turn::Steer>(example),
             _ => return None,
         },
     };
@@ -133,5 +135,5 @@ fn every_example_in_the_contract_reads_into_its_type_and_writes_back_equal() {
         assert_eq!(&back, example, "line {line} ({place:?}) changed in a round trip");
     }
     let requests = examples.iter().filter(|(p, _, _)| matches!(p, Place::Request(_))).count();
-    assert_eq!(requests, 16, "one request example per operation that takes a body");
+    assert_eq!(requests, 17, "one request example per operation that takes a body");
 }

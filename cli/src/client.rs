@@ -20,7 +20,7 @@ pub mod watch;
 // The API's request bodies and answers are the service's own types (`handoff-api` and
 // `handoff-core`): the client never re-declares them. Answers are read leniently (see
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
-pub use handoff_api::input::{CancelInput, CloseInput, CreateInput, OpenTurnInput, ReportInput};
+pub use handoff_api::input::{CancelInput, CloseInput, CreateInput, OpenTurnInput, ReportInput, SteerInput};
 pub use handoff_api::view::{Page, Rejection, Row, Suggestion, Turn};
 pub use handoff_api::view::{Timeline, TimelineTaken};
 pub use handoff_core::timeline::{Batch, Event, Kind as EventKind, SyncMode, ToolState};
@@ -375,6 +375,13 @@ impl Client {
     /// `POST …/cancel` (owner), optionally naming the turn the caller saw.
     pub fn cancel(&self, id: &str, turn: Option<u64>) -> Result<Reply<Handoff>, Error> {
         read_handoff(self.change("POST", &handoff_path(id, "/cancel"), &to_value(&CancelInput { turn }))?)
+    }
+
+    /// `POST …/steer` (owner): the owner's words for the running turn `turn`, which the machine
+    /// hands its harness. One key per call, so a retry is one steer.
+    pub fn steer(&self, id: &str, turn: u64, prompt: &str) -> Result<Reply<Handoff>, Error> {
+        let body = SteerInput { turn, prompt: prompt.to_string() };
+        read_handoff(self.change("POST", &handoff_path(id, "/steer"), &to_value(&body))?)
     }
 
     /// `POST …/close` (owner): the only terminal change.

@@ -60,6 +60,8 @@ pub enum Command {
     Turn(owner::TurnArgs),
     /// Stop the current turn (or only if it is turn N).
     Cancel(owner::CancelArgs),
+    /// Send words to the running turn (-m TEXT or --prompt-file): the harness reads them while it works.
+    Steer(owner::SteerArgs),
     /// Close the hand-off: a turn still going is cancelled.
     Close(owner::EndArgs),
     /// Erase the hand-off now: closed if open, then its record, storage and list row are gone.

@@ -85,6 +85,7 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Show(args) => args.run(&out, &client),
         Command::Turn(args) => args.run(&out, &client),
         Command::Cancel(args) => args.run(&out, &client),
+        Command::Steer(args) => args.run(&out, &client),
         Command::Close(args) => args.close(&out, &client),
         Command::Erase(args) => args.erase(&out, &client),
         Command::Wait(args) => args.run(&out, &client),

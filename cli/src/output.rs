@@ -303,6 +303,12 @@ pub fn cancelled_line(h: &Handoff) -> String {
     format!("turn {} {} (v{})", h.turn, h.status.as_str(), h.version)
 }
 
+/// `steered turn 2 with st_5_1796040000000 (v5)`: the steer just taken, the newest.
+pub fn steered_line(h: &Handoff) -> String {
+    let id = h.steers.last().map_or("(none)", |s| s.id.as_str());
+    format!("steered turn {} with {id} (v{})", h.turn, h.version)
+}
+
 /// `answered q_3: deny, turn 1 running (v4)`.
 pub fn answered_line(h: &Handoff) -> String {
     let (id, option) = match &h.question {

@@ -1056,3 +1056,49 @@ fn a_turn_cancelled_while_it_is_prepared_is_never_spawned() {
     assert_eq!(s.record()["status"], "cancelled", "{}", s.context());
     s.close();
 }
+
+#[test]
+fn a_steer_sent_while_a_served_codex_turn_works_reaches_a_later_model_request_of_the_same_turn_and_its_reply_answers_it(
+) {
+    // The command runs for seconds after the owner allows it: the steer arrives while the
+    // turn works, and Codex carries it in a later request of the same turn (with the command's
+    // result, or right after it: both are answered the same).
+    let reply = "Using SQLite, as you asked.";
+    let steps = vec![Step::exec("sleep 3 && printf made > proof.txt"), Step::text(reply), Step::text(reply)];
+    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question();
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let words = "Use SQLite instead of Postgres.";
+    let steered = ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
+    assert!(steered.starts_with("steered turn 1 with st_"), "{steered}");
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], reply, "{done}");
+    assert_eq!(done["steers"][0]["prompt"], words, "{done}");
+    let requests = s.model.agent_requests();
+    let at = requests.iter().position(|r| r.text().contains(words));
+    let at = at.unwrap_or_else(|| panic!("the steer reached the model\n{}", s.context()));
+    assert!(at > 0, "a later request of the same turn, not the first");
+    assert!(requests[0].text().contains("Make a proof file."));
+    let log = s.log_says("delivered");
+    let id = done["steers"][0]["id"].as_str().unwrap();
+    let line = log.lines().find(|l| l.contains(&format!("steer {id} delivered"))).unwrap_or_default();
+    assert!(!line.is_empty(), "serve's log says it was delivered: {log}");
+    eprintln!("measured: {line}");
+    s.close();
+}
+
+#[test]
+fn a_steer_of_a_served_claude_code_turn_is_kept_and_reported_undelivered_when_print_mode_ends() {
+    let steps = vec![Step::bash("touch made.txt"), Step::text("Made it.")];
+    let mut s = Served::start("Make the file.", steps, &[]);
+    let q = s.question();
+    let words = "Call it other.txt instead.";
+    ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    let done = s.until("turn 1 is done", |r| r["status"] == "done");
+    let id = done["steers"][0]["id"].as_str().unwrap().to_string();
+    let log = s.log_says(&format!("steer {id} not delivered"));
+    assert!(log.contains("print mode"), "{log}");
+    assert!(!s.model.agent_requests().iter().any(|r| r.text().contains(words)), "the words never reached the model");
+    s.close();
+}

@@ -19,6 +19,7 @@ export const LABELS: Record<Action, string> = {
   reject: "Reject package…",
   resolve_blocker: "Resolve",
   answer: "Answer",
+  steer: "Steer",
 };
 
 export interface CommandContext {
@@ -204,6 +205,9 @@ async function run(action: Action, record: Handoff, ctx: CommandContext, button:
       ctx.apply(answered);
       return;
     }
+    // The composer's Steer sends what it holds; no button of its own runs here.
+    case "steer":
+      return;
   }
 }
 

@@ -11,7 +11,7 @@ import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext } from "./commands.js";
 import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
-import type { Handoff, Question, TurnEntry } from "./types.js";
+import type { Handoff, Question, Steer, TurnEntry } from "./types.js";
 import { busy, fail, say } from "./ui.js";
 
 /** What the page saw of one turn on the records it was shown. */
@@ -66,6 +66,7 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   const prompt = words
     ? h("div", { class: "bubble prompt" }, h("p", { class: "who" }, "You"), h("p", { class: "prompt-text" }, words))
     : h("p", { class: "no-prompt" }, t.prompt_dropped ? "Its prompt is no longer kept (only the newest turns' are)" : "Opened without a prompt");
+  const steers = (current ? current.steers : t.steers) ?? [];
 
   const outcome = h("div", { class: "bubble outcome", "data-status": status }, h("p", { class: "who" }, t.runtime ? `The agent, on ${t.runtime} · ` : "The agent · ", statusBadge(status, current ? "status" : undefined)));
   const summary = current ? current.summary ?? "" : seen?.summary ?? t.summary ?? "";
@@ -81,7 +82,18 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   }
   outcome.append(...live);
   if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
-  return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, outcome);
+  return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, ...steers.map(steerBubble), outcome);
+}
+
+/** One steer under its turn's prompt: the owner's words sent while the turn ran, and its state
+ * as far as the record tells (sent; the agent reads it after its current step). */
+function steerBubble(s: Steer): HTMLElement {
+  return h(
+    "div",
+    { class: "bubble prompt steer", "data-steer": s.id },
+    h("p", { class: "who" }, "You, while it ran · ", h("span", { class: "steer-state" }, "sent"), " · ", shortTime(s.sent_at)),
+    h("p", { class: "prompt-text" }, s.prompt),
+  );
 }
 
 /** Every question a turn asked, in the order asked: the lineage's, with what the page saw
@@ -132,9 +144,11 @@ function pastQuestion(q: Question): HTMLElement {
   );
 }
 
-/** The composer: the next turn's prompt. It is made once per page, so what the person types
- * and the keyboard focus survive every redraw; `draw` offers Send exactly when `actions` holds
- * `open_turn`, Stop exactly when it holds `cancel`. Enter sends, Shift+Enter starts a line. */
+/** The composer: the next turn's prompt, or words for the running turn. It is made once per
+ * page, so what the person types and the keyboard focus survive every redraw; `draw` offers
+ * Send exactly when `actions` holds `open_turn`, Stop exactly when it holds `cancel`, and
+ * Steer (the main button) with Stop and send while it holds `steer`. Enter sends or steers,
+ * Shift+Enter starts a line. */
 export class Composer {
   readonly form: HTMLFormElement;
   readonly text: HTMLTextAreaElement;
@@ -180,29 +194,66 @@ export class Composer {
       const send = h("button", { type: "submit", id: "send", class: "primary", "data-action": "open_turn", "data-key": "send" }, "Send");
       buttons.push(send);
     }
+    const canSteer = !canSend && allowed.includes("steer");
+    if (canSteer) {
+      const stopAndSend = h("button", { type: "button", id: "stop-and-send", "data-key": "stop-and-send" }, "Stop and send");
+      stopAndSend.addEventListener("click", busy(stopAndSend, () => this.stopAndSend()));
+      if (allowed.includes("cancel")) buttons.push(stopAndSend);
+      buttons.push(h("button", { type: "submit", id: "steer", class: "primary", "data-action": "steer", "data-key": "steer" }, "Steer"));
+    }
     replaceKeepingFocus(this.bar, ...buttons);
+    this.text.placeholder = canSteer ? `Words for turn ${record.turn} while it runs` : "The next turn's prompt";
     this.hint.textContent = canSend
       ? "Enter sends, Shift+Enter starts a new line."
-      : allowed.includes("cancel")
-        ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends.`
-        : `Turn ${record.turn} is ${record.status}.`;
+      : canSteer
+        ? `Turn ${record.turn} is ${record.status}: Enter steers it (the agent reads your words after its current step). Stop and send starts the next turn with them instead.`
+        : allowed.includes("cancel")
+          ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends.`
+          : `Turn ${record.turn} is ${record.status}.`;
+  }
+
+  /** Steer: the typed words go to the running turn, which keeps going. */
+  private async steer(record: Handoff, prompt: string): Promise<void> {
+    const steered = await api.steer(record.id, { turn: record.turn, prompt });
+    if (this.text.value.trim() === prompt) this.text.value = "";
+    say(`steered turn ${steered.turn}: the agent reads it after its current step`);
+    this.ctx.apply(steered);
+  }
+
+  /** Stop and send: the running turn is cancelled and the next opened with the typed words,
+   * without typing them again. */
+  private async stopAndSend(): Promise<void> {
+    const record = this.record;
+    const prompt = this.text.value.trim();
+    if (!record) return;
+    if (!prompt) {
+      say("write the words first: Stop and send opens the next turn with them");
+      this.text.focus();
+      return;
+    }
+    const cancelled = await api.cancel(record.id, { turn: record.turn });
+    this.ctx.apply(cancelled);
+    await this.open(cancelled, prompt);
   }
 
   private send(): void {
     const record = this.record;
-    if (!record || !actionsOf(record, this.ctx.role).includes("open_turn")) return;
+    if (!record) return;
+    const allowed = actionsOf(record, this.ctx.role);
+    const steering = !allowed.includes("open_turn") && allowed.includes("steer");
+    if (!allowed.includes("open_turn") && !steering) return;
     const prompt = this.text.value.trim();
     if (!prompt) {
-      say("write the prompt first: Send opens the next turn with it");
+      say(steering ? "write the words first: Steer sends them to the running turn" : "write the prompt first: Send opens the next turn with it");
       this.text.focus();
       return;
     }
-    const button = this.bar.querySelector<HTMLButtonElement>("#send");
+    const button = this.bar.querySelector<HTMLButtonElement>(steering ? "#steer" : "#send");
     if (!button || this.sending) return;
     this.sending = true;
     busy(button, async () => {
       try {
-        await this.open(record, prompt);
+        await (steering ? this.steer(record, prompt) : this.open(record, prompt));
       } finally {
         this.sending = false;
       }

@@ -216,7 +216,7 @@ function stepsOf(timelines: Timelines, t: TurnEntry, current: Handoff | null): N
 }
 
 /** The actions drawn where they act rather than in the session's row of buttons. */
-const IN_PLACE = new Set<Action>(["open_turn", "cancel", "answer", "resolve_blocker"]);
+const IN_PLACE = new Set<Action>(["open_turn", "cancel", "answer", "resolve_blocker", "steer"]);
 
 /** The current turn as a lineage entry, for a record newer than the lineage read with it. */
 function currentEntry(r: Handoff): TurnEntry {

@@ -14,6 +14,7 @@ export type Policy = Schemas["PolicyInput"];
 export type MachineRuntime = Schemas["MachineRuntime"];
 export type ListRow = Schemas["ListRow"];
 export type TurnEntry = Schemas["TurnEntry"];
+export type Steer = Schemas["Steer"];
 export type OpenTurnInput = Schemas["OpenTurnInput"];
 export type Decision = Schemas["Decision"];
 export type Artifact = Schemas["Artifact"];

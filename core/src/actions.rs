@@ -56,6 +56,8 @@ crate::listed_enum! {
         SetRuntimes,
         /// `POST …/answer`: answer the open question.
         Answer,
+        /// `POST …/steer`: the owner's words for the running turn.
+        Steer,
     }
 }
 
@@ -79,6 +81,7 @@ impl Action {
             Action::SetPolicy => "set_policy",
             Action::SetRuntimes => "set_runtimes",
             Action::Answer => "answer",
+            Action::Steer => "steer",
         }
     }
 
@@ -93,7 +96,8 @@ impl Action {
             | Action::Compile
             | Action::SetWork
             | Action::SetPolicy
-            | Action::Answer => Some(Role::Owner),
+            | Action::Answer
+            | Action::Steer => Some(Role::Owner),
             Action::Report | Action::ReportWorkspace | Action::SetRuntimes => Some(Role::Machine),
             Action::Accept
             | Action::Reject
@@ -120,6 +124,7 @@ impl Action {
                 TurnCommand::Cancel { .. } => Action::Cancel,
                 TurnCommand::Close => Action::Close,
                 TurnCommand::Answer { .. } => Action::Answer,
+                TurnCommand::Steer { .. } => Action::Steer,
             },
             Change::Compile { .. } => Action::Compile,
             Change::Accept { .. } => Action::Accept,
@@ -161,6 +166,9 @@ impl Action {
                 Some(|h: &Handoff| h.work.blockers.iter().any(|b| b.status == BlockerStatus::Open))
             }
             Action::Answer => Some(|h: &Handoff| h.record.question.as_ref().is_some_and(|q| q.is_open())),
+            Action::Steer => Some(|h: &Handoff| {
+                !h.record.status.has_ended() && h.record.steers.len() < crate::limits::STEERS_PER_TURN_MAX
+            }),
             Action::SetWork
             | Action::RecordDecision
             | Action::AddArtifact

@@ -78,6 +78,8 @@ crate::listed_enum! {
         TimelineFull,
         /// A batch for a turn whose events were dropped (older than the newest kept).
         TimelineDropped,
+        /// A steer past `STEERS_PER_TURN_MAX` for the current turn.
+        SteerTooMany,
     }
 }
 
@@ -130,6 +132,7 @@ impl Code {
             Code::TimelineGap => "timeline.gap",
             Code::TimelineFull => "timeline.full",
             Code::TimelineDropped => "timeline.dropped",
+            Code::SteerTooMany => "steer.too_many",
         }
     }
 

@@ -116,6 +116,7 @@ crate::listed_enum! {
         Policy,
         Runtimes,
         Answer,
+        Steer,
     }
 }
 
@@ -141,6 +142,7 @@ impl EventKind {
             EventKind::Policy => "policy",
             EventKind::Runtimes => "runtimes",
             EventKind::Answer => "answer",
+            EventKind::Steer => "steer",
         }
     }
 }
@@ -155,6 +157,7 @@ impl Change {
             Change::Turn { command: TurnCommand::Cancel { .. }, .. } => EventKind::Cancel,
             Change::Turn { command: TurnCommand::Close, .. } => EventKind::Close,
             Change::Turn { command: TurnCommand::Answer { .. }, .. } => EventKind::Answer,
+            Change::Turn { command: TurnCommand::Steer { .. }, .. } => EventKind::Steer,
             Change::Work { command } => match command {
                 work::Command::SetWork(_) => EventKind::Work,
                 work::Command::RecordDecision(_) => EventKind::Decision,
@@ -454,6 +457,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     if let Some(asked) = &next.record.question {
         keep_question(entry, asked);
     }
+    entry.steers.clone_from(&next.record.steers);
     if next.record.status.has_ended() && entry.ended_at.is_none() {
         entry.ended_at = Some(Timestamp::from_ms(now));
     }
@@ -471,12 +475,13 @@ fn drop_old_prompt(next: &mut Handoff, dirty: &mut Dirty) {
     };
     let entry = &mut next.lineage[at];
     let prompt = entry.prompt.take().is_some();
+    let steered = !std::mem::take(&mut entry.steers).is_empty();
     let reply = entry.reply.take().is_some();
     let questions = std::mem::take(&mut entry.questions).len() as u64;
-    entry.prompt_dropped |= prompt;
+    entry.prompt_dropped |= prompt || steered;
     entry.reply_dropped |= reply;
     entry.questions_dropped += questions;
-    if prompt || reply || questions > 0 {
+    if prompt || steered || reply || questions > 0 {
         dirty.lineage_dropped = Some(at);
     }
 }
@@ -557,6 +562,11 @@ pub fn refusal_message(code: Code, r: &Record) -> String {
         Code::TurnRunning => format!("a turn is still going; steer it or cancel it first: {now}"),
         Code::TurnConflict => format!("the request names another turn than the current one: {now}"),
         Code::HandoffClosed => format!("the hand-off is closed (version {})", r.version),
+        Code::SteerTooMany => format!(
+            "turn {} has taken {} steers, the most one turn takes; cancel it and open the next: {now}",
+            r.turn,
+            crate::limits::STEERS_PER_TURN_MAX
+        ),
         Code::QuestionNone => format!("no question is open: {now}"),
         Code::QuestionStale => match &r.question {
             Some(q) => format!("the answer names another question than the open one, {}: {now}", q.id),

@@ -19,10 +19,14 @@ pub const PROMPT_BYTES_MAX: usize = 16 * 1024;
 /// place with `"prompt": null` and `"prompt_dropped": true`. Within the lineage tail the object
 /// holds in memory, so that the entry whose prompt goes is at hand to be written again.
 pub const PROMPT_TURNS_KEPT_MAX: u64 = 32;
-/// The prompt bytes one hand-off keeps, whatever its turns: the newest
-/// [`PROMPT_TURNS_KEPT_MAX`] turns' prompts in the lineage, and the current one's copy on the
-/// record (512 KiB + 16 KiB).
-pub const PROMPT_BYTES_KEPT_PER_HANDOFF_MAX: usize = (PROMPT_TURNS_KEPT_MAX as usize + 1) * PROMPT_BYTES_MAX;
+/// Steers one turn takes (`POST …/steer`); past it, 409 `steer.too_many`. Each is a prompt's
+/// length at most, and is kept, and dropped, with its turn's prompt.
+pub const STEERS_PER_TURN_MAX: usize = 8;
+/// The owner's words one hand-off keeps, whatever its turns: the newest
+/// [`PROMPT_TURNS_KEPT_MAX`] turns' prompts and steers in the lineage, and the current one's
+/// copy on the record (33 × 9 × 16 KiB, 4.6 MiB).
+pub const PROMPT_BYTES_KEPT_PER_HANDOFF_MAX: usize =
+    (PROMPT_TURNS_KEPT_MAX as usize + 1) * (1 + STEERS_PER_TURN_MAX) * PROMPT_BYTES_MAX;
 /// Longest turn summary a report may carry (UTF-8 bytes).
 pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
 /// Rows an owner's list page holds when `limit` is not given.

@@ -171,6 +171,9 @@ pub struct TurnEntry {
     /// Questions of the turn no longer listed (past the cap, or dropped with its prompt).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub questions_dropped: u64,
+    /// The owner's steers of the turn, kept and dropped with its prompt (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steers: Vec<crate::turn::Steer>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -199,6 +202,7 @@ impl TurnEntry {
             reply_dropped: false,
             questions: Vec::new(),
             questions_dropped: 0,
+            steers: Vec::new(),
         }
     }
 }

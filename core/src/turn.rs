@@ -12,7 +12,8 @@
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::{
-    PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, REPLY_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX,
+    PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, REPLY_BYTES_MAX, RUNTIME_BYTES_MAX, STEERS_PER_TURN_MAX,
+    SUMMARY_BYTES_MAX,
 };
 use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
@@ -174,12 +175,32 @@ pub struct Record {
     /// when no question is open (never asked, or withdrawn).
     #[serde(default)]
     pub question: Option<Question>,
+    /// The owner's words sent to the current turn while it ran (`POST …/steer`), oldest first,
+    /// at most [`STEERS_PER_TURN_MAX`]; a new turn starts with none. Absent when there are none,
+    /// so that a record without steers keeps its stored and served bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steers: Vec<Steer>,
     /// Which life of the session's hand-off this is: the moment (epoch ms) its create was
     /// asked. A hand-off created again after an erasure starts at version 1 with a later one,
     /// and a machine token minted for an earlier life is refused by it. 0: created before
     /// hand-offs were erased.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub incarnation: u64,
+}
+
+/// One steer: the owner's words for the running turn, which the machine hands its harness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steer {
+    /// `st_`, the version the steer made, `_`, the hand-off's life ([`steer_id`]).
+    pub id: String,
+    pub prompt: String,
+    pub sent_at: Timestamp,
+}
+
+/// A steer's id: `st_`, the version that took it, `_`, the hand-off's life. One version takes one
+/// steer, so no id is given twice, across erasures too.
+pub fn steer_id(version: u64, incarnation: u64) -> String {
+    format!("st_{version}_{incarnation}")
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -241,6 +262,7 @@ impl Record {
             suggestion: None,
             machine_runtimes: None,
             question: None,
+            steers: Vec::new(),
             incarnation: now.max(0) as u64,
         }
     }
@@ -294,6 +316,8 @@ pub enum Command {
     Close,
     /// The owner answers the open question with one of its options.
     Answer { question: String, option: String, note: Option<String> },
+    /// The owner's words for `turn` while it runs: the machine hands them to its harness.
+    Steer { turn: u64, prompt: String },
 }
 
 /// Applies `command` to `record` at time `now`. A refusal leaves the record as it was.
@@ -340,6 +364,7 @@ fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Rec
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
         Command::Answer { question, option, note } => answer(record, question, option, note, now),
+        Command::Steer { turn, prompt } => steer(record, *turn, prompt, now),
     }
 }
 
@@ -372,6 +397,32 @@ fn open_turn(record: &Record, after: u64, prompt: &Option<String>) -> Result<Opt
     next.prompt = prompt.clone();
     next.suggestion = None;
     next.question = None;
+    next.steers = Vec::new();
+    Ok(Some(next))
+}
+
+/// A steer: taken only while `turn` is the current turn and still going, within
+/// [`STEERS_PER_TURN_MAX`]. Every steer is new words, so each one moves (a repeat is the
+/// idempotency key's to answer, not the rules').
+fn steer(record: &Record, turn: u64, prompt: &str, now: EpochMs) -> Result<Option<Record>, Code> {
+    if record.state == State::Closed {
+        return Err(Code::HandoffClosed);
+    }
+    if turn < record.turn {
+        return Err(Code::HandoffStale);
+    }
+    if turn > record.turn {
+        return Err(Code::TurnOutOfOrder);
+    }
+    if record.status.has_ended() {
+        return Err(Code::TurnFinished);
+    }
+    if record.steers.len() >= STEERS_PER_TURN_MAX {
+        return Err(Code::SteerTooMany);
+    }
+    let mut next = record.clone();
+    let id = steer_id(record.version + 1, record.incarnation);
+    next.steers.push(Steer { id, prompt: prompt.to_string(), sent_at: Timestamp::from_ms(now) });
     Ok(Some(next))
 }
 

@@ -65,9 +65,9 @@ def test_sending_a_prompt_opens_the_next_turn_and_it_comes_back_live(pages, api,
     assert (rec["turn"], rec["prompt"]) == (2, words), rec
     lineage = api.get(f"/v1/handoffs/{hid}/turns", owner_token)["turns"]
     assert [t["prompt"] for t in lineage] == [None, words], lineage
-    # Running: Stop, and no Send.
+    # Running: Stop, Stop and send, and Steer in place of Send.
     rec = assert_actions(page, api, hid, owner_token, "turn 2 running")
-    assert composer_buttons(page) == ["stop"]
+    assert composer_buttons(page) == ["stop", "stop-and-send", "steer"]
     expect(page.locator("#composer-hint")).to_contain_text("Turn 2 is running")
 
     # The other device sees the prompt over the watch, with no reload.
@@ -180,12 +180,11 @@ def test_stop_ends_the_running_turn_and_send_comes_back(pages, api, cli):
     expect(page.locator('ol#lineage > li.turn[data-turn="1"] .prompt-text')).to_have_text("Refactor the parser")
     rec = assert_actions(page, api, hid, owner_token, "turn 1 running")
     assert "cancel" in rec["actions"] and "open_turn" not in rec["actions"]
-    assert composer_buttons(page) == ["stop"]
+    assert composer_buttons(page) == ["stop", "stop-and-send", "steer"]
 
-    # Text can be typed while the turn runs; Enter sends nothing while Send is not offered.
+    # Text can be typed while the turn runs; it stays until Steer or Stop and send takes it.
     box = page.locator("textarea#prompt")
     box.fill("Then the lexer")
-    box.press("Enter")
     assert api.record(hid, owner_token)["turn"] == 1
     expect(box).to_have_value("Then the lexer")
 

@@ -58,6 +58,7 @@ impl Handoff {
             status,
             summary: record.summary.clone(),
             version: record.version,
+            steers: record.steers.len(),
         }
     }
 
@@ -79,6 +80,7 @@ impl Handoff {
             status: model::Status::parse(v["status"].as_str()?)?,
             summary,
             version: v["version"].as_u64()?,
+            steers: v.get("steers").and_then(Value::as_array).map_or(0, Vec::len),
         })
     }
 }
@@ -99,6 +101,7 @@ pub fn model_command(command: &Command) -> model::Command {
         Command::Cancel { turn: t } => model::Command::Cancel { turn: *t },
         Command::Close => model::Command::Close,
         Command::Answer { .. } => unreachable!("the checker's histories ask no questions"),
+        Command::Steer { turn: t, .. } => model::Command::Steer { turn: *t },
     }
 }
 

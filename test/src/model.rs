@@ -84,12 +84,17 @@ pub struct Handoff {
     pub status: Status,
     pub summary: Option<String>,
     pub version: u64,
+    /// The current turn's steers: "a new turn starts with none".
+    pub steers: usize,
 }
+
+/// "A turn takes at most 8 steers" (`STEERS_PER_TURN_MAX`).
+pub const STEERS_PER_TURN: usize = 8;
 
 impl Handoff {
     /// "A new hand-off starts at turn 1, state open, status running, version 1" (summary null).
     pub fn created() -> Handoff {
-        Handoff { turn: 1, closed: false, status: Status::Running, summary: None, version: 1 }
+        Handoff { turn: 1, closed: false, status: Status::Running, summary: None, version: 1, steers: 0 }
     }
 
     /// A wait "answers at once when its version is above V or it is closed"; a held wait is
@@ -117,6 +122,8 @@ pub enum Command {
     Cancel { turn: Option<u64> },
     /// `POST /close` (owner): the only terminal change.
     Close,
+    /// `POST /steer {"turn", "prompt"}` (owner): words for the running turn.
+    Steer { turn: u64 },
 }
 
 /// A 409 of the turn machine; it carries the hand-off, unchanged.
@@ -128,6 +135,7 @@ pub enum Refusal {
     TurnRunning,
     TurnOutOfOrder,
     TurnFinished,
+    SteerTooMany,
 }
 
 impl Refusal {
@@ -139,6 +147,7 @@ impl Refusal {
             Refusal::TurnRunning => "handoff.turn_running",
             Refusal::TurnOutOfOrder => "handoff.turn_out_of_order",
             Refusal::TurnFinished => "handoff.turn_finished",
+            Refusal::SteerTooMany => "steer.too_many",
         }
     }
 }
@@ -174,6 +183,12 @@ pub enum Ask {
     CancelCurrent,
     CancelOther,
     Close,
+    SteerOlder,
+    /// A steer of the current turn; `full`: it has taken as many steers as a turn takes.
+    SteerCurrent {
+        full: bool,
+    },
+    SteerFuture,
 }
 
 /// One row's outcome.
@@ -221,6 +236,9 @@ pub fn ask(h: &Handoff, command: &Command) -> Ask {
         Command::Cancel { turn: Some(t) } if *t == h.turn => Ask::CancelCurrent,
         Command::Cancel { turn: Some(_) } => Ask::CancelOther,
         Command::Close => Ask::Close,
+        Command::Steer { turn } if *turn < h.turn => Ask::SteerOlder,
+        Command::Steer { turn } if *turn > h.turn => Ask::SteerFuture,
+        Command::Steer { .. } => Ask::SteerCurrent { full: h.steers >= STEERS_PER_TURN },
     }
 }
 
@@ -276,6 +294,18 @@ pub fn rule(phase: Phase, ask: Ask) -> Rule {
         (Finished, CancelCurrent) => Rule::Refuse(Refusal::TurnFinished),
         // "cancelling an already cancelled turn → 200, no version move".
         (Cancelled, CancelCurrent) => Rule::AsItIs,
+
+        // steer: "the hand-off is closed: handoff.closed, whatever else also holds".
+        (Closed, SteerOlder | SteerCurrent { .. } | SteerFuture) => Rule::Refuse(Refusal::Closed),
+        // "an older turn: handoff.stale; a later one: handoff.turn_out_of_order".
+        (Going | Finished | Cancelled, SteerOlder) => Rule::Refuse(Refusal::Stale),
+        (Going | Finished | Cancelled, SteerFuture) => Rule::Refuse(Refusal::TurnOutOfOrder),
+        // "the current turn has ended: handoff.turn_finished".
+        (Finished | Cancelled, SteerCurrent { .. }) => Rule::Refuse(Refusal::TurnFinished),
+        // "The number per turn is bounded and named."
+        (Going, SteerCurrent { full: true }) => Rule::Refuse(Refusal::SteerTooMany),
+        // "A steer ... moves the version once."
+        (Going, SteerCurrent { full: false }) => Rule::Change,
     }
 }
 
@@ -305,7 +335,10 @@ fn changed(h: &Handoff, command: &Command) -> Handoff {
             next.turn += 1;
             next.status = Status::Running;
             next.summary = None;
+            next.steers = 0;
         }
+        // The words join the turn's steers; the status stays.
+        Command::Steer { .. } => next.steers += 1,
         // The reported status and summary ("a report without summary sets it to null").
         Command::Report { status, summary, .. } => {
             next.status = status.status();

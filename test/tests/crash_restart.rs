@@ -59,6 +59,7 @@ fn kind(command: &Command) -> &'static str {
         Command::Cancel { .. } => "cancel",
         Command::Close => "close",
         Command::Answer { .. } => "answer",
+        Command::Steer { .. } => "steer",
     }
 }
 
@@ -111,6 +112,7 @@ fn send_command(c: &Client, t: &Tracked, command: &Command) -> Result<handoff_it
         Command::Cancel { turn: None } => ("cancel", &t.owner_token, json!({})),
         Command::Close => ("close", &t.owner_token, json!({})),
         Command::Answer { .. } => unreachable!("the crash runs ask no questions"),
+        Command::Steer { turn, prompt } => ("steer", &t.owner_token, json!({"turn": turn, "prompt": prompt})),
     };
     c.try_send("POST", &format!("/v1/handoffs/{}/{path}", t.id), Some(token), &[], Some(body.to_string().as_bytes()))
 }

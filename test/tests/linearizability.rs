@@ -94,6 +94,7 @@ impl Role<'_> {
             Command::Cancel { turn: None } => ("/cancel", json!({})),
             Command::Close => ("/close", json!({})),
             Command::Answer { .. } => unreachable!("the histories ask no questions"),
+            Command::Steer { turn, prompt } => ("/steer", json!({"turn": turn, "prompt": prompt})),
         };
         let call = Call::Apply(command.clone());
         self.call(|_| call, "POST", path, Some(body))

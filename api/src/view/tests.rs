@@ -204,7 +204,7 @@ fn the_record_lists_the_actions_of_the_role_it_answers_and_the_owners_policy() {
     let machine = Handoff::of(&h, Role::Machine);
     assert_eq!(
         (owner.actions, machine.actions),
-        (vec![Cow::from("cancel"), "close".into()], vec![Cow::from("report")])
+        (vec![Cow::from("cancel"), "close".into(), "steer".into()], vec![Cow::from("report")])
     );
     assert_eq!(owner.policy, None);
     let body = rendered(HandoffAnswer::Record { h: &h, role: Role::Machine });

@@ -131,6 +131,33 @@ impl CancelArgs {
     }
 }
 
+#[derive(clap::Args, Debug)]
+pub struct SteerArgs {
+    pub id: String,
+    /// The running turn the words are for (the current one unless given).
+    #[arg(long)]
+    pub turn: Option<u64>,
+    #[command(flatten)]
+    pub prompt: Prompt,
+    #[command(flatten)]
+    pub key: Key,
+}
+
+impl SteerArgs {
+    pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
+        let Some(words) = self.prompt.words()? else {
+            return Err(Failure::Usage("steer: give the words with -m TEXT or --prompt-file PATH".into()));
+        };
+        let turn = match self.turn {
+            Some(n) => n,
+            None => client.get(&self.id)?.value.turn,
+        };
+        let reply = self.key.on(client).steer(&self.id, turn, &words)?;
+        out.emit(&reply, [output::steered_line(&reply.value)]);
+        Ok(())
+    }
+}
+
 /// The hand-off a command ends (`close`, `erase`).
 #[derive(clap::Args, Debug)]
 pub struct EndArgs {

@@ -2,7 +2,7 @@
 //! its own (a parent-death signal on Linux), its output drained and bounded, its end told to
 //! serve's loop by a thread that waits for it, stopped as a group.
 
-use super::harness::{Command, Emit, Event, Exit, Harness};
+use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
 use crate::machine::{group, Runtime};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 /// The most of the harness's standard output kept (its tail): Claude Code's final JSON result.
 pub const OUTPUT_KEPT_BYTES_MAX: usize = 256 * 1024;
+/// Why a steer of a Claude Code turn is undelivered: `claude -p` reads the owner's words once.
+pub const PRINT_MODE_TAKES_NO_STEER: &str =
+    "Claude Code in print mode reads the owner's words once, at its start: send them as the next turn";
 /// After SIGKILL, how long a stop waits for the waiting thread to see the exit.
 const REAPED_WAIT_MS: u64 = 1_000;
 
@@ -33,6 +36,10 @@ pub struct ClaudeCode {
     started: Instant,
     /// The tail of its standard output.
     out: Arc<Mutex<Vec<u8>>>,
+    /// The owner's steers: print mode reads its words once, so they are reported undelivered
+    /// when it ends.
+    kept: Kept,
+    emit: Emit,
     exit: Exit,
 }
 
@@ -62,14 +69,17 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit) -> std::io::Result<ClaudeCode> {
             let _ = stdin.write_all(input.as_bytes());
         });
     }
-    let (pid, turn, exit) = (child.id(), s.turn, Exit::default());
-    let seen = exit.clone();
+    let (pid, turn, exit, kept) = (child.id(), s.turn, Exit::default(), Kept::new());
+    let (seen, steers, told) = (exit.clone(), kept.clone(), emit.clone());
     std::thread::spawn(move || {
         let how = child.wait().map_or_else(|e| format!("unknown ({e})"), group::describe);
+        for (id, _) in steers.close() {
+            emit(turn, Event::Steered { id, delivered: Err(PRINT_MODE_TAKES_NO_STEER.to_string()) });
+        }
         seen.set(how.clone());
         emit(turn, Event::Gone { how });
     });
-    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, exit })
+    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, kept, emit: told, exit })
 }
 
 /// Reads `from` to its end, keeping only the last [`OUTPUT_KEPT_BYTES_MAX`] bytes (or none).
@@ -126,6 +136,16 @@ impl Harness for ClaudeCode {
     fn send(&mut self, command: Command) -> Option<String> {
         match command {
             Command::Answer { .. } => None,
+            // Kept, and reported undelivered once the turn ends (its waiting thread says so).
+            Command::Steer { id, prompt } => {
+                if !self.kept.keep(id.clone(), prompt) {
+                    (self.emit)(
+                        self.turn,
+                        Event::Steered { id, delivered: Err(PRINT_MODE_TAKES_NO_STEER.to_string()) },
+                    );
+                }
+                None
+            }
             Command::Stop => {
                 let exit = self.exit.clone();
                 group::stop(self.pid, || exit.get()).or_else(|| self.exit.wait(Duration::from_millis(REAPED_WAIT_MS)))

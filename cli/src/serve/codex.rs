@@ -223,6 +223,12 @@ pub trait Handler {
     fn question(&mut self, question: &Question) -> Answer;
     /// Every `item/started` and `item/completed` notification's item, as it comes.
     fn item(&mut self, _method: &str, _item: &Value) {}
+    /// The owner's words to add to the running turn now (`turn/steer`), each with its id.
+    fn steers(&mut self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// What became of steer `id`: app-server took it, or why not.
+    fn steered(&mut self, _id: &str, _delivered: Result<(), String>) {}
 }
 
 /// A [`Handler`] made of two closures.
@@ -407,7 +413,16 @@ impl AppServer {
         let mut file_changes: HashMap<String, Value> = HashMap::new();
         let mut last_message = String::new();
         let mut interrupted_at: Option<Instant> = None;
+        // The owner's steers sent as `turn/steer`, by request id, until app-server answers.
+        let mut steering: HashMap<u64, String> = HashMap::new();
         loop {
+            if interrupted_at.is_none() {
+                for (steer, words) in handler.steers() {
+                    let input = json!([{"type": "text", "text": words, "text_elements": []}]);
+                    let params = json!({"threadId": thread, "expectedTurnId": turn, "input": input});
+                    steering.insert(self.send_request("turn/steer", params)?, steer);
+                }
+            }
             if interrupted_at.is_none() && cancel.load(Ordering::SeqCst) {
                 self.send_request("turn/interrupt", json!({"threadId": thread, "turnId": turn}))?;
                 interrupted_at = Some(Instant::now());
@@ -421,7 +436,17 @@ impl AppServer {
             let params = &message["params"];
             match (message.get("id"), method.as_str()) {
                 // A response to a request sent without waiting (`turn/interrupt`, `turn/steer`).
-                (Some(_), "") => {}
+                (Some(id), "") => {
+                    if let Some(steer) = id.as_u64().and_then(|n| steering.remove(&n)) {
+                        let delivered = match message.get("error") {
+                            Some(e) => {
+                                Err(format!("codex refused turn/steer: {}", e["message"].as_str().unwrap_or("?")))
+                            }
+                            None => Ok(()),
+                        };
+                        handler.steered(&steer, delivered);
+                    }
+                }
                 (Some(id), _) => {
                     let id = id.clone();
                     let reply = self.answer(&method, params, thread, &turn, &file_changes, cancel, handler)?;
@@ -444,6 +469,9 @@ impl AppServer {
                     handler.item(&method, item);
                 }
                 (None, "turn/completed") if params["turn"]["id"] == turn.as_str() => {
+                    for (_, steer) in steering.drain() {
+                        handler.steered(&steer, Err("the turn ended before codex answered its turn/steer".into()));
+                    }
                     let ended = outcome(&params["turn"], &last_message);
                     if ended == TurnOutcome::Interrupted {
                         self.stop();

@@ -3,7 +3,7 @@
 //! no hooks, so nothing else would report it).
 
 use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
-use super::harness::{Command, Emit, Event, Exit, Harness};
+use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
 use crate::ask::{self, Prompt, Waited};
 use crate::client::{Client, ReportInput};
 use crate::machine::{group, Runtime};
@@ -23,6 +23,9 @@ pub struct Run {
     cancel: Arc<AtomicBool>,
     /// What became of the questions it asked, as serve's loop read them on the record.
     answers: mpsc::Sender<(String, Waited)>,
+    /// The owner's steers, until the turn's thread sends them (`turn/steer`).
+    kept: Kept,
+    emit: Emit,
     exit: Exit,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -47,15 +50,19 @@ impl Run {
     pub fn spawn(start: Start, emit: Emit) -> Run {
         let cancel = Arc::new(AtomicBool::new(false));
         let (answers, inbox) = mpsc::channel();
-        let (flag, turn, exit) = (cancel.clone(), start.turn, Exit::default());
-        let seen = exit.clone();
+        let (flag, turn, exit, kept) = (cancel.clone(), start.turn, Exit::default(), Kept::new());
+        let (seen, steers, told) = (exit.clone(), kept.clone(), emit.clone());
         let thread = std::thread::spawn(move || {
-            let ended = run(&start, &flag, &emit, &inbox);
+            let ended = run(&start, &flag, &told, &inbox, &steers);
+            for (id, _) in steers.close() {
+                let why = "the turn ended before codex could take it".to_string();
+                told(start.turn, Event::Steered { id, delivered: Err(why) });
+            }
             let how = describe(ended);
             seen.set(how.clone());
-            emit(start.turn, Event::Gone { how });
+            told(start.turn, Event::Gone { how });
         });
-        Run { turn, started: Instant::now(), cancel, answers, exit, thread: Some(thread) }
+        Run { turn, started: Instant::now(), cancel, answers, kept, emit, exit, thread: Some(thread) }
     }
 }
 
@@ -85,6 +92,15 @@ impl Harness for Run {
                 let _ = self.answers.send((question, waited));
                 None
             }
+            // Sent by the turn's thread as `turn/steer` on the active turn, once it can (not
+            // while it waits on the owner's answer).
+            Command::Steer { id, prompt } => {
+                if !self.kept.keep(id.clone(), prompt) {
+                    let why = "codex's turn had ended".to_string();
+                    (self.emit)(self.turn, Event::Steered { id, delivered: Err(why) });
+                }
+                None
+            }
             Command::Stop => {
                 self.cancel.store(true, Ordering::SeqCst);
                 let _ = self.answers.send((String::new(), Waited::Withdrawn));
@@ -112,6 +128,7 @@ fn run(
     cancel: &AtomicBool,
     emit: &Emit,
     answers: &mpsc::Receiver<(String, Waited)>,
+    kept: &Kept,
 ) -> Option<Result<String, String>> {
     let outcome = (|| -> Result<TurnOutcome, codex::DriverError> {
         let mut server = AppServer::start(&s.config)?;
@@ -120,7 +137,7 @@ fn run(
             None => server.start_thread()?,
         };
         emit(s.turn, Event::Started { session: thread.clone() });
-        let mut asker = Asker { s, cancel, emit, answers };
+        let mut asker = Asker { s, cancel, emit, answers, kept };
         let outcome = server.run_turn(&thread, &s.prompt, cancel, &mut asker);
         server.stop();
         outcome
@@ -161,6 +178,7 @@ struct Asker<'a> {
     cancel: &'a AtomicBool,
     emit: &'a Emit,
     answers: &'a mpsc::Receiver<(String, Waited)>,
+    kept: &'a Kept,
 }
 
 impl Asker<'_> {
@@ -247,6 +265,14 @@ impl Asker<'_> {
 }
 
 impl Handler for Asker<'_> {
+    fn steers(&mut self) -> Vec<(String, String)> {
+        self.kept.take()
+    }
+
+    fn steered(&mut self, id: &str, delivered: Result<(), String>) {
+        (self.emit)(self.s.turn, Event::Steered { id: id.to_string(), delivered });
+    }
+
     fn approval(&mut self, approval: &Approval) -> Decision {
         let title = approval.title();
         let prompt = Prompt::Permission {

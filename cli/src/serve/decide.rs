@@ -327,6 +327,42 @@ pub fn answer(asked: &Asked, record: &Handoff) -> Option<Waited> {
     crate::ask::answer_of(record, &asked.question)
 }
 
+/// What serve does with one steer of the record's current turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SteerTo {
+    /// Hand it to the harness running the turn (once: it is then sent).
+    Harness,
+    /// The turn's harness ran here and ended: no harness will take it.
+    Undelivered(String),
+    /// Nothing runs it here yet (not started, or another machine's): kept for now.
+    Keep,
+}
+
+/// Where steer `id` of `turn` goes: nowhere again once sent; to the harness running the turn;
+/// reported undelivered when the turn's harness ran here and is gone; else kept.
+pub fn steer_to(
+    id: &str,
+    turn: u64,
+    sent: &std::collections::BTreeSet<String>,
+    alive: Alive,
+    local: &Local,
+) -> Option<SteerTo> {
+    if sent.contains(id) {
+        return None;
+    }
+    if alive == (Alive::Running { turn }) {
+        return Some(SteerTo::Harness);
+    }
+    let ran_here = local.turns.get(&turn);
+    if let Some(why) = ran_here.and_then(|t| t.refused.as_ref()) {
+        return Some(SteerTo::Undelivered(format!("no harness was started for the turn: {why}")));
+    }
+    if let Some(how) = ran_here.and_then(|t| t.ended.as_ref()) {
+        return Some(SteerTo::Undelivered(format!("the turn's harness had ended ({how})")));
+    }
+    Some(SteerTo::Keep)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,5 +650,25 @@ mod tests {
                 prop_assert!(!closed && !status.has_ended(), "turn {turn} started on a record {status:?} closed={closed}");
             }
         }
+    }
+
+    /// A steer goes to the harness running its turn once; one of a turn whose harness ran here
+    /// and ended (or was never started) is reported undelivered, once; else it is kept.
+    #[test]
+    fn a_steer_goes_to_the_running_harness_once_and_is_undelivered_once_the_harness_ended() {
+        let mut sent = std::collections::BTreeSet::new();
+        let mut local = Local::default();
+        local.turns.insert(2, started("codex", S1));
+        let running = Alive::Running { turn: 2 };
+        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local), Some(SteerTo::Harness));
+        sent.insert("st_5_1".to_string());
+        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local), None, "once");
+        assert_eq!(steer_to("st_6_1", 3, &sent, running, &local), Some(SteerTo::Keep), "another turn's harness");
+        assert_eq!(steer_to("st_6_1", 2, &sent, Alive::None, &local), Some(SteerTo::Keep), "not ended yet");
+        local.turns.get_mut(&2).unwrap().ended = Some("exit 0".into());
+        let gone = steer_to("st_6_1", 2, &sent, Alive::None, &local);
+        assert!(matches!(gone, Some(SteerTo::Undelivered(ref why)) if why.contains("exit 0")), "{gone:?}");
+        local.turns.insert(3, Started { refused: Some("not installed".into()), ..started("codex", "") });
+        assert!(matches!(steer_to("st_7_1", 3, &sent, Alive::None, &local), Some(SteerTo::Undelivered(_))));
     }
 }

@@ -19,6 +19,8 @@ pub enum Event {
     Asked { question: String, version: u64 },
     /// Its process is gone, as said (`exit 0`, `signal 9`, `interrupted`, `failed: …`).
     Gone { how: String },
+    /// What became of steer `id`: the harness took the words, or why they never reached it.
+    Steered { id: String, delivered: Result<(), String> },
 }
 
 /// What serve's loop tells a harness.
@@ -26,8 +28,52 @@ pub enum Event {
 pub enum Command {
     /// What became of question `question` it asked (the owner's pick, or withdrawn).
     Answer { question: String, waited: Waited },
+    /// The owner's words for the running turn (steer `id`): delivered once, or kept until the
+    /// harness can take them, or reported undelivered at the turn's end ([`Event::Steered`]).
+    Steer { id: String, prompt: String },
     /// End the turn now, its whole process group with it.
     Stop,
+}
+
+/// Steers handed to a driver and not yet taken by its harness: `None` once the turn's end
+/// reported them undelivered, so that a steer arriving after that is refused at once and no
+/// steer is ever lost between the two.
+#[derive(Clone)]
+pub struct Kept {
+    queue: Arc<Mutex<Option<Vec<SteerWords>>>>,
+}
+
+/// A steer's id and its words.
+pub type SteerWords = (String, String);
+
+impl Kept {
+    /// An open queue: it keeps steers until [`Kept::close`].
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Kept {
+        Kept { queue: Arc::new(Mutex::new(Some(Vec::new()))) }
+    }
+
+    /// Keeps steer `id`; answers `false` when the turn has ended already.
+    pub fn keep(&self, id: String, prompt: String) -> bool {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        match q.as_mut() {
+            Some(list) => {
+                list.push((id, prompt));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The steers kept, oldest first, taken out to be delivered now.
+    pub fn take(&self) -> Vec<(String, String)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The turn ended: the steers still kept, which no harness will take; none is kept after.
+    pub fn close(&self) -> Vec<(String, String)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
+    }
 }
 
 /// Where a harness sends its events: serve's channel, each event with the turn.
@@ -67,5 +113,26 @@ impl Exit {
         let guard = cell.lock().unwrap_or_else(|e| e.into_inner());
         let (guard, _) = ready.wait_timeout_while(guard, wait, |how| how.is_none()).unwrap_or_else(|e| e.into_inner());
         guard.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A steer is kept until taken or until the turn ends; once it ended, none is kept, so a
+    /// late steer is refused at once and never lost between the two.
+    #[test]
+    fn a_steer_is_kept_until_taken_or_the_turn_ends_and_none_is_kept_after() {
+        let kept = Kept::new();
+        assert!(kept.keep("st_2_1".into(), "use SQLite".into()));
+        assert!(kept.keep("st_3_1".into(), "and tests".into()));
+        let taken: Vec<String> = kept.take().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(taken, ["st_2_1", "st_3_1"], "oldest first");
+        assert!(kept.take().is_empty(), "each once");
+        assert!(kept.keep("st_4_1".into(), "late".into()));
+        assert_eq!(kept.clone().close(), [("st_4_1".to_string(), "late".to_string())], "the end reports what is left");
+        assert!(!kept.keep("st_5_1".into(), "after".into()), "after the end, nothing is kept");
+        assert!(kept.take().is_empty() && kept.close().is_empty());
     }
 }

@@ -28,11 +28,11 @@ use crate::machine::env::{ENV_ANSWER_WAIT_S, ENV_SERVED, ENV_SERVE_ANSWER_WAIT_S
 use crate::machine::server::{claude_code_mcp_config, CLAUDE_CODE_ALLOW_RULE};
 use crate::machine::turn::{self as turn_start, First, Ready, Setup, TurnError};
 use crate::machine::{group, paths, Runtime};
-use decide::{Action, Alive, Asked, Brief, Gone, HarnessSession, Local, Started, StopWhy, View};
+use decide::{Action, Alive, Asked, Brief, Gone, HarnessSession, Local, Started, SteerTo, StopWhy, View};
 use handoff_api::error::Code;
 use handoff_core::turn::ReportStatus;
 use harness::{Command, Event, Harness};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -117,6 +117,14 @@ enum Input {
     Timer,
     /// TERM or INT.
     Signal(i32),
+}
+
+/// The steers of one turn that serve has dealt with (each once), and when each was handed on.
+#[derive(Default)]
+struct Steers {
+    turn: u64,
+    sent: BTreeSet<String>,
+    handed: BTreeMap<String, Instant>,
 }
 
 /// The token, and the file it is read again from.
@@ -230,6 +238,7 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         harness: None,
         asked: None,
         arrivals: BTreeMap::new(),
+        steers: Steers::default(),
         tx,
     };
     serve.main(&rx)
@@ -249,6 +258,8 @@ struct Serve {
     asked: Option<Asked>,
     /// When each version arrived (the newest few), for the latencies the log gives.
     arrivals: BTreeMap<u64, Instant>,
+    /// The current turn's steers handed to a harness or reported undelivered.
+    steers: Steers,
     /// The loop's channel, for the follower, the harness, the timer and the signals.
     tx: mpsc::Sender<Input>,
 }
@@ -379,7 +390,48 @@ impl Serve {
                 break;
             }
         }
+        self.steer(record);
         None
+    }
+
+    /// Hands each steer of the current turn to the harness running it, once; one whose turn's
+    /// harness ran here and ended is reported undelivered ([`decide::steer_to`]).
+    fn steer(&mut self, record: &Handoff) {
+        if self.steers.turn != record.turn {
+            self.steers = Steers { turn: record.turn, ..Steers::default() };
+        }
+        let arrived = self.arrivals.get(&record.version).copied().unwrap_or_else(Instant::now);
+        for s in &record.steers {
+            let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
+            match decide::steer_to(&s.id, record.turn, &self.steers.sent, alive, &self.local) {
+                None | Some(SteerTo::Keep) => {}
+                Some(SteerTo::Harness) => {
+                    self.steers.sent.insert(s.id.clone());
+                    self.steers.handed.insert(s.id.clone(), arrived);
+                    if let Some(h) = self.harness.as_mut() {
+                        h.send(Command::Steer { id: s.id.clone(), prompt: s.prompt.clone() });
+                    }
+                }
+                Some(SteerTo::Undelivered(why)) => {
+                    self.steers.sent.insert(s.id.clone());
+                    self.steered(record.turn, &s.id, &Err(why));
+                }
+            }
+        }
+    }
+
+    /// Says what became of steer `id`: one line in serve's log, with the time from the version
+    /// that carried it.
+    fn steered(&mut self, turn: u64, id: &str, delivered: &Result<(), String>) {
+        let since = self
+            .steers
+            .handed
+            .remove(id)
+            .map(|at| format!(", {} ms after its version arrived", at.elapsed().as_millis()));
+        match delivered {
+            Ok(()) => self.say.line(&format!("turn {turn}: steer {id} delivered{}", since.unwrap_or_default())),
+            Err(why) => self.say.line(&format!("turn {turn}: steer {id} not delivered: {why}")),
+        }
     }
 
     /// Tells the running harness what became of the question it asked, once the record says.
@@ -457,6 +509,10 @@ impl Serve {
             }
             Event::Asked { question, version } => {
                 self.asked = Some(Asked { question, version });
+                None
+            }
+            Event::Steered { id, delivered } => {
+                self.steered(turn, &id, &delivered);
                 None
             }
             Event::Gone { how } => self.on_gone(turn, &how),

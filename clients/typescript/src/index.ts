@@ -24,6 +24,8 @@ export type CreateInput = Schemas["CreateInput"];
 export type OpenTurnInput = Schemas["OpenTurnInput"];
 export type ReportInput = Schemas["ReportInput"];
 export type CancelInput = Schemas["CancelInput"];
+export type SteerInput = Schemas["SteerInput"];
+export type Steer = Schemas["Steer"];
 export type WorkInput = Schemas["WorkInput"];
 export type DecisionInput = Schemas["DecisionInput"];
 export type ArtifactInput = Schemas["ArtifactInput"];
@@ -350,6 +352,14 @@ export class HandoffClient {
 
   async cancel(id: string, input: CancelInput = {}, options?: ChangeOptions): Promise<Handoff> {
     const answer = await this.#api.POST("/v1/handoffs/{id}/cancel", { params: this.#id(id), body: input, ...this.#change(options) });
+    return take(answer).handoff;
+  }
+
+  /** `POST …/steer` (owner): words for the running turn `input.turn`, which the machine hands
+   * its harness; the record's `steers` shows them. One key per call (and per retry of it), so a
+   * retried steer is one steer; the same words in another call are another. */
+  async steer(id: string, input: SteerInput, options?: ChangeOptions): Promise<Handoff> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/steer", { params: this.#id(id), body: input, ...this.#change(options) });
     return take(answer).handoff;
   }
 

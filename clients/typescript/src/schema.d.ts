@@ -206,6 +206,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/handoffs/{id}/steer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The owner's words for the running turn (owner).
+         * @description Taken only while `turn` is the current turn and it is running or needs you: the steer
+         *     joins the record's `steers` (its id `st_{version}_{incarnation}`, its words, when it
+         *     was sent) and moves the version once; the machine hands it to the running harness and
+         *     says on the turn's timeline whether it was delivered. Each steer is new words: the same
+         *     words sent twice without an `Idempotency-Key` are two steers; with one, the key's
+         *     fingerprint covers the prompt. A turn takes at most 8 steers (`STEERS_PER_TURN_MAX`):
+         *     the next is 409 `steer.too_many`. An older turn: 409 `handoff.stale`; a turn not yet
+         *     opened: 409 `handoff.turn_out_of_order`; the current turn has ended: 409
+         *     `handoff.turn_finished`; closed: 409 `handoff.closed`, whatever else holds. Every
+         *     refusal carries the hand-off. A machine token: 403 `auth.forbidden`. `prompt` follows
+         *     a turn's prompt's rule, and the body takes the words' cap (64 KiB).
+         */
+        post: operations["steerTurn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/handoffs/{id}/cancel": {
         parameters: {
             query?: never;
@@ -1015,11 +1048,11 @@ export interface components {
          *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
          *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
          *     question.answered 409; device.not_found 404; device.too_many 409;
-         *     device.rate_limited 429; timeline.conflict, timeline.gap, timeline.full,
+         *     device.rate_limited 429; steer.too_many 409; timeline.conflict, timeline.gap, timeline.full,
          *     timeline.dropped 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped" | "steer.too_many";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -1179,14 +1212,16 @@ export interface components {
              *     needs you), `close`, `compile` (the work is set and the package is not yet accepted
              *     for this turn). The machine's: `report` (the turn is running or needs you). Either
              *     role's: `accept` and `reject` (a package not yet accepted), `resolve_blocker` (an
-             *     open blocker). The owner's `answer` (a question is open and unanswered). A closed
-             *     hand-off lists none.
+             *     open blocker). The owner's `answer` (a question is open and unanswered). The owner's
+             *     `steer` (the turn is running or needs you, and has taken fewer than 8 steers). A
+             *     closed hand-off lists none.
              */
-            actions: ("open_turn" | "cancel" | "close" | "report" | "compile" | "accept" | "reject" | "resolve_blocker" | "answer")[];
+            actions: ("open_turn" | "cancel" | "close" | "report" | "compile" | "accept" | "reject" | "resolve_blocker" | "answer" | "steer")[];
             /** @description The owner's policy (`PUT …/policy`), or null until it is set. */
             policy: components["schemas"]["PolicyInput"] | null;
             /** @description The question the current needs-you asks the owner, or null. */
             question?: components["schemas"]["Question"] | null;
+            steers?: components["schemas"]["Steers"];
         };
         /**
          * @example {
@@ -1428,7 +1463,8 @@ export interface components {
             permission_mode?: components["schemas"]["PermissionMode"];
             /**
              * @description Present, and true, only when the turn had words that were dropped because it left
-             *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null.
+             *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null, and its
+             *     steers are dropped with it.
              */
             prompt_dropped?: boolean;
             sync_mode?: components["schemas"]["SyncMode"];
@@ -1439,6 +1475,7 @@ export interface components {
             questions: components["schemas"]["Question"][];
             /** @description Present when questions of the turn are no longer listed (past the 8 kept, or dropped with the prompt). */
             questions_dropped?: number;
+            steers?: components["schemas"]["Steers"];
         };
         /**
          * @description What the machine lets leave it (`handoff serve --sync`): `metadata` (tool names,
@@ -1556,6 +1593,29 @@ export interface components {
              */
             limit?: "provider-limit" | null;
         };
+        SteerInput: {
+            /** @description The running turn the words are for. */
+            turn: number;
+            prompt: components["schemas"]["Prompt"];
+        };
+        /**
+         * @example {
+         *       "id": "st_8_1796040000000",
+         *       "prompt": "Use SQLite instead; keep the schema.",
+         *       "sent_at": "2026-11-30T12:05:00.000Z"
+         *     }
+         */
+        Steer: {
+            /** @description `st_`, the version the steer made, `_`, the hand-off's life. */
+            id: string;
+            prompt: components["schemas"]["Prompt"];
+            sent_at: components["schemas"]["Time"];
+        };
+        /**
+         * @description The owner's steers of the turn, oldest first (at most 8, `STEERS_PER_TURN_MAX`);
+         *     absent when the turn has none. They count under the owner's words a hand-off keeps.
+         */
+        Steers: components["schemas"]["Steer"][];
         CancelInput: {
             /** @description The turn the caller means to cancel; another than the current one is a conflict. */
             turn?: number | null;
@@ -2255,7 +2315,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"] & {
                     error?: {
                         /** @enum {unknown} */
-                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted" | "runtime.unavailable" | "question.none" | "question.stale" | "question.answered";
+                        code?: "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "package.stale" | "package.accepted" | "runtime.unavailable" | "question.none" | "question.stale" | "question.answered" | "steer.too_many";
                     };
                 };
             };
@@ -2277,7 +2337,7 @@ export interface components {
                 };
             };
         };
-        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create and an open turn; 192 KiB for a report; 256 KiB for a batch of events), or past a collection a hand-off keeps. */
+        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create, an open turn and a steer; 192 KiB for a report; 256 KiB for a batch of events), or past a collection a hand-off keeps. */
         TooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -2704,6 +2764,46 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["ReportInput"];
+            };
+        };
+        responses: {
+            200: components["responses"]["Handoff"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["IdempotencyMismatch"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    steerTurn: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A repeat with the same key and body answers the first answer again (status and body);
+                 *     the same key with another body answers 422 `idempotency.mismatch`. Kept at least 24 h.
+                 *     1 to 128 printable ASCII characters without spaces; any other value is 400.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "turn": 2,
+                 *       "prompt": "Use SQLite instead; keep the schema."
+                 *     }
+                 */
+                "application/json": components["schemas"]["SteerInput"];
             };
         };
         responses: {

@@ -357,6 +357,28 @@ test("each refusal surfaces as a HandoffError with its code and the hand-off it 
   await refused(() => stranger.get(handoff.id), 401, "auth.invalid");
 });
 
+test("steer() sends words to the running turn, once per key, and is refused once the turn ends", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const refused = async (call, status, code) => {
+    const e = await refusalOf(call);
+    assert.deepEqual([e.status, e.code], [status, code]);
+    return e;
+  };
+  assert.ok(handoff.actions.includes("steer"), "steer is offered while the turn runs");
+  const steered = await me.steer(handoff.id, { turn: 1, prompt: "Use SQLite instead." }, { idempotencyKey: "steer-key" });
+  assert.equal(steered.version, handoff.version + 1);
+  assert.deepEqual(steered.steers?.map((s) => s.prompt), ["Use SQLite instead."]);
+  const again = await me.steer(handoff.id, { turn: 1, prompt: "Use SQLite instead." }, { idempotencyKey: "steer-key" });
+  assert.equal(again.version, steered.version, "the same key is the same steer");
+  await refused(() => me.steer(handoff.id, { turn: 1, prompt: "Postgres." }, { idempotencyKey: "steer-key" }), 422, "idempotency.mismatch");
+  await refused(() => machine.steer(handoff.id, { turn: 1, prompt: "x" }), 403, "auth.forbidden");
+  await machine.report(handoff.id, { turn: 1, status: "done" });
+  const e = await refused(() => me.steer(handoff.id, { turn: 1, prompt: "too late" }), 409, "handoff.turn_finished");
+  assert.equal(e.handoff?.status, "done");
+});
+
 test("429, 503 and network errors are retried with the same key, and give up after the last attempt", async () => {
   const me = owner();
   const { handoff } = await me.create({ session: session(), machine: "m1", size: "large" });

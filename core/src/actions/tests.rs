@@ -162,7 +162,16 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             let id = r.question.as_ref().map_or("q_0", |q| q.id.as_str());
             vec![answer(id, "allow"), answer(id, "deny"), answer("q_0", "allow"), answer(id, "maybe")]
         }
+        Action::Steer => {
+            // The current turn (the button), then an older and a later one.
+            let steer = |turn: u64| turn_steer(turn, "use SQLite instead");
+            vec![steer(r.turn), steer(r.turn.saturating_sub(1)), steer(r.turn + 1)]
+        }
     }
+}
+
+fn turn_steer(turn_number: u64, words: &str) -> Change {
+    turn(TurnCommand::Steer { turn: turn_number, prompt: words.into() })
 }
 
 /// Whether an outcome is what a listed action's button must get: accepted, and a change
@@ -225,6 +234,7 @@ enum Step {
     SetWork(u8),
     Ask(u8),
     Answer(bool),
+    Steer,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -247,6 +257,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0..2u8).prop_map(Step::SetWork),
         3 => (0..2u8).prop_map(Step::Ask),
         3 => any::<bool>().prop_map(Step::Answer),
+        3 => Just(Step::Steer),
     ]
 }
 
@@ -292,6 +303,7 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
             let id = r.question.as_ref().map_or("q_0", |q| q.id.as_str());
             (answer(id, if *allow { "allow" } else { "deny" }), Role::Owner)
         }
+        Step::Steer => (turn_steer(r.turn, "also the tests"), Role::Owner),
     }
 }
 
@@ -314,12 +326,42 @@ proptest! {
 }
 
 #[test]
-fn a_new_hand_off_offers_the_owner_cancel_and_close_and_the_machine_its_report() {
+fn a_new_hand_off_offers_the_owner_cancel_close_and_steer_and_the_machine_its_report() {
     let h = fresh();
-    assert_eq!(actions(&h, Role::Owner), [Action::Cancel, Action::Close]);
+    assert_eq!(actions(&h, Role::Owner), [Action::Cancel, Action::Close, Action::Steer]);
     assert_eq!(actions(&h, Role::Machine), [Action::Report]);
     let worked = apply(&h, &set_work("goal"), Role::Owner, NOW).unwrap().next;
-    assert_eq!(actions(&worked, Role::Owner), [Action::Cancel, Action::Close, Action::Compile]);
+    assert_eq!(actions(&worked, Role::Owner), [Action::Cancel, Action::Close, Action::Compile, Action::Steer]);
+}
+
+/// `steer` is listed while the turn goes and has room for one more, and not once it ends.
+#[test]
+fn steer_is_listed_while_the_turn_goes_until_the_bound_and_not_once_it_ends() {
+    use crate::limits::STEERS_PER_TURN_MAX;
+    let mut h = fresh();
+    for _ in 0..STEERS_PER_TURN_MAX {
+        assert!(actions(&h, Role::Owner).contains(&Action::Steer));
+        h = apply(&h, &turn_steer(1, "and the tests"), Role::Owner, NOW).unwrap().next;
+    }
+    assert!(!actions(&h, Role::Owner).contains(&Action::Steer), "the bound reached");
+    let refused = apply(&h, &turn_steer(1, "one more"), Role::Owner, NOW).unwrap_err();
+    assert_eq!(refused.code, crate::error::Code::SteerTooMany);
+    let done = report_change(1, ReportStatus::Done);
+    let ended = apply(&fresh(), &done, Role::Machine, NOW).unwrap().next;
+    assert!(!actions(&ended, Role::Owner).contains(&Action::Steer));
+}
+
+fn report_change(turn_number: u64, status: ReportStatus) -> Change {
+    turn(TurnCommand::Report {
+        turn: turn_number,
+        status,
+        summary: None,
+        question: None,
+        runtime: None,
+        permission_mode: None,
+        reply: None,
+        sync_mode: None,
+    })
 }
 
 #[test]
@@ -356,7 +398,7 @@ fn each_action_names_the_change_it_is_and_only_the_buttons_are_listed() {
     let listed: Vec<&str> = Action::ALL.into_iter().filter(|a| a.listed()).map(Action::as_str).collect();
     assert_eq!(
         listed,
-        ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer"]
+        ["open_turn", "cancel", "close", "report", "compile", "accept", "reject", "resolve_blocker", "answer", "steer"]
     );
 }
 

@@ -1189,6 +1189,48 @@ fn any_number_of_turns_with_the_longest_prompts_keeps_within_the_prompt_bytes_na
     }
 }
 
+/// Steers are the owner's words too: turn after turn with the longest prompt and every steer
+/// of the longest words, the record and the stored lineage hold at most
+/// `PROMPT_BYTES_KEPT_PER_HANDOFF_MAX` bytes of them, and an old turn's steers go with its prompt.
+#[test]
+fn steers_count_under_the_prompt_bytes_kept_per_hand_off_and_go_with_their_turns_prompt() {
+    use crate::limits::{
+        PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, PROMPT_BYTES_MAX, PROMPT_TURNS_KEPT_MAX, STEERS_PER_TURN_MAX,
+    };
+    let words = |turn: u64| format!("{turn:>width$}", width = PROMPT_BYTES_MAX);
+    let steer = |turn: u64| {
+        change(Change::Turn {
+            command: Command::Steer { turn, prompt: words(turn) },
+            unmet: None,
+            usage: None,
+            package: None,
+        })
+    };
+    let mut d = Driver::new();
+    d.ask(ask(owner(), create_with(Some(&words(1)))));
+    let last = PROMPT_TURNS_KEPT_MAX + 4;
+    for turn in 1..=last {
+        for _ in 0..STEERS_PER_TURN_MAX {
+            let (_, body, status) = d.ask(ask(owner(), steer(turn)));
+            assert_eq!(status, 200, "{body}");
+        }
+        let record: Record = serde_json::from_str(d.db.record.as_deref().unwrap()).unwrap();
+        let entries: Vec<TurnEntry> = d.db.turns.values().map(|t| serde_json::from_str(t).unwrap()).collect();
+        let of_steers = |s: &[crate::turn::Steer]| s.iter().map(|s| s.prompt.len()).sum::<usize>();
+        let kept: usize =
+            entries.iter().map(|e| e.prompt.as_ref().map_or(0, String::len) + of_steers(&e.steers)).sum::<usize>()
+                + record.prompt.as_ref().map_or(0, String::len)
+                + of_steers(&record.steers);
+        assert!(kept <= PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, "{kept} bytes of words kept at turn {turn}");
+        for e in &entries {
+            let dropped = e.turn + PROMPT_TURNS_KEPT_MAX <= turn;
+            assert_eq!(e.steers.len(), if dropped { 0 } else { STEERS_PER_TURN_MAX }, "turn {}", e.turn);
+        }
+        d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
+        d.ask(ask(owner(), open_with(turn, Some(&words(turn + 1)))));
+    }
+}
+
 #[test]
 fn a_create_repeated_with_turn_ones_prompt_or_none_answers_the_hand_off_and_another_prompt_conflicts() {
     let mut d = Driver::new();

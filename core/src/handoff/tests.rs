@@ -649,3 +649,27 @@ fn the_package_carries_no_reply_and_no_question_and_its_hash_does_not_depend_on_
     assert!(!text.contains("SECRET"), "{text}");
     assert_eq!((a.hash, a.package), (b.hash, b.package), "the package and its hash do not depend on them");
 }
+
+/// Each lineage entry keeps its turn's steers with its other outcomes; a steer moves one
+/// version and writes the current entry.
+#[test]
+fn each_lineage_entry_keeps_its_turns_steers() {
+    let steer = |turn: u64, words: &str| Change::Turn {
+        command: TurnCommand::Steer { turn, prompt: words.into() },
+        unmet: None,
+        usage: None,
+        package: None,
+    };
+    let h = fresh();
+    let steered = ok(&h, steer(1, "use SQLite"), Role::Owner);
+    assert_eq!(steered.next.record.version, h.record.version + 1);
+    assert_eq!(steered.dirty.lineage_from, Some(0));
+    assert_eq!(steered.next.lineage[0].steers, steered.next.record.steers);
+    let refused = apply(&steered.next, &steer(1, "x"), Role::Machine, 5_000).unwrap_err();
+    assert_eq!(refused.code, crate::error::Code::AuthForbidden, "only the owner steers");
+    let done = ok(&steered.next, report(1, ReportStatus::Done), Role::Machine).next;
+    let two = ok(&done, open(1, None), Role::Owner).next;
+    assert_eq!(two.lineage[0].steers.len(), 1, "turn 1 keeps its steer");
+    assert_eq!(two.lineage[0].steers[0].prompt, "use SQLite");
+    assert!(two.lineage[1].steers.is_empty() && two.record.steers.is_empty());
+}

@@ -216,6 +216,7 @@ fn any_command() -> impl Strategy<Value = Command> {
         (0u64..6, prop_oneof![Just("default"), Just("plan")]).prop_map(|(turn, mode)| in_mode(turn, mode)),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
+        (0u64..6).prop_map(|turn| Command::Steer { turn, prompt: "use SQLite".into() }),
         (0u64..6, prop_oneof![Just("Bash: ls"), Just("Bash: rm")]).prop_map(|(turn, text)| ask(turn, text)),
         (2u64..12, prop_oneof![Just("allow"), Just("deny")]).prop_map(|(v, option)| answer(
             &format!("q_{v}_1000"),
@@ -670,4 +671,63 @@ fn a_reply_follows_the_multi_line_rule_within_its_cap() {
     assert!(check_reply("").is_ok(), "a harness's answer may be empty");
     assert!(check_reply("a\u{1b}[2J").is_err());
     assert!(check_reply(&"x".repeat(crate::limits::REPLY_BYTES_MAX + 1)).is_err());
+}
+
+fn steer(turn: u64, words: &str) -> Command {
+    Command::Steer { turn, prompt: words.into() }
+}
+
+/// A steer is taken while its turn is the current one and still going (running or needs-you):
+/// each one moves the version once and joins `steers` with its id, words and time.
+#[test]
+fn a_steer_of_the_running_or_waiting_turn_moves_the_version_once_and_joins_steers() {
+    let r = at_turn_two();
+    let first = ok(&r, steer(2, "use SQLite instead"));
+    assert!(first.moved);
+    assert_eq!(first.next.version, r.version + 1);
+    let taken = &first.next.steers;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].id, steer_id(r.version + 1, r.incarnation));
+    assert_eq!((taken[0].prompt.as_str(), taken[0].sent_at), ("use SQLite instead", Timestamp::from_ms(2_000)));
+    // The same words again are a second steer (a repeat is the idempotency key's to answer).
+    let second = ok(&first.next, steer(2, "use SQLite instead"));
+    assert_eq!((second.next.version, second.next.steers.len()), (r.version + 2, 2));
+    assert_ne!(second.next.steers[0].id, second.next.steers[1].id);
+    let waiting = ok(&r, ask(2, "Bash: ls")).next;
+    assert_eq!(ok(&waiting, steer(2, "no, list src")).next.status, Status::NeedsYou, "a steer answers no question");
+}
+
+/// Refusals, each naming why, nothing changed: an older turn is stale, a later one out of order,
+/// an ended turn finished; a closed hand-off is `handoff.closed` whatever else holds.
+#[test]
+fn a_steer_is_refused_stale_out_of_order_finished_or_closed_and_closed_wins() {
+    let r = at_turn_two();
+    assert_eq!(apply(&r, &steer(1, "x"), 3_000), Err(Code::HandoffStale));
+    assert_eq!(apply(&r, &steer(3, "x"), 3_000), Err(Code::TurnOutOfOrder));
+    for end in
+        [report(2, ReportStatus::Done, None), report(2, ReportStatus::Failed, None), Command::Cancel { turn: None }]
+    {
+        let ended = ok(&r, end).next;
+        assert_eq!(apply(&ended, &steer(2, "x"), 3_000), Err(Code::TurnFinished));
+    }
+    let closed = ok(&r, Command::Close).next;
+    for turn in [1, 2, 3] {
+        assert_eq!(apply(&closed, &steer(turn, "x"), 3_000), Err(Code::HandoffClosed), "turn {turn}");
+    }
+}
+
+/// A turn takes [`STEERS_PER_TURN_MAX`] steers; the next is `steer.too_many`, and the next turn
+/// starts with none.
+#[test]
+fn a_turn_takes_at_most_the_named_number_of_steers_and_the_next_turn_starts_with_none() {
+    let mut r = fresh();
+    for i in 0..STEERS_PER_TURN_MAX {
+        r = ok(&r, steer(1, &format!("steer {i}"))).next;
+    }
+    assert_eq!(apply(&r, &steer(1, "one more"), 3_000), Err(Code::SteerTooMany));
+    let done = ok(&r, report(1, ReportStatus::Done, None)).next;
+    assert_eq!(done.steers.len(), STEERS_PER_TURN_MAX, "an ended turn still shows its steers");
+    let next = ok(&done, Command::OpenTurn { after: 1, prompt: None }).next;
+    assert!(next.steers.is_empty());
+    assert!(ok(&next, steer(2, "fresh")).moved);
 }

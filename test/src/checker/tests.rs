@@ -8,7 +8,7 @@ use handoff_core::turn::ReportStatus;
 
 /// An open hand-off as an answer shows it.
 fn open(version: u64, turn: u64, status: Status, summary: Option<&str>) -> Snapshot {
-    Snapshot { turn, closed: false, status, summary: summary.map(str::to_string), version }
+    Snapshot { turn, closed: false, status, summary: summary.map(str::to_string), version, steers: 0 }
 }
 
 fn closed(version: u64, turn: u64, status: Status, summary: Option<&str>) -> Snapshot {

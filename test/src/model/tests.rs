@@ -53,10 +53,23 @@ fn a_close_after_a_final_report_keeps_the_turn_as_it_ended() {
 /// current and future turns alike. Summaries come from a small set so that exact repeats happen.
 #[derive(Debug, Clone)]
 enum Move {
-    OpenTurn { back: i64 },
-    Report { back: i64, status: turn::ReportStatus, summary: Option<&'static str> },
-    Cancel { back: Option<i64> },
+    OpenTurn {
+        back: i64,
+    },
+    Report {
+        back: i64,
+        status: turn::ReportStatus,
+        summary: Option<&'static str>,
+    },
+    Cancel {
+        back: Option<i64>,
+    },
     Close,
+    Steer {
+        back: i64,
+    },
+    /// As many steers of the current turn as a turn takes, so the bound is met.
+    SteerBurst,
 }
 
 fn back() -> impl Strategy<Value = i64> {
@@ -77,6 +90,8 @@ fn any_move() -> impl Strategy<Value = Move> {
         18 => (back(), status, summary).prop_map(|(back, status, summary)| Move::Report { back, status, summary }),
         6 => proptest::option::of(back()).prop_map(|back| Move::Cancel { back }),
         1 => Just(Move::Close),
+        8 => back().prop_map(|back| Move::Steer { back }),
+        1 => Just(Move::SteerBurst),
     ]
 }
 
@@ -97,6 +112,8 @@ fn command(m: &Move, current: u64) -> turn::Command {
         },
         Move::Cancel { back } => turn::Command::Cancel { turn: back.map(near) },
         Move::Close => turn::Command::Close,
+        Move::Steer { back } => turn::Command::Steer { turn: near(*back), prompt: "use SQLite".into() },
+        Move::SteerBurst => unreachable!("a burst is its steers, spelled out by agree"),
     }
 }
 
@@ -115,6 +132,10 @@ fn reachable_rows() -> HashSet<(Phase, Ask)> {
         Ask::CancelCurrent,
         Ask::CancelOther,
         Ask::Close,
+        Ask::SteerOlder,
+        Ask::SteerCurrent { full: false },
+        Ask::SteerCurrent { full: true },
+        Ask::SteerFuture,
     ];
     let mut rows: HashSet<(Phase, Ask)> = phases.iter().flat_map(|&p| asks.iter().map(move |&a| (p, a))).collect();
     rows.remove(&(Phase::Cancelled, Ask::ReportCurrent { same: true }));
@@ -125,6 +146,13 @@ fn reachable_rows() -> HashSet<(Phase, Ask)> {
 /// they answer differently: another refusal code, another version movement, or another turn,
 /// state, status, summary or version after it.
 fn agree(moves: &[Move], rows: &RefCell<HashSet<(Phase, Ask)>>) -> Result<(), TestCaseError> {
+    let moves: Vec<Move> = moves
+        .iter()
+        .flat_map(|m| match m {
+            Move::SteerBurst => vec![Move::Steer { back: 0 }; crate::model::STEERS_PER_TURN],
+            m => vec![m.clone()],
+        })
+        .collect();
     let mut model = Handoff::created();
     let mut core = Record::create("ho_model".into(), "o".into(), "s".into(), "m".into(), "large".into(), 0);
     prop_assert_eq!(&Snapshot::of(&core), &model, "both start where the contract says");
@@ -180,4 +208,9 @@ fn the_model_and_the_core_answer_every_command_of_random_sequences_alike() {
     }
     let missed: Vec<_> = reachable_rows().difference(&rows.borrow()).copied().collect();
     assert!(missed.is_empty(), "rows of the table no sequence reached, so never compared with the core: {missed:?}");
+}
+
+#[test]
+fn the_models_bound_on_steers_is_the_cores() {
+    assert_eq!(crate::model::STEERS_PER_TURN, handoff_core::limits::STEERS_PER_TURN_MAX);
 }
