@@ -21,6 +21,7 @@ pub mod notice;
 pub mod outbox;
 pub mod owner;
 pub mod package;
+pub mod placement;
 pub mod question;
 pub mod retention;
 pub mod role;

@@ -132,6 +132,10 @@ pub const RUNTIME_BYTES_MAX: usize = 64;
 /// A running report's permission mode (Claude Code's `--permission-mode`, Codex's approval
 /// policy, e.g. `acceptEdits`, `untrusted`): a short token.
 pub const PERMISSION_MODE_BYTES_MAX: usize = 32;
+/// A create's workspace name (one the machine's daemon names, e.g. `api`).
+pub const WORKSPACE_BYTES_MAX: usize = 64;
+/// A create's model name (e.g. `opus`, `gpt-5-codex`).
+pub const MODEL_BYTES_MAX: usize = 128;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,
@@ -339,7 +343,16 @@ const _: () = assert!(
         <= WORDS_BODY_BYTES_MAX
 );
 // A create with the longest prompt and the longest ids fits too.
-const _: () = assert!(2 * (PROMPT_BYTES_MAX + 3 * ID_CHARS_MAX) + BODY_FRAME_BYTES <= WORDS_BODY_BYTES_MAX);
+const _: () = assert!(
+    2 * (PROMPT_BYTES_MAX
+        + 3 * ID_CHARS_MAX
+        + WORKSPACE_BYTES_MAX
+        + RUNTIME_BYTES_MAX
+        + MODEL_BYTES_MAX
+        + PERMISSION_MODE_BYTES_MAX)
+        + BODY_FRAME_BYTES
+        <= WORDS_BODY_BYTES_MAX
+);
 // The words' routes take more than the others, never less.
 const _: () = assert!(WORDS_BODY_BYTES_MAX > BODY_BYTES_MAX);
 // An access token lives at most 10 minutes, and a device's idle time within its whole life.

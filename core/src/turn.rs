@@ -12,6 +12,7 @@
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::placement::Placement;
 use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
@@ -147,6 +148,9 @@ pub struct Record {
     /// (absent until one does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Where and how the owner asked the current turn to run (turn 1's, from the create).
+    #[serde(flatten)]
+    pub placement: Placement,
     /// The owner's words that opened the current turn (`prompt` of the create or the open), or
     /// `None` when it was opened without any.
     #[serde(default)]
@@ -223,6 +227,7 @@ impl Record {
             updated_at: Timestamp::from_ms(now),
             briefed: Briefed::default(),
             permission_mode: None,
+            placement: Placement::default(),
             prompt: None,
             continued_from: None,
             suggestion: None,
