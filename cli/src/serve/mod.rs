@@ -407,7 +407,7 @@ impl Serve {
         let what = match e.refusal() {
             Some(r) if r.status == 404 => format!("{} was erased, or this token does not reach it (404): nothing to serve", self.id),
             Some(r) if r.status == 401 || r.status == 403 => format!(
-                "the API refused the machine token ({}): mint a fresh one (create the hand-off again for the same session) and write it to the token file{}",
+                "the API refused the machine token ({}): mint a fresh one (`handoff machine-token ID`, the owner's) and write it to the token file{}",
                 crate::output::refusal_line(r),
                 self.token.file.as_ref().map(|f| format!(" {}", f.display())).unwrap_or_default()
             ),
