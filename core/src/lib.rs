@@ -7,6 +7,7 @@ pub mod applied;
 pub mod briefing;
 pub mod decider;
 pub mod digest;
+pub mod enrolment;
 pub mod error;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;

@@ -136,6 +136,20 @@ pub const PERMISSION_MODE_BYTES_MAX: usize = 32;
 pub const WORKSPACE_BYTES_MAX: usize = 64;
 /// A create's model name (e.g. `opus`, `gpt-5-codex`).
 pub const MODEL_BYTES_MAX: usize = 128;
+/// How long a machine's enrolment code waits for its owner's approval (`handoff machine enrol`
+/// waits as long): 10 minutes, then it expires.
+pub const ENROLMENT_CODE_TTL_MS: i64 = 10 * 60 * 1000;
+/// Enrolment codes live at once, across every owner: with 40 bits a code, the odds of one try
+/// guessing a live one stay under 1e-9 (`enrolment::guess_odds_per_try`).
+pub const PENDING_CODES_MAX: usize = 1_000;
+/// Live enrolment codes one client address may hold.
+pub const PENDING_CODES_PER_ADDRESS_MAX: usize = 5;
+/// Enrolments one client address may start per minute.
+pub const ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX: u32 = 10;
+/// Codes one owner may try (look up or approve) per minute.
+pub const ENROLMENT_CODE_TRIES_PER_MINUTE_MAX: u32 = 10;
+/// Machines one owner may have enrolled at once.
+pub const MACHINES_PER_OWNER_MAX: usize = 32;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,

@@ -988,6 +988,29 @@ fn a_create_shows_its_placement_on_the_record_and_turn_1_and_a_repeat_naming_ano
 }
 
 #[test]
+fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage_entry() {
+    let mut d = Driver::new();
+    let placement = Placement { workspace: Some("api".into()), model: Some("opus".into()), ..Placement::default() };
+    let create = Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 100,
+        prompt: None,
+        placement: placement.clone(),
+    };
+    assert_eq!(d.ask(ask(owner(), create)).2, 201);
+    let by = Caller { incarnation: 100, ..machine() };
+    assert_eq!(d.ask(ask(by, report(1, ReportStatus::Done, "a"))).2, 200);
+    assert_eq!(d.ask(ask(owner(), open_with(1, Some("next")))).2, 200);
+    let h = d.decider.handoff().unwrap();
+    assert_eq!((h.record.turn, &h.record.placement), (2, &placement), "carried over on the record");
+    assert_eq!(h.lineage.last().unwrap().placement, placement, "and on turn 2's lineage entry");
+}
+
+#[test]
 fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_the_earlier_lifes_machine_token() {
     let mut d = Driver::new();
     let first = Op::Create {
