@@ -221,8 +221,8 @@ mod tests {
 
     #[test]
     fn pending_codes_are_bounded_globally() {
-        let mut e = Enrolments::default();
-        e.pending = (0..PENDING_CODES_MAX).map(|i| pending(&format!("{i}"), &format!("a{i}"), 0)).collect();
+        let full = (0..PENDING_CODES_MAX).map(|i| pending(&format!("{i}"), &format!("a{i}"), 0)).collect();
+        let mut e = Enrolments { pending: full, ..Enrolments::default() };
         assert_eq!(e.start(pending("ZZZZ-ZZZZ", "b", 0), 0), Err(Refused::TooManyPending));
     }
 
