@@ -1,5 +1,5 @@
-//! Enrolling a machine without copying a secret (issue 58, step 2; the pure rules only, not yet
-//! served): the machine starts an enrolment and shows a short code, the owner approves that code,
+//! Enrolling a machine without copying a secret (the pure rules only, not yet served): the
+//! machine starts an enrolment and shows a short code, the owner approves that code,
 //! and the machine accepts only the owner it expects. Pending codes are bounded globally, per
 //! client address and in time; tries on them are bounded per approver.
 

@@ -1,4 +1,4 @@
-//! Beginning a session from anywhere (issue 58): the create carries where and how turn 1 runs,
+//! Beginning a session from anywhere: the create carries where and how turn 1 runs,
 //! and a repeated create ends no machine token, against the real local Worker.
 
 use handoff_it::{owner, unique, Client};
