@@ -28,7 +28,7 @@ use handoff_core::hooks::{Fault, PlanHook};
 use handoff_core::retention::Retention;
 use handoff_core::role::{PerRole, Role};
 use handoff_core::rows::{Admission, Row};
-use handoff_core::waiters::WaiterId;
+use handoff_core::waiters::{TimelineAsk, WaiterId};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -319,6 +319,9 @@ impl Object {
                     feed.sockets = Some(self.state.get_websockets_with_tag(role.as_str()).len())
                 }
                 Some(Read::Storage) => feed.storage = Some(store::facts(&self.state)?),
+                Some(Read::Timeline { turn, after, limit }) => {
+                    feed.timeline = Some(store::timeline(&self.state.storage(), turn, after, limit)?)
+                }
                 Some(Read::Admission { owner, row }) => {
                     return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) })
                 }
@@ -400,6 +403,9 @@ impl Object {
         if let Some(version) = plan.publish {
             self.publish(version).await?;
         }
+        if !plan.wake_timeline.is_empty() || plan.events_taken.is_some() {
+            self.wake_timeline(&plan.wake_timeline, plan.events_taken).await?;
+        }
         if let Some(version) = plan.send_rows_through {
             self.send_rows_through(version).await?;
         }
@@ -431,6 +437,29 @@ impl Object {
         Ok(())
     }
 
+    /// Once the runtime confirms a batch's commit, each held timeline read it woke is read again
+    /// and answered (one whose client went away needs nothing), and every handoff.v2 socket is
+    /// sent the events it is owed.
+    async fn wake_timeline(&self, woken: &[(WaiterId, TimelineAsk)], taken: Option<(u64, u64, u64)>) -> Result<()> {
+        let sockets = taken.filter(|_| !self.state.get_websockets().is_empty());
+        if woken.is_empty() && sockets.is_none() {
+            return Ok(());
+        }
+        self.state.storage().sync().await?;
+        if let Some((turn, first, last)) = sockets {
+            self.fan_out_events(turn, first, last)?;
+        }
+        for (waiter, ask) in woken {
+            let channel = self.inner.waiting.borrow_mut().remove(waiter);
+            let Some(channel) = channel else { continue };
+            let read = store::timeline(&self.state.storage(), ask.turn, ask.after, ask.limit)?;
+            let rendered = self.inner.decider.borrow().timeline_answer(*ask, read, &Json);
+            let rendered = rendered.map_err(|e| Error::RustError(e.to_string()))?;
+            let _gone = channel.send(rendered.body.into());
+        }
+        Ok(())
+    }
+
     fn reply(&self, reply: Reply) -> Result<Out> {
         match reply {
             Reply::Rendered(rendered) => Ok(respond(rendered)),
@@ -448,10 +477,14 @@ impl Object {
                 })
             }
             Reply::Hold { waiter, role, timeout_ms } => {
-                waits::hold(&self.inner, waiter, role, timeout_ms).map(Out::Response)
+                waits::hold(&self.inner, waiter, role, timeout_ms, None).map(Out::Response)
             }
-            Reply::Watch { role, after, valid_until_s, subprotocol } => {
-                self.accept_watch(role, after, valid_until_s, subprotocol).map(Out::Response)
+            Reply::HoldTimeline { waiter, timeout_ms, timeout_body } => {
+                // The role only picks a record frame, which a timeline's timeout never answers.
+                waits::hold(&self.inner, waiter, Role::Owner, timeout_ms, Some(timeout_body.into())).map(Out::Response)
+            }
+            Reply::Watch { role, after, valid_until_s, subprotocol, timeline } => {
+                self.accept_watch(role, after, valid_until_s, subprotocol, timeline).map(Out::Response)
             }
         }
     }

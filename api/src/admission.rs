@@ -92,6 +92,8 @@ pub struct Admission {
     credential: Option<Credential>,
     /// A watch offered the `handoff.v1` subprotocol.
     subprotocol: bool,
+    /// A watch offered `handoff.v2`: it is sent the timeline too.
+    v2: bool,
 }
 
 /// A verified token's claims, with the key it verified under (a create mints with that key),
@@ -123,11 +125,11 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
         return Err(ApiError::new(Code::StoreUnbound, "this environment has no hand-off store"));
     }
     let (id, blocker) = (params.id.map(str::to_string), params.blocker.map(str::to_string));
-    let admitted = |signed, credential, subprotocol| {
-        Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, credential, subprotocol })))
+    let admitted = |signed, credential, subprotocol, v2| {
+        Ok(Admitted::Route(Box::new(Admission { route, id, blocker, signed, credential, subprotocol, v2 })))
     };
     if let Kind::BenchFloor = route.kind {
-        return admitted(None, None, false);
+        return admitted(None, None, false, false);
     }
     let Some(key) = setting.key.as_deref() else {
         // Fail closed: no token is accepted until the operator sets a usable key.
@@ -144,13 +146,14 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
         let url = RequestUrl::split(&head.url);
         device::check_refresh(head.refresh.as_deref(), head.origin.as_deref(), url.origin)?;
         let credential = head.cookie.as_deref().and_then(Credential::from_cookies).ok_or_else(device::no_credential)?;
-        return admitted(None, Some(credential), false);
+        return admitted(None, Some(credential), false, false);
     }
     let bearer = offered.as_ref().and_then(|o| o.bearer.as_deref());
     let (claims, device) = authenticate(head.authorization.as_deref(), bearer, key, &setting.expect, now_s)?;
     handoff_core::decider::admit_role(route.role, claims.role)?;
     let signed = Signed { claims, key: key.to_string(), device };
-    admitted(Some(signed), None, offered.is_some_and(|o| o.handoff_v1))
+    let v2 = offered.as_ref().is_some_and(|o| o.handoff_v2);
+    admitted(Some(signed), None, offered.is_some_and(|o| o.handoff_v1 || o.handoff_v2), v2)
 }
 
 /// The caller's claims, from `Authorization: Bearer <token>` or, where the header is absent,
@@ -267,11 +270,13 @@ pub enum Carrier {
     Upgrade,
 }
 
-/// A held wait goes by `fetch`, a watch as its upgrade, every other ask over RPC.
+/// A held wait (and a timeline read that may be held) goes by `fetch`, a watch as its
+/// upgrade, every other ask over RPC.
 pub fn carrier(op: &Op, transport: Transport) -> Carrier {
     match (transport, op) {
         (Transport::Upgrade, _) => Carrier::Upgrade,
         (Transport::Ask, Op::Wait { .. }) => Carrier::Fetch,
+        (Transport::Ask, Op::Timeline { timeout_s, .. }) if *timeout_s > 0 => Carrier::Fetch,
         (Transport::Ask, _) => Carrier::Rpc,
     }
 }
@@ -398,7 +403,11 @@ impl Admission {
                 if !input::is_handoff_id(id) || !caller.reaches(id) {
                     return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
                 }
-                let watching = Watching { valid_until_s: valid_until_s(&signed.claims), subprotocol: self.subprotocol };
+                let watching = Watching {
+                    valid_until_s: valid_until_s(&signed.claims),
+                    subprotocol: self.subprotocol,
+                    v2: self.v2,
+                };
                 let given = Input {
                     query: url.query,
                     body,

@@ -50,6 +50,7 @@ pub fn status(code: Code) -> u16 {
         Code::DeviceNotFound => 404,
         Code::DeviceTooMany => 409,
         Code::DeviceRateLimited => 429,
+        Code::TimelineConflict | Code::TimelineGap | Code::TimelineFull | Code::TimelineDropped => 409,
     }
 }
 
@@ -60,7 +61,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 42] = [
+        let contract: [(&str, u16); 46] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -103,6 +104,10 @@ mod tests {
             ("device.not_found", 404),
             ("device.too_many", 409),
             ("device.rate_limited", 429),
+            ("timeline.conflict", 409),
+            ("timeline.gap", 409),
+            ("timeline.full", 409),
+            ("timeline.dropped", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

@@ -6,8 +6,8 @@ use handoff_core::briefing::ReachKind;
 use handoff_core::json::Checked;
 use handoff_core::limits::{
     ACCEPTANCE_CRITERIA_MAX, BRIEFING_BUDGET_BYTES_DEFAULT, BRIEFING_BUDGET_BYTES_MAX, BRIEFING_BUDGET_BYTES_MIN,
-    IDEMPOTENCY_KEY_CHARS_MAX, ID_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX,
-    WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
+    IDEMPOTENCY_KEY_CHARS_MAX, ID_CHARS_MAX, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, TIMELINE_PAGE_DEFAULT,
+    TIMELINE_PAGE_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
 };
 use handoff_core::package::PackageRequest;
 use handoff_core::placement::Placement;
@@ -129,6 +129,12 @@ pub struct ReportInput {
     /// A running report's permission mode: the one the turn runs in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// A done report's reply: the model's final answer, whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// A running report's sync mode: what the machine lets leave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_mode: Option<handoff_core::timeline::SyncMode>,
 }
 
 /// A report's field that only a running report may name (`names`: what it names), checked by
@@ -173,6 +179,15 @@ pub fn parse_report(body: &[u8]) -> Result<ReportInput, ApiError> {
         input.status,
         handoff_core::turn::check_permission_mode,
     )?;
+    if input.sync_mode.is_some() && input.status != ReportStatus::Running {
+        return Err(ApiError::invalid("sync_mode: only a running report names the sync mode"));
+    }
+    if let Some(reply) = &input.reply {
+        if input.status != ReportStatus::Done {
+            return Err(ApiError::invalid("reply: only a done report carries the reply"));
+        }
+        handoff_core::turn::check_reply(reply)?;
+    }
     let mut input = input;
     if let Some(question) = input.question.take() {
         if input.status != ReportStatus::NeedsYou {
@@ -299,16 +314,23 @@ pub fn parse_wait_query(query: &str) -> Result<WaitQuery, ApiError> {
     Ok(wait)
 }
 
-/// `?after=V` of a watch: the version the client has (0 without it).
-pub fn parse_watch_query(query: &str) -> Result<u64, ApiError> {
-    let mut after = 0;
+/// `?after=V` of a watch: the version the client has (0 without it); and, for a `handoff.v2`
+/// watch, `&turn=N&seq=S`: where it stands in the timeline (both or neither).
+pub fn parse_watch_query(query: &str) -> Result<(u64, Option<handoff_core::watch::Seen>), ApiError> {
+    let (mut after, mut turn, mut seq) = (0, None, None);
     for (key, value) in query_pairs(query) {
         match key {
             "after" => after = parse_u64("after", value)?,
+            "turn" => turn = Some(parse_u64("turn", value)?),
+            "seq" => seq = Some(parse_u64("seq", value)?),
             other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
         }
     }
-    Ok(after)
+    match (turn, seq) {
+        (None, None) => Ok((after, None)),
+        (Some(turn), Some(seq)) => Ok((after, Some(handoff_core::watch::Seen { turn, seq }))),
+        _ => Err(ApiError::invalid("turn and seq: both or neither")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,6 +358,49 @@ pub fn parse_turns_query(query: &str) -> Result<TurnsQuery, ApiError> {
         }
     }
     Ok(turns)
+}
+
+/// `GET …/events`' query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineQuery {
+    /// The turn whose events are read; the current turn when absent.
+    pub turn: Option<u64>,
+    /// Events after this `seq` (0: from the first).
+    pub after: u64,
+    pub limit: usize,
+    /// Hold the answer this long until an event after `after` arrives (0: answer at once).
+    pub timeout_s: u64,
+}
+
+/// `?turn=N&after=S&limit=L&timeout=T`: `after` 0, `limit` [`TIMELINE_PAGE_DEFAULT`] (1 to
+/// [`TIMELINE_PAGE_MAX`]), `timeout` 0 (at most [`WAIT_TIMEOUT_S_MAX`], as a wait's).
+pub fn parse_timeline_query(query: &str) -> Result<TimelineQuery, ApiError> {
+    let mut q = TimelineQuery { turn: None, after: 0, limit: TIMELINE_PAGE_DEFAULT, timeout_s: 0 };
+    for (key, value) in query_pairs(query) {
+        match key {
+            "turn" => {
+                let turn = parse_u64("turn", value)?;
+                if turn == 0 {
+                    return Err(ApiError::invalid("turn: from 1"));
+                }
+                q.turn = Some(turn);
+            }
+            "after" => q.after = parse_u64("after", value)?,
+            "limit" => {
+                let n = parse_u64("limit", value)?;
+                if n == 0 || n > TIMELINE_PAGE_MAX as u64 {
+                    return Err(ApiError::invalid(format!("limit: 1 to {TIMELINE_PAGE_MAX}")));
+                }
+                q.limit = n as usize;
+            }
+            "timeout" => q.timeout_s = parse_u64("timeout", value)?,
+            other => return Err(ApiError::invalid(format!("{other}: unknown query parameter"))),
+        }
+    }
+    if q.timeout_s > WAIT_TIMEOUT_S_MAX {
+        return Err(ApiError::invalid(format!("timeout: at most {WAIT_TIMEOUT_S_MAX} seconds")));
+    }
+    Ok(q)
 }
 
 /// `Idempotency-Key`: 1..=128 printable ASCII characters, no spaces.
@@ -521,6 +586,8 @@ mod tests {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         assert!(
             !serde_json::to_string(&sent).unwrap().contains("permission_mode"),
@@ -702,10 +769,13 @@ mod tests {
 
     #[test]
     fn the_watch_query_takes_after_and_nothing_else() {
-        assert_eq!(parse_watch_query("").unwrap(), 0);
-        assert_eq!(parse_watch_query("after=12").unwrap(), 12);
+        assert_eq!(parse_watch_query("").unwrap(), (0, None));
+        assert_eq!(parse_watch_query("after=12").unwrap(), (12, None));
         assert!(parse_watch_query("after=-1").is_err());
         assert!(parse_watch_query("after=1&timeout=5").is_err());
+        let seen = handoff_core::watch::Seen { turn: 3, seq: 7 };
+        assert_eq!(parse_watch_query("after=2&turn=3&seq=7").unwrap(), (2, Some(seen)));
+        assert!(parse_watch_query("turn=3").is_err(), "the timeline's place is both or neither");
     }
 
     #[test]

@@ -301,7 +301,7 @@ mod tests {
     fn an_ask_in_a_header_reads_back_as_itself_and_is_a_valid_header_value() {
         let watch = Ask {
             caller: Caller { owner: "ünïcode\n\"owner\"".into(), role: Role::Machine, incarnation: 0, hid: None },
-            op: Op::Watch { after: 7, valid_until_s: 1_700_000_000, subprotocol: true },
+            op: Op::Watch { after: 7, valid_until_s: 1_700_000_000, subprotocol: true, timeline: None },
             idempotency: None,
         };
         let value = encode_header(&watch).unwrap();
@@ -357,6 +357,8 @@ mod tests {
             question: None,
             runtime: r.runtime,
             permission_mode: r.permission_mode,
+            reply: r.reply,
+            sync_mode: r.sync_mode,
         };
         let change = Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None };
         let idempotency = Some(Idempotency { key: "k".repeat(128), fingerprint: "f".repeat(64) });

@@ -14,12 +14,15 @@ use handoff_core::briefing::ReachKind;
 use handoff_core::decider::{Op, Reaching};
 use handoff_core::handoff::Change;
 use handoff_core::hooks::{HandoffHook, IndexHook};
-use handoff_core::limits::{ACCESS_TOKEN_TTL_S, BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX};
+use handoff_core::limits::{
+    ACCESS_TOKEN_TTL_S, BODY_BYTES_MAX, REPORT_BODY_BYTES_MAX, TIMELINE_BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX,
+};
 use handoff_core::owner::devices;
 use handoff_core::package;
 use handoff_core::question;
 use handoff_core::role::Role;
 use handoff_core::time::Timestamp;
+use handoff_core::timeline;
 use handoff_core::turn::Command;
 use handoff_core::work;
 use handoff_notify::limits::WEBHOOK_SECRET_BYTES;
@@ -92,6 +95,8 @@ pub struct Watching {
     pub valid_until_s: i64,
     /// A watch offered the `handoff.v1` subprotocol.
     pub subprotocol: bool,
+    /// A watch offered `handoff.v2`: it is sent the timeline too.
+    pub v2: bool,
 }
 
 /// What an index route's reader sees beyond its request: what a new webhook or push
@@ -142,6 +147,38 @@ pub struct Route {
 const fn words(route: Route) -> Route {
     Route { body_bytes_max: WORDS_BODY_BYTES_MAX, ..route }
 }
+
+/// The report route: its body may carry a done report's whole reply ([`REPORT_BODY_BYTES_MAX`]).
+const fn report_cap(route: Route) -> Route {
+    Route { body_bytes_max: REPORT_BODY_BYTES_MAX, ..route }
+}
+
+// ---- The turn's timeline: its own block, apart from the turn machine's routes. ----
+
+/// `POST …/events`: a batch of one turn's events, within [`TIMELINE_BODY_BYTES_MAX`]. Not a
+/// change of the record and not remembered under a key: a batch repeats by its `seq`s.
+const fn timeline_post(read: Reader) -> Route {
+    Route {
+        method: "POST",
+        path: "/v1/handoffs/{id}/events",
+        kind: Kind::Handoff { read, change: false, transport: Transport::Ask },
+        role: None,
+        gate: Gate::Always,
+        body_bytes_max: TIMELINE_BODY_BYTES_MAX,
+    }
+}
+
+fn timeline_events(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
+    no_query(i.query)?;
+    Ok(Op::Events { batch: input::parse_body::<timeline::Batch>(i.body)? })
+}
+
+fn timeline_read(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
+    let q = input::parse_timeline_query(i.query)?;
+    Ok(Op::Timeline { turn: q.turn, after: q.after, limit: q.limit, timeout_s: q.timeout_s })
+}
+
+// ---- End of the timeline's block. ----
 
 const fn top(method: &'static str, path: &'static str, kind: Kind, role: Option<Role>, gate: Gate) -> Route {
     Route { method, path, kind, role, gate, body_bytes_max: BODY_BYTES_MAX }
@@ -206,7 +243,7 @@ pub const ROUTES: &[Route] = &[
         let q = input::parse_turns_query(i.query)?;
         Ok(Op::Turns { before: q.before, limit: q.limit })
     }),
-    words(change("POST", "/v1/handoffs/{id}/report", |i| {
+    report_cap(change("POST", "/v1/handoffs/{id}/report", |i| {
         let r = input::parse_report(i.body)?;
         let command = Command::Report {
             turn: r.turn,
@@ -215,6 +252,8 @@ pub const ROUTES: &[Route] = &[
             question: r.question,
             runtime: r.runtime,
             permission_mode: r.permission_mode,
+            reply: r.reply,
+            sync_mode: r.sync_mode,
         };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
@@ -358,6 +397,9 @@ pub const ROUTES: &[Route] = &[
         |i| Ok(IndexAsk::Hook(IndexHook::StorageOf { id: test_handoff_id(i)? })),
         Gate::TestHooks,
     ),
+    // The turn's timeline.
+    timeline_post(timeline_events),
+    read("GET", "/v1/handoffs/{id}/events", timeline_read),
 ];
 
 /// A test hook's switch: `{"on": true}`.
@@ -563,10 +605,15 @@ fn open_turn(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
 }
 
 fn watch(i: &Input<'_, Watching>) -> Result<Op, ApiError> {
+    let (after, seen) = input::parse_watch_query(i.query)?;
+    if seen.is_some() && !i.more.v2 {
+        return Err(ApiError::invalid("turn and seq: only a handoff.v2 watch follows the timeline"));
+    }
     Ok(Op::Watch {
-        after: input::parse_watch_query(i.query)?,
+        after,
         valid_until_s: i.more.valid_until_s,
         subprotocol: i.more.subprotocol,
+        timeline: i.more.v2.then(|| seen.unwrap_or_default()),
     })
 }
 
@@ -662,24 +709,30 @@ mod tests {
         );
     }
 
-    /// The body cap is the route table's: the three routes that carry a person's words or a
-    /// tool's whole input take 64 KiB, every other route 16 KiB.
+    /// The body cap is the route table's: the two routes that carry a person's words take 64
+    /// KiB, the report (a question's whole input, a done report's whole reply) 192 KiB, a batch
+    /// of the timeline's events 256 KiB, every other route 16 KiB.
     #[test]
-    fn only_create_open_turn_and_report_take_the_words_body_cap() {
-        let words: Vec<(&str, &str)> =
-            ROUTES.iter().filter(|r| r.body_bytes_max == WORDS_BODY_BYTES_MAX).map(|r| (r.method, r.path)).collect();
-        assert_eq!(
-            words,
-            [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns"), ("POST", "/v1/handoffs/{id}/report")]
-        );
-        assert!(ROUTES.iter().all(|r| r.body_bytes_max == BODY_BYTES_MAX || r.body_bytes_max == WORDS_BODY_BYTES_MAX));
+    fn only_create_and_open_turn_take_the_words_body_cap_the_report_and_the_events_their_own() {
+        let capped = |cap: usize| -> Vec<(&str, &str)> {
+            ROUTES.iter().filter(|r| r.body_bytes_max == cap).map(|r| (r.method, r.path)).collect()
+        };
+        assert_eq!(capped(WORDS_BODY_BYTES_MAX), [("POST", "/v1/handoffs"), ("POST", "/v1/handoffs/{id}/turns")]);
+        assert_eq!(capped(REPORT_BODY_BYTES_MAX), [("POST", "/v1/handoffs/{id}/report")]);
+        assert_eq!(capped(TIMELINE_BODY_BYTES_MAX), [("POST", "/v1/handoffs/{id}/events")]);
+        let caps = [BODY_BYTES_MAX, WORDS_BODY_BYTES_MAX, REPORT_BODY_BYTES_MAX, TIMELINE_BODY_BYTES_MAX];
+        assert!(ROUTES.iter().all(|r| caps.contains(&r.body_bytes_max)));
     }
 
+    /// Every change is remembered under its key; the timeline's batch is no change of the
+    /// record, and repeats by its `seq`s instead.
     #[test]
     fn every_change_is_a_hand_off_route_and_no_read_is() {
         for r in ROUTES {
             if let Kind::Handoff { change, .. } = r.kind {
-                assert_eq!(change, r.method != "GET" && r.gate == Gate::Always, "{} {}", r.method, r.path);
+                let timeline = r.path == "/v1/handoffs/{id}/events";
+                let expected = r.method != "GET" && r.gate == Gate::Always && !timeline;
+                assert_eq!(change, expected, "{} {}", r.method, r.path);
             }
         }
     }

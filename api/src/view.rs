@@ -232,6 +232,26 @@ pub struct Preview<'a> {
     pub latest: LatestHead<'a>,
 }
 
+// ---- The turn's timeline. ----
+
+/// `POST …/events`' answer: the turn, and the `seq` its next event takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineTaken {
+    pub turn: u64,
+    pub next: u64,
+}
+
+/// `GET …/events`' answer: a turn's events after the `after` asked, oldest first, the `seq`
+/// its next event takes, and `dropped` once its events left the newest turns kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeline<'a> {
+    pub turn: u64,
+    pub events: Cow<'a, [handoff_core::timeline::Event]>,
+    pub next: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dropped: bool,
+}
+
 /// A compile's or a package read's answer as a client reads it: the document stays JSON (it is
 /// shown, never interpreted), so a newer package format reads too.
 pub type CompiledAnswer = Compiled<serde_json::Value>;

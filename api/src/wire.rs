@@ -7,13 +7,14 @@ use crate::notifications::{
     Deliveries, PushSubscription, PushSubscriptions, SubscriptionCreated, Webhook, WebhookCreated, Webhooks,
 };
 use crate::view::{
-    Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Turns, WorkAnswer,
-    WorkRecord,
+    Beside, Changed, CompiledHead, Created, Handoff, ItemView, LatestHead, Preview, RecordAnswer, Timeline,
+    TimelineTaken, Turns, WorkAnswer, WorkRecord,
 };
 use handoff_core::decider::{HandoffAnswer, Rendered, Wire, JSON};
 use handoff_core::error::{Code, Refusal};
 use handoff_core::handoff::Effect;
 use handoff_core::hooks::Fault;
+use handoff_core::limits::WATCH_EVENTS_FRAME_BYTES_MAX;
 use handoff_core::owner::{self, receiver::Receiver};
 use handoff_core::package::Document;
 use handoff_core::rows::TooManyOpen;
@@ -60,6 +61,11 @@ struct ErrorAnswer<'a> {
     open: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cap: Option<u64>,
+    /// A timeline's refusal: the turn, and the `seq` its next event takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -96,6 +102,8 @@ fn refused(refusal: &Refusal, handoff: Option<Handoff<'_>>, current_package: Opt
         package_version: current_package.map(|(version, _)| version),
         open: None,
         cap: None,
+        turn: None,
+        next: None,
     };
     json(status(refusal.code), &body)
 }
@@ -131,6 +139,8 @@ pub fn too_many_open(crowded: TooManyOpen) -> Rendered {
         package_version: None,
         open: Some(crowded.open),
         cap: Some(crowded.cap),
+        turn: None,
+        next: None,
     };
     json(status(Code::OwnerTooManyOpen), &body)
 }
@@ -242,6 +252,34 @@ pub fn index(answer: &owner::IndexAnswer) -> (Rendered, Vec<(&'static str, Strin
     (rendered, Vec::new())
 }
 
+/// A `handoff.v2` watch's frames of `turn`'s `events`, in order, each
+/// `{"timeline": {"turn", "events"}}` of at most [`WATCH_EVENTS_FRAME_BYTES_MAX`] bytes, with the
+/// last `seq` it carries.
+pub fn timeline_frames(turn: u64, events: &[handoff_core::timeline::Event]) -> Vec<(u64, String)> {
+    let head = format!("{{\"timeline\":{{\"turn\":{turn},\"events\":[");
+    let mut frames = Vec::new();
+    let mut frame = head.clone();
+    let mut last = None;
+    for event in events {
+        let json = serde_json::to_string(event).expect("an event is plain data: it always serialises");
+        if let Some(seq) = last.filter(|_| frame.len() + json.len() + 3 > WATCH_EVENTS_FRAME_BYTES_MAX) {
+            frame.push_str("]}}");
+            frames.push((seq, std::mem::replace(&mut frame, head.clone())));
+            last = None;
+        }
+        if last.is_some() {
+            frame.push(',');
+        }
+        frame.push_str(&json);
+        last = Some(event.seq);
+    }
+    if let Some(seq) = last {
+        frame.push_str("]}}");
+        frames.push((seq, frame));
+    }
+    frames
+}
+
 impl Wire for Json {
     fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         match answer {
@@ -287,6 +325,23 @@ impl Wire for Json {
             HandoffAnswer::Storage(facts) => json(200, facts),
             HandoffAnswer::Erased => Rendered { status: 204, content_type: JSON, body: String::new(), replayed: false },
             HandoffAnswer::TooManyOpen(crowded) => too_many_open(crowded),
+            HandoffAnswer::TimelineTaken { turn, next } => json(200, &TimelineTaken { turn, next }),
+            HandoffAnswer::TimelineRefused { refusal, turn, next } => {
+                let body = ErrorAnswer {
+                    error: ErrorBody { code: refusal.code, message: &refusal.message },
+                    handoff: None,
+                    package_hash: None,
+                    package_version: None,
+                    open: None,
+                    cap: None,
+                    turn: Some(turn),
+                    next,
+                };
+                json(status(refusal.code), &body)
+            }
+            HandoffAnswer::Timeline { turn, events, next, dropped } => {
+                json(200, &Timeline { turn, events: Cow::Borrowed(events), next, dropped })
+            }
         }
     }
 
@@ -551,6 +606,8 @@ mod tests {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         Change::Turn { command, unmet: None, usage: None, package: None }
     }
@@ -576,5 +633,35 @@ mod tests {
             (plain.status, plain.body.as_str()),
             (404, r#"{"error":{"code":"handoff.not_found","message":"no such hand-off"}}"#)
         );
+    }
+
+    #[test]
+    fn a_timeline_frame_is_the_turn_and_its_events_in_order_within_its_cap() {
+        use handoff_core::timeline::{Event, Kind};
+        let event = |seq: u64, n: usize| Event {
+            seq,
+            kind: Kind::Message,
+            text: Some("x".repeat(n)),
+            id: None,
+            name: None,
+            state: None,
+            input: None,
+            output: None,
+            output_bytes: None,
+            duration_ms: None,
+            at: Some(handoff_core::time::Timestamp::from_ms(0)),
+        };
+        let frames = timeline_frames(2, &[event(1, 3), event(2, 3)]);
+        assert_eq!(frames.len(), 1);
+        let v: serde_json::Value = serde_json::from_str(&frames[0].1).unwrap();
+        assert_eq!(
+            (frames[0].0, &v["timeline"]["turn"], v["timeline"]["events"].as_array().unwrap().len()),
+            (2, &serde_json::json!(2), 2)
+        );
+        let big: Vec<Event> = (1..=9).map(|seq| event(seq, 16 * 1024)).collect();
+        let frames = timeline_frames(2, &big);
+        assert!(frames.len() > 1 && frames.iter().all(|(_, f)| f.len() <= WATCH_EVENTS_FRAME_BYTES_MAX));
+        assert_eq!(frames.last().unwrap().0, 9, "every event, the last frame ending at the last");
+        assert!(timeline_frames(2, &[]).is_empty());
     }
 }

@@ -96,6 +96,7 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "setPolicy" => checked::<Policy>(example),
             "setRuntimes" => checked::<RuntimesInput>(example),
             "answer" => checked::<handoff_core::question::AnswerInput>(example),
+            "postEvents" => checked::<handoff_core::timeline::Batch>(example),
             "createWebhook" => request(example, |body| {
                 let read =
                     handoff_api::notifications::parse_webhook_create(body, handoff_notify::Environment::Deployed)?;
@@ -132,5 +133,5 @@ fn every_example_in_the_contract_reads_into_its_type_and_writes_back_equal() {
         assert_eq!(&back, example, "line {line} ({place:?}) changed in a round trip");
     }
     let requests = examples.iter().filter(|(p, _, _)| matches!(p, Place::Request(_))).count();
-    assert_eq!(requests, 15, "one request example per operation that takes a body");
+    assert_eq!(requests, 16, "one request example per operation that takes a body");
 }

@@ -40,6 +40,8 @@ pub fn run_all() -> Vec<Micro> {
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let key = handoff_api::token::DEV_SIGNING_KEY.as_bytes();
     let now_s = now_ms / 1000;

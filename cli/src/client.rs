@@ -22,6 +22,8 @@ pub mod watch;
 // `handoff_api::view`), so a client and a Worker need not be deployed in lockstep.
 pub use handoff_api::input::{CancelInput, CloseInput, CreateInput, OpenTurnInput, ReportInput};
 pub use handoff_api::view::{Page, Rejection, Row, Suggestion, Turn};
+pub use handoff_api::view::{Timeline, TimelineTaken};
+pub use handoff_core::timeline::{Batch, Event, Kind as EventKind, SyncMode, ToolState};
 /// A record as the API answers it (its `actions` and the owner's `policy` beside it).
 pub type Handoff = handoff_api::view::Handoff<'static>;
 /// A compile's answer; its document stays JSON.
@@ -567,6 +569,44 @@ impl Client {
     /// report whole.
     pub fn put_runtimes(&self, id: &str, input: &RuntimesInput) -> Result<Reply<Handoff>, Error> {
         read_handoff(self.change("PUT", &handoff_path(id, "/runtimes"), &to_value(input))?)
+    }
+
+    // ---------------------------------------------------------------- the timeline
+
+    /// `POST …/events` (machine): a batch of one turn's events, taken whole or refused (409
+    /// `timeline.conflict`, `timeline.gap`, `timeline.full`, `timeline.dropped`, each naming
+    /// the turn's `next` seq). Sent without an `Idempotency-Key`: a batch repeats by its seqs,
+    /// so a retry of the same batch is safe.
+    pub fn post_events(&self, id: &str, batch: &Batch) -> Result<Reply<TimelineTaken>, Error> {
+        let raw =
+            self.send("POST", &handoff_path(id, "/events"), &[], Some(&to_value(batch)), None, REQUEST_TIMEOUT_S)?;
+        read_json(raw)
+    }
+
+    /// `GET …/events?turn=N&after=S&limit=L&timeout=T`: a turn's events after seq `after` (the
+    /// current turn's without `turn`); with `timeout_s` above 0, held until one arrives.
+    pub fn events(
+        &self,
+        id: &str,
+        turn: Option<u64>,
+        after: u64,
+        limit: Option<usize>,
+        timeout_s: u64,
+    ) -> Result<Reply<Timeline<'static>>, Error> {
+        let mut query = vec![("after", after.to_string())];
+        if let Some(turn) = turn {
+            query.push(("turn", turn.to_string()));
+        }
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        let timeout_s = timeout_s.min(WAIT_TIMEOUT_S_MAX);
+        if timeout_s > 0 {
+            query.push(("timeout", timeout_s.to_string()));
+        }
+        let held_s = if timeout_s > 0 { timeout_s + WAIT_MARGIN_S } else { REQUEST_TIMEOUT_S };
+        let raw = self.read("GET", &handoff_path(id, "/events"), &query, held_s)?;
+        read_json(raw)
     }
 
     // ---------------------------------------------------------------- transport

@@ -219,6 +219,8 @@ impl Hook {
             question,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         let key = self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {
@@ -267,6 +269,8 @@ impl Hook {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {

@@ -391,6 +391,8 @@ impl HandoffServer {
                         question: None,
                         runtime: None,
                         permission_mode: None,
+                        reply: None,
+                        sync_mode: None,
                     },
                 )
             })
@@ -437,6 +439,8 @@ impl HandoffServer {
                         question: Some(question),
                         runtime: None,
                         permission_mode: None,
+                        reply: None,
+                        sync_mode: None,
                     },
                 )
             })
@@ -460,7 +464,7 @@ impl HandoffServer {
                 // Nobody waits for the answer any more: the turn runs on without the question.
                 let (client, id) = (self.client(true), self.handoff.id.clone());
                 let turn = q.turn;
-                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None })).await;
+                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None, reply: None, sync_mode: None })).await;
                 if !matches!(withdrawn, Ok(Ok(_))) {
                     eprintln!("handoff mcp: a cancelled question could not be taken back: {withdrawn:?}");
                 }
@@ -497,6 +501,8 @@ impl HandoffServer {
                                 question: None,
                                 runtime: None,
                                 permission_mode: None,
+                                reply: None,
+                                sync_mode: None,
                             },
                         )
                     })

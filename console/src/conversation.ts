@@ -2,13 +2,15 @@
 // what came back (the status, the summary, the questions and their answers, the package when
 // the turn was handed on), and a composer at the bottom sends the next turn's prompt.
 //
-// The lineage (GET …/turns) carries each turn's prompt and status; a summary and a question
-// live only on the record while their turn is current, so the page keeps what it saw of each
-// turn (the last summary, every question) for as long as it is open.
+// The lineage (GET …/turns) carries each turn's prompt, status, summary, whole reply and its
+// questions with their answers, so a reload, a second tab or another device shows every turn's
+// outcome; the page also keeps what it saw of each turn on the records (the last summary, every
+// question) while it is open, for a turn whose lineage entry it has not read again yet.
 
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext } from "./commands.js";
 import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
 import type { Handoff, Question, TurnEntry } from "./types.js";
 import { busy, fail, say } from "./ui.js";
 
@@ -66,16 +68,32 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
     : h("p", { class: "no-prompt" }, t.prompt_dropped ? "Its prompt is no longer kept (only the newest turns' are)" : "Opened without a prompt");
 
   const outcome = h("div", { class: "bubble outcome", "data-status": status }, h("p", { class: "who" }, t.runtime ? `The agent, on ${t.runtime} · ` : "The agent · ", statusBadge(status, current ? "status" : undefined)));
-  const summary = current ? current.summary ?? "" : seen?.summary ?? "";
+  const summary = current ? current.summary ?? "" : seen?.summary ?? t.summary ?? "";
   if (current) outcome.append(h("p", { id: "summary", class: "turn-summary summary-text" }, summary));
   else if (summary) outcome.append(h("p", { class: "turn-summary" }, summary));
+  // The reply whole, as Markdown through the package's sanitiser; then the questions asked.
+  const reply = current ? current.reply ?? t.reply : t.reply;
+  if (reply) outcome.append(h("div", { class: "turn-reply markdown" }, renderMarkdown(reply)));
+  else if (t.reply_dropped) outcome.append(h("p", { class: "muted" }, "Its reply is no longer kept (only the newest turns' are)"));
   const open = current?.question?.id;
-  for (const q of seen?.questions.values() ?? []) {
+  for (const q of questionsOf(t, seen)) {
     if (q.id !== open) outcome.append(pastQuestion(q));
   }
   outcome.append(...live);
   if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
   return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, outcome);
+}
+
+/** Every question a turn asked, in the order asked: the lineage's, with what the page saw
+ * since (a question it saw answered keeps its answer, whichever was read first). */
+function questionsOf(t: TurnEntry, seen: Seen | undefined): Question[] {
+  const all = new Map<string, Question>();
+  for (const q of t.questions ?? []) all.set(q.id, q);
+  for (const q of seen?.questions.values() ?? []) {
+    const kept = all.get(q.id);
+    if (!kept || (q.answer && !kept.answer)) all.set(q.id, q);
+  }
+  return [...all.values()];
 }
 
 /** A question's input, whole, as text: one numbered block per line of it, so that a line the

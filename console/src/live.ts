@@ -1,7 +1,7 @@
 // The record, live: one WebSocket per page (GET …/watch, subprotocols `handoff.v1` and
 // `bearer.<token>`, since a browser cannot set headers on a WebSocket). Each frame
 // `{"handoff": record}` is acknowledged at once with `{"after": version}` (the service closes a
-// socket that leaves 64 frames or 256 KiB unacknowledged with 1013). The service ends the
+// socket that leaves 64 frames or 512 KiB unacknowledged with 1013). The service ends the
 // watch with 1000 after the hand-off closes; 4401 says the token expired (a device's page holds a
 // fresher one by then and reconnects with it); any other close is followed by a reconnect with
 // backoff, from the last version seen, so no version is missed.

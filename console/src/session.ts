@@ -221,6 +221,9 @@ function currentEntry(r: Handoff): TurnEntry {
     opened_at: r.updated_at,
     ended_at: null,
     prompt: r.prompt ?? null,
+    summary: r.summary ?? null,
+    reply: r.reply ?? null,
+    questions: r.question ? [r.question] : [],
   };
 }
 

@@ -42,8 +42,9 @@ use crate::retention::Retention;
 use crate::role::{PerRole, Role};
 use crate::rows::{Admission, Row, TooManyOpen};
 use crate::time::EpochMs;
+use crate::timeline::{self, TurnFacts};
 use crate::turn::{self, Record};
-use crate::waiters::{WaiterId, Waiters};
+use crate::waiters::{TimelineAsk, WaiterId, Waiters};
 use crate::watch;
 use crate::work::Work;
 use serde::{Deserialize, Serialize};
@@ -159,6 +160,9 @@ pub enum Op {
         after: u64,
         valid_until_s: i64,
         subprotocol: bool,
+        /// A `handoff.v2` watch: where its client stands in the timeline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeline: Option<watch::Seen>,
     },
     /// `GET …/turns`: a page of the lineage, newest turns first from `before` (exclusive).
     Turns {
@@ -189,6 +193,19 @@ pub enum Op {
     Hook(HandoffHook),
     /// `DELETE /v1/handoffs/:id`: close it if open, then erase it and its row (the owner's).
     Erase,
+    /// `POST …/events`: a batch of one turn's timeline events (the machine's).
+    Events {
+        batch: timeline::Batch,
+    },
+    /// `GET …/events`: a turn's events after `after` (the current turn's without `turn`), at
+    /// most `limit`; held up to `timeout_s` until one arrives.
+    Timeline {
+        turn: Option<u64>,
+        after: u64,
+        limit: usize,
+        #[serde(default)]
+        timeout_s: u64,
+    },
 }
 
 /// What a hand-off's object is asked.
@@ -254,6 +271,9 @@ pub enum Read {
     /// A new hand-off's first row, which the owner's index admits (and adds) or refuses
     /// against the open cap, before anything is stored ([`Feed::admission`]).
     Admission { owner: String, row: Row },
+    /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first
+    /// ([`Feed::timeline`]).
+    Timeline { turn: u64, after: u64, limit: usize },
 }
 
 /// The stored hand-off as its rows hold it, each value the text it was written as.
@@ -288,6 +308,8 @@ pub struct StorageRows {
     pub turns: u64,
     pub events: u64,
     pub idempotency: u64,
+    /// The turns' timeline events (not the version history, which is `events`).
+    pub timeline: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -307,6 +329,16 @@ pub struct Feed {
     pub storage: Option<StorageFacts>,
     /// The owner index's answer to [`Read::Admission`].
     pub admission: Option<Admission>,
+    /// [`Read::Timeline`]'s answer.
+    pub timeline: Option<TimelineRead>,
+}
+
+/// What storage holds of one turn's timeline: its facts and the events read, `(seq, at,
+/// json)`, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimelineRead {
+    pub facts: TurnFacts,
+    pub events: Vec<(u64, EpochMs, String)>,
 }
 
 /// A stored value this build cannot read: the object answers 503 and logs why.
@@ -372,6 +404,24 @@ pub enum HandoffAnswer<'a> {
         role: Role,
         turns: &'a [TurnEntry],
         next_before: Option<u64>,
+    },
+    /// `POST …/events` taken: the turn and the `seq` its next event takes.
+    TimelineTaken {
+        turn: u64,
+        next: u64,
+    },
+    /// A batch refused, with the turn and its next `seq` where the refusal names one.
+    TimelineRefused {
+        refusal: &'a Refusal,
+        turn: u64,
+        next: Option<u64>,
+    },
+    /// `GET …/events`: a turn's events, its next `seq`, and whether its events were dropped.
+    Timeline {
+        turn: u64,
+        events: &'a [timeline::Event],
+        next: u64,
+        dropped: bool,
     },
     Work {
         h: &'a Handoff,
@@ -483,6 +533,22 @@ pub enum Write {
     MachineTokensFrom {
         from: u64,
     },
+    /// One turn's new timeline events, taken at `at`: `(seq, json)`. Not a change of the
+    /// record: its version does not move.
+    TimelineEvents {
+        turn: u64,
+        at: EpochMs,
+        events: Vec<(u64, String)>,
+    },
+    /// One turn's timeline facts after a batch.
+    TimelineTurn {
+        turn: u64,
+        facts: TurnFacts,
+    },
+    /// Drops the events of the turns up to `through`, keeping each turn's count.
+    TrimTimeline {
+        through: u64,
+    },
 }
 
 /// The parts of a hand-off stored apart from its record.
@@ -514,8 +580,11 @@ pub enum Reply {
     /// A long-poll: the headers now, the body when [`Decider::confirm`] wakes `waiter` or at
     /// `timeout_ms`, then the version [`Decider::published`] holds.
     Hold { waiter: WaiterId, role: Role, timeout_ms: u64 },
+    /// A held read of a timeline: the headers now, the body when a batch's plan wakes
+    /// `waiter` ([`Plan::wake_timeline`]) or at `timeout_ms`, then `timeout_body`.
+    HoldTimeline { waiter: WaiterId, timeout_ms: u64, timeout_body: String },
     /// Accept a watching socket for `role` ([`watch::Watcher::open`] says what it is sent).
-    Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool },
+    Watch { role: Role, after: u64, valid_until_s: i64, subprotocol: bool, timeline: Option<watch::Seen> },
 }
 
 /// Everything one request causes, decided.
@@ -536,6 +605,12 @@ pub struct Plan {
     pub erase: bool,
     /// What a test hook asks of the object.
     pub hook: Option<PlanHook>,
+    /// After the commit is confirmed: the held timeline reads a batch answers, each read again
+    /// and answered by [`Decider::timeline_answer`].
+    pub wake_timeline: Vec<(WaiterId, TimelineAsk)>,
+    /// After the commit is confirmed: a batch took `turn`'s events `first..=last`, which every
+    /// `handoff.v2` socket is owed as [`watch::Watcher::owed_events`] says.
+    pub events_taken: Option<(u64, u64, u64)>,
 }
 
 impl Plan {
@@ -549,6 +624,8 @@ impl Plan {
             log: None,
             erase: false,
             hook: None,
+            wake_timeline: Vec::new(),
+            events_taken: None,
         }
     }
 
@@ -556,9 +633,11 @@ impl Plan {
         Plan::reply(Reply::Rendered(rendered))
     }
 
-    /// Whether carrying it out needs an `await`: a publication or a row send does.
+    /// Whether carrying it out needs an `await`: a publication or a row send does, and so
+    /// does waking a held timeline read (after the commit is confirmed).
     pub fn waits(&self) -> bool {
-        self.publish.is_some() || self.send_rows_through.is_some() || self.erase
+        let timeline = !self.wake_timeline.is_empty() || self.events_taken.is_some();
+        self.publish.is_some() || self.send_rows_through.is_some() || self.erase || timeline
     }
 }
 
@@ -709,12 +788,22 @@ impl Decider {
                 (live && feed.key.is_none()).then(|| Read::Key { key: idem.key.clone(), since: Keys::oldest_live(now) })
             }
             Op::Turns { before, limit } if feed.turns.is_none() => {
-                // Turn numbers stay far below 2^53, past which the runtime's SQL numbers lose precision.
-                const TURN_BOUND: u64 = 1 << 53;
-                let before = before.unwrap_or(TURN_BOUND).min(TURN_BOUND) as i64;
+                let before = before.unwrap_or(SQL_BOUND).min(SQL_BOUND) as i64;
                 Some(Read::Turns { before, limit: limit + 1 })
             }
             Op::Watch { .. } if feed.sockets.is_none() => Some(Read::Sockets(ask.caller.role)),
+            Op::Events { batch } if feed.timeline.is_none() => {
+                let first = batch.events.first().map_or(1, |e| e.seq);
+                Some(Read::Timeline {
+                    turn: batch.turn.min(SQL_BOUND),
+                    after: first.saturating_sub(1).min(SQL_BOUND),
+                    limit: batch.events.len(),
+                })
+            }
+            Op::Timeline { turn, after, limit, .. } if feed.timeline.is_none() => {
+                let turn = turn.unwrap_or(self.handoff()?.record.turn);
+                Some(Read::Timeline { turn: turn.min(SQL_BOUND), after: (*after).min(SQL_BOUND), limit: *limit })
+            }
             Op::Hook(HandoffHook::Storage) if feed.storage.is_none() => Some(Read::Storage),
             _ => None,
         }
@@ -849,6 +938,36 @@ impl Decider {
             Op::MachineToken { machine_token, incarnation } => {
                 self.machine_token(&caller, &h, &machine_token, incarnation, wire)
             }
+            Op::Events { batch } => self.events(role, &h, &batch, feed, at.now, wire),
+            Op::Timeline { turn, after, limit, timeout_s } => {
+                let turn = turn.unwrap_or(h.record.turn);
+                if turn > h.record.turn {
+                    let message = format!("turn {turn} has not been opened: turn {} is current", h.record.turn);
+                    return refused(Refusal::new(Code::TurnOutOfOrder, message));
+                }
+                let read = made(feed.timeline, "the timeline");
+                // Held only while an event may still come: the turn is kept and has none after `after`.
+                let hold = timeout_s > 0
+                    && read.events.is_empty()
+                    && !read.facts.dropped
+                    && timeline::kept(turn, h.record.turn);
+                let rendered = match timeline_rendered(turn, read, wire) {
+                    Ok(rendered) => rendered,
+                    Err(e) => return self.unreadable(e, wire),
+                };
+                if !hold {
+                    return Plan::rendered(rendered);
+                }
+                let ask = TimelineAsk { turn, after, limit };
+                match self.waiters.hold_timeline(role, ask, self.caps.waiters[role], waiter_cap_name(role)) {
+                    Err(refusal) => refused(refusal),
+                    Ok(waiter) => {
+                        let jitter_ms = (at.random.clamp(0.0, 1.0) * WAIT_JITTER_MS_MAX as f64) as u64;
+                        let timeout_ms = timeout_s * 1000 + jitter_ms;
+                        Plan::reply(Reply::HoldTimeline { waiter, timeout_ms, timeout_body: rendered.body })
+                    }
+                }
+            }
             Op::Change { change } => self.change(&caller, h, &change, idempotency, feed, at.now, wire),
             Op::Get => Plan::reply(Reply::Record { role }),
             Op::Wait { after, timeout_s } => {
@@ -863,12 +982,12 @@ impl Decider {
                     }
                 }
             }
-            Op::Watch { after, valid_until_s, subprotocol } => {
+            Op::Watch { after, valid_until_s, subprotocol, timeline } => {
                 let (cap_name, _) = watch::cap(role);
                 let cap = self.caps.watchers[role];
                 match watch::admit(made(feed.sockets, "the watching sockets"), cap, cap_name) {
                     Err(refusal) => refused(refusal),
-                    Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol }),
+                    Ok(()) => Plan::reply(Reply::Watch { role, after, valid_until_s, subprotocol, timeline }),
                 }
             }
             Op::Turns { limit, .. } => {
@@ -940,6 +1059,60 @@ impl Decider {
             Op::Hook(HandoffHook::Clock { advance_ms }) => {
                 let mut plan = Plan::rendered(wire.render(HandoffAnswer::Erased));
                 plan.hook = Some(PlanHook::AdvanceClockMs(advance_ms));
+                plan
+            }
+        }
+    }
+
+    /// The answer of a held timeline read a batch woke, from what the object read again for it
+    /// ([`Read::Timeline`] of its [`TimelineAsk`]).
+    pub fn timeline_answer(
+        &self,
+        ask: TimelineAsk,
+        read: TimelineRead,
+        wire: &impl Wire,
+    ) -> Result<Rendered, Unreadable> {
+        timeline_rendered(ask.turn, read, wire)
+    }
+
+    /// `POST …/events`: the machine's batch, taken whole or refused, as [`timeline::take`]
+    /// decides. Its writes move no version and publish nothing: no wait on the version wakes.
+    fn events(
+        &mut self,
+        role: Role,
+        h: &Handoff,
+        batch: &timeline::Batch,
+        feed: Feed,
+        now: EpochMs,
+        wire: &impl Wire,
+    ) -> Plan {
+        let turn = batch.turn;
+        if role != Role::Machine {
+            let refusal = Refusal::new(Code::AuthForbidden, "only the machine writes a turn's timeline");
+            return Plan::rendered(wire.render(HandoffAnswer::Refused {
+                refusal: &refusal,
+                handoff: None,
+                current_package: None,
+            }));
+        }
+        let read = made(feed.timeline, "the timeline");
+        let repeated: Vec<(u64, String)> = read.events.into_iter().map(|(seq, _, json)| (seq, json)).collect();
+        match timeline::take(batch, h.record.turn, &read.facts, &repeated) {
+            Err(refused) => Plan::rendered(wire.render(HandoffAnswer::TimelineRefused {
+                refusal: &refused.refusal,
+                turn,
+                next: refused.next,
+            })),
+            Ok(taken) => {
+                let mut plan = Plan::rendered(wire.render(HandoffAnswer::TimelineTaken { turn, next: taken.next() }));
+                if let (Some((first, _)), Some((last, _))) = (taken.new.first(), taken.new.last()) {
+                    plan.events_taken = Some((turn, *first, *last));
+                    plan.writes.push(Write::TimelineEvents { turn, at: now, events: taken.new });
+                    plan.writes.push(Write::TimelineTurn { turn, facts: taken.facts });
+                    if !self.waiters.is_empty() {
+                        plan.wake_timeline = self.waiters.wake_timeline(turn, taken.facts.events);
+                    }
+                }
                 plan
             }
         }
@@ -1248,6 +1421,10 @@ impl Decider {
         if let Some(through) = record.turn.checked_sub(TURNS_KEPT_PER_HANDOFF_MAX as u64).filter(|t| *t > 0) {
             writes.push(Write::TrimTurns { through });
         }
+        let opened = self.handoff().is_some_and(|before| record.turn > before.record.turn);
+        if let Some(through) = timeline::dropped_through(record.turn).filter(|_| opened) {
+            writes.push(Write::TrimTimeline { through });
+        }
         writes.push(Write::Event { version, at: record.updated_at.ms(), kind, actor });
         if let Some(through) = events_trimmed_through(version) {
             writes.push(Write::TrimEvents { through });
@@ -1355,6 +1532,26 @@ fn new_record(caller: &Caller, op: &Op, now: EpochMs) -> Option<Record> {
     Some(record)
 }
 
+/// A turn's events as `GET …/events` answers them.
+fn timeline_rendered(turn: u64, read: TimelineRead, wire: &impl Wire) -> Result<Rendered, Unreadable> {
+    let events: Vec<timeline::Event> = read
+        .events
+        .iter()
+        .map(|(_, at, json)| timeline::read_back(json, *at))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Unreadable(format!("timeline event: {e}")))?;
+    Ok(wire.render(HandoffAnswer::Timeline {
+        turn,
+        events: &events,
+        next: read.facts.next(),
+        dropped: read.facts.dropped,
+    }))
+}
+
+/// Turn numbers and `seq`s stay far below 2^53, past which the runtime's SQL numbers lose
+/// precision: a read asks for no larger one.
+const SQL_BOUND: u64 = 1 << 53;
+
 /// The media type of every JSON answer.
 pub const JSON: &str = "application/json";
 
@@ -1399,6 +1596,8 @@ impl Staged {
             log: None,
             erase: false,
             hook: None,
+            wake_timeline: Vec::new(),
+            events_taken: None,
         }
     }
 }

@@ -70,6 +70,14 @@ crate::listed_enum! {
         DeviceTooMany,
         /// A sign-in past `DEVICE_SIGN_INS_PER_PERIOD_MAX` in its period.
         DeviceRateLimited,
+        /// A timeline event's `seq` taken already with other content.
+        TimelineConflict,
+        /// A batch of events that starts past the turn's next `seq`.
+        TimelineGap,
+        /// A batch past the turn's cap of events or bytes.
+        TimelineFull,
+        /// A batch for a turn whose events were dropped (older than the newest kept).
+        TimelineDropped,
     }
 }
 
@@ -118,6 +126,10 @@ impl Code {
             Code::DeviceNotFound => "device.not_found",
             Code::DeviceTooMany => "device.too_many",
             Code::DeviceRateLimited => "device.rate_limited",
+            Code::TimelineConflict => "timeline.conflict",
+            Code::TimelineGap => "timeline.gap",
+            Code::TimelineFull => "timeline.full",
+            Code::TimelineDropped => "timeline.dropped",
         }
     }
 

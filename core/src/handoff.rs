@@ -14,7 +14,7 @@
 use crate::actions::Action;
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
-use crate::limits::{LINEAGE_TAIL_MAX, PROMPT_TURNS_KEPT_MAX};
+use crate::limits::{LINEAGE_TAIL_MAX, PROMPT_TURNS_KEPT_MAX, QUESTIONS_PER_TURN_KEPT_MAX};
 use crate::package::{Compiled, Latest, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
 use crate::placement::Placement;
 use crate::runtimes::{self, MachineRuntimes, RuntimesInput};
@@ -217,6 +217,7 @@ impl Handoff {
             ended_at: None,
             prompt: record.prompt.clone(),
             prompt_dropped: false,
+            ..TurnEntry::outcome_unknown()
         };
         let extras = Extras {
             opening_prompt_sha256: record.prompt.as_deref().map(prompt_digest),
@@ -454,6 +455,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             ended_at: None,
             prompt: next.record.prompt.clone(),
             prompt_dropped: false,
+            ..TurnEntry::outcome_unknown()
         });
         dirty.lineage_from = Some(last + 1);
         drop_old_prompt(next, dirty);
@@ -463,6 +465,12 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
     entry.status = next.record.status;
     entry.runtime = next.record.briefed.runtime.clone();
     entry.permission_mode = next.record.permission_mode.clone();
+    entry.sync_mode = next.record.sync_mode;
+    entry.summary = next.record.summary.clone();
+    entry.reply = next.record.reply.clone();
+    if let Some(asked) = &next.record.question {
+        keep_question(entry, asked);
+    }
     if next.record.status.has_ended() && entry.ended_at.is_none() {
         entry.ended_at = Some(Timestamp::from_ms(now));
     }
@@ -479,9 +487,28 @@ fn drop_old_prompt(next: &mut Handoff, dirty: &mut Dirty) {
         return;
     };
     let entry = &mut next.lineage[at];
-    if entry.prompt.take().is_some() {
-        entry.prompt_dropped = true;
+    let prompt = entry.prompt.take().is_some();
+    let reply = entry.reply.take().is_some();
+    let questions = std::mem::take(&mut entry.questions).len() as u64;
+    entry.prompt_dropped |= prompt;
+    entry.reply_dropped |= reply;
+    entry.questions_dropped += questions;
+    if prompt || reply || questions > 0 {
         dirty.lineage_dropped = Some(at);
+    }
+}
+
+/// Keeps the record's question on its turn's entry: asked, or answered since (the same id);
+/// past [`QUESTIONS_PER_TURN_KEPT_MAX`] the oldest goes and is counted.
+fn keep_question(entry: &mut TurnEntry, asked: &crate::question::Question) {
+    if let Some(kept) = entry.questions.iter_mut().find(|q| q.id == asked.id) {
+        *kept = asked.clone();
+        return;
+    }
+    entry.questions.push(asked.clone());
+    if entry.questions.len() > QUESTIONS_PER_TURN_KEPT_MAX {
+        entry.questions.remove(0);
+        entry.questions_dropped += 1;
     }
 }
 

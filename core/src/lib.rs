@@ -31,6 +31,7 @@ pub mod runtimes;
 pub mod suggestion;
 pub mod text;
 pub mod time;
+pub mod timeline;
 pub mod turn;
 pub mod waiters;
 pub mod watch;

@@ -70,10 +70,13 @@ pub const MACHINE_WATCHERS_PER_HANDOFF_MAX: usize = 100;
 /// Bytes one watching socket may have been sent and not acknowledged (`{"after": V}`). The
 /// runtime shows no count of a socket's unsent bytes, so this bounds them from above: a send
 /// that would pass it closes the socket with 1013 instead of buffering without bound.
-pub const WATCH_UNACKED_BYTES_MAX: usize = 256 * 1024;
+pub const WATCH_UNACKED_BYTES_MAX: usize = 512 * 1024;
 /// Frames one watching socket may have been sent and not acknowledged; past it, 1013 as for
 /// the bytes. Keeps the socket's attachment (which lists them) small.
 pub const WATCH_UNACKED_FRAMES_MAX: usize = 64;
+/// A `handoff.v2` watch's timeline frame holds events up to this many bytes (an event alone
+/// always fits, asserted below).
+pub const WATCH_EVENTS_FRAME_BYTES_MAX: usize = 64 * 1024;
 
 // ---- The work record (src/work.rs). Text limits are UTF-8 bytes. ----
 
@@ -158,6 +161,51 @@ pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// for the next turn to see how the work went lately, and the package no longer grows with
 /// every turn (the ledger value it lives in is capped by the runtime at 2 MB).
 pub const PACKAGE_COMPLETED_TURNS_MAX: u64 = 20;
+
+// ---- The turn's timeline (src/timeline.rs) and every outcome a turn keeps. ----
+
+/// Events one `POST …/events` carries at most.
+pub const TIMELINE_EVENTS_PER_REQUEST_MAX: usize = 64;
+/// Largest body of `POST …/events`: room for the largest single event with every byte
+/// escaped and for many small ones; a machine splits a larger batch (asserted below).
+pub const TIMELINE_BODY_BYTES_MAX: usize = 256 * 1024;
+/// A message's or a note's text (UTF-8 bytes).
+pub const TIMELINE_MESSAGE_BYTES_MAX: usize = 16 * 1024;
+/// A tool call's id and a tool's name.
+pub const TIMELINE_NAME_BYTES_MAX: usize = 128;
+/// A tool's output, clipped by the machine, which sends the whole size beside it.
+pub const TIMELINE_OUTPUT_BYTES_MAX: usize = 4 * 1024;
+/// Events one turn's timeline holds; past it a batch is 409 `timeline.full`.
+pub const TIMELINE_EVENTS_PER_TURN_MAX: u64 = 2_000;
+/// Stored bytes of one turn's events; past it a batch is 409 `timeline.full`.
+pub const TIMELINE_BYTES_PER_TURN_MAX: usize = 1024 * 1024;
+/// Turns whose events a hand-off keeps: the newest ones. An older turn keeps its count and
+/// says its steps were dropped.
+pub const TIMELINE_TURNS_KEPT_MAX: u64 = 4;
+/// Events one `GET …/events` page holds when no `limit` is given, and the most it may ask for.
+pub const TIMELINE_PAGE_DEFAULT: usize = 200;
+pub const TIMELINE_PAGE_MAX: usize = 2_000;
+/// A done report's `reply`: the model's final answer, whole (UTF-8 bytes).
+pub const REPLY_BYTES_MAX: usize = 64 * 1024;
+/// Largest body of `POST …/report`: a report with the longest reply and question, every byte
+/// escaped (asserted below).
+pub const REPORT_BODY_BYTES_MAX: usize = 192 * 1024;
+/// Questions a turn's lineage entry keeps with their answers: the newest; older ones are
+/// counted in `questions_dropped`. Kept, like replies, for the newest `PROMPT_TURNS_KEPT_MAX`
+/// turns.
+pub const QUESTIONS_PER_TURN_KEPT_MAX: usize = 8;
+/// The most one hand-off keeps of its turns' steps and outcomes, whatever a client repeats:
+/// the newest kept turns' events, the replies of the newest `PROMPT_TURNS_KEPT_MAX` turns and
+/// the record's copy, and their questions whole (about 10.9 MiB). `docs/guarantees.md` states
+/// the storage a hand-off is promised with it.
+pub const OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX: usize = TIMELINE_TURNS_KEPT_MAX as usize * TIMELINE_BYTES_PER_TURN_MAX
+    + (PROMPT_TURNS_KEPT_MAX as usize + 1) * REPLY_BYTES_MAX
+    + PROMPT_TURNS_KEPT_MAX as usize
+        * QUESTIONS_PER_TURN_KEPT_MAX
+        * (QUESTION_TEXT_BYTES_MAX
+            + QUESTION_INPUT_BYTES_MAX
+            + ANSWER_NOTE_BYTES_MAX
+            + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX));
 
 // ---- Briefings (src/briefing.rs). ----
 
@@ -367,6 +415,59 @@ const _: () = assert!(
         + BODY_FRAME_BYTES
         <= WORDS_BODY_BYTES_MAX
 );
+// The largest done report fits its route's cap: the reply beside the largest report above.
+const _: () = assert!(
+    2 * (REPLY_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + QUESTION_TEXT_BYTES_MAX
+        + QUESTION_INPUT_BYTES_MAX
+        + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX))
+        + BODY_FRAME_BYTES
+        <= REPORT_BODY_BYTES_MAX
+);
+// The largest single event fits the events route's cap, escaped: its input, output and names.
+const _: () = assert!(
+    2 * (QUESTION_INPUT_BYTES_MAX + TIMELINE_OUTPUT_BYTES_MAX + 2 * TIMELINE_NAME_BYTES_MAX) + BODY_FRAME_BYTES
+        <= TIMELINE_BODY_BYTES_MAX
+);
+// A turn's lineage entry with its longest reply, prompt and kept questions, every byte escaped,
+// is a value the object may store.
+const _: () = assert!(
+    2 * (REPLY_BYTES_MAX
+        + PROMPT_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + QUESTIONS_PER_TURN_KEPT_MAX
+            * (QUESTION_TEXT_BYTES_MAX
+                + QUESTION_INPUT_BYTES_MAX
+                + ANSWER_NOTE_BYTES_MAX
+                + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX)))
+        + 4 * BODY_FRAME_BYTES
+        <= STORED_VALUE_BYTES_MAX
+);
+// What the timeline and the outcomes add stays within the 11 MiB the storage promise counts.
+const _: () = assert!(OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX <= 11 * 1024 * 1024);
+// One record frame with every field at its longest, and beside it one timeline frame, fit what
+// a watching socket may leave unacknowledged: the prompt, summary, reply, question (its text,
+// input, options, the answer's note) and the machine's runtimes, every byte escaped, and room
+// for the record's other fields. And one event, escaped, fits a timeline frame.
+const RECORD_FRAME_BYTES_MAX: usize = 2
+    * (PROMPT_BYTES_MAX
+        + SUMMARY_BYTES_MAX
+        + REPLY_BYTES_MAX
+        + QUESTION_TEXT_BYTES_MAX
+        + QUESTION_INPUT_BYTES_MAX
+        + ANSWER_NOTE_BYTES_MAX
+        + QUESTION_OPTIONS_MAX * (QUESTION_OPTION_ID_CHARS_MAX + QUESTION_LABEL_BYTES_MAX)
+        + MACHINE_RUNTIMES_MAX * (RUNTIME_BYTES_MAX + RUNTIME_VERSION_BYTES_MAX))
+    + 8 * BODY_FRAME_BYTES;
+const _: () = assert!(RECORD_FRAME_BYTES_MAX + WATCH_EVENTS_FRAME_BYTES_MAX <= WATCH_UNACKED_BYTES_MAX);
+const _: () = assert!(
+    2 * (QUESTION_INPUT_BYTES_MAX + TIMELINE_OUTPUT_BYTES_MAX + 2 * TIMELINE_NAME_BYTES_MAX) + BODY_FRAME_BYTES
+        <= WATCH_EVENTS_FRAME_BYTES_MAX
+);
+const _: () = assert!(2 * TIMELINE_MESSAGE_BYTES_MAX + BODY_FRAME_BYTES <= WATCH_EVENTS_FRAME_BYTES_MAX);
+// The report's cap is above the words' routes'.
+const _: () = assert!(REPORT_BODY_BYTES_MAX > WORDS_BODY_BYTES_MAX);
 // The words' routes take more than the others, never less.
 const _: () = assert!(WORDS_BODY_BYTES_MAX > BODY_BYTES_MAX);
 // An access token lives at most 10 minutes, and a device's idle time within its whole life.

@@ -155,6 +155,57 @@ pub struct TurnEntry {
     /// The turn had words, dropped when it left the newest `PROMPT_TURNS_KEPT_MAX` turns.
     #[serde(default, skip_serializing_if = "is_false")]
     pub prompt_dropped: bool,
+    /// The sync mode the turn ran in, as the machine's running report named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_mode: Option<crate::timeline::SyncMode>,
+    /// The turn's summary as its last report gave it: the short line lists and pushes show.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// The model's final answer, whole, as the done report carried it; `None` when none was
+    /// sent (an entry of an earlier build too), or once dropped (then `reply_dropped`).
+    #[serde(default)]
+    pub reply: Option<String>,
+    /// The turn had a reply, dropped with its prompt when it left the newest turns.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reply_dropped: bool,
+    /// The questions the turn asked, each with its answer once given: the newest
+    /// `QUESTIONS_PER_TURN_KEPT_MAX`, for the newest `PROMPT_TURNS_KEPT_MAX` turns.
+    #[serde(default)]
+    pub questions: Vec<crate::question::Question>,
+    /// Questions of the turn no longer listed (past the cap, or dropped with its prompt).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub questions_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TurnEntry {
+    /// An entry's outcome before its turn reports one (and as an earlier build's entry reads):
+    /// no mode, summary, reply or question.
+    pub fn outcome_unknown() -> TurnEntry {
+        TurnEntry {
+            turn: 0,
+            status: Status::Running,
+            runtime: None,
+            permission_mode: None,
+            placement: Placement::default(),
+            package_version: None,
+            package_hash: None,
+            continued_from: None,
+            opened_at: Timestamp::default(),
+            ended_at: None,
+            prompt: None,
+            prompt_dropped: false,
+            sync_mode: None,
+            summary: None,
+            reply: None,
+            reply_dropped: false,
+            questions: Vec::new(),
+            questions_dropped: 0,
+        }
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -276,10 +327,6 @@ pub struct Truncation {
     /// no turn out keeps the bytes and hash it had before this field existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub completed_turns_omitted: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Truncation {

@@ -11,13 +11,16 @@
 
 use crate::applied::Applied;
 use crate::error::{Code, Refusal};
-use crate::limits::{PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::limits::{
+    PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, REPLY_BYTES_MAX, RUNTIME_BYTES_MAX, SUMMARY_BYTES_MAX,
+};
 use crate::placement::Placement;
 use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
 use crate::text::lines_only;
 use crate::time::{EpochMs, Timestamp};
+use crate::timeline::SyncMode;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +154,14 @@ pub struct Record {
     /// Where and how the owner asked the current turn to run (turn 1's, from the create).
     #[serde(flatten)]
     pub placement: Placement,
+    /// The sync mode the current turn runs in, as the machine's running report named it
+    /// (absent until one does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_mode: Option<SyncMode>,
+    /// The current turn's reply, once its done report carried one: the model's final answer,
+    /// whole. One record frame with it at its longest still fits the watch's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
     /// The owner's words that opened the current turn (`prompt` of the create or the open), or
     /// `None` when it was opened without any.
     #[serde(default)]
@@ -228,6 +239,8 @@ impl Record {
             briefed: Briefed::default(),
             permission_mode: None,
             placement: Placement::default(),
+            sync_mode: None,
+            reply: None,
             prompt: None,
             continued_from: None,
             suggestion: None,
@@ -272,6 +285,13 @@ pub enum Command {
         /// the turn's lineage entry; another mode later in the turn replaces it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         permission_mode: Option<String>,
+        /// A done report's reply: the model's final answer, whole. Part of what makes a final
+        /// report the same report again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<String>,
+        /// A running report's sync mode: named on the record and the turn's lineage entry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sync_mode: Option<SyncMode>,
     },
     /// The owner stops the current turn (or names it, to be sure it is the one they saw).
     Cancel { turn: Option<u64> },
@@ -313,9 +333,14 @@ pub fn apply(record: &Record, command: &Command, now: EpochMs) -> Result<Applied
 fn decide(record: &Record, command: &Command, now: EpochMs) -> Result<Option<Record>, Code> {
     match command {
         Command::OpenTurn { after, prompt } => open_turn(record, *after, prompt),
-        Command::Report { turn, status, summary, question, runtime, permission_mode } => {
-            let running = Running { runtime: runtime.as_deref(), permission_mode: permission_mode.as_deref() };
-            report(record, *turn, *status, summary, question.as_ref(), running, now)
+        Command::Report { turn, status, summary, question, runtime, permission_mode, reply, sync_mode } => {
+            let running = Running {
+                runtime: runtime.as_deref(),
+                permission_mode: permission_mode.as_deref(),
+                sync_mode: *sync_mode,
+            };
+            let said = Said { summary, reply };
+            report(record, *turn, *status, said, question.as_ref(), running, now)
         }
         Command::Cancel { turn } => cancel(record, *turn),
         Command::Close => close(record),
@@ -347,6 +372,8 @@ fn open_turn(record: &Record, after: u64, prompt: &Option<String>) -> Result<Opt
     next.continued_from = Some(ContinuedFrom { turn: record.turn, runtime: record.briefed.runtime.clone() });
     next.briefed = Briefed::default();
     next.permission_mode = None;
+    next.sync_mode = None;
+    next.reply = None;
     next.prompt = prompt.clone();
     next.suggestion = None;
     next.question = None;
@@ -364,18 +391,27 @@ pub fn check_prompt(prompt: &str) -> Result<(), Refusal> {
 struct Running<'a> {
     runtime: Option<&'a str>,
     permission_mode: Option<&'a str>,
+    sync_mode: Option<SyncMode>,
+}
+
+/// What a report says of the turn: its summary, and a done report's reply.
+#[derive(Debug, Clone, Copy)]
+struct Said<'a> {
+    summary: &'a Option<String>,
+    reply: &'a Option<String>,
 }
 
 fn report(
     record: &Record,
     turn: u64,
     status: ReportStatus,
-    summary: &Option<String>,
+    said: Said<'_>,
     question: Option<&QuestionInput>,
     running: Running<'_>,
     now: EpochMs,
 ) -> Result<Option<Record>, Code> {
-    let Running { runtime, permission_mode } = running;
+    let Running { runtime, permission_mode, sync_mode } = running;
+    let Said { summary, reply } = said;
     if record.state == State::Closed {
         return Err(Code::HandoffClosed);
     }
@@ -393,7 +429,8 @@ fn report(
     let names_runtime = runtime.is_some() && named.is_none();
     // The mode may change within a turn (a harness leaving plan mode): the newest one stands.
     let names_mode = permission_mode.is_some_and(|m| record.permission_mode.as_deref() != Some(m));
-    let names = names_runtime || names_mode;
+    let names_sync = sync_mode.is_some_and(|m| record.sync_mode != Some(m));
+    let names = names_runtime || names_mode || names_sync;
     let status = Status::from(status);
     let waiting = still_waiting(record, status, question);
     if waiting && !names {
@@ -406,7 +443,8 @@ fn report(
         (Some(input), Some(open)) => open.is_same_open(input),
         _ => false,
     };
-    let same_as_now = record.status == status && record.summary == *summary && same_question && !names;
+    let same_as_now =
+        record.status == status && record.summary == *summary && record.reply == *reply && same_question && !names;
     if same_as_now {
         // An exact repeat (of a final report too): accepted, nothing moves.
         return Ok(None);
@@ -421,11 +459,15 @@ fn report(
     if names_mode {
         next.permission_mode = permission_mode.map(str::to_string);
     }
+    if names_sync {
+        next.sync_mode = sync_mode;
+    }
     if waiting {
         return Ok(Some(next));
     }
     next.status = status;
     next.summary = summary.clone();
+    next.reply = reply.clone();
     // Only a needs-you asks; the API refuses a question on any other status.
     let asked = question.filter(|_| status == Status::NeedsYou);
     next.question = asked
@@ -454,6 +496,15 @@ pub fn check_summary(summary: &str) -> Result<(), Refusal> {
         return Err(Refusal::invalid(format!("summary: longer than {SUMMARY_BYTES_MAX} bytes")));
     }
     lines_only("summary", summary)
+}
+
+/// A done report's reply: the model's final answer, whole, at most [`REPLY_BYTES_MAX`] bytes
+/// under the multi-line rule (400 `request.invalid` naming `reply`).
+pub fn check_reply(reply: &str) -> Result<(), Refusal> {
+    if reply.len() > REPLY_BYTES_MAX {
+        return Err(Refusal::invalid(format!("reply: longer than {REPLY_BYTES_MAX} bytes")));
+    }
+    lines_only("reply", reply)
 }
 
 /// A needs-you without a question while the turn waits on an unanswered one says nothing new:

@@ -21,8 +21,24 @@ pub struct WaiterId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
     role: Role,
-    /// The version the waiter has seen: it wants one above it (or the close).
-    after: u64,
+    on: On,
+}
+
+/// What a waiter waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum On {
+    /// A version above the one it has seen (or the close).
+    Version(u64),
+    /// An event of a turn's timeline after the `seq` it has seen (`GET …/events`, held).
+    Timeline(TimelineAsk),
+}
+
+/// A held read of a turn's timeline: events of `turn` after `after`, at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineAsk {
+    pub turn: u64,
+    pub after: u64,
+    pub limit: usize,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +52,22 @@ impl Waiters {
     /// Holds a place for a waiter of `role` that has seen `after`, or refuses with 429
     /// `wait.too_many` when the role already holds `max` (its cap, named `cap_name`).
     pub fn hold(&mut self, role: Role, after: u64, max: usize, cap_name: &str) -> Result<WaiterId, Refusal> {
+        self.hold_on(role, On::Version(after), max, cap_name)
+    }
+
+    /// Holds a place for a held read of a timeline, within the same cap as the waits of its
+    /// role: a held read is bounded as a wait is.
+    pub fn hold_timeline(
+        &mut self,
+        role: Role,
+        ask: TimelineAsk,
+        max: usize,
+        cap_name: &str,
+    ) -> Result<WaiterId, Refusal> {
+        self.hold_on(role, On::Timeline(ask), max, cap_name)
+    }
+
+    fn hold_on(&mut self, role: Role, on: On, max: usize, cap_name: &str) -> Result<WaiterId, Refusal> {
         if self.by_role[role] >= max {
             return Err(Refusal::new(
                 Code::WaitTooMany,
@@ -44,7 +76,7 @@ impl Waiters {
         }
         self.next_id += 1;
         let id = WaiterId(self.next_id);
-        self.held.insert(id, Held { role, after });
+        self.held.insert(id, Held { role, on });
         self.by_role[role] += 1;
         Ok(id)
     }
@@ -63,8 +95,25 @@ impl Waiters {
         let woken: Vec<(WaiterId, Role)> = self
             .held
             .iter()
-            .filter(|(_, held)| crate::turn::wait_answers_now(record, held.after))
+            .filter(|(_, held)| matches!(held.on, On::Version(after) if crate::turn::wait_answers_now(record, after)))
             .map(|(id, held)| (*id, held.role))
+            .collect();
+        for (id, _) in &woken {
+            self.release(*id);
+        }
+        woken
+    }
+
+    /// The held reads of `turn`'s timeline that its events up to `last` answer (one after
+    /// what each has seen); their places are free from now on. Never a wait on the version.
+    pub fn wake_timeline(&mut self, turn: u64, last: u64) -> Vec<(WaiterId, TimelineAsk)> {
+        let woken: Vec<(WaiterId, TimelineAsk)> = self
+            .held
+            .iter()
+            .filter_map(|(id, held)| match held.on {
+                On::Timeline(ask) if ask.turn == turn && ask.after < last => Some((*id, ask)),
+                _ => None,
+            })
             .collect();
         for (id, _) in &woken {
             self.release(*id);
@@ -134,6 +183,20 @@ mod tests {
         w.release(a);
         assert_eq!(w.len_of(Role::Owner), 1, "releasing an answered place changes nothing");
         assert_eq!(w.wake(&record_at(3)), vec![(ahead, Role::Owner)]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_held_timeline_read_is_woken_only_by_its_turns_new_events_and_never_by_a_version() {
+        let mut w = Waiters::default();
+        let ask = TimelineAsk { turn: 2, after: 5, limit: 10 };
+        let read = w.hold_timeline(Role::Owner, ask, 2, "O").unwrap();
+        let wait = w.hold(Role::Owner, 1, 2, "O").unwrap();
+        assert!(w.hold_timeline(Role::Owner, ask, 2, "O").is_err(), "a held read counts against the waits' cap");
+        assert_eq!(w.wake(&record_at(9)), vec![(wait, Role::Owner)], "a version wakes no held read");
+        assert_eq!(w.wake_timeline(1, 99), vec![], "another turn's events wake nothing");
+        assert_eq!(w.wake_timeline(2, 5), vec![], "nothing after what it has seen");
+        assert_eq!(w.wake_timeline(2, 6), vec![(read, ask)]);
         assert!(w.is_empty());
     }
 

@@ -23,6 +23,13 @@
 //!   [`CLOSE_SLOW_READER`] instead;
 //! - a message that is not `{"after": V}` closes it with [`CLOSE_UNSUPPORTED`] (`ping` never
 //!   reaches the object: the runtime answers it `pong`).
+//!
+//! A socket that chose [`SUBPROTOCOL_V2`] is sent the current turn's timeline too, as
+//! `{"timeline": {"turn", "events"}}` frames beside the record frames ([`Watcher::owed_events`],
+//! [`Watcher::send_events`]): each event once, in `seq` order, from what the client said it has
+//! (`?turn=N&seq=S`, and `{"after": V, "turn": N, "seq": S}`, which acknowledges both); a new
+//! turn's events from its first. The slow-reader bounds count these frames too. A
+//! [`SUBPROTOCOL`] socket is sent exactly the record frames, and any other message closes it.
 
 use crate::error::{Code, Refusal};
 use crate::limits::{
@@ -34,6 +41,9 @@ use serde::{Deserialize, Serialize};
 /// The subprotocol a watch speaks; a client that offers subprotocols must offer this one, and
 /// the answer selects it.
 pub const SUBPROTOCOL: &str = "handoff.v1";
+/// The subprotocol of a watch that is sent the current turn's timeline beside the records; a
+/// client that offers both is answered this one.
+pub const SUBPROTOCOL_V2: &str = "handoff.v2";
 /// A browser cannot set `Authorization` on a WebSocket: it offers `bearer.<token>` as a
 /// subprotocol next to [`SUBPROTOCOL`] instead (never the URL, which logs keep).
 pub const BEARER_SUBPROTOCOL_PREFIX: &str = "bearer.";
@@ -45,8 +55,10 @@ pub const PONG: &str = "pong";
 /// A client acknowledges (`{"after": V}`) at least every this many frames it reads: half the
 /// cap, so that an acknowledgement on its way never lets the cap be passed.
 pub const ACK_EVERY_FRAMES: usize = WATCH_UNACKED_FRAMES_MAX / 2;
-/// A client acknowledges at least every this many bytes it reads (half the cap).
-pub const ACK_EVERY_BYTES: usize = WATCH_UNACKED_BYTES_MAX / 2;
+/// A client acknowledges at least every this many bytes it reads: a quarter of the cap (128 KiB,
+/// as before the cap grew to hold the longest record frame beside a timeline frame), so that
+/// a timeline frame that waits for room is always owed an acknowledgement.
+pub const ACK_EVERY_BYTES: usize = WATCH_UNACKED_BYTES_MAX / 4;
 
 /// The hand-off closed: the last record was sent.
 pub const CLOSE_HANDOFF_CLOSED: u16 = 1000;
@@ -100,6 +112,21 @@ pub struct Watcher {
     /// A close was sent: nothing more goes to this socket.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed: bool,
+    /// A [`SUBPROTOCOL_V2`] socket: the turn and the last `seq` of it sent, or that its client
+    /// said it has. `None`: a [`SUBPROTOCOL`] socket, sent records only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Seen>,
+    /// Timeline frames sent and not acknowledged: `(turn, last seq, bytes)`, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unacked_events: Vec<(u64, u64, u32)>,
+}
+
+/// Where a [`SUBPROTOCOL_V2`] client stands in the timeline: it has `turn`'s events up to `seq`
+/// (turn 0: none at all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub turn: u64,
+    pub seq: u64,
 }
 
 /// The one message a client sends (besides `ping`): it has every version up to `after`.
@@ -107,6 +134,11 @@ pub struct Watcher {
 #[serde(deny_unknown_fields)]
 struct Ack {
     after: u64,
+    /// A [`SUBPROTOCOL_V2`] client's place in the timeline: both or neither.
+    #[serde(default)]
+    turn: Option<u64>,
+    #[serde(default)]
+    seq: Option<u64>,
 }
 
 impl Watcher {
@@ -121,7 +153,15 @@ impl Watcher {
         closed: bool,
         frame_bytes: usize,
     ) -> (Watcher, SocketStep) {
-        let mut w = Watcher { role, valid_until_s, sent: after, unacked: Vec::new(), closed: false };
+        let mut w = Watcher {
+            role,
+            valid_until_s,
+            sent: after,
+            unacked: Vec::new(),
+            closed: false,
+            timeline: None,
+            unacked_events: Vec::new(),
+        };
         if closed && version <= after {
             w.sent = version.saturating_sub(1);
         }
@@ -156,6 +196,15 @@ impl Watcher {
         let Some(ack) = value.and_then(|v| serde_json::from_value::<Ack>(v).ok()) else {
             return self.close(Close::UNSUPPORTED);
         };
+        match (ack.turn, ack.seq, self.timeline.is_some()) {
+            (None, None, _) => {}
+            (Some(turn), Some(seq), true) => {
+                self.unacked_events.retain(|(t, s, _)| (*t, *s) > (turn, seq));
+                self.timeline = Some(Seen { turn, seq });
+            }
+            // A v1 socket takes `{"after": V}` alone; a v2 one both of the timeline's or neither.
+            _ => return self.close(Close::UNSUPPORTED),
+        }
         self.unacked.retain(|(v, _)| *v > ack.after);
         // What the client has is what it says it has: anything newer is owed again.
         self.sent = ack.after;
@@ -171,9 +220,45 @@ impl Watcher {
         (now_s > self.valid_until_s).then(|| self.close(Close::TOKEN_EXPIRED))
     }
 
-    /// Bytes sent and not acknowledged.
+    /// Bytes sent and not acknowledged, record frames and timeline frames together.
     pub fn unacked_bytes(&self) -> u64 {
-        self.unacked.iter().map(|(_, b)| u64::from(*b)).sum()
+        let records: u64 = self.unacked.iter().map(|(_, b)| u64::from(*b)).sum();
+        records + self.unacked_events.iter().map(|(_, _, b)| u64::from(*b)).sum::<u64>()
+    }
+
+    /// Whether one more frame of `bytes` stays within both slow-reader bounds.
+    fn fits(&self, bytes: u32) -> bool {
+        let frames = self.unacked.len() + self.unacked_events.len();
+        frames < WATCH_UNACKED_FRAMES_MAX && self.unacked_bytes() + u64::from(bytes) <= WATCH_UNACKED_BYTES_MAX as u64
+    }
+
+    /// What a [`SUBPROTOCOL_V2`] socket is owed of `turn`'s timeline, whose events run to `last`:
+    /// the events after the returned `seq` (after 0 for a turn newer than the one it has).
+    /// `None`: nothing (a v1 socket, a closed one, an older turn's late events, nothing new).
+    pub fn owed_events(&self, turn: u64, last: u64) -> Option<u64> {
+        let seen = self.timeline.filter(|_| !self.closed)?;
+        if turn < seen.turn {
+            return None;
+        }
+        let after = if turn > seen.turn { 0 } else { seen.seq };
+        (last > after).then_some(after)
+    }
+
+    /// A frame of `turn`'s events up to `last`, `frame_bytes` long, is to go now: sent within
+    /// the slow-reader bounds, never to a socket closed or expired. One that would pass them
+    /// waits ([`SocketStep::Nothing`]): the events stay stored, and the client's next
+    /// acknowledgement, which the bounds make it owe, brings them from storage.
+    pub fn send_events(&mut self, turn: u64, last: u64, frame_bytes: usize, now_s: i64) -> SocketStep {
+        if let Some(ended) = self.ended(now_s) {
+            return ended;
+        }
+        let bytes = u32::try_from(frame_bytes).unwrap_or(u32::MAX);
+        if !self.fits(bytes) {
+            return SocketStep::Nothing;
+        }
+        self.unacked_events.push((turn, last, bytes));
+        self.timeline = Some(Seen { turn, seq: last });
+        SocketStep::Send
     }
 
     fn owe(&mut self, version: u64, closed: bool, frame_bytes: usize) -> SocketStep {
@@ -182,9 +267,7 @@ impl Watcher {
             return if closed { self.close(Close::HANDOFF_CLOSED) } else { SocketStep::Nothing };
         }
         let bytes = u32::try_from(frame_bytes).unwrap_or(u32::MAX);
-        if self.unacked.len() >= WATCH_UNACKED_FRAMES_MAX
-            || self.unacked_bytes() + u64::from(bytes) > WATCH_UNACKED_BYTES_MAX as u64
-        {
+        if !self.fits(bytes) {
             return self.close(Close::SLOW_READER);
         }
         self.unacked.push((version, bytes));
@@ -241,6 +324,8 @@ pub fn admit(held: usize, max: usize, cap_name: &str) -> Result<(), Refusal> {
 pub struct Offered {
     pub bearer: Option<String>,
     pub handoff_v1: bool,
+    /// [`SUBPROTOCOL_V2`] is among the offers (and is the one chosen).
+    pub handoff_v2: bool,
 }
 
 pub fn offered(header: Option<&str>) -> Result<Offered, Refusal> {
@@ -251,14 +336,16 @@ pub fn offered(header: Option<&str>) -> Result<Offered, Refusal> {
     for p in header.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if p == SUBPROTOCOL {
             offered.handoff_v1 = true;
+        } else if p == SUBPROTOCOL_V2 {
+            offered.handoff_v2 = true;
         } else if let Some(token) = p.strip_prefix(BEARER_SUBPROTOCOL_PREFIX) {
             if offered.bearer.replace(token.to_string()).is_some() {
                 return Err(Refusal::invalid("Sec-WebSocket-Protocol: offer one bearer.<token>"));
             }
         }
     }
-    if !offered.handoff_v1 {
-        return Err(Refusal::invalid(format!("Sec-WebSocket-Protocol: offer {SUBPROTOCOL}")));
+    if !offered.handoff_v1 && !offered.handoff_v2 {
+        return Err(Refusal::invalid(format!("Sec-WebSocket-Protocol: offer {SUBPROTOCOL} or {SUBPROTOCOL_V2}")));
     }
     Ok(offered)
 }

@@ -4,12 +4,13 @@
 //! statement.
 
 use super::*;
-use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, WatcherCounts, Write};
+use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, TimelineRead, WatcherCounts, Write};
 use handoff_core::idempotency::{KeyEntry, Remembered};
+use handoff_core::timeline::TurnFacts;
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
-const SCHEMA: [&str; 10] = [
+const SCHEMA: [&str; 12] = [
     "CREATE TABLE IF NOT EXISTS handoff (k INTEGER PRIMARY KEY CHECK (k = 0), record TEXT NOT NULL, entered INTEGER NOT NULL DEFAULT 1)",
     "CREATE TABLE IF NOT EXISTS parts (name TEXT PRIMARY KEY, json TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, entry TEXT NOT NULL)",
@@ -20,8 +21,11 @@ const SCHEMA: [&str; 10] = [
     "CREATE TABLE IF NOT EXISTS meta (k INTEGER PRIMARY KEY CHECK (k = 0), schema INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS passed (version INTEGER PRIMARY KEY, row TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tokens (k INTEGER PRIMARY KEY CHECK (k = 0), machine_from INTEGER NOT NULL)",
+    // The turns' timeline (not the version history, which is `events`) and each turn's count.
+    "CREATE TABLE IF NOT EXISTS timeline (turn INTEGER NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (turn, seq))",
+    "CREATE TABLE IF NOT EXISTS timeline_turns (turn INTEGER PRIMARY KEY, events INTEGER NOT NULL, bytes INTEGER NOT NULL, dropped INTEGER NOT NULL DEFAULT 0)",
 ];
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 /// From schema 1 (no `meta` table; idempotency rows without sizes) to 2. Additive.
 const MIGRATE_1_TO_2: [&str; 3] = [
     "ALTER TABLE idempotency ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
@@ -37,6 +41,9 @@ const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEG
 /// From schema 3 to 4: the `tokens` table (created by [`SCHEMA`]), where the newest machine
 /// token's `inc` ends the ones before it; none stored ends none. Additive: an earlier build
 /// reads a schema-4 database and leaves the table alone.
+///
+/// From schema 4 to 5: the `timeline` and `timeline_turns` tables (created by [`SCHEMA`]).
+/// Additive: an earlier build reads a schema-5 database and leaves both alone.
 const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";
 
 #[derive(serde::Deserialize)]
@@ -75,6 +82,20 @@ struct EntryRow {
     entry: String,
 }
 
+#[derive(serde::Deserialize)]
+struct TimelineTurnRow {
+    events: i64,
+    bytes: i64,
+    dropped: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct TimelineRow {
+    seq: i64,
+    at: i64,
+    json: String,
+}
+
 /// The statements of one plan, run in order in one transaction.
 #[derive(Default)]
 pub(super) struct Batch {
@@ -108,7 +129,11 @@ impl Batch {
             }
             Write::Part { name, json } => self.push("INSERT OR REPLACE INTO parts (name, json) VALUES (?, ?)", vec![part(*name).into(), json.as_str().into()]),
             Write::Turn { turn, entry } => self.push("INSERT OR REPLACE INTO turns (turn, entry) VALUES (?, ?)", vec![(*turn as i64).into(), entry.as_str().into()]),
-            Write::TrimTurns { through } => self.push("DELETE FROM turns WHERE turn <= ?", vec![(*through as i64).into()]),
+            Write::TrimTurns { through } => {
+                self.push("DELETE FROM turns WHERE turn <= ?", vec![(*through as i64).into()]);
+                // A turn's timeline count goes with its lineage entry.
+                self.push("DELETE FROM timeline_turns WHERE turn <= ?", vec![(*through as i64).into()]);
+            }
             Write::Event { version, at, kind, actor } => self.push(
                 "INSERT INTO events (version, at, kind, actor) VALUES (?, ?, ?, ?)",
                 vec![(*version as i64).into(), (*at).into(), kind.as_str().into(), actor.as_str().into()],
@@ -139,6 +164,22 @@ impl Batch {
             Write::Unpass { through } => self.push("DELETE FROM passed WHERE version <= ?", vec![(*through as i64).into()]),
             Write::MachineTokensFrom { from } => {
                 self.push("INSERT OR REPLACE INTO tokens (k, machine_from) VALUES (0, ?)", vec![(*from as i64).into()])
+            }
+            Write::TimelineEvents { turn, at, events } => {
+                for (seq, json) in events {
+                    self.push(
+                        "INSERT INTO timeline (turn, seq, at, json) VALUES (?, ?, ?, ?)",
+                        vec![(*turn as i64).into(), (*seq as i64).into(), (*at).into(), json.as_str().into()],
+                    );
+                }
+            }
+            Write::TimelineTurn { turn, facts } => self.push(
+                "INSERT OR REPLACE INTO timeline_turns (turn, events, bytes, dropped) VALUES (?, ?, ?, ?)",
+                vec![(*turn as i64).into(), (facts.events as i64).into(), (facts.bytes as i64).into(), i64::from(facts.dropped).into()],
+            ),
+            Write::TrimTimeline { through } => {
+                self.push("DELETE FROM timeline WHERE turn <= ?", vec![(*through as i64).into()]);
+                self.push("UPDATE timeline_turns SET dropped = 1 WHERE turn <= ? AND dropped = 0", vec![(*through as i64).into()]);
             }
         }
     }
@@ -200,7 +241,7 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
     let sql = storage.sql();
     let tables: Vec<NameRow> = sql
         .exec(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens')",
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens', 'timeline')",
             None,
         )?
         .to_array()?;
@@ -209,13 +250,15 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
         return Ok(None);
     }
     // Schema 1 had no `meta`, schema 2 no `passed`, schema 3 no `tokens` (which the rows
-    // below read); migrating writes them.
+    // below read), schema 4 no `timeline`; migrating writes them.
     if !exists("meta") {
         migrate(storage, 1)?;
     } else if !exists("passed") {
         migrate(storage, 2)?;
     } else if !exists("tokens") {
         migrate(storage, 3)?;
+    } else if !exists("timeline") {
+        migrate(storage, 4)?;
     }
     let rows = load_rows(&sql, lineage)?;
     let mut stored = Stored::default();
@@ -287,6 +330,27 @@ pub(super) fn turns(storage: &Storage, before: i64, limit: usize) -> Result<Vec<
     Ok(rows.into_iter().map(|r| r.entry).collect())
 }
 
+/// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first.
+pub(super) fn timeline(storage: &Storage, turn: u64, after: u64, limit: usize) -> Result<TimelineRead> {
+    let sql = storage.sql();
+    let facts: Vec<TimelineTurnRow> = sql
+        .exec("SELECT events, bytes, dropped FROM timeline_turns WHERE turn = ?", vec![(turn as i64).into()])?
+        .to_array()?;
+    let facts = facts.into_iter().next().map_or_else(TurnFacts::default, |f| TurnFacts {
+        events: f.events.max(0) as u64,
+        bytes: f.bytes.max(0) as u64,
+        dropped: f.dropped != 0,
+    });
+    let rows: Vec<TimelineRow> = sql
+        .exec(
+            "SELECT seq, at, json FROM timeline WHERE turn = ? AND seq > ? ORDER BY seq LIMIT ?",
+            vec![(turn as i64).into(), (after as i64).into(), (limit as i64).into()],
+        )?
+        .to_array()?;
+    let events = rows.into_iter().map(|r| (r.seq.max(0) as u64, r.at, r.json)).collect();
+    Ok(TimelineRead { facts, events })
+}
+
 /// The test hook's facts: the database's bytes, the bounded tables' rows, the sockets by role.
 pub(super) fn facts(state: &State) -> Result<StorageFacts> {
     let sql = state.storage().sql();
@@ -294,6 +358,7 @@ pub(super) fn facts(state: &State) -> Result<StorageFacts> {
         turns: crate::sqlite::count(&sql, "SELECT COUNT(*) AS n FROM turns", vec![])? as u64,
         events: crate::sqlite::count(&sql, "SELECT COUNT(*) AS n FROM events", vec![])? as u64,
         idempotency: crate::sqlite::count(&sql, "SELECT COUNT(*) AS n FROM idempotency", vec![])? as u64,
+        timeline: crate::sqlite::count(&sql, "SELECT COUNT(*) AS n FROM timeline", vec![])? as u64,
     };
     let watchers = WatcherCounts {
         owner: state.get_websockets_with_tag(Role::Owner.as_str()).len(),

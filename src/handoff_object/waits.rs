@@ -25,8 +25,15 @@ impl Drop for Place {
     }
 }
 
-/// The streamed answer of the wait the decider holds as `waiter`.
-pub(super) fn hold(inner: &Rc<Inner>, waiter: WaiterId, role: Role, timeout_ms: u64) -> Result<web_sys::Response> {
+/// The streamed answer of the wait the decider holds as `waiter`: at its timeout, `timeout_body`
+/// where given (a held timeline read's), else the newest confirmed record as `role` sees it.
+pub(super) fn hold(
+    inner: &Rc<Inner>,
+    waiter: WaiterId,
+    role: Role,
+    timeout_ms: u64,
+    timeout_body: Option<Rc<str>>,
+) -> Result<web_sys::Response> {
     let (tx, woken) = futures::channel::oneshot::channel();
     inner.waiting.borrow_mut().insert(waiter, tx);
     let place = Place { inner: inner.clone(), waiter };
@@ -38,7 +45,7 @@ pub(super) fn hold(inner: &Rc<Inner>, waiter: WaiterId, role: Role, timeout_ms: 
         };
         // The timeout: the newest version whose commit is confirmed (the object read or
         // published one before any waiter could be held).
-        let frame = frame.or_else(|| {
+        let frame = frame.or(timeout_body).or_else(|| {
             let published = place.inner.decider.borrow().published().cloned();
             published.map(|h| place.inner.frame(&h, role))
         });

@@ -1,4 +1,4 @@
-"""A sign-in that lasts on each device (issue 56): an owner's sign-in link signs the browser in
+"""A sign-in that lasts on each device: an owner's sign-in link signs the browser in
 as a device, and from then on a second page, a reload or a push's tap in that browser lands
 signed in on the page it asked for, while another browser (context) is not signed in. The
 Devices page lists the owner's devices with this one marked and revokes them; a device revoked

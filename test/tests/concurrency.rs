@@ -54,6 +54,8 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
                     question: None,
                     runtime: None,
                     permission_mode: None,
+                    reply: None,
+                    sync_mode: None,
                 },
             ),
             (
@@ -69,6 +71,8 @@ fn prepare(c: &Client, alice: &str, rng: &mut Rng) -> (String, String, Record) {
                     question: None,
                     runtime: None,
                     permission_mode: None,
+                    reply: None,
+                    sync_mode: None,
                 },
             ),
         ];
@@ -226,6 +230,8 @@ fn a_cancel_a_close_and_a_final_report_fired_together_have_one_whole_winner_ever
                             question: None,
                             runtime: None,
                             permission_mode: None,
+                            reply: None,
+                            sync_mode: None,
                         },
                     };
                     let (cancel, close, report) = fire(c, &id, &alice, &machine, &race);

@@ -75,7 +75,16 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
     match rng.below(100) {
         0..=49 => {
             let status = if r.status == Status::Running { ReportStatus::NeedsYou } else { ReportStatus::Running };
-            Command::Report { turn: r.turn, status, summary, question: None, runtime: None, permission_mode: None }
+            Command::Report {
+                turn: r.turn,
+                status,
+                summary,
+                question: None,
+                runtime: None,
+                permission_mode: None,
+                reply: None,
+                sync_mode: None,
+            }
         }
         50..=74 => Command::Report {
             turn: r.turn,
@@ -84,6 +93,8 @@ fn next_change(rng: &mut Rng, r: &Record, step: u64) -> Command {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         75..=92 => Command::Cancel { turn: rng.chance(50).then_some(r.turn) },
         _ => Command::Close,

@@ -1,4 +1,4 @@
-//! Devices (issue 56), against the real Worker: an owner token signs a browser in as a device
+//! Devices, against the real Worker: an owner token signs a browser in as a device
 //! (a credential in a cookie scoped to the refresh, and a short-lived access token); the refresh
 //! is the one route a cookie authenticates, behind its CSRF defence; devices are listed,
 //! renamed and revoked, and a revoke takes the device's push subscriptions; an access token

@@ -168,7 +168,16 @@ impl Role<'_> {
             let turn = self.near_turn();
             let status = *self.rng.pick(&statuses);
             let summary = self.rng.pick(&summaries).map(str::to_string);
-            self.apply(Command::Report { turn, status, summary, question: None, runtime: None, permission_mode: None });
+            self.apply(Command::Report {
+                turn,
+                status,
+                summary,
+                question: None,
+                runtime: None,
+                permission_mode: None,
+                reply: None,
+                sync_mode: None,
+            });
         }
     }
 

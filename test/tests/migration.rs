@@ -1,5 +1,5 @@
 //! A hand-off stored by an earlier build keeps serving after a deploy: the object brings a
-//! database of schema 1, 2 or 3 up to this build's (4) the first time it loads it, in one
+//! database of schema 1, 2, 3 or 4 up to this build's (5) the first time it loads it, in one
 //! transaction, and answers from what was stored. The earlier schema is made from this build's
 //! by taking away what each later schema added, in the object's own SQLite file, while workerd
 //! is stopped.
@@ -13,7 +13,15 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// What schema 4 added to schema 3, taken away again.
+/// What schema 5 added to schema 4, taken away again; and the lineage entries as the build of
+/// schema 4 wrote them, without the outcomes this build keeps (summary, reply, questions).
+const BACK_TO_4: &[&str] = &[
+    "DROP TABLE timeline",
+    "DROP TABLE timeline_turns",
+    "UPDATE turns SET entry = json_remove(entry, '$.sync_mode', '$.summary', '$.reply', '$.questions')",
+    "UPDATE meta SET schema = 4",
+];
+/// What schema 4 added to schema 3, taken away again (after [`BACK_TO_4`]).
 const BACK_TO_3: &[&str] = &["DROP TABLE tokens", "UPDATE meta SET schema = 3"];
 /// What schema 3 added to schema 2, taken away again (after [`BACK_TO_3`]).
 const BACK_TO_2: &[&str] =
@@ -83,8 +91,9 @@ fn stored_by_schema(schema: i64) {
     assert_eq!(databases.len(), 1, "one hand-off's database: {databases:?}");
     let db = &databases[0];
     let earlier = Connection::open(db).unwrap();
-    let back: Vec<&str> = BACK_TO_3
+    let back: Vec<&str> = BACK_TO_4
         .iter()
+        .chain(if schema <= 3 { BACK_TO_3 } else { &[] })
         .chain(if schema <= 2 { BACK_TO_2 } else { &[] })
         .chain(if schema == 1 { BACK_TO_1 } else { &[] })
         .copied()
@@ -93,9 +102,10 @@ fn stored_by_schema(schema: i64) {
         earlier.execute(statement, []).unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
     drop(earlier);
-    assert!(!has_table(db, "tokens"), "the database is of schema {schema} now");
+    assert!(!has_table(db, "timeline"), "the database is of schema {schema} now");
+    assert!(schema == 4 || !has_table(db, "tokens"), "the database is of schema {schema} now");
     assert!(
-        schema == 3 || (!has_table(db, "passed") && !has_column(db, "handoff", "entered")),
+        schema >= 3 || (!has_table(db, "passed") && !has_column(db, "handoff", "entered")),
         "the database is of schema {schema} now"
     );
 
@@ -108,6 +118,15 @@ fn stored_by_schema(schema: i64) {
         (asked.version(), Some("which branch?")),
         "what was stored"
     );
+    // The lineage entry the earlier build wrote reads with no reply and no questions.
+    let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
+    assert_eq!(turns.status, 200, "{}", turns.text);
+    let entry = &turns.body["turns"][0];
+    assert!(entry["reply"].is_null() && entry["questions"] == json!([]), "{entry}");
+    // The timeline is there for the turn at once.
+    let events = json!({"turn": 1, "events": [{"seq": 1, "kind": "note", "text": "resumed"}]});
+    let taken = c.post(&format!("/v1/handoffs/{id}/events"), &machine, events);
+    assert_eq!((taken.status, taken.body["next"].as_u64()), (200, Some(2)), "{}", taken.text);
     let done = c.report(&id, &machine, 1, "done", Some("merged"));
     assert_eq!(
         (done.status, done.version()),
@@ -124,27 +143,34 @@ fn stored_by_schema(schema: i64) {
         has_table(db, "passed")
             && has_column(db, "handoff", "entered")
             && has_table(db, "meta")
-            && has_table(db, "tokens"),
-        "brought up to schema 4"
+            && has_table(db, "tokens")
+            && has_table(db, "timeline")
+            && has_table(db, "timeline_turns"),
+        "brought up to schema 5"
     );
     let schema_now: i64 = Connection::open(db).unwrap().query_row("SELECT schema FROM meta", [], |r| r.get(0)).unwrap();
-    assert_eq!(schema_now, 4);
+    assert_eq!(schema_now, 5);
     drop(server);
     let _ = std::fs::remove_dir_all(&state);
 }
 
 #[test]
-fn a_hand_off_stored_by_schema_3_is_brought_up_to_4_and_keeps_serving() {
+fn a_hand_off_stored_by_schema_4_is_brought_up_to_5_its_lineage_read_with_no_reply_and_keeps_serving() {
+    stored_by_schema(4);
+}
+
+#[test]
+fn a_hand_off_stored_by_schema_3_is_brought_up_to_5_and_keeps_serving() {
     stored_by_schema(3);
 }
 
 #[test]
-fn a_hand_off_stored_by_schema_2_is_brought_up_to_4_and_keeps_serving() {
+fn a_hand_off_stored_by_schema_2_is_brought_up_to_5_and_keeps_serving() {
     stored_by_schema(2);
 }
 
 #[test]
-fn a_hand_off_stored_by_schema_1_is_brought_up_to_4_and_keeps_serving() {
+fn a_hand_off_stored_by_schema_1_is_brought_up_to_5_and_keeps_serving() {
     stored_by_schema(1);
 }
 

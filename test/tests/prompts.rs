@@ -1,7 +1,10 @@
 //! The person's words travel with the turn: a `prompt` on a create and on every open turn,
 //! against the real local Worker, in the contract's words.
 
-use handoff_core::limits::{BODY_BYTES_MAX, PROMPT_BYTES_MAX, PROMPT_TURNS_KEPT_MAX, WORDS_BODY_BYTES_MAX};
+use handoff_core::limits::{
+    BODY_BYTES_MAX, PROMPT_BYTES_MAX, PROMPT_TURNS_KEPT_MAX, REPORT_BODY_BYTES_MAX, TIMELINE_BODY_BYTES_MAX,
+    WORDS_BODY_BYTES_MAX,
+};
 use handoff_it::{owner, unique, Answer, Client};
 use serde_json::{json, Value};
 
@@ -155,17 +158,21 @@ fn a_body_past_its_routes_cap_is_too_large_64_kib_on_the_words_routes_and_16_kib
     let (id, machine, _) = c.create(&alice);
     let over_words = vec![b' '; WORDS_BODY_BYTES_MAX + 1];
     let over = vec![b' '; BODY_BYTES_MAX + 1];
-    for (path, token) in [
-        ("/v1/handoffs".to_string(), &alice),
-        (format!("/v1/handoffs/{id}/turns"), &alice),
-        (format!("/v1/handoffs/{id}/report"), &machine),
+    // The report carries a whole reply (192 KiB) and a batch of events its own cap (256 KiB).
+    for (path, token, cap) in [
+        ("/v1/handoffs".to_string(), &alice, WORDS_BODY_BYTES_MAX),
+        (format!("/v1/handoffs/{id}/turns"), &alice, WORDS_BODY_BYTES_MAX),
+        (format!("/v1/handoffs/{id}/report"), &machine, REPORT_BODY_BYTES_MAX),
+        (format!("/v1/handoffs/{id}/events"), &machine, TIMELINE_BODY_BYTES_MAX),
     ] {
-        let a = c.send("POST", &path, Some(token), &[], Some(&over_words));
+        let a = c.send("POST", &path, Some(token), &[], Some(&vec![b' '; cap + 1]));
         assert_eq!((a.status, a.code()), (413, "request.too_large"), "{path}");
-        assert!(a.text.contains(&WORDS_BODY_BYTES_MAX.to_string()), "{}", a.text);
+        assert!(a.text.contains(&cap.to_string()), "{}", a.text);
         let a = c.send("POST", &path, Some(token), &[], Some(&over));
         assert_eq!((a.status, a.code()), (400, "request.invalid"), "{path}: 16 KiB + 1 is read on a words route");
     }
+    let a = c.send("POST", &format!("/v1/handoffs/{id}/report"), Some(&machine), &[], Some(&over_words));
+    assert_eq!((a.status, a.code()), (400, "request.invalid"), "64 KiB + 1 is read on the report route");
     for path in ["cancel", "close", "decisions", "answer"] {
         let a = c.send("POST", &format!("/v1/handoffs/{id}/{path}"), Some(&alice), &[], Some(&over));
         assert_eq!((a.status, a.code()), (413, "request.too_large"), "{path}");

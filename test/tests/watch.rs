@@ -240,12 +240,15 @@ fn a_stalled_reader_is_closed_with_1013_before_its_unacknowledged_bytes_pass_the
     let v = created.version();
     let mut stalled = Watch::open(&s.url(), &id, &o, v, Auth::Header).unwrap();
     let mut reader = Watch::open(&s.url(), &id, &o, v, Auth::Header).unwrap();
-    // Large records (a 4 KiB summary), so that the byte cap is reached before the frame cap.
-    let filler = "x".repeat(4000);
+    // Large records (a question's 12 KiB input), so that the byte cap is reached before the
+    // frame cap.
+    let filler = "x".repeat(12_000);
     let reports = WATCH_UNACKED_FRAMES_MAX + 8;
     let mut versions = Vec::new();
     for n in 0..reports {
-        let a = c.report(&id, &machine, 1, "running", Some(&format!("{n} {filler}")));
+        let question = serde_json::json!({"kind": "choice", "text": format!("question {n}"), "input": filler, "options": [{"id": "a", "label": "A"}]});
+        let body = serde_json::json!({"turn": 1, "status": "needs-you", "question": question});
+        let a = c.post(&format!("/v1/handoffs/{id}/report"), &machine, body);
         assert_eq!(a.status, 200, "{}", a.text);
         versions.push(a.version());
         assert_eq!(reader.next_version(READ), a.version());

@@ -414,11 +414,28 @@ fn a_watch_is_held_to_its_tokens_exp_and_the_skew_and_to_the_subprotocol_it_offe
     let offered = format!("handoff.v1, bearer.{}", owner());
     let (_, ask, carrier) = next(&watch(None, Some(&offered), Some("websocket")), b"").unwrap();
     assert_eq!(carrier, Carrier::Upgrade);
-    assert_eq!(ask.op, Op::Watch { after: 0, valid_until_s: NOW_S + 3600 + TOKEN_CLOCK_SKEW_S, subprotocol: true });
+    let until_s = NOW_S + 3600 + TOKEN_CLOCK_SKEW_S;
+    assert_eq!(ask.op, Op::Watch { after: 0, valid_until_s: until_s, subprotocol: true, timeline: None });
     let (_, ask, _) = next(&watch(Some(&owner()), None, Some(" WebSocket ")), b"").unwrap();
     assert!(matches!(ask.op, Op::Watch { subprotocol: false, .. }));
     let claims = token::verify(&owner(), KEY.as_bytes(), NOW_S).unwrap();
     assert_eq!(valid_until_s(&Claims { exp: i64::MAX, ..claims }), i64::MAX);
+}
+
+#[test]
+fn a_watch_offering_handoff_v2_follows_the_timeline_from_where_it_says_and_v1_may_not_name_it() {
+    let offered = format!("handoff.v1, handoff.v2, bearer.{}", owner());
+    let mut head = watch(None, Some(&offered), Some("websocket"));
+    head.url = format!("{}?after=3&turn=2&seq=5", head.url);
+    let (_, ask, _) = next(&head, b"").unwrap();
+    let seen = handoff_core::watch::Seen { turn: 2, seq: 5 };
+    assert!(matches!(ask.op, Op::Watch { after: 3, subprotocol: true, timeline: Some(s), .. } if s == seen));
+    let fresh = next(&watch(None, Some(&offered), Some("websocket")), b"").unwrap().1;
+    assert!(matches!(fresh.op, Op::Watch { timeline: Some(s), .. } if s == Default::default()), "none seen yet");
+    let v1 = format!("handoff.v1, bearer.{}", owner());
+    let mut head = watch(None, Some(&v1), Some("websocket"));
+    head.url = format!("{}?turn=2&seq=5", head.url);
+    assert_eq!(next(&head, b"").unwrap_err().code, Code::RequestInvalid, "a v1 watch follows no timeline");
 }
 
 #[test]

@@ -67,8 +67,18 @@ fn a_turn_lists_with_its_lineage_fields() {
         ended_at: None,
         prompt: Some("now the tests".into()),
         prompt_dropped: false,
+        ..TurnEntry::outcome_unknown()
     };
     let v = serde_json::to_value(&entry).unwrap();
+    // Every outcome a page shows after a reload: the summary, the reply, the questions.
+    assert_eq!((&v["summary"], &v["reply"], &v["questions"]), (&Value::Null, &Value::Null, &json!([])));
+    assert!(v.get("reply_dropped").is_none() && v.get("questions_dropped").is_none() && v.get("sync_mode").is_none());
+    let earlier: TurnEntry = serde_json::from_value(json!({"turn": 1, "status": "done", "runtime": null, "package_version": null, "package_hash": null, "continued_from": null, "opened_at": "2026-11-30T12:00:13.000Z", "ended_at": null})).unwrap();
+    assert_eq!(
+        (earlier.reply, earlier.questions.len()),
+        (None, 0),
+        "an entry of the earlier build reads with no reply"
+    );
     assert_eq!(v["prompt"], "now the tests");
     assert!(v.get("prompt_dropped").is_none(), "the marker only where the words were dropped");
     assert!(v.get("permission_mode").is_none(), "absent where no report named one, as before it was kept");

@@ -61,6 +61,8 @@ impl ReportArgs {
             question: None,
             permission_mode: None,
             runtime: None,
+            reply: None,
+            sync_mode: None,
         };
         let reply = self.key.on(client).report(&self.id, &report)?;
         out.emit(&reply, output::reported_lines(&reply.value));
@@ -257,6 +259,8 @@ impl AskArgs {
             question: Some(question),
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         let asked = self.key.on(client).report(&id, &report)?;
         let Some(q) = asked.value.question.clone() else {

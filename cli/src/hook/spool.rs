@@ -186,6 +186,8 @@ mod tests {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         Entry { key: key.into(), at_ms: 1, event: "Stop".into(), send: Send::Report(report) }
     }

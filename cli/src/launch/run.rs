@@ -272,6 +272,8 @@ fn record_left(client: &Client, log: &Log, id: &str, ran: &Ran<'_>, left: &Left)
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let status_name = Status::from(status).as_str();
     match client.report(id, &report) {

@@ -293,6 +293,7 @@ fn item_and_turn_lines() {
         ended_at: None,
         prompt: None,
         prompt_dropped: false,
+        ..Turn::outcome_unknown()
     };
     assert_eq!(
         lineage_line(&t),

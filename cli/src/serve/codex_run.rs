@@ -146,6 +146,8 @@ fn run(
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
@@ -177,6 +179,8 @@ impl Asker<'_> {
             question: Some(question.clone()),
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         let asked =
             self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
@@ -195,6 +199,8 @@ impl Asker<'_> {
                     question: None,
                     runtime: None,
                     permission_mode: None,
+                    reply: None,
+                    sync_mode: None,
                 };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Ok((answer.option, answer.note))
@@ -210,6 +216,8 @@ impl Asker<'_> {
                     question: None,
                     runtime: None,
                     permission_mode: None,
+                    reply: None,
+                    sync_mode: None,
                 };
                 let _ = self.s.client.report(&self.s.id, &running);
                 Err(format!("The owner did not answer within {} s and nobody is at this machine's terminal, so this was denied. Go on without it, or ask again later.", self.s.wait_s))

@@ -765,6 +765,8 @@ impl Serve {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
@@ -838,6 +840,8 @@ pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
         question: None,
         runtime: Some(runtime.to_string()),
         permission_mode: Some(mode.to_string()),
+        reply: None,
+        sync_mode: None,
     }
 }
 

@@ -45,6 +45,11 @@ export type ListPage = { handoffs: ListRow[]; cursor: string | null };
 export type Device = Schemas["Device"];
 export type DeviceAccess = Schemas["DeviceAccess"];
 export type DeviceSignInInput = Schemas["DeviceSignInInput"];
+export type TimelineEvent = Schemas["TimelineEvent"];
+export type TimelineBatch = Schemas["TimelineBatch"];
+export type TimelineTaken = Schemas["TimelineTaken"];
+export type Timeline = Schemas["Timeline"];
+export type SyncMode = Schemas["SyncMode"];
 
 /** How many times a request is tried in all, at most (the first try and its retries). */
 export const ATTEMPTS_MAX = 5;
@@ -642,5 +647,26 @@ export class HandoffClient {
   /** `POST /v1/devices/revoke-all`: every device, or every one but the caller's own. */
   async revokeAllDevices(keepCurrent: boolean, signal?: AbortSignal): Promise<number> {
     return take(await this.#api.POST("/v1/devices/revoke-all", { body: { keep_current: keepCurrent }, headers: this.#headers(), signal })).revoked;
+  }
+
+  // ---- The turn's timeline. ----
+
+  /** `POST …/events` (machine): a batch of one turn's events, taken whole or refused
+   * (`timeline.conflict`, `timeline.gap`, `timeline.full`, `timeline.dropped`). Sent without an
+   * Idempotency-Key: a batch repeats by its `seq`s, so a retry is safe. */
+  async postEvents(id: string, batch: TimelineBatch, signal?: AbortSignal): Promise<TimelineTaken> {
+    return take(await this.#api.POST("/v1/handoffs/{id}/events", { params: this.#id(id), body: batch, headers: this.#headers(), signal }));
+  }
+
+  /** `GET …/events`: a turn's events after seq `after` (the current turn's without `turn`);
+   * with `timeoutS`, held until one arrives or the time passes. */
+  async events(
+    id: string,
+    query: { turn?: number; after?: number; limit?: number; timeoutS?: number } = {},
+    signal?: AbortSignal,
+  ): Promise<Timeline> {
+    const { timeoutS, ...rest } = query;
+    const params = { path: { id }, query: { ...rest, ...(timeoutS ? { timeout: timeoutS } : {}) } };
+    return take(await this.#api.GET("/v1/handoffs/{id}/events", { params, headers: this.#headers(), signal }));
   }
 }

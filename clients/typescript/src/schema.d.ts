@@ -139,7 +139,10 @@ export interface paths {
          *     null when this page reaches the oldest turn kept. A hand-off keeps its newest 1,000
          *     turns; older entries are forgotten. Each entry carries its turn's `prompt`; the newest
          *     32 turns keep theirs (`PROMPT_TURNS_KEPT_MAX`), and an older entry whose words were
-         *     dropped shows `"prompt": null` and `"prompt_dropped": true`.
+         *     dropped shows `"prompt": null` and `"prompt_dropped": true`. Each entry also carries
+         *     every outcome of its turn (see `TurnEntry`): its `summary`, its whole `reply` (kept for
+         *     the same newest turns as prompts, then `reply_dropped`), its `questions` with their
+         *     `answer`, and its `sync_mode`.
          */
         get: operations["listTurns"];
         put?: never;
@@ -218,6 +221,13 @@ export interface paths {
          *     turn's lineage entry then show it (one version move; the same mode again moves
          *     nothing; another mode later in the turn replaces it). A new turn has none until a
          *     report names one. On any other status: 400 `request.invalid`.
+         *     A running report may name the `sync_mode` the machine runs in (`metadata`, `messages`,
+         *     `full`), shown as the record's and the turn's lineage entry's `sync_mode`, as
+         *     `permission_mode` is. A done report may carry `reply`, the model's final answer whole
+         *     (64 KiB, `REPLY_BYTES_MAX`): the record's `reply` and the turn's lineage entry then
+         *     carry it, and it is part of what makes a final report the same report again (another
+         *     reply, or none, is 409 `handoff.turn_finished`). The body may be up to 192 KiB
+         *     (`REPORT_BODY_BYTES_MAX`), which holds the longest reply and question escaped.
          */
         post: operations["report"];
         delete?: never;
@@ -339,8 +349,25 @@ export interface paths {
          *     acknowledges them, and is answered the record if its version is above V and was not
          *     already sent on this socket. Anything else closes the socket with 1003.
          *
+         *     **The timeline, by choice (`handoff.v2`)**: a client that offers `handoff.v2` (alone, or
+         *     beside `handoff.v1`; the answer then selects `handoff.v2`) is also sent the current
+         *     turn's timeline as `{"timeline": {"turn": N, "events": [TimelineEvent]}}` frames, each at
+         *     most 64 KiB (`WATCH_EVENTS_FRAME_BYTES_MAX`): on open, the events after where it says it
+         *     stands (`turn` and `seq`, both or neither; none: from the current turn's first), then
+         *     each batch once committed, each event once and in `seq` order; a new turn's from its
+         *     first. Its acknowledgement may name its place in the timeline too,
+         *     `{"after": V, "turn": N, "seq": S}`, which acknowledges those frames and
+         *     re-synchronises: anything newer is sent again. A timeline frame that would pass the
+         *     slow-reader bounds waits for that acknowledgement (it is read from storage then)
+         *     rather than closing the socket. An older turn's late events are read with
+         *     `GET …/events`. A `handoff.v1` socket is sent exactly the record frames, and an
+         *     acknowledgement naming `turn` or `seq` closes it with 1003; `turn` and `seq` in the
+         *     query of a `handoff.v1` watch are 400.
+         *
          *     **Closes**: 1000 the hand-off is closed; 1003 an unsupported message; 1013 the client
-         *     left more than 256 KiB (`WATCH_UNACKED_BYTES_MAX`) or 64 frames
+         *     left more than 512 KiB (`WATCH_UNACKED_BYTES_MAX`; one record frame with every field at
+         *     its longest fits beside a timeline frame) or 64 frames, record and timeline frames
+         *     counted together
          *     (`WATCH_UNACKED_FRAMES_MAX`) unacknowledged: acknowledge with `{"after": V}` at least
          *     every 32 frames and every 128 KiB, and reconnect with `after` after a 1013; 4401 the
          *     token expired (checked whenever the object sends to the socket or reads from it):
@@ -950,6 +977,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/handoffs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A turn's timeline events (its owner or its machine).
+         * @description The events of `turn` (the current turn without it) after `seq` `after`, oldest first,
+         *     at most `limit`, each with `at`, when the service took it; `next` is the `seq` the
+         *     turn's next event takes. A turn whose events were dropped answers none, its `next`
+         *     still counting them, and `"dropped": true`. With `timeout` (seconds, at most 300), a
+         *     read that finds nothing after `after` in a kept turn is held like `/wait` until an
+         *     event after `after` arrives or the time passes (then it answers what there is), within
+         *     the same per-role caps as waits (429 `wait.too_many`). A turn not opened yet: 409
+         *     `handoff.turn_out_of_order`.
+         */
+        get: operations["readEvents"];
+        put?: never;
+        /**
+         * A batch of one turn's timeline events (machine).
+         * @description The turn's running commentary, apart from the record: the model's words (`message`),
+         *     each tool call's steps (`tool`), the machine's own notes (`note`); `steer` is reserved
+         *     and refused. Events never move the record's version and never wake a `/wait` or send a
+         *     notification. One writer numbers a turn's events: `seq` from 1, consecutive per turn.
+         *     At most 64 events a request (`TIMELINE_EVENTS_PER_REQUEST_MAX`), their `seq`s
+         *     consecutive, within 256 KiB of body (`TIMELINE_BODY_BYTES_MAX`); a batch is taken
+         *     whole or not at all, and answers `{turn, next}`, `next` the `seq` the turn's next event
+         *     takes. A `seq` taken already, sent again with the same content, changes nothing; with
+         *     other content: 409 `timeline.conflict`. A batch starting past `next`: 409
+         *     `timeline.gap`. Events are taken for any turn whose timeline is kept (the newest 4,
+         *     `TIMELINE_TURNS_KEPT_MAX`), also after it ended or the hand-off closed; an older
+         *     turn's: 409 `timeline.dropped`; a turn not opened yet: 409
+         *     `handoff.turn_out_of_order`. A turn holds at most 2,000 events
+         *     (`TIMELINE_EVENTS_PER_TURN_MAX`) and 1 MiB of them (`TIMELINE_BYTES_PER_TURN_MAX`);
+         *     past either: 409 `timeline.full`. Every timeline refusal carries `turn` and `next`. An
+         *     owner's token: 403. Not remembered under an `Idempotency-Key`: a batch repeats by its
+         *     `seq`s.
+         */
+        post: operations["postEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -968,10 +1045,11 @@ export interface components {
          *     webhook.not_found 404; webhook.too_many 409; subscription.not_found 404;
          *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
          *     question.answered 409; device.not_found 404; device.too_many 409;
-         *     device.rate_limited 429.
+         *     device.rate_limited 429; timeline.conflict, timeline.gap, timeline.full,
+         *     timeline.dropped 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped";
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -984,6 +1062,10 @@ export interface components {
             open?: number;
             /** @description On `owner.too_many_open`, the cap (`OPEN_HANDOFFS_PER_OWNER_MAX`). */
             cap?: number;
+            /** @description On a timeline refusal, the batch's turn. */
+            turn?: number;
+            /** @description On a timeline refusal, the `seq` the turn's next event takes. */
+            next?: number;
         };
         /** @description Session, machine, size and owner ids. */
         Id: string;
@@ -1109,6 +1191,13 @@ export interface components {
             requested_runtime?: components["schemas"]["RuntimeName"];
             model?: components["schemas"]["ModelName"];
             requested_permission_mode?: components["schemas"]["PermissionMode"];
+            sync_mode?: components["schemas"]["SyncMode"];
+            /**
+             * @description The current turn's reply, once its done report carried one (the model's final
+             *     answer, whole); absent otherwise. A record frame with it at its longest still fits
+             *     the watch's budget.
+             */
+            reply?: string;
             prompt: components["schemas"]["PromptOrNull"];
             continued_from?: components["schemas"]["ContinuedFrom"] | null;
             suggestion?: components["schemas"]["Suggestion"] | null;
@@ -1311,20 +1400,57 @@ export interface components {
             question?: components["schemas"]["Question"] | null;
         };
         /**
+         * @description One turn of the lineage with every outcome kept: its `summary` (the short line lists
+         *     and pushes show: the model's last message, clipped), its `reply` (the done report's
+         *     whole answer, null when none was sent, and for an entry stored before replies were
+         *     kept), and `questions`, each in the record's question shape with its `answer`. Replies
+         *     and questions are kept for the newest 32 turns, as prompts are; an older entry shows
+         *     `"reply": null`, `"reply_dropped": true` and its questions counted in
+         *     `questions_dropped`. A turn keeps its newest 8 questions
+         *     (`QUESTIONS_PER_TURN_KEPT_MAX`), the older counted likewise. None of them ever enters
+         *     the package.
          * @example {
          *       "turn": 2,
-         *       "status": "running",
+         *       "status": "done",
          *       "runtime": "codex",
          *       "package_version": 1,
          *       "package_hash": "1d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c41d07e2c4",
          *       "permission_mode": "untrusted",
+         *       "sync_mode": "messages",
          *       "continued_from": {
          *         "turn": 1,
          *         "runtime": "claude-code"
          *       },
          *       "opened_at": "2026-11-30T12:03:00.000Z",
-         *       "ended_at": null,
-         *       "prompt": "Now finish the parser; keep the old API."
+         *       "ended_at": "2026-11-30T12:09:00.000Z",
+         *       "prompt": "Now finish the parser; keep the old API.",
+         *       "summary": "The parser is done.",
+         *       "reply": "The parser is done.\n\n- `parse` keeps the old API\n- 12 tests added",
+         *       "questions": [
+         *         {
+         *           "id": "q_7_1796040000000",
+         *           "turn": 2,
+         *           "kind": "permission",
+         *           "text": "Run cargo test?",
+         *           "input": "cargo test",
+         *           "options": [
+         *             {
+         *               "id": "allow",
+         *               "label": "Allow"
+         *             },
+         *             {
+         *               "id": "deny",
+         *               "label": "Deny"
+         *             }
+         *           ],
+         *           "asked_at": "2026-11-30T12:04:10.250Z",
+         *           "answer": {
+         *             "option": "allow",
+         *             "note": null,
+         *             "answered_at": "2026-11-30T12:05:00.000Z"
+         *           }
+         *         }
+         *       ]
          *     }
          */
         TurnEntry: {
@@ -1347,6 +1473,59 @@ export interface components {
              *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null.
              */
             prompt_dropped?: boolean;
+            sync_mode?: components["schemas"]["SyncMode"];
+            summary: string | null;
+            reply: string | null;
+            /** @description Present, and true, only when the turn's reply was dropped with its prompt. */
+            reply_dropped?: boolean;
+            questions: components["schemas"]["Question"][];
+            /** @description Present when questions of the turn are no longer listed (past the 8 kept, or dropped with the prompt). */
+            questions_dropped?: number;
+        };
+        /**
+         * @description What the machine lets leave it (`handoff serve --sync`): `metadata` (tool names,
+         *     states, durations and counts; no text, input, output or reply), `messages` (adds the
+         *     model's words, each tool's input and the whole reply; the default), `full` (adds tool
+         *     outputs, clipped).
+         * @enum {string}
+         */
+        SyncMode: "metadata" | "messages" | "full";
+        /**
+         * @description One event of a turn. `message` and `note` carry `text` (at most 16 KiB); `tool`
+         *     carries `id`, `name` and `state`, and by the sync mode `input` (at most 16 KiB, in
+         *     the form a question's `input` takes) and `output` (at most 4 KiB, clipped, with its
+         *     whole size in `output_bytes`), and `duration_ms` on its end. Texts follow the
+         *     multi-line rule. `at` is the service's, never sent.
+         */
+        TimelineEvent: {
+            seq: number;
+            /** @enum {string} */
+            kind: "message" | "tool" | "note" | "steer";
+            text?: string;
+            id?: string;
+            name?: string;
+            /** @enum {string} */
+            state?: "started" | "done" | "failed";
+            input?: string;
+            output?: string;
+            output_bytes?: number;
+            duration_ms?: number;
+            at?: components["schemas"]["Time"];
+        };
+        TimelineBatch: {
+            turn: components["schemas"]["Turn"];
+            events: components["schemas"]["TimelineEvent"][];
+        };
+        TimelineTaken: {
+            turn: components["schemas"]["Turn"];
+            next: number;
+        };
+        Timeline: {
+            turn: components["schemas"]["Turn"];
+            events: components["schemas"]["TimelineEvent"][];
+            next: number;
+            /** @description Present, and true, once the turn's events were dropped (it left the newest 4 turns). */
+            dropped?: boolean;
         };
         /**
          * @description The owner's words for a turn: 1 to 16 KiB of UTF-8 (`PROMPT_BYTES_MAX`), not blank;
@@ -1410,6 +1589,15 @@ export interface components {
              *     characters of `[A-Za-z0-9._:-]` (`PERMISSION_MODE_BYTES_MAX`).
              */
             permission_mode?: string | null;
+            /**
+             * @description Only on done (400 otherwise): the model's final answer, whole, at most 64 KiB of
+             *     UTF-8 (`REPLY_BYTES_MAX`), no control character but `\n` and `\t`. Part of what
+             *     makes a final report the same report again: a repeat with another reply is 409
+             *     `handoff.turn_finished`.
+             */
+            reply?: string | null;
+            /** @description Only on running (400 otherwise): what the machine lets leave it. */
+            sync_mode?: components["schemas"]["SyncMode"] | null;
         };
         Usage: {
             /** @description Tokens of context in use. */
@@ -2128,7 +2316,24 @@ export interface components {
                 };
             };
         };
-        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create, an open turn and a report), or past a collection a hand-off keeps. */
+        /**
+         * @description A refusal of a timeline batch, with the batch's `turn` and the `seq` its next event
+         *     takes (`next`), or a refusal of the turn machine (`handoff.turn_out_of_order`).
+         */
+        TimelineConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped" | "handoff.turn_out_of_order";
+                    };
+                };
+            };
+        };
+        /** @description `request.too_large`: a body over its route's cap (16 KiB; 64 KiB for a create and an open turn; 192 KiB for a report; 256 KiB for a batch of events), or past a collection a hand-off keeps. */
         TooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -2704,6 +2909,10 @@ export interface operations {
             query?: {
                 /** @description The version the caller has seen; 0 (the default) sends the record at once. */
                 after?: number;
+                /** @description `handoff.v2` only, with `seq`: the turn whose events the client has up to `seq`. */
+                turn?: number;
+                /** @description `handoff.v2` only, with `turn`: the last event of `turn` the client has. */
+                seq?: number;
             };
             header?: never;
             path: {
@@ -3843,6 +4052,95 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["IdempotencyMismatch"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    readEvents: {
+        parameters: {
+            query?: {
+                turn?: number;
+                after?: number;
+                limit?: number;
+                /** @description Seconds to hold a read that finds nothing new, at most 300 (0, the default, answers at once). */
+                timeout?: number;
+            };
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The turn's events after `after`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Timeline"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyWaiters"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "turn": 2,
+                 *       "events": [
+                 *         {
+                 *           "seq": 1,
+                 *           "kind": "message",
+                 *           "text": "I'll run the tests first."
+                 *         },
+                 *         {
+                 *           "seq": 2,
+                 *           "kind": "tool",
+                 *           "id": "toolu_01",
+                 *           "name": "Bash",
+                 *           "state": "started",
+                 *           "input": "cargo test"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["TimelineBatch"];
+            };
+        };
+        responses: {
+            /** @description Taken (or repeated); `next` is the `seq` the turn's next event takes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TimelineTaken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["TimelineConflict"];
+            413: components["responses"]["TooLarge"];
             503: components["responses"]["Unavailable"];
         };
     };

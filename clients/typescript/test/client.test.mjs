@@ -481,3 +481,24 @@ test("a device signs in with an owner token, its access token lists it as curren
   assert.deepEqual(await device.devices(), [], "its access token lasts its life; the device is gone");
   assert.equal(await new HandoffClient({ baseUrl: URL_, token }).revokeAllDevices(false), 0);
 });
+
+// ---- The turn's timeline. ----
+
+test("the machine posts a turn's events and either role reads them; a repeat changes nothing and a gap is timeline.gap", async () => {
+  const me = owner();
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large" });
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
+  const batch = { turn: 1, events: [{ seq: 1, kind: "message", text: "Reading the repo." }, { seq: 2, kind: "tool", id: "t1", name: "Bash", state: "started", input: "ls" }] };
+  assert.deepEqual(await machine.postEvents(handoff.id, batch), { turn: 1, next: 3 });
+  assert.deepEqual(await machine.postEvents(handoff.id, batch), { turn: 1, next: 3 }, "a repeat changes nothing");
+  await assert.rejects(machine.postEvents(handoff.id, { turn: 1, events: [{ seq: 5, kind: "note", text: "late" }] }), (e) => e instanceof HandoffError && e.status === 409 && e.code === "timeline.gap");
+  await assert.rejects(me.postEvents(handoff.id, batch), (e) => e instanceof HandoffError && e.status === 403);
+  const read = await me.events(handoff.id, { after: 1 });
+  assert.deepEqual([read.turn, read.next, read.events.map((e) => e.seq)], [1, 3, [2]]);
+  assert.equal(read.events[0].input, "ls");
+  const held = me.events(handoff.id, { after: 2, timeoutS: 20 });
+  await new Promise((r) => setTimeout(r, 300));
+  await machine.postEvents(handoff.id, { turn: 1, events: [{ seq: 3, kind: "note", text: "resumed" }] });
+  assert.deepEqual((await held).events.map((e) => e.text), ["resumed"], "a held read wakes with the event");
+  assert.equal((await me.get(handoff.id)).version, 1, "events move no version");
+});

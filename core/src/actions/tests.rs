@@ -54,6 +54,8 @@ fn ask(turn_: u64, text: &str) -> Change {
         question: Some(question),
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     })
 }
 
@@ -87,6 +89,8 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
                         question: None,
                         runtime: None,
                         permission_mode: None,
+                        reply: None,
+                        sync_mode: None,
                     }));
                 }
             }
@@ -260,6 +264,8 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
                     question: None,
                     runtime: None,
                     permission_mode: None,
+                    reply: None,
+                    sync_mode: None,
                 }),
                 Role::Machine,
             )

@@ -62,6 +62,15 @@ impl Wire for TestWire {
                 (200, json!({"turns": turns.iter().map(|t| t.turn).collect::<Vec<_>>(), "next": next_before}))
             }
             HandoffAnswer::Erased => (204, json!({})),
+            HandoffAnswer::TimelineTaken { turn, next } => (200, json!({"turn": turn, "next": next})),
+            HandoffAnswer::TimelineRefused { refusal, next, .. } => {
+                let status = if refusal.code == Code::AuthForbidden { 403 } else { 409 };
+                (status, json!({"code": refusal.code.as_str(), "next": next}))
+            }
+            HandoffAnswer::Timeline { turn, events, next, dropped } => (
+                200,
+                json!({"turn": turn, "seqs": events.iter().map(|e| e.seq).collect::<Vec<_>>(), "next": next, "dropped": dropped}),
+            ),
             HandoffAnswer::TooManyOpen(t) => {
                 (429, json!({"code": "owner.too_many_open", "open": t.open, "cap": t.cap}))
             }
@@ -96,6 +105,9 @@ struct Db {
     entered: bool,
     passed: BTreeMap<u64, String>,
     machine_tokens_from: u64,
+    /// The turns' timeline: `(turn, seq)` to `(at, json)`, and each turn's facts.
+    timeline: BTreeMap<(u64, u64), (EpochMs, String)>,
+    timeline_turns: BTreeMap<u64, TurnFacts>,
 }
 
 impl Db {
@@ -142,6 +154,21 @@ impl Db {
                 }
                 Write::Unpass { through } => self.passed.retain(|v, _| v > through),
                 Write::MachineTokensFrom { from } => self.machine_tokens_from = *from,
+                Write::TimelineEvents { turn, at, events } => {
+                    for (seq, json) in events {
+                        let fresh = self.timeline.insert((*turn, *seq), (*at, json.clone())).is_none();
+                        assert!(fresh, "an event is written once");
+                    }
+                }
+                Write::TimelineTurn { turn, facts } => {
+                    self.timeline_turns.insert(*turn, *facts);
+                }
+                Write::TrimTimeline { through } => {
+                    self.timeline.retain(|(turn, _), _| turn > through);
+                    for (_, facts) in self.timeline_turns.range_mut(..=*through) {
+                        facts.dropped = true;
+                    }
+                }
             }
         }
     }
@@ -208,6 +235,17 @@ impl Driver {
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
                 Read::Admission { .. } => feed.admission = Some(crate::rows::Admission::Yes),
+                Read::Timeline { turn, after, limit } => {
+                    let events = self
+                        .db
+                        .timeline
+                        .range((turn, after + 1)..=(turn, u64::MAX))
+                        .take(limit)
+                        .map(|((_, seq), (at, json))| (*seq, *at, json.clone()))
+                        .collect();
+                    let facts = self.db.timeline_turns.get(&turn).copied().unwrap_or_default();
+                    feed.timeline = Some(TimelineRead { facts, events });
+                }
             }
         }
         let _ = self.decider.take_catch_up();
@@ -239,7 +277,7 @@ impl Driver {
         let (body, status) = match &plan.reply {
             Reply::Rendered(r) => (serde_json::from_str(&r.body).unwrap_or(Value::Null), r.status),
             Reply::Record { .. } => (json!({"version": self.decider.handoff().map(|h| h.record.version)}), 200),
-            Reply::Hold { .. } | Reply::Watch { .. } => (Value::Null, 200),
+            Reply::Hold { .. } | Reply::HoldTimeline { .. } | Reply::Watch { .. } => (Value::Null, 200),
         };
         self.now += 1_000;
         (plan, body, status)
@@ -298,6 +336,8 @@ fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: None,
         usage: None,
@@ -676,11 +716,14 @@ fn a_restored_row_that_entered_something_is_passed_by_the_next_change() {
 fn a_watch_is_admitted_within_its_roles_cap() {
     let mut d = created();
     d.decider = Decider::new(Caps { watchers: PerRole::new(1, 1), ..Caps::default() });
-    let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }));
-    assert!(matches!(plan.reply, Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true }));
+    let plan = d.plan(ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }));
+    assert!(matches!(
+        plan.reply,
+        Reply::Watch { role: Role::Owner, after: 0, valid_until_s: 99, subprotocol: true, timeline: None }
+    ));
     let mut feed = Feed { sockets: Some(1), ..Feed::default() };
     let refused = d.decider.handle(
-        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }),
         std::mem::take(&mut feed),
         Moment { now: T0, random: 0.0 },
         &TestWire,
@@ -1313,7 +1356,7 @@ fn turns_whose_read_the_driver_skipped_fail_an_assertion_rather_than_answering_a
 fn a_watch_whose_sockets_the_driver_skipped_fails_an_assertion_rather_than_being_refused() {
     let mut d = created();
     d.decider.handle(
-        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true }),
+        ask(owner(), Op::Watch { after: 0, valid_until_s: 99, subprotocol: true, timeline: None }),
         Feed::default(),
         Moment { now: d.now, random: 0.5 },
         &TestWire,
@@ -1329,5 +1372,121 @@ fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none
         Feed::default(),
         Moment { now: d.now, random: 0.5 },
         &TestWire,
+    );
+}
+
+// ---- The turn's timeline. ----
+
+fn events(turn: u64, seqs: std::ops::RangeInclusive<u64>) -> Op {
+    let events = seqs.map(|seq| timeline::Event {
+        seq,
+        kind: timeline::Kind::Note,
+        text: Some(format!("step {seq}")),
+        id: None,
+        name: None,
+        state: None,
+        input: None,
+        output: None,
+        output_bytes: None,
+        duration_ms: None,
+        at: None,
+    });
+    Op::Events { batch: timeline::Batch { turn, events: events.collect() } }
+}
+
+fn read_timeline(turn: Option<u64>, after: u64, timeout_s: u64) -> Op {
+    Op::Timeline { turn, after, limit: 100, timeout_s }
+}
+
+#[test]
+fn a_batch_writes_its_events_alone_moves_no_version_publishes_nothing_and_sends_no_row() {
+    let mut d = created();
+    let version = d.version();
+    let (plan, body, status) = d.ask(ask(machine(), events(1, 1..=3)));
+    assert_eq!((status, &body), (200, &json!({"turn": 1, "next": 4})));
+    assert_eq!(plan.events_taken, Some((1, 1, 3)), "every handoff.v2 socket is owed them once committed");
+    assert!(
+        plan.writes.iter().all(|w| matches!(w, Write::TimelineEvents { .. } | Write::TimelineTurn { .. })),
+        "{:?}",
+        plan.writes
+    );
+    assert_eq!(
+        (plan.publish, plan.send_rows_through, plan.alarm_at),
+        (None, None, None),
+        "no version, no row, no notice"
+    );
+    assert_eq!((d.version(), d.stored_version()), (version, version));
+    let (plan, body, _) = d.ask(ask(machine(), events(1, 2..=3)));
+    assert!(plan.writes.is_empty() && plan.events_taken.is_none(), "a repeat writes and sends nothing");
+    assert_eq!(body["next"], 4);
+    let (_, body, status) = d.ask(ask(owner(), read_timeline(None, 1, 0)));
+    assert_eq!((status, &body["seqs"], &body["next"]), (200, &json!([2, 3]), &json!(4)));
+}
+
+#[test]
+fn only_the_machine_writes_the_timeline_and_either_role_reads_it() {
+    let mut d = created();
+    let (plan, body, status) = d.ask(ask(owner(), events(1, 1..=1)));
+    assert_eq!((status, body["code"].as_str()), (403, Some("auth.forbidden")));
+    assert!(plan.writes.is_empty());
+    for caller in [owner(), machine()] {
+        let (_, body, status) = d.ask(ask(caller, read_timeline(Some(1), 0, 0)));
+        assert_eq!((status, &body["next"]), (200, &json!(1)));
+    }
+    let (_, body, _) = d.ask(ask(owner(), read_timeline(Some(2), 0, 0)));
+    assert_eq!(body["code"], "handoff.turn_out_of_order");
+}
+
+#[test]
+fn opening_a_turn_drops_the_events_of_the_turn_that_leaves_the_newest_kept_and_keeps_its_count() {
+    let mut d = created();
+    d.ask(ask(machine(), events(1, 1..=2)));
+    for turn in 1..=crate::limits::TIMELINE_TURNS_KEPT_MAX {
+        d.ask(ask(machine(), report(turn, ReportStatus::Done, "d")));
+        let (plan, _, status) = d.ask(ask(owner(), open_with(turn, None)));
+        assert_eq!(status, 200);
+        let trims: Vec<&Write> = plan.writes.iter().filter(|w| matches!(w, Write::TrimTimeline { .. })).collect();
+        let dropped = timeline::dropped_through(turn + 1);
+        assert_eq!(trims.first().map(|w| (*w).clone()), dropped.map(|through| Write::TrimTimeline { through }));
+    }
+    assert!(d.db.timeline.is_empty(), "turn 1's events are gone");
+    let (_, body, _) = d.ask(ask(owner(), read_timeline(Some(1), 0, 0)));
+    assert_eq!((&body["seqs"], &body["next"], &body["dropped"]), (&json!([]), &json!(3), &json!(true)));
+    let (_, body, status) = d.ask(ask(machine(), events(1, 3..=3)));
+    assert_eq!((status, body["code"].as_str()), (409, Some("timeline.dropped")));
+}
+
+#[test]
+fn a_held_timeline_read_waits_within_the_waits_cap_and_is_woken_by_its_turns_batch_never_by_a_version() {
+    let mut d = created();
+    d.decider = Decider::new(Caps { waiters: PerRole::new(1, 1), ..Caps::default() });
+    let Reply::HoldTimeline { waiter, timeout_ms, timeout_body } =
+        d.plan(ask(owner(), read_timeline(None, 0, 20))).reply
+    else {
+        panic!("not held")
+    };
+    assert!((20_000..=21_000).contains(&timeout_ms));
+    assert_eq!(
+        serde_json::from_str::<Value>(&timeout_body).unwrap()["seqs"],
+        json!([]),
+        "its timeout answers what there is"
+    );
+    let Reply::Rendered(refused) = d.plan(ask(owner(), Op::Wait { after: 1, timeout_s: 30 })).reply else {
+        panic!("not refused")
+    };
+    assert_eq!(refused.status, 429, "a held read counts against the waits' cap");
+    let plan = d.plan(ask(machine(), report(1, ReportStatus::NeedsYou, "n")));
+    d.db.apply(&plan.writes);
+    let wake = d.decider.confirm(2).unwrap();
+    assert!(wake.waiters.is_empty(), "a version wakes no held read");
+    let plan = d.plan(ask(machine(), events(1, 1..=2)));
+    assert_eq!(plan.wake_timeline, vec![(waiter, TimelineAsk { turn: 1, after: 0, limit: 100 })]);
+    assert!(plan.waits(), "woken once the commit is confirmed");
+    d.db.apply(&plan.writes);
+    let Reply::Rendered(at_once) = d.plan(ask(owner(), read_timeline(None, 0, 20))).reply else { panic!("held") };
+    assert_eq!(
+        serde_json::from_str::<Value>(&at_once.body).unwrap()["seqs"],
+        json!([1, 2]),
+        "something to read answers at once"
     );
 }

@@ -23,6 +23,8 @@ fn report(turn: u64, status: ReportStatus) -> Change {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: None,
         usage: None,
@@ -104,6 +106,8 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
         question: None,
         runtime: Some("codex".into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
     assert!(out.moved);
@@ -124,6 +128,8 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
         question: None,
         runtime: Some("claude-code".into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let refused = apply(
         &out.next,
@@ -146,6 +152,8 @@ fn each_lineage_entry_keeps_the_permission_mode_its_turn_ran_in() {
             question: None,
             runtime: None,
             permission_mode: Some(mode.into()),
+            reply: None,
+            sync_mode: None,
         };
         Change::Turn { command, unmet: None, usage: None, package: None }
     };
@@ -193,6 +201,8 @@ fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: Some(vec![1]),
         usage: None,
@@ -279,6 +289,8 @@ fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         unmet: None,
         usage: Some(usage),
@@ -371,6 +383,8 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
         question: Some(question),
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
@@ -506,4 +520,140 @@ fn an_open_that_names_another_turn_is_a_turn_conflict_saying_so_not_a_repeat() {
         assert_eq!(refusal.code, Code::TurnConflict);
         assert!(refusal.message.starts_with("the request names another turn"), "{after}: {}", refusal.message);
     }
+}
+
+// ---- Every outcome a turn keeps. ----
+
+fn saying(turn: u64, status: ReportStatus, summary: &str, reply: Option<&str>) -> Change {
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status,
+            summary: Some(summary.into()),
+            question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: reply.map(str::to_string),
+            sync_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+fn asking(turn: u64, text: &str) -> Change {
+    let question = crate::question::QuestionInput {
+        kind: crate::question::Kind::Permission,
+        text: text.into(),
+        input: Some(format!("run {text}")),
+        options: vec![crate::question::Choice { id: "allow".into(), label: "Allow".into() }],
+    };
+    Change::Turn {
+        command: TurnCommand::Report {
+            turn,
+            status: ReportStatus::NeedsYou,
+            summary: None,
+            question: Some(question),
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+fn answering(h: &Handoff) -> Change {
+    let id = h.record.question.as_ref().expect("a question is open").id.clone();
+    Change::Turn {
+        command: TurnCommand::Answer { question: id, option: "allow".into(), note: Some("go".into()) },
+        unmet: None,
+        usage: None,
+        package: None,
+    }
+}
+
+#[test]
+fn a_turns_entry_keeps_its_summary_reply_sync_mode_and_each_question_with_its_answer() {
+    let mut h = fresh();
+    let running = Change::Turn {
+        command: TurnCommand::Report {
+            turn: 1,
+            status: ReportStatus::Running,
+            summary: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: Some(crate::timeline::SyncMode::Full),
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    };
+    h = ok(&h, running, Role::Machine).next;
+    h = ok(&h, asking(1, "ls"), Role::Machine).next;
+    h = ok(&h, answering(&h), Role::Owner).next;
+    h = ok(&h, asking(1, "rm"), Role::Machine).next;
+    let done = ok(&h, saying(1, ReportStatus::Done, "done", Some("The whole answer.")), Role::Machine);
+    assert_eq!(done.dirty.lineage_from, Some(0), "the entry is written with the change");
+    let entry = &done.next.lineage[0];
+    assert_eq!((entry.summary.as_deref(), entry.reply.as_deref()), (Some("done"), Some("The whole answer.")));
+    assert_eq!(entry.sync_mode, Some(crate::timeline::SyncMode::Full));
+    let picks: Vec<Option<&str>> =
+        entry.questions.iter().map(|q| q.answer.as_ref().map(|a| a.option.as_str())).collect();
+    assert_eq!(picks, [Some("allow"), None], "the answered one with its answer, the withdrawn one without");
+    assert_eq!(entry.questions[0].input.as_deref(), Some("run ls"));
+    let next = ok(&done.next, open(1, None), Role::Owner).next;
+    assert_eq!((next.record.reply.as_deref(), next.record.sync_mode), (None, None), "a new turn starts with none");
+    assert_eq!(next.lineage[0].reply.as_deref(), Some("The whole answer."), "the ended turn keeps its own");
+}
+
+#[test]
+fn past_the_questions_kept_per_turn_the_oldest_goes_and_is_counted() {
+    let mut h = fresh();
+    let asked = QUESTIONS_PER_TURN_KEPT_MAX + 3;
+    for n in 0..asked {
+        h = ok(&h, asking(1, &format!("q{n}")), Role::Machine).next;
+    }
+    let entry = &h.lineage[0];
+    assert_eq!(entry.questions.len(), QUESTIONS_PER_TURN_KEPT_MAX);
+    assert_eq!(entry.questions_dropped, 3);
+    assert_eq!(entry.questions[0].text, "q3", "the newest are kept");
+}
+
+#[test]
+fn a_turns_reply_and_questions_go_with_its_prompt_when_it_leaves_the_newest_turns_kept() {
+    let mut h = fresh();
+    h = ok(&h, asking(1, "ls"), Role::Machine).next;
+    h = ok(&h, saying(1, ReportStatus::Done, "one", Some("Turn one's answer.")), Role::Machine).next;
+    for turn in 1..=PROMPT_TURNS_KEPT_MAX {
+        h = ok(&h, open(turn, None), Role::Owner).next;
+        let out = ok(&h, saying(turn + 1, ReportStatus::Done, "d", Some("r")), Role::Machine);
+        h = out.next;
+    }
+    let first = h.lineage.iter().find(|e| e.turn == 1).expect("turn 1 is still in the tail");
+    assert_eq!((first.reply.as_deref(), first.reply_dropped), (None, true));
+    assert_eq!((first.questions.len(), first.questions_dropped), (0, 1));
+    assert_eq!(first.summary.as_deref(), Some("one"), "the summary, a short line, stays");
+    let second = h.lineage.iter().find(|e| e.turn == 2).unwrap();
+    assert_eq!((second.reply.as_deref(), second.reply_dropped), (Some("r"), false));
+}
+
+#[test]
+fn the_package_carries_no_reply_and_no_question_and_its_hash_does_not_depend_on_them() {
+    let h = ok(&fresh(), set_work(), Role::Owner).next;
+    let plain = ok(&h, report(1, ReportStatus::Done), Role::Machine).next;
+    let asked = ok(&h, asking(1, "SECRET-QUESTION"), Role::Machine).next;
+    let asked = ok(&asked, answering(&asked), Role::Owner).next;
+    let said = ok(&asked, saying(1, ReportStatus::Done, "", Some("SECRET-REPLY")), Role::Machine).next;
+    let with = ok(&said, open(1, Some(request("codex"))), Role::Owner).next;
+    let without = ok(&plain, open(1, Some(request("codex"))), Role::Owner).next;
+    let (a, b) = (with.ledger.current.unwrap(), without.ledger.current.unwrap());
+    let text = serde_json::to_string(&a.package).unwrap();
+    assert!(!text.contains("SECRET"), "{text}");
+    assert_eq!((a.hash, a.package), (b.hash, b.package), "the package and its hash do not depend on them");
 }

@@ -295,6 +295,7 @@ pub(crate) fn lineage() -> Vec<TurnEntry> {
             ended_at: Some((T0 + 12_000).into()),
             prompt: None,
             prompt_dropped: false,
+            ..TurnEntry::outcome_unknown()
         },
         TurnEntry {
             turn: 2,
@@ -309,6 +310,7 @@ pub(crate) fn lineage() -> Vec<TurnEntry> {
             ended_at: None,
             prompt: None,
             prompt_dropped: false,
+            ..TurnEntry::outcome_unknown()
         },
     ]
 }
@@ -691,6 +693,7 @@ fn long_lineage(turns: u64, ended: impl Fn(u64) -> Status) -> Vec<TurnEntry> {
             ended_at: (turn < turns).then_some((T0 + turn as i64 * 1_000 + 500).into()),
             prompt: Some(format!("turn {turn}'s words")),
             prompt_dropped: false,
+            ..TurnEntry::outcome_unknown()
         })
         .collect()
 }

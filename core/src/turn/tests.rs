@@ -25,6 +25,8 @@ fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     }
 }
 
@@ -207,7 +209,9 @@ fn any_command() -> impl Strategy<Value = Command> {
             summary,
             question: None,
             runtime: None,
-            permission_mode: None
+            permission_mode: None,
+            reply: None,
+            sync_mode: None,
         }),
         (0u64..6, prop_oneof![Just("default"), Just("plan")]).prop_map(|(turn, mode)| in_mode(turn, mode)),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
@@ -320,6 +324,8 @@ fn ask(turn: u64, text: &str) -> Command {
         question: Some(permission(text)),
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     }
 }
 
@@ -486,6 +492,8 @@ fn running_on(turn: u64, runtime: &str) -> Command {
         question: None,
         runtime: Some(runtime.into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     }
 }
 
@@ -540,6 +548,8 @@ fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
         question: None,
         runtime: Some("claude-code".into()),
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     };
     let named = ok(&r, reminder.clone());
     assert!(named.moved);
@@ -559,6 +569,8 @@ fn in_mode(turn: u64, mode: &str) -> Command {
         question: None,
         runtime: None,
         permission_mode: Some(mode.into()),
+        reply: None,
+        sync_mode: None,
     }
 }
 
@@ -580,6 +592,8 @@ fn a_running_report_naming_the_permission_mode_shows_it_once_and_another_mode_la
         question: None,
         runtime: Some("codex".into()),
         permission_mode: Some("default".into()),
+        reply: None,
+        sync_mode: None,
     };
     let with_runtime = ok(&named.next, both);
     assert!(with_runtime.moved, "a runtime named beside the same mode still moves");
@@ -627,4 +641,33 @@ fn a_permission_mode_is_a_short_token() {
         assert_eq!(refusal.code, Code::RequestInvalid);
         assert!(refusal.message.starts_with("permission_mode: 1-32 characters"), "{bad:?}: {}", refusal.message);
     }
+}
+
+/// The reply is part of what makes a final report the same report again.
+#[test]
+fn a_final_report_with_another_reply_or_none_is_another_report_and_the_same_one_moves_nothing() {
+    let with = |reply: Option<&str>| Command::Report {
+        turn: 1,
+        status: ReportStatus::Done,
+        summary: Some("done".into()),
+        question: None,
+        runtime: None,
+        permission_mode: None,
+        reply: reply.map(str::to_string),
+        sync_mode: None,
+    };
+    let r = fresh();
+    let done = apply(&r, &with(Some("The answer.")), 10).unwrap();
+    assert_eq!(done.next.reply.as_deref(), Some("The answer."));
+    assert!(!apply(&done.next, &with(Some("The answer.")), 11).unwrap().moved);
+    assert_eq!(apply(&done.next, &with(Some("Another.")), 11).unwrap_err(), Code::TurnFinished);
+    assert_eq!(apply(&done.next, &with(None), 11).unwrap_err(), Code::TurnFinished);
+}
+
+#[test]
+fn a_reply_follows_the_multi_line_rule_within_its_cap() {
+    assert!(check_reply("# Done\n\n\t- a list").is_ok());
+    assert!(check_reply("").is_ok(), "a harness's answer may be empty");
+    assert!(check_reply("a\u{1b}[2J").is_err());
+    assert!(check_reply(&"x".repeat(crate::limits::REPLY_BYTES_MAX + 1)).is_err());
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::limits::WATCH_EVENTS_FRAME_BYTES_MAX;
 use proptest::prelude::*;
 
 const FRAME: usize = 1_000;
@@ -136,9 +137,12 @@ fn a_reader_that_acknowledges_is_never_closed() {
 #[test]
 fn clients_acknowledge_at_half_the_caps_as_the_contract_says() {
     // docs/openapi.yaml: "acknowledge with {"after": V} at least every 32 frames and every
-    // 128 KiB" — half of each cap, so an acknowledgement on its way never lets a cap pass.
+    // 128 KiB": half the frames' cap and a quarter of the bytes' (512 KiB, room
+    // for the longest record frame beside a timeline frame), so an acknowledgement on its way
+    // never lets a cap pass, and a timeline frame waiting for room is always owed one.
     assert_eq!((ACK_EVERY_FRAMES, ACK_EVERY_BYTES), (32, 128 * 1024));
-    assert_eq!((2 * ACK_EVERY_FRAMES, 2 * ACK_EVERY_BYTES), (WATCH_UNACKED_FRAMES_MAX, WATCH_UNACKED_BYTES_MAX));
+    assert_eq!((2 * ACK_EVERY_FRAMES, 4 * ACK_EVERY_BYTES), (WATCH_UNACKED_FRAMES_MAX, WATCH_UNACKED_BYTES_MAX));
+    assert!(WATCH_UNACKED_BYTES_MAX - WATCH_EVENTS_FRAME_BYTES_MAX >= ACK_EVERY_BYTES);
 }
 
 #[test]
@@ -166,9 +170,9 @@ fn the_subprotocols_offer_a_bearer_only_next_to_handoff_v1() {
     assert_eq!(offered(None).unwrap(), Offered::default());
     assert_eq!(
         offered(Some("handoff.v1, bearer.abc.def")).unwrap(),
-        Offered { bearer: Some("abc.def".into()), handoff_v1: true }
+        Offered { bearer: Some("abc.def".into()), handoff_v1: true, handoff_v2: false }
     );
-    assert_eq!(offered(Some("handoff.v1")).unwrap(), Offered { bearer: None, handoff_v1: true });
+    assert_eq!(offered(Some("handoff.v1")).unwrap(), Offered { bearer: None, handoff_v1: true, handoff_v2: false });
     assert_eq!(offered(Some("bearer.abc")).unwrap_err().code, Code::RequestInvalid);
     assert_eq!(offered(Some("chat")).unwrap_err().code, Code::RequestInvalid);
     assert_eq!(offered(Some("handoff.v1,bearer.a,bearer.b")).unwrap_err().code, Code::RequestInvalid);
@@ -287,4 +291,75 @@ proptest! {
             prop_assert!(pair[1] >= pair[0], "nothing older than what was sent goes out: {:?}", seen);
         }
     }
+}
+
+// ---- handoff.v2: the timeline beside the records. ----
+
+fn v2(seen: Seen) -> Watcher {
+    let (mut w, _) = watcher(1, 1);
+    w.timeline = Some(seen);
+    w
+}
+
+#[test]
+fn a_v2_socket_is_owed_its_turns_events_once_in_order_and_a_new_turns_from_the_first() {
+    let mut w = v2(Seen { turn: 1, seq: 0 });
+    assert_eq!(w.owed_events(1, 3), Some(0));
+    assert_eq!(w.send_events(1, 3, FRAME, 0), SocketStep::Send);
+    assert_eq!(w.owed_events(1, 3), None, "sent once");
+    assert_eq!(w.owed_events(1, 5), Some(3), "the next ones after what it has");
+    assert_eq!(w.owed_events(2, 2), Some(0), "a new turn's from its first");
+    w.send_events(2, 2, FRAME, 0);
+    assert_eq!(w.owed_events(1, 9), None, "an older turn's late events are read, not pushed");
+    let (v1, _) = watcher(1, 1);
+    assert_eq!(v1.owed_events(1, 3), None, "a v1 socket is sent records only");
+}
+
+#[test]
+fn a_v2_acknowledgement_names_the_timeline_and_resynchronises_it_and_v1_takes_after_alone() {
+    let mut w = v2(Seen { turn: 1, seq: 0 });
+    w.send_events(1, 4, FRAME, 0);
+    w.send_events(1, 6, FRAME, 0);
+    assert_eq!(w.on_message(Some(r#"{"after":1,"turn":1,"seq":4}"#), 1, false, FRAME, 0), SocketStep::Nothing);
+    assert_eq!(w.unacked_events, vec![(1, 6, FRAME as u32)]);
+    assert_eq!(w.timeline, Some(Seen { turn: 1, seq: 4 }), "what the client has is what it says");
+    assert_eq!(w.owed_events(1, 6), Some(4), "anything newer is owed again");
+    assert_eq!(
+        w.on_message(Some(r#"{"after":1,"turn":1}"#), 1, false, FRAME, 0),
+        SocketStep::Close(Close::UNSUPPORTED)
+    );
+    let (mut v1, _) = watcher(1, 1);
+    let step = v1.on_message(Some(r#"{"after":1,"turn":1,"seq":1}"#), 1, false, FRAME, 0);
+    assert_eq!(step, SocketStep::Close(Close::UNSUPPORTED), "v1 is exactly today's: {{\"after\": V}} alone");
+}
+
+#[test]
+fn the_slow_reader_bounds_count_timeline_frames_too() {
+    let mut w = v2(Seen::default());
+    let big = WATCH_UNACKED_BYTES_MAX / 4;
+    for last in 1..=4 {
+        assert_eq!(w.send_events(1, last, big, 0), SocketStep::Send);
+    }
+    assert_eq!(
+        w.on_version(2, false, FRAME, 0),
+        SocketStep::Close(Close::SLOW_READER),
+        "the record is counted with them"
+    );
+    let mut w = v2(Seen::default());
+    for last in 1..WATCH_UNACKED_FRAMES_MAX as u64 {
+        assert_eq!(w.send_events(1, last, 1, 0), SocketStep::Send);
+    }
+    assert_eq!(w.on_version(2, false, 1, 0), SocketStep::Send, "the 64th frame");
+    assert_eq!(w.send_events(1, 99, 1, 0), SocketStep::Nothing, "a timeline frame past the bounds waits");
+    assert_eq!(w.owed_events(1, 99), Some(WATCH_UNACKED_FRAMES_MAX as u64 - 1), "still owed, from storage");
+    assert_eq!(w.on_version(3, false, 1, 0), SocketStep::Close(Close::SLOW_READER), "a record past them closes");
+    assert_eq!(w.send_events(1, 100, 1, 0), SocketStep::Nothing, "nothing more once closed");
+}
+
+#[test]
+fn a_client_may_offer_handoff_v2_alone_or_beside_handoff_v1() {
+    let both = offered(Some("handoff.v1, handoff.v2, bearer.t")).unwrap();
+    assert!(both.handoff_v1 && both.handoff_v2);
+    assert!(offered(Some("handoff.v2")).unwrap().handoff_v2);
+    assert!(offered(Some("bearer.t")).is_err());
 }

@@ -35,6 +35,8 @@ fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Call {
         question: None,
         runtime: None,
         permission_mode: None,
+        reply: None,
+        sync_mode: None,
     })
 }
 

@@ -92,6 +92,8 @@ fn command(m: &Move, current: u64) -> turn::Command {
             question: None,
             runtime: None,
             permission_mode: None,
+            reply: None,
+            sync_mode: None,
         },
         Move::Cancel { back } => turn::Command::Cancel { turn: back.map(near) },
         Move::Close => turn::Command::Close,
