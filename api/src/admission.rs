@@ -380,6 +380,16 @@ impl Admission {
                 let (name, ask) = signed.create(create, now_ms(), &setting.expect);
                 Ok(Next::Send { name, ask, carrier: Carrier::Rpc })
             }
+            Kind::MachineToken => {
+                let id = self.id.as_deref().unwrap_or_default();
+                if !input::is_handoff_id(id) {
+                    return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
+                }
+                routes::no_query(url.query)?;
+                input::parse_close(body)?;
+                let ask = signed.machine_token(id, now_ms(), &setting.expect);
+                Ok(Next::Send { name: id.to_string(), ask, carrier: Carrier::Rpc })
+            }
             Kind::TestObjectStarts => routes::no_query(url.query).map(|_| Next::ObjectStarts),
             Kind::PushKey => {
                 let pkcs8 = setting.push_key.clone().ok_or_else(routes::push_misconfigured)?;
@@ -440,7 +450,8 @@ impl Signed {
         let owner = &self.claims.sub;
         let id = input::handoff_id(owner, &create.session);
         let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, expect);
-        let CreateInput { session, machine, size, prompt } = create;
+        let placement = create.placement();
+        let CreateInput { session, machine, size, prompt, .. } = create;
         let op = Op::Create {
             id: id.clone(),
             session,
@@ -449,8 +460,19 @@ impl Signed {
             machine_token,
             incarnation: now_ms.max(0) as u64,
             prompt,
+            placement,
         };
         (id, Ask { caller: self.caller(), op, idempotency: None })
+    }
+}
+
+impl Signed {
+    /// `POST …/machine-token`: a machine token for hand-off `id` minted at `now_ms`, whose
+    /// `inc` the hand-off takes as the floor below which it ends the ones before.
+    fn machine_token(&self, id: &str, now_ms: i64, expect: &Expect) -> Ask {
+        let machine_token = token::machine_token_at(&self.claims.sub, id, self.key.as_bytes(), now_ms, expect);
+        let op = Op::MachineToken { machine_token, incarnation: now_ms.max(0) as u64 };
+        Ask { caller: self.caller(), op, idempotency: None }
     }
 }
 

@@ -10,6 +10,7 @@ use handoff_core::limits::{
     TIMELINE_PAGE_MAX, TURNS_PAGE_DEFAULT, TURNS_PAGE_MAX, WAIT_TIMEOUT_S_DEFAULT, WAIT_TIMEOUT_S_MAX,
 };
 use handoff_core::package::PackageRequest;
+use handoff_core::placement::Placement;
 use handoff_core::question::QuestionInput;
 use handoff_core::rows::{Cursor, ListQuery};
 use handoff_core::suggestion::Usage;
@@ -44,10 +45,36 @@ pub struct CreateInput {
     /// Turn 1's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Where turn 1 runs: a workspace the machine names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// The runtime turn 1 runs on (`claude-code`, `codex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The model turn 1 runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The permission mode the owner asks turn 1 to run in; the record's `permission_mode`
+    /// stays what the machine reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_permission_mode: Option<String>,
+}
+
+impl CreateInput {
+    /// Where and how turn 1 is to run, as the core keeps it.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            workspace: self.workspace.clone(),
+            runtime: self.runtime.clone(),
+            model: self.model.clone(),
+            requested_permission_mode: self.requested_permission_mode.clone(),
+        }
+    }
 }
 
 pub fn parse_create(body: &[u8]) -> Result<CreateInput, ApiError> {
     let input: CreateInput = parse_json(body)?;
+    input.placement().check()?;
     check_id("session", &input.session)?;
     check_id("machine", &input.machine)?;
     check_id("size", &input.size)?;

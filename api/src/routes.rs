@@ -36,6 +36,9 @@ pub enum Kind {
     Health,
     /// `POST /v1/handoffs`: the session's hand-off, created if new.
     Create,
+    /// `POST /v1/handoffs/{id}/machine-token` (the owner's): a fresh machine token, minted
+    /// here (which holds the key), that ends the ones before it.
+    MachineToken,
     /// An operation on the hand-off named by `{id}`, read from the request by `read`; who may
     /// send it is the core's to decide.
     Handoff { read: Reader, change: bool, transport: Transport },
@@ -234,6 +237,7 @@ pub const ROUTES: &[Route] = &[
     },
     words(top("POST", "/v1/handoffs", Kind::Create, None, Gate::Always)),
     read("GET", "/v1/handoffs/{id}", |_| Ok(Op::Get)),
+    top("POST", "/v1/handoffs/{id}/machine-token", Kind::MachineToken, OWNER, Gate::Always),
     words(change("POST", "/v1/handoffs/{id}/turns", open_turn)),
     read("GET", "/v1/handoffs/{id}/turns", |i| {
         let q = input::parse_turns_query(i.query)?;
@@ -793,7 +797,7 @@ mod tests {
     #[test]
     fn every_top_level_route_of_the_owner_but_the_key_and_a_create_is_one_ask_of_the_owners_index() {
         for r in ROUTES.iter().filter(|r| r.role == OWNER) {
-            let own = matches!(r.kind, Kind::PushKey | Kind::TestObjectStarts);
+            let own = matches!(r.kind, Kind::PushKey | Kind::TestObjectStarts | Kind::MachineToken);
             assert_eq!(matches!(r.kind, Kind::Index { .. }), !own, "{} {}", r.method, r.path);
         }
     }

@@ -70,11 +70,13 @@ pub struct RecordAnswer<'a> {
     pub handoff: Handoff<'a>,
 }
 
-/// `POST /v1/handoffs`: the hand-off and its machine's token.
+/// `POST /v1/handoffs`: the hand-off, and its machine's token when this create made it (a
+/// repeated create answers without one); `POST …/machine-token`: the hand-off and a fresh one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Created<'a> {
     pub handoff: Handoff<'a>,
-    pub machine_token: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_token: Option<Cow<'a, str>>,
 }
 
 /// `GET /v1/handoffs/:id/turns`: a page of the lineage, oldest first, and the page before it.

@@ -286,7 +286,7 @@ impl Wire for Json {
             HandoffAnswer::Record { h, role } => json(200, &RecordAnswer { handoff: Handoff::of(h, role) }),
             HandoffAnswer::Created { h, role, machine_token, new } => json(
                 if new { 201 } else { 200 },
-                &Created { handoff: Handoff::of(h, role), machine_token: Cow::Borrowed(machine_token) },
+                &Created { handoff: Handoff::of(h, role), machine_token: machine_token.map(Cow::Borrowed) },
             ),
             HandoffAnswer::Changed { h, role, effect } => {
                 let head = Changed { handoff: Handoff::of(h, role), beside: beside(&h.record.id, effect) };

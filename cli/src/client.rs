@@ -338,9 +338,24 @@ impl Client {
             machine: machine.into(),
             size: size.into(),
             prompt: prompt.map(str::to_string),
+            workspace: None,
+            runtime: None,
+            model: None,
+            requested_permission_mode: None,
         };
-        let raw = self.change("POST", "/v1/handoffs", &to_value(&body))?;
+        self.create_with(&body)
+    }
+
+    /// `POST /v1/handoffs` with every field of the create: turn 1's words, and where and how it
+    /// runs. A repeated create answers without a machine token.
+    pub fn create_with(&self, body: &CreateInput) -> Result<Reply<Created>, Error> {
+        let raw = self.change("POST", "/v1/handoffs", &to_value(body))?;
         read_json(raw)
+    }
+
+    /// `POST …/machine-token` (owner): a fresh machine token, which ends the ones before it.
+    pub fn machine_token(&self, id: &str) -> Result<Reply<Created>, Error> {
+        read_json(self.change("POST", &handoff_path(id, "/machine-token"), &to_value(&CloseInput {}))?)
     }
 
     /// `GET /v1/handoffs/:id` (owner or machine).

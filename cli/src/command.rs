@@ -52,6 +52,8 @@ pub enum Command {
     Token(setup::TokenArgs),
     /// Create the hand-off of a session (or find it); prints its id, then its machine token.
     Create(owner::CreateArgs),
+    /// A fresh machine token for a hand-off, printed bare; it ends the ones minted before it.
+    MachineToken(owner::MachineTokenArgs),
     /// List your hand-offs, newest first (every page).
     List(owner::ListArgs),
     /// Show one hand-off.

@@ -81,6 +81,7 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
     let client = Client::new(&cli.url, Some(&token)).with_insecure_http(cli.insecure_http);
     match command {
         Command::Create(args) => args.run(&out, &client),
+        Command::MachineToken(args) => args.run(&out, &client),
         Command::List(args) => args.run(&out, &client),
         Command::Show(args) => args.run(&out, &client),
         Command::Turn(args) => args.run(&out, &client),

@@ -274,9 +274,12 @@ pub fn row_lines(r: &Row) -> Vec<String> {
 }
 
 /// `create`: the id on the first line, the machine token on the second, bare, so that a
-/// script reads them with two `read`s. The token is a credential: it goes to stdout only.
+/// script reads them with two `read`s. The token is a credential: it goes to stdout only. A
+/// repeated create answers no token: the id alone.
 pub fn created_lines(c: &Created) -> Vec<String> {
-    vec![c.handoff.id.clone(), c.machine_token.to_string()]
+    let mut lines = vec![c.handoff.id.clone()];
+    lines.extend(c.machine_token.as_deref().map(str::to_string));
+    lines
 }
 
 pub fn opened_line(h: &Handoff) -> String {

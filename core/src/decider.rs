@@ -37,6 +37,7 @@ use crate::limits::{
 use crate::notice;
 use crate::outbox::{self, Outbox, Owed};
 use crate::package::{Document, Latest, Ledger, TurnEntry};
+use crate::placement::Placement;
 use crate::retention::Retention;
 use crate::role::{PerRole, Role};
 use crate::rows::{Admission, Row, TooManyOpen};
@@ -135,6 +136,15 @@ pub enum Op {
         /// Turn 1's words, checked by the contract.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
+        /// Where and how turn 1 is to run, checked by the contract.
+        #[serde(default, skip_serializing_if = "Placement::is_empty")]
+        placement: Placement,
+    },
+    /// `POST …/machine-token` (the owner's): a fresh machine token, minted by the Worker at
+    /// `incarnation`, which ends the ones minted before it.
+    MachineToken {
+        machine_token: String,
+        incarnation: u64,
     },
     Get,
     Change {
@@ -367,11 +377,12 @@ pub enum HandoffAnswer<'a> {
         h: &'a Handoff,
         role: Role,
     },
-    /// A create's answer; `new` when this call created the hand-off.
+    /// A create's answer; `new` when this call created the hand-off. A repeated create
+    /// answers the hand-off as it is, without a machine token; a minted one carries it.
     Created {
         h: &'a Handoff,
         role: Role,
-        machine_token: &'a str,
+        machine_token: Option<&'a str>,
         new: bool,
     },
     /// A change's answer: the record and what the change answers beside it.
@@ -924,6 +935,9 @@ impl Decider {
         let refused_with = |refusal: Refusal| Plan::rendered(refusal_of(wire, &refusal, &h, role));
         match op {
             Op::Floor | Op::Create { .. } | Op::Erase => unreachable!("answered above"),
+            Op::MachineToken { machine_token, incarnation } => {
+                self.machine_token(&caller, &h, &machine_token, incarnation, wire)
+            }
             Op::Events { batch } => self.events(role, &h, &batch, feed, at.now, wire),
             Op::Timeline { turn, after, limit, timeout_s } => {
                 let turn = turn.unwrap_or(h.record.turn);
@@ -1129,30 +1143,26 @@ impl Decider {
         if caller.role != Role::Owner {
             return refused(&Refusal::new(Code::AuthForbidden, "only an owner creates a hand-off"));
         }
-        let Op::Create { machine, size, machine_token, incarnation, prompt, .. } = &op else {
+        let Op::Create { machine, size, machine_token, incarnation, prompt, placement, .. } = &op else {
             unreachable!("create handles only Op::Create");
         };
         let minted = *incarnation;
         if let Some(existing) = self.handoff().cloned() {
-            if let Err(code) = existing.check_create_again(machine, size, prompt.as_deref()) {
+            if let Err(code) = existing.check_create_again(machine, size, prompt.as_deref(), placement) {
                 let refusal = Refusal::new(
                     code,
-                    "this session already has a hand-off with another machine, size or turn-1 prompt",
+                    "this session already has a hand-off with another machine, size, turn-1 prompt, workspace, runtime, model or permission mode",
                 );
                 return Plan::rendered(refusal_of(wire, &refusal, &existing, caller.role));
             }
-            // The fresh machine token ends the ones minted before it; the record does not move.
-            let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created {
+            // Answered as it is: no token is minted, none is ended (a new one is the owner's
+            // `POST …/machine-token`).
+            return Plan::rendered(wire.render(HandoffAnswer::Created {
                 h: &existing,
                 role: caller.role,
-                machine_token,
+                machine_token: None,
                 new: false,
             }));
-            if minted > self.machine_tokens_from {
-                self.machine_tokens_from = minted;
-                plan.writes.push(Write::MachineTokensFrom { from: minted });
-            }
-            return plan;
         }
         // The owner's index decided first, and holds the row when it admitted it.
         match admission {
@@ -1164,7 +1174,12 @@ impl Decider {
             unreachable!("an owner's create always makes a record");
         };
         let h = Handoff::create(record);
-        let rendered = wire.render(HandoffAnswer::Created { h: &h, role: caller.role, machine_token, new: true });
+        let rendered = wire.render(HandoffAnswer::Created {
+            h: &h,
+            role: caller.role,
+            machine_token: Some(machine_token),
+            new: true,
+        });
         let dirty = Dirty { lineage_from: Some(0), extras: h.extras != Extras::default(), ..Dirty::default() };
         match self.store(h, dirty, EventKind::Create, caller.role, now) {
             Err(refusal) => refused(&refusal),
@@ -1176,6 +1191,36 @@ impl Decider {
                 plan
             }
         }
+    }
+
+    /// `POST …/machine-token`: the owner's, on an open hand-off. The fresh token ends every one
+    /// minted before it; the record does not move.
+    fn machine_token(
+        &mut self,
+        caller: &Caller,
+        h: &Handoff,
+        machine_token: &str,
+        minted: u64,
+        wire: &impl Wire,
+    ) -> Plan {
+        if caller.role != Role::Owner {
+            let refusal = Refusal::new(Code::AuthForbidden, "only the owner mints a machine token");
+            return Plan::rendered(refusal_of(wire, &refusal, h, caller.role));
+        }
+        if let Err(refusal) = h.record.check_open() {
+            return Plan::rendered(refusal_of(wire, &refusal, h, caller.role));
+        }
+        let mut plan = Plan::rendered(wire.render(HandoffAnswer::Created {
+            h,
+            role: caller.role,
+            machine_token: Some(machine_token),
+            new: false,
+        }));
+        if minted > self.machine_tokens_from {
+            self.machine_tokens_from = minted;
+            plan.writes.push(Write::MachineTokensFrom { from: minted });
+        }
+        plan
     }
 
     /// `DELETE`: the owner's. Absent and another owner's are both 404 `handoff.not_found`, as
@@ -1474,12 +1519,13 @@ pub enum AfterAlarm {
 /// The record an owner's create makes when the hand-off is new, its life the create's
 /// `incarnation` (or `now` when the ask carries none).
 fn new_record(caller: &Caller, op: &Op, now: EpochMs) -> Option<Record> {
-    let Op::Create { id, session, machine, size, incarnation, prompt, .. } = op else {
+    let Op::Create { id, session, machine, size, incarnation, prompt, placement, .. } = op else {
         return None;
     };
     let mut record =
         Record::create(id.clone(), caller.owner.clone(), session.clone(), machine.clone(), size.clone(), now);
     record.prompt = prompt.clone();
+    record.placement = placement.clone();
     if *incarnation > 0 {
         record.incarnation = *incarnation;
     }

@@ -16,6 +16,7 @@ use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::limits::{LINEAGE_TAIL_MAX, PROMPT_TURNS_KEPT_MAX, QUESTIONS_PER_TURN_KEPT_MAX};
 use crate::package::{Compiled, Latest, Ledger, PackageRequest, RejectInput, Sources, TurnEntry};
+use crate::placement::Placement;
 use crate::runtimes::{self, MachineRuntimes, RuntimesInput};
 use crate::suggestion::{self, Policy, Reason, Usage};
 use crate::time::{EpochMs, Timestamp};
@@ -43,6 +44,9 @@ pub struct Extras {
     /// compared with, long after turn 1's words left the lineage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opening_prompt_sha256: Option<String>,
+    /// Turn 1's placement, as the create named it: what a repeated create is compared with.
+    #[serde(default, skip_serializing_if = "Placement::is_empty")]
+    pub opening_placement: Placement,
 }
 
 /// What a parts-wise store must write after a change.
@@ -208,6 +212,7 @@ impl Handoff {
             status: record.status,
             runtime: None,
             permission_mode: None,
+            placement: record.placement.clone(),
             package_version: None,
             package_hash: None,
             continued_from: None,
@@ -217,15 +222,26 @@ impl Handoff {
             prompt_dropped: false,
             ..TurnEntry::outcome_unknown()
         };
-        let extras = Extras { opening_prompt_sha256: record.prompt.as_deref().map(prompt_digest), ..Extras::default() };
+        let extras = Extras {
+            opening_prompt_sha256: record.prompt.as_deref().map(prompt_digest),
+            opening_placement: record.placement.clone(),
+            ..Extras::default()
+        };
         Handoff { record, work: Work::default(), ledger: Ledger::default(), lineage: vec![first], extras }
     }
 
     /// A second create for the same session answers the same hand-off, unless it names another
-    /// machine or size, or carries other words than turn 1's (`None`: it carries none, as a
-    /// create that only mints a fresh machine token).
-    pub fn check_create_again(&self, machine: &str, size: &str, prompt: Option<&str>) -> Result<(), Code> {
+    /// machine or size, or carries other words or another placement than turn 1's (`None`: it
+    /// carries none, as a create that only looks the session up).
+    pub fn check_create_again(
+        &self,
+        machine: &str,
+        size: &str,
+        prompt: Option<&str>,
+        placement: &Placement,
+    ) -> Result<(), Code> {
         self.record.check_create_again(machine, size)?;
+        placement.check_again(&self.extras.opening_placement)?;
         match prompt {
             Some(words) if self.extras.opening_prompt_sha256.as_deref() != Some(prompt_digest(words).as_str()) => {
                 Err(Code::HandoffConflict)
@@ -434,6 +450,7 @@ fn follow_lineage(h: &Handoff, next: &mut Handoff, dirty: &mut Dirty, now: Epoch
             status: next.record.status,
             runtime: None,
             permission_mode: None,
+            placement: next.record.placement.clone(),
             package_version: None,
             package_hash: None,
             continued_from: next.record.continued_from.clone(),

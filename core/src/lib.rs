@@ -7,6 +7,7 @@ pub mod applied;
 pub mod briefing;
 pub mod decider;
 pub mod digest;
+pub mod enrolment;
 pub mod error;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;
@@ -21,6 +22,7 @@ pub mod notice;
 pub mod outbox;
 pub mod owner;
 pub mod package;
+pub mod placement;
 pub mod question;
 pub mod retention;
 pub mod role;

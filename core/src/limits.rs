@@ -139,6 +139,24 @@ pub const RUNTIME_BYTES_MAX: usize = 64;
 /// A running report's permission mode (Claude Code's `--permission-mode`, Codex's approval
 /// policy, e.g. `acceptEdits`, `untrusted`): a short token.
 pub const PERMISSION_MODE_BYTES_MAX: usize = 32;
+/// A create's workspace name (one the machine's daemon names, e.g. `api`).
+pub const WORKSPACE_BYTES_MAX: usize = 64;
+/// A create's model name (e.g. `opus`, `gpt-5-codex`).
+pub const MODEL_BYTES_MAX: usize = 128;
+/// How long a machine's enrolment code waits for its owner's approval (`handoff machine enrol`
+/// waits as long): 10 minutes, then it expires.
+pub const ENROLMENT_CODE_TTL_MS: i64 = 10 * 60 * 1000;
+/// Enrolment codes live at once, across every owner: with 40 bits a code, the odds of one try
+/// guessing a live one stay under 1e-9 (`enrolment::guess_odds_per_try`).
+pub const PENDING_CODES_MAX: usize = 1_000;
+/// Live enrolment codes one client address may hold.
+pub const PENDING_CODES_PER_ADDRESS_MAX: usize = 5;
+/// Enrolments one client address may start per minute.
+pub const ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX: u32 = 10;
+/// Codes one owner may try (look up or approve) per minute.
+pub const ENROLMENT_CODE_TRIES_PER_MINUTE_MAX: u32 = 10;
+/// Machines one owner may have enrolled at once.
+pub const MACHINES_PER_OWNER_MAX: usize = 32;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,
@@ -391,7 +409,16 @@ const _: () = assert!(
         <= WORDS_BODY_BYTES_MAX
 );
 // A create with the longest prompt and the longest ids fits too.
-const _: () = assert!(2 * (PROMPT_BYTES_MAX + 3 * ID_CHARS_MAX) + BODY_FRAME_BYTES <= WORDS_BODY_BYTES_MAX);
+const _: () = assert!(
+    2 * (PROMPT_BYTES_MAX
+        + 3 * ID_CHARS_MAX
+        + WORKSPACE_BYTES_MAX
+        + RUNTIME_BYTES_MAX
+        + MODEL_BYTES_MAX
+        + PERMISSION_MODE_BYTES_MAX)
+        + BODY_FRAME_BYTES
+        <= WORDS_BODY_BYTES_MAX
+);
 // The largest done report fits its route's cap: the reply beside the largest report above.
 const _: () = assert!(
     2 * (REPLY_BYTES_MAX

@@ -24,6 +24,7 @@ use crate::applied::Applied;
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::*;
+use crate::placement::Placement;
 use crate::text::{multi_line, single_line};
 use crate::time::{EpochMs, Timestamp};
 use crate::turn::{Record, State, Status};
@@ -138,6 +139,9 @@ pub struct TurnEntry {
     /// The permission mode the turn ran in, as the machine's running report named it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Where and how the owner asked the turn to run.
+    #[serde(flatten)]
+    pub placement: Placement,
     /// The package that briefed this turn, if one did.
     pub package_version: Option<u64>,
     pub package_hash: Option<String>,
@@ -189,6 +193,7 @@ impl TurnEntry {
             status: Status::Running,
             runtime: None,
             permission_mode: None,
+            placement: Placement::default(),
             package_version: None,
             package_hash: None,
             continued_from: None,

@@ -15,6 +15,7 @@ use crate::limits::{
     PERMISSION_MODE_BYTES_MAX, PROMPT_BYTES_MAX, REPLY_BYTES_MAX, RUNTIME_BYTES_MAX, STEERS_PER_TURN_MAX,
     SUMMARY_BYTES_MAX,
 };
+use crate::placement::Placement;
 use crate::question::{Pick, Question, QuestionInput};
 use crate::runtimes::MachineRuntimes;
 use crate::suggestion::Suggestion;
@@ -151,6 +152,9 @@ pub struct Record {
     /// (absent until one does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Where and how the owner asked the current turn to run (turn 1's, from the create).
+    #[serde(flatten)]
+    pub placement: Placement,
     /// The sync mode the current turn runs in, as the machine's running report named it
     /// (absent until one does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,6 +259,7 @@ impl Record {
             updated_at: Timestamp::from_ms(now),
             briefed: Briefed::default(),
             permission_mode: None,
+            placement: Placement::default(),
             sync_mode: None,
             reply: None,
             prompt: None,

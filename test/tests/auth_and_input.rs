@@ -247,24 +247,33 @@ fn machine_tokens_follow_the_issuer_settings_work_here_and_are_never_acceptable_
 }
 
 #[test]
-fn a_create_for_the_same_session_ends_the_machine_tokens_minted_before_it_with_401_auth_revoked() {
+fn a_repeated_create_ends_no_token_and_the_owners_machine_token_route_ends_the_ones_before_it_with_401_auth_revoked() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
     let session = unique("s");
-    let create = || {
-        let a = c.post("/v1/handoffs", &alice, json!({"session": session, "machine": "m1", "size": "large"}));
-        assert!(a.status == 201 || a.status == 200, "{}", a.text);
-        (
-            a.handoff()["id"].as_str().unwrap().to_string(),
-            a.body["machine_token"].as_str().unwrap().to_string(),
-            a.version(),
-        )
-    };
-    let (id, first, _) = create();
+    let create = || c.post("/v1/handoffs", &alice, json!({"session": session, "machine": "m1", "size": "large"}));
+    let created = create();
+    assert_eq!(created.status, 201, "{}", created.text);
+    let id = created.handoff()["id"].as_str().unwrap().to_string();
+    let first = created.body["machine_token"].as_str().unwrap().to_string();
     assert_eq!(c.report(&id, &first, 1, "running", Some("a")).status, 200);
     std::thread::sleep(Duration::from_millis(5));
-    let (_, second, version) = create();
-    assert_eq!(version, 2, "a fresh token is no change of the record");
+    let again = create();
+    assert_eq!((again.status, again.version()), (200, 2), "answered as it is: {}", again.text);
+    assert!(again.body.get("machine_token").is_none(), "a repeated create mints nothing: {}", again.text);
+    assert_eq!(c.report(&id, &first, 1, "running", Some("b")).status, 200, "and ends nothing");
+    let mint = |token: &str| c.post(&format!("/v1/handoffs/{id}/machine-token"), token, json!({}));
+    let by_machine = mint(&first);
+    assert_eq!((by_machine.status, by_machine.code()), (403, "auth.forbidden"), "{}", by_machine.text);
+    std::thread::sleep(Duration::from_millis(5));
+    let minted = mint(&alice);
+    assert_eq!(
+        (minted.status, minted.version()),
+        (200, 3),
+        "a fresh token is no change of the record: {}",
+        minted.text
+    );
+    let second = minted.body["machine_token"].as_str().unwrap().to_string();
     for (what, a) in [
         ("report", c.report(&id, &first, 1, "done", Some("late"))),
         ("get", c.get(&format!("/v1/handoffs/{id}"), &first)),
@@ -276,15 +285,16 @@ fn a_create_for_the_same_session_ends_the_machine_tokens_minted_before_it_with_4
     let record = c.get(&format!("/v1/handoffs/{id}"), &alice);
     assert_eq!(
         (record.version(), record.handoff()["status"].as_str()),
-        (2, Some("running")),
+        (3, Some("running")),
         "the ended token changed nothing"
     );
     assert_eq!(c.report(&id, &second, 1, "done", Some("by the newest")).status, 200, "the newest token works");
-    std::thread::sleep(Duration::from_millis(5));
-    let (_, third, version) = create();
-    assert_eq!(version, 3, "a create on a finished turn moves nothing either");
-    assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &second).code(), "auth.revoked");
-    assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &third).status, 200);
+    assert_eq!(create().version(), 4, "a create on a finished turn moves nothing either");
+    assert_eq!(c.get(&format!("/v1/handoffs/{id}"), &second).status, 200, "nor ends the newest token");
+    let other = owner(&unique("bob"));
+    assert_eq!(mint(&other).code(), "handoff.not_found", "another owner's hand-off is not there");
+    assert_eq!(c.post(&format!("/v1/handoffs/{id}/close"), &alice, json!({})).status, 200);
+    assert_eq!(mint(&alice).code(), "handoff.closed");
 }
 
 #[test]

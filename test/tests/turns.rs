@@ -28,6 +28,7 @@ fn a_new_hand_off_starts_at_turn_one_and_a_second_create_answers_the_same() {
     let again = c.post("/v1/handoffs", &alice, body);
     assert_eq!(again.status, 200);
     assert_eq!(again.handoff()["id"], h["id"]);
+    assert!(again.body.get("machine_token").is_none(), "a repeated create answers the hand-off as it is");
     assert_eq!(again.version(), 1);
     let other_machine = c.post("/v1/handoffs", &alice, json!({"session": session, "machine": "m2", "size": "large"}));
     assert_eq!((other_machine.status, other_machine.code()), (409, "handoff.conflict"));

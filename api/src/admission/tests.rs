@@ -276,9 +276,10 @@ fn a_create_mints_its_machine_token_under_the_verified_key_its_inc_now_ms_the_ne
     let (name, ask, carrier) = next(&create, br#"{"session": "s1", "machine": "m1", "size": "small"}"#).unwrap();
     assert_eq!(name, input::handoff_id("alice", "s1"));
     assert_eq!(carrier, Carrier::Rpc);
-    let Op::Create { id, machine_token, incarnation, session, machine, size, prompt } = ask.op else {
+    let Op::Create { id, machine_token, incarnation, session, machine, size, prompt, placement } = ask.op else {
         panic!("{:?}", ask.op)
     };
+    assert!(placement.is_empty());
     assert_eq!(
         (id.as_str(), session.as_str(), machine.as_str(), size.as_str(), prompt),
         (name.as_str(), "s1", "m1", "small", None)
@@ -291,6 +292,45 @@ fn a_create_mints_its_machine_token_under_the_verified_key_its_inc_now_ms_the_ne
     );
     assert_eq!(claims.exp, NOW_S + MACHINE_TOKEN_TTL_S);
     assert_eq!((ask.caller.owner.as_str(), ask.caller.role, ask.idempotency), ("alice", Role::Owner, None));
+}
+
+#[test]
+fn a_create_carries_its_workspace_runtime_model_and_permission_mode_and_refuses_a_bad_one_by_its_field() {
+    let create = head("POST", "/v1/handoffs", Some(&owner()));
+    let body = br#"{"session": "s1", "machine": "m1", "size": "small", "workspace": "api", "runtime": "codex", "model": "gpt-5-codex", "requested_permission_mode": "untrusted"}"#;
+    let (_, ask, _) = next(&create, body).unwrap();
+    let Op::Create { placement, .. } = ask.op else { panic!("{:?}", ask.op) };
+    assert_eq!(
+        (placement.workspace.as_deref(), placement.runtime.as_deref(), placement.model.as_deref()),
+        (Some("api"), Some("codex"), Some("gpt-5-codex"))
+    );
+    assert_eq!(placement.requested_permission_mode.as_deref(), Some("untrusted"));
+    for (field, body) in [
+        ("workspace", &br#"{"session": "s1", "machine": "m1", "size": "small", "workspace": "a b"}"#[..]),
+        ("model", br#"{"session": "s1", "machine": "m1", "size": "small", "model": ""}"#),
+        ("runtime", br#"{"session": "s1", "machine": "m1", "size": "small", "runtime": "c/d"}"#),
+    ] {
+        let e = input::parse_create(body).unwrap_err();
+        assert_eq!(e.code, Code::RequestInvalid);
+        assert!(e.message.starts_with(field), "{field}: {}", e.message);
+    }
+}
+
+#[test]
+fn the_owners_machine_token_route_mints_a_token_for_that_hand_off_and_a_machine_token_may_not() {
+    let id = input::handoff_id("alice", "s1");
+    let path = format!("/v1/handoffs/{id}/machine-token");
+    let (name, ask, _) = next(&head("POST", &path, Some(&owner())), b"").unwrap();
+    assert_eq!(name, id);
+    let Op::MachineToken { machine_token, incarnation } = ask.op else { panic!("{:?}", ask.op) };
+    assert_eq!(incarnation, NOW_MS as u64);
+    let claims = token::verify(&machine_token, KEY.as_bytes(), NOW_S).unwrap();
+    assert_eq!(
+        (claims.role, claims.hid.as_deref(), claims.inc),
+        (Role::Machine, Some(id.as_str()), Some(NOW_MS as u64))
+    );
+    let refused = next(&head("POST", &path, Some(&machine(&id))), b"").unwrap_err();
+    assert_eq!(refused.code, Code::AuthForbidden);
 }
 
 #[test]

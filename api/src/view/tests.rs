@@ -59,6 +59,7 @@ fn a_turn_lists_with_its_lineage_fields() {
         status: Status::Running,
         runtime: Some("claude-code".into()),
         permission_mode: None,
+        placement: Default::default(),
         package_version: Some(1),
         package_hash: Some("ab".repeat(32)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("codex".into()) }),

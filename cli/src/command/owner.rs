@@ -16,19 +16,51 @@ pub struct CreateArgs {
     pub size: String,
     #[command(flatten)]
     pub prompt: Prompt,
+    /// The workspace on the machine turn 1 runs in.
+    #[arg(long)]
+    pub workspace: Option<String>,
+    /// The runtime turn 1 runs on (claude-code, codex).
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// The model turn 1 runs with.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The permission mode asked for turn 1.
+    #[arg(long = "permission-mode")]
+    pub requested_permission_mode: Option<String>,
     #[command(flatten)]
     pub key: Key,
 }
 
 impl CreateArgs {
     pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
-        let reply = self.key.on(client).create_saying(
-            &self.session,
-            &self.machine,
-            &self.size,
-            self.prompt.words()?.as_deref(),
-        )?;
+        let body = handoff_api::input::CreateInput {
+            prompt: self.prompt.words()?,
+            session: self.session,
+            machine: self.machine,
+            size: self.size,
+            workspace: self.workspace,
+            runtime: self.runtime,
+            model: self.model,
+            requested_permission_mode: self.requested_permission_mode,
+        };
+        let reply = self.key.on(client).create_with(&body)?;
         out.emit(&reply, output::created_lines(&reply.value));
+        Ok(())
+    }
+}
+
+/// `handoff machine-token ID`: a fresh machine token for the hand-off, which ends the ones
+/// before it; printed bare on stdout.
+#[derive(clap::Args, Debug)]
+pub struct MachineTokenArgs {
+    pub id: String,
+}
+
+impl MachineTokenArgs {
+    pub fn run(self, out: &Out, client: &Client) -> Result<(), Failure> {
+        let reply = client.machine_token(&self.id)?;
+        out.emit(&reply, output::created_lines(&reply.value).into_iter().skip(1));
         Ok(())
     }
 }

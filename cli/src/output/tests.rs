@@ -208,8 +208,10 @@ fn follow_and_list_print_the_suggestion_too() {
 
 #[test]
 fn create_prints_the_id_then_the_machine_token() {
-    let c = Created { handoff: handoff(1, "running", 1), machine_token: "eyJ.x.y".into() };
+    let c = Created { handoff: handoff(1, "running", 1), machine_token: Some("eyJ.x.y".into()) };
     assert_eq!(created_lines(&c), ["ho_0123456789abcdef0123456789abcdef", "eyJ.x.y"]);
+    let again = Created { machine_token: None, ..c };
+    assert_eq!(created_lines(&again), ["ho_0123456789abcdef0123456789abcdef"], "a repeat mints none");
 }
 
 #[test]
@@ -283,6 +285,7 @@ fn item_and_turn_lines() {
         status: Status::Running,
         runtime: Some("codex".into()),
         permission_mode: None,
+        placement: Default::default(),
         package_version: Some(1),
         package_hash: Some("1d07e2c4".repeat(8)),
         continued_from: Some(ContinuedFrom { turn: 1, runtime: Some("claude-code".into()) }),

@@ -459,7 +459,7 @@ impl Serve {
         let what = match e.refusal() {
             Some(r) if r.status == 404 => format!("{} was erased, or this token does not reach it (404): nothing to serve", self.id),
             Some(r) if r.status == 401 || r.status == 403 => format!(
-                "the API refused the machine token ({}): mint a fresh one (create the hand-off again for the same session) and write it to the token file{}",
+                "the API refused the machine token ({}): mint a fresh one (`handoff machine-token ID`, the owner's) and write it to the token file{}",
                 crate::output::refusal_line(r),
                 self.token.file.as_ref().map(|f| format!(" {}", f.display())).unwrap_or_default()
             ),
@@ -604,7 +604,7 @@ impl Serve {
             return;
         }
         let spawned = match rt {
-            Runtime::ClaudeCode => self.spawn_claude_code(&ready, turn, &plan, &session),
+            Runtime::ClaudeCode => self.spawn_claude_code(record, &ready, turn, &plan, &session),
             Runtime::Codex => Ok(self.spawn_codex(ready, turn, &plan)),
         };
         match spawned {
@@ -676,6 +676,7 @@ impl Serve {
 
     fn spawn_claude_code(
         &self,
+        record: &Handoff,
         ready: &Ready,
         turn: u64,
         plan: &HarnessSession,
@@ -685,7 +686,9 @@ impl Serve {
         let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
         let settings = hook::install::install_claude_code_waiting("", &server, wait_s)
             .map_err(|e| format!("the hooks' settings: {e}"))?;
-        let args = claude_args(plan, session, &self.args.permission_mode, &settings, &claude_code_mcp_config(&server));
+        let mcp_config = claude_code_mcp_config(&server);
+        let model = record.placement.model.as_deref();
+        let args = claude_args(plan, session, &self.args.permission_mode, &settings, &mcp_config, model);
         let spawn = claude_code::Spawn {
             program: &ready.program,
             args: &args,
@@ -907,6 +910,7 @@ pub fn claude_args(
     mode: &str,
     settings: &str,
     mcp_config: &str,
+    model: Option<&str>,
 ) -> Vec<String> {
     let mut args: Vec<String> = [
         "-p",
@@ -926,6 +930,10 @@ pub fn claude_args(
     match session {
         HarnessSession::Resume(_) => args.push(format!("--resume={session_id}")),
         HarnessSession::New(_) => args.extend(["--session-id".to_string(), session_id.to_string()]),
+    }
+    // The model the owner asked for, one word with its flag (the API keeps it to [A-Za-z0-9._:-]).
+    if let Some(model) = model {
+        args.push(format!("--model={model}"));
     }
     args.extend(["--allowedTools".to_string(), CLAUDE_CODE_ALLOW_RULE.to_string()]);
     args
@@ -1015,11 +1023,20 @@ mod tests {
     use crate::machine::server::CLAUDE_CODE_ALLOW_RULE;
 
     #[test]
+    fn the_records_model_is_passed_to_claude_code_as_one_word_before_the_allowed_tools() {
+        let args = claude_args(&HarnessSession::New(Brief::Prompt), "u-1", "default", "{}", "{}", Some("opus"));
+        let at = args.iter().position(|a| a == "--model=opus").expect("the model is passed");
+        assert!(at < args.iter().position(|a| a == "--allowedTools").unwrap(), "{args:?}");
+        let none = claude_args(&HarnessSession::New(Brief::Prompt), "u-1", "default", "{}", "{}", None);
+        assert!(!none.iter().any(|a| a.starts_with("--model")), "none asked: the harness's own default");
+    }
+
+    #[test]
     fn the_owners_words_are_never_an_argument_and_the_session_is_chosen_up_front_or_resumed() {
-        let new = claude_args(&HarnessSession::New(Brief::Prompt), "u-1", "default", "{}", "{}");
+        let new = claude_args(&HarnessSession::New(Brief::Prompt), "u-1", "default", "{}", "{}", None);
         assert_eq!(new.windows(2).find(|w| w[0] == "--session-id").map(|w| w[1].as_str()), Some("u-1"));
         assert!(!new.contains(&"--resume".to_string()));
-        let resumed = claude_args(&HarnessSession::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}");
+        let resumed = claude_args(&HarnessSession::Resume("u-1".into()), "u-1", "acceptEdits", "{}", "{}", None);
         assert!(
             resumed.contains(&"--resume=u-1".to_string()),
             "one word: never a flag after a bare --resume: {resumed:?}"

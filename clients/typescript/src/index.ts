@@ -284,12 +284,23 @@ export class HandoffClient {
   // ------------------------------------------------------------------ the hand-off and its turns
 
   /** `POST /v1/handoffs` (owner): the session's hand-off, made or found (`created` says which),
-   * and the machine token for it. `input.prompt` is turn 1's words: found again with the same
-   * words or none, it answers the hand-off as it is; other words are `handoff.conflict`. */
+   * and, when made, the machine token for it (a repeat mints none and ends none:
+   * `machineToken` is then undefined). `input.prompt` is turn 1's words, and `workspace`,
+   * `runtime`, `model`, `requested_permission_mode` where and how it runs: found again with the
+   * same values or none, it answers the hand-off as it is; others are `handoff.conflict`. */
   async create(input: CreateInput, options?: ChangeOptions) {
     const answer = await this.#api.POST("/v1/handoffs", { body: input, ...this.#change(options) });
     const data = take(answer);
     return { handoff: data.handoff, machineToken: data.machine_token, created: answer.response.status === 201 };
+  }
+
+  /** `POST …/machine-token` (owner): a fresh machine token for an open hand-off, which ends the
+   * ones minted before it. */
+  async machineToken(id: string, options?: ChangeOptions): Promise<string> {
+    const answer = await this.#api.POST("/v1/handoffs/{id}/machine-token", { params: this.#id(id), ...this.#change(options) });
+    const token = take(answer).machine_token;
+    if (token === undefined) throw new Error("the machine-token answer carries no machine_token");
+    return token;
   }
 
   /** `GET /v1/handoffs` (owner): one page of the owner's list, newest first. */

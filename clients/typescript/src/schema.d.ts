@@ -44,15 +44,45 @@ export interface paths {
          *     Idempotency-Key. The first answers 201: turn 1, state open, status running, version 1.
          *     `prompt` is turn 1's words (at most 16 KiB, `PROMPT_BYTES_MAX`; `\n` and `\t` allowed,
          *     no other control character; empty or blank, or longer: 400 `request.invalid` naming
-         *     `prompt`). A repeat with turn 1's prompt, or with none (how a fresh machine token is
-         *     minted), answers the hand-off as it is. Another machine, size or prompt for that
-         *     session: 409 `handoff.conflict` with the hand-off.
-         *     Each create answers a fresh `machine_token`, and ends the machine tokens minted for this
-         *     hand-off before it (401 `auth.revoked` from then on) without changing the record: its
-         *     version does not move and nobody is woken. So a launcher that creates again to mint a
-         *     token hands that new token to everything on the machine.
+         *     `prompt`). `workspace`, `runtime`, `model` and `requested_permission_mode` say where
+         *     and how turn 1 runs; the record and turn 1's lineage entry show them as `workspace`,
+         *     `requested_runtime`, `model` and `requested_permission_mode` (the record's `runtime`
+         *     and `permission_mode` stay what the machine reports). A repeat with turn 1's prompt and
+         *     values, or without them (a look-up), answers the hand-off as it is. Another machine,
+         *     size, prompt, workspace, runtime, model or permission mode for that session: 409
+         *     `handoff.conflict` with the hand-off.
+         *     The first create answers the hand-off's `machine_token`. A repeated create ends no
+         *     token and mints none: it answers the hand-off as it is, without `machine_token`. A new
+         *     machine token is minted only by the owner's `POST /v1/handoffs/{id}/machine-token`.
          */
         post: operations["createHandoff"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/handoffs/{id}/machine-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A fresh machine token for an open hand-off (owner); it ends the ones before it.
+         * @description The one way to mint a machine token after the first create: it answers the hand-off
+         *     and a fresh `machine_token`, and ends every machine token minted for this hand-off
+         *     before it (401 `auth.revoked` from then on) without changing the record: its version
+         *     does not move and nobody is woken. A closed hand-off: 409 `handoff.closed`. A machine
+         *     token: 403 `auth.forbidden`. The body may be empty.
+         */
+        post: operations["mintMachineToken"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1110,7 +1140,10 @@ export interface components {
          *     before, and `suggestion` is present while the current turn has one. `prompt` is the
          *     owner's words that opened the current turn, or null. `permission_mode` is the
          *     permission mode the current turn runs in, as the machine's running report named it,
-         *     and absent until one does. `actions` lists the
+         *     and absent until one does. `workspace`, `requested_runtime`, `model` and
+         *     `requested_permission_mode` are where and how the owner asked the turn to run (the
+         *     create's `workspace`, `runtime`, `model` and `requested_permission_mode`), each absent
+         *     unless named. `actions` lists the
          *     commands the caller's role may send now, and `policy` is the owner's policy (null
          *     until set).
          * @example {
@@ -1187,6 +1220,10 @@ export interface components {
             package_version?: number | null;
             package_hash?: components["schemas"]["Sha256"] | null;
             permission_mode?: components["schemas"]["PermissionMode"];
+            workspace?: components["schemas"]["WorkspaceName"];
+            requested_runtime?: components["schemas"]["RuntimeName"];
+            model?: components["schemas"]["ModelName"];
+            requested_permission_mode?: components["schemas"]["PermissionMode"];
             sync_mode?: components["schemas"]["SyncMode"];
             /**
              * @description The current turn's reply, once its done report carried one (the model's final
@@ -1311,10 +1348,11 @@ export interface components {
             handoff: components["schemas"]["Handoff"];
             /**
              * @description A machine token for this hand-off, valid 24 h, signed with this service's own key and
-             *     carrying `iss`/`aud` where the deployment sets them; it ends the machine tokens
-             *     minted for this hand-off before it (401 `auth.revoked`).
+             *     carrying `iss`/`aud` where the deployment sets them: on the first create, and from
+             *     `POST …/machine-token`, which ends the machine tokens minted for this hand-off
+             *     before it (401 `auth.revoked`). Absent from a repeated create's answer.
              */
-            machine_token: string;
+            machine_token?: string;
         };
         /**
          * @description What opening the next turn with this hand-off would compile and brief now; nothing was
@@ -1461,6 +1499,10 @@ export interface components {
             ended_at: components["schemas"]["Time"] | null;
             prompt: components["schemas"]["PromptOrNull"];
             permission_mode?: components["schemas"]["PermissionMode"];
+            workspace?: components["schemas"]["WorkspaceName"];
+            requested_runtime?: components["schemas"]["RuntimeName"];
+            model?: components["schemas"]["ModelName"];
+            requested_permission_mode?: components["schemas"]["PermissionMode"];
             /**
              * @description Present, and true, only when the turn had words that were dropped because it left
              *     the newest 32 turns (`PROMPT_TURNS_KEPT_MAX`); `prompt` is then null, and its
@@ -1535,7 +1577,21 @@ export interface components {
             size: components["schemas"]["Id"];
             /** @description Turn 1's words. */
             prompt?: components["schemas"]["Prompt"] | null;
+            /** @description Where turn 1 runs, a workspace the machine names. */
+            workspace?: components["schemas"]["WorkspaceName"] | null;
+            /** @description The runtime turn 1 runs on (`claude-code`, `codex`). */
+            runtime?: components["schemas"]["RuntimeName"] | null;
+            /** @description The model turn 1 runs with. */
+            model?: components["schemas"]["ModelName"] | null;
+            /** @description The permission mode the owner asks turn 1 to run in. */
+            requested_permission_mode?: components["schemas"]["PermissionMode"] | null;
         };
+        /** @description A workspace's name on its machine (`WORKSPACE_BYTES_MAX`). */
+        WorkspaceName: string;
+        /** @description A runtime's name (`RUNTIME_BYTES_MAX`), e.g. `claude-code`, `codex`. */
+        RuntimeName: string;
+        /** @description A model's name (`MODEL_BYTES_MAX`), e.g. `opus`, `gpt-5-codex`. */
+        ModelName: string;
         OpenTurnInput: {
             /** @description The turn the caller saw as current; turn `after + 1` opens. */
             after: number;
@@ -2528,7 +2584,11 @@ export interface operations {
                  *       "session": "chat-42",
                  *       "machine": "m1",
                  *       "size": "large",
-                 *       "prompt": "Add a CSV export to the reports page."
+                 *       "prompt": "Add a CSV export to the reports page.",
+                 *       "workspace": "api",
+                 *       "runtime": "claude-code",
+                 *       "model": "opus",
+                 *       "requested_permission_mode": "acceptEdits"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateInput"];
@@ -2581,6 +2641,35 @@ export interface operations {
                     };
                 };
             };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    mintMachineToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hand-off and its fresh machine token. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             503: components["responses"]["Unavailable"];
         };
     };

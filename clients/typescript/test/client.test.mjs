@@ -41,9 +41,12 @@ test("a whole session through the client: create, report, hand the next turn off
   assert.equal(created, true);
   const again = await me.create({ session: handoff.session, machine: "m1", size: "large" });
   assert.equal(again.created, false, "the session's hand-off again");
-  // The fresh machine token ends the one minted before it.
+  assert.equal(again.machineToken, undefined, "a repeated create mints no token and ends none");
+  assert.equal((await new HandoffClient({ baseUrl: URL_, token: machineToken }).get(handoff.id)).id, handoff.id);
+  // The owner's fresh machine token ends the one minted before it.
+  const fresh = await me.machineToken(handoff.id);
   await assert.rejects(new HandoffClient({ baseUrl: URL_, token: machineToken }).get(handoff.id), (e) => e instanceof HandoffError && e.status === 401 && e.code === "auth.revoked");
-  const machine = new HandoffClient({ baseUrl: URL_, token: again.machineToken });
+  const machine = new HandoffClient({ baseUrl: URL_, token: fresh });
   let h = await machine.report(handoff.id, { turn: 1, status: "done", summary: "parsed half of it" });
   assert.equal(h.status, "done");
   await me.setWork(handoff.id, work);
@@ -69,12 +72,13 @@ test("a whole session through the client: create, report, hand the next turn off
 
 test("a prompt travels with create and openTurn, reads back on the record and in the lineage, and other words for the same turn are a turn_conflict carrying the words taken", async () => {
   const me = owner();
-  const { handoff } = await me.create({ session: session(), machine: "m1", size: "large", prompt: "Add a CSV export.\nKeep the old one." });
+  const { handoff, machineToken } = await me.create({ session: session(), machine: "m1", size: "large", prompt: "Add a CSV export.\nKeep the old one.", workspace: "api", model: "opus" });
   assert.equal(handoff.prompt, "Add a CSV export.\nKeep the old one.");
+  assert.deepEqual([handoff.workspace, handoff.model], ["api", "opus"], "where and how turn 1 runs, on the record");
   const again = await me.create({ session: handoff.session, machine: "m1", size: "large" });
-  assert.equal(again.created, false, "no prompt: the hand-off as it is, with a fresh machine token");
-  // The fresh token ends the one minted before it: the machine works with the newest.
-  const machine = new HandoffClient({ baseUrl: URL_, token: again.machineToken });
+  assert.equal(again.created, false, "no prompt: the hand-off as it is, and no token");
+  // The first token lives on: a repeat ends none.
+  const machine = new HandoffClient({ baseUrl: URL_, token: machineToken });
   await machine.report(handoff.id, { turn: 1, status: "done" });
   const h = await me.openTurn(handoff.id, { after: 1, prompt: "Now the tests." });
   assert.equal(h.prompt, "Now the tests.");

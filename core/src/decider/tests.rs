@@ -27,10 +27,14 @@ impl Wire for TestWire {
     fn render(&self, answer: HandoffAnswer<'_>) -> Rendered {
         let (status, body) = match answer {
             HandoffAnswer::Record { h, .. } => (200, json!({"version": h.record.version})),
-            HandoffAnswer::Created { h, new, machine_token, .. } => (
-                if new { 201 } else { 200 },
-                json!({"version": h.record.version, "token": machine_token, "prompt": h.record.prompt}),
-            ),
+            HandoffAnswer::Created { h, new, machine_token, .. } => (if new { 201 } else { 200 }, {
+                let mut body = serde_json::to_value(&h.record).unwrap();
+                body["token"] = json!(machine_token);
+                if let Some(token) = machine_token {
+                    body["machine_token"] = json!(token);
+                }
+                body
+            }),
             HandoffAnswer::Changed { h, effect, .. } => {
                 let package = match effect {
                     Effect::Compiled(c) => Some(serde_json::to_value(&c.package).unwrap()),
@@ -315,6 +319,7 @@ fn create() -> Op {
         machine_token: "t".into(),
         incarnation: 0,
         prompt: None,
+        placement: Placement::default(),
     }
 }
 
@@ -383,6 +388,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
         machine_token: "t".into(),
         incarnation: 0,
         prompt: None,
+        placement: Placement::default(),
     };
     let (plan, body, status) = d.ask(ask(owner(), other));
     assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
@@ -935,7 +941,7 @@ fn delete_answers_not_yours_and_not_there_alike_404_handoff_not_found() {
 }
 
 #[test]
-fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_moving_the_version() {
+fn a_repeated_create_ends_no_token_and_only_the_owners_machine_token_route_mints_one_that_ends_the_ones_before() {
     let mut d = Driver::new();
     let at = |inc: u64| Op::Create {
         id: ID.into(),
@@ -945,33 +951,106 @@ fn a_create_again_mints_a_machine_token_that_ends_the_earlier_ones_without_movin
         machine_token: "t".into(),
         incarnation: inc,
         prompt: None,
+        placement: Placement::default(),
     };
-    let (plan, _, status) = d.ask(ask(owner(), at(100)));
+    let (plan, body, status) = d.ask(ask(owner(), at(100)));
     assert_eq!(status, 201);
+    assert_eq!(body["machine_token"].as_str(), Some("t"), "the first create carries its token");
     assert!(plan.writes.contains(&Write::MachineTokensFrom { from: 100 }), "the first token is the newest");
     let first = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(first.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
     let (plan, body, status) = d.ask(ask(owner(), at(300)));
     assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "answered as it is");
-    assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
+    assert!(body.get("machine_token").is_none(), "a repeated create mints nothing: {body}");
+    assert!(plan.writes.is_empty(), "no record, no event, no floor: {:?}", plan.writes);
     assert!(
         plan.publish.is_none() && plan.send_rows_through.is_none() && !plan.waits(),
         "nobody is woken: nothing changed"
     );
-    assert_eq!(d.stored_version(), 2);
+    assert_eq!(d.ask(ask(first.clone(), report(1, ReportStatus::Running, "b"))).2, 200, "the running token lives on");
+    let mint = |inc: u64| Op::MachineToken { machine_token: "t2".into(), incarnation: inc };
+    let (_, body, status) = d.ask(ask(first.clone(), mint(400)));
+    assert_eq!((status, body["code"].as_str()), (403, Some("auth.forbidden")), "a machine mints no token");
+    let (plan, body, status) = d.ask(ask(owner(), mint(300)));
+    assert_eq!((status, body["machine_token"].as_str()), (200, Some("t2")));
+    assert_eq!(plan.writes, vec![Write::MachineTokensFrom { from: 300 }], "only the floor: no record, no event");
+    let version = d.stored_version();
     for op in [Op::Get, report(1, ReportStatus::Done, "b")] {
         let (plan, body, status) = d.ask(ask(first.clone(), op));
         assert_eq!((status, body["code"].as_str(), plan.writes.len()), (401, Some("auth.revoked"), 0));
     }
     let second = Caller { incarnation: 300, ..machine() };
     assert_eq!(d.ask(ask(second.clone(), report(1, ReportStatus::Done, "b"))).2, 200);
-    // An older create arriving late does not bring an ended token back.
-    let (plan, _, _) = d.ask(ask(owner(), at(200)));
+    assert_eq!(d.stored_version(), version + 1);
+    // An older mint arriving late does not bring an ended token back.
+    let (plan, _, _) = d.ask(ask(owner(), mint(200)));
     assert!(plan.writes.is_empty());
     d.restart();
     assert_eq!(d.ask(ask(first, Op::Get)).2, 401, "ended across an eviction: the floor is stored");
     assert_eq!(d.ask(ask(second, Op::Get)).2, 200);
     assert_eq!(d.ask(ask(owner(), Op::Get)).2, 200, "an owner's token is not a machine token");
+    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    let (_, body, status) = d.ask(ask(owner(), mint(500)));
+    assert_eq!((status, body["code"].as_str()), (409, Some("handoff.closed")), "a closed hand-off gets no token");
+}
+
+#[test]
+fn a_create_shows_its_placement_on_the_record_and_turn_1_and_a_repeat_naming_another_is_a_conflict() {
+    let mut d = Driver::new();
+    let placement = Placement {
+        workspace: Some("api".into()),
+        runtime: Some("codex".into()),
+        model: Some("gpt-5-codex".into()),
+        requested_permission_mode: Some("untrusted".into()),
+    };
+    let with = |placement: Placement| Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 100,
+        prompt: None,
+        placement,
+    };
+    let (_, body, status) = d.ask(ask(owner(), with(placement.clone())));
+    assert_eq!(status, 201);
+    assert_eq!(
+        (body["workspace"].as_str(), body["requested_runtime"].as_str(), body["model"].as_str()),
+        (Some("api"), Some("codex"), Some("gpt-5-codex"))
+    );
+    assert_eq!(body["requested_permission_mode"].as_str(), Some("untrusted"));
+    assert!(body.get("permission_mode").is_none(), "the record's permission_mode stays the machine's to report");
+    let h = d.decider.handoff().unwrap();
+    assert_eq!(h.lineage[0].placement, placement, "turn 1's lineage entry shows it");
+    assert_eq!(d.ask(ask(owner(), with(placement.clone()))).2, 200, "the same values answer the hand-off");
+    assert_eq!(d.ask(ask(owner(), with(Placement::default()))).2, 200, "none named: a look-up");
+    let other = Placement { model: Some("o3".into()), ..placement };
+    let (plan, body, status) = d.ask(ask(owner(), with(other)));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
+}
+
+#[test]
+fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage_entry() {
+    let mut d = Driver::new();
+    let placement = Placement { workspace: Some("api".into()), model: Some("opus".into()), ..Placement::default() };
+    let create = Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 100,
+        prompt: None,
+        placement: placement.clone(),
+    };
+    assert_eq!(d.ask(ask(owner(), create)).2, 201);
+    let by = Caller { incarnation: 100, ..machine() };
+    assert_eq!(d.ask(ask(by, report(1, ReportStatus::Done, "a"))).2, 200);
+    assert_eq!(d.ask(ask(owner(), open_with(1, Some("next")))).2, 200);
+    let h = d.decider.handoff().unwrap();
+    assert_eq!((h.record.turn, &h.record.placement), (2, &placement), "carried over on the record");
+    assert_eq!(h.lineage.last().unwrap().placement, placement, "and on turn 2's lineage entry");
 }
 
 #[test]
@@ -985,6 +1064,7 @@ fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_th
         machine_token: "t".into(),
         incarnation: 100,
         prompt: None,
+        placement: Placement::default(),
     };
     assert_eq!(d.ask(ask(owner(), first)).2, 201);
     let old_token = Caller { incarnation: 100, ..machine() };
@@ -998,6 +1078,7 @@ fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_th
         machine_token: "t".into(),
         incarnation: 200,
         prompt: None,
+        placement: Placement::default(),
     };
     let (_, body, status) = d.ask(ask(owner(), again));
     assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
@@ -1135,6 +1216,7 @@ fn create_with(prompt: Option<&str>) -> Op {
         machine_token: "t".into(),
         incarnation: 0,
         prompt: prompt.map(str::to_string),
+        placement: Placement::default(),
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::package::RejectReason;
+use crate::placement::Placement;
 use crate::runtimes::Runtime;
 use crate::suggestion::{Limit, Reason};
 use crate::turn::{State, Status};
@@ -496,11 +497,18 @@ fn a_create_with_a_prompt_gives_turn_one_its_words_and_remembers_them_for_a_repe
     r.prompt = Some("fix the login bug".into());
     let h = Handoff::create(r);
     assert_eq!(h.lineage[0].prompt.as_deref(), Some("fix the login bug"));
-    assert_eq!(h.check_create_again("m1", "large", Some("fix the login bug")), Ok(()));
-    assert_eq!(h.check_create_again("m1", "large", None), Ok(()), "no prompt: a fresh machine token");
-    assert_eq!(h.check_create_again("m1", "large", Some("fix the logout bug")), Err(Code::HandoffConflict));
-    assert_eq!(h.check_create_again("m2", "large", None), Err(Code::HandoffConflict));
-    assert_eq!(fresh().check_create_again("m1", "large", Some("words")), Err(Code::HandoffConflict), "turn 1 had none");
+    assert_eq!(h.check_create_again("m1", "large", Some("fix the login bug"), &Placement::default()), Ok(()));
+    assert_eq!(h.check_create_again("m1", "large", None, &Placement::default()), Ok(()), "no prompt: a look-up");
+    assert_eq!(
+        h.check_create_again("m1", "large", Some("fix the logout bug"), &Placement::default()),
+        Err(Code::HandoffConflict)
+    );
+    assert_eq!(h.check_create_again("m2", "large", None, &Placement::default()), Err(Code::HandoffConflict));
+    assert_eq!(
+        fresh().check_create_again("m1", "large", Some("words"), &Placement::default()),
+        Err(Code::HandoffConflict),
+        "turn 1 had none"
+    );
 }
 
 #[test]
