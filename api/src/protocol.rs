@@ -83,7 +83,7 @@ pub fn decode_header<T: DeserializeOwned>(value: &str) -> Result<T, Unreadable> 
 
 /// Reads an ask sent by [`encode`] of this build's version.
 pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
-    let envelope: Envelope<T> = serde_json::from_str(text).map_err(Unreadable::Json)?;
+    let envelope: Envelope<T> = serde_json::from_slice(text.as_bytes()).map_err(Unreadable::Json)?;
     if envelope.v != PROTOCOL_VERSION {
         return Err(Unreadable::Version(envelope.v));
     }

@@ -361,7 +361,7 @@ fn made<T>(read: Option<T>, what: &str) -> T {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Unreadable> {
-    serde_json::from_str(text).map_err(|e| Unreadable(format!("{what}: {e}")))
+    serde_json::from_slice(text.as_bytes()).map_err(|e| Unreadable(format!("{what}: {e}")))
 }
 
 // ---------------------------------------------------------------------------------------
