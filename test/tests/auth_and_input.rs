@@ -106,7 +106,7 @@ fn bad_input_is_a_typed_4xx_naming_the_field_and_changes_nothing() {
     let long_summary = json!({"turn": 1, "status": "done", "summary": "x".repeat(4097)});
     let a = c.post(&report, &machine, long_summary);
     assert_eq!((a.status, a.code()), (400, "request.invalid"));
-    let huge = vec![b' '; handoff_core::limits::WORDS_BODY_BYTES_MAX + 1];
+    let huge = vec![b' '; handoff_core::limits::REPORT_BODY_BYTES_MAX + 1];
     let a = c.send("POST", &report, Some(&machine), &[], Some(&huge));
     assert_eq!((a.status, a.code()), (413, "request.too_large"));
     for (field, value) in [("session", "a/b"), ("machine", ""), ("size", &"s".repeat(129)[..])] {

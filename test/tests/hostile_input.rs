@@ -415,10 +415,12 @@ fn body_len_over(body: &str, route: &str) -> bool {
     body.len() > body_cap(route)
 }
 
-/// The body cap of a change route: the words' routes (an open turn, a report) take more.
+/// The body cap of a change route: the words' routes (an open turn) and a report (which may
+/// carry the whole reply) take more.
 fn body_cap(route: &str) -> usize {
     match route {
-        "report" | "turns" => handoff_core::limits::WORDS_BODY_BYTES_MAX,
+        "report" => handoff_core::limits::REPORT_BODY_BYTES_MAX,
+        "turns" => handoff_core::limits::WORDS_BODY_BYTES_MAX,
         _ => handoff_core::limits::BODY_BYTES_MAX,
     }
 }

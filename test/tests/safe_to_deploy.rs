@@ -5,7 +5,7 @@
 use handoff_api::token::{owner_token, DEV_SIGNING_KEY};
 use handoff_core::limits::{
     BODY_BYTES_MAX, EVENTS_PER_HANDOFF_MAX, EVENTS_TRIM_STEP, IDEMPOTENCY_KEYS_PER_HANDOFF_MAX,
-    TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT, WORDS_BODY_BYTES_MAX,
+    TURNS_KEPT_PER_HANDOFF_MAX, TURNS_PAGE_DEFAULT,
 };
 use handoff_it::workerd::databases_holding_data;
 use handoff_it::{now_s, owner, temp_state, unique, Answer, Client, Server};
@@ -143,10 +143,14 @@ fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runti
     assert_eq!(status, 413, "{}", &text[..text.len().min(400)]);
     assert!(text.contains("request.too_large"), "{text}");
     assert!(growth < BODY_PEAK_GROWTH_BYTES_MAX, "the runtime grew {growth} bytes while refusing the body");
-    // A body a little over its route's cap, chunked, is refused the same way: 64 KiB on the
-    // words' routes (a report), 16 KiB elsewhere (a cancel).
-    let (over, _, _) =
-        send_chunked(server.port, &format!("/v1/handoffs/{id}/report"), &machine, WORDS_BODY_BYTES_MAX + 1);
+    // A body a little over its route's cap, chunked, is refused the same way: 192 KiB on a
+    // report (which may carry the whole reply), 16 KiB elsewhere (a cancel).
+    let (over, _, _) = send_chunked(
+        server.port,
+        &format!("/v1/handoffs/{id}/report"),
+        &machine,
+        handoff_core::limits::REPORT_BODY_BYTES_MAX + 1,
+    );
     assert_eq!(over, 413);
     let (over, _, _) = send_chunked(server.port, &format!("/v1/handoffs/{id}/cancel"), &alice, BODY_BYTES_MAX + 1);
     assert_eq!(over, 413);
