@@ -319,6 +319,7 @@ impl Admission {
     /// What comes next: the ask the route reads from `head` and `body` (a create's body read
     /// already as `create`), who it goes to and how. `now_ms` is asked only by a create and
     /// the index's routes, `draw` (fresh randomness, or the one 503) only by the index's.
+    #[allow(clippy::too_many_lines, reason = "one arm per kind of route: the table of what each route asks")]
     pub fn next(
         &self,
         head: &Head,

@@ -912,6 +912,7 @@ impl Decider {
     }
 
     /// Decides everything `ask` causes. `feed` holds the reads [`Decider::next_read`] asked for.
+    #[allow(clippy::too_many_lines, reason = "one arm per op: the table of what each ask of a hand-off decides")]
     pub fn handle(&mut self, ask: Ask, feed: Feed, at: Moment, wire: &impl Wire) -> Plan {
         let Ask { caller, op, idempotency } = ask;
         let role = caller.role;

@@ -255,6 +255,16 @@ fn prompt_digest(words: &str) -> String {
     hex::encode(crate::digest::sha256(&[words.as_bytes()]))
 }
 
+/// The machine's runtimes as reported at `now`: a change unless it is the same report of the
+/// same moment again (its time is what keeps its runtimes available).
+fn set_runtimes(h: &Handoff, next: &mut Handoff, input: &RuntimesInput, now: EpochMs) -> Result<bool, Refusal> {
+    h.record.check_open()?;
+    let reported =
+        MachineRuntimes { runtimes: input.runtimes.clone(), reported_at: Timestamp::from_ms(input.reported_at(now)) };
+    next.record.machine_runtimes = Some(reported);
+    Ok(next.record.machine_runtimes != h.record.machine_runtimes)
+}
+
 /// Applies `change`, sent by `by` at `now`.
 pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Outcome, Refusal> {
     let action = Action::of(change);
@@ -308,18 +318,7 @@ pub fn apply(h: &Handoff, change: &Change, by: Role, now: EpochMs) -> Result<Out
             dirty.extras = h.extras.policy.as_ref() != Some(policy);
             (dirty.extras, Effect::Policy(policy.clone()))
         }
-        Change::SetRuntimes { input } => {
-            h.record.check_open()?;
-            let reported = MachineRuntimes {
-                runtimes: input.runtimes.clone(),
-                reported_at: Timestamp::from_ms(input.reported_at(now)),
-            };
-            next.record.machine_runtimes = Some(reported);
-            // A change unless it is the same report of the same moment again: its time is what
-            // keeps its runtimes available.
-            let moved = next.record.machine_runtimes != h.record.machine_runtimes;
-            (moved, Effect::Nothing)
-        }
+        Change::SetRuntimes { input } => (set_runtimes(h, &mut next, input, now)?, Effect::Nothing),
     };
     if !moved {
         // Nothing changed, so the working copy is the hand-off as it was: no second clone.

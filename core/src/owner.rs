@@ -581,6 +581,7 @@ impl Index {
 
     /// The next read `ask` needs at `now`, given what `feed` holds; `None` once
     /// [`Index::handle`] can decide.
+    #[allow(clippy::too_many_lines, reason = "one arm per ask of the owner's index: the table of what each reads")]
     pub fn next_read(&self, ask: &Ask, feed: &Feed, now: EpochMs) -> Option<Read> {
         match ask {
             Ask::Hook(IndexHook::RefuseRows { .. } | IndexHook::HoldDeliveries { .. }) => return None,
@@ -692,6 +693,7 @@ impl Index {
 
     /// Decides what `ask` does, with every read [`Index::next_read`] asked for in `feed`; a
     /// read it asked for and the driver skipped is a programmer's mistake, never an empty one.
+    #[allow(clippy::too_many_lines, reason = "one arm per ask of the owner's index: the table of what each decides")]
     pub fn handle(&mut self, ask: Ask, mut feed: Feed, now: EpochMs) -> Plan {
         let known = self.tables.or(feed.tables);
         let tables = known.unwrap_or_default();

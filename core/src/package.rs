@@ -344,6 +344,7 @@ impl Truncation {
 /// the package this one replaces, if that one was rejected: it is listed under unresolved.
 /// Refused with 400 `request.invalid` until the work is set: a package without a goal briefs
 /// nobody.
+#[allow(clippy::too_many_lines, reason = "the package's parts gathered in the document's order")]
 pub fn compile(
     sources: &Sources,
     request: &PackageRequest,
@@ -875,6 +876,10 @@ fn stale(current: &Offer) -> Refusal {
 /// fences ids and paths, [`md_uri`] makes a URI an autolink only where that cannot go wrong.
 /// The structure around them (headings, `- ` and `> ` prefixes, `**state**`) is this
 /// function's own.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the document's sections in their order, each a few lines: split, it would read out of order"
+)]
 pub fn render_markdown(latest: &Latest) -> String {
     let p = &latest.package;
     let mut md = String::new();

@@ -329,6 +329,7 @@ impl Due {
 
 /// Answers `read` into `feed` (and, for the alarm's read, keeps each pending delivery's body
 /// and address in `due`).
+#[allow(clippy::too_many_lines, reason = "one arm per read the index asks for, each one statement")]
 pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>) -> Result<()> {
     let sql = storage.sql();
     match read {
@@ -498,6 +499,7 @@ fn row_bindings(id: &str, updated_at: i64, state: &str, version: i64, json: Stri
 }
 
 /// The statements of `writes`, in order.
+#[allow(clippy::too_many_lines, reason = "one arm per write of the index, each one statement")]
 pub fn statements(writes: &[Write]) -> Result<Vec<Statement>> {
     let mut out: Vec<Statement> = Vec::with_capacity(writes.len());
     for w in writes {

@@ -400,6 +400,10 @@ impl AppServer {
     /// (`turn/interrupt`) and, once it ends, the app-server is stopped, since Codex 0.169.0
     /// keeps the turn's running commands alive as background terminals. The next turn then
     /// needs a new [`AppServer`] that resumes the thread.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one turn's protocol with app-server, start to end, in the order it is spoken"
+    )]
     pub fn run_turn(
         &mut self,
         thread: &str,
