@@ -330,7 +330,7 @@ fn each_socket_is_sent_the_record_with_its_own_roles_actions() {
         other => panic!("expected a record, got {other:?}"),
     };
     let read = |token: &str| c.get(&format!("/v1/handoffs/{id}"), token).body["handoff"]["actions"].clone();
-    assert_eq!(actions(owner_watch.next(READ)), json!(["cancel", "close"]));
+    assert_eq!(actions(owner_watch.next(READ)), json!(["cancel", "close", "steer"]));
     assert_eq!(actions(machine_watch.next(READ)), json!(["report"]));
     let done = c.report(&id, &machine, 1, "done", Some("built"));
     assert_eq!(done.status, 200, "{}", done.text);
