@@ -450,6 +450,8 @@ const _: () = assert!(
 );
 // What the timeline and the outcomes add stays within the 11 MiB the storage promise counts.
 const _: () = assert!(OUTCOME_BYTES_KEPT_PER_HANDOFF_MAX <= 11 * 1024 * 1024);
+// docs/guarantees.md counts the owner's words kept, steers with them, at 4,752 KiB (4.6 MiB).
+const _: () = assert!(PROMPT_BYTES_KEPT_PER_HANDOFF_MAX <= 4_752 * 1024);
 // One record frame with every field at its longest, and beside it one timeline frame, fit what
 // a watching socket may leave unacknowledged: the prompt, summary, reply, question (its text,
 // input, options, the answer's note) and the machine's runtimes, every byte escaped, and room
