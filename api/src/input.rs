@@ -137,6 +137,25 @@ pub struct ReportInput {
     pub sync_mode: Option<handoff_core::timeline::SyncMode>,
 }
 
+impl ReportInput {
+    /// A report of `status` for `turn` that names nothing else; a caller sets the fields it has
+    /// with `..ReportInput::of(turn, status)`, so a new field is one edit here.
+    pub fn of(turn: u64, status: ReportStatus) -> ReportInput {
+        ReportInput {
+            turn,
+            status,
+            summary: None,
+            unmet: None,
+            usage: None,
+            question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: None,
+        }
+    }
+}
+
 /// A report's field that only a running report may name (`names`: what it names), checked by
 /// `check` where it is named.
 fn running_only(

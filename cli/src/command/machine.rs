@@ -250,18 +250,7 @@ impl AskArgs {
         let id = self.id;
         let wait_s = self.wait.unwrap_or_else(|| ask::answer_wait_s(&|k| std::env::var(k).ok()));
         let question = QuestionInput { kind: self.kind, text: self.text, input: None, options: self.options };
-        let report = ReportInput {
-            turn: self.turn,
-            status: ReportStatus::NeedsYou,
-            summary: None,
-            unmet: None,
-            usage: None,
-            question: Some(question),
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        };
+        let report = ReportInput { question: Some(question), ..ReportInput::of(self.turn, ReportStatus::NeedsYou) };
         let asked = self.key.on(client).report(&id, &report)?;
         let Some(q) = asked.value.question.clone() else {
             return Err(Failure::Usage("ask: the service did not keep the question".into()));

@@ -188,18 +188,8 @@ impl Asker<'_> {
             return Err("the owner cancelled the turn".into());
         }
         let question = prompt.question();
-        let report = ReportInput {
-            turn: self.s.turn,
-            status: ReportStatus::NeedsYou,
-            summary: None,
-            unmet: None,
-            usage: None,
-            question: Some(question.clone()),
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        };
+        let report =
+            ReportInput { question: Some(question.clone()), ..ReportInput::of(self.s.turn, ReportStatus::NeedsYou) };
         let asked =
             self.s.client.report(&self.s.id, &report).map_err(|e| format!("the question could not be asked: {e}"))?;
         let Some((id, version)) = ask::own_question(&question, self.s.turn, &asked.value) else {
@@ -208,35 +198,13 @@ impl Asker<'_> {
         (self.emit)(self.s.turn, Event::Asked { question: id.clone(), version });
         match self.wait(&id) {
             Waited::Answered(answer, _) => {
-                let running = ReportInput {
-                    turn: self.s.turn,
-                    status: ReportStatus::Running,
-                    summary: None,
-                    unmet: None,
-                    usage: None,
-                    question: None,
-                    runtime: None,
-                    permission_mode: None,
-                    reply: None,
-                    sync_mode: None,
-                };
+                let running = ReportInput::of(self.s.turn, ReportStatus::Running);
                 let _ = self.s.client.report(&self.s.id, &running);
                 Ok((answer.option, answer.note))
             }
             Waited::Withdrawn => Err("the question was withdrawn".into()),
             Waited::TimedOut => {
-                let running = ReportInput {
-                    turn: self.s.turn,
-                    status: ReportStatus::Running,
-                    summary: None,
-                    unmet: None,
-                    usage: None,
-                    question: None,
-                    runtime: None,
-                    permission_mode: None,
-                    reply: None,
-                    sync_mode: None,
-                };
+                let running = ReportInput::of(self.s.turn, ReportStatus::Running);
                 let _ = self.s.client.report(&self.s.id, &running);
                 Err(format!("The owner did not answer within {} s and nobody is at this machine's terminal, so this was denied. Go on without it, or ask again later.", self.s.wait_s))
             }
