@@ -211,16 +211,9 @@ impl Hook {
             }
         };
         let report = ReportInput {
-            turn,
-            status: ReportStatus::NeedsYou,
             summary: Some(clip_summary(&text)),
-            unmet: None,
-            usage: None,
             question,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
+            ..ReportInput::of(turn, ReportStatus::NeedsYou)
         };
         let key = self.append(spool, event, Send::Report(report))?;
         if let Some(seen) = seen {

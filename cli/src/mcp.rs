@@ -430,18 +430,7 @@ impl HandoffServer {
                 let turn = handoff.turn(&reader)?;
                 client.report(
                     &id,
-                    &ReportInput {
-                        turn,
-                        status: ReportStatus::NeedsYou,
-                        summary: None,
-                        unmet: None,
-                        usage: None,
-                        question: Some(question),
-                        runtime: None,
-                        permission_mode: None,
-                        reply: None,
-                        sync_mode: None,
-                    },
+                    &ReportInput { question: Some(question), ..ReportInput::of(turn, ReportStatus::NeedsYou) },
                 )
             })
             .await?;
@@ -464,7 +453,7 @@ impl HandoffServer {
                 // Nobody waits for the answer any more: the turn runs on without the question.
                 let (client, id) = (self.client(true), self.handoff.id.clone());
                 let turn = q.turn;
-                let withdrawn = blocking(move || client.report(&id, &ReportInput { turn, status: ReportStatus::Running, summary: None, unmet: None, usage: None, question: None, runtime: None, permission_mode: None, reply: None, sync_mode: None })).await;
+                let withdrawn = blocking(move || client.report(&id, &ReportInput::of(turn, ReportStatus::Running))).await;
                 if !matches!(withdrawn, Ok(Ok(_))) {
                     eprintln!("handoff mcp: a cancelled question could not be taken back: {withdrawn:?}");
                 }
@@ -489,24 +478,7 @@ impl HandoffServer {
                 if crate::hook::served(&env) {
                     // Nobody waits for the answer any more in a served turn: the question is withdrawn.
                     let (client, id, turn) = (self.client(true), self.handoff.id.clone(), q.turn);
-                    let _ = blocking(move || {
-                        client.report(
-                            &id,
-                            &ReportInput {
-                                turn,
-                                status: ReportStatus::Running,
-                                summary: None,
-                                unmet: None,
-                                usage: None,
-                                question: None,
-                                runtime: None,
-                                permission_mode: None,
-                                reply: None,
-                                sync_mode: None,
-                            },
-                        )
-                    })
-                    .await;
+                    let _ = blocking(move || client.report(&id, &ReportInput::of(turn, ReportStatus::Running))).await;
                 }
                 answered(
                     format!("No answer within {wait_s} s. Go on or stop as you see fit."),

@@ -812,18 +812,8 @@ impl Serve {
     /// Reports `turn` failed with `summary`, once; answers whether it is settled (a report
     /// that did not reach the service is tried again when the timer goes off).
     fn fail_saying(&mut self, turn: u64, summary: &str) -> bool {
-        let report = ReportInput {
-            turn,
-            status: ReportStatus::Failed,
-            summary: Some(hook::clip_summary(summary)),
-            unmet: None,
-            usage: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        };
+        let report =
+            ReportInput { summary: Some(hook::clip_summary(summary)), ..ReportInput::of(turn, ReportStatus::Failed) };
         match self.call(|c| c.report(&self.id, &report)) {
             Ok(r) => self.say.line(&format!("reported turn {turn} failed (v{}): {summary}", r.value.version)),
             Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
@@ -888,16 +878,9 @@ pub fn serve_answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
 /// The report naming how a served turn runs: its runtime and permission mode.
 pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
     ReportInput {
-        turn,
-        status: ReportStatus::Running,
-        summary: None,
-        unmet: None,
-        usage: None,
-        question: None,
         runtime: Some(runtime.to_string()),
         permission_mode: Some(mode.to_string()),
-        reply: None,
-        sync_mode: None,
+        ..ReportInput::of(turn, ReportStatus::Running)
     }
 }
 
