@@ -11,7 +11,10 @@
 //! - every change is spooled before it is sent ([`spool`]) and delivered in order, its
 //!   `Idempotency-Key` kept across tries, so a network blip loses and repeats nothing;
 //! - a report goes only to a turn the hooks saw open ([`seen`]), and the service refuses one
-//!   for a turn that has ended since, which the spool then drops.
+//!   for a turn that has ended since, which the spool then drops;
+//! - in a session nobody serves, each tool call goes to the turn's timeline as `tool` events
+//!   in `metadata` mode, numbered by the counter in the state folder ([`timeline`]); in a
+//!   served turn the hooks send none, serve being that turn's one writer.
 //!
 //! The session is named by the environment the harness runs in: `HANDOFF_ID`,
 //! `HANDOFF_TOKEN` (its machine token) or `HANDOFF_TOKEN_FILE` (a 0600 file holding it, as
@@ -24,11 +27,12 @@ pub mod event;
 pub mod install;
 pub mod seen;
 pub mod spool;
+pub mod timeline;
 pub mod transcript;
 
 use crate::ask::Prompt;
 use crate::client::new_idempotency_key;
-use crate::client::{Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput};
+use crate::client::{Batch, Client, Error, Handoff, QuestionInput, ReportInput, Retry, RuntimesInput, ToolState};
 use crate::detect;
 use crate::machine::Runtime;
 use event::{permission_input, Intent};
@@ -193,6 +197,57 @@ impl Hook {
         self.store_seen(&Seen::of(record, before.as_ref()));
     }
 
+    /// A tool call's step from the harness: sent to the turn's timeline unless the turn is
+    /// served (serve writes that turn's events); a spool that cannot be used is logged.
+    pub fn tool_step(&self, event: &str, step: &timeline::Step) {
+        if served(&|k| std::env::var(k).ok()) {
+            return;
+        }
+        if let Err(e) = self.step(event, step) {
+            self.log.line(&format!("{event}: the spool could not be used: {e}"));
+        }
+    }
+
+    /// A tool call's step, in a session nobody serves: numbered by the hand-off's counter and
+    /// spooled under the counter's lock, for the turn seen open (a call's start asks the
+    /// service first when none is), then the spool delivered.
+    pub fn step(&self, event: &str, step: &timeline::Step) -> std::io::Result<Delivered> {
+        let spool = Spool::open(&self.dir, &self.id)?;
+        let mut seen = seen::load(&self.dir, &self.id);
+        let open = Seen::turn_for_report(seen.as_ref()).is_ok();
+        if !open && step.state == ToolState::Started {
+            seen = self.refresh(seen);
+        }
+        match Seen::turn_for_report(seen.as_ref()) {
+            Ok(turn) => self.spool_step(&spool, event, turn, step)?,
+            Err(why) => self.log.line(&format!("{event}: no event for {}: {why}", step.name)),
+        }
+        self.deliver(&spool)
+    }
+
+    /// Takes the step's `seq` and spools its event inside the counter's lock, so that the
+    /// spool holds a turn's events in `seq` order whichever hooks run at once. The counter is
+    /// written after the spool: a crash between the two makes the next event repeat a `seq`
+    /// with other content, which the service refuses alone, rather than leave a gap that would
+    /// refuse every event after it.
+    fn spool_step(&self, spool: &Spool, event: &str, turn: u64, step: &timeline::Step) -> std::io::Result<()> {
+        let counter_path = crate::machine::paths::timeline_counter(&self.dir, &self.id);
+        let lock_path = crate::machine::paths::timeline_lock(&self.dir, &self.id);
+        if let Some(parent) = lock_path.parent() {
+            crate::private::dir(parent)?;
+        }
+        let lock =
+            crate::private::open(&lock_path, std::fs::OpenOptions::new().create(true).truncate(false).write(true))?;
+        lock.lock()?;
+        let mut counter: timeline::Counter =
+            std::fs::read(&counter_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let taken = counter.take(turn, step, now_ms());
+        self.append(spool, event, Send::Events(Batch { turn, events: vec![taken] }))?;
+        let tmp = counter_path.with_extension("json.tmp");
+        crate::private::write(&tmp, &serde_json::to_vec(&counter).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, &counter_path)
+    }
+
     /// Spools a needs-you with `question`; answers its spool key and turn, `None` (logged) when
     /// no turn is seen open.
     fn spool_asking(
@@ -215,7 +270,7 @@ impl Hook {
             question,
             ..ReportInput::of(turn, ReportStatus::NeedsYou)
         };
-        let key = self.append(spool, event, Send::Report(report))?;
+        let key = self.append(spool, event, Send::Report(Box::new(report)))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(ReportStatus::NeedsYou));
         }
@@ -265,7 +320,7 @@ impl Hook {
             reply: None,
             sync_mode: None,
         };
-        self.append(spool, event, Send::Report(report))?;
+        self.append(spool, event, Send::Report(Box::new(report)))?;
         if let Some(seen) = seen {
             self.store_seen(&seen.reported(status));
         }
@@ -320,17 +375,24 @@ impl Hook {
                 break;
             }
             let client = self.client().with_idempotency_key(Some(&entry.key));
+            // A record for what changed it; a batch of events moves none.
             let result = match &entry.send {
-                Send::Report(r) => client.report(&self.id, r),
-                Send::Runtimes(r) => client.put_runtimes(&self.id, r),
+                Send::Report(r) => client.report(&self.id, r).map(|reply| Some(reply.value)),
+                Send::Runtimes(r) => client.put_runtimes(&self.id, r).map(|reply| Some(reply.value)),
+                Send::Events(b) => client.post_events(&self.id, b).map(|_| None),
             };
             match result {
-                Ok(reply) => {
-                    self.log.line(&format!("delivered {what} (version {})", reply.value.version));
+                Ok(Some(record)) => {
+                    self.log.line(&format!("delivered {what} (version {})", record.version));
                     spool.remove(&entry.key)?;
                     done.sent += 1;
-                    answers.push((entry.key.clone(), reply.value.clone()));
-                    last = Some(reply.value);
+                    answers.push((entry.key.clone(), record.clone()));
+                    last = Some(record);
+                }
+                Ok(None) => {
+                    self.log.line(&format!("delivered {what}"));
+                    spool.remove(&entry.key)?;
+                    done.sent += 1;
                 }
                 Err(Error::Refused(r)) if is_final(r.status) => {
                     self.log.line(&format!("dropped {what}: {} {}: {}", r.status, r.code, r.message));
@@ -380,6 +442,14 @@ fn describe(send: &Send) -> String {
         Send::Report(r) => format!("{} for turn {}", status_name(r.status), r.turn),
         Send::Runtimes(r) => {
             format!("runtimes ({})", r.runtimes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "))
+        }
+        Send::Events(b) => {
+            let seqs = match (b.events.first(), b.events.last()) {
+                (Some(first), Some(last)) if first.seq != last.seq => format!("events {}-{}", first.seq, last.seq),
+                (Some(one), _) => format!("event {}", one.seq),
+                _ => "no events".to_string(),
+            };
+            format!("{seqs} for turn {}", b.turn)
         }
     }
 }
@@ -565,23 +635,24 @@ pub fn install_settings(
             }
         })?;
         changed.push((hooks.clone(), edited));
-        // The user's own install is the person's trust in this one hook; a project's hooks are
+        // The user's own install is the person's trust in these hooks; a project's hooks are
         // left for the person to review in Codex.
         if project.is_none() {
             // Uninstalled, nothing of ours is left in hooks.json to trust.
             let trust_after =
                 install::codex_trust(&hooks_key_path, &std::fs::read_to_string(&hooks).unwrap_or_default());
-            // The trust recorded for our handler where it was, when it is no longer there.
-            let stale = trust_before.filter(|(key, _)| trust_after.as_ref().map(|(k, _)| k) != Some(key));
+            // The trust recorded for a handler of ours where it was, when it is no longer there.
+            let stale: Vec<(String, String)> =
+                trust_before.into_iter().filter(|(key, _)| !trust_after.iter().any(|(k, _)| k == key)).collect();
             let trusted = edit_file(&path, |before| {
-                let text = match &stale {
-                    Some((key, _)) => install::untrust_codex_hook(before, key)?,
-                    None => before.to_string(),
-                };
-                match &trust_after {
-                    Some((key, hash)) => install::trust_codex_hook(&text, key, hash),
-                    None => Ok(text),
+                let mut text = before.to_string();
+                for (key, _) in &stale {
+                    text = install::untrust_codex_hook(&text, key)?;
                 }
+                for (key, hash) in &trust_after {
+                    text = install::trust_codex_hook(&text, key, hash)?;
+                }
+                Ok(text)
             })?;
             if let Some(first) = changed.first_mut() {
                 first.1 |= trusted;
@@ -639,8 +710,16 @@ pub fn claude_code(url: &str, token: Option<&str>) {
     within_budget(move || {
         let Some(hook) = session("claude-code", &url, token.as_deref(), None) else { return };
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
+        let step = claude_code::step(&doc);
+        if let Some(step) = &step {
+            hook.tool_step(&event, step);
+        }
         let window = std::env::var(crate::machine::env::ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
         let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
+        // A tool's step that reports nothing says so in no log line: it comes with every call.
+        if step.is_some() && matches!(intent, Intent::Nothing(_)) {
+            return;
+        }
         if let Err(e) = hook.run(&event, intent) {
             hook.log.line(&format!("{event}: the spool could not be used: {e}"));
         }
@@ -664,6 +743,13 @@ pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
             ));
         }
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
+        if let Some(step) = codex::step(&doc) {
+            return within_budget(move || {
+                if let Some(hook) = session("codex", &url, token.as_deref(), None) {
+                    hook.tool_step(&event, &step);
+                }
+            });
+        }
         if let Some(hook) = session("codex", &url, token.as_deref(), None) {
             hook.log.line(&format!("{event}: nothing to report"));
         }

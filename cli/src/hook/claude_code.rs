@@ -11,12 +11,15 @@
 //! | `Stop` | `done`, with the last assistant message and the context used; on a usage limit, `failed` with `limit: provider-limit` |
 //! | `StopFailure` (an API error ended the turn) | `failed`; with `limit: provider-limit` when the error is `rate_limit` |
 //! | `PermissionRequest` (a permission dialog is about to be shown) | `needs-you` with a permission question (`tool_name`, a line of `tool_input`), then the owner's answer as the decision (see [`permission_text`]) |
+//! | `PreToolUse`, `PostToolUse`, `PostToolUseFailure` | the call's step on the turn's timeline: `started`, `done`, `failed` ([`step`]), unless the turn is served |
 //!
 //! Anything else reports nothing.
 
 use super::event::{self, clip_summary, Intent};
+use super::timeline::Step;
 use super::transcript::{self, Tail};
 use crate::ask::{Prompt, Unaskable};
+use crate::client::ToolState;
 use handoff_core::suggestion::{Limit, Usage};
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
@@ -70,6 +73,18 @@ pub fn prompt(doc: &Value) -> Option<Result<Prompt, Unaskable>> {
         return Some(Err(why));
     }
     Some(Ok(Prompt::Choice { text, labels, input: doc["tool_input"].clone() }))
+}
+
+/// A tool call's step, from `PreToolUse` (started), `PostToolUse` (done) and
+/// `PostToolUseFailure` (failed): its `tool_use_id` and `tool_name`; `None` for any other event.
+pub fn step(doc: &Value) -> Option<Step> {
+    let state = match doc["hook_event_name"].as_str()? {
+        "PreToolUse" => ToolState::Started,
+        "PostToolUse" => ToolState::Done,
+        "PostToolUseFailure" => ToolState::Failed,
+        _ => return None,
+    };
+    Some(Step::new(doc["tool_use_id"].as_str(), doc["tool_name"].as_str(), state))
 }
 
 /// `Notification` types that mean the agent is waiting for the person.
@@ -330,6 +345,21 @@ mod tests {
         let server = json!({"hook_event_name": "StopFailure", "error": "server_error"});
         let (status, summary, usage) = report(intent(&server, &no_tail, None));
         assert_eq!((status, summary.as_deref(), usage), (ReportStatus::Failed, Some("server_error"), None));
+    }
+
+    #[test]
+    fn a_tools_start_end_and_failure_are_its_steps_and_other_events_none() {
+        let doc = |event: &str| json!({"hook_event_name": event, "tool_name": "Read", "tool_use_id": "toolu_1", "tool_input": {"file_path": "/secret"}});
+        for (event, state) in [
+            ("PreToolUse", ToolState::Started),
+            ("PostToolUse", ToolState::Done),
+            ("PostToolUseFailure", ToolState::Failed),
+        ] {
+            assert_eq!(step(&doc(event)), Some(Step { id: "toolu_1".into(), name: "Read".into(), state }), "{event}");
+        }
+        assert_eq!(step(&doc("PermissionRequest")), None);
+        assert_eq!(step(&doc("Stop")), None);
+        assert!(matches!(intent(&doc("PreToolUse"), &no_tail, None), Intent::Nothing(_)), "a start reports nothing");
     }
 
     #[test]

@@ -11,8 +11,12 @@
 //! `PermissionRequest` (`hook_event_name`, `tool_name` `Bash` or `NetworkAccess`,
 //! `tool_input.command` and `.description`: `codex-rs/hooks/schema/generated/
 //! permission-request.command.input.schema.json`) asks the owner, as Claude Code's does.
+//! Its `PreToolUse` and `PostToolUse` (`tool_name`, `tool_use_id`; 0.169.0 runs them for its
+//! shell commands) are the call's steps on the turn's timeline ([`step`]).
 
 use super::event::{self, clip_summary, Intent};
+use super::timeline::Step;
+use crate::client::ToolState;
 use handoff_core::turn::ReportStatus;
 use serde_json::Value;
 
@@ -21,6 +25,26 @@ use serde_json::Value;
 pub fn permission_text(doc: &Value) -> Option<String> {
     (doc["hook_event_name"].as_str() == Some("PermissionRequest"))
         .then(|| event::permission_text(doc["tool_name"].as_str().unwrap_or(""), &doc["tool_input"]))
+}
+
+/// A tool call's step from a Codex hook document: `PreToolUse` started, `PostToolUse` done,
+/// or failed when its `tool_response` says the command exited with another code than 0;
+/// `None` for any other document. Codex 0.169.0's `tool_response` for a command is its output
+/// text alone, and it has no hook for a failed call, so its commands end `done` whatever their
+/// exit code.
+pub fn step(doc: &Value) -> Option<Step> {
+    let state = match doc["hook_event_name"].as_str()? {
+        "PreToolUse" => ToolState::Started,
+        "PostToolUse" if exit_code(&doc["tool_response"]).is_some_and(|code| code != 0) => ToolState::Failed,
+        "PostToolUse" => ToolState::Done,
+        _ => return None,
+    };
+    Some(Step::new(doc["tool_use_id"].as_str(), doc["tool_name"].as_str(), state))
+}
+
+/// A shell command's exit code in a `PostToolUse`'s `tool_response`, where it says one.
+fn exit_code(response: &Value) -> Option<i64> {
+    response["exit_code"].as_i64().or(response["exitCode"].as_i64())
 }
 
 /// How Codex's side thread that names the task starts its only input message (read off the
@@ -51,6 +75,22 @@ mod tests {
         let doc = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo publish", "description": "publish"}, "turn_id": "t1"});
         assert_eq!(permission_text(&doc).as_deref(), Some("Bash: cargo publish"));
         assert_eq!(permission_text(&json!({"type": "agent-turn-complete"})), None);
+    }
+
+    #[test]
+    fn a_commands_start_and_end_are_its_steps_failed_when_it_exits_with_another_code() {
+        let pre = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "call_1", "tool_input": {"command": "ls"}});
+        assert_eq!(step(&pre), Some(Step { id: "call_1".into(), name: "Bash".into(), state: ToolState::Started }));
+        let mut post = pre.clone();
+        post["hook_event_name"] = json!("PostToolUse");
+        post["tool_response"] = json!({"exit_code": 0});
+        assert_eq!(step(&post).map(|s| s.state), Some(ToolState::Done));
+        post["tool_response"] = json!({"exit_code": 2});
+        assert_eq!(step(&post).map(|s| s.state), Some(ToolState::Failed));
+        post["tool_response"] = json!("a secret");
+        assert_eq!(step(&post).map(|s| s.state), Some(ToolState::Done), "0.169.0's output text says no code: done");
+        assert_eq!(step(&json!({"hook_event_name": "PermissionRequest"})), None);
+        assert_eq!(step(&json!({"type": "agent-turn-complete"})), None);
     }
 
     #[test]

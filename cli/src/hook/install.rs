@@ -11,8 +11,9 @@
 //! - Codex (`config.toml`): the top-level `notify = ["<program>", "hook", "codex"]`. Codex
 //!   appends one argument, the event as JSON, to that argv when it runs it. Beside it, in the
 //!   same folder's `hooks.json` (which Codex reads as it reads `[hooks]` of `config.toml`:
-//!   `codex-rs/hooks/src/engine/discovery.rs`), a `PermissionRequest` handler running
-//!   `<program> hook codex`, its document on standard input ([`install_codex_hooks`]).
+//!   `codex-rs/hooks/src/engine/discovery.rs`), a `PermissionRequest` handler and a handler of
+//!   each of [`CODEX_STEP_EVENTS`] running `<program> hook codex`, its document on standard
+//!   input ([`install_codex_hooks`]).
 //!
 //! **Invariants:**
 //! - Only ours is added or removed; every other entry of the file is kept.
@@ -38,10 +39,10 @@ the session's running report says no question will come";
 /// What `hook install codex` prints. Codex runs a hook it does not manage only once its hash is
 /// trusted in `[hooks.state]` (`codex-rs/hooks/src/engine/discovery.rs`) and until then shows
 /// "Hooks need review" (seen with Codex 0.169.0); a user's install records that trust for our
-/// one hook ([`codex_trust`]), a project's leaves it to the person.
-pub const CODEX_TRUST_STEP: &str = "Codex runs the PermissionRequest hook once it is trusted: install recorded that trust for this \
-one hook in config.toml ([hooks.state]); a hook installed with --project is reviewed in Codex (its \"Hooks need review\" \
-screen, or /hooks). A Codex whose hooks feature is off needs --enable hooks, as `handoff launch` passes";
+/// hooks ([`codex_trust`]), a project's leaves it to the person.
+pub const CODEX_TRUST_STEP: &str = "Codex runs the PermissionRequest and tool hooks once they are trusted: install recorded that \
+trust for these hooks in config.toml ([hooks.state]); hooks installed with --project are reviewed in Codex (its \"Hooks need \
+review\" screen, or /hooks). A Codex whose hooks feature is off needs --enable hooks, as `handoff launch` passes";
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -54,9 +55,21 @@ use toml_edit::{Array, DocumentMut, Item};
 use crate::machine::Runtime;
 
 /// The Claude Code events the reporter hooks: a session's start, each prompt, a wait for the
-/// user, a tool that ran (the person let it), and a turn's end, with or without an error.
-pub const CLAUDE_CODE_EVENTS: [&str; 6] =
-    ["SessionStart", "UserPromptSubmit", "Notification", "PostToolUse", "Stop", "StopFailure"];
+/// user, a tool's start, end (the person let it run) and failure, and a turn's end, with or
+/// without an error.
+pub const CLAUDE_CODE_EVENTS: [&str; 8] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "Notification",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "StopFailure",
+];
+
+/// The Codex hook events whose handler sends a tool call's steps to the turn's timeline.
+pub const CODEX_STEP_EVENTS: [&str; 2] = ["PreToolUse", "PostToolUse"];
 
 /// A hook returns (exit 0) within this, whatever the network does.
 pub const HOOK_BUDGET_MS: u64 = 5_000;
@@ -215,9 +228,11 @@ pub fn install_claude_code_waiting(text: &str, program: &str, answer_wait_s: u64
     install_json_hooks(text, &shell_command(program, CLAUDE_CODE_ARGS)?, CLAUDE_CODE_ARGS, &events)
 }
 
-/// Codex's `hooks.json`: our `PermissionRequest` handler, as for Claude Code.
+/// Codex's `hooks.json`: our `PermissionRequest` handler, as for Claude Code, and our
+/// handler of each of [`CODEX_STEP_EVENTS`].
 pub fn install_codex_hooks(text: &str, program: &str, answer_wait_s: u64) -> Result<String, InstallError> {
-    let events = [(PERMISSION_EVENT, permission_timeout_s(answer_wait_s))];
+    let mut events = vec![(PERMISSION_EVENT, permission_timeout_s(answer_wait_s))];
+    events.extend(CODEX_STEP_EVENTS.iter().map(|e| (*e, HOOK_TIMEOUT_S)));
     install_json_hooks(text, &shell_command(program, CODEX_HOOK_ARGS)?, CODEX_HOOK_ARGS, &events)
 }
 
@@ -459,28 +474,44 @@ pub(crate) fn keep_line_endings(original: &str, mut edited: String) -> String {
 
 // ---- Codex: the trust of our hook ----
 
-/// Codex's key and hash for our `PermissionRequest` handler in `hooks_json` (the text of the
+/// Codex's key and hash for each handler of ours in `hooks_json` (the text of the
 /// `hooks.json` at `hooks_path`), as Codex records a hook the person trusted: the key
-/// `<hooks.json>:permission_request:<group>:<handler>`, the hash `sha256:` of the canonical
-/// JSON of `{"event_name", "hooks": [the handler with its defaults]}`
-/// (`codex-rs/hooks/src/engine/discovery.rs`, `command_hook_hash`; seen to match what Codex
-/// 0.169.0 writes when the person trusts the hook). `None` when ours is not there.
-pub fn codex_trust(hooks_path: &str, hooks_json: &str) -> Option<(String, String)> {
-    let doc: Value = serde_json::from_str(hooks_json).ok()?;
-    let groups = doc["hooks"][PERMISSION_EVENT].as_array()?;
-    for (g, group) in groups.iter().enumerate() {
-        for (h, handler) in group["hooks"].as_array().into_iter().flatten().enumerate() {
-            if !is_our_handler(handler, CODEX_HOOK_ARGS) || group.get("matcher").is_some_and(|m| !m.is_null()) {
-                continue;
+/// `<hooks.json>:<event>:<group>:<handler>` (the event in snake case, `permission_request`),
+/// the hash `sha256:` of the canonical JSON of `{"event_name", "hooks": [the handler with its
+/// defaults]}` (`codex-rs/hooks/src/engine/discovery.rs`, `command_hook_hash`; seen to match
+/// what Codex 0.169.0 writes when the person trusts the hook). Empty when none is there.
+pub fn codex_trust(hooks_path: &str, hooks_json: &str) -> Vec<(String, String)> {
+    let Ok(doc) = serde_json::from_str::<Value>(hooks_json) else { return Vec::new() };
+    let mut trusted = Vec::new();
+    for event in std::iter::once(PERMISSION_EVENT).chain(CODEX_STEP_EVENTS) {
+        let event_name = snake_case(event);
+        for (g, group) in doc["hooks"][event].as_array().into_iter().flatten().enumerate() {
+            for (h, handler) in group["hooks"].as_array().into_iter().flatten().enumerate() {
+                if !is_our_handler(handler, CODEX_HOOK_ARGS) || group.get("matcher").is_some_and(|m| !m.is_null()) {
+                    continue;
+                }
+                let normalized = json!({"type": "command", "command": handler["command"], "timeout": handler["timeout"].as_u64().unwrap_or(600).max(1), "async": false});
+                // serde_json's maps are sorted, so this is the canonical form, compact.
+                let identity = json!({"event_name": event_name, "hooks": [normalized]}).to_string();
+                let hash =
+                    format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(identity.as_bytes())));
+                trusted.push((format!("{hooks_path}:{event_name}:{g}:{h}"), hash));
             }
-            let normalized = json!({"type": "command", "command": handler["command"], "timeout": handler["timeout"].as_u64().unwrap_or(600).max(1), "async": false});
-            // serde_json's maps are sorted, so this is the canonical form, compact.
-            let identity = json!({"event_name": "permission_request", "hooks": [normalized]}).to_string();
-            let hash = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(identity.as_bytes())));
-            return Some((format!("{hooks_path}:permission_request:{g}:{h}"), hash));
         }
     }
-    None
+    trusted
+}
+
+/// A hook event's name as Codex keys it: `PreToolUse` is `pre_tool_use`.
+fn snake_case(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// `config.toml` with `[hooks.state."<key>"] trusted_hash = "<hash>"`: Codex then runs the hook

@@ -1,8 +1,9 @@
-//! The local spool: every change a hook makes is written here first, with its
-//! `Idempotency-Key`, and leaves only when the service has answered it. One file of JSON
-//! lines per hand-off; a hook appends its own entry at the end and delivers from the front,
-//! so reports arrive in the order the hooks ran, and a send whose answer was lost is sent again
-//! with the same key, which the service applies once.
+//! The local spool: every change a hook makes (a report, the runtimes, a turn's events) is
+//! written here first, with its `Idempotency-Key`, and leaves only when the service has
+//! answered it. One file of JSON lines per hand-off; a hook appends its own entry at the end
+//! and delivers from the front, so changes arrive in the order the hooks made them, and a send
+//! whose answer was lost is sent again with the same key, which the service applies once (a
+//! batch of events repeats by its `seq`s, which change nothing the second time).
 //!
 //! Invariants:
 //! - an entry is appended with one write under the spool's lock, and removed only after it
@@ -15,7 +16,7 @@
 //! The lock is held only around reading and rewriting the file, never across a request: two
 //! hooks that deliver at once may both send an entry, and its key makes that one change.
 
-use crate::client::{ReportInput, RuntimesInput};
+use crate::client::{Batch, ReportInput, RuntimesInput};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -30,10 +31,12 @@ pub const SPOOL_ENTRY_AGE_MS_MAX: i64 = 24 * 60 * 60 * 1000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "body", rename_all = "snake_case")]
 pub enum Send {
-    /// `POST …/report`.
-    Report(ReportInput),
+    /// `POST …/report` (boxed: a report is many times the size of the other changes).
+    Report(Box<ReportInput>),
     /// `PUT …/runtimes`.
     Runtimes(RuntimesInput),
+    /// `POST …/events`: a turn's events, numbered by the hooks' counter.
+    Events(Batch),
 }
 
 /// One change waiting for delivery.
@@ -189,7 +192,7 @@ mod tests {
             reply: None,
             sync_mode: None,
         };
-        Entry { key: key.into(), at_ms: 1, event: "Stop".into(), send: Send::Report(report) }
+        Entry { key: key.into(), at_ms: 1, event: "Stop".into(), send: Send::Report(Box::new(report)) }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! STATE/hook.log                       the hooks', launch's, serve's and the MCP server's log
 //! STATE/spool/ID.jsonl, ID.lock        the hooks' spool of reports not yet delivered
 //! STATE/seen/ID.json                   what the hooks last saw of the hand-off
+//! STATE/timeline/ID.json, ID.lock      the hooks' counter of a turn's events, and its lock
 //! STATE/tokens/ID.token                the machine token a harness's hooks and server read (0600)
 //! STATE/serve/ID.json                  serve's state record: the turns it started
 //! STATE/serve/ID.lock                  held by the one serve (or launch) running ID's turns
@@ -42,6 +43,18 @@ pub fn spool_dir(state_dir: &Path) -> PathBuf {
 /// `STATE/seen/ID.json`.
 pub fn seen_file(state_dir: &Path, id: &str) -> PathBuf {
     state_dir.join("seen").join(format!("{id}.json"))
+}
+
+/// `STATE/timeline/ID.json`: the hooks' counter of hand-off `id`'s events (the turn it
+/// numbers, its next `seq`, the tool calls open), read and written under [`timeline_lock`].
+pub fn timeline_counter(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join("timeline").join(format!("{id}.json"))
+}
+
+/// `STATE/timeline/ID.lock`: held (`flock`, exclusive) by a hook while it numbers an event
+/// and spools it, so that two hooks never take the same `seq`.
+pub fn timeline_lock(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join("timeline").join(format!("{id}.lock"))
 }
 
 /// `STATE/tokens/ID.token`: the 0600 file that holds hand-off `id`'s machine token for the

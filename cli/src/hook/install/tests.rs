@@ -4,7 +4,7 @@ use serde_json::json;
 const PROGRAM: &str = "/usr/local/bin/handoff";
 const COMMAND: &str = "/usr/local/bin/handoff hook claude-code";
 
-/// A user's settings.json: other settings, someone else's `Stop` hook, and a `PreToolUse`
+/// A user's settings.json: other settings, someone else's `Stop` hook, and a `PreCompact`
 /// group with a matcher.
 const SETTINGS: &str = r#"{
   "permissions": {"allow": ["Bash(git diff:*)"], "deny": []},
@@ -14,8 +14,8 @@ const SETTINGS: &str = r#"{
     "Stop": [
       {"hooks": [{"type": "command", "command": "say done", "timeout": 5}]}
     ],
-    "PreToolUse": [
-      {"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}
+    "PreCompact": [
+      {"matcher": "manual", "hooks": [{"type": "command", "command": "./check.sh"}]}
     ]
   }
 }"#;
@@ -100,7 +100,7 @@ fn claude_code_install_adds_our_handler_once_to_each_event_and_keeps_everything_
     assert_eq!(after["hooks"]["Stop"][0], before["hooks"]["Stop"][0]);
     assert_eq!(handlers(&after, "Stop"), 2);
     // Everything that is not one of our events is untouched.
-    assert_eq!(after["hooks"]["PreToolUse"], before["hooks"]["PreToolUse"]);
+    assert_eq!(after["hooks"]["PreCompact"], before["hooks"]["PreCompact"]);
     for key in ["permissions", "env", "model"] {
         assert_eq!(after[key], before[key], "{key}");
     }
@@ -108,7 +108,7 @@ fn claude_code_install_adds_our_handler_once_to_each_event_and_keeps_everything_
     assert_eq!(
         after["hooks"].as_object().unwrap().len(),
         CLAUDE_CODE_EVENTS.len() + 2,
-        "our events, PermissionRequest and PreToolUse"
+        "our events, PermissionRequest and PreCompact"
     );
 }
 
@@ -136,7 +136,7 @@ fn the_permission_request_handler_waits_longer_than_the_answer_wait() {
 }
 
 #[test]
-fn codex_hooks_json_gets_our_permission_request_handler_and_uninstall_removes_only_it() {
+fn codex_hooks_json_gets_our_permission_request_and_tool_handlers_and_uninstall_removes_only_them() {
     let theirs = r#"{"hooks": {"PreToolUse": [{"matcher": "^Bash$", "hooks": [{"type": "command", "command": "./check.sh"}]}]}}"#;
     let installed = install_codex_hooks(theirs, PROGRAM, 60).unwrap();
     let after = parse(&installed);
@@ -144,7 +144,13 @@ fn codex_hooks_json_gets_our_permission_request_handler_and_uninstall_removes_on
         after["hooks"][PERMISSION_EVENT],
         json!([{"hooks": [{"type": "command", "command": "/usr/local/bin/handoff hook codex", "timeout": permission_timeout_s(60)}]}])
     );
-    assert_eq!(after["hooks"]["PreToolUse"], parse(theirs)["hooks"]["PreToolUse"]);
+    let ours = json!({"hooks": [{"type": "command", "command": "/usr/local/bin/handoff hook codex", "timeout": HOOK_TIMEOUT_S}]});
+    assert_eq!(after["hooks"]["PostToolUse"], json!([ours]));
+    assert_eq!(
+        after["hooks"]["PreToolUse"],
+        json!([parse(theirs)["hooks"]["PreToolUse"][0], ours]),
+        "theirs first, ours a group of its own"
+    );
     assert_eq!(install_codex_hooks(&installed, PROGRAM, 60).unwrap(), installed, "installed once");
     assert_eq!(parse(&uninstall_codex_hooks(&installed).unwrap()), parse(theirs));
     assert_eq!(uninstall_codex_hooks(&install_codex_hooks("", PROGRAM, 60).unwrap()).unwrap(), "{}\n");
@@ -478,15 +484,24 @@ fn codex_refuses_a_file_that_is_not_toml() {
 fn codexs_trust_of_our_hook_is_the_key_and_hash_codex_itself_writes() {
     // What Codex 0.169.0 wrote to config.toml when the person trusted this hooks.json.
     let hooks = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"/work/main/target/debug/handoff hook codex","timeout":105,"type":"command"}]}]}}"#;
-    let (key, hash) = codex_trust("/tmp/tr/codex/hooks.json", hooks).unwrap();
-    assert_eq!(key, "/tmp/tr/codex/hooks.json:permission_request:0:0");
-    assert_eq!(hash, "sha256:9fe5ca528d19018a468428d3988b6ef0fd349523a2ffa3d75db7e32feb64ca17");
-    let others = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"audit","type":"command"}]},{"hooks":[{"command":"/usr/bin/handoff hook codex","timeout":30,"type":"command"}]}]}}"#;
-    assert!(
-        codex_trust("/h/hooks.json", others).unwrap().0.ends_with(":permission_request:1:0"),
-        "our handler's own place"
+    let trust = codex_trust("/tmp/tr/codex/hooks.json", hooks);
+    assert_eq!(
+        trust,
+        [(
+            "/tmp/tr/codex/hooks.json:permission_request:0:0".to_string(),
+            "sha256:9fe5ca528d19018a468428d3988b6ef0fd349523a2ffa3d75db7e32feb64ca17".to_string()
+        )]
     );
-    assert_eq!(codex_trust("/h/hooks.json", r#"{"hooks":{}}"#), None);
+    let others = r#"{"hooks":{"PermissionRequest":[{"hooks":[{"command":"audit","type":"command"}]},{"hooks":[{"command":"/usr/bin/handoff hook codex","timeout":30,"type":"command"}]}]}}"#;
+    assert!(codex_trust("/h/hooks.json", others)[0].0.ends_with(":permission_request:1:0"), "our handler's own place");
+    assert_eq!(codex_trust("/h/hooks.json", r#"{"hooks":{}}"#), []);
+    let all = codex_trust("/h/hooks.json", &install_codex_hooks("", PROGRAM, 60).unwrap());
+    let keys: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["/h/hooks.json:permission_request:0:0", "/h/hooks.json:pre_tool_use:0:0", "/h/hooks.json:post_tool_use:0:0"],
+        "each handler of ours, keyed by its event in snake case"
+    );
 }
 
 #[test]
