@@ -1,7 +1,8 @@
-//! Nothing on the machine approves for the owner: a served turn with the real Claude Code (the
-//! lockfile's version), its model scripted, against the real local Worker, in a workspace the
-//! model could have written: its own settings allow nothing, a program planted in it never runs,
-//! and serve refuses to run from inside it.
+//! Nothing on the machine approves for the owner: a served turn with the real Claude Code or
+//! Codex (the lockfile's versions), its model scripted, against the real local Worker, in a
+//! workspace the model could have written: its own settings allow nothing, a program planted in
+//! it never runs, serve refuses to run from inside it, and a Codex approval (a command's, a
+//! network host's) reaches the owner whole.
 
 mod common;
 use common::harness::*;
@@ -235,6 +236,73 @@ fn a_codex_approval_reaches_the_owner_whole_with_the_rule_codex_proposes_and_all
     });
     assert_eq!(again["question"]["input"], asked["input"], "{again}");
     ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", again["question"]["id"].as_str().unwrap()]);
+    s.until("turn 1 is done", |r| r["status"] == "done");
+    s.close();
+}
+
+/// Codex 0.169.0 asks a network approval (`networkApprovalContext`) only where its managed
+/// network proxy has a decider, and it gives it one only under a managed network requirement:
+/// a `[experimental_network]` table in `/etc/codex/requirements.toml`, the administrator's
+/// file, never the user's config (without it an allowlist miss is refused unasked, "domain is
+/// not on the allowlist"). So serve runs in a private mount namespace whose `/etc` is an overlay
+/// holding that file, seen by this serve and its Codex only (`unshare` and `mount`, as root).
+fn serve_under_a_managed_network_requirement(s: &mut Served) {
+    let config = s.machine.codex_home().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    // The machine's person turns the proxy on in their own config: commands reach the network
+    // only through it.
+    text.push_str("\n[sandbox_workspace_write]\nnetwork_access = true\n\n[features.network_proxy]\nenabled = true\n");
+    std::fs::write(&config, text).unwrap();
+    let overlay = s.machine.root.join("etc");
+    std::fs::create_dir_all(overlay.join("upper/codex")).unwrap();
+    std::fs::create_dir_all(overlay.join("work")).unwrap();
+    std::fs::write(overlay.join("upper/codex/requirements.toml"), "[experimental_network]\nenabled = true\n").unwrap();
+    let script = format!(
+        "mount -t overlay overlay -o lowerdir=/etc,upperdir={0}/upper,workdir={0}/work /etc && exec \"$@\"",
+        overlay.display()
+    );
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh", env!("CARGO_BIN_EXE_handoff")])
+        .args(["serve", &s.id, "--runtime", "codex"])
+        .env_clear()
+        .envs(s.machine.vars())
+        .current_dir(s.machine.work())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    s.serve = Some(cmd.spawn().expect("unshare starts serve"));
+}
+
+#[test]
+fn a_codex_network_approval_shows_the_owner_its_host_and_a_deny_keeps_the_host_unreached() {
+    let host = "handoff-network-approval.example.com";
+    let command = format!("curl -s -m 30 -o /dev/null -w 'http-%{{http_code}}' http://{host}/; echo \" curl-exit-$?\"");
+    let mut s = Served::new("Fetch it.", vec![Step::exec(&command), Step::text("Fetched.")]);
+    serve_under_a_managed_network_requirement(&mut s);
+    // In `untrusted` the command itself is asked first.
+    let command_question = s.question();
+    assert!(command_question["text"].as_str().is_some_and(|t| t.starts_with("Command: ")), "{command_question}");
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", command_question["id"].as_str().unwrap()]);
+    // Then its request to the host, through the proxy: the owner reads the host whole.
+    let r = s.until("the network approval is asked", |r| {
+        r["question"]["id"].is_string() && r["question"]["id"] != command_question["id"]
+    });
+    let asked = &r["question"];
+    assert_eq!(asked["kind"], "permission", "{asked}");
+    assert_eq!(asked["text"], format!("Network access: {host} over http"), "{asked}");
+    let input = asked["input"].as_str().unwrap_or_default();
+    for shown in [
+        format!("{host} over http"),
+        format!("reason: Network access to {host} requires approval"),
+        format!("Codex proposes a network rule: allow {host} from now on; Allow answers this once and adds no rule"),
+    ] {
+        assert!(input.contains(&shown), "{shown:?} is shown: {input}");
+    }
+    ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", asked["id"].as_str().unwrap()]);
+    let result = s
+        .model
+        .result_of("call_1", Duration::from_secs(STEP_S))
+        .unwrap_or_else(|| panic!("the command's result reached the model\n{}", s.context()));
+    assert!(!result.to_string().contains("http-200"), "the denied host was not reached: {result}");
     s.until("turn 1 is done", |r| r["status"] == "done");
     s.close();
 }
