@@ -361,7 +361,9 @@ impl Hook {
         let mut last: Option<Handoff> = None;
         let mut answers: Vec<(String, Handoff)> = Vec::new();
         let entries = spool.entries()?;
-        for (i, entry) in entries.iter().enumerate() {
+        let mut i = 0;
+        while let Some(entry) = entries.get(i) {
+            i += 1;
             let what = format!("{} from {}", describe(&entry.send), entry.event);
             if now_ms() - entry.at_ms > SPOOL_ENTRY_AGE_MS_MAX {
                 self.log.line(&format!("dropped {what}: spooled more than 24 h ago"));
@@ -370,18 +372,27 @@ impl Hook {
                 continue;
             }
             if Instant::now() >= self.deadline {
-                done.left = entries.len() - i;
+                done.left = entries.len() - (i - 1);
                 self.log.line(&format!("out of time: {} left in the spool", done.left));
                 break;
             }
-            let client = self.client().with_idempotency_key(Some(&entry.key));
-            // A record for what changed it; a batch of events moves none.
-            let result = match &entry.send {
-                Send::Report(r) => client.report(&self.id, r).map(|reply| Some(reply.value)),
-                Send::Runtimes(r) => client.put_runtimes(&self.id, r).map(|reply| Some(reply.value)),
-                Send::Events(b) => client.post_events(&self.id, b).map(|_| None),
-            };
-            match result {
+            // A turn's events that follow each other go as one batch; refused, one by one.
+            if let Some((batch, n)) = spool::events_run(&entries[i - 1..], now_ms()) {
+                match self.deliver_run(spool, &batch, &entries[i - 1..i - 1 + n]) {
+                    Ok(()) => {
+                        done.sent += n;
+                        i += n - 1;
+                        continue;
+                    }
+                    Err(Error::Refused(r)) if is_final(r.status) => {}
+                    Err(e) => {
+                        done.left = entries.len() - (i - 1);
+                        self.log.line(&format!("kept {what} and {} after it for later: {e}", done.left - 1));
+                        break;
+                    }
+                }
+            }
+            match self.send(entry) {
                 Ok(Some(record)) => {
                     self.log.line(&format!("delivered {what} (version {})", record.version));
                     spool.remove(&entry.key)?;
@@ -401,7 +412,7 @@ impl Hook {
                     last = r.handoff.clone().or(last);
                 }
                 Err(e) => {
-                    done.left = entries.len() - i;
+                    done.left = entries.len() - (i - 1);
                     self.log.line(&format!("kept {what} and {} after it for later: {e}", done.left - 1));
                     break;
                 }
@@ -412,6 +423,39 @@ impl Hook {
             self.store_seen(&Seen::of(record, before.as_ref()));
         }
         Ok((done, answers))
+    }
+
+    /// Sends one spooled change under its key; answers the record for what changed it (a batch
+    /// of events moves none).
+    fn send(&self, entry: &Entry) -> Result<Option<Handoff>, Error> {
+        let client = self.client().with_idempotency_key(Some(&entry.key));
+        match &entry.send {
+            Send::Report(r) => client.report(&self.id, r).map(|reply| Some(reply.value)),
+            Send::Runtimes(r) => client.put_runtimes(&self.id, r).map(|reply| Some(reply.value)),
+            Send::Events(b) => client.post_events(&self.id, b).map(|_| None),
+        }
+    }
+
+    /// Sends `run`'s events joined as `batch`; taken, each of its entries leaves the spool.
+    fn deliver_run(&self, spool: &Spool, batch: &Batch, run: &[Entry]) -> Result<(), Error> {
+        let what = format!("{} from {} hook events", describe(&Send::Events(batch.clone())), run.len());
+        match self.client().post_events(&self.id, batch) {
+            Ok(_) => {
+                self.log.line(&format!("delivered {what}"));
+                for entry in run {
+                    if let Err(e) = spool.remove(&entry.key) {
+                        self.log.line(&format!("could not take {} out of the spool: {e}", entry.key));
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if matches!(&e, Error::Refused(r) if is_final(r.status)) {
+                    self.log.line(&format!("{what} refused as one batch ({e}): sending them one by one"));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The client, with requests cut to what is left of the budget.
@@ -780,6 +824,41 @@ mod tests {
             (decision["behavior"].as_str(), decision["message"].as_str()),
             (Some("deny"), Some(why.note().as_str()))
         );
+    }
+
+    #[test]
+    fn hooks_running_at_once_take_each_seq_once_and_the_spool_holds_them_in_seq_order() {
+        let dir = std::env::temp_dir().join(format!("handoff-hook-counter-{}", crate::client::new_idempotency_key()));
+        let hook = |dir: &Path| {
+            let log = Log::new(dir, "test", Some("ho_1"));
+            Hook::new("ho_1", "http://127.0.0.1:9", "token", dir.to_path_buf(), log, Duration::from_secs(5))
+        };
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let hook = hook(&dir);
+                    let spool = Spool::open(&dir, "ho_1").unwrap();
+                    for n in 0..10 {
+                        let step = timeline::Step::new(Some(&format!("t{t}-{n}")), Some("Bash"), ToolState::Started);
+                        hook.spool_step(&spool, "PreToolUse", 3, &step).unwrap();
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let spooled: Vec<(u64, u64)> = Spool::open(&dir, "ho_1")
+            .unwrap()
+            .entries()
+            .unwrap()
+            .into_iter()
+            .flat_map(|e| match e.send {
+                Send::Events(b) => b.events.into_iter().map(|ev| (b.turn, ev.seq)).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(spooled, (1..=80).map(|seq| (3, seq)).collect::<Vec<_>>(), "one writer numbers the turn");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -181,9 +181,10 @@ fn tool_events_made_through_a_network_cut_are_spooled_and_delivered_later_in_ord
     assert_eq!(h.spooled(), 3, "{}", h.log());
     assert_eq!(events(&owner, &id, 1).len(), 1);
 
-    // Back: the next hook delivers what was owed first, then its own.
+    // Back: the next hook delivers what was owed first, as one batch, then its own.
     h.claude(&url(), "PreToolUse", "toolu_3", false);
     assert_eq!(h.spooled(), 0, "{}", h.log());
+    assert!(h.log().contains("delivered events 2-5 for turn 1 from 4 hook events"), "{}", h.log());
     let got = events(&owner, &id, 1);
     assert_eq!(
         steps(&got),

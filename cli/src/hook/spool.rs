@@ -17,6 +17,7 @@
 //! hooks that deliver at once may both send an entry, and its key makes that one change.
 
 use crate::client::{Batch, ReportInput, RuntimesInput};
+use handoff_core::limits::TIMELINE_EVENTS_PER_REQUEST_MAX;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -145,6 +146,35 @@ impl Spool {
     }
 }
 
+/// The events of `entries`' first ones as one batch, and how many entries it joins: the
+/// entries from the first on that hold events of one turn, each batch's `seq`s following the
+/// one before, none older than [`SPOOL_ENTRY_AGE_MS_MAX`] at `now_ms`, at most
+/// [`TIMELINE_EVENTS_PER_REQUEST_MAX`] events in all. `None` unless it joins two or more: what
+/// a network cut left goes in a few requests, in order.
+pub fn events_run(entries: &[Entry], now_ms: i64) -> Option<(Batch, usize)> {
+    let mut joined: Option<Batch> = None;
+    let mut count = 0;
+    for entry in entries {
+        let Send::Events(batch) = &entry.send else { break };
+        if now_ms - entry.at_ms > SPOOL_ENTRY_AGE_MS_MAX {
+            break;
+        }
+        match joined.as_mut() {
+            None => joined = Some(batch.clone()),
+            Some(run) => {
+                let follows = run.events.last().map(|e| e.seq + 1) == batch.events.first().map(|e| e.seq);
+                let fits = run.events.len() + batch.events.len() <= TIMELINE_EVENTS_PER_REQUEST_MAX;
+                if run.turn != batch.turn || !follows || !fits {
+                    break;
+                }
+                run.events.extend(batch.events.iter().cloned());
+            }
+        }
+        count += 1;
+    }
+    joined.filter(|_| count > 1).map(|run| (run, count))
+}
+
 fn line_of(entry: &Entry) -> std::io::Result<String> {
     let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
     line.push('\n');
@@ -224,6 +254,35 @@ mod tests {
         let keys: Vec<String> = spool.entries().unwrap().into_iter().map(|e| e.key).collect();
         assert_eq!(keys, ["a", "b"], "b starts a line of its own after the torn one");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn events(key: &str, turn: u64, seqs: std::ops::RangeInclusive<u64>, at_ms: i64) -> Entry {
+        let step = crate::hook::timeline::Step::new(Some("t"), Some("Bash"), crate::client::ToolState::Started);
+        let events = seqs.map(|seq| crate::hook::timeline::metadata_event(seq, &step, None)).collect();
+        Entry { key: key.into(), at_ms, event: "PreToolUse".into(), send: Send::Events(Batch { turn, events }) }
+    }
+
+    #[test]
+    fn a_turns_spooled_events_that_follow_each_other_go_as_one_batch_in_order() {
+        let now = SPOOL_ENTRY_AGE_MS_MAX + 10;
+        let seqs = |b: &Batch| b.events.iter().map(|e| e.seq).collect::<Vec<_>>();
+        let run = [events("a", 2, 3..=3, now), events("b", 2, 4..=5, now), events("c", 2, 6..=6, now)];
+        let (batch, n) = events_run(&run, now).unwrap();
+        assert_eq!((batch.turn, seqs(&batch), n), (2, vec![3, 4, 5, 6], 3));
+
+        let report = entry("r", 1);
+        let cut = [events("a", 2, 3..=3, now), events("b", 2, 4..=4, now), report.clone(), events("c", 2, 5..=5, now)];
+        assert_eq!(events_run(&cut, now).map(|(_, n)| n), Some(2), "a report between keeps the order");
+        let other_turn = [events("a", 2, 3..=3, now), events("b", 3, 1..=1, now)];
+        assert_eq!(events_run(&other_turn, now), None, "one turn a batch");
+        let gap = [events("a", 2, 3..=3, now), events("b", 2, 5..=5, now)];
+        assert_eq!(events_run(&gap, now), None, "a gap is never joined over");
+        let aged = [events("a", 2, 3..=3, now), events("b", 2, 4..=4, 1)];
+        assert_eq!(events_run(&aged, now), None, "an entry past its age is dropped on its own");
+        assert_eq!(events_run(&[report, events("a", 2, 1..=1, now)], now), None, "a run starts with events");
+        let many: Vec<Entry> = (1..=100).map(|s| events(&format!("k{s}"), 1, s..=s, now)).collect();
+        let (batch, n) = events_run(&many, now).unwrap();
+        assert_eq!((batch.events.len(), n), (TIMELINE_EVENTS_PER_REQUEST_MAX, TIMELINE_EVENTS_PER_REQUEST_MAX));
     }
 
     #[test]
