@@ -8,8 +8,12 @@
 //! line, each JSON line handed to the turn's reader ([`OnLine`]), its tail kept; the end is
 //! told to serve's loop by a thread that waits for the process.
 
+use super::events::Shaper;
 use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
-use crate::machine::{group, Runtime};
+use super::sender::Timeline;
+use crate::hook::transcript;
+use crate::machine::{env::ENV_CONTEXT_WINDOW, group, Runtime};
+use handoff_core::suggestion::Usage;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -94,6 +98,33 @@ pub fn is_result(line: &Value) -> bool {
 
 /// What reads each JSON line of its standard output, in order, on the reading thread.
 pub type OnLine = Box<dyn FnMut(&Value) + Send>;
+
+/// A served turn's reader of Claude Code's output: each line's events to the turn's timeline,
+/// the result to serve's loop as [`Event::Finished`], with the context the last call used
+/// (as a transcript's assistant lines give it, which stream-json's are).
+pub fn reader(turn: u64, mut shaper: Shaper, timeline: Timeline, emit: Emit) -> OnLine {
+    let mut context: Option<(u64, Option<String>)> = None;
+    Box::new(move |line| {
+        timeline.extend(shaper.claude_code(line, crate::hook::now_ms()));
+        if line["type"] == "assistant" {
+            let tail = transcript::tail_of(&line.to_string());
+            if let Some(used) = tail.context_used {
+                context = Some((used, tail.model));
+            }
+        }
+        if is_result(line) {
+            let window = std::env::var(ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
+            let usage = context.as_ref().map(|(used, model)| Usage {
+                context_used: Some(*used),
+                context_window: Some(transcript::context_window(model.as_deref(), window)),
+                ..Usage::default()
+            });
+            let answer = line["result"].as_str().unwrap_or_default().to_string();
+            let failed = line["is_error"] == true || line["subtype"] != "success";
+            emit(turn, Event::Finished { answer, failed, usage });
+        }
+    })
+}
 
 /// Starts it; its end is told to `emit` as [`Event::Gone`], each line of its output to
 /// `on_line`.
