@@ -233,6 +233,27 @@ fn a_served_codex_turn_leaves_its_words_commands_with_their_output_and_whole_rep
     s.close();
 }
 
+#[test]
+fn the_machine_notes_a_resumed_session_and_a_stop_and_why_on_the_turns_timeline() {
+    let steps = vec![Step::text("Hello."), Step::bash("touch never.txt"), Step::text("Not reached.")];
+    let mut s = Served::start("Say hello.", steps, &[]);
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Now make a file."]);
+    s.until("turn 2 asks", |r| r["turn"] == 2 && r["question"]["id"].is_string() && r["question"]["answer"].is_null());
+    ok(Some(&s.owner), &["cancel", &s.id]);
+    let events = s.events_until(2, "the stop's note", |e| {
+        e.iter().any(|x| x["kind"] == "note" && x["text"].as_str().is_some_and(|t| t.starts_with("Stopped")))
+    });
+    assert!(numbered_from_1(&events), "each turn numbers from 1 again: {events:?}");
+    let notes: Vec<&str> = events.iter().filter(|e| e["kind"] == "note").filter_map(|e| e["text"].as_str()).collect();
+    assert!(notes[0].starts_with("Resumed the claude-code session"), "{notes:?}");
+    assert_eq!(notes.last().copied(), Some("Stopped claude-code because the owner cancelled it."), "{notes:?}");
+    assert!(tool(&events, "Bash", "started").is_some(), "the call it was stopped in: {events:?}");
+    let first = s.events_until(1, "turn 1's words", |e| e.iter().any(|x| x["text"] == "Hello."));
+    assert!(first.iter().all(|e| e["kind"] != "note"), "a new session is no note: {first:?}");
+    s.close();
+}
+
 fn message(text: &str) -> Event {
     Event {
         seq: 0,
