@@ -172,7 +172,7 @@ fn a_served_claude_code_turn_leaves_its_words_tool_calls_and_whole_reply_on_the_
     assert!(entry["summary"].as_str().is_some_and(|t| t.len() <= 4096 && reply.starts_with(t.trim_end_matches('…'))));
     assert_eq!(entry["sync_mode"], "messages");
     let log = s.machine.log();
-    assert!(log.contains("reported turn 1 done") && log.contains("with its reply"), "serve sent the done: {log}");
+    assert!(log.contains("turn 1: final report done with its reply: delivered 1"), "serve sent the done: {log}");
     assert!(log.contains("in a served turn, serve sends the final report"), "the Stop hook sent none: {log}");
 
     let files = s.files_with("made.txt");

@@ -560,12 +560,22 @@ impl Serve {
             ..ReportInput::of(turn, ReportStatus::Done)
         };
         let with = if report.reply.is_some() { " with its reply" } else { "" };
-        match self.call(|c| c.report(&self.id, &report)) {
-            Ok(r) => self.say.line(&format!("reported turn {turn} done (v{}){with}", r.value.version)),
-            Err(Error::Refused(r)) if r.code.is(Code::TurnFinished) || r.code.is(Code::HandoffStale) => {
-                self.say.line(&format!("turn {turn} had ended already: {}", crate::output::refusal_line(&r)));
-            }
-            Err(e) => self.say.line(&format!("could not report turn {turn} done: {e}")),
+        // Spooled first, as the hooks' reports are: a drop delays it and never loses it, and a
+        // gone harness's turn is judged only once the spool was delivered.
+        let Some(session) = hook::session("serve", &self.url, Some(&self.token.get()), Some(&self.id)) else { return };
+        let entry = hook::spool::Entry {
+            key: crate::client::new_idempotency_key(),
+            at_ms: hook::now_ms(),
+            event: "result".into(),
+            send: hook::spool::Send::Report(report),
+        };
+        let spool = hook::spool::Spool::open(&session.dir, &self.id);
+        match spool.and_then(|spool| spool.append(&entry).and_then(|_| session.deliver(&spool))) {
+            Ok(d) => self.say.line(&format!(
+                "turn {turn}: final report done{with}: delivered {}, dropped {}, left {}",
+                d.sent, d.dropped, d.left
+            )),
+            Err(e) => self.say.line(&format!("turn {turn}: could not spool its final report: {e}")),
         }
     }
 
