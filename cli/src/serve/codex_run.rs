@@ -1,9 +1,12 @@
 //! A served Codex turn: [`super::codex`]'s app-server driven on a thread of its own, its
-//! approvals and questions asked of the owner, its outcome reported by serve (app-server runs
-//! no hooks, so nothing else would report it).
+//! approvals and questions asked of the owner, its items sent to the turn's timeline, its
+//! outcome reported by serve (app-server runs no hooks, so nothing else would report it): a
+//! failure from here, a done by serve's loop ([`Event::Finished`]), as for Claude Code.
 
 use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
+use super::events::Shaper;
 use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
+use super::sender::Timeline;
 use crate::ask::{self, Prompt, Waited};
 use crate::client::{Client, ReportInput};
 use crate::machine::{group, Runtime};
@@ -39,6 +42,10 @@ pub struct Start {
     pub id: String,
     pub turn: u64,
     pub wait_s: u64,
+    /// What leaves the machine: the timeline's events and the reply.
+    pub sync: handoff_core::timeline::SyncMode,
+    /// Where the turn's items go, as events.
+    pub timeline: Timeline,
 }
 
 /// How long a stop waits for the turn's thread: Codex's interrupt, then its group's stop.
@@ -137,38 +144,36 @@ fn run(
             None => server.start_thread()?,
         };
         emit(s.turn, Event::Started { session: thread.clone() });
-        let mut asker = Asker { s, cancel, emit, answers, kept };
+        let shaper = Shaper::new(s.sync);
+        let mut asker = Asker { s, cancel, emit, answers, kept, shaper };
         let outcome = server.run_turn(&thread, &s.prompt, cancel, &mut asker);
         server.stop();
         outcome
     })();
-    let (status, summary) = match outcome {
+    let summary = match outcome {
         Ok(TurnOutcome::Interrupted) => return None,
-        Ok(TurnOutcome::Completed { message }) => (
-            ReportStatus::Done,
-            if message.trim().is_empty() { "codex ended its turn without a message".to_string() } else { message },
-        ),
-        Ok(TurnOutcome::Failed { reason }) => (ReportStatus::Failed, format!("codex's turn failed: {reason}")),
-        Err(e) => (ReportStatus::Failed, e.to_string()),
+        // The turn's last agent message goes to serve's loop, which sends the one final report
+        // (through the hooks' spool), the reply whole as the sync mode lets it.
+        Ok(TurnOutcome::Completed { message }) => {
+            if cancel.load(Ordering::SeqCst) {
+                return None;
+            }
+            emit(s.turn, Event::Finished { answer: message.clone(), failed: false, usage: None });
+            return Some(Ok(message));
+        }
+        Ok(TurnOutcome::Failed { reason }) => format!("codex's turn failed: {reason}"),
+        Err(e) => e.to_string(),
     };
     if cancel.load(Ordering::SeqCst) {
         return None;
     }
     let report = ReportInput {
-        turn: s.turn,
-        status,
         summary: Some(crate::hook::clip_summary(&summary)),
-        unmet: None,
-        usage: None,
-        question: None,
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
+        ..ReportInput::of(s.turn, ReportStatus::Failed)
     };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
-    Some(if status == ReportStatus::Done { Ok(summary) } else { Err(summary) })
+    Some(Err(summary))
 }
 
 /// Asks the owner what app-server asks, and waits for the answer, a withdrawal (a cancel) or
@@ -179,6 +184,7 @@ struct Asker<'a> {
     emit: &'a Emit,
     answers: &'a mpsc::Receiver<(String, Waited)>,
     kept: &'a Kept,
+    shaper: Shaper,
 }
 
 impl Asker<'_> {
@@ -233,6 +239,10 @@ impl Asker<'_> {
 }
 
 impl Handler for Asker<'_> {
+    fn item(&mut self, method: &str, item: &serde_json::Value) {
+        self.s.timeline.extend(self.shaper.codex(method, item, crate::hook::now_ms()));
+    }
+
     fn steers(&mut self) -> Vec<(String, String)> {
         self.kept.take()
     }
