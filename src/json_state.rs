@@ -26,7 +26,8 @@ fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
     sql.exec(TABLE, None)?;
     let rows: Vec<Row> = sql.exec("SELECT v FROM state WHERE k = 1", None)?.to_array()?;
     match rows.first() {
-        Some(row) => serde_json::from_str(&row.v).map_err(|e| worker::Error::RustError(e.to_string())),
+        // From a slice, as every ask is read: one reader's instance of each type's deserializer.
+        Some(row) => serde_json::from_slice(row.v.as_bytes()).map_err(|e| worker::Error::RustError(e.to_string())),
         None => Ok(T::default()),
     }
 }
