@@ -22,8 +22,17 @@ struct Row {
     v: String,
 }
 
+/// The stored value, or the default where none was ever stored: reading creates no table, so
+/// an owner whose creates only ask (no machine enrolled) leaves nothing on disk.
 fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
-    sql.exec(TABLE, None)?;
+    if crate::sqlite::count(
+        sql,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'state'",
+        vec![],
+    )? == 0
+    {
+        return Ok(T::default());
+    }
     let rows: Vec<Row> = sql.exec("SELECT v FROM state WHERE k = 1", None)?.to_array()?;
     match rows.first() {
         // From a slice, as every ask is read: one reader's instance of each type's deserializer.
@@ -33,6 +42,7 @@ fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
 }
 
 fn store<T: Serialize>(sql: &SqlStorage, value: &T) -> Result<()> {
+    sql.exec(TABLE, None)?;
     let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
     sql.exec("INSERT OR REPLACE INTO state (k, v) VALUES (1, ?)", vec![text.into()])?;
     Ok(())

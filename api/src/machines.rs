@@ -318,7 +318,10 @@ pub fn answer_machines(state: &mut Machines, ask: MachinesAsk, now: EpochMs) -> 
             Err(r) => (Err(r), false),
         },
         MachinesAsk::List => (json(200, &MachinesList { machines: state.view(now) }), false),
-        MachinesAsk::Revoke { name } => (state.revoke(&name).map(|()| (204, Vec::new())), true),
+        MachinesAsk::Revoke { name } => match state.revoke(&name) {
+            Ok(()) => (Ok((204, Vec::new())), true),
+            Err(r) => (Err(r), false),
+        },
     }
 }
 
