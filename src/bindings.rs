@@ -14,6 +14,10 @@ use worker::{console_error, web_sys, Env, Result};
 pub const HANDOFFS: &str = "HANDOFFS";
 /// The owners' index Durable Object namespace, as in wrangler.toml.
 pub const OWNER_INDEX: &str = "OWNER_INDEX";
+/// The pending enrolments' Durable Object namespace (one object, across owners).
+pub const ENROLMENTS: &str = "ENROLMENTS";
+/// The owners' machines' Durable Object namespace (one object per owner).
+pub const MACHINES: &str = "MACHINES";
 /// `development`, `staging` or `production`, as in wrangler.toml, or `local`, which only local
 /// runs set (`--var`); absent or any other value is deployed.
 pub const ENV: &str = "HANDOFF_ENV";
@@ -138,6 +142,7 @@ fn read_setting(env: &Env) -> Setting {
     let ready = auth_ready(env, key.as_deref());
     Setting {
         store_bound: env.durable_object(HANDOFFS).is_ok() && env.durable_object(OWNER_INDEX).is_ok(),
+        machines_bound: env.durable_object(ENROLMENTS).is_ok() && env.durable_object(MACHINES).is_ok(),
         // Only a usable key ([`auth_ready`]): `None` fails closed.
         key: key.filter(|_| ready),
         expect: token_expect(env),
@@ -161,6 +166,11 @@ pub fn setting(env: &Env) -> std::rc::Rc<Setting> {
 /// The name of an owner's index object.
 pub fn owner_index_name(owner: &str) -> String {
     format!("owner:{owner}")
+}
+
+/// The name of `owner`'s `Machines` object.
+pub fn machines_name(owner: &str) -> String {
+    format!("machines:{owner}")
 }
 
 /// The one 503 (`Refusal::unavailable`), with what failed and what the runtime said logged.

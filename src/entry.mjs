@@ -47,3 +47,13 @@ export class OwnerIndex extends DurableObject {
   fetch(request) { return this.rs.fetch(request); }
   alarm() { return this.rs.alarm(); }
 }
+
+export class Enrolments extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); this.rs = new rs.EnrolmentsObject(ctx, env); }
+  fetch(request) { return this.rs.fetch(request); }
+}
+
+export class Machines extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); this.rs = new rs.MachinesObject(ctx, env); }
+  fetch(request) { return this.rs.fetch(request); }
+}

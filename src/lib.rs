@@ -1,4 +1,4 @@
-//! The hand-off service's Worker: the router and the two Durable Objects. They load, ask
+//! The hand-off service's Worker: the router and its Durable Objects. They load, ask
 //! `handoff-core` what a command does, store, answer and wake; the HTTP contract they speak
 //! is `handoff-api`. Compiled only for wasm32 (natively this crate is empty).
 
@@ -11,9 +11,15 @@ mod clock;
 #[cfg(target_arch = "wasm32")]
 mod digest;
 #[cfg(target_arch = "wasm32")]
+mod enrolments_object;
+#[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]
 mod http;
+#[cfg(target_arch = "wasm32")]
+mod json_state;
+#[cfg(target_arch = "wasm32")]
+mod machines_object;
 #[cfg(target_arch = "wasm32")]
 mod owner_index;
 #[cfg(target_arch = "wasm32")]

@@ -5,7 +5,9 @@
 //! holds no state and no rule of its own, and is the only place that reads HTTP requests.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::bindings::{self, owner_index_name, unavailable, HANDOFFS, OWNER_INDEX};
+use crate::bindings::{
+    self, machines_name, owner_index_name, unavailable, ENROLMENTS, HANDOFFS, MACHINES, OWNER_INDEX,
+};
 use crate::clock::{now_ms, now_s};
 use crate::http::{self, Incoming};
 use crate::webcrypto;
@@ -13,6 +15,7 @@ use futures::StreamExt;
 use handoff_api::admission::{self, Admission, Admitted, Body, BodyRules, Carrier, Head, Next, Setting};
 use handoff_api::error::ApiError;
 use handoff_api::input::CreateInput;
+use handoff_api::machines::{self, CollectAnswer, Enrolled, MachinesAsk, Placed, ENROLMENTS_OBJECT};
 use handoff_api::notifications;
 use handoff_api::protocol::{self, Ask};
 use handoff_api::routes::Kind;
@@ -52,7 +55,9 @@ impl Edge {
         refresh: Option<String>,
         body: Option<Vec<u8>>,
     ) -> JsValue {
+        let client_address = request.headers().get("cf-connecting-ip").ok().flatten();
         let head = Head {
+            client_address,
             method,
             url,
             authorization,
@@ -172,7 +177,7 @@ fn route(mut req: Incoming, env: Env) -> Step {
         Err(error) => return Step::refusal(&error),
     };
     if let (Some(body), false) = (&read, creates) {
-        return dispatch(&req, &setting, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e));
+        return dispatch(&env, &req, &setting, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e));
     }
     let routed = async move {
         let routed = async {
@@ -182,7 +187,14 @@ fn route(mut req: Incoming, env: Env) -> Step {
             };
             let create = admitted.create_input(&body)?;
             rate_limit(&env, &admitted).await?;
-            dispatch(&req, &setting, &admitted, &body, create)
+            let create = match create {
+                Some(create) if setting.machines_bound => match place(&env, &admitted, create).await {
+                    Ok(create) => Some(create),
+                    Err(answer) => return Ok(answer),
+                },
+                create => create,
+            };
+            dispatch(&env, &req, &setting, &admitted, &body, create)
         }
         .await;
         Ok(routed.unwrap_or_else(|e| Step::refusal(&e)).value())
@@ -197,6 +209,7 @@ struct ObjectStarts {
 
 /// Carries out what admission says comes next: the ask, where it goes and how.
 fn dispatch(
+    env: &Env,
     req: &Incoming,
     setting: &Setting,
     admitted: &Admission,
@@ -210,6 +223,22 @@ fn dispatch(
         Next::Index { owner, ask } => {
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the index ask", &e))?;
             Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(owner), wire))
+        }
+        Next::Enrolments { ask } => {
+            let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the enrolment ask", &e))?;
+            Ok(Step::fetch_ask(ENROLMENTS, ENROLMENTS_OBJECT.to_string(), wire))
+        }
+        Next::Machines { owner, ask } => {
+            let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the machines ask", &e))?;
+            Ok(Step::fetch_ask(MACHINES, machines_name(owner), wire))
+        }
+        Next::Collect { ask } => Ok(later(collect(env.clone(), setting.clone(), ask))),
+        Next::CredentialToken { owner, check, id, ask } => {
+            let (owner, env) = (owner.to_string(), env.clone());
+            Ok(later(async move {
+                ask_object(&env, MACHINES, &machines_name(&owner), &check).await?;
+                send(id, &ask, Carrier::Rpc).map_err(|e| Step::refusal(&e))
+            }))
         }
         Next::ObjectStarts => {
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
@@ -230,6 +259,76 @@ fn dispatch(
             Ok(Step::Later(future_to_promise(answer)))
         }
     }
+}
+
+/// A step that comes once `step` settles (its error is the answer to give).
+fn later(step: impl std::future::Future<Output = std::result::Result<Step, Step>> + 'static) -> Step {
+    Step::Later(future_to_promise(async move { Ok(step.await.unwrap_or_else(|answer| answer).value()) }))
+}
+
+/// Asks an object (a machines' one) `ask` and reads its 2xx answer's body; any other answer is
+/// passed on to the client as it is.
+async fn ask_object(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    ask: &impl Serialize,
+) -> std::result::Result<Vec<u8>, Step> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| Step::refusal(&unavailable(what, e));
+    let wire = protocol::encode(ask).map_err(|e| failed("encoding a machines ask", &e))?;
+    let stub = env.durable_object(namespace).and_then(|ns| ns.get_by_name(name)).map_err(|e| failed(namespace, &e))?;
+    let pending = http::ask(&http::raw_stub(stub), "https://machines/ask", &wire).map_err(|e| failed(namespace, &e))?;
+    let answer = http::await_answer(pending).await.map_err(|e| failed(namespace, &e))?;
+    let body = http::bytes(&answer).await.map_err(|e| failed(namespace, &e))?;
+    let status = answer.status();
+    if !(200..300).contains(&status) {
+        return Err(Step::Answer(http::Plain::new(status, JSON, body, false, Vec::new())));
+    }
+    Ok(body)
+}
+
+fn read<T: serde::de::DeserializeOwned>(body: &[u8]) -> std::result::Result<T, Step> {
+    serde_json::from_slice(body).map_err(|e| Step::refusal(&unavailable("reading a machines answer", &e)))
+}
+
+/// A create for an enrolled machine: its owner's `Machines` object fits the placement to what
+/// the machine reported (or refuses it, and nothing is created) and lists it for the machine.
+async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std::result::Result<CreateInput, Step> {
+    let Some((owner, ask)) = admitted.place(&create) else {
+        return Ok(create);
+    };
+    let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), &ask).await?)?;
+    if let Some(placement) = placed.placement {
+        create.place(placement);
+    }
+    Ok(create)
+}
+
+/// A machine collects: once the owner it expects approved, its enrolment is over, the machine
+/// is enrolled with that owner and its credential minted.
+async fn collect(env: Env, setting: Setting, ask: machines::EnrolmentAsk) -> std::result::Result<Step, Step> {
+    let body = ask_object(&env, ENROLMENTS, ENROLMENTS_OBJECT, &ask).await?;
+    let mut answer: CollectAnswer = read(&body)?;
+    let (Some(owner), Some(name)) = (answer.approved_by.clone(), answer.machine.clone()) else {
+        return Ok(Step::Answer(http::Plain::new(200, JSON, body, false, Vec::new())));
+    };
+    let enrol = MachinesAsk::Enrol {
+        name: name.clone(),
+        host: answer.host.clone().unwrap_or_default(),
+        fingerprint: answer.fingerprint.clone().unwrap_or_default(),
+    };
+    let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), &enrol).await?)?;
+    let key = setting.key.as_deref().ok_or_else(|| Step::refusal(&handoff_api::error::ApiError::unavailable()))?;
+    let credential = handoff_api::token::machine_credential(
+        &owner,
+        &name,
+        enrolled.enrolled_at,
+        key.as_bytes(),
+        now_s(),
+        &setting.expect,
+    );
+    answer.credential = Some(credential);
+    Ok(Step::json(200, &answer))
 }
 
 /// A create counts against its owner's creations per minute, which the runtime's rate-limiting

@@ -7,8 +7,11 @@
 use crate::device::{self, Credential};
 use crate::error::{ApiError, Code};
 use crate::input::{self, CreateInput, RequestUrl};
+use crate::machines::{self, EnrolmentAsk, MachinesAsk};
 use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
-use crate::routes::{self, Found, Gate, Input, Kind, Making, Route, Transport, Watching};
+use crate::routes::{
+    self, EnrolmentRoute, Found, Gate, Input, Kind, MachinesRoute, Making, Route, Transport, Watching,
+};
 use crate::token::{self, Claims, Expect, Role};
 use handoff_core::limits::{
     ACCESS_TOKEN_TTL_S, CREATES_PER_OWNER_PERIOD_S, CREATES_PER_OWNER_PER_MINUTE_MAX, TOKEN_CLOCK_SKEW_S,
@@ -24,6 +27,10 @@ use serde::Serialize;
 pub struct Setting {
     /// Both Durable Object namespaces are bound.
     pub store_bound: bool,
+    /// The machines' two namespaces (`Enrolments`, `Machines`) are bound: production has them
+    /// only once their migration is approved; until then the machine routes answer 404
+    /// `store.unbound` and a create checks no machine.
+    pub machines_bound: bool,
     /// The signing key, only where it is usable: `None` fails closed.
     pub key: Option<String>,
     pub expect: Expect,
@@ -51,6 +58,8 @@ pub struct Head {
     pub cookie: Option<String>,
     pub origin: Option<String>,
     pub refresh: Option<String>,
+    /// The client's address (`CF-Connecting-IP`), which bounds the enrolments it may start.
+    pub client_address: Option<String>,
 }
 
 /// `GET /v1/health`: whether the store is bound, and whether tokens and push can be used.
@@ -141,6 +150,14 @@ pub fn admit(head: &Head, setting: &Setting, now_s: i64) -> Result<Admitted, Api
     // A watch may carry its token as a subprotocol (a browser cannot set Authorization).
     let upgrade = matches!(route.kind, Kind::Handoff { transport: Transport::Upgrade, .. });
     let offered = if upgrade { Some(watch::offered(head.websocket_protocol.as_deref())?) } else { None };
+    let machines = matches!(route.kind, Kind::Enrol | Kind::Collect | Kind::Enrolment(_) | Kind::Machines(_));
+    if machines && !setting.machines_bound {
+        return Err(ApiError::new(Code::StoreUnbound, "this environment has no machines' store yet"));
+    }
+    if let Kind::Enrol | Kind::Collect = route.kind {
+        // A machine with no credential yet: bounded per address, and proving its key to collect.
+        return admitted(None, None, false, false);
+    }
     if let Kind::Refresh = route.kind {
         // The one route a cookie authenticates: its CSRF defence first.
         let url = RequestUrl::split(&head.url);
@@ -297,6 +314,16 @@ pub enum Next<'a> {
     ObjectStarts,
     /// The VAPID public key, derived from this private key (PKCS#8).
     PushKey { pkcs8: Vec<u8> },
+    /// Ask the one `Enrolments` object.
+    Enrolments { ask: EnrolmentAsk },
+    /// A machine collects: ask the `Enrolments` object, and once accepted, enrol the machine
+    /// with its owner's `Machines` object and mint its credential.
+    Collect { ask: EnrolmentAsk },
+    /// Ask `owner`'s `Machines` object.
+    Machines { owner: &'a str, ask: MachinesAsk },
+    /// A credential's hand-off machine token: `owner`'s `Machines` object checks `check`,
+    /// then the hand-off `id` is asked `ask`.
+    CredentialToken { owner: &'a str, check: MachinesAsk, id: String, ask: Ask },
 }
 
 impl Admission {
@@ -308,6 +335,14 @@ impl Admission {
     pub fn counted(&self) -> Option<&str> {
         let claims = &self.signed.as_ref()?.claims;
         (matches!(self.route.kind, Kind::Create) && claims.role == Role::Owner).then_some(claims.sub.as_str())
+    }
+
+    /// Where a create goes on its machine: `owner`'s `Machines` object is asked to place it
+    /// (an enrolled machine's checks and default workspace) before the hand-off is created.
+    pub fn place(&self, create: &CreateInput) -> Option<(&str, MachinesAsk)> {
+        let owner = self.counted()?;
+        let id = input::handoff_id(owner, &create.session);
+        Some((owner, MachinesAsk::Place { machine: create.machine.clone(), id, placement: create.placement() }))
     }
 
     /// A create's body, read before its owner is counted (bad input is refused as such, and
@@ -333,6 +368,20 @@ impl Admission {
         if let (Kind::Refresh, Some(credential)) = (self.route.kind, &self.credential) {
             return refresh(credential, &url, body, setting, now_ms);
         }
+        if let Kind::Enrol = self.route.kind {
+            routes::no_query(url.query)?;
+            let input = machines::parse_start(body)?;
+            let mut random = [0u8; handoff_core::enrolment::CODE_RANDOM_BYTES];
+            draw(&mut random)?;
+            let address = head.client_address.as_deref().unwrap_or("unknown");
+            return Ok(Next::Enrolments {
+                ask: EnrolmentAsk::Start { pending: machines::pending(input, random, address, now_ms()) },
+            });
+        }
+        if let Kind::Collect = self.route.kind {
+            routes::no_query(url.query)?;
+            return Ok(Next::Collect { ask: machines::parse_collect(body)? });
+        }
         let Some(signed) = &self.signed else {
             let floor = Ask {
                 caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None },
@@ -342,7 +391,75 @@ impl Admission {
             return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), ask: floor, carrier: Carrier::Rpc });
         };
         match self.route.kind {
-            Kind::Health | Kind::BenchFloor | Kind::Refresh => Err(ApiError::new(Code::RouteNotFound, "no such route")),
+            Kind::Health | Kind::BenchFloor | Kind::Refresh | Kind::Enrol | Kind::Collect => {
+                Err(ApiError::new(Code::RouteNotFound, "no such route"))
+            }
+            Kind::Enrolment(what) => {
+                routes::no_query(url.query)?;
+                let code = machines::path_code(self.id.as_deref().unwrap_or_default())?;
+                let approver = signed.claims.sub.clone();
+                let ask = match what {
+                    EnrolmentRoute::LookUp => EnrolmentAsk::LookUp { approver, code },
+                    EnrolmentRoute::Approve => {
+                        input::parse_close(body)?;
+                        EnrolmentAsk::Approve { approver, code }
+                    }
+                    EnrolmentRoute::Refuse => {
+                        input::parse_close(body)?;
+                        EnrolmentAsk::Refuse { approver, code }
+                    }
+                };
+                Ok(Next::Enrolments { ask })
+            }
+            Kind::Machines(what) => {
+                routes::no_query(url.query)?;
+                let owner = signed.claims.sub.as_str();
+                let ask = match what {
+                    MachinesRoute::List => MachinesAsk::List,
+                    MachinesRoute::Revoke => {
+                        input::parse_close(body)?;
+                        let name = self.id.as_deref().unwrap_or_default();
+                        if !input::is_id(name) {
+                            return Err(ApiError::new(Code::MachineNotFound, "no machine of this owner has that name"));
+                        }
+                        MachinesAsk::Revoke { name: name.to_string() }
+                    }
+                    MachinesRoute::Presence => {
+                        let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
+                        MachinesAsk::Presence { name, enrolled_at, presence: machines::parse_presence(body)? }
+                    }
+                    MachinesRoute::Handoffs => {
+                        let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
+                        MachinesAsk::Handoffs { name, enrolled_at }
+                    }
+                    MachinesRoute::Token => {
+                        input::parse_close(body)?;
+                        let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
+                        let id = self.id.as_deref().unwrap_or_default();
+                        if !input::is_handoff_id(id) {
+                            return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
+                        }
+                        let now = now_ms();
+                        let machine_token =
+                            token::machine_token_at(owner, id, signed.key.as_bytes(), now, &setting.expect);
+                        let caller = Caller {
+                            owner: owner.to_string(),
+                            role: Role::Credential,
+                            incarnation: enrolled_at.max(0) as u64,
+                            hid: Some(id.to_string()),
+                        };
+                        let op = Op::MachineToken {
+                            machine_token,
+                            incarnation: now.max(0) as u64,
+                            machine: Some(name.clone()),
+                        };
+                        let check = MachinesAsk::MayToken { name, enrolled_at, id: id.to_string() };
+                        let ask = Ask { caller, op, idempotency: None };
+                        return Ok(Next::CredentialToken { owner, check, id: id.to_string(), ask });
+                    }
+                };
+                Ok(Next::Machines { owner, ask })
+            }
             Kind::Index { read } => {
                 let now = Timestamp::from_ms(now_ms());
                 let owner = signed.claims.sub.as_str();
@@ -472,7 +589,7 @@ impl Signed {
     /// `inc` the hand-off takes as the floor below which it ends the ones before.
     fn machine_token(&self, id: &str, now_ms: i64, expect: &Expect) -> Ask {
         let machine_token = token::machine_token_at(&self.claims.sub, id, self.key.as_bytes(), now_ms, expect);
-        let op = Op::MachineToken { machine_token, incarnation: now_ms.max(0) as u64 };
+        let op = Op::MachineToken { machine_token, incarnation: now_ms.max(0) as u64, machine: None };
         Ask { caller: self.caller(), op, idempotency: None }
     }
 }

@@ -52,6 +52,10 @@ pub fn status(code: Code) -> u16 {
         Code::DeviceTooMany => 409,
         Code::DeviceRateLimited => 429,
         Code::TimelineConflict | Code::TimelineGap | Code::TimelineFull | Code::TimelineDropped => 409,
+        Code::EnrolmentNotFound | Code::MachineNotFound => 404,
+        Code::EnrolmentTooMany | Code::EnrolmentRateLimited => 429,
+        Code::EnrolmentRefused => 403,
+        Code::MachineTooMany | Code::WorkspaceUnavailable | Code::ModelUnavailable => 409,
     }
 }
 
@@ -62,7 +66,7 @@ mod tests {
     /// The contract's table (docs/openapi.yaml, `ErrorCode`): each code and its one status.
     #[test]
     fn each_code_answers_the_status_the_contract_gives_it() {
-        let contract: [(&str, u16); 47] = [
+        let contract: [(&str, u16); 55] = [
             ("auth.required", 401),
             ("auth.invalid", 401),
             ("auth.forbidden", 403),
@@ -110,6 +114,14 @@ mod tests {
             ("timeline.full", 409),
             ("timeline.dropped", 409),
             ("steer.too_many", 409),
+            ("enrolment.not_found", 404),
+            ("enrolment.too_many", 429),
+            ("enrolment.rate_limited", 429),
+            ("enrolment.refused", 403),
+            ("machine.not_found", 404),
+            ("machine.too_many", 409),
+            ("workspace.unavailable", 409),
+            ("model.unavailable", 409),
         ];
         assert_eq!(contract.len(), Code::ALL.len(), "every code is in the contract's table");
         for (name, expected) in contract {

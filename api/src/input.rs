@@ -61,6 +61,14 @@ pub struct CreateInput {
 }
 
 impl CreateInput {
+    /// Turn 1 runs as its machine placed it (`machines::place`).
+    pub fn place(&mut self, placement: Placement) {
+        self.workspace = placement.workspace;
+        self.runtime = placement.runtime;
+        self.model = placement.model;
+        self.requested_permission_mode = placement.requested_permission_mode;
+    }
+
     /// Where and how turn 1 is to run, as the core keeps it.
     pub fn placement(&self) -> Placement {
         Placement {

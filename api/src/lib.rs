@@ -9,6 +9,7 @@ pub mod conditional;
 pub mod device;
 pub mod error;
 pub mod input;
+pub mod machines;
 pub mod notifications;
 pub mod protocol;
 pub mod routes;

@@ -53,6 +53,34 @@ pub enum Kind {
     /// `POST /v1/devices/refresh`: a device's credential (its cookie) for a fresh access
     /// token; the one route that takes no bearer token but a credential.
     Refresh,
+    /// `POST /v1/enrolments`: a machine starts an enrolment; no token, bounded per address.
+    Enrol,
+    /// `POST /v1/enrolments/collect`: the machine collects its credential, proving its key;
+    /// no token.
+    Collect,
+    /// An owner's look-up, approval or refusal of an enrolment's `{code}`.
+    Enrolment(EnrolmentRoute),
+    /// An owner's machines, or a machine credential's own routes.
+    Machines(MachinesRoute),
+}
+
+/// What an owner does with an enrolment's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnrolmentRoute {
+    LookUp,
+    Approve,
+    Refuse,
+}
+
+/// The machines' routes: the owner's (list, revoke) and a credential's (presence, hand-offs,
+/// a hand-off's machine token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MachinesRoute {
+    List,
+    Revoke,
+    Presence,
+    Handoffs,
+    Token,
 }
 
 /// How a hand-off route's ask reaches its object.
@@ -222,6 +250,7 @@ const fn index(method: &'static str, path: &'static str, read: IndexReader, gate
 }
 
 const OWNER: Option<Role> = Some(Role::Owner);
+const CREDENTIAL: Option<Role> = Some(Role::Credential);
 
 /// Every route. Paths under `/v1/test/` and `/v1/bench/` exist only where their switch is on,
 /// and are the only ones `docs/openapi.yaml` leaves out.
@@ -405,6 +434,23 @@ pub const ROUTES: &[Route] = &[
     // The turn's timeline.
     timeline_post(timeline_events),
     read("GET", "/v1/handoffs/{id}/events", timeline_read),
+    // Enrolled machines (issue 58).
+    top("POST", "/v1/enrolments", Kind::Enrol, None, Gate::Always),
+    top("POST", "/v1/enrolments/collect", Kind::Collect, None, Gate::Always),
+    top("GET", "/v1/enrolments/{code}", Kind::Enrolment(EnrolmentRoute::LookUp), OWNER, Gate::Always),
+    top("POST", "/v1/enrolments/{code}/approve", Kind::Enrolment(EnrolmentRoute::Approve), OWNER, Gate::Always),
+    top("POST", "/v1/enrolments/{code}/refuse", Kind::Enrolment(EnrolmentRoute::Refuse), OWNER, Gate::Always),
+    top("GET", "/v1/machines", Kind::Machines(MachinesRoute::List), OWNER, Gate::Always),
+    top("DELETE", "/v1/machines/{name}", Kind::Machines(MachinesRoute::Revoke), OWNER, Gate::Always),
+    top("POST", "/v1/machine/presence", Kind::Machines(MachinesRoute::Presence), CREDENTIAL, Gate::Always),
+    top("GET", "/v1/machine/handoffs", Kind::Machines(MachinesRoute::Handoffs), CREDENTIAL, Gate::Always),
+    top(
+        "POST",
+        "/v1/machine/handoffs/{id}/machine-token",
+        Kind::Machines(MachinesRoute::Token),
+        CREDENTIAL,
+        Gate::Always,
+    ),
 ];
 
 /// A test hook's switch: `{"on": true}`.
@@ -644,7 +690,8 @@ pub fn match_path<'a>(pattern: &str, path: &'a str) -> Option<Params<'a>> {
     for want in pattern.trim_start_matches('/').split('/') {
         let segment = given.next()?;
         match want {
-            "{id}" => params.id = Some(segment),
+            // An enrolment's `{code}` and a machine's `{name}` are the path's one parameter too.
+            "{id}" | "{code}" | "{name}" => params.id = Some(segment),
             "{bid}" => params.blocker = Some(segment),
             literal if literal == segment => {}
             _ => return None,
@@ -797,7 +844,10 @@ mod tests {
     #[test]
     fn every_top_level_route_of_the_owner_but_the_key_and_a_create_is_one_ask_of_the_owners_index() {
         for r in ROUTES.iter().filter(|r| r.role == OWNER) {
-            let own = matches!(r.kind, Kind::PushKey | Kind::TestObjectStarts | Kind::MachineToken);
+            let own = matches!(
+                r.kind,
+                Kind::PushKey | Kind::TestObjectStarts | Kind::MachineToken | Kind::Enrolment(_) | Kind::Machines(_)
+            );
             assert_eq!(matches!(r.kind, Kind::Index { .. }), !own, "{} {}", r.method, r.path);
         }
     }

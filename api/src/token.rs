@@ -17,7 +17,8 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use handoff_core::limits::{
-    ACCESS_TOKEN_TTL_S, MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX, TOKEN_CLOCK_SKEW_S,
+    ACCESS_TOKEN_TTL_S, MACHINE_CREDENTIAL_TTL_S, MACHINE_TOKEN_TTL_S, SIGNING_KEY_BYTES_MIN, TOKEN_BYTES_MAX,
+    TOKEN_CLOCK_SKEW_S,
 };
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,9 @@ pub struct Claims {
     /// created again after an erasure refuses tokens minted for an earlier life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inc: Option<u64>,
+    /// A machine credential's machine name (its `inc` is when the machine was enrolled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mch: Option<String>,
 }
 
 /// Why a token was refused. All of them answer 401 `auth.invalid`; the reason is for the message.
@@ -68,6 +72,8 @@ pub enum TokenError {
     WrongKey,
     /// Signed with the device key but naming no device (`did`), or not as an owner's.
     MissingDevice,
+    /// A machine credential without its machine (`mch`) or its enrolment (`inc`).
+    MissingMachine,
 }
 
 impl TokenError {
@@ -85,6 +91,7 @@ impl TokenError {
             TokenError::Audience => "the token's audience (aud) does not name this service",
             TokenError::WrongKey => "the token's role does not match the key it is signed with: machine tokens are minted by this service only",
             TokenError::MissingDevice => "a device's access token must be an owner's and name its device (did)",
+            TokenError::MissingMachine => "a machine credential must name its machine (mch) and enrolment (inc)",
         }
     }
 }
@@ -168,6 +175,17 @@ pub fn device_key(key: &[u8]) -> [u8; 32] {
     derive.finalize().into_bytes().into()
 }
 
+/// What the machine credential key is derived under.
+const CREDENTIAL_KEY_LABEL: &[u8] = b"handoff machine credential key v1";
+
+/// The key machine credentials are signed with, derived as [`machine_key`] is: a credential
+/// is this service's own, and no token of another key is ever one.
+pub fn credential_key(key: &[u8]) -> [u8; 32] {
+    let mut derive = mac(key);
+    derive.update(CREDENTIAL_KEY_LABEL);
+    derive.finalize().into_bytes().into()
+}
+
 /// The device an access token names.
 #[derive(Deserialize, Serialize)]
 struct DeviceClaim {
@@ -221,6 +239,8 @@ pub fn verify_caller(
         (Role::Machine, false)
     } else if signs(&device_key(key), signed, &signature) {
         (Role::Owner, true)
+    } else if signs(&credential_key(key), signed, &signature) {
+        (Role::Credential, false)
     } else {
         return Err(TokenError::Signature);
     };
@@ -238,12 +258,7 @@ pub fn verify_caller(
     if claims.nbf.is_some_and(|nbf| now_s < nbf.saturating_sub(TOKEN_CLOCK_SKEW_S)) {
         return Err(TokenError::NotYetValid);
     }
-    if claims.role == Role::Machine && claims.hid.is_none() {
-        return Err(TokenError::MissingHandoff);
-    }
-    if claims.role == Role::Machine && claims.inc.is_none() {
-        return Err(TokenError::MissingIncarnation);
-    }
+    check_role_claims(&claims)?;
     if expect.issuer.is_some() || expect.audience.is_some() {
         let registered: Registered = decode_json(payload_b64)?;
         if let Some(issuer) = &expect.issuer {
@@ -267,6 +282,23 @@ pub fn verify_caller(
         }
         _ => Err(TokenError::MissingDevice),
     }
+}
+
+/// What each role's claims must name: a machine token its hand-off and life, a machine
+/// credential its machine and enrolment.
+fn check_role_claims(claims: &Claims) -> Result<(), TokenError> {
+    if claims.role == Role::Machine && claims.hid.is_none() {
+        return Err(TokenError::MissingHandoff);
+    }
+    if claims.role == Role::Machine && claims.inc.is_none() {
+        return Err(TokenError::MissingIncarnation);
+    }
+    if claims.role == Role::Credential
+        && (claims.inc.is_none() || !claims.mch.as_deref().is_some_and(crate::input::is_id))
+    {
+        return Err(TokenError::MissingMachine);
+    }
+    Ok(())
 }
 
 fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Result<T, TokenError> {
@@ -326,8 +358,32 @@ pub fn machine_token_at(owner: &str, handoff_id: &str, key: &[u8], now_ms: i64, 
         exp: now_ms.div_euclid(1000) + MACHINE_TOKEN_TTL_S,
         nbf: None,
         inc: Some(now_ms.max(0) as u64),
+        mch: None,
     };
     mint_with(&claims, expect, &machine_key(key))
+}
+
+/// A machine credential for `owner`'s machine `machine`, enrolled at `enrolled_at` (ms, its
+/// `inc`): valid [`MACHINE_CREDENTIAL_TTL_S`] unless the machine is revoked sooner, signed
+/// with [`credential_key`].
+pub fn machine_credential(
+    owner: &str,
+    machine: &str,
+    enrolled_at: i64,
+    key: &[u8],
+    now_s: i64,
+    expect: &Expect,
+) -> String {
+    let claims = Claims {
+        sub: owner.to_string(),
+        role: Role::Credential,
+        hid: None,
+        exp: now_s.saturating_add(MACHINE_CREDENTIAL_TTL_S),
+        nbf: None,
+        inc: Some(enrolled_at.max(0) as u64),
+        mch: Some(machine.to_string()),
+    };
+    mint_with(&claims, expect, &credential_key(key))
 }
 
 /// An owner's access token minted from device `device` at `now_s`: valid
@@ -341,14 +397,22 @@ pub fn access_token(owner: &str, device: &str, key: &[u8], now_s: i64, expect: &
         exp: now_s.saturating_add(ACCESS_TOKEN_TTL_S),
         nbf: None,
         inc: None,
+        mch: None,
     };
     mint_full(&claims, expect, Some(device), &device_key(key))
 }
 
 /// An owner token, for development tools and tests.
 pub fn owner_token(owner: &str, ttl_s: i64, key: &[u8], now_s: i64) -> String {
-    let claims =
-        Claims { sub: owner.to_string(), role: Role::Owner, hid: None, exp: now_s + ttl_s, nbf: None, inc: None };
+    let claims = Claims {
+        sub: owner.to_string(),
+        role: Role::Owner,
+        hid: None,
+        exp: now_s + ttl_s,
+        nbf: None,
+        inc: None,
+        mch: None,
+    };
     mint(&claims, key)
 }
 
@@ -360,7 +424,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn owner(exp: i64) -> Claims {
-        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp, nbf: None, inc: None }
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp, nbf: None, inc: None, mch: None }
     }
 
     #[test]
@@ -417,7 +481,15 @@ mod tests {
             format!("{h}.{p}.{}", URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
         };
         assert_eq!(verify(&no_exp, KEY, NOW), Err(TokenError::Malformed));
-        let m = Claims { sub: "alice".into(), role: Role::Machine, hid: None, exp: NOW + 10, nbf: None, inc: None };
+        let m = Claims {
+            sub: "alice".into(),
+            role: Role::Machine,
+            hid: None,
+            exp: NOW + 10,
+            nbf: None,
+            inc: None,
+            mch: None,
+        };
         let machine = machine_key(KEY);
         assert_eq!(verify(&mint(&m, &machine), KEY, NOW), Err(TokenError::MissingHandoff));
         let no_life = Claims { hid: Some("ho_1".into()), ..m };

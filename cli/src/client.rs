@@ -43,6 +43,7 @@ pub use handoff_core::work::{
 /// The create answer: the hand-off and its machine token. Whether this call created it is the
 /// reply's status: 201, or 200 for the session's existing hand-off.
 pub type Created = handoff_api::view::Created<'static>;
+pub use handoff_api::machines::{CollectAnswer, EnrolmentAnswer};
 
 /// An item of the work record (`decision`, `artifact`, `blocker`, `work`, `policy`, …) with
 /// the hand-off it changed. The item stays JSON: it is shown, never interpreted.
@@ -614,6 +615,39 @@ impl Client {
         let held_s = if timeout_s > 0 { timeout_s + WAIT_MARGIN_S } else { REQUEST_TIMEOUT_S };
         let raw = self.read("GET", &handoff_path(id, "/events"), &query, held_s)?;
         read_json(raw)
+    }
+
+    // ---------------------------------------------------------------- enrolled machines
+
+    /// `POST /v1/enrolments` (no token): a new enrolment and its code.
+    pub fn start_enrolment(&self, name: &str, host: &str, public_key: &str) -> Result<Reply<EnrolmentAnswer>, Error> {
+        let body = json!({"name": name, "host": host, "public_key": public_key});
+        read_json(self.send("POST", "/v1/enrolments", &[], Some(&body), None, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `POST /v1/enrolments/collect` (no token): how the enrolment stands, proving `key_hex`.
+    pub fn collect_enrolment(
+        &self,
+        code: &str,
+        key_hex: &str,
+        owner: Option<&str>,
+    ) -> Result<Reply<CollectAnswer>, Error> {
+        let mut body = json!({"code": code, "key": key_hex});
+        if let Some(owner) = owner {
+            body["owner"] = Value::from(owner);
+        }
+        read_json(self.send("POST", "/v1/enrolments/collect", &[], Some(&body), None, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `GET /v1/enrolments/:code` (owner).
+    pub fn look_up_enrolment(&self, code: &str) -> Result<Reply<EnrolmentAnswer>, Error> {
+        read_json(self.read("GET", &format!("/v1/enrolments/{}", encode(code)), &[], REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `POST /v1/enrolments/:code/approve` (owner).
+    pub fn approve_enrolment(&self, code: &str) -> Result<Reply<EnrolmentAnswer>, Error> {
+        let path = format!("/v1/enrolments/{}/approve", encode(code));
+        read_json(self.send("POST", &path, &[], Some(&json!({})), None, REQUEST_TIMEOUT_S)?)
     }
 
     // ---------------------------------------------------------------- transport

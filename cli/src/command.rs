@@ -10,8 +10,10 @@
 //! - [`package`]: the package and briefing the next runtime is given;
 //! - [`wait`]: waiting for versions;
 //! - [`setup`]: tokens, and the hooks and MCP server in a harness's settings;
+//! - [`enrol`]: a machine enrolled by a code its owner approves;
 //! - `handoff serve` lives in [`crate::serve`].
 
+pub mod enrol;
 pub mod machine;
 pub mod owner;
 pub mod package;
@@ -115,6 +117,10 @@ pub enum Command {
     /// answer: prints the chosen option's id and exits 0, or exits 4 with nothing printed when
     /// no answer came within --wait seconds (default HANDOFF_ANSWER_WAIT_S, else 120).
     Ask(machine::AskArgs),
+    /// Enrol this machine by a code its owner approves (`machine enrol`), or approve a
+    /// machine's code (`machine approve`, the owner's).
+    #[command(subcommand)]
+    Machine(enrol::MachineCommand),
     /// (owner) Answer the open question with one of its options. Without --question, on a
     /// terminal, the question is shown whole and answered only once you confirm.
     Answer(owner::AnswerArgs),

@@ -5,6 +5,7 @@
 
 use clap::Parser;
 use handoff_cli::client::{self, Client, Error};
+use handoff_cli::command::enrol::MachineCommand;
 use handoff_cli::command::shared::{Failure, Out};
 use handoff_cli::command::{Cli, Command};
 use handoff_cli::output::{self, EXIT_AUTH_OR_NETWORK, EXIT_OK, EXIT_USAGE};
@@ -69,6 +70,11 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
             args,
         ));
     }
+    if let Command::Machine(MachineCommand::Enrol(args)) = command {
+        // No token yet: the machine proves the key it enrolls with instead.
+        let client = Client::new(&cli.url, None).with_insecure_http(cli.insecure_http);
+        return args.run(&cli.url, &client);
+    }
     let no_token = || {
         Failure::Credential(
             "no token: set HANDOFF_TOKEN or HANDOFF_TOKEN_FILE, or pass --token (see `handoff token`)".into(),
@@ -105,6 +111,8 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Briefing(args) => args.run(&client),
         Command::Ask(args) => args.run(&out, &client),
         Command::Answer(args) => args.run(&out, &client),
+        Command::Machine(MachineCommand::Approve(args)) => args.run(&out, &client),
+        Command::Machine(MachineCommand::Enrol(_)) => unreachable!("answered above"),
         Command::Token(_) | Command::Hook(_) | Command::Mcp(_) | Command::Serve(_) => unreachable!("answered above"),
     }
 }

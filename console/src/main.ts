@@ -3,6 +3,7 @@
 //   #/s/<id>        one session, live
 //   #/s/<id>/package  its package
 //   #/devices       the owner's signed-in devices
+//   #/machines      the owner's enrolled machines, and a machine's code approved
 //   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/; while
 //                   signed in with another token, only after a confirmation naming both.
 //                   An owner token signs this browser in as a device (auth.ts) and is not kept.
@@ -11,6 +12,7 @@
 import { HandoffError } from "./api.js";
 import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setSigningIn, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
 import { renderDevices } from "./devices.js";
+import { renderMachines } from "./machines.js";
 import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
 import { renderList } from "./list.js";
@@ -54,6 +56,7 @@ function signedIn(c: Claims | null): void {
   const who = byId("who");
   const out = byId("sign-out");
   const devices = byId("devices-link");
+  const machines = byId("machines-link");
   if (c) {
     who.textContent = c.role === "owner" ? `Signed in as ${c.sub} (owner)` : `Machine token for ${c.hid ?? "?"}`;
     out.hidden = false;
@@ -62,6 +65,7 @@ function signedIn(c: Claims | null): void {
     out.hidden = true;
   }
   devices.hidden = c?.role !== "owner";
+  machines.hidden = c?.role !== "owner";
   notifySwitch(c?.role === "owner");
 }
 
@@ -152,6 +156,11 @@ function route(): void {
   if (hash === "#/devices" && c.role === "owner") {
     document.title = "Devices · Hand-off console";
     renderDevices(current, main, signOutHere);
+    return;
+  }
+  if (hash === "#/machines" && c.role === "owner") {
+    document.title = "Machines · Hand-off console";
+    renderMachines(current, main);
     return;
   }
   const session = /^#\/s\/(ho_[0-9a-f]{32})(\/package)?\/?$/.exec(hash);

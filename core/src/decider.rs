@@ -77,12 +77,18 @@ impl Caller {
     }
 }
 
-/// Whether a token of role `token` may take a route for `route` (`None`: either role).
+/// Whether a token of role `token` may take a route for `route` (`None`: an owner's or a
+/// machine token's, the hand-off deciding). A machine credential takes only the routes that
+/// name it: never an owner's, never a hand-off's.
 pub fn admit_role(route: Option<Role>, token: Role) -> Result<(), Refusal> {
-    match route {
-        Some(needed) if needed != token => {
+    match (route, token) {
+        (Some(needed), _) if needed != token => {
             Err(Refusal::new(Code::AuthForbidden, "this route is not for this token's role"))
         }
+        (None, Role::Credential) => Err(Refusal::new(
+            Code::AuthForbidden,
+            "a machine credential takes only the /v1/machine routes: get the hand-off's machine token there",
+        )),
         _ => Ok(()),
     }
 }
@@ -141,10 +147,15 @@ pub enum Op {
         placement: Placement,
     },
     /// `POST …/machine-token` (the owner's): a fresh machine token, minted by the Worker at
-    /// `incarnation`, which ends the ones minted before it.
+    /// `incarnation`, which ends the ones minted before it. Asked with a machine credential
+    /// (`POST /v1/machine/handoffs/{id}/machine-token`), `machine` names the credential's
+    /// machine: the hand-off must be for it and created since it was enrolled (the caller's
+    /// `incarnation`), and the token ends no other.
     MachineToken {
         machine_token: String,
         incarnation: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        machine: Option<String>,
     },
     Get,
     Change {
@@ -245,7 +256,7 @@ impl Default for Caps {
 fn waiter_cap_name(role: Role) -> &'static str {
     match role {
         Role::Owner => "OWNER_WAITERS_PER_HANDOFF_MAX",
-        Role::Machine => "MACHINE_WAITERS_PER_HANDOFF_MAX",
+        Role::Machine | Role::Credential => "MACHINE_WAITERS_PER_HANDOFF_MAX",
     }
 }
 
@@ -880,7 +891,12 @@ impl Decider {
             Known::Present(h)
                 if h.record.owner == caller.owner
                     && caller.reaches(&h.record.id)
-                    && (caller.role == Role::Owner || caller.incarnation >= h.record.incarnation) =>
+                    && match caller.role {
+                        Role::Owner => true,
+                        Role::Machine => caller.incarnation >= h.record.incarnation,
+                        // A credential reaches only a life begun since its machine was enrolled.
+                        Role::Credential => h.record.incarnation >= caller.incarnation,
+                    } =>
             {
                 h
             }
@@ -923,6 +939,13 @@ impl Decider {
                 current_package: None,
             }))
         };
+        // A machine credential asks a hand-off one thing only: its machine token.
+        if role == Role::Credential && !matches!(op, Op::MachineToken { machine: Some(_), .. }) {
+            return refused(Refusal::new(
+                Code::AuthForbidden,
+                "a machine credential asks a hand-off only for its machine token",
+            ));
+        }
         match op {
             Op::Floor => return Plan::rendered(wire.render(HandoffAnswer::Floor)),
             Op::Create { .. } => return self.create(&caller, op, feed.admission, at.now, wire),
@@ -936,8 +959,11 @@ impl Decider {
         let refused_with = |refusal: Refusal| Plan::rendered(refusal_of(wire, &refusal, &h, role));
         match op {
             Op::Floor | Op::Create { .. } | Op::Erase => unreachable!("answered above"),
-            Op::MachineToken { machine_token, incarnation } => {
+            Op::MachineToken { machine_token, incarnation, machine: None } => {
                 self.machine_token(&caller, &h, &machine_token, incarnation, wire)
+            }
+            Op::MachineToken { machine_token, machine: Some(machine), .. } => {
+                self.credential_token(&caller, &h, &machine_token, &machine, wire)
             }
             Op::Events { batch } => self.events(role, &h, &batch, feed, at.now, wire),
             Op::Timeline { turn, after, limit, timeout_s } => {
@@ -1222,6 +1248,36 @@ impl Decider {
             plan.writes.push(Write::MachineTokensFrom { from: minted });
         }
         plan
+    }
+
+    /// A machine credential's `POST /v1/machine/handoffs/{id}/machine-token`: the hand-off is
+    /// for its machine (and, as `owned` checked, created since it was enrolled); the token
+    /// ends no other, so a daemon taking a session cuts off nobody already serving it.
+    fn credential_token(
+        &mut self,
+        caller: &Caller,
+        h: &Handoff,
+        machine_token: &str,
+        machine: &str,
+        wire: &impl Wire,
+    ) -> Plan {
+        if caller.role != Role::Credential || h.record.machine != machine {
+            let refusal = Refusal::new(Code::HandoffNotFound, "no such hand-off for this machine");
+            return Plan::rendered(wire.render(HandoffAnswer::Refused {
+                refusal: &refusal,
+                handoff: None,
+                current_package: None,
+            }));
+        }
+        if let Err(refusal) = h.record.check_open() {
+            return Plan::rendered(refusal_of(wire, &refusal, h, Role::Machine));
+        }
+        Plan::rendered(wire.render(HandoffAnswer::Created {
+            h,
+            role: Role::Machine,
+            machine_token: Some(machine_token),
+            new: false,
+        }))
     }
 
     /// `DELETE`: the owner's. Absent and another owner's are both 404 `handoff.not_found`, as

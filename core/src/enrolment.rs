@@ -1,13 +1,16 @@
-//! Enrolling a machine without copying a secret (the pure rules only, not yet served): the
-//! machine starts an enrolment and shows a short code, the owner approves that code,
-//! and the machine accepts only the owner it expects. Pending codes are bounded globally, per
-//! client address and in time; tries on them are bounded per approver.
+//! Enrolling a machine without copying a secret: the machine starts an enrolment with the
+//! SHA-256 of a secret key it keeps and shows a short code, the owner approves (or refuses)
+//! that code, and the machine collects its credential by sending the key itself, accepting only
+//! the owner it expects. Pending codes are bounded globally, per client address and in time;
+//! tries on them are bounded per approver. One `Enrolments` value is what the `Enrolments`
+//! object holds (`src/enrolments_object.rs`).
 
 use crate::limits::{
     ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX, ENROLMENT_CODE_TRIES_PER_MINUTE_MAX, ENROLMENT_CODE_TTL_MS,
     PENDING_CODES_MAX, PENDING_CODES_PER_ADDRESS_MAX,
 };
 use crate::time::EpochMs;
+use serde::{Deserialize, Serialize};
 
 /// The code's characters: uppercase letters and digits without `I`, `O`, `0` and `1`, which
 /// a person misreads: 32 of them, 5 bits each.
@@ -55,6 +58,17 @@ pub fn read_code(typed: &str) -> Option<String> {
     Some(format!("{}-{}", String::from_utf8_lossy(head), String::from_utf8_lossy(tail)))
 }
 
+/// What a machine enrols with: the SHA-256 of its secret key, in hex (its "public key": the
+/// key itself is sent only once, to collect the credential).
+pub fn public_key_of(key: &[u8]) -> String {
+    hex::encode(crate::digest::sha256(&[key]))
+}
+
+/// Whether `text` is a public key as [`public_key_of`] writes it.
+pub fn is_public_key(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// The fingerprint of the key a machine enrols with, as both sides show it before Approve:
 /// `SHA256:` and the first 16 bytes of its SHA-256, in hex pairs.
 pub fn fingerprint(public_key: &[u8]) -> String {
@@ -64,18 +78,24 @@ pub fn fingerprint(public_key: &[u8]) -> String {
 }
 
 /// One enrolment waiting for its owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
     pub code: String,
     /// The machine's name (`--name`), its host name and its key's fingerprint: what the owner sees.
     pub name: String,
     pub host: String,
     pub fingerprint: String,
+    /// [`public_key_of`] the machine's key: collecting proves the key.
+    #[serde(default)]
+    pub public_key: String,
     /// The client address it was started from, which bounds its codes.
     pub address: String,
     pub started_ms: EpochMs,
     /// The owner who approved it, once one did.
     pub approved_by: Option<String>,
+    /// An owner refused it: the machine's next collect is told, and it is gone.
+    #[serde(default)]
+    pub refused: bool,
 }
 
 impl Pending {
@@ -98,10 +118,52 @@ pub enum Refused {
     UnknownCode,
     /// The machine expected another owner: the approval is refused.
     NotTheExpectedOwner,
+    /// The owner refused the enrolment.
+    RefusedByOwner,
+}
+
+impl Refused {
+    /// The refusal as the contract answers it.
+    pub fn refusal(self) -> crate::error::Refusal {
+        use crate::error::{Code, Refusal};
+        match self {
+            Refused::TooManyPending => Refusal::new(
+                Code::EnrolmentTooMany,
+                format!("{PENDING_CODES_MAX} enrolments are waiting (PENDING_CODES_MAX): try again in a minute"),
+            ),
+            Refused::AddressBusy => Refusal::new(
+                Code::EnrolmentTooMany,
+                format!("this address holds {PENDING_CODES_PER_ADDRESS_MAX} live codes or started {ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX} enrolments this minute"),
+            ),
+            Refused::TooManyTries => Refusal::new(
+                Code::EnrolmentRateLimited,
+                format!("{ENROLMENT_CODE_TRIES_PER_MINUTE_MAX} codes tried this minute (ENROLMENT_CODE_TRIES_PER_MINUTE_MAX): try again in a minute"),
+            ),
+            Refused::UnknownCode => {
+                Refusal::new(Code::EnrolmentNotFound, "no enrolment is waiting under this code (wrong, expired or used)")
+            }
+            Refused::NotTheExpectedOwner => Refusal::new(
+                Code::EnrolmentRefused,
+                "the machine expected another owner: this approval is refused and the enrolment is over",
+            ),
+            Refused::RefusedByOwner => Refusal::new(Code::EnrolmentRefused, "the owner refused this enrolment"),
+        }
+    }
+}
+
+/// What a machine's collect finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Collected {
+    /// No owner has approved yet.
+    Waiting,
+    /// Approved by this owner; the machine named no expected owner yet, so nothing is issued.
+    Approved { by: String },
+    /// Approved by the owner the machine expects: the enrolment is over, its credential due.
+    Accepted { pending: Pending, by: String },
 }
 
 /// Every pending enrolment, across owners, and the tries on them: what one store holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Enrolments {
     pub pending: Vec<Pending>,
     /// `(address, started_ms)` of the enrolments started in the last minute.
@@ -141,25 +203,76 @@ impl Enrolments {
         Ok(())
     }
 
-    /// One try by `approver` on `typed`: the pending enrolment it names, to show before
-    /// Approve. Every try counts, found or not.
-    pub fn look_up(&mut self, approver: &str, typed: &str, now: EpochMs) -> Result<&Pending, Refused> {
+    /// One try by `approver`: refused past its tries this minute, else counted.
+    fn try_by(&mut self, approver: &str, now: EpochMs) -> Result<(), Refused> {
         self.sweep(now);
         if self.tries.iter().filter(|(a, _)| a == approver).count() >= ENROLMENT_CODE_TRIES_PER_MINUTE_MAX as usize {
             return Err(Refused::TooManyTries);
         }
         self.tries.push((approver.to_string(), now));
-        let code = read_code(typed).ok_or(Refused::UnknownCode)?;
-        self.pending.iter().find(|p| p.code == code && p.approved_by.is_none()).ok_or(Refused::UnknownCode)
+        Ok(())
     }
 
-    /// `approver` approves the code it looked up: once, by the first owner only.
-    pub fn approve(&mut self, approver: &str, code: &str, now: EpochMs) -> Result<(), Refused> {
-        self.sweep(now);
-        let pending = self.pending.iter_mut().find(|p| p.code == code && p.approved_by.is_none());
-        let pending = pending.ok_or(Refused::UnknownCode)?;
-        pending.approved_by = Some(approver.to_string());
+    /// The index of the live, undecided enrolment `typed` names.
+    fn undecided(&self, typed: &str) -> Result<usize, Refused> {
+        let code = read_code(typed).ok_or(Refused::UnknownCode)?;
+        let found = self.pending.iter().position(|p| p.code == code && p.approved_by.is_none() && !p.refused);
+        found.ok_or(Refused::UnknownCode)
+    }
+
+    /// One try by `approver` on `typed`: the pending enrolment it names, to show before
+    /// Approve. Every try counts, found or not.
+    pub fn look_up(&mut self, approver: &str, typed: &str, now: EpochMs) -> Result<&Pending, Refused> {
+        self.try_by(approver, now)?;
+        let i = self.undecided(typed)?;
+        Ok(&self.pending[i])
+    }
+
+    /// `approver` approves the code: once, by the first owner only; a try like a look-up.
+    pub fn approve(&mut self, approver: &str, typed: &str, now: EpochMs) -> Result<&Pending, Refused> {
+        self.try_by(approver, now)?;
+        let i = self.undecided(typed)?;
+        self.pending[i].approved_by = Some(approver.to_string());
+        Ok(&self.pending[i])
+    }
+
+    /// `approver` refuses the code: the machine's next collect is told so.
+    pub fn refuse(&mut self, approver: &str, typed: &str, now: EpochMs) -> Result<(), Refused> {
+        self.try_by(approver, now)?;
+        let i = self.undecided(typed)?;
+        self.pending[i].refused = true;
         Ok(())
+    }
+
+    /// The machine collects: it proves the key it enrolled with by sending `key` itself. With
+    /// `expected` (the owner it accepts) an approval by that owner ends the enrolment and
+    /// issues the credential, and one by anyone else ends it refused; without, it is told who
+    /// approved. A wrong key is as an unknown code.
+    pub fn collect(
+        &mut self,
+        typed: &str,
+        key: &[u8],
+        expected: Option<&str>,
+        now: EpochMs,
+    ) -> Result<Collected, Refused> {
+        self.sweep(now);
+        let code = read_code(typed).ok_or(Refused::UnknownCode)?;
+        let public_key = public_key_of(key);
+        let i = self.pending.iter().position(|p| p.code == code && p.public_key == public_key);
+        let i = i.ok_or(Refused::UnknownCode)?;
+        if self.pending[i].refused {
+            self.pending.remove(i);
+            return Err(Refused::RefusedByOwner);
+        }
+        let Some(by) = self.pending[i].approved_by.clone() else {
+            return Ok(Collected::Waiting);
+        };
+        let Some(expected) = expected else {
+            return Ok(Collected::Approved { by });
+        };
+        let pending = self.pending.remove(i);
+        accept(expected, &by)?;
+        Ok(Collected::Accepted { pending, by })
     }
 }
 
@@ -183,9 +296,11 @@ mod tests {
             name: "vm-7".into(),
             host: "vm-7.internal".into(),
             fingerprint: fingerprint(b"key"),
+            public_key: public_key_of(b"key"),
             address: address.into(),
             started_ms: at,
             approved_by: None,
+            refused: false,
         }
     }
 
@@ -246,8 +361,8 @@ mod tests {
         let mut e = Enrolments::default();
         let code = code_of([9; 5]);
         e.start(pending(&code, "10.0.0.1", 0), 0).unwrap();
-        assert_eq!(e.approve("mallory", &code, 1), Ok(()));
-        assert_eq!(e.approve("alice", &code, 2), Err(Refused::UnknownCode), "approved already");
+        assert!(e.approve("mallory", &code, 1).is_ok());
+        assert_eq!(e.approve("alice", &code, 2).err(), Some(Refused::UnknownCode), "approved already");
         assert_eq!(accept("alice", "mallory"), Err(Refused::NotTheExpectedOwner));
         assert_eq!(accept("alice", "alice"), Ok(()));
     }
@@ -257,5 +372,35 @@ mod tests {
         let f = fingerprint(b"key");
         assert!(f.starts_with("SHA256:") && f.len() == 7 + 16 * 3 - 1, "{f}");
         assert_ne!(f, fingerprint(b"other key"));
+    }
+
+    #[test]
+    fn the_machine_collects_only_with_its_key_and_only_from_the_owner_it_expects() {
+        let mut e = Enrolments::default();
+        let code = code_of([3; 5]);
+        e.start(pending(&code, "10.0.0.1", 0), 0).unwrap();
+        assert_eq!(e.collect(&code, b"key", Some("alice"), 1), Ok(Collected::Waiting));
+        assert_eq!(e.collect(&code, b"another key", None, 1), Err(Refused::UnknownCode), "the key is proved");
+        e.approve("alice", &code, 2).unwrap();
+        assert_eq!(e.collect(&code, b"key", None, 3), Ok(Collected::Approved { by: "alice".into() }));
+        assert_eq!(e.collect(&code, b"key", Some("mallory"), 4), Err(Refused::NotTheExpectedOwner));
+        assert!(e.pending.is_empty(), "an approval by another owner ends the enrolment");
+
+        e.start(pending(&code, "10.0.0.1", 5), 5).unwrap();
+        e.approve("alice", &code, 6).unwrap();
+        let Ok(Collected::Accepted { pending, by }) = e.collect(&code, b"key", Some("alice"), 7) else { panic!() };
+        assert_eq!((pending.name.as_str(), by.as_str()), ("vm-7", "alice"));
+        assert_eq!(e.collect(&code, b"key", Some("alice"), 8), Err(Refused::UnknownCode), "collected once");
+    }
+
+    #[test]
+    fn a_refused_enrolment_is_told_to_the_machine_once_and_then_gone() {
+        let mut e = Enrolments::default();
+        let code = code_of([4; 5]);
+        e.start(pending(&code, "10.0.0.1", 0), 0).unwrap();
+        e.refuse("alice", &code, 1).unwrap();
+        assert_eq!(e.approve("alice", &code, 2).err(), Some(Refused::UnknownCode), "decided already");
+        assert_eq!(e.collect(&code, b"key", None, 3), Err(Refused::RefusedByOwner));
+        assert_eq!(e.collect(&code, b"key", None, 4), Err(Refused::UnknownCode));
     }
 }

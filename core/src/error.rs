@@ -80,6 +80,22 @@ crate::listed_enum! {
         TimelineDropped,
         /// A steer past `STEERS_PER_TURN_MAX` for the current turn.
         SteerTooMany,
+        /// No enrolment waits under this code: wrong, expired, or decided.
+        EnrolmentNotFound,
+        /// An enrolment past `PENDING_CODES_MAX`, or past its address's codes or starts per minute.
+        EnrolmentTooMany,
+        /// A code tried past `ENROLMENT_CODE_TRIES_PER_MINUTE_MAX`.
+        EnrolmentRateLimited,
+        /// The owner refused the enrolment, or the machine expected another owner.
+        EnrolmentRefused,
+        /// No machine of this owner has that name.
+        MachineNotFound,
+        /// An enrolment past `MACHINES_PER_OWNER_MAX`.
+        MachineTooMany,
+        /// A create naming a workspace its enrolled machine did not report.
+        WorkspaceUnavailable,
+        /// A create naming a model its runtime does not reach on its enrolled machine.
+        ModelUnavailable,
     }
 }
 
@@ -133,6 +149,14 @@ impl Code {
             Code::TimelineFull => "timeline.full",
             Code::TimelineDropped => "timeline.dropped",
             Code::SteerTooMany => "steer.too_many",
+            Code::EnrolmentNotFound => "enrolment.not_found",
+            Code::EnrolmentTooMany => "enrolment.too_many",
+            Code::EnrolmentRateLimited => "enrolment.rate_limited",
+            Code::EnrolmentRefused => "enrolment.refused",
+            Code::MachineNotFound => "machine.not_found",
+            Code::MachineTooMany => "machine.too_many",
+            Code::WorkspaceUnavailable => "workspace.unavailable",
+            Code::ModelUnavailable => "model.unavailable",
         }
     }
 

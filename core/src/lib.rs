@@ -18,6 +18,7 @@ pub mod ids;
 pub mod json;
 pub mod limits;
 pub mod listed;
+pub mod machines;
 pub mod notice;
 pub mod outbox;
 pub mod owner;

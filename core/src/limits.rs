@@ -157,6 +157,26 @@ pub const ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX: u32 = 10;
 pub const ENROLMENT_CODE_TRIES_PER_MINUTE_MAX: u32 = 10;
 /// Machines one owner may have enrolled at once.
 pub const MACHINES_PER_OWNER_MAX: usize = 32;
+/// An enrolling machine's host name, as the owner sees it before Approve (an id's length).
+pub const HOST_NAME_BYTES_MAX: usize = 128;
+/// Workspaces one machine's presence may name.
+pub const MACHINE_WORKSPACES_MAX: usize = 32;
+/// Models one runtime of a machine's presence may name.
+pub const MACHINE_MODELS_PER_RUNTIME_MAX: usize = 64;
+/// Running sessions one machine's presence may name.
+pub const MACHINE_SESSIONS_MAX: usize = 64;
+/// Hand-offs created for one machine that it lists, the newest kept (the open cap's size).
+pub const MACHINE_HANDOFFS_KEPT: usize = 1_000;
+/// How often an enrolled machine reports its presence: well under [`MACHINE_ONLINE_WITHIN_MS`].
+pub const MACHINE_HEARTBEAT_S: i64 = 10;
+/// The `online` rule: a machine is online when its last presence is at most this old (three
+/// heartbeats, so one lost report does not flip it).
+pub const MACHINE_ONLINE_WITHIN_MS: i64 = 30_000;
+/// Lifetime of a machine credential (`handoff machine enrol`): a year; a revoke ends it sooner.
+pub const MACHINE_CREDENTIAL_TTL_S: i64 = 365 * 24 * 60 * 60;
+/// Bytes of the secret key a machine enrols with; it sends the SHA-256 of it, and proves it
+/// holds the key by sending the key itself when it collects its credential.
+pub const ENROLMENT_KEY_BYTES: usize = 32;
 /// An operator's note on a package, or a destination's note on a rejection.
 pub const NOTE_BYTES_MAX: usize = 4 * 1024;
 /// Turns whose milestones a package's `state.completed` lists: the newest ones (two lines each,

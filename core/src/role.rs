@@ -1,4 +1,5 @@
-//! Who acts on a hand-off: its owner, or the machine that runs its session; and a value kept
+//! Who acts on a hand-off: its owner, or the machine that runs its session; an enrolled
+//! machine's credential, which acts on no hand-off but on the machine routes; and a value kept
 //! once per role.
 
 use serde::{Deserialize, Serialize};
@@ -8,17 +9,22 @@ use serde::{Deserialize, Serialize};
 pub enum Role {
     Owner,
     Machine,
+    /// An enrolled machine's credential (`handoff machine enrol`): one owner's, one machine
+    /// name's. It takes only the routes that name it (`/v1/machine/…`), never an owner's or a
+    /// hand-off's (`decider::admit_role`).
+    Credential,
 }
 
 impl Role {
-    /// Both roles, owner first.
-    pub const ALL: [Role; 2] = [Role::Owner, Role::Machine];
+    /// Every role, owner first.
+    pub const ALL: [Role; 3] = [Role::Owner, Role::Machine, Role::Credential];
 
     /// The role as the contract and the tokens write it (the serde name too).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Owner => "owner",
             Role::Machine => "machine",
+            Role::Credential => "credential",
         }
     }
 }
@@ -37,12 +43,14 @@ impl<T> PerRole<T> {
     }
 }
 
+/// A credential never reaches a hand-off (`decider::admit_role`); were one to, it would count
+/// as the machine it is.
 impl<T> std::ops::Index<Role> for PerRole<T> {
     type Output = T;
     fn index(&self, role: Role) -> &T {
         match role {
             Role::Owner => &self.owner,
-            Role::Machine => &self.machine,
+            Role::Machine | Role::Credential => &self.machine,
         }
     }
 }
@@ -51,7 +59,7 @@ impl<T> std::ops::IndexMut<Role> for PerRole<T> {
     fn index_mut(&mut self, role: Role) -> &mut T {
         match role {
             Role::Owner => &mut self.owner,
-            Role::Machine => &mut self.machine,
+            Role::Machine | Role::Credential => &mut self.machine,
         }
     }
 }
@@ -66,6 +74,7 @@ mod tests {
             assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
         }
         assert_ne!(Role::Owner.as_str(), Role::Machine.as_str());
+        assert_ne!(Role::Credential.as_str(), Role::Machine.as_str());
     }
 
     #[test]

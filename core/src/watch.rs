@@ -301,7 +301,7 @@ impl Watcher {
 pub fn cap(role: Role) -> (&'static str, usize) {
     match role {
         Role::Owner => ("OWNER_WATCHERS_PER_HANDOFF_MAX", OWNER_WATCHERS_PER_HANDOFF_MAX),
-        Role::Machine => ("MACHINE_WATCHERS_PER_HANDOFF_MAX", MACHINE_WATCHERS_PER_HANDOFF_MAX),
+        Role::Machine | Role::Credential => ("MACHINE_WATCHERS_PER_HANDOFF_MAX", MACHINE_WATCHERS_PER_HANDOFF_MAX),
     }
 }
 

@@ -137,6 +137,8 @@ pub fn config_with_modules(
     let mut bindings = vec![
         "    (name = \"HANDOFFS\", durableObjectNamespace = \"HandoffObject\"),".to_string(),
         "    (name = \"OWNER_INDEX\", durableObjectNamespace = \"OwnerIndex\"),".to_string(),
+        "    (name = \"ENROLMENTS\", durableObjectNamespace = \"Enrolments\"),".to_string(),
+        "    (name = \"MACHINES\", durableObjectNamespace = \"Machines\"),".to_string(),
         format!("    (name = {}, text = {}),", capnp_string(ENV_VAR), capnp_string(LOCAL)),
     ];
     bindings.extend(
@@ -167,6 +169,8 @@ const handoff :Workerd.Worker = (
   durableObjectNamespaces = [
     (className = "HandoffObject", uniqueKey = "handoff-HandoffObject", enableSql = true),
     (className = "OwnerIndex", uniqueKey = "handoff-OwnerIndex", enableSql = true),
+    (className = "Enrolments", uniqueKey = "handoff-Enrolments", enableSql = true),
+    (className = "Machines", uniqueKey = "handoff-Machines", enableSql = true),
   ],
   durableObjectStorage = (localDisk = "do-storage"),
 );

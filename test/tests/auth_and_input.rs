@@ -27,11 +27,27 @@ fn an_unsigned_request_is_401_auth_required_with_www_authenticate() {
 fn an_expired_forged_or_malformed_token_is_401_auth_invalid() {
     let c = Client::shared();
     let expired = token(
-        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() - 61, nbf: None, inc: None },
+        Claims {
+            sub: "alice".into(),
+            role: Role::Owner,
+            hid: None,
+            exp: now_s() - 61,
+            nbf: None,
+            inc: None,
+            mch: None,
+        },
         &key(),
     );
     let wrong_key = token(
-        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: now_s() + 60, nbf: None, inc: None },
+        Claims {
+            sub: "alice".into(),
+            role: Role::Owner,
+            hid: None,
+            exp: now_s() + 60,
+            nbf: None,
+            inc: None,
+            mch: None,
+        },
         b"not-the-key",
     );
     for bad in [expired.as_str(), wrong_key.as_str(), "not.a.jwt", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0."] {
@@ -51,7 +67,15 @@ fn a_machine_token_without_the_life_of_its_hand_off_is_401_auth_invalid_and_chan
     let alice = owner(&name);
     let (id, _, _) = c.create(&alice);
     let lifeless = token(
-        Claims { sub: name, role: Role::Machine, hid: Some(id.clone()), exp: now_s() + 600, nbf: None, inc: None },
+        Claims {
+            sub: name,
+            role: Role::Machine,
+            hid: Some(id.clone()),
+            exp: now_s() + 600,
+            nbf: None,
+            inc: None,
+            mch: None,
+        },
         &machine_key(&key()),
     );
     let a = c.report(&id, &lifeless, 1, "done", Some("should not land"));
@@ -236,6 +260,7 @@ fn machine_tokens_follow_the_issuer_settings_work_here_and_are_never_acceptable_
                 exp: now_s() + 600,
                 nbf: None,
                 inc: claims["inc"].as_u64(),
+                mch: None,
             },
             &signing_key,
         );

@@ -44,8 +44,15 @@ fn a_token_signed_over_raw_parts_equals_a_minted_one() {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
     use handoff_api::token::{mint, Claims, Role};
-    let claims =
-        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: FUZZ_NOW_S + 10, nbf: None, inc: None };
+    let claims = Claims {
+        sub: "alice".into(),
+        role: Role::Owner,
+        hid: None,
+        exp: FUZZ_NOW_S + 10,
+        nbf: None,
+        inc: None,
+        mch: None,
+    };
     let minted = mint(&claims, FUZZ_KEY);
     let mut parts = minted.split('.');
     let (header, payload) = (parts.next().unwrap(), parts.next().unwrap());

@@ -137,7 +137,7 @@ fn claims_of(fx: &Fixture, change: &Change) -> Claims {
         Who::Owner => (Role::Owner, None),
         Who::Machine => (Role::Machine, Some(change.hid.id.clone())),
     };
-    Claims { sub: fx.alice_name.clone(), role, hid, exp: now_s() + 3600, nbf: None, inc: None }
+    Claims { sub: fx.alice_name.clone(), role, hid, exp: now_s() + 3600, nbf: None, inc: None, mch: None }
 }
 
 /// A token that must be refused with 401 `auth.invalid`, made from the claims the change

@@ -11,6 +11,7 @@ const HID: &str = "ho_0123456789abcdef0123456789abcdef";
 fn setting() -> Setting {
     Setting {
         store_bound: true,
+        machines_bound: true,
         key: Some(KEY.into()),
         expect: Expect::default(),
         test_hooks: false,
@@ -322,7 +323,7 @@ fn the_owners_machine_token_route_mints_a_token_for_that_hand_off_and_a_machine_
     let path = format!("/v1/handoffs/{id}/machine-token");
     let (name, ask, _) = next(&head("POST", &path, Some(&owner())), b"").unwrap();
     assert_eq!(name, id);
-    let Op::MachineToken { machine_token, incarnation } = ask.op else { panic!("{:?}", ask.op) };
+    let Op::MachineToken { machine_token, incarnation, .. } = ask.op else { panic!("{:?}", ask.op) };
     assert_eq!(incarnation, NOW_MS as u64);
     let claims = token::verify(&machine_token, KEY.as_bytes(), NOW_S).unwrap();
     assert_eq!(
@@ -337,7 +338,8 @@ fn the_owners_machine_token_route_mints_a_token_for_that_hand_off_and_a_machine_
 fn a_create_mints_with_the_deployments_issuer_and_audience() {
     let expect = Expect { issuer: Some("https://id.example".into()), audience: Some("handoff".into()) };
     let strict = Setting { expect: expect.clone(), ..setting() };
-    let claims = Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: NOW_S + 60, nbf: None, inc: None };
+    let claims =
+        Claims { sub: "alice".into(), role: Role::Owner, hid: None, exp: NOW_S + 60, nbf: None, inc: None, mch: None };
     let create = head("POST", "/v1/handoffs", Some(&token::mint_with(&claims, &expect, KEY.as_bytes())));
     let admission = admitted(&create, &strict).unwrap();
     let body = br#"{"session": "s1", "machine": "m1", "size": "small"}"#;

@@ -10,6 +10,7 @@
 //! STATE/serve/ID.lock                  held by the one serve (or launch) running ID's turns
 //! STATE/launch/ID-turn-N.last-message.txt  Codex exec's final message, for the launcher
 //! STATE/mcp/ID.served                  when the MCP server last served ID
+//! STATE/machine/credential.json        this machine's credential, its name and owner (0600)
 //! ```
 
 use super::env::ENV_STATE_DIR;
@@ -71,6 +72,12 @@ pub fn timeline_lock(state_dir: &Path, id: &str) -> PathBuf {
 /// hooks and the MCP server of a harness (its path goes down as `HANDOFF_TOKEN_FILE`).
 pub fn token_file(state_dir: &Path, id: &str) -> PathBuf {
     state_dir.join("tokens").join(format!("{id}.token"))
+}
+
+/// `STATE/machine/credential.json`: the machine credential `machine enrol` collected, with the
+/// service's URL, the machine's name and its owner (0600).
+pub fn credential_file(state_dir: &Path) -> PathBuf {
+    state_dir.join("machine").join("credential.json")
 }
 
 /// `STATE/serve/ID.json`: the turns serve started on this machine.

@@ -52,6 +52,8 @@ export type TimelineBatch = Schemas["TimelineBatch"];
 export type TimelineTaken = Schemas["TimelineTaken"];
 export type Timeline = Schemas["Timeline"];
 export type SyncMode = Schemas["SyncMode"];
+export type Enrolment = Schemas["Enrolment"];
+export type Machine = Schemas["Machine"];
 
 /** How many times a request is tried in all, at most (the first try and its retries). */
 export const ATTEMPTS_MAX = 5;
@@ -620,6 +622,33 @@ export class HandoffClient {
   /** `DELETE /v1/push/subscriptions/:id`. */
   async deletePushSubscription(id: string, signal?: AbortSignal): Promise<void> {
     done(await this.#api.DELETE("/v1/push/subscriptions/{id}", { params: { path: { id } }, headers: this.#headers(), signal }));
+  }
+
+  // ------------------------------------------------------------------ machines (issue 58)
+
+  /** `GET /v1/enrolments/:code`: the machine's name, host name and key fingerprint, before Approve. */
+  async lookUpEnrolment(code: string, signal?: AbortSignal): Promise<Enrolment> {
+    return take(await this.#api.GET("/v1/enrolments/{code}", { params: { path: { code } }, headers: this.#headers(), signal })).enrolment;
+  }
+
+  /** `POST /v1/enrolments/:code/approve`. */
+  async approveEnrolment(code: string, signal?: AbortSignal): Promise<Enrolment> {
+    return take(await this.#api.POST("/v1/enrolments/{code}/approve", { params: { path: { code } }, headers: this.#headers(), signal })).enrolment;
+  }
+
+  /** `POST /v1/enrolments/:code/refuse`. */
+  async refuseEnrolment(code: string, signal?: AbortSignal): Promise<void> {
+    done(await this.#api.POST("/v1/enrolments/{code}/refuse", { params: { path: { code } }, headers: this.#headers(), signal }));
+  }
+
+  /** `GET /v1/machines`: the owner's enrolled machines, online first. */
+  async machines(signal?: AbortSignal): Promise<Machine[]> {
+    return take(await this.#api.GET("/v1/machines", { headers: this.#headers(), signal })).machines;
+  }
+
+  /** `DELETE /v1/machines/:name`: its credential stops working. */
+  async revokeMachine(name: string, signal?: AbortSignal): Promise<void> {
+    done(await this.#api.DELETE("/v1/machines/{name}", { params: { path: { name } }, headers: this.#headers(), signal }));
   }
 
   // ------------------------------------------------------------------ devices (a browser's sign-in)

@@ -1060,6 +1060,213 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/enrolments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A machine starts an enrolment and gets a code to show (no token).
+         * @description The machine sends its name, host name and the SHA-256 (hex) of a 32-byte secret key it
+         *     keeps. The answer's `code` (`XXXX-XXXX`, uppercase letters and digits) lives 10 minutes
+         *     (`ENROLMENT_CODE_TTL_MS`). At most 1,000 codes live at once (`PENDING_CODES_MAX`), 5 per
+         *     client address (`PENDING_CODES_PER_ADDRESS_MAX`) and 10 started per address per minute
+         *     (`ENROLMENTS_PER_ADDRESS_PER_MINUTE_MAX`): past them, 429 `enrolment.too_many`.
+         */
+        post: operations["startEnrolment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/enrolments/collect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The machine asks how its enrolment stands, proving its key (no token).
+         * @description `key` is the machine's secret key itself (hex); a wrong key is as an unknown code (404
+         *     `enrolment.not_found`). Not approved yet: `{"status": "waiting"}`. Approved, and no
+         *     `owner` named: `{"status": "approved", "approved_by"}`, nothing issued. Approved by the
+         *     `owner` named: `{"status": "accepted", …, "credential"}`, the machine is enrolled with
+         *     that owner and the enrolment is over. Approved by anyone else, or refused by the owner:
+         *     403 `enrolment.refused`, and the enrolment is over.
+         */
+        post: operations["collectEnrolment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/enrolments/{code}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `XXXX-XXXX`, any case. */
+                code: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The owner looks a code up, to see the machine's name, host name and key fingerprint before Approve.
+         * @description Each look-up, approval and refusal is a try: an owner may make 10 a minute
+         *     (`ENROLMENT_CODE_TRIES_PER_MINUTE_MAX`), found or not; past them, 429
+         *     `enrolment.rate_limited`. A wrong, expired or decided code: 404 `enrolment.not_found`.
+         */
+        get: operations["lookUpEnrolment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/enrolments/{code}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The owner approves a code (once; a try, as a look-up is). */
+        post: operations["approveEnrolment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/enrolments/{code}/refuse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The owner refuses a code; the machine's next collect is told so. */
+        post: operations["refuseEnrolment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner's enrolled machines, online ones first.
+         * @description `online` is the rule `MACHINE_ONLINE_WITHIN_MS`: the last presence is at most 30 s old
+         *     (a machine reports every 10 s, `MACHINE_HEARTBEAT_S`). `sessions` are the hand-offs its
+         *     last presence said it runs. At most 32 machines (`MACHINES_PER_OWNER_MAX`).
+         */
+        get: operations["listMachines"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** The owner revokes a machine; its credential is 401 `auth.revoked` from then on. */
+        delete: operations["revokeMachine"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machine/presence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A machine credential's heartbeat, with its workspaces, runtimes and their models, and its sessions. */
+        post: operations["reportPresence"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machine/handoffs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The hand-offs created for the credential's machine since it was enrolled, newest first. */
+        get: operations["listMachineHandoffs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machine/handoffs/{id}/machine-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A machine token for one of the credential's machine's hand-offs; it ends no other token. */
+        post: operations["credentialMachineToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1079,10 +1286,77 @@ export interface components {
          *     subscription.too_many 409; push.misconfigured 503; question.none, question.stale,
          *     question.answered 409; device.not_found 404; device.too_many 409;
          *     device.rate_limited 429; steer.too_many 409; timeline.conflict, timeline.gap, timeline.full,
-         *     timeline.dropped 409.
+         *     timeline.dropped 409; enrolment.not_found 404; enrolment.too_many, enrolment.rate_limited 429;
+         *     enrolment.refused 403; machine.not_found 404; machine.too_many, workspace.unavailable,
+         *     model.unavailable 409.
          * @enum {string}
          */
-        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped" | "steer.too_many";
+        ErrorCode: "auth.required" | "auth.invalid" | "auth.forbidden" | "handoff.not_found" | "handoff.conflict" | "handoff.closed" | "handoff.stale" | "handoff.turn_conflict" | "handoff.turn_running" | "handoff.turn_out_of_order" | "handoff.turn_finished" | "request.invalid" | "request.too_large" | "route.not_found" | "request.method_not_allowed" | "wait.too_many" | "store.unbound" | "store.unavailable" | "idempotency.mismatch" | "package.not_found" | "package.stale" | "package.accepted" | "decision.not_found" | "blocker.not_found" | "auth.misconfigured" | "runtime.unavailable" | "watch.too_many" | "request.upgrade_required" | "webhook.not_found" | "webhook.too_many" | "subscription.not_found" | "subscription.too_many" | "push.misconfigured" | "question.none" | "question.stale" | "question.answered" | "owner.too_many_open" | "owner.rate_limited" | "auth.revoked" | "device.not_found" | "device.too_many" | "device.rate_limited" | "timeline.conflict" | "timeline.gap" | "timeline.full" | "timeline.dropped" | "steer.too_many" | "enrolment.not_found" | "enrolment.too_many" | "enrolment.rate_limited" | "enrolment.refused" | "machine.not_found" | "machine.too_many" | "workspace.unavailable" | "model.unavailable";
+        EnrolmentStart: {
+            name: string;
+            host: string;
+            /** @description SHA-256 of the machine's 32-byte secret key */
+            public_key: string;
+        };
+        Enrolment: {
+            code: string;
+            name: string;
+            host: string;
+            /** @description `SHA256:` and the first 16 bytes of the public key's SHA-256 in hex pairs. */
+            fingerprint: string;
+            /** Format: date-time */
+            expires_at: string;
+            approved_by?: string;
+        };
+        EnrolmentAnswer: {
+            enrolment: components["schemas"]["Enrolment"];
+        };
+        CollectInput: {
+            code: string;
+            key: string;
+            /** @description The owner the machine accepts. */
+            owner?: string;
+        };
+        CollectAnswer: {
+            /** @enum {string} */
+            status: "waiting" | "approved" | "accepted";
+            approved_by?: string;
+            machine?: string;
+            host?: string;
+            fingerprint?: string;
+            /** @description The machine credential (HS256 JWT, role `credential`, `mch` its machine, `inc` its enrolment), valid a year unless revoked. */
+            credential?: string;
+        };
+        RuntimeModels: {
+            name: string;
+            models?: string[];
+        };
+        Presence: {
+            workspaces?: string[];
+            runtimes?: components["schemas"]["RuntimeModels"][];
+            sessions?: string[];
+        };
+        Machine: {
+            name: string;
+            host: string;
+            fingerprint: string;
+            /** Format: date-time */
+            enrolled_at: string;
+            online: boolean;
+            /** Format: date-time */
+            last_seen_at: string | null;
+            runtimes: components["schemas"]["RuntimeModels"][];
+            workspaces: string[];
+            sessions: string[];
+        };
+        MachinesList: {
+            machines: components["schemas"]["Machine"][];
+        };
+        MachineHandoffs: {
+            handoffs: {
+                id: string;
+            }[];
+        };
         ErrorBody: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -2161,6 +2435,19 @@ export interface components {
         };
     };
     responses: {
+        /**
+         * @description An enrolment's or a machine's refusal: `enrolment.not_found` 404, `enrolment.too_many`
+         *     429, `enrolment.rate_limited` 429, `enrolment.refused` 403, `machine.not_found` 404,
+         *     `machine.too_many` 409.
+         */
+        MachineRefusal: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description `push.misconfigured` (no usable VAPID key here), or `store.unavailable` (retryable). */
         PushUnavailable: {
             headers: {
@@ -4241,6 +4528,282 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["TimelineConflict"];
             413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    startEnrolment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnrolmentStart"];
+            };
+        };
+        responses: {
+            /** @description The enrolment, its code and when it expires. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrolmentAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["MachineRefusal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    collectEnrolment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CollectInput"];
+            };
+        };
+        responses: {
+            /** @description How the enrolment stands; the credential once accepted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["MachineRefusal"];
+            404: components["responses"]["MachineRefusal"];
+            409: components["responses"]["MachineRefusal"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    lookUpEnrolment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `XXXX-XXXX`, any case. */
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The enrolment. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrolmentAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["MachineRefusal"];
+            429: components["responses"]["MachineRefusal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    approveEnrolment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The enrolment, approved by the caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrolmentAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["MachineRefusal"];
+            429: components["responses"]["MachineRefusal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    refuseEnrolment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Refused. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["MachineRefusal"];
+            429: components["responses"]["MachineRefusal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listMachines: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The machines. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachinesList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeMachine: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["MachineRefusal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    reportPresence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Presence"];
+            };
+        };
+        responses: {
+            /** @description How often to report, and the `online` rule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        heartbeat_s: number;
+                        online_within_s: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listMachineHandoffs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Their ids. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineHandoffs"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    credentialMachineToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `ho_` and 32 lowercase hex digits, derived from the owner and the session. */
+                id: components["parameters"]["HandoffId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hand-off and a machine token for it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -968,7 +968,7 @@ fn a_repeated_create_ends_no_token_and_only_the_owners_machine_token_route_mints
         "nobody is woken: nothing changed"
     );
     assert_eq!(d.ask(ask(first.clone(), report(1, ReportStatus::Running, "b"))).2, 200, "the running token lives on");
-    let mint = |inc: u64| Op::MachineToken { machine_token: "t2".into(), incarnation: inc };
+    let mint = |inc: u64| Op::MachineToken { machine_token: "t2".into(), incarnation: inc, machine: None };
     let (_, body, status) = d.ask(ask(first.clone(), mint(400)));
     assert_eq!((status, body["code"].as_str()), (403, Some("auth.forbidden")), "a machine mints no token");
     let (plan, body, status) = d.ask(ask(owner(), mint(300)));
@@ -1138,8 +1138,18 @@ fn a_route_for_one_role_refuses_the_others_token_and_a_route_for_either_takes_bo
     assert_eq!(admit_role(Some(Role::Machine), Role::Owner).map_err(|r| r.code), Err(Code::AuthForbidden));
     for role in Role::ALL {
         assert_eq!(admit_role(Some(role), role), Ok(()));
-        assert_eq!(admit_role(None, role), Ok(()));
     }
+    assert_eq!(admit_role(None, Role::Owner), Ok(()));
+    assert_eq!(admit_role(None, Role::Machine), Ok(()));
+}
+
+#[test]
+fn a_machine_credential_takes_only_its_own_routes_and_never_an_owners_or_a_hand_offs() {
+    let forbidden = Err(Code::AuthForbidden);
+    assert_eq!(admit_role(None, Role::Credential).map_err(|r| r.code), forbidden, "a hand-off's route or a create");
+    assert_eq!(admit_role(Some(Role::Owner), Role::Credential).map_err(|r| r.code), forbidden);
+    assert_eq!(admit_role(Some(Role::Credential), Role::Owner).map_err(|r| r.code), forbidden);
+    assert_eq!(admit_role(Some(Role::Credential), Role::Machine).map_err(|r| r.code), forbidden);
 }
 
 #[test]
@@ -1531,4 +1541,41 @@ fn a_held_timeline_read_waits_within_the_waits_cap_and_is_woken_by_its_turns_bat
         json!([1, 2]),
         "something to read answers at once"
     );
+}
+
+#[test]
+fn a_machine_credential_gets_a_token_only_for_its_machines_hand_offs_created_since_it_enrolled_and_ends_none() {
+    let mut d = Driver::new();
+    let at = |inc: u64| Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: inc,
+        prompt: None,
+        placement: Placement::default(),
+    };
+    assert_eq!(d.ask(ask(owner(), at(100))).2, 201);
+    let credential = |enrolled_at: u64| Caller {
+        owner: "alice".into(),
+        role: Role::Credential,
+        incarnation: enrolled_at,
+        hid: Some(ID.into()),
+    };
+    let mint = |machine: &str| Op::MachineToken {
+        machine_token: "t2".into(),
+        incarnation: 500,
+        machine: Some(machine.into()),
+    };
+    let (plan, body, status) = d.ask(ask(credential(50), mint("m1")));
+    assert_eq!((status, body["machine_token"].as_str()), (200, Some("t2")));
+    assert!(plan.writes.is_empty(), "no floor raised: the token before lives on");
+    assert_eq!(d.ask(ask(Caller { incarnation: 100, ..machine() }, Op::Get)).2, 200);
+    let (_, body, status) = d.ask(ask(credential(50), mint("m2")));
+    assert_eq!((status, body["code"].as_str()), (404, Some("handoff.not_found")), "another machine's hand-off");
+    let (_, _, status) = d.ask(ask(credential(150), mint("m1")));
+    assert_eq!(status, 404, "a hand-off made before the machine was enrolled is never taken");
+    let (_, _, status) = d.ask(ask(credential(50), Op::Get));
+    assert_eq!(status, 403, "a credential reads no hand-off");
 }

@@ -1,0 +1,387 @@
+//! The machine routes' contract: an enrolment (start, look up, approve, refuse, collect), a
+//! machine credential's routes (presence, its hand-offs, a hand-off's machine token) and the
+//! owner's machines (list, revoke). Their bodies, the asks the Worker sends the `Enrolments`
+//! object (one, across owners) and an owner's `Machines` object, and how each object answers an
+//! ask by the core's rules (`handoff_core::enrolment`, `handoff_core::machines`): the objects
+//! load, call [`answer_enrolment`] or [`answer_machines`], store what changed and answer.
+
+use crate::error::{ApiError, Code};
+use handoff_core::enrolment::{self, Collected, Enrolments, Pending};
+use handoff_core::ids::check_name;
+use handoff_core::json::parse_json;
+use handoff_core::limits::{
+    ENROLMENT_CODE_TTL_MS, ENROLMENT_KEY_BYTES, HOST_NAME_BYTES_MAX, ID_CHARS_MAX, MACHINE_HEARTBEAT_S,
+    MACHINE_ONLINE_WITHIN_MS,
+};
+use handoff_core::machines::{MachineView, Machines, Presence};
+use handoff_core::placement::Placement;
+use handoff_core::time::{EpochMs, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// The name of the one `Enrolments` object.
+pub const ENROLMENTS_OBJECT: &str = "enrolments";
+
+/// What the `Enrolments` object is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnrolmentAsk {
+    /// `POST /v1/enrolments`: a new pending enrolment (its code drawn by the Worker).
+    Start { pending: Pending },
+    /// `GET /v1/enrolments/{code}` (owner).
+    LookUp { approver: String, code: String },
+    /// `POST /v1/enrolments/{code}/approve` (owner).
+    Approve { approver: String, code: String },
+    /// `POST /v1/enrolments/{code}/refuse` (owner).
+    Refuse { approver: String, code: String },
+    /// `POST /v1/enrolments/collect` (the machine, proving its key).
+    Collect {
+        code: String,
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+    },
+}
+
+/// What an owner's `Machines` object is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MachinesAsk {
+    /// A collected enrolment: the machine enrolled (answers its `enrolled_at`).
+    Enrol { name: String, host: String, fingerprint: String },
+    /// A credential's heartbeat.
+    Presence { name: String, enrolled_at: EpochMs, presence: Presence },
+    /// A credential's hand-offs.
+    Handoffs { name: String, enrolled_at: EpochMs },
+    /// Whether a credential may get hand-off `id`'s machine token.
+    MayToken { name: String, enrolled_at: EpochMs, id: String },
+    /// A create for `machine`: the placement it runs with, or its refusal.
+    Place { machine: String, id: String, placement: Placement },
+    /// `GET /v1/machines` (owner).
+    List,
+    /// `DELETE /v1/machines/{name}` (owner).
+    Revoke { name: String },
+}
+
+/// An object's answer: its status and JSON body (none for 204), or a refusal; and whether
+/// the state changed (to be stored).
+pub type Answer = (Result<(u16, Vec<u8>), ApiError>, bool);
+
+fn json(status: u16, body: &impl Serialize) -> Result<(u16, Vec<u8>), ApiError> {
+    serde_json::to_vec(body).map(|b| (status, b)).map_err(|_| ApiError::unavailable())
+}
+
+/// `POST /v1/enrolments`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartInput {
+    pub name: String,
+    pub host: String,
+    /// SHA-256 of the machine's secret key, in hex (`enrolment::public_key_of`).
+    pub public_key: String,
+}
+
+pub fn parse_start(body: &[u8]) -> Result<StartInput, ApiError> {
+    let input: StartInput = parse_json(body)?;
+    check_name("name", &input.name, ID_CHARS_MAX)?;
+    check_name("host", &input.host, HOST_NAME_BYTES_MAX)?;
+    if !enrolment::is_public_key(&input.public_key) {
+        return Err(ApiError::invalid("public_key: the SHA-256 of the machine's key, 64 lowercase hex digits"));
+    }
+    Ok(input)
+}
+
+/// `POST /v1/enrolments/collect`'s body: the code, the key itself (hex), and the owner the
+/// machine accepts (without it, the answer only says who approved).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectInput {
+    pub code: String,
+    pub key: String,
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+pub fn parse_collect(body: &[u8]) -> Result<EnrolmentAsk, ApiError> {
+    let input: CollectInput = parse_json(body)?;
+    let code = enrolment::read_code(&input.code).ok_or_else(|| ApiError::invalid("code: XXXX-XXXX"))?;
+    let key_ok = hex::decode(&input.key).is_ok_and(|k| k.len() == ENROLMENT_KEY_BYTES);
+    if !key_ok {
+        return Err(ApiError::invalid(format!("key: {ENROLMENT_KEY_BYTES} bytes in hex")));
+    }
+    if let Some(owner) = &input.owner {
+        check_name("owner", owner, ID_CHARS_MAX)?;
+    }
+    Ok(EnrolmentAsk::Collect { code, key: input.key, owner: input.owner })
+}
+
+/// A `{code}` of the path: a code as typed, or no such enrolment.
+pub fn path_code(code: &str) -> Result<String, ApiError> {
+    enrolment::read_code(code).ok_or_else(|| enrolment::Refused::UnknownCode.refusal())
+}
+
+/// `POST /v1/machine/presence`'s body.
+pub fn parse_presence(body: &[u8]) -> Result<Presence, ApiError> {
+    let presence: Presence = parse_json(body)?;
+    presence.check()?;
+    Ok(presence)
+}
+
+/// The new pending enrolment `POST /v1/enrolments` asks for.
+pub fn pending(input: StartInput, random: [u8; enrolment::CODE_RANDOM_BYTES], address: &str, now: EpochMs) -> Pending {
+    Pending {
+        code: enrolment::code_of(random),
+        fingerprint: enrolment::fingerprint(input.public_key.as_bytes()),
+        name: input.name,
+        host: input.host,
+        public_key: input.public_key,
+        address: address.to_string(),
+        started_ms: now,
+        approved_by: None,
+        refused: false,
+    }
+}
+
+/// An enrolment as the owner sees it before Approve, and the machine when it starts.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EnrolmentView {
+    pub code: String,
+    pub name: String,
+    pub host: String,
+    pub fingerprint: String,
+    pub expires_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+}
+
+impl EnrolmentView {
+    fn of(p: &Pending) -> EnrolmentView {
+        EnrolmentView {
+            code: p.code.clone(),
+            name: p.name.clone(),
+            host: p.host.clone(),
+            fingerprint: p.fingerprint.clone(),
+            expires_at: Timestamp::from_ms(p.started_ms + ENROLMENT_CODE_TTL_MS),
+            approved_by: p.approved_by.clone(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct EnrolmentAnswer {
+    pub enrolment: EnrolmentView,
+}
+
+/// What a collect answers: `waiting`, `approved` (by whom), `accepted` (the enrolment over;
+/// the object's answer names the machine, the Worker's the credential too).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CollectAnswer {
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+}
+
+/// The `Enrolments` object's answer to `ask` at `now`.
+pub fn answer_enrolment(state: &mut Enrolments, ask: EnrolmentAsk, now: EpochMs) -> Answer {
+    let refused = |r: enrolment::Refused| r.refusal();
+    match ask {
+        EnrolmentAsk::Start { pending } => {
+            let view = EnrolmentView::of(&pending);
+            match state.start(pending, now) {
+                Ok(()) => (json(201, &EnrolmentAnswer { enrolment: view }), true),
+                Err(r) => (Err(refused(r)), false),
+            }
+        }
+        EnrolmentAsk::LookUp { approver, code } => {
+            let found =
+                state.look_up(&approver, &code, now).map(|p| EnrolmentAnswer { enrolment: EnrolmentView::of(p) });
+            (found.map_err(refused).and_then(|a| json(200, &a)), true)
+        }
+        EnrolmentAsk::Approve { approver, code } => {
+            let done =
+                state.approve(&approver, &code, now).map(|p| EnrolmentAnswer { enrolment: EnrolmentView::of(p) });
+            (done.map_err(refused).and_then(|a| json(200, &a)), true)
+        }
+        EnrolmentAsk::Refuse { approver, code } => {
+            (state.refuse(&approver, &code, now).map_err(refused).map(|()| (204, Vec::new())), true)
+        }
+        EnrolmentAsk::Collect { code, key, owner } => {
+            let key = hex::decode(&key).unwrap_or_default();
+            let before = state.pending.len();
+            let collected = state.collect(&code, &key, owner.as_deref(), now);
+            let changed = state.pending.len() != before;
+            let status = |s: &str| CollectAnswer {
+                status: s.to_string(),
+                approved_by: None,
+                machine: None,
+                host: None,
+                fingerprint: None,
+                credential: None,
+            };
+            let answer = match collected {
+                Ok(Collected::Waiting) => json(200, &status("waiting")),
+                Ok(Collected::Approved { by }) => {
+                    json(200, &CollectAnswer { approved_by: Some(by), ..status("approved") })
+                }
+                Ok(Collected::Accepted { pending, by }) => json(
+                    200,
+                    &CollectAnswer {
+                        approved_by: Some(by),
+                        machine: Some(pending.name),
+                        host: Some(pending.host),
+                        fingerprint: Some(pending.fingerprint),
+                        ..status("accepted")
+                    },
+                ),
+                Err(r) => Err(refused(r)),
+            };
+            (answer, changed)
+        }
+    }
+}
+
+/// `{"enrolled_at"}`: a machine enrolled.
+#[derive(Serialize, Deserialize)]
+pub struct Enrolled {
+    pub enrolled_at: EpochMs,
+}
+
+/// A presence taken: how often to report, and the `online` rule.
+#[derive(Serialize, Deserialize)]
+pub struct PresenceAnswer {
+    pub heartbeat_s: i64,
+    pub online_within_s: i64,
+}
+
+/// One hand-off created for the credential's machine.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+pub struct MachineHandoff {
+    pub id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct MachineHandoffs {
+    pub handoffs: Vec<MachineHandoff>,
+}
+
+/// A create's placement on its machine: `None` for a machine not enrolled.
+#[derive(Serialize, Deserialize)]
+pub struct Placed {
+    pub placement: Option<Placement>,
+}
+
+#[derive(Serialize)]
+pub struct MachinesList {
+    pub machines: Vec<MachineView>,
+}
+
+/// An owner's `Machines` object's answer to `ask` at `now`.
+pub fn answer_machines(state: &mut Machines, ask: MachinesAsk, now: EpochMs) -> Answer {
+    match ask {
+        MachinesAsk::Enrol { name, host, fingerprint } => match state.enrol(&name, &host, &fingerprint, now) {
+            Ok(enrolled_at) => (json(200, &Enrolled { enrolled_at }), true),
+            Err(r) => (Err(r), false),
+        },
+        MachinesAsk::Presence { name, enrolled_at, presence } => {
+            match state.presence(&name, enrolled_at, presence, now) {
+                Ok(()) => {
+                    let answer = PresenceAnswer {
+                        heartbeat_s: MACHINE_HEARTBEAT_S,
+                        online_within_s: MACHINE_ONLINE_WITHIN_MS / 1000,
+                    };
+                    (json(200, &answer), true)
+                }
+                Err(r) => (Err(r), false),
+            }
+        }
+        MachinesAsk::Handoffs { name, enrolled_at } => {
+            let listed = state.handoffs(&name, enrolled_at).map(|ids| MachineHandoffs {
+                handoffs: ids.iter().rev().map(|id| MachineHandoff { id: id.clone() }).collect(),
+            });
+            (listed.and_then(|l| json(200, &l)), false)
+        }
+        MachinesAsk::MayToken { name, enrolled_at, id } => {
+            (state.may_token(&name, enrolled_at, &id).map(|()| (204, Vec::new())), false)
+        }
+        MachinesAsk::Place { machine, id, placement } => match state.place(&machine, &id, &placement) {
+            Ok(placement) => {
+                let changed = placement.is_some();
+                (json(200, &Placed { placement }), changed)
+            }
+            Err(r) => (Err(r), false),
+        },
+        MachinesAsk::List => (json(200, &MachinesList { machines: state.view(now) }), false),
+        MachinesAsk::Revoke { name } => match state.revoke(&name) {
+            Ok(()) => (Ok((204, Vec::new())), true),
+            Err(r) => (Err(r), false),
+        },
+    }
+}
+
+/// A machine credential's claims that the machine routes read: its owner, machine and when it
+/// was enrolled.
+pub fn credential_of(claims: &crate::token::Claims) -> Result<(String, EpochMs), ApiError> {
+    match (&claims.mch, claims.inc) {
+        (Some(name), Some(inc)) => Ok((name.clone(), inc as EpochMs)),
+        _ => Err(ApiError::new(Code::AuthInvalid, "a machine credential must name its machine and enrolment")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(state: &mut Enrolments, key: &[u8]) -> String {
+        let input =
+            StartInput { name: "vm-7".into(), host: "vm-7.internal".into(), public_key: enrolment::public_key_of(key) };
+        let p = pending(input, [1, 2, 3, 4, 5], "10.0.0.1", 0);
+        let code = p.code.clone();
+        let (answer, changed) = answer_enrolment(state, EnrolmentAsk::Start { pending: p }, 0);
+        assert_eq!((answer.unwrap().0, changed), (201, true));
+        code
+    }
+
+    #[test]
+    fn an_enrolment_started_approved_and_collected_answers_each_step_and_refuses_a_wrong_code() {
+        let mut state = Enrolments::default();
+        let code = started(&mut state, b"k");
+        let look = |state: &mut Enrolments, code: &str| {
+            answer_enrolment(state, EnrolmentAsk::LookUp { approver: "alice".into(), code: code.into() }, 1).0
+        };
+        assert_eq!(look(&mut state, "AAAA-AAAA").unwrap_err().code, Code::EnrolmentNotFound);
+        let (status, body) = look(&mut state, &code.to_lowercase()).unwrap();
+        let view: EnrolmentAnswer = serde_json::from_slice(&body).unwrap();
+        assert_eq!((status, view.enrolment.name.as_str()), (200, "vm-7"));
+        assert!(view.enrolment.fingerprint.starts_with("SHA256:"));
+        let collect = |state: &mut Enrolments, owner: Option<&str>| {
+            let ask =
+                EnrolmentAsk::Collect { code: code.clone(), key: hex::encode(b"k"), owner: owner.map(Into::into) };
+            let (answer, _) = answer_enrolment(state, ask, 2);
+            answer.map(|(_, body)| serde_json::from_slice::<CollectAnswer>(&body).unwrap().status)
+        };
+        assert_eq!(collect(&mut state, Some("alice")).unwrap(), "waiting");
+        answer_enrolment(&mut state, EnrolmentAsk::Approve { approver: "alice".into(), code: code.clone() }, 2)
+            .0
+            .unwrap();
+        assert_eq!(collect(&mut state, None).unwrap(), "approved");
+        assert_eq!(collect(&mut state, Some("alice")).unwrap(), "accepted");
+        assert_eq!(collect(&mut state, Some("alice")).unwrap_err().code, Code::EnrolmentNotFound);
+    }
+
+    #[test]
+    fn a_collect_and_a_start_read_their_bodies_naming_the_bad_field() {
+        assert!(parse_collect(br#"{"code":"abcd-efgh","key":"00"}"#).unwrap_err().message.starts_with("key:"));
+        assert!(parse_collect(br#"{"code":"abc","key":"00"}"#).unwrap_err().message.starts_with("code:"));
+        let start = br#"{"name":"vm 7","host":"h","public_key":"00"}"#;
+        assert!(parse_start(start).unwrap_err().message.starts_with("name:"));
+        let start = br#"{"name":"vm-7","host":"h","public_key":"00"}"#;
+        assert!(parse_start(start).unwrap_err().message.starts_with("public_key:"));
+    }
+}
