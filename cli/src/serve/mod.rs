@@ -21,6 +21,7 @@ pub mod decide;
 pub mod harness;
 pub mod signal;
 pub mod state;
+pub mod steer_event;
 
 use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
 use crate::hook::{self, Log};
@@ -125,6 +126,15 @@ struct Steers {
     turn: u64,
     sent: BTreeSet<String>,
     handed: BTreeMap<String, Instant>,
+}
+
+/// The steers of one turn whose outcome is on its timeline, and the seq serve's next event of
+/// the turn takes.
+#[derive(Default)]
+struct SteerEvents {
+    turn: u64,
+    reported: BTreeSet<String>,
+    next_seq: u64,
 }
 
 /// The token, and the file it is read again from.
@@ -239,6 +249,7 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         asked: None,
         arrivals: BTreeMap::new(),
         steers: Steers::default(),
+        steer_events: SteerEvents::default(),
         tx,
     };
     serve.main(&rx)
@@ -260,6 +271,8 @@ struct Serve {
     arrivals: BTreeMap<u64, Instant>,
     /// The current turn's steers handed to a harness or reported undelivered.
     steers: Steers,
+    /// The steers whose outcome serve wrote on the timeline.
+    steer_events: SteerEvents,
     /// The loop's channel, for the follower, the harness, the timer and the signals.
     tx: mpsc::Sender<Input>,
 }
@@ -403,7 +416,8 @@ impl Serve {
         let arrived = self.arrivals.get(&record.version).copied().unwrap_or_else(Instant::now);
         for s in &record.steers {
             let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
-            match decide::steer_to(&s.id, record.turn, &self.steers.sent, alive, &self.local) {
+            let over = record.status.has_ended() || record.state == handoff_core::turn::State::Closed;
+            match decide::steer_to(&s.id, record.turn, &self.steers.sent, alive, &self.local, over) {
                 None | Some(SteerTo::Keep) => {}
                 Some(SteerTo::Harness) => {
                     self.steers.sent.insert(s.id.clone());
@@ -421,7 +435,7 @@ impl Serve {
     }
 
     /// Says what became of steer `id`: one line in serve's log, with the time from the version
-    /// that carried it.
+    /// that carried it, and, once per steer, its `steer` event on the turn's timeline.
     fn steered(&mut self, turn: u64, id: &str, delivered: &Result<(), String>) {
         let since = self
             .steers
@@ -431,6 +445,24 @@ impl Serve {
         match delivered {
             Ok(()) => self.say.line(&format!("turn {turn}: steer {id} delivered{}", since.unwrap_or_default())),
             Err(why) => self.say.line(&format!("turn {turn}: steer {id} not delivered: {why}")),
+        }
+        if self.steer_events.turn != turn {
+            self.steer_events = SteerEvents { turn, ..SteerEvents::default() };
+        }
+        if !decide::steer_reported(&mut self.steer_events.reported, id) {
+            return;
+        }
+        let next = std::cell::Cell::new(self.steer_events.next_seq);
+        let outcome = delivered.as_ref().map(|()| ()).map_err(String::as_str);
+        let written = self.call(|c| {
+            let mut seq = next.get();
+            let written = steer_event::write(c, &self.id, turn, &mut seq, id, outcome);
+            next.set(seq);
+            written
+        });
+        self.steer_events.next_seq = next.get();
+        if let Err(e) = written {
+            self.say.line(&format!("turn {turn}: could not write steer {id}'s event on the timeline: {e}"));
         }
     }
 
@@ -495,6 +527,11 @@ impl Serve {
     /// Carries out an event of the harness running `turn` (one of an earlier harness, stopped
     /// already, is passed over). Answers the record read afresh once the harness is gone.
     fn on_event(&mut self, turn: u64, event: Event) -> Option<Handoff> {
+        // What became of a steer names its turn: said also after a stop took the harness.
+        if let Event::Steered { id, delivered } = &event {
+            self.steered(turn, id, delivered);
+            return None;
+        }
         if self.harness.as_ref().is_none_or(|h| h.turn() != turn) {
             return None;
         }
@@ -511,10 +548,7 @@ impl Serve {
                 self.asked = Some(Asked { question, version });
                 None
             }
-            Event::Steered { id, delivered } => {
-                self.steered(turn, &id, &delivered);
-                None
-            }
+            Event::Steered { .. } => None,
             Event::Gone { how } => self.on_gone(turn, &how),
         }
     }
