@@ -1,25 +1,37 @@
-//! The Claude Code driver of a served turn: `claude -p` as a child leading a process group of
-//! its own (a parent-death signal on Linux), its output drained and bounded, its end told to
-//! serve's loop by a thread that waits for it, stopped as a group.
+//! The Claude Code driver of a served turn: `claude -p` on stream-json both ways
+//! (`--input-format stream-json --output-format stream-json --verbose`) as a child leading a
+//! process group of its own (a parent-death signal on Linux), stopped as a group.
+//!
+//! Standard input stays open while the turn runs: the owner's words are the first user
+//! message ([`Input::write_user_message`]), and the input is closed ([`Input::close`]) when
+//! the turn's `result` line comes, so that Claude Code ends. Standard output is read line by
+//! line, each JSON line handed to the turn's reader ([`OnLine`]), its tail kept; the end is
+//! told to serve's loop by a thread that waits for the process.
 
 use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
 use crate::machine::{group, Runtime};
-use std::io::{Read, Write};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command as Process, Stdio};
+use std::process::{ChildStdin, Command as Process, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The most of the harness's standard output kept (its tail): Claude Code's final JSON result.
+/// The most of the harness's standard output kept (its tail).
 pub const OUTPUT_KEPT_BYTES_MAX: usize = 256 * 1024;
+/// The longest stream-json line read; a longer one is kept in the tail but not read as JSON.
+pub const LINE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Why a steer of a Claude Code turn is undelivered: `claude -p` reads the owner's words once.
 pub const PRINT_MODE_TAKES_NO_STEER: &str =
     "Claude Code in print mode reads the owner's words once, at its start: send them as the next turn";
 /// After SIGKILL, how long a stop waits for the waiting thread to see the exit.
 const REAPED_WAIT_MS: u64 = 1_000;
+/// Once the process ended, how long its end waits for the reader to finish its output (a
+/// grandchild may hold the pipe open): every line is read before the end is told.
+const READER_WAIT_MS: u64 = 2_000;
 
-/// What to run: `program args` with `vars` set and `remove` taken out, `input` on its standard
-/// input (then closed).
+/// What to run: `program args` with `vars` set and `remove` taken out, `input` its first user
+/// message on standard input.
 pub struct Spawn<'a> {
     pub program: &'a Path,
     pub args: &'a [String],
@@ -36,6 +48,8 @@ pub struct ClaudeCode {
     started: Instant,
     /// The tail of its standard output.
     out: Arc<Mutex<Vec<u8>>>,
+    /// Its standard input, open until the turn's result.
+    input: Input,
     /// The owner's steers: print mode reads its words once, so they are reported undelivered
     /// when it ends.
     kept: Kept,
@@ -43,8 +57,47 @@ pub struct ClaudeCode {
     exit: Exit,
 }
 
-/// Starts it; its end is told to `emit` as [`Event::Gone`].
-pub fn spawn(s: &Spawn<'_>, emit: Emit) -> std::io::Result<ClaudeCode> {
+/// Claude Code's standard input on stream-json: user messages, one a line, until closed.
+#[derive(Clone, Default)]
+pub struct Input {
+    pipe: Arc<Mutex<Option<ChildStdin>>>,
+}
+
+impl Input {
+    /// Writes one user message carrying `text`; an error once the input is closed or the
+    /// harness gone.
+    pub fn write_user_message(&self, text: &str) -> std::io::Result<()> {
+        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stdin) = pipe.as_mut() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "Claude Code's input is closed"));
+        };
+        stdin.write_all(user_message(text).as_bytes())?;
+        stdin.flush()
+    }
+
+    /// Closes the input: Claude Code ends once its turn has. Closing twice does nothing.
+    pub fn close(&self) {
+        drop(self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// One stream-json user message carrying `text`, as one line.
+pub fn user_message(text: &str) -> String {
+    let message = json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": text}]}});
+    format!("{message}\n")
+}
+
+/// Whether a stream-json line is the turn's `result`, after which the input is closed.
+pub fn is_result(line: &Value) -> bool {
+    line["type"] == "result"
+}
+
+/// What reads each JSON line of its standard output, in order, on the reading thread.
+pub type OnLine = Box<dyn FnMut(&Value) + Send>;
+
+/// Starts it; its end is told to `emit` as [`Event::Gone`], each line of its output to
+/// `on_line`.
+pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<ClaudeCode> {
     let mut cmd = Process::new(s.program);
     cmd.args(s.args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for name in s.remove {
@@ -57,48 +110,75 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit) -> std::io::Result<ClaudeCode> {
     group::own_group_dying_with_parent(&mut cmd);
     let mut child = cmd.spawn()?;
     let out = Arc::new(Mutex::new(Vec::new()));
+    let input = Input { pipe: Arc::new(Mutex::new(child.stdin.take())) };
+    let (read, all_read) = std::sync::mpsc::channel::<()>();
     if let Some(stdout) = child.stdout.take() {
-        drain(stdout, Some(out.clone()));
+        read_lines(stdout, out.clone(), input.clone(), on_line, read);
     }
     if let Some(stderr) = child.stderr.take() {
-        drain(stderr, None);
+        drain(stderr);
     }
-    if let Some(mut stdin) = child.stdin.take() {
-        let input = s.input.to_string();
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(input.as_bytes());
-        });
-    }
+    // On a thread of its own: a long briefing fills the pipe before Claude Code reads it.
+    let (first, words) = (input.clone(), s.input.to_string());
+    std::thread::spawn(move || {
+        let _ = first.write_user_message(&words);
+    });
     let (pid, turn, exit, kept) = (child.id(), s.turn, Exit::default(), Kept::new());
     let (seen, steers, told) = (exit.clone(), kept.clone(), emit.clone());
     std::thread::spawn(move || {
         let how = child.wait().map_or_else(|e| format!("unknown ({e})"), group::describe);
+        let _ = all_read.recv_timeout(Duration::from_millis(READER_WAIT_MS));
         for (id, _) in steers.close() {
             emit(turn, Event::Steered { id, delivered: Err(PRINT_MODE_TAKES_NO_STEER.to_string()) });
         }
         seen.set(how.clone());
         emit(turn, Event::Gone { how });
     });
-    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, kept, emit: told, exit })
+    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, input, kept, emit: told, exit })
 }
 
-/// Reads `from` to its end, keeping only the last [`OUTPUT_KEPT_BYTES_MAX`] bytes (or none).
-fn drain(mut from: impl Read + Send + 'static, keep: Option<Arc<Mutex<Vec<u8>>>>) {
+/// Reads standard output to its end, line by line: each JSON line to `on_line`, the input
+/// closed on the turn's result, the last [`OUTPUT_KEPT_BYTES_MAX`] bytes kept.
+fn read_lines(
+    from: impl Read + Send + 'static,
+    keep: Arc<Mutex<Vec<u8>>>,
+    input: Input,
+    mut on_line: OnLine,
+    done: std::sync::mpsc::Sender<()>,
+) {
     std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        while let Ok(n) = from.read(&mut buf) {
-            if n == 0 {
-                break;
+        let mut reader = BufReader::new(from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.by_ref().take(LINE_BYTES_MAX as u64).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
-            if let Some(keep) = &keep {
+            {
                 let mut kept = keep.lock().unwrap_or_else(|e| e.into_inner());
-                kept.extend_from_slice(&buf[..n]);
+                kept.extend_from_slice(&line);
                 if kept.len() > OUTPUT_KEPT_BYTES_MAX {
                     let cut = kept.len() - OUTPUT_KEPT_BYTES_MAX;
                     kept.drain(..cut);
                 }
             }
+            let Ok(value) = serde_json::from_slice::<Value>(&line) else { continue };
+            on_line(&value);
+            if is_result(&value) {
+                input.close();
+            }
         }
+        input.close();
+        let _ = done.send(());
+    });
+}
+
+/// Reads `from` to its end, keeping nothing.
+fn drain(mut from: impl Read + Send + 'static) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        while matches!(from.read(&mut buf), Ok(n) if n > 0) {}
     });
 }
 
@@ -111,6 +191,11 @@ impl ClaudeCode {
     /// How it ended, once it did.
     pub fn exited(&self) -> Option<String> {
         self.exit.get()
+    }
+
+    /// Its standard input: more user messages, then the close.
+    pub fn input(&self) -> Input {
+        self.input.clone()
     }
 }
 
@@ -161,7 +246,7 @@ mod tests {
     fn sh(script: &str) -> ClaudeCode {
         let args = vec!["-c".to_string(), script.to_string()];
         let s = Spawn { program: Path::new("/bin/sh"), args: &args, vars: &[], remove: &[], input: "", turn: 1 };
-        spawn(&s, Arc::new(|_, _| {})).unwrap()
+        spawn(&s, Arc::new(|_, _| {}), Box::new(|_| {})).unwrap()
     }
 
     #[test]
@@ -189,11 +274,47 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let args = vec!["-c".to_string(), "head -c 1000000 /dev/zero | tr '\\0' a; echo END".to_string()];
         let s = Spawn { program: Path::new("/bin/sh"), args: &args, vars: &[], remove: &[], input: "", turn: 7 };
-        let h = spawn(&s, Arc::new(move |turn, e| tx.send((turn, e)).unwrap())).unwrap();
+        let h = spawn(&s, Arc::new(move |turn, e| tx.send((turn, e)).unwrap()), Box::new(|_| {})).unwrap();
         let told = rx.recv_timeout(Duration::from_secs(10)).expect("its end is told");
         assert_eq!(told, (7, Event::Gone { how: "exit 0".into() }));
         std::thread::sleep(Duration::from_millis(100));
         let out = h.output();
         assert!(out.len() <= OUTPUT_KEPT_BYTES_MAX && out.ends_with("END\n"), "{}", out.len());
+    }
+
+    #[test]
+    fn a_user_message_is_one_stream_json_line_carrying_the_words_whole() {
+        let line = user_message("two\nlines \"quoted\"");
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line:?}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["message"]["role"], "user");
+        assert_eq!(v["message"]["content"][0]["text"], "two\nlines \"quoted\"");
+    }
+
+    #[test]
+    fn the_input_stays_open_for_more_messages_until_the_turns_result_and_is_closed_then() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Echoes each message's text as a line of its own; a message saying "end" makes it print
+        // the result, after which it waits for its input to close.
+        let script = r#"while read -r l; do case "$l" in *'"end"'*) echo '{"type":"result","result":"r"}'; cat >/dev/null; echo '{"type":"closed"}'; exit 0;; *) echo '{"type":"seen"}';; esac; done"#;
+        let args = vec!["-c".to_string(), script.to_string()];
+        let s = Spawn { program: Path::new("/bin/sh"), args: &args, vars: &[], remove: &[], input: "first", turn: 3 };
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        let h = spawn(
+            &s,
+            Arc::new(move |turn, e| tx.send((turn, e)).unwrap()),
+            Box::new(move |v| seen.lock().unwrap().push(v["type"].as_str().unwrap_or_default().to_string())),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(h.exited().is_none(), "the input stays open after the first message");
+        h.input().write_user_message("second").unwrap();
+        h.input().write_user_message("end").unwrap();
+        let told = rx.recv_timeout(Duration::from_secs(10)).expect("it ends once its input is closed");
+        assert_eq!(told, (3, Event::Gone { how: "exit 0".into() }));
+        assert_eq!(*lines.lock().unwrap(), ["seen", "seen", "result", "closed"], "every line read before the end");
+        assert!(h.input().write_user_message("late").is_err(), "closed on the result");
     }
 }

@@ -9,8 +9,8 @@
 //! question, or reports a turn whose harness is gone `failed`.
 //!
 //! Claude Code runs in print mode, one process per turn: `claude -p` with `--session-id` on its
-//! first turn and `--resume=ID` after, the owner's words on standard input, `--output-format
-//! json`, `--settings` carrying the hooks for this run only (the person's own settings are left
+//! first turn and `--resume=ID` after, on stream-json both ways (the owner's words the first
+//! user message on standard input, which is closed on the turn's result), `--settings` carrying the hooks for this run only (the person's own settings are left
 //! as they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
 //! server, which pins the turn it serves. Codex runs through its app-server, one per turn.
 
@@ -731,7 +731,7 @@ impl Serve {
             input: &ready.prompt,
             turn,
         };
-        let h = claude_code::spawn(&spawn, self.emit())
+        let h = claude_code::spawn(&spawn, self.emit(), Box::new(|_| {}))
             .map_err(|e| format!("{} could not start: {e}", ready.program.display()))?;
         Ok(Box::new(h))
     }
@@ -931,8 +931,11 @@ pub fn claude_args(
 ) -> Vec<String> {
     let mut args: Vec<String> = [
         "-p",
+        "--input-format",
+        "stream-json",
         "--output-format",
-        "json",
+        "stream-json",
+        "--verbose",
         "--permission-mode",
         mode,
         "--settings",
@@ -1068,7 +1071,8 @@ mod tests {
             Some(CLAUDE_CODE_ALLOW_RULE),
             "--allowedTools takes what follows it"
         );
-        assert!(new.iter().any(|a| a == "-p") && new.windows(2).any(|w| w == ["--output-format", "json"]));
+        assert!(new.iter().any(|a| a == "-p") && new.windows(2).any(|w| w == ["--output-format", "stream-json"]));
+        assert!(new.windows(2).any(|w| w == ["--input-format", "stream-json"]) && new.contains(&"--verbose".into()));
     }
 
     #[test]
