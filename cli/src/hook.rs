@@ -641,6 +641,8 @@ pub fn claude_code(url: &str, token: Option<&str>) {
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
         let window = std::env::var(crate::machine::env::ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
         let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
+        let intent =
+            if event == "Stop" { claude_code::served_stop(intent, served(&|k| std::env::var(k).ok())) } else { intent };
         if let Err(e) = hook.run(&event, intent) {
             hook.log.line(&format!("{event}: the spool could not be used: {e}"));
         }

@@ -381,11 +381,14 @@ pub fn steer_reported(reported: &mut std::collections::BTreeSet<String>, id: &st
     reported.insert(id.to_string())
 }
 
-/// Whether a served turn whose harness takes further messages (Claude Code on stream-json) is
-/// over, so that serve may report its end: every message it was given (the prompt and each
-/// steer written to it) has its own result, and no steer is kept waiting for it.
-pub fn messages_done(given: u64, results: u64, steers_kept: usize) -> bool {
-    results >= given && steers_kept == 0
+/// Whether a result of a served turn whose harness takes further messages (Claude Code on
+/// stream-json) ends the turn, so that serve reports its end: every steer written to it was
+/// read back before this result (`unread`: none is left for a further exchange) and none is
+/// kept waiting to be written. Seen with Claude Code 2.1.328: a message read between tool
+/// calls joins the running exchange and shares its one result; one read while the model
+/// answers waits for that result and runs as an exchange of its own, with a result of its own.
+pub fn messages_done(unread: usize, steers_kept: usize) -> bool {
+    unread == 0 && steers_kept == 0
 }
 
 #[cfg(test)]
@@ -726,13 +729,12 @@ mod tests {
         assert!(steer_reported(&mut reported, "st_5_1"));
     }
 
-    /// On stream-json each message has its own result: the turn is over only once every message
-    /// given has one and no steer waits to be written.
+    /// On stream-json a result ends the turn only when every steer written was read before it
+    /// and none is kept: a steer still unread runs as a further exchange with its own result.
     #[test]
-    fn a_turn_taking_further_messages_ends_only_when_every_message_has_its_result_and_no_steer_is_kept() {
-        assert!(messages_done(1, 1, 0), "the prompt alone, answered");
-        assert!(!messages_done(2, 1, 0), "a steer written and not answered yet");
-        assert!(!messages_done(1, 1, 1), "a steer kept, to be written");
-        assert!(messages_done(3, 3, 0));
+    fn a_turn_taking_further_messages_ends_only_at_a_result_with_no_steer_unread_or_kept() {
+        assert!(messages_done(0, 0), "the prompt alone, or every steer read into this exchange");
+        assert!(!messages_done(1, 0), "a steer written and not read yet: a further exchange comes");
+        assert!(!messages_done(0, 1), "a steer kept, to be written");
     }
 }

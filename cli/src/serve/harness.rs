@@ -21,6 +21,9 @@ pub enum Event {
     Gone { how: String },
     /// What became of steer `id`: the harness took the words, or why they never reached it.
     Steered { id: String, delivered: Result<(), String> },
+    /// It answered the last message it was given (a harness taking further messages): the
+    /// turn's end, which serve reports, with the answer's text.
+    Over { result: String, error: bool },
 }
 
 /// What serve's loop tells a harness.

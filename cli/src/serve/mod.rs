@@ -549,7 +549,28 @@ impl Serve {
                 None
             }
             Event::Steered { .. } => None,
+            Event::Over { result, error } => {
+                self.report_over(turn, &result, error);
+                None
+            }
             Event::Gone { how } => self.on_gone(turn, &how),
+        }
+    }
+
+    /// The turn's end a harness taking further messages told (Claude Code on stream-json): its
+    /// one final report, sent once every message it was given has its result and no steer is
+    /// pending ([`decide::messages_done`]), since each message's Stop hook reports no `done`.
+    fn report_over(&mut self, turn: u64, result: &str, error: bool) {
+        let status = if error { ReportStatus::Failed } else { ReportStatus::Done };
+        let summary = if result.trim().is_empty() { "Claude Code ended its turn without a message" } else { result };
+        let report = ReportInput { summary: Some(hook::clip_summary(summary)), ..ReportInput::of(turn, status) };
+        match self.call(|c| c.report(&self.id, &report)) {
+            Ok(r) => self.say.line(&format!(
+                "turn {turn}: every message has its result: reported it {} (v{})",
+                if error { "failed" } else { "done" },
+                r.value.version
+            )),
+            Err(e) => self.say.line(&format!("turn {turn}: could not report its end: {e}")),
         }
     }
 
@@ -936,6 +957,8 @@ pub fn claude_args(
         "--output-format",
         "stream-json",
         "--verbose",
+        // Each user message is echoed as it is read: a steer counts as delivered then.
+        "--replay-user-messages",
         "--permission-mode",
         mode,
         "--settings",
