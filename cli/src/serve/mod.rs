@@ -10,7 +10,9 @@
 //!
 //! Claude Code runs in print mode, one process per turn: `claude -p` with `--session-id` on its
 //! first turn and `--resume=ID` after, on stream-json both ways (the owner's words the first
-//! user message on standard input, which is closed on the turn's result), `--settings` carrying the hooks for this run only (the person's own settings are left
+//! user message on standard input, each steer one more, the input closed at the result after
+//! which no steer is left unread, when serve reports the turn's end), `--settings` carrying
+//! the hooks for this run only (the person's own settings are left
 //! as they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
 //! server, which pins the turn it serves. Codex runs through its app-server, one per turn.
 
