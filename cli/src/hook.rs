@@ -506,6 +506,16 @@ pub fn served(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env(ENV_SERVED).is_some_and(|v| v == "1")
 }
 
+/// In a served turn serve sends the one final report, with the reply: a hook's `done` is none.
+pub fn served_done(intent: Intent, served: bool) -> Intent {
+    match intent {
+        Intent::Report { status: ReportStatus::Done, .. } if served => {
+            Intent::Nothing("in a served turn, serve sends the final report".into())
+        }
+        other => other,
+    }
+}
+
 /// The deny a served turn's unanswered question gets, with the note its model reads.
 pub fn served_timeout_decision(wait_s: u64) -> String {
     let note = format!(
@@ -641,8 +651,7 @@ pub fn claude_code(url: &str, token: Option<&str>) {
         let event = doc["hook_event_name"].as_str().unwrap_or("(no event)").to_string();
         let window = std::env::var(crate::machine::env::ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
         let intent = claude_code::intent(&doc, &|p| transcript::read(p).ok(), window);
-        let intent =
-            if event == "Stop" { claude_code::served_stop(intent, served(&|k| std::env::var(k).ok())) } else { intent };
+        let intent = served_done(intent, served(&|k| std::env::var(k).ok()));
         if let Err(e) = hook.run(&event, intent) {
             hook.log.line(&format!("{event}: the spool could not be used: {e}"));
         }
@@ -675,7 +684,8 @@ pub fn codex(url: &str, token: Option<&str>, argument: Option<String>) {
         let Some(hook) = session("codex", &url, token.as_deref(), None) else { return };
         let doc = read_document(argument.unwrap_or_default().as_bytes());
         let event = doc["type"].as_str().unwrap_or("(no type)").to_string();
-        if let Err(e) = hook.run(&event, codex::intent(&doc)) {
+        let intent = served_done(codex::intent(&doc), served(&|k| std::env::var(k).ok()));
+        if let Err(e) = hook.run(&event, intent) {
             hook.log.line(&format!("{event}: the spool could not be used: {e}"));
         }
     });
@@ -696,6 +706,16 @@ mod tests {
             (decision["behavior"].as_str(), decision["message"].as_str()),
             (Some("deny"), Some(why.note().as_str()))
         );
+    }
+
+    #[test]
+    fn in_a_served_turn_the_stop_hook_sends_no_done_of_its_own_and_anything_else_as_before() {
+        let done =
+            Intent::Report { status: ReportStatus::Done, summary: Some("x".into()), usage: None, refresh: false };
+        assert!(matches!(served_done(done.clone(), true), Intent::Nothing(_)), "serve sends the final report");
+        assert_eq!(served_done(done.clone(), false), done, "at a terminal the hook reports done");
+        let failed = Intent::Report { status: ReportStatus::Failed, summary: None, usage: None, refresh: false };
+        assert_eq!(served_done(failed.clone(), true), failed, "a usage limit is still the hook's to report");
     }
 
     #[test]

@@ -1153,13 +1153,13 @@ fn a_steer_sent_while_a_served_claude_code_turn_works_reaches_a_later_model_requ
     let at = requests.iter().position(|r| r.text().contains(words));
     let at = at.unwrap_or_else(|| panic!("the steer reached the model\n{}", s.context()));
     assert!(at > 0 && requests[0].text().contains("Make a proof file."), "a later request of the same turn");
-    let log = s.log_says("every message has its result");
+    let log = s.log_says("final report done");
     let line = log.lines().find(|l| l.contains(&format!("steer {id} delivered"))).unwrap_or_default();
     eprintln!(
         "seen: {} agent requests; the steer first in request {at} (with the tool's result: {}); {line}",
         requests.len(),
         requests[at].body.to_string().contains("tool_result")
     );
-    assert_eq!(log.matches("reported it done").count(), 1, "one final report: {log}");
+    assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
     s.close();
 }

@@ -250,3 +250,42 @@ fn bench_served_turns_start_and_stop() {
     print_figures("Claude Code itself: turn opened by the CLI -> the model's first request", to_model);
     s.close();
 }
+
+/// Issue 55's speed row: from the harness's output to the event reaching a watching client.
+/// Each of 20 turns of Claude Code answers with words; the clock starts when the scripted model
+/// takes the turn's request (its answer goes at once, so this counts Claude Code's own writing
+/// of the line too: an upper bound) and stops when a held `GET …/events` hands the words over.
+#[test]
+#[ignore = "20 harness runs: scripts/bench-serve runs it"]
+fn bench_served_events_reach_a_watching_client() {
+    let steps = (0..=BENCH_TURNS).map(|n| Step::text(&format!("Words {n}."))).collect();
+    let s = Served::start("Turn 1: say words.", ScriptedModel::start(steps));
+    s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    let mut latencies = Vec::new();
+    for turn in 2..=BENCH_TURNS as u64 + 1 {
+        let before = s.model.agent_requests().len();
+        ok(Some(&s.owner), &["turn", &s.id, "--prompt", &format!("Turn {turn}: say words.")]);
+        let asked = eventually(
+            "the model's request",
+            Duration::from_secs(STEP_S),
+            || Some(Instant::now()).filter(|_| s.model.agent_requests().len() > before),
+            || s.machine.log(),
+        );
+        let mut after = 0;
+        let arrived = loop {
+            let path = format!("/v1/handoffs/{}/events?turn={turn}&after={after}&timeout=30", s.id);
+            let (status, body) = api_get(&s.owner, &path);
+            assert_eq!(status, 200, "{body}");
+            let events = body["events"].as_array().cloned().unwrap_or_default();
+            if events.iter().any(|e| e["kind"] == "message") {
+                break Instant::now();
+            }
+            after = body["next"].as_u64().unwrap_or(1) - 1;
+            assert!(asked.elapsed() < Duration::from_secs(STEP_S), "no words on turn {turn}'s timeline: {body}");
+        };
+        latencies.push(arrived.duration_since(asked).as_millis() as u64);
+        s.until("the turn is done", |r| r["turn"] == turn && r["status"] == "done");
+    }
+    print_figures("event (the model answered -> a held GET …/events got the words)", latencies);
+    s.close();
+}

@@ -147,18 +147,6 @@ fn stop(doc: &Value, read_tail: &dyn Fn(&Path) -> Option<Tail>, window_setting: 
     Intent::Report { status: ReportStatus::Done, summary: last.as_deref().map(clip_summary), usage, refresh: false }
 }
 
-/// In a turn `handoff serve` runs on stream-json, each user message (the prompt, each steer)
-/// has its own Stop: a `done` there is reported `running` (its summary and usage kept), and
-/// serve reports the turn's end once every message has its result and no steer is pending.
-pub fn served_stop(intent: Intent, served: bool) -> Intent {
-    match intent {
-        Intent::Report { status: ReportStatus::Done, summary, usage, refresh } if served => {
-            Intent::Report { status: ReportStatus::Running, summary, usage, refresh }
-        }
-        other => other,
-    }
-}
-
 /// An API error's text that says a usage limit was hit ("You've hit your session limit").
 fn is_usage_limit(text: &str) -> bool {
     let t = text.to_lowercase();
@@ -353,18 +341,5 @@ mod tests {
         assert!(matches!(intent(&json!({"hook_event_name": "PostToolUse"}), &no_tail, None), Intent::ResumeIfWaiting));
         assert!(matches!(intent(&json!({"hook_event_name": "PreCompact"}), &no_tail, None), Intent::Nothing(_)));
         assert!(matches!(intent(&json!([1, 2]), &no_tail, None), Intent::Nothing(_)));
-    }
-
-    /// A served turn's Stop reports no done: each message has its own Stop, and serve reports
-    /// the turn's end; a failure still ends it, and an unserved turn's Stop is done.
-    #[test]
-    fn a_served_turns_stop_reports_running_and_serve_reports_its_end() {
-        let done =
-            Intent::Report { status: ReportStatus::Done, summary: Some("ok".into()), usage: None, refresh: false };
-        let running = served_stop(done.clone(), true);
-        assert_eq!(report(running).0, ReportStatus::Running);
-        assert_eq!(report(served_stop(done.clone(), false)).0, ReportStatus::Done);
-        let failed = Intent::Report { status: ReportStatus::Failed, summary: None, usage: None, refresh: false };
-        assert_eq!(report(served_stop(failed, true)).0, ReportStatus::Failed);
     }
 }

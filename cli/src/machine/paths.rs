@@ -39,6 +39,16 @@ pub fn spool_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("spool")
 }
 
+/// `STATE/timeline`: the served turns' events not yet taken by the service, one file a turn.
+pub fn timeline_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("timeline")
+}
+
+/// `STATE/timeline/ID-turn-N.jsonl`: turn `turn`'s events waiting for the service.
+pub fn timeline_spool(state_dir: &Path, id: &str, turn: u64) -> PathBuf {
+    timeline_dir(state_dir).join(format!("{id}-turn-{turn}.jsonl"))
+}
+
 /// `STATE/seen/ID.json`.
 pub fn seen_file(state_dir: &Path, id: &str) -> PathBuf {
     state_dir.join("seen").join(format!("{id}.json"))

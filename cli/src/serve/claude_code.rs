@@ -8,8 +8,12 @@
 //! line, each JSON line handed to the turn's reader ([`OnLine`]), its tail kept; the end is
 //! told to serve's loop by a thread that waits for the process.
 
+use super::events::Shaper;
 use super::harness::{Command, Emit, Event, Exit, Harness};
-use crate::machine::{group, Runtime};
+use super::sender::Timeline;
+use crate::hook::transcript;
+use crate::machine::{env::ENV_CONTEXT_WINDOW, group, Runtime};
+use handoff_core::suggestion::Usage;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -169,6 +173,33 @@ pub fn is_result(line: &Value) -> bool {
 /// What reads each JSON line of its standard output, in order, on the reading thread.
 pub type OnLine = Box<dyn FnMut(&Value) + Send>;
 
+/// A served turn's reader of Claude Code's output: each line's events to the turn's timeline,
+/// the result to serve's loop as [`Event::Finished`], with the context the last call used
+/// (as a transcript's assistant lines give it, which stream-json's are).
+pub fn reader(turn: u64, mut shaper: Shaper, timeline: Timeline, emit: Emit) -> OnLine {
+    let mut context: Option<(u64, Option<String>)> = None;
+    Box::new(move |line| {
+        timeline.extend(shaper.claude_code(line, crate::hook::now_ms()));
+        if line["type"] == "assistant" {
+            let tail = transcript::tail_of(&line.to_string());
+            if let Some(used) = tail.context_used {
+                context = Some((used, tail.model));
+            }
+        }
+        if is_result(line) {
+            let window = std::env::var(ENV_CONTEXT_WINDOW).ok().and_then(|w| w.parse().ok());
+            let usage = context.as_ref().map(|(used, model)| Usage {
+                context_used: Some(*used),
+                context_window: Some(transcript::context_window(model.as_deref(), window)),
+                ..Usage::default()
+            });
+            let answer = line["result"].as_str().unwrap_or_default().to_string();
+            let failed = line["is_error"] == true || line["subtype"] != "success";
+            emit(turn, Event::Finished { answer, failed, usage });
+        }
+    })
+}
+
 /// Starts it; its end is told to `emit` as [`Event::Gone`], each line of its output to
 /// `on_line`.
 pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<ClaudeCode> {
@@ -189,7 +220,7 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<Clau
     let (read, all_read) = std::sync::mpsc::channel::<()>();
     if let Some(stdout) = child.stdout.take() {
         let said = said(s.turn, messages.clone(), input.clone(), emit.clone());
-        read_lines(stdout, out.clone(), input.clone(), Box::new(move |v| said(v)), on_line, read);
+        read_lines(stdout, out.clone(), input.clone(), Box::new(said), on_line, read);
     }
     if let Some(stderr) = child.stderr.take() {
         drain(stderr);
@@ -214,29 +245,34 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<Clau
 }
 
 /// What the reader does with each output line for the turn's messages: a steer read is told
-/// delivered; the last result closes the input and is told as the turn's end.
-fn said(turn: u64, messages: Arc<Mutex<Messages>>, input: Input, emit: Emit) -> impl Fn(&Value) + Send {
+/// delivered; the result after which no steer is unread closes the input. Answers whether the
+/// line goes on to the turn's reader: a result that leaves a steer unread does not, since
+/// that steer's own exchange and result follow and only the last result is the turn's end.
+fn said(turn: u64, messages: Arc<Mutex<Messages>>, input: Input, emit: Emit) -> impl Fn(&Value) -> bool + Send {
     move |line| {
         let said = messages.lock().unwrap_or_else(|e| e.into_inner()).on_line(line);
         match said {
             Some(Said::Read(id)) => emit(turn, Event::Steered { id, delivered: Ok(()) }),
-            Some(Said::Over { result, error }) => {
-                input.close();
-                emit(turn, Event::Over { result, error });
-            }
+            Some(Said::Over { .. }) => input.close(),
+            None if is_result(line) => return false,
             None => {}
         }
+        true
     }
 }
 
+/// What reads each line first for the turn's messages, answering whether it goes on to the
+/// turn's reader.
+type TurnLine = Box<dyn Fn(&Value) -> bool + Send>;
+
 /// Reads standard output to its end, line by line: each JSON line to `turn_line` (the turn's
-/// messages: it closes the input on the turn's last result) and then to `on_line`, the last
-/// [`OUTPUT_KEPT_BYTES_MAX`] bytes kept.
+/// messages: it closes the input on the turn's last result) and then, unless it says not, to
+/// `on_line`, the last [`OUTPUT_KEPT_BYTES_MAX`] bytes kept.
 fn read_lines(
     from: impl Read + Send + 'static,
     keep: Arc<Mutex<Vec<u8>>>,
     input: Input,
-    mut turn_line: OnLine,
+    turn_line: TurnLine,
     mut on_line: OnLine,
     done: std::sync::mpsc::Sender<()>,
 ) {
@@ -258,8 +294,9 @@ fn read_lines(
                 }
             }
             let Ok(value) = serde_json::from_slice::<Value>(&line) else { continue };
-            turn_line(&value);
-            on_line(&value);
+            if turn_line(&value) {
+                on_line(&value);
+            }
         }
         input.close();
         let _ = done.send(());
@@ -454,8 +491,6 @@ mod tests {
         assert!(h.exited().is_none(), "the input stays open after the first message");
         h.input().write_user_message("second").unwrap();
         h.input().write_user_message("end").unwrap();
-        let over = rx.recv_timeout(Duration::from_secs(10)).expect("the turn's end is told");
-        assert_eq!(over, (3, Event::Over { result: "r".into(), error: false }));
         let told = rx.recv_timeout(Duration::from_secs(10)).expect("it ends once its input is closed");
         assert_eq!(told, (3, Event::Gone { how: "exit 0".into() }));
         assert_eq!(*lines.lock().unwrap(), ["seen", "seen", "result", "closed"], "every line read before the end");

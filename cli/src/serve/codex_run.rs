@@ -3,7 +3,9 @@
 //! no hooks, so nothing else would report it).
 
 use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
+use super::events::{self, Shaper};
 use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
+use super::sender::Timeline;
 use crate::ask::{self, Prompt, Waited};
 use crate::client::{Client, ReportInput};
 use crate::machine::{group, Runtime};
@@ -39,6 +41,10 @@ pub struct Start {
     pub id: String,
     pub turn: u64,
     pub wait_s: u64,
+    /// What leaves the machine: the timeline's events and the reply.
+    pub sync: handoff_core::timeline::SyncMode,
+    /// Where the turn's items go, as events.
+    pub timeline: Timeline,
 }
 
 /// How long a stop waits for the turn's thread: Codex's interrupt, then its group's stop.
@@ -137,35 +143,29 @@ fn run(
             None => server.start_thread()?,
         };
         emit(s.turn, Event::Started { session: thread.clone() });
-        let mut asker = Asker { s, cancel, emit, answers, kept };
+        let shaper = Shaper::new(s.sync);
+        let mut asker = Asker { s, cancel, emit, answers, kept, shaper };
         let outcome = server.run_turn(&thread, &s.prompt, cancel, &mut asker);
         server.stop();
         outcome
     })();
-    let (status, summary) = match outcome {
+    let (status, summary, reply) = match outcome {
         Ok(TurnOutcome::Interrupted) => return None,
-        Ok(TurnOutcome::Completed { message }) => (
-            ReportStatus::Done,
-            if message.trim().is_empty() { "codex ended its turn without a message".to_string() } else { message },
-        ),
-        Ok(TurnOutcome::Failed { reason }) => (ReportStatus::Failed, format!("codex's turn failed: {reason}")),
-        Err(e) => (ReportStatus::Failed, e.to_string()),
+        Ok(TurnOutcome::Completed { message }) if message.trim().is_empty() => {
+            (ReportStatus::Done, "codex ended its turn without a message".to_string(), None)
+        }
+        // The turn's last agent message: the summary clipped, the reply whole as the mode lets it.
+        Ok(TurnOutcome::Completed { message }) => {
+            (ReportStatus::Done, message.clone(), events::reply(s.sync, &message))
+        }
+        Ok(TurnOutcome::Failed { reason }) => (ReportStatus::Failed, format!("codex's turn failed: {reason}"), None),
+        Err(e) => (ReportStatus::Failed, e.to_string(), None),
     };
     if cancel.load(Ordering::SeqCst) {
         return None;
     }
-    let report = ReportInput {
-        turn: s.turn,
-        status,
-        summary: Some(crate::hook::clip_summary(&summary)),
-        unmet: None,
-        usage: None,
-        question: None,
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    };
+    let report =
+        ReportInput { summary: Some(crate::hook::clip_summary(&summary)), reply, ..ReportInput::of(s.turn, status) };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
     Some(if status == ReportStatus::Done { Ok(summary) } else { Err(summary) })
@@ -179,6 +179,7 @@ struct Asker<'a> {
     emit: &'a Emit,
     answers: &'a mpsc::Receiver<(String, Waited)>,
     kept: &'a Kept,
+    shaper: Shaper,
 }
 
 impl Asker<'_> {
@@ -233,6 +234,10 @@ impl Asker<'_> {
 }
 
 impl Handler for Asker<'_> {
+    fn item(&mut self, method: &str, item: &serde_json::Value) {
+        self.s.timeline.extend(self.shaper.codex(method, item, crate::hook::now_ms()));
+    }
+
     fn steers(&mut self) -> Vec<(String, String)> {
         self.kept.take()
     }

@@ -85,6 +85,10 @@ pub struct Local {
     /// The life of the hand-off these turns belong to; `None` in a record of the older build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<u64>,
+    /// The commit (or git's empty tree) the session started from: what each turn's files
+    /// touched are counted against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 impl Local {

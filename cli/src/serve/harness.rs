@@ -7,6 +7,7 @@
 
 use crate::ask::Waited;
 use crate::machine::Runtime;
+use handoff_core::suggestion::Usage;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,9 +22,10 @@ pub enum Event {
     Gone { how: String },
     /// What became of steer `id`: the harness took the words, or why they never reached it.
     Steered { id: String, delivered: Result<(), String> },
-    /// It answered the last message it was given (a harness taking further messages): the
-    /// turn's end, which serve reports, with the answer's text.
-    Over { result: String, error: bool },
+    /// Its turn's result (Claude Code's `result` line after which no steer is left unread):
+    /// the final answer whole, whether the result is an error, and the context its last call
+    /// used.
+    Finished { answer: String, failed: bool, usage: Option<Usage> },
 }
 
 /// What serve's loop tells a harness.

@@ -16,11 +16,14 @@
 //! as they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
 //! server, which pins the turn it serves. Codex runs through its app-server, one per turn.
 
+pub mod batch;
 pub mod claude_code;
 pub mod codex;
 pub mod codex_run;
 pub mod decide;
+pub mod events;
 pub mod harness;
+pub mod sender;
 pub mod signal;
 pub mod state;
 pub mod steer_event;
@@ -33,6 +36,8 @@ use crate::machine::turn::{self as turn_start, First, Ready, Setup, TurnError};
 use crate::machine::{group, paths, Runtime};
 use decide::{Action, Alive, Asked, Brief, Gone, HarnessSession, Local, Started, SteerTo, StopWhy, View};
 use handoff_api::error::Code;
+use handoff_core::suggestion::Usage;
+use handoff_core::timeline::SyncMode;
 use handoff_core::turn::ReportStatus;
 use harness::{Command, Event, Harness};
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +65,8 @@ const REPORT_RETRY_MS: u64 = 5_000;
 const DECISIONS_PER_INPUT_MAX: usize = 4;
 /// The versions whose arrival is kept, for the latencies the log gives.
 const ARRIVALS_KEPT_MAX: usize = 64;
+/// As serve ends, how long it waits for its timelines' senders before it spools what is left.
+const TIMELINE_FLUSH_WAIT_MS: u64 = 1_000;
 
 /// `handoff serve`'s arguments.
 #[derive(clap::Args, Debug, Clone)]
@@ -74,12 +81,23 @@ pub struct Args {
     /// the mode each turn ran in (Codex's: its approval policy, untrusted).
     #[arg(long, value_name = "MODE", default_value = PERMISSION_MODE_DEFAULT)]
     pub permission_mode: String,
+    /// What leaves this machine (the record shows it): `metadata` (tool names, states,
+    /// durations and counts), `messages` (adds the model's words, each tool's input and the
+    /// whole reply) or `full` (adds tool outputs, clipped).
+    #[arg(long, value_name = "MODE", default_value = "messages", value_parser = parse_sync)]
+    pub sync: SyncMode,
     /// A file holding the machine token, read again when the API says the token expired.
     #[arg(long, value_name = "PATH", env = ENV_TOKEN_FILE)]
     pub token_file: Option<PathBuf>,
     /// Print a systemd unit that keeps `handoff serve ID` running, and exit.
     #[arg(long)]
     pub print_unit: bool,
+}
+
+/// `--sync`'s word.
+fn parse_sync(word: &str) -> Result<SyncMode, String> {
+    serde_json::from_value(serde_json::Value::String(word.to_string()))
+        .map_err(|_| format!("{word}: one of metadata, messages, full"))
 }
 
 /// The systemd unit `--print-unit` prints: restarted when it ends, and on a stop every process
@@ -252,6 +270,8 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         arrivals: BTreeMap::new(),
         steers: Steers::default(),
         steer_events: SteerEvents::default(),
+        timeline: None,
+        finishing: Vec::new(),
         tx,
     };
     serve.main(&rx)
@@ -275,6 +295,9 @@ struct Serve {
     steers: Steers,
     /// The steers whose outcome serve wrote on the timeline.
     steer_events: SteerEvents,
+    /// The running turn's timeline sender, and the senders of ended turns still sending.
+    timeline: Option<sender::Sender>,
+    finishing: Vec<sender::Sender>,
     /// The loop's channel, for the follower, the harness, the timer and the signals.
     tx: mpsc::Sender<Input>,
 }
@@ -321,14 +344,13 @@ impl Serve {
         let (url, id, token, say, tx) =
             (self.url.clone(), self.id.clone(), self.token.clone(), self.say.clone(), self.tx.clone());
         std::thread::spawn(move || follow(&url, &id, first.version, &token, &say, &tx));
+        self.resume_timelines();
         let mut latest: Option<Handoff> = None;
         // serve holds a sender itself, so the channel never disconnects.
         while let Ok(input) = rx.recv() {
-            if let Some(code) = self.take(input, &mut latest) {
-                return code;
-            }
-            let Some(record) = latest.clone() else { continue };
-            if let Some(code) = self.act(&record) {
+            let code = self.take(input, &mut latest).or_else(|| latest.clone().and_then(|r| self.act(&r)));
+            if let Some(code) = code {
+                self.flush_timelines();
                 return code;
             }
         }
@@ -437,7 +459,8 @@ impl Serve {
     }
 
     /// Says what became of steer `id`: one line in serve's log, with the time from the version
-    /// that carried it, and, once per steer, its `steer` event on the turn's timeline.
+    /// that carried it, and, once per steer, its `steer` event on the turn's timeline (by the
+    /// turn's sender while it runs, else by [`steer_event::write`]).
     fn steered(&mut self, turn: u64, id: &str, delivered: &Result<(), String>) {
         let since = self
             .steers
@@ -454,8 +477,17 @@ impl Serve {
         if !decide::steer_reported(&mut self.steer_events.reported, id) {
             return;
         }
-        let next = std::cell::Cell::new(self.steer_events.next_seq);
         let outcome = delivered.as_ref().map(|()| ()).map_err(String::as_str);
+        // The running turn's sender numbers it with the turn's other events.
+        if let Some(sender) = self.timeline.as_ref().filter(|s| s.turn() == turn) {
+            return sender.timeline().push(handoff_core::timeline::Event::steer(0, id, outcome));
+        }
+        // No sender runs for the turn (its harness is gone, or serve restarted): once the turn's
+        // last sender is done, one direct event after the turn's last seq.
+        for sender in self.finishing.iter().filter(|s| s.turn() == turn) {
+            sender.wait(Duration::from_millis(TIMELINE_FLUSH_WAIT_MS));
+        }
+        let next = std::cell::Cell::new(self.steer_events.next_seq);
         let written = self.call(|c| {
             let mut seq = next.get();
             let written = steer_event::write(c, &self.id, turn, &mut seq, id, outcome);
@@ -551,28 +583,45 @@ impl Serve {
                 None
             }
             Event::Steered { .. } => None,
-            Event::Over { result, error } => {
-                self.report_over(turn, &result, error);
+            Event::Finished { answer, failed, usage } => {
+                self.finished(turn, &answer, failed, usage);
                 None
             }
             Event::Gone { how } => self.on_gone(turn, &how),
         }
     }
 
-    /// The turn's end a harness taking further messages told (Claude Code on stream-json): its
-    /// one final report, sent once every message it was given has its result and no steer is
-    /// pending ([`decide::messages_done`]), since each message's Stop hook reports no `done`.
-    fn report_over(&mut self, turn: u64, result: &str, error: bool) {
-        let status = if error { ReportStatus::Failed } else { ReportStatus::Done };
-        let summary = if result.trim().is_empty() { "Claude Code ended its turn without a message" } else { result };
-        let report = ReportInput { summary: Some(hook::clip_summary(summary)), ..ReportInput::of(turn, status) };
-        match self.call(|c| c.report(&self.id, &report)) {
-            Ok(r) => self.say.line(&format!(
-                "turn {turn}: every message has its result: reported it {} (v{})",
-                if error { "failed" } else { "done" },
-                r.value.version
+    /// Claude Code's result: the turn's one final report, `done` with the reply as the sync
+    /// mode lets it (the Stop hook sends none in a served turn). An error result is left to the
+    /// hooks (`StopFailure`) and, failing them, to the harness's end.
+    fn finished(&mut self, turn: u64, answer: &str, failed: bool, usage: Option<Usage>) {
+        if failed {
+            let line = handoff_core::text::clip(answer, 200);
+            return self.say.line(&format!("turn {turn}: the harness's result is an error: {line}"));
+        }
+        let report = ReportInput {
+            summary: Some(answer).filter(|a| !a.trim().is_empty()).map(hook::clip_summary),
+            reply: events::reply(self.args.sync, answer),
+            usage,
+            ..ReportInput::of(turn, ReportStatus::Done)
+        };
+        let with = if report.reply.is_some() { " with its reply" } else { "" };
+        // Spooled first, as the hooks' reports are: a drop delays it and never loses it, and a
+        // gone harness's turn is judged only once the spool was delivered.
+        let Some(session) = hook::session("serve", &self.url, Some(&self.token.get()), Some(&self.id)) else { return };
+        let entry = hook::spool::Entry {
+            key: crate::client::new_idempotency_key(),
+            at_ms: hook::now_ms(),
+            event: "result".into(),
+            send: hook::spool::Send::Report(report),
+        };
+        let spool = hook::spool::Spool::open(&session.dir, &self.id);
+        match spool.and_then(|spool| spool.append(&entry).and_then(|_| session.deliver(&spool))) {
+            Ok(d) => self.say.line(&format!(
+                "turn {turn}: final report done{with}: delivered {}, dropped {}, left {}",
+                d.sent, d.dropped, d.left
             )),
-            Err(e) => self.say.line(&format!("turn {turn}: could not report its end: {e}")),
+            Err(e) => self.say.line(&format!("turn {turn}: could not spool its final report: {e}")),
         }
     }
 
@@ -589,6 +638,8 @@ impl Serve {
         let _ = self.store();
         self.flush_spool();
         self.end_leftovers(&format!("turn {turn}"));
+        self.report_files(turn);
+        self.close_timeline();
         self.call(|c| c.get(&self.id)).ok().map(|r| r.value)
     }
 
@@ -614,6 +665,7 @@ impl Serve {
             s.ended = Some(how);
         }
         let _ = self.store();
+        self.flush_timelines();
     }
 
     fn flush_spool(&self) {
@@ -639,6 +691,9 @@ impl Serve {
             HarnessSession::New(_) => new_uuid(),
         };
         self.local.turns.insert(turn, started(rt.name(), &session));
+        if self.local.base.is_none() {
+            self.local.base = std::env::current_dir().ok().and_then(|dir| crate::git::base(&dir).ok());
+        }
         if let Err(e) = self.store() {
             let why = format!("the state record could not be written ({e}), so no harness was started for turn {turn}");
             return self.refuse(turn, &why);
@@ -660,9 +715,13 @@ impl Serve {
             let _ = self.store();
             return;
         }
+        let timeline = self.open_timeline(turn);
+        if let HarnessSession::Resume(id) = &plan {
+            self.note(&format!("Resumed the {rt} session {id}."));
+        }
         let spawned = match rt {
-            Runtime::ClaudeCode => self.spawn_claude_code(record, &ready, turn, &plan, &session),
-            Runtime::Codex => Ok(self.spawn_codex(ready, turn, &plan)),
+            Runtime::ClaudeCode => self.spawn_claude_code(record, &ready, turn, &plan, &session, timeline),
+            Runtime::Codex => Ok(self.spawn_codex(ready, turn, &plan, timeline)),
         };
         match spawned {
             Ok(h) => self.started(h, record, &plan, &session, arrived),
@@ -738,6 +797,7 @@ impl Serve {
         turn: u64,
         plan: &HarnessSession,
         session: &str,
+        timeline: sender::Timeline,
     ) -> Result<Box<dyn Harness>, String> {
         let server = this_program();
         let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
@@ -754,12 +814,19 @@ impl Serve {
             input: &ready.prompt,
             turn,
         };
-        let h = claude_code::spawn(&spawn, self.emit(), Box::new(|_| {}))
+        let reader = claude_code::reader(turn, events::Shaper::new(self.args.sync), timeline, self.emit());
+        let h = claude_code::spawn(&spawn, self.emit(), reader)
             .map_err(|e| format!("{} could not start: {e}", ready.program.display()))?;
         Ok(Box::new(h))
     }
 
-    fn spawn_codex(&self, ready: Ready, turn: u64, plan: &HarnessSession) -> Box<dyn Harness> {
+    fn spawn_codex(
+        &self,
+        ready: Ready,
+        turn: u64,
+        plan: &HarnessSession,
+        timeline: sender::Timeline,
+    ) -> Box<dyn Harness> {
         let wait_s = serve_answer_wait_s(&|k| std::env::var(k).ok());
         let config = codex::Config {
             program: ready.program,
@@ -781,8 +848,89 @@ impl Serve {
             id: self.id.clone(),
             turn,
             wait_s,
+            sync: self.args.sync,
+            timeline,
         };
         Box::new(codex_run::Run::spawn(start, self.emit()))
+    }
+
+    /// Where turn `turn`'s events are sent from, and its spool file.
+    fn link(&self, turn: u64, spool: PathBuf) -> sender::Link {
+        let (url, token, say) = (self.url.clone(), self.token.clone(), self.say.clone());
+        let refresh = token.clone();
+        sender::Link {
+            id: self.id.clone(),
+            turn,
+            spool,
+            client: Arc::new(move || {
+                Client::new(&url, Some(&token.get()))
+                    .with_insecure_http(crate::client::insecure_http_from_env(&|k| std::env::var(k).ok()))
+            }),
+            refresh: Arc::new(move || refresh.refresh()),
+            say: Arc::new(move |line| say.line(line)),
+        }
+    }
+
+    /// Starts turn `turn`'s one sender, numbering its events from 1; answers where they go.
+    fn open_timeline(&mut self, turn: u64) -> sender::Timeline {
+        self.close_timeline();
+        let spool = paths::timeline_spool(&self.state_dir, &self.id, turn);
+        let sender = sender::Sender::start(self.link(turn, spool), batch::Queue::new());
+        let timeline = sender.timeline();
+        self.timeline = Some(sender);
+        timeline
+    }
+
+    /// What the machine itself says on the running turn's timeline (not in `metadata`).
+    fn note(&self, text: &str) {
+        if let (Some(sender), Some(note)) = (&self.timeline, events::note(self.args.sync, text)) {
+            sender.timeline().push(note);
+        }
+    }
+
+    /// The running turn's sender sends what is left and ends; those that ended are let go.
+    fn close_timeline(&mut self) {
+        if let Some(sender) = self.timeline.take() {
+            sender.finish();
+            self.finishing.push(sender);
+        }
+        self.finishing.retain(|s| !s.wait(Duration::ZERO));
+    }
+
+    /// As serve ends: every sender gets a moment to send, then what is left is spooled.
+    fn flush_timelines(&mut self) {
+        self.close_timeline();
+        let deadline = Instant::now() + Duration::from_millis(TIMELINE_FLUSH_WAIT_MS);
+        for sender in &self.finishing {
+            if !sender.wait(deadline.saturating_duration_since(Instant::now())) {
+                sender.spool_left();
+                self.say.line(&format!("turn {}: its events left to send are spooled", sender.turn()));
+            }
+        }
+    }
+
+    /// Sends what an earlier serve spooled of its turns' timelines.
+    fn resume_timelines(&mut self) {
+        let resumed = sender::resume_spooled(&self.state_dir, &self.id, &|turn, spool| self.link(turn, spool));
+        for sender in &resumed {
+            self.say.line(&format!("turn {}: sending the events an earlier serve spooled", sender.turn()));
+        }
+        self.finishing.extend(resumed);
+    }
+
+    /// The files touched since the session's base commit, as `handoff workspace --git` would
+    /// say, reported at a turn's end so the package's relevant files follow a served session.
+    fn report_files(&self, turn: u64) {
+        let Some(base) = self.local.base.as_deref() else { return };
+        let dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let files = match crate::git::changed_since(&dir, base, handoff_core::limits::FILES_PER_REPORT_MAX) {
+            Ok(files) => files,
+            Err(why) => return self.say.line(&format!("turn {turn}: no files touched reported: {why}")),
+        };
+        match self.call(|c| c.workspace(&self.id, &files)) {
+            Ok(_) => self.say.line(&format!("turn {turn}: reported {} file(s) touched since {base:.12}", files.len())),
+            Err(e) => self.say.line(&format!("turn {turn}: could not report the files touched: {e}")),
+        }
     }
 
     /// Where a harness's events go: this loop's channel.
@@ -798,7 +946,7 @@ impl Serve {
     /// mode, Codex's approval policy), which the record then shows. Answers whether the turn
     /// still stands ([`decide::start_stands`]).
     fn name_runtime(&self, turn: u64, runtime: Runtime, mode: &str) -> bool {
-        let mut report = running_report(turn, runtime.name(), mode);
+        let mut report = running_report(turn, runtime.name(), mode, self.args.sync);
         // A workspace carrying its own settings is named on the turn and in the log.
         report.summary =
             crate::workspace::served_turn_note().inspect(|note| self.say.line(&format!("turn {turn}: {note}")));
@@ -840,6 +988,9 @@ impl Serve {
             s.settled = decide::settled_by_stop(why);
         }
         let _ = self.store();
+        self.note(&format!("Stopped {} because {reason}.", h.runtime()));
+        self.report_files(turn);
+        self.close_timeline();
     }
 
     /// Reports `turn` failed, its harness gone, unless the record read afresh says it needs
@@ -932,11 +1083,12 @@ pub fn serve_answer_wait_s(env: &dyn Fn(&str) -> Option<String>) -> u64 {
         .map_or(SERVE_ANSWER_WAIT_S_DEFAULT, |s| s.min(crate::ask::ANSWER_WAIT_S_MAX))
 }
 
-/// The report naming how a served turn runs: its runtime and permission mode.
-pub fn running_report(turn: u64, runtime: &str, mode: &str) -> ReportInput {
+/// The report naming how a served turn runs: its runtime, permission mode and sync mode.
+pub fn running_report(turn: u64, runtime: &str, mode: &str, sync: SyncMode) -> ReportInput {
     ReportInput {
         runtime: Some(runtime.to_string()),
         permission_mode: Some(mode.to_string()),
+        sync_mode: Some(sync),
         ..ReportInput::of(turn, ReportStatus::Running)
     }
 }
@@ -1102,10 +1254,10 @@ mod tests {
 
     #[test]
     fn a_served_turns_first_report_is_running_and_names_its_runtime_and_permission_mode() {
-        let r = running_report(3, "codex", codex_run::APPROVAL_POLICY);
+        let r = running_report(3, "codex", codex_run::APPROVAL_POLICY, SyncMode::Messages);
         assert_eq!(
-            (r.turn, r.status, r.runtime.as_deref(), r.permission_mode.as_deref()),
-            (3, ReportStatus::Running, Some("codex"), Some("untrusted"))
+            (r.turn, r.status, r.runtime.as_deref(), r.permission_mode.as_deref(), r.sync_mode),
+            (3, ReportStatus::Running, Some("codex"), Some("untrusted"), Some(SyncMode::Messages))
         );
         let body = serde_json::to_vec(&r).unwrap();
         assert_eq!(
@@ -1113,8 +1265,17 @@ mod tests {
             Some("untrusted"),
             "the API takes it"
         );
-        let claude = serde_json::to_vec(&running_report(1, "claude-code", PERMISSION_MODE_DEFAULT)).unwrap();
+        let claude =
+            serde_json::to_vec(&running_report(1, "claude-code", PERMISSION_MODE_DEFAULT, SyncMode::Metadata)).unwrap();
         assert!(handoff_api::input::parse_report(&claude).is_ok());
+    }
+
+    #[test]
+    fn sync_takes_the_three_words_and_nothing_else() {
+        assert_eq!(parse_sync("metadata"), Ok(SyncMode::Metadata));
+        assert_eq!(parse_sync("messages"), Ok(SyncMode::Messages));
+        assert_eq!(parse_sync("full"), Ok(SyncMode::Full));
+        assert!(parse_sync("metadata_only").is_err() && parse_sync("").is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! serve's word on the turn's timeline of what became of each steer: one `steer` event
-//! (`delivered`, or `undelivered` with why), written by one small function with a direct
-//! `POST …/events` until serve's timeline sender (batching, spool, seq numbering) takes it over.
+//! A steer's `steer` event (`delivered`, or `undelivered` with why) for a turn no sender runs
+//! for any more (its harness is gone, or serve restarted): one direct `POST …/events` after
+//! the turn's last seq. While the turn runs, its sender ([`super::sender`]) numbers it with
+//! the turn's other events.
 
 use crate::client::{Batch, Client, Error, Event};
 use handoff_api::error::Code;
