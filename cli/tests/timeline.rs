@@ -255,19 +255,7 @@ fn the_machine_notes_a_resumed_session_and_a_stop_and_why_on_the_turns_timeline(
 }
 
 fn message(text: &str) -> Event {
-    Event {
-        seq: 0,
-        kind: EventKind::Message,
-        text: Some(text.into()),
-        id: None,
-        name: None,
-        state: None,
-        input: None,
-        output: None,
-        output_bytes: None,
-        duration_ms: None,
-        at: None,
-    }
+    Event { text: Some(text.into()), ..Event::of(0, EventKind::Message) }
 }
 
 #[test]
