@@ -1100,7 +1100,6 @@ fn a_steer_sent_while_a_served_codex_turn_works_reaches_a_later_model_request_of
     eprintln!("measured: {line}");
     let event = s.steer_event(1, id);
     assert_eq!((&event["state"], &event["why"]), (&Value::from("delivered"), &Value::Null), "{event}");
-    assert_eq!(s.record()["version"], done["version"], "the event moved no version");
     s.close();
 }
 
