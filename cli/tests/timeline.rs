@@ -254,6 +254,79 @@ fn the_machine_notes_a_resumed_session_and_a_stop_and_why_on_the_turns_timeline(
     s.close();
 }
 
+#[test]
+fn a_served_turns_events_and_reply_made_while_the_worker_is_down_reach_it_in_order_once_it_is_back() {
+    // A Worker of this test's own, on workerd, its state on disk: stopped while the turn works
+    // and started again on the same port, where serve and the hooks know it.
+    let state = handoff_it::temp_state("timeline-worker");
+    let mut worker = handoff_it::Server::start_workerd(&state, &[]);
+    let api = worker.url();
+    let on = |token: &str, args: &[&str]| ok(Some(token), &[args, &["--url", api.as_str()]].concat());
+    let owner = owner();
+    let create = ["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Make the file."];
+    let out = on(&owner, &create);
+    let mut lines = out.lines();
+    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let model =
+        ScriptedModel::start(vec![Step::bash("touch x.txt"), Step::text("Went on while the service was away.")]);
+    let m = Machine::new(&id, &token, &model);
+    let mut cmd = m.handoff(&["serve", &id]);
+    cmd.env("HANDOFF_URL", &api).env("HANDOFF_SERVE_ANSWER_WAIT_S", "3").stdout(Stdio::null()).stderr(Stdio::null());
+    let mut serve = cmd.spawn().expect("handoff serve starts");
+    let record = || serde_json::from_str::<Value>(&on(&owner, &["show", &id, "--json"])).unwrap()["handoff"].clone();
+    eventually(
+        "the harness asks the owner",
+        Duration::from_secs(STEP_S),
+        || Some(record()).filter(|r| r["question"]["id"].is_string()),
+        || m.log(),
+    );
+    // Down while the question waits: nobody answers, the harness goes on denied, and its words,
+    // the call's end and the turn's done have nowhere to go but the spools.
+    worker.kill(libc::SIGKILL);
+    eventually(
+        "serve spools the turn's events",
+        Duration::from_secs(STEP_S),
+        || Some(m.log()).filter(|l| l.contains("could not send its events")),
+        || m.log(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    worker.restart_on_the_same_port();
+    let done = eventually(
+        "turn 1 is done with the reply made while the Worker was down",
+        Duration::from_secs(STEP_S),
+        || Some(record()).filter(|r| r["status"] == "done"),
+        || m.log(),
+    );
+    assert_eq!(done["reply"], "Went on while the service was away.", "{done}");
+    let events = eventually(
+        "the turn's events reach the Worker",
+        Duration::from_secs(STEP_S),
+        || {
+            let path = format!("/v1/handoffs/{id}/events?turn=1");
+            let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let mut r =
+                agent.get(format!("{api}{path}")).header("Authorization", format!("Bearer {owner}")).call().ok()?;
+            let body: Value = serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()?;
+            let events = body["events"].as_array().cloned().unwrap_or_default();
+            events.iter().any(|e| e["kind"] == "message").then_some(events)
+        },
+        || m.log(),
+    );
+    assert!(numbered_from_1(&events), "in order, each once: {events:?}");
+    let kinds: Vec<(String, String)> = events
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap_or_default().into(), e["state"].as_str().unwrap_or_default().into()))
+        .collect();
+    let at = |k: &str, st: &str| kinds.iter().position(|(a, b)| a == k && b == st);
+    assert!(at("tool", "started") < at("tool", "failed") && at("tool", "failed") < at("message", ""), "{kinds:?}");
+    on(&owner, &["close", &id]);
+    let status =
+        eventually("serve exits on close", Duration::from_secs(STEP_S), || serve.try_wait().unwrap(), || m.log());
+    assert_eq!(status.code(), Some(0), "{}", m.log());
+    drop(worker);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
 fn message(text: &str) -> Event {
     Event { text: Some(text.into()), ..Event::of(0, EventKind::Message) }
 }

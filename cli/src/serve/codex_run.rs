@@ -1,9 +1,10 @@
 //! A served Codex turn: [`super::codex`]'s app-server driven on a thread of its own, its
-//! approvals and questions asked of the owner, its outcome reported by serve (app-server runs
-//! no hooks, so nothing else would report it).
+//! approvals and questions asked of the owner, its items sent to the turn's timeline, its
+//! outcome reported by serve (app-server runs no hooks, so nothing else would report it): a
+//! failure from here, a done by serve's loop ([`Event::Finished`]), as for Claude Code.
 
 use super::codex::{self, AppServer, Approval, Decision, Handler, Question, TurnOutcome};
-use super::events::{self, Shaper};
+use super::events::Shaper;
 use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
 use super::sender::Timeline;
 use crate::ask::{self, Prompt, Waited};
@@ -149,26 +150,30 @@ fn run(
         server.stop();
         outcome
     })();
-    let (status, summary, reply) = match outcome {
+    let summary = match outcome {
         Ok(TurnOutcome::Interrupted) => return None,
-        Ok(TurnOutcome::Completed { message }) if message.trim().is_empty() => {
-            (ReportStatus::Done, "codex ended its turn without a message".to_string(), None)
-        }
-        // The turn's last agent message: the summary clipped, the reply whole as the mode lets it.
+        // The turn's last agent message goes to serve's loop, which sends the one final report
+        // (through the hooks' spool), the reply whole as the sync mode lets it.
         Ok(TurnOutcome::Completed { message }) => {
-            (ReportStatus::Done, message.clone(), events::reply(s.sync, &message))
+            if cancel.load(Ordering::SeqCst) {
+                return None;
+            }
+            emit(s.turn, Event::Finished { answer: message.clone(), failed: false, usage: None });
+            return Some(Ok(message));
         }
-        Ok(TurnOutcome::Failed { reason }) => (ReportStatus::Failed, format!("codex's turn failed: {reason}"), None),
-        Err(e) => (ReportStatus::Failed, e.to_string(), None),
+        Ok(TurnOutcome::Failed { reason }) => format!("codex's turn failed: {reason}"),
+        Err(e) => e.to_string(),
     };
     if cancel.load(Ordering::SeqCst) {
         return None;
     }
-    let report =
-        ReportInput { summary: Some(crate::hook::clip_summary(&summary)), reply, ..ReportInput::of(s.turn, status) };
+    let report = ReportInput {
+        summary: Some(crate::hook::clip_summary(&summary)),
+        ..ReportInput::of(s.turn, ReportStatus::Failed)
+    };
     // A turn the model ended through the MCP server's `report` refuses this one: that stands.
     let _ = s.client.report(&s.id, &report);
-    Some(if status == ReportStatus::Done { Ok(summary) } else { Err(summary) })
+    Some(Err(summary))
 }
 
 /// Asks the owner what app-server asks, and waits for the answer, a withdrawal (a cancel) or

@@ -591,9 +591,10 @@ impl Serve {
         }
     }
 
-    /// Claude Code's result: the turn's one final report, `done` with the reply as the sync
-    /// mode lets it (the Stop hook sends none in a served turn). An error result is left to the
-    /// hooks (`StopFailure`) and, failing them, to the harness's end.
+    /// The harness's result (Claude Code's `result` line, Codex's last agent message): the
+    /// turn's one final report, `done` with the reply as the sync mode lets it (the Stop hook
+    /// sends none in a served turn). An error result is left to the hooks (`StopFailure`) and,
+    /// failing them, to the harness's end.
     fn finished(&mut self, turn: u64, answer: &str, failed: bool, usage: Option<Usage>) {
         if failed {
             let line = handoff_core::text::clip(answer, 200);
@@ -927,6 +928,10 @@ impl Serve {
             Ok(files) => files,
             Err(why) => return self.say.line(&format!("turn {turn}: no files touched reported: {why}")),
         };
+        // The report adds to what the work record lists: none is nothing to send.
+        if files.is_empty() {
+            return;
+        }
         match self.call(|c| c.workspace(&self.id, &files)) {
             Ok(_) => self.say.line(&format!("turn {turn}: reported {} file(s) touched since {base:.12}", files.len())),
             Err(e) => self.say.line(&format!("turn {turn}: could not report the files touched: {e}")),
@@ -988,7 +993,10 @@ impl Serve {
             s.settled = decide::settled_by_stop(why);
         }
         let _ = self.store();
-        self.note(&format!("Stopped {} because {reason}.", h.runtime()));
+        // A newer turn opens only once this one ended: its harness was only on its way out.
+        if why != StopWhy::NextTurn {
+            self.note(&format!("Stopped {} because {reason}.", h.runtime()));
+        }
         self.report_files(turn);
         self.close_timeline();
     }
