@@ -639,17 +639,9 @@ mod tests {
     fn a_timeline_frame_is_the_turn_and_its_events_in_order_within_its_cap() {
         use handoff_core::timeline::{Event, Kind};
         let event = |seq: u64, n: usize| Event {
-            seq,
-            kind: Kind::Message,
             text: Some("x".repeat(n)),
-            id: None,
-            name: None,
-            state: None,
-            input: None,
-            output: None,
-            output_bytes: None,
-            duration_ms: None,
             at: Some(handoff_core::time::Timestamp::from_ms(0)),
+            ..Event::of(seq, Kind::Message)
         };
         let frames = timeline_frames(2, &[event(1, 3), event(2, 3)]);
         assert_eq!(frames.len(), 1);

@@ -99,6 +99,20 @@ impl Served {
         )
     }
 
+    /// The `steer` event of turn `turn`'s timeline naming steer `id`, once serve wrote it.
+    fn steer_event(&self, turn: u64, id: &str) -> Value {
+        eventually(
+            &format!("the timeline says what became of steer {id}"),
+            Duration::from_secs(STEP_S),
+            || {
+                let (_, body) = api_get(&self.owner, &format!("/v1/handoffs/{}/events?turn={turn}", self.id));
+                let events = body["events"].as_array().cloned().unwrap_or_default();
+                events.into_iter().find(|e| e["kind"] == "steer" && e["id"] == id)
+            },
+            || self.context(),
+        )
+    }
+
     /// The machine's processes other than serve itself.
     fn harness_processes(&self) -> Vec<String> {
         let serve = self.serve.as_ref().map(|c| c.id().to_string());
@@ -1084,21 +1098,67 @@ fn a_steer_sent_while_a_served_codex_turn_works_reaches_a_later_model_request_of
     let line = log.lines().find(|l| l.contains(&format!("steer {id} delivered"))).unwrap_or_default();
     assert!(!line.is_empty(), "serve's log says it was delivered: {log}");
     eprintln!("measured: {line}");
+    let event = s.steer_event(1, id);
+    assert_eq!((&event["state"], &event["why"]), (&Value::from("delivered"), &Value::Null), "{event}");
     s.close();
 }
 
 #[test]
-fn a_steer_of_a_served_claude_code_turn_is_kept_and_reported_undelivered_when_print_mode_ends() {
-    let steps = vec![Step::bash("touch made.txt"), Step::text("Made it.")];
-    let mut s = Served::start("Make the file.", steps, &[]);
-    let q = s.question();
+fn a_steer_sent_after_the_turns_harness_ended_is_reported_undelivered_on_the_timeline() {
+    // Claude Code waits on the owner's answer; serve is killed and its harness goes with it
+    // (the parent-death signal). The owner steers the turn, still open on the record.
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made.")], &[]);
+    s.question();
+    let mut first = s.serve.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
     let words = "Call it other.txt instead.";
     ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
-    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
-    let done = s.until("turn 1 is done", |r| r["status"] == "done");
-    let id = done["steers"][0]["id"].as_str().unwrap().to_string();
-    let log = s.log_says(&format!("steer {id} not delivered"));
-    assert!(log.contains("print mode"), "{log}");
+    let id = s.record()["steers"][0]["id"].as_str().unwrap().to_string();
+    // serve again: the turn's harness is gone, so no harness takes the words; it says so once.
+    s.serve = Some(s.spawn(&[]));
+    let event = s.steer_event(1, &id);
+    assert_eq!(event["state"], "undelivered", "{event}");
+    let why = event["why"].as_str().unwrap_or_default();
+    assert!(why.contains("serve restarted") || why.contains("ended"), "{event}");
+    s.until("turn 1 is reported failed", |r| r["status"] == "failed");
+    let (_, body) = api_get(&s.owner, &format!("/v1/handoffs/{}/events?turn=1", s.id));
+    let steers = body["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "steer").count();
+    assert_eq!(steers, 1, "one event per steer: {body}");
     assert!(!s.model.agent_requests().iter().any(|r| r.text().contains(words)), "the words never reached the model");
+    s.close();
+}
+
+#[test]
+fn a_steer_sent_while_a_served_claude_code_turn_works_reaches_a_later_model_request_of_the_same_turn_and_its_reply_answers_it(
+) {
+    // The command runs for seconds after the owner allows it: the steer arrives between the
+    // turn's tool calls, is written to Claude Code's input as a user message, and is read back
+    // (delivered); the model's next answer carries it. Either answer ends the turn the same.
+    let reply = "Using SQLite, as you asked.";
+    let steps = vec![Step::bash("sleep 4 && printf made > proof.txt"), Step::text(reply), Step::text(reply)];
+    let mut s = Served::start("Make a proof file.", steps, &[]);
+    let q = s.question();
+    ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+    s.until("the command runs", |r| r["status"] == "running");
+    let words = "Use SQLite instead of Postgres.";
+    ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
+    let id = s.record()["steers"][0]["id"].as_str().unwrap().to_string();
+    let event = s.steer_event(1, &id);
+    assert_eq!(event["state"], "delivered", "{event}");
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], reply, "{done}");
+    let requests = s.model.agent_requests();
+    let at = requests.iter().position(|r| r.text().contains(words));
+    let at = at.unwrap_or_else(|| panic!("the steer reached the model\n{}", s.context()));
+    assert!(at > 0 && requests[0].text().contains("Make a proof file."), "a later request of the same turn");
+    let log = s.log_says("final report done");
+    let line = log.lines().find(|l| l.contains(&format!("steer {id} delivered"))).unwrap_or_default();
+    eprintln!(
+        "seen: {} agent requests; the steer first in request {at} (with the tool's result: {}); {line}",
+        requests.len(),
+        requests[at].body.to_string().contains("tool_result")
+    );
+    assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
     s.close();
 }

@@ -289,3 +289,39 @@ fn bench_served_events_reach_a_watching_client() {
     print_figures("event (the model answered -> a held GET …/events got the words)", latencies);
     s.close();
 }
+
+/// Issue 57's speed row: from a steer's version to the harness receiving the words. Each of 20
+/// served Claude Code turns runs an allowed `sleep 1 && touch …`; the owner steers as it starts, and serve
+/// logs when Claude Code read the words back, counted from the steer's version reaching serve.
+/// Claude Code takes a steer after its current step, so this counts the rest of the step too.
+#[test]
+#[ignore = "20 harness runs: scripts/bench-serve runs it"]
+fn bench_served_steers_reach_the_harness() {
+    let mut steps = Vec::new();
+    for n in 0..BENCH_TURNS {
+        steps.push(Step::bash(&format!("sleep 1 && touch steered-{n}.txt")));
+        steps.push(Step::text(&format!("Steered {n}.")));
+    }
+    let s = Served::start("Turn 1: sleep.", ScriptedModel::start(steps));
+    for turn in 1..=BENCH_TURNS as u64 {
+        if turn > 1 {
+            ok(Some(&s.owner), &["turn", &s.id, "--prompt", &format!("Turn {turn}: sleep.")]);
+        }
+        let asked = s.until("the harness asks", |r| {
+            r["turn"] == turn && r["question"]["id"].is_string() && r["question"]["answer"].is_null()
+        });
+        let q = asked["question"]["id"].as_str().unwrap().to_string();
+        ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
+        ok(Some(&s.owner), &["steer", &s.id, "-m", &format!("Steer {turn}.")]);
+        s.until("the turn is done", |r| r["turn"] == turn && r["status"] == "done");
+    }
+    let log = s.machine.log();
+    let delivered: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains(" delivered, "))
+        .filter_map(|l| l.split(" ms after its version arrived").next()?.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(delivered.len(), BENCH_TURNS, "{log}");
+    print_figures("steer (its version reached serve -> Claude Code read the words, after its step)", delivered);
+    s.close();
+}

@@ -328,19 +328,7 @@ fn a_served_turns_events_and_reply_made_while_the_worker_is_down_reach_it_in_ord
 }
 
 fn message(text: &str) -> Event {
-    Event {
-        seq: 0,
-        kind: EventKind::Message,
-        text: Some(text.into()),
-        id: None,
-        name: None,
-        state: None,
-        input: None,
-        output: None,
-        output_bytes: None,
-        duration_ms: None,
-        at: None,
-    }
+    Event { text: Some(text.into()), ..Event::of(0, EventKind::Message) }
 }
 
 #[test]

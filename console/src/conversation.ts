@@ -11,6 +11,7 @@ import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext } from "./commands.js";
 import { h, replaceKeepingFocus, short, statusBadge, timeEl } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import type { SteerOutcome } from "./timeline.js";
 import type { Handoff, Question, Steer, TurnEntry } from "./types.js";
 import { busy, fail, say } from "./ui.js";
 
@@ -47,9 +48,16 @@ export class Memory {
 /** What follows a permission mode wherever it is shown: the machine reported it. */
 export const MACHINES_REPORT = ", as the machine reports it";
 
+/** What the conversation knows of the steers: what became of each (its turn's timeline), and
+ * how an undelivered one is sent as the next turn. */
+export interface SteersView {
+  outcome(turn: number, id: string): SteerOutcome | undefined;
+  resend(words: string): void;
+}
+
 /** One turn of the conversation. `current` is the record when this is its turn; `live` is the
  * open question's section (with its buttons), drawn by the session page. */
-export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | undefined, live: Node[]): HTMLLIElement {
+export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | undefined, live: Node[], steersView?: SteersView): HTMLLIElement {
   const status = current?.status ?? t.status;
   const head = h("p", { class: "turn-head" }, h("strong", null, `Turn ${t.turn}`), " · ", shortTime(t.opened_at));
   if (t.package_version) {
@@ -82,18 +90,32 @@ export function turnItem(t: TurnEntry, current: Handoff | null, seen: Seen | und
   }
   outcome.append(...live);
   if (t.ended_at) outcome.append(h("p", { class: "times" }, "ended ", shortTime(t.ended_at)));
-  return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, ...steers.map(steerBubble), outcome);
+  const bubbles = steers.map((s) => steerBubble(s, steersView?.outcome(t.turn, s.id), steersView));
+  return h("li", { class: "turn", "data-turn": t.turn, "data-status": status }, head, prompt, ...bubbles, outcome);
 }
 
-/** One steer under its turn's prompt: the owner's words sent while the turn ran, and its state
- * as far as the record tells (sent; the agent reads it after its current step). */
-function steerBubble(s: Steer): HTMLElement {
-  return h(
+/** One steer under its turn's prompt: the owner's words sent while the turn ran, and its state:
+ * sent (the agent reads it after its current step), delivered (the harness took the words), or
+ * not delivered with why, offering to send the words as the next turn. */
+function steerBubble(s: Steer, outcome: SteerOutcome | undefined, view: SteersView | undefined): HTMLElement {
+  const state = outcome?.state ?? "sent";
+  const label = state === "undelivered" ? "not delivered" : state;
+  const bubble = h(
     "div",
-    { class: "bubble prompt steer", "data-steer": s.id },
-    h("p", { class: "who" }, "You, while it ran · ", h("span", { class: "steer-state" }, "sent"), " · ", shortTime(s.sent_at)),
+    { class: "bubble prompt steer", "data-steer": s.id, "data-state": state },
+    h("p", { class: "who" }, "You, while it ran · ", h("span", { class: "steer-state" }, label), " · ", shortTime(s.sent_at)),
     h("p", { class: "prompt-text" }, s.prompt),
   );
+  if (state === "sent") bubble.append(h("p", { class: "steer-note muted" }, "read after the current step"));
+  if (state === "undelivered") {
+    bubble.append(h("p", { class: "steer-why" }, outcome?.why ?? "the harness did not take the words"));
+    if (view) {
+      const resend = h("button", { type: "button", class: "small steer-resend", "data-key": `resend:${s.id}` }, "Send as next turn");
+      resend.addEventListener("click", () => view.resend(s.prompt));
+      bubble.append(resend);
+    }
+  }
+  return bubble;
 }
 
 /** Every question a turn asked, in the order asked: the lineage's, with what the page saw
@@ -210,6 +232,26 @@ export class Composer {
         : allowed.includes("cancel")
           ? `Turn ${record.turn} is ${record.status}: Send comes back when it ends.`
           : `Turn ${record.turn} is ${record.status}.`;
+  }
+
+  /** An undelivered steer's "Send as next turn": its words open the next turn when the record
+   * allows one; while the turn still goes they wait in the composer for Send or Stop and send. */
+  resend(words: string): void {
+    const record = this.record;
+    if (!record) return;
+    if (!actionsOf(record, this.ctx.role).includes("open_turn")) {
+      this.text.value = words;
+      this.text.focus();
+      say(`the words are in the composer: Send opens the next turn with them once turn ${record.turn} ends, or Stop and send now`);
+      return;
+    }
+    if (this.sending) return;
+    this.sending = true;
+    void this.open(record, words)
+      .catch(fail)
+      .finally(() => {
+        this.sending = false;
+      });
   }
 
   /** Steer: the typed words go to the running turn, which keeps going. */

@@ -6,7 +6,7 @@
 
 import { api, HandoffError } from "./api.js";
 import { actionButton, actionsOf, type CommandContext, eraseButton, SUGGESTION_PURPOSE } from "./commands.js";
-import { Composer, composes, inputBlock, MACHINES_REPORT, Memory, turnItem } from "./conversation.js";
+import { Composer, composes, inputBlock, MACHINES_REPORT, Memory, type SteersView, turnItem } from "./conversation.js";
 import { h, replaceKeepingFocus, safeLink, short, timeEl } from "./dom.js";
 import { watch, type LiveState } from "./live.js";
 import { syncModeFact, Timelines } from "./timeline.js";
@@ -64,6 +64,14 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
     newest: () => newest,
   };
   const composer = role === "owner" ? new Composer(ctx) : null;
+  const steersView: SteersView = {
+    outcome: (turn, steerId) => timelines.steer(turn, steerId),
+    resend: (words) => composer?.resend(words),
+  };
+  // A steer's outcome moves no version: its turn's steers are drawn again when it arrives.
+  timelines.onSteer = () => {
+    if (shown) draw(shown);
+  };
 
   /** A record from anywhere: a newer version than the page shows is read in full and drawn. */
   const offer = (record: Handoff): void => {
@@ -136,8 +144,8 @@ export function renderSession(page: Page, main: HTMLElement, id: string, role: "
       lineage,
       ...entries.map((t) =>
         t.turn === record.turn
-          ? turnItem(t, record, memory.of(t.turn), [...stepsOf(timelines, t, record), ...questionOf(record, allowed, ctx)])
-          : turnItem(t, null, memory.of(t.turn), stepsOf(timelines, t, null)),
+          ? turnItem(t, record, memory.of(t.turn), [...stepsOf(timelines, t, record), ...questionOf(record, allowed, ctx)], steersView)
+          : turnItem(t, null, memory.of(t.turn), stepsOf(timelines, t, null), steersView),
       ),
     );
     lineageNote.hidden = !olderTurns;

@@ -88,9 +88,17 @@ function stepsOf(events: Iterable<TimelineEvent>): Step[] {
   return out;
 }
 
+/** What became of one of the owner's steers, as its turn's timeline says (a `steer` event). */
+export interface SteerOutcome {
+  state: "delivered" | "undelivered";
+  why?: string;
+}
+
 /** What the page holds of one turn's timeline, and its block on the page. */
 class TurnTimeline {
   readonly events = new Map<number, TimelineEvent>();
+  /** Each steer's outcome by its id: the newest `steer` event naming it. */
+  readonly steers = new Map<string, SteerOutcome & { seq: number }>();
   /** "live": the watch sent its events; "loaded": read whole; else not read yet. */
   source: "none" | "live" | "loading" | "loaded" = "none";
   dropped = false;
@@ -119,13 +127,21 @@ class TurnTimeline {
     this.el = h("section", { class: "timeline", "data-turn": turn, "aria-label": `Turn ${turn}'s steps` });
   }
 
-  add(events: TimelineEvent[]): void {
+  /** Answers whether a steer's outcome changed. */
+  add(events: TimelineEvent[]): boolean {
+    let steered = false;
     for (const e of events) {
       this.events.set(e.seq, e);
+      const known = e.id ? this.steers.get(e.id) : undefined;
+      if (e.kind === "steer" && e.id && (e.state === "delivered" || e.state === "undelivered") && (!known || known.seq < e.seq)) {
+        this.steers.set(e.id, { state: e.state, why: e.why, seq: e.seq });
+        steered = true;
+      }
       const at = e.at ? Date.parse(e.at) : NaN;
       this.lastEventMs = Math.max(this.lastEventMs, Number.isNaN(at) ? Date.now() : at);
     }
     this.render();
+    return steered;
   }
 
   /** The turn as the conversation now shows it: running (the commentary open) or ended (folded). */
@@ -244,6 +260,8 @@ function drawStep(line: HTMLElement, step: Step): void {
  * its fold, and each turn's block for the conversation. */
 export class Timelines {
   private turns = new Map<number, TurnTimeline>();
+  /** Called when a steer's outcome arrives: the conversation draws its steers again. */
+  onSteer: () => void = () => {};
 
   constructor(
     private readonly page: Page,
@@ -268,12 +286,21 @@ export class Timelines {
   add(turn: number, events: TimelineEvent[]): void {
     const t = this.of(turn);
     if (t.source === "none") t.source = "live";
-    t.add(events);
+    if (t.add(events)) this.onSteer();
   }
 
-  /** The block of `entry`'s turn (`current` is the record when it is the record's turn). */
+  /** What became of steer `id` of `turn`, once its timeline says. */
+  steer(turn: number, id: string): SteerOutcome | undefined {
+    return this.turns.get(turn)?.steers.get(id);
+  }
+
+  /** The block of `entry`'s turn (`current` is the record when it is the record's turn). A turn
+   * with steers has its timeline read, for what became of them. */
   block(entry: TurnEntry, current: Handoff | null): HTMLElement | null {
-    return this.of(entry.turn).show(entry, current);
+    const t = this.of(entry.turn);
+    const steered = ((current ? current.steers : entry.steers) ?? []).length > 0;
+    if (steered && t.source === "none") void this.read(t);
+    return t.show(entry, current);
   }
 
   private async read(t: TurnTimeline): Promise<void> {
@@ -284,7 +311,7 @@ export class Timelines {
       if (!this.page.alive) return;
       t.dropped = answer.dropped === true;
       t.source = "loaded";
-      t.add(answer.events);
+      if (t.add(answer.events)) this.onSteer();
     } catch (error) {
       t.source = "none";
       t.render();

@@ -1124,7 +1124,17 @@ impl Decider {
         }
         let read = made(feed.timeline, "the timeline");
         let repeated: Vec<(u64, String)> = read.events.into_iter().map(|(seq, _, json)| (seq, json)).collect();
-        match timeline::take(batch, h.record.turn, &read.facts, &repeated) {
+        // The turn's steers: the record's for the current turn, its lineage entry's before.
+        let steers: &[crate::turn::Steer] = if turn == h.record.turn {
+            &h.record.steers
+        } else {
+            h.lineage.iter().find(|e| e.turn == turn).map_or(&[], |e| &e.steers)
+        };
+        let taken = timeline::take(batch, h.record.turn, &read.facts, &repeated).and_then(|taken| {
+            timeline::unknown_steer(batch, |id| steers.iter().any(|s| s.id == id)).map_err(timeline::Refused::from)?;
+            Ok(taken)
+        });
+        match taken {
             Err(refused) => Plan::rendered(wire.render(HandoffAnswer::TimelineRefused {
                 refusal: &refused.refusal,
                 turn,

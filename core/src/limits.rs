@@ -206,6 +206,8 @@ pub const TIMELINE_BYTES_PER_TURN_MAX: usize = 1024 * 1024;
 /// Turns whose events a hand-off keeps: the newest ones. An older turn keeps its count and
 /// says its steps were dropped.
 pub const TIMELINE_TURNS_KEPT_MAX: u64 = 4;
+/// Why an undelivered steer never reached the harness (a `steer` event's `why`).
+pub const TIMELINE_WHY_BYTES_MAX: usize = 1024;
 /// Events one `GET …/events` page holds when no `limit` is given, and the most it may ask for.
 pub const TIMELINE_PAGE_DEFAULT: usize = 200;
 pub const TIMELINE_PAGE_MAX: usize = 2_000;
@@ -409,6 +411,8 @@ const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PACKAGE_COMPLETED_TURNS_MAX);
 const _: () = assert!(PROMPT_BYTES_MAX >= 8 * 1024);
 // The entry whose prompt is dropped is one the object holds in memory.
 const _: () = assert!(LINEAGE_TAIL_MAX as u64 > PROMPT_TURNS_KEPT_MAX);
+// A turn whose timeline is kept still keeps its steers, so a steer event's id is checked.
+const _: () = assert!(TIMELINE_TURNS_KEPT_MAX <= PROMPT_TURNS_KEPT_MAX);
 // Room for what escaping adds to a JSON body beside its text: keys, numbers, punctuation.
 const BODY_FRAME_BYTES: usize = 1024;
 // The largest open turn fits its route's cap with every byte of its texts escaped as two: the

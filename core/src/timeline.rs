@@ -13,14 +13,16 @@
 //!   [`TIMELINE_TURNS_KEPT_MAX`]), also after it ended or the hand-off closed; an older turn's
 //!   events are dropped, its count kept, and a batch for it is 409 `timeline.dropped`;
 //! - a turn holds at most [`TIMELINE_EVENTS_PER_TURN_MAX`] events and
-//!   [`TIMELINE_BYTES_PER_TURN_MAX`] bytes; a batch past either is 409 `timeline.full`.
+//!   [`TIMELINE_BYTES_PER_TURN_MAX`] bytes; a batch past either is 409 `timeline.full`;
+//! - a `steer` event says what became of one of the turn's steers: it names a steer the turn
+//!   took ([`unknown_steer`]), else the batch is 400 `request.invalid`.
 
 use crate::error::{Code, Refusal};
 use crate::json::Checked;
 use crate::limits::{
     QUESTION_INPUT_BYTES_MAX, TIMELINE_BYTES_PER_TURN_MAX, TIMELINE_EVENTS_PER_REQUEST_MAX,
     TIMELINE_EVENTS_PER_TURN_MAX, TIMELINE_MESSAGE_BYTES_MAX, TIMELINE_NAME_BYTES_MAX, TIMELINE_OUTPUT_BYTES_MAX,
-    TIMELINE_TURNS_KEPT_MAX,
+    TIMELINE_TURNS_KEPT_MAX, TIMELINE_WHY_BYTES_MAX,
 };
 use crate::text::{lines_only, multi_line, single_line};
 use crate::time::Timestamp;
@@ -48,17 +50,33 @@ pub enum Kind {
     Tool,
     /// What the machine itself says (`text`): a resumed session, a stop and why.
     Note,
-    /// Reserved for steering: refused until it is specified.
+    /// What became of one of the turn's steers (`id`, `state` `delivered` or `undelivered`,
+    /// and `why` when undelivered). Like every event it moves no version, and it is no
+    /// `running` report: an open question stays open.
     Steer,
 }
 
-/// Where a tool call stands.
+/// Where a tool call stands (`started`, `done`, `failed`), or what became of a steer
+/// (`delivered`, `undelivered`): one field, `state`, whose values each kind takes are its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ToolState {
+pub enum State {
     Started,
     Done,
     Failed,
+    /// The harness took the steer's words.
+    Delivered,
+    /// No harness took them: `why` says.
+    Undelivered,
+}
+
+/// The name the tools' code knows the state by.
+pub type ToolState = State;
+
+impl State {
+    fn of_tool(self) -> bool {
+        matches!(self, State::Started | State::Done | State::Failed)
+    }
 }
 
 /// One event of a turn, as the machine sends it and the timeline keeps it. One flat object
@@ -71,14 +89,14 @@ pub struct Event {
     /// A message's or a note's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// A tool call's id: its `started` and its `done` or `failed` share it.
+    /// A tool call's id (its `started` and its `done` or `failed` share it), or a steer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// A tool's name (`Bash`, `Edit`, `exec_command`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<ToolState>,
+    pub state: Option<State>,
     /// A tool's input as a person reads it, in the form a question's `input` takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
@@ -91,12 +109,43 @@ pub struct Event {
     /// How long the tool ran, on its `done` or `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Why an undelivered steer never reached the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// When the service took it: set by the service, never sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Timestamp>,
 }
 
 impl Event {
+    /// An event of `kind` carrying nothing yet: each kind's fields are set on it.
+    pub fn of(seq: u64, kind: Kind) -> Event {
+        Event {
+            seq,
+            kind,
+            text: None,
+            id: None,
+            name: None,
+            state: None,
+            input: None,
+            output: None,
+            output_bytes: None,
+            duration_ms: None,
+            why: None,
+            at: None,
+        }
+    }
+
+    /// What became of steer `id`: delivered, or undelivered saying why (clipped to
+    /// [`TIMELINE_WHY_BYTES_MAX`]).
+    pub fn steer(seq: u64, id: &str, delivered: Result<(), &str>) -> Event {
+        let (state, why) = match delivered {
+            Ok(()) => (State::Delivered, None),
+            Err(why) => (State::Undelivered, Some(crate::text::clip(why, TIMELINE_WHY_BYTES_MAX).to_string())),
+        };
+        Event { id: Some(id.to_string()), state: Some(state), why, ..Event::of(seq, Kind::Steer) }
+    }
+
     /// The event as the timeline stores it (without `at`, kept beside it): what a repeat is
     /// compared with, and what counts against the turn's bytes.
     pub fn stored_json(&self) -> String {
@@ -117,8 +166,11 @@ impl Event {
             return Err(Refusal::invalid(format!("{}: from 1", field("seq"))));
         }
         absent("at", self.at.is_some())?;
+        if self.kind != Kind::Steer {
+            absent("why", self.why.is_some())?;
+        }
         match self.kind {
-            Kind::Steer => Err(Refusal::invalid(format!("{}: steer is reserved for steering", field("kind")))),
+            Kind::Steer => self.check_steer(at),
             Kind::Message | Kind::Note => {
                 let Some(text) = &self.text else {
                     return Err(Refusal::invalid(format!("{}: required", field("text"))));
@@ -138,7 +190,7 @@ impl Event {
                 single_line(&field("id"), id, TIMELINE_NAME_BYTES_MAX)?;
                 let name = self.name.as_deref().unwrap_or_default();
                 single_line(&field("name"), name, TIMELINE_NAME_BYTES_MAX)?;
-                if self.state.is_none() {
+                if !self.state.is_some_and(State::of_tool) {
                     return Err(Refusal::invalid(format!("{}: required (started, done or failed)", field("state"))));
                 }
                 if let Some(input) = &self.input {
@@ -157,6 +209,53 @@ impl Event {
             }
         }
     }
+}
+
+impl Event {
+    /// A steer event: the steer's `id`, `state` `delivered` (no `why`) or `undelivered` (with
+    /// `why`, one to [`TIMELINE_WHY_BYTES_MAX`] bytes), nothing else.
+    fn check_steer(&self, at: usize) -> Result<(), Refusal> {
+        let field = |name: &str| format!("events[{at}].{name}");
+        let id = self.id.as_deref().unwrap_or_default();
+        single_line(&field("id"), id, TIMELINE_NAME_BYTES_MAX)?;
+        match (self.state, &self.why) {
+            (Some(State::Delivered), None) => {}
+            (Some(State::Delivered), Some(_)) => {
+                return Err(Refusal::invalid(format!("{}: only an undelivered steer says why", field("why"))));
+            }
+            (Some(State::Undelivered), Some(why)) => multi_line(&field("why"), why, TIMELINE_WHY_BYTES_MAX)?,
+            (Some(State::Undelivered), None) => {
+                return Err(Refusal::invalid(format!("{}: required for an undelivered steer", field("why"))));
+            }
+            _ => return Err(Refusal::invalid(format!("{}: required (delivered or undelivered)", field("state")))),
+        }
+        let others = [
+            ("text", self.text.is_some()),
+            ("name", self.name.is_some()),
+            ("input", self.input.is_some()),
+            ("output", self.output.is_some()),
+            ("output_bytes", self.output_bytes.is_some()),
+            ("duration_ms", self.duration_ms.is_some()),
+        ];
+        match others.iter().find(|(_, present)| *present) {
+            Some((name, _)) => Err(Refusal::invalid(format!("{}: not a field of a steer event", field(name)))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The first steer event of `batch` naming a steer its turn did not take (`taken` says which
+/// ids it took): a machine reports only steers the record gave it, so this is 400
+/// `request.invalid`, naming the event.
+pub fn unknown_steer(batch: &Batch, taken: impl Fn(&str) -> bool) -> Result<(), Refusal> {
+    for (at, event) in batch.events.iter().enumerate() {
+        let id = event.id.as_deref().unwrap_or_default();
+        if event.kind == Kind::Steer && !taken(id) {
+            let turn = batch.turn;
+            return Err(Refusal::invalid(format!("events[{at}].id: turn {turn} took no steer {id}")));
+        }
+    }
+    Ok(())
 }
 
 fn kind_name(kind: Kind) -> &'static str {

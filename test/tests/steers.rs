@@ -148,3 +148,46 @@ fn a_turn_takes_the_named_number_of_steers_then_steer_too_many_and_steer_leaves_
     assert_eq!((over.status, over.code()), (409, "steer.too_many"), "{}", over.text);
     assert_eq!((over.version(), steers(&over).len()), (version, STEERS_PER_TURN_MAX));
 }
+
+/// The timeline's `steer` event: the machine says what became of a steer its turn took,
+/// delivered or undelivered with why; it moves no version and leaves the question open, and
+/// one naming a steer the turn did not take is 400 and stores nothing.
+#[test]
+fn a_steer_event_names_a_steer_of_its_turn_moves_no_version_and_an_unknown_one_is_refused() {
+    let c = Client::shared();
+    let (alice, id, machine) = at_turn_two(&c);
+    let sent = steer(&c, &id, &alice, 2, "Use SQLite instead.");
+    let steer_id = steers(&sent)[0]["id"].as_str().unwrap().to_string();
+    let asked = c.post(
+        &format!("/v1/handoffs/{id}/report"),
+        &machine,
+        json!({"turn": 2, "status": "needs-you", "summary": "Which?", "question": {"kind": "choice", "text": "Which?", "options": [{"id": "a", "label": "A"}]}}),
+    );
+    assert_eq!(asked.status, 200, "{}", asked.text);
+    let events = format!("/v1/handoffs/{id}/events");
+    let unknown = c.post(
+        &events,
+        &machine,
+        json!({"turn": 2, "events": [{"seq": 1, "kind": "steer", "id": "st_1_1", "state": "delivered"}]}),
+    );
+    assert_eq!((unknown.status, unknown.code()), (400, "request.invalid"), "{}", unknown.text);
+    assert!(unknown.text.contains("events[0].id"), "{}", unknown.text);
+    let why = "the turn's harness had ended (exit 0)";
+    let taken = c.post(
+        &events,
+        &machine,
+        json!({"turn": 2, "events": [{"seq": 1, "kind": "steer", "id": steer_id, "state": "undelivered", "why": why}]}),
+    );
+    assert_eq!((taken.status, &taken.body["next"]), (200, &json!(2)), "{}", taken.text);
+    let after = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    assert_eq!(after.version(), asked.version(), "no version moves");
+    assert_eq!(after.handoff()["status"], "needs-you");
+    assert!(after.handoff()["question"]["id"].is_string(), "the question stays open");
+    let read = c.get(&format!("{events}?turn=2"), &alice);
+    let event = &read.body["events"][0];
+    assert_eq!(
+        (&event["kind"], &event["id"], &event["state"], &event["why"]),
+        (&json!("steer"), &json!(steer_id), &json!("undelivered"), &json!(why))
+    );
+    assert!(event["at"].is_string());
+}

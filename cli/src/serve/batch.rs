@@ -133,19 +133,7 @@ mod tests {
     use handoff_core::timeline::Kind;
 
     fn message(text: &str) -> Event {
-        Event {
-            seq: 0,
-            kind: Kind::Message,
-            text: Some(text.into()),
-            id: None,
-            name: None,
-            state: None,
-            input: None,
-            output: None,
-            output_bytes: None,
-            duration_ms: None,
-            at: None,
-        }
+        Event { text: Some(text.into()), ..Event::of(0, Kind::Message) }
     }
 
     fn seqs(events: &[Event]) -> Vec<u64> {

@@ -9,7 +9,7 @@
 //! told to serve's loop by a thread that waits for the process.
 
 use super::events::Shaper;
-use super::harness::{Command, Emit, Event, Exit, Harness, Kept};
+use super::harness::{Command, Emit, Event, Exit, Harness};
 use super::sender::Timeline;
 use crate::hook::transcript;
 use crate::machine::{env::ENV_CONTEXT_WINDOW, group, Runtime};
@@ -25,9 +25,11 @@ use std::time::{Duration, Instant};
 pub const OUTPUT_KEPT_BYTES_MAX: usize = 256 * 1024;
 /// The longest stream-json line read; a longer one is kept in the tail but not read as JSON.
 pub const LINE_BYTES_MAX: usize = 16 * 1024 * 1024;
-/// Why a steer of a Claude Code turn is undelivered: `claude -p` reads the owner's words once.
-pub const PRINT_MODE_TAKES_NO_STEER: &str =
-    "Claude Code in print mode reads the owner's words once, at its start: send them as the next turn";
+/// Why a steer of a Claude Code turn is undelivered once its turn is over: its input closed.
+pub const TURN_OVER_TAKES_NO_STEER: &str =
+    "Claude Code had finished the turn and its input was closed: send the words as the next turn";
+/// Why a steer written to Claude Code is undelivered when it ended before reading it.
+pub const ENDED_BEFORE_READING: &str = "Claude Code ended before it read the words";
 /// After SIGKILL, how long a stop waits for the waiting thread to see the exit.
 const REAPED_WAIT_MS: u64 = 1_000;
 /// Once the process ended, how long its end waits for the reader to finish its output (a
@@ -54,11 +56,83 @@ pub struct ClaudeCode {
     out: Arc<Mutex<Vec<u8>>>,
     /// Its standard input, open until the turn's result.
     input: Input,
-    /// The owner's steers: print mode reads its words once, so they are reported undelivered
-    /// when it ends.
-    kept: Kept,
+    /// The messages it was given and the results it gave: the input is closed only once each
+    /// has its result and no steer is kept.
+    messages: Arc<Mutex<Messages>>,
     emit: Emit,
     exit: Exit,
+}
+
+/// The steers written to a turn's Claude Code: each is delivered once Claude Code replays it
+/// (`--replay-user-messages`: it echoes each user message as it takes it into the
+/// conversation), and a result ends the turn only once none is left unread.
+#[derive(Debug, Default)]
+pub struct Messages {
+    /// Steers written and not read back yet: `(id, words)`, oldest first.
+    written: std::collections::VecDeque<(String, String)>,
+    /// The input was closed: no message is written after.
+    closed: bool,
+}
+
+/// What one output line says became of the turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Said {
+    /// Steer `.0` was read by Claude Code.
+    Read(String),
+    /// The last message's result: the turn is over (its text, and whether it is an error).
+    Over { result: String, error: bool },
+}
+
+impl Messages {
+    pub fn new() -> Messages {
+        Messages::default()
+    }
+
+    /// Notes steer `id` as written; `false` once the input is closed (nothing is written).
+    pub fn write(&mut self, id: &str, words: &str, write: impl FnOnce() -> std::io::Result<()>) -> bool {
+        if self.closed || write().is_err() {
+            return false;
+        }
+        self.written.push_back((id.to_string(), words.to_string()));
+        true
+    }
+
+    /// Reads one output line: a replayed user message whose words a written steer carries is
+    /// that steer read; a result with no steer left unread is the turn's end, after which the
+    /// input is closed (one with a steer unread is followed by that steer's own exchange).
+    pub fn on_line(&mut self, line: &Value) -> Option<Said> {
+        if line["type"] == "user" {
+            let words = user_words(line)?;
+            let at = self.written.iter().position(|(_, w)| *w == words)?;
+            return self.written.remove(at).map(|(id, _)| Said::Read(id));
+        }
+        if !is_result(line) {
+            return None;
+        }
+        if !super::decide::messages_done(self.written.len(), 0) {
+            return None;
+        }
+        self.closed = true;
+        let result = line["result"].as_str().unwrap_or_default().to_string();
+        let error = line["is_error"].as_bool().unwrap_or(false);
+        Some(Said::Over { result, error })
+    }
+
+    /// The input is closed (the reader ended): the steers written and never read back.
+    pub fn close(&mut self) -> Vec<String> {
+        self.closed = true;
+        self.written.drain(..).map(|(id, _)| id).collect()
+    }
+}
+
+/// The words of a stream-json user message: its text, or its text parts joined.
+fn user_words(line: &Value) -> Option<String> {
+    let content = &line["message"]["content"];
+    if let Some(text) = content.as_str() {
+        return Some(text.to_string());
+    }
+    let parts: Vec<&str> = content.as_array()?.iter().filter_map(|p| p["text"].as_str()).collect();
+    (!parts.is_empty()).then(|| parts.concat())
 }
 
 /// Claude Code's standard input on stream-json: user messages, one a line, until closed.
@@ -142,9 +216,11 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<Clau
     let mut child = cmd.spawn()?;
     let out = Arc::new(Mutex::new(Vec::new()));
     let input = Input { pipe: Arc::new(Mutex::new(child.stdin.take())) };
+    let messages = Arc::new(Mutex::new(Messages::new()));
     let (read, all_read) = std::sync::mpsc::channel::<()>();
     if let Some(stdout) = child.stdout.take() {
-        read_lines(stdout, out.clone(), input.clone(), on_line, read);
+        let said = said(s.turn, messages.clone(), input.clone(), emit.clone());
+        read_lines(stdout, out.clone(), input.clone(), Box::new(said), on_line, read);
     }
     if let Some(stderr) = child.stderr.take() {
         drain(stderr);
@@ -154,26 +230,49 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<Clau
     std::thread::spawn(move || {
         let _ = first.write_user_message(&words);
     });
-    let (pid, turn, exit, kept) = (child.id(), s.turn, Exit::default(), Kept::new());
-    let (seen, steers, told) = (exit.clone(), kept.clone(), emit.clone());
+    let (pid, turn, exit) = (child.id(), s.turn, Exit::default());
+    let (seen, told, written) = (exit.clone(), emit.clone(), messages.clone());
     std::thread::spawn(move || {
         let how = child.wait().map_or_else(|e| format!("unknown ({e})"), group::describe);
         let _ = all_read.recv_timeout(Duration::from_millis(READER_WAIT_MS));
-        for (id, _) in steers.close() {
-            emit(turn, Event::Steered { id, delivered: Err(PRINT_MODE_TAKES_NO_STEER.to_string()) });
+        for id in written.lock().unwrap_or_else(|e| e.into_inner()).close() {
+            emit(turn, Event::Steered { id, delivered: Err(ENDED_BEFORE_READING.to_string()) });
         }
         seen.set(how.clone());
         emit(turn, Event::Gone { how });
     });
-    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, input, kept, emit: told, exit })
+    Ok(ClaudeCode { pid, turn, started: Instant::now(), out, input, messages, emit: told, exit })
 }
 
-/// Reads standard output to its end, line by line: each JSON line to `on_line`, the input
-/// closed on the turn's result, the last [`OUTPUT_KEPT_BYTES_MAX`] bytes kept.
+/// What the reader does with each output line for the turn's messages: a steer read is told
+/// delivered; the result after which no steer is unread closes the input. Answers whether the
+/// line goes on to the turn's reader: a result that leaves a steer unread does not, since
+/// that steer's own exchange and result follow and only the last result is the turn's end.
+fn said(turn: u64, messages: Arc<Mutex<Messages>>, input: Input, emit: Emit) -> impl Fn(&Value) -> bool + Send {
+    move |line| {
+        let said = messages.lock().unwrap_or_else(|e| e.into_inner()).on_line(line);
+        match said {
+            Some(Said::Read(id)) => emit(turn, Event::Steered { id, delivered: Ok(()) }),
+            Some(Said::Over { .. }) => input.close(),
+            None if is_result(line) => return false,
+            None => {}
+        }
+        true
+    }
+}
+
+/// What reads each line first for the turn's messages, answering whether it goes on to the
+/// turn's reader.
+type TurnLine = Box<dyn Fn(&Value) -> bool + Send>;
+
+/// Reads standard output to its end, line by line: each JSON line to `turn_line` (the turn's
+/// messages: it closes the input on the turn's last result) and then, unless it says not, to
+/// `on_line`, the last [`OUTPUT_KEPT_BYTES_MAX`] bytes kept.
 fn read_lines(
     from: impl Read + Send + 'static,
     keep: Arc<Mutex<Vec<u8>>>,
     input: Input,
+    turn_line: TurnLine,
     mut on_line: OnLine,
     done: std::sync::mpsc::Sender<()>,
 ) {
@@ -195,9 +294,8 @@ fn read_lines(
                 }
             }
             let Ok(value) = serde_json::from_slice::<Value>(&line) else { continue };
-            on_line(&value);
-            if is_result(&value) {
-                input.close();
+            if turn_line(&value) {
+                on_line(&value);
             }
         }
         input.close();
@@ -252,13 +350,18 @@ impl Harness for ClaudeCode {
     fn send(&mut self, command: Command) -> Option<String> {
         match command {
             Command::Answer { .. } => None,
-            // Kept, and reported undelivered once the turn ends (its waiting thread says so).
+            // Written at once as a user message, delivered when Claude Code reads it back; once
+            // the turn is over (its input closed) it is undelivered.
             Command::Steer { id, prompt } => {
-                if !self.kept.keep(id.clone(), prompt) {
-                    (self.emit)(
-                        self.turn,
-                        Event::Steered { id, delivered: Err(PRINT_MODE_TAKES_NO_STEER.to_string()) },
-                    );
+                let input = self.input.clone();
+                let written = self
+                    .messages
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .write(&id, &prompt, || input.write_user_message(&prompt));
+                if !written {
+                    let why = TURN_OVER_TAKES_NO_STEER.to_string();
+                    (self.emit)(self.turn, Event::Steered { id, delivered: Err(why) });
                 }
                 None
             }
@@ -311,6 +414,51 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let out = h.output();
         assert!(out.len() <= OUTPUT_KEPT_BYTES_MAX && out.ends_with("END\n"), "{}", out.len());
+    }
+
+    fn replayed(words: &str) -> Value {
+        serde_json::from_str(&user_message(words)).unwrap()
+    }
+
+    fn result(text: &str) -> Value {
+        json!({"type": "result", "subtype": "success", "is_error": false, "result": text})
+    }
+
+    /// A steer written while the turn works is one more message: it is delivered when Claude
+    /// Code reads it back, and the turn is over only at the result of the last message.
+    #[test]
+    fn a_steer_is_delivered_when_read_back_and_the_turn_ends_only_at_the_last_messages_result() {
+        let mut m = Messages::new();
+        assert_eq!(m.on_line(&replayed("Make the file.")), None, "the prompt is no steer");
+        assert!(m.write("st_4_1", "Call it b.txt", || Ok(())));
+        assert_eq!(m.on_line(&result("Made a.txt")), None, "the steer is not read yet: its exchange comes");
+        assert_eq!(m.on_line(&replayed("Call it b.txt")), Some(Said::Read("st_4_1".into())));
+        assert_eq!(m.on_line(&replayed("Call it b.txt")), None, "once");
+        assert_eq!(
+            m.on_line(&result("Renamed to b.txt")),
+            Some(Said::Over { result: "Renamed to b.txt".into(), error: false })
+        );
+        assert!(!m.write("st_5_1", "late", || Ok(())), "after the turn's end nothing is written");
+        assert!(m.close().is_empty());
+        // Read between tool calls, it joins the running exchange: that one result ends the turn.
+        let mut m = Messages::new();
+        assert!(m.write("st_6_1", "Use SQLite", || Ok(())));
+        assert_eq!(m.on_line(&replayed("Use SQLite")), Some(Said::Read("st_6_1".into())));
+        let over = Some(Said::Over { result: "Using SQLite".into(), error: false });
+        assert_eq!(m.on_line(&result("Using SQLite")), over);
+    }
+
+    #[test]
+    fn a_steer_not_read_back_when_claude_code_ends_is_undelivered_and_a_failed_write_is_not_written() {
+        let mut m = Messages::new();
+        assert!(!m.write("st_4_1", "x", || Err(std::io::Error::other("broken pipe"))));
+        assert!(m.write("st_5_1", "y", || Ok(())));
+        assert_eq!(m.close(), ["st_5_1"]);
+        let mut m = Messages::new();
+        assert_eq!(m.on_line(&result("done")), Some(Said::Over { result: "done".into(), error: false }));
+        let mut m = Messages::new();
+        let failed = json!({"type": "result", "is_error": true, "result": "API error"});
+        assert_eq!(m.on_line(&failed), Some(Said::Over { result: "API error".into(), error: true }));
     }
 
     #[test]

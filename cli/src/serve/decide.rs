@@ -336,20 +336,25 @@ pub fn answer(asked: &Asked, record: &Handoff) -> Option<Waited> {
 pub enum SteerTo {
     /// Hand it to the harness running the turn (once: it is then sent).
     Harness,
-    /// The turn's harness ran here and ended: no harness will take it.
+    /// No harness will take it: the turn's harness ran here and ended, none was started for
+    /// it, or the turn ended before one was.
     Undelivered(String),
-    /// Nothing runs it here yet (not started, or another machine's): kept for now.
+    /// Nothing runs it here yet (not started yet): kept for now.
     Keep,
 }
 
-/// Where steer `id` of `turn` goes: nowhere again once sent; to the harness running the turn;
-/// reported undelivered when the turn's harness ran here and is gone; else kept.
+/// Where steer `id` of `turn` goes: nowhere again once sent; to the harness running the turn
+/// (which keeps it while it cannot take input, and says at its end what it never took);
+/// reported undelivered when this machine took the turn and no harness of it runs (it ended,
+/// was never started, or went with a serve that restarted), or the record shows the turn
+/// `over` (ended or closed) before any harness here took it; else kept until one starts.
 pub fn steer_to(
     id: &str,
     turn: u64,
     sent: &std::collections::BTreeSet<String>,
     alive: Alive,
     local: &Local,
+    over: bool,
 ) -> Option<SteerTo> {
     if sent.contains(id) {
         return None;
@@ -357,14 +362,37 @@ pub fn steer_to(
     if alive == (Alive::Running { turn }) {
         return Some(SteerTo::Harness);
     }
-    let ran_here = local.turns.get(&turn);
-    if let Some(why) = ran_here.and_then(|t| t.refused.as_ref()) {
-        return Some(SteerTo::Undelivered(format!("no harness was started for the turn: {why}")));
+    // A turn this machine took is never started again: with no harness running it, none will
+    // take the words.
+    if let Some(ran) = local.turns.get(&turn) {
+        let why = match (&ran.refused, &ran.ended) {
+            (Some(why), _) => format!("no harness was started for the turn: {why}"),
+            (None, Some(how)) => format!("the turn's harness had ended ({how})"),
+            (None, None) => "the turn's harness was stopped when handoff serve restarted".to_string(),
+        };
+        return Some(SteerTo::Undelivered(why));
     }
-    if let Some(how) = ran_here.and_then(|t| t.ended.as_ref()) {
-        return Some(SteerTo::Undelivered(format!("the turn's harness had ended ({how})")));
+    if over {
+        return Some(SteerTo::Undelivered(format!("turn {turn} ended before a harness took the words")));
     }
     Some(SteerTo::Keep)
+}
+
+/// Whether serve writes a `steer` event for what became of steer `id`: once per steer, the
+/// first word of it (a driver's later word of the same steer is passed over), noted in
+/// `reported`.
+pub fn steer_reported(reported: &mut std::collections::BTreeSet<String>, id: &str) -> bool {
+    reported.insert(id.to_string())
+}
+
+/// Whether a result of a served turn whose harness takes further messages (Claude Code on
+/// stream-json) ends the turn, so that serve reports its end: every steer written to it was
+/// read back before this result (`unread`: none is left for a further exchange) and none is
+/// kept waiting to be written. Seen with Claude Code 2.1.328: a message read between tool
+/// calls joins the running exchange and shares its one result; one read while the model
+/// answers waits for that result and runs as an exchange of its own, with a result of its own.
+pub fn messages_done(unread: usize, steers_kept: usize) -> bool {
+    unread == 0 && steers_kept == 0
 }
 
 #[cfg(test)]
@@ -657,22 +685,60 @@ mod tests {
     }
 
     /// A steer goes to the harness running its turn once; one of a turn whose harness ran here
-    /// and ended (or was never started) is reported undelivered, once; else it is kept.
+    /// and ended (or was never started, or whose turn ended before one was) is reported
+    /// undelivered, once; else it is kept.
     #[test]
     fn a_steer_goes_to_the_running_harness_once_and_is_undelivered_once_the_harness_ended() {
         let mut sent = std::collections::BTreeSet::new();
         let mut local = Local::default();
         local.turns.insert(2, started("codex", S1));
         let running = Alive::Running { turn: 2 };
-        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local), Some(SteerTo::Harness));
+        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local, false), Some(SteerTo::Harness));
         sent.insert("st_5_1".to_string());
-        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local), None, "once");
-        assert_eq!(steer_to("st_6_1", 3, &sent, running, &local), Some(SteerTo::Keep), "another turn's harness");
-        assert_eq!(steer_to("st_6_1", 2, &sent, Alive::None, &local), Some(SteerTo::Keep), "not ended yet");
+        assert_eq!(steer_to("st_5_1", 2, &sent, running, &local, false), None, "once");
+        assert_eq!(steer_to("st_6_1", 3, &sent, running, &local, false), Some(SteerTo::Keep), "another turn's harness");
+        let restarted = steer_to("st_6_1", 2, &sent, Alive::None, &local, false);
+        assert!(
+            matches!(restarted, Some(SteerTo::Undelivered(ref why)) if why.contains("serve restarted")),
+            "a turn taken here whose harness is not running is never started again: {restarted:?}"
+        );
+        assert_eq!(
+            steer_to("st_6_1", 2, &sent, running, &local, true),
+            Some(SteerTo::Harness),
+            "a harness still running its ended turn says itself what it never took"
+        );
         local.turns.get_mut(&2).unwrap().ended = Some("exit 0".into());
-        let gone = steer_to("st_6_1", 2, &sent, Alive::None, &local);
+        let gone = steer_to("st_6_1", 2, &sent, Alive::None, &local, false);
         assert!(matches!(gone, Some(SteerTo::Undelivered(ref why)) if why.contains("exit 0")), "{gone:?}");
         local.turns.insert(3, Started { refused: Some("not installed".into()), ..started("codex", "") });
-        assert!(matches!(steer_to("st_7_1", 3, &sent, Alive::None, &local), Some(SteerTo::Undelivered(_))));
+        assert!(matches!(steer_to("st_7_1", 3, &sent, Alive::None, &local, false), Some(SteerTo::Undelivered(_))));
+    }
+
+    /// A steer of a turn that ended (or whose hand-off closed) before any harness here started
+    /// is reported undelivered rather than kept for ever.
+    #[test]
+    fn a_steer_kept_for_a_turn_that_ends_before_a_harness_took_it_is_reported_undelivered() {
+        let sent = std::collections::BTreeSet::new();
+        let local = Local::default();
+        assert_eq!(steer_to("st_4_1", 1, &sent, Alive::None, &local, false), Some(SteerTo::Keep));
+        let over = steer_to("st_4_1", 1, &sent, Alive::None, &local, true);
+        assert!(matches!(over, Some(SteerTo::Undelivered(ref why)) if why.contains("turn 1 ended")), "{over:?}");
+    }
+
+    #[test]
+    fn each_steer_gets_one_steer_event_its_first_outcome() {
+        let mut reported = std::collections::BTreeSet::new();
+        assert!(steer_reported(&mut reported, "st_4_1"));
+        assert!(!steer_reported(&mut reported, "st_4_1"), "a second word of the same steer is passed over");
+        assert!(steer_reported(&mut reported, "st_5_1"));
+    }
+
+    /// On stream-json a result ends the turn only when every steer written was read before it
+    /// and none is kept: a steer still unread runs as a further exchange with its own result.
+    #[test]
+    fn a_turn_taking_further_messages_ends_only_at_a_result_with_no_steer_unread_or_kept() {
+        assert!(messages_done(0, 0), "the prompt alone, or every steer read into this exchange");
+        assert!(!messages_done(1, 0), "a steer written and not read yet: a further exchange comes");
+        assert!(!messages_done(0, 1), "a steer kept, to be written");
     }
 }

@@ -180,19 +180,7 @@ pub fn reply(mode: SyncMode, answer: &str) -> Option<String> {
 }
 
 fn bare(kind: Kind) -> Event {
-    Event {
-        seq: 0,
-        kind,
-        text: None,
-        id: None,
-        name: None,
-        state: None,
-        input: None,
-        output: None,
-        output_bytes: None,
-        duration_ms: None,
-        at: None,
-    }
+    Event::of(0, kind)
 }
 
 /// `text` within `max` bytes, cut on a character and marked `…` when cut.

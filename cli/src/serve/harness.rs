@@ -22,8 +22,9 @@ pub enum Event {
     Gone { how: String },
     /// What became of steer `id`: the harness took the words, or why they never reached it.
     Steered { id: String, delivered: Result<(), String> },
-    /// Its turn's result (Claude Code's `result` line, Codex's completed turn): the final answer
-    /// whole, whether the result is an error, and the context its last call used.
+    /// Its turn's result (Claude Code's `result` line after which no steer is left unread,
+    /// Codex's completed turn): the final answer whole, whether the result is an error, and the
+    /// context its last call used.
     Finished { answer: String, failed: bool, usage: Option<Usage> },
 }
 

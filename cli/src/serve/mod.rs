@@ -10,7 +10,9 @@
 //!
 //! Claude Code runs in print mode, one process per turn: `claude -p` with `--session-id` on its
 //! first turn and `--resume=ID` after, on stream-json both ways (the owner's words the first
-//! user message on standard input, which is closed on the turn's result), `--settings` carrying the hooks for this run only (the person's own settings are left
+//! user message on standard input, each steer one more, the input closed at the result after
+//! which no steer is left unread, when serve reports the turn's end), `--settings` carrying
+//! the hooks for this run only (the person's own settings are left
 //! as they are), `--mcp-config` for `handoff mcp`. A fresh process per turn gives a fresh MCP
 //! server, which pins the turn it serves. Codex runs through its app-server, one per turn.
 
@@ -24,6 +26,7 @@ pub mod harness;
 pub mod sender;
 pub mod signal;
 pub mod state;
+pub mod steer_event;
 
 use crate::client::{Client, Error, Handoff, ReportInput, Retry, RuntimesInput};
 use crate::hook::{self, Log};
@@ -145,6 +148,15 @@ struct Steers {
     handed: BTreeMap<String, Instant>,
 }
 
+/// The steers of one turn whose outcome is on its timeline, and the seq serve's next event of
+/// the turn takes.
+#[derive(Default)]
+struct SteerEvents {
+    turn: u64,
+    reported: BTreeSet<String>,
+    next_seq: u64,
+}
+
 /// The token, and the file it is read again from.
 #[derive(Clone)]
 struct Token {
@@ -257,6 +269,7 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
         asked: None,
         arrivals: BTreeMap::new(),
         steers: Steers::default(),
+        steer_events: SteerEvents::default(),
         timeline: None,
         finishing: Vec::new(),
         tx,
@@ -280,6 +293,8 @@ struct Serve {
     arrivals: BTreeMap<u64, Instant>,
     /// The current turn's steers handed to a harness or reported undelivered.
     steers: Steers,
+    /// The steers whose outcome serve wrote on the timeline.
+    steer_events: SteerEvents,
     /// The running turn's timeline sender, and the senders of ended turns still sending.
     timeline: Option<sender::Sender>,
     finishing: Vec<sender::Sender>,
@@ -425,7 +440,8 @@ impl Serve {
         let arrived = self.arrivals.get(&record.version).copied().unwrap_or_else(Instant::now);
         for s in &record.steers {
             let alive = self.harness.as_ref().map_or(Alive::None, |h| Alive::Running { turn: h.turn() });
-            match decide::steer_to(&s.id, record.turn, &self.steers.sent, alive, &self.local) {
+            let over = record.status.has_ended() || record.state == handoff_core::turn::State::Closed;
+            match decide::steer_to(&s.id, record.turn, &self.steers.sent, alive, &self.local, over) {
                 None | Some(SteerTo::Keep) => {}
                 Some(SteerTo::Harness) => {
                     self.steers.sent.insert(s.id.clone());
@@ -443,7 +459,8 @@ impl Serve {
     }
 
     /// Says what became of steer `id`: one line in serve's log, with the time from the version
-    /// that carried it.
+    /// that carried it, and, once per steer, its `steer` event on the turn's timeline (by the
+    /// turn's sender while it runs, else by [`steer_event::write`]).
     fn steered(&mut self, turn: u64, id: &str, delivered: &Result<(), String>) {
         let since = self
             .steers
@@ -453,6 +470,33 @@ impl Serve {
         match delivered {
             Ok(()) => self.say.line(&format!("turn {turn}: steer {id} delivered{}", since.unwrap_or_default())),
             Err(why) => self.say.line(&format!("turn {turn}: steer {id} not delivered: {why}")),
+        }
+        if self.steer_events.turn != turn {
+            self.steer_events = SteerEvents { turn, ..SteerEvents::default() };
+        }
+        if !decide::steer_reported(&mut self.steer_events.reported, id) {
+            return;
+        }
+        let outcome = delivered.as_ref().map(|()| ()).map_err(String::as_str);
+        // The running turn's sender numbers it with the turn's other events.
+        if let Some(sender) = self.timeline.as_ref().filter(|s| s.turn() == turn) {
+            return sender.timeline().push(handoff_core::timeline::Event::steer(0, id, outcome));
+        }
+        // No sender runs for the turn (its harness is gone, or serve restarted): once the turn's
+        // last sender is done, one direct event after the turn's last seq.
+        for sender in self.finishing.iter().filter(|s| s.turn() == turn) {
+            sender.wait(Duration::from_millis(TIMELINE_FLUSH_WAIT_MS));
+        }
+        let next = std::cell::Cell::new(self.steer_events.next_seq);
+        let written = self.call(|c| {
+            let mut seq = next.get();
+            let written = steer_event::write(c, &self.id, turn, &mut seq, id, outcome);
+            next.set(seq);
+            written
+        });
+        self.steer_events.next_seq = next.get();
+        if let Err(e) = written {
+            self.say.line(&format!("turn {turn}: could not write steer {id}'s event on the timeline: {e}"));
         }
     }
 
@@ -517,6 +561,11 @@ impl Serve {
     /// Carries out an event of the harness running `turn` (one of an earlier harness, stopped
     /// already, is passed over). Answers the record read afresh once the harness is gone.
     fn on_event(&mut self, turn: u64, event: Event) -> Option<Handoff> {
+        // What became of a steer names its turn: said also after a stop took the harness.
+        if let Event::Steered { id, delivered } = &event {
+            self.steered(turn, id, delivered);
+            return None;
+        }
         if self.harness.as_ref().is_none_or(|h| h.turn() != turn) {
             return None;
         }
@@ -533,10 +582,7 @@ impl Serve {
                 self.asked = Some(Asked { question, version });
                 None
             }
-            Event::Steered { id, delivered } => {
-                self.steered(turn, &id, &delivered);
-                None
-            }
+            Event::Steered { .. } => None,
             Event::Finished { answer, failed, usage } => {
                 self.finished(turn, &answer, failed, usage);
                 None
@@ -1073,6 +1119,8 @@ pub fn claude_args(
         "--output-format",
         "stream-json",
         "--verbose",
+        // Each user message is echoed as it is read: a steer counts as delivered then.
+        "--replay-user-messages",
         "--permission-mode",
         mode,
         "--settings",

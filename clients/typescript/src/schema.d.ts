@@ -1036,9 +1036,11 @@ export interface paths {
         /**
          * A batch of one turn's timeline events (machine).
          * @description The turn's running commentary, apart from the record: the model's words (`message`),
-         *     each tool call's steps (`tool`), the machine's own notes (`note`); `steer` is reserved
-         *     and refused. Events never move the record's version and never wake a `/wait` or send a
-         *     notification. One writer numbers a turn's events: `seq` from 1, consecutive per turn.
+         *     each tool call's steps (`tool`), the machine's own notes (`note`), and what became of
+         *     each of the owner's steers (`steer`: the steer's `id`, `state` `delivered` or
+         *     `undelivered` with `why`); a steer event naming a steer its turn did not take is 400
+         *     `request.invalid`, and it is no `running` report (an open question stays open). Events
+         *     never move the record's version and never wake a `/wait` or send a notification. One writer numbers a turn's events: `seq` from 1, consecutive per turn.
          *     At most 64 events a request (`TIMELINE_EVENTS_PER_REQUEST_MAX`), their `seq`s
          *     consecutive, within 256 KiB of body (`TIMELINE_BODY_BYTES_MAX`); a batch is taken
          *     whole or not at all, and answers `{turn, next}`, `next` the `seq` the turn's next event
@@ -1805,8 +1807,10 @@ export interface components {
          * @description One event of a turn. `message` and `note` carry `text` (at most 16 KiB); `tool`
          *     carries `id`, `name` and `state`, and by the sync mode `input` (at most 16 KiB, in
          *     the form a question's `input` takes) and `output` (at most 4 KiB, clipped, with its
-         *     whole size in `output_bytes`), and `duration_ms` on its end. Texts follow the
-         *     multi-line rule. `at` is the service's, never sent.
+         *     whole size in `output_bytes`), and `duration_ms` on its end. `steer` carries the
+         *     steer's `id` and `state` (`delivered`, or `undelivered` with `why`, at most 1 KiB,
+         *     `TIMELINE_WHY_BYTES_MAX`). Texts follow the multi-line rule. `at` is the service's,
+         *     never sent.
          */
         TimelineEvent: {
             seq: number;
@@ -1815,8 +1819,12 @@ export interface components {
             text?: string;
             id?: string;
             name?: string;
-            /** @enum {string} */
-            state?: "started" | "done" | "failed";
+            /**
+             * @description A tool's `started`, `done` or `failed`; a steer's `delivered` or `undelivered`.
+             * @enum {string}
+             */
+            state?: "started" | "done" | "failed" | "delivered" | "undelivered";
+            why?: string;
             input?: string;
             output?: string;
             output_bytes?: number;
@@ -4505,6 +4513,12 @@ export interface operations {
                  *           "name": "Bash",
                  *           "state": "started",
                  *           "input": "cargo test"
+                 *         },
+                 *         {
+                 *           "seq": 3,
+                 *           "kind": "steer",
+                 *           "id": "st_7_1765000000000",
+                 *           "state": "delivered"
                  *         }
                  *       ]
                  *     }

@@ -64,8 +64,12 @@ impl Wire for TestWire {
             HandoffAnswer::Erased => (204, json!({})),
             HandoffAnswer::TimelineTaken { turn, next } => (200, json!({"turn": turn, "next": next})),
             HandoffAnswer::TimelineRefused { refusal, next, .. } => {
-                let status = if refusal.code == Code::AuthForbidden { 403 } else { 409 };
-                (status, json!({"code": refusal.code.as_str(), "next": next}))
+                let status = match refusal.code {
+                    Code::AuthForbidden => 403,
+                    Code::RequestInvalid => 400,
+                    _ => 409,
+                };
+                (status, json!({"code": refusal.code.as_str(), "message": refusal.message, "next": next}))
             }
             HandoffAnswer::Timeline { turn, events, next, dropped } => (
                 200,
@@ -334,6 +338,28 @@ fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
             status,
             summary: Some(summary.into()),
             question: None,
+            runtime: None,
+            permission_mode: None,
+            reply: None,
+            sync_mode: None,
+        },
+        unmet: None,
+        usage: None,
+        package: None,
+    })
+}
+
+/// A needs-you report asking the owner a permission question.
+fn report_asking(turn: u64) -> Op {
+    use crate::question::{Choice, Kind, QuestionInput};
+    let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
+    let question = QuestionInput { kind: Kind::Permission, text: "Run ls?".into(), input: None, options };
+    change(Change::Turn {
+        command: Command::Report {
+            turn,
+            status: ReportStatus::NeedsYou,
+            summary: None,
+            question: Some(question),
             runtime: None,
             permission_mode: None,
             reply: None,
@@ -1431,17 +1457,8 @@ fn storage_facts_the_driver_skipped_fail_an_assertion_rather_than_answering_none
 
 fn events(turn: u64, seqs: std::ops::RangeInclusive<u64>) -> Op {
     let events = seqs.map(|seq| timeline::Event {
-        seq,
-        kind: timeline::Kind::Note,
         text: Some(format!("step {seq}")),
-        id: None,
-        name: None,
-        state: None,
-        input: None,
-        output: None,
-        output_bytes: None,
-        duration_ms: None,
-        at: None,
+        ..timeline::Event::of(seq, timeline::Kind::Note)
     });
     Op::Events { batch: timeline::Batch { turn, events: events.collect() } }
 }
@@ -1473,6 +1490,50 @@ fn a_batch_writes_its_events_alone_moves_no_version_publishes_nothing_and_sends_
     assert_eq!(body["next"], 4);
     let (_, body, status) = d.ask(ask(owner(), read_timeline(None, 1, 0)));
     assert_eq!((status, &body["seqs"], &body["next"]), (200, &json!([2, 3]), &json!(4)));
+}
+
+/// A steer event names a steer its turn took (the record's for the current turn, the lineage's
+/// before): one the turn did not take is 400 and stores nothing; one it took is taken like any
+/// event, moving no version and leaving the question open (it is no running report).
+#[test]
+fn a_steer_event_names_a_steer_its_turn_took_moves_no_version_and_leaves_the_question_open() {
+    let steer_event = |turn: u64, seq: u64, id: &str, delivered: Result<(), &str>| Op::Events {
+        batch: timeline::Batch { turn, events: vec![timeline::Event::steer(seq, id, delivered)] },
+    };
+    let mut d = created();
+    let (_, body, status) = d.ask(ask(machine(), steer_event(1, 1, "st_2_0", Ok(()))));
+    assert_eq!((status, body["code"].as_str()), (400, Some("request.invalid")), "{body}");
+    assert!(body["message"].as_str().unwrap().starts_with("events[0].id: turn 1 took no steer st_2_0"), "{body}");
+    assert!(d.db.timeline.is_empty(), "nothing stored");
+    let steer = change(Change::Turn {
+        command: Command::Steer { turn: 1, prompt: "use SQLite".into() },
+        unmet: None,
+        usage: None,
+        package: None,
+    });
+    let stored = |d: &Driver| serde_json::from_str::<Record>(d.db.record.as_deref().unwrap()).unwrap();
+    let (_, body, status) = d.ask(ask(owner(), steer));
+    assert_eq!(status, 200, "{body}");
+    let id = stored(&d).steers[0].id.clone();
+    let (_, body, status) = d.ask(ask(machine(), report_asking(1)));
+    assert_eq!((status, stored(&d).status), (200, crate::turn::Status::NeedsYou), "{body}");
+    let version = d.version();
+    let (plan, body, status) = d.ask(ask(machine(), steer_event(1, 1, &id, Err("the harness had ended"))));
+    assert_eq!((status, &body), (200, &json!({"turn": 1, "next": 2})));
+    assert_eq!((plan.publish, d.version()), (None, version), "no version moves");
+    let record = stored(&d);
+    assert_eq!(
+        (record.status, record.question.is_some()),
+        (crate::turn::Status::NeedsYou, true),
+        "the question stays open"
+    );
+    // The turn ended and the next opened: turn 1's steer is its lineage entry's, still known.
+    d.ask(ask(machine(), report(1, ReportStatus::Done, "d")));
+    d.ask(ask(owner(), open_with(1, None)));
+    let (_, body, status) = d.ask(ask(machine(), steer_event(1, 2, &id, Ok(()))));
+    assert_eq!((status, &body["next"]), (200, &json!(3)), "{body}");
+    let (_, body, status) = d.ask(ask(machine(), steer_event(2, 1, &id, Ok(()))));
+    assert_eq!((status, body["code"].as_str()), (400, Some("request.invalid")), "turn 2 took no steer: {body}");
 }
 
 #[test]

@@ -4,19 +4,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn message(seq: u64, text: &str) -> Event {
-    Event {
-        seq,
-        kind: Kind::Message,
-        text: Some(text.into()),
-        id: None,
-        name: None,
-        state: None,
-        input: None,
-        output: None,
-        output_bytes: None,
-        duration_ms: None,
-        at: None,
-    }
+    Event { text: Some(text.into()), ..Event::of(seq, Kind::Message) }
 }
 
 fn tool(seq: u64, state: ToolState) -> Event {
@@ -146,7 +134,7 @@ fn each_kind_carries_only_its_fields_within_its_caps() {
             r#"{"turn":1,"events":[{"seq":1,"kind":"tool","id":"t","name":"B","state":"done","text":"x"}]}"#,
             "events[0].text",
         ),
-        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","text":"x"}]}"#, "events[0].kind"),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","text":"x"}]}"#, "events[0].id"),
         (r#"{"turn":1,"events":[{"seq":1,"kind":"note","text":"a\u001b[2J"}]}"#, "events[0].text"),
         (r#"{"turn":1,"events":[{"seq":1,"kind":"note","text":"a","at":"2026-01-01T00:00:00Z"}]}"#, "events[0].at"),
         (
@@ -173,6 +161,56 @@ fn each_kind_carries_only_its_fields_within_its_caps() {
         .map(|s| format!(r#"{{"seq":{s},"kind":"note","text":"n"}}"#))
         .collect();
     assert!(ok(&format!(r#"{{"turn":1,"events":[{}]}}"#, many.join(","))).is_err(), "at most 64 events a request");
+}
+
+/// A steer event names the steer and says `delivered`, or `undelivered` with `why`, and
+/// carries nothing else; a tool's states are a tool's, a steer's a steer's.
+#[test]
+fn a_steer_event_names_its_steer_and_says_delivered_or_undelivered_with_why() {
+    let ok = |body: &str| parse_checked::<Batch>(body.as_bytes());
+    let delivered = r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"delivered"}]}"#;
+    assert_eq!(ok(delivered).unwrap().events[0], Event::steer(1, "st_5_1", Ok(())));
+    let undelivered =
+        r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"undelivered","why":"ended"}]}"#;
+    assert_eq!(ok(undelivered).unwrap().events[0], Event::steer(1, "st_5_1", Err("ended")));
+    for (bad, field) in [
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","state":"delivered"}]}"#, "events[0].id"),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1"}]}"#, "events[0].state"),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"done"}]}"#, "events[0].state"),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"undelivered"}]}"#, "events[0].why"),
+        (
+            r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"delivered","why":"x"}]}"#,
+            "events[0].why",
+        ),
+        (
+            r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"delivered","text":"x"}]}"#,
+            "events[0].text",
+        ),
+        (
+            r#"{"turn":1,"events":[{"seq":1,"kind":"steer","id":"st_5_1","state":"undelivered","why":"a\u001b[2J"}]}"#,
+            "events[0].why",
+        ),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"tool","id":"t","name":"B","state":"delivered"}]}"#, "events[0].state"),
+        (r#"{"turn":1,"events":[{"seq":1,"kind":"note","text":"x","why":"y"}]}"#, "events[0].why"),
+    ] {
+        let refused = ok(bad).unwrap_err();
+        assert!(refused.message.starts_with(field), "{bad}: {}", refused.message);
+    }
+    let long = "x".repeat(TIMELINE_WHY_BYTES_MAX + 1);
+    let body =
+        format!(r#"{{"turn":1,"events":[{{"seq":1,"kind":"steer","id":"s","state":"undelivered","why":"{long}"}}]}}"#);
+    assert!(ok(&body).is_err(), "a why is at most 1 KiB");
+    let clipped = Event::steer(1, "s", Err(&long));
+    assert_eq!(clipped.why.as_ref().map(String::len), Some(TIMELINE_WHY_BYTES_MAX), "the machine clips it");
+}
+
+#[test]
+fn a_steer_event_naming_a_steer_its_turn_did_not_take_is_refused() {
+    let b = batch(3, vec![message(1, "hi"), Event::steer(2, "st_9_1", Ok(()))]);
+    assert!(unknown_steer(&b, |id| id == "st_9_1").is_ok());
+    let refused = unknown_steer(&b, |id| id == "st_8_1").unwrap_err();
+    assert_eq!(refused.code, Code::RequestInvalid);
+    assert_eq!(refused.message, "events[1].id: turn 3 took no steer st_9_1");
 }
 
 #[test]
