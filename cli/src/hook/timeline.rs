@@ -74,7 +74,8 @@ impl Counter {
                 self.open.push((step.id.clone(), now_ms));
                 None
             }
-            ToolState::Done | ToolState::Failed => {
+            // A hook's step is a tool's: a steer's states never reach here.
+            ToolState::Done | ToolState::Failed | ToolState::Delivered | ToolState::Undelivered => {
                 let at = self.open.iter().position(|(id, _)| *id == step.id);
                 at.map(|i| self.open.remove(i).1).map(|started| (now_ms - started).max(0) as u64)
             }
@@ -89,17 +90,11 @@ impl Counter {
 /// it was given or gave back.
 pub fn metadata_event(seq: u64, step: &Step, duration_ms: Option<u64>) -> Event {
     Event {
-        seq,
-        kind: EventKind::Tool,
-        text: None,
         id: Some(step.id.clone()),
         name: Some(step.name.clone()),
         state: Some(step.state),
-        input: None,
-        output: None,
-        output_bytes: None,
         duration_ms,
-        at: None,
+        ..Event::of(seq, EventKind::Tool)
     }
 }
 
