@@ -19,6 +19,7 @@ pub mod json;
 pub mod limits;
 pub mod listed;
 pub mod notice;
+pub mod order;
 pub mod outbox;
 pub mod owner;
 pub mod package;
