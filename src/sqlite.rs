@@ -33,7 +33,26 @@ pub fn count(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> Resul
 /// statement, where a row type read by `to_array` compiled a deserializer of its own
 /// (serde_wasm_bindgen's), about 10 KB of the gzipped `.wasm` over both objects.
 pub fn rows(sql: &SqlStorage, query: &str, args: impl Into<Option<Vec<SqlStorageValue>>>) -> Result<Vec<Cells>> {
-    sql.exec(query, args)?.raw().map(|row| row.map(Cells)).collect()
+    let mut rows = Vec::new();
+    for row in sql.exec(query, args)?.raw() {
+        rows.push(Cells(row?));
+    }
+    Ok(rows)
+}
+
+/// Each of `rows` read by `read`, or the first error: a loop, where collecting into a `Result`
+/// compiled an adapter for each row type.
+pub fn each<T>(rows: Vec<Cells>, mut read: impl FnMut(Cells) -> Result<T>) -> Result<Vec<T>> {
+    let mut read_all = Vec::with_capacity(rows.len());
+    for row in rows {
+        read_all.push(read(row)?);
+    }
+    Ok(read_all)
+}
+
+/// The first column of each of `rows`, text (a table's or a column's name, a stored value).
+pub fn texts(rows: Vec<Cells>) -> Result<Vec<String>> {
+    each(rows, |mut row| row.text(0))
 }
 
 /// One row's columns, in the statement's order.

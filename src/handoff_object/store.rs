@@ -4,7 +4,7 @@
 //! statement.
 
 use super::*;
-use crate::sqlite::{rows, Cells};
+use crate::sqlite::{each, rows, Cells};
 use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, TimelineRead, WatcherCounts, Write};
 use handoff_core::idempotency::{KeyEntry, Remembered};
 use handoff_core::timeline::TurnFacts;
@@ -190,14 +190,11 @@ fn migrate(storage: &Storage, from: i64) -> Result<()> {
 /// never created.
 pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> {
     let sql = storage.sql();
-    let tables = rows(
+    let tables = each(rows(
         &sql,
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens', 'timeline')",
         None,
-    )?
-    .into_iter()
-    .map(|mut row| row.text(0))
-    .collect::<Result<Vec<String>>>()?;
+    )?, |mut row| row.text(0))?;
     let exists = |table: &str| tables.iter().any(|t| t == table);
     if !exists("handoff") {
         return Ok(None);
@@ -252,10 +249,9 @@ fn load_rows(sql: &SqlStorage, lineage: usize) -> Result<Vec<Cells>> {
 
 /// Every remembered key's time and size.
 pub(super) fn keys(storage: &Storage) -> Result<Vec<KeyEntry>> {
-    rows(&storage.sql(), "SELECT key, at, bytes FROM idempotency", None)?
-        .into_iter()
-        .map(|mut r| Ok(KeyEntry { key: r.text(0)?, at: r.int(1)?, bytes: r.int(2)?.max(0) as usize }))
-        .collect()
+    each(rows(&storage.sql(), "SELECT key, at, bytes FROM idempotency", None)?, |mut r| {
+        Ok(KeyEntry { key: r.text(0)?, at: r.int(1)?, bytes: r.int(2)?.max(0) as usize })
+    })
 }
 
 /// The remembered answer of `key`, if it was remembered at or after `since`.
@@ -276,14 +272,14 @@ pub(super) fn key(storage: &Storage, key: &str, since: i64) -> Result<Option<Rem
 
 /// Up to `limit` lineage entries below turn `before`, newest first.
 pub(super) fn turns(storage: &Storage, before: i64, limit: usize) -> Result<Vec<String>> {
-    rows(
-        &storage.sql(),
-        "SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?",
-        vec![before.into(), (limit as i64).into()],
-    )?
-    .into_iter()
-    .map(|mut r| r.text(0))
-    .collect()
+    each(
+        rows(
+            &storage.sql(),
+            "SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?",
+            vec![before.into(), (limit as i64).into()],
+        )?,
+        |mut r| r.text(0),
+    )
 }
 
 /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first.
@@ -297,14 +293,14 @@ pub(super) fn timeline(storage: &Storage, turn: u64, after: u64, limit: usize) -
             TurnFacts { events: f.int(0)?.max(0) as u64, bytes: f.int(1)?.max(0) as u64, dropped: f.int(2)? != 0 }
         }
     };
-    let events = rows(
-        &sql,
-        "SELECT seq, at, json FROM timeline WHERE turn = ? AND seq > ? ORDER BY seq LIMIT ?",
-        vec![(turn as i64).into(), (after as i64).into(), (limit as i64).into()],
-    )?
-    .into_iter()
-    .map(|mut r| Ok((r.int(0)?.max(0) as u64, r.int(1)?, r.text(2)?)))
-    .collect::<Result<_>>()?;
+    let events = each(
+        rows(
+            &sql,
+            "SELECT seq, at, json FROM timeline WHERE turn = ? AND seq > ? ORDER BY seq LIMIT ?",
+            vec![(turn as i64).into(), (after as i64).into(), (limit as i64).into()],
+        )?,
+        |mut r| Ok((r.int(0)?.max(0) as u64, r.int(1)?, r.text(2)?)),
+    )?;
     Ok(TimelineRead { facts, events })
 }
 

@@ -4,7 +4,7 @@
 //! (`handoff_core::owner`); this file only says how SQLite is asked.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::sqlite::{count, rows, Cells};
+use crate::sqlite::{count, each, rows, Cells};
 use handoff_api::notifications::message_body;
 use handoff_core::owner::devices::{Device, StoredDevice};
 use handoff_core::owner::receiver::{Delivery, Receiver};
@@ -130,7 +130,7 @@ pub fn tables(storage: &Storage) -> Result<Tables> {
 
 /// The first column of each row of `query`, text (a table's or a column's name).
 fn names(sql: &SqlStorage, query: &str) -> Result<Vec<String>> {
-    rows(sql, query, None)?.into_iter().map(|mut r| r.text(0)).collect()
+    crate::sqlite::texts(rows(sql, query, None)?)
 }
 
 /// The statement that copies an earlier build's `rows` into `list`.
@@ -295,12 +295,9 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                 "SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?",
                 vec![(*limit as i64).into()],
             )?;
-            feed.oldest = Some(
-                oldest
-                    .into_iter()
-                    .map(|mut p| Ok(PendingRef { seq: p.int(0)?, receiver: stored::kind(&p.text(1)?), to: p.text(2)? }))
-                    .collect::<Result<_>>()?,
-            );
+            feed.oldest = Some(each(oldest, |mut p| {
+                Ok(PendingRef { seq: p.int(0)?, receiver: stored::kind(&p.text(1)?), to: p.text(2)? })
+            })?);
         }
         Read::OpenCount { except } => {
             let open = count(
@@ -319,7 +316,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                  ORDER BY updated_at DESC, id DESC LIMIT ?4",
                 vec![state.map(|s| s.as_str()).into(), at.into(), id.into(), (*limit as i64).into()],
             )?;
-            feed.rows = Some(stored.into_iter().map(|mut t| t.text(0)).collect::<Result<_>>()?);
+            feed.rows = Some(crate::sqlite::texts(stored)?);
         }
         Read::Deliveries { id, limit } => {
             let stored = rows(
@@ -357,7 +354,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                      WHERE d.state = 'pending' ORDER BY d.seq LIMIT ?",
                 vec![(*limit as i64).into()],
             )?;
-            let pending = pending.into_iter().map(Due::of).collect::<Result<Vec<Due>>>()?;
+            let pending = each(pending, Due::of)?;
             feed.pending = Some(pending.iter().map(Due::waiting).collect());
             *due = pending;
         }
@@ -367,7 +364,7 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                 "SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?",
                 vec![to.as_str().into(), (*limit as i64).into()],
             )?;
-            feed.finished.push((to.clone(), stored.iter().map(|s| s.int(0)).collect::<Result<_>>()?));
+            feed.finished.push((to.clone(), each(stored, |s| s.int(0))?));
         }
         Read::StorageBytes => feed.storage_bytes = Some(sql.database_size() as u64),
         Read::Erased { id } => {
@@ -380,12 +377,11 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                 "SELECT id, name, secret_hash, created_at, last_seen_at FROM devices ORDER BY created_at, id",
                 None,
             )?;
-            let devices = stored.into_iter().map(|mut r| {
+            feed.devices = Some(each(stored, |mut r| {
                 let device =
                     Device { id: r.text(0)?, name: r.text(1)?, created_at: r.int(3)?, last_seen_at: r.int(4)? };
                 Ok(StoredDevice { device, secret_hash: r.text(2)? })
-            });
-            feed.devices = Some(devices.collect::<Result<_>>()?);
+            })?);
         }
         Read::SignIns { since } => {
             let n = count(&sql, "SELECT COUNT(*) AS n FROM device_sign_ins WHERE at >= ?", vec![(*since).into()])?;
@@ -418,10 +414,8 @@ fn storage_of(sql: &SqlStorage, id: &str) -> Result<HandoffFacts> {
             "SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq",
             vec![id.into()],
         )?;
-        facts.deliveries = stored
-            .into_iter()
-            .map(|mut d| Ok(DeliveryFacts { state: d.text(0)?, body_bytes: d.int(1)?.max(0) as u64 }))
-            .collect::<Result<_>>()?;
+        facts.deliveries =
+            each(stored, |mut d| Ok(DeliveryFacts { state: d.text(0)?, body_bytes: d.int(1)?.max(0) as u64 }))?;
     }
     if has("erased") {
         facts.erased = erased(sql, id)?;
