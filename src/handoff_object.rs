@@ -569,8 +569,7 @@ impl Object {
     async fn erase_step(&self, step: &EraseStep) -> Result<()> {
         match step {
             EraseStep::DropRow { owner, id, incarnation } => {
-                let dropped =
-                    self.ask_index(owner, &ToIndex::Drop { id: id.clone(), incarnation: *incarnation }).await?;
+                let dropped = self.ask_index(owner, &ToIndex::Drop(id.clone(), *incarnation)).await?;
                 if dropped.status() != 200 {
                     return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
                 }
@@ -593,7 +592,7 @@ impl Object {
 
     /// The owner index's answer to a new hand-off's first row.
     async fn admission(&self, owner: &str, row: &Row) -> Result<Admission> {
-        let answer = self.ask_index(owner, &ToIndex::Open { row: row.clone() }).await?;
+        let answer = self.ask_index(owner, &ToIndex::Open(row.clone())).await?;
         if answer.status() != 200 {
             return Err(Error::RustError(format!("the owner's index answered {} to an admission", answer.status())));
         }

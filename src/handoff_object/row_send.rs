@@ -79,9 +79,8 @@ impl Object {
     async fn put_row(&self, send: &Send<RowSend>) -> std::result::Result<(), NotTaken> {
         let row_send = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let payload =
-            protocol::encode(&ToIndex::Put { row: row_send.row.clone(), passed, incarnation: row_send.incarnation })
-                .map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let payload = protocol::encode(&ToIndex::Put(row_send.row.clone(), passed, row_send.incarnation))
+            .map_err(|e| NotTaken::Encode(e.to_string()))?;
         let stub = self
             .env
             .durable_object(OWNER_INDEX)
