@@ -31,11 +31,25 @@ pub fn count(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> Resul
 
 /// The rows of a query, each read by the position of its columns: one reader for every
 /// statement, where a row type read by `to_array` compiled a deserializer of its own
-/// (serde_wasm_bindgen's), about 10 KB of the gzipped `.wasm` over both objects.
+/// (serde_wasm_bindgen's), about 10 KB of the gzipped `.wasm` over both objects. The rows cross
+/// as one array of arrays (`Array.from(cursor.raw())`), each cell read only when asked for.
 pub fn rows(sql: &SqlStorage, query: &str, args: impl Into<Option<Vec<SqlStorageValue>>>) -> Result<Vec<Cells>> {
-    let mut rows = Vec::new();
-    for row in sql.exec(query, args)?.raw() {
-        rows.push(Cells(row?));
+    let raw: &JsValue = sql.as_ref();
+    let call = js_sys::Array::of1(&JsValue::from_str(query));
+    for value in args.into().unwrap_or_default() {
+        call.push(&value.into());
+    }
+    let exec: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("exec"))?
+        .dyn_into()
+        .map_err(|_| Error::RustError("sql.exec is missing".into()))?;
+    let cursor = exec.apply(raw, &call)?;
+    let raw_rows: js_sys::Function = js_sys::Reflect::get(&cursor, &JsValue::from_str("raw"))?
+        .dyn_into()
+        .map_err(|_| Error::RustError("cursor.raw is missing".into()))?;
+    let all = js_sys::Array::from(&raw_rows.call0(&cursor)?);
+    let mut rows = Vec::with_capacity(all.length() as usize);
+    for row in all.iter() {
+        rows.push(Cells(row.unchecked_into()));
     }
     Ok(rows)
 }
@@ -55,14 +69,10 @@ pub fn texts(rows: Vec<Cells>) -> Result<Vec<String>> {
     each(rows, |mut row| row.text(0))
 }
 
-/// One row's columns, in the statement's order.
-pub struct Cells(Vec<SqlStorageValue>);
+/// One row's columns, in the statement's order, as the runtime gave them.
+pub struct Cells(js_sys::Array);
 
 impl Cells {
-    fn take(&mut self, i: usize) -> SqlStorageValue {
-        self.0.get_mut(i).map_or(SqlStorageValue::Null, |v| std::mem::replace(v, SqlStorageValue::Null))
-    }
-
     /// Column `i`, text.
     pub fn text(&mut self, i: usize) -> Result<String> {
         self.opt_text(i)?.ok_or_else(|| unexpected(i, "text", "NULL"))
@@ -70,11 +80,11 @@ impl Cells {
 
     /// Column `i`, text or NULL.
     pub fn opt_text(&mut self, i: usize) -> Result<Option<String>> {
-        match self.take(i) {
-            SqlStorageValue::Null => Ok(None),
-            SqlStorageValue::String(text) => Ok(Some(text)),
-            _ => Err(unexpected(i, "text", "another type")),
+        let cell = self.0.get(i as u32);
+        if cell.is_null() || cell.is_undefined() {
+            return Ok(None);
         }
+        cell.as_string().map(Some).ok_or_else(|| unexpected(i, "text", "another type"))
     }
 
     /// Column `i`, an integer.
@@ -82,14 +92,16 @@ impl Cells {
         self.opt_int(i)?.ok_or_else(|| unexpected(i, "an integer", "NULL"))
     }
 
-    /// Column `i`, an integer or NULL.
+    /// Column `i`, an integer or NULL. Past 2^53 the runtime hands a number over as a float,
+    /// which still reads as one.
     pub fn opt_int(&self, i: usize) -> Result<Option<i64>> {
-        match self.0.get(i) {
-            None | Some(SqlStorageValue::Null) => Ok(None),
-            Some(SqlStorageValue::Integer(n)) => Ok(Some(*n)),
-            // Past 2^53 the runtime hands a number over as a float.
-            Some(SqlStorageValue::Float(f)) if f.fract() == 0.0 => Ok(Some(*f as i64)),
-            Some(_) => Err(unexpected(i, "an integer", "another type")),
+        let cell = self.0.get(i as u32);
+        if cell.is_null() || cell.is_undefined() {
+            return Ok(None);
+        }
+        match cell.as_f64() {
+            Some(n) if n.fract() == 0.0 => Ok(Some(n as i64)),
+            _ => Err(unexpected(i, "an integer", "another type")),
         }
     }
 }
