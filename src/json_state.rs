@@ -17,11 +17,6 @@ use worker::{web_sys, Result, SqlStorage, State};
 
 const TABLE: &str = "CREATE TABLE IF NOT EXISTS state (k INTEGER PRIMARY KEY, v TEXT NOT NULL)";
 
-#[derive(serde::Deserialize)]
-struct Row {
-    v: String,
-}
-
 /// The stored value, or the default where none was ever stored: reading creates no table, so
 /// an owner whose creates only ask (no machine enrolled) leaves nothing on disk.
 fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
@@ -33,10 +28,10 @@ fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
     {
         return Ok(T::default());
     }
-    let rows: Vec<Row> = sql.exec("SELECT v FROM state WHERE k = 1", None)?.to_array()?;
-    match rows.first() {
+    let texts = crate::sqlite::texts(crate::sqlite::rows(sql, "SELECT v FROM state WHERE k = 1", None)?)?;
+    match texts.first() {
         // From a slice, as every ask is read: one reader's instance of each type's deserializer.
-        Some(row) => serde_json::from_slice(row.v.as_bytes()).map_err(|e| worker::Error::RustError(e.to_string())),
+        Some(v) => serde_json::from_slice(v.as_bytes()).map_err(|e| worker::Error::RustError(e.to_string())),
         None => Ok(T::default()),
     }
 }

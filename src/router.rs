@@ -17,7 +17,7 @@ use handoff_api::error::ApiError;
 use handoff_api::input::CreateInput;
 use handoff_api::machines::{self, CollectAnswer, Enrolled, MachinesAsk, Placed, ENROLMENTS_OBJECT};
 use handoff_api::notifications;
-use handoff_api::protocol::{self, Ask};
+use handoff_api::protocol::{self, Sent};
 use handoff_api::routes::Kind;
 use handoff_core::decider::JSON;
 use serde::Serialize;
@@ -91,8 +91,8 @@ impl Edge {
 enum Step {
     /// Answer this.
     Answer(http::Plain),
-    /// Ask a hand-off over RPC (`handle(ask)`), its answer value made the response.
-    Ask { namespace: &'static str, name: String, ask: String },
+    /// Ask a hand-off over RPC (`handle(ask, body)`), its answer value made the response.
+    Ask { namespace: &'static str, name: String, ask: String, body: Vec<u8> },
     /// Send an object a request and pass its answer on as it is: a held wait's stream, a
     /// watch's 101, the owner's index.
     Fetch {
@@ -133,14 +133,16 @@ impl Step {
         Step::Fetch { namespace, name, url: "https://handoff/ask", method: "POST", headers, body }
     }
 
-    /// `[0, answer]`, `[1, namespace, name, ask]`, `[2, namespace, name, url, method, headers,
+    /// `[0, answer]`, `[1, namespace, name, ask, body or null]`, `[2, namespace, name, url, method, headers,
     /// body]`, `[3, promise of a step]` or `[4]`: the plain value `src/entry.mjs` reads.
     fn value(self) -> JsValue {
         let s = |s: &str| JsValue::from_str(s);
         match self {
             Step::Answer(answer) => js_sys::Array::of2(&JsValue::from(0), &answer.value()).into(),
-            Step::Ask { namespace, name, ask } => {
-                js_sys::Array::of4(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask)).into()
+            Step::Ask { namespace, name, ask, body } => {
+                let body =
+                    if body.is_empty() { JsValue::NULL } else { js_sys::Uint8Array::from(body.as_slice()).into() };
+                js_sys::Array::of5(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask), &body).into()
             }
             Step::Fetch { namespace, name, url, method, headers, body } => {
                 let headers: js_sys::Array =
@@ -219,7 +221,7 @@ fn dispatch(
     let draw =
         |buf: &mut [u8]| webcrypto::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
     match admitted.next(&req.head, body, create, setting, now_ms, &draw)? {
-        Next::Send { name, ask, carrier } => send(name, &ask, carrier),
+        Next::Send { name, sent, carrier } => send(name, &sent, body, carrier),
         Next::Index { owner, ask } => {
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the index ask", &e))?;
             Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(owner), wire))
@@ -233,11 +235,11 @@ fn dispatch(
             Ok(Step::fetch_ask(MACHINES, machines_name(owner), wire))
         }
         Next::Collect { ask } => Ok(later(collect(env.clone(), setting.clone(), ask))),
-        Next::CredentialToken { owner, check, id, ask } => {
+        Next::CredentialToken { owner, check, id, sent } => {
             let (owner, env) = (owner.to_string(), env.clone());
             Ok(later(async move {
                 ask_object(&env, MACHINES, &machines_name(&owner), &check).await?;
-                send(id, &ask, Carrier::Rpc).map_err(|e| Step::refusal(&e))
+                send(id, &sent, &[], Carrier::Rpc).map_err(|e| Step::refusal(&e))
             }))
         }
         Next::ObjectStarts => {
@@ -357,16 +359,16 @@ async fn stream_body(req: &Incoming, rules: BodyRules) -> std::result::Result<Ve
     Ok(body)
 }
 
-/// One ask of a hand-off's object, as `carrier` says: over RPC, its answer a value made the
-/// client's response; by `fetch`, its answer passed on as it is; or as a watch's upgrade,
-/// forwarded with the ask in a header.
-fn send(name: String, ask: &Ask, carrier: Carrier) -> std::result::Result<Step, ApiError> {
-    let wire = || protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e));
+/// One request sent to a hand-off's object, as `carrier` says: over RPC with its body, its
+/// answer a value made the client's response; by `fetch` (a GET: no body), its answer passed on
+/// as it is; or as a watch's upgrade, forwarded with the ask in a header.
+fn send(name: String, sent: &Sent, body: &[u8], carrier: Carrier) -> std::result::Result<Step, ApiError> {
+    let wire = || protocol::encode(sent).map_err(|e| unavailable("encoding the ask", &e));
     Ok(match carrier {
-        Carrier::Rpc => Step::Ask { namespace: HANDOFFS, name, ask: wire()? },
+        Carrier::Rpc => Step::Ask { namespace: HANDOFFS, name, ask: wire()?, body: body.to_vec() },
         Carrier::Fetch => Step::fetch_ask(HANDOFFS, name, wire()?),
         Carrier::Upgrade => {
-            let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
+            let header = protocol::encode_header(sent).map_err(|e| unavailable("encoding the ask", &e))?;
             let headers = vec![("Upgrade", "websocket".to_string()), (protocol::ASK_HEADER, header)];
             Step::Fetch { namespace: HANDOFFS, name, url: "https://handoff/watch", method: "GET", headers, body: None }
         }
