@@ -314,11 +314,11 @@ async fn collect(env: Env, setting: Setting, ask: machines::EnrolmentAsk) -> std
     let (Some(owner), Some(name)) = (answer.approved_by.clone(), answer.machine.clone()) else {
         return Ok(Step::Answer(http::Plain::new(200, JSON, body, false, Vec::new())));
     };
-    let enrol = MachinesAsk::Enrol {
-        name: name.clone(),
-        host: answer.host.clone().unwrap_or_default(),
-        fingerprint: answer.fingerprint.clone().unwrap_or_default(),
-    };
+    let enrol = MachinesAsk::Enrol(
+        name.clone(),
+        answer.host.clone().unwrap_or_default(),
+        answer.fingerprint.clone().unwrap_or_default(),
+    );
     let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), &enrol).await?)?;
     let key = setting.key.as_deref().ok_or_else(|| Step::refusal(&handoff_api::error::ApiError::unavailable()))?;
     let credential = handoff_api::token::machine_credential(

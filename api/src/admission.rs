@@ -342,7 +342,7 @@ impl Admission {
     pub fn place(&self, create: &CreateInput) -> Option<(&str, MachinesAsk)> {
         let owner = self.counted()?;
         let id = input::handoff_id(owner, &create.session);
-        Some((owner, MachinesAsk::Place { machine: create.machine.clone(), id, placement: create.placement() }))
+        Some((owner, MachinesAsk::Place(create.machine.clone(), id, create.placement())))
     }
 
     /// A create's body, read before its owner is counted (bad input is refused as such, and
@@ -375,7 +375,7 @@ impl Admission {
             draw(&mut random)?;
             let address = head.client_address.as_deref().unwrap_or("unknown");
             return Ok(Next::Enrolments {
-                ask: EnrolmentAsk::Start { pending: machines::pending(input, random, address, now_ms()) },
+                ask: EnrolmentAsk::Start(machines::pending(input, random, address, now_ms())),
             });
         }
         if let Kind::Collect = self.route.kind {
@@ -395,18 +395,10 @@ impl Admission {
                 routes::no_query(url.query)?;
                 let code = machines::path_code(self.id.as_deref().unwrap_or_default())?;
                 let approver = signed.claims.sub.clone();
-                let ask = match what {
-                    EnrolmentRoute::LookUp => EnrolmentAsk::LookUp { approver, code },
-                    EnrolmentRoute::Approve => {
-                        input::parse_close(body)?;
-                        EnrolmentAsk::Approve { approver, code }
-                    }
-                    EnrolmentRoute::Refuse => {
-                        input::parse_close(body)?;
-                        EnrolmentAsk::Refuse { approver, code }
-                    }
-                };
-                Ok(Next::Enrolments { ask })
+                if what != EnrolmentRoute::LookUp {
+                    input::parse_close(body)?;
+                }
+                Ok(Next::Enrolments { ask: EnrolmentAsk::Decide(what, approver, code) })
             }
             Kind::Machines(what) => {
                 routes::no_query(url.query)?;
@@ -419,15 +411,15 @@ impl Admission {
                         if !input::is_id(name) {
                             return Err(ApiError::new(Code::MachineNotFound, "no machine of this owner has that name"));
                         }
-                        MachinesAsk::Revoke { name: name.to_string() }
+                        MachinesAsk::Revoke(name.to_string())
                     }
                     MachinesRoute::Presence => {
                         let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
-                        MachinesAsk::Presence { name, enrolled_at, presence: machines::parse_presence(body)? }
+                        MachinesAsk::Presence(name, enrolled_at, machines::parse_presence(body)?)
                     }
                     MachinesRoute::Handoffs => {
                         let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
-                        MachinesAsk::Handoffs { name, enrolled_at }
+                        MachinesAsk::Handoffs(name, enrolled_at)
                     }
                     MachinesRoute::Token => {
                         input::parse_close(body)?;
@@ -444,7 +436,7 @@ impl Admission {
                         };
                         let minted = signed.mint(id, now_ms(), &setting.expect);
                         let sent = Sent { machine: Some(name.clone()), ..self.sent(caller, id, head, Some(minted)) };
-                        let check = MachinesAsk::MayToken { name, enrolled_at, id: id.to_string() };
+                        let check = MachinesAsk::MayToken(name, enrolled_at, id.to_string());
                         return Ok(Next::CredentialToken { owner, check, id: id.to_string(), sent });
                     }
                 };
