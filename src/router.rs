@@ -238,7 +238,7 @@ fn dispatch(
         Next::CredentialToken { owner, check, id, sent } => {
             let (owner, env) = (owner.to_string(), env.clone());
             Ok(later(async move {
-                ask_object(&env, MACHINES, &machines_name(&owner), &check).await?;
+                ask_object(&env, MACHINES, &machines_name(&owner), wire(&check)?).await?;
                 send(id, &sent, &[], Carrier::Rpc).map_err(|e| Step::refusal(&e))
             }))
         }
@@ -268,16 +268,16 @@ fn later(step: impl std::future::Future<Output = std::result::Result<Step, Step>
     Step::Later(future_to_promise(async move { Ok(step.await.unwrap_or_else(|answer| answer).value()) }))
 }
 
-/// Asks an object (a machines' one) `ask` and reads its 2xx answer's body; any other answer is
-/// passed on to the client as it is.
-async fn ask_object(
-    env: &Env,
-    namespace: &str,
-    name: &str,
-    ask: &impl Serialize,
-) -> std::result::Result<Vec<u8>, Step> {
+/// The wire text of a machines' ask, or the one 503 as the step to answer.
+fn wire(ask: &impl Serialize) -> std::result::Result<String, Step> {
+    protocol::encode(ask).map_err(|e| Step::refusal(&unavailable("encoding a machines ask", &e)))
+}
+
+/// Asks an object (a machines' one) the ask of `wire` text and reads its 2xx answer's body; any
+/// other answer is passed on to the client as it is. One function for every ask: only the
+/// encoding is each ask type's own.
+async fn ask_object(env: &Env, namespace: &str, name: &str, wire: String) -> std::result::Result<Vec<u8>, Step> {
     let failed = |what: &str, e: &dyn std::fmt::Display| Step::refusal(&unavailable(what, e));
-    let wire = protocol::encode(ask).map_err(|e| failed("encoding a machines ask", &e))?;
     let stub = env.durable_object(namespace).and_then(|ns| ns.get_by_name(name)).map_err(|e| failed(namespace, &e))?;
     let pending = http::ask(&http::raw_stub(stub), "https://machines/ask", &wire).map_err(|e| failed(namespace, &e))?;
     let answer = http::await_answer(pending).await.map_err(|e| failed(namespace, &e))?;
@@ -299,7 +299,7 @@ async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std:
     let Some((owner, ask)) = admitted.place(&create) else {
         return Ok(create);
     };
-    let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), &ask).await?)?;
+    let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), wire(&ask)?).await?)?;
     if let Some(placement) = placed.placement {
         create.place(placement);
     }
@@ -309,7 +309,7 @@ async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std:
 /// A machine collects: once the owner it expects approved, its enrolment is over, the machine
 /// is enrolled with that owner and its credential minted.
 async fn collect(env: Env, setting: Setting, ask: machines::EnrolmentAsk) -> std::result::Result<Step, Step> {
-    let body = ask_object(&env, ENROLMENTS, ENROLMENTS_OBJECT, &ask).await?;
+    let body = ask_object(&env, ENROLMENTS, ENROLMENTS_OBJECT, wire(&ask)?).await?;
     let mut answer: CollectAnswer = read(&body)?;
     let (Some(owner), Some(name)) = (answer.approved_by.clone(), answer.machine.clone()) else {
         return Ok(Step::Answer(http::Plain::new(200, JSON, body, false, Vec::new())));
@@ -319,7 +319,7 @@ async fn collect(env: Env, setting: Setting, ask: machines::EnrolmentAsk) -> std
         answer.host.clone().unwrap_or_default(),
         answer.fingerprint.clone().unwrap_or_default(),
     );
-    let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), &enrol).await?)?;
+    let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), wire(&enrol)?).await?)?;
     let key = setting.key.as_deref().ok_or_else(|| Step::refusal(&handoff_api::error::ApiError::unavailable()))?;
     let credential = handoff_api::token::machine_credential(
         &owner,

@@ -73,12 +73,16 @@ fn header_value(wire: &str) -> String {
 
 /// Reads an [`ASK_HEADER`] value written by [`encode_header`].
 pub fn decode_header<T: DeserializeOwned>(value: &str) -> Result<T, Unreadable> {
+    decode(&header_text(value)?)
+}
+
+/// The wire text of an [`ASK_HEADER`] value written by [`encode_header`].
+pub fn header_text(value: &str) -> Result<String, Unreadable> {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(value)
         .map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
-    let text = String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
-    decode(&text)
+    String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))
 }
 
 /// Reads an ask sent by [`encode`] of this build's version.
