@@ -181,7 +181,7 @@ fn route(mut req: Incoming, env: Env) -> Step {
     if let (Some(body), false) = (&read, creates) {
         return dispatch(&env, &req, &setting, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e));
     }
-    let routed = async move {
+    later(Box::pin(async move {
         let routed = async {
             let body = match read {
                 Some(body) => body,
@@ -199,9 +199,8 @@ fn route(mut req: Incoming, env: Env) -> Step {
             dispatch(&env, &req, &setting, &admitted, &body, create)
         }
         .await;
-        Ok(routed.unwrap_or_else(|e| Step::refusal(&e)).value())
-    };
-    Step::Later(future_to_promise(routed))
+        Ok(routed.unwrap_or_else(|e| Step::refusal(&e)))
+    }))
 }
 
 #[derive(Serialize)]
@@ -234,13 +233,13 @@ fn dispatch(
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the machines ask", &e))?;
             Ok(Step::fetch_ask(MACHINES, machines_name(owner), wire))
         }
-        Next::Collect { ask } => Ok(later(collect(env.clone(), setting.clone(), ask))),
+        Next::Collect { ask } => Ok(later(Box::pin(collect(env.clone(), setting.clone(), ask)))),
         Next::CredentialToken { owner, check, id, sent } => {
             let (owner, env) = (owner.to_string(), env.clone());
-            Ok(later(async move {
+            Ok(later(Box::pin(async move {
                 ask_object(&env, MACHINES, &machines_name(&owner), wire(&check)?).await?;
                 send(id, &sent, &[], Carrier::Rpc).map_err(|e| Step::refusal(&e))
-            }))
+            })))
         }
         Next::ObjectStarts => {
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
@@ -248,23 +247,24 @@ fn dispatch(
         }
         Next::PushKey { pkcs8 } => {
             // The runtime derives the public key (WebCrypto is asynchronous): an answer on its way.
-            let answer = async move {
-                let answered = match webcrypto::vapid_key(&pkcs8).await {
+            Ok(later(Box::pin(async move {
+                Ok(match webcrypto::vapid_key(&pkcs8).await {
                     Ok((_, public_key)) => Step::json(200, &notifications::PushKey { public_key }),
                     Err(e) => {
                         console_error!("the VAPID key did not import: {}", e.as_string().unwrap_or_default());
                         Step::refusal(&handoff_api::routes::push_misconfigured())
                     }
-                };
-                Ok(answered.value())
-            };
-            Ok(Step::Later(future_to_promise(answer)))
+                })
+            })))
         }
     }
 }
 
-/// A step that comes once `step` settles (its error is the answer to give).
-fn later(step: impl std::future::Future<Output = std::result::Result<Step, Step>> + 'static) -> Step {
+/// A step that comes once `step` settles (its error is the answer to give). Boxed: every
+/// awaited step of the router shares this one promise's code.
+type Awaited = std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<Step, Step>>>>;
+
+fn later(step: Awaited) -> Step {
     Step::Later(future_to_promise(async move { Ok(step.await.unwrap_or_else(|answer| answer).value()) }))
 }
 
