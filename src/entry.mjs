@@ -1,7 +1,7 @@
 // The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It
 // decides nothing. Its fetch hands each request to Rust in one call, as plain values
 // (src/router.rs, Edge.route), and carries out the step it gets back, by the step's first
-// element: 0 an answer; 1 an ask of an object over RPC, whose answer value is the response;
+// element: 0 an answer; 1 an ask of an object over RPC (with the request's body), whose answer value is the response;
 // 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step;
 // 4 read the body and route the request again with it. An answer is [status, headers,
 // body]; an object's answer that never comes is the one 503 (Edge.unavailable), a body that
@@ -20,7 +20,7 @@ const unavailable = (cause) => respond(rs.Edge.unavailable(cause));
 const unreadable = (cause) => respond(rs.Edge.unreadable(cause));
 const steps = [
   (step) => respond(step[1]),
-  (step, request, env) => env[step[1]].getByName(step[2]).handle(step[3]).then(respond, unavailable),
+  (step, request, env) => env[step[1]].getByName(step[2]).handle(step[3], step[4]).then(respond, unavailable),
   (step, request, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
   (step, request, env, h) => step[1].then((next) => run(next, request, env, h)),
   (step, request, env, h) => request.arrayBuffer().then((body) => run(route(request, env, h, new Uint8Array(body)), request, env, h), unreadable),
@@ -35,7 +35,7 @@ export default {
 export class HandoffObject extends DurableObject {
   constructor(ctx, env) { super(ctx, env); this.rs = new rs.HandoffObject(ctx, env, createHash); }
   fetch(request) { return this.rs.fetch(request); }
-  handle(ask) { return this.rs.handle(ask); }
+  handle(ask, body) { return this.rs.handle(ask, body); }
   alarm() { return this.rs.alarm(); }
   webSocketMessage(ws, message) { return this.rs.webSocketMessage(ws, message); }
   webSocketClose(ws, code, reason, clean) { return this.rs.webSocketClose(ws, code, reason, clean); }

@@ -19,7 +19,7 @@ mod watch;
 
 use crate::bindings::{self, store_failed};
 use crate::clock::now_ms;
-use handoff_api::protocol::{self, Ask, IndexAsk};
+use handoff_api::protocol::{self, Ask, Sent, ToIndex};
 use handoff_api::wire::Json;
 use handoff_core::decider::{AfterAlarm, EraseStep, Erasing, HandoffAnswer};
 use handoff_core::decider::{Decider, Feed, Moment, Plan, Read, Rendered, Reply, Wire};
@@ -130,14 +130,14 @@ impl HandoffObject {
     /// to publish), so the runtime gets it with no promise of ours; a promise of it otherwise.
     pub fn fetch(&self, req: web_sys::Request) -> JsValue {
         match crate::http::ask_in_header(&req) {
-            Ok(Some(decoded)) => self.object.serve(decoded, Form::Response),
+            Ok(Some(decoded)) => self.object.serve(decoded, &[], Form::Response),
             Ok(None) => {
                 let object = self.object.clone();
                 // A long ask is the body, which only a promise reads.
                 let read = async move {
                     let decoded = crate::http::ask_in_body(&req).await;
                     Ok(match decoded {
-                        Ok(decoded) => object.serve(decoded, Form::Response),
+                        Ok(decoded) => object.serve(decoded, &[], Form::Response),
                         Err(e) => settled(store_failed("unreadable internal ask", &e)),
                     })
                 };
@@ -147,11 +147,11 @@ impl HandoffObject {
         }
     }
 
-    /// One ask over RPC (`src/entry.mjs`): the answer as a value (`http::Plain`), at
-    /// once when nothing waits, else a promise of it. A held wait and a watch come by `fetch`
-    /// (a streamed body, a 101).
-    pub fn handle(&self, ask: &str) -> JsValue {
-        self.object.serve(protocol::decode(ask), Form::Value)
+    /// One request over RPC (`src/entry.mjs`), with its body: the answer as a value
+    /// (`http::Plain`), at once when nothing waits, else a promise of it. A held wait and a
+    /// watch come by `fetch` (a streamed body, a 101), a GET's with no body.
+    pub fn handle(&self, ask: &str, body: Option<Vec<u8>>) -> JsValue {
+        self.object.serve(protocol::decode(ask), body.as_deref().unwrap_or_default(), Form::Value)
     }
 
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
@@ -250,12 +250,22 @@ enum Carried {
 }
 
 impl Object {
-    /// Serves a decoded ask. An ask this build cannot read is a deploy that mixes versions,
-    /// which a retry outlives: 503, not the client's 400.
-    fn serve(self: &Rc<Self>, decoded: std::result::Result<Ask, protocol::Unreadable>, form: Form) -> JsValue {
-        let ask = match decoded {
-            Ok(ask) => ask,
+    /// Serves a request the router sent, reading its ask from it and `body` (a refusal of the
+    /// request's is answered as the router would have). An ask this build cannot read is a
+    /// deploy that mixes versions, which a retry outlives: 503, not the client's 400.
+    fn serve(
+        self: &Rc<Self>,
+        decoded: std::result::Result<Sent, protocol::Unreadable>,
+        body: &[u8],
+        form: Form,
+    ) -> JsValue {
+        let sent = match decoded {
+            Ok(sent) => sent,
             Err(e) => return settled_as(form, Ok(Out::store_failed("unreadable internal ask", &e))),
+        };
+        let ask = match handoff_api::admission::read(&sent, body) {
+            Ok(ask) => ask,
+            Err(refusal) => return settled_as(form, Ok(respond(handoff_api::wire::refusal(&refusal)))),
         };
         let now = now_ms();
         let step = match self.plan(ask, Feed::default(), now) {
@@ -559,8 +569,7 @@ impl Object {
     async fn erase_step(&self, step: &EraseStep) -> Result<()> {
         match step {
             EraseStep::DropRow { owner, id, incarnation } => {
-                let dropped =
-                    self.ask_index(owner, &IndexAsk::Drop { id: id.clone(), incarnation: *incarnation }).await?;
+                let dropped = self.ask_index(owner, &ToIndex::Drop(id.clone(), *incarnation)).await?;
                 if dropped.status() != 200 {
                     return Err(Error::RustError(format!("the owner's index answered {} to a drop", dropped.status())));
                 }
@@ -583,7 +592,7 @@ impl Object {
 
     /// The owner index's answer to a new hand-off's first row.
     async fn admission(&self, owner: &str, row: &Row) -> Result<Admission> {
-        let answer = self.ask_index(owner, &IndexAsk::Open { row: row.clone() }).await?;
+        let answer = self.ask_index(owner, &ToIndex::Open(row.clone())).await?;
         if answer.status() != 200 {
             return Err(Error::RustError(format!("the owner's index answered {} to an admission", answer.status())));
         }
@@ -591,7 +600,7 @@ impl Object {
         serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable admission: {e}")))
     }
 
-    async fn ask_index(&self, owner: &str, ask: &IndexAsk) -> Result<web_sys::Response> {
+    async fn ask_index(&self, owner: &str, ask: &ToIndex) -> Result<web_sys::Response> {
         let payload = protocol::encode(ask).map_err(|e| Error::RustError(e.to_string()))?;
         let stub = self.env.durable_object(bindings::OWNER_INDEX)?.get_by_name(&bindings::owner_index_name(owner))?;
         let pending = crate::http::ask(&crate::http::raw_stub(stub), "https://owner-index/ask", &payload)

@@ -234,6 +234,15 @@ pub async fn ask_in_body<T: DeserializeOwned>(
     Ok(protocol::decode(&read_text(req.text()?).await?))
 }
 
+/// The wire text of the ask an object was sent, from the header when it is there, else from
+/// the body: read once for every ask type (each object decodes its own).
+pub async fn ask_text(req: &web_sys::Request) -> Result<Result<String, protocol::Unreadable>, Failed> {
+    match req.headers().get(protocol::ASK_HEADER)? {
+        Some(value) => Ok(protocol::header_text(&value)),
+        None => Ok(Ok(read_text(req.text()?).await?)),
+    }
+}
+
 /// The ask an object was sent, from the header when it is there, else from the body.
 pub async fn read_ask<T: DeserializeOwned>(req: &web_sys::Request) -> Result<Result<T, protocol::Unreadable>, Failed> {
     match ask_in_header(req)? {

@@ -8,6 +8,7 @@ use crate::bindings::store_failed;
 use crate::clock::now_ms;
 use handoff_api::error::ApiError;
 use handoff_api::machines::Answer;
+use handoff_api::protocol::{self, Unreadable};
 use handoff_core::decider::JSON;
 use handoff_core::time::EpochMs;
 use serde::de::DeserializeOwned;
@@ -17,56 +18,77 @@ use worker::{web_sys, Result, SqlStorage, State};
 
 const TABLE: &str = "CREATE TABLE IF NOT EXISTS state (k INTEGER PRIMARY KEY, v TEXT NOT NULL)";
 
-#[derive(serde::Deserialize)]
-struct Row {
-    v: String,
+/// An object's value: what it answers an ask's wire text with, and its stored text. Behind a
+/// trait object, so that the loop below (its awaits, the SQL, the answer) is compiled once for
+/// both objects; only reading an ask and the value is each type's own.
+pub trait Kept {
+    fn answer(&mut self, ask: &str, now: EpochMs) -> std::result::Result<Answer, Unreadable>;
+    fn text(&self) -> serde_json::Result<String>;
 }
 
-/// The stored value, or the default where none was ever stored: reading creates no table, so
-/// an owner whose creates only ask (no machine enrolled) leaves nothing on disk.
-fn load<T: DeserializeOwned + Default>(sql: &SqlStorage) -> Result<T> {
+/// Reads an ask of type `A` from its wire text and answers it by `answer`.
+pub fn answer_by<T, A: DeserializeOwned>(
+    value: &mut T,
+    ask: &str,
+    now: EpochMs,
+    answer: fn(&mut T, A, EpochMs) -> Answer,
+) -> std::result::Result<Answer, Unreadable> {
+    Ok(answer(value, protocol::decode(ask)?, now))
+}
+
+/// The value stored as `text`, or the default where none was ever stored.
+pub fn read<T: DeserializeOwned + Default + Kept + 'static>(text: Option<&str>) -> serde_json::Result<Box<dyn Kept>> {
+    // From a slice, as every ask is read: one reader's instance of each type's deserializer.
+    let value: T = match text {
+        Some(text) => serde_json::from_slice(text.as_bytes())?,
+        None => T::default(),
+    };
+    Ok(Box::new(value))
+}
+
+/// The stored text: reading creates no table, so an owner whose creates only ask (no machine
+/// enrolled) leaves nothing on disk.
+fn load(sql: &SqlStorage) -> Result<Option<String>> {
     if crate::sqlite::count(
         sql,
         "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'state'",
         vec![],
     )? == 0
     {
-        return Ok(T::default());
+        return Ok(None);
     }
-    let rows: Vec<Row> = sql.exec("SELECT v FROM state WHERE k = 1", None)?.to_array()?;
-    match rows.first() {
-        // From a slice, as every ask is read: one reader's instance of each type's deserializer.
-        Some(row) => serde_json::from_slice(row.v.as_bytes()).map_err(|e| worker::Error::RustError(e.to_string())),
-        None => Ok(T::default()),
-    }
+    let texts = crate::sqlite::texts(crate::sqlite::rows(sql, "SELECT v FROM state WHERE k = 1", None)?)?;
+    Ok(texts.into_iter().next())
 }
 
-fn store<T: Serialize>(sql: &SqlStorage, value: &T) -> Result<()> {
+fn store(sql: &SqlStorage, value: &dyn Kept) -> Result<()> {
     sql.exec(TABLE, None)?;
-    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let text = value.text().map_err(|e| worker::Error::RustError(e.to_string()))?;
     sql.exec("INSERT OR REPLACE INTO state (k, v) VALUES (1, ?)", vec![text.into()])?;
     Ok(())
 }
 
-/// One object's value, loaded once.
-pub struct Held<T> {
-    state: State,
-    value: RefCell<Option<T>>,
+/// The JSON text of `value`, as [`Kept::text`] stores it.
+pub fn text_of(value: &impl Serialize) -> serde_json::Result<String> {
+    serde_json::to_string(value)
 }
 
-impl<T: DeserializeOwned + Serialize + Default> Held<T> {
-    pub fn new(state: State) -> Held<T> {
-        Held { state, value: RefCell::new(None) }
+/// One object's value, loaded once by `read`.
+pub struct Held {
+    state: State,
+    value: RefCell<Option<Box<dyn Kept>>>,
+    read: fn(Option<&str>) -> serde_json::Result<Box<dyn Kept>>,
+}
+
+impl Held {
+    pub fn new(state: State, read: fn(Option<&str>) -> serde_json::Result<Box<dyn Kept>>) -> Held {
+        Held { state, value: RefCell::new(None), read }
     }
 
-    /// Reads one ask from `req`, answers it by `answer`, and stores what changed. A failed
-    /// store makes the object forget its value (it loads again) and answers the one 503.
-    pub async fn serve<A: DeserializeOwned>(
-        &self,
-        req: web_sys::Request,
-        answer: fn(&mut T, A, EpochMs) -> Answer,
-    ) -> Result<web_sys::Response> {
-        let ask: A = match crate::http::read_ask(&req).await {
+    /// Reads one ask from `req`, answers it, and stores what changed. A failed store makes the
+    /// object forget its value (it loads again) and answers the one 503.
+    pub async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+        let ask = match crate::http::ask_text(&req).await {
             Ok(Ok(ask)) => ask,
             Ok(Err(e)) => return store_failed("an unreadable machines ask", &e),
             Err(e) => return store_failed("an unreadable machines ask", &e),
@@ -74,7 +96,9 @@ impl<T: DeserializeOwned + Serialize + Default> Held<T> {
         let sql = self.state.storage().sql();
         let mut held = self.value.borrow_mut();
         if held.is_none() {
-            match load(&sql) {
+            let loaded = load(&sql)
+                .and_then(|text| (self.read)(text.as_deref()).map_err(|e| worker::Error::RustError(e.to_string())));
+            match loaded {
                 Ok(value) => *held = Some(value),
                 Err(e) => return store_failed("loading a machines object", &e),
             }
@@ -82,15 +106,17 @@ impl<T: DeserializeOwned + Serialize + Default> Held<T> {
         let Some(value) = held.as_mut() else {
             return crate::http::refusal(&ApiError::unavailable());
         };
-        let (answered, changed) = answer(value, ask, now_ms());
+        let (answered, changed) = match value.answer(&ask, now_ms()) {
+            Ok(answer) => answer,
+            Err(e) => return store_failed("an unreadable machines ask", &e),
+        };
         if changed {
-            if let Err(e) = store(&sql, value) {
+            if let Err(e) = store(&sql, value.as_ref()) {
                 *held = None;
                 return store_failed("storing a machines object", &e);
             }
         }
         match answered {
-            Ok((204, _)) => Ok(crate::http::Plain::new(204, JSON, Vec::new(), false, Vec::new()).response()?),
             Ok((status, body)) => Ok(crate::http::Plain::new(status, JSON, body, false, Vec::new()).response()?),
             Err(refusal) => crate::http::refusal(&refusal),
         }

@@ -11,7 +11,7 @@ mod store;
 
 use crate::bindings::store_failed;
 use crate::clock::now_ms;
-use handoff_api::protocol::IndexAsk;
+use handoff_api::protocol::{IndexAsk, ToIndex};
 use handoff_core::owner::receiver::Receiver;
 use handoff_core::owner::{self, Ask, Bounds, Feed, Index, Outcome, Plan};
 use std::cell::RefCell;
@@ -26,6 +26,8 @@ use worker::*;
 #[wasm_bindgen]
 pub struct OwnerIndex {
     driver: Rc<Driver>,
+    /// What an owner's request is read with (`bindings::setting`).
+    setting: Rc<handoff_api::admission::Setting>,
 }
 
 /// What an attempt's task needs after the request that started it has been answered.
@@ -50,6 +52,7 @@ impl OwnerIndex {
         };
         OwnerIndex {
             driver: Rc::new(Driver { state: State::from(state), index: RefCell::new(Index::new(bounds)), sender }),
+            setting: crate::bindings::setting(&env),
         }
     }
 
@@ -67,10 +70,19 @@ impl OwnerIndex {
 impl OwnerIndex {
     async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         // An unreadable ask is a deploy mixing versions, which a retry outlives: 503.
-        let ask: IndexAsk = match crate::http::read_ask(&req).await {
-            Ok(Ok(ask)) => ask,
+        let to: ToIndex = match crate::http::read_ask(&req).await {
+            Ok(Ok(to)) => to,
             Ok(Err(e)) => return store_failed("unreadable index ask", &e),
             Err(e) => return store_failed("unreadable index ask", &e),
+        };
+        // An owner's request is read here, once, as the router would have read it.
+        let draw = |buf: &mut [u8]| {
+            crate::webcrypto::fill(buf)
+                .map_err(|e| crate::bindings::unavailable("drawing fresh randomness", &Error::from(e)))
+        };
+        let ask = match handoff_api::admission::read_index(to, &self.setting, now_ms, &draw) {
+            Ok(ask) => ask,
+            Err(refused) => return crate::http::refusal(&refused),
         };
         // The one check the core leaves to the runtime: a subscription key's curve (WebCrypto).
         if let IndexAsk::PushSubscribe { subscription } = &ask {

@@ -17,7 +17,7 @@ use handoff_api::error::ApiError;
 use handoff_api::input::CreateInput;
 use handoff_api::machines::{self, CollectAnswer, Enrolled, MachinesAsk, Placed, ENROLMENTS_OBJECT};
 use handoff_api::notifications;
-use handoff_api::protocol::{self, Ask};
+use handoff_api::protocol::{self, Sent};
 use handoff_api::routes::Kind;
 use handoff_core::decider::JSON;
 use serde::Serialize;
@@ -91,8 +91,8 @@ impl Edge {
 enum Step {
     /// Answer this.
     Answer(http::Plain),
-    /// Ask a hand-off over RPC (`handle(ask)`), its answer value made the response.
-    Ask { namespace: &'static str, name: String, ask: String },
+    /// Ask a hand-off over RPC (`handle(ask, body)`), its answer value made the response.
+    Ask { namespace: &'static str, name: String, ask: String, body: Vec<u8> },
     /// Send an object a request and pass its answer on as it is: a held wait's stream, a
     /// watch's 101, the owner's index.
     Fetch {
@@ -133,14 +133,16 @@ impl Step {
         Step::Fetch { namespace, name, url: "https://handoff/ask", method: "POST", headers, body }
     }
 
-    /// `[0, answer]`, `[1, namespace, name, ask]`, `[2, namespace, name, url, method, headers,
+    /// `[0, answer]`, `[1, namespace, name, ask, body or null]`, `[2, namespace, name, url, method, headers,
     /// body]`, `[3, promise of a step]` or `[4]`: the plain value `src/entry.mjs` reads.
     fn value(self) -> JsValue {
         let s = |s: &str| JsValue::from_str(s);
         match self {
             Step::Answer(answer) => js_sys::Array::of2(&JsValue::from(0), &answer.value()).into(),
-            Step::Ask { namespace, name, ask } => {
-                js_sys::Array::of4(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask)).into()
+            Step::Ask { namespace, name, ask, body } => {
+                let body =
+                    if body.is_empty() { JsValue::NULL } else { js_sys::Uint8Array::from(body.as_slice()).into() };
+                js_sys::Array::of5(&JsValue::from(1), &s(namespace), &s(&name), &s(&ask), &body).into()
             }
             Step::Fetch { namespace, name, url, method, headers, body } => {
                 let headers: js_sys::Array =
@@ -179,7 +181,7 @@ fn route(mut req: Incoming, env: Env) -> Step {
     if let (Some(body), false) = (&read, creates) {
         return dispatch(&env, &req, &setting, &admitted, body, None).unwrap_or_else(|e| Step::refusal(&e));
     }
-    let routed = async move {
+    later(Box::pin(async move {
         let routed = async {
             let body = match read {
                 Some(body) => body,
@@ -197,9 +199,8 @@ fn route(mut req: Incoming, env: Env) -> Step {
             dispatch(&env, &req, &setting, &admitted, &body, create)
         }
         .await;
-        Ok(routed.unwrap_or_else(|e| Step::refusal(&e)).value())
-    };
-    Step::Later(future_to_promise(routed))
+        Ok(routed.unwrap_or_else(|e| Step::refusal(&e)))
+    }))
 }
 
 #[derive(Serialize)]
@@ -219,7 +220,7 @@ fn dispatch(
     let draw =
         |buf: &mut [u8]| webcrypto::fill(buf).map_err(|e| unavailable("drawing fresh randomness", &Error::from(e)));
     match admitted.next(&req.head, body, create, setting, now_ms, &draw)? {
-        Next::Send { name, ask, carrier } => send(name, &ask, carrier),
+        Next::Send { name, sent, carrier } => send(name, &sent, body, carrier),
         Next::Index { owner, ask } => {
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the index ask", &e))?;
             Ok(Step::fetch_ask(OWNER_INDEX, owner_index_name(owner), wire))
@@ -232,13 +233,13 @@ fn dispatch(
             let wire = protocol::encode(&ask).map_err(|e| unavailable("encoding the machines ask", &e))?;
             Ok(Step::fetch_ask(MACHINES, machines_name(owner), wire))
         }
-        Next::Collect { ask } => Ok(later(collect(env.clone(), setting.clone(), ask))),
-        Next::CredentialToken { owner, check, id, ask } => {
+        Next::Collect { ask } => Ok(later(Box::pin(collect(env.clone(), setting.clone(), ask)))),
+        Next::CredentialToken { owner, check, id, sent } => {
             let (owner, env) = (owner.to_string(), env.clone());
-            Ok(later(async move {
-                ask_object(&env, MACHINES, &machines_name(&owner), &check).await?;
-                send(id, &ask, Carrier::Rpc).map_err(|e| Step::refusal(&e))
-            }))
+            Ok(later(Box::pin(async move {
+                ask_object(&env, MACHINES, &machines_name(&owner), wire(&check)?).await?;
+                send(id, &sent, &[], Carrier::Rpc).map_err(|e| Step::refusal(&e))
+            })))
         }
         Next::ObjectStarts => {
             let starts = crate::handoff_object::STARTS.load(std::sync::atomic::Ordering::Relaxed);
@@ -246,36 +247,37 @@ fn dispatch(
         }
         Next::PushKey { pkcs8 } => {
             // The runtime derives the public key (WebCrypto is asynchronous): an answer on its way.
-            let answer = async move {
-                let answered = match webcrypto::vapid_key(&pkcs8).await {
+            Ok(later(Box::pin(async move {
+                Ok(match webcrypto::vapid_key(&pkcs8).await {
                     Ok((_, public_key)) => Step::json(200, &notifications::PushKey { public_key }),
                     Err(e) => {
                         console_error!("the VAPID key did not import: {}", e.as_string().unwrap_or_default());
                         Step::refusal(&handoff_api::routes::push_misconfigured())
                     }
-                };
-                Ok(answered.value())
-            };
-            Ok(Step::Later(future_to_promise(answer)))
+                })
+            })))
         }
     }
 }
 
-/// A step that comes once `step` settles (its error is the answer to give).
-fn later(step: impl std::future::Future<Output = std::result::Result<Step, Step>> + 'static) -> Step {
+/// A step that comes once `step` settles (its error is the answer to give). Boxed: every
+/// awaited step of the router shares this one promise's code.
+type Awaited = std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<Step, Step>>>>;
+
+fn later(step: Awaited) -> Step {
     Step::Later(future_to_promise(async move { Ok(step.await.unwrap_or_else(|answer| answer).value()) }))
 }
 
-/// Asks an object (a machines' one) `ask` and reads its 2xx answer's body; any other answer is
-/// passed on to the client as it is.
-async fn ask_object(
-    env: &Env,
-    namespace: &str,
-    name: &str,
-    ask: &impl Serialize,
-) -> std::result::Result<Vec<u8>, Step> {
+/// The wire text of a machines' ask, or the one 503 as the step to answer.
+fn wire(ask: &impl Serialize) -> std::result::Result<String, Step> {
+    protocol::encode(ask).map_err(|e| Step::refusal(&unavailable("encoding a machines ask", &e)))
+}
+
+/// Asks an object (a machines' one) the ask of `wire` text and reads its 2xx answer's body; any
+/// other answer is passed on to the client as it is. One function for every ask: only the
+/// encoding is each ask type's own.
+async fn ask_object(env: &Env, namespace: &str, name: &str, wire: String) -> std::result::Result<Vec<u8>, Step> {
     let failed = |what: &str, e: &dyn std::fmt::Display| Step::refusal(&unavailable(what, e));
-    let wire = protocol::encode(ask).map_err(|e| failed("encoding a machines ask", &e))?;
     let stub = env.durable_object(namespace).and_then(|ns| ns.get_by_name(name)).map_err(|e| failed(namespace, &e))?;
     let pending = http::ask(&http::raw_stub(stub), "https://machines/ask", &wire).map_err(|e| failed(namespace, &e))?;
     let answer = http::await_answer(pending).await.map_err(|e| failed(namespace, &e))?;
@@ -297,7 +299,7 @@ async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std:
     let Some((owner, ask)) = admitted.place(&create) else {
         return Ok(create);
     };
-    let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), &ask).await?)?;
+    let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), wire(&ask)?).await?)?;
     if let Some(placement) = placed.placement {
         create.place(placement);
     }
@@ -307,17 +309,17 @@ async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std:
 /// A machine collects: once the owner it expects approved, its enrolment is over, the machine
 /// is enrolled with that owner and its credential minted.
 async fn collect(env: Env, setting: Setting, ask: machines::EnrolmentAsk) -> std::result::Result<Step, Step> {
-    let body = ask_object(&env, ENROLMENTS, ENROLMENTS_OBJECT, &ask).await?;
+    let body = ask_object(&env, ENROLMENTS, ENROLMENTS_OBJECT, wire(&ask)?).await?;
     let mut answer: CollectAnswer = read(&body)?;
     let (Some(owner), Some(name)) = (answer.approved_by.clone(), answer.machine.clone()) else {
         return Ok(Step::Answer(http::Plain::new(200, JSON, body, false, Vec::new())));
     };
-    let enrol = MachinesAsk::Enrol {
-        name: name.clone(),
-        host: answer.host.clone().unwrap_or_default(),
-        fingerprint: answer.fingerprint.clone().unwrap_or_default(),
-    };
-    let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), &enrol).await?)?;
+    let enrol = MachinesAsk::Enrol(
+        name.clone(),
+        answer.host.clone().unwrap_or_default(),
+        answer.fingerprint.clone().unwrap_or_default(),
+    );
+    let enrolled: Enrolled = read(&ask_object(&env, MACHINES, &machines_name(&owner), wire(&enrol)?).await?)?;
     let key = setting.key.as_deref().ok_or_else(|| Step::refusal(&handoff_api::error::ApiError::unavailable()))?;
     let credential = handoff_api::token::machine_credential(
         &owner,
@@ -357,16 +359,16 @@ async fn stream_body(req: &Incoming, rules: BodyRules) -> std::result::Result<Ve
     Ok(body)
 }
 
-/// One ask of a hand-off's object, as `carrier` says: over RPC, its answer a value made the
-/// client's response; by `fetch`, its answer passed on as it is; or as a watch's upgrade,
-/// forwarded with the ask in a header.
-fn send(name: String, ask: &Ask, carrier: Carrier) -> std::result::Result<Step, ApiError> {
-    let wire = || protocol::encode(ask).map_err(|e| unavailable("encoding the ask", &e));
+/// One request sent to a hand-off's object, as `carrier` says: over RPC with its body, its
+/// answer a value made the client's response; by `fetch` (a GET: no body), its answer passed on
+/// as it is; or as a watch's upgrade, forwarded with the ask in a header.
+fn send(name: String, sent: &Sent, body: &[u8], carrier: Carrier) -> std::result::Result<Step, ApiError> {
+    let wire = || protocol::encode(sent).map_err(|e| unavailable("encoding the ask", &e));
     Ok(match carrier {
-        Carrier::Rpc => Step::Ask { namespace: HANDOFFS, name, ask: wire()? },
+        Carrier::Rpc => Step::Ask { namespace: HANDOFFS, name, ask: wire()?, body: body.to_vec() },
         Carrier::Fetch => Step::fetch_ask(HANDOFFS, name, wire()?),
         Carrier::Upgrade => {
-            let header = protocol::encode_header(ask).map_err(|e| unavailable("encoding the ask", &e))?;
+            let header = protocol::encode_header(sent).map_err(|e| unavailable("encoding the ask", &e))?;
             let headers = vec![("Upgrade", "websocket".to_string()), (protocol::ASK_HEADER, header)];
             Step::Fetch { namespace: HANDOFFS, name, url: "https://handoff/watch", method: "GET", headers, body: None }
         }

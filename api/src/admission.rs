@@ -8,9 +8,9 @@ use crate::device::{self, Credential};
 use crate::error::{ApiError, Code};
 use crate::input::{self, CreateInput, RequestUrl};
 use crate::machines::{self, EnrolmentAsk, MachinesAsk};
-use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, Op};
+use crate::protocol::{Ask, Caller, Idempotency, IndexAsk, IndexSent, Op, Sent, ToIndex};
 use crate::routes::{
-    self, EnrolmentRoute, Found, Gate, Input, Kind, MachinesRoute, Making, Route, Transport, Watching,
+    self, EnrolmentRoute, Found, Gate, Input, Kind, MachinesRoute, Making, Route, Transport, Watching, ROUTES,
 };
 use crate::token::{self, Claims, Expect, Role};
 use handoff_core::limits::{
@@ -307,9 +307,9 @@ pub const BENCH_FLOOR_OBJECT: &str = "bench-floor";
 #[derive(Debug)]
 pub enum Next<'a> {
     /// Ask the hand-off object `name`, the ask travelling as `carrier` says.
-    Send { name: String, ask: Ask, carrier: Carrier },
+    Send { name: String, sent: Sent, carrier: Carrier },
     /// Ask `owner`'s index.
-    Index { owner: &'a str, ask: IndexAsk },
+    Index { owner: &'a str, ask: ToIndex },
     /// The test hook's count of hand-off objects started.
     ObjectStarts,
     /// The VAPID public key, derived from this private key (PKCS#8).
@@ -322,8 +322,8 @@ pub enum Next<'a> {
     /// Ask `owner`'s `Machines` object.
     Machines { owner: &'a str, ask: MachinesAsk },
     /// A credential's hand-off machine token: `owner`'s `Machines` object checks `check`,
-    /// then the hand-off `id` is asked `ask`.
-    CredentialToken { owner: &'a str, check: MachinesAsk, id: String, ask: Ask },
+    /// then the hand-off `id` is sent `sent`.
+    CredentialToken { owner: &'a str, check: MachinesAsk, id: String, sent: Sent },
 }
 
 impl Admission {
@@ -342,7 +342,7 @@ impl Admission {
     pub fn place(&self, create: &CreateInput) -> Option<(&str, MachinesAsk)> {
         let owner = self.counted()?;
         let id = input::handoff_id(owner, &create.session);
-        Some((owner, MachinesAsk::Place { machine: create.machine.clone(), id, placement: create.placement() }))
+        Some((owner, MachinesAsk::Place(create.machine.clone(), id, create.placement())))
     }
 
     /// A create's body, read before its owner is counted (bad input is refused as such, and
@@ -375,7 +375,7 @@ impl Admission {
             draw(&mut random)?;
             let address = head.client_address.as_deref().unwrap_or("unknown");
             return Ok(Next::Enrolments {
-                ask: EnrolmentAsk::Start { pending: machines::pending(input, random, address, now_ms()) },
+                ask: EnrolmentAsk::Start(machines::pending(input, random, address, now_ms())),
             });
         }
         if let Kind::Collect = self.route.kind {
@@ -383,12 +383,9 @@ impl Admission {
             return Ok(Next::Collect { ask: machines::parse_collect(body)? });
         }
         let Some(signed) = &self.signed else {
-            let floor = Ask {
-                caller: Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None },
-                op: Op::Floor,
-                idempotency: None,
-            };
-            return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), ask: floor, carrier: Carrier::Rpc });
+            let bench = Caller { owner: "bench".into(), role: Role::Owner, incarnation: 0, hid: None };
+            let sent = self.sent(bench, BENCH_FLOOR_OBJECT, head, None);
+            return Ok(Next::Send { name: BENCH_FLOOR_OBJECT.into(), sent, carrier: Carrier::Rpc });
         };
         match self.route.kind {
             Kind::Health | Kind::BenchFloor | Kind::Refresh | Kind::Enrol | Kind::Collect => {
@@ -398,18 +395,10 @@ impl Admission {
                 routes::no_query(url.query)?;
                 let code = machines::path_code(self.id.as_deref().unwrap_or_default())?;
                 let approver = signed.claims.sub.clone();
-                let ask = match what {
-                    EnrolmentRoute::LookUp => EnrolmentAsk::LookUp { approver, code },
-                    EnrolmentRoute::Approve => {
-                        input::parse_close(body)?;
-                        EnrolmentAsk::Approve { approver, code }
-                    }
-                    EnrolmentRoute::Refuse => {
-                        input::parse_close(body)?;
-                        EnrolmentAsk::Refuse { approver, code }
-                    }
-                };
-                Ok(Next::Enrolments { ask })
+                if what != EnrolmentRoute::LookUp {
+                    input::parse_close(body)?;
+                }
+                Ok(Next::Enrolments { ask: EnrolmentAsk::Decide(what, approver, code) })
             }
             Kind::Machines(what) => {
                 routes::no_query(url.query)?;
@@ -422,15 +411,15 @@ impl Admission {
                         if !input::is_id(name) {
                             return Err(ApiError::new(Code::MachineNotFound, "no machine of this owner has that name"));
                         }
-                        MachinesAsk::Revoke { name: name.to_string() }
+                        MachinesAsk::Revoke(name.to_string())
                     }
                     MachinesRoute::Presence => {
                         let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
-                        MachinesAsk::Presence { name, enrolled_at, presence: machines::parse_presence(body)? }
+                        MachinesAsk::Presence(name, enrolled_at, machines::parse_presence(body)?)
                     }
                     MachinesRoute::Handoffs => {
                         let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
-                        MachinesAsk::Handoffs { name, enrolled_at }
+                        MachinesAsk::Handoffs(name, enrolled_at)
                     }
                     MachinesRoute::Token => {
                         input::parse_close(body)?;
@@ -439,64 +428,44 @@ impl Admission {
                         if !input::is_handoff_id(id) {
                             return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
                         }
-                        let now = now_ms();
-                        let machine_token =
-                            token::machine_token_at(owner, id, signed.key.as_bytes(), now, &setting.expect);
                         let caller = Caller {
                             owner: owner.to_string(),
                             role: Role::Credential,
                             incarnation: enrolled_at.max(0) as u64,
                             hid: Some(id.to_string()),
                         };
-                        let op = Op::MachineToken {
-                            machine_token,
-                            incarnation: now.max(0) as u64,
-                            machine: Some(name.clone()),
-                        };
-                        let check = MachinesAsk::MayToken { name, enrolled_at, id: id.to_string() };
-                        let ask = Ask { caller, op, idempotency: None };
-                        return Ok(Next::CredentialToken { owner, check, id: id.to_string(), ask });
+                        let minted = signed.mint(id, now_ms(), &setting.expect);
+                        let sent = Sent { machine: Some(name.clone()), ..self.sent(caller, id, head, Some(minted)) };
+                        let check = MachinesAsk::MayToken(name, enrolled_at, id.to_string());
+                        return Ok(Next::CredentialToken { owner, check, id: id.to_string(), sent });
                     }
                 };
                 Ok(Next::Machines { owner, ask })
             }
-            Kind::Index { read } => {
-                let now = Timestamp::from_ms(now_ms());
-                let owner = signed.claims.sub.as_str();
-                let mint = |device: &str| {
-                    token::access_token(
-                        owner,
-                        device,
-                        signed.key.as_bytes(),
-                        now.ms().div_euclid(1000),
-                        &setting.expect,
-                    )
+            Kind::Index { .. } => {
+                let sent = IndexSent {
+                    owner: signed.claims.sub.clone(),
+                    device: signed.device.clone(),
+                    route: route_index(self.route),
+                    id: self.id.clone(),
+                    url: head.url.clone(),
+                    if_none_match: head.if_none_match.clone(),
+                    body: String::new(),
                 };
-                let making = Making {
-                    environment: setting.endpoints,
-                    push: setting.push_key.is_some(),
-                    now,
-                    draw,
-                    owner,
-                    device: signed.device.as_deref(),
-                    mint: &mint,
+                let sent = match std::str::from_utf8(body) {
+                    Ok(text) => IndexSent { body: text.to_string(), ..sent },
+                    // A body that is not text is no JSON: its reader refuses it here, or never reads it.
+                    Err(_) => index_ask(&sent, body, setting, now_ms, draw).map(|_| sent)?,
                 };
-                let if_none_match = head.if_none_match.as_deref();
-                let given = Input {
-                    query: url.query,
-                    body,
-                    id: self.id.as_deref(),
-                    blocker: None,
-                    origin: url.origin,
-                    if_none_match,
-                    more: making,
-                };
-                Ok(Next::Index { owner: &signed.claims.sub, ask: read(&given)? })
+                Ok(Next::Index { owner: &signed.claims.sub, ask: ToIndex::Sent(sent) })
             }
             Kind::Create => {
                 let create = create.ok_or_else(|| ApiError::invalid("body: expected a JSON object"))?;
-                let (name, ask) = signed.create(create, now_ms(), &setting.expect);
-                Ok(Next::Send { name, ask, carrier: Carrier::Rpc })
+                let id = input::handoff_id(&signed.claims.sub, &create.session);
+                let minted = signed.mint(&id, now_ms(), &setting.expect);
+                let placement = Some(create.placement());
+                let sent = Sent { placement, ..self.sent(signed.caller(), &id, head, Some(minted)) };
+                Ok(Next::Send { name: id, sent, carrier: Carrier::Rpc })
             }
             Kind::MachineToken => {
                 let id = self.id.as_deref().unwrap_or_default();
@@ -505,8 +474,9 @@ impl Admission {
                 }
                 routes::no_query(url.query)?;
                 input::parse_close(body)?;
-                let ask = signed.machine_token(id, now_ms(), &setting.expect);
-                Ok(Next::Send { name: id.to_string(), ask, carrier: Carrier::Rpc })
+                let minted = signed.mint(id, now_ms(), &setting.expect);
+                let sent = self.sent(signed.caller(), id, head, Some(minted));
+                Ok(Next::Send { name: id.to_string(), sent, carrier: Carrier::Rpc })
             }
             Kind::TestObjectStarts => routes::no_query(url.query).map(|_| Next::ObjectStarts),
             Kind::PushKey => {
@@ -514,41 +484,171 @@ impl Admission {
                 routes::no_query(url.query)?;
                 Ok(Next::PushKey { pkcs8 })
             }
-            Kind::Handoff { read, change, transport } => {
+            Kind::Handoff { read, transport, .. } => {
                 let id = self.id.as_deref().unwrap_or_default();
                 let caller = signed.caller();
                 // Checked again by the hand-off; here it spares waking an object a token cannot reach.
                 if !input::is_handoff_id(id) || !caller.reaches(id) {
                     return Err(ApiError::new(Code::HandoffNotFound, "no such hand-off"));
                 }
-                let watching = Watching {
-                    valid_until_s: valid_until_s(&signed.claims),
-                    subprotocol: self.subprotocol,
-                    v2: self.v2,
-                };
-                let given = Input {
-                    query: url.query,
-                    body,
-                    id: Some(id),
-                    blocker: self.blocker.as_deref(),
-                    origin: url.origin,
-                    if_none_match: None,
-                    more: watching,
-                };
-                let op = read(&given)?;
-                let idempotency = if change {
-                    idempotency(head.idempotency_key.as_deref(), self.route, &url, &signed.claims, body)?
+                let sent = self.sent(caller, id, head, None);
+                // A route with a body is read by the object alone, so the body is parsed once; a
+                // GET's query is read here too, for how it travels and to refuse it unwoken.
+                let carrier = if self.body().bodiless {
+                    let watching = watching(&sent);
+                    let url = RequestUrl::split(&head.url);
+                    let given = Input {
+                        query: url.query,
+                        body,
+                        id: Some(id),
+                        blocker: self.blocker.as_deref(),
+                        origin: url.origin,
+                        if_none_match: None,
+                        more: watching,
+                    };
+                    carrier(&read(&given)?, transport)
                 } else {
-                    None
+                    Carrier::Rpc
                 };
-                let carrier = carrier(&op, transport);
                 // Every other refusal first: a watch asked for without the upgrade is 426.
                 if carrier == Carrier::Upgrade {
                     require_upgrade(head.upgrade.as_deref())?;
                 }
-                Ok(Next::Send { name: id.to_string(), ask: Ask { caller, op, idempotency }, carrier })
+                Ok(Next::Send { name: id.to_string(), sent, carrier })
             }
         }
+    }
+
+    /// What the object is sent of this request: `caller`, the route, the hand-off `id`, the
+    /// URL, the key and what a watch is held to, and a token the router `minted`.
+    fn sent(&self, caller: Caller, id: &str, head: &Head, minted: Option<(String, u64)>) -> Sent {
+        let claims = self.signed.as_ref().map(|s| &s.claims);
+        Sent {
+            caller,
+            route: route_index(self.route),
+            id: id.to_string(),
+            blocker: self.blocker.clone(),
+            url: head.url.clone(),
+            key: head.idempotency_key.clone(),
+            valid_until_s: claims.map_or(0, valid_until_s),
+            subprotocol: self.subprotocol,
+            v2: self.v2,
+            minted,
+            machine: None,
+            placement: None,
+        }
+    }
+}
+
+/// `route`'s place in [`ROUTES`], whose rows are each one method and path (`routes::find`).
+fn route_index(route: &Route) -> usize {
+    ROUTES.iter().position(|r| (r.method, r.path) == (route.method, route.path)).unwrap_or(usize::MAX)
+}
+
+/// The ask of an owner's request the router `sent` its index, read by the index (or by the
+/// router, for a body that is not text) with its `setting`: the time now, fresh randomness
+/// from `draw` and the access tokens it mints.
+pub fn index_ask(
+    sent: &IndexSent,
+    body: &[u8],
+    setting: &Setting,
+    now_ms: impl FnOnce() -> i64,
+    draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+) -> Result<IndexAsk, ApiError> {
+    let Some(Route { kind: Kind::Index { read }, .. }) = ROUTES.get(sent.route) else {
+        return Err(ApiError::unavailable());
+    };
+    let key = setting.key.as_deref().ok_or_else(ApiError::unavailable)?;
+    let now = Timestamp::from_ms(now_ms());
+    let owner = sent.owner.as_str();
+    let mint =
+        |device: &str| token::access_token(owner, device, key.as_bytes(), now.ms().div_euclid(1000), &setting.expect);
+    let making = Making {
+        environment: setting.endpoints,
+        push: setting.push_key.is_some(),
+        now,
+        draw,
+        owner,
+        device: sent.device.as_deref(),
+        mint: &mint,
+    };
+    let url = RequestUrl::split(&sent.url);
+    let given = Input {
+        query: url.query,
+        body,
+        id: sent.id.as_deref(),
+        blocker: None,
+        origin: url.origin,
+        if_none_match: sent.if_none_match.as_deref(),
+        more: making,
+    };
+    read(&given)
+}
+
+/// What an owner's index is asked, read from what came to it (`ToIndex`).
+pub fn read_index(
+    to: ToIndex,
+    setting: &Setting,
+    now_ms: impl FnOnce() -> i64,
+    draw: &dyn Fn(&mut [u8]) -> Result<(), ApiError>,
+) -> Result<IndexAsk, ApiError> {
+    match to.asked() {
+        Ok(ask) => Ok(ask),
+        Err(sent) => index_ask(&sent, sent.body.as_bytes(), setting, now_ms, draw),
+    }
+}
+
+fn watching(sent: &Sent) -> Watching {
+    Watching { valid_until_s: sent.valid_until_s, subprotocol: sent.subprotocol, v2: sent.v2 }
+}
+
+/// The ask of a request the router `sent` with its `body`, read by the hand-off object: the
+/// route's reader and then its `Idempotency-Key`, in that order, as a request is refused.
+pub fn read(sent: &Sent, body: &[u8]) -> Result<Ask, ApiError> {
+    let route = ROUTES.get(sent.route).ok_or_else(ApiError::unavailable)?;
+    let url = RequestUrl::split(&sent.url);
+    let ask = |op, idempotency| Ok(Ask { caller: sent.caller.clone(), op, idempotency });
+    match (route.kind, &sent.minted) {
+        (Kind::BenchFloor, _) => ask(Op::Floor, None),
+        (Kind::MachineToken | Kind::Machines(MachinesRoute::Token), Some((machine_token, incarnation))) => {
+            let (machine_token, incarnation, machine) = (machine_token.clone(), *incarnation, sent.machine.clone());
+            ask(Op::MachineToken { machine_token, incarnation, machine }, None)
+        }
+        (Kind::Create, Some((machine_token, incarnation))) => {
+            let create = input::parse_create(body)?;
+            let placement = sent.placement.clone().unwrap_or_else(|| create.placement());
+            let CreateInput { session, machine, size, prompt, .. } = create;
+            let op = Op::Create {
+                id: sent.id.clone(),
+                session,
+                machine,
+                size,
+                machine_token: machine_token.clone(),
+                incarnation: *incarnation,
+                prompt,
+                placement,
+            };
+            ask(op, None)
+        }
+        (Kind::Handoff { read, change, .. }, _) => {
+            let given = Input {
+                query: url.query,
+                body,
+                id: Some(&sent.id),
+                blocker: sent.blocker.as_deref(),
+                origin: url.origin,
+                if_none_match: None,
+                more: watching(sent),
+            };
+            let op = read(&given)?;
+            let idempotency = if change {
+                idempotency(sent.key.as_deref(), route, &url, sent.caller.role.as_str(), body)?
+            } else {
+                None
+            };
+            ask(op, idempotency)
+        }
+        _ => Err(ApiError::unavailable()),
     }
 }
 
@@ -560,37 +660,13 @@ impl Signed {
         Caller { owner: c.sub.clone(), role: c.role, incarnation: c.inc.unwrap_or(0), hid: c.hid.clone() }
     }
 
-    /// The session's hand-off, created if new, with a machine token minted at `now_ms` under
-    /// the key this request's token verified with (and `expect`'s issuer and audience): its
-    /// `inc` is the moment a new hand-off takes as its life, and the one below which this
-    /// create ends the tokens minted before.
-    fn create(&self, create: CreateInput, now_ms: i64, expect: &Expect) -> (String, Ask) {
-        let owner = &self.claims.sub;
-        let id = input::handoff_id(owner, &create.session);
-        let machine_token = token::machine_token_at(owner, &id, self.key.as_bytes(), now_ms, expect);
-        let placement = create.placement();
-        let CreateInput { session, machine, size, prompt, .. } = create;
-        let op = Op::Create {
-            id: id.clone(),
-            session,
-            machine,
-            size,
-            machine_token,
-            incarnation: now_ms.max(0) as u64,
-            prompt,
-            placement,
-        };
-        (id, Ask { caller: self.caller(), op, idempotency: None })
-    }
-}
-
-impl Signed {
-    /// `POST …/machine-token`: a machine token for hand-off `id` minted at `now_ms`, whose
-    /// `inc` the hand-off takes as the floor below which it ends the ones before.
-    fn machine_token(&self, id: &str, now_ms: i64, expect: &Expect) -> Ask {
+    /// A machine token for hand-off `id` minted at `now_ms` under the key this request's token
+    /// verified with (and `expect`'s issuer and audience), with its `inc`: for a create, the
+    /// moment a new hand-off takes as its life; for both, the one below which the tokens minted
+    /// before are ended.
+    fn mint(&self, id: &str, now_ms: i64, expect: &Expect) -> (String, u64) {
         let machine_token = token::machine_token_at(&self.claims.sub, id, self.key.as_bytes(), now_ms, expect);
-        let op = Op::MachineToken { machine_token, incarnation: now_ms.max(0) as u64, machine: None };
-        Ask { caller: self.caller(), op, idempotency: None }
+        (machine_token, now_ms.max(0) as u64)
     }
 }
 
@@ -610,7 +686,7 @@ fn refresh<'a>(
     let access_token =
         token::access_token(&credential.owner, &credential.device, key.as_bytes(), now_s, &setting.expect);
     let granted = Granted { access_token, expires_in: ACCESS_TOKEN_TTL_S, cookie: None };
-    let ask = IndexAsk::DeviceRefresh(credential.device.clone(), credential.secret_hash(), granted);
+    let ask = ToIndex::Refresh(credential.device.clone(), credential.secret_hash(), granted);
     Ok(Next::Index { owner: &credential.owner, ask })
 }
 
@@ -624,7 +700,7 @@ fn idempotency(
     key: Option<&str>,
     route: &Route,
     url: &RequestUrl<'_>,
-    claims: &Claims,
+    role: &str,
     body: &[u8],
 ) -> Result<Option<Idempotency>, ApiError> {
     let Some(key) = key else {
@@ -633,7 +709,7 @@ fn idempotency(
     if !input::is_idempotency_key(key) {
         return Err(ApiError::invalid("Idempotency-Key: 1-128 printable ASCII characters without spaces"));
     }
-    let fingerprint = input::request_fingerprint(route.method, url.path, url.query, claims.role.as_str(), body);
+    let fingerprint = input::request_fingerprint(route.method, url.path, url.query, role, body);
     Ok(Some(Idempotency { key: key.to_string(), fingerprint }))
 }
 

@@ -455,7 +455,7 @@ pub fn is_idempotency_key(key: &str) -> bool {
 /// parameters in another order are the same request.
 pub fn canonical_query(query: &str) -> String {
     let mut pairs: Vec<(&str, &str)> = query_pairs(query).collect();
-    pairs.sort_unstable();
+    handoff_core::order::sort(&mut pairs);
     let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
     pairs.join("&")
 }

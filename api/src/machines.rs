@@ -6,6 +6,7 @@
 //! load, call [`answer_enrolment`] or [`answer_machines`], store what changed and answer.
 
 use crate::error::{ApiError, Code};
+use crate::routes::EnrolmentRoute;
 use handoff_core::enrolment::{self, Collected, Enrolments, Pending};
 use handoff_core::ids::check_name;
 use handoff_core::json::parse_json;
@@ -21,45 +22,39 @@ use serde::{Deserialize, Serialize};
 /// The name of the one `Enrolments` object.
 pub const ENROLMENTS_OBJECT: &str = "enrolments";
 
-/// What the `Enrolments` object is asked.
+/// What the `Enrolments` object is asked. Tuple variants, read by position: each costs the
+/// `.wasm` less than named fields would (as `protocol::ToIndex`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EnrolmentAsk {
     /// `POST /v1/enrolments`: a new pending enrolment (its code drawn by the Worker).
-    Start { pending: Pending },
-    /// `GET /v1/enrolments/{code}` (owner).
-    LookUp { approver: String, code: String },
-    /// `POST /v1/enrolments/{code}/approve` (owner).
-    Approve { approver: String, code: String },
-    /// `POST /v1/enrolments/{code}/refuse` (owner).
-    Refuse { approver: String, code: String },
-    /// `POST /v1/enrolments/collect` (the machine, proving its key).
-    Collect {
-        code: String,
-        key: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        owner: Option<String>,
-    },
+    Start(Pending),
+    /// An owner's (the approver's) look-up, approval or refusal of a code.
+    Decide(EnrolmentRoute, String, String),
+    /// `POST /v1/enrolments/collect` (the machine, proving its key): the code, the key and the
+    /// owner it accepts.
+    Collect(String, String, Option<String>),
 }
 
-/// What an owner's `Machines` object is asked.
+/// What an owner's `Machines` object is asked, by position as [`EnrolmentAsk`] is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MachinesAsk {
-    /// A collected enrolment: the machine enrolled (answers its `enrolled_at`).
-    Enrol { name: String, host: String, fingerprint: String },
-    /// A credential's heartbeat.
-    Presence { name: String, enrolled_at: EpochMs, presence: Presence },
+    /// A collected enrolment (name, host, fingerprint): the machine enrolled (answers its
+    /// `enrolled_at`).
+    Enrol(String, String, String),
+    /// A credential's heartbeat: its machine, when it was enrolled, the presence.
+    Presence(String, EpochMs, Presence),
     /// A credential's hand-offs.
-    Handoffs { name: String, enrolled_at: EpochMs },
-    /// Whether a credential may get hand-off `id`'s machine token.
-    MayToken { name: String, enrolled_at: EpochMs, id: String },
-    /// A create for `machine`: the placement it runs with, or its refusal.
-    Place { machine: String, id: String, placement: Placement },
+    Handoffs(String, EpochMs),
+    /// Whether a credential (machine, enrolled at) may get hand-off `id`'s machine token.
+    MayToken(String, EpochMs, String),
+    /// A create for a machine, of hand-off `id`: the placement it runs with, or its refusal.
+    Place(String, String, Placement),
     /// `GET /v1/machines` (owner).
     List,
     /// `DELETE /v1/machines/{name}` (owner).
-    Revoke { name: String },
+    Revoke(String),
 }
 
 /// An object's answer: its status and JSON body (none for 204), or a refusal; and whether
@@ -111,7 +106,7 @@ pub fn parse_collect(body: &[u8]) -> Result<EnrolmentAsk, ApiError> {
     if let Some(owner) = &input.owner {
         check_name("owner", owner, ID_CHARS_MAX)?;
     }
-    Ok(EnrolmentAsk::Collect { code, key: input.key, owner: input.owner })
+    Ok(EnrolmentAsk::Collect(code, input.key, input.owner))
 }
 
 /// A `{code}` of the path: a code as typed, or no such enrolment.
@@ -192,27 +187,27 @@ pub struct CollectAnswer {
 pub fn answer_enrolment(state: &mut Enrolments, ask: EnrolmentAsk, now: EpochMs) -> Answer {
     let refused = |r: enrolment::Refused| r.refusal();
     match ask {
-        EnrolmentAsk::Start { pending } => {
+        EnrolmentAsk::Start(pending) => {
             let view = EnrolmentView::of(&pending);
             match state.start(pending, now) {
                 Ok(()) => (json(201, &EnrolmentAnswer { enrolment: view }), true),
                 Err(r) => (Err(refused(r)), false),
             }
         }
-        EnrolmentAsk::LookUp { approver, code } => {
+        EnrolmentAsk::Decide(EnrolmentRoute::LookUp, approver, code) => {
             let found =
                 state.look_up(&approver, &code, now).map(|p| EnrolmentAnswer { enrolment: EnrolmentView::of(p) });
             (found.map_err(refused).and_then(|a| json(200, &a)), true)
         }
-        EnrolmentAsk::Approve { approver, code } => {
+        EnrolmentAsk::Decide(EnrolmentRoute::Approve, approver, code) => {
             let done =
                 state.approve(&approver, &code, now).map(|p| EnrolmentAnswer { enrolment: EnrolmentView::of(p) });
             (done.map_err(refused).and_then(|a| json(200, &a)), true)
         }
-        EnrolmentAsk::Refuse { approver, code } => {
+        EnrolmentAsk::Decide(EnrolmentRoute::Refuse, approver, code) => {
             (state.refuse(&approver, &code, now).map_err(refused).map(|()| (204, Vec::new())), true)
         }
-        EnrolmentAsk::Collect { code, key, owner } => {
+        EnrolmentAsk::Collect(code, key, owner) => {
             let key = hex::decode(&key).unwrap_or_default();
             let before = state.pending.len();
             let collected = state.collect(&code, &key, owner.as_deref(), now);
@@ -285,32 +280,30 @@ pub struct MachinesList {
 /// An owner's `Machines` object's answer to `ask` at `now`.
 pub fn answer_machines(state: &mut Machines, ask: MachinesAsk, now: EpochMs) -> Answer {
     match ask {
-        MachinesAsk::Enrol { name, host, fingerprint } => match state.enrol(&name, &host, &fingerprint, now) {
+        MachinesAsk::Enrol(name, host, fingerprint) => match state.enrol(&name, &host, &fingerprint, now) {
             Ok(enrolled_at) => (json(200, &Enrolled { enrolled_at }), true),
             Err(r) => (Err(r), false),
         },
-        MachinesAsk::Presence { name, enrolled_at, presence } => {
-            match state.presence(&name, enrolled_at, presence, now) {
-                Ok(()) => {
-                    let answer = PresenceAnswer {
-                        heartbeat_s: MACHINE_HEARTBEAT_S,
-                        online_within_s: MACHINE_ONLINE_WITHIN_MS / 1000,
-                    };
-                    (json(200, &answer), true)
-                }
-                Err(r) => (Err(r), false),
+        MachinesAsk::Presence(name, enrolled_at, presence) => match state.presence(&name, enrolled_at, presence, now) {
+            Ok(()) => {
+                let answer = PresenceAnswer {
+                    heartbeat_s: MACHINE_HEARTBEAT_S,
+                    online_within_s: MACHINE_ONLINE_WITHIN_MS / 1000,
+                };
+                (json(200, &answer), true)
             }
-        }
-        MachinesAsk::Handoffs { name, enrolled_at } => {
+            Err(r) => (Err(r), false),
+        },
+        MachinesAsk::Handoffs(name, enrolled_at) => {
             let listed = state.handoffs(&name, enrolled_at).map(|ids| MachineHandoffs {
                 handoffs: ids.iter().rev().map(|id| MachineHandoff { id: id.clone() }).collect(),
             });
             (listed.and_then(|l| json(200, &l)), false)
         }
-        MachinesAsk::MayToken { name, enrolled_at, id } => {
+        MachinesAsk::MayToken(name, enrolled_at, id) => {
             (state.may_token(&name, enrolled_at, &id).map(|()| (204, Vec::new())), false)
         }
-        MachinesAsk::Place { machine, id, placement } => match state.place(&machine, &id, &placement) {
+        MachinesAsk::Place(machine, id, placement) => match state.place(&machine, &id, &placement) {
             Ok(placement) => {
                 let changed = placement.is_some();
                 (json(200, &Placed { placement }), changed)
@@ -318,7 +311,7 @@ pub fn answer_machines(state: &mut Machines, ask: MachinesAsk, now: EpochMs) -> 
             Err(r) => (Err(r), false),
         },
         MachinesAsk::List => (json(200, &MachinesList { machines: state.view(now) }), false),
-        MachinesAsk::Revoke { name } => match state.revoke(&name) {
+        MachinesAsk::Revoke(name) => match state.revoke(&name) {
             Ok(()) => (Ok((204, Vec::new())), true),
             Err(r) => (Err(r), false),
         },
@@ -343,7 +336,7 @@ mod tests {
             StartInput { name: "vm-7".into(), host: "vm-7.internal".into(), public_key: enrolment::public_key_of(key) };
         let p = pending(input, [1, 2, 3, 4, 5], "10.0.0.1", 0);
         let code = p.code.clone();
-        let (answer, changed) = answer_enrolment(state, EnrolmentAsk::Start { pending: p }, 0);
+        let (answer, changed) = answer_enrolment(state, EnrolmentAsk::Start(p), 0);
         assert_eq!((answer.unwrap().0, changed), (201, true));
         code
     }
@@ -353,7 +346,7 @@ mod tests {
         let mut state = Enrolments::default();
         let code = started(&mut state, b"k");
         let look = |state: &mut Enrolments, code: &str| {
-            answer_enrolment(state, EnrolmentAsk::LookUp { approver: "alice".into(), code: code.into() }, 1).0
+            answer_enrolment(state, EnrolmentAsk::Decide(EnrolmentRoute::LookUp, "alice".into(), code.into()), 1).0
         };
         assert_eq!(look(&mut state, "AAAA-AAAA").unwrap_err().code, Code::EnrolmentNotFound);
         let (status, body) = look(&mut state, &code.to_lowercase()).unwrap();
@@ -361,13 +354,12 @@ mod tests {
         assert_eq!((status, view.enrolment.name.as_str()), (200, "vm-7"));
         assert!(view.enrolment.fingerprint.starts_with("SHA256:"));
         let collect = |state: &mut Enrolments, owner: Option<&str>| {
-            let ask =
-                EnrolmentAsk::Collect { code: code.clone(), key: hex::encode(b"k"), owner: owner.map(Into::into) };
+            let ask = EnrolmentAsk::Collect(code.clone(), hex::encode(b"k"), owner.map(Into::into));
             let (answer, _) = answer_enrolment(state, ask, 2);
             answer.map(|(_, body)| serde_json::from_slice::<CollectAnswer>(&body).unwrap().status)
         };
         assert_eq!(collect(&mut state, Some("alice")).unwrap(), "waiting");
-        answer_enrolment(&mut state, EnrolmentAsk::Approve { approver: "alice".into(), code: code.clone() }, 2)
+        answer_enrolment(&mut state, EnrolmentAsk::Decide(EnrolmentRoute::Approve, "alice".into(), code.clone()), 2)
             .0
             .unwrap();
         assert_eq!(collect(&mut state, None).unwrap(), "approved");

@@ -62,7 +62,7 @@ fn parse_events(names: Option<Vec<String>>) -> Result<Vec<Notice>, ApiError> {
         })?;
         events.push(event);
     }
-    events.sort();
+    handoff_core::order::sort(&mut events);
     events.dedup();
     Ok(events)
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// During a deploy a Worker and an object of different builds can meet for a moment: an ask
 /// of another version is refused (the object answers 503 `store.unavailable`, which every
 /// client retries) rather than misread.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// An ask on the wire: `{"v": PROTOCOL_VERSION, "ask": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,12 +73,16 @@ fn header_value(wire: &str) -> String {
 
 /// Reads an [`ASK_HEADER`] value written by [`encode_header`].
 pub fn decode_header<T: DeserializeOwned>(value: &str) -> Result<T, Unreadable> {
+    decode(&header_text(value)?)
+}
+
+/// The wire text of an [`ASK_HEADER`] value written by [`encode_header`].
+pub fn header_text(value: &str) -> Result<String, Unreadable> {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(value)
         .map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
-    let text = String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))?;
-    decode(&text)
+    String::from_utf8(bytes).map_err(|e| Unreadable::Json(serde::de::Error::custom(e)))
 }
 
 /// Reads an ask sent by [`encode`] of this build's version.
@@ -91,13 +95,126 @@ pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
 }
 
 pub use handoff_core::decider::{Ask, Caller, Idempotency, Op, Reaching};
+
+/// A hand-off's request as the router sends it to the object: who asks, the route, and what of
+/// the request its reader reads, the body travelling beside it as bytes. The object reads the
+/// [`Ask`] from it (`admission::read`): a body is parsed once on the whole path, and no `Op` is
+/// encoded by the router or decoded by the object (their readers were about a third of the
+/// `.wasm`'s code).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SentWire", into = "SentWire")]
+pub struct Sent {
+    pub caller: Caller,
+    /// The route's place in `routes::ROUTES` (one build's table: the version says which).
+    pub route: usize,
+    /// `{id}` and `{bid}` of the path.
+    pub id: String,
+    pub blocker: Option<String>,
+    /// The request's URL, as the client sent it.
+    pub url: String,
+    /// Its `Idempotency-Key`, checked where a change reads it.
+    pub key: Option<String>,
+    /// What a watch is held to (`routes::Watching`).
+    pub valid_until_s: i64,
+    pub subprotocol: bool,
+    pub v2: bool,
+    /// A create's or the machine-token route's token, minted by the router (which holds the
+    /// key), and the moment it was minted at (its `inc`).
+    pub minted: Option<(String, u64)>,
+    /// A machine credential's machine, asking for its hand-off's machine token.
+    pub machine: Option<String>,
+    /// A create's placement as its enrolled machine's `Machines` object fitted it (the
+    /// body's own where none did).
+    pub placement: Option<handoff_core::placement::Placement>,
+}
+
+/// [`Sent`] on the wire, by position, its caller's four parts first.
+type SentWire = (
+    (String, handoff_core::role::Role, u64, Option<String>),
+    usize,
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    (i64, bool, bool),
+    Option<(String, u64)>,
+    Option<String>,
+    Option<handoff_core::placement::Placement>,
+);
+
+impl From<SentWire> for Sent {
+    fn from(wire: SentWire) -> Sent {
+        let ((owner, role, incarnation, hid), route, id, blocker, url, key, watch, minted, machine, placement) = wire;
+        let (valid_until_s, subprotocol, v2) = watch;
+        let caller = Caller { owner, role, incarnation, hid };
+        Sent { caller, route, id, blocker, url, key, valid_until_s, subprotocol, v2, minted, machine, placement }
+    }
+}
+
+impl From<Sent> for SentWire {
+    fn from(s: Sent) -> SentWire {
+        let c = s.caller;
+        let caller = (c.owner, c.role, c.incarnation, c.hid);
+        let watch = (s.valid_until_s, s.subprotocol, s.v2);
+        (caller, s.route, s.id, s.blocker, s.url, s.key, watch, s.minted, s.machine, s.placement)
+    }
+}
 pub use handoff_core::hooks::{Fault, HandoffHook, IndexHook};
 
-/// What an owner's index object is asked. Externally tagged (`{"put": {…}}`): an internal tag
-/// makes serde buffer the whole ask and read each variant's fields a second way, which cost the
-/// `.wasm` about 20 KB.
+/// What travels to an owner's index object: a hand-off object's asks of it, a refresh (which
+/// the router reads: its credential is a cookie's), or an owner's request, which the index
+/// reads itself (`admission::read_index`), so that its body is parsed once and no reader of an
+/// [`IndexAsk`] is compiled. Externally tagged (`{"put": {…}}`): an internal tag makes serde
+/// buffer the whole ask and read each variant's fields a second way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+// Tuple variants, and the requests as tuples on the wire: read by position, each costs the
+// `.wasm` less than named fields would (a struct's reader also reads it from an array).
+pub enum ToIndex {
+    /// [`IndexAsk::Put`]: the row, the rows it passed, the life that sent it.
+    Put(handoff_core::rows::Row, Vec<handoff_core::rows::Row>, u64),
+    /// [`IndexAsk::Open`].
+    Open(handoff_core::rows::Row),
+    /// [`IndexAsk::Drop`]: the hand-off and its life erased.
+    Drop(String, u64),
+    /// `POST /v1/devices/refresh`: the credential's device and hash, and a fresh access token.
+    Refresh(String, String, owner::devices::Granted),
+    Sent(IndexSent),
+}
+
+/// An owner's request of its index as the router sends it: who asks (the token's owner and the
+/// device it was minted from), the route, and what of the request its reader reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "IndexSentWire", into = "IndexSentWire")]
+pub struct IndexSent {
+    pub owner: String,
+    pub device: Option<String>,
+    /// The route's place in `routes::ROUTES`.
+    pub route: usize,
+    pub id: Option<String>,
+    pub url: String,
+    pub if_none_match: Option<String>,
+    /// The request's body, as text (one that is not is read by the router: `admission`).
+    pub body: String,
+}
+
+type IndexSentWire = (String, Option<String>, usize, Option<String>, String, Option<String>, String);
+
+impl From<IndexSentWire> for IndexSent {
+    fn from((owner, device, route, id, url, if_none_match, body): IndexSentWire) -> IndexSent {
+        IndexSent { owner, device, route, id, url, if_none_match, body }
+    }
+}
+
+impl From<IndexSent> for IndexSentWire {
+    fn from(s: IndexSent) -> IndexSentWire {
+        (s.owner, s.device, s.route, s.id, s.url, s.if_none_match, s.body)
+    }
+}
+
+/// What an owner's index object is asked, as its routes read it. Never on the wire itself
+/// ([`ToIndex`] is): without a reader of its own it costs the `.wasm` nothing to decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexAsk {
     /// A hand-off's row, sent from its outbox; kept only if its version is higher. `passed`
     /// are older rows of it that entered something a notice names and that the index may not
@@ -105,18 +222,15 @@ pub enum IndexAsk {
     /// only `row` is stored.
     Put {
         row: handoff_core::rows::Row,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         passed: Vec<handoff_core::rows::Row>,
         /// The life of the hand-off that sent it (its record's `incarnation`): a row of a
         /// life erased since is not taken.
-        #[serde(default)]
         incarnation: u64,
     },
     /// A page of the list; `if_none_match` is the client's header, so that a page it holds
     /// is answered 304 (`wire::index`).
     List {
         query: handoff_core::rows::ListQuery,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         if_none_match: Option<String>,
     },
     /// `POST /v1/webhooks`: the webhook (its id and secret drawn by the Worker), if it fits.
@@ -147,7 +261,6 @@ pub enum IndexAsk {
     /// Life `incarnation` of the hand-off `id` was erased: its row and every delivery of it go.
     Drop {
         id: String,
-        #[serde(default)]
         incarnation: u64,
     },
     // The device's asks are tuple variants: read by position, they cost the `.wasm` less than
@@ -166,6 +279,20 @@ pub enum IndexAsk {
     DeviceRevokeAll(Option<String>),
     /// Test hooks (only where test hooks are on).
     Hook(IndexHook),
+}
+
+impl ToIndex {
+    /// The index's ask, when a hand-off object or the router read it; an owner's request, which
+    /// the index reads itself, otherwise.
+    pub fn asked(self) -> Result<IndexAsk, IndexSent> {
+        Ok(match self {
+            ToIndex::Put(row, passed, incarnation) => IndexAsk::Put { row, passed, incarnation },
+            ToIndex::Open(row) => IndexAsk::Open { row },
+            ToIndex::Drop(id, incarnation) => IndexAsk::Drop { id, incarnation },
+            ToIndex::Refresh(id, secret_hash, granted) => IndexAsk::DeviceRefresh(id, secret_hash, granted),
+            ToIndex::Sent(sent) => return Err(sent),
+        })
+    }
 }
 
 impl IndexAsk {
@@ -248,8 +375,8 @@ mod tests {
         let text = encode(&ask()).unwrap();
         assert!(text.starts_with(&format!("{{\"v\":{PROTOCOL_VERSION},\"ask\":")), "{text}");
         assert_eq!(decode::<Ask>(&text).unwrap(), ask());
-        let put = IndexAsk::Hook(IndexHook::RefuseRows { on: true });
-        assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
+        let drop = ToIndex::Drop("ho_1".into(), 3);
+        assert_eq!(decode::<ToIndex>(&encode(&drop).unwrap()).unwrap(), drop);
     }
 
     #[test]
@@ -273,16 +400,10 @@ mod tests {
             briefed: Briefed::default(),
             question: None,
         };
-        let put = IndexAsk::Put {
-            row: row(3, Status::Done),
-            passed: vec![row(1, Status::Running), row(2, Status::NeedsYou)],
-            incarnation: 7,
-        };
-        assert_eq!(decode::<IndexAsk>(&encode(&put).unwrap()).unwrap(), put);
-        let alone = IndexAsk::Put { row: row(3, Status::Done), passed: vec![], incarnation: 0 };
-        let text = encode(&alone).unwrap();
-        assert!(!text.contains("passed"), "{text}");
-        assert_eq!(decode::<IndexAsk>(&text).unwrap(), alone);
+        let put = ToIndex::Put(row(3, Status::Done), vec![row(1, Status::Running), row(2, Status::NeedsYou)], 7);
+        assert_eq!(decode::<ToIndex>(&encode(&put).unwrap()).unwrap(), put);
+        let alone = ToIndex::Put(row(3, Status::Done), vec![], 0);
+        assert_eq!(decode::<ToIndex>(&encode(&alone).unwrap()).unwrap(), alone);
     }
 
     #[test]
@@ -292,7 +413,7 @@ mod tests {
         let bare = serde_json::to_string(&ask()).unwrap();
         assert!(matches!(decode::<Ask>(&bare), Err(Unreadable::Json(_))), "an older build's bare ask");
         assert!(
-            matches!(decode::<IndexAsk>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))),
+            matches!(decode::<ToIndex>(&encode(&ask()).unwrap()), Err(Unreadable::Json(_))),
             "an ask for the other object"
         );
     }
@@ -308,9 +429,7 @@ mod tests {
         assert!(value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{value}");
         assert_eq!(decode_header::<Ask>(&value).unwrap(), watch);
         assert!(decode_header::<Ask>("not base64!").is_err());
-        assert!(
-            decode_header::<Ask>(&encode_header(&IndexAsk::Hook(IndexHook::RefuseRows { on: true })).unwrap()).is_err()
-        );
+        assert!(decode_header::<Ask>(&encode_header(&ToIndex::Drop("ho_1".into(), 0)).unwrap()).is_err());
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub enum Kind {
 }
 
 /// What an owner does with an enrolment's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EnrolmentRoute {
     LookUp,
     Approve,

@@ -37,8 +37,13 @@ pub const WARMUP_REQUESTS: usize = 200;
 pub const WARMUP_REQUESTS_MAX: usize = 100_000;
 /// Requests profiled unless `--requests` says.
 pub const REQUESTS_DEFAULT: usize = 2_000;
-/// Functions listed under the categories.
+/// Functions listed under the categories, unless `HANDOFF_PROFILE_TOP` says more (a stage-by-stage
+/// table sums every function: `docs/benchmarks.md`).
 const TOP_FUNCTIONS: usize = 25;
+
+fn top_functions() -> usize {
+    std::env::var("HANDOFF_PROFILE_TOP").ok().and_then(|v| v.parse().ok()).unwrap_or(TOP_FUNCTIONS)
+}
 /// Functions listed under a before → after comparison.
 const TOP_FUNCTIONS_COMPARED: usize = 15;
 
@@ -254,9 +259,10 @@ pub fn table(p: &Profile) -> String {
     for (category, us) in &p.categories {
         out.push_str(&format!("  {:<26} {:>10.1} {:>6.1}%\n", category.name(), per(*us), share(*us)));
     }
-    out.push_str(&format!("  top {TOP_FUNCTIONS} functions by self time\n"));
-    for f in p.functions.iter().take(TOP_FUNCTIONS) {
-        let name: String = f.name.chars().take(90).collect();
+    let top = top_functions();
+    out.push_str(&format!("  top {top} functions by self time\n"));
+    for f in p.functions.iter().take(top) {
+        let name: String = f.name.chars().take(if top > TOP_FUNCTIONS { 400 } else { 90 }).collect();
         out.push_str(&format!(
             "  {:>8.1} µs {:>5.1}%  {:<7} {name}\n",
             per(f.self_us),

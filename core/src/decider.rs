@@ -840,7 +840,7 @@ impl Decider {
         if !stored.turns.is_empty() {
             let mut lineage: Vec<TurnEntry> =
                 stored.turns.iter().map(|t| read_json("lineage entry", t)).collect::<Result<_, _>>()?;
-            lineage.sort_by_key(|t| t.turn);
+            crate::order::sort_by_key(&mut lineage, |t| t.turn);
             h.lineage = lineage;
         }
         let h = Rc::new(h);

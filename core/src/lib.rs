@@ -20,6 +20,7 @@ pub mod limits;
 pub mod listed;
 pub mod machines;
 pub mod notice;
+pub mod order;
 pub mod outbox;
 pub mod owner;
 pub mod package;

@@ -236,7 +236,7 @@ impl Machines {
                 }
             })
             .collect();
-        views.sort_by(|a, b| b.online.cmp(&a.online).then_with(|| a.name.cmp(&b.name)));
+        crate::order::sort_by(&mut views, |a, b| b.online.cmp(&a.online).then_with(|| a.name.cmp(&b.name)));
         views
     }
 }

@@ -1088,7 +1088,7 @@ fn drop_erased(tables: Tables, id: String, incarnation: u64, now: EpochMs) -> Pl
 /// newest finished ones, newest first): all up to the `seq` returned, so that `keep` remain.
 pub fn trim_through(keep: usize, stored: &[i64], finished: &[i64]) -> Option<i64> {
     let mut all: Vec<i64> = stored.iter().chain(finished).copied().collect();
-    all.sort_unstable_by(|a, b| b.cmp(a));
+    crate::order::sort_by(&mut all, |a, b| b.cmp(a));
     all.dedup();
     all.get(keep).copied()
 }

@@ -451,9 +451,9 @@ pub fn compile(
 fn relevant_files(work: &Work) -> Vec<String> {
     let mut by_churn: Vec<(&String, u64)> =
         work.files.iter().map(|(path, c)| (path, u64::from(c.insertions) + u64::from(c.deletions))).collect();
-    by_churn.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    crate::order::sort_by(&mut by_churn, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let mut paths: Vec<String> = by_churn.into_iter().take(PACKAGE_FILES_MAX).map(|(p, _)| p.clone()).collect();
-    paths.sort();
+    crate::order::sort(&mut paths);
     paths
 }
 
@@ -518,7 +518,7 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>, cut: Option<&mut Option<Ran
         Value::Object(map) => {
             // UTF-8 byte order is code-point order.
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            crate::order::sort(&mut keys);
             let mut cut = cut;
             out.push(b'{');
             for (i, key) in keys.iter().enumerate() {

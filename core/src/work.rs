@@ -394,7 +394,7 @@ impl Work {
     pub fn open_blockers(&self) -> Vec<&Blocker> {
         let mut open: Vec<(usize, &Blocker)> =
             self.blockers.iter().enumerate().filter(|(_, b)| b.status == BlockerStatus::Open).collect();
-        open.sort_by_key(|(i, b)| (std::cmp::Reverse(b.severity), *i));
+        crate::order::sort_by_key(&mut open, |(i, b)| (std::cmp::Reverse(b.severity), *i));
         open.into_iter().map(|(_, b)| b).collect()
     }
 
@@ -640,7 +640,7 @@ pub(crate) fn record_unmet(work: &Work, indices: &[u32]) -> Result<Applied<Work,
         )));
     }
     let mut unmet = indices.to_vec();
-    unmet.sort_unstable();
+    crate::order::sort(&mut unmet);
     unmet.dedup();
     if unmet == work.unmet {
         return Ok(Applied { next: work.clone(), effect: unmet, moved: false });

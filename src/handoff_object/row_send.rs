@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::bindings::{owner_index_name, OWNER_INDEX};
-use handoff_api::protocol::{self, IndexAsk};
+use handoff_api::protocol::{self, ToIndex};
 use handoff_core::decider::{RowSend, WriteFailed};
 use handoff_core::outbox::Send;
 use std::time::Duration;
@@ -79,9 +79,8 @@ impl Object {
     async fn put_row(&self, send: &Send<RowSend>) -> std::result::Result<(), NotTaken> {
         let row_send = &send.row;
         let passed = send.passed.iter().map(|e| e.row.row.clone()).collect();
-        let payload =
-            protocol::encode(&IndexAsk::Put { row: row_send.row.clone(), passed, incarnation: row_send.incarnation })
-                .map_err(|e| NotTaken::Encode(e.to_string()))?;
+        let payload = protocol::encode(&ToIndex::Put(row_send.row.clone(), passed, row_send.incarnation))
+            .map_err(|e| NotTaken::Encode(e.to_string()))?;
         let stub = self
             .env
             .durable_object(OWNER_INDEX)

@@ -4,6 +4,7 @@
 //! statement.
 
 use super::*;
+use crate::sqlite::{each, rows, Cells};
 use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, TimelineRead, WatcherCounts, Write};
 use handoff_core::idempotency::{KeyEntry, Remembered};
 use handoff_core::timeline::TurnFacts;
@@ -45,56 +46,6 @@ const MIGRATE_2_TO_3: [&str; 1] = ["ALTER TABLE handoff ADD COLUMN entered INTEG
 /// From schema 4 to 5: the `timeline` and `timeline_turns` tables (created by [`SCHEMA`]).
 /// Additive: an earlier build reads a schema-5 database and leaves both alone.
 const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES (0, ?)";
-
-#[derive(serde::Deserialize)]
-struct NameRow {
-    name: String,
-}
-
-/// One row of [`load`]'s second query: `kind` says which table it came from.
-#[derive(serde::Deserialize)]
-struct LoadRow {
-    kind: String,
-    name: Option<String>,
-    json: Option<String>,
-    n: Option<i64>,
-    m: Option<i64>,
-}
-
-#[derive(serde::Deserialize)]
-struct KeyRow {
-    key: String,
-    at: i64,
-    bytes: i64,
-}
-
-#[derive(serde::Deserialize)]
-struct RememberedRow {
-    fingerprint: String,
-    status: i64,
-    body: String,
-    slim: i64,
-    digest: String,
-}
-
-#[derive(serde::Deserialize)]
-struct EntryRow {
-    entry: String,
-}
-
-#[derive(serde::Deserialize)]
-struct TimelineTurnRow {
-    events: i64,
-    bytes: i64,
-    dropped: i64,
-}
-
-#[derive(serde::Deserialize)]
-struct TimelineRow {
-    seq: i64,
-    at: i64,
-    json: String,
-}
 
 /// The statements of one plan, run in order in one transaction.
 #[derive(Default)]
@@ -239,13 +190,12 @@ fn migrate(storage: &Storage, from: i64) -> Result<()> {
 /// never created.
 pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> {
     let sql = storage.sql();
-    let tables: Vec<NameRow> = sql
-        .exec(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens', 'timeline')",
-            None,
-        )?
-        .to_array()?;
-    let exists = |table: &str| tables.iter().any(|t| t.name == table);
+    let tables = each(rows(
+        &sql,
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('handoff', 'meta', 'passed', 'tokens', 'timeline')",
+        None,
+    )?, |mut row| row.text(0))?;
+    let exists = |table: &str| tables.iter().any(|t| t == table);
     if !exists("handoff") {
         return Ok(None);
     }
@@ -260,94 +210,97 @@ pub(super) fn load(storage: &Storage, lineage: usize) -> Result<Option<Stored>> 
     } else if !exists("timeline") {
         migrate(storage, 4)?;
     }
-    let rows = load_rows(&sql, lineage)?;
     let mut stored = Stored::default();
     let mut found = false;
-    for row in rows {
-        match (row.kind.as_str(), row.name, row.json) {
+    // kind, name, json, n, m
+    for mut row in load_rows(&sql, lineage)? {
+        let (kind, name, json) = (row.text(0)?, row.opt_text(1)?, row.opt_text(2)?);
+        let (n, m) = (row.opt_int(3)?, row.opt_int(4)?);
+        match (kind.as_str(), name, json) {
             ("record", _, Some(json)) => {
                 stored.record = json;
-                stored.entered = row.n != Some(0);
+                stored.entered = n != Some(0);
                 // The runtime's SQLite takes at most five terms in a compound SELECT: the floor
                 // of machine tokens rides on the record's row.
-                stored.machine_tokens_from = row.m.unwrap_or(0).max(0) as u64;
+                stored.machine_tokens_from = m.unwrap_or(0).max(0) as u64;
                 found = true;
             }
-            ("passed", _, Some(json)) => stored.passed.push((row.n.unwrap_or(0) as u64, json)),
+            ("passed", _, Some(json)) => stored.passed.push((n.unwrap_or(0) as u64, json)),
             ("part", Some(name), Some(json)) => stored.parts.push((name, json)),
             ("turn", _, Some(json)) => stored.turns.push(json),
-            ("attempts", _, _) => stored.attempts = Some((row.n.unwrap_or(0) as u64, row.m.unwrap_or(0) as u32)),
+            ("attempts", _, _) => stored.attempts = Some((n.unwrap_or(0) as u64, m.unwrap_or(0) as u32)),
             _ => {}
         }
     }
     Ok(found.then_some(stored))
 }
 
-fn load_rows(sql: &SqlStorage, lineage: usize) -> Result<Vec<LoadRow>> {
-    sql.exec(
+fn load_rows(sql: &SqlStorage, lineage: usize) -> Result<Vec<Cells>> {
+    rows(
+        sql,
         "SELECT 'record' AS kind, NULL AS name, record AS json, entered AS n, (SELECT machine_from FROM tokens WHERE k = 0) AS m FROM handoff WHERE k = 0
          UNION ALL SELECT 'passed', NULL, row, version, NULL FROM passed
          UNION ALL SELECT 'part', name, json, NULL, NULL FROM parts
          UNION ALL SELECT 'attempts', NULL, NULL, version, attempts FROM outbox WHERE k = 0
          UNION ALL SELECT * FROM (SELECT 'turn', NULL, entry, turn, NULL FROM turns ORDER BY turn DESC LIMIT ?)",
         vec![(lineage as i64).into()],
-    )?
-    .to_array()
+    )
 }
 
 /// Every remembered key's time and size.
 pub(super) fn keys(storage: &Storage) -> Result<Vec<KeyEntry>> {
-    let rows: Vec<KeyRow> = storage.sql().exec("SELECT key, at, bytes FROM idempotency", None)?.to_array()?;
-    Ok(rows.into_iter().map(|r| KeyEntry { key: r.key, at: r.at, bytes: r.bytes.max(0) as usize }).collect())
+    each(rows(&storage.sql(), "SELECT key, at, bytes FROM idempotency", None)?, |mut r| {
+        Ok(KeyEntry { key: r.text(0)?, at: r.int(1)?, bytes: r.int(2)?.max(0) as usize })
+    })
 }
 
 /// The remembered answer of `key`, if it was remembered at or after `since`.
 pub(super) fn key(storage: &Storage, key: &str, since: i64) -> Result<Option<Remembered>> {
-    let rows: Vec<RememberedRow> = storage
-        .sql()
-        .exec(
-            "SELECT fingerprint, status, body, slim, digest FROM idempotency WHERE key = ? AND at >= ?",
-            vec![key.into(), since.into()],
-        )?
-        .to_array()?;
-    let Some(r) = rows.into_iter().next() else {
+    let found = rows(
+        &storage.sql(),
+        "SELECT fingerprint, status, body, slim, digest FROM idempotency WHERE key = ? AND at >= ?",
+        vec![key.into(), since.into()],
+    )?;
+    let Some(mut r) = found.into_iter().next() else {
         return Ok(None);
     };
-    let status = u16::try_from(r.status)
-        .map_err(|_| Error::RustError(format!("a remembered status out of range: {}", r.status)))?;
-    Ok(Some(Remembered { fingerprint: r.fingerprint, status, body: r.body, slim: r.slim != 0, digest: r.digest }))
+    let status = r.int(1)?;
+    let status =
+        u16::try_from(status).map_err(|_| Error::RustError(format!("a remembered status out of range: {status}")))?;
+    Ok(Some(Remembered { fingerprint: r.text(0)?, status, body: r.text(2)?, slim: r.int(3)? != 0, digest: r.text(4)? }))
 }
 
 /// Up to `limit` lineage entries below turn `before`, newest first.
 pub(super) fn turns(storage: &Storage, before: i64, limit: usize) -> Result<Vec<String>> {
-    let rows: Vec<EntryRow> = storage
-        .sql()
-        .exec(
+    each(
+        rows(
+            &storage.sql(),
             "SELECT entry FROM turns WHERE turn < ? ORDER BY turn DESC LIMIT ?",
             vec![before.into(), (limit as i64).into()],
-        )?
-        .to_array()?;
-    Ok(rows.into_iter().map(|r| r.entry).collect())
+        )?,
+        |mut r| r.text(0),
+    )
 }
 
 /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first.
 pub(super) fn timeline(storage: &Storage, turn: u64, after: u64, limit: usize) -> Result<TimelineRead> {
     let sql = storage.sql();
-    let facts: Vec<TimelineTurnRow> = sql
-        .exec("SELECT events, bytes, dropped FROM timeline_turns WHERE turn = ?", vec![(turn as i64).into()])?
-        .to_array()?;
-    let facts = facts.into_iter().next().map_or_else(TurnFacts::default, |f| TurnFacts {
-        events: f.events.max(0) as u64,
-        bytes: f.bytes.max(0) as u64,
-        dropped: f.dropped != 0,
-    });
-    let rows: Vec<TimelineRow> = sql
-        .exec(
+    let facts =
+        rows(&sql, "SELECT events, bytes, dropped FROM timeline_turns WHERE turn = ?", vec![(turn as i64).into()])?;
+    let facts = match facts.first() {
+        None => TurnFacts::default(),
+        Some(f) => {
+            TurnFacts { events: f.int(0)?.max(0) as u64, bytes: f.int(1)?.max(0) as u64, dropped: f.int(2)? != 0 }
+        }
+    };
+    let events = each(
+        rows(
+            &sql,
             "SELECT seq, at, json FROM timeline WHERE turn = ? AND seq > ? ORDER BY seq LIMIT ?",
             vec![(turn as i64).into(), (after as i64).into(), (limit as i64).into()],
-        )?
-        .to_array()?;
-    let events = rows.into_iter().map(|r| (r.seq.max(0) as u64, r.at, r.json)).collect();
+        )?,
+        |mut r| Ok((r.int(0)?.max(0) as u64, r.int(1)?, r.text(2)?)),
+    )?;
     Ok(TimelineRead { facts, events })
 }
 

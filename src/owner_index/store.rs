@@ -4,7 +4,7 @@
 //! (`handoff_core::owner`); this file only says how SQLite is asked.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::sqlite::count;
+use crate::sqlite::{count, each, rows, Cells};
 use handoff_api::notifications::message_body;
 use handoff_core::owner::devices::{Device, StoredDevice};
 use handoff_core::owner::receiver::{Delivery, Receiver};
@@ -72,11 +72,6 @@ const ERASED: &str =
 const STORE_ROW: &str = "INSERT OR REPLACE INTO list (id, updated_at, state, version, row) VALUES (?, ?, ?, ?, ?)";
 const OWE: &str = "INSERT OR IGNORE INTO deliveries (id, kind, receiver, type, handoff, version, body, state, attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
 
-#[derive(serde::Deserialize)]
-struct Name {
-    name: String,
-}
-
 fn internal(e: impl std::fmt::Display) -> Error {
     Error::RustError(e.to_string())
 }
@@ -110,10 +105,8 @@ fn unbound(statements: impl IntoIterator<Item = String>) -> Vec<Statement> {
 /// moved into this build's in one transaction each (the only statements not additive).
 pub fn tables(storage: &Storage) -> Result<Tables> {
     let sql = storage.sql();
-    let found: Vec<Name> = sql
-        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries', 'erased', 'devices')", None)?
-        .to_array()?;
-    let has = |t: &str| found.iter().any(|n| n.name == t);
+    let found = names(&sql, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'rows', 'webhooks', 'push_subscriptions', 'deliveries', 'erased', 'devices')")?;
+    let has = |t: &str| found.iter().any(|n| n == t);
     let mut tables =
         Tables { list: has("list"), receivers: has("deliveries"), erased: has("erased"), devices: has("devices") };
     if !tables.list && has("rows") {
@@ -127,19 +120,23 @@ pub fn tables(storage: &Storage) -> Result<Tables> {
         tables.receivers = true;
     }
     if tables.receivers {
-        let columns: Vec<Name> =
-            sql.exec("SELECT name FROM pragma_table_info('push_subscriptions')", None)?.to_array()?;
-        if !columns.iter().any(|c| c.name == "device") {
+        let columns = names(&sql, "SELECT name FROM pragma_table_info('push_subscriptions')")?;
+        if !columns.iter().any(|c| c == "device") {
             commit(storage, unbound([SUBSCRIPTION_DEVICE.to_string()]))?;
         }
     }
     Ok(tables)
 }
 
+/// The first column of each row of `query`, text (a table's or a column's name).
+fn names(sql: &SqlStorage, query: &str) -> Result<Vec<String>> {
+    crate::sqlite::texts(rows(sql, query, None)?)
+}
+
 /// The statement that copies an earlier build's `rows` into `list`.
 fn move_earlier_rows(sql: &SqlStorage) -> Result<String> {
-    let columns: Vec<Name> = sql.exec("SELECT name FROM pragma_table_info('rows')", None)?.to_array()?;
-    let has = |c: &str| columns.iter().any(|n| n.name == c);
+    let columns = names(sql, "SELECT name FROM pragma_table_info('rows')")?;
+    let has = |c: &str| columns.iter().any(|n| n == c);
     let fields: Vec<String> = EARLIER_COLUMNS
         .iter()
         .map(|(field, expr)| if has(field) { format!("'{field}', {expr}") } else { format!("'{field}', NULL") })
@@ -174,126 +171,37 @@ fn earlier_deliveries(push: bool) -> Vec<Statement> {
 
 // ---- Reads ----
 
-#[derive(serde::Deserialize)]
-struct HeldStored {
-    version: i64,
-    row: String,
-}
-
-#[derive(serde::Deserialize)]
-struct Text {
-    row: String,
-}
-
-#[derive(serde::Deserialize)]
-struct ReceiverStored {
-    id: String,
-    events: String,
-    created_at: i64,
-    dropped: i64,
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    secret: String,
-    #[serde(default)]
-    endpoint: String,
-    #[serde(default)]
-    origin: String,
-    #[serde(default)]
-    p256dh: String,
-    #[serde(default)]
-    auth: String,
-    #[serde(default)]
-    console: String,
-    #[serde(default)]
-    device: Option<String>,
-}
-
-impl ReceiverStored {
-    /// The receiver, and the names of its events this build does not know (`stored::events`).
-    fn entry(self, kind: Receiver) -> (StoredReceiver, Vec<stored::Unknown>) {
-        let address = match kind {
-            Receiver::Webhook => Address::Webhook { url: self.url, secret: self.secret },
-            Receiver::Push => Address::Push {
-                endpoint: self.endpoint,
-                origin: self.origin,
-                p256dh: self.p256dh,
-                auth: self.auth,
-                console: self.console,
-                device: self.device,
-            },
-        };
-        let (events, unknown) = stored::events(&self.events);
-        (
-            StoredReceiver {
-                id: self.id,
-                events,
-                created_at: self.created_at,
-                dropped: self.dropped.max(0) as u64,
-                address,
-            },
-            unknown,
-        )
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct PlaceStored {
-    seq: i64,
-    kind: String,
-    receiver: String,
-}
-
-#[derive(serde::Deserialize)]
-struct DeliveryStored {
-    id: String,
-    #[serde(rename = "type")]
-    kind: String,
-    handoff: String,
-    version: i64,
-    state: String,
-    attempts: i64,
-    last_status: Option<i64>,
-    last_attempt_at: Option<i64>,
-    next_attempt_at: Option<i64>,
-}
-
-#[derive(serde::Deserialize)]
-struct Seq {
-    seq: i64,
-}
-
-#[derive(serde::Deserialize)]
-struct Life {
-    incarnation: i64,
-}
-
-#[derive(serde::Deserialize)]
-struct DeviceStored {
-    id: String,
-    name: String,
-    secret_hash: String,
-    created_at: i64,
-    last_seen_at: i64,
-}
-
-impl DeviceStored {
-    fn device(self) -> StoredDevice {
-        let device =
-            Device { id: self.id, name: self.name, created_at: self.created_at, last_seen_at: self.last_seen_at };
-        StoredDevice { device, secret_hash: self.secret_hash }
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct DeliveryFactsStored {
-    state: String,
-    body_bytes: i64,
+/// A receiver as stored: `webhooks` (id, url, secret, events, created_at, dropped) or
+/// `push_subscriptions` (id, endpoint, origin, p256dh, auth, events, console, created_at,
+/// dropped, device), with the names of its events this build does not know (`stored::events`).
+fn receiver(mut r: Cells, kind: Receiver) -> Result<(StoredReceiver, Vec<stored::Unknown>)> {
+    let (address, events, at) = match kind {
+        Receiver::Webhook => (Address::Webhook { url: r.text(1)?, secret: r.text(2)? }, r.text(3)?, 4),
+        Receiver::Push => {
+            let address = Address::Push {
+                endpoint: r.text(1)?,
+                origin: r.text(2)?,
+                p256dh: r.text(3)?,
+                auth: r.text(4)?,
+                console: r.text(6)?,
+                device: r.opt_text(9)?,
+            };
+            (address, r.text(5)?, 7)
+        }
+    };
+    let (events, unknown) = stored::events(&events);
+    let entry = StoredReceiver {
+        id: r.text(0)?,
+        events,
+        created_at: r.int(at)?,
+        dropped: r.int(at + 1)?.max(0) as u64,
+        address,
+    };
+    Ok((entry, unknown))
 }
 
 /// A pending delivery as the alarm reads it: what the core decides from, its body, and its
 /// receiver's address (the columns of its kind's table), which the sender needs.
-#[derive(serde::Deserialize)]
 pub struct Due {
     pub seq: i64,
     pub id: String,
@@ -301,7 +209,6 @@ pub struct Due {
     attempts: i64,
     next_attempt_at: Option<i64>,
     pub receiver: String,
-    #[serde(rename = "type")]
     pub message_type: String,
     pub handoff: String,
     pub body: String,
@@ -314,6 +221,27 @@ pub struct Due {
 }
 
 impl Due {
+    /// A row of [`Read::Pending`]'s statement.
+    fn of(mut r: Cells) -> Result<Due> {
+        Ok(Due {
+            seq: r.int(0)?,
+            id: r.text(1)?,
+            kind: r.text(2)?,
+            receiver: r.text(3)?,
+            message_type: r.text(4)?,
+            handoff: r.text(5)?,
+            body: r.text(6)?,
+            attempts: r.int(7)?,
+            created_at: r.int(8)?,
+            next_attempt_at: r.opt_int(9)?,
+            url: r.opt_text(10)?,
+            secret: r.opt_text(11)?,
+            endpoint: r.opt_text(12)?,
+            p256dh: r.opt_text(13)?,
+            auth: r.opt_text(14)?,
+        })
+    }
+
     fn waiting(&self) -> Waiting {
         Waiting {
             seq: self.seq,
@@ -335,10 +263,11 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
     match read {
         Read::Tables => feed.tables = Some(tables(storage)?),
         Read::Held { id } => {
-            let held: Vec<HeldStored> =
-                sql.exec("SELECT version, row FROM list WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
-            feed.held =
-                Some(held.into_iter().next().map(|h| HeldRow { version: h.version.max(0) as u64, text: h.row }));
+            let held = rows(&sql, "SELECT version, row FROM list WHERE id = ?", vec![id.as_str().into()])?;
+            feed.held = Some(match held.into_iter().next() {
+                Some(mut h) => Some(HeldRow { version: h.int(0)?.max(0) as u64, text: h.text(1)? }),
+                None => None,
+            });
         }
         Read::Receivers { of } => {
             let mut entries = Vec::new();
@@ -347,8 +276,8 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                     Receiver::Webhook => "SELECT id, url, secret, events, created_at, dropped FROM webhooks ORDER BY created_at, id",
                     Receiver::Push => "SELECT id, endpoint, origin, p256dh, auth, events, console, created_at, dropped, device FROM push_subscriptions ORDER BY created_at, id",
                 };
-                let rows: Vec<ReceiverStored> = sql.exec(query, None)?.to_array()?;
-                for (entry, unknown) in rows.into_iter().map(|r| r.entry(kind)) {
+                for row in rows(&sql, query, None)? {
+                    let (entry, unknown) = receiver(row, kind)?;
                     feed.unknown_events.extend(unknown.into_iter().map(|u| (entry.id.clone(), u)));
                     entries.push(entry);
                 }
@@ -361,17 +290,14 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
                     as usize)
         }
         Read::OldestPending { limit } => {
-            let rows: Vec<PlaceStored> = sql
-                .exec(
-                    "SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?",
-                    vec![(*limit as i64).into()],
-                )?
-                .to_array()?;
-            feed.oldest = Some(
-                rows.into_iter()
-                    .map(|p| PendingRef { seq: p.seq, receiver: stored::kind(&p.kind), to: p.receiver })
-                    .collect(),
-            );
+            let oldest = rows(
+                &sql,
+                "SELECT seq, kind, receiver FROM deliveries WHERE state = 'pending' ORDER BY seq LIMIT ?",
+                vec![(*limit as i64).into()],
+            )?;
+            feed.oldest = Some(each(oldest, |mut p| {
+                Ok(PendingRef { seq: p.int(0)?, receiver: stored::kind(&p.text(1)?), to: p.text(2)? })
+            })?);
         }
         Read::OpenCount { except } => {
             let open = count(
@@ -383,77 +309,79 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
         }
         Read::Rows { state, after, limit } => {
             let (at, id) = after.as_ref().map_or((i64::MAX, ""), |c| (c.updated_at, c.id.as_str()));
-            let stored: Vec<Text> = sql
-                .exec(
-                    "SELECT row FROM list
-                     WHERE (?1 IS NULL OR state = ?1) AND (updated_at < ?2 OR (updated_at = ?2 AND (?3 = '' OR id < ?3)))
-                     ORDER BY updated_at DESC, id DESC LIMIT ?4",
-                    vec![state.map(|s| s.as_str()).into(), at.into(), id.into(), (*limit as i64).into()],
-                )?
-                .to_array()?;
-            feed.rows = Some(stored.into_iter().map(|t| t.row).collect());
+            let stored = rows(
+                &sql,
+                "SELECT row FROM list
+                 WHERE (?1 IS NULL OR state = ?1) AND (updated_at < ?2 OR (updated_at = ?2 AND (?3 = '' OR id < ?3)))
+                 ORDER BY updated_at DESC, id DESC LIMIT ?4",
+                vec![state.map(|s| s.as_str()).into(), at.into(), id.into(), (*limit as i64).into()],
+            )?;
+            feed.rows = Some(crate::sqlite::texts(stored)?);
         }
         Read::Deliveries { id, limit } => {
-            let rows: Vec<DeliveryStored> = sql
-                .exec(
-                    "SELECT id, type, handoff, version, state, attempts, last_status, last_attempt_at, next_attempt_at FROM deliveries WHERE kind = 'webhook' AND receiver = ? ORDER BY seq DESC LIMIT ?",
-                    vec![id.as_str().into(), (*limit as i64).into()],
-                )?
-                .to_array()?;
-            let deliveries = rows.into_iter().map(|r| {
-                Ok(Delivery {
-                    id: r.id,
-                    kind: r.kind,
-                    handoff: r.handoff,
-                    version: r.version.max(0) as u64,
-                    state: stored::state(&r.state)?,
-                    attempts: r.attempts.clamp(0, u32::MAX as i64) as u32,
-                    last_status: r.last_status.and_then(|s| u16::try_from(s).ok()),
-                    last_attempt_at: r.last_attempt_at.map(Timestamp::from_ms),
-                    next_attempt_at: r.next_attempt_at.map(Timestamp::from_ms),
-                })
-            });
-            feed.deliveries = Some(deliveries.collect());
+            let stored = rows(
+                &sql,
+                "SELECT id, type, handoff, version, state, attempts, last_status, last_attempt_at, next_attempt_at FROM deliveries WHERE kind = 'webhook' AND receiver = ? ORDER BY seq DESC LIMIT ?",
+                vec![id.as_str().into(), (*limit as i64).into()],
+            )?;
+            let mut deliveries = Vec::with_capacity(stored.len());
+            for mut r in stored {
+                let (id, kind, handoff, state) = (r.text(0)?, r.text(1)?, r.text(2)?, r.text(4)?);
+                let (version, attempts) = (r.int(3)?, r.int(5)?);
+                let (last_status, last_attempt_at, next_attempt_at) = (r.opt_int(6)?, r.opt_int(7)?, r.opt_int(8)?);
+                deliveries.push(stored::state(&state).map(|state| Delivery {
+                    id,
+                    kind,
+                    handoff,
+                    version: version.max(0) as u64,
+                    state,
+                    attempts: attempts.clamp(0, u32::MAX as i64) as u32,
+                    last_status: last_status.and_then(|s| u16::try_from(s).ok()),
+                    last_attempt_at: last_attempt_at.map(Timestamp::from_ms),
+                    next_attempt_at: next_attempt_at.map(Timestamp::from_ms),
+                }));
+            }
+            feed.deliveries = Some(deliveries.into_iter().collect());
         }
         Read::Pending { limit } => {
-            let rows: Vec<Due> = sql
-                .exec(
-                    "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, d.next_attempt_at,
+            let pending = rows(
+                &sql,
+                "SELECT d.seq, d.id, d.kind, d.receiver, d.type, d.handoff, d.body, d.attempts, d.created_at, d.next_attempt_at,
                             w.url, w.secret, s.endpoint, s.p256dh, s.auth
                      FROM deliveries d
                      LEFT JOIN webhooks w ON d.kind = 'webhook' AND w.id = d.receiver
                      LEFT JOIN push_subscriptions s ON d.kind = 'push' AND s.id = d.receiver
                      WHERE d.state = 'pending' ORDER BY d.seq LIMIT ?",
-                    vec![(*limit as i64).into()],
-                )?
-                .to_array()?;
-            feed.pending = Some(rows.iter().map(Due::waiting).collect());
-            *due = rows;
+                vec![(*limit as i64).into()],
+            )?;
+            let pending = each(pending, Due::of)?;
+            feed.pending = Some(pending.iter().map(Due::waiting).collect());
+            *due = pending;
         }
         Read::Finished { to, limit } => {
-            let stored: Vec<Seq> = sql
-                .exec(
-                    "SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?",
-                    vec![to.as_str().into(), (*limit as i64).into()],
-                )?
-                .to_array()?;
-            feed.finished.push((to.clone(), stored.into_iter().map(|s| s.seq).collect()));
+            let stored = rows(
+                &sql,
+                "SELECT seq FROM deliveries WHERE receiver = ? AND state != 'pending' ORDER BY seq DESC LIMIT ?",
+                vec![to.as_str().into(), (*limit as i64).into()],
+            )?;
+            feed.finished.push((to.clone(), each(stored, |s| s.int(0))?));
         }
         Read::StorageBytes => feed.storage_bytes = Some(sql.database_size() as u64),
         Read::Erased { id } => {
-            let lives: Vec<Life> =
-                sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.as_str().into()])?.to_array()?;
-            feed.erased = Some(lives.into_iter().next().map(|l| l.incarnation.max(0) as u64));
+            feed.erased = Some(erased(&sql, id)?);
         }
         Read::StorageOf { id } => feed.storage_of = Some(storage_of(&sql, id)?),
         Read::Devices => {
-            let rows: Vec<DeviceStored> = sql
-                .exec(
-                    "SELECT id, name, secret_hash, created_at, last_seen_at FROM devices ORDER BY created_at, id",
-                    None,
-                )?
-                .to_array()?;
-            feed.devices = Some(rows.into_iter().map(DeviceStored::device).collect());
+            let stored = rows(
+                &sql,
+                "SELECT id, name, secret_hash, created_at, last_seen_at FROM devices ORDER BY created_at, id",
+                None,
+            )?;
+            feed.devices = Some(each(stored, |mut r| {
+                let device =
+                    Device { id: r.text(0)?, name: r.text(1)?, created_at: r.int(3)?, last_seen_at: r.int(4)? };
+                Ok(StoredDevice { device, secret_hash: r.text(2)? })
+            })?);
         }
         Read::SignIns { since } => {
             let n = count(&sql, "SELECT COUNT(*) AS n FROM device_sign_ins WHERE at >= ?", vec![(*since).into()])?;
@@ -463,31 +391,34 @@ pub fn read(storage: &Storage, read: &Read, feed: &mut Feed, due: &mut Vec<Due>)
     Ok(())
 }
 
+/// The life of hand-off `id` erased last, if any.
+fn erased(sql: &SqlStorage, id: &str) -> Result<Option<u64>> {
+    match rows(sql, "SELECT incarnation FROM erased WHERE id = ?", vec![id.into()])?.first() {
+        Some(life) => Ok(Some(life.int(0)?.max(0) as u64)),
+        None => Ok(None),
+    }
+}
+
 /// The test hook's facts of hand-off `id`, read-only: its row, its deliveries, its erased life.
 fn storage_of(sql: &SqlStorage, id: &str) -> Result<HandoffFacts> {
-    let found: Vec<Name> = sql
-        .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'deliveries', 'erased')", None)?
-        .to_array()?;
-    let has = |t: &str| found.iter().any(|n| n.name == t);
+    let found =
+        names(sql, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('list', 'deliveries', 'erased')")?;
+    let has = |t: &str| found.iter().any(|n| n == t);
     let mut facts = HandoffFacts::default();
     if has("list") {
         facts.rows = count(sql, "SELECT COUNT(*) AS n FROM list WHERE id = ?", vec![id.into()])?.max(0) as u64;
     }
     if has("deliveries") {
-        let stored: Vec<DeliveryFactsStored> = sql
-            .exec(
-                "SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq",
-                vec![id.into()],
-            )?
-            .to_array()?;
-        facts.deliveries = stored
-            .into_iter()
-            .map(|d| DeliveryFacts { state: d.state, body_bytes: d.body_bytes.max(0) as u64 })
-            .collect();
+        let stored = rows(
+            sql,
+            "SELECT state, length(body) AS body_bytes FROM deliveries WHERE handoff = ? ORDER BY seq",
+            vec![id.into()],
+        )?;
+        facts.deliveries =
+            each(stored, |mut d| Ok(DeliveryFacts { state: d.text(0)?, body_bytes: d.int(1)?.max(0) as u64 }))?;
     }
     if has("erased") {
-        let lives: Vec<Life> = sql.exec("SELECT incarnation FROM erased WHERE id = ?", vec![id.into()])?.to_array()?;
-        facts.erased = lives.into_iter().next().map(|l| l.incarnation.max(0) as u64);
+        facts.erased = erased(sql, id)?;
     }
     Ok(facts)
 }

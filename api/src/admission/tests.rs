@@ -1,5 +1,5 @@
 use super::*;
-use crate::protocol::IndexAsk;
+use crate::protocol::{IndexAsk, ToIndex};
 use handoff_core::limits::{BODY_BYTES_MAX, MACHINE_TOKEN_TTL_S, WORDS_BODY_BYTES_MAX};
 use handoff_notify::Environment;
 
@@ -49,14 +49,21 @@ fn refused(head: &Head, setting: &Setting) -> Code {
     admitted(head, setting).expect_err("refused").code
 }
 
-/// The ask a request comes to, from its head and body, at `NOW_MS`.
+/// The ask a request comes to, from its head and body, at `NOW_MS`: what the router sends and
+/// the object reads of it.
 fn next(head: &Head, body: &[u8]) -> Result<(String, Ask, Carrier), ApiError> {
     let admission = admitted(head, &setting())?;
     let create = admission.create_input(body)?;
     match admission.next(head, body, create, &setting(), || NOW_MS, &ones)? {
-        Next::Send { name, ask, carrier } => Ok((name, ask, carrier)),
+        Next::Send { name, sent, carrier } => Ok((name, sent_ask(&sent, body)?, carrier)),
         _ => panic!("{} {} sends no ask", head.method, head.url),
     }
+}
+
+/// What the object reads of a request sent to it, after the request has travelled as text.
+fn sent_ask(sent: &Sent, body: &[u8]) -> Result<Ask, ApiError> {
+    let wire = crate::protocol::encode(sent).unwrap();
+    read(&crate::protocol::decode(&wire).unwrap(), body)
 }
 
 fn ones(buf: &mut [u8]) -> Result<(), ApiError> {
@@ -122,11 +129,12 @@ fn the_bench_floor_takes_no_token_and_asks_its_own_object_over_rpc() {
     let floor = head("GET", "/v1/bench/floor", None);
     let admission = admitted(&floor, &on).unwrap();
     assert_eq!(admission.counted(), None);
-    let Ok(Next::Send { name, ask, carrier }) =
+    let Ok(Next::Send { name, sent, carrier }) =
         admission.next(&floor, b"", None, &on, || unreachable!("the floor reads no clock"), &ones)
     else {
         panic!("the floor sends")
     };
+    let ask = sent_ask(&sent, b"").unwrap();
     assert_eq!((name.as_str(), carrier), (BENCH_FLOOR_OBJECT, Carrier::Rpc));
     assert!(matches!(ask.op, Op::Floor));
     assert_eq!((ask.caller.owner.as_str(), ask.caller.role), ("bench", Role::Owner));
@@ -344,9 +352,8 @@ fn a_create_mints_with_the_deployments_issuer_and_audience() {
     let admission = admitted(&create, &strict).unwrap();
     let body = br#"{"session": "s1", "machine": "m1", "size": "small"}"#;
     let created = admission.next(&create, body, admission.create_input(body).unwrap(), &strict, || NOW_MS, &ones);
-    let Ok(Next::Send { ask: Ask { op: Op::Create { machine_token, .. }, .. }, .. }) = created else {
-        panic!("a create")
-    };
+    let Ok(Next::Send { sent, .. }) = created else { panic!("a create") };
+    let Ok(Ask { op: Op::Create { machine_token, .. }, .. }) = sent_ask(&sent, body) else { panic!("a create") };
     assert!(token::verify_with(&machine_token, KEY.as_bytes(), NOW_S, &expect).is_ok());
 }
 
@@ -356,7 +363,8 @@ fn a_create_at_a_clock_before_the_epoch_takes_life_zero() {
     let admission = admitted(&create, &setting()).unwrap();
     let body = br#"{"session": "s1", "machine": "m1", "size": "small"}"#;
     let created = admission.next(&create, body, admission.create_input(body).unwrap(), &setting(), || -5, &ones);
-    assert!(matches!(created, Ok(Next::Send { ask: Ask { op: Op::Create { incarnation: 0, .. }, .. }, .. })));
+    let Ok(Next::Send { sent, .. }) = created else { panic!("a create") };
+    assert!(matches!(sent_ask(&sent, body), Ok(Ask { op: Op::Create { incarnation: 0, .. }, .. })));
 }
 
 #[test]
@@ -494,10 +502,16 @@ fn index(method: &str, path: &str, body: &[u8], setting: &Setting) -> Result<Ind
     match admission.next(&head, body, None, setting, || NOW_MS, &ones)? {
         Next::Index { owner, ask } => {
             assert_eq!(owner, "alice", "the caller's own index");
-            Ok(ask)
+            index_reads(ask, setting)
         }
         _ => panic!("{method} {path} asks the index"),
     }
+}
+
+/// What the index reads of what the router sent it, after it travelled as text.
+fn index_reads(ask: ToIndex, setting: &Setting) -> Result<IndexAsk, ApiError> {
+    let wire = crate::protocol::encode(&ask).unwrap();
+    read_index(crate::protocol::decode(&wire).unwrap(), setting, || NOW_MS, &ones)
 }
 
 #[test]
@@ -597,6 +611,7 @@ fn a_refresh_needs_its_header_its_own_origin_and_a_credential_and_asks_the_crede
         panic!("a refresh asks the owner's index")
     };
     assert_eq!(owner, "alice");
+    let ask = index_reads(ask, &setting()).unwrap();
     let IndexAsk::DeviceRefresh(id, secret_hash, granted) = ask else { panic!("{ask:?}") };
     assert_eq!((id, secret_hash), (credential().device, credential().secret_hash()));
     let (claims, device) =
@@ -612,17 +627,52 @@ fn a_devices_access_token_is_an_owners_everywhere_but_signing_a_device_in() {
     assert!(next(&read, b"").is_ok(), "an owner's token on a hand-off's route");
     let sign_in = head("POST", "/v1/devices", Some(&access));
     let admission = admitted(&sign_in, &setting()).unwrap();
-    let refused = admission.next(&sign_in, b"{}", None, &setting(), || NOW_MS, &ones).unwrap_err();
-    assert_eq!(refused.code, Code::AuthForbidden);
+    let Ok(Next::Index { ask, .. }) = admission.next(&sign_in, b"{}", None, &setting(), || NOW_MS, &ones) else {
+        panic!("sent to the index")
+    };
+    assert_eq!(index_reads(ask, &setting()).unwrap_err().code, Code::AuthForbidden);
     let by_owner = head("POST", "/v1/devices", Some(&owner()));
     let admission = admitted(&by_owner, &setting()).unwrap();
-    assert!(matches!(
-        admission.next(&by_owner, b"{}", None, &setting(), || NOW_MS, &ones),
-        Ok(Next::Index { ask: IndexAsk::DeviceSignIn(..), .. })
-    ));
+    let Ok(Next::Index { ask, .. }) = admission.next(&by_owner, b"{}", None, &setting(), || NOW_MS, &ones) else {
+        panic!("sent to the index")
+    };
+    assert!(matches!(index_reads(ask, &setting()), Ok(IndexAsk::DeviceSignIn(..))));
     assert_eq!(refused_code(&head("POST", "/v1/devices", Some(&machine(HID)))), Code::AuthForbidden, "not a machine");
 }
 
 fn refused_code(head: &Head) -> Code {
     refused(head, &setting())
+}
+
+#[test]
+fn a_body_is_read_once_by_the_object_and_a_gets_query_by_the_router_too() {
+    let report = head("POST", &format!("/v1/handoffs/{HID}/report"), Some(&machine(HID)));
+    let admission = admitted(&report, &setting()).unwrap();
+    let Ok(Next::Send { sent, carrier, .. }) = admission.next(&report, b"not json", None, &setting(), || NOW_MS, &ones)
+    else {
+        panic!("a body is sent unread")
+    };
+    assert_eq!(carrier, Carrier::Rpc);
+    assert_eq!(sent_ask(&sent, b"not json").unwrap_err().code, Code::RequestInvalid);
+    let body = br#"{"turn": 1, "status": "running"}"#;
+    assert!(matches!(sent_ask(&sent, body).unwrap().op, Op::Change { .. }));
+    let wait = head("GET", &format!("/v1/handoffs/{HID}/wait?after=x"), Some(&owner()));
+    let admission = admitted(&wait, &setting()).unwrap();
+    let refused = admission.next(&wait, b"", None, &setting(), || NOW_MS, &ones);
+    assert!(matches!(refused, Err(e) if e.code == Code::RequestInvalid), "refused before the object wakes");
+}
+
+#[test]
+fn an_owners_request_is_read_once_by_its_index_and_a_body_that_is_not_text_by_the_router() {
+    let mut add = head("POST", "/v1/webhooks", Some(&owner()));
+    add.if_none_match = None;
+    let admission = admitted(&add, &setting()).unwrap();
+    let Ok(Next::Index { ask: ToIndex::Sent(sent), .. }) =
+        admission.next(&add, b"{", None, &setting(), || NOW_MS, &ones)
+    else {
+        panic!("sent unread")
+    };
+    assert_eq!(sent.body, "{");
+    let refused = admission.next(&add, b"\xff{", None, &setting(), || NOW_MS, &ones).unwrap_err();
+    assert_eq!(refused.code, Code::RequestInvalid, "refused by the router");
 }
