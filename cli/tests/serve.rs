@@ -1223,3 +1223,36 @@ fn a_steer_sent_while_a_served_claude_code_model_is_answering_runs_as_the_next_e
     eprintln!("seen: steered {} ms after the first request; {line}", steered.as_millis());
     s.close();
 }
+
+#[test]
+fn steers_sent_while_a_served_claude_code_model_is_answering_are_each_delivered_and_answered_together_in_the_next_exchange(
+) {
+    // Claude Code 2.1.328 joins the messages queued while the model answers into one message of
+    // the next exchange, a text part each: each steer is read back from it, and that exchange's
+    // result ends the turn.
+    let (first, reply) = ("The parser reads JSON.", "Using db.sqlite, as you asked.");
+    let steps = vec![Step::held(ANSWER_HELD_MS, Step::text(first)), Step::text(reply)];
+    let mut s = Served::start("Describe the parser.", steps, &[]);
+    eventually(
+        "the model is answering",
+        Duration::from_secs(STEP_S),
+        || Some(()).filter(|()| !s.model.agent_requests().is_empty()),
+        || s.context(),
+    );
+    let words = ["Use SQLite instead of Postgres.", "Name the file db.sqlite."];
+    for w in words {
+        ok(Some(&s.owner), &["steer", &s.id, "-m", w]);
+    }
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], reply, "{done}");
+    for steer in done["steers"].as_array().unwrap() {
+        let event = s.steer_event(1, steer["id"].as_str().unwrap());
+        assert_eq!(event["state"], "delivered", "{event}");
+    }
+    let requests = s.model.agent_requests();
+    assert_eq!(requests.len(), 2, "one exchange for both steers: {}", s.context());
+    assert!(words.iter().all(|w| requests[1].text().contains(w)), "{}", requests[1].text());
+    let log = s.log_says("final report done");
+    assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
+    s.close();
+}
