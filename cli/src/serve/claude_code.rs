@@ -64,8 +64,9 @@ pub struct ClaudeCode {
 }
 
 /// The steers written to a turn's Claude Code: each is delivered once Claude Code replays it
-/// (`--replay-user-messages`: it echoes each user message as it takes it into the
-/// conversation), and a result ends the turn only once none is left unread.
+/// (`--replay-user-messages` echoes each user message once it is in the conversation: with the
+/// next request between tool calls, with the model's answer for a message of its own), and a
+/// result ends the turn only once none is left unread.
 #[derive(Debug, Default)]
 pub struct Messages {
     /// Steers written and not read back yet: `(id, words)`, oldest first.
