@@ -1162,3 +1162,97 @@ fn a_steer_sent_while_a_served_claude_code_turn_works_reaches_a_later_model_requ
     assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
     s.close();
 }
+
+/// How long the scripted model holds its answer to the owner's words in the steer-while-answering
+/// test: long enough for the steer to reach serve and Claude Code's input meanwhile.
+const ANSWER_HELD_MS: u64 = 6_000;
+
+#[test]
+fn a_steer_sent_while_a_served_claude_code_model_is_answering_runs_as_the_next_exchange_of_the_same_session_and_the_turn_ends_once_at_its_result(
+) {
+    // The model holds its answer (no tool call): the steer is written to Claude Code's input
+    // while the model is answering. Claude Code 2.1.328 takes it after that answer's result, as
+    // the next exchange of the same session, and echoes it (delivered) with that exchange's
+    // answer. The model holds that answer too, so the test sees the turn still running between
+    // the two results.
+    let (first, reply) = ("The parser reads JSON.", "Using SQLite, as you asked.");
+    let steps = vec![Step::held(ANSWER_HELD_MS, Step::text(first)), Step::held(ANSWER_HELD_MS, Step::text(reply))];
+    let mut s = Served::start("Describe the parser.", steps, &[]);
+    let answering = |n: usize| {
+        eventually(
+            &format!("the model is answering request {n}"),
+            Duration::from_secs(STEP_S),
+            || Some(()).filter(|()| s.model.agent_requests().len() >= n),
+            || s.context(),
+        );
+        Instant::now()
+    };
+    let asked = answering(1);
+    let words = "Use SQLite instead of Postgres.";
+    ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
+    let steered = asked.elapsed();
+    assert!(steered < Duration::from_millis(ANSWER_HELD_MS / 2), "steered while the model answers: {steered:?}");
+    let id = s.record()["steers"][0]["id"].as_str().unwrap().to_string();
+
+    answering(2);
+    let between = s.record();
+    assert_eq!(between["status"], "running", "the first answer's result does not end the turn: {between}");
+    let requests = s.model.agent_requests();
+    let next = requests[1].text();
+    assert!(
+        next.contains("Describe the parser.") && next.contains(first) && next.contains(words),
+        "the steer's request carries the earlier exchange and the steer's words: {next}"
+    );
+    assert!(!requests[1].body.to_string().contains("tool_result"), "no tool call was in flight");
+    assert!(!requests[0].text().contains(words), "the first request did not carry the steer");
+    let session = |r: &ModelRequest| {
+        let user: Value = serde_json::from_str(r.body["metadata"]["user_id"].as_str().unwrap_or("{}")).unwrap();
+        user["session_id"].as_str().map(String::from)
+    };
+    assert!(session(&requests[0]).is_some(), "Claude Code names its session: {}", requests[0].body["metadata"]);
+    assert_eq!(session(&requests[0]), session(&requests[1]), "the same session");
+
+    let event = s.steer_event(1, &id);
+    assert_eq!((&event["state"], &event["why"]), (&Value::from("delivered"), &Value::Null), "{event}");
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], reply, "the turn's reply answers the steer: {done}");
+    assert_eq!(s.model.agent_requests().len(), 2, "two exchanges, no more: {}", s.context());
+    let log = s.log_says("final report done");
+    assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
+    let line = log.lines().find(|l| l.contains(&format!("steer {id} delivered"))).unwrap_or_default();
+    eprintln!("seen: steered {} ms after the first request; {line}", steered.as_millis());
+    s.close();
+}
+
+#[test]
+fn steers_sent_while_a_served_claude_code_model_is_answering_are_each_delivered_and_answered_together_in_the_next_exchange(
+) {
+    // Claude Code 2.1.328 joins the messages queued while the model answers into one message of
+    // the next exchange, a text part each: each steer is read back from it, and that exchange's
+    // result ends the turn.
+    let (first, reply) = ("The parser reads JSON.", "Using db.sqlite, as you asked.");
+    let steps = vec![Step::held(ANSWER_HELD_MS, Step::text(first)), Step::text(reply)];
+    let mut s = Served::start("Describe the parser.", steps, &[]);
+    eventually(
+        "the model is answering",
+        Duration::from_secs(STEP_S),
+        || Some(()).filter(|()| !s.model.agent_requests().is_empty()),
+        || s.context(),
+    );
+    let words = ["Use SQLite instead of Postgres.", "Name the file db.sqlite."];
+    for w in words {
+        ok(Some(&s.owner), &["steer", &s.id, "-m", w]);
+    }
+    let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
+    assert_eq!(done["summary"], reply, "{done}");
+    for steer in done["steers"].as_array().unwrap() {
+        let event = s.steer_event(1, steer["id"].as_str().unwrap());
+        assert_eq!(event["state"], "delivered", "{event}");
+    }
+    let requests = s.model.agent_requests();
+    assert_eq!(requests.len(), 2, "one exchange for both steers: {}", s.context());
+    assert!(words.iter().all(|w| requests[1].text().contains(w)), "{}", requests[1].text());
+    let log = s.log_says("final report done");
+    assert_eq!(log.matches("final report done").count(), 1, "one final report: {log}");
+    s.close();
+}

@@ -64,8 +64,9 @@ pub struct ClaudeCode {
 }
 
 /// The steers written to a turn's Claude Code: each is delivered once Claude Code replays it
-/// (`--replay-user-messages`: it echoes each user message as it takes it into the
-/// conversation), and a result ends the turn only once none is left unread.
+/// (`--replay-user-messages` echoes each user message once it is in the conversation: with the
+/// next request between tool calls, with the model's answer for a message of its own), and a
+/// result ends the turn only once none is left unread.
 #[derive(Debug, Default)]
 pub struct Messages {
     /// Steers written and not read back yet: `(id, words)`, oldest first.
@@ -97,25 +98,36 @@ impl Messages {
         true
     }
 
-    /// Reads one output line: a replayed user message whose words a written steer carries is
-    /// that steer read; a result with no steer left unread is the turn's end, after which the
-    /// input is closed (one with a steer unread is followed by that steer's own exchange).
-    pub fn on_line(&mut self, line: &Value) -> Option<Said> {
+    /// Reads one output line: each written steer a replayed user message carries is that steer
+    /// read; a result with no steer left unread is the turn's end, after which the input is
+    /// closed (one with a steer unread is followed by that steer's own exchange).
+    pub fn on_line(&mut self, line: &Value) -> Vec<Said> {
         if line["type"] == "user" {
-            let words = user_words(line)?;
-            let at = self.written.iter().position(|(_, w)| *w == words)?;
-            return self.written.remove(at).map(|(id, _)| Said::Read(id));
+            return self.read_back(line);
         }
-        if !is_result(line) {
-            return None;
-        }
-        if !super::decide::messages_done(self.written.len(), 0) {
-            return None;
+        if !is_result(line) || !super::decide::messages_done(self.written.len(), 0) {
+            return Vec::new();
         }
         self.closed = true;
         let result = line["result"].as_str().unwrap_or_default().to_string();
         let error = line["is_error"].as_bool().unwrap_or(false);
-        Some(Said::Over { result, error })
+        vec![Said::Over { result, error }]
+    }
+
+    /// The written steers a replayed user message carries, one a text part. Seen with Claude
+    /// Code 2.1.328: the messages queued while the model answers come back as one, a part each,
+    /// every part but the last with a newline added.
+    fn read_back(&mut self, line: &Value) -> Vec<Said> {
+        let parts = user_parts(line);
+        let joined = parts.len() > 1;
+        let mut read = Vec::new();
+        for words in &parts {
+            let same = |w: &String| w == words || (joined && format!("{w}\n") == *words);
+            if let Some(at) = self.written.iter().position(|(_, w)| same(w)) {
+                read.extend(self.written.remove(at).map(|(id, _)| Said::Read(id)));
+            }
+        }
+        read
     }
 
     /// The input is closed (the reader ended): the steers written and never read back.
@@ -125,14 +137,14 @@ impl Messages {
     }
 }
 
-/// The words of a stream-json user message: its text, or its text parts joined.
-fn user_words(line: &Value) -> Option<String> {
+/// The text parts of a stream-json user message (its text, when it is one string).
+fn user_parts(line: &Value) -> Vec<String> {
     let content = &line["message"]["content"];
     if let Some(text) = content.as_str() {
-        return Some(text.to_string());
+        return vec![text.to_string()];
     }
-    let parts: Vec<&str> = content.as_array()?.iter().filter_map(|p| p["text"].as_str()).collect();
-    (!parts.is_empty()).then(|| parts.concat())
+    let parts = content.as_array().into_iter().flatten();
+    parts.filter_map(|p| p["text"].as_str().map(String::from)).collect()
 }
 
 /// Claude Code's standard input on stream-json: user messages, one a line, until closed.
@@ -251,11 +263,14 @@ pub fn spawn(s: &Spawn<'_>, emit: Emit, on_line: OnLine) -> std::io::Result<Clau
 fn said(turn: u64, messages: Arc<Mutex<Messages>>, input: Input, emit: Emit) -> impl Fn(&Value) -> bool + Send {
     move |line| {
         let said = messages.lock().unwrap_or_else(|e| e.into_inner()).on_line(line);
-        match said {
-            Some(Said::Read(id)) => emit(turn, Event::Steered { id, delivered: Ok(()) }),
-            Some(Said::Over { .. }) => input.close(),
-            None if is_result(line) => return false,
-            None => {}
+        if said.is_empty() && is_result(line) {
+            return false;
+        }
+        for s in said {
+            match s {
+                Said::Read(id) => emit(turn, Event::Steered { id, delivered: Ok(()) }),
+                Said::Over { .. } => input.close(),
+            }
         }
         true
     }
@@ -429,23 +444,45 @@ mod tests {
     #[test]
     fn a_steer_is_delivered_when_read_back_and_the_turn_ends_only_at_the_last_messages_result() {
         let mut m = Messages::new();
-        assert_eq!(m.on_line(&replayed("Make the file.")), None, "the prompt is no steer");
+        assert_eq!(m.on_line(&replayed("Make the file.")), [], "the prompt is no steer");
         assert!(m.write("st_4_1", "Call it b.txt", || Ok(())));
-        assert_eq!(m.on_line(&result("Made a.txt")), None, "the steer is not read yet: its exchange comes");
-        assert_eq!(m.on_line(&replayed("Call it b.txt")), Some(Said::Read("st_4_1".into())));
-        assert_eq!(m.on_line(&replayed("Call it b.txt")), None, "once");
+        assert_eq!(m.on_line(&result("Made a.txt")), [], "the steer is not read yet: its exchange comes");
+        assert_eq!(m.on_line(&replayed("Call it b.txt")), vec![Said::Read("st_4_1".into())]);
+        assert_eq!(m.on_line(&replayed("Call it b.txt")), [], "once");
         assert_eq!(
             m.on_line(&result("Renamed to b.txt")),
-            Some(Said::Over { result: "Renamed to b.txt".into(), error: false })
+            vec![Said::Over { result: "Renamed to b.txt".into(), error: false }]
         );
         assert!(!m.write("st_5_1", "late", || Ok(())), "after the turn's end nothing is written");
         assert!(m.close().is_empty());
         // Read between tool calls, it joins the running exchange: that one result ends the turn.
         let mut m = Messages::new();
         assert!(m.write("st_6_1", "Use SQLite", || Ok(())));
-        assert_eq!(m.on_line(&replayed("Use SQLite")), Some(Said::Read("st_6_1".into())));
-        let over = Some(Said::Over { result: "Using SQLite".into(), error: false });
+        assert_eq!(m.on_line(&replayed("Use SQLite")), vec![Said::Read("st_6_1".into())]);
+        let over = vec![Said::Over { result: "Using SQLite".into(), error: false }];
         assert_eq!(m.on_line(&result("Using SQLite")), over);
+    }
+
+    /// Steers queued while the model answers come back as one message, one part each (every part
+    /// but the last with a newline Claude Code adds): each is read, and that exchange's result
+    /// ends the turn.
+    #[test]
+    fn steers_queued_while_the_model_answers_are_read_back_as_one_message_and_each_is_delivered() {
+        let mut m = Messages::new();
+        assert!(m.write("st_4_1", "Use SQLite", || Ok(())));
+        assert!(m.write("st_4_2", "Name it db.sqlite", || Ok(())));
+        assert_eq!(m.on_line(&result("The parser reads JSON.")), [], "both steers' exchange comes");
+        let joined = json!({"type": "user", "isReplay": true, "message": {"role": "user", "content": [
+            {"type": "text", "text": "Use SQLite\n"}, {"type": "text", "text": "Name it db.sqlite"}]}});
+        assert_eq!(m.on_line(&joined), [Said::Read("st_4_1".into()), Said::Read("st_4_2".into())]);
+        let over = vec![Said::Over { result: "Using db.sqlite".into(), error: false }];
+        assert_eq!(m.on_line(&result("Using db.sqlite")), over);
+        // The same words sent twice are two steers: each is read once, as its part comes back.
+        let mut m = Messages::new();
+        assert!(m.write("st_5_1", "yes\n", || Ok(())));
+        assert!(m.write("st_5_2", "yes\n", || Ok(())));
+        assert_eq!(m.on_line(&replayed("yes\n")), [Said::Read("st_5_1".into())]);
+        assert_eq!(m.on_line(&replayed("yes\n")), [Said::Read("st_5_2".into())]);
     }
 
     #[test]
@@ -455,10 +492,10 @@ mod tests {
         assert!(m.write("st_5_1", "y", || Ok(())));
         assert_eq!(m.close(), ["st_5_1"]);
         let mut m = Messages::new();
-        assert_eq!(m.on_line(&result("done")), Some(Said::Over { result: "done".into(), error: false }));
+        assert_eq!(m.on_line(&result("done")), vec![Said::Over { result: "done".into(), error: false }]);
         let mut m = Messages::new();
         let failed = json!({"type": "result", "is_error": true, "result": "API error"});
-        assert_eq!(m.on_line(&failed), Some(Said::Over { result: "API error".into(), error: true }));
+        assert_eq!(m.on_line(&failed), vec![Said::Over { result: "API error".into(), error: true }]);
     }
 
     #[test]

@@ -390,7 +390,8 @@ pub fn steer_reported(reported: &mut std::collections::BTreeSet<String>, id: &st
 /// read back before this result (`unread`: none is left for a further exchange) and none is
 /// kept waiting to be written. Seen with Claude Code 2.1.328: a message read between tool
 /// calls joins the running exchange and shares its one result; one read while the model
-/// answers waits for that result and runs as an exchange of its own, with a result of its own.
+/// answers waits for that result and runs as an exchange of its own, with a result of its own
+/// (several read then run as one exchange, one message).
 pub fn messages_done(unread: usize, steers_kept: usize) -> bool {
     unread == 0 && steers_kept == 0
 }

@@ -1119,7 +1119,7 @@ pub fn claude_args(
         "--output-format",
         "stream-json",
         "--verbose",
-        // Each user message is echoed as it is read: a steer counts as delivered then.
+        // Each user message is echoed once it is in the conversation: a steer is delivered then.
         "--replay-user-messages",
         "--permission-mode",
         mode,

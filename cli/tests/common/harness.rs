@@ -11,7 +11,7 @@
 use super::{command, unique, Run};
 // Re-exported for the harness tests; the other tests that share `common` use neither.
 #[allow(unused_imports)]
-pub use handoff_it::peers::scripted_model::{ScriptedModel, Step};
+pub use handoff_it::peers::scripted_model::{ModelRequest, ScriptedModel, Step};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

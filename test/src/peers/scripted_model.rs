@@ -38,6 +38,9 @@ pub enum Step {
     /// A call of tool `name` with `input`: Claude Code's `tool_use` block, Codex's
     /// `function_call`. Its id is `call_N`, N counting from 1 in the order sent.
     Call { name: String, input: Value },
+    /// `step`, answered only `ms` milliseconds after its request came: meanwhile the model is
+    /// still answering, so a test can act while the harness waits on it.
+    Held { ms: u64, step: Box<Step> },
 }
 
 impl Step {
@@ -69,9 +72,33 @@ impl Step {
         Step::Call { name: "exec_command".into(), input: json!({"cmd": command}) }
     }
 
+    /// `step`, held `ms` milliseconds before it is answered.
+    pub fn held(ms: u64, step: Step) -> Step {
+        Step::Held { ms, step: Box::new(step) }
+    }
+
+    /// The step answered and how long it is held first.
+    fn unheld(self) -> (Duration, Step) {
+        match self {
+            Step::Held { ms, step } => {
+                let (more, step) = step.unheld();
+                (Duration::from_millis(ms) + more, step)
+            }
+            step => (Duration::ZERO, step),
+        }
+    }
+
     /// A step written as JSON: `{"text": T}`, `{"bash": COMMAND}`, `{"exec": COMMAND}` or
-    /// `{"call": NAME, "input": {…}}`.
+    /// `{"call": NAME, "input": {…}}`, with `"hold_ms": N` to hold it N ms ([`Step::Held`]).
     pub fn from_json(v: &Value) -> Result<Step, String> {
+        let step = Step::unheld_from_json(v)?;
+        match &v["hold_ms"] {
+            Value::Null => Ok(step),
+            ms => ms.as_u64().map(|ms| Step::held(ms, step)).ok_or_else(|| format!("hold_ms: whole milliseconds: {v}")),
+        }
+    }
+
+    fn unheld_from_json(v: &Value) -> Result<Step, String> {
         if let Some(t) = v["text"].as_str() {
             return Ok(Step::text(t));
         }
@@ -264,13 +291,16 @@ fn answer(r: Received, log: &Log<ModelRequest>, script: &Mutex<Script>, calls: &
             } else {
                 Step::text(SIDE_TEXT)
             };
+            // Each request has a thread of its own: a held answer holds up no other request.
+            let (hold, step) = step.unheld();
+            std::thread::sleep(hold);
             let id = match &step {
                 Step::Call { .. } => {
                     let mut n = calls.lock().unwrap();
                     *n += 1;
                     format!("call_{n}")
                 }
-                Step::Text(_) => String::new(),
+                Step::Text(_) | Step::Held { .. } => String::new(),
             };
             let model = body["model"].as_str().unwrap_or("scripted").to_string();
             let events =
@@ -291,6 +321,7 @@ fn messages_events(step: &Step, id: &str, model: &str) -> Vec<(&'static str, Val
     let usage = json!({"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
     let start = json!({"type": "message_start", "message": {"id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage}});
     let (block, delta, stop) = match step {
+        Step::Held { step, .. } => return messages_events(step, id, model),
         Step::Text(text) => {
             (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": text}), "end_turn")
         }
@@ -316,6 +347,7 @@ fn messages_events(step: &Step, id: &str, model: &str) -> Vec<(&'static str, Val
 /// A Messages API answer, not streamed.
 fn whole_message(step: &Step, id: &str, model: &str) -> Value {
     let (content, stop) = match step {
+        Step::Held { step, .. } => return whole_message(step, id, model),
         Step::Text(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
         Step::Call { name, input } => {
             (json!([{"type": "tool_use", "id": id, "name": name, "input": input}]), "tool_use")
@@ -327,6 +359,7 @@ fn whole_message(step: &Step, id: &str, model: &str) -> Value {
 /// The Responses API's stream of one answer.
 fn responses_events(step: &Step, id: &str) -> Vec<(&'static str, Value)> {
     let item = match step {
+        Step::Held { step, .. } => return responses_events(step, id),
         Step::Text(text) => {
             json!({"type": "message", "role": "assistant", "id": "msg_scripted", "content": [{"type": "output_text", "text": text}]})
         }
@@ -363,6 +396,15 @@ mod tests {
         assert_eq!(find_result(&claude, "call_2"), None);
         let codex = json!({"input": [{"type": "function_call_output", "call_id": "call_3", "output": "exit 0"}]});
         assert_eq!(find_result(&codex, "call_3"), Some(json!("exit 0")));
+    }
+
+    #[test]
+    fn a_held_step_is_answered_as_its_step_after_its_hold_and_reads_from_json() {
+        let held = Step::held(5, Step::held(7, Step::bash("ls")));
+        assert_eq!(held.clone().unheld(), (Duration::from_millis(12), Step::bash("ls")));
+        assert_eq!(Step::from_json(&json!({"text": "hi", "hold_ms": 9})), Ok(Step::held(9, Step::text("hi"))));
+        assert!(Step::from_json(&json!({"text": "hi", "hold_ms": "soon"})).is_err());
+        assert_eq!(messages_events(&held, "call_1", "m"), messages_events(&Step::bash("ls"), "call_1", "m"));
     }
 
     #[test]
