@@ -281,6 +281,30 @@ pub fn fail_stands(turn: u64, fresh: Option<&View>) -> bool {
     fresh.is_none_or(|v| v.turn == turn && !v.status.has_ended() && !v.closed)
 }
 
+/// What serve does with a turn whose harness is gone, after delivering the hooks' spool.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GoneTurn {
+    /// The record says how the turn ended, or moved on: nothing to report.
+    Settled,
+    /// Reports still wait in the spool (the service was unreachable), and one may be the
+    /// turn's final report: judge again once they are sent, never fail it before.
+    Wait,
+    /// No report says how it ended: it failed.
+    Fails,
+}
+
+/// Judges a turn whose harness is gone from the fresh record and how many spooled reports
+/// are left unsent.
+pub fn gone_turn(turn: u64, fresh: Option<&View>, spooled_left: usize) -> GoneTurn {
+    if !fail_stands(turn, fresh) {
+        GoneTurn::Settled
+    } else if spooled_left > 0 {
+        GoneTurn::Wait
+    } else {
+        GoneTurn::Fails
+    }
+}
+
 /// Whether a stopped turn is settled by its stop: the record already says why it ended after
 /// a cancel or a close, so serve reports nothing; a turn stopped for a newer one is not.
 pub fn settled_by_stop(why: StopWhy) -> bool {
@@ -564,6 +588,16 @@ mod tests {
         assert!(!fail_stands(1, Some(&view(4, 1, Status::Done))), "a spooled report said how it ended");
         assert!(!fail_stands(1, Some(&view(4, 2, Status::Running))), "the record moved on");
         assert!(settled_by_stop(StopWhy::Cancelled) && settled_by_stop(StopWhy::Closed));
+    }
+
+    #[test]
+    fn a_gone_harness_is_never_failed_while_a_spooled_report_may_still_say_how_it_ended() {
+        let running = view(4, 1, Status::Running);
+        assert_eq!(gone_turn(1, None, 1), GoneTurn::Wait, "the service unreachable, the done still spooled");
+        assert_eq!(gone_turn(1, Some(&running), 2), GoneTurn::Wait, "the record read before the spool was sent");
+        assert_eq!(gone_turn(1, Some(&running), 0), GoneTurn::Fails);
+        assert_eq!(gone_turn(1, None, 0), GoneTurn::Fails);
+        assert_eq!(gone_turn(1, Some(&view(5, 1, Status::Done)), 3), GoneTurn::Settled, "the record already says");
         assert!(!settled_by_stop(StopWhy::NextTurn));
     }
 

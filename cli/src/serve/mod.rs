@@ -34,7 +34,7 @@ use crate::machine::env::{ENV_ANSWER_WAIT_S, ENV_SERVED, ENV_SERVE_ANSWER_WAIT_S
 use crate::machine::server::{claude_code_mcp_config, CLAUDE_CODE_ALLOW_RULE};
 use crate::machine::turn::{self as turn_start, First, Ready, Setup, TurnError};
 use crate::machine::{group, paths, Runtime};
-use decide::{Action, Alive, Asked, Brief, Gone, HarnessSession, Local, Started, SteerTo, StopWhy, View};
+use decide::{Action, Alive, Asked, Brief, Gone, GoneTurn, HarnessSession, Local, Started, SteerTo, StopWhy, View};
 use handoff_api::error::Code;
 use handoff_core::suggestion::Usage;
 use handoff_core::timeline::SyncMode;
@@ -669,15 +669,24 @@ impl Serve {
         self.flush_timelines();
     }
 
-    fn flush_spool(&self) {
-        let Some(session) = hook::session("serve", &self.url, Some(&self.token.get()), Some(&self.id)) else { return };
+    /// Delivers the hooks' spool; answers how many entries are left in it.
+    fn flush_spool(&self) -> usize {
+        let Some(session) = hook::session("serve", &self.url, Some(&self.token.get()), Some(&self.id)) else {
+            return 0;
+        };
         match hook::spool::Spool::open(&session.dir, &self.id).and_then(|spool| session.deliver(&spool)) {
-            Ok(d) if d.sent + d.dropped + d.left > 0 => self.say.line(&format!(
-                "flushed the hooks' spool: delivered {}, dropped {}, left {}",
-                d.sent, d.dropped, d.left
-            )),
-            Ok(_) => {}
-            Err(e) => self.say.line(&format!("could not flush the hooks' spool: {e}")),
+            Ok(d) => {
+                if d.sent + d.dropped + d.left > 0 {
+                    let (sent, dropped, left) = (d.sent, d.dropped, d.left);
+                    self.say
+                        .line(&format!("flushed the hooks' spool: delivered {sent}, dropped {dropped}, left {left}"));
+                }
+                d.left
+            }
+            Err(e) => {
+                self.say.line(&format!("could not flush the hooks' spool: {e}"));
+                0
+            }
         }
     }
 
@@ -1006,13 +1015,20 @@ impl Serve {
     fn fail(&mut self, turn: u64, why: &Gone) -> bool {
         let runtime = self.local.turns.get(&turn).map(|s| s.runtime.clone()).unwrap_or_default();
         // A spooled report may still say how the turn ended.
-        self.flush_spool();
+        let left = self.flush_spool();
         let fresh = self.call(|c| c.get(&self.id)).ok().map(|r| View::of(&r.value));
-        if !decide::fail_stands(turn, fresh.as_ref()) {
-            self.settle(turn);
-            return true;
+        match decide::gone_turn(turn, fresh.as_ref(), left) {
+            GoneTurn::Settled => {
+                self.settle(turn);
+                true
+            }
+            GoneTurn::Wait => {
+                self.say.line(&format!("turn {turn}: {left} spooled report(s) to send before it is judged"));
+                self.try_again_later();
+                false
+            }
+            GoneTurn::Fails => self.fail_saying(turn, &why.summary(&runtime)),
         }
-        self.fail_saying(turn, &why.summary(&runtime))
     }
 
     /// Starts no harness for `turn`, which the state record says, and reports it failed saying
@@ -1037,16 +1053,21 @@ impl Serve {
             }
             Err(e) => {
                 self.say.line(&format!("could not report turn {turn} failed: {e}"));
-                let tx = self.tx.clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(REPORT_RETRY_MS));
-                    let _ = tx.send(Input::Timer);
-                });
+                self.try_again_later();
                 return false;
             }
         }
         self.settle(turn);
         true
+    }
+
+    /// Wakes the loop after `REPORT_RETRY_MS`, to try again what could not be done now.
+    fn try_again_later(&self) {
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(REPORT_RETRY_MS));
+            let _ = tx.send(Input::Timer);
+        });
     }
 
     fn settle(&mut self, turn: u64) {
