@@ -92,8 +92,8 @@ fn usage() -> ! {
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
          \x20                    [--phases floor,get,report,spread,fanout,watch,peer,events] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
          \x20                    [--rounds N]\n\
-         \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
-         \x20      handoff-bench --profile health|floor|get|report|package --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package|events [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package|events --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
          \x20      either --profile also takes [--warmup-requests N] [--v8-flag FLAG]... (workerd's config.v8Flags, e.g. --no-liftoff)\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
