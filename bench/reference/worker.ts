@@ -17,6 +17,9 @@
 // - `POST …/turns?dry_run=true&budget=&reach=` (owner), with `{"after", "handoff"}`: the open's
 //   turn rules, then the package that open would compile (canonical JSON, SHA-256) and its
 //   briefing (`briefing.ts`), writing nothing.
+// - `POST …/events` (machine), `{"turn", "events"}`: a batch of 1 to 64 of one turn's events
+//   (`timeline.ts`), each stored in its own row with the turn's count and bytes in one
+//   transaction; repeats change nothing; no version move, no index row.
 //
 // Tokens are the service's: HS256 JWTs with `sub`, `role` (`owner` or `machine`), `hid` for a
 // machine, `exp`, verified with WebCrypto (the key imported once per isolate).
@@ -39,6 +42,7 @@ import {
   MACHINE_TOKEN_TTL_S, SUMMARY_BYTES_MAX, WORK_RECORD_BYTES_MAX, type Body, type Role, type Status, Refusal, hasEnded, invalid,
   list, object, only, tooLarge, u32, utf8Bytes,
 } from "./rules";
+import { type Batch, TIMELINE_BODY_BYTES_MAX, TimelineRefusal, type TurnFacts, readBatch, take } from "./timeline";
 
 interface Env {
   HANDOFFS: DurableObjectNamespace<HandoffObject>;
@@ -146,9 +150,9 @@ async function verify(request: Request, secret: string): Promise<Claims> {
 
 // ---- the Worker
 
-async function readJson(request: Request): Promise<Body> {
+async function readJson(request: Request, max = BODY_BYTES_MAX): Promise<Body> {
   const text = await request.text();
-  if (text.length > BODY_BYTES_MAX) throw new Refusal(413, "request.too_large", "the body is over 16 KiB");
+  if (text.length > max) throw new Refusal(413, "request.too_large", `the body is over ${max / 1024} KiB`);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -164,7 +168,7 @@ async function handoffId(owner: string, session: string): Promise<string> {
 }
 
 /// The hand-off objects' methods a hop may call.
-const HOPS = ["floor", "read", "report", "setWork", "decide", "addArtifact", "workspace", "preview"] as const;
+const HOPS = ["floor", "read", "report", "setWork", "decide", "addArtifact", "workspace", "preview", "events"] as const;
 type Hop = (typeof HOPS)[number];
 type Stub = DurableObjectStub<HandoffObject>;
 
@@ -259,6 +263,10 @@ async function route(request: Request, env: Env): Promise<Response> {
     mustBe("machine", "the machine reports");
     return hop(env, stub, "report", claims.sub, ...readReport(await readJson(request)));
   }
+  if (leaf === "events" && method === "POST") {
+    mustBe("machine", "only the machine writes a turn's timeline");
+    return hop(env, stub, "events", claims.sub, readBatch(await readJson(request, TIMELINE_BODY_BYTES_MAX)));
+  }
   if (leaf === "work" && method === "PUT") {
     mustBe("owner", "the owner sets the work");
     return hop(env, stub, "setWork", claims.sub, readWork(await readJson(request)));
@@ -314,6 +322,8 @@ export class HandoffObject extends DurableObject<Env> {
       ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS events (version INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL)");
       ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS work (k INTEGER PRIMARY KEY CHECK (k = 0), work TEXT NOT NULL)");
       ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, status TEXT NOT NULL, runtime TEXT, opened_at INTEGER NOT NULL, ended_at INTEGER)");
+      ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS timeline (turn INTEGER NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (turn, seq))");
+      ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS timeline_turns (turn INTEGER PRIMARY KEY, events INTEGER NOT NULL, bytes INTEGER NOT NULL)");
     });
   }
 
@@ -444,6 +454,38 @@ export class HandoffObject extends DurableObject<Env> {
       await this.index(next);
       return ok({ handoff: next });
     });
+  }
+
+  /// A batch of one turn's events, taken whole or refused; the record and its version stay.
+  events(owner: string, batch: Batch): Answer {
+    const r = this.load();
+    if (!r || r.owner !== owner) return notFound();
+    const sql = this.ctx.storage.sql;
+    const row = sql.exec<{ events: number; bytes: number }>("SELECT events, bytes FROM timeline_turns WHERE turn = ?", batch.turn).toArray()[0];
+    const facts: TurnFacts = row ? { events: row.events, bytes: row.bytes } : { events: 0, bytes: 0 };
+    const stored = new Map<number, string>();
+    const first = batch.events[0].seq;
+    if (first <= facts.events) {
+      const rows = sql.exec<{ seq: number; json: string }>("SELECT seq, json FROM timeline WHERE turn = ? AND seq >= ? AND seq < ?", batch.turn, first, first + batch.events.length);
+      for (const { seq, json } of rows) stored.set(seq, json);
+    }
+    let taken;
+    try {
+      taken = take(batch, r.turn, facts, stored);
+    } catch (e) {
+      if (!(e instanceof TimelineRefusal)) throw e;
+      return { status: e.status, body: { error: { code: e.code, message: e.message }, turn: e.turn, next: e.next } };
+    }
+    if (taken.added.length > 0) {
+      const at = Date.now();
+      this.ctx.storage.transactionSync(() => {
+        for (const [seq, json] of taken.added) {
+          sql.exec("INSERT INTO timeline (turn, seq, at, json) VALUES (?, ?, ?, ?)", batch.turn, seq, at, json);
+        }
+        sql.exec("INSERT OR REPLACE INTO timeline_turns (turn, events, bytes) VALUES (?, ?, ?)", batch.turn, taken.facts.events, taken.facts.bytes);
+      });
+    }
+    return ok({ turn: batch.turn, next: taken.facts.events + 1 });
   }
 
   /// A change of the work record: the next record (null when nothing moved) and what to answer.

@@ -77,8 +77,9 @@ struct Args {
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
 /// Phases run only when named: `watch` is the watch's fan-out rounds alone (`fanout` runs them
-/// right after the same rounds over `/wait`).
-const NAMED_ONLY: [&str; 1] = ["watch"];
+/// right after the same rounds over `/wait`); `events` is phase 7's report and events rows
+/// alone (`peer` runs them among the rest).
+const NAMED_ONLY: [&str; 2] = ["watch", "events"];
 
 impl Args {
     fn runs(&self, phase: &str) -> bool {
@@ -89,10 +90,10 @@ impl Args {
 fn usage() -> ! {
     eprintln!(
         "usage: handoff-bench [--port N] [--seconds S] [--warmup S] [--out FILE] [--build DIR] [--workerd PATH] [--keep-state]\n\
-         \x20                    [--phases floor,get,report,spread,fanout,watch,peer] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
+         \x20                    [--phases floor,get,report,spread,fanout,watch,peer,events] [--peer-build DIR] [--waiters 100,1000,9000] [--linger S]\n\
          \x20                    [--rounds N]\n\
-         \x20      handoff-bench --profile health|floor|get|report|package [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
-         \x20      handoff-bench --profile health|floor|get|report|package --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package|events [--requests N] [--build DIR] [--peer [--peer-hops fetch|rpc] [--peer-build DIR]]\n\
+         \x20      handoff-bench --profile health|floor|get|report|package|events --before-build DIR [--build DIR] [--requests N] [--rounds N]\n\
          \x20      either --profile also takes [--warmup-requests N] [--v8-flag FLAG]... (workerd's config.v8Flags, e.g. --no-liftoff)\n\
          Starts workerd on 127.0.0.1 (a free port unless --port), runs every phase for S seconds\n\
          (default 3) after a warm-up (default 1), prints the table and writes FILE\n\
@@ -520,7 +521,8 @@ async fn measure(
         watch_rounds.push(round);
     }
 
-    let peer = match args.runs("peer") {
+    let which = if args.runs("peer") { peer::Rows::All } else { peer::Rows::ReportsAndEvents };
+    let peer = match args.runs("peer") || args.runs("events") {
         true => {
             eprintln!(
                 "bench: (7) beside the TypeScript reference, its hops over fetch and over RPC, each on a fresh workerd, {} rounds in rotated order",
@@ -534,7 +536,7 @@ async fn measure(
                 ..args.options.clone()
             };
             let sides = [rust, reference(server::Hops::Fetch), reference(server::Hops::Rpc)];
-            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window, args.rounds).await?)
+            Some(peer::run(&sides, run_dir, &key, args.warmup, args.window, args.rounds, which).await?)
         }
         false => None,
     };

@@ -77,6 +77,17 @@ impl Rounds {
 pub struct Row {
     pub name: &'static str,
     pub shapes: Vec<Rounds>,
+    /// The events row: events a request carries (its events per second are this × req/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_per_request: Option<u64>,
+}
+
+/// Which of phase 7's rows run: all of them, or (`--phases events`) issue 59's targets alone:
+/// reports on one hand-off and the events batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    All,
+    ReportsAndEvents,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +97,9 @@ pub struct Peer {
     pub rows: Vec<Row>,
     /// The package row's check, one per reference: `[fetch, rpc]`.
     pub agreement: Vec<Agreement>,
+    /// The events route's contract, asked of the three the same way: each answer's status,
+    /// code and `next`, the same on all three (or the run stops).
+    pub events_contract: Vec<String>,
 }
 
 /// What the package row's dry run answered on a reference, against handoff-core.
@@ -156,23 +170,28 @@ pub async fn run(
     warmup: Duration,
     window: Duration,
     rounds: usize,
+    which: Rows,
 ) -> Result<Peer, String> {
     let mut started = Vec::new();
     for (options, dir) in sides.iter().zip(["peer-rust", "peer-ts-fetch", "peer-ts-rpc"]) {
         started.push(side(options, &run_dir.join(dir), key).await?);
     }
     let agreement = check(&started).await?;
+    let events_contract = events_contract(&started, key).await?;
     let shapes = [1, crate::CONNECTIONS];
-    let routes: [(&'static str, MakeRequest); 5] = [
+    let mut routes: Vec<(&'static str, MakeRequest)> = vec![
         ("trivial route (GET /v1/health)", |_, _| Req::get("/v1/health", None)),
         ("floor (route, reach an object, answer)", |_, _| service::floor()),
         ("read one hand-off (owner)", |h, _| service::get(&h.one)),
         ("reports on one hand-off", |h, n| service::report(&h.one, n)),
         ("package + briefing (dry-run open, 8 KiB)", |h, _| service::preview(&h.package)),
     ];
+    if which == Rows::ReportsAndEvents {
+        routes.retain(|(name, _)| *name == "reports on one hand-off");
+    }
     let mut rows = Vec::new();
     for (name, make) in routes {
-        let mut row = Row { name, shapes: Vec::new() };
+        let mut row = Row { name, shapes: Vec::new(), events_per_request: None };
         for (i, connections) in shapes.into_iter().enumerate() {
             eprintln!("bench:   {name}, {connections} connection(s), {rounds} rounds");
             let shape = Shape { connections, warmup, window };
@@ -189,6 +208,10 @@ pub async fn run(
             row.shapes.push(Rounds::of(connections, measured));
         }
         rows.push(row);
+    }
+    rows.push(events_row(&started, key, warmup, window, rounds).await?);
+    if which == Rows::ReportsAndEvents {
+        return Ok(Peer { rounds, rows, agreement, events_contract });
     }
     // The spread row's hand-offs are made once per Worker, before its rounds (not timed).
     let name = "reports over 1,000 hand-offs, one owner";
@@ -209,8 +232,93 @@ pub async fn run(
                 .push(crate::spread_load(&s.api, &s.server, shape, spread[w].clone(), offset(0, round, rounds)).await);
         }
     }
-    rows.push(Row { name, shapes: vec![Rounds::of(crate::CONNECTIONS, measured)] });
-    Ok(Peer { rounds, rows, agreement })
+    rows.push(Row { name, shapes: vec![Rounds::of(crate::CONNECTIONS, measured)], events_per_request: None });
+    Ok(Peer { rounds, rows, agreement, events_contract })
+}
+
+/// The events row: one writer (one connection, as one writer numbers a turn's events) sends
+/// 32-event batches to one hand-off's turn 1 until the turn's cap, then to the next hand-off.
+/// Each round writes through hand-offs of its own, made before the rounds (not timed) and read
+/// once just before the round's measurement, so that no object is measured while it loads.
+async fn events_row(
+    started: &[Side],
+    key: &[u8],
+    warmup: Duration,
+    window: Duration,
+    rounds: usize,
+) -> Result<Row, String> {
+    let name = "events: a 32-event batch to one hand-off";
+    let per_round = service::events_handoffs((warmup + window).as_secs_f64());
+    eprintln!("bench:   {name}, 1 connection, {rounds} rounds ({per_round} hand-offs a round per Worker)");
+    let mut made = Vec::new();
+    for s in started {
+        let owner = |_| "peer-events-owner".to_string();
+        let all =
+            service::create_many(&s.api, per_round * rounds, crate::CONNECTIONS, "peer-events", key, owner).await?;
+        made.push(all);
+    }
+    let shape = Shape { connections: 1, warmup, window };
+    let mut measured: [Vec<Throughput>; 3] = Default::default();
+    for round in 0..rounds {
+        for w in rounds::rotation(round, started.len()) {
+            let s = &started[w];
+            let handoffs: std::sync::Arc<[service::Handoff]> =
+                made[w][round * per_round..(round + 1) * per_round].into();
+            for h in handoffs.iter() {
+                s.api.json(&service::get(h), &[200]).await?;
+            }
+            measured[w].push(load::run(&s.api, &s.server, shape, 200, move |n| service::events(&handoffs, n)).await);
+        }
+    }
+    Ok(Row { name, shapes: vec![Rounds::of(1, measured)], events_per_request: Some(service::EVENTS_PER_BATCH) })
+}
+
+/// The events route's contract, asked of each Worker on a hand-off of its own: a batch, the
+/// same again, other content for taken seqs, a gap, an owner's token, a batch of 65, a turn not
+/// opened. Each answer as `status code next`; the three must answer alike.
+async fn events_contract(sides: &[Side], key: &[u8]) -> Result<Vec<String>, String> {
+    let mut answers: Vec<Vec<String>> = Vec::new();
+    for s in sides {
+        let owner = service::owner_token("peer-contract-owner", key);
+        let h = service::create(&s.api, &owner, "peer-events-contract").await?;
+        let path = format!("/v1/handoffs/{}/events", h.id);
+        let batch = |body: Value| load::Req::post(path.clone(), h.machine_token.clone(), body.to_string());
+        let first: Value = serde_json::from_str(&service::events_body(0)).map_err(|e| e.to_string())?;
+        let mut other = first.clone();
+        other["events"][0]["text"] = Value::from("Other words for seq 1.");
+        let mut gap: Value = serde_json::from_str(&service::events_body(1)).map_err(|e| e.to_string())?;
+        gap["events"] = Value::from(gap["events"].as_array().map(|e| e[7..].to_vec()).unwrap_or_default());
+        let mut too_many = first.clone();
+        let sixty_five = (1..=65).map(|seq| serde_json::json!({"seq": seq, "kind": "note", "text": "n"})).collect();
+        too_many["events"] = Value::Array(sixty_five);
+        let mut turn_two = first.clone();
+        turn_two["turn"] = Value::from(2);
+        let asks = [
+            batch(first.clone()),
+            batch(first.clone()),
+            batch(other),
+            batch(gap),
+            load::Req::post(path.clone(), owner.clone(), first.to_string()),
+            batch(too_many),
+            batch(turn_two),
+        ];
+        let mut side = Vec::new();
+        for ask in &asks {
+            let (status, body) = s.api.send(ask).await?;
+            let v: Value = serde_json::from_str(&body).unwrap_or_default();
+            side.push(format!("{status} {} next {}", v["error"]["code"].as_str().unwrap_or("-"), v["next"]));
+        }
+        answers.push(side);
+    }
+    for (hops, theirs) in ["fetch", "rpc"].iter().zip(&answers[1..]) {
+        if *theirs != answers[0] {
+            return Err(format!(
+                "the reference over {hops} answers the events route otherwise: ours {:?}, theirs {theirs:?}",
+                answers[0]
+            ));
+        }
+    }
+    Ok(answers.swap_remove(0))
 }
 
 /// One dry run on each side, each reference's answer judged against this Worker's.
@@ -331,6 +439,20 @@ pub fn table(p: &Peer) -> String {
             ));
         }
     }
+    for row in p.rows.iter().filter_map(|r| r.events_per_request.map(|e| (r, e as f64))) {
+        for s in &row.0.shapes {
+            let events = |t: &[Throughput]| median_of(t, |t| t.requests_per_s) * row.1;
+            out.push_str(&format!(
+                "  {:<42} {:>5} | {:>6.0} {:>6.0} {:>6.0}  events/s one hand-off took ({} × req/s, the medians)\n",
+                "  the same, in events per second",
+                s.connections,
+                events(&s.ours),
+                events(&s.fetch),
+                events(&s.rpc),
+                row.1,
+            ));
+        }
+    }
     let errors: u64 = p.rows.iter().flat_map(|r| &r.shapes).flat_map(Rounds::all).map(|t| t.errors).sum();
     out.push_str(&format!("  errors (non-200 or failed requests) over this phase: {errors}; each round's figures: the results file (peer.rows)\n"));
     for a in &p.agreement {
@@ -344,6 +466,12 @@ pub fn table(p: &Peer) -> String {
             a.package_json_bytes,
             a.briefing_bytes,
             a.briefing_left_out.join(", "),
+        ));
+    }
+    if !p.events_contract.is_empty() {
+        out.push_str(&format!(
+            "  events route, the three alike (batch, repeat, other content, gap, owner, 65 events, turn 2): {}\n",
+            p.events_contract.join("; ")
         ));
     }
     out
@@ -455,7 +583,12 @@ mod tests {
         assert_eq!(r.order, [["ours", "fetch", "rpc"], ["fetch", "rpc", "ours"], ["rpc", "ours", "fetch"]]);
         assert_eq!((r.throughput.reference, r.throughput.per_round.clone()), ("rpc", vec![1.2, 0.9, 1.0]));
         assert_eq!((r.cpu.reference, r.cpu.per_round.clone()), ("fetch", vec![0.75, 0.75, 0.75]));
-        let p = Peer { rounds: 3, rows: vec![Row { name: "floor", shapes: vec![r] }], agreement: Vec::new() };
+        let p = Peer {
+            rounds: 3,
+            rows: vec![Row { name: "floor", shapes: vec![r], events_per_request: None }],
+            agreement: Vec::new(),
+            events_contract: Vec::new(),
+        };
         let t = table(&p);
         assert!(t.contains("100   1.00 0.90–1.20 rpc   |"), "{t}");
         assert!(t.contains("  0.75 0.75–0.75 fetch\n"), "{t}");

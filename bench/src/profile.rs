@@ -59,6 +59,8 @@ pub enum Route {
     Report,
     /// `POST /v1/handoffs/:id/turns?dry_run=true`: the package row's compile and briefing.
     Package,
+    /// `POST /v1/handoffs/:id/events`: phase 7's events row, 32-event batches by one writer.
+    Events,
 }
 
 impl Route {
@@ -69,6 +71,7 @@ impl Route {
             "get" => Some(Route::Get),
             "report" => Some(Route::Report),
             "package" => Some(Route::Package),
+            "events" => Some(Route::Events),
             _ => None,
         }
     }
@@ -82,6 +85,7 @@ impl Route {
             Route::Package => {
                 "POST /v1/handoffs/:id/turns?dry_run=true&budget=8192 (20 decisions, 20 artifacts, 100 files)"
             }
+            Route::Events => "POST /v1/handoffs/:id/events (32 events a batch, one writer, 62 batches a hand-off)",
         }
     }
 }
@@ -467,6 +471,9 @@ pub struct Session {
     inspector_port: u16,
     route: Route,
     handoff: service::Handoff,
+    /// The events route's hand-offs, each taking a turn's worth of batches: made before each
+    /// profile starts, as many as its requests need.
+    events: Vec<service::Handoff>,
     sent: u64,
 }
 
@@ -478,7 +485,7 @@ impl Session {
             Route::Package => service::create_with_work(&api, &owner, "profile-session").await?,
             _ => service::create(&api, &owner, "profile-session").await?,
         };
-        Ok(Session { api, inspector_port, route, handoff, sent: 0 })
+        Ok(Session { api, inspector_port, route, events: vec![handoff.clone()], handoff, sent: 0 })
     }
 
     fn request(&self, n: u64) -> Req {
@@ -488,6 +495,7 @@ impl Session {
             Route::Get => service::get(&self.handoff),
             Route::Report => service::report(&self.handoff, n),
             Route::Package => service::preview(&self.handoff),
+            Route::Events => service::events(&self.events, n - 1),
         }
     }
 
@@ -507,6 +515,14 @@ impl Session {
     /// Warms the isolate with `warmup` requests (after another workerd ran, as on the first
     /// call), then profiles `requests` requests.
     pub async fn profile(&mut self, warmup: usize, requests: usize) -> Result<Profile, String> {
+        if self.route == Route::Events {
+            let batches = self.sent + (warmup + requests) as u64;
+            let owner = self.handoff.owner_token.clone();
+            while (self.events.len() as u64) * service::BATCHES_PER_TURN < batches {
+                let session = format!("profile-events-{}", self.events.len());
+                self.events.push(service::create(&self.api, &owner, &session).await?);
+            }
+        }
         self.send(warmup).await?;
         let mut inspector = Inspector::connect(&self.api, self.inspector_port).await?;
         inspector.call("Profiler.enable", json!({}))?;

@@ -185,3 +185,100 @@ pub fn preview(handoff: &Handoff) -> Req {
         body.to_string(),
     )
 }
+
+/// The events row's batch: events per `POST …/events`.
+pub const EVENTS_PER_BATCH: u64 = 32;
+/// Batches one turn takes before its cap (`TIMELINE_EVENTS_PER_TURN_MAX`, 2,000 events): 62
+/// batches of 32, 1,984 events. The row then goes on to the next hand-off.
+pub const BATCHES_PER_TURN: u64 = handoff_core::limits::TIMELINE_EVENTS_PER_TURN_MAX / EVENTS_PER_BATCH;
+/// The most batches a second the events row provides hand-offs for (sequential: one writer);
+/// past them it writes into a full turn, and each request counts as an error.
+pub const EVENTS_BATCHES_PER_S_MAX: f64 = 1_500.0;
+
+/// Hand-offs one measurement of the events row writes through, over `seconds` of warm-up and window.
+pub fn events_handoffs(seconds: f64) -> usize {
+    (seconds * EVENTS_BATCHES_PER_S_MAX / BATCHES_PER_TURN as f64).ceil() as usize
+}
+
+/// The `k`-th batch of turn 1 (from 0): seqs `32k + 1` to `32k + 32`, what a served turn of
+/// Claude Code sends: the model's words, a tool's start with its command, its end with its
+/// output clipped, and now and then a note. About 190 bytes an event stored, so the turn's
+/// 1,984 events stay well under its 1 MiB.
+pub fn events_body(k: u64) -> String {
+    let events: Vec<serde_json::Value> = (0..EVENTS_PER_BATCH)
+        .map(|i| {
+            let seq = k * EVENTS_PER_BATCH + i + 1;
+            let call = format!("toolu_{k}_{}", i / 4);
+            match i % 4 {
+                0 => json!({"seq": seq, "kind": "message", "text": format!("Step {seq}: the ledger client now writes credit notes; running the tests next.")}),
+                1 => json!({"seq": seq, "kind": "tool", "id": call, "name": "Bash", "state": "started", "input": "cargo test -p ledger --lib -- credit_note"}),
+                2 => json!({"seq": seq, "kind": "tool", "id": call, "name": "Bash", "state": "done", "output": "running 12 tests\ntest credit_note::writes ... ok\ntest result: ok. 12 passed", "output_bytes": 1840, "duration_ms": 4210}),
+                _ => json!({"seq": seq, "kind": "note", "text": format!("batch {k}, event {i}: resumed after a network cut")}),
+            }
+        })
+        .collect();
+    json!({"turn": 1, "events": events}).to_string()
+}
+
+/// The events row's `n`-th batch over `handoffs`, each taking [`BATCHES_PER_TURN`] batches in
+/// order before the next. Past the last one's, the batches go on into its full turn (409).
+pub fn events(handoffs: &[Handoff], n: u64) -> Req {
+    let at = ((n / BATCHES_PER_TURN) as usize).min(handoffs.len() - 1);
+    let handoff = &handoffs[at];
+    let k = n - at as u64 * BATCHES_PER_TURN;
+    Req::post(format!("/v1/handoffs/{}/events", handoff.id), handoff.machine_token.clone(), events_body(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::json::Checked;
+    use handoff_core::limits::{
+        TIMELINE_BODY_BYTES_MAX, TIMELINE_BYTES_PER_TURN_MAX, TIMELINE_EVENTS_PER_REQUEST_MAX,
+        TIMELINE_EVENTS_PER_TURN_MAX,
+    };
+    use handoff_core::timeline::{self, Batch, TurnFacts};
+
+    fn handoff(id: &str) -> Handoff {
+        Handoff { id: id.into(), owner_token: "o".into(), machine_token: "m".into() }
+    }
+
+    #[test]
+    fn a_turns_batches_are_all_taken_in_order_and_its_next_batch_is_full() {
+        let mut facts = TurnFacts::default();
+        for k in 0..BATCHES_PER_TURN {
+            let body = events_body(k);
+            assert!(body.len() <= TIMELINE_BODY_BYTES_MAX);
+            let batch: Batch = serde_json::from_str::<Batch>(&body).unwrap().checked().unwrap();
+            assert_eq!(batch.events.len() as u64, EVENTS_PER_BATCH);
+            assert!(batch.events.len() <= TIMELINE_EVENTS_PER_REQUEST_MAX);
+            let taken = timeline::take(&batch, 1, &facts, &[]).unwrap();
+            assert_eq!(taken.new.len() as u64, EVENTS_PER_BATCH, "batch {k} adds all its events");
+            facts = taken.facts;
+        }
+        assert!(facts.events <= TIMELINE_EVENTS_PER_TURN_MAX && facts.bytes <= TIMELINE_BYTES_PER_TURN_MAX as u64);
+        let past: Batch = serde_json::from_str(&events_body(BATCHES_PER_TURN)).unwrap();
+        assert!(timeline::take(&past, 1, &facts, &[]).is_err(), "the turn has no room for one more batch");
+    }
+
+    #[test]
+    fn each_handoff_takes_its_turns_batches_then_the_next_one_starts_at_seq_1() {
+        let hs = [handoff("a"), handoff("b")];
+        let seqs = |r: &Req| {
+            let b: Batch = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
+            (b.events[0].seq, b.events[b.events.len() - 1].seq)
+        };
+        assert_eq!((events(&hs, 0).path.as_str(), seqs(&events(&hs, 0))), ("/v1/handoffs/a/events", (1, 32)));
+        let last = events(&hs, BATCHES_PER_TURN - 1);
+        assert_eq!((last.path.as_str(), seqs(&last)), ("/v1/handoffs/a/events", (1953, 1984)));
+        let next = events(&hs, BATCHES_PER_TURN);
+        assert_eq!((next.path.as_str(), seqs(&next)), ("/v1/handoffs/b/events", (1, 32)));
+        let past = events(&hs, 2 * BATCHES_PER_TURN);
+        assert_eq!(
+            (past.path.as_str(), seqs(&past).0),
+            ("/v1/handoffs/b/events", 1985),
+            "past the supply: a full turn"
+        );
+        assert_eq!(events_handoffs(4.0), 97);
+    }
+}
