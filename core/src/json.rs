@@ -17,7 +17,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = T::deserialize(&mut de).map_err(|e| refusal_of(body, &e))?;
-    de.end().map_err(|e| Refusal::invalid(format!("body: {e}")))?;
+    de.end().map_err(|e| refusal_of(body, &e))?;
     Ok(value)
 }
 
