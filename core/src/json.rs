@@ -16,19 +16,24 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
         return Err(Refusal::invalid("body: expected a JSON object"));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
-    let value = T::deserialize(&mut de).map_err(|e| {
-        let path = match e.classify() {
-            serde_json::error::Category::Data => path_at(body, offset_of(body, e.line(), e.column())),
-            _ => String::new(),
-        };
-        if path.is_empty() {
-            Refusal::invalid(format!("body: {e}"))
-        } else {
-            Refusal::invalid(format!("{path}: {}", without_position(&e)))
-        }
-    })?;
-    de.end().map_err(|e| Refusal::invalid(format!("body: {e}")))?;
+    let value = T::deserialize(&mut de).map_err(|e| refusal_of(body, &e))?;
+    de.end().map_err(|e| refusal_of(body, &e))?;
     Ok(value)
+}
+
+/// The refusal of a body serde could not read, naming the field that is wrong where it can:
+/// outside the generic reader, so compiled once rather than once per body type.
+#[inline(never)]
+fn refusal_of(body: &[u8], e: &serde_json::Error) -> Refusal {
+    let path = match e.classify() {
+        serde_json::error::Category::Data => path_at(body, offset_of(body, e.line(), e.column())),
+        _ => String::new(),
+    };
+    if path.is_empty() {
+        Refusal::invalid(format!("body: {e}"))
+    } else {
+        Refusal::invalid(format!("{path}: {}", without_position(e)))
+    }
 }
 
 /// The byte offset of serde_json's one-based `line` and `column` (a column counts bytes).
