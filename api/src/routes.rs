@@ -286,7 +286,7 @@ pub const ROUTES: &[Route] = &[
         };
         Ok(turn_change(Change::Turn { command, unmet: r.unmet, usage: r.usage, package: None }))
     })),
-    // The owner's words for the running turn (issue 57).
+    // The owner's words for the running turn.
     words(change("POST", "/v1/handoffs/{id}/steer", |i| {
         let s = input::parse_steer(i.body)?;
         Ok(turn(Command::Steer { turn: s.turn, prompt: s.prompt }))
@@ -434,7 +434,7 @@ pub const ROUTES: &[Route] = &[
     // The turn's timeline.
     timeline_post(timeline_events),
     read("GET", "/v1/handoffs/{id}/events", timeline_read),
-    // Enrolled machines (issue 58).
+    // Enrolled machines.
     top("POST", "/v1/enrolments", Kind::Enrol, None, Gate::Always),
     top("POST", "/v1/enrolments/collect", Kind::Collect, None, Gate::Always),
     top("GET", "/v1/enrolments/{code}", Kind::Enrolment(EnrolmentRoute::LookUp), OWNER, Gate::Always),

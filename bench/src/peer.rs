@@ -82,7 +82,7 @@ pub struct Row {
     pub events_per_request: Option<u64>,
 }
 
-/// Which of phase 7's rows run: all of them, or (`--phases events`) issue 59's targets alone:
+/// Which of phase 7's rows run: all of them, or (`--phases events`) the report path's targets alone:
 /// reports on one hand-off and the events batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rows {

@@ -1,4 +1,4 @@
-//! The hooks' tool events (issue 55, "Interactive sessions"): where the hooks are installed and
+//! The hooks' tool events in interactive sessions: where the hooks are installed and
 //! nobody serves the session, each tool call reaches the turn's timeline as `tool` events in
 //! `metadata` mode, numbered by the hooks' counter from 1 with no gap, with no text, input or
 //! output. Run with the real Claude Code and Codex of the lockfile against a scripted model, and

@@ -251,7 +251,7 @@ fn bench_served_turns_start_and_stop() {
     s.close();
 }
 
-/// Issue 55's speed row: from the harness's output to the event reaching a watching client.
+/// The timeline's speed row: from the harness's output to the event reaching a watching client.
 /// Each of 20 turns of Claude Code answers with words; the clock starts when the scripted model
 /// takes the turn's request (its answer goes at once, so this counts Claude Code's own writing
 /// of the line too: an upper bound) and stops when a held `GET …/events` hands the words over.
@@ -290,7 +290,7 @@ fn bench_served_events_reach_a_watching_client() {
     s.close();
 }
 
-/// Issue 57's speed row: from a steer's version to the harness receiving the words. Each of 20
+/// Steering's speed row: from a steer's version to the harness receiving the words. Each of 20
 /// served Claude Code turns runs an allowed `sleep 1 && touch …`; the owner steers as it starts, and serve
 /// logs when Claude Code read the words back, counted from the steer's version reaching serve.
 /// Claude Code takes a steer after its current step, so this counts the rest of the step too.

@@ -1,4 +1,4 @@
-"""Steering a running turn from the console (issue 57): while a turn runs the composer's main
+"""Steering a running turn from the console: while a turn runs the composer's main
 button is Steer (Enter steers), with Stop and "Stop and send" beside it; each steer shows under
 the running turn's prompt with its state (sent, read after the current step; delivered; or not
 delivered with why, as the turn's timeline says), and an undelivered one offers "Send as next

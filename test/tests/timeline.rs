@@ -1,4 +1,4 @@
-//! The turn's timeline of issue 55 (`POST`/`GET …/events`), against the real local Worker, in
+//! The turn's timeline (`POST/`GET …/events`), against the real local Worker, in
 //! the contract's words: a batch is taken whole, a repeat changes nothing, other content is a
 //! conflict, a gap names the next seq, the caps refuse, an erase erases, and events never move
 //! the version or wake a wait.
