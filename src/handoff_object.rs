@@ -332,9 +332,6 @@ impl Object {
                 Some(Read::Timeline { turn, after, limit }) => {
                     feed.timeline = Some(store::timeline(&self.state.storage(), turn, after, limit)?)
                 }
-                Some(Read::TurnFacts { turn }) => {
-                    feed.turn_facts = Some(store::turn_facts(&self.state.storage(), turn)?)
-                }
                 Some(Read::Admission { owner, row }) => {
                     return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) })
                 }

@@ -285,8 +285,6 @@ pub enum Read {
     /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first
     /// ([`Feed::timeline`]).
     Timeline { turn: u64, after: u64, limit: usize },
-    /// `turn`'s timeline facts alone ([`Feed::turn_facts`]): what a batch reads first.
-    TurnFacts { turn: u64 },
 }
 
 /// The stored hand-off as its rows hold it, each value the text it was written as.
@@ -344,8 +342,6 @@ pub struct Feed {
     pub admission: Option<Admission>,
     /// [`Read::Timeline`]'s answer.
     pub timeline: Option<TimelineRead>,
-    /// [`Read::TurnFacts`]' answer.
-    pub turn_facts: Option<TurnFacts>,
 }
 
 /// What storage holds of one turn's timeline: its facts and the events read, `(seq, at,
@@ -808,15 +804,9 @@ impl Decider {
             }
             Op::Watch { .. } if feed.sockets.is_none() => Some(Read::Sockets(ask.caller.role)),
             Op::Events { batch } if feed.timeline.is_none() => {
-                let turn = batch.turn.min(SQL_BOUND);
-                let Some(facts) = &feed.turn_facts else {
-                    return Some(Read::TurnFacts { turn });
-                };
-                // Only a batch that starts below the turn's next can repeat stored events: a
-                // fresh one reads none back.
                 let first = batch.events.first().map_or(1, |e| e.seq);
-                (first < facts.next()).then(|| Read::Timeline {
-                    turn,
+                Some(Read::Timeline {
+                    turn: batch.turn.min(SQL_BOUND),
                     after: first.saturating_sub(1).min(SQL_BOUND),
                     limit: batch.events.len(),
                 })
@@ -982,12 +972,7 @@ impl Decider {
                     let message = format!("turn {turn} has not been opened: turn {} is current", h.record.turn);
                     return refused(Refusal::new(Code::TurnOutOfOrder, message));
                 }
-                let read = match feed.timeline {
-                    Some(read) => read,
-                    None => {
-                        TimelineRead { facts: made(feed.turn_facts, "the turn's timeline facts"), events: Vec::new() }
-                    }
-                };
+                let read = made(feed.timeline, "the timeline");
                 // Held only while an event may still come: the turn is kept and has none after `after`.
                 let hold = timeout_s > 0
                     && read.events.is_empty()
@@ -1137,10 +1122,7 @@ impl Decider {
                 current_package: None,
             }));
         }
-        let read = match feed.timeline {
-            Some(read) => read,
-            None => TimelineRead { facts: made(feed.turn_facts, "the turn's timeline facts"), events: Vec::new() },
-        };
+        let read = made(feed.timeline, "the timeline");
         let repeated: Vec<(u64, String)> = read.events.into_iter().map(|(seq, _, json)| (seq, json)).collect();
         // The turn's steers: the record's for the current turn, its lineage entry's before.
         let steers: &[crate::turn::Steer] = if turn == h.record.turn {

@@ -300,7 +300,14 @@ pub(super) fn turns(storage: &Storage, before: i64, limit: usize) -> Result<Vec<
 /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first.
 pub(super) fn timeline(storage: &Storage, turn: u64, after: u64, limit: usize) -> Result<TimelineRead> {
     let sql = storage.sql();
-    let facts = turn_facts(storage, turn)?;
+    let facts =
+        rows(&sql, "SELECT events, bytes, dropped FROM timeline_turns WHERE turn = ?", vec![(turn as i64).into()])?;
+    let facts = match facts.first() {
+        None => TurnFacts::default(),
+        Some(f) => {
+            TurnFacts { events: f.int(0)?.max(0) as u64, bytes: f.int(1)?.max(0) as u64, dropped: f.int(2)? != 0 }
+        }
+    };
     let events = each(
         rows(
             &sql,
@@ -310,21 +317,6 @@ pub(super) fn timeline(storage: &Storage, turn: u64, after: u64, limit: usize) -
         |mut r| Ok((r.int(0)?.max(0) as u64, r.int(1)?, r.text(2)?)),
     )?;
     Ok(TimelineRead { facts, events })
-}
-
-/// What storage holds of `turn`'s timeline: its count, bytes, and whether its events were dropped.
-pub(super) fn turn_facts(storage: &Storage, turn: u64) -> Result<TurnFacts> {
-    let facts = rows(
-        &storage.sql(),
-        "SELECT events, bytes, dropped FROM timeline_turns WHERE turn = ?",
-        vec![(turn as i64).into()],
-    )?;
-    Ok(match facts.first() {
-        None => TurnFacts::default(),
-        Some(f) => {
-            TurnFacts { events: f.int(0)?.max(0) as u64, bytes: f.int(1)?.max(0) as u64, dropped: f.int(2)? != 0 }
-        }
-    })
 }
 
 /// The test hook's facts: the database's bytes, the bounded tables' rows, the sockets by role.

@@ -250,9 +250,6 @@ impl Driver {
                     let facts = self.db.timeline_turns.get(&turn).copied().unwrap_or_default();
                     feed.timeline = Some(TimelineRead { facts, events });
                 }
-                Read::TurnFacts { turn } => {
-                    feed.turn_facts = Some(self.db.timeline_turns.get(&turn).copied().unwrap_or_default())
-                }
             }
         }
         let _ = self.decider.take_catch_up();
@@ -1493,33 +1490,6 @@ fn a_batch_writes_its_events_alone_moves_no_version_publishes_nothing_and_sends_
     assert_eq!(body["next"], 4);
     let (_, body, status) = d.ask(ask(owner(), read_timeline(None, 1, 0)));
     assert_eq!((status, &body["seqs"], &body["next"]), (200, &json!([2, 3]), &json!(4)));
-}
-
-/// The stored events a batch could repeat are read back only when its first `seq` is below the
-/// turn's next: a fresh batch reads the turn's facts alone.
-#[test]
-fn a_fresh_batch_reads_only_the_turns_facts_and_one_that_starts_below_the_next_reads_the_stored_events() {
-    let mut d = created();
-    d.ask(ask(machine(), events(1, 1..=3)));
-    let fresh = ask(machine(), events(1, 4..=6));
-    assert_eq!(d.decider.next_read(&fresh, &Feed::default(), d.now), Some(Read::TurnFacts { turn: 1 }));
-    let facts = Feed { turn_facts: d.db.timeline_turns.get(&1).copied(), ..Feed::default() };
-    assert_eq!(d.decider.next_read(&fresh, &facts, d.now), None, "a fresh batch reads no stored event");
-    let repeat = ask(machine(), events(1, 3..=5));
-    assert_eq!(d.decider.next_read(&repeat, &facts, d.now), Some(Read::Timeline { turn: 1, after: 2, limit: 3 }));
-    let new_turn = ask(machine(), events(1, 1..=2));
-    let none = Feed { turn_facts: Some(TurnFacts::default()), ..Feed::default() };
-    assert_eq!(d.decider.next_read(&new_turn, &none, d.now), None, "a turn with no events has nothing to repeat");
-    let (_, body, status) = d.ask(ask(machine(), events(1, 3..=5)));
-    assert_eq!((status, &body["next"]), (200, &json!(6)), "the repeat of 3 is checked, 4 and 5 taken");
-    let (_, body, status) = d.ask(ask(machine(), events(1, 6..=7)));
-    assert_eq!((status, &body["next"]), (200, &json!(8)));
-    let mut conflict = events(1, 5..=8);
-    if let Op::Events { batch } = &mut conflict {
-        batch.events[0].text = Some("other".into());
-    }
-    let (_, body, status) = d.ask(ask(machine(), conflict));
-    assert_eq!((status, &body["code"]), (409, &json!("timeline.conflict")), "{body}");
 }
 
 /// A steer event names a steer its turn took (the record's for the current turn, the lineage's
