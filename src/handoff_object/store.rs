@@ -121,24 +121,7 @@ impl Batch {
             Write::MachineTokensFrom { from } => {
                 self.push("INSERT OR REPLACE INTO tokens (k, machine_from) VALUES (0, ?)", vec![(*from as i64).into()])
             }
-            // One statement for up to TIMELINE_ROWS_PER_INSERT events: each statement crosses
-            // into the runtime once with its values, where one a row crossed 32 times a batch.
-            Write::TimelineEvents { turn, at, events } => {
-                for chunk in events.chunks(TIMELINE_ROWS_PER_INSERT) {
-                    let mut sql = String::from("INSERT INTO timeline (turn, seq, at, json) VALUES ");
-                    let mut args: Vec<SqlStorageValue> = Vec::with_capacity(2 + 2 * chunk.len());
-                    args.push((*turn as i64).into());
-                    args.push((*at).into());
-                    for (i, (seq, json)) in chunk.iter().enumerate() {
-                        let n = 3 + 2 * i;
-                        let comma = if i == 0 { "" } else { ", " };
-                        sql.push_str(&format!("{comma}(?1, ?{n}, ?2, ?{})", n + 1));
-                        args.push((*seq as i64).into());
-                        args.push(json.as_str().into());
-                    }
-                    self.statements.push((Cow::Owned(sql), args));
-                }
-            }
+            Write::TimelineEvents { turn, at, events } => self.timeline_events(*turn, *at, events),
             Write::TimelineTurn { turn, facts } => self.push(
                 "INSERT OR REPLACE INTO timeline_turns (turn, events, bytes, dropped) VALUES (?, ?, ?, ?)",
                 vec![(*turn as i64).into(), (facts.events as i64).into(), (facts.bytes as i64).into(), i64::from(facts.dropped).into()],
@@ -147,6 +130,25 @@ impl Batch {
                 self.push("DELETE FROM timeline WHERE turn <= ?", vec![(*through as i64).into()]);
                 self.push("UPDATE timeline_turns SET dropped = 1 WHERE turn <= ? AND dropped = 0", vec![(*through as i64).into()]);
             }
+        }
+    }
+
+    /// One statement for up to [`TIMELINE_ROWS_PER_INSERT`] events: each statement crosses into
+    /// the runtime once with its values, where one a row crossed 32 times a batch.
+    fn timeline_events(&mut self, turn: u64, at: i64, events: &[(u64, String)]) {
+        for chunk in events.chunks(TIMELINE_ROWS_PER_INSERT) {
+            let mut sql = String::from("INSERT INTO timeline (turn, seq, at, json) VALUES ");
+            let mut args: Vec<SqlStorageValue> = Vec::with_capacity(2 + 2 * chunk.len());
+            args.push((turn as i64).into());
+            args.push(at.into());
+            for (i, (seq, json)) in chunk.iter().enumerate() {
+                let n = 3 + 2 * i;
+                let comma = if i == 0 { "" } else { ", " };
+                sql.push_str(&format!("{comma}(?1, ?{n}, ?2, ?{})", n + 1));
+                args.push((*seq as i64).into());
+                args.push(json.as_str().into());
+            }
+            self.statements.push((Cow::Owned(sql), args));
         }
     }
 }
