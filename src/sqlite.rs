@@ -6,6 +6,11 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{Error, Result, SqlStorage, SqlStorageValue, Storage};
 
+/// The most values one statement binds: the runtime's limit for a Durable Object's SQLite
+/// (Cloudflare's "maximum bound parameters per query", 100), far under SQLite's own default
+/// (`SQLITE_MAX_VARIABLE_NUMBER`, 32,766).
+pub const BOUND_PARAMETERS_MAX: usize = 100;
+
 /// Runs `body` in one `storage.transactionSync`: if it returns an error (a statement's, or its
 /// own), the runtime rolls back every statement it ran, and nothing of it is stored.
 pub fn transaction_sync(

@@ -4,10 +4,11 @@
 //! statement.
 
 use super::*;
-use crate::sqlite::{each, rows, Cells};
+use crate::sqlite::{each, rows, Cells, BOUND_PARAMETERS_MAX};
 use handoff_core::decider::{Part, StorageFacts, StorageRows, Stored, TimelineRead, WatcherCounts, Write};
 use handoff_core::idempotency::{KeyEntry, Remembered};
 use handoff_core::timeline::TurnFacts;
+use std::borrow::Cow;
 
 /// The schema this build writes, version [`SCHEMA_VERSION`]. Written by a create's own
 /// transaction, never by a read.
@@ -50,12 +51,16 @@ const SET_SCHEMA_VERSION: &str = "INSERT OR REPLACE INTO meta (k, schema) VALUES
 /// The statements of one plan, run in order in one transaction.
 #[derive(Default)]
 pub(super) struct Batch {
-    statements: Vec<(&'static str, Vec<SqlStorageValue>)>,
+    statements: Vec<(Cow<'static, str>, Vec<SqlStorageValue>)>,
 }
+
+/// The events one `INSERT INTO timeline` takes: each binds its `seq` and `json`, and the
+/// statement binds `turn` and `at` once, within the runtime's [`BOUND_PARAMETERS_MAX`].
+const TIMELINE_ROWS_PER_INSERT: usize = (BOUND_PARAMETERS_MAX - 2) / 2;
 
 impl Batch {
     fn push(&mut self, sql: &'static str, args: Vec<SqlStorageValue>) {
-        self.statements.push((sql, args));
+        self.statements.push((Cow::Borrowed(sql), args));
     }
 
     /// The statements of `writes`.
@@ -116,14 +121,7 @@ impl Batch {
             Write::MachineTokensFrom { from } => {
                 self.push("INSERT OR REPLACE INTO tokens (k, machine_from) VALUES (0, ?)", vec![(*from as i64).into()])
             }
-            Write::TimelineEvents { turn, at, events } => {
-                for (seq, json) in events {
-                    self.push(
-                        "INSERT INTO timeline (turn, seq, at, json) VALUES (?, ?, ?, ?)",
-                        vec![(*turn as i64).into(), (*seq as i64).into(), (*at).into(), json.as_str().into()],
-                    );
-                }
-            }
+            Write::TimelineEvents { turn, at, events } => self.timeline_events(*turn, *at, events),
             Write::TimelineTurn { turn, facts } => self.push(
                 "INSERT OR REPLACE INTO timeline_turns (turn, events, bytes, dropped) VALUES (?, ?, ?, ?)",
                 vec![(*turn as i64).into(), (facts.events as i64).into(), (facts.bytes as i64).into(), i64::from(facts.dropped).into()],
@@ -132,6 +130,25 @@ impl Batch {
                 self.push("DELETE FROM timeline WHERE turn <= ?", vec![(*through as i64).into()]);
                 self.push("UPDATE timeline_turns SET dropped = 1 WHERE turn <= ? AND dropped = 0", vec![(*through as i64).into()]);
             }
+        }
+    }
+
+    /// One statement for up to [`TIMELINE_ROWS_PER_INSERT`] events: each statement crosses into
+    /// the runtime once with its values, where one a row crossed 32 times a batch.
+    fn timeline_events(&mut self, turn: u64, at: i64, events: &[(u64, String)]) {
+        for chunk in events.chunks(TIMELINE_ROWS_PER_INSERT) {
+            let mut sql = String::from("INSERT INTO timeline (turn, seq, at, json) VALUES ");
+            let mut args: Vec<SqlStorageValue> = Vec::with_capacity(2 + 2 * chunk.len());
+            args.push((turn as i64).into());
+            args.push(at.into());
+            for (i, (seq, json)) in chunk.iter().enumerate() {
+                let n = 3 + 2 * i;
+                let comma = if i == 0 { "" } else { ", " };
+                sql.push_str(&format!("{comma}(?1, ?{n}, ?2, ?{})", n + 1));
+                args.push((*seq as i64).into());
+                args.push(json.as_str().into());
+            }
+            self.statements.push((Cow::Owned(sql), args));
         }
     }
 }
@@ -153,7 +170,7 @@ pub(super) fn commit(storage: &Storage, batch: Batch, fault: Option<Fault>) -> R
                 // A real failure of the runtime's SQLite, not a pretend one.
                 sql.exec("SELECT * FROM fault_injected_by_a_test", None).map_err(JsValue::from)?;
             }
-            sql.exec(statement, args).map_err(JsValue::from)?;
+            sql.exec(&statement, args).map_err(JsValue::from)?;
         }
         if lost {
             return Err(JsValue::from_str("commit lost (test hook)"));

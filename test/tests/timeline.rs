@@ -145,6 +145,30 @@ fn events_are_taken_for_a_kept_turn_after_it_ended_and_after_the_close_and_refus
 }
 
 #[test]
+fn a_full_batch_of_64_events_is_stored_whole_in_order_and_its_repeat_changes_nothing() {
+    // 64 events take more than one multi-row INSERT (each binds at most 100 values).
+    let c = Client::shared();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let batch: Vec<Value> = (1..=64).map(|s| note(s, &format!("n{s}"))).collect();
+    let taken = post(&c, &id, &machine, 1, Value::from(batch.clone()));
+    assert_eq!((taken.status, taken.body["next"].as_u64()), (200, Some(65)), "{}", taken.text);
+    let all = read(&c, &id, &alice, "turn=1");
+    assert_eq!(seqs(&all), (1..=64).collect::<Vec<u64>>());
+    assert_eq!(
+        (all.body["events"][48]["text"].as_str(), all.body["events"][63]["text"].as_str()),
+        (Some("n49"), Some("n64"))
+    );
+    let again = post(&c, &id, &machine, 1, Value::from(batch.clone()));
+    assert_eq!((again.status, again.body["next"].as_u64()), (200, Some(65)), "{}", again.text);
+    let mut changed = batch;
+    changed[63] = note(64, "other");
+    let conflict = post(&c, &id, &machine, 1, Value::from(changed));
+    assert_eq!((conflict.status, conflict.code()), (409, "timeline.conflict"), "{}", conflict.text);
+    assert_eq!(seqs(&read(&c, &id, &alice, "turn=1")).len(), 64);
+}
+
+#[test]
 fn a_turn_past_its_cap_of_bytes_refuses_more_with_timeline_full() {
     let c = Client::shared();
     let alice = owner(&unique("alice"));
