@@ -619,18 +619,7 @@ mod tests {
             parse_report(br#"{"turn":1,"status":"done","permission_mode":null}"#).unwrap().permission_mode,
             None
         );
-        let sent = ReportInput {
-            turn: 1,
-            status: ReportStatus::Done,
-            summary: None,
-            unmet: None,
-            usage: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        };
+        let sent = ReportInput::of(1, ReportStatus::Done);
         assert!(
             !serde_json::to_string(&sent).unwrap().contains("permission_mode"),
             "a report that names none sends none"
