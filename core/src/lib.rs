@@ -9,6 +9,8 @@ pub mod decider;
 pub mod digest;
 pub mod enrolment;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod fixtures;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;
 pub mod handoff;

@@ -1,8 +1,8 @@
 use super::*;
 use crate::error::{Code, Refusal};
+use crate::fixtures::{self, turn};
 use crate::handoff::{apply, Outcome};
 use crate::package::{PackageRequest, RejectInput, RejectReason};
-use crate::question::{Choice, Kind, QuestionInput};
 use crate::turn::{Record, ReportStatus};
 use crate::work::{BlockerInput, Severity, WorkInput};
 use proptest::prelude::*;
@@ -12,10 +12,6 @@ const NOW: i64 = 5_000;
 
 fn fresh() -> Handoff {
     Handoff::create(Record::create("ho_1".into(), "alice".into(), "s1".into(), "m1".into(), "large".into(), 1_000))
-}
-
-fn turn(command: TurnCommand) -> Change {
-    Change::Turn { command, unmet: None, usage: None, package: None }
 }
 
 fn compile() -> Change {
@@ -45,18 +41,7 @@ fn answer(question: &str, option: &str) -> Change {
 }
 
 fn ask(turn_: u64, text: &str) -> Change {
-    let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
-    let question = QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options };
-    turn(TurnCommand::Report {
-        turn: turn_,
-        status: ReportStatus::NeedsYou,
-        summary: None,
-        question: Some(question),
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    })
+    fixtures::report(turn_, ReportStatus::NeedsYou).question(fixtures::permission(text)).change()
 }
 
 fn resolve(id: &str) -> Change {
@@ -82,16 +67,7 @@ fn commands(action: Action, h: &Handoff) -> Vec<Change> {
             let mut all = Vec::new();
             for status in [ReportStatus::Running, ReportStatus::NeedsYou, ReportStatus::Done, ReportStatus::Failed] {
                 for summary in [Some(fresh_summary.clone()), r.summary.clone()] {
-                    all.push(turn(TurnCommand::Report {
-                        turn: r.turn,
-                        status,
-                        summary,
-                        question: None,
-                        runtime: None,
-                        permission_mode: None,
-                        reply: None,
-                        sync_mode: None,
-                    }));
+                    all.push(fixtures::report(r.turn, status).summary(summary.as_deref()).change());
                 }
             }
             all
@@ -267,19 +243,7 @@ fn change_of(step: &Step, h: &Handoff) -> (Change, Role) {
         Step::Open => (turn(TurnCommand::OpenTurn { after: r.turn, prompt: None }), Role::Owner),
         Step::Report(status, n) => {
             let summary = (*n > 0).then(|| format!("summary {n}"));
-            (
-                turn(TurnCommand::Report {
-                    turn: r.turn,
-                    status: *status,
-                    summary,
-                    question: None,
-                    runtime: None,
-                    permission_mode: None,
-                    reply: None,
-                    sync_mode: None,
-                }),
-                Role::Machine,
-            )
+            (fixtures::report(r.turn, *status).summary(summary.as_deref()).change(), Role::Machine)
         }
         Step::Cancel => (turn(TurnCommand::Cancel { turn: None }), Role::Owner),
         Step::Close => (turn(TurnCommand::Close), Role::Owner),
@@ -352,16 +316,7 @@ fn steer_is_listed_while_the_turn_goes_until_the_bound_and_not_once_it_ends() {
 }
 
 fn report_change(turn_number: u64, status: ReportStatus) -> Change {
-    turn(TurnCommand::Report {
-        turn: turn_number,
-        status,
-        summary: None,
-        question: None,
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    })
+    fixtures::report(turn_number, status).change()
 }
 
 #[test]

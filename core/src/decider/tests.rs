@@ -3,6 +3,7 @@
 //! for the HTTP contract. Each rule the object used to carry out itself has a test here.
 
 use super::*;
+use crate::fixtures;
 use crate::handoff::Change;
 use crate::idempotency::KeyEntry;
 use crate::limits::{
@@ -332,43 +333,12 @@ fn change(change: Change) -> Op {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: &str) -> Op {
-    change(Change::Turn {
-        command: Command::Report {
-            turn,
-            status,
-            summary: Some(summary.into()),
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    })
+    change(fixtures::report(turn, status).says(summary).change())
 }
 
 /// A needs-you report asking the owner a permission question.
 fn report_asking(turn: u64) -> Op {
-    use crate::question::{Choice, Kind, QuestionInput};
-    let options = ["allow", "deny"].map(|id| Choice { id: id.into(), label: id.to_uppercase() }).to_vec();
-    let question = QuestionInput { kind: Kind::Permission, text: "Run ls?".into(), input: None, options };
-    change(Change::Turn {
-        command: Command::Report {
-            turn,
-            status: ReportStatus::NeedsYou,
-            summary: None,
-            question: Some(question),
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    })
+    change(fixtures::report(turn, ReportStatus::NeedsYou).question(fixtures::permission("Run ls?")).change())
 }
 
 fn set_work() -> Op {
@@ -526,15 +496,8 @@ fn the_lineage_and_the_history_are_trimmed_by_the_plan_to_their_caps() {
     let turns = TURNS_KEPT_PER_HANDOFF_MAX as u64 + 3;
     for turn in 1..turns {
         d.ask(ask(machine(), report(turn, ReportStatus::Done, "ok")));
-        let (_, _, status) = d.ask(ask(
-            owner(),
-            change(Change::Turn {
-                command: Command::OpenTurn { after: turn, prompt: None },
-                unmet: None,
-                usage: None,
-                package: None,
-            }),
-        ));
+        let (_, _, status) =
+            d.ask(ask(owner(), change(fixtures::turn(Command::OpenTurn { after: turn, prompt: None }))));
         assert_eq!(status, 200);
     }
     assert_eq!(d.db.turns.len(), TURNS_KEPT_PER_HANDOFF_MAX, "the newest turns are kept");
@@ -853,9 +816,9 @@ proptest! {
             let (closed, turn) = (stored.is_closed(), stored.turn);
             let op = match s {
                 Step::Report(status, k, _) => report(turn, *status, &format!("summary {k}")),
-                Step::Open => change(Change::Turn { command: Command::OpenTurn { after: turn, prompt: None }, unmet: None, usage: None, package: None }),
-                Step::Cancel => change(Change::Turn { command: Command::Cancel { turn: None }, unmet: None, usage: None, package: None }),
-                Step::Close => change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None }),
+                Step::Open => change(fixtures::turn(Command::OpenTurn { after: turn, prompt: None })),
+                Step::Cancel => change(fixtures::turn(Command::Cancel { turn: None })),
+                Step::Close => change(fixtures::turn(Command::Close)),
                 Step::SetWork => set_work(),
                 Step::Compile(dry) => compile(*dry),
                 Step::Get => Op::Get,
@@ -1015,7 +978,7 @@ fn a_repeated_create_ends_no_token_and_only_the_owners_machine_token_route_mints
     assert_eq!(d.ask(ask(first, Op::Get)).2, 401, "ended across an eviction: the floor is stored");
     assert_eq!(d.ask(ask(second, Op::Get)).2, 200);
     assert_eq!(d.ask(ask(owner(), Op::Get)).2, 200, "an owner's token is not a machine token");
-    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    d.ask(ask(owner(), change(fixtures::turn(Command::Close))));
     let (_, body, status) = d.ask(ask(owner(), mint(500)));
     assert_eq!((status, body["code"].as_str()), (409, Some("handoff.closed")), "a closed hand-off gets no token");
 }
@@ -1125,7 +1088,7 @@ fn the_alarm_erases_a_closed_hand_off_once_its_retention_has_passed_and_sets_its
     let retention = Retention::default();
     let mut d = created();
     assert_eq!(d.decider.after_alarm(d.now, retention), AfterAlarm::Nothing, "an open hand-off is kept");
-    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    d.ask(ask(owner(), change(fixtures::turn(Command::Close))));
     let closed_at = d.decider.handoff().unwrap().record.updated_at.ms();
     let due = retention.erase_at(closed_at);
     assert_eq!(d.decider.after_alarm(d.now, retention), AfterAlarm::At(due));
@@ -1235,12 +1198,7 @@ fn a_panic_fault_is_read_from_its_words_and_armed_for_the_next_change_like_any_o
 }
 
 fn open_with(after: u64, prompt: Option<&str>) -> Op {
-    change(Change::Turn {
-        command: Command::OpenTurn { after, prompt: prompt.map(str::to_string) },
-        unmet: None,
-        usage: None,
-        package: None,
-    })
+    change(fixtures::turn(Command::OpenTurn { after, prompt: prompt.map(str::to_string) }))
 }
 
 fn create_with(prompt: Option<&str>) -> Op {
@@ -1316,14 +1274,7 @@ fn steers_count_under_the_prompt_bytes_kept_per_hand_off_and_go_with_their_turns
         PROMPT_BYTES_KEPT_PER_HANDOFF_MAX, PROMPT_BYTES_MAX, PROMPT_TURNS_KEPT_MAX, STEERS_PER_TURN_MAX,
     };
     let words = |turn: u64| format!("{turn:>width$}", width = PROMPT_BYTES_MAX);
-    let steer = |turn: u64| {
-        change(Change::Turn {
-            command: Command::Steer { turn, prompt: words(turn) },
-            unmet: None,
-            usage: None,
-            package: None,
-        })
-    };
+    let steer = |turn: u64| change(fixtures::turn(Command::Steer { turn, prompt: words(turn) }));
     let mut d = Driver::new();
     d.ask(ask(owner(), create_with(Some(&words(1)))));
     let last = PROMPT_TURNS_KEPT_MAX + 4;
@@ -1397,7 +1348,7 @@ fn a_failed_clean_up_of_delivered_passed_rows_is_logged_and_fails_nothing_and_th
     // The clean-up failed: the delivered passed row is still stored, and rides along once more.
     d.restart();
     d.decider.restore(d.db.stored(LINEAGE_TAIL_MAX)).unwrap();
-    d.ask(ask(owner(), change(Change::Turn { command: Command::Close, unmet: None, usage: None, package: None })));
+    d.ask(ask(owner(), change(fixtures::turn(Command::Close))));
     let send = d.decider.on_alarm().expect("owed while the index is down");
     let passed: Vec<Row> = send.passed.iter().map(|e| e.row.row.clone()).collect();
     assert!(passed.iter().any(|r| r.version == 3), "it rides along: {passed:?}");
@@ -1505,12 +1456,7 @@ fn a_steer_event_names_a_steer_its_turn_took_moves_no_version_and_leaves_the_que
     assert_eq!((status, body["code"].as_str()), (400, Some("request.invalid")), "{body}");
     assert!(body["message"].as_str().unwrap().starts_with("events[0].id: turn 1 took no steer st_2_0"), "{body}");
     assert!(d.db.timeline.is_empty(), "nothing stored");
-    let steer = change(Change::Turn {
-        command: Command::Steer { turn: 1, prompt: "use SQLite".into() },
-        unmet: None,
-        usage: None,
-        package: None,
-    });
+    let steer = change(fixtures::turn(Command::Steer { turn: 1, prompt: "use SQLite".into() }));
     let stored = |d: &Driver| serde_json::from_str::<Record>(d.db.record.as_deref().unwrap()).unwrap();
     let (_, body, status) = d.ask(ask(owner(), steer));
     assert_eq!(status, 200, "{body}");

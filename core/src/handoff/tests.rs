@@ -1,4 +1,5 @@
 use super::*;
+use crate::fixtures;
 use crate::package::RejectReason;
 use crate::placement::Placement;
 use crate::runtimes::Runtime;
@@ -15,21 +16,7 @@ fn ok(h: &Handoff, change: Change, by: Role) -> Outcome {
 }
 
 fn report(turn: u64, status: ReportStatus) -> Change {
-    Change::Turn {
-        command: TurnCommand::Report {
-            turn,
-            status,
-            summary: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    }
+    fixtures::report(turn, status).change()
 }
 
 fn open(after: u64, package: Option<PackageRequest>) -> Change {
@@ -71,8 +58,7 @@ fn the_lineage_follows_every_turn_with_its_status_and_times() {
     let h = ok(&h, open(1, None), Role::Owner).next;
     assert_eq!(h.lineage.len(), 2);
     assert_eq!(h.lineage[1].continued_from.as_ref().map(|c| c.turn), Some(1));
-    let h =
-        ok(&h, Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, Role::Owner).next;
+    let h = ok(&h, fixtures::turn(TurnCommand::Close), Role::Owner).next;
     assert_eq!((h.record.state, h.lineage[1].status), (State::Closed, Status::Cancelled));
 }
 
@@ -99,17 +85,8 @@ fn a_turn_handed_to_a_runtime_compiles_its_package_in_the_same_change() {
 fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
     let h = ok(&fresh(), report(1, ReportStatus::Done), Role::Machine).next;
     let h = ok(&h, open(1, None), Role::Owner).next;
-    let named = TurnCommand::Report {
-        turn: 2,
-        status: ReportStatus::Running,
-        summary: None,
-        question: None,
-        runtime: Some("codex".into()),
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    };
-    let out = ok(&h, Change::Turn { command: named, unmet: None, usage: None, package: None }, Role::Machine);
+    let named = fixtures::report(2, ReportStatus::Running).runtime("codex").change();
+    let out = ok(&h, named, Role::Machine);
     assert!(out.moved);
     assert_eq!(
         (out.next.record.briefed.runtime.as_deref(), out.next.lineage[1].runtime.as_deref()),
@@ -121,42 +98,15 @@ fn a_plain_turns_runtime_named_by_a_running_report_reaches_its_lineage_entry() {
         (true, None),
         "a running turn has not ended"
     );
-    let other = TurnCommand::Report {
-        turn: 2,
-        status: ReportStatus::Running,
-        summary: None,
-        question: None,
-        runtime: Some("claude-code".into()),
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    };
-    let refused = apply(
-        &out.next,
-        &Change::Turn { command: other, unmet: None, usage: None, package: None },
-        Role::Machine,
-        6_000,
-    )
-    .unwrap_err();
+    let other = fixtures::report(2, ReportStatus::Running).runtime("claude-code").change();
+    let refused = apply(&out.next, &other, Role::Machine, 6_000).unwrap_err();
     assert_eq!(refused.code, Code::TurnConflict);
     assert!(refused.message.contains("runs codex"), "{}", refused.message);
 }
 
 #[test]
 fn each_lineage_entry_keeps_the_permission_mode_its_turn_ran_in() {
-    let in_mode = |turn: u64, mode: &str| {
-        let command = TurnCommand::Report {
-            turn,
-            status: ReportStatus::Running,
-            summary: None,
-            question: None,
-            runtime: None,
-            permission_mode: Some(mode.into()),
-            reply: None,
-            sync_mode: None,
-        };
-        Change::Turn { command, unmet: None, usage: None, package: None }
-    };
+    let in_mode = |turn: u64, mode: &str| fixtures::report(turn, ReportStatus::Running).permission_mode(mode).change();
     let h = ok(&fresh(), in_mode(1, "acceptEdits"), Role::Machine).next;
     assert_eq!(
         (h.record.permission_mode.as_deref(), h.lineage[0].permission_mode.as_deref()),
@@ -193,21 +143,7 @@ fn a_hand_off_that_cannot_compile_opens_no_turn() {
 #[test]
 fn a_final_report_records_unmet_criteria_until_a_later_final_report_leaves_them_out() {
     let h = ok(&fresh(), set_work(), Role::Owner).next;
-    let failed = Change::Turn {
-        command: TurnCommand::Report {
-            turn: 1,
-            status: ReportStatus::Failed,
-            summary: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: Some(vec![1]),
-        usage: None,
-        package: None,
-    };
+    let failed = fixtures::report(1, ReportStatus::Failed).unmet(vec![1]).change();
     let h = ok(&h, failed, Role::Machine).next;
     assert_eq!(h.work.unmet, vec![1]);
     let h = ok(&h, open(1, None), Role::Owner).next;
@@ -248,12 +184,7 @@ fn a_runtimes_report_replaces_the_last_whole_with_its_time_and_only_the_machine_
     assert!(!same.moved, "the same report of the same moment again changes nothing");
     let by_owner = apply(&h.next, &runtimes(&[]), Role::Owner, 9_000).unwrap_err();
     assert_eq!(by_owner.code, Code::AuthForbidden);
-    let closed = ok(
-        &fresh(),
-        Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None },
-        Role::Owner,
-    )
-    .next;
+    let closed = ok(&fresh(), fixtures::turn(TurnCommand::Close), Role::Owner).next;
     assert_eq!(apply(&closed, &runtimes(&[]), Role::Machine, 9_000).unwrap_err().code, Code::HandoffClosed);
 }
 
@@ -281,21 +212,7 @@ fn a_handoff_to_a_runtime_reported_absent_or_signed_out_is_refused_and_changes_n
 }
 
 fn report_usage(turn: u64, status: ReportStatus, usage: Usage) -> Change {
-    Change::Turn {
-        command: TurnCommand::Report {
-            turn,
-            status,
-            summary: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: Some(usage),
-        package: None,
-    }
+    fixtures::report(turn, status).usage(usage).change()
 }
 
 #[test]
@@ -355,11 +272,8 @@ fn each_change_names_its_kind_in_the_history() {
         (open(1, None), "turn_opened"),
         (open(1, Some(request("codex"))), "turn_handed_off"),
         (report(1, ReportStatus::Done), "report"),
-        (
-            Change::Turn { command: TurnCommand::Cancel { turn: None }, unmet: None, usage: None, package: None },
-            "cancel",
-        ),
-        (Change::Turn { command: TurnCommand::Close, unmet: None, usage: None, package: None }, "close"),
+        (fixtures::turn(TurnCommand::Cancel { turn: None }), "cancel"),
+        (fixtures::turn(TurnCommand::Close), "close"),
         (set_work(), "work"),
         (Change::SetPolicy { policy }, "policy"),
         (runtimes(&[]), "runtimes"),
@@ -372,27 +286,11 @@ fn each_change_names_its_kind_in_the_history() {
 
 #[test]
 fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_again() {
-    use crate::question::{Choice, Kind, QuestionInput};
-    let options =
-        vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
-    let question = QuestionInput { kind: Kind::Permission, text: "Bash: ls".into(), input: None, options };
-    let command = TurnCommand::Report {
-        turn: 1,
-        status: ReportStatus::NeedsYou,
-        summary: None,
-        question: Some(question),
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    };
-    let h = ok(&fresh(), Change::Turn { command, unmet: None, usage: None, package: None }, Role::Machine).next;
+    let asked = fixtures::report(1, ReportStatus::NeedsYou).question(fixtures::permission("Bash: ls")).change();
+    let h = ok(&fresh(), asked, Role::Machine).next;
     assert_eq!(h.lineage.last().map(|t| t.status), Some(Status::NeedsYou));
-    let answer = |option: &str| Change::Turn {
-        command: TurnCommand::Answer { question: "q_2_1000".into(), option: option.into(), note: None },
-        unmet: None,
-        usage: None,
-        package: None,
+    let answer = |option: &str| {
+        fixtures::turn(TurnCommand::Answer { question: "q_2_1000".into(), option: option.into(), note: None })
     };
     assert_eq!(apply(&h, &answer("allow"), Role::Machine, 5_000).unwrap_err().code, Code::AuthForbidden);
     let invalid = apply(&h, &answer("maybe"), Role::Owner, 5_000).unwrap_err();
@@ -408,12 +306,7 @@ fn an_answer_is_the_owners_its_refusals_name_what_is_wrong_and_the_lineage_runs_
     assert_eq!(refused.code, Code::QuestionAnswered);
     assert!(refused.message.contains("\"allow\""), "{}", refused.message);
     // A stale id names the open question; with none open, the refusal says so.
-    let stale = Change::Turn {
-        command: TurnCommand::Answer { question: "q_9_1000".into(), option: "allow".into(), note: None },
-        unmet: None,
-        usage: None,
-        package: None,
-    };
+    let stale = fixtures::turn(TurnCommand::Answer { question: "q_9_1000".into(), option: "allow".into(), note: None });
     let refused = apply(&h, &stale, Role::Owner, 5_000).unwrap_err();
     assert_eq!(refused.code, Code::QuestionStale);
     assert!(refused.message.contains("another question than the open one, q_2"), "{}", refused.message);
@@ -525,21 +418,7 @@ fn an_open_that_names_another_turn_is_a_turn_conflict_saying_so_not_a_repeat() {
 // ---- Every outcome a turn keeps. ----
 
 fn saying(turn: u64, status: ReportStatus, summary: &str, reply: Option<&str>) -> Change {
-    Change::Turn {
-        command: TurnCommand::Report {
-            turn,
-            status,
-            summary: Some(summary.into()),
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: reply.map(str::to_string),
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    }
+    fixtures::report(turn, status).says(summary).reply(reply).change()
 }
 
 fn asking(turn: u64, text: &str) -> Change {
@@ -549,51 +428,18 @@ fn asking(turn: u64, text: &str) -> Change {
         input: Some(format!("run {text}")),
         options: vec![crate::question::Choice { id: "allow".into(), label: "Allow".into() }],
     };
-    Change::Turn {
-        command: TurnCommand::Report {
-            turn,
-            status: ReportStatus::NeedsYou,
-            summary: None,
-            question: Some(question),
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    }
+    fixtures::report(turn, ReportStatus::NeedsYou).question(question).change()
 }
 
 fn answering(h: &Handoff) -> Change {
     let id = h.record.question.as_ref().expect("a question is open").id.clone();
-    Change::Turn {
-        command: TurnCommand::Answer { question: id, option: "allow".into(), note: Some("go".into()) },
-        unmet: None,
-        usage: None,
-        package: None,
-    }
+    fixtures::turn(TurnCommand::Answer { question: id, option: "allow".into(), note: Some("go".into()) })
 }
 
 #[test]
 fn a_turns_entry_keeps_its_summary_reply_sync_mode_and_each_question_with_its_answer() {
     let mut h = fresh();
-    let running = Change::Turn {
-        command: TurnCommand::Report {
-            turn: 1,
-            status: ReportStatus::Running,
-            summary: None,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: Some(crate::timeline::SyncMode::Full),
-        },
-        unmet: None,
-        usage: None,
-        package: None,
-    };
+    let running = fixtures::report(1, ReportStatus::Running).sync_mode(crate::timeline::SyncMode::Full).change();
     h = ok(&h, running, Role::Machine).next;
     h = ok(&h, asking(1, "ls"), Role::Machine).next;
     h = ok(&h, answering(&h), Role::Owner).next;
@@ -662,12 +508,7 @@ fn the_package_carries_no_reply_and_no_question_and_its_hash_does_not_depend_on_
 /// version and writes the current entry.
 #[test]
 fn each_lineage_entry_keeps_its_turns_steers() {
-    let steer = |turn: u64, words: &str| Change::Turn {
-        command: TurnCommand::Steer { turn, prompt: words.into() },
-        unmet: None,
-        usage: None,
-        package: None,
-    };
+    let steer = |turn: u64, words: &str| fixtures::turn(TurnCommand::Steer { turn, prompt: words.into() });
     let h = fresh();
     let steered = ok(&h, steer(1, "use SQLite"), Role::Owner);
     assert_eq!(steered.next.record.version, h.record.version + 1);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::fixtures::{self, permission};
 use proptest::prelude::*;
 
 fn fresh() -> Record {
@@ -18,16 +19,7 @@ fn ok(record: &Record, command: Command) -> Applied<Record> {
 }
 
 fn report(turn: u64, status: ReportStatus, summary: Option<&str>) -> Command {
-    Command::Report {
-        turn,
-        status,
-        summary: summary.map(str::to_string),
-        question: None,
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    }
+    fixtures::report(turn, status).summary(summary).command()
 }
 
 /// Turn 1 reported done and turn 2 opened: the usual second-turn starting point.
@@ -203,16 +195,8 @@ fn any_command() -> impl Strategy<Value = Command> {
     let summary = prop_oneof![Just(None), Just(Some("a".to_string())), Just(Some("b".to_string()))];
     prop_oneof![
         (0u64..6).prop_map(|after| Command::OpenTurn { after, prompt: None }),
-        (0u64..6, status, summary).prop_map(|(turn, status, summary)| Command::Report {
-            turn,
-            status,
-            summary,
-            question: None,
-            runtime: None,
-            permission_mode: None,
-            reply: None,
-            sync_mode: None,
-        }),
+        (0u64..6, status, summary)
+            .prop_map(|(turn, status, summary)| fixtures::report(turn, status).summary(summary.as_deref()).command()),
         (0u64..6, prop_oneof![Just("default"), Just("plan")]).prop_map(|(turn, mode)| in_mode(turn, mode)),
         proptest::option::of(0u64..6).prop_map(|turn| Command::Cancel { turn }),
         Just(Command::Close),
@@ -309,25 +293,10 @@ fn both_states_read_back_from_the_word_the_contract_writes_and_no_other_word_is_
 
 // ---- Questions ----
 
-use crate::question::{Choice, Kind, QuestionInput};
-
-fn permission(text: &str) -> QuestionInput {
-    let options =
-        vec![Choice { id: "allow".into(), label: "Allow".into() }, Choice { id: "deny".into(), label: "Deny".into() }];
-    QuestionInput { kind: Kind::Permission, text: text.into(), input: None, options }
-}
+use crate::question::Kind;
 
 fn ask(turn: u64, text: &str) -> Command {
-    Command::Report {
-        turn,
-        status: ReportStatus::NeedsYou,
-        summary: Some("waiting".into()),
-        question: Some(permission(text)),
-        runtime: None,
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    }
+    fixtures::report(turn, ReportStatus::NeedsYou).says("waiting").question(permission(text)).command()
 }
 
 fn answer(question: &str, option: &str, note: Option<&str>) -> Command {
@@ -486,16 +455,7 @@ fn a_prompt_is_text_of_at_most_its_limit_not_empty_and_without_control_character
 }
 
 fn running_on(turn: u64, runtime: &str) -> Command {
-    Command::Report {
-        turn,
-        status: ReportStatus::Running,
-        summary: None,
-        question: None,
-        runtime: Some(runtime.into()),
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    }
+    fixtures::report(turn, ReportStatus::Running).runtime(runtime).command()
 }
 
 #[test]
@@ -542,16 +502,7 @@ fn a_runtime_is_named_as_the_machines_runtimes_are() {
 #[test]
 fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
     let r = asking();
-    let reminder = Command::Report {
-        turn: 1,
-        status: ReportStatus::NeedsYou,
-        summary: None,
-        question: None,
-        runtime: Some("claude-code".into()),
-        permission_mode: None,
-        reply: None,
-        sync_mode: None,
-    };
+    let reminder = fixtures::report(1, ReportStatus::NeedsYou).runtime("claude-code").command();
     let named = ok(&r, reminder.clone());
     assert!(named.moved);
     assert_eq!(
@@ -563,16 +514,7 @@ fn a_reminder_naming_the_runtime_names_it_and_leaves_the_open_question_open() {
 }
 
 fn in_mode(turn: u64, mode: &str) -> Command {
-    Command::Report {
-        turn,
-        status: ReportStatus::Running,
-        summary: None,
-        question: None,
-        runtime: None,
-        permission_mode: Some(mode.into()),
-        reply: None,
-        sync_mode: None,
-    }
+    fixtures::report(turn, ReportStatus::Running).permission_mode(mode).command()
 }
 
 #[test]
@@ -586,16 +528,7 @@ fn a_running_report_naming_the_permission_mode_shows_it_once_and_another_mode_la
         (Some("default"), r.version + 1, Status::Running)
     );
     assert!(!ok(&named.next, in_mode(2, "default")).moved, "the same mode again changes nothing");
-    let both = Command::Report {
-        turn: 2,
-        status: ReportStatus::Running,
-        summary: None,
-        question: None,
-        runtime: Some("codex".into()),
-        permission_mode: Some("default".into()),
-        reply: None,
-        sync_mode: None,
-    };
+    let both = fixtures::report(2, ReportStatus::Running).runtime("codex").permission_mode("default").command();
     let with_runtime = ok(&named.next, both);
     assert!(with_runtime.moved, "a runtime named beside the same mode still moves");
     assert_eq!(
@@ -647,16 +580,7 @@ fn a_permission_mode_is_a_short_token() {
 /// The reply is part of what makes a final report the same report again.
 #[test]
 fn a_final_report_with_another_reply_or_none_is_another_report_and_the_same_one_moves_nothing() {
-    let with = |reply: Option<&str>| Command::Report {
-        turn: 1,
-        status: ReportStatus::Done,
-        summary: Some("done".into()),
-        question: None,
-        runtime: None,
-        permission_mode: None,
-        reply: reply.map(str::to_string),
-        sync_mode: None,
-    };
+    let with = |reply: Option<&str>| fixtures::report(1, ReportStatus::Done).says("done").reply(reply).command();
     let r = fresh();
     let done = apply(&r, &with(Some("The answer.")), 10).unwrap();
     assert_eq!(done.next.reply.as_deref(), Some("The answer."));
