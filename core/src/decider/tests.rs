@@ -316,15 +316,20 @@ fn keyed(caller: Caller, op: Op, key: &str, fingerprint: &str) -> Ask {
 }
 
 fn create() -> Op {
+    creating("m1", 0, None, Placement::default())
+}
+
+/// The owner's create of `ID` for `machine`, in the hand-off's life `incarnation`.
+fn creating(machine: &str, incarnation: u64, prompt: Option<&str>, placement: Placement) -> Op {
     Op::Create {
-        id: "ho_1".into(),
+        id: ID.into(),
         session: "s1".into(),
-        machine: "m1".into(),
+        machine: machine.into(),
         size: "large".into(),
         machine_token: "t".into(),
-        incarnation: 0,
-        prompt: None,
-        placement: Placement::default(),
+        incarnation,
+        prompt: prompt.map(str::to_string),
+        placement,
     }
 }
 
@@ -376,16 +381,7 @@ fn a_create_writes_the_schema_record_lineage_and_event_in_one_plan_and_a_second_
     );
     let (plan, body, status) = d.ask(ask(owner(), create()));
     assert_eq!((status, plan.writes.len(), body["version"].as_u64()), (200, 0, Some(1)));
-    let other = Op::Create {
-        id: "ho_1".into(),
-        session: "s1".into(),
-        machine: "other".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 0,
-        prompt: None,
-        placement: Placement::default(),
-    };
+    let other = creating("other", 0, None, Placement::default());
     let (plan, body, status) = d.ask(ask(owner(), other));
     assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("handoff.conflict"), 0));
     let (_, body, status) = d.ask(ask(machine(), create()));
@@ -932,16 +928,7 @@ fn delete_answers_not_yours_and_not_there_alike_404_handoff_not_found() {
 #[test]
 fn a_repeated_create_ends_no_token_and_only_the_owners_machine_token_route_mints_one_that_ends_the_ones_before() {
     let mut d = Driver::new();
-    let at = |inc: u64| Op::Create {
-        id: ID.into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: inc,
-        prompt: None,
-        placement: Placement::default(),
-    };
+    let at = |inc: u64| creating("m1", inc, None, Placement::default());
     let (plan, body, status) = d.ask(ask(owner(), at(100)));
     assert_eq!(status, 201);
     assert_eq!(body["machine_token"].as_str(), Some("t"), "the first create carries its token");
@@ -992,16 +979,7 @@ fn a_create_shows_its_placement_on_the_record_and_turn_1_and_a_repeat_naming_ano
         model: Some("gpt-5-codex".into()),
         requested_permission_mode: Some("untrusted".into()),
     };
-    let with = |placement: Placement| Op::Create {
-        id: ID.into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 100,
-        prompt: None,
-        placement,
-    };
+    let with = |placement: Placement| creating("m1", 100, None, placement);
     let (_, body, status) = d.ask(ask(owner(), with(placement.clone())));
     assert_eq!(status, 201);
     assert_eq!(
@@ -1023,16 +1001,7 @@ fn a_create_shows_its_placement_on_the_record_and_turn_1_and_a_repeat_naming_ano
 fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage_entry() {
     let mut d = Driver::new();
     let placement = Placement { workspace: Some("api".into()), model: Some("opus".into()), ..Placement::default() };
-    let create = Op::Create {
-        id: ID.into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 100,
-        prompt: None,
-        placement: placement.clone(),
-    };
+    let create = creating("m1", 100, None, placement.clone());
     assert_eq!(d.ask(ask(owner(), create)).2, 201);
     let by = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(by, report(1, ReportStatus::Done, "a"))).2, 200);
@@ -1045,30 +1014,12 @@ fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage
 #[test]
 fn a_hand_off_created_again_after_its_erasure_starts_at_version_1_and_refuses_the_earlier_lifes_machine_token() {
     let mut d = Driver::new();
-    let first = Op::Create {
-        id: "ho_1".into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 100,
-        prompt: None,
-        placement: Placement::default(),
-    };
+    let first = creating("m1", 100, None, Placement::default());
     assert_eq!(d.ask(ask(owner(), first)).2, 201);
     let old_token = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(old_token.clone(), report(1, ReportStatus::Running, "a"))).2, 200);
     assert_eq!(d.ask(ask(owner(), Op::Erase)).2, 204);
-    let again = Op::Create {
-        id: "ho_1".into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 200,
-        prompt: None,
-        placement: Placement::default(),
-    };
+    let again = creating("m1", 200, None, Placement::default());
     let (_, body, status) = d.ask(ask(owner(), again));
     assert_eq!((status, d.version()), (201, 1), "a new life starts at version 1");
     assert_eq!(body["version"].as_u64(), Some(1));
@@ -1202,16 +1153,7 @@ fn open_with(after: u64, prompt: Option<&str>) -> Op {
 }
 
 fn create_with(prompt: Option<&str>) -> Op {
-    Op::Create {
-        id: "ho_1".into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: 0,
-        prompt: prompt.map(str::to_string),
-        placement: Placement::default(),
-    }
+    creating("m1", 0, prompt, Placement::default())
 }
 
 /// Storage stays bounded whatever a client repeats: turn after turn opened with the longest
@@ -1553,16 +1495,7 @@ fn a_held_timeline_read_waits_within_the_waits_cap_and_is_woken_by_its_turns_bat
 #[test]
 fn a_machine_credential_gets_a_token_only_for_its_machines_hand_offs_created_since_it_enrolled_and_ends_none() {
     let mut d = Driver::new();
-    let at = |inc: u64| Op::Create {
-        id: ID.into(),
-        session: "s1".into(),
-        machine: "m1".into(),
-        size: "large".into(),
-        machine_token: "t".into(),
-        incarnation: inc,
-        prompt: None,
-        placement: Placement::default(),
-    };
+    let at = |inc: u64| creating("m1", inc, None, Placement::default());
     assert_eq!(d.ask(ask(owner(), at(100))).2, 201);
     let credential = |enrolled_at: u64| Caller {
         owner: "alice".into(),
