@@ -10,47 +10,11 @@ use handoff_notify::{
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn here() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/independent")
-}
-
-/// The venv's python, made (or remade when the requirements change) under target/.
-fn python() -> PathBuf {
-    let requirements = here().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).unwrap();
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/notify-independent-venv");
-    let marker = venv.join("requirements.txt");
-    let python = venv.join("bin/python");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
-        let made = Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv).status();
-        assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed: this test needs Python 3");
-        let installed = Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements)
-            .status();
-        assert!(installed.is_ok_and(|s| s.success()), "pip could not install {}", requirements.display());
-        std::fs::write(&marker, wanted).unwrap();
-    }
-    python
-}
-
-fn run_checker(cases: &Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(here().join("check.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(cases.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "check.py failed");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+#[path = "independent/checker.rs"]
+mod checker;
+use checker::run_checker;
 
 /// Reproducible bytes: SHA-256 of a label.
 fn bytes32(label: &str) -> [u8; 32] {

@@ -8,9 +8,6 @@ use handoff_it::peers::{Delivery, PushService, Reply, WebhookReceiver};
 use handoff_it::{owner, temp_state, unique, Client, Server};
 use handoff_notify::{Topic, DEV_VAPID_PRIVATE_KEY, DEV_VAPID_PUBLIC_KEY};
 use serde_json::{json, Value};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Longer than any delivery of a healthy receiver takes, with a retry or two.
@@ -564,41 +561,9 @@ fn independent_check(secret: &str, got: &[Delivery]) {
     }
 }
 
-fn checker_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../notify/tests/independent")
-}
-
-/// The checker's venv, shared with `handoff-notify`'s tests (made there, or here on first use).
-fn python() -> PathBuf {
-    let requirements = checker_dir().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).unwrap();
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/notify-independent-venv");
-    let marker = venv.join("requirements.txt");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
-        let made = Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv).status();
-        assert!(made.is_ok_and(|s| s.success()), "python3 -m venv failed: this test needs Python 3");
-        let installed = Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements)
-            .status();
-        assert!(installed.is_ok_and(|s| s.success()), "pip could not install {}", requirements.display());
-        std::fs::write(&marker, wanted).unwrap();
-    }
-    venv.join("bin/python")
-}
-
-fn run_checker(cases: &Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(checker_dir().join("check.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(cases.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "check.py failed");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+#[path = "../../notify/tests/independent/checker.rs"]
+mod checker;
+use checker::run_checker;
 
 /// What the owner's index stores of one hand-off (a read-only test hook).
 fn index_storage(c: &Client, token: &str, id: &str) -> Value {
