@@ -48,44 +48,20 @@ fn suggestion(owner: &str, id: &str) -> Value {
     record(owner, id)["suggestion"].clone()
 }
 
+/// The machine's report on turn 1 with `status`, `summary` and the context it used of 100,000.
+fn report_context(machine: &str, id: &str, status: &str, summary: &str, used: &str) -> String {
+    let args = ["report", id, "--turn", "1", "--status", status, "--summary", summary, "--context-used", used];
+    ok(Some(machine), &[&args[..], &["--context-window", "100000"]].concat())
+}
+
 #[test]
 fn crossing_the_context_threshold_suggests_once_and_switches_nothing() {
     let (owner, id, machine) = with_policy();
     let v = version(&owner, &id);
-    let below = [
-        "report",
-        &id,
-        "--turn",
-        "1",
-        "--status",
-        "running",
-        "--summary",
-        "working",
-        "--context-used",
-        "79000",
-        "--context-window",
-        "100000",
-    ];
-    ok(Some(&machine), &below);
+    report_context(&machine, &id, "running", "working", "79000");
     assert_eq!(suggestion(&owner, &id), Value::Null, "79 % is below 80 %");
 
-    let out = ok(
-        Some(&machine),
-        &[
-            "report",
-            &id,
-            "--turn",
-            "1",
-            "--status",
-            "needs-you",
-            "--summary",
-            "stuck",
-            "--context-used",
-            "85000",
-            "--context-window",
-            "100000",
-        ],
-    );
+    let out = report_context(&machine, &id, "needs-you", "stuck", "85000");
     assert!(out.contains("suggestion (context-threshold): turn 1"), "{out}");
     let s = suggestion(&owner, &id);
     assert_eq!(s["reason"], "context-threshold");
@@ -96,23 +72,7 @@ fn crossing_the_context_threshold_suggests_once_and_switches_nothing() {
     assert!(raised > v + 1, "the suggestion moved the version");
 
     // The same state again, further over the threshold: not raised a second time.
-    ok(
-        Some(&machine),
-        &[
-            "report",
-            &id,
-            "--turn",
-            "1",
-            "--status",
-            "needs-you",
-            "--summary",
-            "stuck",
-            "--context-used",
-            "95000",
-            "--context-window",
-            "100000",
-        ],
-    );
+    report_context(&machine, &id, "needs-you", "stuck", "95000");
     assert_eq!(version(&owner, &id), raised, "raised once per turn and reason");
 
     // show and wait print it (list: see below); nothing switched.
