@@ -6,63 +6,13 @@
 
 mod common;
 use common::harness::*;
+use common::served::*;
 use common::*;
-use serde_json::Value;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
-/// The longest any one wait of these tests takes before it fails.
-const STEP_S: u64 = 60;
-
-/// A hand-off created with turn 1's words and a machine for it; serve starts when the test says,
-/// after it has planted what it plants in the workspace.
-struct Served {
-    owner: String,
-    id: String,
-    model: ScriptedModel,
-    machine: Machine,
-    serve: Option<Child>,
-}
+use std::process::Stdio;
+use std::time::Duration;
 
 impl Served {
-    fn new(prompt: &str, steps: Vec<Step>) -> Served {
-        let owner = owner();
-        let out =
-            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
-        let mut lines = out.lines();
-        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-        let model = ScriptedModel::start(steps);
-        let machine = Machine::new(&id, &token, &model);
-        Served { owner, id, model, machine, serve: None }
-    }
-
-    /// `handoff serve ID` with the machine's variables and `vars` over them.
-    fn start(&mut self, vars: &[(&str, String)]) {
-        let mut cmd = self.machine.handoff(&["serve", &self.id]);
-        cmd.envs(vars.iter().map(|(k, v)| (*k, v.as_str()))).stdout(Stdio::null()).stderr(Stdio::null());
-        self.serve = Some(cmd.spawn().expect("handoff serve starts"));
-    }
-
-    fn record(&self) -> Value {
-        record(&self.owner, &self.id)
-    }
-
-    fn context(&self) -> String {
-        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
-    }
-
-    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
-    }
-
-    /// The open question, once the harness asks it.
-    fn question(&self) -> Value {
-        let r = self.until("the harness asks the owner", |r| {
-            r["question"]["id"].is_string() && r["question"]["answer"].is_null()
-        });
-        r["question"].clone()
-    }
-
     /// A program named `name` in the workspace that leaves `name.ran` there when it runs.
     fn plant(&self, name: &str) -> std::path::PathBuf {
         let marker = self.machine.work().join(format!("{name}.ran"));
@@ -72,46 +22,16 @@ impl Served {
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         marker
     }
-
-    /// The owner closes the hand-off and serve exits 0, leaving nothing running.
-    fn close(&mut self) {
-        ok(Some(&self.owner), &["close", &self.id]);
-        let mut serve = self.serve.take().unwrap();
-        let until = Instant::now() + Duration::from_secs(STEP_S);
-        let status = loop {
-            if let Some(status) = serve.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < until, "serve did not exit on close\n{}", self.context());
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
-        eventually(
-            "no process is left",
-            Duration::from_secs(10),
-            || Some(self.machine.processes()).filter(|p| p.is_empty()),
-            || format!("{:?}", self.machine.processes()),
-        );
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.serve.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]
 fn a_workspace_whose_own_settings_allow_bash_still_has_the_owner_asked_and_is_named_in_the_log() {
     let command = "python3 -c 'open(\"ran.txt\", \"w\").write(\"ran\")'";
-    let mut s = Served::new("Run the script.", vec![Step::bash(command), Step::text("Left it.")]);
+    let mut s = Served::create("Run the script.", vec![Step::bash(command), Step::text("Left it.")], &[]);
     let settings = s.machine.work().join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, r#"{"permissions": {"allow": ["Bash"]}}"#).unwrap();
-    s.start(&[]);
+    s.serve_with(&[]);
 
     let asked = s.question();
     assert_eq!(asked["kind"], "permission", "{asked}");
@@ -129,11 +49,11 @@ fn a_workspace_whose_own_settings_allow_bash_still_has_the_owner_asked_and_is_na
 
 #[test]
 fn a_claude_planted_in_the_workspace_is_never_run_as_the_harness() {
-    let mut s = Served::new("Say hello.", vec![Step::text("Hello.")]);
+    let mut s = Served::create("Say hello.", vec![Step::text("Hello.")], &[]);
     let ran = s.plant("claude");
     // An empty entry first: the current folder, the workspace, for a lookup that reads it so.
     let path = format!(":{}", s.machine.path());
-    s.start(&[("PATH", path)]);
+    s.serve_with(&[("PATH", &path)]);
     let done = s.until("turn 1 is done", |r| r["status"] == "done");
     assert_eq!(done["summary"], "Hello.", "the real Claude Code ran the turn: {done}");
     assert!(!ran.exists(), "the planted claude never ran\n{}", s.context());
@@ -142,11 +62,14 @@ fn a_claude_planted_in_the_workspace_is_never_run_as_the_harness() {
 
 #[test]
 fn an_approved_command_never_runs_a_python3_planted_in_the_workspace() {
-    let mut s =
-        Served::new("Print the answer.", vec![Step::bash("python3 -c 'print(6 * 7)'"), Step::text("Printed it.")]);
+    let mut s = Served::create(
+        "Print the answer.",
+        vec![Step::bash("python3 -c 'print(6 * 7)'"), Step::text("Printed it.")],
+        &[],
+    );
     let ran = s.plant("python3");
     let path = format!(":.:{}", s.machine.path());
-    s.start(&[("PATH", path)]);
+    s.serve_with(&[("PATH", &path)]);
     let asked = s.question();
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", asked["id"].as_str().unwrap()]);
     let result = s
@@ -161,7 +84,7 @@ fn an_approved_command_never_runs_a_python3_planted_in_the_workspace() {
 
 #[test]
 fn serve_refuses_to_start_when_its_program_or_its_state_folder_lies_inside_the_workspace() {
-    let s = Served::new("Say hello.", vec![]);
+    let s = Served::create("Say hello.", vec![], &[]);
     let planted = s.machine.work().join("bin/handoff");
     std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_handoff"), &planted).unwrap();
@@ -187,7 +110,11 @@ fn serve_refuses_to_start_when_its_program_or_its_state_folder_lies_inside_the_w
 #[test]
 fn a_codex_workspace_whose_own_config_never_asks_still_has_the_owner_asked_and_its_config_is_not_applied() {
     let marker = unique("project-config-marker");
-    let mut s = Served::new("Make a proof file.", vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")]);
+    let mut s = Served::create(
+        "Make a proof file.",
+        vec![Step::exec("printf made > proof.txt"), Step::text("Left it.")],
+        &["--runtime", "codex"],
+    );
     let config = s.machine.work().join(".codex/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     let project = format!(
@@ -195,9 +122,7 @@ fn a_codex_workspace_whose_own_config_never_asks_still_has_the_owner_asked_and_i
          [sandbox_workspace_write]\nnetwork_access = true\n"
     );
     std::fs::write(&config, project).unwrap();
-    let mut cmd = s.machine.handoff(&["serve", &s.id, "--runtime", "codex"]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    s.serve = Some(cmd.spawn().expect("handoff serve starts"));
+    s.serve_with(&[]);
 
     let asked = s.question();
     assert!(asked["input"].as_str().is_some_and(|i| i.contains("printf made > proof.txt")), "{asked}");
@@ -217,10 +142,12 @@ fn a_codex_workspace_whose_own_config_never_asks_still_has_the_owner_asked_and_i
 #[test]
 fn a_codex_approval_reaches_the_owner_whole_with_the_rule_codex_proposes_and_allow_adds_no_rule() {
     let command = "curl -s -m 5 http://blocked.example.com/ -o /dev/null; echo curl-exit-$?";
-    let mut s = Served::new("Fetch it.", vec![Step::exec(command), Step::exec(command), Step::text("Fetched.")]);
-    let mut cmd = s.machine.handoff(&["serve", &s.id, "--runtime", "codex"]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    s.serve = Some(cmd.spawn().expect("handoff serve starts"));
+    let mut s = Served::create(
+        "Fetch it.",
+        vec![Step::exec(command), Step::exec(command), Step::text("Fetched.")],
+        &["--runtime", "codex"],
+    );
+    s.serve_with(&[]);
     let asked = s.question();
     let input = asked["input"].as_str().unwrap_or_default();
     for shown in
@@ -276,7 +203,7 @@ fn serve_under_a_managed_network_requirement(s: &mut Served) {
 fn a_codex_network_approval_shows_the_owner_its_host_and_a_deny_keeps_the_host_unreached() {
     let host = "handoff-network-approval.example.com";
     let command = format!("curl -s -m 30 -o /dev/null -w 'http-%{{http_code}}' http://{host}/; echo \" curl-exit-$?\"");
-    let mut s = Served::new("Fetch it.", vec![Step::exec(&command), Step::text("Fetched.")]);
+    let mut s = Served::create("Fetch it.", vec![Step::exec(&command), Step::text("Fetched.")], &[]);
     serve_under_a_managed_network_requirement(&mut s);
     // In `untrusted` the command itself is asked first.
     let command_question = s.question();

@@ -4,49 +4,13 @@
 
 mod common;
 use common::harness::*;
+use common::served::*;
 use common::*;
 use serde_json::Value;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// The longest any one wait of these tests takes before it fails.
-const STEP_S: u64 = 60;
-
-/// A hand-off created with turn 1's words, a machine for it, and `handoff serve` running there.
-struct Served {
-    owner: String,
-    session: String,
-    id: String,
-    model: ScriptedModel,
-    machine: Machine,
-    serve: Option<Child>,
-    args: Vec<String>,
-}
-
 impl Served {
-    fn start(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)]) -> Served {
-        Served::start_with(prompt, steps, vars, &[])
-    }
-
-    /// [`Served::start`], with more arguments for serve.
-    fn start_with(prompt: &str, steps: Vec<Step>, vars: &[(&str, &str)], args: &[&str]) -> Served {
-        let mut s = Served::create(prompt, steps, args);
-        s.serve = Some(s.spawn(vars));
-        s
-    }
-
-    /// The hand-off and its machine, serve not started yet.
-    fn create(prompt: &str, steps: Vec<Step>, args: &[&str]) -> Served {
-        let owner = owner();
-        let session = unique("session");
-        let out = ok(Some(&owner), &["create", &session, "--machine", "m1", "--size", "large", "--prompt", prompt]);
-        let mut lines = out.lines();
-        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-        let model = ScriptedModel::start(steps);
-        let machine = Machine::new(&id, &token, &model);
-        Served { owner, session, id, model, machine, serve: None, args: args.iter().map(|a| a.to_string()).collect() }
-    }
-
     /// serve's state record on the machine.
     fn state_record(&self) -> std::path::PathBuf {
         self.machine.root.join("state").join("serve").join(format!("{}.json", self.id))
@@ -70,47 +34,12 @@ impl Served {
         assert!(left.is_empty());
     }
 
-    fn spawn(&self, vars: &[(&str, &str)]) -> Child {
-        let mut argv = vec!["serve", self.id.as_str()];
-        argv.extend(self.args.iter().map(String::as_str));
-        let mut cmd = self.machine.handoff(&argv);
-        cmd.envs(vars.iter().copied()).stdout(Stdio::null()).stderr(Stdio::null());
-        cmd.spawn().expect("handoff serve starts")
-    }
-
-    fn record(&self) -> Value {
-        record(&self.owner, &self.id)
-    }
-
-    fn context(&self) -> String {
-        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
-    }
-
-    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
-    }
-
-    fn log_says(&self, what: &str) -> String {
-        eventually(
-            &format!("the log says {what:?}"),
-            Duration::from_secs(STEP_S),
-            || Some(self.machine.log()).filter(|l| l.contains(what)),
-            || self.context(),
-        )
-    }
-
     /// The `steer` event of turn `turn`'s timeline naming steer `id`, once serve wrote it.
     fn steer_event(&self, turn: u64, id: &str) -> Value {
-        eventually(
-            &format!("the timeline says what became of steer {id}"),
-            Duration::from_secs(STEP_S),
-            || {
-                let (_, body) = api_get(&self.owner, &format!("/v1/handoffs/{}/events?turn={turn}", self.id));
-                let events = body["events"].as_array().cloned().unwrap_or_default();
-                events.into_iter().find(|e| e["kind"] == "steer" && e["id"] == id)
-            },
-            || self.context(),
-        )
+        let named = |e: &Value| e["kind"] == "steer" && e["id"] == id;
+        let events =
+            self.events_until(turn, &format!("the timeline says what became of steer {id}"), |es| es.iter().any(named));
+        events.into_iter().find(named).unwrap()
     }
 
     /// The machine's processes other than serve itself.
@@ -122,46 +51,6 @@ impl Served {
             .filter(|p| Some(p.split(' ').next().unwrap_or_default().to_string()) != serve)
             .collect()
     }
-
-    /// The open question's id.
-    fn question(&self) -> String {
-        let r = self.until("the harness asks the owner", |r| {
-            r["question"]["id"].is_string() && r["question"]["answer"].is_null()
-        });
-        r["question"]["id"].as_str().unwrap().to_string()
-    }
-
-    /// The owner closes the hand-off and serve exits 0, leaving nothing running.
-    fn close(&mut self) {
-        ok(Some(&self.owner), &["close", &self.id]);
-        let mut serve = self.serve.take().unwrap();
-        let until = Instant::now() + Duration::from_secs(STEP_S);
-        let status = loop {
-            if let Some(status) = serve.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < until, "serve did not exit on close\n{}", self.context());
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        assert_eq!(status.code(), Some(0), "serve exits 0 on close\n{}", self.context());
-        let left = eventually(
-            "no process is left",
-            Duration::from_secs(10),
-            || Some(self.machine.processes()).filter(|p| p.is_empty()),
-            || format!("{:?}", self.machine.processes()),
-        );
-        assert!(left.is_empty());
-        assert!(!self.machine.log().contains(&self.machine.token), "the log never holds the token");
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.serve.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]
@@ -169,6 +58,7 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
     let mut s = Served::start(
         "Say hello to the parser.",
         vec![Step::text("Hello, parser."), Step::text("Second turn answered.")],
+        &[],
         &[],
     );
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
@@ -211,9 +101,10 @@ fn two_turns_opened_by_the_owner_run_on_the_machine_the_second_resuming_the_firs
 
 #[test]
 fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_after() {
-    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
+    let mut s =
+        Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[], &[]);
     // The harness waits on the owner's permission question: it is busy in its turn.
-    s.question();
+    s.question_id();
     assert!(!s.harness_processes().is_empty(), "the harness runs");
     let cancelled_at = Instant::now();
     ok(Some(&s.owner), &["cancel", &s.id]);
@@ -250,8 +141,8 @@ fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_
         Step::bash("touch denied.txt"),
         Step::text("Left it."),
     ];
-    let mut s = Served::start("Make the files.", steps, &[]);
-    let q = s.question();
+    let mut s = Served::start("Make the files.", steps, &[], &[]);
+    let q = s.question_id();
     assert_eq!(s.record()["question"]["text"], "Bash: touch allowed.txt");
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     let ran = s
@@ -287,9 +178,13 @@ fn a_served_turns_permission_is_allowed_from_afar_and_the_next_is_denied_with_a_
 
 #[test]
 fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_and_runs_the_next() {
-    let mut s =
-        Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")], &[]);
-    s.question();
+    let mut s = Served::start(
+        "Make a proof file.",
+        vec![Step::bash("touch proof.txt"), Step::text("Second turn ran.")],
+        &[],
+        &[],
+    );
+    s.question_id();
     let mut first = s.serve.take().unwrap();
     first.kill().unwrap();
     first.wait().unwrap();
@@ -324,7 +219,7 @@ fn serve_killed_mid_turn_and_started_again_reports_the_turn_failed_runs_it_once_
 
 #[test]
 fn a_second_serve_for_the_same_hand_off_refuses_naming_the_first_ones_pid() {
-    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[], &[]);
     s.until("turn 1 is done", |r| r["status"] == "done");
     let second = run_bounded("a second serve", s.machine.handoff(&["serve", &s.id]), 30);
     assert_eq!(second.code, 1, "{second:?}");
@@ -339,8 +234,9 @@ fn a_served_question_left_unanswered_is_withdrawn_and_denied_with_a_note_the_mod
         "Make a proof file.",
         vec![Step::bash("touch proof.txt"), Step::text("Went on without it.")],
         &[("HANDOFF_SERVE_ANSWER_WAIT_S", "3")],
+        &[],
     );
-    s.question();
+    s.question_id();
     let denied = s
         .model
         .result_of("call_1", Duration::from_secs(STEP_S))
@@ -355,7 +251,7 @@ fn a_served_question_left_unanswered_is_withdrawn_and_denied_with_a_note_the_mod
 
 #[test]
 fn an_erased_hand_off_ends_serve_with_a_line_saying_so() {
-    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[]);
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello.")], &[], &[]);
     s.until("turn 1 is done", |r| r["status"] == "done");
     ok(Some(&s.owner), &["erase", &s.id]);
     let mut serve = s.serve.take().unwrap();
@@ -478,6 +374,7 @@ fn with_the_service_unreachable_for_a_while_serve_follows_again_and_runs_the_tur
         "Say hello.",
         vec![Step::text("Hello."), Step::text("Ran the turn opened while away.")],
         &[("HANDOFF_URL", &relayed)],
+        &[],
     );
     s.until("turn 1 is done", |r| r["status"] == "done");
     s.log_says(&format!("from {relayed}"));
@@ -503,8 +400,8 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
         Step::text("Made the proof."),
         Step::text("Still here."),
     ];
-    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
-    let q = s.question();
+    let mut s = Served::start("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question_id();
     let asked = s.record()["question"].clone();
     assert_eq!(asked["kind"], "permission", "{asked}");
     assert!(
@@ -674,8 +571,9 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
 
 #[test]
 fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() {
-    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[]);
-    s.question();
+    let mut s =
+        Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made it.")], &[], &[]);
+    s.question_id();
     // serve reports the machine's runtimes as it starts, a change of its own that may land after
     // the question under load: the launch is measured against a record that has it.
     let before = s.until("serve has reported the machine's runtimes", |r| r["machine_runtimes"].is_object());
@@ -692,9 +590,9 @@ fn a_launch_typed_by_hand_while_serve_runs_the_turn_refuses_naming_serves_pid() 
 #[test]
 fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_nothing_is_reported_after() {
     let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Made the proof.")];
-    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let mut s = Served::start("Make a proof file.", steps, &[], &["--runtime", "codex"]);
     // Codex waits on the owner's approval: its app-server is busy in the turn.
-    s.question();
+    s.question_id();
     assert!(s.harness_processes().iter().any(|p| p.contains("app-server")), "{:?}", s.harness_processes());
     let cancelled_at = Instant::now();
     ok(Some(&s.owner), &["cancel", &s.id]);
@@ -813,8 +711,8 @@ fn a_served_codex_command_denied_from_afar_with_a_note_runs_nothing_and_the_mode
     // The note is steered into the turn just before the decline is answered; by timing, Codex
     // sends the declined call's result and the note in one request or in two, each answered.
     let steps = vec![Step::exec("printf made > proof.txt"), Step::text("Left it."), Step::text("Left it.")];
-    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
-    let q = s.question();
+    let mut s = Served::start("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question_id();
     let note = "Not that file: write the proof into NOTES.md instead";
     ok(Some(&s.owner), &["answer", &s.id, "deny", "--question", &q, "--note", note]);
     let done = s.until("the turn goes on and ends", |r| r["status"] == "done");
@@ -961,7 +859,7 @@ fn a_state_record_that_cannot_be_written_starts_no_harness_the_turn_ends_failed_
 
 #[test]
 fn a_stored_session_id_that_is_not_a_uuid_fails_its_turn_saying_so_and_never_reaches_the_harness() {
-    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Resumed.")], &[]);
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Resumed.")], &[], &[]);
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     let mut first = s.serve.take().unwrap();
     first.kill().unwrap();
@@ -983,7 +881,7 @@ fn a_stored_session_id_that_is_not_a_uuid_fails_its_turn_saying_so_and_never_rea
 
 #[test]
 fn a_hand_off_erased_and_created_again_is_served_from_an_empty_state_record_of_its_new_life() {
-    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Hello, new life.")], &[]);
+    let mut s = Served::start("Say hello.", vec![Step::text("Hello."), Step::text("Hello, new life.")], &[], &[]);
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     ok(Some(&s.owner), &["erase", &s.id]);
     let mut serve = s.serve.take().unwrap();
@@ -1017,9 +915,9 @@ fn a_hand_off_erased_and_created_again_is_served_from_an_empty_state_record_of_i
 #[test]
 fn serve_stopped_by_term_or_int_ends_the_harness_its_whole_group_and_what_it_left_before_it_exits() {
     let steps = vec![Step::bash("touch proof.txt"), Step::bash("touch second.txt"), Step::text("Left it.")];
-    let mut s = Served::start("Make a proof file.", steps, &[]);
+    let mut s = Served::start("Make a proof file.", steps, &[], &[]);
     // The harness waits on the owner: Claude Code, and its hook in a group of its own.
-    s.question();
+    s.question_id();
     assert!(s.harness_processes().len() > 1, "{:?}", s.harness_processes());
     s.signalled(libc::SIGTERM);
     assert!(s.machine.log().contains("serve got signal 15"), "{}", s.context());
@@ -1079,8 +977,8 @@ fn a_steer_sent_while_a_served_codex_turn_works_reaches_a_later_model_request_of
     // result, or right after it: both are answered the same).
     let reply = "Using SQLite, as you asked.";
     let steps = vec![Step::exec("sleep 3 && printf made > proof.txt"), Step::text(reply), Step::text(reply)];
-    let mut s = Served::start_with("Make a proof file.", steps, &[], &["--runtime", "codex"]);
-    let q = s.question();
+    let mut s = Served::start("Make a proof file.", steps, &[], &["--runtime", "codex"]);
+    let q = s.question_id();
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     let words = "Use SQLite instead of Postgres.";
     let steered = ok(Some(&s.owner), &["steer", &s.id, "-m", words]);
@@ -1107,8 +1005,8 @@ fn a_steer_sent_while_a_served_codex_turn_works_reaches_a_later_model_request_of
 fn a_steer_sent_after_the_turns_harness_ended_is_reported_undelivered_on_the_timeline() {
     // Claude Code waits on the owner's answer; serve is killed and its harness goes with it
     // (the parent-death signal). The owner steers the turn, still open on the record.
-    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made.")], &[]);
-    s.question();
+    let mut s = Served::start("Make a proof file.", vec![Step::bash("touch proof.txt"), Step::text("Made.")], &[], &[]);
+    s.question_id();
     let mut first = s.serve.take().unwrap();
     first.kill().unwrap();
     first.wait().unwrap();
@@ -1137,8 +1035,8 @@ fn a_steer_sent_while_a_served_claude_code_turn_works_reaches_a_later_model_requ
     // (delivered); the model's next answer carries it. Either answer ends the turn the same.
     let reply = "Using SQLite, as you asked.";
     let steps = vec![Step::bash("sleep 4 && printf made > proof.txt"), Step::text(reply), Step::text(reply)];
-    let mut s = Served::start("Make a proof file.", steps, &[]);
-    let q = s.question();
+    let mut s = Served::start("Make a proof file.", steps, &[], &[]);
+    let q = s.question_id();
     ok(Some(&s.owner), &["answer", &s.id, "allow", "--question", &q]);
     s.until("the command runs", |r| r["status"] == "running");
     let words = "Use SQLite instead of Postgres.";
@@ -1177,7 +1075,7 @@ fn a_steer_sent_while_a_served_claude_code_model_is_answering_runs_as_the_next_e
     // the two results.
     let (first, reply) = ("The parser reads JSON.", "Using SQLite, as you asked.");
     let steps = vec![Step::held(ANSWER_HELD_MS, Step::text(first)), Step::held(ANSWER_HELD_MS, Step::text(reply))];
-    let mut s = Served::start("Describe the parser.", steps, &[]);
+    let mut s = Served::start("Describe the parser.", steps, &[], &[]);
     let answering = |n: usize| {
         eventually(
             &format!("the model is answering request {n}"),
@@ -1232,7 +1130,7 @@ fn steers_sent_while_a_served_claude_code_model_is_answering_are_each_delivered_
     // result ends the turn.
     let (first, reply) = ("The parser reads JSON.", "Using db.sqlite, as you asked.");
     let steps = vec![Step::held(ANSWER_HELD_MS, Step::text(first)), Step::text(reply)];
-    let mut s = Served::start("Describe the parser.", steps, &[]);
+    let mut s = Served::start("Describe the parser.", steps, &[], &[]);
     eventually(
         "the model is answering",
         Duration::from_secs(STEP_S),

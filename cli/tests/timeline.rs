@@ -7,80 +7,17 @@
 
 mod common;
 use common::harness::*;
+use common::served::*;
 use common::*;
 use handoff_cli::client::{Client, Event, EventKind, Retry};
 use handoff_cli::serve::{batch::Queue, sender};
 use serde_json::Value;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The longest any one wait of these tests takes before it fails.
-const STEP_S: u64 = 60;
-
-/// A hand-off created with turn 1's words, a machine for it, and `handoff serve` running there
-/// with `args`.
-struct Served {
-    owner: String,
-    id: String,
-    /// Kept alive for the harnesses to talk to.
-    _model: ScriptedModel,
-    machine: Machine,
-    serve: Option<Child>,
-}
-
 impl Served {
-    fn start(prompt: &str, steps: Vec<Step>, args: &[&str]) -> Served {
-        let owner = owner();
-        let out =
-            ok(Some(&owner), &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", prompt]);
-        let mut lines = out.lines();
-        let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-        let model = ScriptedModel::start(steps);
-        let machine = Machine::new(&id, &token, &model);
-        let mut argv = vec!["serve", id.as_str()];
-        argv.extend(args);
-        let mut cmd = machine.handoff(&argv);
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        let serve = Some(cmd.spawn().expect("handoff serve starts"));
-        Served { owner, id, _model: model, machine, serve }
-    }
-
-    fn record(&self) -> Value {
-        record(&self.owner, &self.id)
-    }
-
-    fn context(&self) -> String {
-        format!("record: {}\nlog:\n{}", self.record(), self.machine.log())
-    }
-
-    fn until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(what, Duration::from_secs(STEP_S), || Some(self.record()).filter(|r| check(r)), || self.context())
-    }
-
-    /// Answers the open question with `option`.
-    fn answer(&self, option: &str) {
-        let r = self.until("the harness asks the owner", |r| {
-            r["question"]["id"].is_string() && r["question"]["answer"].is_null()
-        });
-        ok(Some(&self.owner), &["answer", &self.id, option, "--question", r["question"]["id"].as_str().unwrap()]);
-    }
-
-    /// Turn `turn`'s events, once `check` holds of them.
-    fn events_until(&self, turn: u64, what: &str, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        eventually(
-            what,
-            Duration::from_secs(STEP_S),
-            || {
-                let (status, body) = api_get(&self.owner, &format!("/v1/handoffs/{}/events?turn={turn}", self.id));
-                let events = body["events"].as_array().cloned().unwrap_or_default();
-                (status == 200 && check(&events)).then_some(events)
-            },
-            || self.context(),
-        )
-    }
-
     /// The lineage entry of `turn`.
     fn lineage(&self, turn: u64) -> Value {
         let (status, body) = api_get(&self.owner, &format!("/v1/handoffs/{}/turns", self.id));
@@ -106,33 +43,6 @@ impl Served {
             || self.context(),
         )
     }
-
-    fn close(&mut self) {
-        ok(Some(&self.owner), &["close", &self.id]);
-        let mut serve = self.serve.take().unwrap();
-        let status = eventually(
-            "serve exits on close",
-            Duration::from_secs(STEP_S),
-            || serve.try_wait().unwrap(),
-            || self.context(),
-        );
-        assert_eq!(status.code(), Some(0), "{}", self.context());
-        eventually(
-            "no process is left",
-            Duration::from_secs(10),
-            || Some(self.machine.processes()).filter(|p| p.is_empty()),
-            || format!("{:?}", self.machine.processes()),
-        );
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.serve.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Seqs from 1, consecutive.
@@ -151,7 +61,7 @@ fn a_served_claude_code_turn_leaves_its_words_tool_calls_and_whole_reply_on_the_
     let reply: String = (1..=120).map(|i| format!("Line {i} of the answer: the file is made and checked.\n")).collect();
     let reply = reply.trim().to_string();
     let steps = vec![Step::bash("printf hi > made.txt"), Step::text(&reply)];
-    let mut s = Served::start("Make the file.", steps, &[]);
+    let mut s = Served::start("Make the file.", steps, &[], &[]);
     s.answer("allow");
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(done["sync_mode"], "messages", "serve's default, named by its running report: {done}");
@@ -187,7 +97,7 @@ fn a_served_claude_code_turn_leaves_its_words_tool_calls_and_whole_reply_on_the_
 #[test]
 fn metadata_mode_sends_tool_names_states_and_durations_and_no_text_input_output_or_reply() {
     let steps = vec![Step::bash("touch secret-name.txt"), Step::text("The secret answer words.")];
-    let mut s = Served::start("Make the secret file.", steps, &["--sync", "metadata"]);
+    let mut s = Served::start("Make the secret file.", steps, &[], &["--sync", "metadata"]);
     s.answer("allow");
     let done = s.until("turn 1 is done", |r| r["status"] == "done");
     assert_eq!(done["sync_mode"], "metadata", "{done}");
@@ -211,7 +121,7 @@ fn metadata_mode_sends_tool_names_states_and_durations_and_no_text_input_output_
 #[test]
 fn a_served_codex_turn_leaves_its_words_commands_with_their_output_and_whole_reply_in_full_mode() {
     let steps = vec![Step::exec("printf made > proof.txt && echo proof-made"), Step::text("Made the proof.")];
-    let mut s = Served::start("Make a proof file.", steps, &["--runtime", "codex", "--sync", "full"]);
+    let mut s = Served::start("Make a proof file.", steps, &[], &["--runtime", "codex", "--sync", "full"]);
     s.answer("allow");
     let done = s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     assert_eq!(
@@ -236,7 +146,7 @@ fn a_served_codex_turn_leaves_its_words_commands_with_their_output_and_whole_rep
 #[test]
 fn the_machine_notes_a_resumed_session_and_a_stop_and_why_on_the_turns_timeline() {
     let steps = vec![Step::text("Hello."), Step::bash("touch never.txt"), Step::text("Not reached.")];
-    let mut s = Served::start("Say hello.", steps, &[]);
+    let mut s = Served::start("Say hello.", steps, &[], &[]);
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     ok(Some(&s.owner), &["turn", &s.id, "--prompt", "Now make a file."]);
     s.until("turn 2 asks", |r| r["turn"] == 2 && r["question"]["id"].is_string() && r["question"]["answer"].is_null());

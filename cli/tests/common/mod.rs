@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod served;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
