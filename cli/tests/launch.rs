@@ -307,19 +307,7 @@ fn a_dry_run_prints_the_exact_prompt_and_command_and_accepts_writes_and_starts_n
 fn a_turn_without_a_package_is_briefed_from_the_work_record_and_what_codex_left_is_recorded() {
     let owner_token = owner();
     let (id, machine_token) = create(&owner_token);
-    ok(
-        Some(&owner_token),
-        &[
-            "work",
-            &id,
-            "--title",
-            "Config parser",
-            "--goal",
-            "Parse the config file",
-            "--criterion",
-            "empty input parses",
-        ],
-    );
+    set_parser_work(&owner_token, &id);
     let model = ScriptedModel::start(codex_plans("Config parser"));
     let m = Machine::new(&id, &machine_token, &model);
 

@@ -94,19 +94,7 @@ impl Drop for Server {
 fn session() -> (String, String, String) {
     let owner = owner();
     let (id, machine) = create(&owner);
-    ok(
-        Some(&owner),
-        &[
-            "work",
-            &id,
-            "--title",
-            "Config parser",
-            "--goal",
-            "Parse the config file",
-            "--criterion",
-            "empty input parses",
-        ],
-    );
+    set_parser_work(&owner, &id);
     (owner, id, machine)
 }
 

@@ -439,12 +439,7 @@ fn a_codex_turn_is_served_through_app_server_its_approval_answered_from_the_api_
 fn a_refused_token_is_replaced_by_the_one_in_the_token_file_and_serve_goes_on() {
     let model = ScriptedModel::start(vec![Step::text("Served with the fresh token.")]);
     let owner = owner();
-    let out = ok(
-        Some(&owner),
-        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Say hello."],
-    );
-    let mut lines = out.lines();
-    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let (id, token) = create_with_prompt(&owner, "Say hello.");
     let m = Machine::new(&id, &token, &model);
     let file = m.root.join("state/rotated.token");
     std::fs::write(&file, &token).unwrap();
@@ -476,29 +471,9 @@ fn a_mid_chat_hand_off_to_codex_is_served_briefed_from_its_package_and_handed_ba
         vec![Step::text("Claude Code's first turn."), Step::text("Claude Code is back.")],
         vec![Step::text("Codex reviewed the parser.")],
     );
-    let owner = owner();
-    let out = ok(
-        Some(&owner),
-        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."],
-    );
-    let mut lines = out.lines();
-    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-    ok(
-        Some(&owner),
-        &[
-            "work",
-            &id,
-            "--title",
-            "Config parser",
-            "--goal",
-            "Parse the config file",
-            "--criterion",
-            "empty input parses",
-        ],
-    );
-    let machine = Machine::new(&id, &token, &model);
-    let mut s = Served { owner, session: String::new(), id, model, machine, serve: None, args: Vec::new() };
-    s.serve = Some(s.spawn(&[]));
+    let mut s = Served::create_for("Start the parser.", model, &[]);
+    set_parser_work(&s.owner, &s.id);
+    s.serve_with(&[]);
     s.until("turn 1 is done", |r| r["turn"] == 1 && r["status"] == "done");
     s.log_says("reported runtimes");
     // `codex login status` says "Not logged in" with the scripted provider's key in the
@@ -631,25 +606,8 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
 #[test]
 fn a_turn_whose_package_moved_before_serve_accepted_it_ends_failed_with_package_stale_in_its_summary() {
     let owner = owner();
-    let out = ok(
-        Some(&owner),
-        &["create", &unique("session"), "--machine", "m1", "--size", "large", "--prompt", "Start the parser."],
-    );
-    let mut lines = out.lines();
-    let (id, token) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
-    ok(
-        Some(&owner),
-        &[
-            "work",
-            &id,
-            "--title",
-            "Config parser",
-            "--goal",
-            "Parse the config file",
-            "--criterion",
-            "empty input parses",
-        ],
-    );
+    let (id, token) = create_with_prompt(&owner, "Start the parser.");
+    set_parser_work(&owner, &id);
     let request = ["--objective", "Review the parser", "--purpose", "a second pair of eyes"];
     // The owner recompiles the package between serve's read of it and its accept.
     let recompiled = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));

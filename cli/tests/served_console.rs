@@ -106,19 +106,7 @@ fn from_the_console_alone_the_owner_answers_sends_hands_to_codex_and_cancels_and
     let codex =
         vec![Step::text("Codex reviewed the parser: two edge cases left."), Step::exec("rm -rf build && echo cleaned")];
     let s = Served::start("Make a proof file, then say so.", ScriptedModel::start_per_api(claude, codex));
-    ok(
-        Some(&s.owner),
-        &[
-            "work",
-            &s.id,
-            "--title",
-            "Config parser",
-            "--goal",
-            "Parse the config file",
-            "--criterion",
-            "empty input parses",
-        ],
-    );
+    set_parser_work(&s.owner, &s.id);
     eventually(
         "serve reports the runtimes",
         Duration::from_secs(STEP_S),

@@ -104,12 +104,28 @@ pub fn owner() -> String {
 
 /// Creates a hand-off for a fresh session; answers (id, machine token).
 pub fn create(owner: &str) -> (String, String) {
-    let out = ok(Some(owner), &["create", &unique("session"), "--machine", "m1", "--size", "large"]);
+    create_saying(owner, &[])
+}
+
+/// [`create`] with turn 1's words.
+pub fn create_with_prompt(owner: &str, prompt: &str) -> (String, String) {
+    create_saying(owner, &["--prompt", prompt])
+}
+
+fn create_saying(owner: &str, more: &[&str]) -> (String, String) {
+    let args = ["create", &unique("session"), "--machine", "m1", "--size", "large"];
+    let out = ok(Some(owner), &[&args[..], more].concat());
     let mut lines = out.lines();
     let id = lines.next().expect("create prints the id").to_string();
     let machine = lines.next().expect("create prints the machine token").to_string();
     assert!(id.starts_with("ho_"), "{out}");
     (id, machine)
+}
+
+/// The owner sets the work record the hand-off tests brief from: a config parser, one criterion.
+pub fn set_parser_work(owner: &str, id: &str) {
+    let work = ["work", id, "--title", "Config parser", "--goal", "Parse the config file"];
+    ok(Some(owner), &[&work[..], &["--criterion", "empty input parses"]].concat());
 }
 
 /// The record as `show --json` gives it.
