@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Waits until the record shows an open question; answers its id.
@@ -19,12 +19,23 @@ fn open_question(owner: &str, id: &str) -> String {
     }
 }
 
+/// `handoff ARGS…` run by the machine, in the background, its output kept.
+fn asking(machine: &str, args: &[&str]) -> Child {
+    command(Some(machine), args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// `handoff … --turn 1 --kind permission --text TEXT` offering Allow and Deny, waiting `wait` s.
+fn ask_permission(machine: &str, ask: &[&str], text: &str, wait: &str) -> Child {
+    let question = ["--turn", "1", "--kind", "permission", "--text", text, "--option", "allow=Allow"];
+    asking(machine, &[ask, &question[..], &["--option", "deny=Deny", "--wait", wait]].concat())
+}
+
 #[test]
 fn ask_prints_the_option_the_owner_chose_and_exits_0() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(
-        Some(&machine),
+    let asking = asking(
+        &machine,
         &[
             "ask",
             &id,
@@ -39,11 +50,7 @@ fn ask_prints_the_option_the_owner_chose_and_exits_0() {
             "--wait",
             "30",
         ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
     let q = open_question(&owner_token, &id);
     let row = record(&owner_token, &id);
     assert_eq!((row["status"].as_str(), row["question"]["kind"].as_str()), (Some("needs-you"), Some("choice")));
@@ -70,30 +77,7 @@ fn ask_exits_4_with_nothing_on_stdout_when_no_answer_comes_in_time() {
 fn ask_and_answer_speak_json_with_json() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(
-        Some(&machine),
-        &[
-            "--json",
-            "ask",
-            &id,
-            "--turn",
-            "1",
-            "--kind",
-            "permission",
-            "--text",
-            "Bash: ls",
-            "--option",
-            "allow=Allow",
-            "--option",
-            "deny=Deny",
-            "--wait",
-            "30",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let asking = ask_permission(&machine, &["--json", "ask", &id], "Bash: ls", "30");
     let q = open_question(&owner_token, &id);
     let r = run(Some(&owner_token), &["--json", "answer", &id, "allow", "--question", &q]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -124,29 +108,7 @@ fn answer_with_no_question_open_is_refused_with_question_none() {
 fn answer_without_a_question_and_no_terminal_refuses_naming_the_flag_and_answers_nothing() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(
-        Some(&machine),
-        &[
-            "ask",
-            &id,
-            "--turn",
-            "1",
-            "--kind",
-            "permission",
-            "--text",
-            "Bash: npm test",
-            "--option",
-            "allow=Allow",
-            "--option",
-            "deny=Deny",
-            "--wait",
-            "30",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let asking = ask_permission(&machine, &["ask", &id], "Bash: npm test", "30");
     let q = open_question(&owner_token, &id);
     let before = record(&owner_token, &id);
     let r = run(Some(&owner_token), &["answer", &id, "allow"]);
@@ -202,29 +164,7 @@ fn wait_for_screen(name: &str, text: &str) -> String {
 fn answer_without_a_question_on_a_terminal_shows_the_open_question_whole_and_answers_it_only_on_yes() {
     let owner_token = owner();
     let (id, machine) = create(&owner_token);
-    let asking = command(
-        Some(&machine),
-        &[
-            "ask",
-            &id,
-            "--turn",
-            "1",
-            "--kind",
-            "permission",
-            "--text",
-            "Bash: npm test",
-            "--option",
-            "allow=Allow",
-            "--option",
-            "deny=Deny",
-            "--wait",
-            "60",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let asking = ask_permission(&machine, &["ask", &id], "Bash: npm test", "60");
     let q = open_question(&owner_token, &id);
     // A "no" answers nothing.
     let Some(first) = on_a_terminal(&owner_token, &["answer", &id, "allow"]) else {
