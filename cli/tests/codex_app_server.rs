@@ -146,6 +146,17 @@ impl Handler for Recorder {
     }
 }
 
+/// One turn of `prompt` on a fresh app-server of `m` under `approval_policy`, its approvals
+/// and questions answered by `handler`, the run bounded by the watchdog.
+fn one_turn(m: &Machine, approval_policy: &str, prompt: &str, handler: &mut Recorder) -> TurnOutcome {
+    let mut server = AppServer::start(&config(m, approval_policy)).unwrap();
+    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
+    let thread = server.start_thread().unwrap();
+    let outcome = server.run_turn(&thread, prompt, &AtomicBool::new(false), handler).unwrap();
+    guard.store(true, Ordering::SeqCst);
+    outcome
+}
+
 fn machine(model: &ScriptedModel) -> Machine {
     Machine::new("ho_served", "no-token", model)
 }
@@ -198,12 +209,8 @@ fn an_exec_command_approval_answered_allow_runs_the_command_and_the_model_receiv
         Step::text("Made the proof."),
     ]);
     let m = machine(&model);
-    let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
-    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
-    let thread = server.start_thread().unwrap();
     let mut handler = Recorder::answering(Decision::Allow);
-    let outcome = server.run_turn(&thread, "Make the proof.", &AtomicBool::new(false), &mut handler).unwrap();
-    guard.store(true, Ordering::SeqCst);
+    let outcome = one_turn(&m, "untrusted", "Make the proof.", &mut handler);
     assert_eq!(outcome, TurnOutcome::Completed { message: "Made the proof.".into() });
     let [asked] = handler.approvals.as_slice() else { panic!("one approval: {:?}", handler.approvals) };
     assert_eq!(asked.kind, ApprovalKind::Command);
@@ -222,13 +229,9 @@ fn an_exec_command_approval_answered_allow_runs_the_command_and_the_model_receiv
 fn an_exec_command_approval_denied_with_a_note_runs_nothing_and_the_model_receives_the_note() {
     let model = ScriptedModel::start(vec![Step::exec("printf made > proof.txt"), Step::text("Understood.")]);
     let m = machine(&model);
-    let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
-    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
-    let thread = server.start_thread().unwrap();
     let note = "Not that file: write the proof into NOTES.md instead";
     let mut handler = Recorder::answering(Decision::Deny { note: Some(note.into()) });
-    let outcome = server.run_turn(&thread, "Make the proof.", &AtomicBool::new(false), &mut handler).unwrap();
-    guard.store(true, Ordering::SeqCst);
+    let outcome = one_turn(&m, "untrusted", "Make the proof.", &mut handler);
     assert!(matches!(outcome, TurnOutcome::Completed { .. }), "a decline lets the turn go on: {outcome:?}");
     assert_eq!(handler.approvals.len(), 1, "{:?}", handler.approvals);
     assert!(!m.work().join("proof.txt").exists(), "the denied command did not run");
@@ -303,12 +306,8 @@ fn the_models_request_user_input_reaches_the_person_as_a_choice_and_the_answer_r
         Step::text("One pass it is."),
     ]);
     let m = machine(&model);
-    let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
-    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
-    let thread = server.start_thread().unwrap();
     let mut handler = Recorder::answering(Decision::Allow);
-    let outcome = server.run_turn(&thread, "Plan the parser.", &AtomicBool::new(false), &mut handler).unwrap();
-    guard.store(true, Ordering::SeqCst);
+    let outcome = one_turn(&m, "untrusted", "Plan the parser.", &mut handler);
     let result = model.result_of("call_1", Duration::from_secs(1)).map(|v| v.to_string()).unwrap_or_default();
     let [asked] = handler.questions.as_slice() else {
         panic!("one question reached the person: {:?} (the model got {result}, outcome {outcome:?})", handler.questions)
@@ -333,12 +332,8 @@ fn questions_the_owners_form_cannot_carry_are_never_put_to_the_person_and_the_mo
     ];
     let model = ScriptedModel::start(steps);
     let m = machine(&model);
-    let mut server = AppServer::start(&config(&m, "untrusted")).unwrap();
-    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
-    let thread = server.start_thread().unwrap();
     let mut handler = Recorder::answering(Decision::Allow);
-    let outcome = server.run_turn(&thread, "Plan the parser.", &AtomicBool::new(false), &mut handler).unwrap();
-    guard.store(true, Ordering::SeqCst);
+    let outcome = one_turn(&m, "untrusted", "Plan the parser.", &mut handler);
     let result = |call: &str| model.result_of(call, Duration::from_secs(1)).map(|v| v.to_string()).unwrap_or_default();
     assert!(handler.questions.is_empty(), "nothing was put to the person: {:?}", handler.questions);
     let several = result("call_1");
@@ -505,12 +500,8 @@ fn under_on_request_only_a_command_that_asks_to_leave_the_sandbox_asks_the_perso
         Step::text("Both done."),
     ]);
     let m = machine(&model);
-    let mut server = AppServer::start(&config(&m, "on-request")).unwrap();
-    let guard = watchdog(&server, Duration::from_secs(HARNESS_RUN_S_MAX));
-    let thread = server.start_thread().unwrap();
     let mut handler = Recorder::answering(Decision::Allow);
-    let outcome = server.run_turn(&thread, "Write both files.", &AtomicBool::new(false), &mut handler).unwrap();
-    guard.store(true, Ordering::SeqCst);
+    let outcome = one_turn(&m, "on-request", "Write both files.", &mut handler);
     assert_eq!(outcome, TurnOutcome::Completed { message: "Both done.".into() });
     let [asked] = handler.approvals.as_slice() else {
         panic!("only the escalated command asked: {:?}", handler.approvals)
