@@ -42,6 +42,22 @@ impl Served {
         events.into_iter().find(named).unwrap()
     }
 
+    /// The owner cancels; the harness is gone within 5 s. Serve's log, and its line saying so.
+    fn cancelled_within_5_s(&self, what: &str) -> (String, String) {
+        let cancelled_at = Instant::now();
+        ok(Some(&self.owner), &["cancel", &self.id]);
+        eventually(
+            what,
+            Duration::from_secs(10),
+            || Some(self.harness_processes()).filter(|p| p.is_empty()),
+            || format!("{:?}\n{}", self.harness_processes(), self.context()),
+        );
+        assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
+        let log = self.log_says("because the owner cancelled it");
+        let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default().to_string();
+        (log, line)
+    }
+
     /// The machine's processes other than serve itself.
     fn harness_processes(&self) -> Vec<String> {
         let serve = self.serve.as_ref().map(|c| c.id().to_string());
@@ -106,18 +122,7 @@ fn the_owners_cancel_stops_the_harness_within_5_s_and_nothing_moves_the_turn_aft
     // The harness waits on the owner's permission question: it is busy in its turn.
     s.question_id();
     assert!(!s.harness_processes().is_empty(), "the harness runs");
-    let cancelled_at = Instant::now();
-    ok(Some(&s.owner), &["cancel", &s.id]);
-    let gone = eventually(
-        "the harness is gone",
-        Duration::from_secs(10),
-        || Some(s.harness_processes()).filter(|p| p.is_empty()),
-        || format!("{:?}\n{}", s.harness_processes(), s.context()),
-    );
-    assert!(gone.is_empty());
-    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
-    let log = s.log_says("because the owner cancelled it");
-    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    let (log, line) = s.cancelled_within_5_s("the harness is gone");
     assert!(line.contains("ms after v"), "the log says how long the stop took: {log}");
     eprintln!("measured: {line}");
     let cancelled = s.record();
@@ -569,18 +574,7 @@ fn the_owners_cancel_of_a_served_codex_turn_ends_its_app_server_within_5_s_and_n
     // Codex waits on the owner's approval: its app-server is busy in the turn.
     s.question_id();
     assert!(s.harness_processes().iter().any(|p| p.contains("app-server")), "{:?}", s.harness_processes());
-    let cancelled_at = Instant::now();
-    ok(Some(&s.owner), &["cancel", &s.id]);
-    let gone = eventually(
-        "the app-server is gone",
-        Duration::from_secs(10),
-        || Some(s.harness_processes()).filter(|p| p.is_empty()),
-        || format!("{:?}\n{}", s.harness_processes(), s.context()),
-    );
-    assert!(gone.is_empty());
-    assert!(cancelled_at.elapsed() < Duration::from_secs(5), "gone in {:?}", cancelled_at.elapsed());
-    let log = s.log_says("because the owner cancelled it");
-    let line = log.lines().find(|l| l.contains("because the owner cancelled it")).unwrap_or_default();
+    let (log, line) = s.cancelled_within_5_s("the app-server is gone");
     assert!(
         line.contains("stopped codex") && line.contains("(interrupted)"),
         "the app-server's turn was interrupted: {log}"
