@@ -370,6 +370,29 @@ def sign_in(watched: Watched, token: str, expect_hash: str | None = None) -> Non
     assert stored is None, "an owner token is exchanged for a device's sign-in, never kept"
 
 
+def open_session(pages, owner_token: str, hid: str, name: str = "owner", live: bool = True,
+                 before=None, **options) -> Watched:
+    """A browser `name` signed in with the owner's token, on the session page of `hid`; with
+    `live`, once its watch is live. `before(page)` runs first (an init script, say)."""
+    from playwright.sync_api import expect
+
+    w = pages(name, **options)
+    if before is not None:
+        before(w.page)
+    sign_in(w, owner_token, expect_hash="#/")
+    w.page.goto(f"{BASE}/#/s/{hid}")
+    expect(w.page.locator("main#session")).to_have_attribute("data-id", hid)
+    if live:
+        expect(w.page.locator("#live")).to_have_text("live")
+    return w
+
+
+def composer_buttons(page) -> list[str]:
+    """The composer's visible buttons, by id, in order."""
+    return page.locator("form#composer button").evaluate_all(
+        "bs => bs.filter(b => b.checkVisibility()).map(b => b.id)")
+
+
 def api_session_ready_to_hand_off(api: Api, owner_token: str, compiled: bool = False,
                                   blocker: bool = True) -> tuple[str, str]:
     """A hand-off whose turn 1 is done, with work, a policy, a decision and (by default) an open

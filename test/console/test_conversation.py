@@ -12,24 +12,9 @@ import shutil
 
 from playwright.sync_api import expect
 
-from helpers import BASE, RUN_DIR, assert_actions, log, shot, sign_in, unique
+from helpers import RUN_DIR, assert_actions, composer_buttons, log, open_session, shot, sign_in, unique
 
 TWO_S = 2000
-
-
-def composer_buttons(page) -> list[str]:
-    """The composer's visible buttons, by id, in order."""
-    return page.locator("form#composer button").evaluate_all(
-        "bs => bs.filter(b => b.checkVisibility()).map(b => b.id)")
-
-
-def open_session(pages, owner_token: str, hid: str, name: str = "owner", **options):
-    w = pages(name, **options)
-    sign_in(w, owner_token, expect_hash="#/")
-    w.page.goto(f"{BASE}/#/s/{hid}")
-    expect(w.page.locator("main#session")).to_have_attribute("data-id", hid)
-    expect(w.page.locator("#live")).to_have_text("live")
-    return w
 
 
 def test_sending_a_prompt_opens_the_next_turn_and_it_comes_back_live(pages, api, cli):

@@ -5,7 +5,7 @@ turn as the page that watched it live."""
 
 from playwright.sync_api import expect
 
-from helpers import BASE, shot, sign_in, unique
+from helpers import open_session, shot, unique
 
 REPLY_ONE = """## Done
 
@@ -17,14 +17,6 @@ The parser keeps **the old API**.
 <script>alert('x')</script> [a link](javascript:alert(1))"""
 
 REPLY_TWO = "Rolled back: `0002_rollback.sql` ran on staging."
-
-
-def open_session(pages, owner_token: str, hid: str, name: str):
-    w = pages(name)
-    sign_in(w, owner_token, expect_hash="#/")
-    w.page.goto(f"{BASE}/#/s/{hid}")
-    expect(w.page.locator("main#session")).to_have_attribute("data-id", hid)
-    return w
 
 
 def assert_every_outcome(page) -> None:
@@ -54,7 +46,7 @@ def test_a_reload_and_a_second_page_show_every_turns_reply_questions_and_answers
     hid = record["id"]
     report = lambda body: api.call("POST", f"/v1/handoffs/{hid}/report", machine, body)  # noqa: E731
     allow_deny = [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]
-    w = open_session(pages, owner_token, hid, "owner")
+    w = open_session(pages, owner_token, hid, "owner", live=False)
     for text, command, option, note in [("Run cargo test?", "cargo test", "allow", "go ahead"), ("Push to main?", "git push", "deny", None)]:
         asked = report({"turn": 1, "status": "needs-you", "summary": text,
                         "question": {"kind": "permission", "text": text, "input": command, "options": allow_deny}})
@@ -73,5 +65,5 @@ def test_a_reload_and_a_second_page_show_every_turns_reply_questions_and_answers
     expect(page.locator("main#session")).to_have_attribute("data-id", hid)
     assert_every_outcome(page)
     shot(page, "outcomes-after-reload")
-    other = open_session(pages, owner_token, hid, "second-page")
+    other = open_session(pages, owner_token, hid, "second-page", live=False)
     assert_every_outcome(other.page)

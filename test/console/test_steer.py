@@ -7,23 +7,9 @@ them again. At 390×844 the composer keeps its buttons in view (a screenshot is 
 
 from playwright.sync_api import expect
 
-from helpers import BASE, assert_actions, shot, sign_in, unique
+from helpers import assert_actions, composer_buttons, open_session, shot, unique
 
 TWO_S = 2000
-
-
-def composer_buttons(page) -> list[str]:
-    return page.locator("form#composer button").evaluate_all(
-        "bs => bs.filter(b => b.checkVisibility()).map(b => b.id)")
-
-
-def open_session(pages, owner_token: str, hid: str, name: str = "owner", **options):
-    w = pages(name, **options)
-    sign_in(w, owner_token, expect_hash="#/")
-    w.page.goto(f"{BASE}/#/s/{hid}")
-    expect(w.page.locator("main#session")).to_have_attribute("data-id", hid)
-    expect(w.page.locator("#live")).to_have_text("live")
-    return w
 
 
 def running(api, owner_token: str, prompt: str) -> tuple[str, str]:

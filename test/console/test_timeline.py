@@ -9,7 +9,8 @@ import re
 
 from playwright.sync_api import expect
 
-from helpers import BASE, shot, sign_in, unique
+import helpers
+from helpers import shot, unique
 
 # The console's test-only override of the 2-minute "no word from the machine" threshold
 # (console/src/timeline.ts, STALL_MS_TEST_KEY).
@@ -50,13 +51,10 @@ class Machine:
 
 
 def open_session(pages, owner_token: str, hid: str, name: str, stall_ms: int | None = None, **options):
-    w = pages(name, **options)
-    if stall_ms is not None:
-        w.page.add_init_script(f"localStorage.setItem({STALL_KEY!r}, {str(stall_ms)!r})")
-    sign_in(w, owner_token, expect_hash="#/")
-    w.page.goto(f"{BASE}/#/s/{hid}")
-    expect(w.page.locator("main#session")).to_have_attribute("data-id", hid)
-    return w
+    def stall(page):
+        if stall_ms is not None:
+            page.add_init_script(f"localStorage.setItem({STALL_KEY!r}, {str(stall_ms)!r})")
+    return helpers.open_session(pages, owner_token, hid, name, live=False, before=stall, **options)
 
 
 def timeline(page, turn: int):
