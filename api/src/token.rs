@@ -91,7 +91,7 @@ impl TokenError {
             TokenError::Audience => "the token's audience (aud) does not name this service",
             TokenError::WrongKey => "the token's role does not match the key it is signed with: machine tokens are minted by this service only",
             TokenError::MissingDevice => "a device's access token must be an owner's and name its device (did)",
-            TokenError::MissingMachine => "a machine credential must name its machine (mch) and enrolment (inc)",
+            TokenError::MissingMachine => "a machine credential's token must name its machine (mch) and enrolment (inc)",
         }
     }
 }
@@ -656,6 +656,7 @@ mod tests {
             Audience,
             WrongKey,
             MissingDevice,
+            MissingMachine,
         ];
         let messages: std::collections::BTreeSet<&str> = all.iter().map(|e| e.message()).collect();
         assert_eq!(messages.len(), all.len(), "one message per reason");
