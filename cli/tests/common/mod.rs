@@ -228,3 +228,51 @@ pub fn git_repo_with_changes() -> std::path::PathBuf {
     std::fs::remove_file(dir.join("README.md")).unwrap();
     dir
 }
+
+/// `machine enrol` running in its own process and state folder; its code once printed, and
+/// the rest of its standard output, read as it comes.
+pub fn start_enrol(
+    state: &std::path::Path,
+    name: &str,
+    owner: &str,
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    let mut child = command(None, &["machine", "enrol", "--name", name, "--owner", owner, "--wait", "60"])
+        .env("HANDOFF_STATE_DIR", state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let code = line.trim().strip_prefix("code: ").unwrap_or_else(|| panic!("a code line: {line:?}")).to_string();
+    assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
+    let rest = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    (child, code, rest)
+}
+
+/// Machine `name` enrolled for `subject` (whose token is `owner_token`), its credential in the
+/// state folder `state`: `machine enrol --owner` approved with no terminal.
+pub fn enrol(state: &Path, name: &str, subject: &str, owner_token: &str) {
+    let (child, code, rest) = start_enrol(state, name, subject);
+    let approved = run(Some(owner_token), &["machine", "approve", &code]);
+    assert_eq!(approved.code, 0, "{approved:?}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(rest.join());
+}
+
+/// `DELETE path` with `token`: the status.
+pub fn api_delete(token: &str, path: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(REQUEST_TIMEOUT_S)))
+        .build()
+        .into();
+    let response = agent
+        .delete(format!("{}{path}", url()))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .unwrap_or_else(|e| panic!("DELETE {path}: {e}"));
+    response.status().as_u16()
+}
