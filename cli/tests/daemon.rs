@@ -142,7 +142,7 @@ impl Daemon {
     /// The daemon ends within `limit`: its exit code.
     fn exits_within(&mut self, limit: Duration) -> i32 {
         let child = self.child.as_mut().unwrap();
-        let status = eventually("the daemon exits", limit, || child.try_wait().unwrap(), || String::new());
+        let status = eventually("the daemon exits", limit, || child.try_wait().unwrap(), String::new);
         self.child = None;
         status.code().unwrap_or(-1)
     }

@@ -24,7 +24,7 @@ use handoff_api::error::Code;
 use handoff_core::limits::{MACHINE_HANDOFFS_KEPT, MACHINE_HEARTBEAT_S, MACHINE_SESSIONS_MAX};
 use handoff_core::timeline::SyncMode;
 use handoff_core::turn::{ReportStatus, State};
-use rules::Workspaces;
+use rules::{Met, Workspaces};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -146,37 +146,35 @@ impl Say {
     }
 }
 
-/// `handoff serve --machine`: answers the exit code.
-pub fn run(url: &str, args: &DaemonArgs, passed: &Passed) -> i32 {
+/// What the daemon starts with, once its start-up is checked.
+struct Start {
+    workspaces: Workspaces,
+    state_dir: PathBuf,
+    stored: Stored,
+}
+
+/// The one place the daemon checks its start-up: the workspaces, the cap, the credential.
+/// Answers the exit code when it cannot start (or printed the unit).
+fn check_start(args: &DaemonArgs, passed: &Passed) -> Result<Start, i32> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let workspaces = match workspaces(args, &cwd) {
-        Ok(w) => w,
-        Err(why) => {
-            eprintln!("serve --machine: {why}");
-            return crate::output::EXIT_USAGE;
-        }
-    };
+    let workspaces = workspaces(args, &cwd).map_err(|why| {
+        eprintln!("serve --machine: {why}");
+        crate::output::EXIT_USAGE
+    })?;
     let state_dir = paths::state_dir(&|k| std::env::var(k).ok());
     if passed.print_unit {
         let program = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into());
-        print!(
-            "{}",
-            rules::unit(
-                &program,
-                &unit_args(args, &workspaces, passed),
-                &state_dir.display().to_string(),
-                EXIT_REVOKED
-            )
-        );
-        return crate::output::EXIT_OK;
+        let args = unit_args(args, &workspaces, passed);
+        print!("{}", rules::unit(&program, &args, &state_dir.display().to_string(), EXIT_REVOKED));
+        return Err(crate::output::EXIT_OK);
     }
     if !(1..=MACHINE_SESSIONS_MAX).contains(&args.max_sessions) {
         eprintln!("serve --machine: --max-sessions: 1 to {MACHINE_SESSIONS_MAX} (MACHINE_SESSIONS_MAX)");
-        return crate::output::EXIT_USAGE;
+        return Err(crate::output::EXIT_USAGE);
     }
     if let Some((name, path)) = workspaces.list.iter().find(|(_, p)| !p.is_dir()) {
         eprintln!("serve --machine: the workspace {name}: {} is not a folder", path.display());
-        return crate::output::EXIT_USAGE;
+        return Err(crate::output::EXIT_USAGE);
     }
     let file = paths::credential_file(&state_dir);
     let Some(stored) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Stored>(&b).ok()) else {
@@ -184,7 +182,16 @@ pub fn run(url: &str, args: &DaemonArgs, passed: &Passed) -> i32 {
             "serve --machine: no machine credential in {}: enrol this machine first (handoff machine enrol --name NAME)",
             file.display()
         );
-        return crate::output::EXIT_AUTH_OR_NETWORK;
+        return Err(crate::output::EXIT_AUTH_OR_NETWORK);
+    };
+    Ok(Start { workspaces, state_dir, stored })
+}
+
+/// `handoff serve --machine`: answers the exit code.
+pub fn run(url: &str, args: &DaemonArgs, passed: &Passed) -> i32 {
+    let Start { workspaces, state_dir, stored } = match check_start(args, passed) {
+        Ok(start) => start,
+        Err(code) => return code,
     };
     // The credential names its service; --url (or HANDOFF_URL) other than the default wins.
     let url = if url == crate::client::URL_DEFAULT { stored.url.clone() } else { url.to_string() };
@@ -421,18 +428,11 @@ impl Daemon {
     /// when the credential is revoked.
     fn examine(&mut self) -> Result<(), String> {
         let now = Instant::now();
-        let due: Vec<String> = self
-            .listed
-            .iter()
-            .rev()
-            .filter(|id| !self.finished.contains(id))
-            .filter(|id| match self.sessions.get(*id).map(|s| &s.phase) {
-                None => true,
-                Some(Phase::Again(at)) => *at <= now,
-                Some(_) => false,
-            })
-            .cloned()
-            .collect();
+        let due = rules::to_examine(&self.listed, &self.finished, |id| match self.sessions.get(id).map(|s| &s.phase) {
+            None => Met::Not,
+            Some(Phase::Again(at)) => Met::Again { due: *at <= now },
+            Some(_) => Met::Held,
+        });
         for id in due {
             let created = match self.credential.client().credential_machine_token(&id) {
                 Ok(c) => c.value,

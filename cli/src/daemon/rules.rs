@@ -84,6 +84,30 @@ impl Workspaces {
     }
 }
 
+/// How the daemon stands with a listed hand-off, for [`to_examine`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Met {
+    /// Never looked at since this daemon started.
+    Not,
+    /// Its serve ended while it may be open; `due` once its backoff is over.
+    Again { due: bool },
+    /// Ready or running: nothing to look at.
+    Held,
+}
+
+/// Which listed hand-offs (newest first, as the service lists them) to look at now, oldest
+/// first: those never met and those due again, never one done with (closed, erased, refused).
+/// Only what the credential lists is ever taken: a hand-off for another machine never is.
+pub fn to_examine(listed_newest_first: &[String], finished: &[String], met: impl Fn(&str) -> Met) -> Vec<String> {
+    listed_newest_first
+        .iter()
+        .rev()
+        .filter(|id| !finished.contains(id))
+        .filter(|id| matches!(met(id), Met::Not | Met::Again { due: true }))
+        .cloned()
+        .collect()
+}
+
 /// What becomes of each session not yet running, oldest first, with `running` already
 /// running and `max` at once: the first free places start, the rest wait.
 pub fn admit<'a>(ready_oldest_first: &[&'a str], running: usize, max: usize) -> (Vec<&'a str>, Vec<&'a str>) {
@@ -199,6 +223,21 @@ mod tests {
         assert_eq!(w.place(Some("web")), Ok(("web", Path::new("/srv/web"))));
         let why = w.place(Some("mobile")).unwrap_err();
         assert!(why.contains("no workspace mobile") && why.contains("api, web"), "{why}");
+    }
+
+    #[test]
+    fn the_listed_hand_offs_never_met_or_due_again_are_looked_at_oldest_first_and_one_done_with_never() {
+        let listed: Vec<String> =
+            ["ho_new", "ho_again", "ho_later", "ho_held", "ho_done", "ho_old"].map(String::from).to_vec();
+        let finished = vec!["ho_done".to_string()];
+        let met = |id: &str| match id {
+            "ho_again" => Met::Again { due: true },
+            "ho_later" => Met::Again { due: false },
+            "ho_held" => Met::Held,
+            _ => Met::Not,
+        };
+        assert_eq!(to_examine(&listed, &finished, met), ["ho_old", "ho_again", "ho_new"]);
+        assert!(to_examine(&[], &finished, met).is_empty(), "nothing listed for this machine: nothing taken");
     }
 
     #[test]

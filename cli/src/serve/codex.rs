@@ -1108,6 +1108,13 @@ mod tests {
     }
 
     #[test]
+    fn a_model_list_page_gives_the_ids_of_the_models_not_hidden() {
+        let page = json!({"data": [{"id": "gpt-a", "hidden": false}, {"id": "gpt-hidden", "hidden": true}, {"model": "gpt-b"}], "nextCursor": null});
+        assert_eq!(listed_models(&page), ["gpt-a", "gpt-b"]);
+        assert!(listed_models(&json!({})).is_empty());
+    }
+
+    #[test]
     fn the_stderr_tail_keeps_only_the_end() {
         let mut t = Tail::default();
         t.push(&vec![b'a'; STDERR_TAIL_BYTES_MAX]);
