@@ -334,3 +334,44 @@ fn after_a_revoke_a_new_session_is_never_started_and_the_daemon_says_why() {
     assert!(r["runtime"].is_null() && r["status"] == "running", "never started: {r}");
     assert!(d.model.agent_requests().is_empty());
 }
+
+/// Sessions the create-to-harness row measures.
+const BENCH_SESSIONS: usize = 20;
+
+/// The daemon's speed row: from the create's answer to the daemon's harness running, for 20
+/// sessions created one after another (each closed once done): to the record's `running`
+/// with the runtime (serve's report, sent just before the harness starts), and to the
+/// scripted model's first request of the session.
+#[test]
+#[ignore = "20 harness runs: scripts/bench-serve runs it"]
+fn bench_daemon_create_to_harness_running() {
+    let d = Daemon::start(Vec::new(), &["--workspace", "main=."]);
+    let (mut to_running, mut to_model) = (Vec::new(), Vec::new());
+    for n in 0..BENCH_SESSIONS {
+        let before = d.model.agent_requests().len();
+        let id = d.create(&format!("Session {n}: say hello."), &[]);
+        let created = std::time::Instant::now();
+        let (mut running, mut asked) = (None, None);
+        let mut polled = std::time::Instant::now() - Duration::from_secs(1);
+        while running.is_none() || asked.is_none() {
+            assert!(created.elapsed() < Duration::from_secs(STEP_S), "session {n} did not start: {}", d.context());
+            if asked.is_none() && d.model.agent_requests().len() > before {
+                asked = Some(created.elapsed().as_millis() as u64);
+            }
+            if running.is_none() && polled.elapsed() >= Duration::from_millis(50) {
+                polled = std::time::Instant::now();
+                let (_, body) = api_get(&d.owner, &format!("/v1/handoffs/{id}"));
+                if body["handoff"]["runtime"].is_string() {
+                    running = Some(created.elapsed().as_millis() as u64);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        to_running.extend(running);
+        to_model.extend(asked);
+        d.done(&id);
+        d.close(&id);
+    }
+    print_figures("daemon: create answered -> the record's running (serve starting the harness)", to_running);
+    print_figures("daemon: create answered -> the daemon's harness's first model request", to_model);
+}

@@ -276,3 +276,22 @@ pub fn api_delete(token: &str, path: &str) -> u16 {
         .unwrap_or_else(|e| panic!("DELETE {path}: {e}"));
     response.status().as_u16()
 }
+
+/// The value at percentile `p` of `sorted` (nearest rank).
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// One `bench-serve:` line: the count, p50, p99, min and max of `v`, in ms.
+pub fn print_figures(what: &str, mut v: Vec<u64>) {
+    v.sort_unstable();
+    eprintln!(
+        "bench-serve: {what}: n={} p50={} ms p99={} ms min={} ms max={} ms",
+        v.len(),
+        percentile(&v, 50.0),
+        percentile(&v, 99.0),
+        v[0],
+        v[v.len() - 1]
+    );
+}
