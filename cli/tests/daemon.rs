@@ -322,6 +322,29 @@ fn past_max_sessions_a_session_waits_and_its_timeline_says_so_before_serves_even
 }
 
 #[test]
+fn a_daemon_killed_and_started_again_takes_its_open_sessions_again_and_serves_their_next_turns() {
+    let args = ["--workspace", "main=."];
+    let mut d = Daemon::start(vec![Step::text("First answer."), Step::text("Second answer.")], &args);
+    let id = d.create("First.", &[]);
+    d.done(&id);
+    let mut child = d.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its sessions' serves die with it (a parent-death signal).
+    eventually(
+        "no serve of the machine is left",
+        Duration::from_secs(10),
+        || Some(()).filter(|_| !d.machine.processes().iter().any(|p| p.contains(" serve "))),
+        || format!("{:?}", d.machine.processes()),
+    );
+    d.spawn(&args);
+    ok(Some(&d.owner), &["turn", &id, "--prompt", "Second."]);
+    let done = d.until(&id, "turn 2 is done", |r| r["turn"] == 2 && r["status"] == "done");
+    assert_eq!(done["summary"], "Second answer.", "{done}");
+    d.close(&id);
+}
+
+#[test]
 fn after_a_revoke_a_new_session_is_never_started_and_the_daemon_says_why() {
     let mut d = Daemon::start(Vec::new(), &["--workspace", "main=."]);
     assert_eq!(api_delete(&d.owner, &format!("/v1/machines/{}", d.name)), 204);
