@@ -37,14 +37,19 @@ impl Daemon {
 
     /// [`Daemon::start`] on a machine set up already.
     fn start_on(machine: Machine, model: ScriptedModel, args: &[&str]) -> Daemon {
+        let mut d = Daemon::enrolled(machine, model);
+        d.spawn(args);
+        d.machine_view(|m| m["online"] == true && m["runtimes"].as_array().is_some_and(|r| !r.is_empty()));
+        d
+    }
+
+    /// The machine enrolled for a fresh owner, its daemon not started yet.
+    fn enrolled(machine: Machine, model: ScriptedModel) -> Daemon {
         let subject = unique("owner");
         let owner = ok(None, &["token", "--owner", &subject]).trim().to_string();
         let name = unique("vm");
         enrol(&machine.root.join("state"), &name, &subject, &owner);
-        let mut d = Daemon { owner, name, model, machine, child: None, said: Arc::default() };
-        d.spawn(args);
-        d.machine_view(|m| m["online"] == true && m["runtimes"].as_array().is_some_and(|r| !r.is_empty()));
-        d
+        Daemon { owner, name, model, machine, child: None, said: Arc::default() }
     }
 
     fn spawn(&mut self, args: &[&str]) {
@@ -271,6 +276,20 @@ fn two_sessions_each_run_in_the_workspace_their_create_names_and_a_workspace_the
     assert_eq!(d.served_in(&web), d.machine.work().join("../web"));
     d.close(&api);
     d.close(&web);
+}
+
+#[test]
+fn a_session_asking_for_a_workspace_the_machine_lacks_is_refused_with_a_reason_the_owner_sees_and_never_guessed() {
+    let model = ScriptedModel::start(Vec::new());
+    let mut d = Daemon::enrolled(Machine::new("", "", &model), model);
+    // Created before the machine first reported, so the service could not check the workspace.
+    let id = d.create("Somewhere else.", &["--workspace", "mobile"]);
+    d.spawn(&["--workspace", "main=."]);
+    let failed = d.until(&id, "turn 1 is refused", |r| r["status"] == "failed");
+    let summary = failed["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("no workspace mobile") && summary.contains("main"), "{failed}");
+    assert!(d.model.agent_requests().is_empty(), "no harness ran");
+    assert!(!d.said().contains(&format!("{id}: serving in")), "{}", d.context());
 }
 
 #[test]

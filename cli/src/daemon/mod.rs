@@ -495,10 +495,11 @@ impl Daemon {
         let asked = &record.placement;
         let (name, workspace) = self.workspaces.place(asked.workspace.as_deref())?;
         let runtime = asked.runtime.clone().unwrap_or_else(|| self.runtime.clone());
-        if !self.runtimes.iter().any(|r| r.name == runtime) {
+        let Some(installed) = self.runtimes.iter().find(|r| r.name == runtime) else {
             let here: Vec<&str> = self.runtimes.iter().map(|r| r.name.as_str()).collect();
             return Err(format!("the runtime {runtime} is not installed here (it has: {})", here.join(", ")));
-        }
+        };
+        rules::model_reachable(asked.model.as_deref(), &runtime, &installed.models)?;
         let permission_mode = asked.requested_permission_mode.clone().unwrap_or_else(|| self.permission_mode.clone());
         let folder = if self.args.worktree {
             worktree(workspace, id).map_err(|e| format!("the worktree of workspace {name}: {e}"))?

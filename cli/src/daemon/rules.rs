@@ -152,6 +152,18 @@ pub fn shape_models(models: impl IntoIterator<Item = String>) -> Vec<String> {
     kept
 }
 
+/// Whether `runtime` reaches the `model` a record names, among the `models` this machine
+/// reported for it: one it does not reach is refused, never replaced (nothing is billed to
+/// another model than the owner chose). A runtime whose list could not be read refuses none.
+pub fn model_reachable(model: Option<&str>, runtime: &str, models: &[String]) -> Result<(), String> {
+    match model {
+        Some(m) if !models.is_empty() && !models.iter().any(|r| r == m) => {
+            Err(format!("{runtime} does not reach the model {m} on this machine (it reaches: {})", models.join(", ")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Claude Code's models: its documented aliases, then the full names the person at the
 /// machine allows (`--model-allow`).
 pub fn claude_code_models(allowed: &[String]) -> Vec<String> {
@@ -255,6 +267,16 @@ mod tests {
         assert_eq!(worktree_dir(Path::new("/srv/api"), "ho_ab12"), PathBuf::from("/srv/api.worktrees/ho_ab12"));
         let dir = worktree_dir(Path::new("/srv/api"), "ho_1");
         assert!(!dir.starts_with("/srv/api/"), "the worktree is not inside the workspace");
+    }
+
+    #[test]
+    fn a_model_the_runtime_does_not_reach_is_refused_and_never_replaced() {
+        let models = vec!["opus".to_string(), "sonnet".into()];
+        assert_eq!(model_reachable(Some("opus"), "claude-code", &models), Ok(()));
+        assert_eq!(model_reachable(None, "claude-code", &models), Ok(()), "none named: the harness's default");
+        let why = model_reachable(Some("gpt-6"), "claude-code", &models).unwrap_err();
+        assert!(why.contains("gpt-6") && why.contains("opus, sonnet"), "{why}");
+        assert_eq!(model_reachable(Some("gpt-6"), "codex", &[]), Ok(()), "an unread list refuses none");
     }
 
     #[test]
