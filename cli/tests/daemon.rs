@@ -365,16 +365,28 @@ fn a_daemon_killed_and_started_again_takes_its_open_sessions_again_and_serves_th
 
 #[test]
 fn after_a_revoke_a_new_session_is_never_started_and_the_daemon_says_why() {
-    let mut d = Daemon::start(Vec::new(), &["--workspace", "main=."]);
+    let mut d = Daemon::start(vec![Step::held(30_000, Step::text("Too slow."))], &["--workspace", "main=."]);
+    let running = d.create("Take your time.", &[]);
+    d.until(&running, "the session runs", |r| r["runtime"] == "claude-code");
+    eventually(
+        "the model is asked",
+        Duration::from_secs(STEP_S),
+        || Some(()).filter(|_| !d.model.agent_requests().is_empty()),
+        || d.context(),
+    );
     assert_eq!(api_delete(&d.owner, &format!("/v1/machines/{}", d.name)), 204);
     let code = d.exits_within(Duration::from_secs(60));
     assert_eq!(code, 5, "{}", d.context());
     assert!(d.said().contains("auth.revoked") && d.said().contains("takes no new session"), "{}", d.context());
+    let stopped = record(&d.owner, &running);
+    assert_eq!(stopped["status"], "failed", "the running session was stopped: {stopped}");
+    assert!(stopped["summary"].as_str().is_some_and(|s| s.contains("revoked")), "{stopped}");
+    let asked = d.model.agent_requests().len();
     let late = d.create("Too late.", &[]);
     std::thread::sleep(Duration::from_secs(3));
     let r = record(&d.owner, &late);
     assert!(r["runtime"].is_null() && r["status"] == "running", "never started: {r}");
-    assert!(d.model.agent_requests().is_empty());
+    assert_eq!(d.model.agent_requests().len(), asked, "no harness ran for it");
 }
 
 /// Sessions the create-to-harness row measures.
