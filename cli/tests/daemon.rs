@@ -429,3 +429,25 @@ fn bench_daemon_create_to_harness_running() {
     print_figures("daemon: create answered -> the record's running (serve starting the harness)", to_running);
     print_figures("daemon: create answered -> the daemon's harness's first model request", to_model);
 }
+
+#[test]
+fn print_unit_prints_a_systemd_unit_that_repeats_the_daemons_flags_and_is_not_restarted_after_a_revoke() {
+    let dir = std::env::temp_dir().join(unique("daemon-unit"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let r = run_in(
+        Some(&dir),
+        None,
+        &["serve", "--machine", "--workspace", "api=.", "--max-sessions", "2", "--print-unit"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let line = r.stdout.lines().find(|l| l.starts_with("ExecStart=")).unwrap_or_default().to_string();
+    assert!(line.contains(" serve --machine --workspace api=") && line.contains("--max-sessions 2"), "{line}");
+    assert!(
+        r.stdout.contains("RestartPreventExitStatus=5") && r.stdout.contains("KillMode=control-group"),
+        "{}",
+        r.stdout
+    );
+    let no_workspace = run(None, &["serve", "--machine"]);
+    assert!(no_workspace.code == 2 && no_workspace.stderr.contains("--workspace"), "{no_workspace:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
