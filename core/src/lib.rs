@@ -9,6 +9,7 @@ pub mod decider;
 pub mod digest;
 pub mod enrolment;
 pub mod error;
+pub mod follows;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;
 pub mod handoff;
