@@ -669,7 +669,8 @@ impl Client {
     /// `GET /v1/machine/handoffs` (credential); with `after`, held until the list's version
     /// passes it (at most `timeout_s`).
     pub fn machine_handoffs(&self, after: Option<u64>, timeout_s: u64) -> Result<Reply<MachineHandoffList>, Error> {
-        let query: Vec<(&str, String)> = after.map(|v| vec![("after", v.to_string())]).unwrap_or_default();
+        let query: Vec<(&str, String)> =
+            after.map(|v| vec![("after", v.to_string()), ("timeout", timeout_s.to_string())]).unwrap_or_default();
         let held_s = if after.is_some() { timeout_s + WAIT_MARGIN_S } else { REQUEST_TIMEOUT_S };
         read_json(self.read("GET", "/v1/machine/handoffs", &query, held_s)?)
     }

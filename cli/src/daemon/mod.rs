@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 pub const MAX_SESSIONS_DEFAULT: usize = 4;
 /// How often the list of hand-offs is read from a service that does not hold it.
 pub const LIST_POLL_MS: u64 = 2_000;
-/// How long one held follow of the list waits for a change.
-pub const LIST_HOLD_S: u64 = 25;
+/// How long one held follow of the list waits for a change: the service's most.
+pub const LIST_HOLD_S: u64 = handoff_core::limits::MACHINE_FOLLOW_TIMEOUT_S_MAX;
 /// The daemon's exit status once its owner revoked the machine: the unit does not restart it.
 pub const EXIT_REVOKED: i32 = 5;
 /// A session whose serve ended while its hand-off is open is started again after this.
