@@ -236,20 +236,35 @@ pub fn start_enrol(
     name: &str,
     owner: &str,
 ) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
-    let mut child = command(None, &["machine", "enrol", "--name", name, "--owner", owner, "--wait", "60"])
-        .env("HANDOFF_STATE_DIR", state)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let code = line.trim().strip_prefix("code: ").unwrap_or_else(|| panic!("a code line: {line:?}")).to_string();
-    assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
-    let rest = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
-    (child, code, rest)
+    // The service takes at most 10 enrolments a minute from one address: a suite enrolling
+    // more waits for the next minute rather than fail.
+    let deadline = Instant::now() + Duration::from_secs(ENROL_RATE_WAIT_S_MAX);
+    loop {
+        let mut child = command(None, &["machine", "enrol", "--name", name, "--owner", owner, "--wait", "60"])
+            .env("HANDOFF_STATE_DIR", state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        if line.is_empty() {
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(stderr.contains("enrolment.too_many") && Instant::now() < deadline, "no code: {stderr}");
+            std::thread::sleep(Duration::from_secs(5));
+            continue;
+        }
+        let code = line.trim().strip_prefix("code: ").unwrap_or_else(|| panic!("a code line: {line:?}")).to_string();
+        assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
+        let rest = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+        return (child, code, rest);
+    }
 }
+
+/// How long [`start_enrol`] waits for the service's per-minute bound on enrolments at most.
+pub const ENROL_RATE_WAIT_S_MAX: u64 = 90;
 
 /// Machine `name` enrolled for `subject` (whose token is `owner_token`), its credential in the
 /// state folder `state`: `machine enrol --owner` approved with no terminal.
