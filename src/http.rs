@@ -150,6 +150,17 @@ fn respond(status: u16, mut body: Vec<u8>, headers: &[(&str, &str)]) -> Result<w
     Ok(web_sys::Response::new_with_opt_u8_array_and_init(body, &init)?)
 }
 
+/// A JSON answer whose headers go out at once and whose body is the one chunk `body` comes to:
+/// a held wait's or a held follow's. When the client goes away the runtime cancels the stream,
+/// which drops `body` there and then. Boxed, so the stream's glue is compiled once for both.
+pub fn streamed_json(
+    body: std::pin::Pin<Box<dyn std::future::Future<Output = worker::Result<Vec<u8>>>>>,
+) -> worker::Result<web_sys::Response> {
+    let mut response = worker::Response::from_stream(futures::stream::once(body))?;
+    response.headers_mut().set("Content-Type", "application/json")?;
+    Ok(response.into())
+}
+
 /// A plain-text answer (an alarm's, which only the runtime reads).
 pub fn plain(text: &str) -> worker::Result<web_sys::Response> {
     Ok(Plain::new(200, "text/plain; charset=utf-8", text.as_bytes().to_vec(), false, Vec::new()).response()?)

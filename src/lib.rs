@@ -13,6 +13,8 @@ mod digest;
 #[cfg(target_arch = "wasm32")]
 mod enrolments_object;
 #[cfg(target_arch = "wasm32")]
+mod follows;
+#[cfg(target_arch = "wasm32")]
 mod handoff_object;
 #[cfg(target_arch = "wasm32")]
 mod http;

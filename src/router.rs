@@ -91,6 +91,8 @@ impl Edge {
 enum Step {
     /// Answer this.
     Answer(http::Plain),
+    /// Answer this answer value, as an object's RPC gave it (`[status, headers, body]`).
+    Given(JsValue),
     /// Ask a hand-off over RPC (`handle(ask, body)`), its answer value made the response.
     Ask { namespace: &'static str, name: String, ask: String, body: Vec<u8> },
     /// Send an object a request and pass its answer on as it is: a held wait's stream, a
@@ -139,6 +141,7 @@ impl Step {
         let s = |s: &str| JsValue::from_str(s);
         match self {
             Step::Answer(answer) => js_sys::Array::of2(&JsValue::from(0), &answer.value()).into(),
+            Step::Given(answer) => js_sys::Array::of2(&JsValue::from(0), &answer).into(),
             Step::Ask { namespace, name, ask, body } => {
                 let body =
                     if body.is_empty() { JsValue::NULL } else { js_sys::Uint8Array::from(body.as_slice()).into() };
@@ -189,14 +192,22 @@ fn route(mut req: Incoming, env: Env) -> Step {
             };
             let create = admitted.create_input(&body)?;
             rate_limit(&env, &admitted).await?;
-            let create = match create {
+            let (create, listed) = match create {
                 Some(create) if setting.machines_bound => match place(&env, &admitted, create).await {
-                    Ok(create) => Some(create),
+                    Ok((create, true)) => {
+                        let listed = admitted.listed(&create).map(|(owner, ask)| (owner.to_string(), ask));
+                        (Some(create), listed)
+                    }
+                    Ok((create, false)) => (Some(create), None),
                     Err(answer) => return Ok(answer),
                 },
-                create => create,
+                create => (create, None),
             };
-            dispatch(&env, &req, &setting, &admitted, &body, create)
+            let step = dispatch(&env, &req, &setting, &admitted, &body, create)?;
+            match listed {
+                Some((owner, ask)) => Ok(create_listed(&env, step, &owner, ask).await.unwrap_or_else(|answer| answer)),
+                None => Ok(step),
+            }
         }
         .await;
         Ok(routed.unwrap_or_else(|e| Step::refusal(&e)))
@@ -294,16 +305,52 @@ fn read<T: serde::de::DeserializeOwned>(body: &[u8]) -> std::result::Result<T, S
 }
 
 /// A create for an enrolled machine: its owner's `Machines` object fits the placement to what
-/// the machine reported (or refuses it, and nothing is created) and lists it for the machine.
-async fn place(env: &Env, admitted: &Admission, mut create: CreateInput) -> std::result::Result<CreateInput, Step> {
+/// the machine reported (or refuses it, and nothing is created); and whether it is enrolled.
+async fn place(
+    env: &Env,
+    admitted: &Admission,
+    mut create: CreateInput,
+) -> std::result::Result<(CreateInput, bool), Step> {
     let Some((owner, ask)) = admitted.place(&create) else {
-        return Ok(create);
+        return Ok((create, false));
     };
     let placed: Placed = read(&ask_object(env, MACHINES, &machines_name(owner), wire(&ask)?).await?)?;
+    let enrolled = placed.placement.is_some();
     if let Some(placement) = placed.placement {
         create.place(placement);
     }
-    Ok(create)
+    Ok((create, enrolled))
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// A hand-off object's stub, as the Worker calls its RPC method `handle` (a method call on
+    /// the stub: the runtime serves a stub's named methods, and no `Function.prototype.call`).
+    type HandoffStub;
+    #[wasm_bindgen(method)]
+    fn handle(this: &HandoffStub, ask: &str, body: &JsValue) -> js_sys::Promise;
+}
+
+/// A create for an enrolled machine, sent to its hand-off (`step`, an RPC ask) here rather than
+/// by the edge: once it answers 200 or 201, the hand-off is listed for the machine, which
+/// wakes the machine's follows, so a machine is never told of a hand-off not yet created. A
+/// listing that fails answers the one 503, and the create's retry lists it.
+async fn create_listed(env: &Env, step: Step, owner: &str, listed: MachinesAsk) -> std::result::Result<Step, Step> {
+    let Step::Ask { namespace, name, ask, body } = step else {
+        return Ok(step);
+    };
+    let failed = |e: &dyn std::fmt::Display| Step::refusal(&unavailable("a create for an enrolled machine", e));
+    let stub = env.durable_object(namespace).and_then(|ns| ns.get_by_name(&name)).map_err(|e| failed(&e))?;
+    let stub: HandoffStub = JsValue::from(http::raw_stub(stub)).into();
+    let body = if body.is_empty() { JsValue::NULL } else { js_sys::Uint8Array::from(body.as_slice()).into() };
+    let answer = worker::wasm_bindgen_futures::JsFuture::from(stub.handle(&ask, &body))
+        .await
+        .map_err(|e| failed(&http::Failed::from(e)))?;
+    let status = js_sys::Reflect::get_u32(&answer, 0).ok().and_then(|s| s.as_f64());
+    if matches!(status, Some(s) if s == 200.0 || s == 201.0) {
+        ask_object(env, MACHINES, &machines_name(owner), wire(&listed)?).await?;
+    }
+    Ok(Step::Given(answer))
 }
 
 /// A machine collects: once the owner it expects approved, its enrolment is over, the machine

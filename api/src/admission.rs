@@ -341,8 +341,17 @@ impl Admission {
     /// (an enrolled machine's checks and default workspace) before the hand-off is created.
     pub fn place(&self, create: &CreateInput) -> Option<(&str, MachinesAsk)> {
         let owner = self.counted()?;
+        Some((owner, MachinesAsk::Place(create.machine.clone(), create.placement())))
+    }
+
+    /// Once a create for an enrolled machine is answered 200 or 201, the hand-off is listed for
+    /// the machine (`owner`'s `Machines` object wakes its follows): after the create, so that
+    /// a machine never sees one that is not there, and again on a repeat, which lists nothing
+    /// new but heals a listing lost between the two.
+    pub fn listed(&self, create: &CreateInput) -> Option<(&str, MachinesAsk)> {
+        let owner = self.counted()?;
         let id = input::handoff_id(owner, &create.session);
-        Some((owner, MachinesAsk::Place(create.machine.clone(), id, create.placement())))
+        Some((owner, MachinesAsk::Listed(create.machine.clone(), id)))
     }
 
     /// A create's body, read before its owner is counted (bad input is refused as such, and
@@ -401,7 +410,9 @@ impl Admission {
                 Ok(Next::Enrolments { ask: EnrolmentAsk::Decide(what, approver, code) })
             }
             Kind::Machines(what) => {
-                routes::no_query(url.query)?;
+                if what != MachinesRoute::Handoffs {
+                    routes::no_query(url.query)?;
+                }
                 let owner = signed.claims.sub.as_str();
                 let ask = match what {
                     MachinesRoute::List => MachinesAsk::List,
@@ -418,8 +429,12 @@ impl Admission {
                         MachinesAsk::Presence(name, enrolled_at, machines::parse_presence(body)?)
                     }
                     MachinesRoute::Handoffs => {
+                        let follow = machines::parse_follow_query(url.query)?;
                         let (name, enrolled_at) = machines::credential_of(&signed.claims)?;
-                        MachinesAsk::Handoffs(name, enrolled_at)
+                        match follow {
+                            Some((after, timeout_s)) => MachinesAsk::Follow(name, enrolled_at, after, timeout_s * 1000),
+                            None => MachinesAsk::Handoffs(name, enrolled_at),
+                        }
                     }
                     MachinesRoute::Token => {
                         input::parse_close(body)?;

@@ -326,7 +326,7 @@ pub fn parse_open_turn_query(query: &str) -> Result<Option<(usize, ReachKind)>, 
     }
 }
 
-fn parse_u64(field: &str, value: &str) -> Result<u64, ApiError> {
+pub(crate) fn parse_u64(field: &str, value: &str) -> Result<u64, ApiError> {
     let digits = !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit());
     digits
         .then(|| value.parse().ok())

@@ -119,6 +119,7 @@ fn round_trip(place: &Place, example: &Value) -> Option<Value> {
             "Artifact" => answer::<view::Artifact>(example),
             "Blocker" => answer::<view::Blocker>(example),
             "Steer" => answer::<handoff_core::turn::Steer>(example),
+            "MachineHandoffs" => answer::<handoff_api::machines::MachineHandoffs>(example),
             _ => return None,
         },
     };

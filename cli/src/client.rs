@@ -43,7 +43,17 @@ pub use handoff_core::work::{
 /// The create answer: the hand-off and its machine token. Whether this call created it is the
 /// reply's status: 201, or 200 for the session's existing hand-off.
 pub type Created = handoff_api::view::Created<'static>;
-pub use handoff_api::machines::{CollectAnswer, EnrolmentAnswer};
+pub use handoff_api::machines::{CollectAnswer, EnrolmentAnswer, MachineHandoff, PresenceAnswer};
+pub use handoff_core::machines::{Presence, RuntimeModels};
+
+/// `GET /v1/machine/handoffs`: the hand-offs created for the credential's machine, newest
+/// first, and the list's `version` where the service follows it (absent from an older one).
+#[derive(Debug, PartialEq, Eq, serde::Deserialize)]
+pub struct MachineHandoffList {
+    pub handoffs: Vec<MachineHandoff>,
+    #[serde(default)]
+    pub version: Option<u64>,
+}
 
 /// An item of the work record (`decision`, `artifact`, `blocker`, `work`, `policy`, …) with
 /// the hand-off it changed. The item stays JSON: it is shown, never interpreted.
@@ -647,6 +657,28 @@ impl Client {
     /// `POST /v1/enrolments/:code/approve` (owner).
     pub fn approve_enrolment(&self, code: &str) -> Result<Reply<EnrolmentAnswer>, Error> {
         let path = format!("/v1/enrolments/{}/approve", encode(code));
+        read_json(self.send("POST", &path, &[], Some(&json!({})), None, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `POST /v1/machine/presence` (credential): the machine's workspaces, runtimes and sessions.
+    pub fn presence(&self, presence: &Presence) -> Result<Reply<PresenceAnswer>, Error> {
+        let body = serde_json::to_value(presence).unwrap_or(Value::Null);
+        read_json(self.send("POST", "/v1/machine/presence", &[], Some(&body), None, REQUEST_TIMEOUT_S)?)
+    }
+
+    /// `GET /v1/machine/handoffs` (credential); with `after`, held until the list's version
+    /// passes it (at most `timeout_s`).
+    pub fn machine_handoffs(&self, after: Option<u64>, timeout_s: u64) -> Result<Reply<MachineHandoffList>, Error> {
+        let query: Vec<(&str, String)> =
+            after.map(|v| vec![("after", v.to_string()), ("timeout", timeout_s.to_string())]).unwrap_or_default();
+        let held_s = if after.is_some() { timeout_s + WAIT_MARGIN_S } else { REQUEST_TIMEOUT_S };
+        read_json(self.read("GET", "/v1/machine/handoffs", &query, held_s)?)
+    }
+
+    /// `POST /v1/machine/handoffs/:id/machine-token` (credential): the hand-off and a machine
+    /// token for it; it ends no other token.
+    pub fn credential_machine_token(&self, id: &str) -> Result<Reply<Created>, Error> {
+        let path = format!("/v1/machine/handoffs/{}/machine-token", encode(id));
         read_json(self.send("POST", &path, &[], Some(&json!({})), None, REQUEST_TIMEOUT_S)?)
     }
 

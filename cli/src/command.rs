@@ -188,6 +188,21 @@ mod tests {
     }
 
     #[test]
+    fn serve_takes_an_id_or_machine_and_the_daemons_flags_only_with_machine() {
+        let Command::Serve(d) =
+            parse(&["serve", "--machine", "--workspace", "a=/x", "--workspace", "b=y", "--worktree"]).unwrap().command
+        else {
+            panic!()
+        };
+        assert!(d.daemon.machine && d.daemon.worktree && d.id.is_none());
+        assert_eq!(d.daemon.workspaces, ["a=/x", "b=y"]);
+        assert_eq!(d.daemon.max_sessions, crate::daemon::MAX_SESSIONS_DEFAULT);
+        assert!(parse(&["serve", "ho_1"]).is_ok());
+        assert_eq!(parse(&["serve"]).unwrap_err().exit_code(), EXIT_USAGE, "an id or --machine");
+        assert!(parse(&["serve", "ho_1", "--worktree"]).is_err(), "the daemon's flags need --machine");
+    }
+
+    #[test]
     fn global_flags_go_anywhere_and_the_key_is_optional() {
         let cli = parse(&["close", "ho_1", "--url", "http://x", "--token", "t", "--idempotency-key", "k1"]).unwrap();
         assert_eq!((cli.url.as_str(), cli.token.as_deref()), ("http://x", Some("t")));

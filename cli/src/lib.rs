@@ -16,6 +16,8 @@
 //! - [`launch`]: `handoff launch`, which starts the runtime a turn was handed to, briefed
 //!   from its package, and records what a session without network left.
 //! - [`serve`]: `handoff serve`, which runs every turn the owner opens, on this machine.
+//! - [`daemon`]: `handoff serve --machine`, one daemon per enrolled machine, which serves every
+//!   session created for it through a `handoff serve ID` of its own, each in its workspace.
 //! - [`machine`]: the machine side's one vocabulary, which `launch`, `serve`, `mcp` and the
 //!   hooks share: the runtimes, the `HANDOFF_*` variables, the state folder's paths, the
 //!   process-group stopper and the start of a turn. No command's module imports another's.
@@ -28,6 +30,7 @@ pub mod ask;
 pub mod client;
 pub mod code;
 pub mod command;
+pub mod daemon;
 pub mod detect;
 pub mod git;
 pub mod hook;

@@ -5,37 +5,13 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
 
 /// A fresh owner: its subject and its token.
 fn subject_and_token() -> (String, String) {
     let subject = unique("owner");
     let token = ok(None, &["token", "--owner", &subject]).trim().to_string();
     (subject, token)
-}
-
-/// `machine enrol` running in its own process and state folder; its code once printed, and
-/// the rest of its standard output, read as it comes.
-fn enrol(
-    state: &std::path::Path,
-    name: &str,
-    owner: &str,
-) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
-    let mut child = command(None, &["machine", "enrol", "--name", name, "--owner", owner, "--wait", "60"])
-        .env("HANDOFF_STATE_DIR", state)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let code = line.trim().strip_prefix("code: ").unwrap_or_else(|| panic!("a code line: {line:?}")).to_string();
-    assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
-    let rest = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
-    (child, code, rest)
 }
 
 fn state_dir() -> std::path::PathBuf {
@@ -48,7 +24,7 @@ fn state_dir() -> std::path::PathBuf {
 fn a_machine_enrols_by_a_code_its_owner_approves_without_a_terminal_and_keeps_its_credential_0600() {
     let (subject, token) = subject_and_token();
     let (state, name) = (state_dir(), unique("vm"));
-    let (child, code, rest) = enrol(&state, &name, &subject);
+    let (child, code, rest) = start_enrol(&state, &name, &subject);
     let approved = run(Some(&token), &["machine", "approve", &code.to_lowercase()]);
     assert_eq!(approved.code, 0, "{approved:?}");
     assert!(approved.stderr.contains(&format!("machine: {name}")), "{approved:?}");
@@ -78,7 +54,7 @@ fn an_approval_by_an_owner_the_machine_did_not_expect_is_refused_and_nothing_is_
     let (subject, _) = subject_and_token();
     let (_, mallory) = subject_and_token();
     let (state, name) = (state_dir(), unique("vm"));
-    let (child, code, _rest) = enrol(&state, &name, &subject);
+    let (child, code, _rest) = start_enrol(&state, &name, &subject);
     assert_eq!(run(Some(&mallory), &["machine", "approve", &code]).code, 0);
     let out = child.wait_with_output().unwrap();
     assert_ne!(out.status.code(), Some(0));

@@ -165,23 +165,6 @@ fn measured(log: &str, what: &str) -> Vec<u64> {
         .collect()
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn print_figures(what: &str, mut v: Vec<u64>) {
-    v.sort_unstable();
-    eprintln!(
-        "bench-serve: {what}: n={} p50={} ms p99={} ms min={} ms max={} ms",
-        v.len(),
-        percentile(&v, 50.0),
-        percentile(&v, 99.0),
-        v[0],
-        v[v.len() - 1]
-    );
-}
-
 /// Item 6: 20 served turns of Claude Code against the scripted model, and 20 cancels, with
 /// the times serve logs; and how long Claude Code itself takes from its start to the model's
 /// first request, as the test sees it.

@@ -11,6 +11,7 @@ pub mod enrolment;
 pub mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod follows;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;
 pub mod handoff;

@@ -167,6 +167,13 @@ pub const MACHINE_MODELS_PER_RUNTIME_MAX: usize = 64;
 pub const MACHINE_SESSIONS_MAX: usize = 64;
 /// Hand-offs created for one machine that it lists, the newest kept (the open cap's size).
 pub const MACHINE_HANDOFFS_KEPT: usize = 1_000;
+/// The longest a machine's follow of its list (`GET /v1/machine/handoffs?after=V`) is held
+/// before it answers the unchanged list: under the 60 s many proxies allow an idle request.
+pub const MACHINE_FOLLOW_TIMEOUT_S_MAX: u64 = 30;
+/// Follows one machine may have held at once (its daemon holds one; a restart's drop gives its
+/// place back, and a few more cover an old and a new daemon overlapping); past it, 429
+/// `wait.too_many` naming this cap, as a hand-off's waits.
+pub const MACHINE_FOLLOWS_PER_MACHINE_MAX: usize = 8;
 /// How often an enrolled machine reports its presence: well under [`MACHINE_ONLINE_WITHIN_MS`].
 pub const MACHINE_HEARTBEAT_S: i64 = 10;
 /// The `online` rule: a machine is online when its last presence is at most this old (three

@@ -87,6 +87,10 @@ pub struct Machine {
     /// [`MACHINE_HANDOFFS_KEPT`] kept.
     #[serde(default)]
     pub handoffs: Vec<String>,
+    /// The list's version: it rises by one each time a hand-off is listed, and by one when the
+    /// name is enrolled again, so that a follow never waits on a version it has seen.
+    #[serde(default)]
+    pub version: u64,
 }
 
 impl Machine {
@@ -138,6 +142,7 @@ impl Machines {
         }
         // Strictly after the one it replaces, so that the credential before never matches.
         let enrolled_at = held.map_or(now, |i| now.max(self.machines[i].enrolled_at + 1));
+        let version = held.map_or(0, |i| self.machines[i].version + 1);
         let machine = Machine {
             name: name.to_string(),
             host: host.to_string(),
@@ -146,6 +151,7 @@ impl Machines {
             last_seen_at: None,
             presence: None,
             handoffs: Vec::new(),
+            version,
         };
         match held {
             Some(i) => self.machines[i] = machine,
@@ -174,29 +180,45 @@ impl Machines {
         Ok(())
     }
 
-    /// A create for `machine` (hand-off `id`): on a machine not enrolled, `None` (created as
-    /// asked). On an enrolled one, the placement it runs with: a machine that reported gets
-    /// no workspace, runtime or model it did not report (409 naming the field), and a create
-    /// naming no workspace goes to its first. The hand-off is then listed for the machine.
-    pub fn place(&mut self, machine: &str, id: &str, asked: &Placement) -> Result<Option<Placement>, Refusal> {
-        let Some(m) = self.machines.iter_mut().find(|m| m.name == machine) else {
+    /// A create for `machine`: on a machine not enrolled, `None` (created as asked). On an
+    /// enrolled one, the placement it runs with: a machine that reported gets no workspace,
+    /// runtime or model it did not report (409 naming the field), and a create naming no
+    /// workspace goes to its first. Nothing is listed yet: [`Machines::list`] lists the
+    /// hand-off once it is created, so a machine never sees one that is not there.
+    pub fn place(&self, machine: &str, asked: &Placement) -> Result<Option<Placement>, Refusal> {
+        let Some(m) = self.machines.iter().find(|m| m.name == machine) else {
             return Ok(None);
         };
-        let mut placed = asked.clone();
-        if let Some(presence) = &m.presence {
-            placed = fit(machine, presence, asked)?;
+        match &m.presence {
+            Some(presence) => fit(machine, presence, asked).map(Some),
+            None => Ok(Some(asked.clone())),
         }
-        if !m.handoffs.iter().any(|h| h == id) {
-            m.handoffs.push(id.to_string());
-            let over = m.handoffs.len().saturating_sub(MACHINE_HANDOFFS_KEPT);
-            m.handoffs.drain(..over);
+    }
+
+    /// Hand-off `id`, created for `machine`, is listed for it (when it is enrolled): the
+    /// list's version rises by one. Whether the list changed (listed already: it did not).
+    pub fn list(&mut self, machine: &str, id: &str) -> bool {
+        let Some(m) = self.machines.iter_mut().find(|m| m.name == machine) else {
+            return false;
+        };
+        if m.handoffs.iter().any(|h| h == id) {
+            return false;
         }
-        Ok(Some(placed))
+        m.handoffs.push(id.to_string());
+        let over = m.handoffs.len().saturating_sub(MACHINE_HANDOFFS_KEPT);
+        m.handoffs.drain(..over);
+        m.version += 1;
+        true
     }
 
     /// The hand-offs created for the credential's machine since it was enrolled.
     pub fn handoffs(&self, name: &str, enrolled_at: EpochMs) -> Result<&[String], Refusal> {
         Ok(&self.machines[self.live(name, enrolled_at)?].handoffs)
+    }
+
+    /// The version of the credential's machine's list.
+    pub fn version(&self, name: &str, enrolled_at: EpochMs) -> Result<u64, Refusal> {
+        Ok(self.machines[self.live(name, enrolled_at)?].version)
     }
 
     /// Whether the credential may get hand-off `id`'s machine token: one created for it.
@@ -239,6 +261,14 @@ impl Machines {
         crate::order::sort_by(&mut views, |a, b| b.online.cmp(&a.online).then_with(|| a.name.cmp(&b.name)));
         views
     }
+}
+
+/// Whether a follow that has seen version `after` of a list now at `version` is held: only
+/// while it has seen this very version. One above it (a list started anew: revoked, then
+/// enrolled again) answers at once, as one below does, so a follow never waits on a version
+/// the list may never reach.
+pub fn follow_holds(version: u64, after: u64) -> bool {
+    after == version
 }
 
 /// The placement a create asks for, fitted to what `machine` reported: its default workspace
@@ -314,7 +344,7 @@ mod tests {
     {
         let (mut m, at) = enrolled();
         m.presence("vm-7", at, reported(), 2_000).unwrap();
-        let refused = |m: &mut Machines, p: Placement| m.place("vm-7", "ho_x", &p).unwrap_err();
+        let refused = |m: &mut Machines, p: Placement| m.place("vm-7", &p).unwrap_err();
         let r = refused(&mut m, asked(Some("docs"), None, None));
         assert_eq!((r.code, r.message.starts_with("workspace:")), (Code::WorkspaceUnavailable, true));
         let r = refused(&mut m, asked(None, Some("aider"), None));
@@ -322,23 +352,26 @@ mod tests {
         let r = refused(&mut m, asked(None, Some("codex"), Some("opus")));
         assert_eq!((r.code, r.message.starts_with("model:")), (Code::ModelUnavailable, true), "{}", r.message);
         assert!(m.machines[0].handoffs.is_empty(), "nothing refused is listed for the machine");
-        let placed = m.place("vm-7", "ho_1", &asked(None, Some("claude-code"), Some("opus"))).unwrap().unwrap();
+        let placed = m.place("vm-7", &asked(None, Some("claude-code"), Some("opus"))).unwrap().unwrap();
         assert_eq!(placed.workspace.as_deref(), Some("api"), "no workspace: the machine's first");
+        assert!(m.handoffs("vm-7", at).unwrap().is_empty(), "listed only once created");
+        assert!(m.list("vm-7", "ho_1"));
         assert_eq!(m.handoffs("vm-7", at).unwrap(), ["ho_1"]);
     }
 
     #[test]
     fn a_create_for_a_machine_not_enrolled_or_not_reported_is_taken_as_asked() {
         let (mut m, _) = enrolled();
-        assert_eq!(m.place("vm-9", "ho_1", &asked(Some("x"), None, None)), Ok(None));
-        let placed = m.place("vm-7", "ho_2", &asked(Some("x"), None, Some("y"))).unwrap();
+        assert_eq!(m.place("vm-9", &asked(Some("x"), None, None)), Ok(None));
+        assert!(!m.list("vm-9", "ho_1"), "a machine not enrolled lists nothing");
+        let placed = m.place("vm-7", &asked(Some("x"), None, Some("y"))).unwrap();
         assert_eq!(placed, Some(asked(Some("x"), None, Some("y"))), "nothing reported yet: nothing to check against");
     }
 
     #[test]
     fn a_credential_works_until_its_machine_is_revoked_or_enrolled_again() {
         let (mut m, at) = enrolled();
-        m.place("vm-7", "ho_1", &Placement::default()).unwrap();
+        m.list("vm-7", "ho_1");
         assert!(m.may_token("vm-7", at, "ho_1").is_ok());
         assert_eq!(m.may_token("vm-7", at, "ho_2").unwrap_err().code, Code::HandoffNotFound);
         let again = m.enrol("vm-7", "h", "f", at).unwrap();
@@ -348,7 +381,8 @@ mod tests {
         m.revoke("vm-7").unwrap();
         assert_eq!(m.presence("vm-7", again, reported(), 5).unwrap_err().code, Code::AuthRevoked);
         assert_eq!(m.revoke("vm-7").unwrap_err().code, Code::MachineNotFound);
-        assert_eq!(m.place("vm-7", "ho_3", &Placement::default()), Ok(None), "a revoked machine takes no new session");
+        assert_eq!(m.place("vm-7", &Placement::default()), Ok(None), "a revoked machine takes no new session");
+        assert!(!m.list("vm-7", "ho_3"));
     }
 
     #[test]
@@ -380,10 +414,35 @@ mod tests {
     fn the_hand_offs_a_machine_lists_are_bounded_the_newest_kept() {
         let (mut m, at) = enrolled();
         for i in 0..MACHINE_HANDOFFS_KEPT + 3 {
-            m.place("vm-7", &format!("ho_{i}"), &Placement::default()).unwrap();
+            m.list("vm-7", &format!("ho_{i}"));
         }
         let listed = m.handoffs("vm-7", at).unwrap();
         assert_eq!(listed.len(), MACHINE_HANDOFFS_KEPT);
         assert_eq!(listed[0], "ho_3");
+    }
+
+    #[test]
+    fn the_lists_version_rises_by_one_per_hand_off_listed_and_on_enrolling_again_and_never_on_a_repeat() {
+        let (mut m, at) = enrolled();
+        assert_eq!(m.version("vm-7", at), Ok(0));
+        assert!(m.list("vm-7", "ho_1"));
+        assert!(!m.list("vm-7", "ho_1"), "listed already: no change");
+        assert!(m.list("vm-7", "ho_2"));
+        assert_eq!(m.version("vm-7", at), Ok(2));
+        m.presence("vm-7", at, reported(), 5).unwrap();
+        assert_eq!(m.version("vm-7", at), Ok(2), "a presence is no change of the list");
+        let again = m.enrol("vm-7", "h", "f", at).unwrap();
+        assert_eq!(m.version("vm-7", again), Ok(3), "a list started anew is never a version seen before");
+        assert_eq!(m.version("vm-7", at).unwrap_err().code, Code::AuthRevoked);
+    }
+
+    #[test]
+    fn a_follow_is_held_only_while_it_has_seen_the_lists_very_version() {
+        assert!(follow_holds(4, 4));
+        assert!(!follow_holds(5, 4), "a newer list answers at once");
+        assert!(
+            !follow_holds(0, 4),
+            "a list started anew answers at once rather than wait for a version it may never reach"
+        );
     }
 }

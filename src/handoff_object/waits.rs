@@ -55,7 +55,5 @@ pub(super) fn hold(
             None => Err(Error::RustError("a wait's timeout with nothing published".into())),
         }
     };
-    let mut response = Response::from_stream(futures::stream::once(body))?;
-    response.headers_mut().set("Content-Type", "application/json")?;
-    Ok(response.into())
+    crate::http::streamed_json(Box::pin(body))
 }

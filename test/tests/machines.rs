@@ -4,12 +4,20 @@
 //! credential takes only the machine routes (presence, its hand-offs, their machine tokens) and
 //! never an owner's or a hand-off's; an owner's and a machine token take none of its routes.
 //! Creates for a machine that reported are held to what it reported; a revoke ends the
-//! credential.
+//! credential. A machine follows its list: a follow held until a hand-off is listed for it, at
+//! most its timeout, within its machine's cap, ended by a revoke.
 
 use handoff_core::enrolment::public_key_of;
-use handoff_core::limits::{ENROLMENT_CODE_TRIES_PER_MINUTE_MAX, PENDING_CODES_PER_ADDRESS_MAX};
-use handoff_it::{owner, unique, Answer, Client};
+use handoff_core::limits::{
+    ENROLMENT_CODE_TRIES_PER_MINUTE_MAX, MACHINE_FOLLOWS_PER_MACHINE_MAX, MACHINE_FOLLOW_TIMEOUT_S_MAX,
+    PENDING_CODES_PER_ADDRESS_MAX,
+};
+use handoff_it::{owner, temp_state, unique, Answer, Client, Server};
 use serde_json::{json, Value};
+use std::io::Write;
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -276,4 +284,166 @@ fn a_revoked_machine_s_credential_stops_working_and_a_new_session_is_never_liste
     assert_eq!(c.get("/v1/machines", &alice).body["machines"], json!([]));
     let again = c.send("DELETE", &format!("/v1/machines/{}", m.name), Some(&alice), &[], None);
     assert_eq!((again.status, again.body["error"]["code"].as_str()), (404, Some("machine.not_found")));
+}
+
+/// The list's version as `GET /v1/machine/handoffs` answers it.
+fn list_version(c: &Client, credential: &str) -> u64 {
+    let a = c.get("/v1/machine/handoffs", credential);
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.body["version"].as_u64().expect("the list carries its version")
+}
+
+/// A follow of the list after `after`, held up to `timeout_s`, on a thread of its own: its
+/// answer and how long it was held.
+fn follow(c: &Client, credential: &str, after: u64, timeout_s: u64) -> thread::JoinHandle<(Answer, Duration)> {
+    let (c, credential) = (c.clone(), credential.to_string());
+    thread::spawn(move || {
+        let started = Instant::now();
+        let a = c.get(&format!("/v1/machine/handoffs?after={after}&timeout={timeout_s}"), &credential);
+        (a, started.elapsed())
+    })
+}
+
+/// A follow sent on a raw connection, to be dropped unanswered.
+fn raw_follow(c: &Client, credential: &str, after: u64) -> TcpStream {
+    let host = c.base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(host).expect("connects");
+    let request = format!(
+        "GET /v1/machine/handoffs?after={after} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {credential}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(request.as_bytes()).expect("writes");
+    s
+}
+
+/// An enrolled machine that reported its presence: its name and credential, and its owner's token.
+fn reported_machine(c: &Client) -> (Machine, String, String) {
+    let (subject, m) = (unique("alice"), Machine::new());
+    let alice = owner(&subject);
+    let credential = m.enrolled(c, &subject, &alice);
+    assert_eq!(presence(c, &credential).status, 200);
+    (m, credential, alice)
+}
+
+#[test]
+fn a_follow_is_held_until_a_hand_off_is_listed_for_its_machine_and_answers_the_new_list_with_its_version() {
+    let c = Client::shared();
+    let (m, credential, alice) = reported_machine(&c);
+    let seen = list_version(&c, &credential);
+    let held = follow(&c, &credential, seen, MACHINE_FOLLOW_TIMEOUT_S_MAX);
+    thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(create(&c, &alice, "vm-elsewhere", json!({})).status, 201, "another machine's create wakes nobody here");
+    thread::sleep(Duration::from_millis(500));
+    assert!(!held.is_finished(), "held while its machine's list has not changed");
+    let created = create(&c, &alice, &m.name, json!({"prompt": "Say hello."}));
+    assert_eq!(created.status, 201, "{}", created.text);
+    let (a, took) = held.join().unwrap();
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.body["version"].as_u64(), Some(seen + 1), "{}", a.text);
+    assert_eq!(a.body["handoffs"][0]["id"], created.handoff()["id"], "the new hand-off, newest first");
+    assert!(
+        took < Duration::from_secs(MACHINE_FOLLOW_TIMEOUT_S_MAX - 10),
+        "woken by the listing, not its timeout: {took:?}"
+    );
+    let token = c.post(
+        &format!("/v1/machine/handoffs/{}/machine-token", created.handoff()["id"].as_str().unwrap()),
+        &credential,
+        json!({}),
+    );
+    assert_eq!(token.status, 200, "a hand-off a follow is told of is there already: {}", token.text);
+
+    let again = create(&c, &alice, &m.name, json!({"session": created.handoff()["session"]}));
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(list_version(&c, &credential), seen + 1, "a repeated create lists nothing anew");
+    let (behind, took) = follow(&c, &credential, seen, MACHINE_FOLLOW_TIMEOUT_S_MAX).join().unwrap();
+    assert_eq!(behind.body["version"].as_u64(), Some(seen + 1), "a follow behind the list answers at once");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn a_follow_is_held_at_most_its_timeout_and_then_answers_the_unchanged_list() {
+    let c = Client::shared();
+    let (m, credential, alice) = reported_machine(&c);
+    assert_eq!(create(&c, &alice, &m.name, json!({})).status, 201);
+    let seen = list_version(&c, &credential);
+    let before = c.get("/v1/machine/handoffs", &credential).body;
+    let (a, took) = follow(&c, &credential, seen, 2).join().unwrap();
+    assert_eq!((a.status, &a.body), (200, &before), "the unchanged list: {}", a.text);
+    assert!(took >= Duration::from_millis(1_900) && took < Duration::from_secs(10), "held its timeout: {took:?}");
+}
+
+#[test]
+fn a_bad_after_or_timeout_is_refused_by_name_and_holds_nothing() {
+    let c = Client::shared();
+    let (_, credential, _) = reported_machine(&c);
+    let timeout = format!("after=0&timeout={}", MACHINE_FOLLOW_TIMEOUT_S_MAX + 1);
+    for (query, field) in
+        [("after=-1", "after:"), ("after=x", "after:"), ("timeout=5", "after:"), (&*timeout, "timeout:")]
+    {
+        let a = c.get(&format!("/v1/machine/handoffs?{query}"), &credential);
+        assert_eq!((a.status, a.code()), (400, "request.invalid"), "{query}: {}", a.text);
+        assert!(a.body["error"]["message"].as_str().unwrap().starts_with(field), "{query}: {}", a.text);
+    }
+}
+
+/// Fills `credential`'s machine with follows on raw connections (checked through the cap: the
+/// next follow is 429 `wait.too_many`), drops them, and answers how long until a follow is held
+/// again.
+fn fill_drop_and_time_release(c: &Client, credential: &str) -> Duration {
+    let seen = list_version(c, credential);
+    let dropped: Vec<TcpStream> =
+        (0..MACHINE_FOLLOWS_PER_MACHINE_MAX).map(|_| raw_follow(c, credential, seen)).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let a = c.get(&format!("/v1/machine/handoffs?after={seen}&timeout=1"), credential);
+        if a.status == 429 {
+            assert_eq!(a.code(), "wait.too_many", "{}", a.text);
+            assert!(a.text.contains("MACHINE_FOLLOWS_PER_MACHINE_MAX"), "{}", a.text);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{MACHINE_FOLLOWS_PER_MACHINE_MAX} follows never filled the machine's places"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.get("/v1/machine/handoffs", credential).status, 200, "a list at once holds no place");
+    drop(dropped);
+    let left = Instant::now();
+    while c.get(&format!("/v1/machine/handoffs?after={seen}&timeout=1"), credential).status != 200 {
+        assert!(left.elapsed() < Duration::from_secs(MACHINE_FOLLOW_TIMEOUT_S_MAX + 5), "the places never came back");
+        thread::sleep(Duration::from_millis(100));
+    }
+    left.elapsed()
+}
+
+/// On workerd itself: behind wrangler's dev proxy, which keeps a gone client's connection open
+/// (and may queue raw connections), a gone follow's place comes back at its timeout instead.
+#[test]
+fn a_machine_holds_its_follows_within_its_cap_and_one_whose_client_is_gone_gives_its_place_back_at_once() {
+    let state = temp_state("follows");
+    let server = Server::start_workerd(&state, &[]);
+    let c = server.client();
+    let (_, credential, _) = reported_machine(&c);
+    let took = fill_drop_and_time_release(&c, &credential);
+    assert!(
+        took < Duration::from_secs(MACHINE_FOLLOW_TIMEOUT_S_MAX / 3),
+        "given back long before its timeout: {took:?}"
+    );
+}
+
+#[test]
+fn a_revoke_ends_the_machines_held_follows_at_once_and_its_next_call_is_refused_revoked() {
+    let c = Client::shared();
+    let (m, credential, alice) = reported_machine(&c);
+    let seen = list_version(&c, &credential);
+    let before = c.get("/v1/machine/handoffs", &credential).body;
+    let held = follow(&c, &credential, seen, MACHINE_FOLLOW_TIMEOUT_S_MAX);
+    thread::sleep(Duration::from_millis(1_000));
+    let revoke = c.send("DELETE", &format!("/v1/machines/{}", m.name), Some(&alice), &[], None);
+    assert_eq!(revoke.status, 204, "{}", revoke.text);
+    let (a, took) = held.join().unwrap();
+    assert_eq!((a.status, &a.body), (200, &before), "the list it held: {}", a.text);
+    assert!(took < Duration::from_secs(10), "ended by the revoke, not its timeout: {took:?}");
+    let next = c.get(&format!("/v1/machine/handoffs?after={seen}"), &credential);
+    assert_eq!((next.status, next.code()), (401, "auth.revoked"), "{}", next.text);
 }

@@ -38,9 +38,14 @@ pub fn own_group_dying_with_parent(cmd: &mut Command) {
 /// Ends the process group `leader` leads: SIGTERM, then, once `exited` answers or after
 /// [`STOP_GRACE_MS`], SIGKILL (grandchildren left in the group go with it). Answers what
 /// `exited` answered within the grace period.
-pub fn stop<T>(leader: u32, mut exited: impl FnMut() -> Option<T>) -> Option<T> {
+pub fn stop<T>(leader: u32, exited: impl FnMut() -> Option<T>) -> Option<T> {
+    stop_within(leader, STOP_GRACE_MS, exited)
+}
+
+/// [`stop`] with a grace period of `grace_ms`.
+pub fn stop_within<T>(leader: u32, grace_ms: u64, mut exited: impl FnMut() -> Option<T>) -> Option<T> {
     signal(leader, libc::SIGTERM);
-    let until = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+    let until = Instant::now() + Duration::from_millis(grace_ms);
     let status = loop {
         if let Some(status) = exited() {
             break Some(status);

@@ -44,6 +44,18 @@ pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub const MESSAGES_QUEUED_MAX: usize = 1024;
 /// The end of the child's stderr that is kept, for the reason of a failure.
 pub const STDERR_TAIL_BYTES_MAX: usize = 16 * 1024;
+/// The most pages of `model/list` read.
+pub const MODEL_PAGES_MAX: usize = 8;
+
+/// The ids of one `model/list` page's models that are not hidden.
+pub fn listed_models(page: &Value) -> Vec<String> {
+    let data = page["data"].as_array().map(Vec::as_slice).unwrap_or_default();
+    data.iter()
+        .filter(|m| m["hidden"] != true)
+        .filter_map(|m| m["id"].as_str().or_else(|| m["model"].as_str()).map(str::to_string))
+        .collect()
+}
+
 /// How long a request before the turn (`initialize`, `thread/start`, `thread/resume`) may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a turn may take to end after `turn/interrupt` before it is called interrupted anyway.
@@ -308,6 +320,8 @@ pub struct AppServer {
     stderr: Arc<Mutex<Tail>>,
     cwd: PathBuf,
     approval_policy: String,
+    /// The thread's model, when the owner named one; else Codex's own default.
+    model: Option<String>,
     stopped: bool,
 }
 
@@ -362,6 +376,7 @@ impl AppServer {
             stderr,
             cwd: config.cwd.clone(),
             approval_policy: config.approval_policy.clone(),
+            model: None,
             stopped: false,
         };
         let info = json!({"clientInfo": {"name": "handoff", "title": "handoff serve", "version": env!("CARGO_PKG_VERSION")}, "capabilities": {"experimentalApi": false}});
@@ -380,17 +395,47 @@ impl AppServer {
         self.stderr.lock().unwrap_or_else(|e| e.into_inner()).text()
     }
 
+    /// The model the next thread started or resumed runs with (the thread's `model`); `None`
+    /// leaves Codex's own default.
+    pub fn set_model(&mut self, model: Option<String>) {
+        self.model = model;
+    }
+
+    fn with_model(&self, mut params: Value) -> Value {
+        if let Some(model) = &self.model {
+            params["model"] = Value::from(model.as_str());
+        }
+        params
+    }
+
+    /// The models app-server's `model/list` answers (every page, at most [`MODEL_PAGES_MAX`]),
+    /// hidden ones left out, as their ids.
+    pub fn model_list(&mut self) -> Result<Vec<String>, DriverError> {
+        let mut ids = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MODEL_PAGES_MAX {
+            let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({"cursor": c}));
+            let page = self.request("model/list", params)?;
+            ids.extend(listed_models(&page));
+            cursor = page["nextCursor"].as_str().map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
     /// Starts a thread in the workspace, in [`SANDBOX`], with the configured approval policy;
     /// answers its id.
     pub fn start_thread(&mut self) -> Result<String, DriverError> {
-        let params = json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX});
+        let params = self.with_model(json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX}));
         let result = self.request("thread/start", params)?;
         Ok(result["thread"]["id"].as_str().unwrap_or_default().to_string())
     }
 
     /// Resumes thread `id` (from Codex's own store), so its next turn carries the exchange so far.
     pub fn resume_thread(&mut self, id: &str) -> Result<String, DriverError> {
-        let params = json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX});
+        let params = self.with_model(json!({"threadId": id, "cwd": self.cwd, "approvalPolicy": self.approval_policy, "approvalsReviewer": APPROVALS_REVIEWER, "sandbox": SANDBOX}));
         let result = self.request("thread/resume", params)?;
         Ok(result["thread"]["id"].as_str().unwrap_or(id).to_string())
     }
@@ -1060,6 +1105,13 @@ mod tests {
         assert_eq!(read_line_bounded(&mut r, 5), Some(Some(b"abc".to_vec())));
         assert_eq!(read_line_bounded(&mut r, 5), Some(Some(b"last".to_vec())));
         assert_eq!(read_line_bounded(&mut r, 5), None);
+    }
+
+    #[test]
+    fn a_model_list_page_gives_the_ids_of_the_models_not_hidden() {
+        let page = json!({"data": [{"id": "gpt-a", "hidden": false}, {"id": "gpt-hidden", "hidden": true}, {"model": "gpt-b"}], "nextCursor": null});
+        assert_eq!(listed_models(&page), ["gpt-a", "gpt-b"]);
+        assert!(listed_models(&json!({})).is_empty());
     }
 
     #[test]

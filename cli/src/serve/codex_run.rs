@@ -36,6 +36,8 @@ pub struct Run {
 /// Everything a turn's thread needs.
 pub struct Start {
     pub config: codex::Config,
+    /// The thread's model, as the record names it (the owner's choice), else Codex's default.
+    pub model: Option<String>,
     pub resume: Option<String>,
     pub prompt: String,
     pub client: Client,
@@ -139,6 +141,7 @@ fn run(
 ) -> Option<Result<String, String>> {
     let outcome = (|| -> Result<TurnOutcome, codex::DriverError> {
         let mut server = AppServer::start(&s.config)?;
+        server.set_model(s.model.clone());
         let thread = match &s.resume {
             Some(id) => server.resume_thread(id)?,
             None => server.start_thread()?,

@@ -71,8 +71,12 @@ const TIMELINE_FLUSH_WAIT_MS: u64 = 1_000;
 /// `handoff serve`'s arguments.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// The hand-off to serve.
-    pub id: String,
+    /// The hand-off to serve (none with --machine).
+    #[arg(required_unless_present = "machine")]
+    pub id: Option<String>,
+    /// The daemon: every session created for this enrolled machine, each in its workspace.
+    #[command(flatten)]
+    pub daemon: crate::daemon::DaemonArgs,
     /// The runtime for turns handed to none before any ran here (claude-code or codex).
     #[arg(long, value_name = "RUNTIME", default_value = "claude-code")]
     pub runtime: String,
@@ -230,25 +234,38 @@ fn check_start(token: Option<String>, args: &Args) -> Result<Checked, i32> {
 
 /// `handoff serve`: answers the exit code.
 pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
+    if args.daemon.machine {
+        let passed = crate::daemon::Passed {
+            runtime: &args.runtime,
+            permission_mode: &args.permission_mode,
+            sync: args.sync,
+            print_unit: args.print_unit,
+        };
+        return crate::daemon::run(url, &args.daemon, &passed);
+    }
+    let Some(id) = args.id.clone() else {
+        eprintln!("serve: name the hand-off to serve, or serve every session of this machine with --machine");
+        return crate::output::EXIT_USAGE;
+    };
     if args.print_unit {
         let program = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "handoff".into());
         let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "%h".into());
-        print!("{}", unit(&program, &args.id, url, &cwd));
+        print!("{}", unit(&program, &id, url, &cwd));
         return crate::output::EXIT_OK;
     }
     let checked = match check_start(token, args) {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let say = Say { log: Arc::new(Log::new(&checked.state_dir, "serve", Some(&args.id))) };
-    let _lock = match paths::lock(&checked.state_dir, &args.id) {
+    let say = Say { log: Arc::new(Log::new(&checked.state_dir, "serve", Some(&id))) };
+    let _lock = match paths::lock(&checked.state_dir, &id) {
         Ok(lock) => lock,
         Err(why) => {
             eprintln!("serve: {why}");
             return crate::output::EXIT_REFUSED;
         }
     };
-    let local = match state::load(&checked.state_dir, &args.id) {
+    let local = match state::load(&checked.state_dir, &id) {
         Ok(l) => l,
         Err(why) => {
             eprintln!("serve: the state record: {why}");
@@ -258,7 +275,7 @@ pub fn run(url: &str, token: Option<String>, args: &Args) -> i32 {
     let (tx, rx) = mpsc::channel();
     let mut serve = Serve {
         url: url.to_string(),
-        id: args.id.clone(),
+        id,
         args: args.clone(),
         default_runtime: checked.runtime,
         state_dir: checked.state_dir,
@@ -731,7 +748,7 @@ impl Serve {
         }
         let spawned = match rt {
             Runtime::ClaudeCode => self.spawn_claude_code(record, &ready, turn, &plan, &session, timeline),
-            Runtime::Codex => Ok(self.spawn_codex(ready, turn, &plan, timeline)),
+            Runtime::Codex => Ok(self.spawn_codex(record, ready, turn, &plan, timeline)),
         };
         match spawned {
             Ok(h) => self.started(h, record, &plan, &session, arrived),
@@ -832,6 +849,7 @@ impl Serve {
 
     fn spawn_codex(
         &self,
+        record: &Handoff,
         ready: Ready,
         turn: u64,
         plan: &HarnessSession,
@@ -852,6 +870,7 @@ impl Serve {
         };
         let start = codex_run::Start {
             config,
+            model: record.placement.model.clone(),
             resume,
             prompt: ready.prompt,
             client: self.client(),

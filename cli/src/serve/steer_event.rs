@@ -20,10 +20,23 @@ pub fn write(
     steer: &str,
     delivered: Result<(), &str>,
 ) -> Result<u64, Error> {
+    write_event(client, id, turn, next, &|seq| Event::steer(seq, steer, delivered))
+}
+
+/// Writes `event(seq)` as turn `turn`'s event at `*next`, moving `*next` past it; on a gap or
+/// a conflict (another writer took that seq) it goes on from the `next` the service names, so
+/// it never takes a seq another writer numbered. Answers the seq taken.
+pub fn write_event(
+    client: &Client,
+    id: &str,
+    turn: u64,
+    next: &mut u64,
+    event: &dyn Fn(u64) -> Event,
+) -> Result<u64, Error> {
     let mut last = None;
     for _ in 0..ATTEMPTS_MAX {
         let seq = (*next).max(1);
-        let batch = Batch { turn, events: vec![Event::steer(seq, steer, delivered)] };
+        let batch = Batch { turn, events: vec![event(seq)] };
         match client.post_events(id, &batch) {
             Ok(taken) => {
                 *next = taken.value.next;

@@ -245,3 +245,85 @@ pub fn git_repo_with_changes() -> std::path::PathBuf {
     std::fs::remove_file(dir.join("README.md")).unwrap();
     dir
 }
+
+/// `machine enrol` running in its own process and state folder; its code once printed, and
+/// the rest of its standard output, read as it comes.
+pub fn start_enrol(
+    state: &std::path::Path,
+    name: &str,
+    owner: &str,
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    // The service takes at most 10 enrolments a minute from one address: a suite enrolling
+    // more waits for the next minute rather than fail.
+    let deadline = Instant::now() + Duration::from_secs(ENROL_RATE_WAIT_S_MAX);
+    loop {
+        let mut child = command(None, &["machine", "enrol", "--name", name, "--owner", owner, "--wait", "60"])
+            .env("HANDOFF_STATE_DIR", state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        if line.is_empty() {
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(stderr.contains("enrolment.too_many") && Instant::now() < deadline, "no code: {stderr}");
+            std::thread::sleep(Duration::from_secs(5));
+            continue;
+        }
+        let code = line.trim().strip_prefix("code: ").unwrap_or_else(|| panic!("a code line: {line:?}")).to_string();
+        assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
+        let rest = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+        return (child, code, rest);
+    }
+}
+
+/// How long [`start_enrol`] waits for the service's per-minute bound on enrolments at most.
+pub const ENROL_RATE_WAIT_S_MAX: u64 = 90;
+
+/// Machine `name` enrolled for `subject` (whose token is `owner_token`), its credential in the
+/// state folder `state`: `machine enrol --owner` approved with no terminal.
+pub fn enrol(state: &Path, name: &str, subject: &str, owner_token: &str) {
+    let (child, code, rest) = start_enrol(state, name, subject);
+    let approved = run(Some(owner_token), &["machine", "approve", &code]);
+    assert_eq!(approved.code, 0, "{approved:?}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(rest.join());
+}
+
+/// `DELETE path` with `token`: the status.
+pub fn api_delete(token: &str, path: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(REQUEST_TIMEOUT_S)))
+        .build()
+        .into();
+    let response = agent
+        .delete(format!("{}{path}", url()))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .unwrap_or_else(|e| panic!("DELETE {path}: {e}"));
+    response.status().as_u16()
+}
+
+/// The value at percentile `p` of `sorted` (nearest rank).
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// One `bench-serve:` line: the count, p50, p99, min and max of `v`, in ms.
+pub fn print_figures(what: &str, mut v: Vec<u64>) {
+    v.sort_unstable();
+    eprintln!(
+        "bench-serve: {what}: n={} p50={} ms p99={} ms min={} ms max={} ms",
+        v.len(),
+        percentile(&v, 50.0),
+        percentile(&v, 99.0),
+        v[0],
+        v[v.len() - 1]
+    );
+}

@@ -1239,7 +1239,22 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The hand-offs created for the credential's machine since it was enrolled, newest first. */
+        /**
+         * The hand-offs created for the credential's machine since it was enrolled, newest first; with `after`, a held follow.
+         * @description Without a query, the list at once, with its `version`: a counter that rises by one each
+         *     time a hand-off is listed for the machine (once its create has answered, so every id
+         *     listed is there) and when its name is enrolled again. With `after=V`, a follow: it
+         *     answers at once unless V is the list's version, and otherwise holds the request until a
+         *     hand-off is listed, then answers the new list, or until `timeout` seconds pass (30 at
+         *     most and by default, `MACHINE_FOLLOW_TIMEOUT_S_MAX`), then answers the unchanged list.
+         *     A machine holds at most 8 follows at once (`MACHINE_FOLLOWS_PER_MACHINE_MAX`); past
+         *     them, 429 `wait.too_many` naming the cap. A held follow sends its status and headers at
+         *     once and its body when it answers; a client that disconnects gives its place back as
+         *     soon as the runtime sees it leave, and at its timeout at the latest. A revoke (or the
+         *     name enrolled again) ends the machine's held follows at once, each with the list it
+         *     held; the credential's next call is 401 `auth.revoked`. A held follow keeps the owner's
+         *     `Machines` object in memory, and billed, while it is held.
+         */
         get: operations["listMachineHandoffs"];
         put?: never;
         post?: never;
@@ -1354,10 +1369,22 @@ export interface components {
         MachinesList: {
             machines: components["schemas"]["Machine"][];
         };
+        /**
+         * @example {
+         *       "handoffs": [
+         *         {
+         *           "id": "ho_9f0bc483816065b4efa625d215ed99ac"
+         *         }
+         *       ],
+         *       "version": 3
+         *     }
+         */
         MachineHandoffs: {
             handoffs: {
                 id: string;
             }[];
+            /** @description Rises by one each time a hand-off is listed for the machine, and when its name is enrolled again. */
+            version: number;
         };
         ErrorBody: {
             error: {
@@ -2716,7 +2743,7 @@ export interface components {
                 };
             };
         };
-        /** @description `wait.too_many`: this hand-off holds as many waiters as it may. */
+        /** @description `wait.too_many`: this hand-off (or, for a follow, this machine) holds as many waiters as it may. */
         TooManyWaiters: {
             headers: {
                 [name: string]: unknown;
@@ -4770,14 +4797,19 @@ export interface operations {
     };
     listMachineHandoffs: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The list's version the machine has seen; without it, the list at once. */
+                after?: number;
+                /** @description Seconds to hold a follow, at most 30 (only with `after`). */
+                timeout?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Their ids. */
+            /** @description Their ids, and the list's version. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4789,6 +4821,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyWaiters"];
             503: components["responses"]["Unavailable"];
         };
     };
