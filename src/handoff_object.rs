@@ -239,7 +239,13 @@ fn settled_as(form: Form, answer: Result<Out>) -> JsValue {
 /// What planning an ask has come to: the plan, or the admission it needs first.
 enum Planning {
     Planned(Plan),
-    Admit { ask: Box<Ask>, feed: Box<Feed>, owner: String, row: Box<Row> },
+    /// A read that takes an await: the owner index's admission of a new hand-off, or what a
+    /// hand-off turn's runtime reaches on the machine.
+    Await {
+        ask: Box<Ask>,
+        feed: Box<Feed>,
+        read: Box<Read>,
+    },
 }
 
 /// What carrying out a plan has come to once nothing more can be done without an await.
@@ -270,11 +276,12 @@ impl Object {
         let now = now_ms();
         let step = match self.plan(ask, Feed::default(), now) {
             Ok(Planning::Planned(plan)) => Ok(plan),
-            Ok(Planning::Admit { ask, feed, owner, row }) => {
-                // A new hand-off: its owner's index admits its row before anything is stored.
+            Ok(Planning::Await { ask, feed, read }) => {
+                // A new hand-off: its owner's index admits its row before anything is stored;
+                // a hand-off turn: its machine's `Machines` object says what its runtime reaches.
                 let object = self.clone();
                 let admitted = async move {
-                    let answer = match object.admitted(*ask, *feed, &owner, &row, now).await {
+                    let answer = match object.awaited(*ask, *feed, *read, now).await {
                         Ok(out) => out,
                         Err(e) => object.failed("hand-off object", &e),
                     };
@@ -332,8 +339,8 @@ impl Object {
                 Some(Read::Timeline { turn, after, limit }) => {
                     feed.timeline = Some(store::timeline(&self.state.storage(), turn, after, limit)?)
                 }
-                Some(Read::Admission { owner, row }) => {
-                    return Ok(Planning::Admit { ask: Box::new(ask), feed: Box::new(feed), owner, row: Box::new(row) })
+                Some(read @ (Read::Admission { .. } | Read::Reach { .. })) => {
+                    return Ok(Planning::Await { ask: Box::new(ask), feed: Box::new(feed), read: Box::new(read) })
                 }
             }
         }
@@ -341,13 +348,18 @@ impl Object {
         Ok(Planning::Planned(self.inner.decider.borrow_mut().handle(ask, feed, at, &Json)))
     }
 
-    /// Asks the owner's index to admit a new hand-off's row, then plans and carries out the
-    /// create with its answer, at the same moment the row was made.
-    async fn admitted(&self, ask: Ask, mut feed: Feed, owner: &str, row: &Row, now: i64) -> Result<Out> {
-        feed.admission = Some(self.admission(owner, row).await?);
+    /// Makes the read that takes an await (the owner's index admits a new hand-off's row, or
+    /// the `Machines` object says what a hand-off turn's runtime reaches), then plans and
+    /// carries out the ask with its answer, at the same moment.
+    async fn awaited(&self, ask: Ask, mut feed: Feed, read: Read, now: i64) -> Result<Out> {
+        match read {
+            Read::Admission { owner, row } => feed.admission = Some(self.admission(&owner, &row).await?),
+            Read::Reach { owner, machine, runtime } => feed.reach = Some(self.reach(&owner, machine, runtime).await?),
+            _ => return Err(Error::RustError("an await for a read that needs none".into())),
+        }
         let plan = match self.plan(ask, feed, now)? {
             Planning::Planned(plan) => plan,
-            Planning::Admit { .. } => return Err(Error::RustError("the decider asked for a second admission".into())),
+            Planning::Await { .. } => return Err(Error::RustError("the decider asked for a second await".into())),
         };
         match self.carry_out_now(plan)? {
             Carried::Answered(out) => Ok(out),
@@ -598,6 +610,24 @@ impl Object {
         }
         let body = crate::http::bytes(&answer).await.map_err(|e| Error::RustError(e.to_string()))?;
         serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable admission: {e}")))
+    }
+
+    /// What `runtime` reaches on `machine` as its owner's `Machines` object holds its report;
+    /// `None` where that store is not bound (nothing to check against).
+    async fn reach(&self, owner: &str, machine: String, runtime: String) -> Result<Option<Vec<String>>> {
+        let Ok(namespace) = self.env.durable_object(bindings::MACHINES) else {
+            return Ok(None);
+        };
+        let ask = handoff_api::machines::MachinesAsk::Reach(machine, runtime);
+        let payload = protocol::encode(&ask).map_err(|e| Error::RustError(e.to_string()))?;
+        let stub = namespace.get_by_name(&bindings::machines_name(owner))?;
+        let pending = crate::http::ask(&crate::http::raw_stub(stub), "https://machines/ask", &payload)
+            .map_err(|e| Error::RustError(e.to_string()))?;
+        let answer = crate::http::await_answer(pending).await.map_err(|e| Error::RustError(e.to_string()))?;
+        let body = crate::http::bytes(&answer).await.map_err(|e| Error::RustError(e.to_string()))?;
+        let reached: handoff_api::machines::Reached =
+            serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable reach: {e}")))?;
+        Ok(reached.models)
     }
 
     async fn ask_index(&self, owner: &str, ask: &ToIndex) -> Result<web_sys::Response> {

@@ -56,6 +56,9 @@ pub enum MachinesAsk {
     Place(String, Placement),
     /// Hand-off `id` (the second) was created for the machine: listed for it, its follows woken.
     Listed(String, String),
+    /// A hand-off turn's check (from its hand-off's object): the models a runtime (the second)
+    /// reaches on the machine.
+    Reach(String, String),
     /// `GET /v1/machines` (owner).
     List,
     /// `DELETE /v1/machines/{name}` (owner).
@@ -323,6 +326,12 @@ pub struct Placed {
     pub placement: Option<Placement>,
 }
 
+/// What a runtime reaches on a machine: `None` where nothing was reported to check against.
+#[derive(Serialize, Deserialize)]
+pub struct Reached {
+    pub models: Option<Vec<String>>,
+}
+
 #[derive(Serialize)]
 pub struct MachinesList {
     pub machines: Vec<MachineView>,
@@ -375,6 +384,9 @@ pub fn answer_machines(state: &mut Machines, ask: MachinesAsk, now: EpochMs) -> 
                 Some(Err(e)) => (Err(e), false, None),
                 None => (Ok((204, Vec::new())), true, None),
             }
+        }
+        MachinesAsk::Reach(machine, runtime) => {
+            (json(200, &Reached { models: state.reach(&machine, &runtime) }), false, None)
         }
         MachinesAsk::List => (json(200, &MachinesList { machines: state.view(now) }), false, None),
         MachinesAsk::Revoke(name) => match state.revoke(&name) {

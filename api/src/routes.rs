@@ -327,7 +327,11 @@ pub const ROUTES: &[Route] = &[
     }),
     change("POST", "/v1/handoffs/{id}/package", |i| {
         let dry_run = input::parse_flag(i.query, "dry_run", ("true", "false"))?;
-        Ok(turn_change(Change::Compile { request: input::parse_body(i.body)?, dry_run }))
+        let request: handoff_core::package::PackageRequest = input::parse_body(i.body)?;
+        if request.model.is_some() {
+            return Err(ApiError::invalid("model: only a hand-off turn (POST …/turns) takes a model"));
+        }
+        Ok(turn_change(Change::Compile { request, dry_run }))
     }),
     read("GET", "/v1/handoffs/{id}/package", |i| {
         Ok(Op::Package { markdown: input::parse_flag(i.query, "format", ("markdown", "json"))? })

@@ -545,8 +545,13 @@ mod tests {
             acceptance_criteria: vec![],
         };
         let h = apply(&h, &Change::Work { command: work::Command::SetWork(work) }, Role::Owner, 1).unwrap().next;
-        let request =
-            PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+        let request = PackageRequest {
+            objective: "o".into(),
+            purpose: "p".into(),
+            runtime: "codex".into(),
+            note: None,
+            model: None,
+        };
         let out = apply(&h, &Change::Compile { request, dry_run: false }, Role::Owner, 2).unwrap();
         (out.next, out.effect)
     }

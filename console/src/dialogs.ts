@@ -114,6 +114,22 @@ function runtimeChoices(record: Handoff): string[] {
   return (record.machine_runtimes?.runtimes ?? []).map((r) => r.name);
 }
 
+/** The models the dialog offers: those the target runtime reaches on the session's machine (its
+ * last presence), after the previous turn's, carried over (the default). */
+function offerModels(record: Handoff, reached: Map<string, string[]>): void {
+  const select = byId<HTMLSelectElement>("target-model");
+  const models = reached.get(value("target-runtime")) ?? [];
+  const carried = record.model ? `${record.model}, carried over` : "the previous turn's, carried over";
+  select.replaceChildren(h("option", { value: "" }, carried), ...models.map((m) => h("option", { value: m }, m)));
+}
+
+/** What each runtime reaches on `machine`, as it last reported (none where it is not enrolled). */
+async function reachedOn(machine: string): Promise<Map<string, string[]>> {
+  const machines = await api.machines().catch(() => []);
+  const m = machines.find((x) => x.name === machine);
+  return new Map((m?.runtimes ?? []).map((r) => [r.name, r.models ?? []]));
+}
+
 export function openHandoffDialog(record: Handoff, prefill: HandoffPrefill, done: (h: Handoff) => void): void {
   handoffFor = { record, done };
   const dialog = byId<HTMLDialogElement>("handoff-dialog");
@@ -134,6 +150,13 @@ export function openHandoffDialog(record: Handoff, prefill: HandoffPrefill, done
     input.value = prefill.runtime ?? "";
     slot.replaceChildren(input);
   }
+  let reached = new Map<string, string[]>();
+  offerModels(record, reached);
+  byId("target-runtime").addEventListener("change", () => offerModels(record, reached));
+  void reachedOn(record.machine).then((r) => {
+    reached = r;
+    if (handoffFor?.record === record) offerModels(record, reached);
+  });
   setValue("handoff-prompt", prefill.prompt);
   setValue("purpose", prefill.purpose);
   setValue("objective", prefill.objective);
@@ -145,7 +168,7 @@ export function openHandoffDialog(record: Handoff, prefill: HandoffPrefill, done
   byId(prefill.objective ? "submit-handoff" : "objective").focus();
 }
 
-function packageRequest(prefix: "" | "compile-"): { runtime: string; purpose: string; objective: string; note: string | null } | null {
+function packageRequest(prefix: "" | "compile-"): { runtime: string; purpose: string; objective: string; note: string | null; model?: string } | null {
   const runtime = value(prefix ? "compile-runtime" : "target-runtime");
   const purpose = value(`${prefix}purpose`);
   const objective = value(`${prefix}objective`);
@@ -153,7 +176,8 @@ function packageRequest(prefix: "" | "compile-"): { runtime: string; purpose: st
   if (!runtime && !purpose && !objective && !note && !prefix) return null;
   const missing = [!runtime && "runtime", !purpose && "purpose", !objective && "objective"].filter(Boolean);
   if (missing.length > 0) throw new HandoffError(400, "request.invalid", `${missing.join(", ")} needed`);
-  return { runtime, purpose, objective, note: note || null };
+  const model = prefix ? "" : value("target-model");
+  return { runtime, purpose, objective, note: note || null, ...(model ? { model } : {}) };
 }
 
 /** The dialog's prompt, or nothing when it was left empty. */

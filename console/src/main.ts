@@ -4,6 +4,7 @@
 //   #/s/<id>/package  its package
 //   #/devices       the owner's signed-in devices
 //   #/machines      the owner's enrolled machines, and a machine's code approved
+//   #/new           a new session on one of them
 //   #token=<jwt>    signs in (the fragment never reaches a server) and becomes #/; while
 //                   signed in with another token, only after a confirmation naming both.
 //                   An owner token signs this browser in as a device (auth.ts) and is not kept.
@@ -13,6 +14,7 @@ import { HandoffError } from "./api.js";
 import { claims, clearToken, expired, getToken, hasDevice, onDevice, refresh, setSigningIn, setToken, signInDevice, signOut, whenDeviceEnded, type Claims } from "./auth.js";
 import { renderDevices } from "./devices.js";
 import { renderMachines } from "./machines.js";
+import { renderNewSession } from "./new_session.js";
 import { closeDialogs, confirmDialog, wireDialogs } from "./dialogs.js";
 import { byId, h } from "./dom.js";
 import { renderList } from "./list.js";
@@ -57,6 +59,7 @@ function signedIn(c: Claims | null): void {
   const out = byId("sign-out");
   const devices = byId("devices-link");
   const machines = byId("machines-link");
+  const fresh = byId("new-link");
   if (c) {
     who.textContent = c.role === "owner" ? `Signed in as ${c.sub} (owner)` : `Machine token for ${c.hid ?? "?"}`;
     out.hidden = false;
@@ -66,6 +69,7 @@ function signedIn(c: Claims | null): void {
   }
   devices.hidden = c?.role !== "owner";
   machines.hidden = c?.role !== "owner";
+  fresh.hidden = c?.role !== "owner";
   notifySwitch(c?.role === "owner");
 }
 
@@ -156,6 +160,11 @@ function route(): void {
   if (hash === "#/devices" && c.role === "owner") {
     document.title = "Devices · Hand-off console";
     renderDevices(current, main, signOutHere);
+    return;
+  }
+  if (hash === "#/new" && c.role === "owner") {
+    document.title = "New session · Hand-off console";
+    renderNewSession(current, main);
     return;
   }
   if (hash === "#/machines" && c.role === "owner") {

@@ -285,6 +285,9 @@ pub enum Read {
     /// `turn`'s timeline facts and up to `limit` of its events after `after`, oldest first
     /// ([`Feed::timeline`]).
     Timeline { turn: u64, after: u64, limit: usize },
+    /// The models `runtime` reaches on `machine`, as the owner's `Machines` object holds its
+    /// report, for a hand-off turn's model ([`Feed::reach`]).
+    Reach { owner: String, machine: String, runtime: String },
 }
 
 /// The stored hand-off as its rows hold it, each value the text it was written as.
@@ -342,6 +345,8 @@ pub struct Feed {
     pub admission: Option<Admission>,
     /// [`Read::Timeline`]'s answer.
     pub timeline: Option<TimelineRead>,
+    /// [`Read::Reach`]'s answer: the models, or `None` for a machine not enrolled or not reported.
+    pub reach: Option<Option<Vec<String>>>,
 }
 
 /// What storage holds of one turn's timeline: its facts and the events read, `(seq, at,
@@ -796,7 +801,10 @@ impl Decider {
         // Nothing more is read for a caller who will be refused.
         self.owned(&ask.caller).ok()?;
         match &ask.op {
-            Op::Change { .. } => {
+            Op::Change { change } => {
+                if let Some(reach) = self.reach_read(&ask.caller, change, feed) {
+                    return Some(reach);
+                }
                 let idem = ask.idempotency.as_ref()?;
                 let Some(keys) = &self.keys else {
                     return Some(Read::Keys);
@@ -1357,6 +1365,21 @@ impl Decider {
         AfterAlarm::At(retention.erase_at(closed_at))
     }
 
+    /// A hand-off turn with a model (chosen or carried over) asks what its target runtime
+    /// reaches on the hand-off's machine, once.
+    fn reach_read(&self, caller: &Caller, change: &Change, feed: &Feed) -> Option<Read> {
+        let Change::Turn { command: turn::Command::OpenTurn { .. }, package: Some(request), .. } = change else {
+            return None;
+        };
+        let h = self.handoff()?;
+        let needed = feed.reach.is_none() && crate::placement::handed_model(&h.record.placement, request).is_some();
+        needed.then(|| Read::Reach {
+            owner: caller.owner.clone(),
+            machine: h.record.machine.clone(),
+            runtime: request.runtime.clone(),
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn change(
         &mut self,
@@ -1390,6 +1413,15 @@ impl Decider {
                         current.and_then(|c| wire.with_package(slim, &c.document.of(&c.package)))
                     });
                     return Plan::rendered(Rendered { status: r.status, content_type: JSON, body, replayed: true });
+                }
+            }
+        }
+        if let Change::Turn { command: turn::Command::OpenTurn { .. }, package: Some(request), .. } = change {
+            if let Some(model) = crate::placement::handed_model(&h.record.placement, request) {
+                let reached = feed.reach.as_ref().and_then(|r| r.as_deref());
+                let checked = crate::placement::check_reach(&h.record.machine, &request.runtime, model, reached);
+                if let Err(refusal) = checked {
+                    return Plan::rendered(refusal_of(wire, &refusal, &h, role));
                 }
             }
         }

@@ -393,6 +393,10 @@ fn turn_change(
     }
     next.record = applied.next;
     let mut moved = applied.moved;
+    if let (true, Some(request)) = (applied.moved && next.record.turn > h.record.turn, package) {
+        // A hand-off turn runs its target runtime, with the model chosen or carried over.
+        next.record.placement = crate::placement::handed(&h.record.placement, request);
+    }
     if applied.moved {
         follow_lineage(h, next, dirty, now);
     }
@@ -427,6 +431,9 @@ fn same_hand_off(h: &Handoff, package: Option<&PackageRequest>) -> bool {
         return briefed.is_none();
     };
     if h.record.briefed.runtime.as_deref() != Some(asked.runtime.as_str()) {
+        return false;
+    }
+    if asked.model.is_some() && asked.model != h.record.placement.model {
         return false;
     }
     // The package that briefed the turn, while it is the current one; a later compile leaves

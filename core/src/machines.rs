@@ -211,6 +211,14 @@ impl Machines {
         true
     }
 
+    /// The models `runtime` reaches on `machine`, as it last reported: `None` for a machine not
+    /// enrolled or not reported yet (nothing to check against); none for a runtime it did not
+    /// report.
+    pub fn reach(&self, machine: &str, runtime: &str) -> Option<Vec<String>> {
+        let presence = self.machines.iter().find(|m| m.name == machine)?.presence.as_ref()?;
+        Some(presence.runtimes.iter().find(|r| r.name == runtime).map(|r| r.models.clone()).unwrap_or_default())
+    }
+
     /// The hand-offs created for the credential's machine since it was enrolled.
     pub fn handoffs(&self, name: &str, enrolled_at: EpochMs) -> Result<&[String], Refusal> {
         Ok(&self.machines[self.live(name, enrolled_at)?].handoffs)
@@ -434,6 +442,16 @@ mod tests {
         let again = m.enrol("vm-7", "h", "f", at).unwrap();
         assert_eq!(m.version("vm-7", again), Ok(3), "a list started anew is never a version seen before");
         assert_eq!(m.version("vm-7", at).unwrap_err().code, Code::AuthRevoked);
+    }
+
+    #[test]
+    fn what_a_runtime_reaches_is_what_its_machine_reported_and_nothing_before_it_reported() {
+        let (mut m, at) = enrolled();
+        assert_eq!(m.reach("vm-7", "codex"), None, "not reported yet");
+        assert_eq!(m.reach("vm-9", "codex"), None, "not enrolled");
+        m.presence("vm-7", at, reported(), 2).unwrap();
+        assert_eq!(m.reach("vm-7", "codex"), Some(vec!["gpt-5-codex".to_string()]));
+        assert_eq!(m.reach("vm-7", "aider"), Some(vec![]), "a runtime it did not report reaches nothing");
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct PackageRequest {
     pub runtime: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A hand-off turn's model, chosen by the owner (`POST …/turns` only): without it, the
+    /// previous turn's carries over. Never part of the package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl PackageRequest {
@@ -59,6 +63,9 @@ impl PackageRequest {
         single_line("runtime", &self.runtime, RUNTIME_BYTES_MAX)?;
         if let Some(note) = &self.note {
             multi_line("note", note, NOTE_BYTES_MAX)?;
+        }
+        if let Some(model) = &self.model {
+            crate::ids::check_name("model", model, crate::limits::MODEL_BYTES_MAX)?;
         }
         Ok(())
     }

@@ -60,12 +60,80 @@ impl Placement {
     }
 }
 
+/// The model a hand-off turn to `request.runtime` runs: the one the owner chose, else the
+/// previous turn's, carried over.
+pub fn handed_model<'a>(previous: &'a Placement, request: &'a crate::package::PackageRequest) -> Option<&'a str> {
+    request.model.as_deref().or(previous.model.as_deref())
+}
+
+/// A hand-off turn's model against what its target runtime reaches on `machine`, as the
+/// machine reported it (`None`: a machine not enrolled, or one that has not reported, which is
+/// not checked): one it does not reach is 409 `model.unavailable` naming the model and the
+/// runtime, never replaced by another.
+pub fn check_reach(machine: &str, runtime: &str, model: &str, reached: Option<&[String]>) -> Result<(), Refusal> {
+    match reached {
+        Some(models) if !models.iter().any(|m| m == model) => Err(Refusal::new(
+            Code::ModelUnavailable,
+            format!("model: {runtime} on {machine} does not reach model {model:?}; choose one it reaches"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A hand-off turn's placement: the previous turn's, with the target runtime asked for and the
+/// model chosen (else carried over).
+pub fn handed(previous: &Placement, request: &crate::package::PackageRequest) -> Placement {
+    Placement {
+        runtime: Some(request.runtime.clone()),
+        model: handed_model(previous, request).map(str::to_string),
+        ..previous.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn asked(workspace: Option<&str>, model: Option<&str>) -> Placement {
         Placement { workspace: workspace.map(str::to_string), model: model.map(str::to_string), ..Placement::default() }
+    }
+
+    fn to(runtime: &str, model: Option<&str>) -> crate::package::PackageRequest {
+        crate::package::PackageRequest {
+            objective: "o".into(),
+            purpose: "p".into(),
+            runtime: runtime.into(),
+            note: None,
+            model: model.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_hand_off_turn_carries_the_previous_model_over_unless_the_owner_chooses_another() {
+        let previous = asked(Some("api"), Some("opus"));
+        let carried = handed(&previous, &to("codex", None));
+        assert_eq!((carried.model.as_deref(), carried.runtime.as_deref()), (Some("opus"), Some("codex")));
+        assert_eq!(carried.workspace.as_deref(), Some("api"), "the workspace stays");
+        assert_eq!(handed(&previous, &to("codex", Some("gpt-5-codex"))).model.as_deref(), Some("gpt-5-codex"));
+        assert_eq!(handed(&Placement::default(), &to("codex", None)).model, None, "none to carry: none");
+    }
+
+    #[test]
+    fn a_model_the_target_runtime_does_not_reach_is_refused_naming_the_model_and_the_runtime() {
+        let reached = vec!["gpt-5-codex".to_string()];
+        let r = check_reach("vm-7", "codex", "opus", Some(&reached)).unwrap_err();
+        assert_eq!(r.code, Code::ModelUnavailable);
+        assert!(
+            r.message.starts_with("model:") && r.message.contains("codex") && r.message.contains("\"opus\""),
+            "{}",
+            r.message
+        );
+        assert_eq!(check_reach("vm-7", "codex", "gpt-5-codex", Some(&reached)), Ok(()));
+        assert_eq!(check_reach("vm-7", "codex", "opus", None), Ok(()), "a machine that never reported is not checked");
+        assert!(
+            check_reach("vm-7", "aider", "opus", Some(&[])).is_err(),
+            "a runtime it did not report reaches nothing"
+        );
     }
 
     #[test]

@@ -447,3 +447,45 @@ fn a_revoke_ends_the_machines_held_follows_at_once_and_its_next_call_is_refused_
     let next = c.get(&format!("/v1/machine/handoffs?after={seen}"), &credential);
     assert_eq!((next.status, next.code()), (401, "auth.revoked"), "{}", next.text);
 }
+
+#[test]
+fn a_hand_off_turn_carries_the_model_over_and_one_the_target_runtime_does_not_reach_on_that_machine_is_refused() {
+    let c = Client::shared();
+    let (m, _credential, alice) = reported_machine(&c);
+    let created = create(&c, &alice, &m.name, json!({"runtime": "claude-code", "model": "opus"}));
+    assert_eq!(created.status, 201, "{}", created.text);
+    let id = created.handoff()["id"].as_str().unwrap().to_string();
+    let machine_token = created.body["machine_token"].as_str().unwrap().to_string();
+    let work = json!({"title": "t", "goal": "g", "constraints": [], "acceptance_criteria": ["a"]});
+    assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
+    assert_eq!(c.report(&id, &machine_token, 1, "done", Some("turn 1")).status, 200);
+    let before = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    let open = |model: Option<&str>| {
+        let mut handoff = json!({"runtime": "codex", "objective": "finish", "purpose": "a fresh view"});
+        if let Some(model) = model {
+            handoff["model"] = Value::from(model);
+        }
+        c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1, "prompt": "go on", "handoff": handoff}))
+    };
+
+    let refused = open(None);
+    assert_eq!((refused.status, refused.code()), (409, "model.unavailable"), "{}", refused.text);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"opus\"") && message.contains("codex"), "names the model and the runtime: {message}");
+    let after = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    assert_eq!(after.version(), before.version(), "nothing changes");
+    assert_eq!((after.handoff()["turn"].as_u64(), after.handoff()["model"].as_str()), (Some(1), Some("opus")));
+    assert_eq!(open(Some("o3")).code(), "model.unavailable", "a model the machine never reported is refused too");
+
+    let opened = open(Some("gpt-5-codex"));
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let h = opened.handoff();
+    assert_eq!(
+        (h["turn"].as_u64(), h["model"].as_str(), h["requested_runtime"].as_str()),
+        (Some(2), Some("gpt-5-codex"), Some("codex"))
+    );
+    let turns = c.get(&format!("/v1/handoffs/{id}/turns"), &alice);
+    let models: Vec<&str> =
+        turns.body["turns"].as_array().unwrap().iter().map(|t| t["model"].as_str().unwrap_or("")).collect();
+    assert_eq!(models, ["opus", "gpt-5-codex"], "each lineage entry shows its model: {}", turns.text);
+}

@@ -163,7 +163,7 @@ fn with_work() -> core_handoff::Handoff {
 }
 
 fn request() -> PackageRequest {
-    PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None }
+    PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None, model: None }
 }
 
 #[test]

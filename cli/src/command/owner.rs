@@ -139,6 +139,7 @@ impl TurnArgs {
             objective: objective.unwrap_or_default(),
             purpose: purpose.unwrap_or_default(),
             note,
+            model: None,
         });
         let reply = self.key.on(client).open_turn_saying(&self.id, after, words.as_deref(), handoff.as_ref())?;
         out.emit(&reply, [output::opened_line(&reply.value)]);

@@ -68,6 +68,7 @@ impl PackageArgs {
                     purpose: self.purpose.ok_or_else(missing)?,
                     runtime: self.runtime.ok_or_else(missing)?,
                     note: self.note,
+                    model: None,
                 };
                 let reply = self.key.on(client).package(&id, &request, self.dry_run)?;
                 out.emit(&reply, [output::compiled_line(&reply.value, self.dry_run)]);

@@ -1906,7 +1906,7 @@ export interface components {
             after: number;
             /** @description The owner's words for the new turn. */
             prompt?: components["schemas"]["Prompt"] | null;
-            /** @description Hand the new turn to a runtime; its package compiles as the turn opens. */
+            /** @description Hand the new turn to a runtime; its package compiles as the turn opens. The turn's record and lineage entry show the runtime as `requested_runtime` and the model, chosen or carried over, as `model`. */
             handoff?: components["schemas"]["PackageRequest"] | null;
         };
         ReportInput: {
@@ -2143,6 +2143,13 @@ export interface components {
             runtime: components["schemas"]["Runtime"];
             /** @description An operator's note, verbatim in the package; at most 4 KiB. */
             note?: string | null;
+            /**
+             * @description Only in the `handoff` of `POST …/turns` (400 on `POST …/package`): the hand-off turn's
+             *     model. Without it the previous turn's carries over. On an enrolled machine that
+             *     reported, a model the target runtime does not reach there is 409 `model.unavailable`
+             *     naming the model and the runtime, and nothing changes. Never part of the package.
+             */
+            model?: components["schemas"]["ModelName"] | null;
         };
         AcceptInput: {
             package_hash: string;

@@ -15,8 +15,13 @@ fn fresh() -> Handoff {
 }
 
 fn compile() -> Change {
-    let request =
-        PackageRequest { objective: "finish".into(), purpose: "handover".into(), runtime: "codex".into(), note: None };
+    let request = PackageRequest {
+        objective: "finish".into(),
+        purpose: "handover".into(),
+        runtime: "codex".into(),
+        note: None,
+        model: None,
+    };
     Change::Compile { request, dry_run: false }
 }
 

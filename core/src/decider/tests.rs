@@ -202,11 +202,20 @@ struct Driver {
     index_up: bool,
     /// Every version a waiter or socket was told, in order.
     woken: Vec<u64>,
+    /// What the machine reported its runtimes reach ([`Read::Reach`]): `None`, not enrolled.
+    reach: Option<Vec<String>>,
 }
 
 impl Driver {
     fn new() -> Driver {
-        Driver { decider: Decider::new(Caps::default()), db: Db::default(), now: T0, index_up: true, woken: Vec::new() }
+        Driver {
+            decider: Decider::new(Caps::default()),
+            db: Db::default(),
+            now: T0,
+            index_up: true,
+            woken: Vec::new(),
+            reach: None,
+        }
     }
 
     /// The object evicted and started again: a new decider over the same storage.
@@ -240,6 +249,7 @@ impl Driver {
                 Read::Sockets(_) => feed.sockets = Some(0),
                 Read::Storage => feed.storage = Some(StorageFacts::default()),
                 Read::Admission { .. } => feed.admission = Some(crate::rows::Admission::Yes),
+                Read::Reach { .. } => feed.reach = Some(self.reach.clone()),
                 Read::Timeline { turn, after, limit } => {
                     let events = self
                         .db
@@ -359,7 +369,8 @@ fn set_work() -> Op {
 }
 
 fn compile(dry_run: bool) -> Op {
-    let request = PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None };
+    let request =
+        PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "codex".into(), note: None, model: None };
     change(Change::Compile { request, dry_run })
 }
 
@@ -1009,6 +1020,59 @@ fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage
     let h = d.decider.handoff().unwrap();
     assert_eq!((h.record.turn, &h.record.placement), (2, &placement), "carried over on the record");
     assert_eq!(h.lineage.last().unwrap().placement, placement, "and on turn 2's lineage entry");
+}
+
+#[test]
+fn a_hand_off_turn_carries_the_model_over_and_one_its_target_runtime_does_not_reach_is_refused_and_changes_nothing() {
+    let mut d = Driver::new();
+    let placement = Placement { model: Some("opus".into()), ..Placement::default() };
+    let create = Op::Create {
+        id: ID.into(),
+        session: "s1".into(),
+        machine: "m1".into(),
+        size: "large".into(),
+        machine_token: "t".into(),
+        incarnation: 100,
+        prompt: None,
+        placement,
+    };
+    assert_eq!(d.ask(ask(owner(), create)).2, 201);
+    assert_eq!(d.ask(ask(owner(), set_work())).2, 200);
+    let by = Caller { incarnation: 100, ..machine() };
+    assert_eq!(d.ask(ask(by.clone(), report(1, ReportStatus::Done, "a"))).2, 200);
+    let to = |runtime: &str, model: Option<&str>, after: u64| {
+        change(Change::Turn {
+            command: Command::OpenTurn { after, prompt: Some("go on".into()) },
+            unmet: None,
+            usage: None,
+            package: Some(PackageRequest {
+                objective: "o".into(),
+                purpose: "p".into(),
+                runtime: runtime.into(),
+                note: None,
+                model: model.map(str::to_string),
+            }),
+        })
+    };
+    d.reach = Some(vec!["gpt-5-codex".into()]);
+    let version = d.decider.handoff().unwrap().record.version;
+    let (plan, body, status) = d.ask(ask(owner(), to("codex", None, 1)));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("model.unavailable"), 0), "{body}");
+    assert_eq!(d.decider.handoff().unwrap().record.version, version, "nothing changes");
+
+    let (_, body, status) = d.ask(ask(owner(), to("codex", Some("gpt-5-codex"), 1)));
+    assert_eq!(status, 200, "{body}");
+    let h = d.decider.handoff().unwrap();
+    assert_eq!(h.record.placement.model.as_deref(), Some("gpt-5-codex"), "the owner's choice, on the record");
+    assert_eq!(h.record.placement.runtime.as_deref(), Some("codex"));
+    assert_eq!(h.lineage.last().unwrap().placement.model.as_deref(), Some("gpt-5-codex"), "and on its lineage entry");
+
+    assert_eq!(d.ask(ask(by, report(2, ReportStatus::Done, "b"))).2, 200);
+    d.reach = Some(vec!["opus".into(), "sonnet".into(), "gpt-5-codex".into()]);
+    assert_eq!(d.ask(ask(owner(), to("claude-code", None, 2))).2, 200);
+    let h = d.decider.handoff().unwrap();
+    assert_eq!(h.record.placement.model.as_deref(), Some("gpt-5-codex"), "carried over when none is chosen");
+    assert_eq!(h.lineage.last().unwrap().placement.model.as_deref(), Some("gpt-5-codex"));
 }
 
 #[test]

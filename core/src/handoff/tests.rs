@@ -37,7 +37,13 @@ fn set_work() -> Change {
 }
 
 fn request(runtime: &str) -> PackageRequest {
-    PackageRequest { objective: "finish".into(), purpose: "handover".into(), runtime: runtime.into(), note: None }
+    PackageRequest {
+        objective: "finish".into(),
+        purpose: "handover".into(),
+        runtime: runtime.into(),
+        note: None,
+        model: None,
+    }
 }
 
 #[test]

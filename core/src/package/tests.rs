@@ -321,6 +321,7 @@ pub(crate) fn request() -> PackageRequest {
         purpose: "The last two acceptance criteria".into(),
         runtime: "claude-code".into(),
         note: Some("Keep the migration reversible.".into()),
+        model: None,
     }
 }
 
@@ -380,7 +381,13 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                 handoff: gh(&handoff(1, Status::Running)),
                 work: minimal,
                 lineage: vec![],
-                request: PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None },
+                request: PackageRequest {
+                    objective: "o".into(),
+                    purpose: "p".into(),
+                    runtime: "r".into(),
+                    note: None,
+                    model: None,
+                },
                 rejection: None,
                 now: 0,
             },
@@ -423,6 +430,7 @@ fn golden_inputs() -> Vec<(&'static str, GoldenInput)> {
                     purpose: TABLE.into(),
                     runtime: "`rt`<b>".into(),
                     note: Some(format!("{SCRIPT}\n# heading\n- item\n{IMAGE}")),
+                    model: None,
                 },
                 rejection: Some(Rejection {
                     reason: RejectReason::Other,

@@ -139,8 +139,13 @@ fn an_artifact_serialises_to_exactly_these_bytes_on_the_record_and_in_a_package(
     let mut spec = work_input(&[]);
     spec.task_type = None;
     let w = Work { spec: Some(spec), ..w };
-    let request =
-        crate::package::PackageRequest { objective: "o".into(), purpose: "p".into(), runtime: "r".into(), note: None };
+    let request = crate::package::PackageRequest {
+        objective: "o".into(),
+        purpose: "p".into(),
+        runtime: "r".into(),
+        note: None,
+        model: None,
+    };
     let h = handoff();
     let sources = crate::package::Sources { record: &h, work: &w, lineage: &[] };
     let package = crate::package::compile(&sources, &request, None, 0).unwrap();
