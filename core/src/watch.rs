@@ -192,8 +192,9 @@ impl Watcher {
             return ended;
         }
         // An object, not a struct read from any shape serde takes (it would take `[V]`).
-        let value =
-            text.and_then(|t| serde_json::from_slice::<serde_json::Value>(t.as_bytes()).ok()).filter(|v| v.is_object());
+        let value = text
+            .and_then(|t| crate::json::from_slice::<serde_json::Value>(t.as_bytes()).ok())
+            .filter(|v| v.is_object());
         let Some(ack) = value.and_then(|v| serde_json::from_value::<Ack>(v).ok()) else {
             return self.close(Close::UNSUPPORTED);
         };
@@ -293,7 +294,7 @@ impl Watcher {
 
     /// A watcher from its attachment's text; `None` for anything this build did not write.
     pub fn decode(text: &str) -> Option<Watcher> {
-        serde_json::from_slice(text.as_bytes()).ok()
+        crate::json::from_slice(text.as_bytes()).ok()
     }
 }
 
