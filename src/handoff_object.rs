@@ -609,7 +609,7 @@ impl Object {
             return Err(Error::RustError(format!("the owner's index answered {} to an admission", answer.status())));
         }
         let body = crate::http::bytes(&answer).await.map_err(|e| Error::RustError(e.to_string()))?;
-        serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable admission: {e}")))
+        handoff_core::json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable admission: {e}")))
     }
 
     /// What `runtime` reaches on `machine` as its owner's `Machines` object holds its report;

@@ -47,7 +47,7 @@ pub fn answer_by<T, A: DeserializeOwned>(
 pub fn read<T: DeserializeOwned + Default + Kept + 'static>(text: Option<&str>) -> serde_json::Result<Box<dyn Kept>> {
     // From a slice, as every ask is read: one reader's instance of each type's deserializer.
     let value: T = match text {
-        Some(text) => serde_json::from_slice(text.as_bytes())?,
+        Some(text) => handoff_core::json::from_slice(text.as_bytes())?,
         None => T::default(),
     };
     Ok(Box::new(value))

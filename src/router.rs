@@ -301,7 +301,7 @@ async fn ask_object(env: &Env, namespace: &str, name: &str, wire: String) -> std
 }
 
 fn read<T: serde::de::DeserializeOwned>(body: &[u8]) -> std::result::Result<T, Step> {
-    serde_json::from_slice(body).map_err(|e| Step::refusal(&unavailable("reading a machines answer", &e)))
+    handoff_core::json::from_slice(body).map_err(|e| Step::refusal(&unavailable("reading a machines answer", &e)))
 }
 
 /// A create for an enrolled machine: its owner's `Machines` object fits the placement to what

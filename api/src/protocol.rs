@@ -87,7 +87,7 @@ pub fn header_text(value: &str) -> Result<String, Unreadable> {
 
 /// Reads an ask sent by [`encode`] of this build's version.
 pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, Unreadable> {
-    let envelope: Envelope<T> = serde_json::from_slice(text.as_bytes()).map_err(Unreadable::Json)?;
+    let envelope: Envelope<T> = handoff_core::json::from_slice(text.as_bytes()).map_err(Unreadable::Json)?;
     if envelope.v != PROTOCOL_VERSION {
         return Err(Unreadable::Version(envelope.v));
     }

@@ -303,7 +303,7 @@ fn check_role_claims(claims: &Claims) -> Result<(), TokenError> {
 
 fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Result<T, TokenError> {
     let bytes = URL_SAFE_NO_PAD.decode(part).map_err(|_| TokenError::Malformed)?;
-    serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
+    handoff_core::json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
 }
 
 /// Signs `claims` as an HS256 JWT with `key` as it is (an owner token: give a machine token

@@ -377,7 +377,7 @@ fn made<T>(read: Option<T>, what: &str) -> T {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Unreadable> {
-    serde_json::from_slice(text.as_bytes()).map_err(|e| unreadable(what, &e))
+    crate::json::from_slice(text.as_bytes()).map_err(|e| unreadable(what, &e))
 }
 
 /// Outside the generic reader, so that its formatting is compiled once.

@@ -8,6 +8,9 @@
 use crate::error::Refusal;
 use serde::de::DeserializeOwned;
 
+mod objects;
+pub use objects::{from_slice, Objects};
+
 /// Parses a JSON object body into `T`; the error names the field that is wrong. Every body of
 /// this API is an object: serde would otherwise read an array as a struct's fields in order.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
@@ -16,7 +19,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
         return Err(Refusal::invalid("body: expected a JSON object"));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
-    let value = T::deserialize(&mut de).map_err(|e| refusal_of(body, &e))?;
+    let value = T::deserialize(Objects(&mut de)).map_err(|e| refusal_of(body, &e))?;
     de.end().map_err(|e| refusal_of(body, &e))?;
     Ok(value)
 }
@@ -84,10 +87,7 @@ pub(crate) fn path_at(body: &[u8], end: usize) -> String {
                 }
                 if let Some(Frame::Object { key, wants_key: wants @ true }) = stack.last_mut() {
                     let text = body.get(start..=i).unwrap_or(&body[start..]);
-                    *key = Some(
-                        serde_json::from_slice(text)
-                            .unwrap_or_else(|_| String::from_utf8_lossy(&text[1..]).into_owned()),
-                    );
+                    *key = Some(from_slice(text).unwrap_or_else(|_| String::from_utf8_lossy(&text[1..]).into_owned()));
                     *wants = false;
                 }
             }

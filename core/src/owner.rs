@@ -1105,7 +1105,7 @@ fn finished_read((receiver, to): (Receiver, &String)) -> Read {
 fn readable_held(tables: Tables, feed: &Feed) -> Option<&Row> {
     let parse = || {
         let text = &feed.held.as_ref()?.as_ref()?.text;
-        tables.receivers.then(|| serde_json::from_slice(text.as_bytes()).ok()).flatten()
+        tables.receivers.then(|| crate::json::from_slice(text.as_bytes()).ok()).flatten()
     };
     feed.derived.held_row.get_or_init(parse).as_ref()
 }
@@ -1125,7 +1125,7 @@ fn subscribers(receivers: &[StoredReceiver]) -> Vec<Subscriber<'_>> {
 fn list_page(query: &ListQuery, if_none_match: Option<String>, texts: Vec<String>) -> Plan {
     let mut rows = Vec::with_capacity(texts.len());
     for text in &texts {
-        match serde_json::from_slice::<Row>(text.as_bytes()) {
+        match crate::json::from_slice::<Row>(text.as_bytes()) {
             Ok(row) => rows.push(row),
             Err(e) => return Plan::answer(IndexAnswer::Unavailable(format!("a stored list row is unreadable: {e}"))),
         }

@@ -138,6 +138,7 @@ pub use crate::turn::ContinuedFrom;
 
 /// One turn of the lineage, as the Durable Object stores it and `GET …/turns` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "TurnEntryFields")]
 pub struct TurnEntry {
     pub turn: u64,
     pub status: Status,
@@ -185,6 +186,75 @@ pub struct TurnEntry {
     /// The owner's steers of the turn, kept and dropped with its prompt (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steers: Vec<crate::turn::Steer>,
+}
+
+/// A [`TurnEntry`] as it is read: its placement's fields in place (no buffer of every field,
+/// as `turn::Record`'s).
+#[derive(Deserialize)]
+struct TurnEntryFields {
+    turn: u64,
+    status: Status,
+    runtime: Option<String>,
+    #[serde(default)]
+    permission_mode: Option<String>,
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    requested_runtime: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    requested_permission_mode: Option<String>,
+    package_version: Option<u64>,
+    package_hash: Option<String>,
+    continued_from: Option<ContinuedFrom>,
+    opened_at: Timestamp,
+    ended_at: Option<Timestamp>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    prompt_dropped: bool,
+    #[serde(default)]
+    sync_mode: Option<crate::timeline::SyncMode>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    reply: Option<String>,
+    #[serde(default)]
+    reply_dropped: bool,
+    #[serde(default)]
+    questions: Vec<crate::question::Question>,
+    #[serde(default)]
+    questions_dropped: u64,
+    #[serde(default)]
+    steers: Vec<crate::turn::Steer>,
+}
+
+impl From<TurnEntryFields> for TurnEntry {
+    fn from(t: TurnEntryFields) -> TurnEntry {
+        let (workspace, model, requested_permission_mode) = (t.workspace, t.model, t.requested_permission_mode);
+        TurnEntry {
+            turn: t.turn,
+            status: t.status,
+            runtime: t.runtime,
+            permission_mode: t.permission_mode,
+            placement: Placement { workspace, runtime: t.requested_runtime, model, requested_permission_mode },
+            package_version: t.package_version,
+            package_hash: t.package_hash,
+            continued_from: t.continued_from,
+            opened_at: t.opened_at,
+            ended_at: t.ended_at,
+            prompt: t.prompt,
+            prompt_dropped: t.prompt_dropped,
+            sync_mode: t.sync_mode,
+            summary: t.summary,
+            reply: t.reply,
+            reply_dropped: t.reply_dropped,
+            questions: t.questions,
+            questions_dropped: t.questions_dropped,
+            steers: t.steers,
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

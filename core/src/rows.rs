@@ -4,7 +4,7 @@
 use crate::question::Question;
 use crate::suggestion::Suggestion;
 use crate::time::{EpochMs, Timestamp};
-use crate::turn::{Briefed, Listed, Record, State};
+use crate::turn::{Briefed, Listed, Record, State, Status};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// [`Row::of`] from its record's [`Listed`] and [`Briefed`] parts, flattened, so the row's JSON
 /// keeps its own field order (its suggestion comes before the briefing, the record's after).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RowFields")]
 pub struct Row {
     pub id: String,
     /// The record's, but for the summary: an unanswered question's text wins.
@@ -43,6 +44,48 @@ impl Row {
             suggestion: record.suggestion.clone(),
             briefed: record.briefed.clone(),
             question: record.question.clone().map(Box::new),
+        }
+    }
+}
+
+/// A [`Row`] as it is read: its parts' fields in place, as [`Record`]'s are (no buffer of
+/// every field, no second reader of each part).
+#[derive(Deserialize)]
+struct RowFields {
+    id: String,
+    session: String,
+    machine: String,
+    size: String,
+    turn: u64,
+    state: State,
+    status: Status,
+    summary: Option<String>,
+    version: u64,
+    updated_at: Timestamp,
+    #[serde(default)]
+    suggestion: Option<Suggestion>,
+    #[serde(default)]
+    runtime: Option<String>,
+    #[serde(default)]
+    package_version: Option<u64>,
+    #[serde(default)]
+    package_hash: Option<String>,
+    #[serde(default)]
+    question: Option<Box<Question>>,
+}
+
+impl From<RowFields> for Row {
+    fn from(r: RowFields) -> Row {
+        let (session, machine, size, turn, state, status, summary, version) =
+            (r.session, r.machine, r.size, r.turn, r.state, r.status, r.summary, r.version);
+        let (runtime, package_version, package_hash) = (r.runtime, r.package_version, r.package_hash);
+        Row {
+            id: r.id,
+            listed: Listed { session, machine, size, turn, state, status, summary, version },
+            updated_at: r.updated_at,
+            suggestion: r.suggestion,
+            briefed: Briefed { runtime, package_version, package_hash },
+            question: r.question,
         }
     }
 }

@@ -408,7 +408,7 @@ pub fn take(batch: &Batch, current: u64, facts: &TurnFacts, repeated: &[(u64, St
 
 /// A stored event read back: its `json` and when it was taken.
 pub fn read_back(json: &str, at: i64) -> Result<Event, String> {
-    let mut event: Event = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let mut event: Event = crate::json::from_slice(json.as_bytes()).map_err(|e| e.to_string())?;
     event.at = Some(Timestamp::from_ms(at));
     Ok(event)
 }

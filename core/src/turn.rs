@@ -139,6 +139,7 @@ pub struct Briefed {
 /// The fields it shares with its list row are two flattened parts, [`Listed`] (read through
 /// `Deref`) and [`Briefed`]: two, because the row orders its fields otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RecordFields")]
 pub struct Record {
     pub id: String,
     pub owner: String,
@@ -190,6 +191,87 @@ pub struct Record {
     /// hand-offs were erased.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub incarnation: u64,
+}
+
+/// A [`Record`] as it is read: its parts' fields in place, with their attributes. Serde reads
+/// a flattened part through a buffer of every field and a second reader of each part's type,
+/// which cost the Worker's `.wasm` more than this one reader does.
+#[derive(Deserialize)]
+struct RecordFields {
+    id: String,
+    owner: String,
+    session: String,
+    machine: String,
+    size: String,
+    turn: u64,
+    state: State,
+    status: Status,
+    summary: Option<String>,
+    version: u64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    #[serde(default)]
+    runtime: Option<String>,
+    #[serde(default)]
+    package_version: Option<u64>,
+    #[serde(default)]
+    package_hash: Option<String>,
+    #[serde(default)]
+    permission_mode: Option<String>,
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    requested_runtime: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    requested_permission_mode: Option<String>,
+    #[serde(default)]
+    sync_mode: Option<SyncMode>,
+    #[serde(default)]
+    reply: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    continued_from: Option<ContinuedFrom>,
+    #[serde(default)]
+    suggestion: Option<Suggestion>,
+    #[serde(default)]
+    machine_runtimes: Option<MachineRuntimes>,
+    #[serde(default)]
+    question: Option<Question>,
+    #[serde(default)]
+    steers: Vec<Steer>,
+    #[serde(default)]
+    incarnation: u64,
+}
+
+impl From<RecordFields> for Record {
+    fn from(r: RecordFields) -> Record {
+        let (session, machine, size, turn, state, status, summary, version) =
+            (r.session, r.machine, r.size, r.turn, r.state, r.status, r.summary, r.version);
+        let (runtime, package_version, package_hash) = (r.runtime, r.package_version, r.package_hash);
+        let (workspace, model, requested_permission_mode) = (r.workspace, r.model, r.requested_permission_mode);
+        Record {
+            id: r.id,
+            owner: r.owner,
+            listed: Listed { session, machine, size, turn, state, status, summary, version },
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            briefed: Briefed { runtime, package_version, package_hash },
+            permission_mode: r.permission_mode,
+            placement: Placement { workspace, runtime: r.requested_runtime, model, requested_permission_mode },
+            sync_mode: r.sync_mode,
+            reply: r.reply,
+            prompt: r.prompt,
+            continued_from: r.continued_from,
+            suggestion: r.suggestion,
+            machine_runtimes: r.machine_runtimes,
+            question: r.question,
+            steers: r.steers,
+            incarnation: r.incarnation,
+        }
+    }
 }
 
 /// One steer: the owner's words for the running turn, which the machine hands its harness.

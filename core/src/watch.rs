@@ -191,10 +191,8 @@ impl Watcher {
         if let Some(ended) = self.ended(now_s) {
             return ended;
         }
-        // An object, not a struct read from any shape serde takes (it would take `[V]`).
-        let value =
-            text.and_then(|t| serde_json::from_slice::<serde_json::Value>(t.as_bytes()).ok()).filter(|v| v.is_object());
-        let Some(ack) = value.and_then(|v| serde_json::from_value::<Ack>(v).ok()) else {
+        // An object only: `json::from_slice` reads no struct from an array.
+        let Some(ack) = text.and_then(|t| crate::json::from_slice::<Ack>(t.as_bytes()).ok()) else {
             return self.close(Close::UNSUPPORTED);
         };
         match (ack.turn, ack.seq, self.timeline.is_some()) {
@@ -293,7 +291,7 @@ impl Watcher {
 
     /// A watcher from its attachment's text; `None` for anything this build did not write.
     pub fn decode(text: &str) -> Option<Watcher> {
-        serde_json::from_slice(text.as_bytes()).ok()
+        crate::json::from_slice(text.as_bytes()).ok()
     }
 }
 

@@ -318,11 +318,38 @@ pub struct HandedArtifact {
 /// One version of one artifact as the record keeps it: what a package hands on (flattened, so
 /// the JSON is flat), then when and by whom it was recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ArtifactFields")]
 pub struct Artifact {
     #[serde(flatten)]
     pub handed: HandedArtifact,
     pub recorded_at: Timestamp,
     pub by: Role,
+}
+
+/// An [`Artifact`] as it is read: the handed-on part's fields in place (no buffer of every
+/// field, as `turn::Record`'s).
+#[derive(Deserialize)]
+struct ArtifactFields {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    title: String,
+    version: u64,
+    uri: String,
+    sha256: Option<String>,
+    recorded_at: Timestamp,
+    by: Role,
+}
+
+impl From<ArtifactFields> for Artifact {
+    fn from(a: ArtifactFields) -> Artifact {
+        let (id, kind, title, version, uri, sha256) = (a.id, a.kind, a.title, a.version, a.uri, a.sha256);
+        Artifact {
+            handed: HandedArtifact { id, kind, title, version, uri, sha256 },
+            recorded_at: a.recorded_at,
+            by: a.by,
+        }
+    }
 }
 
 /// `artifact.title` and the like read the handed-on part.
