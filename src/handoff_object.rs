@@ -626,7 +626,7 @@ impl Object {
         let answer = crate::http::await_answer(pending).await.map_err(|e| Error::RustError(e.to_string()))?;
         let body = crate::http::bytes(&answer).await.map_err(|e| Error::RustError(e.to_string()))?;
         let reached: handoff_api::machines::Reached =
-            serde_json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable reach: {e}")))?;
+            handoff_core::json::from_slice(&body).map_err(|e| Error::RustError(format!("an unreadable reach: {e}")))?;
         Ok(reached.models)
     }
 
