@@ -1,10 +1,52 @@
-//! What both Durable Objects' SQL shares: the runtime's synchronous transaction, and a count.
-//! Each object keeps its own statements and tables.
+//! What both Durable Objects' SQL shares: a statement run with its values bound in one call, the
+//! runtime's synchronous transaction, the rows of a query, and a count. Each object keeps its own
+//! statements and tables.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{Error, Result, SqlStorage, SqlStorageValue, Storage};
+
+// The runtime's SQL and storage calls, bound directly: a statement crosses into the runtime
+// once with its values in one slice, where the `worker` crate's `exec` pushed each value into
+// an array (a crossing each) and checked each integer with `Number.isSafeInteger` (another).
+#[wasm_bindgen]
+extern "C" {
+    type Sql;
+    #[wasm_bindgen(method, catch, variadic, js_name = exec)]
+    fn exec_with(this: &Sql, query: &str, values: &[JsValue]) -> std::result::Result<Cursor, JsValue>;
+    type Cursor;
+    #[wasm_bindgen(method, catch)]
+    fn raw(this: &Cursor) -> std::result::Result<JsValue, JsValue>;
+    type Transactions;
+    #[wasm_bindgen(method, catch, js_name = transactionSync)]
+    fn transaction_sync(this: &Transactions, body: &JsValue) -> std::result::Result<JsValue, JsValue>;
+}
+
+/// A bound value as the runtime takes it. An integer past 2^53 goes as the nearest float, as
+/// the `worker` crate's conversion sends it too (it only logs it).
+fn js(value: SqlStorageValue) -> JsValue {
+    match value {
+        SqlStorageValue::Null => JsValue::NULL,
+        SqlStorageValue::Boolean(b) => JsValue::from_bool(b),
+        SqlStorageValue::Integer(i) => JsValue::from_f64(i as f64),
+        SqlStorageValue::Float(f) => JsValue::from_f64(f),
+        SqlStorageValue::String(s) => JsValue::from_str(&s),
+        SqlStorageValue::Blob(bytes) => js_sys::Uint8Array::from(bytes.as_slice()).into(),
+    }
+}
+
+/// Runs one statement with `args` bound: its values cross into the runtime in one call.
+pub fn exec(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> std::result::Result<(), JsValue> {
+    run(sql, query, args).map(drop)
+}
+
+fn run(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> std::result::Result<Cursor, JsValue> {
+    let values: Vec<JsValue> = args.into_iter().map(js).collect();
+    let raw: &JsValue = sql.as_ref();
+    raw.unchecked_ref::<Sql>().exec_with(query, &values)
+}
 
 /// The most values one statement binds: the runtime's limit for a Durable Object's SQLite
 /// (Cloudflare's "maximum bound parameters per query", 100), far under SQLite's own default
@@ -19,11 +61,7 @@ pub fn transaction_sync(
 ) -> Result<()> {
     let run = Closure::once(move || body().map(|()| JsValue::UNDEFINED));
     let raw: &JsValue = storage.as_raw().as_ref();
-    let transaction_sync: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
-        .map_err(Error::from)?
-        .dyn_into()
-        .map_err(|_| Error::RustError("storage.transactionSync is missing".into()))?;
-    transaction_sync.call1(raw, run.as_ref().unchecked_ref()).map(|_| ()).map_err(Error::from)
+    raw.unchecked_ref::<Transactions>().transaction_sync(run.as_ref()).map(drop).map_err(Error::from)
 }
 
 /// The `n` of a `SELECT COUNT(*) AS n …` query.
@@ -39,19 +77,8 @@ pub fn count(sql: &SqlStorage, query: &str, args: Vec<SqlStorageValue>) -> Resul
 /// (serde_wasm_bindgen's), about 10 KB of the gzipped `.wasm` over both objects. The rows cross
 /// as one array of arrays (`Array.from(cursor.raw())`), each cell read only when asked for.
 pub fn rows(sql: &SqlStorage, query: &str, args: impl Into<Option<Vec<SqlStorageValue>>>) -> Result<Vec<Cells>> {
-    let raw: &JsValue = sql.as_ref();
-    let call = js_sys::Array::of1(&JsValue::from_str(query));
-    for value in args.into().unwrap_or_default() {
-        call.push(&value.into());
-    }
-    let exec: js_sys::Function = js_sys::Reflect::get(raw, &JsValue::from_str("exec"))?
-        .dyn_into()
-        .map_err(|_| Error::RustError("sql.exec is missing".into()))?;
-    let cursor = exec.apply(raw, &call)?;
-    let raw_rows: js_sys::Function = js_sys::Reflect::get(&cursor, &JsValue::from_str("raw"))?
-        .dyn_into()
-        .map_err(|_| Error::RustError("cursor.raw is missing".into()))?;
-    let all = js_sys::Array::from(&raw_rows.call0(&cursor)?);
+    let cursor = run(sql, query, args.into().unwrap_or_default())?;
+    let all = js_sys::Array::from(&cursor.raw()?);
     let mut rows = Vec::with_capacity(all.length() as usize);
     for row in all.iter() {
         rows.push(Cells(row.unchecked_into()));

@@ -77,7 +77,7 @@ struct Args {
 
 const PHASES: [&str; 6] = ["floor", "get", "report", "spread", "fanout", "peer"];
 /// Phases run only when named: `watch` is the watch's fan-out rounds alone (`fanout` runs them
-/// right after the same rounds over `/wait`); `events` is phase 7's report and events rows
+/// right after the same rounds over `/wait`); `events` is phase 7's floor, report and events rows
 /// alone (`peer` runs them among the rest).
 const NAMED_ONLY: [&str; 2] = ["watch", "events"];
 

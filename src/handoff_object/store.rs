@@ -170,7 +170,7 @@ pub(super) fn commit(storage: &Storage, batch: Batch, fault: Option<Fault>) -> R
                 // A real failure of the runtime's SQLite, not a pretend one.
                 sql.exec("SELECT * FROM fault_injected_by_a_test", None).map_err(JsValue::from)?;
             }
-            sql.exec(&statement, args).map_err(JsValue::from)?;
+            crate::sqlite::exec(&sql, &statement, args)?;
         }
         if lost {
             return Err(JsValue::from_str("commit lost (test hook)"));

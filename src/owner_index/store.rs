@@ -14,7 +14,6 @@ use handoff_core::owner::{
 };
 use handoff_core::time::Timestamp;
 use handoff_notify::webhook::MessageId;
-use wasm_bindgen::JsValue;
 use worker::*;
 
 /// A statement and its arguments, to run in a transaction.
@@ -89,7 +88,7 @@ pub fn commit(storage: &Storage, statements: Vec<Statement>) -> Result<()> {
     let sql = storage.sql();
     crate::sqlite::transaction_sync(storage, move || {
         for (statement, args) in statements {
-            sql.exec(&statement, args).map_err(JsValue::from)?;
+            crate::sqlite::exec(&sql, &statement, args)?;
         }
         Ok(())
     })
