@@ -676,3 +676,43 @@ fn an_owners_request_is_read_once_by_its_index_and_a_body_that_is_not_text_by_th
     let refused = admission.next(&add, b"\xff{", None, &setting(), || NOW_MS, &ones).unwrap_err();
     assert_eq!(refused.code, Code::RequestInvalid, "refused by the router");
 }
+
+/// What a machine credential's request on `path` asks its owner's `Machines` object.
+fn machines_ask(method: &str, path: &str, body: &[u8]) -> Result<MachinesAsk, ApiError> {
+    let credential = token::machine_credential("alice", "vm-1", 5_000, KEY.as_bytes(), NOW_S, &Expect::default());
+    let head = head(method, path, Some(&credential));
+    let admission = admitted(&head, &setting())?;
+    match admission.next(&head, body, None, &setting(), || NOW_MS, &ones)? {
+        Next::Machines { owner, ask } => {
+            assert_eq!(owner, "alice", "the credential's owner's object");
+            Ok(ask)
+        }
+        _ => panic!("{method} {path} asks no Machines object"),
+    }
+}
+
+#[test]
+fn a_credentials_follow_holds_its_timeout_in_ms_and_only_the_hand_offs_list_takes_a_query() {
+    let list = machines_ask("GET", "/v1/machine/handoffs", b"").unwrap();
+    assert_eq!(list, MachinesAsk::Handoffs("vm-1".into(), 5_000));
+    let follow = machines_ask("GET", "/v1/machine/handoffs?after=3&timeout=7", b"").unwrap();
+    assert_eq!(follow, MachinesAsk::Follow("vm-1".into(), 5_000, 3, 7_000), "the timeout's seconds as ms");
+    let presence = br#"{"workspaces": [], "runtimes": [], "sessions": []}"#;
+    let refused = machines_ask("POST", "/v1/machine/presence?after=3", presence).unwrap_err();
+    assert_eq!(refused.code, Code::RequestInvalid, "no other machine route takes a query");
+    assert!(matches!(machines_ask("POST", "/v1/machine/presence", presence), Ok(MachinesAsk::Presence(..))));
+}
+
+#[test]
+fn an_owners_create_is_placed_on_its_machine_before_and_listed_for_it_after_and_no_other_create_is() {
+    let body = br#"{"session": "s1", "machine": "m1", "size": "small", "workspace": "api"}"#;
+    let create = input::parse_create(body).unwrap();
+    let admission = admitted(&head("POST", "/v1/handoffs", Some(&owner())), &setting()).unwrap();
+    let (owner, place) = admission.place(&create).expect("an owner's create is placed");
+    assert_eq!((owner, place), ("alice", MachinesAsk::Place("m1".into(), create.placement())));
+    let (owner, listed) = admission.listed(&create).expect("and listed once created");
+    assert_eq!((owner, listed), ("alice", MachinesAsk::Listed("m1".into(), input::handoff_id("alice", "s1"))));
+    let report = admitted(&head("POST", &format!("/v1/handoffs/{HID}/report"), Some(&machine(HID))), &setting());
+    let report = report.unwrap();
+    assert!(report.place(&create).is_none() && report.listed(&create).is_none(), "only a create is placed");
+}
