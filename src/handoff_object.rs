@@ -442,8 +442,13 @@ impl Object {
     /// decider says which it wakes, and every watching socket is compared with it. Waking
     /// earlier would hand a waiter a body chunk on a response already under way, which the
     /// output gate may not hold back, so a failed commit could show it a version that never was.
+    /// With no held waiter and no socket, every answer that shows `version` is a new message,
+    /// which the output gate holds until the commit is confirmed: nothing needs the await.
     async fn publish(&self, version: u64) -> Result<()> {
-        self.state.storage().sync().await?;
+        let under_way = !self.inner.waiting.borrow().is_empty() || !self.state.get_websockets().is_empty();
+        if under_way {
+            self.state.storage().sync().await?;
+        }
         let wake = self.inner.decider.borrow_mut().confirm(version);
         let Some(wake) = wake else {
             return Ok(());
