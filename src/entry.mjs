@@ -1,16 +1,15 @@
-// The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It
-// decides nothing. Its fetch hands each request to Rust in one call, as plain values
-// (src/router.rs, Edge.route), and carries out the step it gets back, by the step's first
-// element: 0 an answer; 1 an ask of an object over RPC (with the request's body), whose answer value is the response;
-// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step;
-// 4 read the body and route the request again with it. An answer is [status, headers,
-// body]; an object's answer that never comes is the one 503 (Edge.unavailable), a body that
-// cannot be read a 400 (Edge.unreadable). The runtime offers RPC only to a class that extends
-// DurableObject, which a wasm-bindgen export cannot, so each object's class here extends it
-// and forwards every call to the Rust object in one line; worker-build's module (../index.js)
-// guards those: after a trap it starts a fresh instance and each object is made again from
-// storage. The hand-off object is handed node:crypto's createHash for the package hash
-// (src/digest.rs). A test (handoff-tools, entry_module) holds this file to all that.
+// The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It decides
+// nothing. Its fetch hands each request to Rust in one call, as plain values (src/router.rs,
+// Edge.route), and carries out the step it gets back, by the step's first element: 0 an answer;
+// 1 an ask of an object over RPC (with the request's body), whose answer value is the response;
+// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step; 4 read
+// the body and route the request again with it. An answer is [status, headers, body]; an object's
+// answer that never comes is the one 503 (Edge.unavailable), an unreadable body a 400
+// (Edge.unreadable). RPC is offered only to a class that extends DurableObject, which a wasm-bindgen
+// export cannot, so each class here extends it and forwards every call (the owner index's putRow is
+// a row send) to the Rust object in one line; worker-build's module (../index.js) guards those: after
+// a trap it starts a fresh instance and makes each object again from storage. The hand-off object
+// gets node:crypto's createHash (src/digest.rs). A test (handoff-tools, entry_module) holds all that.
 import { DurableObject } from "cloudflare:workers";
 import { createHash } from "node:crypto";
 import * as rs from "../index.js";
@@ -45,6 +44,7 @@ export class HandoffObject extends DurableObject {
 export class OwnerIndex extends DurableObject {
   constructor(ctx, env) { super(ctx, env); this.rs = new rs.OwnerIndex(ctx, env); }
   fetch(request) { return this.rs.fetch(request); }
+  putRow(wire) { return this.rs.putRow(wire); }
   alarm() { return this.rs.alarm(); }
 }
 

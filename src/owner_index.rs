@@ -60,11 +60,35 @@ impl OwnerIndex {
         self.serve(req).await.map(JsValue::from).map_err(JsValue::from)
     }
 
+    /// A hand-off's row (`ToIndex::Put`, as `protocol::encode` wrote it) over RPC: only its
+    /// status comes back, with no `Request` read and no `Response` built. 503 when the ask is
+    /// not a row or cannot be read (a deploy mixing versions), or storage failed.
+    #[wasm_bindgen(js_name = putRow)]
+    pub fn put_row(&self, wire: &str) -> u16 {
+        let ask = match handoff_api::protocol::decode(wire) {
+            Ok(ToIndex::Put(row, passed, incarnation)) => IndexAsk::Put { row, passed, incarnation },
+            Ok(_) => return unreadable("an ask other than a row, sent as one"),
+            Err(e) => return unreadable(&e.to_string()),
+        };
+        match Driver::answer(&self.driver, ask.into_owner()) {
+            Ok(answer) => handoff_api::wire::index(&answer).0.status,
+            Err(e) => {
+                console_error!("owner index: {e}");
+                503
+            }
+        }
+    }
+
     /// Sends the deliveries that are due (`Index::poll_send`).
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
         Driver::drive(&self.driver, Ask::Alarm).map_err(JsValue::from)?;
         crate::http::plain("ok").map(JsValue::from).map_err(JsValue::from)
     }
+}
+
+fn unreadable(why: &str) -> u16 {
+    console_error!("unreadable index ask: {why}");
+    503
 }
 
 impl OwnerIndex {
@@ -90,12 +114,9 @@ impl OwnerIndex {
                 return crate::http::refusal(&refused);
             }
         }
-        match Driver::drive(&self.driver, ask.into_owner()) {
-            Ok(plan) => {
-                if let owner::IndexAnswer::Unavailable(cause) = &plan.answer {
-                    console_error!("owner index: {cause}");
-                }
-                let (rendered, headers) = handoff_api::wire::index(&plan.answer);
+        match Driver::answer(&self.driver, ask.into_owner()) {
+            Ok(answer) => {
+                let (rendered, headers) = handoff_api::wire::index(&answer);
                 crate::http::rendered(rendered, &headers)
             }
             Err(e) => store_failed("owner index", &e),
@@ -104,6 +125,15 @@ impl OwnerIndex {
 }
 
 impl Driver {
+    /// One ask's answer, carried out by [`Driver::drive`]; an unavailable one is logged here.
+    fn answer(this: &Rc<Driver>, ask: Ask) -> Result<owner::IndexAnswer> {
+        let plan = Driver::drive(this, ask)?;
+        if let owner::IndexAnswer::Unavailable(cause) = &plan.answer {
+            console_error!("owner index: {cause}");
+        }
+        Ok(plan.answer)
+    }
+
     /// One ask, from its reads to its plan carried out: the reads, the writes in one
     /// transaction (none of them if one fails, and the index then forgets what it believed of
     /// its tables), the log, the alarm, and each delivery started on its own.
