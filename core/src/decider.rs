@@ -801,6 +801,7 @@ impl Decider {
         // Nothing more is read for a caller who will be refused.
         self.owned(&ask.caller).ok()?;
         match &ask.op {
+            Op::Preview { change, .. } => self.reach_read(&ask.caller, change, feed),
             Op::Change { change } => {
                 if let Some(reach) = self.reach_read(&ask.caller, change, feed) {
                     return Some(reach);
@@ -1067,7 +1068,8 @@ impl Decider {
             },
             Op::Work => Plan::rendered(wire.render(HandoffAnswer::Work { h: &h, role })),
             Op::Preview { change, budget_bytes, reach } => {
-                let opened = handoff::apply(&h, &change, role, at.now)
+                let opened = model_reached(&h, &change, &feed.reach)
+                    .and_then(|()| handoff::apply(&h, &change, role, at.now))
                     .and_then(|out| Ok((out.next.record, out.next.ledger.latest()?)));
                 match opened {
                     Err(refusal) => refused_with(refusal),
@@ -1365,8 +1367,8 @@ impl Decider {
         AfterAlarm::At(retention.erase_at(closed_at))
     }
 
-    /// A hand-off turn with a model (chosen or carried over) asks what its target runtime
-    /// reaches on the hand-off's machine, once.
+    /// A hand-off turn with a model (chosen or carried over), opened or previewed, asks what its
+    /// target runtime reaches on the hand-off's machine, once.
     fn reach_read(&self, caller: &Caller, change: &Change, feed: &Feed) -> Option<Read> {
         let Change::Turn { command: turn::Command::OpenTurn { .. }, package: Some(request), .. } = change else {
             return None;
@@ -1416,14 +1418,8 @@ impl Decider {
                 }
             }
         }
-        if let Change::Turn { command: turn::Command::OpenTurn { .. }, package: Some(request), .. } = change {
-            if let Some(model) = crate::placement::handed_model(&h.record.placement, request) {
-                let reached = feed.reach.as_ref().and_then(|r| r.as_deref());
-                let checked = crate::placement::check_reach(&h.record.machine, &request.runtime, model, reached);
-                if let Err(refusal) = checked {
-                    return Plan::rendered(refusal_of(wire, &refusal, &h, role));
-                }
-            }
+        if let Err(refusal) = model_reached(&h, change, &feed.reach) {
+            return Plan::rendered(refusal_of(wire, &refusal, &h, role));
         }
         let out = match handoff::apply(&h, change, role, now) {
             Err(refusal) => return Plan::rendered(refusal_of(wire, &refusal, &h, role)),
@@ -1670,6 +1666,19 @@ fn fits(what: &str, bytes: usize, max: usize) -> Result<(), Refusal> {
         return Err(Refusal::new(Code::RequestTooLarge, format!("{what} of {bytes} bytes, over {max}")));
     }
     Ok(())
+}
+
+/// A hand-off turn's model (chosen or carried over) against what its target runtime reaches on
+/// the hand-off's machine ([`Feed::reach`]); any other change has none to check.
+fn model_reached(h: &Handoff, change: &Change, reach: &Option<Option<Vec<String>>>) -> Result<(), Refusal> {
+    let Change::Turn { command: turn::Command::OpenTurn { .. }, package: Some(request), .. } = change else {
+        return Ok(());
+    };
+    let Some(model) = crate::placement::handed_model(&h.record.placement, request) else {
+        return Ok(());
+    };
+    let reached = reach.as_ref().and_then(|r| r.as_deref());
+    crate::placement::check_reach(&h.record.machine, &request.runtime, model, reached)
 }
 
 /// A refusal of a hand-off the caller may see: with its record, and with the current package

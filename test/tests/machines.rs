@@ -473,13 +473,21 @@ fn a_hand_off_turn_carries_the_model_over_and_one_the_target_runtime_does_not_re
     assert_eq!(c.put(&format!("/v1/handoffs/{id}/work"), &alice, work).status, 200);
     assert_eq!(c.report(&id, &machine_token, 1, "done", Some("turn 1")).status, 200);
     let before = c.get(&format!("/v1/handoffs/{id}"), &alice);
-    let open = |model: Option<&str>| {
+    let turns = |query: &str, model: Option<&str>| {
         let mut handoff = json!({"runtime": "codex", "objective": "finish", "purpose": "a fresh view"});
         if let Some(model) = model {
             handoff["model"] = Value::from(model);
         }
-        c.post(&format!("/v1/handoffs/{id}/turns"), &alice, json!({"after": 1, "prompt": "go on", "handoff": handoff}))
+        c.post(
+            &format!("/v1/handoffs/{id}/turns{query}"),
+            &alice,
+            json!({"after": 1, "prompt": "go on", "handoff": handoff}),
+        )
     };
+    let open = |model: Option<&str>| turns("", model);
+    let preview = turns("?dry_run=true", None);
+    assert_eq!((preview.status, preview.code()), (409, "model.unavailable"), "a preview as the turn: {}", preview.text);
+    assert_eq!(turns("?dry_run=true", Some("gpt-5-codex")).status, 200, "a model it reaches previews");
 
     let refused = open(None);
     assert_eq!((refused.status, refused.code()), (409, "model.unavailable"), "{}", refused.text);

@@ -1022,8 +1022,9 @@ fn the_next_turn_carries_the_previous_turns_workspace_and_model_onto_its_lineage
     assert_eq!(h.lineage.last().unwrap().placement, placement, "and on turn 2's lineage entry");
 }
 
-#[test]
-fn a_hand_off_turn_carries_the_model_over_and_one_its_target_runtime_does_not_reach_is_refused_and_changes_nothing() {
+/// A hand-off on machine `m1` whose turn 1, run with model `opus`, is done: the decider, and
+/// its machine's caller.
+fn turn_one_done_with_opus() -> (Driver, Caller) {
     let mut d = Driver::new();
     let placement = Placement { model: Some("opus".into()), ..Placement::default() };
     let create = Op::Create {
@@ -1040,20 +1041,29 @@ fn a_hand_off_turn_carries_the_model_over_and_one_its_target_runtime_does_not_re
     assert_eq!(d.ask(ask(owner(), set_work())).2, 200);
     let by = Caller { incarnation: 100, ..machine() };
     assert_eq!(d.ask(ask(by.clone(), report(1, ReportStatus::Done, "a"))).2, 200);
-    let to = |runtime: &str, model: Option<&str>, after: u64| {
-        change(Change::Turn {
-            command: Command::OpenTurn { after, prompt: Some("go on".into()) },
-            unmet: None,
-            usage: None,
-            package: Some(PackageRequest {
-                objective: "o".into(),
-                purpose: "p".into(),
-                runtime: runtime.into(),
-                note: None,
-                model: model.map(str::to_string),
-            }),
-        })
-    };
+    (d, by)
+}
+
+/// Opening the turn after `after` with a hand-off to `runtime`, and `model` if one is chosen.
+fn hand_off_to(runtime: &str, model: Option<&str>, after: u64) -> Change {
+    Change::Turn {
+        command: Command::OpenTurn { after, prompt: Some("go on".into()) },
+        unmet: None,
+        usage: None,
+        package: Some(PackageRequest {
+            objective: "o".into(),
+            purpose: "p".into(),
+            runtime: runtime.into(),
+            note: None,
+            model: model.map(str::to_string),
+        }),
+    }
+}
+
+#[test]
+fn a_hand_off_turn_carries_the_model_over_and_one_its_target_runtime_does_not_reach_is_refused_and_changes_nothing() {
+    let (mut d, by) = turn_one_done_with_opus();
+    let to = |runtime: &str, model: Option<&str>, after: u64| change(hand_off_to(runtime, model, after));
     d.reach = Some(vec!["gpt-5-codex".into()]);
     let version = d.decider.handoff().unwrap().record.version;
     let (plan, body, status) = d.ask(ask(owner(), to("codex", None, 1)));
@@ -1073,6 +1083,23 @@ fn a_hand_off_turn_carries_the_model_over_and_one_its_target_runtime_does_not_re
     let h = d.decider.handoff().unwrap();
     assert_eq!(h.record.placement.model.as_deref(), Some("gpt-5-codex"), "carried over when none is chosen");
     assert_eq!(h.lineage.last().unwrap().placement.model.as_deref(), Some("gpt-5-codex"));
+}
+
+#[test]
+fn a_preview_of_a_hand_off_turn_refuses_a_model_its_target_runtime_does_not_reach_as_the_turn_itself_would() {
+    let (mut d, _) = turn_one_done_with_opus();
+    d.reach = Some(vec!["gpt-5-codex".into()]);
+    let version = d.decider.handoff().unwrap().record.version;
+    let preview = |model: Option<&str>| Op::Preview {
+        change: hand_off_to("codex", model, 1),
+        budget_bytes: 4096,
+        reach: Reaching { api: false, base_url: String::new() },
+    };
+    let (plan, body, status) = d.ask(ask(owner(), preview(None)));
+    assert_eq!((status, body["code"].as_str(), plan.writes.len()), (409, Some("model.unavailable"), 0), "{body}");
+    let (plan, body, status) = d.ask(ask(owner(), preview(Some("gpt-5-codex"))));
+    assert_eq!((status, plan.writes.len()), (200, 0), "a model it reaches previews, storing nothing: {body}");
+    assert_eq!(d.decider.handoff().unwrap().record.version, version, "a preview changes nothing");
 }
 
 #[test]
