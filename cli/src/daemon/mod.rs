@@ -8,7 +8,7 @@
 //! holds unchanged (at most once per turn, questions back, cancel stops, restarts safe).
 //!
 //! One loop takes every input on one channel: the list of hand-offs (a follower thread holds
-//! `GET /v1/machine/handoffs?after=V`, or polls it every [`LIST_POLL_MS`] from a service that
+//! `GET /v1/machine/handoffs?after=V`, or polls it every [`rules::LIST_POLL_MS`] from a service that
 //! does not hold it), a revocation, TERM or INT, and a tick that reaps the children. The
 //! rules (where a session runs, which start and which wait, worktrees, models, the unit) are
 //! [`rules`]'s.
@@ -35,8 +35,6 @@ use std::time::{Duration, Instant};
 /// Sessions served at once unless `--max-sessions` says: each runs a harness, and a small
 /// cloud machine runs a few well.
 pub const MAX_SESSIONS_DEFAULT: usize = 4;
-/// How often the list of hand-offs is read from a service that does not hold it.
-pub const LIST_POLL_MS: u64 = 2_000;
 /// How long one held follow of the list waits for a change: the service's most.
 pub const LIST_HOLD_S: u64 = handoff_core::limits::MACHINE_FOLLOW_TIMEOUT_S_MAX;
 /// The daemon's exit status once its owner revoked the machine: the unit does not restart it.
@@ -47,10 +45,6 @@ pub const RESTART_BACKOFF_MS: u64 = 5_000;
 pub const TOKEN_REFRESH_S: u64 = 3_600;
 /// How often the loop looks at its children when nothing else comes.
 const TICK_MS: u64 = 500;
-/// The follower's backoff after a failed read of the list: from this…
-const FOLLOW_BACKOFF_MS_BASE: u64 = 500;
-/// …doubling up to this.
-const FOLLOW_BACKOFF_MS_MAX: u64 = 30_000;
 /// On a stop, how long a session's serve gets to stop its harness before SIGKILL.
 const CHILD_STOP_GRACE_MS: u64 = 10_000;
 
@@ -336,39 +330,36 @@ fn report_presence(
     }
 }
 
-/// Follows the list of hand-offs: held (`?after=V`) where the service answers a version,
-/// else read every [`LIST_POLL_MS`]; an older service's 400 to `after` falls back to polling.
+/// Follows the list of hand-offs as [`rules::Follow`] says, until the credential is revoked.
 fn follow(credential: &Credential, tx: &mpsc::Sender<Input>, say: &Say, stop: &AtomicBool) {
-    let (mut after, mut held, mut backoff_ms) = (None::<u64>, true, FOLLOW_BACKOFF_MS_BASE);
+    let mut follow = rules::Follow::default();
     while !stop.load(Ordering::Relaxed) {
-        let asked = if held { after } else { None };
-        match credential.client().machine_handoffs(asked, LIST_HOLD_S) {
+        let wait_ms = match credential.client().machine_handoffs(follow.after(), LIST_HOLD_S) {
             Ok(r) => {
-                backoff_ms = FOLLOW_BACKOFF_MS_BASE;
                 let ids = r.value.handoffs.into_iter().map(|h| h.id).collect();
                 if tx.send(Input::Listed(ids)).is_err() {
                     return;
                 }
-                after = r.value.version;
-                if after.is_none() || !held {
-                    std::thread::sleep(Duration::from_millis(LIST_POLL_MS));
-                }
+                follow.listed(r.value.version)
             }
             Err(e) => {
                 if let Some(why) = revoked(&e) {
                     let _ = tx.send(Input::Revoked(why));
                     return;
                 }
-                if asked.is_some() && e.refusal().is_some_and(|r| r.status == 400) {
-                    say.line("the service does not hold the list: reading it every 2 s");
-                    held = false;
-                    continue;
+                match follow.failed(e.refusal().map(|r| r.status)) {
+                    None => {
+                        say.line("the service does not hold the list: reading it every 2 s");
+                        0
+                    }
+                    Some(wait_ms) => {
+                        say.line(&format!("the list of hand-offs: {e}; again in {wait_ms} ms"));
+                        wait_ms
+                    }
                 }
-                say.line(&format!("the list of hand-offs: {e}; again in {backoff_ms} ms"));
-                std::thread::sleep(Duration::from_millis(backoff_ms));
-                backoff_ms = (backoff_ms * 2).min(FOLLOW_BACKOFF_MS_MAX);
             }
-        }
+        };
+        std::thread::sleep(Duration::from_millis(wait_ms));
     }
 }
 

@@ -204,9 +204,92 @@ fn systemd_word(word: &str) -> String {
     }
 }
 
+/// How often the list of hand-offs is read from a service that does not hold it.
+pub const LIST_POLL_MS: u64 = 2_000;
+/// The follower's backoff after a failed read of the list: from this…
+pub const FOLLOW_BACKOFF_MS_BASE: u64 = 500;
+/// …doubling up to this.
+pub const FOLLOW_BACKOFF_MS_MAX: u64 = 30_000;
+
+/// The follow of the list of hand-offs: held (`?after=V`) while the service answers a
+/// version, else read every [`LIST_POLL_MS`]; after a failure, a backoff that doubles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follow {
+    after: Option<u64>,
+    held: bool,
+    backoff_ms: u64,
+}
+
+impl Default for Follow {
+    fn default() -> Follow {
+        Follow { after: None, held: true, backoff_ms: FOLLOW_BACKOFF_MS_BASE }
+    }
+}
+
+impl Follow {
+    /// The `after` of the next read: the version last listed, while the service holds reads.
+    pub fn after(&self) -> Option<u64> {
+        self.after.filter(|_| self.held)
+    }
+
+    /// The list was read, at `version` if the service gave one: how long to wait before the
+    /// next read (none for a held one, which waited at the service).
+    pub fn listed(&mut self, version: Option<u64>) -> u64 {
+        self.backoff_ms = FOLLOW_BACKOFF_MS_BASE;
+        self.after = version;
+        if version.is_some() && self.held {
+            0
+        } else {
+            LIST_POLL_MS
+        }
+    }
+
+    /// A read failed (not for a revoked credential, which ends the follow), refused with
+    /// `status` if the service answered: a 400 to `after` is a service that does not hold the
+    /// list, read every [`LIST_POLL_MS`] from then on at once (`None`); any other failure waits
+    /// its backoff, which doubles up to [`FOLLOW_BACKOFF_MS_MAX`].
+    pub fn failed(&mut self, status: Option<u16>) -> Option<u64> {
+        if self.after().is_some() && status == Some(400) {
+            self.held = false;
+            return None;
+        }
+        let wait_ms = self.backoff_ms;
+        self.backoff_ms = (self.backoff_ms * 2).min(FOLLOW_BACKOFF_MS_MAX);
+        Some(wait_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_follow_is_held_after_the_version_listed_and_falls_back_to_reading_every_two_seconds() {
+        let mut f = Follow::default();
+        assert_eq!(f.after(), None, "the first read asks for the list at once");
+        assert_eq!(f.listed(Some(7)), 0, "a held read waited at the service");
+        assert_eq!(f.after(), Some(7));
+        assert_eq!(f.listed(None), LIST_POLL_MS, "a service that answers no version is read every 2 s");
+        assert_eq!(f.after(), None);
+        f.listed(Some(8));
+        assert_eq!(f.failed(Some(400)), None, "an older service's 400 to `after`: read again at once, without it");
+        assert_eq!(f.after(), None, "and never held again");
+        assert_eq!(f.listed(Some(9)), LIST_POLL_MS);
+        assert_eq!(f.after(), None);
+    }
+
+    #[test]
+    fn a_failed_read_waits_a_backoff_that_doubles_to_its_cap_and_a_read_resets_it() {
+        let mut f = Follow::default();
+        assert_eq!(f.failed(Some(400)), Some(FOLLOW_BACKOFF_MS_BASE), "a 400 with no `after` is no fallback");
+        let waits: Vec<u64> = (0..10).filter_map(|_| f.failed(Some(429))).collect();
+        assert_eq!(waits[0], FOLLOW_BACKOFF_MS_BASE * 2);
+        assert!(waits.windows(2).all(|w| w[1] == (w[0] * 2).min(FOLLOW_BACKOFF_MS_MAX)), "{waits:?}");
+        assert_eq!(waits.last(), Some(&FOLLOW_BACKOFF_MS_MAX));
+        f.listed(Some(3));
+        assert_eq!(f.failed(None), Some(FOLLOW_BACKOFF_MS_BASE), "a read resets it; a lost connection backs off too");
+        assert_eq!(f.after(), Some(3), "and the follow stays held");
+    }
 
     fn ws(pairs: &[(&str, &str)]) -> Workspaces {
         Workspaces::of(pairs.iter().map(|(n, p)| ((*n).to_string(), PathBuf::from(p))).collect()).unwrap()
