@@ -1,7 +1,8 @@
 //! What the core's unit tests build again and again: a machine's report, named field by field,
-//! and the permission question a harness asks.
+//! the permission question a harness asks, and a hand-off's request.
 
 use crate::handoff::Change;
+use crate::package::PackageRequest;
 use crate::question::{Choice, Kind, QuestionInput};
 use crate::suggestion::Usage;
 use crate::timeline::SyncMode;
@@ -87,5 +88,16 @@ impl Report {
     pub fn change(mut self) -> Change {
         let (unmet, usage) = (self.unmet.take(), self.usage.take());
         Change::Turn { command: self.command(), unmet, usage, package: None }
+    }
+}
+
+/// A hand-off to `runtime` with objective `o` and purpose `p`, and `model` if one is chosen.
+pub fn hand_off(runtime: &str, model: Option<&str>) -> PackageRequest {
+    PackageRequest {
+        objective: "o".into(),
+        purpose: "p".into(),
+        runtime: runtime.into(),
+        note: None,
+        model: model.map(str::to_string),
     }
 }

@@ -98,15 +98,7 @@ mod tests {
         Placement { workspace: workspace.map(str::to_string), model: model.map(str::to_string), ..Placement::default() }
     }
 
-    fn to(runtime: &str, model: Option<&str>) -> crate::package::PackageRequest {
-        crate::package::PackageRequest {
-            objective: "o".into(),
-            purpose: "p".into(),
-            runtime: runtime.into(),
-            note: None,
-            model: model.map(str::to_string),
-        }
-    }
+    use crate::fixtures::hand_off as to;
 
     #[test]
     fn a_hand_off_turn_carries_the_previous_model_over_unless_the_owner_chooses_another() {

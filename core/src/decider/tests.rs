@@ -1050,13 +1050,7 @@ fn hand_off_to(runtime: &str, model: Option<&str>, after: u64) -> Change {
         command: Command::OpenTurn { after, prompt: Some("go on".into()) },
         unmet: None,
         usage: None,
-        package: Some(PackageRequest {
-            objective: "o".into(),
-            purpose: "p".into(),
-            runtime: runtime.into(),
-            note: None,
-            model: model.map(str::to_string),
-        }),
+        package: Some(crate::fixtures::hand_off(runtime, model)),
     }
 }
 
