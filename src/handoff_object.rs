@@ -460,7 +460,10 @@ impl Object {
                 let _gone = channel.send(self.inner.frame(&wake.handoff, role));
             }
         }
-        self.fan_out(&wake.handoff);
+        // Not under way, no socket was watching and no await has let one be accepted since.
+        if under_way {
+            self.fan_out(&wake.handoff);
+        }
         Ok(())
     }
 

@@ -65,17 +65,18 @@ impl OwnerIndex {
     /// not a row or cannot be read (a deploy mixing versions), or storage failed.
     #[wasm_bindgen(js_name = putRow)]
     pub fn put_row(&self, wire: &str) -> u16 {
-        let ask = match handoff_api::protocol::decode(wire) {
-            Ok(ToIndex::Put(row, passed, incarnation)) => IndexAsk::Put { row, passed, incarnation },
-            Ok(_) => return unreadable("an ask other than a row, sent as one"),
-            Err(e) => return unreadable(&e.to_string()),
-        };
-        match Driver::answer(&self.driver, ask.into_owner()) {
-            Ok(answer) => handoff_api::wire::index(&answer).0.status,
-            Err(e) => {
-                console_error!("owner index: {e}");
-                503
+        use crate::bindings::unavailable;
+        let answer = match handoff_api::protocol::decode(wire) {
+            Ok(ToIndex::Put(row, passed, incarnation)) => {
+                let ask = IndexAsk::Put { row, passed, incarnation }.into_owner();
+                Driver::answer(&self.driver, ask).map_err(|e| unavailable("owner index", &e))
             }
+            Ok(_) => Err(unavailable("unreadable index ask", &"an ask other than a row, sent as one")),
+            Err(e) => Err(unavailable("unreadable index ask", &e)),
+        };
+        match answer {
+            Ok(answer) => handoff_api::wire::index(&answer).0.status,
+            Err(refused) => handoff_api::error::status(refused.code),
         }
     }
 
@@ -84,11 +85,6 @@ impl OwnerIndex {
         Driver::drive(&self.driver, Ask::Alarm).map_err(JsValue::from)?;
         crate::http::plain("ok").map(JsValue::from).map_err(JsValue::from)
     }
-}
-
-fn unreadable(why: &str) -> u16 {
-    console_error!("unreadable index ask: {why}");
-    503
 }
 
 impl OwnerIndex {
