@@ -73,17 +73,17 @@ impl Edge {
         route(Incoming::new(request, head, body), env).value()
     }
 
-    /// The one 503, for an object's answer that never came (its promise rejected: the object
-    /// reset under it, the runtime failing), with the cause logged.
+    /// The one 503 as an answer (not a step), for an object's answer that never came (its
+    /// promise rejected: the object reset under it, the runtime failing), with the cause logged.
     pub fn unavailable(cause: JsValue) -> JsValue {
-        Step::refusal(&unavailable("the object's answer", &Error::from(cause))).value()
+        http::Plain::refusal(&unavailable("the object's answer", &Error::from(cause))).value()
     }
 
-    /// 400 for a body the runtime could not read (the client sent less than it declared, or
-    /// went away), with the cause logged.
+    /// 400 as an answer (not a step), for a body the runtime could not read (the client sent
+    /// less than it declared, or went away), with the cause logged.
     pub fn unreadable(cause: JsValue) -> JsValue {
         console_log!("a request's body was unreadable: {}", Error::from(cause));
-        Step::refusal(&ApiError::invalid("body: unreadable")).value()
+        http::Plain::refusal(&ApiError::invalid("body: unreadable")).value()
     }
 }
 

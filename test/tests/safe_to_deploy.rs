@@ -101,6 +101,53 @@ fn get_with_body(port: u16, path: &str, token: &str, body: &str) -> String {
     String::from_utf8_lossy(&raw).into_owned()
 }
 
+/// Sends `request` as it is on a raw connection, then closes the sending side; answers what came back.
+fn send_raw(port: u16, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = s.write_all(request);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut raw = vec![];
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// On workerd itself: a body short of its declared length (the client stopped sending) is 400,
+/// and one over its route's cap behind a small declared length is 413.
+#[test]
+fn a_hand_offs_body_that_is_not_what_its_content_length_declared_is_refused_and_changes_nothing() {
+    let state = temp_state("body-framing");
+    let server = Server::start_workerd(&state, &[]);
+    let c = server.client();
+    let alice = owner(&unique("alice"));
+    let (id, machine, _) = c.create(&alice);
+    let port = server.port;
+    let head = |length: usize, more: &str| {
+        format!(
+            "POST /v1/handoffs/{id}/report HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {machine}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n{more}Connection: close\r\n\r\n"
+        )
+    };
+    let report = br#"{"turn":1,"status":"done","summary":"finished"}"#;
+    // Less than declared: the client stops sending.
+    let short = [head(report.len() + 100, "").as_bytes(), report].concat();
+    let answer = send_raw(port, &short);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#"{"code":"request.invalid","message":"body: unreadable"}"#), "{answer}");
+    // A chunked body over the report's cap behind a small declared length.
+    let over = handoff_core::limits::REPORT_BODY_BYTES_MAX + 1;
+    let mut chunked = head(report.len(), "Transfer-Encoding: chunked\r\n").into_bytes();
+    chunked.extend_from_slice(format!("{over:x}\r\n").as_bytes());
+    chunked.extend(std::iter::repeat_n(b' ', over));
+    chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+    let answer = send_raw(port, &chunked);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request.too_large"), "{answer}");
+    let after = c.get(&format!("/v1/handoffs/{id}"), &alice);
+    assert_eq!((after.version(), after.handoff()["status"].as_str()), (1, Some("running")), "nothing changed");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
 /// On workerd itself, so that the process measured is the one that reads the body.
 #[test]
 fn a_200_mb_chunked_body_is_refused_as_soon_as_it_passes_the_limit_and_the_runtime_does_not_grow() {
@@ -283,10 +330,9 @@ fn a_lost_commit_is_seen_by_no_waiter_and_no_list_and_the_next_change_takes_its_
 /// would on a bug). The change fails, and no hand-off then answers from memory: the one that
 /// held the unstored change, and another made before the panic, both answer what is stored
 /// (worker-build's module, which `src/entry.mjs` forwards to, starts a fresh instance after a
-/// trap and makes each object again from storage). The trapped request's future never settles,
-/// so the runtime answers it with its own "code had hung" error (a 5xx), and so it does every
-/// request in flight in that isolate at the trap: this test runs on a workerd of its own, not on
-/// the shared Worker other tests are using at the same time.
+/// trap and makes each object again from storage). The trapped request's ask rejects, which the
+/// edge answers with the one 503, as it does every request in flight in that isolate at the
+/// trap: this test runs on a workerd of its own, not on the shared Worker other tests are using.
 #[test]
 fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_memory() {
     let state = temp_state("trap");
@@ -299,7 +345,7 @@ fn a_panic_between_a_change_and_its_commit_leaves_no_hand_off_answering_from_mem
     assert_eq!((stored.status, stored.version()), (200, 2), "{}", stored.text);
     arm(&c, &id, &alice, json!({"fail": "panic"}));
     let trapped = c.report(&id, &machine, 1, "needs-you", Some("never stored"));
-    assert!(trapped.status >= 500, "a change that panicked before its commit was answered: {}", trapped.text);
+    assert_eq!((trapped.status, trapped.code()), (503, "store.unavailable"), "{}", trapped.text);
     // A reset object may answer the first call after the panic with 503, which clients retry.
     let read = |id: &str| {
         let mut answer = c.get(&format!("/v1/handoffs/{id}"), &alice);
