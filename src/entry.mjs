@@ -1,15 +1,13 @@
-// The Worker's entry (wrangler.toml's main; scripts/build copies it to build/worker/). It decides
-// nothing. Its fetch hands each request to Rust in one call, as plain values (src/router.rs,
-// Edge.route), and carries out the step it gets back, by the step's first element: 0 an answer;
-// 1 an ask of an object over RPC (with the request's body), whose answer value is the response;
-// 2 a request to an object, whose answer passes on as it is; 3 a promise of the next step; 4 read
-// the body and route the request again with it. An answer is [status, headers, body]; an object's
-// answer that never comes is the one 503 (Edge.unavailable), an unreadable body a 400
-// (Edge.unreadable). RPC is offered only to a class that extends DurableObject, which a wasm-bindgen
-// export cannot, so each class here extends it and forwards every call (the owner index's putRow is
-// a row send) to the Rust object in one line; worker-build's module (../index.js) guards those: after
-// a trap it starts a fresh instance and makes each object again from storage. The hand-off object
-// gets node:crypto's createHash (src/digest.rs). A test (handoff-tools, entry_module) holds all that.
+// The Worker's entry (wrangler.toml's main, copied by scripts/build). It decides nothing: fetch
+// hands each request to Rust in one call (src/router.rs, Edge.route) and carries out the step it
+// gets back, by its first element: 0 an answer [status, headers, body]; 1 an ask of an object over
+// RPC (with the request's body), its answer value the response; 2 a request to an object, its
+// answer passed on as it is; 3 a promise of the next step; 4 read the body and route again with
+// it; 5 read the body and make 1's ask with it. An object's answer that never comes is the one 503
+// (Edge.unavailable), an unreadable body a 400 (Edge.unreadable). RPC reaches only a class that
+// extends DurableObject, which a wasm-bindgen export cannot, so each class here does and forwards
+// every call (putRow is the index's row send) in one line; worker-build's ../index.js restarts the
+// instance after a trap. The hand-off object gets node:crypto's createHash (src/digest.rs).
 import { DurableObject } from "cloudflare:workers";
 import { createHash } from "node:crypto";
 import * as rs from "../index.js";
@@ -17,12 +15,14 @@ import * as rs from "../index.js";
 const respond = (answer) => new Response(answer[2], { status: answer[0], headers: answer[1] });
 const unavailable = (cause) => respond(rs.Edge.unavailable(cause));
 const unreadable = (cause) => respond(rs.Edge.unreadable(cause));
+const ask = (step, env, body) => env[step[1]].getByName(step[2]).handle(step[3], body).then(respond, unavailable);
 const steps = [
   (step) => respond(step[1]),
-  (step, request, env) => env[step[1]].getByName(step[2]).handle(step[3], step[4]).then(respond, unavailable),
+  (step, request, env) => ask(step, env, step[4]),
   (step, request, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
   (step, request, env, h) => step[1].then((next) => run(next, request, env, h)),
   (step, request, env, h) => request.arrayBuffer().then((body) => run(route(request, env, h, new Uint8Array(body)), request, env, h), unreadable),
+  (step, request, env) => request.arrayBuffer().then((body) => ask(step, env, new Uint8Array(body)), unreadable),
 ];
 const run = (step, request, env, h) => steps[step[0]](step, request, env, h);
 const route = (request, env, h, body) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"), h.get("cookie"), h.get("origin"), h.get("handoff-refresh"), body);

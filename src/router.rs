@@ -111,6 +111,9 @@ enum Step {
     /// Read the whole body, whose declared length is within the limit, and route the request
     /// again with it.
     ReadBody,
+    /// Read the whole body, of a declared length within the limit, and ask a hand-off over
+    /// RPC with it, unread here: the object alone reads it (`Admission::object_reads_body`).
+    ReadThenAsk { namespace: &'static str, name: String, ask: String },
 }
 
 impl Step {
@@ -136,7 +139,8 @@ impl Step {
     }
 
     /// `[0, answer]`, `[1, namespace, name, ask, body or null]`, `[2, namespace, name, url, method, headers,
-    /// body]`, `[3, promise of a step]` or `[4]`: the plain value `src/entry.mjs` reads.
+    /// body]`, `[3, promise of a step]`, `[4]` or `[5, namespace, name, ask]`: the plain value
+    /// `src/entry.mjs` reads.
     fn value(self) -> JsValue {
         let s = |s: &str| JsValue::from_str(s);
         match self {
@@ -156,13 +160,17 @@ impl Step {
             }
             Step::Later(promise) => js_sys::Array::of2(&JsValue::from(3), &promise).into(),
             Step::ReadBody => js_sys::Array::of1(&JsValue::from(4)).into(),
+            Step::ReadThenAsk { namespace, name, ask } => {
+                js_sys::Array::of4(&JsValue::from(5), &s(namespace), &s(&name), &s(&ask)).into()
+            }
         }
     }
 }
 
 /// Routes one request to its step. A body is read before the request is routed: the edge
 /// reads one of declared length, and a promise of ours one of undeclared length; a create is
-/// counted against its owner's rate first, which takes a promise too.
+/// counted against its owner's rate first, which takes a promise too. A hand-off's body of
+/// declared length is the exception: routed first, it is read by the edge and passed on unread.
 fn route(mut req: Incoming, env: Env) -> Step {
     let setting = bindings::setting(&env);
     let admitted = match admission::admit(&req.head, &setting, now_s()) {
@@ -175,6 +183,13 @@ fn route(mut req: Incoming, env: Env) -> Step {
     let rules = admitted.body();
     let given = req.body.take();
     let read = match rules.before(req.head.content_length.as_deref(), given.as_ref().map(Vec::len), || req.has_body()) {
+        Ok(Body::Declared) if admitted.object_reads_body() => {
+            return match dispatch(&env, &req, &setting, &admitted, &[], None) {
+                Ok(Step::Ask { namespace, name, ask, .. }) => Step::ReadThenAsk { namespace, name, ask },
+                Ok(step) => step,
+                Err(e) => Step::refusal(&e),
+            };
+        }
         Ok(Body::Declared) => return Step::ReadBody,
         // The body the edge read, or none at all.
         Ok(Body::Given | Body::Empty) => Some(given.unwrap_or_default()),

@@ -259,6 +259,12 @@ impl BodyRules {
         Ok(())
     }
 
+    /// A whole body of `read` bytes that no check before it saw: within the cap, and none on a GET.
+    pub fn whole(&self, read: usize) -> Result<(), ApiError> {
+        self.chunk(0, read)?;
+        self.streamed(read)
+    }
+
     /// A streamed body of `read` bytes, whole.
     pub fn streamed(&self, read: usize) -> Result<(), ApiError> {
         if self.bodiless && read > 0 {
@@ -329,6 +335,12 @@ pub enum Next<'a> {
 impl Admission {
     pub fn body(&self) -> BodyRules {
         BodyRules::of(self.route)
+    }
+
+    /// A hand-off's route with a body: the object alone reads the body (checking it again
+    /// against the route's cap), so its ask is made without it and the edge passes it on unread.
+    pub fn object_reads_body(&self) -> bool {
+        matches!(self.route.kind, Kind::Handoff { .. }) && !self.body().bodiless
     }
 
     /// The owner a request counts against for creations per minute: an owner's create.
@@ -509,7 +521,7 @@ impl Admission {
                 let sent = self.sent(caller, id, head, None);
                 // A route with a body is read by the object alone, so the body is parsed once; a
                 // GET's query is read here too, for how it travels and to refuse it unwoken.
-                let carrier = if self.body().bodiless {
+                let carrier = if !self.object_reads_body() {
                     let watching = watching(&sent);
                     let url = RequestUrl::split(&head.url);
                     let given = Input {
@@ -621,6 +633,8 @@ fn watching(sent: &Sent) -> Watching {
 /// route's reader and then its `Idempotency-Key`, in that order, as a request is refused.
 pub fn read(sent: &Sent, body: &[u8]) -> Result<Ask, ApiError> {
     let route = ROUTES.get(sent.route).ok_or_else(ApiError::unavailable)?;
+    // The edge passes a hand-off's body on unread (`Admission::object_reads_body`).
+    BodyRules::of(route).whole(body.len())?;
     let url = RequestUrl::split(&sent.url);
     let ask = |op, idempotency| Ok(Ask { caller: sent.caller.clone(), op, idempotency });
     match (route.kind, &sent.minted) {

@@ -259,6 +259,45 @@ fn a_body_the_edge_read_must_have_the_length_declared() {
 }
 
 #[test]
+fn a_hand_offs_ask_is_made_without_its_body_so_the_edge_passes_the_body_on_unread() {
+    let mut passed = 0;
+    for route in ROUTES.iter().filter(|r| matches!(r.kind, Kind::Handoff { .. })) {
+        let path = route.path.replace("{id}", HID).replace("{bid}", "blk_1");
+        let mut head = head(route.method, &path, Some(&owner()));
+        head.idempotency_key = Some("k1".into());
+        let setting = Setting { test_hooks: true, ..setting() };
+        let Ok(admission) = admitted(&head, &setting) else { continue };
+        if !admission.object_reads_body() {
+            assert_eq!(route.method, "GET", "{} {}: only a GET's body is the edge's to read", route.method, path);
+            continue;
+        }
+        let send = |body: &[u8]| match admission.next(&head, body, None, &setting, || NOW_MS, &ones) {
+            Ok(Next::Send { name, sent, carrier }) => (name, crate::protocol::encode(&sent).unwrap(), carrier),
+            other => panic!("{} {path} sends no ask: {other:?}", route.method),
+        };
+        assert_eq!(send(b""), send(br#"{"text":"a body the edge never reads"}"#), "{} {path}", route.method);
+        assert_eq!(send(b"").2, Carrier::Rpc, "{} {path}", route.method);
+        passed += 1;
+    }
+    assert!(passed >= 20, "only {passed} hand-off routes with a body");
+}
+
+#[test]
+fn the_object_refuses_a_body_over_its_routes_cap_that_the_edge_passed_on_unread() {
+    let report = head("POST", &format!("/v1/handoffs/{HID}/report"), Some(&machine(HID)));
+    let admission = admitted(&report, &setting()).unwrap();
+    let Ok(Next::Send { sent, .. }) = admission.next(&report, b"", None, &setting(), || NOW_MS, &ones) else {
+        panic!("a report sends an ask");
+    };
+    let cap = admission.body().cap;
+    let over = vec![b' '; cap + 1];
+    let error = sent_ask(&sent, &over).unwrap_err();
+    assert_eq!((error.code, error.message), (Code::RequestTooLarge, format!("the body is over {cap} bytes")));
+    let within = br#"{"turn":1,"status":"running"}"#;
+    assert!(sent_ask(&sent, within).is_ok(), "a report within the cap is read");
+}
+
+#[test]
 fn a_body_of_undeclared_length_is_streamed_and_given_up_as_soon_as_it_passes_the_cap() {
     let post = BodyRules { cap: 10, bodiless: false };
     assert_eq!(post.before(None, None, || true), Ok(Body::Undeclared));
