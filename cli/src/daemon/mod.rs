@@ -290,10 +290,10 @@ impl Credential {
     }
 }
 
-/// Why the credential was refused for good, if it was: revoked (or enrolled again elsewhere).
+/// Why the credential was refused for good, if it was ([`rules::revocation`]).
 fn revoked(e: &Error) -> Option<String> {
-    let r = e.refusal().filter(|r| r.status == 401)?;
-    Some(format!("{} ({})", r.message, r.code))
+    let r = e.refusal()?;
+    rules::revocation(r.status, r.code.as_str(), &r.message)
 }
 
 /// The heartbeat: the presence at once, then every `heartbeat_s` the service answers.

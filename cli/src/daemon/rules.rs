@@ -1,5 +1,6 @@
 //! The daemon's pure rules: its workspaces and where a session runs, which sessions start and
-//! which wait under the cap, a session's worktree, the model lists it reports, and its unit.
+//! which wait under the cap, a session's worktree, the model lists it reports, its unit, its
+//! follow of the list, and which refusal is a revocation.
 //! No I/O here; `super` carries them out.
 
 use handoff_core::ids::check_name;
@@ -259,9 +260,28 @@ impl Follow {
     }
 }
 
+/// Whether a refusal of the machine's credential, with `status`, `code` and `message`, is for
+/// good: a 401 is (the owner revoked the machine, or it was enrolled again elsewhere), and says
+/// why; any other refusal (one hand-off's 403 or 404, a 429, a 5xx) is tried again.
+pub fn revocation(status: u16, code: &str, message: &str) -> Option<String> {
+    (status == 401).then(|| format!("{message} ({code})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_401_ends_the_daemon_as_a_revocation_and_says_why() {
+        assert_eq!(
+            revocation(401, "auth.revoked", "this machine was revoked"),
+            Some("this machine was revoked (auth.revoked)".into())
+        );
+        assert!(revocation(401, "auth.invalid", "enrolled again").is_some());
+        for status in [400, 403, 404, 409, 429, 500, 503] {
+            assert_eq!(revocation(status, "any.code", "m"), None, "{status}");
+        }
+    }
 
     #[test]
     fn the_follow_is_held_after_the_version_listed_and_falls_back_to_reading_every_two_seconds() {
