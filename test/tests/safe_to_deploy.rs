@@ -89,16 +89,11 @@ fn send_chunked(port: u16, path: &str, token: &str, total: usize) -> (u16, Strin
 
 /// A raw GET carrying a body, which the test client will not send.
 fn get_with_body(port: u16, path: &str, token: &str, body: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    s.write_all(request.as_bytes()).unwrap();
-    let mut raw = vec![];
-    let _ = s.read_to_end(&mut raw);
-    String::from_utf8_lossy(&raw).into_owned()
+    send_raw(port, request.as_bytes())
 }
 
 /// Sends `request` as it is on a raw connection, then closes the sending side; answers what came back.
