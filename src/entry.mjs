@@ -6,8 +6,7 @@
 // it; 5 read the body and make 1's ask with it. An object's answer that never comes is the one 503
 // (Edge.unavailable), an unreadable body a 400 (Edge.unreadable). RPC reaches only a class that
 // extends DurableObject, which a wasm-bindgen export cannot, so each class here does and forwards
-// every call (putRow is the index's row send) in one line; worker-build's ../index.js restarts the
-// instance after a trap. The hand-off object gets node:crypto's createHash (src/digest.rs).
+// every call in one line (putRow: the index's row send); ../index.js restarts after a trap.
 import { DurableObject } from "cloudflare:workers";
 import { createHash } from "node:crypto";
 import * as rs from "../index.js";
@@ -16,13 +15,14 @@ const respond = (answer) => new Response(answer[2], { status: answer[0], headers
 const unavailable = (cause) => respond(rs.Edge.unavailable(cause));
 const unreadable = (cause) => respond(rs.Edge.unreadable(cause));
 const ask = (step, env, body) => env[step[1]].getByName(step[2]).handle(step[3], body).then(respond, unavailable);
+const read = (request, then) => request.arrayBuffer().then((body) => then(new Uint8Array(body)), unreadable);
 const steps = [
   (step) => respond(step[1]),
   (step, request, env) => ask(step, env, step[4]),
   (step, request, env) => env[step[1]].getByName(step[2]).fetch(step[3], { method: step[4], headers: step[5], body: step[6] }).catch(unavailable),
   (step, request, env, h) => step[1].then((next) => run(next, request, env, h)),
-  (step, request, env, h) => request.arrayBuffer().then((body) => run(route(request, env, h, new Uint8Array(body)), request, env, h), unreadable),
-  (step, request, env) => request.arrayBuffer().then((body) => ask(step, env, new Uint8Array(body)), unreadable),
+  (step, request, env, h) => read(request, (body) => run(route(request, env, h, body), request, env, h)),
+  (step, request, env) => read(request, (body) => ask(step, env, body)),
 ];
 const run = (step, request, env, h) => steps[step[0]](step, request, env, h);
 const route = (request, env, h, body) => rs.Edge.route(request, env, request.method, request.url, h.get("authorization"), h.get("content-length"), h.get("idempotency-key"), h.get("if-none-match"), h.get("upgrade"), h.get("sec-websocket-protocol"), h.get("cookie"), h.get("origin"), h.get("handoff-refresh"), body);
